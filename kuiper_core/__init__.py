@@ -1,0 +1,40 @@
+"""Kuiper Explorer's engine: load PNNX models and run them with NumPy, step by step.
+
+    import kuiper_core
+    g = kuiper_core.load("sample_models/resnet18.pnnx.param")
+    (y,) = g.forward(x)
+    for event in g.steps(x): ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import (
+    CycleError,
+    InputError,
+    KuiperError,
+    LimitError,
+    ModelError,
+    ParseError,
+    UnsupportedOperatorError,
+    WeightError,
+)
+from .graph import Attribute, Graph, Operand, Operator
+from .runtime import GraphState, RuntimeGraph, StepEvent
+
+__version__ = "0.1.0"
+
+
+def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorithm: str = "dfs") -> RuntimeGraph:
+    """Read `.param` + `.bin` (default: the param's sibling) and build a RuntimeGraph."""
+    graph = RuntimeGraph(param_path, bin_path)
+    graph.build(algorithm)
+    return graph
+
+
+__all__ = [
+    "load", "RuntimeGraph", "GraphState", "StepEvent", "Graph", "Operand", "Operator", "Attribute",
+    "KuiperError", "ParseError", "ModelError", "WeightError", "UnsupportedOperatorError", "CycleError",
+    "InputError", "LimitError",
+]

@@ -1,0 +1,214 @@
+"""A format-neutral graph: operands, operators, attributes.
+
+This is the plain data model that the .param reader fills, the writer saves, the runtime
+builds from, and (later) the textual IR and the optimisation passes rewrite. It holds no
+runtime state: no layers, no buffers.
+
+Shapes are tuples whose entries are ints, `None` for an unknown dim (`?` in .param) or a
+str for a symbolic dim (`%name`). An operand with no `#` annotation has `shape is None`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Union
+
+import numpy as np
+
+Dim = Union[int, None, str]
+Shape = tuple[Dim, ...]
+# Parameter values as .param writes them: None, bool, int, float, str, or a list of
+# ints/floats/strs (written as a tuple "(1,2)").
+ParamValue = Union[None, bool, int, float, str, list]
+
+# .param dtype names <-> NumPy dtypes. bf16 has no NumPy dtype: kept as raw uint16 bits.
+DTYPES: dict[str, np.dtype] = {
+    "f32": np.dtype("<f4"),
+    "f64": np.dtype("<f8"),
+    "f16": np.dtype("<f2"),
+    "bf16": np.dtype("<u2"),
+    "i64": np.dtype("<i8"),
+    "i32": np.dtype("<i4"),
+    "i16": np.dtype("<i2"),
+    "i8": np.dtype("i1"),
+    "u8": np.dtype("u1"),
+    "bool": np.dtype("?"),
+    "c64": np.dtype("<c8"),
+    "c128": np.dtype("<c16"),
+}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype for a .param dtype name (KeyError for unknown names)."""
+    return DTYPES[name]
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """The .param dtype name for a NumPy dtype (bf16 cannot be told from u16: never returned)."""
+    dtype = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).byteorder == ">" else np.dtype(dtype)
+    for name, dt in DTYPES.items():
+        if name != "bf16" and dt == dtype:
+            return name
+    raise KeyError(f"no .param dtype for {dtype}")
+
+
+@dataclass(eq=False)
+class Attribute:
+    """A weight: `@name=(shape)dtype` in .param, its bytes in the .bin entry `op.name`."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: np.ndarray | None = None  # row-major array of that shape; None until loaded
+
+    @property
+    def nbytes(self) -> int:
+        n = int(np.prod(self.shape)) if self.shape else 0
+        return n * numpy_dtype(self.dtype).itemsize
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Attribute):
+            return NotImplemented
+        if self.dtype != other.dtype or tuple(self.shape) != tuple(other.shape):
+            return False
+        if self.data is None or other.data is None:
+            return self.data is None and other.data is None
+        return self.data.tobytes() == other.data.tobytes()
+
+
+@dataclass(eq=False)
+class Operand:
+    """A value flowing between operators (an edge of the graph)."""
+
+    name: str
+    shape: Shape | None = None
+    dtype: str | None = None
+    producer: "Operator | None" = None
+    consumers: list["Operator"] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"Operand({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape when every dim is a known int, else None."""
+        if self.shape is None or any(not isinstance(d, int) for d in self.shape):
+            return None
+        return tuple(int(d) for d in self.shape)  # type: ignore[arg-type]
+
+
+@dataclass(eq=False)
+class Operator:
+    """One operator line of .param: `type name n_in n_out inputs… outputs… key=value…`."""
+
+    type: str
+    name: str
+    inputs: list[Operand] = field(default_factory=list)
+    outputs: list[Operand] = field(default_factory=list)
+    params: dict[str, ParamValue] = field(default_factory=dict)
+    attrs: dict[str, Attribute] = field(default_factory=dict)
+    # `$argname=operand`: the argument name of each input ('' where none is given).
+    input_names: list[str] = field(default_factory=list)
+    line: int | None = None  # .param line it came from, for error messages
+
+    def __repr__(self) -> str:
+        return f"Operator({self.type!r}, {self.name!r})"
+
+    def named_input(self, key: str) -> Operand | None:
+        for name, operand in zip(self.input_names, self.inputs):
+            if name == key:
+                return operand
+        return None
+
+    def input_name(self, index: int) -> str:
+        return self.input_names[index] if index < len(self.input_names) else ""
+
+
+@dataclass(eq=False)
+class Graph:
+    """Operators in file order (a valid execution order) and their operands."""
+
+    operators: list[Operator] = field(default_factory=list)
+    operands: dict[str, Operand] = field(default_factory=dict)
+    source: str | None = None  # path of the .param it was read from
+
+    # -- building -------------------------------------------------------------
+    def add_operand(self, name: str) -> Operand:
+        operand = Operand(name)
+        self.operands[name] = operand
+        return operand
+
+    def add_operator(
+        self,
+        op_type: str,
+        name: str,
+        inputs: list[Operand] | None = None,
+        outputs: list[Operand] | None = None,
+        **params: ParamValue,
+    ) -> Operator:
+        """Append an operator and link producer/consumer edges of its operands."""
+        op = Operator(op_type, name, list(inputs or []), list(outputs or []), dict(params))
+        op.input_names = [""] * len(op.inputs)
+        for operand in op.inputs:
+            operand.consumers.append(op)
+        for operand in op.outputs:
+            operand.producer = op
+        self.operators.append(op)
+        return op
+
+    # -- queries --------------------------------------------------------------
+    def operator(self, name: str) -> Operator:
+        for op in self.operators:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+    def by_type(self, op_type: str) -> Iterator[Operator]:
+        return (op for op in self.operators if op.type == op_type)
+
+    @property
+    def inputs(self) -> list[Operator]:
+        return [op for op in self.operators if op.type == "pnnx.Input"]
+
+    @property
+    def outputs(self) -> list[Operator]:
+        return [op for op in self.operators if op.type == "pnnx.Output"]
+
+    def successors(self, op: Operator) -> list[Operator]:
+        """Operators that consume op's outputs, each once, in file order of first use."""
+        seen: dict[int, Operator] = {}
+        for out in op.outputs:
+            for consumer in out.consumers:
+                seen.setdefault(id(consumer), consumer)
+        return list(seen.values())
+
+    def predecessors(self, op: Operator) -> list[Operator]:
+        seen: dict[int, Operator] = {}
+        for operand in op.inputs:
+            if operand.producer is not None:
+                seen.setdefault(id(operand.producer), operand.producer)
+        return list(seen.values())
+
+    def parameter_count(self) -> int:
+        return sum(int(np.prod(a.shape)) for op in self.operators for a in op.attrs.values() if a.shape)
+
+    def weight_bytes(self) -> int:
+        return sum(a.nbytes for op in self.operators for a in op.attrs.values())
+
+    def equals(self, other: "Graph") -> bool:
+        """Structural equality: same operators, operands, params, attrs (incl. data)."""
+        if len(self.operators) != len(other.operators) or set(self.operands) != set(other.operands):
+            return False
+        for a, b in zip(self.operators, other.operators):
+            if (a.type, a.name, a.params, a.attrs) != (b.type, b.name, b.params, b.attrs):
+                return False
+            if [o.name for o in a.inputs] != [o.name for o in b.inputs]:
+                return False
+            if [o.name for o in a.outputs] != [o.name for o in b.outputs]:
+                return False
+            if [n for n in a.input_names] != [n for n in b.input_names] and any(a.input_names + b.input_names):
+                return False
+        for name, a in self.operands.items():
+            b = other.operands[name]
+            if (a.shape, a.dtype) != (b.shape, b.dtype):
+                return False
+        return True

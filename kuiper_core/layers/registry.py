@@ -1,0 +1,150 @@
+"""The layer registry: PNNX type string -> Layer class.
+
+A layer registers itself where it is defined:
+
+    @register("nn.ReLU", "F.relu")
+    class ReLU(Layer):
+        def forward(self, inputs, out):
+            return [np.maximum(inputs[0], 0, out=out[0])]
+
+Contract:
+- `__init__(op)` runs once at build. Read params and weights there, validate them
+  (raise `self.error("...")` naming what was expected), and precompute everything
+  (weight layouts, index tables) so that `forward` does only arithmetic.
+- `forward(inputs, out)` gets the input arrays (batch is dim 0 of real N-D arrays) and
+  `out`, a list with one entry per output: a preallocated array of the declared shape
+  and dtype to write into, or None (shape unknown, or the inputs differ from the declared
+  shapes, e.g. another batch size). It returns one array per output. Returning a view of
+  an input is allowed for shape ops; set `returns_views = True` on such layers so the
+  memory planner keeps the viewed buffer alive.
+- Never mutate an input array: it is the producer's output, shared by reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import numpy as np
+
+from ..errors import ModelError, UnsupportedOperatorError
+from ..graph import Operator, ParamValue
+
+_REGISTRY: dict[str, type["Layer"]] = {}
+
+L = TypeVar("L", bound=type["Layer"])
+
+_MISSING = object()
+
+
+class Layer:
+    """Base class of all layers; see the module docstring for the contract."""
+
+    returns_views: bool = False  # outputs may alias inputs (reshape, permute, slice…)
+
+    def __init__(self, op: Operator) -> None:
+        self.op = op
+        self.name = op.name
+        self.type = op.type
+
+    # -- helpers for subclasses ---------------------------------------------------
+    def error(self, message: str) -> ModelError:
+        """An error naming this operator; `raise self.error(...)`."""
+        return ModelError(message, operator=self.op.name, op_type=self.op.type)
+
+    def param(self, key: str, default: Any = _MISSING) -> ParamValue:
+        """A param; missing without a default is an error naming the key."""
+        if key in self.op.params:
+            return self.op.params[key]
+        if default is _MISSING:
+            raise self.error(f"missing parameter '{key}'")
+        return default
+
+    def int_param(self, key: str, default: Any = _MISSING) -> int:
+        value = self.param(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"parameter '{key}' must be an int, got {value!r}")
+        return value
+
+    def ints_param(self, key: str, n: int | None = None, default: Any = _MISSING) -> tuple[int, ...]:
+        """An int or tuple of ints, broadcast to n entries when n is given."""
+        value = self.param(key, default)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value] * (n or 1)
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise self.error(f"parameter '{key}' must be int(s), got {value!r}")
+        if n is not None and len(value) == 1 and n > 1:
+            value = list(value) * n
+        if n is not None and len(value) != n:
+            raise self.error(f"parameter '{key}' must have {n} entries, got {tuple(value)}")
+        return tuple(value)
+
+    def weight(self, key: str, *, required: bool = True) -> np.ndarray | None:
+        """A weight as a float32 (or its own dtype) array; missing -> error or None."""
+        attr = self.op.attrs.get(key)
+        if attr is None or attr.data is None:
+            if required:
+                raise self.error(f"missing weight '@{key}'")
+            return None
+        return attr.data
+
+    # -- the contract ----------------------------------------------------------------
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        """Multiply-accumulates for one forward at these shapes (0 where negligible)."""
+        return 0
+
+
+def register(*type_names: str) -> Callable[[L], L]:
+    """Class decorator: make a layer for these PNNX type strings."""
+
+    def deco(cls: L) -> L:
+        for t in type_names:
+            if t in _REGISTRY and _REGISTRY[t] is not cls:
+                raise RuntimeError(f"layer type {t!r} registered twice ({_REGISTRY[t].__name__}, {cls.__name__})")
+            _REGISTRY[t] = cls
+        return cls
+
+    return deco
+
+
+def _load_all() -> None:
+    # Importing the package imports every layer module, which registers its layers.
+    from . import __name__ as _pkg  # noqa: F401
+    import importlib
+    import pkgutil
+
+    from .. import layers
+
+    for mod in pkgutil.iter_modules(layers.__path__):
+        if mod.name != "registry":
+            importlib.import_module(f"{layers.__name__}.{mod.name}")
+
+
+def supported_types() -> list[str]:
+    _load_all()
+    return sorted(_REGISTRY)
+
+
+def is_supported(op_type: str) -> bool:
+    _load_all()
+    return op_type in _REGISTRY
+
+
+def check_supported(operators: list[Operator]) -> None:
+    """Raise one UnsupportedOperatorError listing every operator without a layer."""
+    _load_all()
+    missing = [(op.type, op.name, op.line) for op in operators if op.type not in _REGISTRY]
+    if missing:
+        raise UnsupportedOperatorError(missing)
+
+
+def create_layer(op: Operator) -> Layer:
+    _load_all()
+    cls = _REGISTRY.get(op.type)
+    if cls is None:
+        raise UnsupportedOperatorError([(op.type, op.name, op.line)])
+    return cls(op)

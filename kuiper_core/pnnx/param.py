@@ -1,0 +1,270 @@
+"""Reader of PNNX `.param` text into a `Graph`.
+
+Format (see shared/notes/pnnx.md and pnnx's ir.cpp Graph::load):
+
+    7767517
+    <operator count> <operand count>
+    type name n_in n_out in… out… key=value… @attr=(shape)dtype… $arg=operand… #operand=(shape)dtype…
+
+Unlike pnnx's own loader (which trusts its input), every problem is a ParseError with the
+file, line and column of the offending token and a caret under it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ParseError
+from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape
+
+MAGIC = "7767517"
+
+_INT = re.compile(r"-?\d+\Z")
+_FLOAT = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?\Z|-?(inf|nan)\Z")
+# A value pnnx treats as a number starts with a digit, or '-' then a digit.
+_NUMERIC_START = re.compile(r"-?\d")
+
+
+@dataclass
+class _Token:
+    text: str
+    column: int  # 1-based
+
+
+def _split(line: str) -> list[_Token]:
+    return [_Token(m.group(), m.start() + 1) for m in re.finditer(r"\S+", line)]
+
+
+class _LineParser:
+    """Parses one source line; all errors point into it."""
+
+    def __init__(self, path: str | None, lineno: int, text: str) -> None:
+        self.path = path
+        self.lineno = lineno
+        self.text = text
+
+    def error(self, message: str, column: int = 1, length: int = 1) -> ParseError:
+        return ParseError(
+            message, path=self.path, line=self.lineno, column=column, source_line=self.text, length=length
+        )
+
+    def token_error(self, message: str, tok: _Token, offset: int = 0, length: int | None = None) -> ParseError:
+        return self.error(message, tok.column + offset, length if length is not None else len(tok.text) - offset)
+
+    # -- values ------------------------------------------------------------------------
+    def scalar(self, text: str, tok: _Token, offset: int) -> ParamValue:
+        if text == "None":
+            return None
+        if text in ("True", "False"):
+            return text == "True"
+        if "%" in text or not _NUMERIC_START.match(text):
+            return text  # a bare string: pnnx writes strings unquoted
+        if _INT.match(text):
+            return int(text)
+        if _FLOAT.match(text):
+            return float(text)
+        raise self.token_error(f"malformed number '{text}'", tok, offset, len(text))
+
+    def value(self, tok: _Token, offset: int) -> ParamValue:
+        text = tok.text[offset:]
+        if text == "":
+            raise self.error("expected a value after '='", tok.column + offset - 1)
+        if text[0] in "([":
+            close = ")" if text[0] == "(" else "]"
+            inner = text[1:-1]
+            if "(" in inner or "[" in inner or ")" in inner or "]" in inner:
+                return text  # nested brackets: an expression-like string such as [int(size(@0,0)),-1]
+            if text[-1] != close:
+                raise self.token_error(f"expected '{close}' to close the list", tok, len(tok.text) - 1, 1)
+            if inner == "":
+                return []
+            items: list[ParamValue] = []
+            pos = offset + 1
+            for part in inner.split(","):
+                if part == "":
+                    raise self.error("empty element in list", tok.column + pos)
+                items.append(self.scalar(part, tok, pos))
+                pos += len(part) + 1
+            return items
+        return self.scalar(text, tok, offset)
+
+    def shape_dtype(self, tok: _Token, offset: int, allow_unknown: bool) -> tuple[Shape, str]:
+        """Parse `(1,3,?,%n)f32` starting at tok.text[offset]."""
+        text = tok.text[offset:]
+        if not text.startswith("("):
+            raise self.token_error("expected '(' to start a shape like (1,3,224,224)f32", tok, offset, 1)
+        close = text.find(")")
+        if close < 0:
+            raise self.token_error("expected ')' to close the shape", tok, len(tok.text) - 1, 1)
+        inner = text[1:close]
+        dims: list[int | None | str] = []
+        pos = offset + 1
+        if inner != "":
+            for part in inner.split(","):
+                if _INT.match(part) and int(part) >= 0:
+                    dims.append(int(part))
+                elif allow_unknown and part == "?":
+                    dims.append(None)
+                elif allow_unknown and part.startswith("%") and len(part) > 1:
+                    dims.append(part[1:])
+                else:
+                    want = "a non-negative int, '?' or '%name'" if allow_unknown else "a non-negative int"
+                    raise self.error(f"bad dimension '{part}': expected {want}", tok.column + pos, max(1, len(part)))
+                pos += len(part) + 1
+        dtype = text[close + 1 :]
+        if dtype not in DTYPES:
+            raise self.token_error(
+                f"unknown dtype '{dtype}': expected one of {' '.join(DTYPES)}", tok, offset + close + 1
+            )
+        return tuple(dims), dtype
+
+
+def parse_param(text: str, path: str | None = None) -> Graph:
+    """Parse .param text into a Graph (attributes with shapes/dtypes; no weight data)."""
+    lines = text.split("\n")
+    graph = Graph(source=path)
+    first = lines[0].rstrip("\r") if lines else ""
+    lp = _LineParser(path, 1, first)
+    if first.strip() != MAGIC:
+        tok = _split(first)
+        col = tok[0].column if tok else 1
+        raise lp.error(f"expected the magic number {MAGIC} on the first line", col, len(tok[0].text) if tok else 1)
+
+    second = lines[1].rstrip("\r") if len(lines) > 1 else ""
+    lp = _LineParser(path, 2, second)
+    counts = _split(second)
+    if len(counts) != 2 or not all(_INT.match(t.text) and int(t.text) >= 0 for t in counts):
+        col = counts[0].column if counts else 1
+        raise lp.error("expected '<operator count> <operand count>' (two non-negative ints)", col, max(1, len(second)))
+    n_ops, n_operands = int(counts[0].text), int(counts[1].text)
+
+    produced_at: dict[str, int] = {}
+    lineno = 2
+    for raw in lines[2:]:
+        lineno += 1
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        lp = _LineParser(path, lineno, line)
+        if len(graph.operators) == n_ops:
+            raise lp.error(f"more operators than the {n_ops} declared on line 2", _split(line)[0].column)
+        graph.operators.append(_parse_operator(lp, graph, produced_at))
+
+    if len(graph.operators) != n_ops:
+        lp = _LineParser(path, 2, second)
+        raise lp.error(
+            f"line 2 declares {n_ops} operators but the file has {len(graph.operators)}",
+            counts[0].column,
+            len(counts[0].text),
+        )
+    if len(graph.operands) != n_operands:
+        lp = _LineParser(path, 2, second)
+        raise lp.error(
+            f"line 2 declares {n_operands} operands but the operators use {len(graph.operands)}",
+            counts[1].column,
+            len(counts[1].text),
+        )
+    return graph
+
+
+def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) -> Operator:
+    toks = _split(lp.text)
+    if len(toks) < 4:
+        col = toks[-1].column + len(toks[-1].text) if toks else 1
+        raise lp.error("expected 'type name n_in n_out' at the start of an operator line", col)
+    op_type, name, n_in_tok, n_out_tok = toks[:4]
+    for t, what in ((n_in_tok, "input"), (n_out_tok, "output")):
+        if not _INT.match(t.text) or int(t.text) < 0:
+            raise lp.token_error(f"expected the {what} count (a non-negative int), got '{t.text}'", t)
+    n_in, n_out = int(n_in_tok.text), int(n_out_tok.text)
+    if op_type.text.startswith(("@", "$", "#")) or "=" in op_type.text:
+        raise lp.token_error("expected an operator type", op_type)
+
+    op = Operator(op_type.text, name.text, line=lp.lineno)
+    operand_toks = toks[4 : 4 + n_in + n_out]
+    # n_in/n_out must match the operand names given before the first key=value.
+    names_given = next((i for i, t in enumerate(toks[4:]) if "=" in t.text), len(toks) - 4)
+    if names_given != n_in + n_out:
+        at = toks[4 + names_given] if 4 + names_given < len(toks) else None
+        col = at.column if at else toks[-1].column + len(toks[-1].text)
+        raise lp.error(
+            f"n_in={n_in} and n_out={n_out} need {n_in + n_out} operand name(s), found {names_given}",
+            col if names_given < n_in + n_out else toks[4 + n_in + n_out].column,
+        )
+    for t in operand_toks[:n_in]:
+        operand = graph.operands.get(t.text)
+        if operand is None or operand.producer is None:
+            raise lp.token_error(f"operand '{t.text}' is used before any operator produces it", t)
+        op.inputs.append(operand)
+        operand.consumers.append(op)
+    for t in operand_toks[n_in:]:
+        if t.text in produced_at:
+            raise lp.token_error(f"operand '{t.text}' is already produced on line {produced_at[t.text]}", t)
+        operand = graph.operands.get(t.text) or Operand(t.text)
+        graph.operands[t.text] = operand
+        operand.producer = op
+        produced_at[t.text] = lp.lineno
+        op.outputs.append(operand)
+    op.input_names = [""] * n_in
+
+    declared: dict[str, tuple[Shape, str, _Token]] = {}
+    for t in toks[4 + n_in + n_out :]:
+        eq = t.text.find("=")
+        if eq <= 0:
+            raise lp.token_error("expected key=value", t)
+        key = t.text[:eq]
+        if key[0] == "@":
+            shape, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=False)
+            op.attrs[key[1:]] = Attribute(dtype, tuple(int(d) for d in shape))  # type: ignore[arg-type]
+        elif key[0] == "$":
+            idx = next((i for i, o in enumerate(op.inputs) if o.name == t.text[eq + 1 :]), None)
+            if idx is None:
+                raise lp.token_error(
+                    f"'{key}' names operand '{t.text[eq + 1:]}', which is not an input of this operator", t, eq + 1
+                )
+            op.input_names[idx] = key[1:]
+        elif key[0] == "#":
+            operand_name = key[1:]
+            if not any(o.name == operand_name for o in op.inputs + op.outputs):
+                raise lp.token_error(f"'#{operand_name}' is not an input or output of this operator", t, 0, eq)
+            shape, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=True)
+            operand = graph.operands[operand_name]
+            if operand.shape is not None and (operand.shape, operand.dtype) != (shape, dtype):
+                raise lp.token_error(
+                    f"operand '{operand_name}' was declared {_fmt(operand.shape, operand.dtype)} earlier, "
+                    f"here {_fmt(shape, dtype)}",
+                    t,
+                    eq + 1,
+                )
+            operand.shape, operand.dtype = shape, dtype
+        else:
+            op.params[key] = lp.value(t, eq + 1)
+    return op
+
+
+def _fmt(shape: Shape | None, dtype: str | None) -> str:
+    dims = ",".join("?" if d is None else (f"%{d}" if isinstance(d, str) else str(d)) for d in (shape or ()))
+    return f"({dims}){dtype}"
+
+
+def format_shape(shape: Shape | None, dtype: str | None) -> str:
+    """`(1,3,?,%n)f32` as .param writes it."""
+    return _fmt(shape, dtype)
+
+
+def read_param(path: str | Path) -> Graph:
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ParseError(f"cannot read .param file: {e.strerror or e}", path=str(path)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # Locate the bad byte for the caret.
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ParseError("not a text file: invalid UTF-8 byte", path=str(path), line=line, column=col) from None
+    return parse_param(text, str(path))

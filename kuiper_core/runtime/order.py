@@ -1,0 +1,212 @@
+"""Execution order: the seeds' reverse-topological DFS, and Kahn's algorithm.
+
+Both work on plain node names and a successor map, so the app can walk through toy graphs
+(seed 004's example, a diamond, a cycle) with the same code that orders real models. Each
+also records a trace of events for the app to animate. The DFS is iterative: a deep model
+(1,700 operators, a 1,650-long path) would overflow Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from ..errors import CycleError
+
+Successors = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One step of an ordering algorithm, with the algorithm's whole state after it.
+
+    kind: DFS: 'call' (ReverseTopo(node) entered: marked visited, pushed on the call
+    stack), 'skip' (a successor already visited), 'finish' (all successors done: node
+    appended to the output list, popped), 'reverse' (the final reversal).
+    Kahn: 'indegree' (table computed), 'enqueue', 'dequeue' (node emitted to the order),
+    'decrement' (an edge removed from a successor's in-degree). Both: 'cycle' (no order exists).
+    """
+
+    kind: str
+    node: str | None
+    message: str
+    stack: tuple[str, ...] = ()
+    visited: tuple[str, ...] = ()
+    output: tuple[str, ...] = ()
+    queue: tuple[str, ...] = ()
+    indegree: Mapping[str, int] = field(default_factory=dict)
+    edge: tuple[str, str] | None = None
+
+
+def _roots(nodes: Sequence[str], succ: Successors) -> list[str]:
+    has_pred = {s for n in nodes for s in succ.get(n, ())}
+    return [n for n in nodes if n not in has_pred]
+
+
+def find_cycle(nodes: Sequence[str], succ: Successors) -> list[str] | None:
+    """Some cycle as a list of nodes (first not repeated), or None (iterative DFS)."""
+    color: dict[str, int] = {n: 0 for n in nodes}  # 0 new, 1 on stack, 2 done
+    for start in nodes:
+        if color[start]:
+            continue
+        path: list[str] = [start]
+        iters = [iter(succ.get(start, ()))]
+        color[start] = 1
+        while path:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                color[path.pop()] = 2
+                iters.pop()
+            elif color.get(nxt, 0) == 1:
+                return path[path.index(nxt) :]
+            elif color.get(nxt, 0) == 0:
+                color[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(succ.get(nxt, ())))
+    return None
+
+
+def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], list[TraceEvent]]:
+    """Reverse-topological order by DFS (seed 004's ReverseTopo), with its trace.
+
+    Starting from each node with no predecessor (in the given order), visit unvisited
+    successors depth-first; a node is appended to the output list once all its successors
+    are done; the reversed list is the execution order.
+    """
+    visited: set[str] = set()
+    visited_order: list[str] = []
+    output: list[str] = []
+    events: list[TraceEvent] = []
+    stack: list[str] = []
+
+    def emit(kind: str, node: str | None, message: str) -> None:
+        if record:
+            events.append(
+                TraceEvent(kind, node, message, tuple(stack), tuple(visited_order), tuple(output))
+            )
+
+    for root in _roots(nodes, succ):
+        if root in visited:
+            continue
+        iters = [iter(succ.get(root, ()))]
+        stack.append(root)
+        visited.add(root)
+        visited_order.append(root)
+        emit("call", root, f"Start at {root}: it has no predecessor. Mark it visited and look at its successors.")
+        while stack:
+            node = stack[-1]
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                stack.pop()
+                iters.pop()
+                output.append(node)
+                emit(
+                    "finish",
+                    node,
+                    f"Every successor of {node} is done, so append {node} to the output list"
+                    + (f" and return to {stack[-1]}." if stack else "."),
+                )
+            elif nxt in stack:  # a back edge: nxt is still waiting for this node
+                cycle = stack[stack.index(nxt) :]
+                emit("cycle", nxt, f"{nxt} is on the call stack: the path {' -> '.join(cycle + [nxt])} is a cycle, "
+                     "so no order exists.")
+                raise _with_trace(CycleError(cycle), events)
+            elif nxt in visited:
+                emit("skip", nxt, f"{nxt} (successor of {node}) is already visited: skip it.")
+            else:
+                stack.append(nxt)
+                iters.append(iter(succ.get(nxt, ())))
+                visited.add(nxt)
+                visited_order.append(nxt)
+                emit("call", nxt, f"{nxt} (successor of {node}) is not visited: recurse into it and mark it visited.")
+    if len(visited) != len(nodes):  # nodes no root reaches sit on a cycle
+        cycle = find_cycle([n for n in nodes if n not in visited], succ) or [n for n in nodes if n not in visited]
+        emit("cycle", cycle[0], f"{', '.join(n for n in nodes if n not in visited)} cannot be reached from a node "
+             "without predecessors: they lie on a cycle.")
+        raise _with_trace(CycleError(cycle), events)
+    order = output[::-1]
+    if record:
+        events.append(
+            TraceEvent(
+                "reverse", None, "Reverse the output list: that is the execution order.",
+                (), tuple(visited_order), tuple(order),
+            )
+        )
+    return order, events
+
+
+def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], list[TraceEvent]]:
+    """Kahn's algorithm: repeatedly emit a node whose in-degree is zero."""
+    indeg: dict[str, int] = {n: 0 for n in nodes}
+    for n in nodes:
+        for s in succ.get(n, ()):
+            indeg[s] += 1
+    queue: deque[str] = deque()
+    order: list[str] = []
+    events: list[TraceEvent] = []
+
+    def emit(kind: str, node: str | None, message: str, edge: tuple[str, str] | None = None) -> None:
+        if record:
+            events.append(
+                TraceEvent(kind, node, message, (), (), tuple(order), tuple(queue), dict(indeg), edge)
+            )
+
+    emit("indegree", None, "Count each node's predecessors (its in-degree).")
+    for n in nodes:
+        if indeg[n] == 0:
+            queue.append(n)
+            emit("enqueue", n, f"{n} has in-degree 0: it can run now, so enqueue it.")
+    while queue:
+        n = queue.popleft()
+        order.append(n)
+        emit("dequeue", n, f"Dequeue {n} and append it to the order.")
+        for s in succ.get(n, ()):
+            indeg[s] -= 1
+            emit("decrement", s, f"Remove edge {n} -> {s}: in-degree of {s} drops to {indeg[s]}.", (n, s))
+            if indeg[s] == 0:
+                queue.append(s)
+                emit("enqueue", s, f"{s} now has in-degree 0: enqueue it.")
+    if len(order) != len(nodes):
+        cycle = find_cycle(nodes, succ) or [n for n in nodes if indeg[n] > 0]
+        stuck = ", ".join(n for n in nodes if indeg[n] > 0)
+        emit("cycle", cycle[0], f"The queue is empty but {stuck} still have predecessors: they lie on a cycle.")
+        raise _with_trace(CycleError(cycle), events)
+    return order, events
+
+
+def _with_trace(err: CycleError, events: list[TraceEvent]) -> CycleError:
+    err.events = events  # type: ignore[attr-defined]  # the walkthrough shows how it was found
+    return err
+
+
+def dfs_order(nodes: Sequence[str], succ: Successors) -> list[str]:
+    return dfs_trace(nodes, succ, record=False)[0]
+
+
+def kahn_order(nodes: Sequence[str], succ: Successors) -> list[str]:
+    return kahn_trace(nodes, succ, record=False)[0]
+
+
+ALGORITHMS = {"dfs": dfs_trace, "kahn": kahn_trace}
+
+
+def is_topological(order: Sequence[str], succ: Successors) -> bool:
+    """Every edge goes forward in `order`, and `order` has no repeats."""
+    pos = {n: i for i, n in enumerate(order)}
+    if len(pos) != len(order):
+        return False
+    return all(pos[n] < pos[s] for n in order for s in succ.get(n, ()))
+
+
+# Toy graphs for teaching (the app's presets).
+SEED_004_EXAMPLE: dict[str, list[str]] = {
+    "input": ["op1"],
+    "op1": ["op3"],
+    "op3": ["op4", "op5"],
+    "op4": [],
+    "op5": ["output"],
+    "output": [],
+}
+DIAMOND: dict[str, list[str]] = {"input": ["left", "right"], "left": ["add"], "right": ["add"], "add": ["output"], "output": []}
+WITH_CYCLE: dict[str, list[str]] = {"input": ["a"], "a": ["b"], "b": ["c"], "c": ["a", "output"], "output": []}

@@ -1,0 +1,326 @@
+"""RuntimeGraph: a Graph made runnable (seed 004's states NeedInit -> NeedBuild -> Complete).
+
+init()  reads .param + .bin into a Graph                       (NeedInit  -> NeedBuild)
+build() links each operator to its consumers, creates layers through the registry,
+        orders execution (reverse-topological DFS, or Kahn), plans output buffers
+                                                                 (NeedBuild -> Complete)
+forward(*arrays) runs everything; steps(*arrays) runs one operator per iteration and
+exposes every input and output tensor (the app's stepper). Consumers read their
+producers' output arrays by reference: nothing is copied between operators.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import InputError, KuiperError, ModelError
+from ..graph import Graph, Operator, numpy_dtype
+from ..layers.registry import Layer, check_supported, create_layer
+from .memory import BufferPlan, plan_buffers
+from .order import ALGORITHMS, TraceEvent
+
+
+class GraphState(IntEnum):
+    NeedInit = -2
+    NeedBuild = -1
+    Complete = 0
+
+
+@dataclass(eq=False)
+class RuntimeOperator:
+    """An operator with its layer and its successors (seed 004's output_operators)."""
+
+    op: Operator
+    layer: Layer | None = None
+    successors: dict[str, "RuntimeOperator"] = field(default_factory=dict)
+    index: int = -1  # position in execution order
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def type(self) -> str:
+        return self.op.type
+
+
+@dataclass
+class StepEvent:
+    """What one operator did during `steps()`."""
+
+    index: int
+    name: str
+    type: str
+    operator: Operator
+    inputs: dict[str, Any]  # PNNX operand name -> array (a tuple for prim::TupleConstruct)
+    outputs: dict[str, Any]
+    seconds: float
+
+
+Value = Any  # np.ndarray, or a tuple of them for prim::TupleConstruct
+
+
+class RuntimeGraph:
+    def __init__(
+        self,
+        param_path: str | Path | None = None,
+        bin_path: str | Path | None = None,
+        *,
+        graph: Graph | None = None,
+    ) -> None:
+        self.param_path = Path(param_path) if param_path is not None else None
+        self.bin_path = Path(bin_path) if bin_path is not None else None
+        self.graph: Graph | None = graph
+        self.state = GraphState.NeedBuild if graph is not None else GraphState.NeedInit
+        self.operators: dict[str, RuntimeOperator] = {}
+        self.order: list[RuntimeOperator] = []
+        self.order_trace: list[TraceEvent] = []
+        self.algorithm = "dfs"
+        self.plan: BufferPlan | None = None
+        self._view_ops: set[str] = set()
+        self.values: dict[str, Value] = {}  # operand values kept by the last steps() run
+
+    @classmethod
+    def from_graph(cls, graph: Graph) -> "RuntimeGraph":
+        return cls(graph=graph)
+
+    # -- states ---------------------------------------------------------------------------
+    def init(self) -> None:
+        if self.state != GraphState.NeedInit:
+            return
+        from ..pnnx import load_graph
+
+        if self.param_path is None:
+            raise KuiperError("no .param path to initialise from")
+        self.graph = load_graph(self.param_path, self.bin_path)
+        self.state = GraphState.NeedBuild
+
+    def build(self, algorithm: str = "dfs") -> "RuntimeGraph":
+        if self.state == GraphState.Complete and algorithm == self.algorithm:
+            return self
+        if self.state == GraphState.NeedInit:
+            self.init()
+        graph = self.graph
+        assert graph is not None
+        _check_graph(graph)
+        check_supported(graph.operators)  # one error listing every unsupported type
+        if algorithm not in ALGORITHMS:
+            raise KuiperError(f"unknown ordering algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+
+        self.operators = {op.name: RuntimeOperator(op) for op in graph.operators}
+        by_op = {id(op): self.operators[op.name] for op in graph.operators}
+        for rop in self.operators.values():
+            for succ in graph.successors(rop.op):
+                rop.successors[succ.name] = by_op[id(succ)]
+        for rop in self.operators.values():
+            rop.layer = create_layer(rop.op)
+
+        names = [op.name for op in graph.operators]
+        succ_map = {name: list(rop.successors) for name, rop in self.operators.items()}
+        order, self.order_trace = ALGORITHMS[algorithm](names, succ_map)
+        self.order = [self.operators[n] for n in order]
+        for i, rop in enumerate(self.order):
+            rop.index = i
+        self.algorithm = algorithm
+        self._view_ops = {r.name for r in self.order if r.layer is not None and r.layer.returns_views}
+        self._replan()
+        self.state = GraphState.Complete
+        return self
+
+    def _replan(self) -> None:
+        ops = [r.op for r in self.order]
+        outputs = {o.name for op in self.graph_outputs_ops() for o in op.inputs}
+        self.plan = plan_buffers(ops, self._view_ops, outputs)
+        self.plan.allocate()
+
+    # -- queries ----------------------------------------------------------------------------
+    def graph_outputs_ops(self) -> list[Operator]:
+        assert self.graph is not None
+        return self.graph.outputs
+
+    @property
+    def input_operands(self) -> list[str]:
+        assert self.graph is not None
+        return [op.outputs[0].name for op in self.graph.inputs]
+
+    def _require_built(self) -> None:
+        if self.state != GraphState.Complete:
+            self.build()
+
+    # -- running ----------------------------------------------------------------------------
+    def forward(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        """Run the model; outputs in pnnx.Output order with tuples flattened."""
+        self._require_built()
+        inputs = self._check_inputs(arrays)
+        planned = self._matches_declared(inputs)
+        while True:
+            try:
+                values = self._run(inputs, planned=planned, keep=False)
+                break
+            except _ViewDetected as v:
+                # A layer returned a view of an input without saying so: keep that
+                # buffer alive from now on and run again with a corrected plan.
+                self._view_ops.add(v.name)
+                self._replan()
+        return self._collect_outputs(values)
+
+    def steps(self, *arrays: np.ndarray) -> Iterator[StepEvent]:
+        """Run one operator per iteration, keeping every operand value in `self.values`."""
+        self._require_built()
+        inputs = self._check_inputs(arrays)
+        self.values = {}
+        return self._step_iter(inputs)
+
+    def _step_iter(self, inputs: list[np.ndarray]) -> Iterator[StepEvent]:
+        feeds = iter(inputs)
+        values = self.values
+        for rop in self.order:
+            op = rop.op
+            args = [next(feeds)] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
+            t0 = time.perf_counter()
+            outs = self._call(rop, args, [None] * len(op.outputs))
+            dt = time.perf_counter() - t0
+            for o, v in zip(op.outputs, outs):
+                values[o.name] = v
+            yield StepEvent(
+                rop.index,
+                op.name,
+                op.type,
+                op,
+                {o.name: values[o.name] for o in op.inputs} if op.type != "pnnx.Input" else {},
+                {o.name: v for o, v in zip(op.outputs, outs)},
+                dt,
+            )
+
+    def outputs_of(self, values: dict[str, Value]) -> list[np.ndarray]:
+        """The graph outputs from a dict of operand values (e.g. after steps())."""
+        return self._collect_outputs(values)
+
+    def _run(self, inputs: list[np.ndarray], *, planned: bool, keep: bool) -> dict[str, Value]:
+        values: dict[str, Value] = {}
+        plan = self.plan if planned else None
+        last_use = self.plan.last_use if self.plan is not None else {}
+        feeds = iter(inputs)
+        for rop in self.order:
+            op = rop.op
+            args = [next(feeds)] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
+            out = [plan.buffer(o.name) if plan is not None else None for o in op.outputs]
+            results = self._call(rop, args, out)
+            if plan is not None and rop.name not in self._view_ops:
+                for r, buf in zip(results, out):
+                    if isinstance(r, np.ndarray) and r is not buf and any(
+                        isinstance(a, np.ndarray) and np.may_share_memory(r, a) for a in args
+                    ):
+                        raise _ViewDetected(rop.name)
+            for o, v in zip(op.outputs, results):
+                values[o.name] = v
+            if not keep:
+                # Liveness: drop what no later operator reads (planned buffers stay in
+                # the plan; unplanned arrays are freed now).
+                for o in op.inputs:
+                    if last_use.get(o.name, -1) <= rop.index:
+                        values.pop(o.name, None)
+        return values
+
+    def _call(self, rop: RuntimeOperator, args: list[Value], out: list[np.ndarray | None]) -> list[Value]:
+        layer = rop.layer
+        assert layer is not None
+        try:
+            results = layer.forward(args, out)
+        except KuiperError:
+            raise
+        except Exception as e:  # a layer bug or an input the layer cannot take: name the operator
+            raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=rop.name, op_type=rop.type) from e
+        if len(results) != len(rop.op.outputs):
+            raise ModelError(
+                f"layer returned {len(results)} output(s), the graph declares {len(rop.op.outputs)}",
+                operator=rop.name,
+                op_type=rop.type,
+            )
+        for o, r in zip(rop.op.outputs, results):
+            if isinstance(r, np.ndarray) and o.dtype is not None and o.dtype != "bf16" and r.dtype != numpy_dtype(o.dtype):
+                raise ModelError(
+                    f"output '{o.name}' has dtype {r.dtype}, the graph declares {o.dtype}",
+                    operator=rop.name,
+                    op_type=rop.type,
+                )
+        return results
+
+    def _collect_outputs(self, values: dict[str, Value]) -> list[np.ndarray]:
+        result: list[np.ndarray] = []
+
+        def flat(v: Value) -> None:
+            if isinstance(v, (tuple, list)):
+                for x in v:
+                    flat(x)
+            else:
+                result.append(v)
+
+        for op in self.graph_outputs_ops():
+            for o in op.inputs:
+                flat(values[o.name])
+        return result
+
+    # -- input checks ------------------------------------------------------------------------
+    def _check_inputs(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        assert self.graph is not None
+        ins = self.graph.inputs
+        if len(arrays) != len(ins):
+            raise InputError(f"the model takes {len(ins)} input(s) ({', '.join(o.name for o in ins)}), got {len(arrays)}")
+        checked = []
+        for op, a in zip(ins, arrays):
+            operand = op.outputs[0]
+            a = np.asarray(a)
+            where = f"input '{op.name}' (operand {operand.name})"
+            if operand.dtype is not None and operand.dtype != "bf16":
+                want = numpy_dtype(operand.dtype)
+                if a.dtype != want:
+                    if a.dtype.kind == want.kind or (a.dtype.kind in "iu" and want.kind in "iu"):
+                        a = a.astype(want)  # same kind, other width: a safe, explicit cast
+                    else:
+                        raise InputError(f"{where}: expected dtype {want} ({operand.dtype}), got {a.dtype}")
+            if operand.shape is not None:
+                if a.ndim != len(operand.shape):
+                    raise InputError(
+                        f"{where}: expected rank {len(operand.shape)} shape {_shape_text(operand.shape)}, "
+                        f"got rank {a.ndim} shape {a.shape}"
+                    )
+                for i, (d, n) in enumerate(zip(operand.shape, a.shape)):
+                    if i > 0 and isinstance(d, int) and d != n:
+                        raise InputError(
+                            f"{where}: dim {i} must be {d} (shape {_shape_text(operand.shape)}, batch may vary), "
+                            f"got shape {a.shape}"
+                        )
+            checked.append(a)
+        return checked
+
+    def _matches_declared(self, inputs: list[np.ndarray]) -> bool:
+        assert self.graph is not None
+        return all(op.outputs[0].static_shape == a.shape for op, a in zip(self.graph.inputs, inputs))
+
+
+class _ViewDetected(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def _check_graph(graph: Graph) -> None:
+    """Graph-level checks that the text parser cannot make (graphs may be built in code)."""
+    if not graph.inputs:
+        raise ModelError("the graph has no pnnx.Input operator")
+    if not graph.outputs:
+        raise ModelError("the graph has no pnnx.Output operator")
+    for op in graph.operators:
+        for o in op.inputs:
+            if o.producer is None:
+                raise ModelError(f"input operand '{o.name}' has no producer", operator=op.name, op_type=op.type)

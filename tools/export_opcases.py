@@ -1,0 +1,71 @@
+"""Export the operator test corpus: one tiny torch model per case, converted by real pnnx.
+
+Each module in tools/opcases/ defines CASES: {case_name: factory}, where factory() returns
+(torch module, [example input tensors]) or (module, inputs, export_module kwargs), e.g.
+{"optlevel": 1} for layers that optlevel 2 removes. Every case lands in tests/data/ops/<case_name>/
+as model.pnnx.param/.bin + inputs.npz + expected.npz (+ operands.npz), which
+tests/test_ops.py runs through the engine and compares with PyTorch.
+
+    python tools/export_opcases.py                 # all families, skip cases already exported
+    python tools/export_opcases.py conv pool       # only these families (module names)
+    python tools/export_opcases.py -k upsample -f  # cases whose name contains 'upsample', re-export
+
+Needs the `export` extra (torch==2.13.0 + pnnx).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
+
+from pnnx_export import export_module  # noqa: E402
+
+OUT = ROOT / "tests" / "data" / "ops"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("families", nargs="*", help="opcases modules to export (default: all)")
+    ap.add_argument("-k", default="", help="only cases whose name contains this")
+    ap.add_argument("-f", "--force", action="store_true", help="re-export existing cases")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.manual_seed(0)
+    import opcases
+
+    names = args.families or [m.name for m in pkgutil.iter_modules(opcases.__path__)]
+    failed: list[str] = []
+    for fam in names:
+        mod = importlib.import_module(f"opcases.{fam}")
+        for case, factory in mod.CASES.items():
+            if args.k not in case:
+                continue
+            dest = OUT / case
+            if dest.exists() and not args.force:
+                continue
+            torch.manual_seed(0)
+            try:
+                module, inputs, *options = factory()
+                export_module(module, inputs, dest, name="model", **(options[0] if options else {}))
+                print(f"ok   {case}")
+            except Exception:  # report every failing case, keep going
+                failed.append(case)
+                print(f"FAIL {case}\n{traceback.format_exc()}", file=sys.stderr)
+    if failed:
+        print(f"{len(failed)} case(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Convert a plain-torch module with the real `pnnx` converter and capture references.
+
+Needs the `export` extra (torch==2.13.0, pnnx). Used by tools/export_opcases.py and
+tools/export_samples.py; the runtime never imports this.
+
+For a module `m` and example inputs, `export_module` writes into `out_dir`:
+  NAME.pnnx.param, NAME.pnnx.bin       what pnnx wrote
+  inputs.npz                           in0, in1, … (the example inputs)
+  expected.npz                         out0, out1, … PyTorch's outputs of `m` (flattened tuples)
+  operands.npz (optional)              every operand v_N computed by pnnx's generated
+                                       NAME_pnnx.py, keyed by PNNX operand name ("N")
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        out: list[Any] = []
+        for v in value:
+            out.extend(_flatten(v))
+        return out
+    return [value]
+
+
+def _capture_operands(pnnx_py: Path, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Run pnnx's generated NAME_pnnx.py, recording every local `v_N` of forward()."""
+    import torch
+
+    source = pnnx_py.read_text()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "forward":
+            # Replace every `return X` in forward with returning (X, locals()).
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Return) and sub.value is not None:
+                    sub.value = ast.Tuple(
+                        elts=[sub.value, ast.Call(func=ast.Name("locals", ast.Load()), args=[], keywords=[])],
+                        ctx=ast.Load(),
+                    )
+    ast.fix_missing_locations(tree)
+    module_name = f"_pnnx_ref_{abs(hash(str(pnnx_py)))}"
+    code = compile(tree, str(pnnx_py), "exec")
+    namespace: dict[str, Any] = {"__name__": module_name}
+    cwd = os.getcwd()
+    os.chdir(pnnx_py.parent)  # the script opens NAME.pnnx.bin by a relative path
+    try:
+        exec(code, namespace)
+        model = namespace["Model"]()
+        model.float().eval()
+        with torch.no_grad():
+            _, local_vars = model(*inputs)
+    finally:
+        os.chdir(cwd)
+    refs: dict[str, np.ndarray] = {}
+    for key, value in local_vars.items():
+        if key.startswith("v_") and isinstance(value, torch.Tensor):
+            refs[key[2:]] = value.detach().cpu().numpy()
+    return refs
+
+
+def export_module(
+    module: Any,
+    inputs: Sequence[Any],
+    out_dir: str | Path,
+    name: str = "model",
+    *,
+    capture_operands: bool = True,
+    optlevel: int | None = None,
+) -> Path:
+    """Convert `module` with pnnx; write the files listed in the module docstring."""
+    import torch
+    import pnnx
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    module = module.eval()
+    inputs = [x if isinstance(x, torch.Tensor) else torch.as_tensor(x) for x in inputs]
+    with torch.no_grad():
+        expected = _flatten(module(*inputs))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        pt = tmp_path / f"{name}.pt"
+        if optlevel is None:
+            pnnx.export(module, str(pt), tuple(inputs))
+        else:
+            # The converter CLI, so that optlevel can be chosen; check its exit status.
+            traced = torch.jit.trace(module, tuple(inputs))
+            traced.save(str(pt))
+            shapes = ",".join("[" + ",".join(str(d) for d in x.shape) + "]" for x in inputs)
+            types = ",".join({torch.float32: "f32", torch.int64: "i64", torch.float64: "f64"}[x.dtype] for x in inputs)
+            cmd = [pnnx.EXEC_PATH, str(pt), f"inputshape={shapes}", f"optlevel={optlevel}"]
+            del types
+            res = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+            if res.returncode != 0:
+                raise RuntimeError(f"pnnx failed ({res.returncode}): {res.stderr[-2000:]}")
+        param = tmp_path / f"{name}.pnnx.param"
+        binf = tmp_path / f"{name}.pnnx.bin"
+        if not param.exists() or not binf.exists():
+            raise RuntimeError(f"pnnx wrote no {param.name}/{binf.name} for {name}")
+        shutil.copy(param, out_dir / param.name)
+        shutil.copy(binf, out_dir / binf.name)
+        refs: dict[str, np.ndarray] = {}
+        pnnx_py = tmp_path / f"{name}_pnnx.py"
+        if capture_operands and pnnx_py.exists():
+            refs = _capture_operands(pnnx_py, inputs)
+
+    np.savez(out_dir / "inputs.npz", **{f"in{i}": x.numpy() for i, x in enumerate(inputs)})
+    np.savez(
+        out_dir / "expected.npz",
+        **{f"out{i}": (y.detach().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)) for i, y in enumerate(expected)},
+    )
+    if refs:
+        np.savez_compressed(out_dir / "operands.npz", **refs)
+    return out_dir / f"{name}.pnnx.param"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(__doc__)
+    sys.exit(0)
