@@ -1,0 +1,30 @@
+"""Shared helpers for the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+OPS = DATA / "ops"
+SAMPLES = ROOT / "sample_models"
+
+
+def max_err_ok(y: np.ndarray, ref: np.ndarray, rel: float = 1e-4) -> tuple[bool, float, float]:
+    """The project's tolerance: max abs error <= rel * max(1, max|ref|). Returns (ok, err, bound)."""
+    y = np.asarray(y)
+    ref = np.asarray(ref)
+    if y.shape != ref.shape:
+        return False, float("inf"), 0.0
+    if ref.size == 0:
+        return True, 0.0, 0.0
+    if ref.dtype == np.bool_ or ref.dtype.kind in "iu":
+        err = float(np.abs(y.astype(np.int64) - ref.astype(np.int64)).max())
+        return err == 0, err, 0.0
+    bound = rel * max(1.0, float(np.nanmax(np.abs(ref))) if np.isfinite(ref).any() else 1.0)
+    same_nan = np.array_equal(np.isnan(y), np.isnan(ref))
+    diff = np.abs(y.astype(np.float64) - ref.astype(np.float64))
+    err = float(np.nanmax(diff)) if np.isfinite(diff).any() else 0.0
+    return bool(same_nan and err <= bound), err, bound
