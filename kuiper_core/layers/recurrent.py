@@ -1,0 +1,330 @@
+"""Recurrent layers: nn.RNN, nn.GRU, nn.LSTM (multi-layer, bidirectional, batch_first).
+
+How pnnx writes them (verified with pnnx 20261020 / torch 2.13):
+- params: input_size hidden_size num_layers bias batch_first bidirectional (+ proj_size for
+  LSTM, nonlinearity=tanh|relu for RNN); weights named like torch's parameters:
+  @weight_ih_l{k}[_reverse] (G*H, in), @weight_hh_l{k}[_reverse] (G*H, H_out),
+  @bias_ih_l{k}[_reverse], @bias_hh_l{k}[_reverse] (G*H), LSTM with proj_size: @weight_hr_l{k}
+  (P, H). Gate blocks in torch order: LSTM i,f,g,o; GRU r,z,n.
+- inputs: x, then the initial state if the model passes one: h0 (RNN/GRU), h0 and c0 (LSTM);
+  an LSTM given (h, h) gets one deduplicated state input used for both.
+- outputs: output, h_n (, c_n) with the unused ones dropped; see module_outputs.py.
+
+Computation: the input projection of every timestep is one matmul per layer (both
+directions at once); only the recurrence loops over time, as it must.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import Shape
+from .module_outputs import match_outputs, ordered_subsets
+from .registry import Layer, register
+
+F32 = np.float32
+
+
+def _sigmoid_(x: np.ndarray) -> np.ndarray:
+    """In-place logistic sigmoid via tanh: no overflow for large |x|, stays float32."""
+    np.multiply(x, 0.5, out=x)
+    np.tanh(x, out=x)
+    x *= 0.5
+    x += 0.5
+    return x
+
+
+@dataclass
+class _Direction:
+    """One layer and direction, weights laid out for `state @ w` (gates on the last axis)."""
+
+    w_hh: np.ndarray  # (H_out, G*H)
+    b_hn: np.ndarray | None = None  # GRU: the n-gate hidden bias, applied inside r * (...)
+    w_hr: np.ndarray | None = None  # LSTM with proj_size: (H, P)
+
+
+@dataclass
+class _Layer:
+    w_ih: np.ndarray  # (in, D*G*H): both directions' input projections side by side
+    b_x: np.ndarray | None  # (D*G*H,) bias folded into the input projection
+    directions: list[_Direction]
+
+
+class _Recurrent(Layer):
+    gates = 1
+    states: tuple[str, ...] = ("h_n",)  # final states the module returns
+
+    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(op)
+        self.hidden_size = self.int_param("hidden_size")
+        self.num_layers = self.int_param("num_layers", 1)
+        self.bias = bool(self.param("bias", True))
+        self.batch_first = bool(self.param("batch_first", False))
+        self.num_directions = 2 if self.param("bidirectional", False) else 1
+        self.proj_size = self.int_param("proj_size", 0)
+        if self.hidden_size <= 0 or self.num_layers <= 0 or not 0 <= self.proj_size < self.hidden_size:
+            raise self.error(
+                f"expected hidden_size > 0, num_layers > 0 and 0 <= proj_size < hidden_size, got "
+                f"hidden_size={self.hidden_size} num_layers={self.num_layers} proj_size={self.proj_size}"
+            )
+        self.out_size = self.proj_size or self.hidden_size  # size of h
+        w0 = self.weight("weight_ih_l0")
+        self.input_size = self.int_param("input_size", int(w0.shape[1]) if w0.ndim == 2 else 0)
+
+        self.layers = [self._load_layer(k) for k in range(self.num_layers)]
+
+        n_states = len(self.states)
+        if len(op.inputs) not in (1, 2, 1 + n_states):
+            raise self.error(
+                f"expected 1 input (x) or {1 + n_states} (x, {', '.join(s[:1] + '0' for s in self.states)}), "
+                f"got {len(op.inputs)}"
+            )
+        self._check_input_shapes()
+        self.outputs = match_outputs(self, self._output_shapes(), ordered_subsets(("output",) + self.states, len(op.outputs)))
+
+    # -- build --------------------------------------------------------------------------
+    def _load_layer(self, k: int) -> _Layer:
+        G, H = self.gates, self.hidden_size
+        in_size = self.input_size if k == 0 else self.num_directions * self.out_size
+        w_ihs, b_xs, directions = [], [], []
+        for d in range(self.num_directions):
+            sfx = f"_l{k}" + ("_reverse" if d else "")
+            w_ih = self._expect(f"weight_ih{sfx}", (G * H, in_size))
+            w_hh = self._expect(f"weight_hh{sfx}", (G * H, self.out_size))
+            b_ih = self._expect(f"bias_ih{sfx}", (G * H,)) if self.bias else None
+            b_hh = self._expect(f"bias_hh{sfx}", (G * H,)) if self.bias else None
+            w_hr = self._expect(f"weight_hr{sfx}", (self.proj_size, H)).T.copy() if self.proj_size else None
+            perm = self._gate_order()
+            w_ih, w_hh = w_ih[perm], w_hh[perm]
+            b_hn = None
+            b_x = None
+            if b_ih is not None and b_hh is not None:
+                b_ih, b_hh = b_ih[perm], b_hh[perm]
+                b_x, b_hn = self._fold_bias(b_ih, b_hh)
+            w_ihs.append(w_ih.T)
+            b_xs.append(b_x)
+            directions.append(_Direction(np.ascontiguousarray(w_hh.T), b_hn, w_hr))
+        w_ih_all = np.ascontiguousarray(np.concatenate(w_ihs, axis=1))
+        b_all = np.concatenate(b_xs) if self.bias else None
+        return _Layer(w_ih_all, b_all, directions)
+
+    def _expect(self, key: str, shape: tuple[int, ...]) -> np.ndarray:
+        w = self.weight(key)
+        if tuple(w.shape) != shape:
+            raise self.error(
+                f"weight '{key}' has shape {tuple(w.shape)}, expected {shape} for input_size={self.input_size} "
+                f"hidden_size={self.hidden_size} proj_size={self.proj_size} "
+                f"bidirectional={self.num_directions == 2} ({self.gates} gate block(s))"
+            )
+        return np.asarray(w, dtype=F32)
+
+    def _gate_order(self) -> np.ndarray:
+        """Row permutation of the gate blocks into the order `_scan` expects."""
+        return np.arange(self.gates * self.hidden_size)
+
+    def _fold_bias(self, b_ih: np.ndarray, b_hh: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(bias added to x @ W_ih, bias kept apart for the recurrence)."""
+        return b_ih + b_hh, None
+
+    def _time_batch(self, x_shape: Shape | tuple[int, ...]) -> tuple:
+        """(T, B or None when unbatched) for an input shape."""
+        if len(x_shape) == 2:
+            return x_shape[0], None
+        return (x_shape[1], x_shape[0]) if self.batch_first else (x_shape[0], x_shape[1])
+
+    def _check_input_shapes(self) -> None:
+        x_shape = self.op.inputs[0].shape
+        if x_shape is None:
+            return
+        if len(x_shape) not in (2, 3) or (isinstance(x_shape[-1], int) and x_shape[-1] != self.input_size):
+            raise self.error(
+                f"input has shape {tuple(x_shape)}, expected ({'batch, seq' if self.batch_first else 'seq, batch'}, "
+                f"{self.input_size}) or unbatched (seq, {self.input_size})"
+            )
+        _, B = self._time_batch(x_shape)
+        lead = (self.num_layers * self.num_directions,) + ((B,) if B is not None else ())
+        sizes = {"h_n": self.out_size, "c_n": self.hidden_size}
+        for operand, state in zip(self.op.inputs[1:], self.states):
+            want = lead + (sizes[state],)
+            if operand.shape is not None and len(operand.shape) != len(want):
+                raise self.error(f"initial state {state[0]}0 has shape {tuple(operand.shape)}, expected {want}")
+
+    def _output_shapes(self) -> dict[str, Shape | None]:
+        x_shape = self.op.inputs[0].shape
+        if x_shape is None:
+            return {name: None for name in ("output",) + self.states}
+        T, B = self._time_batch(x_shape)
+        L, D = self.num_layers, self.num_directions
+        if B is None:
+            output: Shape = (T, D * self.out_size)
+            lead: Shape = (L * D,)
+        else:
+            output = (B, T, D * self.out_size) if self.batch_first else (T, B, D * self.out_size)
+            lead = (L * D, B)
+        shapes: dict[str, Shape | None] = {"output": output, "h_n": lead + (self.out_size,)}
+        if "c_n" in self.states:
+            shapes["c_n"] = lead + (self.hidden_size,)
+        return shapes
+
+    # -- run ----------------------------------------------------------------------------
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0], dtype=F32)
+        unbatched = x.ndim == 2
+        if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
+            raise self.error(f"input has shape {x.shape}, expected 3-D (or unbatched 2-D) with last dim {self.input_size}")
+        if unbatched:
+            seq = x[:, None, :]  # (T, 1, F); torch ignores batch_first for unbatched input
+            batch_first = False
+        else:
+            batch_first = self.batch_first
+            seq = x.transpose(1, 0, 2) if batch_first else x  # time-major view
+        T, B = seq.shape[:2]
+        L, D, H, P = self.num_layers, self.num_directions, self.hidden_size, self.out_size
+
+        init = self._initial_states(inputs[1:], B, unbatched)
+        finals = {s: np.empty((L * D, B, size), F32) for s, size in zip(self.states, (P, H))}
+
+        for k, layer in enumerate(self.layers):
+            # Layer output in the caller's layout; `tm` is its time-major view.
+            buf = np.empty((B, T, D * P) if batch_first else (T, B, D * P), F32)
+            tm = buf.transpose(1, 0, 2) if batch_first else buf
+            xp = np.matmul(seq, layer.w_ih)  # (T, B, D*G*H): every timestep, both directions
+            if layer.b_x is not None:
+                xp += layer.b_x
+            GH = self.gates * H
+            for d, direction in enumerate(layer.directions):
+                i = k * D + d
+                states = [s[i] for s in init] if init else [np.zeros((B, P), F32), np.zeros((B, H), F32)][: len(self.states)]
+                times = range(T) if d == 0 else range(T - 1, -1, -1)
+                result = self._scan(direction, xp[:, :, d * GH : (d + 1) * GH], states, times, tm[:, :, d * P : (d + 1) * P])
+                for s, value in zip(self.states, result):
+                    finals[s][i] = value
+            seq = tm
+
+        values = {"output": buf, **finals}
+        if unbatched:
+            values = {"output": buf[:, 0], **{s: v[:, 0] for s, v in finals.items()}}
+        return [values[name] for name in self.outputs]
+
+    def _initial_states(self, given: list[np.ndarray], B: int, unbatched: bool) -> list[np.ndarray]:
+        if not given:
+            return []
+        if len(given) < len(self.states):  # an LSTM given (h, h): pnnx keeps one input
+            given = given * len(self.states)
+        L, D = self.num_layers, self.num_directions
+        sizes = (self.out_size, self.hidden_size)
+        states = []
+        for name, s, size in zip(self.states, given, sizes):
+            s = np.asarray(s, dtype=F32)
+            want = (L * D, size) if unbatched else (L * D, B, size)
+            if s.shape != want:
+                raise self.error(f"initial state {name[0]}0 has shape {s.shape}, expected {want}")
+            states.append(s[:, None, :] if unbatched else s)
+        return states
+
+    def _scan(
+        self, d: _Direction, xp: np.ndarray, states: list[np.ndarray], times: range, dst: np.ndarray
+    ) -> list[np.ndarray]:
+        """Run the recurrence over `times`, writing h_t to dst[t]; return the final states."""
+        raise NotImplementedError
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        T, B = self._time_batch(inputs[0])
+        steps = int(T) * int(B or 1)
+        GH, D = self.gates * self.hidden_size, self.num_directions
+        macs = 0
+        for layer in self.layers:
+            macs += steps * layer.w_ih.size  # input projection, both directions
+            macs += steps * D * (self.out_size * GH + (self.hidden_size * self.proj_size))
+        return macs
+
+
+@register("nn.RNN")
+class RNN(_Recurrent):
+    """h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh), act = tanh or relu."""
+
+    gates = 1
+
+    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+        nonlinearity = op.params.get("nonlinearity", "tanh")
+        super().__init__(op)
+        if nonlinearity not in ("tanh", "relu"):
+            raise self.error(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        self.relu = nonlinearity == "relu"
+
+    def _scan(self, d, xp, states, times, dst):  # type: ignore[no-untyped-def]
+        (h,) = states
+        for t in times:
+            h = np.matmul(h, d.w_hh)
+            h += xp[t]
+            if self.relu:
+                np.maximum(h, 0, out=h)
+            else:
+                np.tanh(h, out=h)
+            dst[t] = h
+        return [h]
+
+
+@register("nn.GRU")
+class GRU(_Recurrent):
+    """r, z = σ(x W_ir,z + b_ir,z + h W_hr,z + b_hr,z); n = tanh(x W_in + b_in + r * (h W_hn + b_hn));
+    h' = (1 - z) * n + z * h."""
+
+    gates = 3
+
+    def _fold_bias(self, b_ih, b_hh):  # type: ignore[no-untyped-def]
+        H = self.hidden_size
+        b_x = b_ih.copy()
+        b_x[: 2 * H] += b_hh[: 2 * H]  # r and z biases add up; b_hn must stay inside r * (...)
+        return b_x, b_hh[2 * H :].copy()
+
+    def _scan(self, d, xp, states, times, dst):  # type: ignore[no-untyped-def]
+        (h,) = states
+        H = self.hidden_size
+        hp = np.empty((h.shape[0], 3 * H), F32)
+        for t in times:
+            np.matmul(h, d.w_hh, out=hp)
+            x = xp[t]
+            rz = _sigmoid_(x[:, : 2 * H] + hp[:, : 2 * H])
+            n = hp[:, 2 * H :]
+            if d.b_hn is not None:
+                n += d.b_hn
+            n *= rz[:, :H]
+            n += x[:, 2 * H :]
+            np.tanh(n, out=n)
+            h = n + rz[:, H:] * (h - n)
+            dst[t] = h
+        return [h]
+
+
+@register("nn.LSTM")
+class LSTM(_Recurrent):
+    """i, f, o = σ(...), g = tanh(...); c' = f * c + i * g; h' = o * tanh(c') (then h' W_hr^T
+    with proj_size)."""
+
+    gates = 4
+    states = ("h_n", "c_n")
+
+    def _gate_order(self) -> np.ndarray:
+        # torch's i,f,g,o -> i,f,o,g: one sigmoid over the first 3H columns, tanh over the rest.
+        H = self.hidden_size
+        return np.concatenate([np.arange(0, 2 * H), np.arange(3 * H, 4 * H), np.arange(2 * H, 3 * H)])
+
+    def _scan(self, d, xp, states, times, dst):  # type: ignore[no-untyped-def]
+        h, c = states
+        H = self.hidden_size
+        gates = np.empty((h.shape[0], 4 * H), F32)
+        for t in times:
+            np.matmul(h, d.w_hh, out=gates)
+            gates += xp[t]
+            _sigmoid_(gates[:, : 3 * H])
+            g = np.tanh(gates[:, 3 * H :])
+            c = gates[:, H : 2 * H] * c
+            c += gates[:, :H] * g
+            h = gates[:, 2 * H : 3 * H] * np.tanh(c)
+            if d.w_hr is not None:
+                h = h @ d.w_hr
+            dst[t] = h
+        return [h, c]
