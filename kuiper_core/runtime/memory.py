@@ -21,6 +21,9 @@ import numpy as np
 from ..graph import Operand, Operator, numpy_dtype
 
 NEVER = 1 << 62  # lifetime end of graph outputs
+# A declared shape needing more than this is not preallocated at build: a malformed (or
+# hostile) `#` shape must not allocate gigabytes before anything runs.
+MAX_PLANNED_BYTES = 1 << 31
 
 
 @dataclass
@@ -101,7 +104,7 @@ def plan_buffers(order: list[Operator], view_ops: set[str], graph_outputs: set[s
                 continue
             dtype = numpy_dtype(out.dtype)
             nbytes = int(np.prod(shape)) * dtype.itemsize
-            if nbytes == 0:
+            if nbytes == 0 or nbytes > MAX_PLANNED_BYTES:
                 continue
             slots = free.get(nbytes)
             if slots:

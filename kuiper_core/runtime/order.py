@@ -79,6 +79,7 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
     output: list[str] = []
     events: list[TraceEvent] = []
     stack: list[str] = []
+    on_stack: set[str] = set()
 
     def emit(kind: str, node: str | None, message: str) -> None:
         if record:
@@ -91,6 +92,7 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
             continue
         iters = [iter(succ.get(root, ()))]
         stack.append(root)
+        on_stack.add(root)
         visited.add(root)
         visited_order.append(root)
         emit("call", root, f"Start at {root}: it has no predecessor. Mark it visited and look at its successors.")
@@ -98,7 +100,7 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
             node = stack[-1]
             nxt = next(iters[-1], None)
             if nxt is None:
-                stack.pop()
+                on_stack.discard(stack.pop())
                 iters.pop()
                 output.append(node)
                 emit(
@@ -107,7 +109,7 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
                     f"Every successor of {node} is done, so append {node} to the output list"
                     + (f" and return to {stack[-1]}." if stack else "."),
                 )
-            elif nxt in stack:  # a back edge: nxt is still waiting for this node
+            elif nxt in on_stack:  # a back edge: nxt is still waiting for this node
                 cycle = stack[stack.index(nxt) :]
                 emit("cycle", nxt, f"{nxt} is on the call stack: the path {' -> '.join(cycle + [nxt])} is a cycle, "
                      "so no order exists.")
@@ -116,6 +118,7 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
                 emit("skip", nxt, f"{nxt} (successor of {node}) is already visited: skip it.")
             else:
                 stack.append(nxt)
+                on_stack.add(nxt)
                 iters.append(iter(succ.get(nxt, ())))
                 visited.add(nxt)
                 visited_order.append(nxt)
