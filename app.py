@@ -1,0 +1,25 @@
+"""Kuiper Explorer: `streamlit run app.py`.
+
+The pages only lay out data that `kuiper_core` computes; see pages/common.py for the
+shared model/input state.
+"""
+
+import streamlit as st
+
+st.set_page_config(page_title="Kuiper Explorer", page_icon="🪐", layout="wide")
+
+PAGES = [
+    st.Page("pages/1_home.py", title="Home / model", icon="🏠", default=True),
+    st.Page("pages/2_graph.py", title="Graph", icon="🕸️"),
+    st.Page("pages/3_order.py", title="Execution order", icon="🔢"),
+    st.Page("pages/4_expressions.py", title="Expressions", icon="🧮"),
+    st.Page("pages/5_forward.py", title="Step through Forward", icon="⏯️"),
+    st.Page("pages/6_profile.py", title="Profile", icon="⏱️"),
+]
+
+page = st.navigation(PAGES)
+
+from pages.common import sidebar_model_badge  # noqa: E402  (after set_page_config)
+
+sidebar_model_badge()
+page.run()

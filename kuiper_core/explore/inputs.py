@@ -1,0 +1,92 @@
+"""Input tensors for a model: synthetic ones (seeded random, zeros, ones) and pictures.
+
+Decoding and resizing a picture needs an image library, which the engine does not depend
+on; the app does that (Pillow) and hands the resized pixels here, where the NumPy part of
+the bundled models' preprocessing happens: invert, scale to 0..1, per-channel mean/std,
+HWC -> NCHW float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..graph import Graph, numpy_dtype
+
+INPUT_KINDS = ("sample", "random", "zeros", "ones", "npy", "image")
+
+
+def input_specs(graph: Graph, fallback_shape: Sequence[int] | None = None) -> list[tuple[str, tuple[int, ...], str]]:
+    """(operand name, static shape, dtype name) of every model input.
+
+    Unknown dims (`?`) become 1, or come from `fallback_shape` (the models.json shape)
+    when the ranks agree.
+    """
+    specs = []
+    for op in graph.inputs:
+        operand = op.outputs[0]
+        shape = operand.shape
+        if shape is None:
+            if fallback_shape is None:
+                raise InputError(f"input '{operand.name}' has no declared shape: upload a .npy instead")
+            dims = tuple(int(d) for d in fallback_shape)
+        else:
+            fb = list(fallback_shape) if fallback_shape is not None and len(fallback_shape) == len(shape) else None
+            dims = tuple(d if isinstance(d, int) else (int(fb[i]) if fb else 1) for i, d in enumerate(shape))
+        specs.append((operand.name, dims, operand.dtype or "f32"))
+    return specs
+
+
+def synthetic_input(kind: str, shape: Sequence[int], dtype: str = "f32", seed: int = 0) -> np.ndarray:
+    """'random' (standard normal, seeded; integers in 0..9 for integer dtypes), 'zeros' or 'ones'."""
+    dt = numpy_dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    if kind == "zeros":
+        return np.zeros(shape, dt)
+    if kind == "ones":
+        return np.ones(shape, dt)
+    if kind == "random":
+        rng = np.random.default_rng(seed)
+        if dt.kind in "iu":
+            return rng.integers(0, 10, size=shape).astype(dt)
+        if dt.kind == "b":
+            return rng.random(shape) < 0.5
+        return rng.standard_normal(shape).astype(dt)
+    raise InputError(f"unknown synthetic input kind {kind!r}: expected random, zeros or ones")
+
+
+def image_to_input(pixels: np.ndarray, preprocess: Mapping[str, Any] | None, shape: Sequence[int]) -> np.ndarray:
+    """Resized uint8 pixels (H, W) or (H, W, C) -> a float32 NCHW tensor of `shape`.
+
+    preprocess (models.json): invert (255 - p), then p/255, then (p - mean[c]) / std[c].
+    """
+    if len(shape) != 4:
+        raise InputError(f"a picture can only feed a 4-D NCHW input, this model's input is {tuple(shape)}")
+    n, c, h, w = (int(d) for d in shape)
+    px = np.asarray(pixels)
+    if px.ndim == 2:
+        px = px[:, :, None]
+    if px.ndim != 3 or px.shape[:2] != (h, w):
+        raise InputError(f"picture has shape {px.shape}, expected {h}x{w} pixels")
+    if px.shape[2] != c:
+        raise InputError(f"picture has {px.shape[2]} channel(s), the model takes {c}")
+    pp = dict(preprocess or {})
+    x = px.astype(np.float32)
+    if pp.get("invert"):
+        x = np.float32(255.0) - x
+    x = x / np.float32(255.0)
+    mean = np.asarray(pp.get("mean", [0.0]), np.float32).reshape(1, 1, -1)
+    std = np.asarray(pp.get("std", [1.0]), np.float32).reshape(1, 1, -1)
+    x = (x - mean) / std
+    chw = np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float32)
+    return np.broadcast_to(chw, (n, c, h, w)).copy()
+
+
+def check_array(array: np.ndarray, shape: Sequence[int], name: str) -> np.ndarray:
+    """An uploaded array must match the input's shape (batch may differ)."""
+    a = np.asarray(array)
+    if a.ndim != len(shape) or tuple(a.shape[1:]) != tuple(shape[1:]):
+        raise InputError(f"uploaded array for input '{name}' has shape {a.shape}, expected {tuple(shape)} (batch may vary)")
+    return a

@@ -1,0 +1,205 @@
+"""Model summary, operator table and weight statistics, as plain data for the app."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..graph import Attribute, Graph, Operand, Operator
+from .categories import category
+
+
+@dataclass
+class IOSpec:
+    name: str  # operand name
+    operator: str
+    shape: tuple | None
+    dtype: str | None
+
+
+@dataclass
+class ModelSummary:
+    operators: int
+    operands: int
+    by_type: list[tuple[str, int]]  # most frequent first, then by name
+    by_category: list[tuple[str, int]]
+    parameters: int
+    weight_bytes: int
+    inputs: list[IOSpec] = field(default_factory=list)
+    outputs: list[IOSpec] = field(default_factory=list)
+
+    @property
+    def weight_mb(self) -> float:
+        return self.weight_bytes / 2**20
+
+
+def _count(items: list[str]) -> list[tuple[str, int]]:
+    return sorted(Counter(items).items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def model_summary(graph: Graph) -> ModelSummary:
+    """Operators by type and category, parameter count, weight bytes, input/output shapes."""
+    ins = [IOSpec(op.outputs[0].name, op.name, op.outputs[0].shape, op.outputs[0].dtype) for op in graph.inputs]
+    outs = [IOSpec(o.name, op.name, o.shape, o.dtype) for op in graph.outputs for o in op.inputs]
+    return ModelSummary(
+        operators=len(graph.operators),
+        operands=len(graph.operands),
+        by_type=_count([op.type for op in graph.operators]),
+        by_category=_count([category(op.type) for op in graph.operators]),
+        parameters=graph.parameter_count(),
+        weight_bytes=graph.weight_bytes(),
+        inputs=ins,
+        outputs=outs,
+    )
+
+
+def shape_text(shape: tuple | list | None) -> str:
+    """(1,3,224,224) -> '1x3x224x224'; unknown dims '?'; no shape '?'; a scalar '()'."""
+    if shape is None:
+        return "?"
+    if len(shape) == 0:
+        return "()"
+    return "x".join("?" if d is None else str(d) for d in shape)
+
+
+def operand_text(operand: Operand) -> str:
+    return f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
+
+
+def param_text(value: Any) -> str:
+    """A param value as .param writes it: (1,1), True, 0.5, strings verbatim."""
+    if isinstance(value, (list, tuple)):
+        return "(" + ",".join(param_text(v) for v in value) + ")"
+    if value is None:
+        return "None"
+    return str(value)
+
+
+def operator_parameters(op: Operator) -> int:
+    return sum(int(np.prod(a.shape)) for a in op.attrs.values() if a.shape)
+
+
+def operator_table(graph: Graph) -> list[dict[str, Any]]:
+    """One row per operator in file order: index, name, type, category, shapes, params."""
+    rows = []
+    for i, op in enumerate(graph.operators):
+        rows.append(
+            {
+                "#": i,
+                "name": op.name,
+                "type": op.type,
+                "category": category(op.type),
+                "inputs": ", ".join(shape_text(o.shape) for o in op.inputs),
+                "outputs": ", ".join(shape_text(o.shape) for o in op.outputs),
+                "params": " ".join(f"{k}={param_text(v)}" for k, v in op.params.items()),
+                "weights": operator_parameters(op),
+            }
+        )
+    return rows
+
+
+def type_table(summary: ModelSummary) -> list[dict[str, Any]]:
+    return [{"type": t, "category": category(t), "count": n} for t, n in summary.by_type]
+
+
+@dataclass
+class WeightStats:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    count: int
+    nbytes: int
+    min: float
+    max: float
+    mean: float
+    std: float
+    zeros: int  # exact zeros (pruned / padded weights stand out)
+    nonfinite: int
+
+
+def weight_stats(name: str, attr: Attribute) -> WeightStats:
+    """Statistics of one weight, computed in float64 so a float16 weight cannot overflow them."""
+    data = attr.data
+    if data is None:
+        raise ValueError(f"weight '{name}' has no data loaded")
+    x = np.asarray(data)
+    if x.dtype.kind in "fiub":
+        f = x.astype(np.float64, copy=False).ravel()
+    else:  # complex: statistics of the magnitude
+        f = np.abs(x).astype(np.float64).ravel()
+    finite = f[np.isfinite(f)]
+    if finite.size:
+        mn, mx, mean, std = float(finite.min()), float(finite.max()), float(finite.mean()), float(finite.std())
+    else:
+        mn = mx = mean = std = float("nan")
+    return WeightStats(
+        name=name,
+        shape=tuple(attr.shape),
+        dtype=attr.dtype,
+        count=int(x.size),
+        nbytes=attr.nbytes,
+        min=mn,
+        max=mx,
+        mean=mean,
+        std=std,
+        zeros=int(np.count_nonzero(f == 0)),
+        nonfinite=int(f.size - finite.size),
+    )
+
+
+def histogram(data: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, bin edges) over the finite values; empty/constant data gives one bin."""
+    f = np.asarray(data, dtype=np.float64).ravel()
+    f = f[np.isfinite(f)]
+    if f.size == 0:
+        return np.zeros(0, np.int64), np.zeros(1)
+    lo, hi = float(f.min()), float(f.max())
+    if lo == hi:
+        return np.array([f.size], np.int64), np.array([lo - 0.5, hi + 0.5])
+    counts, edges = np.histogram(f, bins=bins, range=(lo, hi))
+    return counts.astype(np.int64), edges
+
+
+def histogram_table(data: np.ndarray, bins: int = 40) -> list[dict[str, float]]:
+    """Rows {'bin center', 'count'} ready for a bar chart."""
+    counts, edges = histogram(data, bins)
+    centers = (edges[:-1] + edges[1:]) / 2
+    return [{"value": float(c), "count": int(n)} for c, n in zip(centers, counts)]
+
+
+@dataclass
+class OperatorDetails:
+    name: str
+    type: str
+    category: str
+    line: int | None
+    params: list[tuple[str, str]]
+    inputs: list[tuple[str, str, str]]  # (argument name, operand, shape dtype)
+    outputs: list[tuple[str, str]]  # (operand, shape dtype)
+    weights: list[WeightStats]
+    producers: list[str]
+    consumers: list[str]
+
+
+def operator_details(graph: Graph, name: str) -> OperatorDetails:
+    """Everything the detail panel shows for one operator."""
+    op = graph.operator(name)
+
+    def io_text(o: Operand) -> str:
+        return shape_text(o.shape) + (f" {o.dtype}" if o.dtype else "")
+
+    return OperatorDetails(
+        name=op.name,
+        type=op.type,
+        category=category(op.type),
+        line=op.line,
+        params=[(k, param_text(v)) for k, v in op.params.items()],
+        inputs=[(op.input_name(i), o.name, io_text(o)) for i, o in enumerate(op.inputs)],
+        outputs=[(o.name, io_text(o)) for o in op.outputs],
+        weights=[weight_stats(k, a) for k, a in op.attrs.items() if a.data is not None],
+        producers=[p.name for p in graph.predecessors(op)],
+        consumers=[c.name for c in graph.successors(op)],
+    )

@@ -1,0 +1,164 @@
+"""Home: pick a bundled model or upload one, see its summary, choose the input."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from kuiper_core.errors import KuiperError
+from kuiper_core.explore import inputs as kx_inputs
+from kuiper_core.explore.summary import model_summary, shape_text, type_table
+from pages import common
+
+st.title("🪐 Kuiper Explorer")
+st.caption(
+    "A NumPy inference engine for PNNX models, shown at work: see the graph, learn how the engine "
+    "orders it, read its expressions as trees, and step through Forward watching every tensor."
+)
+
+models = common.bundled_models()
+choice = st.session_state.get(common.MODEL_KEY) or {}
+model = common.current_model()
+
+# -- 1. the model -----------------------------------------------------------------------
+st.header("1. Model")
+pick, upload = st.columns([3, 2])
+with pick:
+    names = list(models)
+    if names:
+        current = choice.get("name") if choice.get("source") == "bundled" else None
+        index = names.index(current) if current in names else None
+        picked = st.radio(
+            "Bundled models",
+            names,
+            index=index,
+            format_func=lambda n: f"{n} — {models[n].get('operators', '?')} operators",
+            key="home_bundled",
+        )
+        if picked is not None and (choice.get("source") != "bundled" or picked != choice.get("name")):
+            common.select_bundled(picked)
+            st.rerun()
+        if picked is not None:
+            st.caption(models[picked].get("description", ""))
+    else:
+        st.info("No bundled models found in sample_models/.")
+
+with upload:
+    st.markdown("**…or upload a PNNX model**")
+    with st.form("upload_model", clear_on_submit=False, border=True):
+        param_file = st.file_uploader("model.pnnx.param", type=["param"], key="home_param")
+        bin_file = st.file_uploader("model.pnnx.bin (optional if it has no weights)", type=["bin"], key="home_bin")
+        submitted = st.form_submit_button("Load uploaded model")
+    if submitted:
+        if param_file is None:
+            st.warning("Choose a .pnnx.param file first.")
+        else:
+            loaded = common.select_upload(
+                param_file.name, param_file.getvalue(), bin_file.getvalue() if bin_file is not None else None
+            )
+            st.rerun()
+
+model = common.current_model()
+if model is None:
+    st.stop()
+
+if model.error is not None:
+    what = "parsed, but cannot run" if model.graph is not None else "could not be read"
+    common.show_error(model.error, title=f"Model '{model.name}' {what} ({model.error_kind})")
+    if model.graph is None:
+        st.stop()
+
+# -- 2. summary --------------------------------------------------------------------------
+assert model.graph is not None
+summary = model_summary(model.graph)
+st.header(f"2. Summary of `{model.name}`")
+if model.description:
+    st.write(model.description)
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Operators", f"{summary.operators:,}")
+c2.metric("Parameters", f"{summary.parameters:,}")
+c3.metric("Weights", f"{summary.weight_mb:.2f} MB")
+c4.metric("Operator types", len(summary.by_type))
+io_rows = [{"": "input", "operand": s.name, "shape": shape_text(s.shape), "dtype": s.dtype} for s in summary.inputs]
+io_rows += [{"": "output", "operand": s.name, "shape": shape_text(s.shape), "dtype": s.dtype} for s in summary.outputs]
+left, right = st.columns(2)
+left.markdown("**Inputs and outputs**")
+left.dataframe(pd.DataFrame(io_rows), hide_index=True, width="stretch")
+right.markdown("**Operators by type**")
+right.dataframe(pd.DataFrame(type_table(summary)), hide_index=True, width="stretch", height=240)
+
+if not model.ok:
+    st.stop()
+
+# -- 3. the input --------------------------------------------------------------------------
+st.header("3. Input")
+specs = common.model_input_specs(model)
+kinds = ["sample", "random", "zeros", "ones", "npy"]
+if model.sample_input is None:
+    kinds.remove("sample")
+is_image = bool(model.meta.get("image")) or (len(specs) == 1 and len(specs[0][1]) == 4 and specs[0][1][1] in (1, 3))
+if is_image:
+    kinds.append("image")
+labels = {
+    "sample": "the model's sample input",
+    "random": "seeded random",
+    "zeros": "zeros",
+    "ones": "ones",
+    "npy": "upload a .npy",
+    "image": "upload a picture",
+}
+spec = st.session_state.get(common.INPUT_KEY) or {"kind": kinds[0], "seed": 0}
+kind = st.radio(
+    "Input to use",
+    kinds,
+    index=kinds.index(spec["kind"]) if spec.get("kind") in kinds else 0,
+    format_func=labels.get,
+    horizontal=True,
+    key="home_input_kind",
+)
+seed = int(spec.get("seed", 0))
+if kind == "random":
+    seed = int(st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=seed, step=1, key="home_seed"))
+if kind in ("npy", "image"):
+    name, shape, _ = specs[0]
+    if kind == "npy":
+        f = st.file_uploader(f"A .npy array of shape {shape_text(shape)}", type=["npy"], key="home_npy")
+    else:
+        f = st.file_uploader(f"A picture (resized to {shape[-1]}×{shape[-2]})", type=["png", "jpg", "jpeg", "bmp", "gif"], key="home_img")
+        pp = model.meta.get("preprocess")
+        if pp and pp.get("text"):
+            st.caption(f"Preprocessing: {pp['text']}")
+    if f is not None:
+        try:
+            if kind == "npy":
+                try:
+                    array = np.load(io.BytesIO(f.getvalue()), allow_pickle=False)
+                except Exception as e:
+                    raise KuiperError(f"{f.name} is not a readable .npy file: {e}") from None
+                array = kx_inputs.check_array(array, shape, name)
+            else:
+                array = common.picture_to_input(f.getvalue(), model, shape)
+            st.session_state[common.INPUT_ARRAY_KEY] = array
+        except KuiperError as e:
+            common.show_error(e, title="Cannot use this file as input")
+            st.session_state.pop(common.INPUT_ARRAY_KEY, None)
+st.session_state[common.INPUT_KEY] = {"kind": kind, "seed": seed}
+
+x = common.current_input(model)
+if kind in ("npy", "image") and common.INPUT_ARRAY_KEY not in st.session_state:
+    st.info("No file yet: using seeded random data until one is uploaded.")
+for (name, _, _), a in zip(specs, x):
+    st.caption(
+        f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}, min {float(a.min()):.3g}, "
+        f"max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
+    )
+if kind == "image" and common.INPUT_ARRAY_KEY in st.session_state:
+    a = x[0][0]
+    shown = a.transpose(1, 2, 0) if a.shape[0] == 3 else a[0]
+    lo, hi = float(shown.min()), float(shown.max())
+    st.image(((shown - lo) / (hi - lo + 1e-12)), caption="the tensor the model sees (rescaled for display)", width=160, clamp=True)
+
+st.success("Ready. Open **Graph**, **Execution order**, **Expressions**, **Step through Forward** or **Profile** in the sidebar.")
