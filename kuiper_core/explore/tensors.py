@@ -1,0 +1,322 @@
+"""Tensors as the app shows them: statistics, histograms, heatmaps, errors against references.
+
+Everything here is vectorised NumPy on one tensor at a time and returns plain data (dicts,
+arrays, uint8 RGB images) so pages only lay it out. Statistics ignore NaN/Inf (they are
+counted separately) so one bad value does not hide the rest of the distribution.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..graph import Graph, Operand
+
+# Per-operator error colours for the graph (graph_dot's node_colors).
+ERROR_COLORS = {"ok": "#9fdf9f", "bad": "#ff7b7b", "first bad": "#d62728", "no reference": "#e8e8e8"}
+
+
+def as_arrays(value: Any) -> list[np.ndarray]:
+    """An operand value as a list of arrays (a prim::TupleConstruct value is a tuple)."""
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in as_arrays(v)]
+    return [np.asarray(value)]
+
+
+def tensor_stats(a: np.ndarray) -> dict[str, Any]:
+    """shape, dtype, size, min/max/mean/std over finite values, NaN and Inf counts."""
+    a = np.asarray(a)
+    stats: dict[str, Any] = {"shape": tuple(a.shape), "dtype": str(a.dtype), "size": int(a.size)}
+    if a.dtype.kind == "c":
+        a = np.abs(a)  # magnitudes: min/max of complex numbers are not defined
+    if a.dtype.kind in "f":
+        nan = int(np.count_nonzero(np.isnan(a)))
+        inf = int(np.count_nonzero(np.isinf(a)))
+        finite = a[np.isfinite(a)] if nan or inf else a
+    elif a.dtype.kind in "iub":
+        nan = inf = 0
+        finite = a
+    else:
+        nan = inf = 0
+        finite = np.empty(0)
+    stats["nan"], stats["inf"] = nan, inf
+    if finite.size:
+        f64 = finite.astype(np.float64, copy=False)  # stats in float64: float32 sums drift on big tensors
+        stats.update(min=float(f64.min()), max=float(f64.max()), mean=float(f64.mean()), std=float(f64.std()))
+    else:
+        stats.update(min=None, max=None, mean=None, std=None)
+    return stats
+
+
+def histogram(a: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, bin edges) of the finite values; empty arrays for a tensor without any."""
+    a = np.asarray(a)
+    if a.dtype.kind == "c":
+        a = np.abs(a)
+    if a.dtype.kind not in "fiub":
+        return np.zeros(0, np.int64), np.zeros(0)
+    flat = a.reshape(-1).astype(np.float64, copy=False)
+    flat = flat[np.isfinite(flat)]
+    if flat.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    lo, hi = float(flat.min()), float(flat.max())
+    if lo == hi:  # a constant tensor: one bin around the value
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.histogram(flat, bins=bins, range=(lo, hi))
+
+
+def histogram_table(a: np.ndarray, bins: int = 40) -> dict[str, list[float]]:
+    """The histogram as columns for a bar chart: bin centre and count."""
+    counts, edges = histogram(a, bins)
+    centres = (edges[:-1] + edges[1:]) / 2 if edges.size else edges
+    return {"value": [float(x) for x in centres], "count": [int(c) for c in counts]}
+
+
+# -- images ----------------------------------------------------------------------------------------
+def _viridis_lut() -> np.ndarray:
+    """A 256-entry RGB table interpolated from viridis' anchor colours (dark blue -> yellow)."""
+    anchors = np.array(
+        [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+         [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]],
+        dtype=np.float64,
+    )
+    x = np.linspace(0, len(anchors) - 1, 256)
+    lut = np.stack([np.interp(x, np.arange(len(anchors)), anchors[:, c]) for c in range(3)], axis=1)
+    return lut.round().astype(np.uint8)
+
+
+_LUT = _viridis_lut()
+NAN_RGB = np.array([255, 0, 255], np.uint8)  # magenta: impossible to miss
+
+
+def colorize(x: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """A real array (H, W) as uint8 RGB (H, W, 3) through viridis; NaN/Inf are magenta."""
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x)
+    if lo is None or hi is None:
+        vals = x[finite]
+        lo = float(vals.min()) if vals.size else 0.0
+        hi = float(vals.max()) if vals.size else 1.0
+    scale = (hi - lo) if hi > lo else 1.0
+    t = np.clip((np.where(finite, x, lo) - lo) / scale, 0.0, 1.0)
+    rgb = _LUT[(t * 255).round().astype(np.intp)]
+    rgb[~finite] = NAN_RGB
+    return rgb
+
+
+def image_2d(a: np.ndarray, max_side: int = 512) -> np.ndarray:
+    """A 2-D tensor (or one with leading 1-dims) as an RGB heatmap, upscaled when tiny."""
+    a = np.asarray(a)
+    if a.dtype.kind == "c":
+        a = np.abs(a)
+    while a.ndim > 2 and a.shape[0] == 1:
+        a = a[0]
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2:
+        raise ValueError(f"image_2d needs a 2-D tensor, got shape {a.shape}")
+    return _upscale(colorize(a), max_side)
+
+
+def _upscale(rgb: np.ndarray, max_side: int) -> np.ndarray:
+    """Nearest-neighbour enlarge small images so each value is a visible block."""
+    h, w = rgb.shape[:2]
+    k = max(1, min(max_side // max(h, 1), max_side // max(w, 1), 32))
+    return np.repeat(np.repeat(rgb, k, axis=0), k, axis=1) if k > 1 else rgb
+
+
+def channel_grid(
+    a: np.ndarray,
+    *,
+    batch: int = 0,
+    max_channels: int = 16,
+    columns: int = 8,
+    shared_scale: bool = False,
+    max_side: int = 96,
+) -> tuple[np.ndarray, list[int]]:
+    """Channels of a 4-D (N, C, H, W) tensor as one RGB mosaic, and the channels shown.
+
+    Each channel is scaled to its own min..max (or one scale for all with shared_scale),
+    enlarged so a tile is about max_side pixels, and separated by a white 2-pixel border.
+    """
+    a = np.asarray(a)
+    if a.ndim != 4:
+        raise ValueError(f"channel_grid needs an (N, C, H, W) tensor, got shape {a.shape}")
+    if a.dtype.kind == "c":
+        a = np.abs(a)
+    x = a[batch].astype(np.float64, copy=False)
+    shown = list(range(min(x.shape[0], max_channels)))
+    x = x[shown]
+    c, h, w = x.shape
+    finite = np.isfinite(x)
+    safe = np.where(finite, x, np.nan)
+    if shared_scale:
+        lo = np.full(c, np.nanmin(safe) if finite.any() else 0.0)
+        hi = np.full(c, np.nanmax(safe) if finite.any() else 1.0)
+    else:
+        any_finite = finite.reshape(c, -1).any(axis=1)
+        with np.errstate(all="ignore"):
+            lo = np.where(any_finite, np.nanmin(np.where(finite, x, np.inf).reshape(c, -1), axis=1), 0.0)
+            hi = np.where(any_finite, np.nanmax(np.where(finite, x, -np.inf).reshape(c, -1), axis=1), 1.0)
+    scale = np.where(hi > lo, hi - lo, 1.0)
+    t = np.clip((np.where(finite, x, lo[:, None, None]) - lo[:, None, None]) / scale[:, None, None], 0, 1)
+    tiles = _LUT[(t * 255).round().astype(np.intp)]  # (c, h, w, 3)
+    tiles[~finite] = NAN_RGB
+    k = max(1, min(max_side // max(h, 1), max_side // max(w, 1), 32))
+    if k > 1:
+        tiles = np.repeat(np.repeat(tiles, k, axis=1), k, axis=2)
+    th, tw = tiles.shape[1:3]
+    cols = min(columns, c)
+    rows = -(-c // cols)
+    pad = 2
+    mosaic = np.full((rows * (th + pad) + pad, cols * (tw + pad) + pad, 3), 255, np.uint8)
+    for i in range(c):  # a loop over tiles (at most max_channels), not over pixels
+        r, q = divmod(i, cols)
+        y0, x0 = pad + r * (th + pad), pad + q * (tw + pad)
+        mosaic[y0 : y0 + th, x0 : x0 + tw] = tiles[i]
+    return mosaic, shown
+
+
+def view_kind(a: np.ndarray) -> str:
+    """How the app can picture a tensor: 'channels' (4-D), 'image' (2-D), or 'none'."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "fiubc" or a.size == 0:
+        return "none"
+    if a.ndim == 4:
+        return "channels"
+    squeezed = a.shape
+    while len(squeezed) > 2 and squeezed[0] == 1:
+        squeezed = squeezed[1:]
+    if len(squeezed) == 2:
+        return "image"
+    return "none"
+
+
+def npy_bytes(a: np.ndarray) -> bytes:
+    """The tensor as a .npy file (for st.download_button)."""
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
+# -- errors against reference tensors -------------------------------------------------------------
+def tolerance(reference: np.ndarray) -> float:
+    """The project's tolerance: 1e-4 * max(1, max|y|) (as tests/test_ops.py)."""
+    ref = np.asarray(reference)
+    if ref.dtype.kind not in "fc" or ref.size == 0:
+        return 0.0 if ref.dtype.kind in "iub" else 1e-4
+    finite = np.abs(ref[np.isfinite(ref)])
+    return 1e-4 * max(1.0, float(finite.max()) if finite.size else 1.0)
+
+
+def max_abs_error(value: np.ndarray, reference: np.ndarray) -> float:
+    """Largest |value - reference|; inf when shapes differ or NaNs disagree."""
+    v, r = np.asarray(value), np.asarray(reference)
+    if v.shape != r.shape:
+        return float("inf")
+    if v.size == 0:
+        return 0.0
+    if v.dtype.kind == "b" or r.dtype.kind == "b":
+        return float(np.count_nonzero(v != r))
+    kind = np.result_type(v, r).kind
+    if kind in "fc":
+        dt = np.complex128 if kind == "c" else np.float64
+        v64, r64 = v.astype(dt), r.astype(dt)
+        with np.errstate(invalid="ignore"):  # inf - inf
+            diff = np.abs(v64 - r64)
+        same = (v64 == r64) | (np.isnan(v64) & np.isnan(r64))  # NaN vs NaN, inf vs inf agree
+        diff = np.where(same, 0.0, np.where(np.isnan(diff), np.inf, diff))
+        return float(diff.max())
+    return float(np.abs(v.astype(np.int64) - r.astype(np.int64)).max())
+
+
+def output_operand_names(graph: Graph) -> list[str]:
+    """The operands behind forward()'s outputs out0, out1, ...: pnnx.Output's inputs in
+    order, a prim::TupleConstruct expanded into its elements (as forward() flattens it)."""
+    names: list[str] = []
+
+    def flat(operand: Operand) -> None:
+        producer = operand.producer
+        if producer is not None and producer.type == "prim::TupleConstruct":
+            for o in producer.inputs:
+                flat(o)
+        else:
+            names.append(operand.name)
+
+    for op in graph.outputs:
+        for o in op.inputs:
+            flat(o)
+    return names
+
+
+def references_for(graph: Graph, npz: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Reference tensors keyed by operand name, from an .npz of operand names and/or
+    out0, out1, ... (forward()'s outputs, as in NAME.expected.npz)."""
+    output_operands = output_operand_names(graph)
+    refs = {k: np.asarray(v) for k, v in npz.items() if not k.startswith("out") or not k[3:].isdigit()}
+    for k, v in npz.items():
+        if k.startswith("out") and k[3:].isdigit():
+            i = int(k[3:])
+            if i < len(output_operands):
+                refs.setdefault(output_operands[i], np.asarray(v))
+    return refs
+
+
+def operator_error(outputs: Mapping[str, Any], references: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """One operator's error over its outputs that have references.
+
+    Returns max_error (None without any reference), tolerance (of the worst output),
+    ok (None without reference), and per-output errors.
+    """
+    per: dict[str, float] = {}
+    worst_ratio, worst_tol = -1.0, None
+    ok = True
+    for name, value in outputs.items():
+        if name not in references or isinstance(value, (tuple, list)):
+            continue
+        err = max_abs_error(value, references[name])
+        tol = tolerance(references[name])
+        per[name] = err
+        ok = ok and err <= tol
+        ratio = err / tol if tol > 0 else (0.0 if err == 0 else float("inf"))
+        if ratio > worst_ratio:
+            worst_ratio, worst_tol = ratio, tol
+    if not per:
+        return {"max_error": None, "tolerance": None, "ok": None, "per_output": {}}
+    return {"max_error": max(per.values()), "tolerance": worst_tol, "ok": ok, "per_output": per}
+
+
+def error_table(
+    events: Iterable[Any], references: Mapping[str, np.ndarray]
+) -> list[dict[str, Any]]:
+    """Per-operator rows (index, name, type, max_error, tolerance, ok) for StepEvents."""
+    rows = []
+    for e in events:
+        err = operator_error(e.outputs, references)
+        rows.append(
+            {"#": e.index, "name": e.name, "type": e.type, "max_error": err["max_error"],
+             "tolerance": err["tolerance"], "ok": err["ok"]}
+        )
+    return rows
+
+
+def first_bad(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The first operator (in execution order) whose error exceeds the tolerance."""
+    for r in rows:
+        if r["ok"] is False:
+            return str(r["name"])
+    return None
+
+
+def error_colors(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Node fill colours for graph_dot: green ok, red over tolerance, dark red the first bad."""
+    first = first_bad(rows)
+    colors = {}
+    for r in rows:
+        key = "no reference" if r["ok"] is None else "ok" if r["ok"] else "bad"
+        colors[str(r["name"])] = ERROR_COLORS[key]
+    if first is not None:
+        colors[first] = ERROR_COLORS["first bad"]
+    return colors

@@ -1,0 +1,225 @@
+"""Execution order as a walkthrough: the state the app shows at each step of DFS or Kahn.
+
+The ordering algorithms themselves live in `kuiper_core.runtime.order` and record a trace of
+`TraceEvent`s; this module turns that trace into what a page lays out: the toy graph's DOT
+with the current node, the call stack, the visited set and the output list coloured, the
+in-degree table and queue for Kahn, and the final order table. A graph with a cycle is not
+an error here: the walkthrough ends on the 'cycle' event and `error` says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..errors import CycleError
+from ..graph import Graph
+from ..runtime.order import ALGORITHMS, DIAMOND, SEED_004_EXAMPLE, WITH_CYCLE, TraceEvent
+
+# The app's presets: name -> successor map (node order = insertion order).
+PRESETS: dict[str, dict[str, list[str]]] = {
+    "Seed 004's example": SEED_004_EXAMPLE,
+    "A small diamond": DIAMOND,
+    "A graph with a cycle": WITH_CYCLE,
+}
+
+# What each colour means; the page draws this legend next to the graph.
+COLORS: dict[str, str] = {
+    "not visited": "#ffffff",
+    "on the call stack": "#ffe08a",
+    "visited, finished (in the output list)": "#9fdf9f",
+    "in the queue": "#a8d4ff",
+    "emitted to the order": "#9fdf9f",
+    "on the cycle": "#ff9a9a",
+}
+CURRENT_BORDER = "#d62728"  # the node (or edge) the current step is about
+
+DFS_LEGEND = ["not visited", "on the call stack", "visited, finished (in the output list)", "on the cycle"]
+KAHN_LEGEND = ["not visited", "in the queue", "emitted to the order", "on the cycle"]
+
+
+@dataclass
+class Walkthrough:
+    """One run of an ordering algorithm, recorded step by step."""
+
+    nodes: list[str]
+    successors: dict[str, list[str]]
+    algorithm: str  # 'dfs' or 'kahn'
+    events: list[TraceEvent]
+    order: list[str] | None  # None when the graph has a cycle
+    cycle: list[str] | None = None
+    types: dict[str, str] | None = None  # operator types when built from a model
+
+    @property
+    def error(self) -> str | None:
+        """Why no order exists (the cycle), or None."""
+        if self.cycle is None:
+            return None
+        return "no execution order exists: " + " -> ".join(self.cycle + self.cycle[:1]) + " is a cycle"
+
+    @property
+    def legend(self) -> list[tuple[str, str]]:
+        keys = DFS_LEGEND if self.algorithm == "dfs" else KAHN_LEGEND
+        return [(k, COLORS[k]) for k in keys]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def walkthrough(
+    successors: Mapping[str, Sequence[str]],
+    algorithm: str = "dfs",
+    *,
+    nodes: Sequence[str] | None = None,
+    types: Mapping[str, str] | None = None,
+) -> Walkthrough:
+    """Run DFS or Kahn on a successor map and keep every event (a cycle ends the trace)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+    node_list = list(nodes) if nodes is not None else _node_list(successors)
+    succ = {n: list(successors.get(n, ())) for n in node_list}
+    try:
+        order, events = ALGORITHMS[algorithm](node_list, succ)
+        cycle = None
+    except CycleError as e:
+        order, events, cycle = None, list(getattr(e, "events", [])), list(e.cycle)
+    return Walkthrough(node_list, succ, algorithm, events, order, cycle, dict(types) if types else None)
+
+
+def model_walkthrough(graph: Graph, algorithm: str = "dfs") -> Walkthrough:
+    """The same walkthrough on a loaded model: nodes are operators in file order."""
+    names = [op.name for op in graph.operators]
+    succ = {op.name: [s.name for s in graph.successors(op)] for op in graph.operators}
+    return walkthrough(succ, algorithm, nodes=names, types={op.name: op.type for op in graph.operators})
+
+
+def _node_list(successors: Mapping[str, Sequence[str]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for n, succ in successors.items():
+        seen.setdefault(n)
+        for s in succ:
+            seen.setdefault(s)
+    return list(seen)
+
+
+# -- the state at one step ----------------------------------------------------------------------
+def current_edge(w: Walkthrough, event: TraceEvent) -> tuple[str, str] | None:
+    """The edge the step followed: DFS call/skip from the stack top, Kahn's removed edge."""
+    if event.edge is not None:
+        return event.edge
+    if w.algorithm != "dfs" or event.node is None:
+        return None
+    if event.kind == "call" and len(event.stack) >= 2:
+        return (event.stack[-2], event.stack[-1])
+    if event.kind in ("skip", "cycle") and event.stack:
+        return (event.stack[-1], event.node)
+    return None
+
+
+def node_colors(w: Walkthrough, step: int) -> dict[str, str]:
+    """Fill colour of every node after `step` (also usable as graph_dot's node_colors)."""
+    event = w.events[step]
+    colors = {n: COLORS["not visited"] for n in w.nodes}
+    if w.algorithm == "dfs":
+        for n in event.visited:
+            colors[n] = COLORS["visited, finished (in the output list)"]
+        for n in event.stack:
+            colors[n] = COLORS["on the call stack"]
+    else:
+        for n in event.queue:
+            colors[n] = COLORS["in the queue"]
+        for n in event.output:
+            colors[n] = COLORS["emitted to the order"]
+    if event.kind == "cycle" and w.cycle:
+        for n in w.cycle:
+            colors[n] = COLORS["on the cycle"]
+    return colors
+
+
+def toy_dot(w: Walkthrough, step: int | None) -> str:
+    """DOT of the walkthrough's graph at `step` (None: the graph before the first step).
+
+    The current node gets a thick red border, the edge just followed is red; Kahn shows
+    each node's remaining in-degree, and removed edges turn dashed grey; the final step of
+    DFS labels nodes with their position in the order.
+    """
+    event = w.events[step] if step is not None and w.events else None
+    colors = node_colors(w, step) if event is not None and step is not None else {n: COLORS["not visited"] for n in w.nodes}
+    edge = current_edge(w, event) if event is not None else None
+    removed = _removed_edges(w, step) if event is not None and step is not None and w.algorithm == "kahn" else set()
+    position = {n: i + 1 for i, n in enumerate(event.output)} if event is not None and event.kind == "reverse" else {}
+    lines = [
+        "digraph walkthrough {",
+        '  graph [rankdir=TB, nodesep=0.4, ranksep=0.45, bgcolor="transparent"];',
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=12, penwidth=1.2];',
+        '  edge [color="#555555", arrowsize=0.7];',
+    ]
+    for n in w.nodes:
+        label = n
+        if w.types and n in w.types:
+            label += "\n" + w.types[n]
+        if n in position:
+            label = f"{position[n]}. {label}"
+        if event is not None and w.algorithm == "kahn" and n in event.indegree:
+            label += f"\nin-degree {event.indegree[n]}"
+        attrs = [f"label={quote(label)}", f"fillcolor={quote(colors[n])}"]
+        if event is not None and n == event.node:
+            attrs += [f"color={quote(CURRENT_BORDER)}", "penwidth=3"]
+        lines.append(f"  {quote(n)} [{', '.join(attrs)}];")
+    for n in w.nodes:
+        for s in w.successors.get(n, ()):
+            attrs = []
+            if (n, s) == edge:
+                attrs += [f"color={quote(CURRENT_BORDER)}", "penwidth=2.5"]
+            elif (n, s) in removed:
+                attrs += ['style="dashed"', 'color="#bbbbbb"']
+            lines.append(f"  {quote(n)} -> {quote(s)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _removed_edges(w: Walkthrough, step: int) -> set[tuple[str, str]]:
+    return {e.edge for e in w.events[: step + 1] if e.kind == "decrement" and e.edge is not None}
+
+
+def indegree_rows(w: Walkthrough, step: int) -> list[dict[str, object]]:
+    """Kahn's in-degree table after `step`: node, remaining in-degree, status."""
+    event = w.events[step]
+    emitted, queued = set(event.output), set(event.queue)
+    return [
+        {
+            "node": n,
+            "in-degree": event.indegree.get(n, 0),
+            "status": "emitted" if n in emitted else "queued" if n in queued else "waiting",
+        }
+        for n in w.nodes
+    ]
+
+
+def order_rows(w: Walkthrough) -> list[dict[str, object]]:
+    """The final order as a table (empty when there is a cycle)."""
+    if w.order is None:
+        return []
+    rows = []
+    for i, n in enumerate(w.order):
+        row: dict[str, object] = {"#": i, "node": n}
+        if w.types:
+            row["type"] = w.types.get(n, "")
+        row["successors"] = ", ".join(w.successors.get(n, ())) or "-"
+        rows.append(row)
+    return rows
+
+
+def step_of_node(w: Walkthrough, node: str) -> int | None:
+    """The first step whose event is about `node` (for 'jump to this node')."""
+    for i, e in enumerate(w.events):
+        if e.node == node:
+            return i
+    return None
+
+
+# -- DOT text --------------------------------------------------------------------------------------
+def quote(text: str) -> str:
+    """A DOT double-quoted string; newlines become centred line breaks."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
