@@ -1,0 +1,315 @@
+"""Attention: nn.MultiheadAttention and F.scaled_dot_product_attention.
+
+How pnnx writes nn.MultiheadAttention (verified with pnnx 20261020 / torch 2.13):
+- params: embed_dim num_heads kdim vdim bias add_bias_kv add_zero_attn, and batch_first=True
+  only when set (absent means False). No dropout, no average_attn_weights.
+- weights: @in_proj_weight (3E, E) when kdim == vdim == embed_dim, else @q_proj_weight (E, E),
+  @k_proj_weight (E, kdim), @v_proj_weight (E, vdim); with bias @in_proj_bias (3E) and
+  @out_proj.bias; always @out_proj.weight (E, E); with add_bias_kv @bias_k, @bias_v (1, 1, E).
+- inputs are deduplicated: 1 input = self-attention (q = k = v), 2 = (query, key = value),
+  3 = (query, key, value); an attention mask is an extra input named `$attn_mask`. pnnx writes
+  q = k != v and q = v != k also as 2 inputs, indistinguishable from (query, key = value).
+  pnnx writes key_padding_mask as `$attn_mask` too, so it cannot be supported faithfully.
+- outputs: attn_output and/or attn_weights, unused ones dropped (see module_outputs.py);
+  the weights are (B, L, S) averaged over heads, or (B, heads, L, S) per head.
+
+Computation is batched over heads (no loop): projections are one matmul each (one for q, k
+and v together in self-attention), the 1/sqrt(head_dim) scale is folded into the query
+projection at build time, and the softmax subtracts the row max.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Shape
+from .module_outputs import match_outputs
+from .registry import Layer, register
+
+F32 = np.float32
+NEG_INF = F32(-np.inf)
+
+
+def softmax_(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, in place, stable for large scores."""
+    x -= x.max(axis=-1, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    return x
+
+
+def additive_mask(mask: np.ndarray, true_means_masked: bool) -> np.ndarray:
+    """A float32 mask to add to the scores: bool masks become 0 / -inf, float masks pass."""
+    if mask.dtype == np.bool_:
+        blocked = mask if true_means_masked else ~mask
+        return np.where(blocked, NEG_INF, F32(0))
+    return mask.astype(F32, copy=False)
+
+
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """softmax(q k^T + mask) v over the last two axes; q already scaled. Returns (out, probs)."""
+    scores = np.matmul(q, np.swapaxes(k, -1, -2))
+    if mask is not None:
+        scores += mask
+    probs = softmax_(scores)
+    return np.matmul(probs, v), probs
+
+
+@register("nn.MultiheadAttention")
+class MultiheadAttention(Layer):
+    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(op)
+        E = self.embed_dim = self.int_param("embed_dim")
+        h = self.num_heads = self.int_param("num_heads")
+        self.kdim = self.int_param("kdim", E)
+        self.vdim = self.int_param("vdim", E)
+        self.batch_first = bool(self.param("batch_first", False))
+        self.add_bias_kv = bool(self.param("add_bias_kv", False))
+        self.add_zero_attn = bool(self.param("add_zero_attn", False))
+        if E <= 0 or h <= 0 or E % h:
+            raise self.error(f"embed_dim ({E}) must be a positive multiple of num_heads ({h})")
+        self.head_dim = E // h
+        scale = F32(1.0 / np.sqrt(self.head_dim))
+
+        # Projection weights, transposed for `x @ w`, the query's scaled by 1/sqrt(head_dim).
+        if "in_proj_weight" in op.attrs:
+            if self.kdim != E or self.vdim != E:
+                raise self.error(f"@in_proj_weight needs kdim == vdim == embed_dim, got kdim={self.kdim} vdim={self.vdim}")
+            w = self._expect("in_proj_weight", (3 * E, E))
+            wq, wk, wv = w[:E], w[E : 2 * E], w[2 * E :]
+        else:
+            wq = self._expect("q_proj_weight", (E, E))
+            wk = self._expect("k_proj_weight", (E, self.kdim))
+            wv = self._expect("v_proj_weight", (E, self.vdim))
+        if "in_proj_bias" in op.attrs:
+            b = self._expect("in_proj_bias", (3 * E,))
+            bq, bk, bv = b[:E] * scale, b[E : 2 * E], b[2 * E :]
+        else:
+            bq = bk = bv = None
+        self.wq, self.wk, self.wv = (wq * scale).T.copy(), wk.T.copy(), wv.T.copy()
+        self.bq, self.bk, self.bv = bq, bk, bv
+        self.wo = self._expect("out_proj.weight", (E, E)).T.copy()
+        self.bo = self._expect("out_proj.bias", (E,)) if "out_proj.bias" in op.attrs else None
+        if self.add_bias_kv:
+            self.bias_k = self._expect("bias_k", (1, 1, E)).reshape(1, 1, E)
+            self.bias_v = self._expect("bias_v", (1, 1, E)).reshape(1, 1, E)
+
+        # Which input is which.
+        roles = [i for i, n in enumerate(op.input_names) if n == "attn_mask"]
+        unknown = {n for n in op.input_names if n not in ("", "attn_mask")}
+        if unknown:
+            raise self.error(f"unsupported named input(s) {sorted(unknown)}; expected only $attn_mask")
+        self.mask_index = roles[0] if roles else None
+        self.qkv_index = [i for i in range(len(op.inputs)) if i != self.mask_index]
+        if not 1 <= len(self.qkv_index) <= 3:
+            raise self.error(f"expected 1 to 3 inputs (query[, key[, value]]) besides attn_mask, got {len(self.qkv_index)}")
+        n = len(self.qkv_index)
+        self.roles = {1: (0, 0, 0), 2: (0, 1, 1), 3: (0, 1, 2)}[n]  # query, key, value -> qkv_index slot
+        # Fused projections where operands coincide: one matmul instead of two or three.
+        if n == 1 and self.kdim == self.vdim == E:
+            self.w_fused = np.concatenate([self.wq, self.wk, self.wv], axis=1)
+            self.b_fused = None if bq is None else np.concatenate([bq, bk, bv])
+        elif n == 2 and self.kdim == self.vdim:
+            self.w_fused = np.concatenate([self.wk, self.wv], axis=1)
+            self.b_fused = None if bk is None else np.concatenate([bk, bv])
+        else:
+            self.w_fused = self.b_fused = None
+        self._check_inputs()
+        self.extra_keys = int(self.add_bias_kv) + int(self.add_zero_attn)
+        self.outputs = match_outputs(
+            self,
+            self._output_shapes(),
+            [("output",), ("weights",), ("head_weights",), ("output", "weights"), ("output", "head_weights")],
+        )
+
+    # -- build --------------------------------------------------------------------------
+    def _expect(self, key: str, shape: tuple[int, ...]) -> np.ndarray:
+        w = self.weight(key)
+        if tuple(w.shape) != shape:
+            raise self.error(
+                f"weight '{key}' has shape {tuple(w.shape)}, expected {shape} for embed_dim={self.embed_dim} "
+                f"kdim={self.kdim} vdim={self.vdim}"
+            )
+        return np.asarray(w, dtype=F32)
+
+    def _operand_shape(self, role: int) -> Shape | None:
+        return self.op.inputs[self.qkv_index[self.roles[role]]].shape
+
+    def _check_inputs(self) -> None:
+        for role, (what, size) in enumerate((("query", self.embed_dim), ("key", self.kdim), ("value", self.vdim))):
+            operand = self.op.inputs[self.qkv_index[self.roles[role]]]
+            shape = operand.shape
+            if shape is None:
+                continue
+            bad_dtype = operand.dtype is not None and operand.dtype not in ("f32", "f16", "f64")
+            if len(shape) not in (2, 3) or (isinstance(shape[-1], int) and shape[-1] != size) or bad_dtype:
+                raise self.error(
+                    f"{what} is operand {operand.name} shaped {tuple(shape)} {operand.dtype or ''}, expected a float "
+                    f"({'batch, seq' if self.batch_first else 'seq, batch'}, {size}) or unbatched (seq, {size}) tensor"
+                )
+
+    def _batch_seq(self, shape: Shape) -> tuple:
+        if len(shape) == 2:
+            return None, shape[0]
+        return (shape[0], shape[1]) if self.batch_first else (shape[1], shape[0])
+
+    def _output_shapes(self) -> dict[str, Shape | None]:
+        q_shape, k_shape = self._operand_shape(0), self._operand_shape(1)
+        if q_shape is None or k_shape is None:
+            return {"output": q_shape, "weights": None, "head_weights": None}
+        B, L = self._batch_seq(q_shape)
+        _, S = self._batch_seq(k_shape)
+        if isinstance(S, int):
+            S += int(self.add_bias_kv) + int(self.add_zero_attn)
+        lead: Shape = () if B is None else (B,)
+        return {"output": q_shape, "weights": lead + (L, S), "head_weights": lead + (self.num_heads, L, S)}
+
+    # -- run ----------------------------------------------------------------------------
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        ops = [inputs[i] for i in self.qkv_index]
+        query, key, value = (ops[r] for r in self.roles)
+        unbatched = query.ndim == 2
+        if unbatched:  # (seq, E) -> (1, seq, E)
+            query, key, value = query[None], key[None], value[None]
+        elif not self.batch_first:  # (seq, batch, E) -> (batch, seq, E) views
+            query, key, value = (a.transpose(1, 0, 2) for a in (query, key, value))
+        B, L, E = query.shape
+        h, d = self.num_heads, self.head_dim
+
+        q, k, v = self._project(ops, query, key, value)
+        if self.add_bias_kv:
+            k = np.concatenate([k, np.broadcast_to(self.bias_k, (B, 1, E))], axis=1)
+            v = np.concatenate([v, np.broadcast_to(self.bias_v, (B, 1, E))], axis=1)
+        # (B, seq, E) -> (B, heads, seq, head_dim)
+        q = q.reshape(B, L, h, d).transpose(0, 2, 1, 3)
+        k = k.reshape(B, -1, h, d).transpose(0, 2, 1, 3)
+        v = v.reshape(B, -1, h, d).transpose(0, 2, 1, 3)
+        if self.add_zero_attn:
+            zeros = np.zeros((B, h, 1, d), F32)
+            k, v = np.concatenate([k, zeros], axis=2), np.concatenate([v, zeros], axis=2)
+
+        mask = None
+        if self.mask_index is not None:
+            mask = self._mask(inputs[self.mask_index], B, L, k.shape[2])
+        attn, probs = attend(q, k, v, mask)
+
+        # (B, heads, L, d) -> (L, B, E) or (B, L, E), then the output projection.
+        attn = attn.transpose(0, 2, 1, 3).reshape(B, L, E)
+        if not (unbatched or self.batch_first):
+            attn = attn.transpose(1, 0, 2)
+        y = np.matmul(attn, self.wo)
+        if self.bo is not None:
+            y += self.bo
+        if unbatched:
+            y, probs = y[0], probs[0]
+        values = {"output": y, "head_weights": probs}
+        if "weights" in self.outputs:
+            values["weights"] = probs.mean(axis=-3, dtype=F32)  # averaged over heads
+        return [values[name] for name in self.outputs]
+
+    def _project(self, ops, query, key, value):  # type: ignore[no-untyped-def]
+        """q, k, v projections (B, seq, E), with one matmul for operands that coincide."""
+        E = self.embed_dim
+        if self.w_fused is not None and len(ops) == 1:
+            qkv = np.matmul(query, self.w_fused)
+            if self.b_fused is not None:
+                qkv += self.b_fused
+            return qkv[..., :E], qkv[..., E : 2 * E], qkv[..., 2 * E :]
+        q = np.matmul(query, self.wq)
+        if self.bq is not None:
+            q += self.bq
+        if self.w_fused is not None:  # key is value
+            kv = np.matmul(key, self.w_fused)
+            if self.b_fused is not None:
+                kv += self.b_fused
+            return q, kv[..., :E], kv[..., E:]
+        k, v = np.matmul(key, self.wk), np.matmul(value, self.wv)
+        if self.bk is not None:
+            k += self.bk
+            v += self.bv
+        return q, k, v
+
+    def _mask(self, mask: np.ndarray, B: int, L: int, S_total: int) -> np.ndarray:
+        """attn_mask (L, S) or (B*heads, L, S), bool True = blocked, as an additive (.., L, S_total)."""
+        h = self.num_heads
+        m = additive_mask(np.asarray(mask), true_means_masked=True)
+        S = S_total - self.extra_keys
+        if m.ndim == 2 and m.shape == (L, S):
+            pass
+        elif m.ndim == 3 and m.shape == (B * h, L, S):
+            m = m.reshape(B, h, L, S)
+        else:
+            raise self.error(f"attn_mask has shape {mask.shape}, expected ({L}, {S}) or ({B * h}, {L}, {S})")
+        if self.extra_keys:  # bias_k / zero-attention keys are never masked
+            m = np.concatenate([m, np.zeros(m.shape[:-1] + (self.extra_keys,), F32)], axis=-1)
+        return m
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        shapes = [inputs[i] for i in self.qkv_index]
+        q_shape, k_shape = shapes[self.roles[0]], shapes[self.roles[1]]
+        B, L = self._batch_seq(q_shape)
+        _, S = self._batch_seq(k_shape)
+        B = B or 1
+        E = self.embed_dim
+        proj = B * (L * E * E + S * (self.kdim + self.vdim) * E + L * E * E)
+        scores = B * L * (S + self.extra_keys) * E * 2  # q k^T and probs v over all heads
+        return int(proj + scores)
+
+
+@register("F.scaled_dot_product_attention")
+class ScaledDotProductAttention(Layer):
+    """softmax(q k^T * scale + mask) v over (..., L, E) tensors; bool attn_mask True = attend."""
+
+    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(op)
+        self.is_causal = bool(self.param("is_causal", False))
+        scale = self.param("scale", None)
+        if scale is not None and not isinstance(scale, (int, float)):
+            raise self.error(f"parameter 'scale' must be a number or None, got {scale!r}")
+        self.scale = None if scale is None else F32(scale)
+        self.enable_gqa = bool(self.param("enable_gqa", False))
+        names = ["query", "key", "value", "attn_mask"]
+        given = [n for n in op.input_names if n]
+        if any(n not in names for n in given):
+            raise self.error(f"unexpected named input(s) {given}; expected {names}")
+        if given:
+            self.index = {n: op.input_names.index(n) for n in names if n in op.input_names}
+        else:  # positional
+            self.index = dict(zip(names, range(len(op.inputs))))
+        if any(n not in self.index for n in names[:3]) or len(op.inputs) > 4:
+            raise self.error(f"expected inputs query, key, value and optionally attn_mask, got {len(op.inputs)} input(s)")
+        if self.is_causal and "attn_mask" in self.index:
+            raise self.error("is_causal=True together with an attn_mask input is not allowed (as in PyTorch)")
+        self._causal: dict[tuple[int, int], np.ndarray] = {}
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        q, k, v = (inputs[self.index[n]] for n in ("query", "key", "value"))
+        if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+            raise self.error(f"query {q.shape}, key {k.shape}, value {v.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)")
+        scale = self.scale if self.scale is not None else F32(1.0 / np.sqrt(q.shape[-1]))
+        if self.enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+            if q.shape[-3] % k.shape[-3]:
+                raise self.error(f"enable_gqa: query heads {q.shape[-3]} not a multiple of key heads {k.shape[-3]}")
+            rep = q.shape[-3] // k.shape[-3]
+            k, v = np.repeat(k, rep, axis=-3), np.repeat(v, rep, axis=-3)
+        L, S = q.shape[-2], k.shape[-2]
+        mask = None
+        if "attn_mask" in self.index:
+            mask = additive_mask(np.asarray(inputs[self.index["attn_mask"]]), true_means_masked=False)
+        elif self.is_causal:
+            mask = self._causal_mask(L, S)
+        y, _ = attend(q * scale, k, v, mask)
+        return [y.astype(F32, copy=False)]
+
+    def _causal_mask(self, L: int, S: int) -> np.ndarray:
+        """-inf above the diagonal of an (L, S) grid, top-left aligned like torch's tril."""
+        m = self._causal.get((L, S))
+        if m is None:
+            m = np.where(np.tri(L, S, dtype=bool), F32(0), NEG_INF)
+            self._causal[(L, S)] = m
+        return m
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        q, k, v = (inputs[self.index[n]] for n in ("query", "key", "value"))
+        batch = int(np.prod(q[:-2])) if len(q) > 2 else 1
+        return batch * q[-2] * k[-2] * (q[-1] + v[-1])
