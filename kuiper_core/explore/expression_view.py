@@ -1,0 +1,195 @@
+"""pnnx.Expression as the app shows it: tokens, the AST as DOT, reverse Polish, the stack.
+
+The language itself (lexer, parser, RPN, traced evaluation) is `kuiper_core.expression`;
+this module lays its results out as rows and DOT text. Operands `@N` are labelled with the
+operator's real input operands (`@0 = %17 (1,4,16,16)`) so the tree reads like the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import expression as ex
+from ..graph import Graph, Operator
+from .walkthrough import quote
+
+AST_COLORS = {"call": "#fbb4c4", "operand": "#9ecae1", "constant": "#e0e0e0", "list": "#fff2ae"}
+CURRENT = "#d62728"  # the node the current stack step is about
+DONE = "#9fdf9f"  # nodes already evaluated (their values are, or were, on the stack)
+
+
+def expression_operators(graph: Graph) -> list[Operator]:
+    """Every pnnx.Expression in file order."""
+    return [op for op in graph.operators if op.type == "pnnx.Expression"]
+
+
+def expression_text(op: Operator) -> str:
+    return str(op.params.get("expr", ""))
+
+
+def operand_labels(op: Operator | None, n: int | None = None) -> list[str]:
+    """`@i` -> 'name (shape)' for each input of the operator (n names with no operator)."""
+    if op is None:
+        return [f"input {i}" for i in range(n or 0)]
+    labels = []
+    for o in op.inputs:
+        shape = "?" if o.shape is None else "(" + ",".join("?" if d is None else str(d) for d in o.shape) + ")"
+        labels.append(f"%{o.name} {shape}")
+    return labels
+
+
+def token_rows(text: str) -> list[dict[str, Any]]:
+    """The token table: position, kind, text, 1-based column span (raises ParseError)."""
+    return [
+        {"#": i, "kind": t.kind.value, "text": t.text, "columns": f"{t.start + 1}-{t.end}"}
+        for i, t in enumerate(ex.tokens(text))
+    ]
+
+
+def _kind(node: ex.Node) -> str:
+    if isinstance(node, ex.OperandRef):
+        return "operand"
+    if isinstance(node, ex.Constant):
+        return "constant"
+    if isinstance(node, ex.Call):
+        return "call"
+    return "list"
+
+
+def _node_label(node: ex.Node, labels: Sequence[str]) -> str:
+    if isinstance(node, ex.OperandRef):
+        name = labels[node.index] if node.index < len(labels) else "(no such input)"
+        return f"@{node.index}\n{name}"
+    if isinstance(node, ex.ListExpr):
+        return f"[ ] ({len(node.items)})"
+    return ex.label(node)
+
+
+@dataclass
+class AstDot:
+    dot: str
+    shown: int  # nodes drawn
+    total: int  # nodes in the tree
+
+
+def ast_dot(
+    ast: ex.Node,
+    labels: Sequence[str] = (),
+    *,
+    current: ex.Node | None = None,
+    done: Sequence[ex.Node] = (),
+    max_nodes: int = 300,
+) -> AstDot:
+    """The AST top-down, children in argument order; each node numbered by its RPN position.
+
+    `current` gets a thick red border; `done` nodes are green (evaluated). Trees larger
+    than `max_nodes` are cut breadth-first, with a '…' leaf where children were dropped.
+    """
+    rpn_pos = {id(n): i + 1 for i, n in enumerate(ex.to_rpn(ast))}
+    done_ids = {id(n) for n in done}
+    ids: dict[int, str] = {}
+    order: list[ex.Node] = []
+    queue = [ast]
+    while queue and len(order) < max_nodes:  # breadth-first, so a cut keeps the top of the tree
+        nxt = []
+        for n in queue:
+            if len(order) >= max_nodes:
+                break
+            ids[id(n)] = f"n{len(order)}"
+            order.append(n)
+            nxt.extend(ex.children(n))
+        queue = nxt
+    lines = [
+        "digraph ast {",
+        '  graph [rankdir=TB, ordering=out, nodesep=0.25, ranksep=0.35, bgcolor="transparent"];',
+        '  node [style="rounded,filled", shape=box, fontname="Helvetica", fontsize=12];',
+        '  edge [arrowsize=0.6, color="#555555"];',
+    ]
+    for n in order:
+        kind = _kind(n)
+        fill = DONE if id(n) in done_ids else AST_COLORS[kind]
+        label = f"{_node_label(n, labels)}\n#{rpn_pos[id(n)]}"
+        attrs = [f"label={quote(label)}", f"fillcolor={quote(fill)}"]
+        if kind == "call":
+            attrs.append("shape=ellipse")
+        if current is not None and n is current:
+            attrs += [f"color={quote(CURRENT)}", "penwidth=3"]
+        lines.append(f"  {ids[id(n)]} [{', '.join(attrs)}];")
+    cut = 0
+    for n in order:
+        for k, child in enumerate(ex.children(n)):
+            if id(child) in ids:
+                lines.append(f"  {ids[id(n)]} -> {ids[id(child)]};")
+            else:
+                cut += 1
+                lines.append(f'  cut{cut} [label="…", shape=plaintext, style=""];')
+                lines.append(f"  {ids[id(n)]} -> cut{cut} [style=dashed];")
+    lines.append("}")
+    return AstDot("\n".join(lines), len(order), sum(1 for _ in ex.walk(ast)))
+
+
+def rpn_rows(ast: ex.Node, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Reverse Polish order: what the stack machine does with each node."""
+    rows = []
+    for i, n in enumerate(ex.to_rpn(ast)):
+        k = len(ex.children(n))
+        if isinstance(n, ex.OperandRef):
+            action = "push input " + (labels[n.index] if n.index < len(labels) else f"@{n.index}")
+        elif isinstance(n, ex.Constant):
+            action = f"push constant {n.text}"
+        else:
+            action = f"pop {k}, apply {ex.label(n)}, push the result"
+        rows.append({"#": i + 1, "token": ex.label(n), "action": action})
+    return rows
+
+
+def _entry_text(entry: ex.StackEntry, labels: Sequence[str]) -> str:
+    node = entry.node
+    if isinstance(node, ex.OperandRef) and node.index < len(labels):
+        return f"@{node.index} {labels[node.index]} = {ex.describe_value(entry.value)}"
+    return entry.describe()
+
+
+def trace_rows(trace: ex.Trace, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The stack evaluation step by step: the action and the stack after it (top last)."""
+    return [
+        {
+            "#": s.index + 1,
+            "token": s.token,
+            "action": s.describe(),
+            "stack (bottom → top)": "  |  ".join(_entry_text(e, labels) for e in s.stack),
+            "depth": s.depth,
+        }
+        for s in trace.steps
+    ]
+
+
+def stack_at(trace: ex.Trace, step: int, labels: Sequence[str] = ()) -> list[str]:
+    """The stack after `step` (0-based), top first, for a vertical stack picture."""
+    return [_entry_text(e, labels) for e in reversed(trace.steps[step].stack)]
+
+
+def evaluated_nodes(trace: ex.Trace, step: int) -> list[ex.Node]:
+    """Nodes whose value has been computed by `step` (inclusive)."""
+    return [s.node for s in trace.steps[: step + 1]]
+
+
+def example_inputs(n: int, shape: tuple[int, ...] = (2, 3)) -> list[np.ndarray]:
+    """Small readable float32 inputs for a typed expression with no operator behind it."""
+    size = int(np.prod(shape))
+    return [((np.arange(size, dtype=np.float32) - size / 2) / 2 + i).reshape(shape) for i in range(n)]
+
+
+def max_operand_index(ast: ex.Node) -> int:
+    """Highest @N in the tree (-1 without operands)."""
+    return max((n.index for n in ex.walk(ast) if isinstance(n, ex.OperandRef)), default=-1)
+
+
+def result_rows(value: Any) -> dict[str, Any]:
+    """A short description of an evaluation result (tensor, scalar or list)."""
+    if isinstance(value, np.ndarray):
+        return {"kind": "tensor", "shape": tuple(value.shape), "dtype": str(value.dtype)}
+    return {"kind": type(value).__name__, "value": repr(value)}
