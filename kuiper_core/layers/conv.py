@@ -1,0 +1,377 @@
+"""Convolutions: nn.Conv1d/2d, F.conv1d/2d, nn.ConvTranspose1d/2d, F.conv_transpose1d/2d.
+
+Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 case.
+
+Convolution is one GEMM: the input is padded, every kernel tap is gathered by a strided
+view into a column buffer (N, G, Cg·KH·KW + 1, OH·OW) whose last row is ones, and the
+weight, reshaped once at build to (G, Og, Cg·KH·KW + 1) with the bias as its last column,
+multiplies it straight into the NCHW output: the bias add rides in the GEMM. A 1x1 stride-1
+convolution needs no columns (the input already is the matrix). Grouped and depthwise
+convolutions are the same single broadcast matmul over the G groups.
+
+Transposed convolution is the GEMM the other way (weight^T @ input gives every tap's
+contribution) followed by a scatter-add of the KH·KW taps onto the output (col2im).
+
+What pnnx writes (pnnx 20261020): nn.* convs carry in/out_channels, kernel_size, stride,
+padding, dilation, groups, bias, padding_mode (Conv only) and @weight/@bias; F.conv2d with a
+parameter weight becomes nn.Conv2d. F.* convs get the weight (and bias) as inputs
+($input, $weight, $bias), with `bias=None` when there is none. padding is an int tuple,
+`same`/`valid`, the F.pad-order 4-tuple (left, right, top, bottom) for an asymmetric
+'same' with a non-zero padding_mode, and `()` for an asymmetric 'same' Conv1d.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import numpy as np
+
+from ..graph import Operator
+from .registry import Layer, register
+from .windows import out_size, output_buffer, pad_spatial, same_padding, scratch, window_view
+
+Pads = tuple[int, int, int, int]  # top, bottom, left, right
+PaddingSpec = Union[str, Pads]  # "same" or explicit pads
+
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+class _ConvBase(Layer):
+    """Params shared by every convolution; 1-D params are lifted to 2-D with H = 1."""
+
+    transposed = False
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dims = 1 if op.type.endswith("1d") else 2
+        self.functional = op.type.startswith("F.")
+        self.stride = self._pair("stride")
+        self.dilation = self._pair("dilation")
+        self.groups = self.int_param("groups", 1)
+        if self.groups < 1:
+            raise self.error(f"groups must be >= 1, got {self.groups}")
+        if min(self.stride + self.dilation) < 1:
+            raise self.error(f"stride and dilation must be >= 1, got stride={self.stride} dilation={self.dilation}")
+        self._geometry_cache: dict[tuple[int, ...], tuple[Pads, tuple[int, int]]] = {}
+
+    def _pair(self, key: str, default: int = 1, required: bool = False) -> tuple[int, int]:
+        """(H, W) values; a 1-D param gets `default` as the H entry (1 for sizes, 0 for pads)."""
+        v = self.ints_param(key, self.dims) if required else self.ints_param(key, self.dims, default=default)
+        return (default, v[0]) if self.dims == 1 else (v[0], v[1])
+
+    def _lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+        """x as (N, C, H, W) and the output shape prefix to restore: unbatched and 1-D inputs."""
+        if x.ndim == self.dims + 1:  # unbatched, as torch allows
+            x = x[None]
+            unbatched = True
+        elif x.ndim == self.dims + 2:
+            unbatched = False
+        else:
+            want = "(N, C, L) or (C, L)" if self.dims == 1 else "(N, C, H, W) or (C, H, W)"
+            raise self.error(f"expected input of shape {want}, got {x.shape}")
+        if self.dims == 1:
+            x = x[:, :, None, :]
+        return x, (() if unbatched else (x.shape[0],))
+
+    def _input_positions(self) -> tuple[int, int | None]:
+        """Where F.conv*'s weight and bias are among the inputs ($weight, $bias)."""
+        names = self.op.input_names
+        n = len(self.op.inputs)
+        w = names.index("weight") if "weight" in names else 1
+        b = names.index("bias") if "bias" in names else (2 if n > 2 else None)
+        if n < 2 or w >= n or (b is not None and b >= n):
+            raise self.error(f"expected inputs (input, weight[, bias]), got {n} input(s)")
+        return w, b
+
+    def _static_weights(self) -> tuple[np.ndarray, np.ndarray | None]:
+        weight = self.weight("weight")
+        bias = self.weight("bias", required=bool(self.param("bias", False)))
+        return weight, bias
+
+    def _declared_weight_shape(self, index: int) -> tuple[int, ...] | None:
+        return self.op.inputs[index].static_shape
+
+    def _check_bias(self, bias: np.ndarray | None, channels: int) -> None:
+        if bias is not None and bias.shape != (channels,):
+            raise self.error(f"bias shape {bias.shape} does not match out_channels: expected ({channels},)")
+
+    def _out_shape(self, prefix: tuple[int, ...], channels: int, oh: int, ow: int) -> tuple[int, ...]:
+        return prefix + ((channels, ow) if self.dims == 1 else (channels, oh, ow))
+
+
+@register("nn.Conv1d", "nn.Conv2d", "F.conv1d", "F.conv2d")
+class Convolution(_ConvBase):
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.padding_mode = str(self.param("padding_mode", "zeros"))
+        if self.padding_mode not in _PADDING_MODES:
+            raise self.error(f"padding_mode must be one of {', '.join(_PADDING_MODES)}, got {self.padding_mode!r}")
+        self.padding = self._padding_spec()
+        if self.padding == "same" and self.stride != (1, 1):
+            raise self.error(f"padding='same' needs stride 1, got {self.stride}")
+
+        self.wmat: np.ndarray | None = None
+        self.kernel: tuple[int, int] | None = None
+        if self.functional:
+            self.w_index, self.b_index = self._input_positions()
+            shape = self._declared_weight_shape(self.w_index)
+            if shape is not None:
+                self._check_weight_shape(shape, None, None)
+        else:
+            weight, bias = self._static_weights()
+            in_ch, out_ch = self.int_param("in_channels"), self.int_param("out_channels")
+            self._check_weight_shape(weight.shape, in_ch, out_ch)
+            ks = self._pair("kernel_size", required=True)
+            if ks != self.kernel:
+                raise self.error(f"kernel_size={ks} but the weight's kernel is {self.kernel}")
+            self.in_channels = in_ch
+            self.wmat = self._weight_matrix(weight, bias)
+
+    def _padding_spec(self) -> PaddingSpec:
+        p = self.param("padding", 0)
+        if p == "same" or p == []:  # pnnx writes () for an asymmetric 'same' Conv1d
+            return "same"
+        if p == "valid":
+            return (0, 0, 0, 0)
+        if isinstance(p, str):
+            raise self.error(f"padding must be ints, 'same' or 'valid', got {p!r}")
+        v = self.ints_param("padding")
+        if any(q < 0 for q in v):
+            raise self.error(f"padding must be >= 0, got {v}")
+        if self.dims == 1 and len(v) in (1, 2):
+            return (0, 0, v[0], v[-1])
+        if self.dims == 2 and len(v) == 1:
+            return (v[0], v[0], v[0], v[0])
+        if self.dims == 2 and len(v) == 2:
+            return (v[0], v[0], v[1], v[1])
+        if self.dims == 2 and len(v) == 4:  # F.pad order: left, right, top, bottom
+            return (v[2], v[3], v[0], v[1])
+        raise self.error(f"cannot read padding={tuple(v)} for a {self.dims}-D convolution")
+
+    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
+        g = self.groups
+        if len(shape) != self.dims + 2:
+            raise self.error(f"weight must be {self.dims + 2}-D (out, in/groups, *kernel), got shape {shape}")
+        if out_ch is not None and shape[0] != out_ch:
+            raise self.error(f"weight shape {shape}: expected out_channels={out_ch} as dim 0")
+        if shape[0] % g:
+            raise self.error(f"weight shape {shape}: out_channels {shape[0]} not divisible by groups={g}")
+        if in_ch is not None and (in_ch % g or shape[1] != in_ch // g):
+            raise self.error(
+                f"weight shape {shape}: expected in_channels/groups = {in_ch}/{g} as dim 1"
+                if in_ch % g == 0
+                else f"in_channels={in_ch} is not divisible by groups={g}"
+            )
+        kernel = (1, shape[2]) if self.dims == 1 else (shape[2], shape[3])
+        if min(kernel) < 1:
+            raise self.error(f"weight shape {shape} has an empty kernel")
+        self.kernel = kernel
+
+    def _weight_matrix(self, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """(G, Og, Cg·KH·KW [+1]): the GEMM's left operand, bias as the extra last column."""
+        g = self.groups
+        out_ch = weight.shape[0]
+        wm = weight.reshape(g, out_ch // g, -1)
+        if bias is None:
+            return np.ascontiguousarray(wm)
+        self._check_bias(bias, out_ch)
+        return np.concatenate([wm, bias.astype(weight.dtype).reshape(g, out_ch // g, 1)], axis=2)
+
+    def _geometry(self, h: int, w: int, kernel: tuple[int, int]) -> tuple[Pads, tuple[int, int]]:
+        key = (h, w) + kernel
+        geo = self._geometry_cache.get(key)
+        if geo is None:
+            if self.padding == "same":
+                pads = same_padding(kernel[0], self.dilation[0]) + same_padding(kernel[1], self.dilation[1])
+            else:
+                pads = self.padding  # type: ignore[assignment]
+            oh = out_size(h, kernel[0], self.stride[0], pads[0], pads[1], self.dilation[0])
+            ow = out_size(w, kernel[1], self.stride[1], pads[2], pads[3], self.dilation[1])
+            if oh < 1 or ow < 1:
+                raise self.error(
+                    f"kernel {kernel[1] if self.dims == 1 else kernel} (dilation {self.dilation}) is larger than "
+                    f"the padded input {(h, w)[2 - self.dims:]}"
+                )
+            geo = (pads, (oh, ow))
+            self._geometry_cache[key] = geo
+        return geo
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x4, prefix = self._lift(inputs[0])
+        if self.wmat is None:  # F.conv*: weights arrive as inputs
+            weight = inputs[self.w_index]
+            bias = inputs[self.b_index] if self.b_index is not None else None
+            self._check_weight_shape(weight.shape, x4.shape[1], None)
+            wmat, kernel = self._weight_matrix(weight, bias), self.kernel
+        else:
+            wmat, kernel = self.wmat, self.kernel
+        assert kernel is not None
+        n, c, h, w = x4.shape
+        g, og = wmat.shape[0], wmat.shape[1]
+        if self.wmat is not None and c != self.in_channels:
+            raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
+        pads, (oh, ow) = self._geometry(h, w, kernel)
+        dtype = np.result_type(x4.dtype, wmat.dtype)
+        y = output_buffer(out, self._out_shape(prefix, g * og, oh, ow), dtype)
+        conv2d_gemm(x4, wmat, kernel, self.stride, self.dilation, pads, self.padding_mode, (oh, ow), y.reshape(n, g, og, oh * ow))
+        return [y]
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        if self.kernel is None:  # F.conv* without a declared weight shape
+            return 0
+        cg = inputs[0][-self.dims - 1] // self.groups
+        return int(np.prod(outputs[0])) * cg * self.kernel[0] * self.kernel[1]
+
+
+def conv2d_gemm(
+    x: np.ndarray,
+    wmat: np.ndarray,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    pads: Pads,
+    padding_mode: str,
+    out_hw: tuple[int, int],
+    y: np.ndarray,
+) -> None:
+    """y (N, G, Og, OH·OW) = conv(x (N, C, H, W)) with wmat (G, Og, Cg·KH·KW [+ bias column])."""
+    n, c, h, w = x.shape
+    g = wmat.shape[0]
+    cg = c // g
+    k = cg * kernel[0] * kernel[1]
+    has_bias = wmat.shape[2] == k + 1
+    if kernel == (1, 1) and stride == (1, 1) and not any(pads):
+        # Pointwise: the input is already the column matrix.
+        np.matmul(wmat[:, :, :k], x.reshape(n, g, cg, h * w), out=y)
+        if has_bias:
+            y += wmat[:, :, k:]
+        return
+    xp = pad_spatial(x, pads, padding_mode, slot="conv.pad")
+    taps = window_view(xp, kernel, stride, dilation, out_hw)
+    oh, ow = out_hw
+    cols = scratch("conv.cols", (n, g, k + has_bias, oh * ow), y.dtype)
+    shape7 = (n, g, cg, kernel[0], kernel[1], oh, ow)
+    np.copyto(np.reshape(cols[:, :, :k], shape7, copy=False), np.reshape(taps, shape7, copy=False))
+    if has_bias:
+        cols[:, :, k] = 1
+    np.matmul(wmat, cols, out=y)
+
+
+@register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")
+class TransposedConvolution(_ConvBase):
+    transposed = True
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        pad = self._pair("padding", 0)
+        self.pads: tuple[int, int] = pad
+        self.output_padding = self._pair("output_padding", 0)
+        if min(pad + self.output_padding) < 0:
+            raise self.error(f"padding and output_padding must be >= 0, got {pad}, {self.output_padding}")
+        for op_, s, d in zip(self.output_padding, self.stride, self.dilation):
+            if op_ >= max(s, d):
+                raise self.error(
+                    f"output_padding {self.output_padding} must be smaller than stride {self.stride} or dilation {self.dilation}"
+                )
+        self.wmat: np.ndarray | None = None
+        self.bias: np.ndarray | None = None
+        self.kernel: tuple[int, int] | None = None
+        if self.functional:
+            self.w_index, self.b_index = self._input_positions()
+            shape = self._declared_weight_shape(self.w_index)
+            if shape is not None:
+                self._check_weight_shape(shape, None, None)
+        else:
+            weight, bias = self._static_weights()
+            in_ch, out_ch = self.int_param("in_channels"), self.int_param("out_channels")
+            self._check_weight_shape(weight.shape, in_ch, out_ch)
+            ks = self._pair("kernel_size", required=True)
+            if ks != self.kernel:
+                raise self.error(f"kernel_size={ks} but the weight's kernel is {self.kernel}")
+            self.wmat = self._weight_matrix(weight)
+            self._check_bias(bias, out_ch)
+            self.bias = bias
+
+    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
+        g = self.groups
+        if len(shape) != self.dims + 2:
+            raise self.error(f"weight must be {self.dims + 2}-D (in, out/groups, *kernel), got shape {shape}")
+        if in_ch is not None and shape[0] != in_ch:
+            raise self.error(f"weight shape {shape}: expected in_channels={in_ch} as dim 0")
+        if shape[0] % g:
+            raise self.error(f"weight shape {shape}: in_channels {shape[0]} not divisible by groups={g}")
+        if out_ch is not None and (out_ch % g or shape[1] != out_ch // g):
+            raise self.error(f"weight shape {shape}: expected out_channels/groups = {out_ch}/{g} as dim 1")
+        kernel = (1, shape[2]) if self.dims == 1 else (shape[2], shape[3])
+        if min(kernel) < 1:
+            raise self.error(f"weight shape {shape} has an empty kernel")
+        self.kernel = kernel
+
+    def _weight_matrix(self, weight: np.ndarray) -> np.ndarray:
+        """(G, Og·KH·KW, Cg): maps one group's input channels to every output tap."""
+        g = self.groups
+        return np.ascontiguousarray(weight.reshape(g, weight.shape[0] // g, -1).transpose(0, 2, 1))
+
+    def _geometry(self, h: int, w: int, kernel: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+        key = (h, w) + kernel
+        geo = self._geometry_cache.get(key)
+        if geo is None:
+            size = [
+                (n - 1) * s - 2 * p + d * (k - 1) + op_ + 1
+                for n, s, p, d, k, op_ in zip((h, w), self.stride, self.pads, self.dilation, kernel, self.output_padding)
+            ]
+            if min(size) < 1:
+                raise self.error(f"the output would be empty: input {(h, w)}, padding {self.pads}, kernel {kernel}")
+            geo = (self.pads, (size[0], size[1]))
+            self._geometry_cache[key] = geo  # type: ignore[assignment]
+        return geo  # type: ignore[return-value]
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x4, prefix = self._lift(inputs[0])
+        if self.wmat is None:
+            weight = inputs[self.w_index]
+            bias = inputs[self.b_index] if self.b_index is not None else None
+            self._check_weight_shape(weight.shape, x4.shape[1], None)
+            wmat = self._weight_matrix(weight)
+            self._check_bias(bias, weight.shape[1] * self.groups)
+        else:
+            wmat, bias = self.wmat, self.bias
+        kernel = self.kernel
+        assert kernel is not None
+        n, c, h, w = x4.shape
+        g = wmat.shape[0]
+        if c != g * wmat.shape[2]:
+            raise self.error(f"input has {c} channels, the weight expects {g * wmat.shape[2]}")
+        og = wmat.shape[1] // (kernel[0] * kernel[1])
+        (pt, pl), (oh, ow) = self._geometry(h, w, kernel)
+        dtype = np.result_type(x4.dtype, wmat.dtype)
+        y = output_buffer(out, self._out_shape(prefix, g * og, oh, ow), dtype)
+        y4 = y.reshape(n, g * og, oh, ow)
+
+        # Every tap's contribution: (N, G, Og·KH·KW, H·W) -> (N, O, KH, KW, H, W).
+        cols = scratch("convT.cols", (n, g, wmat.shape[1], h * w), dtype)
+        np.matmul(wmat, x4.reshape(n, g, c // g, h * w), out=cols)
+        taps = cols.reshape(n, g * og, kernel[0], kernel[1], h, w)
+
+        # Scatter-add the taps on a canvas covering every position they reach, then crop.
+        sh, sw = self.stride
+        dh, dw = self.dilation
+        full_h = max((h - 1) * sh + dh * (kernel[0] - 1) + 1, pt + oh)
+        full_w = max((w - 1) * sw + dw * (kernel[1] - 1) + 1, pl + ow)
+        direct = pt == pl == 0 and (full_h, full_w) == (oh, ow)
+        canvas = y4 if direct else scratch("convT.canvas", (n, g * og, full_h, full_w), dtype)
+        canvas[...] = 0
+        for i in range(kernel[0]):
+            for j in range(kernel[1]):
+                canvas[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (w - 1) * sw + 1 : sw] += taps[:, :, i, j]
+        if not direct:
+            y4[...] = canvas[:, :, pt : pt + oh, pl : pl + ow]
+        if bias is not None:
+            y4 += bias.reshape(-1, 1, 1)
+        return [y]
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        if self.kernel is None:
+            return 0
+        og = outputs[0][-self.dims - 1] // self.groups
+        return int(np.prod(inputs[0])) * og * self.kernel[0] * self.kernel[1]

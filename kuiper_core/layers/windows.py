@@ -1,0 +1,133 @@
+"""Sliding-window plumbing shared by convolution and pooling (no layers here).
+
+- `scratch`: reusable per-thread work buffers (im2col columns, padded inputs), so a
+  forward allocates nothing but its outputs.
+- `pad_spatial`: pad the last two axes of an (N, C, H, W) array with a constant or by
+  index tables (reflect / replicate / circular, as torch's padding modes).
+- `window_view`: the (N, C, KH, KW, OH, OW) strided view of every kernel tap, no copy.
+- `out_size` / `same_padding`: PyTorch's output-size and padding='same' arithmetic.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+_local = threading.local()
+
+
+def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A contiguous work array of `shape`, reused across calls on this thread.
+
+    One growing buffer per (slot, dtype): the contents are garbage on return and only valid
+    until the next `scratch(slot, ...)` call, so a layer must not return it or hold it.
+    """
+    pool: dict = getattr(_local, "pool", None) or {}
+    _local.pool = pool
+    n = int(np.prod(shape, dtype=np.int64))
+    key = (slot, np.dtype(dtype).str)
+    buf = pool.get(key)
+    if buf is None or buf.size < n:
+        buf = np.empty(n, dtype)
+        pool[key] = buf
+    return buf[:n].reshape(shape)
+
+
+def out_size(
+    n: int, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int = 1, ceil_mode: bool = False
+) -> int:
+    """Output length of a window op along one axis (torch's formula, incl. ceil_mode); <= 0 if none fits."""
+    room = n + pad_before + pad_after - dilation * (kernel - 1) - 1
+    if room < 0:
+        return 0
+    if not ceil_mode:
+        return room // stride + 1
+    out = -(-room // stride) + 1
+    # torch: the last window must start inside the input or the left padding.
+    if (out - 1) * stride >= n + pad_before:
+        out -= 1
+    return out
+
+
+def same_padding(kernel: int, dilation: int) -> tuple[int, int]:
+    """padding='same' as torch splits it: the extra element goes after."""
+    total = dilation * (kernel - 1)
+    return total // 2, total - total // 2
+
+
+@lru_cache(maxsize=256)
+def pad_index(n: int, before: int, after: int, mode: str) -> np.ndarray:
+    """Source index of every padded position along one axis for a non-constant padding mode."""
+    i = np.arange(-before, n + after)
+    if mode == "reflect":  # mirror without repeating the edge: -1 -> 1
+        period = 2 * (n - 1) if n > 1 else 1
+        i = np.abs(i) % period
+        i = np.where(i >= n, period - i, i)
+    elif mode == "replicate":
+        i = np.clip(i, 0, n - 1)
+    elif mode == "circular":
+        i = i % n
+    else:
+        raise ValueError(f"unknown padding mode {mode!r}")
+    i.setflags(write=False)
+    return i
+
+
+def pad_spatial(
+    x: np.ndarray,
+    pads: tuple[int, int, int, int],
+    mode: str = "zeros",
+    value: float = 0.0,
+    slot: str = "pad",
+) -> np.ndarray:
+    """x (N, C, H, W) padded by (top, bottom, left, right) into a scratch buffer.
+
+    mode: 'zeros'/'constant' (fill with `value`), 'reflect', 'replicate', 'circular'.
+    Returns x itself when there is nothing to pad.
+    """
+    t, b, l, r = pads
+    if t == b == l == r == 0:
+        return x
+    n, c, h, w = x.shape
+    dst = scratch(slot, (n, c, h + t + b, w + l + r), x.dtype)
+    if mode in ("zeros", "constant"):
+        fill = x.dtype.type(value)
+        dst[:, :, :t] = fill
+        dst[:, :, t + h :] = fill
+        dst[:, :, t : t + h, :l] = fill
+        dst[:, :, t : t + h, l + w :] = fill
+        dst[:, :, t : t + h, l : l + w] = x
+        return dst
+    rows = pad_index(h, t, b, mode)
+    cols = pad_index(w, l, r, mode)
+    np.take(x.take(rows, axis=2), cols, axis=3, out=dst)
+    return dst
+
+
+def window_view(
+    xp: np.ndarray,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    out_hw: tuple[int, int],
+) -> np.ndarray:
+    """Read-only (N, C, KH, KW, OH, OW) view: [.., i, j, oh, ow] = xp[.., oh*sh + i*dh, ow*sw + j*dw]."""
+    n, c = xp.shape[:2]
+    s_n, s_c, s_h, s_w = xp.strides
+    return as_strided(
+        xp,
+        (n, c, kernel[0], kernel[1], out_hw[0], out_hw[1]),
+        (s_n, s_c, s_h * dilation[0], s_w * dilation[1], s_h * stride[0], s_w * stride[1]),
+        writeable=False,
+    )
+
+
+def output_buffer(out: list[np.ndarray | None], shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The runtime's preallocated output when it fits (shape, dtype, C-contiguous), else a new array."""
+    buf = out[0] if out else None
+    if buf is not None and buf.shape == shape and buf.dtype == dtype and buf.flags.c_contiguous:
+        return buf
+    return np.empty(shape, dtype)
