@@ -1,0 +1,584 @@
+"""Activations: elementwise functions, softmax-style reductions, GLU, dropout and identity.
+
+Each nn.* module shares one class with its F.* twin (pnnx writes `torch.relu`/`Tensor.relu`
+as `F.relu`, and `F.prelu` as `nn.PReLU`). The param names are the same for both forms
+(`negative_slope`, `alpha`, `min_val`/`max_val`, `beta`/`threshold`, `lambd`, `dim`).
+
+All kernels write into the preallocated output and keep float32 as float32: constants are
+np.float32, and where float64 is used for accuracy (GELU's erfc) the result is cast back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..graph import Operator
+from .registry import Layer, register
+
+F32 = np.float32
+
+
+def float_param(layer: Layer, key: str, default: Any = None) -> float:
+    """A float param (pnnx may write a whole number as an int: `max_val=6`)."""
+    value = layer.param(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise layer.error(f"parameter '{key}' must be a number, got {value!r}")
+    return float(value)
+
+
+def output_like(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """The output buffer for an elementwise result: `out` when given, else a new array."""
+    if out is not None and out.shape == x.shape:
+        return out
+    return np.empty(x.shape, x.dtype if x.dtype.kind == "f" else np.float32)
+
+
+class Elementwise(Layer):
+    """y = f(x), same shape; subclasses implement `compute(x, y)` writing into y."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if not op.inputs or len(op.outputs) != 1:
+            raise self.error(f"expected 1 input and 1 output, got {len(op.inputs)} and {len(op.outputs)}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.dtype.kind != "f":
+            x = x.astype(np.float32)
+        y = output_like(x, out[0])
+        self.compute(x, y)
+        return [y]
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+# -- piecewise linear ------------------------------------------------------------------
+
+
+@register("nn.ReLU", "F.relu")
+class ReLU(Elementwise):
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.maximum(x, F32(0), out=y)
+
+
+@register("nn.Hardtanh", "F.hardtanh")
+class Hardtanh(Elementwise):
+    """clamp(x, min_val, max_val); ReLU6 is the (0, 6) case."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.lo, self.hi = self.bounds()
+        if self.lo > self.hi:
+            raise self.error(f"expected min_val <= max_val, got min_val={self.lo}, max_val={self.hi}")
+
+    def bounds(self) -> tuple[F32, F32]:
+        return F32(float_param(self, "min_val", -1.0)), F32(float_param(self, "max_val", 1.0))
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.clip(x, self.lo, self.hi, out=y)
+
+
+@register("nn.ReLU6", "F.relu6")
+class ReLU6(Hardtanh):
+    def bounds(self) -> tuple[F32, F32]:
+        return F32(0), F32(6)
+
+
+@register("nn.LeakyReLU", "F.leaky_relu")
+class LeakyReLU(Elementwise):
+    """x if x > 0 else slope * x, as max(x, slope*x) (slope <= 1) or min(x, slope*x)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.slope = F32(self.negative_slope())
+
+    def negative_slope(self) -> float:
+        return float_param(self, "negative_slope", 0.01)
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.multiply(x, self.slope, out=y)
+        (np.maximum if self.slope <= 1 else np.minimum)(x, y, out=y)
+
+
+@register("nn.RReLU", "F.rrelu")
+class RReLU(LeakyReLU):
+    """At inference RReLU is a leaky ReLU with the mean slope (lower + upper) / 2."""
+
+    def negative_slope(self) -> float:
+        return (float_param(self, "lower", 1.0 / 8) + float_param(self, "upper", 1.0 / 3)) / 2
+
+
+@register("nn.PReLU")
+class PReLU(Elementwise):
+    """x if x > 0 else w[c] * x, with one learned slope per channel (dim 1) or one in all.
+
+    pnnx writes `F.prelu(x, w)` as nn.PReLU too, and an nn.PReLU() with a single slope as
+    nn.LeakyReLU, so a one-slope nn.PReLU only comes from other exporters.
+    """
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        w = np.asarray(self.weight("weight"), dtype=np.float32).reshape(-1)
+        n = self.int_param("num_parameters", w.size)
+        if w.size != n or n < 1:
+            raise self.error(f"expected @weight with num_parameters={n} entries, got {w.size}")
+        shape = op.inputs[0].shape
+        if n > 1 and shape is not None:
+            if len(shape) < 2 or (isinstance(shape[1], int) and shape[1] != n):
+                raise self.error(f"expected an input with {n} channels in dim 1, got shape {tuple(shape)}")
+        self.w = w
+        self._by_rank: dict[int, np.ndarray] = {}
+
+    def slopes(self, ndim: int) -> np.ndarray:
+        """The weight shaped to broadcast over dim 1 of an ndim-rank input (cached)."""
+        w = self._by_rank.get(ndim)
+        if w is None:
+            if self.w.size == 1:
+                w = self.w.reshape(())
+            elif ndim < 2:
+                raise self.error(f"a {self.w.size}-slope PReLU needs an input with a channel dim, got rank {ndim}")
+            else:
+                w = self.w.reshape((-1,) + (1,) * (ndim - 2))
+            self._by_rank[ndim] = w
+        return w
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        w = self.slopes(x.ndim)
+        if x.ndim >= 2 and w.ndim and x.shape[1] != w.shape[0]:
+            raise self.error(f"input has {x.shape[1]} channels, the layer has {w.shape[0]} slopes")
+        np.multiply(x, w, out=y)
+        np.copyto(y, x, where=x > 0)
+
+
+@register("nn.Threshold", "F.threshold")
+class Threshold(Elementwise):
+    """x if x > threshold else value."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.threshold = F32(float_param(self, "threshold"))
+        self.value = F32(float_param(self, "value"))
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.copyto(y, x)
+        np.copyto(y, self.value, where=x <= self.threshold)  # NaN stays NaN, as in torch
+
+
+@register("nn.Hardshrink", "F.hardshrink")
+class Hardshrink(Elementwise):
+    """x if |x| > lambd else 0."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.lambd = F32(float_param(self, "lambd", 0.5))
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.copyto(y, x)
+        np.copyto(y, F32(0), where=np.abs(x) <= self.lambd)  # NaN stays NaN, as in torch
+
+
+@register("nn.Softshrink", "F.softshrink")
+class Softshrink(Elementwise):
+    """x - lambd, x + lambd or 0: that is x - clamp(x, -lambd, lambd)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        lambd = float_param(self, "lambd", 0.5)
+        if lambd < 0:
+            raise self.error(f"expected lambd >= 0, got {lambd}")
+        self.lambd = F32(lambd)
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.clip(x, -self.lambd, self.lambd, out=y)
+        np.subtract(x, y, out=y)
+
+
+@register("nn.Hardsigmoid", "F.hardsigmoid")
+class Hardsigmoid(Elementwise):
+    """min(max(x + 3, 0), 6) / 6, in torch's order of operations."""
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.add(x, F32(3), out=y)
+        np.clip(y, F32(0), F32(6), out=y)
+        np.divide(y, F32(6), out=y)
+
+
+@register("nn.Hardswish", "F.hardswish")
+class Hardswish(Elementwise):
+    """x * min(max(x + 3, 0), 6) / 6."""
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.add(x, F32(3), out=y)
+        np.clip(y, F32(0), F32(6), out=y)
+        np.multiply(y, x, out=y)
+        np.divide(y, F32(6), out=y)
+
+
+# -- exponential family ----------------------------------------------------------------
+
+
+@register("nn.ELU", "F.elu")
+class ELU(Elementwise):
+    """scale * (max(x, 0) + alpha * expm1(min(x, 0) * input_scale)).
+
+    One branch-free formula for ELU, SELU and CELU: expm1 only ever sees x <= 0, so it
+    never overflows, and it keeps precision for small |x|.
+    """
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        alpha, scale, input_scale = self.coefficients()
+        self.alpha, self.scale, self.input_scale = F32(alpha), F32(scale), F32(input_scale)
+
+    def coefficients(self) -> tuple[float, float, float]:
+        """(alpha, scale, input_scale)"""
+        return float_param(self, "alpha", 1.0), 1.0, 1.0
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.minimum(x, F32(0), out=y)
+        if self.input_scale != 1:
+            np.multiply(y, self.input_scale, out=y)
+        np.expm1(y, out=y)
+        np.multiply(y, self.alpha, out=y)
+        y += np.maximum(x, F32(0))
+        if self.scale != 1:
+            np.multiply(y, self.scale, out=y)
+
+
+@register("nn.SELU", "F.selu")
+class SELU(ELU):
+    # The constants of Klambauer et al. (2017), as torch uses them.
+    ALPHA = 1.6732632423543772848170429916717
+    SCALE = 1.0507009873554804934193349852946
+
+    def coefficients(self) -> tuple[float, float, float]:
+        return self.ALPHA, self.SCALE, 1.0
+
+
+@register("nn.CELU", "F.celu")
+class CELU(ELU):
+    def coefficients(self) -> tuple[float, float, float]:
+        alpha = float_param(self, "alpha", 1.0)
+        if alpha == 0:
+            raise self.error("expected a non-zero alpha for CELU")
+        return alpha, 1.0, 1.0 / alpha
+
+
+def sigmoid(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) into out; exp overflows to inf for x < -88, giving the right 0."""
+    with np.errstate(over="ignore"):
+        np.negative(x, out=out)
+        np.exp(out, out=out)
+    out += F32(1)
+    np.reciprocal(out, out=out)
+    return out
+
+
+def softplus(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), which cannot overflow."""
+    np.abs(x, out=out)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    np.log1p(out, out=out)
+    out += np.maximum(x, F32(0))
+    return out
+
+
+@register("nn.Sigmoid", "F.sigmoid")
+class Sigmoid(Elementwise):
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        sigmoid(x, y)
+
+
+@register("nn.Tanh", "F.tanh")
+class Tanh(Elementwise):
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.tanh(x, out=y)
+
+
+@register("nn.SiLU", "F.silu")
+class SiLU(Elementwise):
+    """x * sigmoid(x)"""
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        sigmoid(x, y)
+        np.multiply(y, x, out=y)
+
+
+@register("nn.Mish", "F.mish")
+class Mish(Elementwise):
+    """x * tanh(softplus(x))"""
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        softplus(x, y)
+        np.tanh(y, out=y)
+        np.multiply(y, x, out=y)
+
+
+@register("nn.Softplus", "F.softplus")
+class Softplus(Elementwise):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        beta = float_param(self, "beta", 1.0)
+        if beta == 0:
+            raise self.error("expected a non-zero beta for Softplus")
+        self.beta = F32(beta)
+        self.threshold = F32(float_param(self, "threshold", 20.0))
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        bx = x * self.beta if self.beta != 1 else x
+        softplus(bx, y)
+        if self.beta != 1:
+            np.divide(y, self.beta, out=y)
+        np.copyto(y, x, where=bx > self.threshold)
+
+
+@register("nn.LogSigmoid", "F.logsigmoid")
+class LogSigmoid(Elementwise):
+    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))."""
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.abs(x, out=y)
+        np.negative(y, out=y)
+        np.exp(y, out=y)
+        np.log1p(y, out=y)
+        np.subtract(np.minimum(x, F32(0)), y, out=y)
+
+
+@register("nn.Softsign", "F.softsign")
+class Softsign(Elementwise):
+    """x / (1 + |x|)"""
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.abs(x, out=y)
+        y += F32(1)
+        np.divide(x, y, out=y)
+
+
+@register("nn.Tanhshrink", "F.tanhshrink")
+class Tanhshrink(Elementwise):
+    """x - tanh(x)"""
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.tanh(x, out=y)
+        np.subtract(x, y, out=y)
+
+
+# -- GELU ------------------------------------------------------------------------------
+
+# erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z/2), z >= 0: the Chebyshev fit of
+# Numerical Recipes (2nd ed., 6.2, "erfcc"), fractional error < 1.2e-7 for every z.
+_ERFC_COEFFS = (
+    -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+    0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277,
+)  # fmt: skip
+
+
+def erfc(x: np.ndarray) -> np.ndarray:
+    """The complementary error function, vectorised, in float64 with relative error < 1.2e-7.
+
+    A relative bound on erfc (not just an absolute one on erf) keeps GELU's far negative
+    tail, 0.5 * x * erfc(-x / sqrt 2), accurate where 1 + erf(x) would cancel.
+    """
+    z = np.abs(x, dtype=np.float64)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = np.full_like(t, _ERFC_COEFFS[-1])
+    for c in _ERFC_COEFFS[-2::-1]:
+        poly *= t
+        poly += c
+    z *= z
+    np.subtract(poly, z, out=poly)
+    np.exp(poly, out=poly)
+    poly *= t
+    return np.where(x >= 0, poly, 2.0 - poly)
+
+
+@register("nn.GELU", "F.gelu")
+class GELU(Elementwise):
+    """x * Phi(x), exactly (approximate='none', via erfc) or with torch's tanh formula."""
+
+    SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        approximate = self.param("approximate", "none")
+        if approximate not in ("none", "tanh"):
+            raise self.error(f"expected approximate='none' or 'tanh', got {approximate!r}")
+        self.tanh = approximate == "tanh"
+
+    def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        if self.tanh:
+            # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))); x^3 may overflow to
+            # +-inf for |x| > 7e12, where tanh gives the right +-1.
+            with np.errstate(over="ignore"):
+                np.multiply(x, x, out=y)
+                np.multiply(y, x, out=y)
+            np.multiply(y, F32(0.044715), out=y)
+            y += x
+            np.multiply(y, F32(self.SQRT_2_OVER_PI), out=y)
+            np.tanh(y, out=y)
+            y += F32(1)
+            np.multiply(y, x, out=y)
+            np.multiply(y, F32(0.5), out=y)
+        else:
+            phi = erfc(x * (-1.0 / math.sqrt(2.0)))  # float64: 2 * Phi(x)
+            phi *= x
+            np.multiply(phi, 0.5, out=y, casting="same_kind")
+
+
+# -- along one dim ---------------------------------------------------------------------
+
+
+def legacy_softmax_dim(ndim: int) -> int:
+    """torch's choice when softmax is called without dim (deprecated): 0 for rank 0, 1, 3."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class AlongDim(Layer):
+    """Softmax-style layers over `dim` (negative dims count from the end)."""
+
+    default_dim: int | None = None
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if not op.inputs or len(op.outputs) != 1:
+            raise self.error(f"expected 1 input and 1 output, got {len(op.inputs)} and {len(op.outputs)}")
+        dim = self.param("dim", self.default_dim)
+        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int)):
+            raise self.error(f"parameter 'dim' must be an int, got {dim!r}")
+        self.dim = dim
+        shape = op.inputs[0].shape
+        if shape is not None and dim is not None:
+            self.axis(len(shape))  # validate at build when the rank is known
+
+    def axis(self, ndim: int) -> int:
+        dim = legacy_softmax_dim(ndim) if self.dim is None else self.dim
+        if not -max(ndim, 1) <= dim < max(ndim, 1):
+            raise self.error(f"dim {dim} is out of range for a tensor of rank {ndim}")
+        return dim % max(ndim, 1)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.dtype.kind != "f":
+            x = x.astype(np.float32)
+        y = output_like(x, out[0])
+        self.compute(x, y, self.axis(x.ndim) if x.ndim else None)
+        return [y]
+
+    def compute(self, x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
+        raise NotImplementedError
+
+
+def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
+    """exp(x - max) / sum, the max subtracted so exp cannot overflow."""
+    np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+    np.exp(y, out=y)
+    np.divide(y, np.sum(y, axis=axis, keepdims=True), out=y)
+
+
+@register("nn.Softmax", "F.softmax")
+class Softmax(AlongDim):
+    def compute(self, x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
+        softmax(x, y, axis)
+
+
+@register("nn.Softmin", "F.softmin")
+class Softmin(AlongDim):
+    """softmax(-x)"""
+
+    def compute(self, x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
+        softmax(-x, y, axis)
+
+
+@register("nn.Softmax2d")
+class Softmax2d(Softmax):
+    """Softmax over the channels of (C, H, W) or (N, C, H, W): dim -3."""
+
+    default_dim = -3
+
+    def axis(self, ndim: int) -> int:
+        if ndim not in (3, 4):
+            raise self.error(f"expected a 3-D or 4-D input, got rank {ndim}")
+        return ndim - 3
+
+
+@register("nn.LogSoftmax", "F.log_softmax")
+class LogSoftmax(AlongDim):
+    """x - max - log(sum(exp(x - max)))"""
+
+    def compute(self, x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
+        np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+        y -= np.log(np.sum(np.exp(y), axis=axis, keepdims=True))
+
+
+@register("nn.GLU", "F.glu")
+class GLU(Layer):
+    """a * sigmoid(b), where a and b are the two halves of the input along dim."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dim = self.int_param("dim", -1)
+        shape = op.inputs[0].shape if op.inputs else None
+        if shape is not None:
+            self.halves(shape)
+
+    def halves(self, shape: tuple) -> int:
+        """Validate and return the (normalised) axis."""
+        ndim = len(shape)
+        if not -ndim <= self.dim < ndim:
+            raise self.error(f"dim {self.dim} is out of range for a tensor of rank {ndim}")
+        axis = self.dim % ndim
+        if isinstance(shape[axis], int) and shape[axis] % 2:
+            raise self.error(f"GLU halves dim {self.dim}, which must have even size, got {shape[axis]}")
+        return axis
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        axis = self.halves(x.shape)
+        a, b = np.split(x, 2, axis=axis)
+        y = output_like(a, out[0])
+        sigmoid(b, y)
+        np.multiply(y, a, out=y)
+        return [y]
+
+
+# -- no-ops at inference ----------------------------------------------------------------
+
+
+@register(
+    "nn.Identity",
+    "nn.Dropout",
+    "nn.Dropout1d",
+    "nn.Dropout2d",
+    "nn.Dropout3d",
+    "nn.AlphaDropout",
+    "nn.FeatureAlphaDropout",
+    "F.dropout",
+    "F.dropout1d",
+    "F.dropout2d",
+    "F.dropout3d",
+    "F.alpha_dropout",
+    "F.feature_alpha_dropout",
+)
+class Identity(Layer):
+    """Passes input 0 through by reference: dropout does nothing at inference.
+
+    pnnx removes these at optlevel 2 (nn.Identity at every level); a model converted at
+    optlevel 1 keeps dropout, F.dropout with its `p` and `training` as extra inputs.
+    """
+
+    returns_views = True
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if not op.inputs or len(op.outputs) != 1:
+            raise self.error(f"expected an input and 1 output, got {len(op.inputs)} and {len(op.outputs)}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [inputs[0]]
