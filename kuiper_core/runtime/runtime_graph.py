@@ -178,11 +178,11 @@ class RuntimeGraph:
         return self._step_iter(inputs)
 
     def _step_iter(self, inputs: list[np.ndarray]) -> Iterator[StepEvent]:
-        feeds = iter(inputs)
+        feeds = self._feeds(inputs)
         values = self.values
         for rop in self.order:
             op = rop.op
-            args = [next(feeds)] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
+            args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
             t0 = time.perf_counter()
             outs = self._call(rop, args, [None] * len(op.outputs))
             dt = time.perf_counter() - t0
@@ -206,10 +206,10 @@ class RuntimeGraph:
         values: dict[str, Value] = {}
         plan = self.plan if planned else None
         last_use = self.plan.last_use if self.plan is not None else {}
-        feeds = iter(inputs)
+        feeds = self._feeds(inputs)
         for rop in self.order:
             op = rop.op
-            args = [next(feeds)] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
+            args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
             out = [plan.buffer(o.name) if plan is not None else None for o in op.outputs]
             results = self._call(rop, args, out)
             if plan is not None and rop.name not in self._view_ops:
@@ -227,6 +227,12 @@ class RuntimeGraph:
                     if last_use.get(o.name, -1) <= rop.index:
                         values.pop(o.name, None)
         return values
+
+    def _feeds(self, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """pnnx.Input name -> array: the caller's arrays follow the file order of the inputs,
+        which the execution order need not keep (DFS may visit input 2 before input 1)."""
+        assert self.graph is not None
+        return {op.name: a for op, a in zip(self.graph.inputs, inputs)}
 
     def _call(self, rop: RuntimeOperator, args: list[Value], out: list[np.ndarray | None]) -> list[Value]:
         layer = rop.layer
