@@ -1,0 +1,94 @@
+"""pnnx.Expression: the arithmetic pnnx fuses into one operator, `expr=add(mul(@0,2),@1)`.
+
+The expression is parsed and compiled into a NumPy plan once, at build (see
+kuiper_core.expression.evaluate); forward only runs the plan's kernels and writes the last
+one into the preallocated output buffer.
+
+Errors: a malformed `expr` is a ModelError naming the operator whose message holds the
+ParseError's rendering; the ParseError (with its column inside the expr text, not the
+.param line) is kept as `__cause__`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError, ParseError
+from ..expression import Node, Plan, VType, compile_plan, depth, parse, walk
+from ..expression.parser import Call, OperandRef
+from ..graph import Operator, numpy_dtype
+from .registry import Layer, register
+
+
+@register("pnnx.Expression")
+class Expression(Layer):
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expr = self.param("expr")
+        if not isinstance(expr, str):
+            raise self.error(f"parameter 'expr' must be expression text, got {expr!r}")
+        self.expr = expr
+        try:
+            self.ast: Node = parse(expr)
+        except ParseError as e:
+            where = f" (.param line {op.line})" if op.line else ""
+            raise self.error(f"bad expr{where}: {e}") from e
+        used = max((n.index for n in walk(self.ast) if isinstance(n, OperandRef)), default=-1)
+        if used >= len(op.inputs):
+            raise self.error(f"expr uses @{used} but the operator has {len(op.inputs)} input(s)")
+        if len(op.outputs) != 1:
+            raise self.error(f"expected 1 output, got {len(op.outputs)}")
+        self._plans: dict[tuple[Any, ...], Plan] = {}
+        self.out_dtype = numpy_dtype(op.outputs[0].dtype) if op.outputs[0].dtype else None
+        declared = [numpy_dtype(o.dtype) if o.dtype else None for o in op.inputs]
+        if all(d is not None for d in declared):  # compile now: type errors surface at build
+            self._plan([VType("tensor", d) for d in declared])
+
+    def _plan(self, types: list[VType]) -> Plan:
+        key = tuple(types)
+        plan = self._plans.get(key)
+        if plan is None:
+            try:
+                plan = compile_plan(self.ast, types, source=self.expr)
+            except ModelError:
+                raise
+            except Exception as e:  # InputError/ParseError from typing the expression
+                raise self.error(f"cannot evaluate expr={self.expr}: {e}") from e
+            self._plans[key] = plan
+        return plan
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        types = [VType("tensor", x.dtype) if isinstance(x, np.ndarray) else _scalar_type(x) for x in inputs]
+        plan = self._plan(types)
+        dst = out[0] if out else None
+        result = plan.run(inputs, out=dst)
+        if isinstance(result, np.ndarray):
+            if any(result is x for x in inputs):  # `expr=@0`: never hand out an input
+                result = result.copy() if dst is None or dst.shape != result.shape else _copy_into(dst, result)
+            return [result]
+        # Scalars (size arithmetic) and lists (shapes) become small arrays.
+        dtype = self.out_dtype
+        if dtype is None:
+            dtype = np.dtype(np.float32) if isinstance(result, float) else None
+        return [np.asarray(result, dtype=dtype)]
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        n = int(np.prod(outputs[0])) if outputs and outputs[0] else 1
+        return n * sum(1 for node in walk(self.ast) if isinstance(node, Call))
+
+    @property
+    def depth(self) -> int:
+        return depth(self.ast)
+
+
+def _copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+    np.copyto(dst, src, casting="unsafe")
+    return dst
+
+
+def _scalar_type(x: Any) -> VType:
+    from ..expression import type_of
+
+    return type_of(x)
