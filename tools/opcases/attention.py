@@ -7,11 +7,30 @@ operand references: {"capture_operands": False}.
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 NO_OPERANDS = {"capture_operands": False}
+
+
+@contextlib.contextmanager
+def slow_mha() -> Iterator[None]:
+    """Pin nn.MultiheadAttention to its slow path (same math) while tracing.
+
+    Tracing runs with grad enabled (slow path) but check_trace re-runs under no_grad, where
+    batch_first self-attention takes the fused fast path: the two traces differ and the
+    export fails.
+    """
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
 
 
 class MHA(nn.Module):
@@ -31,17 +50,22 @@ class MHA(nn.Module):
         named = dict(zip("qkv", xs))
         q, k, v = (named[c] for c in self.pattern)
         mask = xs[-1] if self.mask else None
-        # Tracing runs with grad enabled (MHA's slow path) but check_trace re-runs under
-        # no_grad, where batch_first self-attention takes the fused fast path: the two traces
-        # differ and the export fails. Pinning the slow path keeps them equal; same math.
-        fast = torch.backends.mha.get_fastpath_enabled()
-        torch.backends.mha.set_fastpath_enabled(False)
-        try:
+        with slow_mha():
             y, w = self.attn(q, k, v, attn_mask=mask, need_weights=self.returns != "output",
                              average_attn_weights=self.average)
-        finally:
-            torch.backends.mha.set_fastpath_enabled(fast)
         return {"both": (y, w), "output": y, "weights": w}[self.returns]
+
+
+class EncoderLayer(nn.Module):
+    """nn.TransformerEncoderLayer: pnnx keeps its self-attention as one nn.MultiheadAttention."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(E, 4, dim_feedforward=32, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        with slow_mha():
+            return self.enc(x)
 
 
 class SDPA(nn.Module):
@@ -102,6 +126,7 @@ CASES = {
         MHA(nn.MultiheadAttention(E, 4, add_bias_kv=True, add_zero_attn=True), "qkk", mask=True),
         [_seq(5, 2), _seq(6, 2), torch.randn(5, 6)],
     ),
+    "attn_transformer_encoder_layer": lambda: (EncoderLayer(), [_seq(6, 2, batch_first=True)]),
     # F.scaled_dot_product_attention
     "attn_sdpa": lambda: (SDPA(), [torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 6)]),
     "attn_sdpa_causal_scale": lambda: (
