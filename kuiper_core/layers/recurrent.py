@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import Shape
-from .module_outputs import match_outputs, ordered_subsets
+from .module_outputs import dims_compatible, match_outputs, ordered_subsets
 from .registry import Layer, register
 
 F32 = np.float32
@@ -148,7 +148,7 @@ class _Recurrent(Layer):
         sizes = {"h_n": self.out_size, "c_n": self.hidden_size}
         for operand, state in zip(self.op.inputs[1:], self.states):
             want = lead + (sizes[state],)
-            if operand.shape is not None and len(operand.shape) != len(want):
+            if not dims_compatible(operand.shape, want):
                 raise self.error(f"initial state {state[0]}0 has shape {tuple(operand.shape)}, expected {want}")
 
     def _output_shapes(self) -> dict[str, Shape | None]:
@@ -181,10 +181,11 @@ class _Recurrent(Layer):
             batch_first = self.batch_first
             seq = x.transpose(1, 0, 2) if batch_first else x  # time-major view
         T, B = seq.shape[:2]
-        L, D, H, P = self.num_layers, self.num_directions, self.hidden_size, self.out_size
+        D, H, P = self.num_directions, self.hidden_size, self.out_size
 
         init = self._initial_states(inputs[1:], B, unbatched)
-        finals = {s: np.empty((L * D, B, size), F32) for s, size in zip(self.states, (P, H))}
+        finals = {s: np.empty_like(s0) for s, s0 in zip(self.states, init)}
+        GH = self.gates * H
 
         for k, layer in enumerate(self.layers):
             # Layer output in the caller's layout; `tm` is its time-major view.
@@ -193,12 +194,11 @@ class _Recurrent(Layer):
             xp = np.matmul(seq, layer.w_ih)  # (T, B, D*G*H): every timestep, both directions
             if layer.b_x is not None:
                 xp += layer.b_x
-            GH = self.gates * H
             for d, direction in enumerate(layer.directions):
                 i = k * D + d
-                states = [s[i] for s in init] if init else [np.zeros((B, P), F32), np.zeros((B, H), F32)][: len(self.states)]
                 times = range(T) if d == 0 else range(T - 1, -1, -1)
-                result = self._scan(direction, xp[:, :, d * GH : (d + 1) * GH], states, times, tm[:, :, d * P : (d + 1) * P])
+                xp_d, out_d = xp[:, :, d * GH : (d + 1) * GH], tm[:, :, d * P : (d + 1) * P]
+                result = self._scan(direction, xp_d, [s[i] for s in init], times, out_d)
                 for s, value in zip(self.states, result):
                     finals[s][i] = value
             seq = tm
@@ -209,12 +209,13 @@ class _Recurrent(Layer):
         return [values[name] for name in self.outputs]
 
     def _initial_states(self, given: list[np.ndarray], B: int, unbatched: bool) -> list[np.ndarray]:
-        if not given:
-            return []
-        if len(given) < len(self.states):  # an LSTM given (h, h): pnnx keeps one input
-            given = given * len(self.states)
+        """h0 (, c0) as (layers*directions, B, size) arrays: the given ones, or zeros."""
         L, D = self.num_layers, self.num_directions
         sizes = (self.out_size, self.hidden_size)
+        if not given:
+            return [np.zeros((L * D, B, size), F32) for _, size in zip(self.states, sizes)]
+        if len(given) < len(self.states):  # an LSTM given (h, h): pnnx keeps one input
+            given = given * len(self.states)
         states = []
         for name, s, size in zip(self.states, given, sizes):
             s = np.asarray(s, dtype=F32)
