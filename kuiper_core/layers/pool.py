@@ -1,0 +1,274 @@
+"""Pooling: max / average (nn.* and F.*, 1-D and 2-D) and their adaptive forms.
+
+Every pooling works on (P, H, W) planes (all leading dims flattened; 1-D is H = 1).
+Max and average pooling are separable: reduce the kernel's columns into a (P, Hp, OW)
+buffer, then its rows into the output, one vectorised pass per kernel tap. Padding
+(plus ceil_mode's overhang) is -inf for max and 0 for average; the average's divisor is a
+per-position map built once per input size. Adaptive average pooling is two small
+matmuls with averaging matrices; adaptive max gathers windows through index tables.
+
+What pnnx writes (pnnx 20261020): kernel_size, stride (None when F.* got none: it means
+kernel_size), padding, dilation, ceil_mode, return_indices for max; count_include_pad,
+divisor_override (2-D only) for avg; output_size for adaptive, with 0 where torch had
+None (keep the input size). F.adaptive_max_pool1d/2d always come with return_indices=True
+and two outputs (values, int64 indices), even when the model ignores the indices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Operator
+from .registry import Layer, register
+from .windows import out_size, output_buffer, pad_spatial, scratch, window_view
+
+
+def _lowest(dtype: np.dtype) -> float | int:
+    return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
+
+
+class _Pool(Layer):
+    """Shared reading of 1-D/2-D params and the (P, H, W) view of the input."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dims = 1 if op.type.endswith("1d") else 2
+        self._cache: dict[tuple[int, int], object] = {}
+
+    def _pair(self, key: str, default: object, fill: int) -> tuple[int, int]:
+        v = self.ints_param(key, self.dims, default=default)
+        if min(v) < 0:
+            raise self.error(f"{key} must be >= 0, got {v}")
+        return (fill, v[0]) if self.dims == 1 else (v[0], v[1])
+
+    def _planes(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+        """x as (1, P, H, W) and its leading dims."""
+        if x.ndim < self.dims + 1:
+            raise self.error(f"expected at least {self.dims + 1}-D input (C, *spatial), got shape {x.shape}")
+        lead = x.shape[: -self.dims]
+        hw = (1,) + x.shape[-1:] if self.dims == 1 else x.shape[-2:]
+        return x.reshape((1, -1) + hw), lead
+
+    def _out_shape(self, lead: tuple[int, ...], oh: int, ow: int) -> tuple[int, ...]:
+        return lead + ((ow,) if self.dims == 1 else (oh, ow))
+
+    def _indices_outputs(self) -> tuple[bool, bool]:
+        """(return_indices, as one tuple output): max pools with indices come as two outputs,
+        or (nn.AdaptiveMaxPool2d) as one tuple output that a prim::TupleUnpack splits."""
+        return_indices = bool(self.param("return_indices", False))
+        n = len(self.op.outputs)
+        if n == 2 and return_indices:
+            return True, False
+        if n == 1:
+            return return_indices, return_indices
+        raise self.error(f"return_indices={return_indices} cannot give {n} outputs")
+
+    def _with_indices(self, y: np.ndarray, idx: np.ndarray) -> list:
+        return [(y, idx)] if self.as_tuple else [y, idx]
+
+
+class _WindowPool(_Pool):
+    """Kernel/stride/padding pooling (max and average)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.kernel = self._pair("kernel_size", None, 1)
+        stride = self.param("stride", None)
+        self.stride = self.kernel if stride is None or stride == [] else self._pair("stride", None, 1)
+        self.padding = self._pair("padding", 0, 0)
+        self.dilation = self._pair("dilation", 1, 1)
+        self.ceil_mode = bool(self.param("ceil_mode", False))
+        if min(self.kernel + self.stride + self.dilation) < 1:
+            raise self.error(f"kernel_size, stride and dilation must be >= 1, got {self.kernel}, {self.stride}, {self.dilation}")
+        for p, k in zip(self.padding, self.kernel):
+            if p > k // 2:
+                raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
+
+    def _geometry(self, h: int, w: int) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
+        """Pads (top, bottom + overhang, left, right + overhang) and the output size."""
+        oh, ow = (
+            out_size(n, k, s, p, p, d, self.ceil_mode)
+            for n, k, s, p, d in zip((h, w), self.kernel, self.stride, self.padding, self.dilation)
+        )
+        if oh < 1 or ow < 1:
+            raise self.error(f"kernel {self.kernel} does not fit the padded input {(h, w)}")
+        (ph, pw), (sh, sw), (dh, dw), (kh, kw) = self.padding, self.stride, self.dilation, self.kernel
+        need_h = (oh - 1) * sh + dh * (kh - 1) + 1
+        need_w = (ow - 1) * sw + dw * (kw - 1) + 1
+        pads = (ph, max(ph, need_h - h - ph), pw, max(pw, need_w - w - pw))
+        return pads, (oh, ow)
+
+    def _reduce(self, xp: np.ndarray, out_hw: tuple[int, int], y: np.ndarray, combine: np.ufunc) -> None:
+        """y (1, P, OH, OW) = combine over the kernel taps of xp (1, P, Hp, Wp), columns then rows."""
+        (oh, ow), (sh, sw), (dh, dw), (kh, kw) = out_hw, self.stride, self.dilation, self.kernel
+        rows = scratch("pool.rows", xp.shape[:3] + (ow,), xp.dtype)
+        np.copyto(rows, xp[..., 0 : (ow - 1) * sw + 1 : sw])
+        for j in range(1, kw):
+            combine(rows, xp[..., j * dw : j * dw + (ow - 1) * sw + 1 : sw], out=rows)
+        np.copyto(y, rows[:, :, 0 : (oh - 1) * sh + 1 : sh])
+        for i in range(1, kh):
+            combine(y, rows[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh], out=y)
+
+
+@register("nn.MaxPool1d", "nn.MaxPool2d", "F.max_pool1d", "F.max_pool2d")
+class MaxPool(_WindowPool):
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.return_indices, self.as_tuple = self._indices_outputs()
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, lead = self._planes(inputs[0])
+        _, p, h, w = x.shape
+        pads, (oh, ow) = self._geometry(h, w)
+        shape = self._out_shape(lead, oh, ow)
+        y = output_buffer(out[:1], shape, x.dtype)
+        xp = pad_spatial(x, pads, value=_lowest(x.dtype), slot="pool.pad")
+        if not self.return_indices:
+            self._reduce(xp, (oh, ow), y.reshape(1, p, oh, ow), np.maximum)
+            return [y]
+        # Indices: gather every window, argmax, and map to flat h*W + w input positions.
+        taps = window_view(xp, self.kernel, self.stride, self.dilation, (oh, ow)).reshape(p, -1, oh, ow)
+        pos = np.full((1, 1) + xp.shape[2:], -1, np.int64)
+        pos[0, 0, pads[0] : pads[0] + h, pads[2] : pads[2] + w] = np.arange(h * w).reshape(h, w)
+        pos_taps = window_view(pos, self.kernel, self.stride, self.dilation, (oh, ow)).reshape(1, -1, oh, ow)
+        best = taps.argmax(axis=1)[:, None]
+        y.reshape(p, oh, ow)[...] = np.take_along_axis(taps, best, axis=1)[:, 0]
+        idx = np.take_along_axis(np.broadcast_to(pos_taps, taps.shape), best, axis=1)[:, 0]
+        return self._with_indices(y, idx.reshape(shape))
+
+
+@register("nn.AvgPool1d", "nn.AvgPool2d", "F.avg_pool1d", "F.avg_pool2d")
+class AvgPool(_WindowPool):
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if self.dilation != (1, 1):
+            raise self.error(f"average pooling has no dilation, got {self.dilation}")
+        self.count_include_pad = bool(self.param("count_include_pad", True))
+        override = self.param("divisor_override", None)
+        if override is not None and (isinstance(override, bool) or not isinstance(override, int) or override == 0):
+            raise self.error(f"divisor_override must be a non-zero int or None, got {override!r}")
+        self.divisor_override = override
+
+    def _scale(self, h: int, w: int, out_hw: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+        """1 / divisor at every output position, (OH, OW), as torch counts the window."""
+        key = (h, w, np.dtype(dtype).str)
+        scale = self._cache.get(key)  # type: ignore[arg-type]
+        if scale is None:
+            if self.divisor_override is not None:
+                scale = np.full(out_hw, 1.0 / self.divisor_override, dtype)
+            else:
+                counts = []
+                for n, o, k, s, p in zip((h, w), out_hw, self.kernel, self.stride, self.padding):
+                    start = np.arange(o) * s - p
+                    end = np.minimum(start + k, n + p)
+                    if not self.count_include_pad:
+                        start, end = np.maximum(start, 0), np.minimum(end, n)
+                    counts.append(end - start)
+                scale = (1.0 / np.outer(counts[0], counts[1])).astype(dtype)
+            self._cache[key] = scale  # type: ignore[index]
+        return scale  # type: ignore[return-value]
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, lead = self._planes(inputs[0])
+        _, p, h, w = x.shape
+        pads, (oh, ow) = self._geometry(h, w)
+        y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
+        y4 = y.reshape(1, p, oh, ow)
+        self._reduce(pad_spatial(x, pads, slot="pool.pad"), (oh, ow), y4, np.add)
+        y4 *= self._scale(h, w, (oh, ow), x.dtype)
+        return [y]
+
+
+def adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:
+    """torch's adaptive windows along one axis: [floor(i*n/o), ceil((i+1)*n/o))."""
+    i = np.arange(o)
+    return (i * n) // o, -((-(i + 1) * n) // o)
+
+
+class _AdaptivePool(_Pool):
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        size = self.param("output_size")
+        if not isinstance(size, list):
+            size = [size] * self.dims
+        if len(size) == 1 and self.dims == 2:
+            size = size * 2
+        if len(size) != self.dims or any(s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0) for s in size):
+            raise self.error(f"output_size must be {self.dims} non-negative int(s) or None, got {self.param('output_size')!r}")
+        # 0 / None: keep that input dim.
+        self.output_size = (0, size[0] or 0) if self.dims == 1 else (size[0] or 0, size[1] or 0)
+
+    def _out_hw(self, h: int, w: int) -> tuple[int, int]:
+        oh, ow = self.output_size
+        return (oh or h, ow or w) if self.dims == 2 else (1, ow or w)
+
+
+@register("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d")
+class AdaptiveAvgPool(_AdaptivePool):
+    def _matrices(self, h: int, w: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """Averaging matrices (OH, H) and (W, OW): out = Ah @ x @ Aw."""
+        key = (h, w, np.dtype(dtype).str)
+        mats = self._cache.get(key)  # type: ignore[arg-type]
+        if mats is None:
+            oh, ow = self._out_hw(h, w)
+            pair = []
+            for n, o in ((h, oh), (w, ow)):
+                start, end = adaptive_bounds(n, o)
+                j = np.arange(n)
+                inside = (j[None, :] >= start[:, None]) & (j[None, :] < end[:, None])
+                pair.append((inside / (end - start)[:, None]).astype(dtype))
+            mats = (pair[0], np.ascontiguousarray(pair[1].T))
+            self._cache[key] = mats  # type: ignore[index]
+        return mats  # type: ignore[return-value]
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, lead = self._planes(inputs[0])
+        _, p, h, w = x.shape
+        oh, ow = self._out_hw(h, w)
+        y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
+        if (oh, ow) == (1, 1):  # global average pooling
+            np.mean(x.reshape(p, h * w), axis=1, out=y.reshape(p))
+            return [y]
+        ah, aw = self._matrices(h, w, x.dtype)
+        rows = np.matmul(x.reshape(p * h, w), aw).reshape(p, h, ow)
+        np.matmul(ah, rows, out=y.reshape(p, oh, ow))
+        return [y]
+
+
+@register("nn.AdaptiveMaxPool1d", "nn.AdaptiveMaxPool2d", "F.adaptive_max_pool1d", "F.adaptive_max_pool2d")
+class AdaptiveMaxPool(_AdaptivePool):
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.return_indices, self.as_tuple = self._indices_outputs()
+
+    def _positions(self, h: int, w: int) -> np.ndarray:
+        """(OH, OW, KHmax·KWmax) flat input positions h*W + w of each window; short windows
+        repeat their last position (harmless for max, and argmax still finds the first)."""
+        pos = self._cache.get((h, w))  # type: ignore[arg-type]
+        if pos is None:
+            oh, ow = self._out_hw(h, w)
+            axes = []
+            for n, o in ((h, oh), (w, ow)):
+                start, end = adaptive_bounds(n, o)
+                k = int((end - start).max())
+                axes.append(np.minimum(start[:, None] + np.arange(k), end[:, None] - 1))
+            ih, iw = axes
+            pos = (ih[:, None, :, None] * w + iw[None, :, None, :]).reshape(oh, ow, -1)
+            self._cache[(h, w)] = pos
+        return pos  # type: ignore[return-value]
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, lead = self._planes(inputs[0])
+        _, p, h, w = x.shape
+        oh, ow = self._out_hw(h, w)
+        shape = self._out_shape(lead, oh, ow)
+        pos = self._positions(h, w)
+        windows = x.reshape(p, h * w)[:, pos]  # (P, OH, OW, K)
+        y = output_buffer(out[:1], shape, x.dtype)
+        if not self.return_indices:
+            np.max(windows, axis=3, out=y.reshape(p, oh, ow))
+            return [y]
+        best = windows.argmax(axis=3)[..., None]
+        y.reshape(p, oh, ow)[...] = np.take_along_axis(windows, best, axis=3)[..., 0]
+        idx = np.take_along_axis(np.broadcast_to(pos, windows.shape), best, axis=3)[..., 0]
+        return self._with_indices(y, idx.reshape(shape))
