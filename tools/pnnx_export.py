@@ -79,8 +79,14 @@ def export_module(
     *,
     capture_operands: bool = True,
     optlevel: int | None = None,
+    inputshape2: Sequence[Sequence[int]] | None = None,
 ) -> Path:
-    """Convert `module` with pnnx; write the files listed in the module docstring."""
+    """Convert `module` with pnnx; write the files listed in the module docstring.
+
+    `inputshape2`: a second shape per input; pnnx then keeps shape-dependent values
+    dynamic (`?` dims, size expressions, torch.zeros with a `$size` input) instead of
+    folding them into constants. Uses the converter CLI like `optlevel`.
+    """
     import torch
     import pnnx
 
@@ -94,7 +100,7 @@ def export_module(
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         pt = tmp_path / f"{name}.pt"
-        if optlevel is None:
+        if optlevel is None and inputshape2 is None:
             pnnx.export(module, str(pt), tuple(inputs))
         else:
             # The converter CLI, so that optlevel can be chosen; check its exit status.
@@ -102,7 +108,9 @@ def export_module(
             traced.save(str(pt))
             shapes = ",".join("[" + ",".join(str(d) for d in x.shape) + "]" for x in inputs)
             types = ",".join({torch.float32: "f32", torch.int64: "i64", torch.float64: "f64"}[x.dtype] for x in inputs)
-            cmd = [pnnx.EXEC_PATH, str(pt), f"inputshape={shapes}", f"optlevel={optlevel}"]
+            cmd = [pnnx.EXEC_PATH, str(pt), f"inputshape={shapes}", f"optlevel={2 if optlevel is None else optlevel}"]
+            if inputshape2 is not None:
+                cmd.append("inputshape2=" + ",".join("[" + ",".join(str(d) for d in s) + "]" for s in inputshape2))
             del types
             res = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
             if res.returncode != 0:
@@ -116,7 +124,10 @@ def export_module(
         refs: dict[str, np.ndarray] = {}
         pnnx_py = tmp_path / f"{name}_pnnx.py"
         if capture_operands and pnnx_py.exists():
-            refs = _capture_operands(pnnx_py, inputs)
+            try:
+                refs = _capture_operands(pnnx_py, inputs)
+            except Exception as e:  # pnnx's own script can be wrong (e.g. a 4-tuple Conv2d padding)
+                print(f"warning: {name}_pnnx.py failed ({type(e).__name__}: {str(e)[:200]}); no operands.npz", file=sys.stderr)
 
     np.savez(out_dir / "inputs.npz", **{f"in{i}": x.numpy() for i, x in enumerate(inputs)})
     np.savez(

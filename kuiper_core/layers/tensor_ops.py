@@ -1,0 +1,411 @@
+"""Tensor ops: cat/stack, the multi-output splitters (chunk, split, tensor_split, unbind),
+comparisons (gt/lt/ge/le/eq/ne), where, and the factories (zeros/ones/full, *_like, Tensor.new_*).
+
+The splitters are multi-output operators: one output operand per piece, each a view of
+the input. Piece sizes are computed from the actual size of the split axis, so splitting
+along a non-batch axis works at any batch size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..graph import Operator
+from .registry import Layer, register
+from .torch_args import declared_dtype, input_index, int_values, normalize_axis, torch_dtype
+
+
+def _usable(buf: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    """Whether a runtime `out` buffer fits this result (it is None or planned for the
+    declared shapes, which another batch size does not match)."""
+    return buf is not None and buf.shape == shape and buf.dtype == dtype
+
+
+# -- joining -----------------------------------------------------------------------------------
+class _Join(Layer):
+    """torch.cat / torch.stack: inputs (possibly the same operand twice) along `dim`."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if not op.inputs:
+            raise self.error("needs at least one input")
+        self.dim = self.int_param("dim", 0)
+        self.dtype = declared_dtype(op)
+
+    def result_shape(self, inputs: list[np.ndarray]) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def join(self, inputs: list[np.ndarray], axis: int, y: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        dtype = self.dtype or np.result_type(*inputs)
+        shape = self.result_shape(inputs)
+        y = out[0] if _usable(out[0], shape, dtype) else np.empty(shape, dtype)
+        assert y is not None
+        self.join(inputs, self.axis(inputs), y)
+        return [y]
+
+    def axis(self, inputs: list[np.ndarray]) -> int:
+        raise NotImplementedError
+
+
+@register("torch.cat")
+class Cat(_Join):
+    def axis(self, inputs: list[np.ndarray]) -> int:
+        return normalize_axis(self, self.dim, inputs[0].ndim)
+
+    def result_shape(self, inputs: list[np.ndarray]) -> tuple[int, ...]:
+        d = self.axis(inputs)
+        first = inputs[0].shape
+        for x in inputs[1:]:
+            if x.ndim != len(first) or x.shape[:d] + x.shape[d + 1 :] != first[:d] + first[d + 1 :]:
+                raise self.error(f"cannot concatenate shapes {[a.shape for a in inputs]} along dim {self.dim}")
+        return first[:d] + (sum(x.shape[d] for x in inputs),) + first[d + 1 :]
+
+    def join(self, inputs: list[np.ndarray], axis: int, y: np.ndarray) -> None:
+        np.concatenate(inputs, axis=axis, out=y, casting="unsafe")
+
+
+@register("torch.stack")
+class Stack(_Join):
+    def axis(self, inputs: list[np.ndarray]) -> int:
+        return normalize_axis(self, self.dim, inputs[0].ndim + 1)
+
+    def result_shape(self, inputs: list[np.ndarray]) -> tuple[int, ...]:
+        first = inputs[0].shape
+        if any(x.shape != first for x in inputs[1:]):
+            raise self.error(f"cannot stack different shapes {[a.shape for a in inputs]}")
+        d = self.axis(inputs)
+        return first[:d] + (len(inputs),) + first[d:]
+
+    def join(self, inputs: list[np.ndarray], axis: int, y: np.ndarray) -> None:
+        np.stack(inputs, axis=axis, out=y, casting="unsafe")
+
+
+# -- splitting (multi-output) -------------------------------------------------------------------
+class _Split(Layer):
+    """Cuts the input along `dim` into len(outputs) views; subclasses give the cut points."""
+
+    returns_views = True
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dim = self.int_param("dim", 0)
+        self._points: dict[int, list[int]] = {}
+
+    def cut_points(self, n: int) -> list[int]:
+        """Where to cut an axis of size n (np.split indices)."""
+        raise NotImplementedError
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        d = normalize_axis(self, self.dim, x.ndim)
+        n = x.shape[d]
+        points = self._points.get(n)
+        if points is None:
+            points = self._points[n] = self.cut_points(n)
+            if len(points) + 1 != len(self.op.outputs):
+                raise self.error(
+                    f"splitting dim {self.dim} of size {n} gives {len(points) + 1} pieces, "
+                    f"the graph declares {len(self.op.outputs)} outputs"
+                )
+        return np.split(x, points, axis=d)
+
+
+def _cuts_every(size: int, n: int) -> list[int]:
+    return list(range(size, n, size)) if n else []
+
+
+@register("torch.chunk")
+class Chunk(_Split):
+    """`torch.chunk(x, chunks, dim)`: pieces of ceil(n/chunks), the last one smaller (so
+    there may be fewer than `chunks` pieces, as in PyTorch)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.chunks = self.int_param("chunks")
+        if self.chunks < 1:
+            raise self.error(f"chunks must be >= 1, got {self.chunks}")
+
+    def cut_points(self, n: int) -> list[int]:
+        return _cuts_every(-(-n // self.chunks), n)
+
+
+@register("torch.split")
+class Split(_Split):
+    """`torch.split(x, split_size_or_sections, dim)`: an int size (last piece smaller) or a
+    list of sizes that add up to the axis size."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        value = self.param("split_size_or_sections")
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 1:
+                raise self.error(f"split_size_or_sections must be >= 1, got {value}")
+            self.size: int | None = value
+            self.sections: tuple[int, ...] = ()
+        else:
+            self.size = None
+            self.sections = self.ints_param("split_size_or_sections")
+            if any(s < 0 for s in self.sections):
+                raise self.error(f"split sections must be >= 0, got {self.sections}")
+
+    def cut_points(self, n: int) -> list[int]:
+        if self.size is not None:
+            return _cuts_every(self.size, n)
+        if sum(self.sections) != n:
+            raise self.error(f"split sections {self.sections} add up to {sum(self.sections)}, dim {self.dim} has size {n}")
+        return list(np.cumsum(self.sections[:-1]))
+
+
+@register("torch.tensor_split")
+class TensorSplit(_Split):
+    """`torch.tensor_split(x, sections | indices, dim)`: `sections=k` gives k nearly equal
+    pieces (the first n % k one longer); `indices=(i, j)` cuts before those indices."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if "indices" in op.params:
+            self.indices: tuple[int, ...] | None = self.ints_param("indices")
+            self.sections = 0
+        else:
+            self.indices = None
+            self.sections = self.int_param("sections")
+            if self.sections < 1:
+                raise self.error(f"sections must be >= 1, got {self.sections}")
+
+    def cut_points(self, n: int) -> list[int]:
+        if self.indices is not None:
+            return [min(max(i + n if i < 0 else i, 0), n) for i in self.indices]
+        q, r = divmod(n, self.sections)
+        sizes = [q + 1] * r + [q] * (self.sections - r)
+        return list(np.cumsum(sizes[:-1]))
+
+
+@register("torch.unbind")
+class Unbind(Layer):
+    """`torch.unbind(x, dim)`: one output per index of `dim`, that axis removed (views)."""
+
+    returns_views = True
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dim = self.int_param("dim", 0)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        d = normalize_axis(self, self.dim, x.ndim)
+        if x.shape[d] != len(self.op.outputs):
+            raise self.error(f"dim {self.dim} has size {x.shape[d]}, the graph declares {len(self.op.outputs)} outputs")
+        return list(np.moveaxis(x, d, 0))
+
+
+# -- comparisons ----------------------------------------------------------------------------------------
+class _Compare(Layer):
+    """torch.gt/lt/ge/le/eq/ne: `other` is an operand (`$other`, broadcast) or a number param
+    (`other=0.25`). The result is bool (NumPy compares float32 with a Python float in
+    float32, as PyTorch does)."""
+
+    ufunc: np.ufunc = np.greater
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.other = input_index(op, "other")
+        if self.other is None:
+            if len(op.inputs) > 1:
+                self.other = 1
+            else:
+                value = self.param("other")
+                if isinstance(value, (list, str)) or value is None:
+                    raise self.error(f"parameter 'other' must be a number (or a $other operand), got {value!r}")
+                self.value = value
+        source = input_index(op, "input")
+        self.source = 0 if source is None else source
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[self.source]
+        other = inputs[self.other] if self.other is not None else self.value
+        shape = np.broadcast_shapes(x.shape, np.shape(other))
+        y = out[0] if _usable(out[0], shape, np.dtype(np.bool_)) else None
+        return [self.ufunc(x, other, out=y) if y is not None else np.asarray(self.ufunc(x, other))]
+
+
+@register("torch.gt")
+class Greater(_Compare):
+    ufunc = np.greater
+
+
+@register("torch.lt")
+class Less(_Compare):
+    ufunc = np.less
+
+
+@register("torch.ge")
+class GreaterEqual(_Compare):
+    ufunc = np.greater_equal
+
+
+@register("torch.le")
+class LessEqual(_Compare):
+    ufunc = np.less_equal
+
+
+@register("torch.eq")
+class Equal(_Compare):
+    ufunc = np.equal
+
+
+@register("torch.ne")
+class NotEqual(_Compare):
+    ufunc = np.not_equal
+
+
+# -- where --------------------------------------------------------------------------------------------
+def _scalar_dtype(value: Any, tensors: list[np.ndarray]) -> np.dtype:
+    """PyTorch's result dtype for tensors mixed with a Python scalar: the tensors' dtype,
+    except that a float scalar makes integer/bool tensors float32 (torch's default)."""
+    base = np.result_type(*tensors) if tensors else None
+    if isinstance(value, float) and (base is None or base.kind in "iub"):
+        return np.dtype(np.float32)
+    if isinstance(value, int) and not isinstance(value, bool) and (base is None or base.kind == "b"):
+        return np.dtype(np.int64)
+    return base if base is not None else np.dtype(np.bool_)
+
+
+@register("torch.where")
+class Where(Layer):
+    """`torch.where(condition, input, other)`; input/other are operands (`$input`, `$other`)
+    or scalar params (`input=-1.0`, `other=0.5`). Broadcasts all three."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        cond = input_index(op, "condition")
+        self.cond = 0 if cond is None else cond
+        self.branches: list[tuple[int | None, Any]] = []
+        for key in ("input", "other"):
+            idx = input_index(op, key)
+            if idx is None:
+                value = self.param(key)
+                if isinstance(value, (list, str)) or value is None:
+                    raise self.error(f"parameter '{key}' must be a number (or a ${key} operand), got {value!r}")
+                self.branches.append((None, value))
+            else:
+                self.branches.append((idx, None))
+        self.dtype = declared_dtype(op)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        cond = inputs[self.cond]
+        if cond.dtype != np.bool_:
+            cond = cond.astype(np.bool_)
+        a, b = (inputs[i] if i is not None else v for i, v in self.branches)
+        tensors = [t for t in (a, b) if isinstance(t, np.ndarray)]
+        dtype = self.dtype
+        if dtype is None:
+            scalars = [v for v in (a, b) if not isinstance(v, np.ndarray)]
+            dtype = _scalar_dtype(scalars[0], tensors) if scalars else np.result_type(*tensors)
+        shape = np.broadcast_shapes(cond.shape, *(np.shape(t) for t in (a, b)))
+        y = out[0] if _usable(out[0], shape, dtype) else np.empty(shape, dtype)
+        assert y is not None
+        np.copyto(y, b, casting="unsafe")
+        np.copyto(y, a, casting="unsafe", where=cond)
+        return [y]
+
+
+# -- factories -----------------------------------------------------------------------------------------
+class _Fill(Layer):
+    """A new tensor filled with one value.
+
+    Shape: the `size` param or `$size` operand (e.g. pnnx.Expression `[size(@0,0),3]`),
+    or the input's shape for *_like. Dtype: `dtype=torch.X`, else the declared output
+    dtype, else the input's (Tensor.new_*, *_like), else torch's default for the value.
+    """
+
+    like = False  # shape from the input (torch.*_like)
+    from_input_dtype = False  # default dtype is the input's (Tensor.new_*, *_like)
+    value: Any = None  # None: from the fill_value param
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if self.value is None:
+            self.value = self.param("fill_value")
+            if isinstance(self.value, (list, str)) or self.value is None:
+                raise self.error(f"fill_value must be a number, got {self.value!r}")
+        self.dtype = torch_dtype(self) or declared_dtype(op)
+        self.size_input = input_index(op, "size")
+        self.size: tuple[int, ...] | None = None
+        if not self.like and self.size_input is None:
+            self.size = self.ints_param("size")
+            if any(s < 0 for s in self.size):
+                raise self.error(f"size must be >= 0, got {self.size}")
+        self.source = input_index(op, "input")
+        if (self.like or self.from_input_dtype) and self.source is None:
+            self.source = 0 if op.inputs else None
+            if self.source is None:
+                raise self.error("needs an input tensor ($input)")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        src = inputs[self.source] if self.source is not None else None
+        if self.like:
+            assert src is not None
+            shape = src.shape
+        elif self.size is not None:
+            shape = self.size
+        else:
+            shape = int_values(self, inputs[self.size_input], "the $size operand")  # type: ignore[index]
+        dtype = self.dtype
+        if dtype is None:
+            if self.from_input_dtype and src is not None:
+                dtype = src.dtype
+            else:
+                dtype = _scalar_dtype(self.value, [])
+        y = out[0] if _usable(out[0], tuple(shape), dtype) else np.empty(shape, dtype)
+        assert y is not None
+        y.fill(self.value)
+        return [y]
+
+
+@register("torch.zeros")
+class Zeros(_Fill):
+    value = 0.0
+
+
+@register("torch.ones")
+class Ones(_Fill):
+    value = 1.0
+
+
+@register("torch.full")
+class Full(_Fill):
+    pass
+
+
+@register("torch.zeros_like")
+class ZerosLike(_Fill):
+    like = from_input_dtype = True
+    value = 0.0
+
+
+@register("torch.ones_like")
+class OnesLike(_Fill):
+    like = from_input_dtype = True
+    value = 1.0
+
+
+@register("torch.full_like")
+class FullLike(_Fill):
+    like = from_input_dtype = True
+
+
+@register("Tensor.new_zeros")
+class NewZeros(_Fill):
+    from_input_dtype = True
+    value = 0.0
+
+
+@register("Tensor.new_ones")
+class NewOnes(_Fill):
+    from_input_dtype = True
+    value = 1.0
