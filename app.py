@@ -6,15 +6,15 @@ shared model/input state.
 
 import streamlit as st
 
-st.set_page_config(page_title="Kuiper Explorer", page_icon="🪐", layout="wide")
+st.set_page_config(page_title="Kuiper Explorer", page_icon=":material/hub:", layout="wide")
 
 PAGES = [
-    st.Page("pages/1_home.py", title="Home / model", icon="🏠", default=True),
-    st.Page("pages/2_graph.py", title="Graph", icon="🕸️"),
-    st.Page("pages/3_order.py", title="Execution order", icon="🔢"),
-    st.Page("pages/4_expressions.py", title="Expressions", icon="🧮"),
-    st.Page("pages/5_forward.py", title="Step through Forward", icon="⏯️"),
-    st.Page("pages/6_profile.py", title="Profile", icon="⏱️"),
+    st.Page("pages/1_home.py", title="Home / model", icon=":material/home:", default=True),
+    st.Page("pages/2_graph.py", title="Graph", icon=":material/account_tree:"),
+    st.Page("pages/3_order.py", title="Execution order", icon=":material/format_list_numbered:"),
+    st.Page("pages/4_expressions.py", title="Expressions", icon=":material/functions:"),
+    st.Page("pages/5_forward.py", title="Step through Forward", icon=":material/play_circle:"),
+    st.Page("pages/6_profile.py", title="Profile", icon=":material/timer:"),
 ]
 
 page = st.navigation(PAGES)

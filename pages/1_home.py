@@ -13,7 +13,7 @@ from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.summary import model_summary, shape_text, type_table
 from pages import common
 
-st.title("🪐 Kuiper Explorer")
+st.title("Kuiper Explorer")
 st.caption(
     "A NumPy inference engine for PNNX models, shown at work: see the graph, learn how the engine "
     "orders it, read its expressions as trees, and step through Forward watching every tensor."

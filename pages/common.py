@@ -42,6 +42,26 @@ INPUT_ARRAY_KEY = "kx_input_array"
 REFS_KEY = "kx_refs"
 
 
+def _leave_legacy_pages_mode() -> None:
+    """Serve a deep link on a fresh server through app.py's st.navigation.
+
+    Streamlit treats a `pages/` folder as the legacy multipage layout until the main
+    script has called st.navigation once; a first request for /graph would then run
+    pages/2_graph.py bare (no wide layout, every file in the sidebar). Every page imports
+    this module, so switching the flag and rerunning here routes it through app.py.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a future Streamlit without the legacy mode
+        return
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+_leave_legacy_pages_mode()
+
+
 @dataclass(eq=False)
 class LoadedModel:
     """A model as the pages see it. `graph` may exist while `runtime` does not (the
