@@ -1,0 +1,205 @@
+"""Matrix products: nn.Linear, F.linear, torch.matmul / mm / bmm, torch.addmm / baddbmm.
+
+A linear layer over an N-D input is one GEMM: the leading dims are flattened into rows
+and the weight is stored transposed, contiguous, at build. torch.matmul keeps PyTorch's
+rules (1-D operands, broadcast batch dims), which np.matmul shares; an N-D @ 2-D product
+is still flattened into one GEMM.
+
+What pnnx writes (pnnx 20261020): nn.Linear carries in_features, out_features, bias and
+@weight/@bias (F.linear with parameter weights becomes nn.Linear too); F.linear with
+weight inputs has $input/$weight[/$bias] and `bias=None` when there is none;
+torch.matmul ($input, $other), torch.mm / torch.bmm ($input, $mat2), torch.addmm
+($input, $mat1, $mat2, alpha, beta), torch.baddbmm ($input, $batch1, $batch2, alpha, beta).
+A 1-D @ 1-D matmul gives a 0-d operand with no declared shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import Operator
+from .registry import Layer, register
+from .windows import output_buffer
+
+
+def _named_inputs(layer: Layer, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> list[int | None]:
+    """Positions of the `$name` inputs (file order when pnnx gave no names)."""
+    op = layer.op
+    given = op.input_names
+    positions: list[int | None] = []
+    for i, name in enumerate(names + optional):
+        if name in given:
+            positions.append(given.index(name))
+        elif not any(given) and i < len(op.inputs):
+            positions.append(i)
+        elif name in optional:
+            positions.append(None)
+        else:
+            raise layer.error(f"missing input ${name}: expected inputs {', '.join('$' + n for n in names)}")
+    return positions
+
+
+def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """torch.matmul's output shape, or None when the operands do not fit."""
+    if not a or not b:
+        return None
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        return None
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        return None
+    return batch + (() if len(a) == 1 else (a2[-2],)) + (() if len(b) == 1 else (b2[-1],))
+
+
+def matmul(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
+    """y = a @ b (shape already checked); N-D @ 2-D runs as one flattened GEMM."""
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        np.matmul(a.reshape(-1, a.shape[-1]), b, out=y.reshape(-1, b.shape[1]))
+    elif y.ndim == 0:
+        y[()] = np.matmul(a, b)
+    else:
+        np.matmul(a, b, out=y)
+
+
+@register("nn.Linear", "F.linear")
+class Linear(Layer):
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.wt: np.ndarray | None = None  # (in, out)
+        self.bias: np.ndarray | None = None
+        if op.type == "F.linear":
+            self.positions = _named_inputs(self, ("input", "weight"), ("bias",))
+            shape = op.inputs[self.positions[1]].static_shape  # type: ignore[index]
+            if shape is not None and len(shape) not in (1, 2):
+                raise self.error(f"weight must be 1-D or 2-D, got shape {shape}")
+            return
+        weight = self.weight("weight")
+        in_f, out_f = self.int_param("in_features"), self.int_param("out_features")
+        if weight.shape != (out_f, in_f):
+            raise self.error(f"weight shape {weight.shape}: expected (out_features, in_features) = ({out_f}, {in_f})")
+        bias = self.weight("bias", required=bool(self.param("bias", False)))
+        if bias is not None and bias.shape != (out_f,):
+            raise self.error(f"bias shape {bias.shape}: expected ({out_f},)")
+        self.wt = np.ascontiguousarray(weight.T)
+        self.bias = bias
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        if self.wt is None:
+            x, w = inputs[self.positions[0]], inputs[self.positions[1]]  # type: ignore[index]
+            b = inputs[self.positions[2]] if self.positions[2] is not None else None
+            wt = w.T
+        else:
+            x, wt, b = inputs[0], self.wt, self.bias
+        if x.ndim == 0 or x.shape[-1] != wt.shape[0]:
+            raise self.error(f"input shape {x.shape}: last dim must be in_features = {wt.shape[0]}")
+        out_shape = x.shape[:-1] + wt.shape[1:]
+        y = output_buffer(out, out_shape, np.result_type(x.dtype, wt.dtype))
+        if wt.ndim == 2:
+            np.matmul(x.reshape(-1, wt.shape[0]), wt, out=y.reshape(-1, wt.shape[1]))
+        else:
+            matmul(x, wt, y)
+        if b is not None:
+            y += b
+        return [y]
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        return int(np.prod(outputs[0])) * int(inputs[0][-1]) if inputs and inputs[0] else 0
+
+
+class _Product(Layer):
+    """a @ b with torch's shape rules; subclasses name the inputs and restrict ranks."""
+
+    names: tuple[str, str] = ("input", "other")
+    ranks: tuple[int, ...] | None = None  # allowed ranks of both operands (None: any >= 1)
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.positions = _named_inputs(self, self.names)
+
+    def _operands(self, inputs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+        a, b = (inputs[i] for i in self.positions)  # type: ignore[index]
+        shape = matmul_shape(a.shape, b.shape)
+        if self.ranks is not None and (a.ndim not in self.ranks or b.ndim != a.ndim):
+            shape = None
+        if self.ranks == (3,) and shape is not None and a.shape[0] != b.shape[0]:
+            shape = None
+        if shape is None:
+            raise self.error(f"cannot multiply shapes {a.shape} and {b.shape}")
+        return a, b, shape
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        a, b, shape = self._operands(inputs)
+        y = output_buffer(out, shape, np.result_type(a.dtype, b.dtype))
+        matmul(a, b, y)
+        return [y]
+
+    def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        a = inputs[self.positions[0]]  # type: ignore[index]
+        return int(np.prod(outputs[0])) * int(a[-1]) if a else 0
+
+
+@register("torch.matmul")
+class MatMul(_Product):
+    pass
+
+
+@register("torch.mm")
+class MM(_Product):
+    names = ("input", "mat2")
+    ranks = (2,)
+
+
+@register("torch.bmm")
+class BMM(_Product):
+    names = ("input", "mat2")
+    ranks = (3,)
+
+
+class _AddProduct(_Product):
+    """beta * input + alpha * (m1 @ m2) (torch.addmm / torch.baddbmm)."""
+
+    def __init__(self, op: Operator) -> None:
+        Layer.__init__(self, op)
+        positions = _named_inputs(self, ("input",) + self.names)
+        self.add_index, self.positions = positions[0], positions[1:]
+        self.alpha = self._scalar("alpha")
+        self.beta = self._scalar("beta")
+
+    def _scalar(self, key: str) -> float:
+        v = self.param(key, 1)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.error(f"{key} must be a number, got {v!r}")
+        return v
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        a, b, shape = self._operands(inputs)
+        c = inputs[self.add_index]  # type: ignore[index]
+        try:
+            shape = np.broadcast_shapes(c.shape, shape)
+        except ValueError:
+            raise self.error(f"input shape {c.shape} does not broadcast to the product's shape {shape}") from None
+        y = output_buffer(out, shape, np.result_type(a.dtype, b.dtype, c.dtype))
+        if shape == matmul_shape(a.shape, b.shape):
+            matmul(a, b, y)
+        else:
+            y[...] = np.matmul(a, b)
+        if self.alpha != 1:
+            y *= y.dtype.type(self.alpha)
+        if self.beta != 0:  # torch ignores input (even NaN) when beta is 0
+            y += c if self.beta == 1 else c * c.dtype.type(self.beta)
+        return [y]
+
+
+@register("torch.addmm")
+class AddMM(_AddProduct):
+    names = ("mat1", "mat2")
+    ranks = (2,)
+
+
+@register("torch.baddbmm")
+class BAddBMM(_AddProduct):
+    names = ("batch1", "batch2")
+    ranks = (3,)
