@@ -219,7 +219,10 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
             shape, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=False)
             op.attrs[key[1:]] = Attribute(dtype, tuple(int(d) for d in shape))  # type: ignore[arg-type]
         elif key[0] == "$":
-            idx = next((i for i, o in enumerate(op.inputs) if o.name == t.text[eq + 1 :]), None)
+            # An operand may feed several arguments (`$input=1 $other=1`): name the first
+            # input slot holding it that has no name yet.
+            slots = [i for i, o in enumerate(op.inputs) if o.name == t.text[eq + 1 :]]
+            idx = next((i for i in slots if not op.input_names[i]), slots[0] if slots else None)
             if idx is None:
                 raise lp.token_error(
                     f"'{key}' names operand '{t.text[eq + 1:]}', which is not an input of this operator", t, eq + 1
