@@ -203,3 +203,11 @@ def operator_details(graph: Graph, name: str) -> OperatorDetails:
         producers=[p.name for p in graph.predecessors(op)],
         consumers=[c.name for c in graph.successors(op)],
     )
+
+
+def si_number(value: float, unit: str = "") -> str:
+    """1814825984 -> '1.81 G'; 2368 -> '2.37 k'; small numbers as they are."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {prefix}{unit}"
+    return f"{value:g} {unit}".rstrip()
