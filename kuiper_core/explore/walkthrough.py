@@ -28,6 +28,7 @@ COLORS: dict[str, str] = {
     "not visited": "#ffffff",
     "on the call stack": "#ffe08a",
     "visited, finished (in the output list)": "#9fdf9f",
+    "waiting (in-degree above 0)": "#ffffff",
     "in the queue": "#a8d4ff",
     "emitted to the order": "#9fdf9f",
     "on the cycle": "#ff9a9a",
@@ -35,7 +36,7 @@ COLORS: dict[str, str] = {
 CURRENT_BORDER = "#d62728"  # the node (or edge) the current step is about
 
 DFS_LEGEND = ["not visited", "on the call stack", "visited, finished (in the output list)", "on the cycle"]
-KAHN_LEGEND = ["not visited", "in the queue", "emitted to the order", "on the cycle"]
+KAHN_LEGEND = ["waiting (in-degree above 0)", "in the queue", "emitted to the order", "on the cycle"]
 
 
 @dataclass
@@ -151,7 +152,7 @@ def toy_dot(w: Walkthrough, step: int | None) -> str:
     lines = [
         "digraph walkthrough {",
         '  graph [rankdir=TB, nodesep=0.4, ranksep=0.45, bgcolor="transparent"];',
-        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=12, penwidth=1.2];',
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=14, penwidth=1.2, margin="0.2,0.08"];',
         '  edge [color="#555555", arrowsize=0.7];',
     ]
     for n in w.nodes:
