@@ -47,7 +47,8 @@ def test_histogram_counts_finite_values_only() -> None:
     const_counts, _ = T.histogram(np.ones(5, np.float32))
     assert const_counts.sum() == 5
     table = T.histogram_table(a, bins=20)
-    assert len(table["value"]) == 20 and sum(table["count"]) == 993
+    assert len(table["start"]) == 20 and sum(table["count"]) == 993
+    assert table["end"][:-1] == table["start"][1:]
 
 
 def test_colorize_maps_min_to_dark_max_to_yellow_and_nan_to_magenta() -> None:

@@ -68,10 +68,13 @@ def histogram(a: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
 
 
 def histogram_table(a: np.ndarray, bins: int = 40) -> dict[str, list[float]]:
-    """The histogram as columns for a bar chart: bin centre and count."""
+    """The histogram as columns for a bar chart: each bin's start, end and count."""
     counts, edges = histogram(a, bins)
-    centres = (edges[:-1] + edges[1:]) / 2 if edges.size else edges
-    return {"value": [float(x) for x in centres], "count": [int(c) for c in counts]}
+    return {
+        "start": [float(x) for x in edges[:-1]],
+        "end": [float(x) for x in edges[1:]],
+        "count": [int(c) for c in counts],
+    }
 
 
 # -- images ----------------------------------------------------------------------------------------
