@@ -393,3 +393,27 @@ def test_layer_list_expression_gives_an_int_array() -> None:
     op.outputs[0].shape, op.outputs[0].dtype = None, None
     (y,) = create_layer(op).forward([np.zeros((5, 3, 6), np.float32)], [None])
     assert y.dtype == np.int64 and y.tolist() == [5, 18]
+
+
+def test_workspace_reuse_never_leaks_into_returned_results() -> None:
+    text = "add(div(mul(add(@0,@1),sub(@2,@3)),add(mul(@4,@4),1.0)),pow(@5,2))"
+    plan = ex.compile_plan(ex.parse(text), [np.float32] * 6)
+    assert any(s.buffer is not None for s in plan.steps) and plan.steps[-1].buffer is None
+    rng = np.random.default_rng(5)
+    xs1 = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(6)]
+    xs2 = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(6)]
+    y1 = plan.run(xs1)
+    keep = y1.copy()
+    y2 = plan.run(xs2)
+    np.testing.assert_array_equal(y1, keep)  # the second run did not write into the first result
+    for xs, y in ((xs1, y1), (xs2, y2)):
+        a, b, c, d, e, f = xs
+        np.testing.assert_allclose(y, (a + b) * (c - d) / (e * e + 1) + f * f, rtol=1e-6)
+    # Another batch size reallocates the workspace instead of failing.
+    xs3 = [rng.standard_normal((5, 3)).astype(np.float32) for _ in range(6)]
+    assert plan.run(xs3).shape == (5, 3)
+    # List results never hold workspace buffers.
+    lp = ex.compile_plan(ex.parse("[mul(add(@0,1),2),size(@0,0)]"), [np.float32])
+    first = lp.run([np.zeros(2, np.float32)])
+    lp.run([np.ones(2, np.float32)])
+    assert first[0].tolist() == [2.0, 2.0] and first[1] == 2

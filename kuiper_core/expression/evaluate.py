@@ -18,6 +18,7 @@ writes into it (`out=`), and the final step writes into the caller's `out` buffe
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, Union
 
@@ -112,11 +113,18 @@ class Step:
     vtype: VType  # the result's type
     elementwise: bool = False  # broadcasting tensor op: may write into a buffer
     inplace: int | None = None  # position in args of a temporary it may overwrite
+    buffer: int | None = None  # workspace buffer kept between runs (see Plan.run)
 
 
 @dataclass(eq=False)
 class Plan:
-    """A compiled expression: run(inputs) executes the steps over a list of slots."""
+    """A compiled expression: run(inputs) executes the steps over a list of slots.
+
+    Where a step's result must be a new array (it cannot overwrite an argument), it goes
+    into a workspace buffer kept between runs, so a steady-state forward allocates nothing
+    (fresh large arrays cost page faults that dwarf the arithmetic). The workspace is
+    per thread; the final result is written into `out` or a fresh array, never into it.
+    """
 
     ast: Node
     input_types: tuple[VType, ...]
@@ -125,6 +133,8 @@ class Plan:
     result: int
     result_type: VType
     by_node: dict[int, Step] = field(default_factory=dict)
+    n_buffers: int = 0
+    _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def run(self, inputs: Sequence[Value], out: np.ndarray | None = None) -> Value:
         n = len(self.input_types)
@@ -132,27 +142,33 @@ class Plan:
             raise InputError(f"the expression was compiled for {n} input(s), got {len(inputs)}")
         vals = self.slots.copy()
         vals[:n] = inputs[:n]
+        workspace = getattr(self._local, "buffers", None)
+        if workspace is None:
+            workspace = self._local.buffers = [None] * self.n_buffers
         last = len(self.steps) - 1
         with np.errstate(all="ignore"):  # torch is silent on 0/0, log(-1), overflow
             for k, step in enumerate(self.steps):
                 args = [vals[i] for i in step.args]
                 dst = None
                 if step.elementwise:
+                    shape = _result_shape(args)
+                    dtype = step.vtype.dtype
                     cand = out if k == last else (args[step.inplace] if step.inplace is not None else None)
-                    if (
-                        cand is not None
-                        and cand.dtype == step.vtype.dtype
-                        and cand.shape == _result_shape(args)
-                    ):
+                    if cand is not None and cand.shape == shape and cand.dtype == dtype:
                         dst = cand
+                    elif step.buffer is not None:
+                        dst = workspace[step.buffer]
+                        if dst is None or dst.shape != shape or dst.dtype != dtype:
+                            dst = workspace[step.buffer] = np.empty(shape, dtype)
                 vals[step.out] = step.fn(args, dst)
         return vals[self.result]
 
 
 def _result_shape(args: list) -> tuple[int, ...]:
     shapes = [a.shape for a in args if isinstance(a, np.ndarray)]
-    if len(shapes) == 1:
-        return shapes[0]
+    first = shapes[0]
+    if len(shapes) == 1 or all(s == first for s in shapes):
+        return first
     return np.broadcast_shapes(*shapes)
 
 
@@ -182,6 +198,15 @@ def _elementwise(kernel: Callable, converters: list[Callable | None]) -> StepFn:
         return r if isinstance(r, np.ndarray) else np.asarray(r)
 
     return run
+
+
+def _first_arg(kernel: Callable) -> Callable:
+    """A binary kernel that ignores its (constant) second argument."""
+
+    def f(x: Any, _: Any, out: Any = None) -> Any:
+        return kernel(x, out=out)
+
+    return f
 
 
 def _scalar_call(kernel: Callable) -> StepFn:
@@ -249,7 +274,29 @@ class _Compiler:
             slot,
             vtype,
             {id(s.node): s for s in self.steps},
+            self.assign_buffers(),
         )
+
+    def assign_buffers(self) -> int:
+        """Give a workspace buffer to every elementwise step whose result only feeds another
+        elementwise step (so no list or caller can keep it); the last step gets none."""
+        if not self.inplace:
+            return 0
+        consumer: dict[int, Step] = {}
+        for step in self.steps:
+            for slot in step.args:
+                consumer[slot] = step
+        n = 0
+        for step in self.steps[:-1]:
+            user = consumer.get(step.out)
+            if step.elementwise and user is not None and user.elementwise:
+                step.buffer = n
+                n += 1
+            else:
+                # Its result escapes (into a list, or to the caller): it must be a fresh
+                # array, not an argument that may live in the workspace.
+                step.inplace = None
+        return n
 
     def operand(self, node: OperandRef) -> tuple[int, VType, bool, Any]:
         n = len(self.input_types)
@@ -327,6 +374,13 @@ class _Compiler:
                 converters.append(_to_dtype(dtype))
             else:
                 converters.append(None)
+        if node.name == "pow" and dtype.kind == "f" and isinstance(node.args[1], Constant):
+            # torch computes x**2 as x*x and x**0.5 as sqrt(x) (pow_tensor_scalar kernels)
+            special = {2: np.square, 0.5: np.sqrt}.get(node.args[1].value)  # type: ignore[arg-type]
+            if special is not None and types[0].kind == "tensor":
+                return self.add_step(
+                    node, _elementwise(_first_arg(special), converters), args, VType("tensor", dtype), elementwise=True
+                )
         return self.add_step(
             node, _elementwise(fn.kernel, converters), args, VType("tensor", dtype), elementwise=True
         )
