@@ -20,8 +20,25 @@ st.caption(
 )
 
 models = common.bundled_models()
+model = common.current_model()  # the default model on a first visit
 choice = st.session_state.get(common.MODEL_KEY) or {}
-model = common.current_model()
+
+
+def _on_pick() -> None:
+    name = st.session_state.get("home_bundled")
+    if name is not None:
+        common.select_bundled(name)
+
+
+def _on_upload() -> None:
+    param_file = st.session_state.get("home_param")
+    bin_file = st.session_state.get("home_bin")
+    if param_file is None:
+        st.session_state["home_upload_missing"] = True
+        return
+    common.select_upload(param_file.name, param_file.getvalue(), bin_file.getvalue() if bin_file is not None else None)
+    st.session_state["home_bundled"] = None  # the radio no longer names the model in use
+
 
 # -- 1. the model -----------------------------------------------------------------------
 st.header("1. Model")
@@ -29,18 +46,15 @@ pick, upload = st.columns([3, 2])
 with pick:
     names = list(models)
     if names:
-        current = choice.get("name") if choice.get("source") == "bundled" else None
-        index = names.index(current) if current in names else None
+        if "home_bundled" not in st.session_state:  # (re)entering the page: show the session's choice
+            st.session_state["home_bundled"] = choice.get("name") if choice.get("source") == "bundled" else None
         picked = st.radio(
             "Bundled models",
             names,
-            index=index,
             format_func=lambda n: f"{n} — {models[n].get('operators', '?')} operators",
             key="home_bundled",
+            on_change=_on_pick,
         )
-        if picked is not None and (choice.get("source") != "bundled" or picked != choice.get("name")):
-            common.select_bundled(picked)
-            st.rerun()
         if picked is not None:
             st.caption(models[picked].get("description", ""))
     else:
@@ -48,18 +62,12 @@ with pick:
 
 with upload:
     st.markdown("**…or upload a PNNX model**")
-    with st.form("upload_model", clear_on_submit=False, border=True):
-        param_file = st.file_uploader("model.pnnx.param", type=["param"], key="home_param")
-        bin_file = st.file_uploader("model.pnnx.bin (optional if it has no weights)", type=["bin"], key="home_bin")
-        submitted = st.form_submit_button("Load uploaded model")
-    if submitted:
-        if param_file is None:
-            st.warning("Choose a .pnnx.param file first.")
-        else:
-            loaded = common.select_upload(
-                param_file.name, param_file.getvalue(), bin_file.getvalue() if bin_file is not None else None
-            )
-            st.rerun()
+    with st.container(border=True):
+        st.file_uploader("model.pnnx.param", type=["param"], key="home_param")
+        st.file_uploader("model.pnnx.bin (optional if it has no weights)", type=["bin"], key="home_bin")
+        st.button("Load uploaded model", key="home_load_upload", on_click=_on_upload)
+    if st.session_state.pop("home_upload_missing", False):
+        st.warning("Choose a .pnnx.param file first.")
 
 model = common.current_model()
 if model is None:
