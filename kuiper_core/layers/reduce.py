@@ -234,7 +234,6 @@ class ArgMax(_Arg):
 @register("torch.argmin")
 class ArgMin(_Arg):
     arg = staticmethod(np.argmin)
-    full = staticmethod(np.min)
 
 
 # -- clamp -----------------------------------------------------------------------------------------------------
@@ -257,12 +256,11 @@ class Clamp(Layer):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
         lo, hi = (inputs[i] if i is not None else v for i, v in self.bounds)
-        y = out[0] if out[0] is not None and out[0].shape == np.broadcast_shapes(x.shape, np.shape(lo), np.shape(hi)) else None
         dtype = self.dtype or x.dtype
-        if y is not None and y.dtype != dtype:
-            y = None
         if lo is None and hi is None:
-            r = x.astype(dtype, copy=True)
-        else:
-            r = np.clip(x, lo, hi, out=y, casting="unsafe") if y is not None else np.clip(x, lo, hi)
+            return [x.astype(dtype)]
+        y = out[0]
+        if y is not None and y.shape == np.broadcast_shapes(x.shape, np.shape(lo), np.shape(hi)) and y.dtype == dtype:
+            return [np.clip(x, lo, hi, out=y, casting="unsafe")]
+        r = np.clip(x, lo, hi)
         return [r if r.dtype == dtype else r.astype(dtype)]

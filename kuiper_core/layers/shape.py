@@ -291,9 +291,15 @@ class Slice(Layer):
         if "dims" in op.params:
             dims = self.ints_param("dims")
             n = len(dims)
-            starts, ends = self.ints_param("starts", n), self.ints_param("ends", n)
-            steps = self.ints_param("steps", n, default=[1] * n)
-            selects = self.ints_param("selects", n, default=[INT_MAX] * n)
+
+            def per_dim(key: str, default: list[int] | None = None) -> tuple[int, ...]:
+                values = self.ints_param(key) if default is None else self.ints_param(key, default=default)
+                if len(values) != n:
+                    raise self.error(f"parameter '{key}' must have {n} entries (one per dim in {dims}), got {values}")
+                return values
+
+            starts, ends = per_dim("starts"), per_dim("ends")
+            steps, selects = per_dim("steps", [1] * n), per_dim("selects", [INT_MAX] * n)
             self.items: list[tuple[int, Any, Any, Any, Any]] = [
                 (d, s, e, st, None if sel == INT_MAX else sel) for d, s, e, st, sel in zip(dims, starts, ends, steps, selects)
             ]

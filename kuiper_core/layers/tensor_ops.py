@@ -25,7 +25,15 @@ def _usable(buf: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype) -> 
 
 # -- joining -----------------------------------------------------------------------------------
 class _Join(Layer):
-    """torch.cat / torch.stack: inputs (possibly the same operand twice) along `dim`."""
+    """torch.cat / torch.stack: inputs (possibly the same operand twice) along `dim`.
+
+    Batch rule: pnnx folds batch-independent branches into constants traced at the traced
+    batch B0, e.g. a ViT's `cls_token.expand(x.size(0), -1, -1)` becomes a (1,1,64)
+    pnnx.Attribute concatenated with the (B,64,64) patch tokens. When all inputs were
+    traced with dim 0 = B0 and, at run time, some have k·B0 while the others still have
+    B0, the others are tiled k times along dim 0: the result of k stacked runs at the
+    traced batch. (Not for torch.cat along dim 0, where sizes legitimately differ.)
+    """
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -33,6 +41,27 @@ class _Join(Layer):
             raise self.error("needs at least one input")
         self.dim = self.int_param("dim", 0)
         self.dtype = declared_dtype(op)
+        traced = {o.shape[0] if o.shape else None for o in op.inputs}
+        self.traced_batch = traced.pop() if len(traced) == 1 else None
+        if not isinstance(self.traced_batch, int) or self.traced_batch < 1:
+            self.traced_batch = None
+
+    def follow_batch(self, inputs: list[np.ndarray], axis: int) -> list[np.ndarray]:
+        """Inputs with the batch rule above applied (unchanged when it does not apply)."""
+        b0 = self.traced_batch
+        if b0 is None or (axis == 0 and isinstance(self, Cat)) or any(x.ndim == 0 for x in inputs):
+            return inputs
+        grown = {x.shape[0] for x in inputs} - {b0}
+        if len(grown) != 1:
+            return inputs
+        b = grown.pop()
+        if b % b0:
+            return inputs
+        reps = b // b0
+        return [x if x.shape[0] == b else np.concatenate([x] * reps, axis=0) for x in inputs]
+
+    def axis(self, inputs: list[np.ndarray]) -> int:
+        raise NotImplementedError
 
     def result_shape(self, inputs: list[np.ndarray]) -> tuple[int, ...]:
         raise NotImplementedError
@@ -41,15 +70,14 @@ class _Join(Layer):
         raise NotImplementedError
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        axis = self.axis(inputs)
+        inputs = self.follow_batch(inputs, axis)
         dtype = self.dtype or np.result_type(*inputs)
         shape = self.result_shape(inputs)
         y = out[0] if _usable(out[0], shape, dtype) else np.empty(shape, dtype)
         assert y is not None
-        self.join(inputs, self.axis(inputs), y)
+        self.join(inputs, axis, y)
         return [y]
-
-    def axis(self, inputs: list[np.ndarray]) -> int:
-        raise NotImplementedError
 
 
 @register("torch.cat")

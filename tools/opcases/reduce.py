@@ -41,6 +41,7 @@ CASES = {
     "reduce_clamp_max": case(lambda x: torch.clamp(x, max=-0.2), (2, 3, 4)),
     "reduce_clamp_method": case(lambda x: x.clamp(0, 6), (2, 3, 4)),
     "reduce_clamp_tensor": case(lambda x, y, z: torch.clamp(x, min=y, max=z), (2, 3, 4), (2, 3, 4), (1, 3, 1)),
+    "reduce_clamp_repeated": case(lambda x, y: torch.clamp(x, min=y, max=y), (2, 3), (2, 3)),
     "reduce_clip": case(lambda x: torch.clip(x, -1.0, 1.0), (2, 3, 4)),
     # norm / std / var / logsumexp
     "reduce_norm": case(lambda x: torch.norm(x, dim=1), (2, 3, 4)),

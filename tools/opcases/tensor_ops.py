@@ -2,8 +2,21 @@
 tensor factories (ones/zeros/full and their *_like forms)."""
 
 import torch
+import torch.nn as nn
 
 from opcases.shape import Fn, case, dynamic
+
+
+class ClsToken(nn.Module):
+    """A ViT-style class token: pnnx folds `cls.expand(x.size(0), -1, -1)` into a constant
+    of the traced batch, which torch.cat then joins with the batch-sized tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = nn.Parameter(torch.randn(1, 1, 4))
+
+    def forward(self, x):
+        return torch.cat((self.cls.expand(x.size(0), -1, -1), x), dim=1) * 2
 
 
 def _split_sum(parts):
@@ -17,6 +30,8 @@ CASES = {
     "tensor_cat_neg": case(lambda x, y: torch.cat([x, y, x], dim=-1) * 2, (2, 3, 4), (2, 3, 2)),
     "tensor_cat_same": case(lambda x: torch.cat((x, x), 0) * 2, (2, 3)),
     "tensor_cat_batch": case(lambda x, y: torch.cat((x * 2, y), 0), (2, 3, 4), (1, 3, 4)),
+    "tensor_cat_cls_batch1": lambda: (ClsToken(), [torch.randn(1, 3, 4)]),
+    "tensor_cat_cls_batch2": lambda: (ClsToken(), [torch.randn(2, 3, 4)]),
     "tensor_stack": case(lambda x, y: torch.stack((x, y), 1) * 2, (2, 3, 4), (2, 3, 4)),
     "tensor_stack_neg": case(lambda x, y: torch.stack((x, y, x), -1) * 2, (2, 3), (2, 3)),
     # chunk
@@ -42,6 +57,8 @@ CASES = {
         Fn(lambda c, x, y: torch.where(c.bool(), x, y)),
         [torch.randint(0, 2, (2, 3, 4)).float(), torch.randn(2, 3, 4), torch.randn(1, 3, 1)],
     ),
+    # one operand feeding two arguments: pnnx writes `3 1 2 1 1 3 $condition=2 $input=1 $other=1`
+    "tensor_where_same_operand": case(lambda x, y: torch.where(x > 0, y, y) * 2, (2, 3), (2, 3)),
     "tensor_where_broadcast": case(lambda x, y: torch.where(x > 0, x, y), (2, 3, 4), (1, 3, 1)),
     # comparisons (bool results; the usual condition of torch.where)
     "tensor_gt": case(lambda x: (x > 0.25).float() * x, (2, 3, 4)),
