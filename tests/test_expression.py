@@ -143,6 +143,8 @@ MALFORMED = [
     ("[@0,1", 6, 1, "missing ']' to close '['"),
     ("add(@0,1]", 9, 1, "expected ',' or ')'"),
     (")", 1, 1, "found ')'"),
+    ("mul(@0,1.000000e+00+2.000000e+00j)", 20, 1, "complex constants"),
+    ("add(@0,trunc)", 13, 1, "expected '(' after 'trunc', found ')'"),
 ]
 
 

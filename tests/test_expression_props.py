@@ -38,10 +38,21 @@ REF_UNARY: dict[str, Any] = {
     "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "square": lambda x: x * x, "tan": np.tan,
     "tanh": np.tanh, "trunc": np.trunc,
 }
+
+
+def _pow(a: Any, b: Any) -> Any:
+    # torch's pow kernels compute a scalar exponent 2 as a*a and 0.5 as sqrt(a)
+    if np.ndim(b) == 0 and np.ndim(a) > 0 and float(b) == 2.0:
+        return a * a
+    if np.ndim(b) == 0 and np.ndim(a) > 0 and float(b) == 0.5:
+        return np.sqrt(a)
+    return np.power(a, b)
+
+
 REF_BINARY: dict[str, Any] = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b, "floor_divide": np.floor_divide, "remainder": np.remainder,
-    "fmod": np.fmod, "pow": np.power, "atan2": np.arctan2, "max": np.maximum, "maximum": np.maximum,
+    "fmod": np.fmod, "pow": lambda a, b: _pow(a, b), "atan2": np.arctan2, "max": np.maximum, "maximum": np.maximum,
     "min": np.minimum, "minimum": np.minimum, "logaddexp": np.logaddexp,
 }
 REF_INT_BINARY: dict[str, Any] = {

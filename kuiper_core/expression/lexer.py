@@ -70,6 +70,8 @@ def tokenize(text: str) -> list[Token]:
         if m is None:
             ch = text[pos]
             hint = " ('@' must be followed by an input number, e.g. @0)" if ch == "@" else ""
+            if ch == "+" and out and out[-1].kind is Kind.NUMBER and out[-1].end == pos:
+                hint = " (complex constants such as 1.0e+00+2.0e+00j are not supported)"
             raise error_at(text, pos, pos + 1, f"unexpected character {ch!r}{hint}")
         group = m.lastgroup
         if group == "number":
