@@ -196,10 +196,10 @@ class _MaxMin(_ArgReduce):
             return [as_array(self.full(x))]
         if len(self.op.outputs) == 1:  # values only: no need for the indices
             d = normalize_axis(self, self.dim, max(x.ndim, 1))
-            return [as_array(self.full(x, axis=d, keepdims=self.keepdim) if x.ndim else x)]
+            return [as_array(self.full(x, axis=d, keepdims=self.keepdim)) if x.ndim else x.copy()]
         idx, d = self.indices(x)
-        if d is None:
-            return [x, idx]
+        if d is None:  # a 0-d input: itself, index 0 (a copy: this layer does not return views)
+            return [x.copy(), idx]
         values = np.take_along_axis(x, idx, axis=d)
         if not self.keepdim:
             values, idx = np.squeeze(values, axis=d), np.squeeze(idx, axis=d)

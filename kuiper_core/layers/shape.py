@@ -23,6 +23,7 @@ from .torch_args import (
     INT_MAX,
     as_array,
     input_index,
+    input_rank,
     int_values,
     normalize_axes,
     normalize_axis,
@@ -189,7 +190,7 @@ class Permute(Layer):
         super().__init__(op)
         self.dims = self.ints_param("dims")
         self._perm: dict[int, tuple[int, ...]] = {}
-        rank = len(op.inputs[0].shape) if op.inputs and op.inputs[0].shape is not None else None
+        rank = input_rank(op)
         if rank is not None:
             self._perm[rank] = self._check(rank)
 
