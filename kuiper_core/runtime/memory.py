@@ -87,31 +87,37 @@ def plan_buffers(order: list[Operator], view_ops: set[str], graph_outputs: set[s
         group_end[root] = max(group_end.get(root, -1), last[name])
 
     plan = BufferPlan(last_use=dict(last))
-    free: dict[int, list[int]] = {}  # nbytes -> free slots
-    busy: list[tuple[int, int, int]] = []  # (end step, slot, nbytes)
+    free: list[int] = []  # slots nobody holds now
+    busy: list[tuple[int, int]] = []  # (end step of the holder's group, slot)
     for step, op in enumerate(order):
         # Slots whose group died before this step can be reused now (this step's inputs
         # are still alive: their lifetime ends at >= step).
-        still = []
-        for end, slot, nbytes in busy:
-            (free.setdefault(nbytes, []).append(slot) if end < step else still.append((end, slot, nbytes)))
-        busy = still
+        free += [slot for end, slot in busy if end < step]
+        busy = [(end, slot) for end, slot in busy if end >= step]
         if op.name in view_ops:
             continue
         for out in op.outputs:
             shape = out.static_shape
-            if shape is None or out.dtype is None or group_end[_find(parent, out.name)] >= NEVER:
+            end = group_end[_find(parent, out.name)]
+            if shape is None or out.dtype is None or end >= NEVER:
                 continue
             dtype = numpy_dtype(out.dtype)
             nbytes = int(np.prod(shape)) * dtype.itemsize
             if nbytes == 0 or nbytes > MAX_PLANNED_BYTES:
                 continue
-            slots = free.get(nbytes)
-            if slots:
-                slot = slots.pop()
+            # Best fit: the smallest free slot that is big enough; else grow the largest
+            # free slot (slots are allocated once, after planning); else a new slot.
+            fits = [s for s in free if plan.slot_bytes[s] >= nbytes]
+            if fits:
+                slot = min(fits, key=lambda s: plan.slot_bytes[s])
+            elif free:
+                slot = max(free, key=lambda s: plan.slot_bytes[s])
+                plan.slot_bytes[slot] = nbytes
             else:
                 slot = len(plan.slot_bytes)
                 plan.slot_bytes.append(nbytes)
+            if slot in free:
+                free.remove(slot)
             plan.assignment[out.name] = (slot, shape, dtype)
-            busy.append((group_end[_find(parent, out.name)], slot, nbytes))
+            busy.append((end, slot))
     return plan
