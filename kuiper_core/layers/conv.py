@@ -320,8 +320,8 @@ class TransposedConvolution(_ConvBase):
                 (n - 1) * s - 2 * p + d * (k - 1) + op_ + 1
                 for n, s, p, d, k, op_ in zip((h, w), self.stride, self.pads, self.dilation, kernel, self.output_padding)
             ]
-            if min(size) < 1:
-                raise self.error(f"the output would be empty: input {(h, w)}, padding {self.pads}, kernel {kernel}")
+            if min(size) < 0:  # torch allows an empty (size 0) output, not a negative one
+                raise self.error(f"the output size {tuple(size)} is negative: input {(h, w)}, padding {self.pads}, kernel {kernel}")
             geo = (self.pads, (size[0], size[1]))
             self._geometry_cache[key] = geo  # type: ignore[assignment]
         return geo  # type: ignore[return-value]

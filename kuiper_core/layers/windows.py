@@ -41,11 +41,9 @@ def out_size(
 ) -> int:
     """Output length of a window op along one axis (torch's formula, incl. ceil_mode); <= 0 if none fits."""
     room = n + pad_before + pad_after - dilation * (kernel - 1) - 1
-    if room < 0:
-        return 0
     if not ceil_mode:
-        return room // stride + 1
-    out = -(-room // stride) + 1
+        return room // stride + 1 if room >= 0 else 0
+    out = (room + stride - 1) // stride + 1  # floor division, as torch's div_rtn
     # torch: the last window must start inside the input or the left padding.
     if (out - 1) * stride >= n + pad_before:
         out -= 1
