@@ -380,23 +380,33 @@ _ERFC_COEFFS = (
 )  # fmt: skip
 
 
-def erfc(x: np.ndarray) -> np.ndarray:
-    """The complementary error function, vectorised, in float64 with relative error < 1.2e-7.
+def erfc_nonneg(z: np.ndarray) -> np.ndarray:
+    """erfc(z) for float64 z >= 0 (consumed: used as scratch), relative error < 1.2e-7.
 
     A relative bound on erfc (not just an absolute one on erf) keeps GELU's far negative
-    tail, 0.5 * x * erfc(-x / sqrt 2), accurate where 1 + erf(x) would cancel.
+    tail accurate, where torch's own 1 + erf(x) cancels.
     """
-    z = np.abs(x, dtype=np.float64)
-    t = 1.0 / (1.0 + 0.5 * z)
+    t = np.multiply(z, 0.5)
+    t += 1.0
+    np.reciprocal(t, out=t)
     poly = np.full_like(t, _ERFC_COEFFS[-1])
     for c in _ERFC_COEFFS[-2::-1]:
         poly *= t
         poly += c
-    z *= z
-    np.subtract(poly, z, out=poly)
+    np.square(z, out=z)
+    poly -= z
     np.exp(poly, out=poly)
     poly *= t
-    return np.where(x >= 0, poly, 2.0 - poly)
+    return poly
+
+
+def gelu_erf(x: np.ndarray, y: np.ndarray) -> None:
+    """y = x * Phi(x) = max(x, 0) - |x|/2 * erfc(|x|/sqrt 2): no branch, no cancellation."""
+    a = np.abs(x, dtype=np.float64)
+    e = erfc_nonneg(a * (1.0 / math.sqrt(2.0)))
+    e *= a
+    e *= -0.5
+    np.add(e, np.maximum(x, F32(0)), out=y, casting="same_kind")
 
 
 @register("nn.GELU", "F.gelu")
@@ -404,6 +414,7 @@ class GELU(Elementwise):
     """x * Phi(x), exactly (approximate='none', via erfc) or with torch's tanh formula."""
 
     SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+    BLOCK = 1 << 15
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -427,9 +438,13 @@ class GELU(Elementwise):
             np.multiply(y, x, out=y)
             np.multiply(y, F32(0.5), out=y)
         else:
-            phi = erfc(x * (-1.0 / math.sqrt(2.0)))  # float64: 2 * Phi(x)
-            phi *= x
-            np.multiply(phi, 0.5, out=y, casting="same_kind")
+            xf = x.reshape(-1)
+            yf = y.reshape(-1) if y.flags.c_contiguous else np.empty(x.size, y.dtype)
+            # Blocks of float64 temporaries that stay in cache: ~2x faster than whole arrays.
+            for start in range(0, xf.size, self.BLOCK):
+                gelu_erf(xf[start : start + self.BLOCK], yf[start : start + self.BLOCK])
+            if not y.flags.c_contiguous:
+                np.copyto(y, yf.reshape(y.shape))
 
 
 # -- along one dim ---------------------------------------------------------------------

@@ -1,0 +1,174 @@
+"""Activation layers beyond the op corpus: accuracy of GELU's erfc, extreme inputs, dtype
+and buffer contract, parameter validation.
+
+References are the standard library's math.erfc and (for extreme inputs) PyTorch itself,
+skipped when torch is not installed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kuiper_core.errors import ModelError
+from kuiper_core.graph import Graph
+from kuiper_core.layers.activation import erfc_nonneg
+from kuiper_core.layers.registry import create_layer
+
+EXTREMES = np.array([-1e30, -1e4, -100.0, -88.0, -20.0, -5.0, -1e-30, 0.0, 1e-30, 5.0, 20.0, 88.0, 100.0, 1e4, 1e30], np.float32)
+
+
+def make_layer(op_type: str, in_shape: tuple | None = None, **params):
+    g = Graph()
+    a, b = g.add_operand("in"), g.add_operand("out")
+    a.shape = in_shape
+    op = g.add_operator(op_type, "op", [a], [b], **params)
+    return create_layer(op)
+
+
+def test_erfc_relative_error_below_1_2e_7() -> None:
+    z = np.linspace(0.0, 9.0, 9001)
+    ref = np.array([math.erfc(v) for v in z])
+    got = erfc_nonneg(z.copy())
+    assert np.max(np.abs(got - ref) / ref) < 1.2e-7
+
+
+def test_gelu_is_accurate_to_float32_including_the_tail() -> None:
+    # torch computes 0.5*x*(1+erf(x/sqrt2)), which cancels for x << 0; we use erfc.
+    x = np.linspace(-12.0, 12.0, 48001).astype(np.float32)
+    exact = np.array([0.5 * float(v) * math.erfc(-float(v) / math.sqrt(2.0)) for v in x])
+    y = make_layer("nn.GELU").forward([x], [None])[0]
+    assert y.dtype == np.float32
+    normal = np.abs(exact) > np.finfo(np.float32).tiny
+    rel = np.abs(y.astype(np.float64) - exact)[normal] / np.abs(exact[normal])
+    assert rel.max() < 4e-7  # a few float32 ulps everywhere
+
+
+ELEMENTWISE = [
+    ("nn.ReLU", {}, "relu"),
+    ("nn.ReLU6", {}, "relu6"),
+    ("nn.LeakyReLU", {"negative_slope": 0.2}, lambda F, x: F.leaky_relu(x, 0.2)),
+    ("nn.LeakyReLU", {"negative_slope": 3.0}, lambda F, x: F.leaky_relu(x, 3.0)),
+    ("nn.RReLU", {"lower": 0.1, "upper": 0.3}, lambda F, x: F.leaky_relu(x, 0.2)),
+    ("nn.ELU", {"alpha": 0.7}, lambda F, x: F.elu(x, 0.7)),
+    ("nn.SELU", {}, "selu"),
+    ("nn.CELU", {"alpha": 1.5}, lambda F, x: F.celu(x, 1.5)),
+    ("nn.GELU", {}, "gelu"),
+    ("nn.GELU", {"approximate": "tanh"}, lambda F, x: F.gelu(x, approximate="tanh")),
+    ("nn.SiLU", {}, "silu"),
+    ("nn.Mish", {}, "mish"),
+    ("nn.Sigmoid", {}, "sigmoid"),
+    ("nn.Tanh", {}, "tanh"),
+    ("nn.Hardtanh", {"min_val": -2, "max_val": 3}, lambda F, x: F.hardtanh(x, -2.0, 3.0)),
+    ("nn.Hardswish", {}, "hardswish"),
+    ("nn.Hardsigmoid", {}, "hardsigmoid"),
+    ("nn.Softplus", {"beta": 1.0, "threshold": 20.0}, "softplus"),
+    ("nn.Softplus", {"beta": 0.5, "threshold": 100.0}, lambda F, x: F.softplus(x, 0.5, 100.0)),
+    ("nn.LogSigmoid", {}, "logsigmoid"),
+    ("nn.Softsign", {}, "softsign"),
+    ("nn.Tanhshrink", {}, "tanhshrink"),
+    ("nn.Softshrink", {"lambd": 0.5}, "softshrink"),
+    ("nn.Hardshrink", {"lambd": 0.5}, "hardshrink"),
+    ("nn.Threshold", {"threshold": 0.5, "value": -2.0}, lambda F, x: F.threshold(x, 0.5, -2.0)),
+]
+
+
+@pytest.mark.parametrize("op_type, params, ref", ELEMENTWISE, ids=[f"{t}{p}" for t, p, _ in ELEMENTWISE])
+def test_extreme_inputs_match_torch_without_warnings(op_type: str, params: dict, ref) -> None:
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    fn = getattr(F, ref) if isinstance(ref, str) else (lambda x: ref(F, x))
+    x = np.concatenate([EXTREMES, np.linspace(-8, 8, 1601, dtype=np.float32)]).reshape(2, -1)
+    layer = make_layer(op_type, x.shape, **params)
+    out = np.full(x.shape, np.nan, np.float32)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # no overflow / invalid warnings reach the user
+        y = layer.forward([x], [out])[0]
+    assert y is out and y.dtype == np.float32
+    expected = fn(torch.from_numpy(x)).numpy()
+    assert np.array_equal(np.isnan(y), np.isnan(expected))
+    both = np.isfinite(expected)
+    assert np.array_equal(y[~both], expected[~both])  # same infinities
+    bound = 1e-6 * np.maximum(1.0, np.abs(expected[both]))
+    assert np.all(np.abs(y[both].astype(np.float64) - expected[both]) <= bound)
+
+
+@pytest.mark.parametrize("op_type", ["nn.Softmax", "nn.LogSoftmax", "nn.Softmin"])
+def test_softmax_family_is_numerically_stable(op_type: str) -> None:
+    torch = pytest.importorskip("torch")
+    x = np.array([[1e30, -1e30, 0.0, 88.0], [-1e4, -1e4 + 1, -1e4 + 2, -3e38], [100.0, 100.0, 100.0, 100.0]], np.float32)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        y = make_layer(op_type, x.shape, dim=1).forward([x], [None])[0]
+    fn = {"nn.Softmax": torch.softmax, "nn.LogSoftmax": torch.log_softmax, "nn.Softmin": lambda t, dim: torch.softmax(-t, dim)}[op_type]
+    ref = fn(torch.from_numpy(x), dim=1).numpy()
+    finite = np.isfinite(ref)
+    assert np.array_equal(np.isfinite(y), finite)
+    np.testing.assert_allclose(y[finite], ref[finite], rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_without_dim_uses_torchs_legacy_choice() -> None:
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    y = make_layer("nn.Softmax", x.shape).forward([x], [None])[0]
+    np.testing.assert_allclose(y.sum(axis=0), 1.0, rtol=1e-6)  # rank 3 -> dim 0
+
+
+def test_prelu_per_channel_any_batch_and_rank() -> None:
+    g = Graph()
+    a, b = g.add_operand("in"), g.add_operand("out")
+    op = g.add_operator("nn.PReLU", "p", [a], [b], num_parameters=3)
+    from kuiper_core.graph import Attribute
+
+    w = np.array([0.1, -0.5, 2.0], np.float32)
+    op.attrs["weight"] = Attribute("f32", (3,), w)
+    layer = create_layer(op)
+    for shape in [(5, 3), (4, 3, 7), (2, 3, 2, 2)]:
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        y = layer.forward([x], [None])[0]
+        slope = w.reshape((-1,) + (1,) * (x.ndim - 2))
+        assert y.dtype == np.float32
+        np.testing.assert_array_equal(y, np.where(x > 0, x, (x * slope).astype(np.float32)))
+
+
+def test_dropout_and_identity_pass_the_input_through() -> None:
+    x = np.ones((2, 3), np.float32)
+    for t in ("nn.Dropout", "nn.Identity", "F.dropout", "nn.Dropout2d"):
+        layer = make_layer(t, x.shape)
+        assert layer.returns_views
+        assert layer.forward([x], [None])[0] is x
+
+
+@pytest.mark.parametrize(
+    "op_type, shape, params, message",
+    [
+        ("nn.Hardtanh", None, {"min_val": 2.0, "max_val": 1.0}, "min_val <= max_val"),
+        ("nn.Hardtanh", None, {"min_val": "a", "max_val": 1.0}, "must be a number"),
+        ("nn.GELU", None, {"approximate": "sigmoid"}, "approximate='none' or 'tanh'"),
+        ("nn.CELU", None, {"alpha": 0.0}, "non-zero alpha"),
+        ("nn.Softplus", None, {"beta": 0}, "non-zero beta"),
+        ("nn.Softmax", (2, 3), {"dim": 2}, "out of range"),
+        ("nn.LogSoftmax", (2, 3), {"dim": "x"}, "must be an int"),
+        ("nn.GLU", (2, 3), {"dim": 1}, "even size"),
+        ("nn.Softshrink", None, {"lambd": -1.0}, "lambd >= 0"),
+        ("nn.Softmax2d", (2, 3), {}, "3-D or 4-D"),
+    ],
+)
+def test_bad_params_are_model_errors(op_type: str, shape, params: dict, message: str) -> None:
+    with pytest.raises(ModelError, match=message):
+        layer = make_layer(op_type, shape, **params)
+        layer.forward([np.zeros(shape or (2, 2), np.float32)], [None])
+
+
+def test_prelu_checks_weight_and_channels_at_build() -> None:
+    from kuiper_core.graph import Attribute
+
+    g = Graph()
+    a, b = g.add_operand("in"), g.add_operand("out")
+    a.shape = (1, 4, 5, 5)
+    op = g.add_operator("nn.PReLU", "p", [a], [b], num_parameters=3)
+    op.attrs["weight"] = Attribute("f32", (3,), np.ones(3, np.float32))
+    with pytest.raises(ModelError, match="3 channels in dim 1"):
+        create_layer(op)
+    op.params["num_parameters"] = 2
+    with pytest.raises(ModelError, match="num_parameters=2"):
+        create_layer(op)
