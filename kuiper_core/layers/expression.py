@@ -27,6 +27,10 @@ class Expression(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         expr = self.param("expr")
+        # A constant expression (`expr=False`, `expr=0.2`, e.g. F.dropout's p/training
+        # operands) reads as a typed .param value: turn it back into expression text.
+        if isinstance(expr, (bool, int, float)):
+            expr = str(expr)
         if not isinstance(expr, str):
             raise self.error(f"parameter 'expr' must be expression text, got {expr!r}")
         self.expr = expr
