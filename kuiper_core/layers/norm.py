@@ -34,11 +34,13 @@ def channel_shaped(vec: np.ndarray, ndim: int) -> np.ndarray:
 
 
 def normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: F32) -> None:
-    """y2 = (x2 - mean) / sqrt(var + eps) for each row of 2-D x2 (biased var, float32).
+    """y2 = (x2 - mean) / sqrt(var + eps) for each row of 2-D x2 (biased var).
 
-    NumPy sums a contiguous row pairwise, so float32 accumulation stays accurate.
+    The mean is accumulated in float64: with a large offset (x ~ 1000 +- 2) a float32 sum
+    loses the digits the normalised output is made of. The variance of the centred
+    values is well conditioned, and NumPy sums contiguous rows pairwise in float32.
     """
-    mean = np.mean(x2, axis=1, keepdims=True)
+    mean = np.mean(x2, axis=1, keepdims=True, dtype=np.float64).astype(x2.dtype)
     np.subtract(x2, mean, out=y2)
     var = np.mean(np.square(y2), axis=1, keepdims=True)
     var += eps
