@@ -49,3 +49,18 @@ class TupleConstruct(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...]]:  # type: ignore[override]
         return [tuple(inputs)]
+
+
+@register("prim::TupleUnpack")
+class TupleUnpack(Layer):
+    """Splits a tuple value (e.g. a pool's (values, indices)) into its elements."""
+
+    returns_views = True
+
+    def forward(self, inputs: list, out: list[np.ndarray | None]) -> list[np.ndarray]:  # type: ignore[override]
+        value = inputs[0]
+        if not isinstance(value, (tuple, list)):
+            raise self.error(f"expected a tuple input, got {type(value).__name__}")
+        if len(value) != len(self.op.outputs):
+            raise self.error(f"the tuple has {len(value)} element(s), the graph unpacks {len(self.op.outputs)}")
+        return list(value)
