@@ -32,7 +32,9 @@ max_nodes = int(
 )
 edge_labels = o2.toggle("Shapes on edges", value=True, key="graph_edge_labels")
 
-selected = st.session_state.get("graph_selected")
+# The chosen operator is remembered per model (another model may reuse the name).
+remembered = st.session_state.get("graph_selected")
+selected = remembered[1] if isinstance(remembered, tuple) and remembered[0] == model.key else None
 if selected not in names:
     selected = None
 
@@ -82,7 +84,7 @@ with detail_col:
         placeholder="choose an operator",
     )
     if chosen != selected:
-        st.session_state["graph_selected"] = chosen
+        st.session_state["graph_selected"] = (model.key, chosen)
         st.rerun()
     if chosen is not None:
         d = operator_details(graph, chosen)

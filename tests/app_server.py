@@ -92,7 +92,7 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def chromium_page(width: int = 1500, height: int = 1100) -> Iterator[object]:
+def chromium_page(width: int = 1400, height: int = 1300) -> Iterator[object]:
     """A Playwright page in headless Chromium with a fresh profile directory."""
     from playwright.sync_api import sync_playwright
 
@@ -122,3 +122,60 @@ def wait_for_app(page, timeout_ms: int = 60_000) -> None:
     page.wait_for_function(
         """() => !document.querySelector('[data-testid="stStatusWidget"]')""", timeout=timeout_ms
     )
+
+
+# -- driving the app ----------------------------------------------------------------------------
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+GRAPH_SVG = '[data-testid="stGraphVizChart"] svg'
+
+
+def wait_idle(page, timeout_ms: int = 90_000) -> None:
+    """Until Streamlit has finished the current script run (its status widget is gone)."""
+    page.wait_for_timeout(300)  # let a just-triggered rerun show its status widget
+    page.wait_for_function(
+        """() => !document.querySelector('[data-testid="stStatusWidget"]')""", timeout=timeout_ms
+    )
+
+
+def goto_page(page, slug: str) -> None:
+    """Follow the sidebar link (keeps the session, unlike page.goto)."""
+    if slug == "home":  # the default page's link is the bare root URL
+        page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Home / model").click()
+    else:
+        page.click(f'[data-testid="stSidebarNav"] a[href$="/{slug}"]')
+        page.wait_for_url(f"**/{slug}")
+    wait_idle(page)
+
+
+def pick_bundled_model(page, name: str) -> None:
+    goto_page(page, "home")
+    page.locator('[data-testid="stRadio"]').first.get_by_text(f"{name} — ", exact=False).click()
+    page.get_by_text(f"Summary of {name}").wait_for(timeout=120_000)
+    wait_idle(page)
+
+
+def exception_boxes(page) -> list[str]:
+    return [e.inner_text()[:500] for e in page.query_selector_all('[data-testid="stException"]')]
+
+
+def svg_node_titles(page) -> set[str]:
+    return set(page.eval_on_selector_all(f"{GRAPH_SVG} g.node > title", "ts => ts.map(t => t.textContent)"))
+
+
+def current_highlight(page) -> list[str]:
+    return page.eval_on_selector_all(f"{GRAPH_SVG} g.node.kx-current > title", "ts => ts.map(t => t.textContent)")
+
+
+def graph_render_seconds(page, model: str) -> tuple[float, int]:
+    """Seconds from clicking the Graph link to the model's graph drawn in the browser
+    (the first render for this session), and how many SVG nodes it has."""
+    import time
+
+    pick_bundled_model(page, model)
+    t0 = time.perf_counter()
+    page.click('[data-testid="stSidebarNav"] a[href$="/graph"]')
+    page.wait_for_selector(f"{GRAPH_SVG} g.node", timeout=120_000)
+    seconds = time.perf_counter() - t0
+    nodes = page.locator(f"{GRAPH_SVG} g.node").count()
+    wait_idle(page)
+    return seconds, nodes
