@@ -140,6 +140,11 @@ CASES = {
     "resize_replicationpad2d": lambda: (Wrap(nn.ReplicationPad2d((0, 3, 1, 2))), [x4()]),
     "resize_replicationpad1d": lambda: (Wrap(nn.ReplicationPad1d((1, 4))), [x3()]),
     "resize_replicationpad3d": lambda: (Wrap(nn.ReplicationPad3d(1)), [x5()]),
+    "resize_zeropad1d": lambda: (Wrap(nn.ZeroPad1d((2, 1))), [x3()]),
+    "resize_zeropad3d": lambda: (Wrap(nn.ZeroPad3d((1, 0, 0, 2, 1, 1))), [x5()]),
+    "resize_reflectionpad3d": lambda: (Wrap(nn.ReflectionPad3d((1, 2, 0, 1, 2, 1))), [x5()]),
+    "resize_circularpad1d": lambda: (Wrap(nn.CircularPad1d((2, 3))), [x3()]),
+    "resize_circularpad3d": lambda: (Wrap(nn.CircularPad3d(1)), [x5()]),
     "resize_circularpad2d": lambda: (Wrap(nn.CircularPad2d((1, 2, 2, 1))), [x4()]),
     # F.pad
     "resize_f_pad_constant": lambda: (pad((1, 2, 3, 4), value=0.25), [x4()]),
@@ -154,5 +159,7 @@ CASES = {
     "resize_f_pad_replicate_3d": lambda: (pad((1, 2, 0, 1, 2, 0), mode="replicate"), [x5()]),
     "resize_f_pad_circular": lambda: (pad((2, 1, 1, 3), mode="circular"), [x4()]),
     "resize_f_pad_circular_1d": lambda: (pad((3, 2), mode="circular"), [x3()]),
+    "resize_f_pad_replicate_negative": lambda: (pad((2, -1, -2, 3), mode="replicate"), [x4()]),
+    "resize_f_pad_circular_negative": lambda: (pad((-1, 2, 3, -2), mode="circular"), [x4()]),
     "resize_f_pad_reflect_negative": lambda: (pad((-1, 2, 2, -1), mode="reflect"), [x4()]),
 }
