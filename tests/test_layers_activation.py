@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kuiper_core.errors import ModelError
-from kuiper_core.graph import Graph
+from kuiper_core.graph import Attribute, Graph
 from kuiper_core.layers.activation import erfc_nonneg
 from kuiper_core.layers.registry import create_layer
 
@@ -117,8 +117,6 @@ def test_prelu_per_channel_any_batch_and_rank() -> None:
     g = Graph()
     a, b = g.add_operand("in"), g.add_operand("out")
     op = g.add_operator("nn.PReLU", "p", [a], [b], num_parameters=3)
-    from kuiper_core.graph import Attribute
-
     w = np.array([0.1, -0.5, 2.0], np.float32)
     op.attrs["weight"] = Attribute("f32", (3,), w)
     layer = create_layer(op)
@@ -160,8 +158,6 @@ def test_bad_params_are_model_errors(op_type: str, shape, params: dict, message:
 
 
 def test_prelu_checks_weight_and_channels_at_build() -> None:
-    from kuiper_core.graph import Attribute
-
     g = Graph()
     a, b = g.add_operand("in"), g.add_operand("out")
     a.shape = (1, 4, 5, 5)
