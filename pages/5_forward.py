@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import altair as alt
@@ -28,15 +27,7 @@ assert graph is not None and model.graph is not None
 inputs = common.current_input(model)
 
 
-def _digest(arrays: list[np.ndarray]) -> str:
-    h = hashlib.sha1()
-    for a in arrays:
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
-
-
-key = (model.key, _digest(inputs))
+key = (model.key, T.arrays_digest(inputs))
 state = st.session_state.get(STATE)
 if state is None or state.get("key") != key:
     state = {"key": key, "stepper": ForwardStepper(graph, inputs)}

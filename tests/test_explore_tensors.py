@@ -127,3 +127,12 @@ def test_error_table_against_pytorch_and_first_bad_operator() -> None:
     colors = T.error_colors(rows)
     assert colors["rnn"] == T.ERROR_COLORS["first bad"]
     assert colors["pnnx_output_0"] == T.ERROR_COLORS["no reference"]
+
+
+def test_arrays_digest_sees_values_shapes_and_dtypes() -> None:
+    a = np.zeros((2, 3), np.float32)
+    assert T.arrays_digest([a]) == T.arrays_digest([a.copy()])
+    assert T.arrays_digest([a]) != T.arrays_digest([a.reshape(3, 2)])
+    assert T.arrays_digest([a]) != T.arrays_digest([a.astype(np.float64)])
+    b = a.copy(); b[1, 2] = 1
+    assert T.arrays_digest([a]) != T.arrays_digest([b])

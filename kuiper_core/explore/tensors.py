@@ -323,3 +323,15 @@ def error_colors(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     if first is not None:
         colors[first] = ERROR_COLORS["first bad"]
     return colors
+
+
+def arrays_digest(arrays: Sequence[np.ndarray]) -> str:
+    """A short content hash of input arrays (shape, dtype and bytes): keys per-input state."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for a in arrays:
+        a = np.asarray(a)
+        h.update(str((a.shape, a.dtype.str)).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
