@@ -7,7 +7,9 @@ view into a column buffer (N, G, Cg·KH·KW + 1, OH·OW) whose last row is ones,
 weight, reshaped once at build to (G, Og, Cg·KH·KW + 1) with the bias as its last column,
 multiplies it straight into the NCHW output: the bias add rides in the GEMM. A 1x1 stride-1
 convolution needs no columns (the input already is the matrix). Grouped and depthwise
-convolutions are the same single broadcast matmul over the G groups.
+convolutions are the same single broadcast matmul over the G groups; when a stride-1 conv
+has few outputs per group, the columns are whole padded rows (long contiguous copies) and
+the few wrapped-around output columns are cropped afterwards.
 
 Transposed convolution is the GEMM the other way (weight^T @ input gives every tap's
 contribution) followed by a scatter-add of the KH·KW taps onto the output (col2im).
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import Union
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..graph import Operator
 from .registry import Layer, register
@@ -34,6 +37,10 @@ Pads = tuple[int, int, int, int]  # top, bottom, left, right
 PaddingSpec = Union[str, Pads]  # "same" or explicit pads
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+# Up to this many output channels per group, a stride-1 conv copies whole padded rows
+# (measured: 1.5-2x faster for depthwise convs, a wash or worse for dense ones).
+_EXT_MAX_OUT_PER_GROUP = 16
 
 
 class _ConvBase(Layer):
@@ -246,11 +253,30 @@ def conv2d_gemm(
         if has_bias:
             y += wmat[:, :, k:]
         return
+    oh, ow = out_hw
+    kh, kw = kernel
+    if stride == (1, 1) and wmat.shape[1] <= _EXT_MAX_OUT_PER_GROUP:
+        # Stride 1 with few outputs per group (depthwise and the like): the GEMM is cheap and
+        # the column copy dominates, so copy whole padded rows instead of OW-long runs:
+        # compute on an OH x Wp grid and crop the Wp - OW columns that wrap into the padding.
+        dh, dw = dilation
+        xp = pad_spatial(x, pads, padding_mode, slot="conv.pad", slack=(kw - 1) * dw)
+        hp, wp = xp.shape[2:]
+        item = xp.itemsize
+        rows = as_strided(xp, (n, g, cg, kh, kw, oh * wp), (c * hp * wp * item, cg * hp * wp * item, hp * wp * item,
+                                                          dh * wp * item, dw * item, item), writeable=False)
+        cols = scratch("conv.cols", (n, g, k + has_bias, oh * wp), y.dtype)
+        np.copyto(np.reshape(cols[:, :, :k], rows.shape, copy=False), rows)
+        if has_bias:
+            cols[:, :, k] = 1
+        wide = scratch("conv.wide", (n, g, wmat.shape[1], oh, wp), y.dtype)
+        np.matmul(wmat, cols, out=wide.reshape(n, g, wmat.shape[1], oh * wp))
+        np.copyto(y.reshape(wide.shape[:3] + (oh, ow)), wide[..., :ow])
+        return
     xp = pad_spatial(x, pads, padding_mode, slot="conv.pad")
     taps = window_view(xp, kernel, stride, dilation, out_hw)
-    oh, ow = out_hw
     cols = scratch("conv.cols", (n, g, k + has_bias, oh * ow), y.dtype)
-    shape7 = (n, g, cg, kernel[0], kernel[1], oh, ow)
+    shape7 = (n, g, cg, kh, kw, oh, ow)
     np.copyto(np.reshape(cols[:, :, :k], shape7, copy=False), np.reshape(taps, shape7, copy=False))
     if has_bias:
         cols[:, :, k] = 1

@@ -80,17 +80,22 @@ def pad_spatial(
     mode: str = "zeros",
     value: float = 0.0,
     slot: str = "pad",
+    slack: int = 0,
 ) -> np.ndarray:
     """x (N, C, H, W) padded by (top, bottom, left, right) into a scratch buffer.
 
     mode: 'zeros'/'constant' (fill with `value`), 'reflect', 'replicate', 'circular'.
-    Returns x itself when there is nothing to pad.
+    Returns x itself when there is nothing to pad and no `slack` is asked for; with
+    `slack`, the result is a contiguous array followed in memory by `slack` more
+    elements of the same buffer (readable garbage), for flat views that run past its end.
     """
     t, b, l, r = pads
-    if t == b == l == r == 0:
+    if t == b == l == r == 0 and not slack:
         return x
     n, c, h, w = x.shape
-    dst = scratch(slot, (n, c, h + t + b, w + l + r), x.dtype)
+    shape = (n, c, h + t + b, w + l + r)
+    size = int(np.prod(shape))
+    dst = scratch(slot, (size + slack,), x.dtype)[:size].reshape(shape)
     if mode in ("zeros", "constant"):
         fill = x.dtype.type(value)
         dst[:, :, :t] = fill

@@ -106,6 +106,8 @@ CASES = {
     "conv_2d_pad_stride": conv2d(out_channels=5, kernel_size=3, stride=2, padding=1),
     "conv_2d_asym": conv2d(out_channels=5, kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
     "conv_2d_nobias": conv2d(out_channels=6, kernel_size=3, padding=1, bias=False),
+    "conv_2d_wide": conv2d(out_channels=24, kernel_size=3, padding=1),
+    "conv_2d_wide_dilation_reflect": conv2d(out_channels=20, kernel_size=3, padding=(2, 1), dilation=(2, 1), padding_mode="reflect"),
     "conv_2d_groups": conv2d(out_channels=6, kernel_size=3, padding=1, groups=2),
     "conv_2d_depthwise": conv2d(x_shape=(2, 6, 11, 9), out_channels=6, kernel_size=3, padding=1, groups=6),
     "conv_2d_depthwise_mult": conv2d(out_channels=8, kernel_size=3, stride=2, padding=1, groups=4),
