@@ -83,8 +83,6 @@ if model.error is not None:
 assert model.graph is not None
 summary = model_summary(model.graph)
 st.header(f"2. Summary of `{model.name}`")
-if model.description:
-    st.write(model.description)
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Operators", f"{summary.operators:,}")
 c2.metric("Parameters", f"{summary.parameters:,}")

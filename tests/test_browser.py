@@ -10,6 +10,8 @@ go to docs/screenshots/ for the README.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from app_server import (
     GRAPH_SVG,
@@ -36,6 +38,7 @@ if _why:
     pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
 
 GRAPH_BUDGET_S = 3.0
+MODELS = list(json.loads((SAMPLES / "models.json").read_text()))
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +112,18 @@ def test_other_pages_render_without_exceptions(page, slug: str, shot: str) -> No
     wait_idle(page)
     assert exception_boxes(page) == []
     page.screenshot(path=str(SCREENSHOTS / shot), full_page=True)
+
+
+@pytest.mark.parametrize("name", [m for m in MODELS if m != "deep1500"])
+def test_every_bundled_graph_renders_in_the_browser(page, name: str) -> None:
+    """viz.js accepts the DOT of every bundled model: all its operators are SVG nodes."""
+    pick_bundled_model(page, name)
+    goto_page(page, "graph")
+    page.wait_for_function(
+        f"() => document.querySelectorAll('{GRAPH_SVG} g.node').length >= {len(ops_of(name))}", timeout=120_000
+    )
+    assert svg_node_titles(page) - {"kx legend"} == set(ops_of(name))
+    assert exception_boxes(page) == []
 
 
 def test_deep1500_graph_first_render_within_budget(page) -> None:

@@ -51,7 +51,8 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
                 continue
             rop = runtime.order[event.index]
             op = event.operator
-            in_shapes = [_shape(runtime.values[o.name]) for o in op.inputs]
+            # From the event, not runtime.values: a cached graph may be stepped by another session.
+            in_shapes = [_shape(event.inputs[o.name]) for o in op.inputs]
             outs = [event.outputs[o.name] for o in op.outputs]
             out_shapes = [_shape(v) for v in outs]
             macs = rop.layer.flops(in_shapes, out_shapes) if rop.layer is not None else 0
