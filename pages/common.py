@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-import kuiper_core
 from kuiper_core.errors import KuiperError, ParseError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.graph import Graph

@@ -21,7 +21,6 @@ from kuiper_core.explore.summary import (
     si_number,
     weight_stats,
 )
-from kuiper_core.graph import Graph
 from kuiper_core.pnnx import load_graph, parse_param
 
 

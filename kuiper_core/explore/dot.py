@@ -184,7 +184,14 @@ def _node_style(name: str, base_fill: str, highlight: str | None, node_colors: d
     return style
 
 
-def _detail_dot(graph: Graph, ops: Sequence[Operator], highlight, node_colors, focus, edge_labels: bool) -> str:
+def _detail_dot(
+    graph: Graph,
+    ops: Sequence[Operator],
+    highlight: str | None,
+    node_colors: dict[str, str] | None,
+    focus: str | None,
+    edge_labels: bool,
+) -> str:
     shown = {op.name for op in ops}
     out = ["digraph pnnx {", _GRAPH_HEAD.rstrip("\n")]
     for op in ops:
