@@ -75,21 +75,21 @@ last = len(w.events) - 1
 
 def _controls() -> None:
     b = st.columns([1, 1, 1, 1, 1.3, 3])
-    if b[0].button("Reset", key="order_reset", use_container_width=True):
+    if b[0].button("Reset", key="order_reset", width="stretch"):
         state.update(step=-1, playing=False)
-    if b[1].button("Back", key="order_back", use_container_width=True, disabled=state["step"] < 0):
+    if b[1].button("Back", key="order_back", width="stretch", disabled=state["step"] < 0):
         state["step"] = max(-1, state["step"] - 1)
         state["playing"] = False
-    if b[2].button("Step", key="order_step", use_container_width=True, disabled=state["step"] >= last):
+    if b[2].button("Step", key="order_step", width="stretch", disabled=state["step"] >= last):
         state["step"] = min(last, state["step"] + 1)
     if state["playing"]:
-        if b[3].button("Pause", key="order_pause", use_container_width=True):
+        if b[3].button("Pause", key="order_pause", width="stretch"):
             state["playing"] = False
             st.rerun()
-    elif b[3].button("Play", key="order_play", use_container_width=True, disabled=state["step"] >= last):
+    elif b[3].button("Play", key="order_play", width="stretch", disabled=state["step"] >= last):
         state["playing"] = True
         st.rerun()  # the page re-creates the fragment with a timer
-    if b[4].button("Jump to end", key="order_end", use_container_width=True):
+    if b[4].button("Jump to end", key="order_end", width="stretch"):
         state.update(step=last, playing=False)
     b[5].markdown(f"**Step {state['step'] + 1} of {len(w.events)}**")
 
@@ -120,7 +120,7 @@ def _graph(step: int) -> None:
     else:
         dot = W.toy_dot(w, step if step >= 0 else None)
     # Natural size: stretched to the column, five toy nodes would fill the screen.
-    st.graphviz_chart(dot, use_container_width=False)
+    st.graphviz_chart(dot, width="content")
     st.markdown(_chips(w.legend, W.CURRENT_BORDER), unsafe_allow_html=True)
 
 
@@ -154,7 +154,7 @@ def _state_panel(step: int) -> None:
         st.code(_names(event.output), language=None, wrap_lines=True)
         if len(w.nodes) <= 200:
             st.markdown("**In-degree table**")
-            st.dataframe(pd.DataFrame(W.indegree_rows(w, step)), hide_index=True, use_container_width=True, height=min(400, 38 + 35 * len(w.nodes)))
+            st.dataframe(pd.DataFrame(W.indegree_rows(w, step)), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(w.nodes)))
 
 
 def _walkthrough() -> None:
@@ -179,7 +179,7 @@ def _walkthrough() -> None:
             )
         else:
             st.success(f"Done: {len(w.order or [])} nodes in execution order.")
-            st.dataframe(pd.DataFrame(W.order_rows(w)), hide_index=True, use_container_width=True)
+            st.dataframe(pd.DataFrame(W.order_rows(w)), hide_index=True, width="stretch")
 
 
 # Play re-runs only this fragment on a timer; the buttons are inside it so a click is quick too.

@@ -34,12 +34,15 @@ if not ops:
 op = None
 if mode == "From the model":
     assert model is not None
-    op = st.selectbox(
-        f"pnnx.Expression operators of {model.name} ({len(ops)})",
-        ops,
-        format_func=lambda o: f"{o.name}: {V.expression_text(o)[:90]}",
-        key="expr_op",
-    )
+    by_name = {o.name: o for o in ops}  # options are names: widgets copy their options
+    op = by_name[
+        st.selectbox(
+            f"pnnx.Expression operators of {model.name} ({len(ops)})",
+            list(by_name),
+            format_func=lambda n: f"{n}: {V.expression_text(by_name[n])[:90]}",
+            key="expr_op",
+        )
+    ]
     text = V.expression_text(op)
     st.code(text, language=None, wrap_lines=True)
 else:
@@ -104,11 +107,11 @@ with left:
     st.markdown("**Canonical text**")
     st.code(ex.to_text(ast), language=None, wrap_lines=True)
     st.markdown("**Tokens**")
-    st.dataframe(pd.DataFrame(token_rows), hide_index=True, use_container_width=True, height=min(300, 38 + 35 * len(token_rows)))
+    st.dataframe(pd.DataFrame(token_rows), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(token_rows)))
     st.markdown("**Reverse Polish order**")
     st.code(ex.rpn_text(ast), language=None, wrap_lines=True)
     rpn = V.rpn_rows(ast, labels)
-    st.dataframe(pd.DataFrame(rpn), hide_index=True, use_container_width=True, height=min(300, 38 + 35 * len(rpn)))
+    st.dataframe(pd.DataFrame(rpn), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rpn)))
 with right:
     st.markdown("**Abstract syntax tree** (each node numbered by its place in reverse Polish order)")
     if trace is not None:
@@ -117,7 +120,7 @@ with right:
         view = V.ast_dot(ast, labels)
     if view.shown < view.total:
         st.caption(f"Showing the top {view.shown} of {view.total} nodes.")
-    st.graphviz_chart(view.dot, use_container_width=True)
+    st.graphviz_chart(view.dot, width="stretch")
     st.caption("Red border: the current stack step. Green: already evaluated.")
 
 if op is not None:
@@ -128,15 +131,18 @@ st.subheader("Stack evaluation")
 if trace is None:
     st.stop()
 st.caption(f"Evaluated on {where}.")
+
+
+def _move(to: int | None = None, by: int = 0) -> None:
+    """Button callbacks run before the script, so the tree above already shows the new step."""
+    st.session_state[STEP] = max(1, min(n_steps, to if to is not None else st.session_state[STEP] + by))
+
+
 b = st.columns([1, 1, 1, 1, 4])
-if b[0].button("Reset", key="expr_reset", use_container_width=True):
-    st.session_state[STEP] = 1
-if b[1].button("Back", key="expr_back", use_container_width=True):
-    st.session_state[STEP] = max(1, st.session_state[STEP] - 1)
-if b[2].button("Step", key="expr_step_btn", use_container_width=True):
-    st.session_state[STEP] = min(n_steps, st.session_state[STEP] + 1)
-if b[3].button("End", key="expr_end", use_container_width=True):
-    st.session_state[STEP] = n_steps
+b[0].button("Reset", key="expr_reset", width="stretch", on_click=_move, kwargs={"to": 1})
+b[1].button("Back", key="expr_back", width="stretch", on_click=_move, kwargs={"by": -1})
+b[2].button("Step", key="expr_step_btn", width="stretch", on_click=_move, kwargs={"by": 1})
+b[3].button("End", key="expr_end", width="stretch", on_click=_move, kwargs={"to": n_steps})
 if n_steps > 1:
     b[4].slider("Step", 1, n_steps, key=STEP, label_visibility="collapsed")
 step = st.session_state[STEP] - 1
@@ -146,7 +152,7 @@ s1, s2 = st.columns([3, 2])
 with s1:
     st.info(f"**Step {step + 1} of {n_steps}:** {current.describe()}")
     rows = V.trace_rows(trace, labels)
-    st.dataframe(pd.DataFrame(rows[: step + 1]), hide_index=True, use_container_width=True, height=min(360, 38 + 35 * (step + 1)))
+    st.dataframe(pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1)))
 with s2:
     st.markdown("**The stack** (top first)")
     st.code("\n".join(V.stack_at(trace, step, labels)), language=None, wrap_lines=True)

@@ -68,11 +68,11 @@ refs, refs_source = _references()
 
 # -- controls ------------------------------------------------------------------------------------
 b = st.columns([1, 1, 1, 3, 1.2, 1.2])
-if b[0].button("Reset", key="fw_reset", use_container_width=True):
+if b[0].button("Reset", key="fw_reset", width="stretch"):
     stepper.reset()
-if b[1].button("Back", key="fw_back", use_container_width=True, disabled=stepper.cursor < 0):
+if b[1].button("Back", key="fw_back", width="stretch", disabled=stepper.cursor < 0):
     stepper.back()
-if b[2].button("Step", key="fw_step", use_container_width=True, disabled=stepper.cursor + 1 >= len(names)):
+if b[2].button("Step", key="fw_step", width="stretch", disabled=stepper.cursor + 1 >= len(names)):
     stepper.step()
 target = b[3].selectbox(
     "Run to operator",
@@ -82,8 +82,8 @@ target = b[3].selectbox(
     key="fw_target",
     label_visibility="collapsed",
 )
-run_to = b[4].button("Run to", key="fw_run_to", use_container_width=True)
-run_all = b[5].button("Run all", key="fw_run_all", use_container_width=True, type="primary")
+run_to = b[4].button("Run to", key="fw_run_to", width="stretch")
+run_all = b[5].button("Run all", key="fw_run_all", width="stretch", type="primary")
 if run_to or run_all:
     bar = st.progress(0.0, text="Running…")
 
@@ -133,7 +133,7 @@ def _graph_panel() -> None:
         hops=3,
         edge_labels=True,
     )
-    st.graphviz_chart(dot, use_container_width=False)
+    st.graphviz_chart(dot, width="content")
     if colors:
         legend = [("ok", "within tolerance"), ("bad", "over tolerance"), ("first bad", "first over tolerance"),
                   ("no reference", "no reference")]
@@ -164,7 +164,7 @@ def _tensor(label: str, name: str, a: np.ndarray, ref: np.ndarray | None, widget
     st.dataframe(
         pd.DataFrame([{k: _fmt(s[k]) if k != "shape" else "×".join(map(str, s[k])) or "scalar" for k in cols}]),
         hide_index=True,
-        use_container_width=True,
+        width="stretch",
     )
     if s["nan"] or s["inf"]:
         st.warning(f"{s['nan']} NaN and {s['inf']} Inf values")
@@ -186,7 +186,7 @@ def _tensor(label: str, name: str, a: np.ndarray, ref: np.ndarray | None, widget
             )
             .properties(height=160)
         )
-        st.altair_chart(chart, use_container_width=True)
+        st.altair_chart(chart, width="stretch")
     kind = T.view_kind(a)
     if kind == "channels":
         batch = 0
@@ -245,7 +245,7 @@ if refs:
                 stepper.run_to(first_bad)
                 st.rerun()
         table = pd.DataFrame(rows)
-        st.dataframe(table, hide_index=True, use_container_width=True, height=min(400, 38 + 35 * len(rows)))
+        st.dataframe(table, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(rows)))
 elif model.operands or model.expected:
     st.caption("Per-operator errors are shown for the sample input (the bundled references are PyTorch's for it).")
 
