@@ -79,10 +79,6 @@ def test_model_walkthrough_matches_the_runtime_order() -> None:
         assert "nn.LSTM" in W.toy_dot(w, len(w) - 1)
 
 
-def test_quote_escapes_dot_specials() -> None:
-    assert W.quote('a"b\\c\nd') == '"a\\"b\\\\c\\nd"'
-
-
 def test_unknown_algorithm() -> None:
     with pytest.raises(ValueError):
         W.walkthrough({"a": []}, "bfs")

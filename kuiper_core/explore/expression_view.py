@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import expression as ex
 from ..graph import Graph, Operator
-from .walkthrough import quote
+from .dot import quote
 
 AST_COLORS = {"call": "#fbb4c4", "operand": "#9ecae1", "constant": "#e0e0e0", "list": "#fff2ae"}
 CURRENT = "#d62728"  # the node the current stack step is about

@@ -15,6 +15,7 @@ from typing import Mapping, Sequence
 from ..errors import CycleError
 from ..graph import Graph
 from ..runtime.order import ALGORITHMS, DIAMOND, SEED_004_EXAMPLE, WITH_CYCLE, TraceEvent
+from .dot import quote
 
 # The app's presets: name -> successor map (node order = insertion order).
 PRESETS: dict[str, dict[str, list[str]]] = {
@@ -217,10 +218,3 @@ def step_of_node(w: Walkthrough, node: str) -> int | None:
         if e.node == node:
             return i
     return None
-
-
-# -- DOT text --------------------------------------------------------------------------------------
-def quote(text: str) -> str:
-    """A DOT double-quoted string; newlines become centred line breaks."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
