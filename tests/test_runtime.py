@@ -214,3 +214,24 @@ def test_models_json_lists_every_sample() -> None:
     on_disk = {p.name.split(".")[0] for p in SAMPLE_PARAMS}
     assert on_disk <= set(meta)
     assert sum(1 for m in meta.values() if m.get("default")) == 1
+
+
+def test_concurrent_forwards_on_one_cached_graph_do_not_mix() -> None:
+    """The app shares one RuntimeGraph between browser sessions."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    param, x = _sample("unet")
+    g = kuiper_core.load(param)
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(x.shape).astype(np.float32) for _ in range(6)]
+    serial = [g.forward(xi)[0].copy() for xi in xs]
+    with ThreadPoolExecutor(3) as pool:
+        parallel = list(pool.map(lambda xi: g.forward(xi)[0], xs * 2))
+    for i, y in enumerate(parallel):
+        assert np.array_equal(y, serial[i % 6])
+    # Two interleaved step runs keep their own values.
+    a, b = g.steps(xs[0]), g.steps(xs[1])
+    for ea, eb in zip(a, b):
+        pass
+    assert np.array_equal(g.outputs_of(a.values)[0], serial[0])
+    assert np.array_equal(g.outputs_of(b.values)[0], serial[1])

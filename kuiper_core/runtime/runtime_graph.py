@@ -11,6 +11,7 @@ producers' output arrays by reference: nothing is copied between operators.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -84,7 +85,10 @@ class RuntimeGraph:
         self.algorithm = "dfs"
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
-        self.values: dict[str, Value] = {}  # operand values kept by the last steps() run
+        self.values: dict[str, Value] = {}  # operand values of the latest steps() run
+        # Planned buffers are shared state: one planned forward at a time (the app caches
+        # one RuntimeGraph for every browser session).
+        self._run_lock = threading.Lock()
 
     @classmethod
     def from_graph(cls, graph: Graph) -> "RuntimeGraph":
@@ -158,28 +162,32 @@ class RuntimeGraph:
         """Run the model; outputs in pnnx.Output order with tuples flattened."""
         self._require_built()
         inputs = self._check_inputs(arrays)
-        planned = self._matches_declared(inputs)
-        while True:
-            try:
-                values = self._run(inputs, planned=planned, keep=False)
-                break
-            except _ViewDetected as v:
-                # A layer returned a view of an input without saying so: keep that
-                # buffer alive from now on and run again with a corrected plan.
-                self._view_ops.add(v.name)
-                self._replan()
-        return self._collect_outputs(values)
+        if not self._matches_declared(inputs):
+            return self._collect_outputs(self._run(inputs, planned=False, keep=False))
+        with self._run_lock:
+            while True:
+                try:
+                    values = self._run(inputs, planned=True, keep=False)
+                    break
+                except _ViewDetected as v:
+                    # A layer returned a view of an input without saying so: keep that
+                    # buffer alive from now on and run again with a corrected plan.
+                    self._view_ops.add(v.name)
+                    self._replan()
+            return self._collect_outputs(values)
 
-    def steps(self, *arrays: np.ndarray) -> Iterator[StepEvent]:
-        """Run one operator per iteration, keeping every operand value in `self.values`."""
+    def steps(self, *arrays: np.ndarray) -> "StepRun":
+        """Run one operator per iteration. The returned iterator's `.values` holds every
+        operand computed so far (also `self.values` until the next steps() call). Steps
+        allocate fresh outputs, so concurrent runs never share buffers."""
         self._require_built()
         inputs = self._check_inputs(arrays)
-        self.values = {}
-        return self._step_iter(inputs)
+        values: dict[str, Value] = {}
+        self.values = values
+        return StepRun(self._step_iter(inputs, values), values)
 
-    def _step_iter(self, inputs: list[np.ndarray]) -> Iterator[StepEvent]:
+    def _step_iter(self, inputs: list[np.ndarray], values: dict[str, Value]) -> Iterator[StepEvent]:
         feeds = self._feeds(inputs)
-        values = self.values
         for rop in self.order:
             op = rop.op
             args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
@@ -309,6 +317,22 @@ class RuntimeGraph:
     def _matches_declared(self, inputs: list[np.ndarray]) -> bool:
         assert self.graph is not None
         return all(op.outputs[0].static_shape == a.shape for op, a in zip(self.graph.inputs, inputs))
+
+
+class StepRun(Iterator[StepEvent]):
+    """The iterator returned by steps(), with this run's operand values."""
+
+    def __init__(self, events: Iterator[StepEvent], values: dict[str, Value]) -> None:
+        self._events = events
+        self.values = values
+
+    def __next__(self) -> StepEvent:
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
 
 
 class _ViewDetected(Exception):
