@@ -16,7 +16,7 @@ from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
 
 STATE = "kx_forward"  # {"key": (model key, input digest), "stepper": ForwardStepper}
-FOCUS_ABOVE = 120  # bigger models are drawn around the current operator
+FOCUS_ABOVE = 40  # bigger models are drawn around the current operator
 MAX_TENSORS = 8
 NOT_RUN = "#ffffff"  # tensors shown per operator (torch.cat may read dozens)
 
@@ -123,7 +123,8 @@ def _graph_panel() -> None:
     whole = c2.toggle("Whole graph", value=not big, key="fw_whole") if big else True
     colors = None
     if by_error and rows:  # operators not run yet are white, so green always means "checked"
-        colors = {n: NOT_RUN for n in names} | T.error_colors(rows)
+        done = {e.name for e in stepper.events}
+        colors = {n: NOT_RUN for n in names if n not in done} | T.error_colors(rows)
     current = event.name if event is not None else None
     dot = graph_dot(
         model.graph,
@@ -135,8 +136,7 @@ def _graph_panel() -> None:
     )
     st.graphviz_chart(dot, width="content")
     if colors:
-        legend = [("ok", "within tolerance"), ("bad", "over tolerance"), ("first bad", "first over tolerance"),
-                  ("no reference", "no reference")]
+        legend = [("ok", "within tolerance"), ("bad", "over tolerance"), ("first bad", "first over tolerance")]
         st.markdown(
             " ".join(
                 f'<span style="background:{T.ERROR_COLORS[k]};border:1px solid #888;border-radius:4px;'
@@ -144,7 +144,7 @@ def _graph_panel() -> None:
                 for k, label in legend
             )
             + f' <span style="background:{NOT_RUN};border:1px solid #888;border-radius:4px;padding:1px 6px;'
-            'font-size:0.85em">not run yet</span>',
+            'font-size:0.85em">not run yet</span> (no reference: category colour)',
             unsafe_allow_html=True,
         )
 
@@ -160,12 +160,9 @@ def _fmt(x: Any) -> str:
 
 def _tensor(label: str, name: str, a: np.ndarray, ref: np.ndarray | None, widget_key: str) -> None:
     s = T.tensor_stats(a)
-    cols = ["shape", "dtype", "min", "max", "mean", "std", "nan", "inf"]
-    st.dataframe(
-        pd.DataFrame([{k: _fmt(s[k]) if k != "shape" else "×".join(map(str, s[k])) or "scalar" for k in cols}]),
-        hide_index=True,
-        width="stretch",
-    )
+    st.markdown(f"`{name}`: shape `{'×'.join(map(str, s['shape'])) or 'scalar'}`, `{s['dtype']}`, {s['size']:,} values")
+    cols = ["min", "max", "mean", "std", "nan", "inf"]
+    st.dataframe(pd.DataFrame([{k: _fmt(s[k]) for k in cols}]), hide_index=True, width="stretch")
     if s["nan"] or s["inf"]:
         st.warning(f"{s['nan']} NaN and {s['inf']} Inf values")
     if ref is not None:

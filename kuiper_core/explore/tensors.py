@@ -7,6 +7,7 @@ counted separately) so one bad value does not hide the rest of the distribution.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -15,7 +16,7 @@ import numpy as np
 from ..graph import Graph, Operand
 
 # Per-operator error colours for the graph (graph_dot's node_colors).
-ERROR_COLORS = {"ok": "#9fdf9f", "bad": "#ff7b7b", "first bad": "#d62728", "no reference": "#e8e8e8"}
+ERROR_COLORS = {"ok": "#9fdf9f", "bad": "#ff7b7b", "first bad": "#d62728"}
 
 
 def as_arrays(value: Any) -> list[np.ndarray]:
@@ -314,12 +315,11 @@ def first_bad(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def error_colors(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Node fill colours for graph_dot: green ok, red over tolerance, dark red the first bad."""
+    """Node fill colours for graph_dot: green ok, red over tolerance, dark red the first bad.
+
+    Operators without a reference are left out, so they keep their usual colour."""
     first = first_bad(rows)
-    colors = {}
-    for r in rows:
-        key = "no reference" if r["ok"] is None else "ok" if r["ok"] else "bad"
-        colors[str(r["name"])] = ERROR_COLORS[key]
+    colors = {str(r["name"]): ERROR_COLORS["ok" if r["ok"] else "bad"] for r in rows if r["ok"] is not None}
     if first is not None:
         colors[first] = ERROR_COLORS["first bad"]
     return colors
@@ -327,8 +327,6 @@ def error_colors(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 def arrays_digest(arrays: Sequence[np.ndarray]) -> str:
     """A short content hash of input arrays (shape, dtype and bytes): keys per-input state."""
-    import hashlib
-
     h = hashlib.sha1()
     for a in arrays:
         a = np.asarray(a)
