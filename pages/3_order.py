@@ -37,8 +37,13 @@ def _chips(items: list[tuple[str, str]], current: str) -> str:
     return " ".join(html)
 
 
-def _names(items, empty: str = "(empty)") -> str:
-    return "  ".join(items) if items else empty
+def _names(items, empty: str = "(empty)", limit: int = 40) -> str:
+    """Space-separated names; long lists keep their most recent `limit` (the end matters)."""
+    if not items:
+        return empty
+    items = list(items)
+    head = f"… {len(items) - limit:,} earlier  " if len(items) > limit else ""
+    return head + "  ".join(items[-limit:])
 
 
 # -- what to walk through ----------------------------------------------------------------
