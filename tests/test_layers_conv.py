@@ -187,3 +187,18 @@ def test_conv_transpose2d_sweep_matches_torch() -> None:
                            output_padding=list(opad), dilation=list(dil), groups=groups, bias=bias is not None)
         (y,) = layer.forward([x], [None])
         assert_close(y, ref, f"conv_transpose2d k{k} s{stride} p{pad} op{opad} d{dil} g{groups} x{x.shape}")
+
+
+def test_large_batches_run_in_chunks(monkeypatch) -> None:
+    """Past the scratch budget a batch is processed in parts; the result must not change."""
+    import kuiper_core.layers.windows as windows
+
+    x = w32(5, 4, 9, 7)
+    conv = conv_layer(weight=w32(6, 4, 3, 3), bias_data=w32(6), **conv2d_params(4, 6, 3, padding=[1, 1], bias=True))
+    convt = conv_layer("nn.ConvTranspose2d", weight=w32(4, 3, 3, 3), in_channels=4, out_channels=3, kernel_size=[3, 3],
+                       stride=[2, 2], padding=[1, 1], output_padding=[1, 0], dilation=[1, 1], groups=1, bias=False)
+    whole = [conv.forward([x], [None])[0], convt.forward([x], [None])[0]]
+    monkeypatch.setattr(windows, "SCRATCH_BUDGET", 1)
+    assert len(windows.batch_chunks(5, 100)) == 5
+    np.testing.assert_array_equal(conv.forward([x], [None])[0], whole[0])
+    np.testing.assert_array_equal(convt.forward([x], [None])[0], whole[1])

@@ -31,7 +31,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..graph import Operator
 from .registry import Layer, register
-from .windows import out_size, output_buffer, pad_spatial, same_padding, scratch, window_view
+from .windows import batch_chunks, out_size, output_buffer, pad_spatial, same_padding, scratch, window_view
 
 Pads = tuple[int, int, int, int]  # top, bottom, left, right
 PaddingSpec = Union[str, Pads]  # "same" or explicit pads
@@ -220,7 +220,10 @@ class Convolution(_ConvBase):
         pads, (oh, ow) = self._geometry(h, w, kernel)
         dtype = np.result_type(x4.dtype, wmat.dtype)
         y = output_buffer(out, self._out_shape(prefix, g * og, oh, ow), dtype)
-        conv2d_gemm(x4, wmat, kernel, self.stride, self.dilation, pads, self.padding_mode, (oh, ow), y.reshape(n, g, og, oh * ow))
+        y4 = y.reshape(n, g, og, oh * ow)
+        rows = (wmat.shape[2] + 1) * oh * (ow + pads[2] + pads[3] + kernel[1])  # column-buffer size per item (bound)
+        for part in batch_chunks(n, g * rows):
+            conv2d_gemm(x4[part], wmat, kernel, self.stride, self.dilation, pads, self.padding_mode, (oh, ow), y4[part])
         return [y]
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
@@ -373,25 +376,8 @@ class TransposedConvolution(_ConvBase):
         dtype = np.result_type(x4.dtype, wmat.dtype)
         y = output_buffer(out, self._out_shape(prefix, g * og, oh, ow), dtype)
         y4 = y.reshape(n, g * og, oh, ow)
-
-        # Every tap's contribution: (N, G, Og·KH·KW, H·W) -> (N, O, KH, KW, H, W).
-        cols = scratch("convT.cols", (n, g, wmat.shape[1], h * w), dtype)
-        np.matmul(wmat, x4.reshape(n, g, c // g, h * w), out=cols)
-        taps = cols.reshape(n, g * og, kernel[0], kernel[1], h, w)
-
-        # Scatter-add the taps on a canvas covering every position they reach, then crop.
-        sh, sw = self.stride
-        dh, dw = self.dilation
-        full_h = max((h - 1) * sh + dh * (kernel[0] - 1) + 1, pt + oh)
-        full_w = max((w - 1) * sw + dw * (kernel[1] - 1) + 1, pl + ow)
-        direct = pt == pl == 0 and (full_h, full_w) == (oh, ow)
-        canvas = y4 if direct else scratch("convT.canvas", (n, g * og, full_h, full_w), dtype)
-        canvas[...] = 0
-        for i in range(kernel[0]):
-            for j in range(kernel[1]):
-                canvas[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (w - 1) * sw + 1 : sw] += taps[:, :, i, j]
-        if not direct:
-            y4[...] = canvas[:, :, pt : pt + oh, pl : pl + ow]
+        for part in batch_chunks(n, g * wmat.shape[1] * h * w):
+            conv_transpose2d_gemm(x4[part], wmat, kernel, self.stride, self.dilation, (pt, pl), y4[part])
         if bias is not None:
             y4 += bias.reshape(-1, 1, 1)
         return [y]
@@ -401,3 +387,38 @@ class TransposedConvolution(_ConvBase):
             return 0
         og = outputs[0][-self.dims - 1] // self.groups
         return int(np.prod(inputs[0])) * og * self.kernel[0] * self.kernel[1]
+
+
+def conv_transpose2d_gemm(
+    x: np.ndarray,
+    wmat: np.ndarray,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    pads: tuple[int, int],
+    y: np.ndarray,
+) -> None:
+    """y (N, O, OH, OW) = transposed conv of x (N, C, H, W) with wmat (G, Og·KH·KW, Cg), no bias."""
+    n, c, h, w = x.shape
+    g = wmat.shape[0]
+    kh, kw = kernel
+    oh, ow = y.shape[2:]
+    pt, pl = pads
+    # Every tap's contribution: (N, G, Og·KH·KW, H·W) -> (N, O, KH, KW, H, W).
+    cols = scratch("convT.cols", (n, g, wmat.shape[1], h * w), y.dtype)
+    np.matmul(wmat, x.reshape(n, g, c // g, h * w), out=cols)
+    taps = cols.reshape(n, y.shape[1], kh, kw, h, w)
+
+    # Scatter-add the taps on a canvas covering every position they reach, then crop.
+    sh, sw = stride
+    dh, dw = dilation
+    full_h = max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh)
+    full_w = max((w - 1) * sw + dw * (kw - 1) + 1, pl + ow)
+    direct = pt == pl == 0 and (full_h, full_w) == (oh, ow)
+    canvas = y if direct else scratch("convT.canvas", (n, y.shape[1], full_h, full_w), y.dtype)
+    canvas[...] = 0
+    for i in range(kh):
+        for j in range(kw):
+            canvas[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (w - 1) * sw + 1 : sw] += taps[:, :, i, j]
+    if not direct:
+        y[...] = canvas[:, :, pt : pt + oh, pl : pl + ow]

@@ -36,6 +36,17 @@ def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return buf[:n].reshape(shape)
 
 
+# Work buffers hold at most this many elements (256 MB of float32) unless one batch item
+# needs more: bigger batches are processed in chunks (one GEMM per item either way).
+SCRATCH_BUDGET = 1 << 26
+
+
+def batch_chunks(n: int, per_item: int) -> list[slice]:
+    """Slices of the batch axis whose work buffers fit SCRATCH_BUDGET (at least one item each)."""
+    step = max(1, SCRATCH_BUDGET // max(1, per_item))
+    return [slice(i, min(n, i + step)) for i in range(0, n, step)]
+
+
 def out_size(
     n: int, kernel: int, stride: int, pad_before: int, pad_after: int, dilation: int = 1, ceil_mode: bool = False
 ) -> int:
