@@ -131,6 +131,11 @@ st.subheader("Stack evaluation")
 if trace is None:
     st.stop()
 st.caption(f"Evaluated on {where}.")
+if op is None and values:
+    with st.expander(f"The example inputs @0 … @{len(values) - 1}"):
+        for i, x in enumerate(values):
+            st.markdown(f"`@{i}` ({x.dtype}, shape {x.shape})")
+            st.dataframe(pd.DataFrame(x), hide_index=True)
 
 
 def _move(to: int | None = None, by: int = 0) -> None:
