@@ -120,7 +120,7 @@ with right:
         view = V.ast_dot(ast, labels)
     if view.shown < view.total:
         st.caption(f"Showing the top {view.shown} of {view.total} nodes.")
-    st.graphviz_chart(view.dot, width="stretch")
+    st.graphviz_chart(view.dot, width="stretch" if view.shown > 12 else "content")  # small trees stay small
     st.caption("Red border: the current stack step. Green: already evaluated.")
 
 if op is not None:
