@@ -122,7 +122,7 @@ class ForwardStepper:
     def _restart(self) -> None:
         """A fresh generator, fast-forwarded past the steps already recorded."""
         gen = self.graph.steps(*self.inputs)
-        self.values = self.graph.values  # this run's dict: later steps() calls make a new one
+        self.values = gen.values  # this run's own dict (another session may step the same graph)
         replayed = [next(gen) for _ in range(len(self.events))]
         self.events = replayed  # same operators; the arrays now live in self.values
         self._gen = gen
