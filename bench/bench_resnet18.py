@@ -1,6 +1,7 @@
 """ResNet-18 (batch 1, 3x224x224): PyTorch eager vs kuiper_core, same input, same process.
 
     python bench/bench_resnet18.py                 # whole model: both times, ratio, per-type time
+    python bench/bench_resnet18.py --json bench/results/resnet18.json
     python bench/bench_resnet18.py --convs         # every ResNet-18 conv shape vs F.conv2d
     python bench/bench_resnet18.py --threads 1     # pin both engines to one thread
     python bench/bench_resnet18.py --openblas-core auto   # let OpenBLAS pick its kernels
@@ -19,6 +20,8 @@ Needs the `export` extra (torch==2.13.0, pnnx) for PyTorch; see bench/README.md.
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import os
 import sys
 import tempfile
@@ -39,6 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--convs", action="store_true", help="time each ResNet-18 conv shape against F.conv2d instead")
     ap.add_argument("--param", type=Path, default=ROOT / "sample_models" / "resnet18.pnnx.param")
+    ap.add_argument("--json", type=Path, help="also write the whole-model numbers to this file")
     ap.add_argument("--openblas-core", metavar="NAME",
                     help="set OPENBLAS_CORETYPE for this run (e.g. SkylakeX, Haswell), or 'auto' to drop it "
                          "and let OpenBLAS detect the CPU; default: leave the environment as it is")
@@ -47,9 +51,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def timed_blocks(engines: dict[str, Callable[[], object]], runs: int, rounds: int, warmup: int) -> dict[str, list[float]]:
     """Seconds per run of each engine, measured in alternating blocks."""
-    for fn in engines.values():
-        for _ in range(warmup):
+    for fn in engines.values():  # `warmup` runs, and at least 0.3 s: thread pools and caches settle
+        start = time.perf_counter()
+        for i in itertools.count():
             fn()
+            if i + 1 >= warmup and time.perf_counter() - start > 0.3:
+                break
     times: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(rounds):
         for name, fn in engines.items():
@@ -147,6 +154,17 @@ def bench_model(args: argparse.Namespace) -> None:
     print(f"pytorch eager  {t_torch:8.2f} ms   (min {1e3 * min(times['pytorch']):.2f})")
     print(f"kuiper_core    {t_ours:8.2f} ms   (min {1e3 * min(times['kuiper']):.2f})")
     print(f"ratio kuiper / pytorch = {t_ours / t_torch:.2f}x (medians), {min(times['kuiper']) / min(times['pytorch']):.2f}x (best runs)")
+    result = {
+        "model": "resnet18",
+        "input_shape": list(x.shape),
+        "threads": args.threads,
+        "blas": blas_summary(),
+        "max_abs_diff": err,
+        "pytorch_ms": {"median": t_torch, "min": 1e3 * min(times["pytorch"]), "runs": len(times["pytorch"])},
+        "kuiper_ms": {"median": t_ours, "min": 1e3 * min(times["kuiper"]), "runs": len(times["kuiper"])},
+        "ratio_median": t_ours / t_torch,
+        "ratio_min": min(times["kuiper"]) / min(times["pytorch"]),
+    }
 
     # Per operator type: steps() times each operator (it keeps every operand alive, so its
     # total is a little above forward()'s).
@@ -165,6 +183,10 @@ def bench_model(args: argparse.Namespace) -> None:
     for k, v in sorted(per_type.items(), key=lambda kv: -median_ms(kv[1])):
         ms = median_ms(v)
         print(f"  {k:24s} x{counts[k]:<3d} {ms:8.2f} ms  {100 * ms / total:5.1f}%")
+    if args.json:
+        result["per_type_ms"] = {k: median_ms(v) for k, v in per_type.items()}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
     if tmp is not None:
         tmp.cleanup()
 
