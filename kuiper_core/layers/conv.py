@@ -46,8 +46,6 @@ _EXT_MAX_OUT_PER_GROUP = 16
 class _ConvBase(Layer):
     """Params shared by every convolution; 1-D params are lifted to 2-D with H = 1."""
 
-    transposed = False
-
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.dims = 1 if op.type.endswith("1d") else 2
@@ -90,13 +88,28 @@ class _ConvBase(Layer):
             raise self.error(f"expected inputs (input, weight[, bias]), got {n} input(s)")
         return w, b
 
-    def _static_weights(self) -> tuple[np.ndarray, np.ndarray | None]:
+    def _read_weights(self) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """nn.*: the checked (weight, bias). F.*: None, after locating the weight inputs and
+        checking the weight's declared shape when there is one. Sets `self.kernel`."""
+        self.kernel: tuple[int, int] | None = None
+        if self.functional:
+            self.w_index, self.b_index = self._input_positions()
+            shape = self.op.inputs[self.w_index].static_shape
+            if shape is not None:
+                self._check_weight_shape(shape, None, None)
+            return None
         weight = self.weight("weight")
         bias = self.weight("bias", required=bool(self.param("bias", False)))
+        self.in_channels, out_channels = self.int_param("in_channels"), self.int_param("out_channels")
+        self._check_weight_shape(weight.shape, self.in_channels, out_channels)
+        ks = self._pair("kernel_size", required=True)
+        if ks != self.kernel:
+            raise self.error(f"kernel_size={ks} but the weight's kernel is {self.kernel}")
+        self._check_bias(bias, out_channels)
         return weight, bias
 
-    def _declared_weight_shape(self, index: int) -> tuple[int, ...] | None:
-        return self.op.inputs[index].static_shape
+    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
+        raise NotImplementedError
 
     def _check_bias(self, bias: np.ndarray | None, channels: int) -> None:
         if bias is not None and bias.shape != (channels,):
@@ -117,22 +130,8 @@ class Convolution(_ConvBase):
         if self.padding == "same" and self.stride != (1, 1):
             raise self.error(f"padding='same' needs stride 1, got {self.stride}")
 
-        self.wmat: np.ndarray | None = None
-        self.kernel: tuple[int, int] | None = None
-        if self.functional:
-            self.w_index, self.b_index = self._input_positions()
-            shape = self._declared_weight_shape(self.w_index)
-            if shape is not None:
-                self._check_weight_shape(shape, None, None)
-        else:
-            weight, bias = self._static_weights()
-            in_ch, out_ch = self.int_param("in_channels"), self.int_param("out_channels")
-            self._check_weight_shape(weight.shape, in_ch, out_ch)
-            ks = self._pair("kernel_size", required=True)
-            if ks != self.kernel:
-                raise self.error(f"kernel_size={ks} but the weight's kernel is {self.kernel}")
-            self.in_channels = in_ch
-            self.wmat = self._weight_matrix(weight, bias)
+        weights = self._read_weights()
+        self.wmat = None if weights is None else self._weight_matrix(*weights)
 
     def _padding_spec(self) -> PaddingSpec:
         p = self.param("padding", 0)
@@ -288,8 +287,6 @@ def conv2d_gemm(
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")
 class TransposedConvolution(_ConvBase):
-    transposed = True
-
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         pad = self._pair("padding", 0)
@@ -302,24 +299,9 @@ class TransposedConvolution(_ConvBase):
                 raise self.error(
                     f"output_padding {self.output_padding} must be smaller than stride {self.stride} or dilation {self.dilation}"
                 )
-        self.wmat: np.ndarray | None = None
-        self.bias: np.ndarray | None = None
-        self.kernel: tuple[int, int] | None = None
-        if self.functional:
-            self.w_index, self.b_index = self._input_positions()
-            shape = self._declared_weight_shape(self.w_index)
-            if shape is not None:
-                self._check_weight_shape(shape, None, None)
-        else:
-            weight, bias = self._static_weights()
-            in_ch, out_ch = self.int_param("in_channels"), self.int_param("out_channels")
-            self._check_weight_shape(weight.shape, in_ch, out_ch)
-            ks = self._pair("kernel_size", required=True)
-            if ks != self.kernel:
-                raise self.error(f"kernel_size={ks} but the weight's kernel is {self.kernel}")
-            self.wmat = self._weight_matrix(weight)
-            self._check_bias(bias, out_ch)
-            self.bias = bias
+        weights = self._read_weights()
+        self.wmat = None if weights is None else self._weight_matrix(weights[0])
+        self.bias = None if weights is None else weights[1]
 
     def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
         g = self.groups
