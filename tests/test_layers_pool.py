@@ -21,11 +21,6 @@ CASES = sorted(p.name for p in OPS.glob("pool_*") if p.name not in NOT_BATCHABLE
 
 @pytest.mark.parametrize("case", CASES)
 def test_batch_stacking(case: str) -> None:
-    if case == "pool_adaptive_max2d_indices":
-        from kuiper_core.layers.registry import is_supported
-
-        if not is_supported("prim::TupleUnpack"):
-            pytest.skip("prim::TupleUnpack has no layer yet (see test_tuple_form_of_indices)")
     check_batch_stacking(case)
 
 
