@@ -6,6 +6,7 @@ pnnx's generated *_pnnx.py computed. Batch > 1 is checked where the model allows
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -55,3 +56,21 @@ def test_steps_match_pnnx_operands(case: Path) -> None:
                 assert ok, f"{ev.name} ({ev.type}) operand {name}: err {err:.3g} > {bound:.3g}"
                 seen += 1
     assert seen > 0
+
+
+@pytest.mark.parametrize("case", ["shape_reshape", "shape_view_minus1", "shape_reshape_batchdim"])
+def test_tensor_view_name_of_older_pnnx(tmp_path: Path, case: str) -> None:
+    """pnnx merged Tensor.view into Tensor.reshape in late 2025; files from older pnnx say
+    Tensor.view with the same params. Rename it in a real export: same PyTorch answer."""
+    src = OPS / case
+    if not src.exists():
+        pytest.skip(f"{case} not exported")
+    text = (src / "model.pnnx.param").read_text()
+    assert "Tensor.reshape" in text
+    renamed = re.sub(r"^Tensor\.reshape ", "Tensor.view    ", text, flags=re.M)  # the type column only
+    (tmp_path / "model.pnnx.param").write_text(renamed)
+    (tmp_path / "model.pnnx.bin").write_bytes((src / "model.pnnx.bin").read_bytes())
+    g = kuiper_core.load(tmp_path / "model.pnnx.param")
+    assert any(op.type == "Tensor.view" for op in g.graph.operators)
+    for y, ref in zip(g.forward(*_inputs(src)), _expected(src)):
+        assert max_err_ok(y, ref)[0]
