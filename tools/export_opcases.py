@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     import opcases
 
-    names = args.families or [m.name for m in pkgutil.iter_modules(opcases.__path__)]
+    names = args.families or [m.name for m in pkgutil.iter_modules(opcases.__path__) if not m.name.startswith("_")]
     failed: list[str] = []
     for fam in names:
         mod = importlib.import_module(f"opcases.{fam}")

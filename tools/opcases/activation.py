@@ -4,22 +4,11 @@ Inputs use batch 2 and values spread over the interesting ranges (negatives, the
 Hardswish/Hardtanh knees, Softplus thresholds) so that every branch is exercised.
 """
 
-from typing import Callable
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Wrap(nn.Module):
-    """One module call; wrapped so pnnx's generated Python stays valid (no top-level Sequential)."""
-
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        return self.layer(x)
+from opcases._common import Fn, Wrap
 
 
 class AfterRelu(nn.Module):
@@ -31,17 +20,6 @@ class AfterRelu(nn.Module):
 
     def forward(self, x):
         return self.layer(torch.relu(x) - 0.5)
-
-
-class Fn(nn.Module):
-    """One functional call."""
-
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 class FPrelu(nn.Module):

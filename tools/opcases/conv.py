@@ -9,16 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Wrap(nn.Module):
-    """One module applied to the input (a Sequential at top level breaks pnnx's .py)."""
-
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        return self.layer(x)
+from opcases._common import Wrap
 
 
 def conv2d(x_shape=(2, 4, 11, 9), **kw):

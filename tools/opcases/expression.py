@@ -2,18 +2,8 @@
 against PyTorch's outputs, and by tests/test_ops.py through the whole runtime)."""
 
 import torch
-import torch.nn as nn
 
-
-class Fn(nn.Module):
-    """forward = f(*inputs): one case per lambda, so every case is two lines."""
-
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-
-    def forward(self, *xs):
-        return self.f(*xs)
+from opcases._common import Fn
 
 
 def x4(*shape):

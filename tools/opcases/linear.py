@@ -5,14 +5,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Wrap(nn.Module):
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        return self.layer(x)
+from opcases._common import Wrap
 
 
 class FLinearInputs(nn.Module):

@@ -9,6 +9,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from opcases._common import Fn
+
 
 def randomise(m: nn.Module) -> nn.Module:
     """Non-trivial affine parameters and running statistics."""
@@ -77,15 +79,6 @@ class FInstanceNorm(nn.Module):
 
     def forward(self, x):
         return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=1e-3)
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 def x4(n: int = 2, c: int = 4) -> torch.Tensor:

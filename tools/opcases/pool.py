@@ -8,25 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Wrap(nn.Module):
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        return self.layer(x)
-
-
-class Fn(nn.Module):
-    """A functional pooling call with fixed arguments."""
-
-    def __init__(self, fn, *args, **kwargs):
-        super().__init__()
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-
-    def forward(self, x):
-        return self.fn(x, *self.args, **self.kwargs)
+from opcases._common import Fn, Wrap
 
 
 class MaxWithIndices(nn.Module):

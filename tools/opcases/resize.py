@@ -5,38 +5,11 @@ Sizes are chosen odd and non-multiples so that index rounding, align_corners and
 recompute_scale_factor all change the answer.
 """
 
-from typing import Callable
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Wrap(nn.Module):
-    def __init__(self, layer: nn.Module):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x):
-        return self.layer(x)
-
-
-class Fn(nn.Module):
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-class Fn2(nn.Module):
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x, y):
-        return self.fn(x, y)
+from opcases._common import Fn, Wrap
 
 
 def x4(n: int = 2, c: int = 3, h: int = 5, w: int = 7) -> torch.Tensor:
@@ -118,11 +91,11 @@ CASES = {
     "resize_f_upsample_nearest": lambda: (Fn(lambda x: F.upsample_nearest(x, scale_factor=2)), [x4()]),
     "resize_f_upsample_bilinear": lambda: (Fn(lambda x: F.upsample_bilinear(x, size=(7, 9))), [x4()]),
     "resize_f_interpolate_like_other": lambda: (
-        Fn2(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear", align_corners=False) + y),
+        Fn(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear", align_corners=False) + y),
         [x4(), x4(h=9, w=12)],
     ),
     "resize_f_interpolate_nearest_like_other": lambda: (
-        Fn2(lambda x, y: F.interpolate(x, size=(y.size(2), y.size(3))) * y),
+        Fn(lambda x, y: F.interpolate(x, size=(y.size(2), y.size(3))) * y),
         [x4(), x4(h=9, w=12)],
     ),
     # pixel shuffle

@@ -8,16 +8,7 @@ with a hard-coded batch are traced at batch 1 on purpose (see kuiper_core/layers
 import torch
 import torch.nn as nn
 
-
-class Fn(nn.Module):
-    """Wrap a function of the inputs as a module (pnnx needs a module to trace)."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
+from opcases._common import Fn
 
 
 def case(fn, *shapes):

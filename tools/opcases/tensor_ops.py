@@ -4,7 +4,8 @@ tensor factories (ones/zeros/full and their *_like forms)."""
 import torch
 import torch.nn as nn
 
-from opcases.shape import Fn, case, dynamic
+from opcases._common import Fn
+from opcases.shape import case, dynamic
 
 
 class ClsToken(nn.Module):
