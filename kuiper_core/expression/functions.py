@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..torch_dtypes import TORCH_DTYPES
+
 Kernel = Callable[..., Any]
 
 # How a function's result dtype follows from its (promoted) argument dtype:
@@ -157,19 +159,14 @@ _BINARY: list[tuple[str, str, Kernel, str]] = [
     ("rshift", BITWISE, np.right_shift, "a >> b"),
 ]
 
-# Casts as pnnx writes them (Tensor.to on a scalar): `torch.float(...)`.
+# Casts as pnnx writes them (Tensor.to on a scalar): `torch.float(...)`; the dtypes an
+# expression can meet, not every torch dtype.
 _CASTS: dict[str, np.dtype] = {
-    "torch.float": np.dtype(np.float32),
-    "torch.float32": np.dtype(np.float32),
-    "torch.double": np.dtype(np.float64),
-    "torch.float64": np.dtype(np.float64),
-    "torch.half": np.dtype(np.float16),
-    "torch.float16": np.dtype(np.float16),
-    "torch.long": np.dtype(np.int64),
-    "torch.int64": np.dtype(np.int64),
-    "torch.int": np.dtype(np.int32),
-    "torch.int32": np.dtype(np.int32),
-    "torch.bool": np.dtype(np.bool_),
+    name: TORCH_DTYPES[name]
+    for name in (
+        "torch.float", "torch.float32", "torch.double", "torch.float64", "torch.half", "torch.float16",
+        "torch.long", "torch.int64", "torch.int", "torch.int32", "torch.bool",
+    )
 }
 
 
