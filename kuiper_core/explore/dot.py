@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..graph import Graph, Operator
 from .categories import CATEGORY_COLORS, category
@@ -277,7 +277,14 @@ def graph_view(
     window: tuple[int, int] | None = None,
     edge_labels: bool = True,
 ) -> GraphView:
-    """The DOT of a selection of the graph plus what it shows (see graph_dot)."""
+    """The DOT of a selection of the graph plus what it shows.
+
+    highlight: operator drawn with a thick red border (class "kx-current" in the SVG).
+    node_colors: {operator name: fill colour} overriding the category colour (error maps).
+    focus/hops: only operators within `hops` edges of `focus`. type_filter/name_filter:
+    keep matching operators. window: file positions [start, stop). More than `max_nodes`
+    operators selected -> an overview of groups of consecutive operators.
+    """
     ops = select_operators(graph, focus=focus, hops=hops, type_filter=type_filter, name_filter=name_filter, window=window)
     total = len(graph.operators)
     if len(ops) > max_nodes:
@@ -287,36 +294,6 @@ def graph_view(
     return GraphView(dot, [op.name for op in ops], len(ops), total)
 
 
-def graph_dot(
-    graph: Graph,
-    *,
-    highlight: str | None = None,
-    node_colors: dict[str, str] | None = None,
-    focus: str | None = None,
-    hops: int = 2,
-    max_nodes: int = 400,
-    type_filter: set[str] | None = None,
-    name_filter: str = "",
-    window: tuple[int, int] | None = None,
-    edge_labels: bool = True,
-) -> str:
-    """DOT text of the model graph.
-
-    highlight: operator drawn with a thick red border (class "kx-current" in the SVG).
-    node_colors: {operator name: fill colour} overriding the category colour (error maps).
-    focus/hops: only operators within `hops` edges of `focus`. type_filter/name_filter:
-    keep matching operators. window: file positions [start, stop). More than `max_nodes`
-    operators selected -> an overview of groups of consecutive operators.
-    """
-    return graph_view(
-        graph,
-        highlight=highlight,
-        node_colors=node_colors,
-        focus=focus,
-        hops=hops,
-        max_nodes=max_nodes,
-        type_filter=type_filter,
-        name_filter=name_filter,
-        window=window,
-        edge_labels=edge_labels,
-    ).dot
+def graph_dot(graph: Graph, **options: Any) -> str:
+    """DOT text of the model graph: graph_view(graph, **options).dot (options: see graph_view)."""
+    return graph_view(graph, **options).dot
