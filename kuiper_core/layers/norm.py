@@ -19,6 +19,7 @@ import numpy as np
 
 from ..graph import Operator
 from .activation import float_param, output_like
+from .reduce import vector_norm
 from .registry import Layer, register
 from .torch_args import input_index
 
@@ -464,24 +465,8 @@ class Normalize(Norm):
         if not -max(x.ndim, 1) <= self.dim < max(x.ndim, 1):
             raise self.error(f"dim {self.dim} is out of range for a tensor of rank {x.ndim}")
         axis = self.dim % max(x.ndim, 1) if x.ndim else None
-        norm = vector_norm(x, self.p, axis)
+        norm = vector_norm(x, self.p, axis, keepdims=True)
         np.maximum(norm, self.eps, out=norm)
         y = output_like(x, out[0])
         np.divide(x, norm, out=y)
         return [y]
-
-
-def vector_norm(x: np.ndarray, p: float, axis: int | None) -> np.ndarray:
-    """||x||_p along axis, keepdims, as torch.linalg.vector_norm (p may be inf, 0, 1, 2, ...)."""
-    a = np.abs(x)
-    if p == np.inf:
-        return np.max(a, axis=axis, keepdims=True)
-    if p == -np.inf:
-        return np.min(a, axis=axis, keepdims=True)
-    if p == 0:
-        return np.sum(a != 0, axis=axis, keepdims=True).astype(x.dtype)
-    if p == 1:
-        return np.sum(a, axis=axis, keepdims=True)
-    if p == 2:
-        return np.sqrt(np.sum(np.square(a), axis=axis, keepdims=True))
-    return np.power(np.sum(np.power(a, F32(p)), axis=axis, keepdims=True), F32(1.0 / p))

@@ -111,19 +111,24 @@ class Norm(_Reduce):
         self.p = float(p)
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...] | None, keepdims: bool) -> Any:
-        p, a = self.p, np.abs(x)
-        if p == 2:
-            return np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdims))
-        if p == 1:
-            return np.sum(a, axis=axes, keepdims=keepdims)
-        if p == math.inf:
-            return np.max(a, axis=axes, keepdims=keepdims)
-        if p == -math.inf:
-            return np.min(a, axis=axes, keepdims=keepdims)
-        if p == 0:
-            return np.sum(x != 0, axis=axes, keepdims=keepdims).astype(x.dtype)
-        exp = np.asarray(p, x.dtype)
-        return np.sum(a**exp, axis=axes, keepdims=keepdims) ** (np.asarray(1, x.dtype) / exp)
+        return vector_norm(x, self.p, axes, keepdims)
+
+
+def vector_norm(x: np.ndarray, p: float, axes: int | tuple[int, ...] | None, keepdims: bool) -> Any:
+    """||x||_p over axes as torch.linalg.vector_norm, in x's dtype (also used by F.normalize)."""
+    a = np.abs(x)
+    if p == 2:
+        return np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdims))
+    if p == 1:
+        return np.sum(a, axis=axes, keepdims=keepdims)
+    if p == math.inf:
+        return np.max(a, axis=axes, keepdims=keepdims)
+    if p == -math.inf:
+        return np.min(a, axis=axes, keepdims=keepdims)
+    if p == 0:
+        return np.sum(x != 0, axis=axes, keepdims=keepdims).astype(x.dtype)
+    exp = np.asarray(p, x.dtype)
+    return np.sum(a**exp, axis=axes, keepdims=keepdims) ** (np.asarray(1, x.dtype) / exp)
 
 
 class _Moment(_Reduce):

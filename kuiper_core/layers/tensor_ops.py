@@ -232,15 +232,25 @@ class Unbind(Layer):
 
 
 # -- comparisons ----------------------------------------------------------------------------------------
-class _Compare(Layer):
+_COMPARISONS: dict[str, np.ufunc] = {
+    "torch.gt": np.greater,
+    "torch.lt": np.less,
+    "torch.ge": np.greater_equal,
+    "torch.le": np.less_equal,
+    "torch.eq": np.equal,
+    "torch.ne": np.not_equal,
+}
+
+
+@register(*_COMPARISONS)
+class Compare(Layer):
     """torch.gt/lt/ge/le/eq/ne: `other` is an operand (`$other`, broadcast) or a number param
     (`other=0.25`). The result is bool (NumPy compares float32 with a Python float in
     float32, as PyTorch does)."""
 
-    ufunc: np.ufunc = np.greater
-
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
+        self.ufunc = _COMPARISONS[op.type]
         self.other = input_index(op, "other")
         if self.other is None:
             if len(op.inputs) > 1:
@@ -259,36 +269,6 @@ class _Compare(Layer):
         shape = np.broadcast_shapes(x.shape, np.shape(other))
         y = out[0] if _usable(out[0], shape, np.dtype(np.bool_)) else None
         return [self.ufunc(x, other, out=y) if y is not None else np.asarray(self.ufunc(x, other))]
-
-
-@register("torch.gt")
-class Greater(_Compare):
-    ufunc = np.greater
-
-
-@register("torch.lt")
-class Less(_Compare):
-    ufunc = np.less
-
-
-@register("torch.ge")
-class GreaterEqual(_Compare):
-    ufunc = np.greater_equal
-
-
-@register("torch.le")
-class LessEqual(_Compare):
-    ufunc = np.less_equal
-
-
-@register("torch.eq")
-class Equal(_Compare):
-    ufunc = np.equal
-
-
-@register("torch.ne")
-class NotEqual(_Compare):
-    ufunc = np.not_equal
 
 
 # -- where --------------------------------------------------------------------------------------------
