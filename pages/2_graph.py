@@ -8,6 +8,7 @@ import streamlit as st
 
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.summary import histogram_table, operator_details
+from kuiper_core.explore.tensors import npy_bytes
 from pages import common
 
 model = common.require_model(runnable=False)  # a graph that cannot run can still be drawn
@@ -118,7 +119,7 @@ with detail_col:
             st.bar_chart(pd.DataFrame(histogram_table(data)), x="value", y="count", height=200)
             st.download_button(
                 f"Download @{wname} (.npy)",
-                common.npy_bytes(data),
+                npy_bytes(data),
                 file_name=f"{chosen}.{wname}.npy",
                 mime="application/octet-stream",
             )

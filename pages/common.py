@@ -316,12 +316,6 @@ def sidebar_model_badge() -> None:
             st.caption(f"Input: {input_description()}")
 
 
-def npy_bytes(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(array), allow_pickle=False)
-    return buf.getvalue()
-
-
 def shape_text(shape: Any) -> str:
     if shape is None:
         return "?"
