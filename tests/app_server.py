@@ -125,7 +125,9 @@ def wait_for_app(page, timeout_ms: int = 60_000) -> None:
 
 
 # -- driving the app ----------------------------------------------------------------------------
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+# Test runs write screenshots to an ignored folder; `KUIPER_SCREENSHOTS=docs/screenshots pytest
+# tests/test_browser.py` refreshes the README's pictures on purpose.
+SCREENSHOTS = ROOT / os.environ.get("KUIPER_SCREENSHOTS", "tests/artifacts/screenshots")
 GRAPH_SVG = '[data-testid="stGraphVizChart"] svg'
 
 

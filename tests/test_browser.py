@@ -5,7 +5,7 @@ One browser session walks the app like a new user: Home, the graph of the defaul
 (its SVG has the model's nodes), choosing an operator moves the highlight, Step on the
 Forward page moves it along the execution order, every page renders without an exception
 box, and the 1,500-operator model's graph page renders within the 3 s budget. Screenshots
-go to docs/screenshots/ for the README.
+go to tests/artifacts/screenshots/ (KUIPER_SCREENSHOTS=docs/screenshots refreshes the README's).
 """
 
 from __future__ import annotations
