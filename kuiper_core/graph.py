@@ -205,7 +205,7 @@ class Graph:
                 return False
             if [o.name for o in a.outputs] != [o.name for o in b.outputs]:
                 return False
-            if [n for n in a.input_names] != [n for n in b.input_names] and any(a.input_names + b.input_names):
+            if a.input_names != b.input_names:
                 return False
         for name, a in self.operands.items():
             b = other.operands[name]

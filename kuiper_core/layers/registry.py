@@ -111,9 +111,14 @@ def register(*type_names: str) -> Callable[[L], L]:
     return deco
 
 
+_loaded = False
+
+
 def _load_all() -> None:
-    # Importing the package imports every layer module, which registers its layers.
-    from . import __name__ as _pkg  # noqa: F401
+    """Import every layer module once; importing a module registers its layers."""
+    global _loaded
+    if _loaded:
+        return
     import importlib
     import pkgutil
 
@@ -122,6 +127,7 @@ def _load_all() -> None:
     for mod in pkgutil.iter_modules(layers.__path__):
         if mod.name != "registry":
             importlib.import_module(f"{layers.__name__}.{mod.name}")
+    _loaded = True
 
 
 def supported_types() -> list[str]:

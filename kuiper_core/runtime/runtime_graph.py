@@ -139,15 +139,12 @@ class RuntimeGraph:
 
     def _replan(self) -> None:
         ops = [r.op for r in self.order]
-        outputs = {o.name for op in self.graph_outputs_ops() for o in op.inputs}
+        assert self.graph is not None
+        outputs = {o.name for op in self.graph.outputs for o in op.inputs}
         self.plan = plan_buffers(ops, self._view_ops, outputs)
         self.plan.allocate()
 
     # -- queries ----------------------------------------------------------------------------
-    def graph_outputs_ops(self) -> list[Operator]:
-        assert self.graph is not None
-        return self.graph.outputs
-
     @property
     def input_operands(self) -> list[str]:
         assert self.graph is not None
@@ -163,11 +160,11 @@ class RuntimeGraph:
         self._require_built()
         inputs = self._check_inputs(arrays)
         if not self._matches_declared(inputs):
-            return self._collect_outputs(self._run(inputs, planned=False, keep=False))
+            return self._collect_outputs(self._run(inputs, planned=False))
         with self._run_lock:
             while True:
                 try:
-                    values = self._run(inputs, planned=True, keep=False)
+                    values = self._run(inputs, planned=True)
                     break
                 except _ViewDetected as v:
                     # A layer returned a view of an input without saying so: keep that
@@ -210,7 +207,7 @@ class RuntimeGraph:
         """The graph outputs from a dict of operand values (e.g. after steps())."""
         return self._collect_outputs(values)
 
-    def _run(self, inputs: list[np.ndarray], *, planned: bool, keep: bool) -> dict[str, Value]:
+    def _run(self, inputs: list[np.ndarray], *, planned: bool) -> dict[str, Value]:
         values: dict[str, Value] = {}
         plan = self.plan if planned else None
         last_use = self.plan.last_use if self.plan is not None else {}
@@ -228,12 +225,11 @@ class RuntimeGraph:
                         raise _ViewDetected(rop.name)
             for o, v in zip(op.outputs, results):
                 values[o.name] = v
-            if not keep:
-                # Liveness: drop what no later operator reads (planned buffers stay in
-                # the plan; unplanned arrays are freed now).
-                for o in op.inputs:
-                    if last_use.get(o.name, -1) <= rop.index:
-                        values.pop(o.name, None)
+            # Liveness: drop what no later operator reads (planned buffers stay in the
+            # plan; unplanned arrays are freed now).
+            for o in op.inputs:
+                if last_use.get(o.name, -1) <= rop.index:
+                    values.pop(o.name, None)
         return values
 
     def _feeds(self, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -276,7 +272,8 @@ class RuntimeGraph:
             else:
                 result.append(v)
 
-        for op in self.graph_outputs_ops():
+        assert self.graph is not None
+        for op in self.graph.outputs:
             for o in op.inputs:
                 flat(values[o.name])
         return result
