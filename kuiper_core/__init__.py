@@ -17,6 +17,7 @@ from .errors import (
     LimitError,
     ModelError,
     ParseError,
+    ShapeError,
     UnsupportedOperatorError,
     WeightError,
 )
@@ -36,5 +37,5 @@ def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorith
 __all__ = [
     "load", "RuntimeGraph", "GraphState", "StepEvent", "Graph", "Operand", "Operator", "Attribute",
     "KuiperError", "ParseError", "ModelError", "WeightError", "UnsupportedOperatorError", "CycleError",
-    "InputError", "LimitError",
+    "InputError", "LimitError", "ShapeError",
 ]

@@ -92,6 +92,21 @@ class UnsupportedOperatorError(ModelError):
         super().__init__(msg)
 
 
+class ShapeError(ModelError):
+    """An operator produced a shape or dtype other than its `#` annotation declares.
+
+    `declared` is the annotation as written (`(1,16)f32`), `produced` what the layer made;
+    the app marks `operator` in the graph. No result may silently differ from the file.
+    """
+
+    def __init__(self, message: str, *, operator: str, op_type: str | None = None,
+                 operand: str | None = None, declared: str | None = None, produced: str | None = None) -> None:
+        self.operand = operand
+        self.declared = declared
+        self.produced = produced
+        super().__init__(message, operator=operator, op_type=op_type)
+
+
 class CycleError(ModelError):
     """The graph has a cycle; `cycle` lists the operator names around it."""
 
