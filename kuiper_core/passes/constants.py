@@ -5,7 +5,9 @@ FoldConstantParams (O1)  pnnx's fuse_constant_expression: `torch.flatten $start_
 FoldStaticShapes (O2)    pnnx's eval_expression + eliminate_reshape_shape_expression:
                          `size(@0,2)` of an operand whose shape is static becomes its value;
                          a reshape/view/expand whose shape is computed takes its declared
-                         output shape instead. Bakes the exported shape in, as pnnx does.
+                         output shape instead. Bakes the exported shape in, as pnnx does,
+                         except that a reshape computed as `[size(@k,0), …]` keeps `-1` for
+                         the batch, so the model still runs at another batch size.
 FoldConstants (O2)       operators whose inputs are all constant are computed once (with the
                          engine's own layers) and become one `pnnx.Attribute` (or a literal
                          expression for scalars and lists); constant parts of expressions
@@ -152,21 +154,45 @@ def _static_shape_param(op: Operator) -> bool:
     if dims.count(-1) > (1 if op.type in RESHAPE_TYPES else 0):
         return False
     source = op.inputs[slots[0]]
+    if op.type in RESHAPE_TYPES and dims and -1 not in dims and _batch_first(source):
+        dims[0] = -1  # the batch follows the input, as the computed shape did
     remove_input(op, slots[0])
     op.params[key] = dims
     record("folded", op.name, f"{key}={_short(dims)} from the declared output shape (was operand {source.name})")
     return True
 
 
+def _batch_first(shape_operand: Operand) -> bool:
+    """The computed shape is `[size(@k,0), …]` with no other item reading a dim 0: a
+    reshape that keeps the batch, whatever it is, and fixes the other dims."""
+    producer = shape_operand.producer
+    if producer is None or producer.type != "pnnx.Expression":
+        return False
+    ast = expr_of(producer)
+    if not isinstance(ast, ListExpr) or not ast.items:
+        return False
+
+    def is_dim0(n: Node) -> bool:
+        return (isinstance(n, Call) and n.name == "size" and len(n.args) == 2 and isinstance(n.args[1], Constant)
+                and n.args[1].value == 0)
+
+    first = ast.items[0]
+    if isinstance(first, Call) and first.name == "int" and first.args:
+        first = first.args[0]
+    return is_dim0(first) and not any(is_dim0(n) for item in ast.items[1:] for n in walk(item))
+
+
 @graph_pass("FoldStaticShapes", 2, description="static size(…) values and reshape shapes baked in, as pnnx does")
 def fold_static_shapes(graph: Graph) -> tuple[Graph, bool]:
     static = static_export(graph)
     changed = False
+    # Shapes first (they read the expressions that compute them), then sizes in expressions.
+    for op in list(graph.operators):
+        if op.type in _SHAPE_PARAM:
+            changed |= _static_shape_param(op)
     for op in list(graph.operators):
         if op.type == "pnnx.Expression" and op.inputs:
             changed |= _fold_sizes(op, static)
-        elif op.type in _SHAPE_PARAM:
-            changed |= _static_shape_param(op)
     changed |= _remove_dead(graph, [op for op in graph.operators if op.type == "pnnx.Expression"])
     return graph, changed
 

@@ -53,9 +53,20 @@ def literal_value(node: Node) -> Any:
 
 
 def constant_param(op: Operator) -> tuple[bool, ParamValue]:
-    """(True, value) when `op` is a pnnx.Expression without inputs whose expr is a literal
-    (`expr=1`, `expr=[0,2,1,3]`, `expr=None`): a parameter that arrived as an operand."""
-    if op.type != "pnnx.Expression" or op.inputs or len(op.outputs) != 1:
+    """(True, value) when `op` produces a literal that arrived as an operand: a
+    pnnx.Expression without inputs whose expr is a literal (`expr=1`, `expr=[0,2,1,3]`,
+    `expr=None`), or optlevel 0's `prim::Constant value=…` and a `prim::ListConstruct`
+    of such literals."""
+    if len(op.outputs) != 1:
+        return False, None
+    if op.type == "prim::Constant" and not op.inputs and "value" in op.params:
+        return True, op.params["value"]
+    if op.type == "prim::ListConstruct" and op.inputs:
+        items = [constant_param(o.producer) if o.producer is not None else (False, None) for o in op.inputs]
+        if all(ok and isinstance(v, (int, float)) for ok, v in items):
+            return True, [v for _, v in items]
+        return False, None
+    if op.type != "pnnx.Expression" or op.inputs:
         return False, None
     node = expr_of(op)
     if node is None:

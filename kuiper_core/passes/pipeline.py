@@ -17,11 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from ..errors import ModelError
 from ..graph import Graph
 from . import batchnorm, constants, cse, dce, fuse, noops, pad, slices
 from .instruments import IRSnapshots, PassInstrument, PassLog
 from .manager import Pass, PassContext, Sequential, registered_passes
 from .rewrite import clone_graph
+from .verify import verify_graph
 
 # Order within one round (pnnx's pass_level5 runs them in a similar order).
 PIPELINE_ORDER: tuple[str, ...] = (
@@ -76,6 +78,11 @@ def optimize(
     log = PassLog()
     snaps = IRSnapshots() if snapshots else None
     insts: list[PassInstrument] = [log] + ([snaps] if snaps else []) + list(instruments)
+    try:
+        verify_graph(graph)
+    except ModelError as e:
+        raise ModelError(f"the graph to optimise is invalid before any pass: {e.message}",
+                         operator=e.operator, op_type=e.op_type) from e
     work = clone_graph(graph)
     with PassContext(opt_level, required=required, disabled=disabled, instruments=insts, config=config) as ctx:
         after, changed = default_pipeline(passes)(work)

@@ -1,7 +1,7 @@
 """The graph verifier the pass manager runs after every pass, so a broken pass fails
 where it breaks instead of three passes later or at run time.
 
-Structure: operator names unique; each operand produced exactly once and registered in
+Structure: each operator listed once; each operand produced exactly once and registered in
 `graph.operands`; every input produced by an operator earlier in file order (so the
 graph is a DAG and the file order an execution order); `consumers` lists one entry per
 input slot reading the operand; `$names` one per input; weights hold arrays of their
@@ -50,15 +50,12 @@ def _err(message: str, op: Operator | None = None) -> GraphVerifyError:
 
 
 def _check_structure(graph: Graph) -> None:
+    # Operator names are not required to be unique: pnnx repeats them at optlevel 0.
     position: dict[int, int] = {}
-    names: dict[str, Operator] = {}
     for i, op in enumerate(graph.operators):
         if id(op) in position:
             raise _err("listed twice in the graph's operators", op)
         position[id(op)] = i
-        if op.name in names:
-            raise _err(f"operator name used twice (also at position {graph.operators.index(names[op.name])})", op)
-        names[op.name] = op
     produced_by: dict[str, Operator] = {}
     reads: Counter[tuple[int, int]] = Counter()  # (operand id, operator id) -> input slots
     for i, op in enumerate(graph.operators):
