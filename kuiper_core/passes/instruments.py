@@ -79,6 +79,20 @@ class PassLog(PassInstrument):
     def total_seconds(self) -> float:
         return sum(r.seconds for r in self.rows)
 
+    def text(self, *, changes_per_pass: int | None = 5, only_changed: bool = False) -> str:
+        """The log as a table, one line per pass, the changes it made indented below."""
+        lines = [f"{'pass':<24} {'level':>5} {'time':>9}  {'operators':>13}  what changed"]
+        for r in self.rows:
+            if only_changed and not r.changed:
+                continue
+            ops = f"{r.ops_before} → {r.ops_after}"
+            lines.append(f"{r.name:<24} {'O' + str(r.opt_level):>5} {r.seconds * 1000:7.2f}ms  {ops:>13}  {r.summary}")
+            shown = r.changes if changes_per_pass is None else r.changes[:changes_per_pass]
+            lines += [f"    {c}" for c in shown]
+            if len(shown) < len(r.changes):
+                lines.append(f"    … {len(r.changes) - len(shown)} more")
+        return "\n".join(lines) + "\n"
+
 
 @dataclass
 class Snapshot:
@@ -110,17 +124,24 @@ class IRSnapshots(PassInstrument):
 
 
 class PrintAfter(PassInstrument):
-    """Write the graph's text after each pass named in `names` (`kuiper opt --print-after`)."""
+    """Write the graph's text after each run of a pass named in `names` that changed it
+    (`kuiper opt --print-after`); a named pass that never changed it is said so at the end."""
 
     def __init__(self, names: Iterable[str], stream: TextIO, text: Callable[[Graph], str] = graph_text) -> None:
         self.names = set(names)
         self.stream = stream
         self.text = text
+        self.printed: set[str] = set()
 
     def run_after_pass(self, graph: Graph, info: PassInfo, changed: bool, changes: list[Change]) -> None:
-        if info.name in self.names:
-            self.stream.write(f"// ----- after {info.name}{'' if changed else ' (no change)'} -----\n")
+        if info.name in self.names and changed:
+            self.stream.write(f"// ----- after {info.name} -----\n")
             self.stream.write(self.text(graph))
+            self.printed.add(info.name)
+
+    def exit_pass_ctx(self) -> None:
+        for name in sorted(self.names - self.printed):
+            self.stream.write(f"// ----- {name} changed nothing (or did not run) -----\n")
 
 
 class ShouldRun(PassInstrument):
