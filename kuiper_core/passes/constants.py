@@ -29,9 +29,8 @@ from .expr_tools import (
     expr_of,
     fold_constant_calls,
     rebuild,
-    set_expr,
+    set_expr_dropping_unused,
     substitute,
-    used_inputs,
 )
 from .manager import graph_pass, record
 from .op_kinds import IO_TYPES, RESHAPE_TYPES, is_pure
@@ -122,20 +121,9 @@ def _fold_sizes(op: Operator, static: bool) -> bool:
     if not replaced:
         return False
     new_ast, _ = fold_constant_calls(new_ast)
-    _set_expr_dropping_unused(op, new_ast)
+    set_expr_dropping_unused(op, new_ast)
     record("folded", op.name, f"{replaced} static size(…) → expr={_short(to_text(new_ast), 60)}")
     return True
-
-
-def _set_expr_dropping_unused(op: Operator, ast: Node) -> None:
-    """Set the expr and drop the inputs it no longer reads (renumbering the rest)."""
-    used = used_inputs(ast)
-    if used != list(range(len(op.inputs))):
-        ast = substitute(ast, {old: new for new, old in enumerate(used)})
-        for i in reversed(range(len(op.inputs))):
-            if i not in used:
-                remove_input(op, i)
-    set_expr(op, ast)
 
 
 _SHAPE_PARAM = {"Tensor.reshape": "shape", "Tensor.view": "shape", "Tensor.expand": "sizes"}
@@ -348,7 +336,7 @@ def _fold_expression_parts(op: Operator, values: dict[str, Any], graph: Graph) -
         return False
     for operand in new_inputs:
         add_input(op, operand)
-    _set_expr_dropping_unused(op, ast)
+    set_expr_dropping_unused(op, ast)
     record("folded", op.name, f"expr {_short(text_before, 50)} → {_short(op.params['expr'], 50)}")
     return True
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable
 from ..expression import to_text, walk
 from ..expression.parser import Call, Constant, Node, OperandRef
 from ..graph import Graph, Operator
-from .expr_tools import calls, copy_node, expr_of, rebuild, result_type, set_expr, substitute, subtree_key, used_inputs
+from .expr_tools import calls, copy_node, expr_of, rebuild, result_type, set_expr_dropping_unused, substitute, subtree_key, used_inputs
 from .manager import PassContext, graph_pass, record
 from .op_kinds import IO_TYPES, is_pure
 from .rewrite import insert_operator, new_operand, remove_input, remove_operator, replace_all_uses
@@ -124,7 +124,7 @@ def _expression_cse(graph: Graph, op: Operator) -> bool:
     ast, hoisted = _hoist_repeats(graph, op, ast)
     changed |= hoisted
     if changed:
-        set_expr(op, ast)
+        set_expr_dropping_unused(op, ast)
     return changed
 
 

@@ -41,6 +41,19 @@ def set_expr(op: Operator, node: Node) -> None:
     op.params["expr"] = to_text(node)
 
 
+def set_expr_dropping_unused(op: Operator, ast: Node) -> None:
+    """Set the expr and drop the inputs it no longer reads (renumbering the rest)."""
+    from .rewrite import remove_input
+
+    used = used_inputs(ast)
+    if used != list(range(len(op.inputs))):
+        ast = substitute(ast, {old: new for new, old in enumerate(used)})
+        for i in reversed(range(len(op.inputs))):
+            if i not in used:
+                remove_input(op, i)
+    set_expr(op, ast)
+
+
 def literal_value(node: Node) -> Any:
     """The Python value of a constant tree (a number, bool, None, or a list of them), else
     `_NO_VALUE`."""

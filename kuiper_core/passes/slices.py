@@ -29,6 +29,26 @@ def _bounds(op: Operator) -> tuple[int, int, int] | None:
     return dim % len(shape), start, end
 
 
+def _tiling(members: list[tuple[int, int, Operator]], size: int) -> list[tuple[int, int, Operator]] | None:
+    """Slices from the group that cover [0, size) end to end (depth-first over starts)."""
+    by_start: dict[int, list[tuple[int, int, Operator]]] = {}
+    for m in members:
+        if m[0] < m[1]:
+            by_start.setdefault(m[0], []).append(m)
+    stack: list[tuple[int, list[tuple[int, int, Operator]]]] = [(0, [])]
+    seen: set[int] = set()  # what can follow a position does not depend on how we got there
+    while stack:
+        at, path = stack.pop()
+        if at == size:
+            return path if len(path) >= 2 else None
+        if at in seen:
+            continue
+        seen.add(at)
+        for m in by_start.get(at, []):
+            stack.append((m[1], path + [m]))
+    return None
+
+
 @graph_pass("FuseSlicesToSplit", 2, required=("FoldConstantParams",),
             description="slices that tile one dim end to end become one torch.tensor_split")
 def fuse_slices_to_split(graph: Graph) -> tuple[Graph, bool]:
@@ -41,13 +61,11 @@ def fuse_slices_to_split(graph: Graph) -> tuple[Graph, bool]:
     for (_, dim), members in groups.items():
         if len(members) < 2:
             continue
-        members.sort(key=lambda m: (m[0], m[1]))
         size = members[0][2].inputs[0].shape[dim]  # type: ignore[index]
-        tiles = members[0][0] == 0 and members[-1][1] == size and all(
-            a[1] == b[0] and a[0] < a[1] for a, b in zip(members, members[1:])
-        )
-        if not tiles:
+        chain = _tiling(members, size)  # type: ignore[arg-type]
+        if chain is None:
             continue
+        members = chain
         ops = [m[2] for m in members]
         first = min(ops, key=graph.operators.index)
         source = first.inputs[0]
