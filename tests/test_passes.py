@@ -416,3 +416,45 @@ def test_dead_operators_and_weights_go_inputs_stay():
 def test_expr_helper_round_trips_param_values():
     g = graph_of("pnnx.Expression e 0 1 0 expr=[0,2,1,3]", "pnnx.Output out 1 0 0")
     assert to_text(expr_of(g.operator("e"))) == "[0,2,1,3]"
+
+
+# -- FoldStaticWeights ------------------------------------------------------------------------------
+def test_functional_layers_with_constant_weights_become_modules():
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 w @data=(5,4,3,3)f32 #w=(5,4,3,3)f32",
+        "pnnx.Attribute b 0 1 b @data=(5)f32 #b=(5)f32",
+        "pnnx.Attribute rm 0 1 rm @data=(5)f32 #rm=(5)f32",
+        "pnnx.Attribute rv 0 1 rv @data=(5)f32 #rv=(5)f32",
+        "F.conv2d c 3 1 0 w b 1 dilation=(1,1) groups=1 padding=(1,1) stride=(1,1) $input=0 $weight=w $bias=b "
+        "#0=(1,4,6,6)f32 #1=(1,5,6,6)f32",
+        "F.batch_norm bn 3 1 1 rm rv 2 eps=1e-5 weight=None bias=None $input=1 $running_mean=rm $running_var=rv "
+        "#1=(1,5,6,6)f32 #2=(1,5,6,6)f32",
+        "pnnx.Attribute lw 0 1 lw @data=(3,180)f32 #lw=(3,180)f32",
+        "torch.flatten f 1 1 2 3 start_dim=1 end_dim=-1 #2=(1,5,6,6)f32 #3=(1,180)f32",
+        "F.linear l 2 1 3 lw 4 bias=None $input=3 $weight=lw #3=(1,180)f32 #4=(1,3)f32",
+        "pnnx.Output out 1 0 4 #4=(1,3)f32",
+    )
+    g.operator("rv").attrs["data"].data = np.abs(g.operator("rv").attrs["data"].data) + 0.5
+    after, log = run_passes(g, "FoldStaticWeights")
+    assert types(after) == ["pnnx.Input", "nn.Conv2d", "nn.BatchNorm2d", "torch.flatten", "nn.Linear", "pnnx.Output"]
+    c = after.operator("c")
+    assert (c.params["in_channels"], c.params["out_channels"], c.params["kernel_size"], c.params["bias"]) == (4, 5, [3, 3], True)
+    assert after.operator("l").params == {"in_features": 180, "out_features": 3, "bias": False}
+    assert_equivalent(g, after)
+    both, _ = run_passes(g, "FoldStaticWeights", "FoldBatchNorm")  # now the BN folds into the conv
+    assert "nn.BatchNorm2d" not in types(both)
+    assert_equivalent(g, both, rtol=1e-4)
+
+
+def test_functional_layers_with_computed_weights_stay():
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 w @data=(4,4,1,1)f32 #w=(4,4,1,1)f32",
+        "pnnx.Expression e 1 1 w w2 expr=mul(@0,2) #w=(4,4,1,1)f32 #w2=(4,4,1,1)f32",
+        "F.conv2d c 2 1 0 w2 1 bias=None dilation=(1,1) groups=1 padding=(0,0) stride=(1,1) $input=0 $weight=w2 "
+        "#0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        out("1"),
+    )
+    after, log = run_passes(g, "FoldStaticWeights")
+    assert types(after) == types(g) and not log.rows[-1].changed

@@ -79,7 +79,7 @@ def test_the_pass_zoo_gives_every_pass_work():
     changed = {r.name for r in result.log.rows if r.changed}
     assert changed == set(PIPELINE_ORDER), f"no work for: {sorted(set(PIPELINE_ORDER) - changed)}"
     actions = {str(c) for r in result.log.rows for c in r.changes}
-    for fragment in ("into conv1 (nn.Conv2d)", "into up (nn.ConvTranspose2d)", "into fc (nn.Linear)",
+    for fragment in ("into conv1 (nn.Conv2d)", "F.conv2d with constant weights → nn.Conv2d", "F.batch_norm with constant", "into up (nn.ConvTranspose2d)", "into fc (nn.Linear)",
                      "(reflect) into conv2", "same nn.Conv2d as shared", "written as square", "tensor_split dim=1",
                      "nn.Dropout: dropout", "×1 upsample", "cat of one input", "full slice", "cancels"):
         assert any(fragment in a for a in actions), fragment

@@ -58,6 +58,9 @@ def build_models():  # torch is imported here so the module docstring reads with
             self.ident = nn.Identity()
             self.log_scale = nn.Parameter(torch.randn(1, 6, 1, 1) * 0.1)  # exp(): FoldConstants
             self.mix = nn.Parameter(torch.randn(6, 6))  # softmax of a weight: FoldConstants
+            self.fw = nn.Parameter(torch.randn(6, 6, 3, 3) * 0.2)  # F.conv2d of a weight: FoldStaticWeights
+            self.register_buffer("rm", torch.rand(6) - 0.5)
+            self.register_buffer("rv", torch.rand(6) + 0.5)
             self.fc = nn.Linear(4 * 4 * 4, 16)
             self.bn3 = nn.BatchNorm1d(16)  # FoldBatchNorm (Linear)
             self.head = nn.Linear(16, 5)
@@ -76,6 +79,7 @@ def build_models():  # torch is imported here so the module docstring reads with
             x = F.pad(x, (1, 1, 1, 1), mode="reflect")
             x = self.conv2(x)  # reflect pad folds in as padding_mode
             x = self.ident(self.drop(x))
+            x = F.batch_norm(F.conv2d(x, self.fw, None, padding=1), self.rm, self.rv, None, None, False, 0.1, 1e-5)
             x = x * torch.exp(self.log_scale)  # a constant part of an expression
             x = x.reshape(x.size(0), x.size(1), x.size(2), x.size(3))  # same-shape reshape
             t = x.permute(0, 2, 3, 1)

@@ -4,8 +4,8 @@ Levels (the PassContext's opt level decides which passes run, TVM's rule):
   0  nothing
   1  safe clean-ups that never change a number: FoldConstantParams, RemoveNoOps,
      EliminateCommonSubexpr, RemoveUnused
-  2  everything: also FoldStaticShapes, FoldConstants, FoldBatchNorm, FoldPadIntoConv,
-     FuseSlicesToSplit, FuseExpressions
+  2  everything: also FoldStaticShapes, FoldConstants, FoldStaticWeights, FoldBatchNorm,
+     FoldPadIntoConv, FuseSlicesToSplit, FuseExpressions
 
 The sequence repeats until a round changes nothing (one pass's result is often another's
 opportunity: a folded shape makes a reshape a no-op, a removed no-op lets two
@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from ..errors import ModelError
 from ..graph import Graph
-from . import batchnorm, constants, cse, dce, fuse, noops, pad, slices
+from . import batchnorm, constants, cse, dce, fuse, noops, pad, slices, static_weights
 from .instruments import IRSnapshots, PassInstrument, PassLog
 from .manager import Pass, PassContext, Sequential, registered_passes
 from .rewrite import clone_graph
@@ -32,6 +32,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "RemoveNoOps",
     "FoldConstants",
     "EliminateCommonSubexpr",
+    "FoldStaticWeights",
     "FoldBatchNorm",
     "FoldPadIntoConv",
     "FuseSlicesToSplit",
@@ -39,7 +40,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "RemoveUnused",
 )
 
-_MODULES = (batchnorm, constants, cse, dce, fuse, noops, pad, slices)  # imported: registered
+_MODULES = (batchnorm, constants, cse, dce, fuse, noops, pad, slices, static_weights)  # imported: registered
 
 
 def default_pipeline(names: Sequence[str] | None = None) -> Sequential:
