@@ -28,6 +28,13 @@ def run_main(capsys, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
+def x(tmp_path: Path) -> Path:
+    path = tmp_path / "x.npy"
+    np.save(path, np.load(SAMPLES / f"{NAME}.input.npy"))
+    return path
+
+
+@pytest.fixture
 def kir(tmp_path: Path) -> Path:
     path = tmp_path / f"{NAME}.kir"
     path.write_text(ir.print_graph(read_param(PARAM)))
@@ -41,9 +48,7 @@ def test_print_param_then_print_the_text_again_is_identical(capsys, kir: Path) -
     assert code == 0 and again == printed
 
 
-def test_run_kir_gives_the_same_outputs_as_the_param(capsys, kir: Path, tmp_path: Path) -> None:
-    x = tmp_path / "x.npy"
-    np.save(x, np.load(SAMPLES / f"{NAME}.input.npy"))
+def test_run_kir_gives_the_same_outputs_as_the_param(capsys, kir: Path, x: Path, tmp_path: Path) -> None:
     assert run_main(capsys, "run", str(PARAM), "--input", str(x), "--output", str(tmp_path / "a.npy"))[0] == 0
     assert run_main(capsys, "run", str(kir), "--bin", str(BIN), "--input", str(x), "--output", str(tmp_path / "b.npy"))[0] == 0
     assert np.array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
@@ -71,48 +76,38 @@ def _points_at(head: str, source: str, caret: str, text: str) -> None:
     assert source[col - 1 :].startswith(text), (source[col - 1 :], text)
 
 
-def test_parse_error_exits_2_in_mlirs_format(capsys, kir: Path, tmp_path: Path) -> None:
+def test_parse_error_exits_2_in_mlirs_format(capsys, kir: Path, x: Path) -> None:
     kir.write_text(kir.read_text().replace("($input=%5)", "($input=%50)"))
-    x = tmp_path / "x.npy"
-    np.save(x, np.load(SAMPLES / f"{NAME}.input.npy"))
     for args in (("print", str(kir)), ("run", str(kir), "--bin", str(BIN), "--input", str(x))):
         head, source, caret = _error(capsys, *args)
         assert head.startswith(f"{kir}:8:") and "error: use of undefined value %50" in head
         _points_at(head, source, caret, "%50")
 
 
-def test_a_weight_missing_from_the_bin_is_located(capsys, kir: Path, tmp_path: Path) -> None:
+def test_a_weight_missing_from_the_bin_is_located(capsys, kir: Path, x: Path) -> None:
     kir.write_text(kir.read_text().replace("@fc2 ", "@fc_two "))
-    x = tmp_path / "x.npy"
-    np.save(x, np.load(SAMPLES / f"{NAME}.input.npy"))
     head, source, caret = _error(capsys, "run", str(kir), "--bin", str(BIN), "--input", str(x))
     assert "fc_two.bias" in head
     _points_at(head, source, caret, "(pnnx.weight)<10xf32>")
 
 
-def test_a_weight_of_another_shape_is_located(capsys, kir: Path, tmp_path: Path) -> None:
+def test_a_weight_of_another_shape_is_located(capsys, kir: Path, x: Path) -> None:
     # 16 -> 17 bias values: the layer would notice too, but the .bin entry's size is checked first.
     kir.write_text(kir.read_text().replace("out_channels:(Int32)16,", "out_channels:(Int32)17,", 1)
                    .replace("@bias:(pnnx.weight)<16xf32>", "@bias:(pnnx.weight)<17xf32>", 1))
-    x = tmp_path / "x.npy"
-    np.save(x, np.load(SAMPLES / f"{NAME}.input.npy"))
     head, source, caret = _error(capsys, "run", str(kir), "--bin", str(BIN), "--input", str(x))
     assert "convbn2d_0.bias" in head and "68" in head
     _points_at(head, source, caret, "(pnnx.weight)<17xf32>")
 
 
-def test_no_bin_is_located_at_the_first_weight(capsys, kir: Path, tmp_path: Path) -> None:
-    x = tmp_path / "x.npy"
-    np.save(x, np.zeros((1, 1, 8, 8), np.float32))
+def test_no_bin_is_located_at_the_first_weight(capsys, kir: Path, x: Path) -> None:
     head, source, caret = _error(capsys, "run", str(kir), "--input", str(x))
     assert "no .bin was given" in head
     _points_at(head, source, caret, "(pnnx.weight)<16xf32>")
 
 
-def test_a_layer_refusing_an_attribute_is_located(capsys, kir: Path, tmp_path: Path) -> None:
+def test_a_layer_refusing_an_attribute_is_located(capsys, kir: Path, x: Path) -> None:
     kir.write_text(kir.read_text().replace("{dim:(Int32)1}", '{dim:(String)"one"}'))
-    x = tmp_path / "x.npy"
-    np.save(x, np.load(SAMPLES / f"{NAME}.input.npy"))
     for args in (("print", str(kir)), ("run", str(kir), "--bin", str(BIN), "--input", str(x))):
         head, source, caret = _error(capsys, *args)
         assert "F.softmax @F.softmax_1: parameter 'dim' must be an int" in head
