@@ -97,3 +97,15 @@ def check_count(n: int, what: str, limit: str, limits: Limits | None = None) -> 
     lim = getattr(limits or current(), limit)
     if n > lim:
         raise LimitError(f"{what}: {n:,} is more than allowed", limit=limit, maximum=lim, value=n)
+
+
+def out_of_memory(e: MemoryError, operator: str | None = None, op_type: str | None = None) -> LimitError:
+    """A MemoryError no size check foresaw, as an error naming the operator (not a crash)."""
+    lim = current().max_tensor_elements
+    return LimitError(
+        f"ran out of memory ({e or 'MemoryError'}): it needs more than this machine has, though within the limits",
+        limit="max_tensor_elements",
+        maximum=lim,
+        operator=operator,
+        op_type=op_type,
+    )

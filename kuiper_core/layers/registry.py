@@ -26,7 +26,7 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from ..errors import ModelError, UnsupportedOperatorError
+from ..errors import KuiperError, LimitError, ModelError, UnsupportedOperatorError
 from ..graph import Operator, ParamValue
 
 _REGISTRY: dict[str, type["Layer"]] = {}
@@ -153,4 +153,15 @@ def create_layer(op: Operator) -> Layer:
     cls = _REGISTRY.get(op.type)
     if cls is None:
         raise UnsupportedOperatorError([(op.type, op.name, op.line)])
-    return cls(op)
+    try:
+        return cls(op)
+    except LimitError as e:
+        raise e.at_operator(op.name, op.type) from None
+    except KuiperError:
+        raise
+    except MemoryError as e:
+        from ..limits import out_of_memory
+
+        raise out_of_memory(e, op.name, op.type) from None
+    except Exception as e:  # a param no check caught (a bug to fix): still a located error
+        raise ModelError(f"invalid parameters: {type(e).__name__}: {e}", operator=op.name, op_type=op.type) from e
