@@ -100,13 +100,16 @@ def mutate(text: str, line: int, key: str, value: str) -> str:
 # -- the worker ------------------------------------------------------------------------------------
 
 
-def _worker(jobs: list[dict], start: int, mem_mb: int) -> None:
+def _worker(jobs: list[dict], start: int, mem_mb: int, max_elements: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (mem_mb << 20, mem_mb << 20))
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
+    from kuiper_core import limits
+
+    limits._current.set(limits.current().replace(max_tensor_elements=max_elements))
     from kuiper_core.errors import KuiperError
     from kuiper_core.pnnx import load_weights, parse_param
     from kuiper_core.runtime import RuntimeGraph
@@ -138,6 +141,8 @@ def _worker(jobs: list[dict], start: int, mem_mb: int) -> None:
             cause = e.__cause__
             if cause is not None and not isinstance(cause, KuiperError):
                 kind, msg = f"wrapped:{type(cause).__name__}", str(e).split("\n")[0][:200]
+            elif "ran out of memory" in str(e):  # the runtime's net, not a check before allocating
+                kind, msg = "oom-net", str(e).split("\n")[0][:200]
             else:
                 kind, msg = f"kuiper:{type(e).__name__}", str(e).split("\n")[0][:200]
         except BaseException as e:  # noqa: BLE001  -- a finding
@@ -154,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", action="append", default=[], help="only cases whose name contains this (repeatable)")
     ap.add_argument("--per-param", type=int, default=40, help="mutations per param (default 40)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--mem-mb", type=int, default=1500, help="worker address-space limit (MB)")
+    ap.add_argument("--mem-mb", type=int, default=2000, help="worker address-space limit (MB)")
+    ap.add_argument("--max-elements", type=int, default=1 << 24,
+                    help="the engine's max_tensor_elements in the worker (default 2^24, a few such tensors fit --mem-mb)")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds one mutation may take")
     ap.add_argument("--slow", type=float, default=2.0, help="report mutations slower than this")
     ap.add_argument("--json", help="write every finding here")
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         for line, op_type, key, value in jobs_for(case, rng, args.per_param):
             jobs.append({"id": len(jobs), "case": str(case), "line": line, "op": op_type, "key": key, "value": value})
     if args.worker is not None:
-        _worker(jobs, args.worker, args.mem_mb)
+        _worker(jobs, args.worker, args.mem_mb, args.max_elements)
         return 0
     print(f"{len(jobs)} mutations of {len(cases)} cases", flush=True)
 
@@ -180,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     while pos < len(jobs):
         cmd = [sys.executable, __file__, "--worker", str(pos), "--mem-mb", str(args.mem_mb), "--seed", str(args.seed),
-               "--per-param", str(args.per_param)] + [f"-k{k}" for k in args.k]
+               "--per-param", str(args.per_param), "--max-elements", str(args.max_elements)] + [f"-k{k}" for k in args.k]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True, bufsize=1)
         assert proc.stdout is not None
         while pos < len(jobs):
