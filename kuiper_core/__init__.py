@@ -28,7 +28,13 @@ __version__ = "0.1.0"
 
 
 def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorithm: str = "dfs") -> RuntimeGraph:
-    """Read `.param` + `.bin` (default: the param's sibling) and build a RuntimeGraph."""
+    """Read `.param` + `.bin` (default: the param's sibling) and build a RuntimeGraph.
+
+    A `.kir` path is read as textual IR (docs/ir.md), its weights from `bin_path`."""
+    if Path(param_path).suffix == ".kir":
+        from .ir import load_ir
+
+        return load_ir(param_path, bin_path, algorithm=algorithm)
     graph = RuntimeGraph(param_path, bin_path)
     graph.build(algorithm)
     return graph
