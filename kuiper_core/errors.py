@@ -29,6 +29,12 @@ def clip(text: str, limit: int = MAX_MESSAGE) -> str:
     return f"{text[:keep]}… ({len(text) - 2 * keep:,} characters cut) …{text[-keep:]}"
 
 
+def short(text: str, limit: int = 40) -> str:
+    """A token quoted in a message: its start and '…' when longer than `limit` (the caret
+    excerpt shows where it is)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def excerpt(source_line: str | None, column: int, length: int = 1) -> str:
     """The source line (cut to a window around `column` when long, with '…' where cut) and
     a caret line under `length` characters from `column` (1-based). '' without a source."""

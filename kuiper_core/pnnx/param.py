@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import limits as _limits
-from ..errors import LimitError, ParseError
+from ..errors import LimitError, ParseError, short
 from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape
 
 MAGIC = "7767517"
@@ -77,11 +77,11 @@ class _LineParser:
         if _INT.match(text):
             value = _int64(text)
             if value is None:
-                raise self.token_error(f"integer '{text}' does not fit in 64 bits", tok, offset, len(text))
+                raise self.token_error(f"integer '{short(text)}' does not fit in 64 bits", tok, offset, len(text))
             return value
         if _FLOAT.match(text):
             return float(text)
-        raise self.token_error(f"malformed number '{text}'", tok, offset, len(text))
+        raise self.token_error(f"malformed number '{short(text)}'", tok, offset, len(text))
 
     def value(self, tok: _Token, offset: int) -> ParamValue:
         text = tok.text[offset:]
@@ -122,7 +122,7 @@ class _LineParser:
                 if _INT.match(part) and not part.startswith("-"):
                     dim = _int64(part)
                     if dim is None:
-                        raise self.error(f"dimension '{part}' does not fit in 64 bits", tok.column + pos, len(part))
+                        raise self.error(f"dimension '{short(part)}' does not fit in 64 bits", tok.column + pos, len(part))
                     dims.append(dim)
                 elif allow_unknown and part == "?":
                     dims.append(None)
@@ -130,12 +130,12 @@ class _LineParser:
                     dims.append(part[1:])
                 else:
                     want = "a non-negative int, '?' or '%name'" if allow_unknown else "a non-negative int"
-                    raise self.error(f"bad dimension '{part}': expected {want}", tok.column + pos, max(1, len(part)))
+                    raise self.error(f"bad dimension '{short(part)}': expected {want}", tok.column + pos, max(1, len(part)))
                 pos += len(part) + 1
         dtype = text[close + 1 :]
         if dtype not in DTYPES:
             raise self.token_error(
-                f"unknown dtype '{dtype}': expected one of {' '.join(DTYPES)}", tok, offset + close + 1
+                f"unknown dtype '{short(dtype)}': expected one of {' '.join(DTYPES)}", tok, offset + close + 1
             )
         known = [d for d in dims if isinstance(d, int)]
         if len(known) == len(dims) and _limits.elements(known) > INT64_MAX:
@@ -216,7 +216,7 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
     op_type, name, n_in_tok, n_out_tok = toks[:4]
     for t, what in ((n_in_tok, "input"), (n_out_tok, "output")):
         if not _INT.match(t.text) or t.text[0] == "-" or _int64(t.text) is None:
-            raise lp.token_error(f"expected the {what} count (a non-negative int), got '{t.text}'", t)
+            raise lp.token_error(f"expected the {what} count (a non-negative int), got '{short(t.text)}'", t)
     n_in, n_out = int(n_in_tok.text), int(n_out_tok.text)
     if op_type.text.startswith(("@", "$", "#")) or "=" in op_type.text:
         raise lp.token_error("expected an operator type", op_type)
@@ -235,12 +235,12 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
     for t in operand_toks[:n_in]:
         operand = graph.operands.get(t.text)
         if operand is None or operand.producer is None:
-            raise lp.token_error(f"operand '{t.text}' is used before any operator produces it", t)
+            raise lp.token_error(f"operand '{short(t.text)}' is used before any operator produces it", t)
         op.inputs.append(operand)
         operand.consumers.append(op)
     for t in operand_toks[n_in:]:
         if t.text in produced_at:
-            raise lp.token_error(f"operand '{t.text}' is already produced on line {produced_at[t.text]}", t)
+            raise lp.token_error(f"operand '{short(t.text)}' is already produced on line {produced_at[t.text]}", t)
         operand = graph.operands.get(t.text) or Operand(t.text)
         graph.operands[t.text] = operand
         operand.producer = op
