@@ -125,7 +125,8 @@ class Parser:
     # -- operation ------------------------------------------------------------------------------
     def parse_operation(self, graph: Graph) -> tuple[Operator, OpLocation]:
         first = self.parse_token(Kind.LPAREN, "an operation: '(' to start its result list, like (%1) = …")
-        results = self._parse_list(Kind.RPAREN, lambda: self._parse_result(), "a result value like %1")
+        so_far: list[Token] = []
+        results = self._parse_list(Kind.RPAREN, lambda: self._parse_result(so_far), "a result value like %1")
         self.parse_token(Kind.EQUAL, "'=' after the result list")
         type_tok = self.parse_token(Kind.STRING, "the op type in quotes, like \"nn.Conv2d\"")
         self._check_op(type_tok)
@@ -182,11 +183,14 @@ class Parser:
                 self.parse_token(close, f"',' or '{close.value}'")
                 return items
 
-    def _parse_result(self) -> Token:
+    def _parse_result(self, so_far: list[Token]) -> Token:
         tok = self.parse_token(Kind.VALUE, "a result value like %1")
-        if tok.value in self._defined:
-            def_line = self.source.line_col(self._defined[tok.value][2].start)[0]
-            raise self.error(tok.span, f"value %{tok.value} is already defined on line {def_line}")
+        earlier = self._defined[tok.value][2] if tok.value in self._defined else None
+        earlier = earlier or next((t.span for t in so_far if t.value == tok.value), None)
+        if earlier is not None:
+            line, col = self.source.line_col(earlier.start)
+            raise self.error(tok.span, f"value %{tok.value} is already defined at {line}:{col}")
+        so_far.append(tok)
         return tok
 
     def _check_op(self, tok: Token) -> None:

@@ -88,8 +88,12 @@ def parse_body(
             m = _DTYPE.match(body, i)
             if m is None:
                 raise error(i, i + 1, f"expected {want}, got {body[i]!r}")
-            if m.group() not in DTYPES:
-                raise error(i, m.end(), f"unknown dtype '{m.group()}': expected one of {' '.join(DTYPES)}")
+            word = m.group()
+            head = word.split("x")[0]
+            if word not in DTYPES and head in DTYPES:  # `f32x2`: something after the dtype
+                raise error(i + len(head), n, f"unexpected '{body[i + len(head):]}' after the dtype '{head}'")
+            if word not in DTYPES:
+                raise error(i, m.end(), f"unknown dtype '{word}': expected one of {' '.join(DTYPES)}")
             if m.end() != n:
                 raise error(m.end(), n, f"unexpected '{body[m.end():]}' after the dtype '{m.group()}'")
             return tuple(dims), m.group()
