@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-# A located error shows at most this many characters of its source line on each side of
-# the culprit: an error on a 15 MB line must not echo the whole line.
-EXCERPT_CONTEXT = 60
+# A located error shows a source line of up to EXCERPT_WHOLE characters whole; a longer one
+# is cut to EXCERPT_CONTEXT characters on each side of the culprit (an error on a 15 MB
+# line must not echo the whole line).
+EXCERPT_WHOLE = 1000
+EXCERPT_CONTEXT = 100
 EXCERPT_MAX_CARET = 80
 # Messages quote the values they refuse; a hostile value may be megabytes long.
 MAX_MESSAGE = 2000
@@ -44,7 +46,7 @@ def excerpt(source_line: str | None, column: int, length: int = 1) -> str:
     start = max(0, column - 1)
     length = max(1, length)
     lo, hi = 0, len(text)
-    if len(text) > 2 * EXCERPT_CONTEXT + EXCERPT_MAX_CARET:
+    if len(text) > EXCERPT_WHOLE:
         lo = max(0, start - EXCERPT_CONTEXT)
         hi = min(len(text), start + min(length, EXCERPT_MAX_CARET) + EXCERPT_CONTEXT)
     shown = ("…" if lo > 0 else "") + text[lo:hi] + ("…" if hi < len(text) else "")

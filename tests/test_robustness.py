@@ -420,7 +420,7 @@ def test_error_on_a_15mb_line_shows_an_excerpt_around_the_caret() -> None:
     line = "a" * 15_000_000 + " bad " + "b" * 100
     e = ParseError("unknown thing 'bad'", path="m.param", line=3, column=15_000_002, source_line=line, length=3)
     text = str(e)
-    assert len(text) < 400
+    assert len(text) < 600
     src, caret = text.splitlines()[1:3]
     assert src[caret.index("^") : caret.index("^") + 3] == "bad" and src.startswith("…") and src.endswith("…")
     short = excerpt("x = bad", 5, 3)
