@@ -73,7 +73,7 @@ with tab_text:
     start, end = (0, len(lines)) if whole else V.window(lines, current, WINDOW)
     if not whole:
         st.caption(f"Lines {start + 1}–{end} of {len(lines)}, around the current operator.")
-    st.markdown(V.html_block(lines, current, start=start, end=end), unsafe_allow_html=True)
+    st.html(V.html_block(lines, current, start=start, end=end))
     st.download_button("Download .kir", text, file_name=f"{model.name}.kir", mime="text/plain", key="ir_download")
 
 # -- edit and run ----------------------------------------------------------------------------------------
@@ -153,4 +153,4 @@ with tab_ways:
         if nested.cut:
             st.info(f"Cut after {nested.calls_printed} calls or {V.NESTED_DEPTH_LIMIT} levels (`…`): the whole tree "
                     "is too big to print.")
-    st.markdown(V.html_block(view, current, numbers=False), unsafe_allow_html=True)
+    st.html(V.html_block(view, current, numbers=False, max_height="70vh"))

@@ -32,12 +32,13 @@ def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def highlighted(at: AppTest) -> set[str]:
-    return {op for m in at.markdown for op in re.findall(r'class="kx-ir-current" data-op="([^"]+)"', m.value)}
-
-
 def ir_blocks(at: AppTest) -> list[str]:
-    return [m.value for m in at.markdown if 'class="kx-ir"' in m.value]
+    """The st.html blocks of IR text (the text tab first, then the three-ways tab)."""
+    return [h.proto.body for h in at.get("html") if 'class="kx-ir"' in h.proto.body]
+
+
+def highlighted(at: AppTest) -> set[str]:
+    return {op for body in ir_blocks(at) for op in re.findall(r'class="kx-ir-current" data-op="([^"]+)"', body)}
 
 
 @pytest.mark.parametrize("name", MODELS)

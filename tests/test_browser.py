@@ -152,6 +152,7 @@ def test_ir_page_highlight_follows_step_and_an_edit_shows_the_caret(page) -> Non
         page.wait_for_selector(".kx-ir-current")
         seen.append(set(page.eval_on_selector_all(".kx-ir-current", "es => es.map(e => e.dataset.op)")))
     assert seen == [{order[0]}, {order[1]}], seen  # the text and the three-ways tab mark the same operator
+    page.screenshot(path=str(SCREENSHOTS / "ir.png"), full_page=False)
     page.get_by_role("tab", name="Edit and run").click()
     text = ir.print_graph(read_param(SAMPLES / "digits_cnn.pnnx.param"))
     broken = text.replace("($input=%5)", "($input=%55)")
@@ -165,4 +166,4 @@ def test_ir_page_highlight_follows_step_and_an_edit_shows_the_caret(page) -> Non
     message = page.locator('[data-testid="stCode"]').filter(has_text="error:").first.inner_text()
     assert "use of undefined value %55" in message and "^^^" in message, message
     assert exception_boxes(page) == []
-    page.screenshot(path=str(SCREENSHOTS / "ir.png"), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / "ir_edit.png"), full_page=True)

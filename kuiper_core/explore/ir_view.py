@@ -65,8 +65,9 @@ def window(lines: Sequence[ViewLine], current: str | None, radius: int) -> tuple
 
 
 def html_block(lines: Sequence[ViewLine], current: str | None, *, start: int = 0, end: int | None = None,
-               numbers: bool = True) -> str:
-    """A <pre> of the lines; those of the current operator carry class `kx-ir-current`."""
+               numbers: bool = True, max_height: str | None = None) -> str:
+    """A <pre> of the lines; those of the current operator carry class `kx-ir-current`.
+    `max_height` (CSS, e.g. "70vh") makes a long block scroll."""
     end = len(lines) if end is None else end
     out = []
     for n in range(start, end):
@@ -78,8 +79,9 @@ def html_block(lines: Sequence[ViewLine], current: str | None, *, start: int = 0
         else:
             out.append(f"{num}{body}")
     return (
-        '<pre class="kx-ir" style="font-size:0.8em;line-height:1.35;overflow-x:auto;white-space:pre;'
-        'padding:0.6em;background:#f8f9fb;border:1px solid #e3e6ea;border-radius:6px">'
+        '<pre class="kx-ir" style="font-size:0.8em;line-height:1.35;overflow:auto;white-space:pre;'
+        + (f"max-height:{max_height};" if max_height else "")
+        + 'padding:0.6em;background:#f8f9fb;border:1px solid #e3e6ea;border-radius:6px">'
         + "\n".join(out)
         + "</pre><style>.kx-ir-current{background:#ffe08a;display:inline-block;min-width:100%}"
         ".kx-ir-num{color:#999;user-select:none}</style>"

@@ -22,12 +22,12 @@ import bisect
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from ..errors import ParseError
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """Characters [start, end) of the source."""
 
     start: int
@@ -93,7 +93,7 @@ class Kind(str, Enum):
     EOF = "end of input"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass is slow to build, and there is one per token
 class Token:
     kind: Kind
     text: str  # exactly as written

@@ -266,6 +266,9 @@ class Parser:
                 value: Any = []
             else:
                 value = self._parse_attribute_value(kind, kind_span)
+                if stack and isinstance(value, Attribute):  # weights belong to the operator, one per @name
+                    raise self.error(Span(kind_span.start - 1, self.lexer.last_end),
+                                     "a (pnnx.weight) cannot be an array element")
             while True:  # hand the finished value to its enclosing arrays
                 if not stack:
                     return value, Span(start, self.lexer.last_end)
