@@ -81,15 +81,6 @@ def as_array(value: Any, dtype: np.dtype | None = None) -> np.ndarray:
     return np.asarray(value, dtype=dtype)
 
 
-def int_values(layer: Layer, value: Any, what: str) -> tuple[int, ...]:
-    """A runtime shape/index operand (a list from a pnnx.Expression like `[size(@0,0),3]`,
-    a 0-d or 1-d integer array, or an int) -> a tuple of ints."""
-    arr = np.asarray(value)
-    if arr.ndim > 1 or (arr.size and arr.dtype.kind not in "iub"):
-        raise layer.error(f"{what} must be integers (a scalar or a list), got {arr.dtype} of shape {arr.shape}")
-    return tuple(int(v) for v in arr.reshape(-1))
-
-
 def input_index(op: Operator, name: str) -> int | None:
     """The position of the input named `$name`, or None."""
     for i, n in enumerate(op.input_names):
