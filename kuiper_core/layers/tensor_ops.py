@@ -204,6 +204,9 @@ class TensorSplit(_Split):
             self.sections = self.int_param("sections")
             if self.sections < 1:
                 raise self.error(f"sections must be >= 1, got {self.sections}")
+        pieces = self.sections or len(self.indices or ()) + 1
+        if pieces != len(op.outputs):
+            raise self.error(f"tensor_split makes {pieces:,} pieces, the graph declares {len(op.outputs)} outputs")
 
     def cut_points(self, n: int) -> list[int]:
         if self.indices is not None:
@@ -347,6 +350,7 @@ class _Fill(Layer):
             self.size = self.ints_param("size")
             if any(s < 0 for s in self.size):
                 raise self.error(f"size must be >= 0, got {self.size}")
+            self.check_size(self.size)
         self.source = input_index(op, "input")
         if (self.like or self.from_input_dtype) and self.source is None:
             self.source = 0 if op.inputs else None

@@ -16,6 +16,7 @@ from ..torch_dtypes import TORCH_DTYPES
 from .registry import Layer
 
 INT_MAX = 2147483647  # pnnx's "to the end" / "no select" marker in Tensor.slice
+MAX_RANK = 64  # NumPy's most dimensions (NPY_MAXDIMS): a larger axis number names no axis
 
 
 def torch_dtype(layer: Layer, key: str = "dtype") -> np.dtype | None:

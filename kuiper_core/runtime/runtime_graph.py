@@ -29,12 +29,13 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InputError, KuiperError, ModelError
+from .. import limits as _limits
+from ..errors import InputError, KuiperError, LimitError, ModelError
 from ..graph import Graph, Operator, ParamValue, numpy_dtype
-from ..layers.registry import Layer, check_supported, layer_class
+from ..layers.registry import Layer, check_supported, create_layer, layer_class
 from .binding import Binding, bind, bound_operator, freeze, to_param
 from .memory import BufferPlan, plan_buffers
-from .order import ALGORITHMS, TraceEvent
+from .order import ALGORITHMS, Trace
 from .shape_check import Batch, batch_of, check_outputs
 
 # Layers kept per operator for parameter values computed at run time (one per distinct
@@ -77,9 +78,7 @@ class RuntimeOperator:
     def make_layer(self, computed: dict[str, ParamValue] | None = None) -> Layer:
         assert self.binding is not None
         params = {**self.params, **computed} if computed else self.params
-        cls = layer_class(self.op.type)
-        assert cls is not None
-        return cls(bound_operator(self.binding, params, frozenset(computed or ())))
+        return create_layer(bound_operator(self.binding, params, frozenset(computed or ())))
 
     def layer_for(self, values: dict[str, "Value"]) -> tuple[Layer, bool]:
         """The layer for this run's computed params (made on first sight); True if new."""
@@ -123,7 +122,10 @@ class RuntimeGraph:
         bin_path: str | Path | None = None,
         *,
         graph: Graph | None = None,
+        limits: _limits.Limits | None = None,
     ) -> None:
+        # The limits this graph was created under apply to its build, forward and steps.
+        self.limits = limits or _limits.current()
         self.param_path = Path(param_path) if param_path is not None else None
         self.bin_path = Path(bin_path) if bin_path is not None else None
         self.graph: Graph | None = graph
@@ -133,8 +135,11 @@ class RuntimeGraph:
         self.constants: dict[str, Value] = {}  # operands folded at build
         self._run_order: list[RuntimeOperator] = []  # what forward() runs
         self._seed: dict[str, Value] = {}  # the constants that forward() reads
-        self._checked: set[tuple] = set()  # input signatures whose first run was checked
-        self.order_trace: list[TraceEvent] = []
+        # Input signatures (shapes, dtypes) whose first run was checked. That run is
+        # unplanned: layers show their own output dtypes instead of writing into buffers
+        # of the declared dtype, so a wrong annotation fails at every batch size.
+        self._checked: set[tuple] = set()
+        self.order_trace: Trace = Trace("dfs")
         self.algorithm = "dfs"
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
@@ -144,8 +149,8 @@ class RuntimeGraph:
         self._run_lock = threading.Lock()
 
     @classmethod
-    def from_graph(cls, graph: Graph) -> "RuntimeGraph":
-        return cls(graph=graph)
+    def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None) -> "RuntimeGraph":
+        return cls(graph=graph, limits=limits)
 
     # -- states ---------------------------------------------------------------------------
     def init(self) -> None:
@@ -155,12 +160,17 @@ class RuntimeGraph:
 
         if self.param_path is None:
             raise KuiperError("no .param path to initialise from")
-        self.graph = load_graph(self.param_path, self.bin_path)
+        with _limits.use(self.limits):
+            self.graph = load_graph(self.param_path, self.bin_path)
         self.state = GraphState.NeedBuild
 
     def build(self, algorithm: str = "dfs") -> "RuntimeGraph":
         if self.state == GraphState.Complete and algorithm == self.algorithm:
             return self
+        with _limits.use(self.limits):
+            return self._build(algorithm)
+
+    def _build(self, algorithm: str) -> "RuntimeGraph":
         if self.state == GraphState.NeedInit:
             self.init()
         graph = self.graph
@@ -233,7 +243,7 @@ class RuntimeGraph:
         assert self.graph is not None
         outputs = {o.name for op in self.graph.outputs for o in op.inputs}
         self.plan = plan_buffers(ops, self._view_ops, outputs)
-        self.plan.allocate()
+        self.plan.allocate(self.limits)
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -249,27 +259,30 @@ class RuntimeGraph:
     def forward(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Run the model; outputs in pnnx.Output order with tuples flattened."""
         self._require_built()
-        inputs = self._check_inputs(arrays)
+        with _limits.use(self.limits):
+            return self._forward(self._check_inputs(arrays))
+
+    def _forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         signature = tuple((a.shape, a.dtype.str) for a in inputs)
-        check = signature not in self._checked
-        if not self._matches_declared(inputs):
-            values = self._run(inputs, planned=False, check=check)
-        else:
-            with self._run_lock:
-                while True:
-                    try:
-                        values = self._run(inputs, planned=True, check=check)
-                        break
-                    except _ViewDetected as v:
-                        # A layer returned a view of an input without saying so: keep that
-                        # buffer alive from now on and run again with a corrected plan.
-                        self._view_ops.add(v.name)
-                        self._replan()
-        if check:
+        if signature not in self._checked:  # the first run at these shapes: checked, unplanned
+            values = self._run(inputs, planned=False, check=True)
             if len(self._checked) >= MAX_CHECKED_SIGNATURES:
                 self._checked.clear()
             self._checked.add(signature)
-        return self._collect_outputs(values)
+            return self._collect_outputs(values)
+        if not self._matches_declared(inputs):
+            return self._collect_outputs(self._run(inputs, planned=False, check=False))
+        with self._run_lock:
+            while True:
+                try:
+                    values = self._run(inputs, planned=True, check=False)
+                    break
+                except _ViewDetected as v:
+                    # A layer returned a view of an input without saying so: keep that
+                    # buffer alive from now on and run again with a corrected plan.
+                    self._view_ops.add(v.name)
+                    self._replan()
+            return self._collect_outputs(values)
 
     def steps(self, *arrays: np.ndarray) -> "StepRun":
         """Run one operator per iteration. The returned iterator's `.values` holds every
@@ -293,12 +306,13 @@ class RuntimeGraph:
                 for o in op.outputs:
                     values[o.name] = self.constants[o.name]
             else:
-                layer = rop.layer
-                if rop.computed:
-                    layer, _ = rop.layer_for(values)
-                assert layer is not None
-                args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in b.inputs]
-                results = self._call(rop, layer, args, [None] * len(b.outputs))
+                with _limits.use(self.limits):
+                    layer = rop.layer
+                    if rop.computed:
+                        layer, _ = rop.layer_for(values)
+                    assert layer is not None
+                    args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in b.inputs]
+                    results = self._call(rop, layer, args, [None] * len(b.outputs))
                 if op.type != "pnnx.Input":  # the inputs were checked by _check_inputs
                     check_outputs(op, b.outputs, results, batch)
                 self._store(rop, results, values)
@@ -373,12 +387,15 @@ class RuntimeGraph:
         assert self.graph is not None
         return {op.name: a for op, a in zip(self.graph.inputs, inputs)}
 
-    @staticmethod
-    def _call(rop: RuntimeOperator, layer: Layer, args: list[Value], out: list[np.ndarray | None]) -> list[Value]:
+    def _call(self, rop: RuntimeOperator, layer: Layer, args: list[Value], out: list[np.ndarray | None]) -> list[Value]:
         try:
             results = layer.forward(args, out)
+        except LimitError as e:
+            raise e.at_operator(rop.name, rop.type) from None
         except KuiperError:
             raise
+        except MemoryError as e:  # a size no check caught: still an error, not a crash
+            raise _limits.out_of_memory(e, rop.name, rop.type) from None
         except Exception as e:  # a layer bug or an input the layer cannot take: name the operator
             raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=rop.name, op_type=rop.type) from e
         if len(results) != len(out):
@@ -387,6 +404,12 @@ class RuntimeGraph:
                 operator=rop.name,
                 op_type=rop.type,
             )
+        for r in results:  # a broadcast view costs no memory, but everything after it would
+            if isinstance(r, np.ndarray) and r.size > self.limits.max_tensor_elements:
+                try:
+                    _limits.check_elements(r.shape, "the output", self.limits)
+                except LimitError as e:
+                    raise e.at_operator(rop.name, rop.type) from None
         return results
 
     def _collect_outputs(self, values: dict[str, Value]) -> list[np.ndarray]:
@@ -396,6 +419,8 @@ class RuntimeGraph:
             if isinstance(v, (tuple, list)):
                 for x in v:
                     flat(x)
+            elif isinstance(v, np.ndarray) and not v.flags.writeable:
+                result.append(v.copy())  # a weight (or a view of one) stays the graph's own
             else:
                 result.append(v)
 
@@ -416,13 +441,11 @@ class RuntimeGraph:
             operand = op.outputs[0]
             a = np.asarray(a)
             where = f"input '{op.name}' (operand {operand.name})"
-            if operand.dtype is not None and operand.dtype != "bf16":
-                want = numpy_dtype(operand.dtype)
-                if a.dtype != want:
-                    if a.dtype.kind == want.kind or (a.dtype.kind in "iu" and want.kind in "iu"):
-                        a = a.astype(want)  # same kind, other width: a safe, explicit cast
-                    else:
-                        raise InputError(f"{where}: expected dtype {want} ({operand.dtype}), got {a.dtype}")
+            if a.dtype.kind not in "biufc" or a.dtype.fields is not None or a.dtype.subdtype is not None:
+                raise InputError(f"{where}: expected an array of numbers, got dtype {a.dtype}")
+            _limits.check_elements(a.shape, where, self.limits)
+            if operand.dtype is not None:
+                a = _cast_input(a, numpy_dtype(operand.dtype), operand.dtype, where)
             if operand.shape is not None:
                 if a.ndim != len(operand.shape):
                     raise InputError(
@@ -435,6 +458,8 @@ class RuntimeGraph:
                             f"{where}: dim {i} must be {d} (shape {_shape_text(operand.shape)}, batch may vary), "
                             f"got shape {a.shape}"
                         )
+                if a.ndim and a.shape[0] == 0 and operand.shape[0] != 0:
+                    raise InputError(f"{where}: batch 0 (shape {a.shape}): an input needs at least one item")
             checked.append(a)
         return checked
 
@@ -459,6 +484,29 @@ class StepRun(Iterator[StepEvent]):
             close()
 
 
+def _cast_input(a: np.ndarray, want: np.dtype, name: str, where: str) -> np.ndarray:
+    """`a` as dtype `want`, only where every value survives: an int64 300 must not become
+    the i8 44, a float64 1e300 not an f32 inf. Floats round to the nearest value."""
+    if a.dtype == want:
+        return a
+    same_kind = a.dtype.kind == want.kind or (a.dtype.kind in "iu" and want.kind in "iu")
+    if not same_kind:
+        raise InputError(f"{where}: expected dtype {want} ({name}), got {a.dtype}")
+    if a.size and want.kind in "iu" and not np.can_cast(a.dtype, want):
+        info = np.iinfo(want)
+        lo, hi = int(a.min()), int(a.max())
+        if lo < info.min or hi > info.max:
+            raise InputError(
+                f"{where}: values from {lo} to {hi} do not fit in {want} ({name}: {info.min}..{info.max})"
+            )
+    if a.size and want.kind in "fc" and want.itemsize < a.dtype.itemsize:
+        finite = a[np.isfinite(a)]
+        biggest = float(np.abs(finite).max()) if finite.size else 0.0
+        if biggest > float(np.finfo(want).max):
+            raise InputError(f"{where}: a value of magnitude {biggest:.6g} overflows {want} ({name})")
+    return a.astype(want)
+
+
 class _ViewDetected(Exception):
     def __init__(self, name: str) -> None:
         self.name = name
@@ -474,6 +522,14 @@ def _check_graph(graph: Graph) -> None:
         raise ModelError("the graph has no pnnx.Input operator")
     if not graph.outputs:
         raise ModelError("the graph has no pnnx.Output operator")
+    for op in graph.inputs:
+        if len(op.outputs) != 1 or op.inputs:
+            raise ModelError(
+                f"a pnnx.Input takes no inputs and gives one output, this one has {len(op.inputs)} and {len(op.outputs)}",
+                operator=op.name,
+                op_type=op.type,
+            )
+    _limits.check_count(len(graph.operators), "operators in the graph", "max_operators")
     for op in graph.operators:
         for o in op.inputs:
             if o.producer is None:

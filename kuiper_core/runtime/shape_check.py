@@ -91,7 +91,9 @@ def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[An
         declared = format_shape(operand.shape, operand.dtype)
         produced = "(" + ",".join(map(str, shape)) + ")" + _short_dtype(dtype)
         what = "shape" if same_dtype else "dtype" if shape_matches(operand.shape, shape, batch) else "shape and dtype"
-        at = "" if batch is None else f" (inputs at batch {batch[1]}, traced at {batch[0]}: batch-sized dims may follow)"
+        at = ""
+        if batch is not None and what != "dtype":
+            at = f" (inputs at batch {batch[1]}, traced at {batch[0]}: batch-sized dims may follow)"
         raise ShapeError(
             f"produced {produced} for operand '{operand.name}', the file declares {declared}: wrong {what}{at}",
             operator=op.name,
