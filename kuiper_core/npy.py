@@ -48,6 +48,8 @@ def _read(fp: BinaryIO, where: str, size: int, limits: _limits.Limits | None) ->
         shape, fortran_order, dtype = read_header(fp)
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
         raise InputError(f"{where} is not a readable .npy array file ({e})") from None
+    if not isinstance(shape, tuple) or any(not isinstance(d, int) or d < 0 for d in shape):
+        raise InputError(f"{where} has a malformed shape {shape!r} in its header")
     if dtype.hasobject:
         raise InputError(f"{where} holds Python objects; only arrays of numbers are read (nothing is unpickled)")
     if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biufc":
