@@ -18,6 +18,7 @@ import numpy as np
 
 from . import limits as _limits
 from .errors import InputError
+from .files import check_regular
 
 NpySource = Union[str, Path, bytes]
 
@@ -28,14 +29,10 @@ def read_npy(source: NpySource, name: str | None = None, limits: _limits.Limits 
         where = name or "the .npy"
         return _read(io.BytesIO(source), where, len(source), limits)
     where = name or str(source)
-    path = Path(source)
-    if path.is_dir():
-        raise InputError(f"{where} is a directory, not a .npy file")
+    size = check_regular(source, lambda why: InputError(f"{where}: {why}"))
     try:
-        with open(path, "rb") as fp:
-            return _read(fp, where, path.stat().st_size, limits)
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such file") from None
+        with open(source, "rb") as fp:
+            return _read(fp, where, size, limits)
     except OSError as e:
         raise InputError(f"{where}: cannot read it ({e.strerror or e})") from None
 
@@ -102,6 +99,8 @@ def write_npy(path: str | Path, array: np.ndarray) -> Path:
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path} is a directory: give a file name for the output")
+    if path.exists() and not path.is_file():  # writing into a FIFO would block
+        raise InputError(f"{path} is not a regular file: give a file name for the output")
     try:
         with open(path, "wb") as fp:
             np.save(fp, np.asarray(array), allow_pickle=False)
