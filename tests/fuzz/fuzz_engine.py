@@ -211,7 +211,7 @@ NAMES = sorted(FUNCTIONS)
 leaves = st.one_of(
     st.integers(0, 3).map(lambda i: f"@{i}"),
     st.sampled_from(["@300", "@3000000", "@" + HUGE]),
-    st.sampled_from(HOSTILE_NUMBERS[:16] + ["1.5", "-2.5", "1e-30", "1.0e+00+2.0e+00j"]),
+    st.sampled_from(HOSTILE_NUMBERS[:16] + ["1.5", "-2.5", "1e-30", "1.0e+00+2.0e+00j", "0", "0", "-0"]),
     st.sampled_from(["True", "False", "None", "torch.float", "nosuch"]),
 )
 
