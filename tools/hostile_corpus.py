@@ -499,7 +499,32 @@ def build(c: Corpus) -> None:
         c.model(f"dtype/{dt}/declared_relu_output", relu, None, "match" if dt in ("f32", "bf16") else "error",
                 bin_bytes=None, inputs=[np.float32([[-1, 0, 2]])], expected=[np.float32([[0, 0, 2]])])
 
-    # 11. Layers with sizes from params: refused before allocating.
+    # 11. The textual IR (.kir): the same hostility in the other text format.
+    sys.path.insert(0, str(ROOT))
+    from kuiper_core import print_ir
+    from kuiper_core.pnnx import parse_param
+
+    for b in (by_name["tiny_mlp"], by_name["conv_2d_basic"]):
+        kir = print_ir(parse_param(b.param))
+        variants = {"plain": (kir, "match"), "crlf": (kir.replace("\n", "\r\n"), "match"),
+                    "bom": ("\ufeff" + kir, "match"), "tabs": (kir.replace("  (", "\t("), "match")}
+        for k in range(1, 10):
+            variants[f"truncate_{k}"] = (kir[: len(kir) * k // 10], "error")
+        for tag, old, new in (("huge_dim", "x8x8x", f"x{HUGE}x8x"), ("huge_int", ")1", ")" + HUGE),
+                              ("big_shape", "1x1x8x8", "100000x100000x8x8"), ("neg_dim", "1x64", "-1x64"),
+                              ("nul", "nn.", "n\0n."), ("long_line", "{", "{" + " " * 1_100_000),
+                              ("zero_dim", "1x1x8x8", "0x1x8x8"), ("huge_weight", "<32x64", "<3200000x6400000")):
+            if old in kir:  # (each pattern is one model's)
+                variants[tag] = (kir.replace(old, new, 1), "error" if tag != "zero_dim" else "either")
+        for tag, (text, expect) in variants.items():
+            p = c.write(f"kir/{b.name}/{tag}/m.kir", text)
+            c.write(f"kir/{b.name}/{tag}/m.bin", b.bin or b"")
+            argv = ["run", p]
+            for i, x in enumerate(b.inputs):
+                argv += ["--input", c.npy(f"kir/{b.name}/{tag}/in{i}.npy", x)]
+            c.add(f"kir/{b.name}/{tag}", argv, expect, b.expected if expect == "match" else None)
+
+    # 12. Layers with sizes from params: refused before allocating.
     for tag, line in (
         ("upsample_20000", "nn.Upsample u 1 1 x y mode=nearest size=(20000,20000)"),
         ("upsample_scale_1e8", "nn.Upsample u 1 1 x y mode=bilinear scale_factor=(1e8,1e8)"),

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ModelError, ParseError, WeightError
 from ..files import decode_utf8, read_regular
+from ..limits import check_text
 from ..limits import current as current_limits
 from ..graph import numpy_dtype
 from .dialects import DialectRegistry
@@ -32,6 +33,7 @@ def parse_module(
     check: bool = True,
 ) -> IRModule:
     """Parse IR text; check=True also builds each layer to check its attributes."""
+    check_text(text, path)  # file and line length limits, before the lexer sees it
     module = Parser(text, path, registry=registry, allow_unregistered=allow_unregistered).parse_module()
     if check:
         check_layers(module)

@@ -152,16 +152,9 @@ def parse_param(text: str, path: str | None = None, limits: _limits.Limits | Non
 
     Sizes are checked against `limits` (default: `kuiper_core.limits.current()`)."""
     lim = limits or _limits.current()
-    if len(text) > lim.max_param_bytes:
-        raise LimitError(f"the .param text is {len(text):,} characters long", limit="max_param_bytes",
-                         maximum=lim.max_param_bytes, value=len(text), path=path)
+    _limits.check_text(text, path, lim)
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark some editors write
     lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if len(line) > lim.max_line_chars:
-            raise LimitError(f"line {i + 1} is {len(line):,} characters long", limit="max_line_chars",
-                             maximum=lim.max_line_chars, value=len(line), path=path, line=i + 1,
-                             column=lim.max_line_chars + 1, source_line=line)
     graph = Graph(source=path)
     first = lines[0].rstrip("\r") if lines else ""
     lp = _LineParser(path, 1, first)
