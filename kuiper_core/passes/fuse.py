@@ -69,6 +69,13 @@ def _tree(op: Operator) -> Node | None:
     return make(op.params)
 
 
+MAX_FUSED_NODES = 256  # nodes of one fused expression tree
+
+
+def _size(ast: Node) -> int:
+    return sum(1 for _ in walk(ast))
+
+
 def _references(ast: Node, index: int) -> int:
     return sum(1 for n in walk(ast) if isinstance(n, OperandRef) and n.index == index)
 
@@ -136,4 +143,8 @@ def _fusible(operand, c_tree: Node, k: int) -> bool:
     producer = operand.producer
     if producer is None or len(operand.consumers) != 1 or len(producer.outputs) != 1:
         return False
-    return _references(c_tree, k) == 1 and _tree(producer) is not None
+    p_tree = _tree(producer)
+    if p_tree is None or _references(c_tree, k) != 1:
+        return False
+    # One expression stays readable (and its re-parsing cheap): a long chain becomes several.
+    return _size(c_tree) + _size(p_tree) <= MAX_FUSED_NODES
