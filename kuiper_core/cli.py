@@ -2,6 +2,11 @@
 
     kuiper run MODEL.pnnx.param [--bin MODEL.pnnx.bin] --input X.npy [--input …] --output Y.npy [--output …]
     kuiper inspect MODEL.pnnx.param [--bin …] [--order dfs|kahn]
+    kuiper print MODEL.pnnx.param | FILE.kir [--allow-unregistered]
+    kuiper opt IN.pnnx.param [--bin …] [-O 0|1|2] -o OUT.pnnx.param [--disable NAME] [--require NAME]
+               [--passes A,B] [--print-after NAME] [--check X.npy] [-v] [--list]
+
+MODEL may also be a textual IR file (`.kir`, docs/ir.md) wherever a .param is accepted.
 
 Bad input exits with status 2 and `error: <located message>` on stderr, never a
 traceback (`--debug` shows one).
@@ -17,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import InputError, KuiperError
+from .errors import InputError, KuiperError, ParseError
 
 
 def _load_npy(path: str) -> np.ndarray:
@@ -71,22 +76,123 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_print(args: argparse.Namespace) -> int:
+    """The model as textual IR (docs/ir.md); printing the printed text gives the same text."""
+    from . import ir
+    from .pnnx import read_param
+
+    if Path(args.model).suffix == ".param":
+        graph = read_param(args.model)
+    else:
+        graph = ir.read_module(args.model, allow_unregistered=args.allow_unregistered).graph
+    sys.stdout.write(ir.print_graph(graph))
+    return 0
+
+
+def _read_graph(path: str, bin_path: str | None):
+    """A Graph with its weights from `.param` (+ .bin) or `.kir` (+ .bin), not built."""
+    from . import ir
+    from .ir.load import bind_bin, default_bin
+    from .pnnx import load_graph
+
+    if Path(path).suffix != ir.SUFFIX:
+        return load_graph(path, bin_path)
+    module = ir.read_module(path, check=False)
+    if any(op.attrs for op in module.graph.operators):
+        weights = bin_path or default_bin(path)
+        if weights is None:
+            raise InputError(f"{path} references weights: give their .bin with --bin")
+        bind_bin(module, weights)
+    return module.graph
+
+
+def _write_graph(graph, path: str) -> list[Path]:
+    """`.kir` → text + `NAME.bin`; anything else → `.param` + its sibling `.bin`."""
+    from . import ir
+    from .pnnx.writer import default_bin_path, save, save_bin
+
+    out = Path(path)
+    if out.suffix == ir.SUFFIX:
+        out.write_text(ir.print_graph(graph))
+        save_bin(graph, out.with_suffix(".bin"))
+        return [out, out.with_suffix(".bin")]
+    save(graph, out)
+    return [out, default_bin_path(out)]
+
+
+def _cmd_opt(args: argparse.Namespace) -> int:
+    """Optimise a model with the graph passes; print what each pass did; save the result."""
+    from .passes import PrintAfter, optimize, pass_table
+
+    if args.list:
+        for row in pass_table():
+            print(f"{row['name']:<24} O{row['level']}  {row['what']}" + (f" (requires {row['requires']})" if row["requires"] else ""))
+        return 0
+    if args.model is None or args.output is None:
+        raise InputError("give the model to optimise and -o OUTPUT (or --list)")
+    graph = _read_graph(args.model, args.bin)
+    instruments = [PrintAfter(args.print_after, sys.stdout)] if args.print_after else []
+    passes = [n for item in args.passes for n in item.split(",") if n] if args.passes else None
+    result = optimize(graph, args.O, disabled=args.disable, required=args.require, passes=passes, instruments=instruments)
+    sys.stdout.write(result.log.text(changes_per_pass=None if args.verbose else 5, only_changed=not args.verbose))
+    written = _write_graph(result.after, args.output)
+    print(f"\n{len(graph.operators)} → {len(result.after.operators)} operators "
+          f"({result.log.total_seconds * 1000:.1f} ms in passes); wrote {', '.join(map(str, written))}")
+    if args.check:
+        from .runtime import RuntimeGraph
+
+        x = [_load_npy(p) for p in args.check]
+        after = RuntimeGraph.from_graph(result.after).build().forward(*x)
+        try:
+            before = RuntimeGraph.from_graph(graph).build().forward(*x)
+        except KuiperError as e:
+            print(f"check: the optimised model runs; the original does not ({e})")
+            return 0
+        worst = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+                    for a, b in zip(after, before))
+        print(f"check: {len(after)} output(s), max |optimised − original| = {worst:.3g}")
+    return 0
+
+
+def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    opt = sub.add_parser("opt", help="optimise a model with the graph passes and save it")
+    opt.add_argument("model", nargs="?", help="IN.pnnx.param or IN.kir")
+    opt.add_argument("--bin", help="weights (default: the input's sibling .bin)")
+    opt.add_argument("-o", "--output", help="OUT.pnnx.param (+ OUT.pnnx.bin) or OUT.kir (+ OUT.bin)")
+    opt.add_argument("-O", type=int, choices=[0, 1, 2], default=2, help="opt level: 0 none, 1 safe clean-ups, 2 all")
+    opt.add_argument("--disable", action="append", default=[], metavar="NAME", help="never run this pass")
+    opt.add_argument("--require", action="append", default=[], metavar="NAME", help="run this pass whatever the level")
+    opt.add_argument("--passes", action="append", metavar="A,B", help="run only these passes, in this order")
+    opt.add_argument("--print-after", action="append", default=[], metavar="NAME", help="print the IR after this pass")
+    opt.add_argument("--check", action="append", metavar="X.npy", help="run both models on this input and compare")
+    opt.add_argument("-v", "--verbose", action="store_true", help="every pass and every change")
+    opt.add_argument("--list", action="store_true", help="list the passes and exit")
+    opt.set_defaults(func=_cmd_opt)
+    return opt
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kuiper", description="Run and inspect PNNX models with NumPy.")
     ap.add_argument("--debug", action="store_true", help="show a traceback on errors")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model on .npy inputs")
-    run.add_argument("model", help="MODEL.pnnx.param")
+    run.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
     run.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
     run.add_argument("--input", action="append", default=[], required=True, help="an input .npy (repeat per input)")
     run.add_argument("--output", action="append", default=[], help="where to write each output .npy")
     run.set_defaults(func=_cmd_run)
     ins = sub.add_parser("inspect", help="print the operator table in execution order")
-    ins.add_argument("model", help="MODEL.pnnx.param")
+    ins.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
     ins.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
     ins.add_argument("--order", choices=["dfs", "kahn"], default="dfs", help="ordering algorithm")
     ins.set_defaults(func=_cmd_inspect)
-    for p in (run, ins):
+    pr = sub.add_parser("print", help="print the model as textual IR (docs/ir.md)")
+    pr.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
+    pr.add_argument("--allow-unregistered", action="store_true",
+                    help="accept op types and dialects the engine does not know (printed as they are)")
+    pr.set_defaults(func=_cmd_print)
+    opt = _add_opt_command(sub)
+    for p in (run, ins, pr, opt):
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return ap
 
@@ -98,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KuiperError as e:
         if args.debug:
             traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
+        # IR errors already read `path:line:col: error: …` (MLIR's format).
+        print(str(e) if isinstance(e, ParseError) and e.severity else f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # an engine bug, not bad input: still no bare traceback
         if args.debug:

@@ -28,8 +28,8 @@ from pages.keys import step_keys
 from pages.player import speed_picker
 from pages.tensor_panel import show_tensor
 
-STATE = "kx_forward"  # {"key": (model key, input digest), "stepper": ForwardStepper, "playing": bool}
 PENDING = "fw_pending"  # ("go", position) recorded by a callback, applied before drawing
+PLAYING = "fw_playing"  # (stepper id, bool)
 MAX_TENSORS = 8  # tensors shown per operator (torch.cat may read dozens)
 RAN = "#a8d4ff"
 FAILED = "#7a0000"
@@ -42,15 +42,14 @@ resolved = common.resolve_input(model)
 names = [r.name for r in runtime.order]
 position_of = {n: i + 1 for i, n in enumerate(names)}
 
-key = (model.key, T.arrays_digest(resolved.arrays))
-state = st.session_state.get(STATE)
-if state is None or state.get("key") != key:
-    state = {"key": key, "stepper": ForwardStepper(runtime, resolved.arrays), "playing": False}
-    st.session_state[STATE] = state
+stepper: ForwardStepper = common.forward_stepper(model, resolved.arrays)  # shared with the IR page
+state = st.session_state.get(PLAYING)
+if state is None or state.get("stepper") is not stepper:  # a new stepper (model or input changed)
+    state = {"stepper": stepper, "playing": False}
+    st.session_state[PLAYING] = state
     wanted = common.url_param("step")  # a reload or a shared link
-    if wanted is not None and wanted.isdigit():
+    if wanted is not None and wanted.isdigit() and stepper.cursor < 0:
         st.session_state[PENDING] = ("go", int(wanted))
-stepper: ForwardStepper = state["stepper"]
 
 st.caption(
     f"`{model.name}`: {len(names)} operators in execution order, input: {resolved.description}. "

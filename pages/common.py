@@ -9,6 +9,8 @@ files) and shared between sessions; what a user picked lives in ``st.session_sta
                "seed": int, "index": int}
               (+ {kind: (array, file name)} in kx_input_arrays for "npy" / "image" / "drawing")
     kx_refs   {operand name: array} uploaded reference tensors (.npz), or absent
+    kx_forward {"key": (model key, input digest), "stepper": ForwardStepper}: the Forward
+              stepper, shared by the Forward and IR pages (`forward_stepper()`)
 
 Pages call ``require_model()`` (stops the page with a hint when nothing is usable) and
 ``resolve_input()`` (the arrays and an honest description of what they are); they never
@@ -43,6 +45,7 @@ UPLOAD_KEY = "kx_upload"
 INPUT_KEY = "kx_input"
 INPUT_ARRAYS_KEY = "kx_input_arrays"
 REFS_KEY = "kx_refs"
+FORWARD_KEY = "kx_forward"
 
 
 def _leave_legacy_pages_mode() -> None:
@@ -361,6 +364,20 @@ def write_url() -> None:
     wanted.update({k: v for k, v in (st.session_state.get(_URL_KEY) or {}).items() if v is not None})
     if dict(st.query_params) != wanted:
         st.query_params.from_dict(wanted)
+
+
+def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> "ForwardStepper":
+    """The session's Forward stepper for this model and input (a new one when either changed)."""
+    from kuiper_core.explore import tensors
+    from kuiper_core.explore.stepper import ForwardStepper
+
+    assert model.runtime is not None
+    key = (model.key, tensors.arrays_digest(inputs))
+    state = st.session_state.get(FORWARD_KEY)
+    if state is None or state.get("key") != key:
+        state = {"key": key, "stepper": ForwardStepper(model.runtime, inputs)}
+        st.session_state[FORWARD_KEY] = state
+    return state["stepper"]
 
 
 # -- presentation --------------------------------------------------------------------------

@@ -16,9 +16,9 @@ import re
 
 import pytest
 from app_server import (
-    GRAPH_SVG,
     SCREENSHOTS,
     VIEW,
+    VIEW_SVG,
     browser_missing,
     chromium_page,
     click_node,
@@ -97,7 +97,7 @@ def test_sidebar_names_the_input_chosen_at_once(page) -> None:
 def test_clicking_a_node_opens_its_details(page) -> None:
     pick_bundled_model(page, "digits_cnn")
     goto_page(page, "graph")
-    page.wait_for_selector(f"{GRAPH_SVG} g.node")
+    page.wait_for_selector(f"{VIEW_SVG} g.node")
     assert svg_node_titles(page) == set(ops_of("digits_cnn"))
     assert current_highlight(page) == []
     conv = next(op.name for op in read_param(SAMPLES / "digits_cnn.pnnx.param").operators if op.type == "nn.Conv2d")
@@ -113,7 +113,7 @@ def test_clicking_a_node_opens_its_details(page) -> None:
 def test_graph_viewer_zooms_keeps_text_readable_and_goes_fullscreen(page) -> None:
     pick_bundled_model(page, "resnet18")
     goto_page(page, "graph")
-    page.wait_for_selector(f"{GRAPH_SVG} g.node")
+    page.wait_for_selector(f"{VIEW_SVG} g.node")
     data = view_data(page)
     assert float(data["fontPx"]) >= 12.5  # node text at least ~13 px, not 4 px
     box = page.locator(VIEW).bounding_box()
@@ -136,7 +136,7 @@ def test_graph_viewer_zooms_keeps_text_readable_and_goes_fullscreen(page) -> Non
 def test_modules_open_and_close_with_clicks(page) -> None:
     pick_bundled_model(page, "deep1500")
     goto_page(page, "graph")
-    page.wait_for_selector(f"{GRAPH_SVG} g.node")
+    page.wait_for_selector(f"{VIEW_SVG} g.node")
     titles = svg_node_titles(page)
     groups = sorted(t for t in titles if t.startswith("group "))
     assert len(groups) >= 8 and len(titles) < 60
@@ -235,7 +235,7 @@ def test_order_side_by_side_on_a_projector(page) -> None:
     page.set_viewport_size(PROJECTOR)
     try:
         page.goto(page.kx_url + "/order?algo=both&step=6")  # type: ignore[attr-defined]
-        page.wait_for_selector(f"{GRAPH_SVG} g.node")
+        page.wait_for_selector(f"{VIEW_SVG} g.node")
         wait_idle(page)
         assert page.locator(VIEW).count() == 2
         assert page.get_by_text("Step 6 of").count() >= 1
@@ -248,7 +248,7 @@ def test_expressions_tree_stack_and_step_fit_a_projector_screen(page) -> None:
     page.set_viewport_size(PROJECTOR)
     try:
         page.goto(page.kx_url + "/expressions?model=expr_zoo")  # type: ignore[attr-defined]
-        page.wait_for_selector(f"{GRAPH_SVG} g.node")
+        page.wait_for_selector(f"{VIEW_SVG} g.node")
         wait_idle(page)
         step = button(page, "Step").bounding_box()
         tree = page.locator(VIEW).bounding_box()
@@ -295,7 +295,7 @@ def test_every_bundled_graph_renders_in_the_browser(page, name: str) -> None:
     pick_bundled_model(page, name)
     goto_page(page, "graph")
     page.wait_for_function(
-        f"() => document.querySelectorAll('{GRAPH_SVG} g.node').length >= {len(ops_of(name))}", timeout=120_000
+        f"() => document.querySelectorAll('{VIEW_SVG} g.node').length >= {len(ops_of(name))}", timeout=120_000
     )
     assert svg_node_titles(page) == set(ops_of(name))
     assert exception_boxes(page) == []
@@ -308,3 +308,37 @@ def test_deep1500_graph_first_render_within_budget(page) -> None:
     assert exception_boxes(page) == []
     shot(page, "graph_deep1500.png")
     assert seconds <= GRAPH_BUDGET_S, f"graph page took {seconds:.2f} s (budget {GRAPH_BUDGET_S} s)"
+
+
+def test_ir_page_highlight_follows_step_and_an_edit_shows_the_caret(page) -> None:
+    """IR page: Step moves the highlighted line; a broken edit shows the located error."""
+    from kuiper_core import ir, load
+
+    pick_bundled_model(page, "digits_cnn")
+    goto_page(page, "ir")
+    page.get_by_role("button", name="Reset", exact=True).click()  # the Forward test above moved the shared cursor
+    wait_idle(page)
+    step = page.get_by_role("button", name="Step", exact=True)
+    order = [r.name for r in load(SAMPLES / "digits_cnn.pnnx.param").order]
+    seen = []
+    for _ in range(2):
+        step.click()
+        wait_idle(page)
+        page.wait_for_selector(".kx-ir-current")
+        seen.append(set(page.eval_on_selector_all(".kx-ir-current", "es => es.map(e => e.dataset.op)")))
+    assert seen == [{order[0]}, {order[1]}], seen  # the text and the three-ways tab mark the same operator
+    page.screenshot(path=str(SCREENSHOTS / "ir.png"), full_page=False)
+    page.get_by_role("tab", name="Edit and run").click()
+    text = ir.print_graph(read_param(SAMPLES / "digits_cnn.pnnx.param"))
+    broken = text.replace("($input=%5)", "($input=%55)")
+    area = page.locator('[data-testid="stTextArea"] textarea')
+    area.fill(broken)
+    area.press("Control+Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Parse and run").click()
+    page.get_by_text("The edited text cannot run").wait_for(timeout=60_000)
+    wait_idle(page)
+    message = page.locator('[data-testid="stCode"]').filter(has_text="error:").first.inner_text()
+    assert "use of undefined value %55" in message and "^^^" in message, message
+    assert exception_boxes(page) == []
+    page.screenshot(path=str(SCREENSHOTS / "ir_edit.png"), full_page=True)

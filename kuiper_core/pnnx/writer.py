@@ -48,6 +48,11 @@ def save(graph: Graph, param_path: str | Path, bin_path: str | Path | None = Non
     param_path = Path(param_path)
     bin_path = Path(bin_path) if bin_path is not None else default_bin_path(param_path)
     param_path.write_text(format_param(graph))
+    save_bin(graph, bin_path)
+
+
+def save_bin(graph: Graph, bin_path: str | Path) -> None:
+    """The weights alone, as pnnx's store-only zip (for a graph saved as text elsewhere)."""
     with zipfile.ZipFile(bin_path, "w", compression=zipfile.ZIP_STORED) as zf:
         for op in graph.operators:
             for key, attr in sorted(op.attrs.items()):
