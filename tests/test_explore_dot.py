@@ -145,6 +145,9 @@ def test_tiny_mlp_nodes_edges_labels_and_legend() -> None:
     # What changes while watching is an overlay, never in the DOT.
     assert all("class" not in a and "penwidth" not in a for a in ops.values())
     assert view.node_for("fc1") == "fc1" and view.node_for(None) is None
+    # Fills can still be baked in for graphs drawn without the viewer.
+    baked, _ = parse(graph_dot(g, node_colors={"fc2": "#ff0000"}))
+    assert baked["fc2"]["fillcolor"] == "#ff0000" and baked["fc1"]["fillcolor"] == CATEGORY_COLORS["linear"]
 
 
 def test_repeated_input_is_one_edge_per_operand() -> None:

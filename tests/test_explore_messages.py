@@ -10,7 +10,7 @@ from kuiper_core.explore.messages import EXCERPT_WIDTH, caret_excerpt, error_tex
 
 
 def test_a_long_line_is_cut_around_the_caret() -> None:
-    text = "add(" * 0 + "mul(@0," + "add(@1,2.0)," * 60 + "$)"
+    text = "mul(@0," + "add(@1,2.0)," * 60 + "$)"
     with pytest.raises(ParseError) as e:
         ex.parse(text)
     err = e.value
@@ -23,10 +23,13 @@ def test_a_long_line_is_cut_around_the_caret() -> None:
     assert f"of a {len(text):,}-character line" in lines[3]
 
 
-def test_short_lines_are_rendered_as_the_engine_does() -> None:
+def test_short_lines_and_visible_carets_are_rendered_as_the_engine_does() -> None:
     with pytest.raises(ParseError) as e:
         ex.parse("add(@0,")
     assert caret_excerpt(e.value) == e.value.render() == error_text(e.value)
+    with pytest.raises(ParseError) as e:  # a long line, but the caret is near its start
+        ex.parse("add(@0,$," + "add(@1,2.0)," * 60 + "1)")
+    assert caret_excerpt(e.value) == e.value.render()
 
 
 def test_unknown_operator_types_get_did_you_mean() -> None:

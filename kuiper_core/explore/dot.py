@@ -179,6 +179,7 @@ def _dot(
     expanded: set[str],
     focus: str | None,
     edge_labels: bool,
+    node_colors: dict[str, str] | None = None,
 ) -> tuple[str, dict[str, str], list[str]]:
     """(DOT, operator -> drawn node, categories drawn)."""
     by_name = {op.name: op for op in ops}
@@ -190,7 +191,7 @@ def _dot(
         unit_of[op.name] = op.name
         cat = category(op.type)
         cats.append(cat)
-        style: dict[str, object] = {"fillcolor": CATEGORY_COLORS[cat]}
+        style: dict[str, object] = {"fillcolor": (node_colors or {}).get(op.name, CATEGORY_COLORS[cat])}
         if any(n.name not in by_name for n in graph.successors(op) + graph.predecessors(op)):
             style["style"] = "rounded,filled,dashed"  # more graph beyond this node
         if op.name == focus:
@@ -253,6 +254,7 @@ def graph_view(
     expanded: Iterable[str] | None = None,
     show: Iterable[str | None] = (),
     edge_labels: bool = True,
+    node_colors: dict[str, str] | None = None,
 ) -> GraphView:
     """The DOT of a selection of the graph, grouped by module, plus what it shows.
 
@@ -275,7 +277,7 @@ def graph_view(
     for name in show:
         if name is not None:
             opened |= {g.id for g in ancestors(tree, name)}
-    dot, unit_of, cats = _dot(graph, ops, tree, opened, focus, edge_labels)
+    dot, unit_of, cats = _dot(graph, ops, tree, opened, focus, edge_labels, node_colors)
     shown = [op.name for op in ops if unit_of.get(op.name) == op.name]
     return GraphView(dot, shown, len(ops), len(graph.operators), tree, opened, unit_of, sorted(set(cats)))
 

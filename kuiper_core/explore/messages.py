@@ -16,23 +16,28 @@ EXCERPT_WIDTH = 96  # characters of a source line shown around the caret
 
 
 def caret_excerpt(error: ParseError, width: int = EXCERPT_WIDTH) -> str:
-    """The located message with the caret line; a line longer than `width` is shown as a
-    window of it around the caret, with '…' where it was cut and the columns shown."""
+    """The error as the engine renders it, except that when the caret lies beyond `width`
+    characters of a long source line, that line is shown as a window around the caret,
+    with '…' where it was cut and the columns shown (the head line stays as it is)."""
+    text = error.render()
     if error.source_line is None:
-        return error.render()
-    line = error.source_line.rstrip("\n").replace("\t", " ")
-    if len(line) <= width:
-        return error.render()
+        return text
+    line = error.source_line.rstrip("\n")
     col = error.column - 1
+    if col + error.length <= width:  # the caret is on screen already
+        return text
+    lines = text.split("\n")
+    at = next((i for i in range(len(lines) - 1) if lines[i] == line), None)
+    if at is None:
+        return text
+    flat = line.replace("\t", " ")
     inner = width - 2
-    start = max(0, min(col - inner // 3, len(line) - inner))
-    end = min(len(line), start + inner)
-    head, tail = ("…" if start > 0 else ""), ("…" if end < len(line) else "")
+    start = max(0, min(col - inner // 3, len(flat) - inner))
+    end = min(len(flat), start + inner)
+    head, tail = ("…" if start > 0 else ""), ("…" if end < len(flat) else "")
     caret = " " * (len(head) + col - start) + "^" * max(1, min(error.length, end - col))
-    return (
-        f"{error.location}: {error.message}\n{head}{line[start:end]}{tail}\n{caret}\n"
-        f"(columns {start + 1}–{end} of a {len(line):,}-character line)"
-    )
+    window = [f"{head}{flat[start:end]}{tail}", caret, f"(columns {start + 1}–{end} of a {len(flat):,}-character line)"]
+    return "\n".join(lines[:at] + window + lines[at + 2 :])
 
 
 def type_suggestions(op_type: str, known: list[str], n: int = 3) -> list[str]:
