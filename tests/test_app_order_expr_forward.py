@@ -194,16 +194,23 @@ def test_forward_go_to_an_operator_and_tensor_views() -> None:
     assert at.get("vega_lite_chart"), "a heatmap / histogram chart"
 
 
-def test_forward_wrong_shape_reference_is_a_shape_mismatch() -> None:
+def run_with_a_bad_reference(make_bad) -> tuple:
+    """digits_cnn run to the end against PyTorch's references, the first ReLU's replaced
+    by make_bad(reference); returns (AppTest, that ReLU)."""
     at = app("digits_cnn", FORWARD)
     g = runtime("digits_cnn")
     with np.load(SAMPLES / "digits_cnn.operands.npz") as z:
         refs = dict(z)
     relu = next(r for r in g.order if r.type == "nn.ReLU")
     operand = relu.op.outputs[0].name
-    refs[operand] = np.zeros((3, 3), np.float32)
+    refs[operand] = make_bad(refs[operand])
     at.session_state["kx_refs"] = refs
     click(at, "fw_run_all")
+    return at, relu
+
+
+def test_forward_wrong_shape_reference_is_a_shape_mismatch() -> None:
+    at, relu = run_with_a_bad_reference(lambda ref: np.zeros((3, 3), np.float32))
     table = next(df.value for df in at.dataframe if "status" in df.value.columns)
     row = table.set_index("operator").loc[relu.name]
     assert row["status"] == C.SHAPE and np.isnan(row["max |error|"]) and "shape mismatch" in row["detail"]
@@ -212,15 +219,8 @@ def test_forward_wrong_shape_reference_is_a_shape_mismatch() -> None:
 
 
 def test_forward_colours_the_first_wrong_operator() -> None:
-    at = app("digits_cnn", FORWARD)
+    at, relu = run_with_a_bad_reference(lambda ref: ref + 1.0)  # no correct engine can match it
     g = runtime("digits_cnn")
-    with np.load(SAMPLES / "digits_cnn.operands.npz") as z:
-        refs = dict(z)
-    relu = next(r for r in g.order if r.type == "nn.ReLU")
-    operand = relu.op.outputs[0].name
-    refs[operand] = refs[operand] + 1.0  # a reference that no correct engine can match
-    at.session_state["kx_refs"] = refs
-    click(at, "fw_run_all")
     assert any("over tolerance" in e.value for e in at.error)
     assert any(relu.name in b.label for b in at.button if b.key == "fw_show_bad")
     viewer = viewers(at)[0]

@@ -11,6 +11,7 @@ refreshes the README's).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 
@@ -231,25 +232,28 @@ def test_order_cycle_walk_disables_step_at_its_end(page) -> None:
     assert "a, b, c lie on a cycle" in text and "output comes after the cycle" in text
 
 
-def test_order_side_by_side_on_a_projector(page) -> None:
+@contextlib.contextmanager
+def projector(page, path: str):
+    """The page at `path` (a shared link) on a 1280×720 screen."""
     page.set_viewport_size(PROJECTOR)
     try:
-        page.goto(page.kx_url + "/order?algo=both&step=6")  # type: ignore[attr-defined]
+        page.goto(page.kx_url + path)  # type: ignore[attr-defined]
         page.wait_for_selector(f"{VIEW_SVG} g.node")
         wait_idle(page)
-        assert page.locator(VIEW).count() == 2
-        assert page.get_by_text("Step 6 of").count() >= 1
-        shot(page, "order.png")
+        yield page
     finally:
         page.set_viewport_size(WIDE)
 
 
+def test_order_side_by_side_on_a_projector(page) -> None:
+    with projector(page, "/order?algo=both&step=6"):
+        assert page.locator(VIEW).count() == 2
+        assert page.get_by_text("Step 6 of").count() >= 1
+        shot(page, "order.png")
+
+
 def test_expressions_tree_stack_and_step_fit_a_projector_screen(page) -> None:
-    page.set_viewport_size(PROJECTOR)
-    try:
-        page.goto(page.kx_url + "/expressions?model=expr_zoo")  # type: ignore[attr-defined]
-        page.wait_for_selector(f"{VIEW_SVG} g.node")
-        wait_idle(page)
+    with projector(page, "/expressions?model=expr_zoo"):
         step = button(page, "Step").bounding_box()
         tree = page.locator(VIEW).bounding_box()
         stack = page.locator('[data-testid="stCode"]').filter(has_text="top ▸").bounding_box()
@@ -262,8 +266,6 @@ def test_expressions_tree_stack_and_step_fit_a_projector_screen(page) -> None:
         page.get_by_text("Step 2 of").wait_for()
         assert exception_boxes(page) == []
         shot(page, "expressions.png")
-    finally:
-        page.set_viewport_size(WIDE)
 
 
 def test_profile_page(page) -> None:
