@@ -23,32 +23,35 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError, KuiperError, ParseError
-
-
-def _load_npy(path: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)  # never unpickle user files
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (ValueError, OSError) as e:
-        raise InputError(f"{path}: not a .npy array file ({e})") from None
+from .npy import read_npy, write_npy
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from . import load
 
+    for path in args.output:  # before the (maybe long) run
+        if Path(path).is_dir():
+            raise InputError(f"--output {path} is a directory: give a file name")
     graph = load(args.model, args.bin)
-    arrays = [_load_npy(p) for p in args.input]
+    arrays = [read_npy(p) for p in args.input]
     outputs = graph.forward(*arrays)
     if args.output and len(args.output) != len(outputs):
         raise InputError(f"the model has {len(outputs)} output(s) but {len(args.output)} --output path(s) were given")
     for i, y in enumerate(outputs):
         if args.output:
-            np.save(args.output[i], y)
-            print(f"{args.output[i]}: {y.dtype} {tuple(y.shape)}")
+            written = write_npy(args.output[i], y)  # exactly this path: np.save would add '.npy'
+            print(f"{written}: {y.dtype} {tuple(y.shape)}")
         else:
-            print(f"output {i}: {y.dtype} {tuple(y.shape)} min={y.min():.6g} max={y.max():.6g}")
+            print(f"output {i}: {y.dtype} {tuple(y.shape)}{_range(y)}")
     return 0
+
+
+def _range(y: np.ndarray) -> str:
+    """' min=… max=…' of an output, '' when it has no values to compare."""
+    if y.size == 0 or y.dtype.kind == "c":
+        return ""
+    lo, hi = (v.item() for v in (y.min(), y.max()))
+    return f" min={lo:.6g} max={hi:.6g}" if y.dtype.kind != "b" else f" min={lo} max={hi}"
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 
 import numpy as np
 import pandas as pd
@@ -10,6 +9,7 @@ import streamlit as st
 
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import inputs as kx_inputs
+from kuiper_core.npy import read_npy
 from kuiper_core.explore.summary import model_summary, shape_text, type_table
 from pages import common
 
@@ -70,6 +70,9 @@ with upload:
         st.warning("Choose a .pnnx.param file first.")
 
 model = common.current_model()
+dropped = st.session_state.pop(common.LOAD_ERROR_KEY, None)
+if dropped is not None:
+    common.show_error(dropped, title="The model could not be loaded and was closed")
 if model is None:
     st.stop()
 
@@ -158,17 +161,15 @@ def _on_file(kind: str, widget: str) -> None:
         name, shape, _ = specs[0]
         try:
             if kind == "npy":
-                try:
-                    array = np.load(io.BytesIO(f.getvalue()), allow_pickle=False)
-                except Exception as e:
-                    raise KuiperError(f"{f.name} is not a readable .npy file: {e}") from None
+                common.check_upload_size(f.name, f.getvalue())
+                array = read_npy(f.getvalue(), common.display_name(f.name), common.APP_LIMITS)
                 array = kx_inputs.check_array(array, shape, name)
             else:
                 array = common.picture_to_input(f.getvalue(), model, shape)
-            common.set_input_array(kind, array, f.name)
+            common.set_input_array(kind, array, common.display_name(f.name))
         except KuiperError as e:
             common.set_input_array(kind, None)
-            errors[kind] = (f.name, e)
+            errors[kind] = (common.display_name(f.name), e)
     st.session_state[ERR] = errors
 
 
@@ -217,10 +218,11 @@ resolved = common.resolve_input(model)
 if resolved.note:
     st.info(f"Using {resolved.description}.")
 for (name, _, _), a in zip(specs, resolved.arrays):
-    st.caption(
-        f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}, min {float(a.min()):.3g}, "
-        f"max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
+    values = (
+        f", min {float(a.min()):.3g}, max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
+        if a.size and a.dtype.kind in "biuf" else ""
     )
+    st.caption(f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}{values}")
 if resolved.kind in ("image", "example", "drawing", "sample") and is_image:
     a = resolved.arrays[0][0]
     shown = a.transpose(1, 2, 0) if a.shape[0] == 3 else a[0]

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core import expression as ex
+from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import compare as C
 from kuiper_core.explore import expression_view as V
@@ -63,7 +64,7 @@ else:
 
 try:
     token_rows = V.token_rows(text)
-    ast = ex.parse(text)
+    ast = ex.parse(text, common.APP_LIMITS)  # `add(@0,@3000000)` would ask for 3 million example tensors
 except KuiperError as e:
     common.show_error(e, title="Cannot parse the expression")
     st.stop()
@@ -102,7 +103,8 @@ try:
         values, layer_out, where = _model_values()
     else:
         values, layer_out, where = V.example_inputs(n_inputs), None, "small example tensors"
-    trace = ex.evaluate_traced(ast, values)
+    with limits.use(common.APP_LIMITS):
+        trace = ex.evaluate_traced(ast, values)
 except KuiperError as e:
     common.show_error(e, title="Cannot evaluate the expression")
     st.stop()

@@ -10,34 +10,33 @@ from __future__ import annotations
 
 import difflib
 
-from ..errors import ParseError, UnsupportedOperatorError
+from ..errors import LimitError, ParseError, UnsupportedOperatorError
 
 EXCERPT_WIDTH = 96  # characters of a source line shown around the caret
 
 
-def caret_excerpt(error: ParseError, width: int = EXCERPT_WIDTH) -> str:
-    """The error as the engine renders it, except that when the caret lies beyond `width`
-    characters of a long source line, that line is shown as a window around the caret,
-    with '…' where it was cut and the columns shown (the head line stays as it is)."""
+def caret_excerpt(error: ParseError | LimitError, width: int = EXCERPT_WIDTH) -> str:
+    """The error as the engine renders it, except that when its caret lies beyond `width`
+    characters of the shown source line, that line is cut to a window around the caret,
+    with '…' where it was cut (the head line stays as it is)."""
     text = error.render()
-    if error.source_line is None:
-        return text
-    line = error.source_line.rstrip("\n")
-    col = error.column - 1
-    if col + error.length <= width:  # the caret is on screen already
-        return text
     lines = text.split("\n")
-    at = next((i for i in range(len(lines) - 1) if lines[i] == line), None)
+    at = next((i for i in range(1, len(lines)) if lines[i].strip() and set(lines[i].strip()) == {"^"}), None)
     if at is None:
         return text
-    flat = line.replace("\t", " ")
+    source, carets = lines[at - 1].expandtabs(8), lines[at].expandtabs(8)
+    col = len(carets) - len(carets.lstrip())
+    n = len(carets.strip())
+    if col + n <= width:  # the caret is on screen already
+        return text
     inner = width - 2
-    start = max(0, min(col - inner // 3, len(flat) - inner))
-    end = min(len(flat), start + inner)
-    head, tail = ("…" if start > 0 else ""), ("…" if end < len(flat) else "")
-    caret = " " * (len(head) + col - start) + "^" * max(1, min(error.length, end - col))
-    window = [f"{head}{flat[start:end]}{tail}", caret, f"(columns {start + 1}–{end} of a {len(flat):,}-character line)"]
-    return "\n".join(lines[:at] + window + lines[at + 2 :])
+    start = max(0, min(col - inner // 3, len(source) - inner))
+    end = min(len(source), start + inner)
+    head, tail = ("…" if start > 0 else ""), ("…" if end < len(source) else "")
+    caret = " " * (len(head) + col - start) + "^" * max(1, min(n, end - col))
+    full = len((error.source_line or "").rstrip("\r\n"))
+    note = f"(column {error.column:,} of a {full:,}-character line)"
+    return "\n".join(lines[: at - 1] + [f"{head}{source[start:end]}{tail}", caret, note] + lines[at + 1 :])
 
 
 def type_suggestions(op_type: str, known: list[str], n: int = 3) -> list[str]:
@@ -48,7 +47,7 @@ def type_suggestions(op_type: str, known: list[str], n: int = 3) -> list[str]:
 
 def error_text(error: BaseException | str) -> str:
     """What the app prints in its error box (monospace, caret aligned)."""
-    if isinstance(error, ParseError):
+    if isinstance(error, (ParseError, LimitError)):
         return caret_excerpt(error)
     text = str(error)
     if isinstance(error, UnsupportedOperatorError):

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import limits as _limits
+from ..errors import LimitError
 from ..graph import Operand, Operator, numpy_dtype
 
 NEVER = 1 << 62  # lifetime end of graph outputs
@@ -39,7 +41,17 @@ class BufferPlan:
     def total_bytes(self) -> int:
         return sum(self.slot_bytes)
 
-    def allocate(self) -> None:
+    def allocate(self, limits: _limits.Limits | None = None) -> None:
+        """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes."""
+        lim = (limits or _limits.current()).max_planned_bytes
+        if self.total_bytes > lim:
+            raise LimitError(
+                f"the declared shapes need {self.total_bytes:,} bytes of output buffers "
+                f"({len(self.slot_bytes)} shared buffers)",
+                limit="max_planned_bytes",
+                maximum=lim,
+                value=self.total_bytes,
+            )
         self._slots = [np.empty(n, np.uint8) for n in self.slot_bytes]
 
     def buffer(self, operand: str) -> np.ndarray | None:
@@ -47,7 +59,7 @@ class BufferPlan:
         if a is None or not self._slots:
             return None
         slot, shape, dtype = a
-        n = int(np.prod(shape)) * dtype.itemsize
+        n = _limits.elements(shape) * dtype.itemsize
         return self._slots[slot][:n].view(dtype).reshape(shape)
 
 
@@ -102,7 +114,7 @@ def plan_buffers(order: list[Operator], view_ops: set[str], graph_outputs: set[s
             if shape is None or out.dtype is None or end >= NEVER:
                 continue
             dtype = numpy_dtype(out.dtype)
-            nbytes = int(np.prod(shape)) * dtype.itemsize
+            nbytes = _limits.elements(shape) * dtype.itemsize
             if nbytes == 0 or nbytes > MAX_PLANNED_BYTES:
                 continue
             # Best fit: the smallest free slot that is big enough; else grow the largest
