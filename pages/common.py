@@ -32,7 +32,7 @@ import numpy as np
 import streamlit as st
 
 from kuiper_core import limits
-from kuiper_core.errors import KuiperError
+from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
 from kuiper_core.graph import Graph

@@ -118,9 +118,11 @@ def parse_edges(text: str, source: str = "<your graph>") -> dict[str, list[str]]
             _statement(stmt, start, line, lineno, source, succ)
             start += len(stmt) + 1
     if not succ:
-        raise ParseError("the graph is empty: type edges such as 'a -> b'", path=source, line=1, column=1, source_line=text.splitlines()[0] if text.strip() else "")
+        first = text.splitlines()[0] if text.strip() else ""
+        raise ParseError("the graph is empty: type edges such as 'a -> b'", path=source, line=1, column=1, source_line=first)
     if len(succ) > MAX_TYPED_NODES:
-        raise LimitError(f"{len(succ)} nodes: a typed graph may have at most {MAX_TYPED_NODES}")
+        raise LimitError(f"{len(succ)} nodes: a typed graph may have at most {MAX_TYPED_NODES}",
+                         limit="typed graph nodes", maximum=MAX_TYPED_NODES, value=len(succ), path=source)
     return succ
 
 
