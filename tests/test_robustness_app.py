@@ -14,28 +14,10 @@ from conftest import ROOT, SAMPLES
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
+from test_app_home_graph_profile import app, no_exception, upload  # noqa: E402
 
-TIMEOUT = 120
 PAGES = ["pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py", "pages/6_profile.py",
          "pages/7_ir.py", "pages/8_passes.py"]
-
-
-def app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.run()
-    return at
-
-
-def no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def upload(at: AppTest, param: bytes, bin_bytes: bytes | None = None, name: str = "model.pnnx.param") -> AppTest:
-    at.file_uploader(key="home_param").upload(name, param)
-    if bin_bytes is not None:
-        at.file_uploader(key="home_bin").upload("model.pnnx.bin", bin_bytes)
-    next(b for b in at.button if b.label == "Load uploaded model").click().run()
-    return at
 
 
 def tiny_mlp() -> tuple[bytes, bytes]:
