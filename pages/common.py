@@ -47,6 +47,7 @@ LOAD_ERROR_KEY = "kx_load_error"  # why the session's model was dropped (shown o
 # One process serves every browser session: lower limits than the engine's defaults
 # (docs/limits.md). Every model, input and expression of the app is made under these.
 APP_LIMITS = limits.DEFAULT.replace(
+    max_operators=20_000,  # every page stays within seconds (100,000 took ~20 s a page)
     max_tensor_elements=1 << 26,  # 256 MB of float32 per tensor
     max_planned_bytes=1 << 30,
     max_expression_operand=256,
