@@ -141,9 +141,10 @@ def _read_model(model: LoadedModel, read: Callable[[], Graph]) -> LoadedModel:
 
     def fail(e: BaseException) -> None:
         if isinstance(e, KuiperError):
-            model.error = e.render() if isinstance(e, (ParseError, LimitError)) else str(e)
-        else:  # an engine bug: say so, without a traceback or server paths
-            model.error = f"internal error while loading the model: {type(e).__name__}: {e}"
+            text = e.render() if isinstance(e, (ParseError, LimitError)) else str(e)
+        else:  # an engine bug: say so, without a traceback
+            text = f"internal error while loading the model: {type(e).__name__}: {e}"
+        model.error = text.replace(f"{ROOT}/", "")  # bundled files by their repository path, not the server's
         model.error_kind = type(e).__name__
 
     with limits.use(APP_LIMITS):
