@@ -149,7 +149,7 @@ def _cmd_opt(args: argparse.Namespace) -> int:
     if args.check:
         from .runtime import RuntimeGraph
 
-        x = [_load_npy(p) for p in args.check]
+        x = [read_npy(p) for p in args.check]
         after = RuntimeGraph.from_graph(result.after).build().forward(*x)
         try:
             before = RuntimeGraph.from_graph(graph).build().forward(*x)
