@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Sequence, Union
 
 import numpy as np
@@ -162,6 +163,41 @@ class Plan:
                             dst = workspace[step.buffer] = np.empty(shape, dtype)
                 vals[step.out] = step.fn(args, dst)
         return vals[self.result]
+
+    def bind(self, inputs: Sequence[Value], out: np.ndarray) -> Callable[[], Value] | None:
+        """A call that runs this plan on these very input arrays (their contents may change
+        between calls, nothing else) and writes the result into `out`, with every
+        intermediate buffer made now (nothing runs yet: `out` may be one of the inputs).
+        None when the plan has a non-elementwise step or its result is not `out`'s shape
+        and dtype."""
+        n = len(self.input_types)
+        if not self.steps or not all(step.elementwise for step in self.steps) or len(inputs) < n:
+            return None
+        vals = self.slots.copy()
+        vals[:n] = inputs[:n]
+        bound: list[tuple[StepFn, list, np.ndarray]] = []
+        last = len(self.steps) - 1
+        for k, step in enumerate(self.steps):
+            args = [vals[i] for i in step.args]
+            shape, dtype = _result_shape(args), step.vtype.dtype
+            if k == last:
+                if (shape, dtype) != (out.shape, out.dtype):
+                    return None
+                dst = out
+            elif step.inplace is not None and args[step.inplace].shape == shape and args[step.inplace].dtype == dtype:
+                dst = args[step.inplace]
+            else:
+                dst = np.empty(shape, dtype)
+            vals[step.out] = dst
+            bound.append((step.fn, args, dst))
+        return partial(_run_bound, bound)
+
+
+def _run_bound(bound: list[tuple[StepFn, list, np.ndarray]]) -> None:
+    for fn, args, dst in bound:
+        r = fn(args, dst)
+        if r is not dst:  # a kernel without `out`: keep the chain on the bound buffers
+            np.copyto(dst, r)
 
 
 def _result_shape(args: list) -> tuple[int, ...]:

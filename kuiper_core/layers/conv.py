@@ -24,7 +24,8 @@ parameter weight becomes nn.Conv2d. F.* convs get the weight (and bias) as input
 from __future__ import annotations
 
 import threading
-from typing import Union
+from functools import partial
+from typing import Callable, Union
 
 import numpy as np
 
@@ -242,6 +243,19 @@ class Convolution(_ConvBase):
             bias = wmat[0, :, k] if wmat.shape[2] == k + 1 else None
             return WinogradConv(u.astype(dtype, copy=False), bias, m, x_shape, pads, dtype)
         return Im2col(wmat, self.kernel, self.stride, self.dilation, pads, self.padding_mode, x_shape, out_hw, dtype)
+
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Callable[[], object] | None:
+        if self.wmat is None:
+            return None
+        x4, prefix = self._lift(inputs[0])
+        dtype = np.result_type(x4.dtype, self.wmat.dtype)
+        pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
+        o = self.wmat.shape[0] * self.wmat.shape[1]
+        y = out[0]
+        if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
+            return None
+        # A kernel of its own (not this thread's cached one): the caller owns its buffers.
+        return partial(self._make_kernel(x4.shape, dtype).run, x4, y.reshape(x4.shape[0], o, oh, ow))  # type: ignore[arg-type]
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])

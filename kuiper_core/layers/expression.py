@@ -11,7 +11,7 @@ ParseError's rendering; the ParseError (with its column inside the expr text, no
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -77,6 +77,20 @@ class Expression(Layer):
         if dtype is None:
             dtype = np.dtype(np.float32) if isinstance(result, float) else None
         return [np.asarray(result, dtype=dtype)]
+
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Callable[[], object] | None:
+        if not all(isinstance(x, np.ndarray) for x in inputs):
+            return None
+        plan = self._plan([VType("tensor", x.dtype) for x in inputs])
+        if plan.result == 0 or not plan.steps:  # `expr=@0` and constants: no step to repeat
+            return None
+        return plan.bind(inputs, out[0])
+
+    def overwritable_inputs(self) -> tuple[int, ...]:
+        plan = next(iter(self._plans.values()), None)  # compiled at build for the declared dtypes
+        if plan is None or not plan.steps or not all(step.elementwise for step in plan.steps):
+            return ()
+        return tuple(range(len(self.op.inputs)))  # every step reads x[i] to write y[i]
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         n = int(np.prod(outputs[0])) if outputs and outputs[0] else 1

@@ -18,6 +18,17 @@ Contract:
   an input is allowed for shape ops; set `returns_views = True` on such layers so the
   memory planner keeps the viewed buffer alive.
 - Never mutate an input array: it is the producer's output, shared by reference.
+- Given inputs of the same shapes, dtypes and strides, forward takes the same path (writes
+  into `out`, or returns a view), whatever the values: the runtime's prepared forward
+  (runtime/prepared.py) relies on it.
+
+Optional, for speed (runtime/prepared.py):
+- `prepare(inputs, out)` returns a call that does forward(inputs, out) for exactly these
+  arrays (only their contents change between calls), writing into `out`: the layer makes
+  its kernel for these shapes once and the call skips every check and lookup.
+- `overwritable_inputs()` lists the inputs an elementwise layer's output may overwrite:
+  when such an input has the output's shape and dtype and dies at this operator, the
+  runtime gives the output the input's buffer (`out[0] is inputs[k]`).
 """
 
 from __future__ import annotations
@@ -92,6 +103,14 @@ class Layer:
     # -- the contract ----------------------------------------------------------------
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Callable[[], object] | None:
+        """A call repeating forward(inputs, out) on these very arrays, or None (see above)."""
+        return None
+
+    def overwritable_inputs(self) -> tuple[int, ...]:
+        """Inputs the output may overwrite in place (elementwise layers; see above)."""
+        return ()
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         """Multiply-accumulates for one forward at these shapes (0 where negligible)."""

@@ -25,6 +25,7 @@ from ..graph import Graph, Operator, numpy_dtype
 from ..layers.registry import Layer, check_supported, create_layer
 from .memory import BufferPlan, plan_buffers
 from .order import ALGORITHMS, TraceEvent
+from .prepared import NotPreparable, PreparedForward
 
 
 class GraphState(IntEnum):
@@ -86,6 +87,8 @@ class RuntimeGraph:
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
         self.values: dict[str, Value] = {}  # operand values of the latest steps() run
+        # Prepared forwards by input shapes and dtypes (prepared.py); None: not preparable.
+        self._prepared: dict[tuple, PreparedForward | None] = {}
         # Planned buffers are shared state: one planned forward at a time (the app caches
         # one RuntimeGraph for every browser session).
         self._run_lock = threading.Lock()
@@ -133,6 +136,7 @@ class RuntimeGraph:
             rop.index = i
         self.algorithm = algorithm
         self._view_ops = {r.name for r in self.order if r.layer is not None and r.layer.returns_views}
+        self._prepared = {}
         self._replan()
         self.state = GraphState.Complete
         return self
@@ -159,6 +163,15 @@ class RuntimeGraph:
         """Run the model; outputs in pnnx.Output order with tuples flattened."""
         self._require_built()
         inputs = self._check_inputs(arrays)
+        with self._run_lock:
+            key = tuple((a.shape, a.dtype.str) for a in inputs)
+            if key not in self._prepared:
+                built = self._prepare(key, inputs)
+                if built is not None:
+                    return built  # the outputs of the run that prepared it
+            prepared = self._prepared[key]
+            if prepared is not None:
+                return prepared.run(inputs)
         if not self._matches_declared(inputs):
             return self._collect_outputs(self._run(inputs, planned=False))
         with self._run_lock:
@@ -172,6 +185,23 @@ class RuntimeGraph:
                     self._view_ops.add(v.name)
                     self._replan()
             return self._collect_outputs(values)
+
+    MAX_PREPARED = 4  # input signatures kept prepared (each holds its own buffers)
+
+    def _prepare(self, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """Prepare forward for these input shapes (holding the lock): its first outputs, or
+        None when the graph cannot be prepared (forward then runs operator by operator)."""
+        try:
+            prepared: PreparedForward | None = PreparedForward.build(self, inputs)
+        except NotPreparable:
+            prepared = None
+        if len(self._prepared) >= self.MAX_PREPARED:
+            self._prepared.pop(next(iter(self._prepared)))
+        self._prepared[key] = prepared
+        if prepared is None:
+            return None
+        outputs, prepared.first_outputs = prepared.first_outputs, []
+        return outputs
 
     def steps(self, *arrays: np.ndarray) -> "StepRun":
         """Run one operator per iteration. The returned iterator's `.values` holds every

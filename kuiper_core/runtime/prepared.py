@@ -1,0 +1,225 @@
+"""Forward as a flat list of prepared calls: the runtime's fast path.
+
+Built once per set of input shapes (`PreparedForward.build`), from two runs:
+
+1. The record run: every operator runs as in steps() (fresh outputs), and what it returns
+   is noted: each operand's shape and dtype, and which operators return views of their
+   inputs (shape ops) or a constant of their own (pnnx.Attribute).
+2. The plan: buffers for every operand, shared by liveness (memory.plan_buffers with the
+   recorded shapes), and in place where an elementwise operator's input dies at it (its
+   layer lists the input in `overwritable_inputs()`): ReLU and a residual add then write
+   over the convolution output they read, in cache, with no buffer of their own.
+3. The binding run: every operator runs once more, for real, on those buffers. Each
+   non-view operator becomes one call bound to its arrays: `layer.prepare(...)` when the
+   layer offers it (the kernel made for exactly these arrays), else its forward with the
+   argument lists fixed. A view of a buffer stays valid as long as the buffer does, so
+   view operators drop out of the list entirely.
+
+`run` makes the calls in order (pnnx.Input's copies the caller's array into its buffer)
+and returns copies of the outputs (their buffers are reused by the next run). One run at a time
+per PreparedForward (RuntimeGraph holds a lock). Graphs whose operators return anything but
+arrays and tuples of arrays (size arithmetic on dynamic shapes) are not prepared.
+
+The memory plan and the in-place choices are the runtime's: the graph is never rewritten,
+and steps() still runs every operator on its own, so the stepper shows every operand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..errors import KuiperError, ModelError
+from .memory import NEVER, BufferPlan, ShapeDtype, plan_buffers
+
+if TYPE_CHECKING:
+    from .runtime_graph import RuntimeGraph, RuntimeOperator
+
+
+class NotPreparable(Exception):
+    """The graph cannot run as fixed calls on fixed buffers (e.g. a value that is not an array)."""
+
+
+@dataclass
+class _Record:
+    shapes: dict[str, ShapeDtype]  # operand -> shape and dtype of the array it held
+    views: set[str]  # operators whose outputs are views of their inputs or constants
+
+
+def _arrays(value: Any) -> list[np.ndarray] | None:
+    """The arrays of an operand value (one, or a tuple's), None for anything else."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, (tuple, list)) and all(isinstance(v, np.ndarray) for v in value):
+        return list(value)
+    return None
+
+
+def _is_view(a: np.ndarray, of: list[np.ndarray]) -> bool:
+    return any(np.may_share_memory(a, b) for b in of)
+
+
+def _record(rt: "RuntimeGraph", inputs: list[np.ndarray]) -> _Record:
+    values: dict[str, Any] = {}
+    last_use: dict[str, int] = {}
+    for i, rop in enumerate(rt.order):
+        for o in rop.op.inputs:
+            last_use[o.name] = i
+    shapes: dict[str, ShapeDtype] = {}
+    views: set[str] = set()
+    feeds = rt._feeds(inputs)
+    for i, rop in enumerate(rt.order):
+        op = rop.op
+        args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
+        results = rt._call(rop, args, [None] * len(op.outputs))
+        arg_arrays = [a for v in args for a in (_arrays(v) or [])]
+        shared = []
+        for o, r in zip(op.outputs, results):
+            arrays = _arrays(r)
+            if arrays is None:
+                raise NotPreparable(f"operator '{op.name}' returned a {type(r).__name__}")
+            if isinstance(r, np.ndarray):
+                shapes[o.name] = (r.shape, r.dtype)
+            shared += [_is_view(a, arg_arrays) for a in arrays]
+            values[o.name] = r
+        constant = rop.layer is not None and rop.layer.returns_views and not op.inputs  # pnnx.Attribute
+        if op.type == "pnnx.Input":
+            pass  # gets a buffer: run() copies the caller's array into it
+        elif constant or (shared and all(shared)):
+            views.add(op.name)
+        elif any(shared) or any(not isinstance(r, np.ndarray) for r in results):
+            raise NotPreparable(f"operator '{op.name}' returns views and new arrays together")
+        for o in op.inputs:
+            if last_use.get(o.name) == i:
+                values.pop(o.name, None)
+    return _Record(shapes, views)
+
+
+class PreparedForward:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self.calls: list[Callable[[], Any]] = []
+        self.names: list[str] = []  # operator of each call, for error messages
+        self.feeds: list[Any] = []  # the caller's arrays during run()
+        self.output_values: list[Any] = []  # graph outputs: buffers (or tuples of them)
+        self.first_outputs: list[np.ndarray] = []  # the binding run's results
+        self.plan: BufferPlan | None = None
+
+    @classmethod
+    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray]) -> "PreparedForward":
+        """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result."""
+        assert rt.graph is not None
+        rec = _record(rt, inputs)
+        ops = [r.op for r in rt.order]
+        outputs = {o.name for op in rt.graph.outputs for o in op.inputs}
+        inplace = {r.name: r.layer.overwritable_inputs() for r in rt.order
+                   if r.layer is not None and r.name not in rec.views and r.layer.overwritable_inputs()}
+        plan = plan_buffers(ops, rec.views, outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
+        plan.allocate()
+        self = cls()
+        self.plan = plan
+        values: dict[str, Any] = {}
+        feeds = rt._feeds(inputs)
+        input_index = {op.name: k for k, op in enumerate(rt.graph.inputs)}
+        self.feeds = [None] * len(input_index)
+        for rop in rt.order:
+            op = rop.op
+            if op.type == "pnnx.Input":
+                # Copied in at its place in the order: its buffer may be another input's
+                # before that (buffers are shared by liveness).
+                buf = plan.buffer(op.outputs[0].name)
+                if buf is None:
+                    raise NotPreparable(f"no buffer for input '{op.name}'")
+                k = input_index[op.name]
+                np.copyto(buf, feeds[op.name])
+                self.calls.append(partial(_feed, self.feeds, k, buf))
+                self.names.append(op.name)
+                values[op.outputs[0].name] = buf
+                continue
+            self._bind(rt, rop, [values[o.name] for o in op.inputs], plan.buffer, rec, values)
+        self.output_values = [values[o.name] for op in rt.graph.outputs for o in op.inputs]
+        self.first_outputs = self._outputs()
+        return self
+
+    def _bind(
+        self,
+        rt: "RuntimeGraph",
+        rop: "RuntimeOperator",
+        args: list[Any],
+        buffer: Callable[[str], np.ndarray | None],
+        rec: _Record,
+        values: dict[str, Any],
+    ) -> None:
+        """Run one operator on its buffers and add the call that repeats it."""
+        op, layer = rop.op, rop.layer
+        assert layer is not None
+        outs = [buffer(o.name) for o in op.outputs]
+        call: Callable[[], Any] | None = None
+        if op.name not in rec.views and all(b is not None for b in outs):
+            call = layer.prepare(args, outs)
+        if call is not None:
+            call()
+            results: list[Any] = list(outs)
+        else:
+            results = rt._call(rop, args, outs)
+        copies = []
+        arg_arrays = [a for v in args for a in (_arrays(v) or [])]
+        for k, (o, r, b) in enumerate(zip(op.outputs, results, outs)):
+            if op.name in rec.views:
+                arrays = _arrays(r)
+                if arrays is None or (op.inputs and not all(_is_view(a, arg_arrays) for a in arrays)):
+                    raise NotPreparable(f"operator '{op.name}' returned a view before, a new array now")
+                values[o.name] = r
+            elif r is b:
+                values[o.name] = r
+            elif isinstance(r, np.ndarray) and b is not None and r.shape == b.shape and r.dtype == b.dtype:
+                np.copyto(b, r)  # the layer allocates its own result: copy it into the buffer
+                values[o.name] = b
+                copies.append(k)
+            else:
+                raise NotPreparable(f"operator '{op.name}' output {o.name}: nowhere to keep it")
+        if op.name in rec.views:
+            return  # views of buffers and constants stay valid: nothing to repeat
+        if call is None:
+            forward = partial(layer.forward, args, outs)
+            call = partial(_copy_results, forward, [(k, outs[k]) for k in copies]) if copies else forward
+        self.calls.append(call)
+        self.names.append(op.name)
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        self.feeds[:] = inputs
+        i = -1
+        try:
+            with np.errstate(all="ignore"):  # as torch: silent on overflow, 0/0, log(-1)
+                for i, call in enumerate(self.calls):
+                    call()
+        except KuiperError:
+            raise
+        except Exception as e:  # a layer bug or an input the layer cannot take: name the operator
+            raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=self.names[i]) from e
+        finally:
+            self.feeds[:] = [None] * len(self.feeds)  # do not keep the caller's arrays alive
+        return self._outputs()
+
+    def _outputs(self) -> list[np.ndarray]:
+        result: list[np.ndarray] = []
+        for v in self.output_values:
+            result.extend(a.copy() for a in (_arrays(v) or []))
+        return result
+
+
+def _feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
+    np.copyto(buf, feeds[k])
+
+
+def _copy_results(forward: Callable[[], list[Any]], targets: list[tuple[int, np.ndarray]]) -> None:
+    results = forward()
+    for k, buf in targets:
+        np.copyto(buf, results[k])
+
+
+__all__ = ["PreparedForward", "NotPreparable", "NEVER"]
