@@ -15,6 +15,7 @@ PAGES = [
     st.Page("pages/4_expressions.py", title="Expressions", icon=":material/functions:"),
     st.Page("pages/5_forward.py", title="Step through Forward", icon=":material/play_circle:"),
     st.Page("pages/6_profile.py", title="Profile", icon=":material/timer:"),
+    st.Page("pages/7_ir.py", title="IR", icon=":material/code:"),
 ]
 
 page = st.navigation(PAGES)

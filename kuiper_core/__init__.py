@@ -4,6 +4,7 @@
     g = kuiper_core.load("sample_models/resnet18.pnnx.param")
     (y,) = g.forward(x)
     for event in g.steps(x): ...
+    text = kuiper_core.print_ir(g.graph)     # the textual IR (docs/ir.md); parse_ir(text) reads it back
 """
 
 from __future__ import annotations
@@ -22,13 +23,21 @@ from .errors import (
     WeightError,
 )
 from .graph import Attribute, Graph, Operand, Operator
+from .ir import parse_ir
+from .ir import print_graph as print_ir
 from .runtime import GraphState, RuntimeGraph, StepEvent
 
 __version__ = "0.1.0"
 
 
 def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorithm: str = "dfs") -> RuntimeGraph:
-    """Read `.param` + `.bin` (default: the param's sibling) and build a RuntimeGraph."""
+    """Read `.param` + `.bin` (default: the param's sibling) and build a RuntimeGraph.
+
+    A `.kir` path is read as textual IR (docs/ir.md), its weights from `bin_path`."""
+    if Path(param_path).suffix == ".kir":
+        from .ir import load_ir
+
+        return load_ir(param_path, bin_path, algorithm=algorithm)
     graph = RuntimeGraph(param_path, bin_path)
     graph.build(algorithm)
     return graph
@@ -37,5 +46,5 @@ def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorith
 __all__ = [
     "load", "RuntimeGraph", "GraphState", "StepEvent", "Graph", "Operand", "Operator", "Attribute",
     "KuiperError", "ParseError", "ModelError", "WeightError", "UnsupportedOperatorError", "CycleError",
-    "InputError", "LimitError", "ShapeError",
+    "InputError", "LimitError", "ShapeError", "print_ir", "parse_ir",
 ]

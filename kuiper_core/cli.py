@@ -2,6 +2,9 @@
 
     kuiper run MODEL.pnnx.param [--bin MODEL.pnnx.bin] --input X.npy [--input …] --output Y.npy [--output …]
     kuiper inspect MODEL.pnnx.param [--bin …] [--order dfs|kahn]
+    kuiper print MODEL.pnnx.param | FILE.kir [--allow-unregistered]
+
+MODEL may also be a textual IR file (`.kir`, docs/ir.md) wherever a .param is accepted.
 
 Bad input exits with status 2 and `error: <located message>` on stderr, never a
 traceback (`--debug` shows one).
@@ -17,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import InputError, KuiperError
+from .errors import InputError, KuiperError, ParseError
 
 
 def _load_npy(path: str) -> np.ndarray:
@@ -71,22 +74,40 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_print(args: argparse.Namespace) -> int:
+    """The model as textual IR (docs/ir.md); printing the printed text gives the same text."""
+    from . import ir
+    from .pnnx import read_param
+
+    if Path(args.model).suffix == ".param":
+        graph = read_param(args.model)
+    else:
+        graph = ir.read_module(args.model, allow_unregistered=args.allow_unregistered).graph
+    sys.stdout.write(ir.print_graph(graph))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kuiper", description="Run and inspect PNNX models with NumPy.")
     ap.add_argument("--debug", action="store_true", help="show a traceback on errors")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model on .npy inputs")
-    run.add_argument("model", help="MODEL.pnnx.param")
+    run.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
     run.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
     run.add_argument("--input", action="append", default=[], required=True, help="an input .npy (repeat per input)")
     run.add_argument("--output", action="append", default=[], help="where to write each output .npy")
     run.set_defaults(func=_cmd_run)
     ins = sub.add_parser("inspect", help="print the operator table in execution order")
-    ins.add_argument("model", help="MODEL.pnnx.param")
+    ins.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
     ins.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
     ins.add_argument("--order", choices=["dfs", "kahn"], default="dfs", help="ordering algorithm")
     ins.set_defaults(func=_cmd_inspect)
-    for p in (run, ins):
+    pr = sub.add_parser("print", help="print the model as textual IR (docs/ir.md)")
+    pr.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
+    pr.add_argument("--allow-unregistered", action="store_true",
+                    help="accept op types and dialects the engine does not know (printed as they are)")
+    pr.set_defaults(func=_cmd_print)
+    for p in (run, ins, pr):
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return ap
 
@@ -98,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KuiperError as e:
         if args.debug:
             traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
+        # IR errors already read `path:line:col: error: …` (MLIR's format).
+        print(str(e) if isinstance(e, ParseError) and e.severity else f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # an engine bug, not bad input: still no bare traceback
         if args.debug:

@@ -19,6 +19,8 @@ class ParseError(KuiperError):
 
     `line` and `column` are 1-based. `source_line` is the text of that line, used to draw
     a caret under the culprit; `length` is how many characters the caret underlines.
+    `severity` ("error") switches the head to MLIR's `path:line:col: error: message`
+    (the textual IR uses it; .param messages keep their shorter head).
     """
 
     def __init__(
@@ -30,8 +32,10 @@ class ParseError(KuiperError):
         column: int = 1,
         source_line: str | None = None,
         length: int = 1,
+        severity: str | None = None,
     ) -> None:
         self.message = message
+        self.severity = severity
         self.path = path
         self.line = line
         self.column = column
@@ -55,7 +59,7 @@ class ParseError(KuiperError):
         return f"{text}\n{pad}{'^' * self.length}"
 
     def render(self) -> str:
-        head = f"{self.location}: {self.message}"
+        head = f"{self.location}: {self.severity + ': ' if self.severity else ''}{self.message}"
         caret = self.caret()
         return f"{head}\n{caret}" if caret else head
 

@@ -123,6 +123,25 @@ class Operator:
         return self.input_names[index] if index < len(self.input_names) else ""
 
 
+def same_params(a: dict[str, ParamValue], b: dict[str, ParamValue]) -> bool:
+    """Parameters equal with their Python types (True is not 1, 1 is not 1.0; NaN equals
+    NaN); nested lists are compared without recursion."""
+    if a.keys() != b.keys():
+        return False
+    pending = [(a[k], b[k]) for k in a]
+    while pending:
+        x, y = pending.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, (list, tuple)):
+            if len(x) != len(y):  # type: ignore[arg-type]
+                return False
+            pending.extend(zip(x, y))  # type: ignore[arg-type]
+        elif x != y and not (isinstance(x, float) and x != x and y != y):
+            return False
+    return True
+
+
 @dataclass(eq=False)
 class Graph:
     """Operators in file order (a valid execution order) and their operands."""
@@ -195,11 +214,12 @@ class Graph:
         return sum(a.nbytes for op in self.operators for a in op.attrs.values())
 
     def equals(self, other: "Graph") -> bool:
-        """Structural equality: same operators, operands, params, attrs (incl. data)."""
+        """Structural equality: same operators, operands, params (with their Python types),
+        attrs (incl. data)."""
         if len(self.operators) != len(other.operators) or set(self.operands) != set(other.operands):
             return False
         for a, b in zip(self.operators, other.operators):
-            if (a.type, a.name, a.params, a.attrs) != (b.type, b.name, b.params, b.attrs):
+            if (a.type, a.name, a.attrs) != (b.type, b.name, b.attrs) or not same_params(a.params, b.params):
                 return False
             if [o.name for o in a.inputs] != [o.name for o in b.inputs]:
                 return False

@@ -15,7 +15,6 @@ from kuiper_core.explore.dot import graph_dot
 from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
 
-STATE = "kx_forward"  # {"key": (model key, input digest), "stepper": ForwardStepper}
 FOCUS_ABOVE = 40  # bigger models are drawn around the current operator
 MAX_TENSORS = 8
 NOT_RUN = "#ffffff"  # tensors shown per operator (torch.cat may read dozens)
@@ -27,12 +26,7 @@ assert graph is not None and model.graph is not None
 inputs = common.current_input(model)
 
 
-key = (model.key, T.arrays_digest(inputs))
-state = st.session_state.get(STATE)
-if state is None or state.get("key") != key:
-    state = {"key": key, "stepper": ForwardStepper(graph, inputs)}
-    st.session_state[STATE] = state
-stepper: ForwardStepper = state["stepper"]
+stepper: ForwardStepper = common.forward_stepper(model, inputs)  # shared with the IR page
 names = [r.name for r in graph.order]
 st.caption(
     f"`{model.name}`: {len(names)} operators in execution order, input: {common.input_description()}. "

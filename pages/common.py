@@ -8,6 +8,8 @@ files) and shared between sessions; what a user picked lives in ``st.session_sta
     kx_input  {"kind": "sample"|"random"|"zeros"|"ones"|"npy"|"image", "seed": int}
               (+ the array itself in kx_input_array for "npy" / "image")
     kx_refs   {operand name: array} uploaded reference tensors (.npz), or absent
+    kx_forward {"key": (model key, input digest), "stepper": ForwardStepper}: the Forward
+              stepper, shared by the Forward and IR pages (`forward_stepper()`)
 
 Pages call ``require_model()`` (stops the page with a hint when nothing is usable) and
 ``current_input()``; they never touch the files or the cache directly.
@@ -39,6 +41,7 @@ UPLOAD_KEY = "kx_upload"
 INPUT_KEY = "kx_input"
 INPUT_ARRAY_KEY = "kx_input_array"
 REFS_KEY = "kx_refs"
+FORWARD_KEY = "kx_forward"
 
 
 def _leave_legacy_pages_mode() -> None:
@@ -290,6 +293,20 @@ def set_uploaded_references(data: bytes) -> dict[str, np.ndarray]:
         raise KuiperError(f"not a NumPy .npz file: {e}") from None
     st.session_state[REFS_KEY] = refs
     return refs
+
+
+def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> "ForwardStepper":
+    """The session's Forward stepper for this model and input (a new one when either changed)."""
+    from kuiper_core.explore import tensors
+    from kuiper_core.explore.stepper import ForwardStepper
+
+    assert model.runtime is not None
+    key = (model.key, tensors.arrays_digest(inputs))
+    state = st.session_state.get(FORWARD_KEY)
+    if state is None or state.get("key") != key:
+        state = {"key": key, "stepper": ForwardStepper(model.runtime, inputs)}
+        st.session_state[FORWARD_KEY] = state
+    return state["stepper"]
 
 
 # -- presentation --------------------------------------------------------------------------

@@ -133,3 +133,37 @@ def test_deep1500_graph_first_render_within_budget(page) -> None:
     assert exception_boxes(page) == []
     page.screenshot(path=str(SCREENSHOTS / "graph_deep1500.png"), full_page=False)
     assert seconds <= GRAPH_BUDGET_S, f"graph page took {seconds:.2f} s (budget {GRAPH_BUDGET_S} s)"
+
+
+def test_ir_page_highlight_follows_step_and_an_edit_shows_the_caret(page) -> None:
+    """IR page: Step moves the highlighted line; a broken edit shows the located error."""
+    from kuiper_core import ir, load
+
+    pick_bundled_model(page, "digits_cnn")
+    goto_page(page, "ir")
+    page.get_by_role("button", name="Reset", exact=True).click()  # the Forward test above moved the shared cursor
+    wait_idle(page)
+    step = page.get_by_role("button", name="Step", exact=True)
+    order = [r.name for r in load(SAMPLES / "digits_cnn.pnnx.param").order]
+    seen = []
+    for _ in range(2):
+        step.click()
+        wait_idle(page)
+        page.wait_for_selector(".kx-ir-current")
+        seen.append(set(page.eval_on_selector_all(".kx-ir-current", "es => es.map(e => e.dataset.op)")))
+    assert seen == [{order[0]}, {order[1]}], seen  # the text and the three-ways tab mark the same operator
+    page.screenshot(path=str(SCREENSHOTS / "ir.png"), full_page=False)
+    page.get_by_role("tab", name="Edit and run").click()
+    text = ir.print_graph(read_param(SAMPLES / "digits_cnn.pnnx.param"))
+    broken = text.replace("($input=%5)", "($input=%55)")
+    area = page.locator('[data-testid="stTextArea"] textarea')
+    area.fill(broken)
+    area.press("Control+Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Parse and run").click()
+    page.get_by_text("The edited text cannot run").wait_for(timeout=60_000)
+    wait_idle(page)
+    message = page.locator('[data-testid="stCode"]').filter(has_text="error:").first.inner_text()
+    assert "use of undefined value %55" in message and "^^^" in message, message
+    assert exception_boxes(page) == []
+    page.screenshot(path=str(SCREENSHOTS / "ir_edit.png"), full_page=True)

@@ -9,6 +9,7 @@ tests/test_ops.py runs through the engine and compares with PyTorch.
     python tools/export_opcases.py                 # all families, skip cases already exported
     python tools/export_opcases.py conv pool       # only these families (module names)
     python tools/export_opcases.py -k upsample -f  # cases whose name contains 'upsample', re-export
+    python tools/export_opcases.py --optlevel 0 --out /tmp/o0   # every case at optlevel 0, elsewhere
 
 Needs the `export` extra (torch==2.13.0 + pnnx).
 """
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("families", nargs="*", help="opcases modules to export (default: all)")
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     ap.add_argument("-f", "--force", action="store_true", help="re-export existing cases")
+    ap.add_argument("--optlevel", type=int, choices=(0, 1, 2), help="pnnx optlevel for every case (default: the case's own)")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default: {OUT.relative_to(ROOT)})")
     args = ap.parse_args(argv)
 
     import torch
@@ -50,13 +53,16 @@ def main(argv: list[str] | None = None) -> int:
         for case, factory in mod.CASES.items():
             if args.k not in case:
                 continue
-            dest = OUT / case
+            dest = args.out / case
             if dest.exists() and not args.force:
                 continue
             torch.manual_seed(0)
             try:
                 module, inputs, *options = factory()
-                export_module(module, inputs, dest, name="model", **(options[0] if options else {}))
+                kwargs = dict(options[0]) if options else {}
+                if args.optlevel is not None:
+                    kwargs["optlevel"] = args.optlevel
+                export_module(module, inputs, dest, name="model", **kwargs)
                 print(f"ok   {case}")
             except Exception:  # report every failing case, keep going
                 failed.append(case)

@@ -75,15 +75,20 @@ _SMALL = [
 
 
 class MobileNetV3Small(nn.Module):
-    def __init__(self, num_classes: int = 1000, last_channel: int = 1024) -> None:
+    def __init__(self, num_classes: int = 1000, last_channel: int = 1024, width: float = 1.0) -> None:
+        """`width`: torchvision's width multiplier (channels scaled, rounded to multiples of 8)."""
         super().__init__()
-        layers: list[nn.Module] = [ConvBNAct(3, 16, 3, 2)]
-        layers += [InvertedResidual(*cfg) for cfg in _SMALL]
-        layers.append(ConvBNAct(96, 576, 1))
+
+        def ch(c: int) -> int:
+            return _make_divisible(c * width)
+
+        layers: list[nn.Module] = [ConvBNAct(3, ch(16), 3, 2)]
+        layers += [InvertedResidual(ch(cin), k, ch(exp), ch(cout), se, act, s) for cin, k, exp, cout, se, act, s in _SMALL]
+        layers.append(ConvBNAct(ch(96), ch(576), 1))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(
-            nn.Linear(576, last_channel), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(last_channel, num_classes))
+            nn.Linear(ch(576), last_channel), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(last_channel, num_classes))
 
     def forward(self, x):
         x = torch.flatten(self.avgpool(self.features(x)), 1)

@@ -1,0 +1,140 @@
+"""From IR text to a runnable graph: parse, bind the weights, build — every error located.
+
+Weights are looked up as the .bin names them, `opname.attrname`; one that is missing or of
+another size than the text declares is an error at its `@name:(pnnx.weight)<…>`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import ModelError, ParseError, WeightError
+from ..graph import numpy_dtype
+from .dialects import DialectRegistry
+from .lexer import Span
+from .parser import IRModule, Parser
+from .validate import IRError, check_layers, locate_model_error
+
+SUFFIX = ".kir"
+
+
+def parse_module(
+    text: str,
+    path: str | None = None,
+    *,
+    registry: DialectRegistry | None = None,
+    allow_unregistered: bool = False,
+    check: bool = True,
+) -> IRModule:
+    """Parse IR text; check=True also builds each layer to check its attributes."""
+    module = Parser(text, path, registry=registry, allow_unregistered=allow_unregistered).parse_module()
+    if check:
+        check_layers(module)
+    return module
+
+
+def read_text(path: str | Path) -> str:
+    """A text file's content, or a located error for unreadable or non-UTF-8 bytes."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ParseError(f"cannot read {path}: {e.strerror or e}", path=str(path), severity="error") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ParseError("not a text file: invalid UTF-8 byte", path=str(path), line=line, column=col,
+                         severity="error") from None
+
+
+def read_module(path: str | Path, **kwargs: object) -> IRModule:
+    """A `.kir` file, parsed (keyword arguments as for parse_module)."""
+    return parse_module(read_text(path), str(path), **kwargs)  # type: ignore[arg-type]
+
+
+# -- weights -------------------------------------------------------------------------------------------
+def _weight_span(module: IRModule, index: int, key: str) -> Span:
+    return module.locations[index].key_span("@" + key) or module.locations[index].name_span
+
+
+def bind_arrays(module: IRModule, arrays: Mapping[str, np.ndarray]) -> None:
+    """Weights from arrays keyed `opname.attrname` (e.g. another graph's); located errors."""
+    for index, op in enumerate(module.graph.operators):
+        for key, attr in op.attrs.items():
+            entry = f"{op.name}.{key}"
+            data = arrays.get(entry)
+            span = _weight_span(module, index, key)
+            if data is None:
+                raise IRError(module, span, f"weight '{entry}' is referenced but there is no such weight",
+                              operator=op.name, op_type=op.type)
+            want = numpy_dtype(attr.dtype)
+            if tuple(data.shape) != tuple(attr.shape) or data.dtype != want:
+                have = f"({','.join(map(str, data.shape))}){data.dtype}"
+                raise IRError(module, span, f"weight '{entry}' is {have}, the text declares "
+                              f"({','.join(map(str, attr.shape))}){attr.dtype}", operator=op.name, op_type=op.type)
+            attr.data = data
+
+
+def bind_bin(module: IRModule, bin_path: str | Path) -> None:
+    """Weights from a PNNX .bin (read by the .bin reader); its errors located in the text."""
+    from ..pnnx import load_weights
+
+    try:
+        load_weights(module.graph, bin_path)
+    except WeightError as e:
+        index = module.op_index(e.operator) if e.operator is not None else None
+        if index is None:  # the file itself: point at the first weight the text references
+            index = next((i for i, op in enumerate(module.graph.operators) if op.attrs), None)
+            if index is None:
+                raise
+            key = next(iter(module.graph.operators[index].attrs))
+            raise IRError(module, _weight_span(module, index, key), e.message, operator=None, op_type=None) from e
+        op = module.graph.operators[index]
+        key = next((k for k in op.attrs if f"@{k}" in e.message or f".{k}'" in e.message), next(iter(op.attrs)))
+        raise IRError(module, _weight_span(module, index, key), e.message, operator=op.name, op_type=op.type) from e
+
+
+def default_bin(path: str | Path) -> Path | None:
+    """`m.kir` -> the first of `m.bin`, `m.pnnx.bin` that exists."""
+    path = Path(path)
+    for candidate in (path.with_suffix(".bin"), path.with_suffix(".pnnx.bin")):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def build(module: IRModule, algorithm: str = "dfs"):  # -> RuntimeGraph (import kept local)
+    """A RuntimeGraph of the module's graph; layer errors point into the text."""
+    from ..runtime import RuntimeGraph
+
+    try:
+        return RuntimeGraph.from_graph(module.graph).build(algorithm)
+    except ModelError as e:
+        located = locate_model_error(module, e)
+        if located is e:
+            raise
+        raise located from e
+
+
+def load_ir(path: str | Path, bin_path: str | Path | None = None, *, algorithm: str = "dfs"):
+    """Read a `.kir`, bind its weights from `bin_path` (default: the sibling .bin) and build."""
+    module = read_module(path, check=False)  # the build below checks the layers, with real weights
+    if any(op.attrs for op in module.graph.operators):
+        bin_file = Path(bin_path) if bin_path is not None else default_bin(path)
+        if bin_file is None:
+            first = next(i for i, op in enumerate(module.graph.operators) if op.attrs)
+            key = next(iter(module.graph.operators[first].attrs))
+            raise IRError(module, _weight_span(module, first, key),
+                          f"the text references weights but no .bin was given (looked for "
+                          f"{Path(path).with_suffix('.bin').name}, {Path(path).with_suffix('.pnnx.bin').name}): "
+                          "pass --bin", operator=None, op_type=None)
+        bind_bin(module, bin_file)
+    return build(module, algorithm)
+
+
+
