@@ -164,40 +164,44 @@ class Plan:
                 vals[step.out] = step.fn(args, dst)
         return vals[self.result]
 
-    def bind(self, inputs: Sequence[Value], out: np.ndarray) -> Callable[[], Value] | None:
-        """A call that runs this plan on these very input arrays (their contents may change
-        between calls, nothing else) and writes the result into `out`, with every
-        intermediate buffer made now (nothing runs yet: `out` may be one of the inputs).
-        None when the plan has a non-elementwise step or its result is not `out`'s shape
-        and dtype."""
+    def bind(self, inputs: Sequence[Value], out: np.ndarray) -> Callable[[list, list], None] | None:
+        """f(inputs, out) running this plan for arrays shaped like these, writing the result
+        into out[0], with every intermediate buffer made now (nothing runs yet). None when
+        the plan has a non-elementwise step or its result is not `out`'s shape and dtype."""
         n = len(self.input_types)
         if not self.steps or not all(step.elementwise for step in self.steps) or len(inputs) < n:
             return None
         vals = self.slots.copy()
         vals[:n] = inputs[:n]
-        bound: list[tuple[StepFn, list, np.ndarray]] = []
         last = len(self.steps) - 1
+        dsts: list[np.ndarray | None] = []
         for k, step in enumerate(self.steps):
             args = [vals[i] for i in step.args]
             shape, dtype = _result_shape(args), step.vtype.dtype
             if k == last:
                 if (shape, dtype) != (out.shape, out.dtype):
                     return None
-                dst = out
-            elif step.inplace is not None and args[step.inplace].shape == shape and args[step.inplace].dtype == dtype:
-                dst = args[step.inplace]
+                dst = None  # the caller's out[0]
+            elif step.inplace is not None and step.args[step.inplace] >= n and args[step.inplace].shape == shape:
+                dst = args[step.inplace]  # a temporary of this binding
             else:
                 dst = np.empty(shape, dtype)
-            vals[step.out] = dst
-            bound.append((step.fn, args, dst))
-        return partial(_run_bound, bound)
+            vals[step.out] = out if dst is None else dst
+            dsts.append(dst)
+        program = [(step.fn, step.args, step.out, dst) for step, dst in zip(self.steps, dsts)]
+        return partial(_run_bound, self.slots, n, program)
 
 
-def _run_bound(bound: list[tuple[StepFn, list, np.ndarray]]) -> None:
-    for fn, args, dst in bound:
-        r = fn(args, dst)
+def _run_bound(slots: list, n: int, program: list, inputs: list, out: list) -> None:
+    vals = slots.copy()
+    vals[:n] = inputs[:n]
+    for fn, arg_slots, out_slot, dst in program:
+        if dst is None:
+            dst = out[0]
+        r = fn([vals[i] for i in arg_slots], dst)
         if r is not dst:  # a kernel without `out`: keep the chain on the bound buffers
             np.copyto(dst, r)
+        vals[out_slot] = dst
 
 
 def _result_shape(args: list) -> tuple[int, ...]:

@@ -11,13 +11,12 @@ np.float32, and where float64 is used for accuracy (GELU's erfc) the result is c
 from __future__ import annotations
 
 import math
-from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..graph import Operator
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
 from .windows import scratch
 
 F32 = np.float32
@@ -59,11 +58,14 @@ class Elementwise(Layer):
         self.compute(x, y)
         return [y]
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Callable[[], object] | None:
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         x, y = inputs[0], out[0]
         if x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype:
             return None
-        return partial(self.compute, x, y)
+        return self._compute_prepared
+
+    def _compute_prepared(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+        self.compute(inputs[0], out[0])
 
     def overwritable_inputs(self) -> tuple[int, ...]:
         return (0,) if self.inplace_safe else ()

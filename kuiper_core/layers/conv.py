@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import threading
 from functools import partial
-from typing import Callable, Union
+from typing import Union
 
 import numpy as np
 
 from ..errors import KuiperError
 from ..graph import Operator
 from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise, winograd_tile
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, transform_weights
 
@@ -244,7 +244,7 @@ class Convolution(_ConvBase):
             return WinogradConv(u.astype(dtype, copy=False), bias, m, x_shape, pads, dtype)
         return Im2col(wmat, self.kernel, self.stride, self.dilation, pads, self.padding_mode, x_shape, out_hw, dtype)
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Callable[[], object] | None:
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         if self.wmat is None:
             return None
         x4, prefix = self._lift(inputs[0])
@@ -255,7 +255,7 @@ class Convolution(_ConvBase):
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
         # A kernel of its own (not this thread's cached one): the caller owns its buffers.
-        return partial(self._make_kernel(x4.shape, dtype).run, x4, y.reshape(x4.shape[0], o, oh, ow))  # type: ignore[arg-type]
+        return partial(_run_kernel, self._make_kernel(x4.shape, dtype), x4.shape, (x4.shape[0], o, oh, ow))  # type: ignore[arg-type]
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])
@@ -284,6 +284,11 @@ class Convolution(_ConvBase):
             return 0
         cg = inputs[0][-self.dims - 1] // self.groups
         return int(np.prod(outputs[0])) * cg * self.kernel[0] * self.kernel[1]
+
+
+def _run_kernel(kernel: ConvKernel, x_shape: tuple[int, ...], y_shape: tuple[int, ...], inputs: list[np.ndarray],
+                out: list[np.ndarray]) -> None:
+    kernel.run(inputs[0].reshape(x_shape), out[0].reshape(y_shape))
 
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")

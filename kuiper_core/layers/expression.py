@@ -11,7 +11,7 @@ ParseError's rendering; the ParseError (with its column inside the expr text, no
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..errors import ModelError, ParseError
 from ..expression import Node, Plan, VType, compile_plan, depth, parse, walk
 from ..expression.parser import Call, OperandRef
 from ..graph import Operator, numpy_dtype
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
 
 
 @register("pnnx.Expression")
@@ -78,7 +78,7 @@ class Expression(Layer):
             dtype = np.dtype(np.float32) if isinstance(result, float) else None
         return [np.asarray(result, dtype=dtype)]
 
-    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Callable[[], object] | None:
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):
             return None
         plan = self._plan([VType("tensor", x.dtype) for x in inputs])

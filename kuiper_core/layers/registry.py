@@ -23,9 +23,12 @@ Contract:
   (runtime/prepared.py) relies on it.
 
 Optional, for speed (runtime/prepared.py):
-- `prepare(inputs, out)` returns a call that does forward(inputs, out) for exactly these
-  arrays (only their contents change between calls), writing into `out`: the layer makes
-  its kernel for these shapes once and the call skips every check and lookup.
+- `prepare(inputs, out)` returns a function f(inputs, out) that does what forward does for
+  arrays of exactly these shapes, dtypes and strides (contents and memory may differ from
+  call to call), writing into `out`: the layer makes its kernel (buffers, views, weight
+  layout) for these shapes once, and f skips every check and lookup. The prepared forward
+  binds f to its buffers; steps() calls it on fresh outputs. f owns its kernel's buffers:
+  the runtime never runs one f twice at the same time.
 - `overwritable_inputs()` lists the inputs an elementwise layer's output may overwrite:
   when such an input has the output's shape and dtype and dies at this operator, the
   runtime gives the output the input's buffer (`out[0] is inputs[k]`).
@@ -43,6 +46,7 @@ from ..graph import Operator, ParamValue
 _REGISTRY: dict[str, type["Layer"]] = {}
 
 L = TypeVar("L", bound=type["Layer"])
+Prepared = Callable[[list[Any], list[np.ndarray]], object]  # f(inputs, out), see Layer.prepare
 
 _MISSING = object()
 
@@ -104,8 +108,8 @@ class Layer:
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Callable[[], object] | None:
-        """A call repeating forward(inputs, out) on these very arrays, or None (see above)."""
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        """f(inputs, out) doing forward for arrays shaped like these, or None (see above)."""
         return None
 
     def overwritable_inputs(self) -> tuple[int, ...]:

@@ -10,9 +10,9 @@ Built once per set of input shapes (`PreparedForward.build`), from two runs:
    layer lists the input in `overwritable_inputs()`): ReLU and a residual add then write
    over the convolution output they read, in cache, with no buffer of their own.
 3. The binding run: every operator runs once more, for real, on those buffers. Each
-   non-view operator becomes one call bound to its arrays: `layer.prepare(...)` when the
-   layer offers it (the kernel made for exactly these arrays), else its forward with the
-   argument lists fixed. A view of a buffer stays valid as long as the buffer does, so
+   non-view operator becomes one call bound to its arrays: the function `layer.prepare`
+   returns when the layer offers one (its kernel made for these shapes), else its forward,
+   with the argument lists fixed. A view of a buffer stays valid as long as the buffer does, so
    view operators drop out of the list entirely.
 
 `run` makes the calls in order (pnnx.Input's copies the caller's array into its buffer)
@@ -26,6 +26,7 @@ and steps() still runs every operator on its own, so the stepper shows every ope
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
@@ -160,7 +161,8 @@ class PreparedForward:
         outs = [buffer(o.name) for o in op.outputs]
         call: Callable[[], Any] | None = None
         if op.name not in rec.views and all(b is not None for b in outs):
-            call = layer.prepare(args, outs)
+            f = layer.prepare(args, outs)  # type: ignore[arg-type]
+            call = None if f is None else partial(f, args, outs)
         if call is not None:
             call()
             results: list[Any] = list(outs)
@@ -212,6 +214,53 @@ class PreparedForward:
         return result
 
 
+_UNSEEN = object()
+
+
+class PreparedSteps:
+    """steps()'s fast path: each operator's prepared function (Layer.prepare), called on
+    fresh output arrays, so every operand of a run stays readable as long as its holder
+    wants, and no operator runs in place.
+
+    Made lazily: the first steps() run at these input shapes calls each layer's forward and
+    prepares it from what it returned; later runs call the prepared functions. A function
+    owns its kernel's buffers, so calls are serialised (one lock, held only for the call:
+    steps() of two threads interleave operator by operator)."""
+
+    def __init__(self) -> None:
+        self.fns: dict[str, Any] = {}  # operator -> (f, output shapes and dtypes) or None
+        self.lock = threading.Lock()
+
+    def call(self, rt: "RuntimeGraph", rop: "RuntimeOperator", args: list[Any]) -> list[Any]:
+        entry = self.fns.get(rop.op.name, _UNSEEN)
+        if entry is _UNSEEN or entry is None:
+            results = rt._call(rop, args, [None] * len(rop.op.outputs))
+            if entry is _UNSEEN:
+                self.fns[rop.op.name] = self._prepare(rop, args, results)
+            return results
+        f, specs = entry
+        outs = [np.empty(shape, dtype) for shape, dtype in specs]
+        try:
+            with self.lock:
+                f(args, outs)
+        except KuiperError:
+            raise
+        except Exception as e:
+            raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=rop.name, op_type=rop.type) from e
+        return outs
+
+    @staticmethod
+    def _prepare(rop: "RuntimeOperator", args: list[Any], results: list[Any]) -> Any:
+        layer = rop.layer
+        arrays = [a for v in args for a in (_arrays(v) or [])]
+        if layer is None or not results or not all(
+            isinstance(r, np.ndarray) and r.flags.c_contiguous and not _is_view(r, arrays) for r in results
+        ):
+            return None
+        f = layer.prepare(args, results)
+        return None if f is None else (f, [(r.shape, r.dtype) for r in results])
+
+
 def _feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
     np.copyto(buf, feeds[k])
 
@@ -222,4 +271,4 @@ def _copy_results(forward: Callable[[], list[Any]], targets: list[tuple[int, np.
         np.copyto(buf, results[k])
 
 
-__all__ = ["PreparedForward", "NotPreparable", "NEVER"]
+__all__ = ["PreparedForward", "PreparedSteps", "NotPreparable", "NEVER"]

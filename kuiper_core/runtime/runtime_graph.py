@@ -25,7 +25,7 @@ from ..graph import Graph, Operator, numpy_dtype
 from ..layers.registry import Layer, check_supported, create_layer
 from .memory import BufferPlan, plan_buffers
 from .order import ALGORITHMS, TraceEvent
-from .prepared import NotPreparable, PreparedForward
+from .prepared import NotPreparable, PreparedForward, PreparedSteps
 
 
 class GraphState(IntEnum):
@@ -89,6 +89,7 @@ class RuntimeGraph:
         self.values: dict[str, Value] = {}  # operand values of the latest steps() run
         # Prepared forwards by input shapes and dtypes (prepared.py); None: not preparable.
         self._prepared: dict[tuple, PreparedForward | None] = {}
+        self._prepared_steps: dict[tuple, PreparedSteps] = {}
         # Planned buffers are shared state: one planned forward at a time (the app caches
         # one RuntimeGraph for every browser session).
         self._run_lock = threading.Lock()
@@ -137,6 +138,7 @@ class RuntimeGraph:
         self.algorithm = algorithm
         self._view_ops = {r.name for r in self.order if r.layer is not None and r.layer.returns_views}
         self._prepared = {}
+        self._prepared_steps = {}
         self._replan()
         self.state = GraphState.Complete
         return self
@@ -215,11 +217,17 @@ class RuntimeGraph:
 
     def _step_iter(self, inputs: list[np.ndarray], values: dict[str, Value]) -> Iterator[StepEvent]:
         feeds = self._feeds(inputs)
+        key = tuple((a.shape, a.dtype.str) for a in inputs)
+        prepared = self._prepared_steps.get(key)
+        if prepared is None:
+            if len(self._prepared_steps) >= self.MAX_PREPARED:
+                self._prepared_steps.pop(next(iter(self._prepared_steps)))
+            prepared = self._prepared_steps[key] = PreparedSteps()
         for rop in self.order:
             op = rop.op
             args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
             t0 = time.perf_counter()
-            outs = self._call(rop, args, [None] * len(op.outputs))
+            outs = prepared.call(self, rop, args)
             dt = time.perf_counter() - t0
             for o, v in zip(op.outputs, outs):
                 values[o.name] = v
