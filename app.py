@@ -16,6 +16,7 @@ PAGES = [
     st.Page("pages/5_forward.py", title="Step through Forward", icon=":material/play_circle:"),
     st.Page("pages/6_profile.py", title="Profile", icon=":material/timer:"),
     st.Page("pages/7_ir.py", title="IR", icon=":material/code:"),
+    st.Page("pages/8_passes.py", title="Passes", icon=":material/tune:"),
 ]
 
 page = st.navigation(PAGES)

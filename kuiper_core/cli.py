@@ -3,6 +3,8 @@
     kuiper run MODEL.pnnx.param [--bin MODEL.pnnx.bin] --input X.npy [--input …] --output Y.npy [--output …]
     kuiper inspect MODEL.pnnx.param [--bin …] [--order dfs|kahn]
     kuiper print MODEL.pnnx.param | FILE.kir [--allow-unregistered]
+    kuiper opt IN.pnnx.param [--bin …] [-O 0|1|2] -o OUT.pnnx.param [--disable NAME] [--require NAME]
+               [--passes A,B] [--print-after NAME] [--check X.npy] [-v] [--list]
 
 MODEL may also be a textual IR file (`.kir`, docs/ir.md) wherever a .param is accepted.
 
@@ -21,32 +23,35 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError, KuiperError, ParseError
-
-
-def _load_npy(path: str) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)  # never unpickle user files
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (ValueError, OSError) as e:
-        raise InputError(f"{path}: not a .npy array file ({e})") from None
+from .npy import read_npy, write_npy
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from . import load
 
+    for path in args.output:  # before the (maybe long) run
+        if Path(path).is_dir():
+            raise InputError(f"--output {path} is a directory: give a file name")
     graph = load(args.model, args.bin)
-    arrays = [_load_npy(p) for p in args.input]
+    arrays = [read_npy(p) for p in args.input]
     outputs = graph.forward(*arrays)
     if args.output and len(args.output) != len(outputs):
         raise InputError(f"the model has {len(outputs)} output(s) but {len(args.output)} --output path(s) were given")
     for i, y in enumerate(outputs):
         if args.output:
-            np.save(args.output[i], y)
-            print(f"{args.output[i]}: {y.dtype} {tuple(y.shape)}")
+            written = write_npy(args.output[i], y)  # exactly this path: np.save would add '.npy'
+            print(f"{written}: {y.dtype} {tuple(y.shape)}")
         else:
-            print(f"output {i}: {y.dtype} {tuple(y.shape)} min={y.min():.6g} max={y.max():.6g}")
+            print(f"output {i}: {y.dtype} {tuple(y.shape)}{_range(y)}")
     return 0
+
+
+def _range(y: np.ndarray) -> str:
+    """' min=… max=…' of an output, '' when it has no values to compare."""
+    if y.size == 0 or y.dtype.kind == "c":
+        return ""
+    lo, hi = (v.item() for v in (y.min(), y.max()))
+    return f" min={lo:.6g} max={hi:.6g}" if y.dtype.kind != "b" else f" min={lo} max={hi}"
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -87,6 +92,88 @@ def _cmd_print(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_graph(path: str, bin_path: str | None):
+    """A Graph with its weights from `.param` (+ .bin) or `.kir` (+ .bin), not built."""
+    from . import ir
+    from .ir.load import bind_bin, default_bin
+    from .pnnx import load_graph
+
+    if Path(path).suffix != ir.SUFFIX:
+        return load_graph(path, bin_path)
+    module = ir.read_module(path, check=False)
+    if any(op.attrs for op in module.graph.operators):
+        weights = bin_path or default_bin(path)
+        if weights is None:
+            raise InputError(f"{path} references weights: give their .bin with --bin")
+        bind_bin(module, weights)
+    return module.graph
+
+
+def _write_graph(graph, path: str) -> list[Path]:
+    """`.kir` → text + `NAME.bin`; anything else → `.param` + its sibling `.bin`."""
+    from . import ir
+    from .pnnx.writer import default_bin_path, save, save_bin
+
+    out = Path(path)
+    if out.suffix == ir.SUFFIX:
+        out.write_text(ir.print_graph(graph))
+        save_bin(graph, out.with_suffix(".bin"))
+        return [out, out.with_suffix(".bin")]
+    save(graph, out)
+    return [out, default_bin_path(out)]
+
+
+def _cmd_opt(args: argparse.Namespace) -> int:
+    """Optimise a model with the graph passes; print what each pass did; save the result."""
+    from .passes import PrintAfter, optimize, pass_table
+
+    if args.list:
+        for row in pass_table():
+            print(f"{row['name']:<24} O{row['level']}  {row['what']}" + (f" (requires {row['requires']})" if row["requires"] else ""))
+        return 0
+    if args.model is None or args.output is None:
+        raise InputError("give the model to optimise and -o OUTPUT (or --list)")
+    graph = _read_graph(args.model, args.bin)
+    instruments = [PrintAfter(args.print_after, sys.stdout)] if args.print_after else []
+    passes = [n for item in args.passes for n in item.split(",") if n] if args.passes else None
+    result = optimize(graph, args.O, disabled=args.disable, required=args.require, passes=passes, instruments=instruments)
+    sys.stdout.write(result.log.text(changes_per_pass=None if args.verbose else 5, only_changed=not args.verbose))
+    written = _write_graph(result.after, args.output)
+    print(f"\n{len(graph.operators)} → {len(result.after.operators)} operators "
+          f"({result.log.total_seconds * 1000:.1f} ms in passes); wrote {', '.join(map(str, written))}")
+    if args.check:
+        from .runtime import RuntimeGraph
+
+        x = [_load_npy(p) for p in args.check]
+        after = RuntimeGraph.from_graph(result.after).build().forward(*x)
+        try:
+            before = RuntimeGraph.from_graph(graph).build().forward(*x)
+        except KuiperError as e:
+            print(f"check: the optimised model runs; the original does not ({e})")
+            return 0
+        worst = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+                    for a, b in zip(after, before))
+        print(f"check: {len(after)} output(s), max |optimised − original| = {worst:.3g}")
+    return 0
+
+
+def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    opt = sub.add_parser("opt", help="optimise a model with the graph passes and save it")
+    opt.add_argument("model", nargs="?", help="IN.pnnx.param or IN.kir")
+    opt.add_argument("--bin", help="weights (default: the input's sibling .bin)")
+    opt.add_argument("-o", "--output", help="OUT.pnnx.param (+ OUT.pnnx.bin) or OUT.kir (+ OUT.bin)")
+    opt.add_argument("-O", type=int, choices=[0, 1, 2], default=2, help="opt level: 0 none, 1 safe clean-ups, 2 all")
+    opt.add_argument("--disable", action="append", default=[], metavar="NAME", help="never run this pass")
+    opt.add_argument("--require", action="append", default=[], metavar="NAME", help="run this pass whatever the level")
+    opt.add_argument("--passes", action="append", metavar="A,B", help="run only these passes, in this order")
+    opt.add_argument("--print-after", action="append", default=[], metavar="NAME", help="print the IR after this pass")
+    opt.add_argument("--check", action="append", metavar="X.npy", help="run both models on this input and compare")
+    opt.add_argument("-v", "--verbose", action="store_true", help="every pass and every change")
+    opt.add_argument("--list", action="store_true", help="list the passes and exit")
+    opt.set_defaults(func=_cmd_opt)
+    return opt
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kuiper", description="Run and inspect PNNX models with NumPy.")
     ap.add_argument("--debug", action="store_true", help="show a traceback on errors")
@@ -107,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--allow-unregistered", action="store_true",
                     help="accept op types and dialects the engine does not know (printed as they are)")
     pr.set_defaults(func=_cmd_print)
-    for p in (run, ins, pr):
+    opt = _add_opt_command(sub)
+    for p in (run, ins, pr, opt):
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return ap
 

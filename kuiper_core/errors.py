@@ -9,9 +9,52 @@ from __future__ import annotations
 
 from typing import Iterable
 
+# A located error shows a source line of up to EXCERPT_WHOLE characters whole; a longer one
+# is cut to EXCERPT_CONTEXT characters on each side of the culprit (an error on a 15 MB
+# line must not echo the whole line).
+EXCERPT_WHOLE = 1000
+EXCERPT_CONTEXT = 100
+EXCERPT_MAX_CARET = 80
+# Messages quote the values they refuse; a hostile value may be megabytes long.
+MAX_MESSAGE = 2000
+
 
 class KuiperError(Exception):
     """Base class of every error caused by bad input (files, graphs, tensors)."""
+
+
+def clip(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text`, or its start and end around '… (N characters cut) …' when longer than `limit`."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}… ({len(text) - 2 * keep:,} characters cut) …{text[-keep:]}"
+
+
+def short(text: str, limit: int = 40) -> str:
+    """A token quoted in a message: its start and '…' when longer than `limit` (the caret
+    excerpt shows where it is)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def excerpt(source_line: str | None, column: int, length: int = 1) -> str:
+    """The source line (cut to a window around `column` when long, with '…' where cut) and
+    a caret line under `length` characters from `column` (1-based). '' without a source."""
+    if source_line is None:
+        return ""
+    text = source_line.rstrip("\r\n")
+    start = max(0, column - 1)
+    length = max(1, length)
+    lo, hi = 0, len(text)
+    if len(text) > EXCERPT_WHOLE:
+        lo = max(0, start - EXCERPT_CONTEXT)
+        hi = min(len(text), start + min(length, EXCERPT_MAX_CARET) + EXCERPT_CONTEXT)
+    shown = ("…" if lo > 0 else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+    prefix = ("…" if lo > 0 else "") + text[lo:start]
+    # Expand tabs the same way in both lines so the caret stays under the culprit.
+    pad = "".join("\t" if ch == "\t" else " " for ch in prefix)
+    carets = min(length, max(1, hi - start), EXCERPT_MAX_CARET)
+    return f"{shown}\n{pad}{'^' * carets}"
 
 
 class ParseError(KuiperError):
@@ -34,7 +77,7 @@ class ParseError(KuiperError):
         length: int = 1,
         severity: str | None = None,
     ) -> None:
-        self.message = message
+        self.message = clip(message)
         self.severity = severity
         self.path = path
         self.line = line
@@ -50,13 +93,7 @@ class ParseError(KuiperError):
 
     def caret(self) -> str:
         """The source line and a caret line under the culprit ('' without source)."""
-        if self.source_line is None:
-            return ""
-        # Expand tabs the same way in both lines so the caret stays under the culprit.
-        text = self.source_line.rstrip("\n")
-        prefix = text[: self.column - 1]
-        pad = "".join("\t" if ch == "\t" else " " for ch in prefix)
-        return f"{text}\n{pad}{'^' * self.length}"
+        return excerpt(self.source_line, self.column, self.length)
 
     def render(self) -> str:
         head = f"{self.location}: {self.severity + ': ' if self.severity else ''}{self.message}"
@@ -68,6 +105,7 @@ class ModelError(KuiperError):
     """A graph that is well formed text but wrong as a model; names the operator."""
 
     def __init__(self, message: str, *, operator: str | None = None, op_type: str | None = None) -> None:
+        message = clip(message)
         self.message = message
         self.operator = operator
         self.op_type = op_type
@@ -122,6 +160,61 @@ class CycleError(ModelError):
 class InputError(KuiperError):
     """Tensors given to forward() that do not fit the model's inputs."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(clip(message))
+
 
 class LimitError(KuiperError):
-    """Input beyond a safety limit (nesting depth, sizes) that would otherwise hang or crash."""
+    """Input beyond a safety limit (see kuiper_core.limits and docs/limits.md) that would
+    otherwise exhaust memory or time. Raised before anything big is allocated.
+
+    `limit` names the `Limits` field, `maximum` its value, `value` what the input asked
+    for (when known). Text limits carry a location like ParseError (`path`, `line`,
+    `column`, `source_line`); graph limits the `operator` and its `op_type`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        maximum: int,
+        value: int | None = None,
+        path: str | None = None,
+        line: int | None = None,
+        column: int = 1,
+        source_line: str | None = None,
+        length: int = 1,
+        operator: str | None = None,
+        op_type: str | None = None,
+    ) -> None:
+        self.message = clip(message)
+        self.limit = limit
+        self.maximum = maximum
+        self.value = value
+        self.path = path
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        self.length = max(1, length)
+        self.operator = operator
+        self.op_type = op_type
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = ""
+        if self.path is not None or self.line is not None:
+            where = (self.path or "<input>") + (f":{self.line}:{self.column}" if self.line is not None else "") + ": "
+        if self.operator is not None:
+            where += f"operator '{self.operator}'" + (f" ({self.op_type})" if self.op_type else "") + ": "
+        head = f"{where}{self.message} (limit {self.limit} = {self.maximum:,})"
+        caret = excerpt(self.source_line, self.column, self.length) if self.line is not None else ""
+        return f"{head}\n{caret}" if caret else head
+
+    def at_operator(self, operator: str, op_type: str | None) -> "LimitError":
+        """The same error naming the operator it happened in (the runtime adds it)."""
+        if self.operator is not None:
+            return self
+        return LimitError(
+            self.message, limit=self.limit, maximum=self.maximum, value=self.value, operator=operator, op_type=op_type
+        )

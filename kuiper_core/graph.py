@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
+import math
+
 import numpy as np
 
 Dim = Union[int, None, str]
@@ -21,7 +23,8 @@ Shape = tuple[Dim, ...]
 # ints/floats/strs (written as a tuple "(1,2)").
 ParamValue = Union[None, bool, int, float, str, list]
 
-# .param dtype names <-> NumPy dtypes. bf16 has no NumPy dtype: kept as raw uint16 bits.
+# .param dtype names <-> NumPy dtypes of the bytes in the .bin. bf16 has no NumPy dtype:
+# its bytes are uint16 bit patterns, widened to float32 when loaded (see numpy_dtype).
 DTYPES: dict[str, np.dtype] = {
     "f32": np.dtype("<f4"),
     "f64": np.dtype("<f8"),
@@ -38,9 +41,30 @@ DTYPES: dict[str, np.dtype] = {
 }
 
 
+FLOAT32 = np.dtype("<f4")
+
+
 def numpy_dtype(name: str) -> np.dtype:
-    """The NumPy dtype for a .param dtype name (KeyError for unknown names)."""
+    """The NumPy dtype tensors of this .param dtype have in memory (KeyError for unknown
+    names): bf16 values are held as float32, which represents every one of them exactly."""
+    return FLOAT32 if name == "bf16" else DTYPES[name]
+
+
+def file_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of the .bin bytes of this .param dtype (bf16: uint16 bit patterns)."""
     return DTYPES[name]
+
+
+def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) -> float32: bf16 is the top half of a float32."""
+    return (bits.astype("<u4") << 16).view(FLOAT32)
+
+
+def float32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bit patterns (uint16), rounding to nearest even as torch does."""
+    u = np.ascontiguousarray(values, FLOAT32).view("<u4")
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    return np.where(np.isnan(values), np.uint16(0x7FC0), rounded).astype("<u2")
 
 
 def dtype_name(dtype: np.dtype) -> str:
@@ -62,8 +86,8 @@ class Attribute:
 
     @property
     def nbytes(self) -> int:
-        n = int(np.prod(self.shape)) if self.shape else 0
-        return n * numpy_dtype(self.dtype).itemsize
+        """Bytes of its .bin entry (a 0-d weight holds one value)."""
+        return math.prod(self.shape) * file_dtype(self.dtype).itemsize
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Attribute):
@@ -208,7 +232,7 @@ class Graph:
         return list(seen.values())
 
     def parameter_count(self) -> int:
-        return sum(int(np.prod(a.shape)) for op in self.operators for a in op.attrs.values() if a.shape)
+        return sum(math.prod(a.shape) for op in self.operators for a in op.attrs.values())
 
     def weight_bytes(self) -> int:
         return sum(a.nbytes for op in self.operators for a in op.attrs.values())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 
 import numpy as np
 import pandas as pd
@@ -10,6 +9,7 @@ import streamlit as st
 
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import inputs as kx_inputs
+from kuiper_core.npy import read_npy
 from kuiper_core.explore.summary import model_summary, shape_text, type_table
 from pages import common
 
@@ -70,6 +70,9 @@ with upload:
         st.warning("Choose a .pnnx.param file first.")
 
 model = common.current_model()
+dropped = st.session_state.pop(common.LOAD_ERROR_KEY, None)
+if dropped is not None:
+    common.show_error(dropped, title="The model could not be loaded and was closed")
 if model is None:
     st.stop()
 
@@ -140,10 +143,8 @@ if kind in ("npy", "image"):
     if f is not None:
         try:
             if kind == "npy":
-                try:
-                    array = np.load(io.BytesIO(f.getvalue()), allow_pickle=False)
-                except Exception as e:
-                    raise KuiperError(f"{f.name} is not a readable .npy file: {e}") from None
+                common.check_upload_size(f.name, f.getvalue())
+                array = read_npy(f.getvalue(), common.display_name(f.name), common.APP_LIMITS)
                 array = kx_inputs.check_array(array, shape, name)
             else:
                 array = common.picture_to_input(f.getvalue(), model, shape)
@@ -157,10 +158,11 @@ x = common.current_input(model)
 if kind in ("npy", "image") and common.INPUT_ARRAY_KEY not in st.session_state:
     st.info("No file yet: using seeded random data until one is uploaded.")
 for (name, _, _), a in zip(specs, x):
-    st.caption(
-        f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}, min {float(a.min()):.3g}, "
-        f"max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
+    values = (
+        f", min {float(a.min()):.3g}, max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
+        if a.size and a.dtype.kind in "biuf" else ""
     )
+    st.caption(f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}{values}")
 if kind == "image" and common.INPUT_ARRAY_KEY in st.session_state:
     a = x[0][0]
     shown = a.transpose(1, 2, 0) if a.shape[0] == 3 else a[0]

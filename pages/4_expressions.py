@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core import expression as ex
+from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import expression_view as V
 from kuiper_core.explore import tensors as T
@@ -51,7 +52,7 @@ else:
 # -- tokens and tree ----------------------------------------------------------------------------------
 try:
     token_rows = V.token_rows(text)
-    ast = ex.parse(text)
+    ast = ex.parse(text, common.APP_LIMITS)  # `add(@0,@3000000)` would ask for 3 million example tensors
 except KuiperError as e:
     common.show_error(e, title="Cannot parse the expression")
     st.stop()
@@ -90,7 +91,8 @@ try:
         values, layer_out, where = _model_values()
     else:
         values, layer_out, where = V.example_inputs(n_inputs), None, "small example tensors"
-    trace = ex.evaluate_traced(ast, values)
+    with limits.use(common.APP_LIMITS):
+        trace = ex.evaluate_traced(ast, values)
 except KuiperError as e:
     common.show_error(e, title="Cannot evaluate the expression")
     trace = None

@@ -20,15 +20,16 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import streamlit as st
 
-from kuiper_core.errors import KuiperError, ParseError
+from kuiper_core import limits
+from kuiper_core.errors import KuiperError, LimitError, ParseError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
@@ -41,6 +42,16 @@ UPLOAD_KEY = "kx_upload"
 INPUT_KEY = "kx_input"
 INPUT_ARRAY_KEY = "kx_input_array"
 REFS_KEY = "kx_refs"
+LOAD_ERROR_KEY = "kx_load_error"  # why the session's model was dropped (shown on Home)
+
+# One process serves every browser session: lower limits than the engine's defaults
+# (docs/limits.md). Every model, input and expression of the app is made under these.
+APP_LIMITS = limits.DEFAULT.replace(
+    max_tensor_elements=1 << 26,  # 256 MB of float32 per tensor
+    max_planned_bytes=1 << 30,
+    max_expression_operand=256,
+    max_expression_depth=2_000,
+)
 FORWARD_KEY = "kx_forward"
 
 
@@ -123,24 +134,27 @@ def _bundled_digest(name: str) -> str:
     return _file_digest(paths, stamps)
 
 
-def _read_model(model: LoadedModel, param: Path, bin_path: Path | None, hide: str = "") -> LoadedModel:
-    """Parse then build, keeping the graph when only the build fails."""
-    from kuiper_core.pnnx import load_graph
+def _read_model(model: LoadedModel, read: Callable[[], Graph]) -> LoadedModel:
+    """Parse (`read`) then build, keeping the graph when only the build fails. Never raises:
+    a cached load that raised would fail again on every page, for the sidebar's badge."""
 
-    def fail(e: KuiperError) -> None:
-        text = e.render() if isinstance(e, ParseError) else str(e)
-        model.error = text.replace(hide, "") if hide else text
+    def fail(e: BaseException) -> None:
+        if isinstance(e, KuiperError):
+            model.error = e.render() if isinstance(e, (ParseError, LimitError)) else str(e)
+        else:  # an engine bug: say so, without a traceback or server paths
+            model.error = f"internal error while loading the model: {type(e).__name__}: {e}"
         model.error_kind = type(e).__name__
 
-    try:
-        model.graph = load_graph(param, bin_path)
-    except KuiperError as e:
-        fail(e)
-        return model
-    try:
-        model.runtime = RuntimeGraph.from_graph(model.graph).build()
-    except KuiperError as e:
-        fail(e)
+    with limits.use(APP_LIMITS):
+        try:
+            model.graph = read()
+        except Exception as e:
+            fail(e)
+            return model
+        try:
+            model.runtime = RuntimeGraph.from_graph(model.graph).build()
+        except Exception as e:
+            fail(e)
     return model
 
 
@@ -155,7 +169,9 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
 def load_bundled(name: str, digest: str) -> LoadedModel:
     meta = bundled_models().get(name, {})
     model = LoadedModel(key=digest, name=name, source="bundled", meta=meta)
-    _read_model(model, SAMPLES / f"{name}.pnnx.param", SAMPLES / f"{name}.pnnx.bin")
+    from kuiper_core.pnnx import load_graph
+
+    _read_model(model, lambda: load_graph(SAMPLES / f"{name}.pnnx.param", SAMPLES / f"{name}.pnnx.bin"))
     sample = SAMPLES / f"{name}.input.npy"
     if sample.exists():
         model.sample_input = np.load(sample, allow_pickle=False)
@@ -167,17 +183,33 @@ def load_bundled(name: str, digest: str) -> LoadedModel:
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
 def load_uploaded(digest: str, name: str, _param: bytes, _bin: bytes | None) -> LoadedModel:
-    """An uploaded pair, written to a private temp dir (the engine reads files)."""
+    """An uploaded pair, read from memory (no copies on the server's disk); messages
+    call the files by the uploaded name."""
+    from kuiper_core.pnnx import load_graph_bytes
+
     model = LoadedModel(key=digest, name=name, source="upload")
-    tmp = Path(tempfile.mkdtemp(prefix=f"kx_{digest}_"))
-    param = tmp / (Path(name).name or "model.pnnx.param")
-    param.write_bytes(_param)
-    bin_path = None
-    if _bin is not None:
-        bin_path = tmp / "model.pnnx.bin"
-        bin_path.write_bytes(_bin)
-    # Messages name the uploaded file, not our temp dir.
-    return _read_model(model, param, bin_path, hide=f"{tmp}/")
+
+    def read() -> Graph:
+        for what, data in (("the .param", _param), ("the .bin", _bin)):
+            check_upload_size(what, data)
+        return load_graph_bytes(_param, _bin, name)
+
+    return _read_model(model, read)
+
+
+def check_upload_size(what: str, data: bytes | None) -> None:
+    """An upload over APP_LIMITS.max_upload_bytes is refused before it is read."""
+    n = len(data or b"")
+    if n > APP_LIMITS.max_upload_bytes:
+        raise LimitError(f"{what} upload is {n:,} bytes", limit="max_upload_bytes",
+                         maximum=APP_LIMITS.max_upload_bytes, value=n)
+
+
+def display_name(name: str, limit: int = 120) -> str:
+    """An uploaded file's name as pages show it: no path, no control characters, not endless."""
+    name = "".join(ch for ch in Path(name.replace("\\", "/")).name if unicodedata.category(ch)[0] != "C")
+    name = name or "model.pnnx.param"
+    return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
 def upload_digest(param: bytes, bin_bytes: bytes | None) -> str:
@@ -193,6 +225,7 @@ def select_bundled(name: str) -> None:
 
 
 def select_upload(name: str, param: bytes, bin_bytes: bytes | None) -> LoadedModel:
+    name = display_name(name)
     digest = upload_digest(param, bin_bytes)
     st.session_state[UPLOAD_KEY] = (param, bin_bytes)
     st.session_state[MODEL_KEY] = {"source": "upload", "name": name, "digest": digest}
@@ -208,7 +241,24 @@ def _reset_model_state() -> None:
 
 
 def current_model() -> LoadedModel | None:
-    """The session's model (the default bundled model on first visit), or None."""
+    """The session's model (the default bundled model on first visit), or None.
+
+    Runs on every page (the sidebar badge): if loading the session's choice fails in a way
+    the loader did not catch, the choice is dropped (Home says why), never an error on
+    every page until the browser reloads."""
+    try:
+        return _current_model()
+    except Exception as e:
+        st.session_state[LOAD_ERROR_KEY] = f"{type(e).__name__}: {e}"
+        st.session_state.pop(MODEL_KEY, None)
+        st.session_state.pop(UPLOAD_KEY, None)
+        try:
+            return _current_model()
+        except Exception:
+            return None
+
+
+def _current_model() -> LoadedModel | None:
     choice = st.session_state.get(MODEL_KEY)
     if choice is None:
         name = default_model_name()
@@ -260,7 +310,13 @@ def current_input(model: LoadedModel | None = None) -> list[np.ndarray]:
     if kind not in ("random", "zeros", "ones"):
         kind = "random"
     seed = int(spec.get("seed", 0))
-    return [kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
+    try:
+        with limits.use(APP_LIMITS):  # a 3-line upload may declare a (1,3,16000,16000) input
+            return [kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
+    except KuiperError as e:
+        show_error(e, title="Cannot make an input for this model")
+        st.stop()
+        raise  # (st.stop raises; this line is for the type checker)
 
 
 def input_description() -> str:
@@ -286,11 +342,10 @@ def current_references(model: LoadedModel) -> dict[str, np.ndarray]:
 
 def set_uploaded_references(data: bytes) -> dict[str, np.ndarray]:
     """Store an uploaded .npz of reference tensors (operand name -> array)."""
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            refs = {k: z[k] for k in z.files}
-    except Exception as e:  # not a zip / not an npz: say so plainly
-        raise KuiperError(f"not a NumPy .npz file: {e}") from None
+    from kuiper_core.npy import read_npz
+
+    check_upload_size("the .npz", data)
+    refs = read_npz(data, "the .npz", APP_LIMITS)
     st.session_state[REFS_KEY] = refs
     return refs
 
@@ -312,7 +367,7 @@ def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> "ForwardSte
 # -- presentation --------------------------------------------------------------------------
 def show_error(error: BaseException | str, title: str = "Error") -> None:
     """An engine error as a red box + the located message in monospace (caret aligned)."""
-    if isinstance(error, ParseError):
+    if isinstance(error, (ParseError, LimitError)):
         text = error.render()
     else:
         text = str(error)
@@ -349,10 +404,15 @@ def picture_to_input(data: bytes, model: LoadedModel, shape: tuple[int, ...]) ->
     resample = {"box": Image.Resampling.BOX, "nearest": Image.Resampling.NEAREST}.get(
         pp.get("resample", ""), Image.Resampling.BILINEAR
     )
+    check_upload_size("the picture", data)
     try:
         img = Image.open(io.BytesIO(data))
+        pixels = img.size[0] * img.size[1]
+        if pixels > APP_LIMITS.max_tensor_elements:  # before decoding: a tiny PNG can inflate to gigabytes
+            raise LimitError(f"the picture is {img.size[0]}x{img.size[1]} pixels", limit="max_tensor_elements",
+                             maximum=APP_LIMITS.max_tensor_elements, value=pixels)
         img.load()
-    except (UnidentifiedImageError, OSError) as e:
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
         raise KuiperError(f"not a picture this app can read: {e}") from None
     img = img.convert(mode).resize((int(shape[-1]), int(shape[-2])), resample)
     return kx_inputs.image_to_input(np.asarray(img), pp, shape)

@@ -53,7 +53,7 @@ def test_bad_input_exits_2_naming_the_input(tmp_path: Path) -> None:
     assert r.returncode == 2 and "dim 1 must be 3" in r.stderr and "Traceback" not in r.stderr
     (tmp_path / "p.npy").write_bytes(b"not numpy")
     r = kuiper("run", str(CASE / "model.pnnx.param"), "--input", str(tmp_path / "p.npy"))
-    assert r.returncode == 2 and "not a .npy" in r.stderr
+    assert r.returncode == 2 and "not a readable .npy" in r.stderr
 
 
 def test_debug_shows_a_traceback(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..graph import Graph, numpy_dtype
+from ..limits import check_elements
 
 INPUT_KINDS = ("sample", "random", "zeros", "ones", "npy", "image")
 
@@ -43,6 +44,7 @@ def synthetic_input(kind: str, shape: Sequence[int], dtype: str = "f32", seed: i
     """'random' (standard normal, seeded; integers in 0..9 for integer dtypes), 'zeros' or 'ones'."""
     dt = numpy_dtype(dtype)
     shape = tuple(int(d) for d in shape)
+    check_elements(shape, f"a {kind} input")  # a 3-line file may declare a (1,3,16000,16000) input
     if kind == "zeros":
         return np.zeros(shape, dt)
     if kind == "ones":
@@ -85,8 +87,12 @@ def image_to_input(pixels: np.ndarray, preprocess: Mapping[str, Any] | None, sha
 
 
 def check_array(array: np.ndarray, shape: Sequence[int], name: str) -> np.ndarray:
-    """An uploaded array must match the input's shape (batch may differ)."""
+    """An uploaded array must be numbers of the input's shape (batch may differ, not be 0)."""
     a = np.asarray(array)
+    if a.dtype.kind not in "biufc" or a.dtype.fields is not None:
+        raise InputError(f"uploaded array for input '{name}' has dtype {a.dtype}: expected numbers")
     if a.ndim != len(shape) or tuple(a.shape[1:]) != tuple(shape[1:]):
         raise InputError(f"uploaded array for input '{name}' has shape {a.shape}, expected {tuple(shape)} (batch may vary)")
+    if a.ndim and a.shape[0] == 0:
+        raise InputError(f"uploaded array for input '{name}' has batch 0 (shape {a.shape}): it needs at least one item")
     return a

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from ..errors import CycleError
 from ..graph import Graph
-from ..runtime.order import ALGORITHMS, DIAMOND, SEED_004_EXAMPLE, WITH_CYCLE, TraceEvent
+from ..runtime.order import ALGORITHMS, DIAMOND, SEED_004_EXAMPLE, WITH_CYCLE, Trace, TraceEvent
 from .dot import quote
 
 # The app's presets: name -> successor map (node order = insertion order).
@@ -47,7 +47,7 @@ class Walkthrough:
     nodes: list[str]
     successors: dict[str, list[str]]
     algorithm: str  # 'dfs' or 'kahn'
-    events: list[TraceEvent]
+    events: Trace  # events[i]: the state after step i, rebuilt on access (see runtime.order)
     order: list[str] | None  # None when the graph has a cycle
     cycle: list[str] | None = None
     types: dict[str, str] | None = None  # operator types when built from a model
@@ -84,7 +84,7 @@ def walkthrough(
         order, events = ALGORITHMS[algorithm](node_list, succ)
         cycle = None
     except CycleError as e:
-        order, events, cycle = None, list(getattr(e, "events", [])), list(e.cycle)
+        order, events, cycle = None, getattr(e, "events", Trace(algorithm)), list(e.cycle)
     return Walkthrough(node_list, succ, algorithm, events, order, cycle, dict(types) if types else None)
 
 
@@ -181,7 +181,7 @@ def toy_dot(w: Walkthrough, step: int | None) -> str:
 
 
 def _removed_edges(w: Walkthrough, step: int) -> set[tuple[str, str]]:
-    return {e.edge for e in w.events[: step + 1] if e.kind == "decrement" and e.edge is not None}
+    return {e.edge for e in w.events.steps[: step + 1] if e.kind == "decrement" and e.edge is not None}
 
 
 def indegree_rows(w: Walkthrough, step: int) -> list[dict[str, object]]:
@@ -214,7 +214,7 @@ def order_rows(w: Walkthrough) -> list[dict[str, object]]:
 
 def step_of_node(w: Walkthrough, node: str) -> int | None:
     """The first step whose event is about `node` (for 'jump to this node')."""
-    for i, e in enumerate(w.events):
+    for i, e in enumerate(w.events.steps):  # the steps alone: no state is rebuilt
         if e.node == node:
             return i
     return None

@@ -25,7 +25,8 @@ from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 
-from ..errors import InputError, ParseError
+from .. import limits as _limits
+from ..errors import InputError, KuiperError, ParseError
 from .functions import BITWISE, CAST, FLOAT, FUNCTIONS, INT, KEEP, SIZE, TRUE_DIV
 from .lexer import error_at
 from .parser import Call, Constant, ListExpr, Node, OperandRef, parse, to_text
@@ -152,7 +153,7 @@ class Plan:
                 args = [vals[i] for i in step.args]
                 dst = None
                 if step.elementwise:
-                    shape = _result_shape(args)
+                    shape = _result_shape(args, step.node)
                     dtype = step.vtype.dtype
                     cand = out if k == last else (args[step.inplace] if step.inplace is not None else None)
                     if cand is not None and cand.shape == shape and cand.dtype == dtype:
@@ -161,7 +162,7 @@ class Plan:
                         dst = workspace[step.buffer]
                         if dst is None or dst.shape != shape or dst.dtype != dtype:
                             dst = workspace[step.buffer] = np.empty(shape, dtype)
-                vals[step.out] = step.fn(args, dst)
+                vals[step.out] = _apply(step, args, dst)
         return vals[self.result]
 
     def bind(self, inputs: Sequence[Value], out: np.ndarray) -> Callable[[list, list], None] | None:
@@ -204,12 +205,30 @@ def _run_bound(slots: list, n: int, program: list, inputs: list, out: list) -> N
         vals[out_slot] = dst
 
 
-def _result_shape(args: list) -> tuple[int, ...]:
+def _apply(step: Step, args: list, dst: np.ndarray | None) -> Value:
+    """One step; a value its kernel cannot take (int(nan), a huge shift) is an InputError
+    naming the sub-expression, not a bare NumPy error."""
+    try:
+        return step.fn(args, dst)
+    except KuiperError:
+        raise
+    except (ValueError, OverflowError, TypeError, ZeroDivisionError) as e:
+        raise InputError(f"cannot evaluate '{_short(to_text(step.node))}': {e}") from None
+
+
+def _result_shape(args: list, node: Node) -> tuple[int, ...]:
     shapes = [a.shape for a in args if isinstance(a, np.ndarray)]
     first = shapes[0]
     if len(shapes) == 1 or all(s == first for s in shapes):
         return first
-    return np.broadcast_shapes(*shapes)
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise InputError(
+            f"'{_short(to_text(node))}': operands of shapes {', '.join(map(str, shapes))} do not broadcast"
+        ) from None
+    _limits.check_elements(shape, f"the result of '{_short(to_text(node))}'")
+    return shape
 
 
 def _as_array(r: Value) -> np.ndarray:
@@ -612,7 +631,9 @@ def evaluate_traced(text_or_ast: str | Node, inputs: Sequence[Value]) -> Trace:
                 popped.append(top.entry.value)
                 top = top.below
             args = popped[::-1]
-            result = step.fn(args, None)
+            if step.elementwise:
+                _result_shape(args, node)  # broadcast errors and sizes, before computing
+            result = _apply(step, args, None)
             top = _Cons(StackEntry(node, result), top)
             steps.append(TraceStep(i, "apply", node, tuple(args), result, top))
     assert top is not None and top.below is None

@@ -19,7 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
-from ..errors import ParseError
+from .. import limits as _limits
+from ..errors import LimitError, ParseError
 from .functions import FUNCTIONS, LITERAL_NAMES
 from .lexer import Kind, Token, error_at, tokenize
 
@@ -89,11 +90,32 @@ def _format_constant(value: object) -> str:
     raise TypeError(f"not an expression constant: {value!r}")
 
 
-def _number(tok: Token) -> Constant:
+def _number(text: str, tok: Token) -> Constant:
     t = tok.text
     is_float = any(c in t for c in ".eEn")  # '.', exponent, inf, nan
+    if not is_float and len(t.lstrip("-").lstrip("0")) > 19:  # int() refuses 4,300+ digits
+        raise error_at(text, tok.start, tok.end, "integer constant does not fit in 64 bits")
     value: int | float = float(t) if is_float else int(t)
+    if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+        raise error_at(text, tok.start, tok.end, "integer constant does not fit in 64 bits")
     return Constant(value, t, (tok.start, tok.end))
+
+
+def _operand(text: str, tok: Token, lim: _limits.Limits) -> OperandRef:
+    digits = tok.text[1:]
+    index = int(digits) if len(digits.lstrip("0")) <= 19 else None
+    if index is None or index > lim.max_expression_operand:
+        raise LimitError(
+            f"operand {tok.text[:24]}{'…' if len(tok.text) > 24 else ''} is beyond the highest input number allowed",
+            limit="max_expression_operand",
+            maximum=lim.max_expression_operand,
+            value=index,
+            line=1,
+            column=tok.start + 1,
+            source_line=text,
+            length=tok.end - tok.start,
+        )
+    return OperandRef(index, (tok.start, tok.end))
 
 
 def children(node: Node) -> list[Node]:
@@ -148,10 +170,27 @@ def _close(text: str, frame: _Frame, closer: Token) -> Node:
     return Call(name.text, frame.items, (name.start, closer.end))
 
 
-def parse(text: str) -> Node:
-    """Parse one expression; raise ParseError (column + caret) on any malformed text."""
+def _push(stack: list[_Frame], frame: _Frame, text: str, tok: Token, lim: _limits.Limits) -> None:
+    """Open a call or list, refusing nesting past max_expression_depth."""
+    if len(stack) >= lim.max_expression_depth:
+        raise LimitError(
+            "the expression nests deeper than allowed",
+            limit="max_expression_depth",
+            maximum=lim.max_expression_depth,
+            line=1,
+            column=tok.start + 1,
+            source_line=text,
+            length=tok.end - tok.start,
+        )
+    stack.append(frame)
+
+
+def parse(text: str, limits: _limits.Limits | None = None) -> Node:
+    """Parse one expression; raise ParseError (column + caret) on any malformed text, and
+    LimitError past max_expression_depth or max_expression_operand."""
     if not isinstance(text, str):
         raise TypeError(f"parse() takes expression text, got {type(text).__name__}")
+    lim = limits or _limits.current()
     toks = tokenize(text)
     if toks[0].kind is Kind.END:
         raise error_at(text, 0, 1, "empty expression")
@@ -163,9 +202,9 @@ def parse(text: str) -> Node:
         i += 1
         value: Node
         if tok.kind is Kind.NUMBER:
-            value = _number(tok)
+            value = _number(text, tok)
         elif tok.kind is Kind.OPERAND:
-            value = OperandRef(int(tok.text[1:]), (tok.start, tok.end))
+            value = _operand(text, tok, lim)
         elif tok.kind is Kind.NAME:
             nxt = toks[i]
             if tok.text in LITERAL_NAMES and nxt.kind is not Kind.LPAREN:
@@ -178,14 +217,14 @@ def parse(text: str) -> Node:
                 i += 1
                 if toks[i].kind is Kind.RPAREN:  # `add()`: no function takes no arguments
                     _close(text, _Frame(nxt, tok), toks[i])
-                stack.append(_Frame(nxt, tok))
+                _push(stack, _Frame(nxt, tok), text, tok, lim)
                 continue
         elif tok.kind is Kind.LBRACKET:
             if toks[i].kind is Kind.RBRACKET:
                 value = ListExpr([], (tok.start, toks[i].end))
                 i += 1
             else:
-                stack.append(_Frame(tok, None))
+                _push(stack, _Frame(tok, None), text, tok, lim)
                 continue
         else:
             what = "an operand (@N), a number or a function call"

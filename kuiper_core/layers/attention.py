@@ -292,6 +292,11 @@ class ScaledDotProductAttention(Layer):
                 raise self.error(f"enable_gqa: query heads {q.shape[-3]} not a multiple of key heads {k.shape[-3]}")
             rep = q.shape[-3] // k.shape[-3]
             k, v = np.repeat(k, rep, axis=-3), np.repeat(v, rep, axis=-3)
+        try:
+            np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        except ValueError:
+            gqa = "" if self.enable_gqa else " (different head counts need enable_gqa=True)"
+            raise self.error(f"query {q.shape}, key {k.shape} and value {v.shape} have batch dims that do not broadcast{gqa}") from None
         L, S = q.shape[-2], k.shape[-2]
         mask = None
         if "attn_mask" in self.index:

@@ -50,7 +50,7 @@ class _ConvBase(Layer):
         self.functional = op.type.startswith("F.")
         self.stride = self._pair("stride")
         self.dilation = self._pair("dilation")
-        self.groups = self.int_param("groups", 1)
+        self.groups = self.int_param("groups", 1, high=self.size_limit)
         if self.groups < 1:
             raise self.error(f"groups must be >= 1, got {self.groups}")
         if min(self.stride + self.dilation) < 1:
@@ -59,7 +59,8 @@ class _ConvBase(Layer):
 
     def _pair(self, key: str, default: int = 1, required: bool = False) -> tuple[int, int]:
         """(H, W) values; a 1-D param gets `default` as the H entry (1 for sizes, 0 for pads)."""
-        v = self.ints_param(key, self.dims) if required else self.ints_param(key, self.dims, default=default)
+        high = self.size_limit  # every pair is a size: kernel, stride, dilation, padding
+        v = self.ints_param(key, self.dims, high=high) if required else self.ints_param(key, self.dims, default=default, high=high)
         return (default, v[0]) if self.dims == 1 else (v[0], v[1])
 
     def _lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -151,7 +152,7 @@ class Convolution(_ConvBase):
             return (0, 0, 0, 0)
         if isinstance(p, str):
             raise self.error(f"padding must be ints, 'same' or 'valid', got {p!r}")
-        v = self.ints_param("padding")
+        v = self.ints_param("padding", high=self.size_limit)
         if any(q < 0 for q in v):
             raise self.error(f"padding must be >= 0, got {v}")
         if self.dims == 1 and len(v) in (1, 2):

@@ -76,7 +76,10 @@ class Expression(Layer):
         dtype = self.out_dtype
         if dtype is None:
             dtype = np.dtype(np.float32) if isinstance(result, float) else None
-        return [np.asarray(result, dtype=dtype)]
+        try:
+            return [np.asarray(result, dtype=dtype)]
+        except (ValueError, OverflowError, TypeError) as e:  # int(nan), 1e308 as int64, ragged lists
+            raise self.error(f"expr={self.expr} gives {result!r}, which is not a {dtype or 'tensor'}: {e}") from None
 
     def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):

@@ -423,9 +423,7 @@ class LocalResponseNorm(Norm):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.size = self.int_param("size")
-        if self.size < 1:
-            raise self.error(f"expected size >= 1, got {self.size}")
+        self.size = self.int_param("size", low=1, high=self.size_limit)
         self.alpha = F32(float_param(self, "alpha", 1e-4) / self.size)
         self.beta = F32(float_param(self, "beta", 0.75))
         self.k = F32(float_param(self, "k", 1.0))
@@ -437,11 +435,16 @@ class LocalResponseNorm(Norm):
         if x.ndim < 3:
             raise self.error(f"expected an input of rank >= 3 (N, C, ...), got shape {x.shape}")
         c, before = x.shape[1], self.size // 2
-        padded = np.zeros((x.shape[0], c + self.size - 1) + x.shape[2:], x.dtype)
-        np.square(x, out=padded[:, before : before + c])
         y = output_like(x, out[0])
+        if c == 0:
+            return [y]
+        # Window offsets whose c channels reach the real ones (the rest only add zeros):
+        # at most 2c - 1 of them, however large `size` is.
+        lo, hi = max(0, before - c + 1), min(self.size, before + c)
+        padded = np.zeros((x.shape[0], hi - 1 + c - lo) + x.shape[2:], x.dtype)
+        np.square(x, out=padded[:, before - lo : before - lo + c])
         np.copyto(y, padded[:, 0:c])
-        for offset in range(1, self.size):  # a loop over the window, not over elements
+        for offset in range(1, hi - lo):  # a loop over the window, not over elements
             y += padded[:, offset : offset + c]
         y *= self.alpha
         y += self.k

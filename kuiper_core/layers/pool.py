@@ -36,7 +36,7 @@ class _Pool(Layer):
         self._cache: dict[tuple[int, int], object] = {}
 
     def _pair(self, key: str, default: object, fill: int) -> tuple[int, int]:
-        v = self.ints_param(key, self.dims, default=default)
+        v = self.ints_param(key, self.dims, default=default, high=self.size_limit)
         if min(v) < 0:
             raise self.error(f"{key} must be >= 0, got {v}")
         return (fill, v[0]) if self.dims == 1 else (v[0], v[1])
@@ -193,8 +193,12 @@ class _AdaptivePool(_Pool):
             size = [size] * self.dims
         if len(size) == 1 and self.dims == 2:
             size = size * 2
-        if len(size) != self.dims or any(s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0) for s in size):
-            raise self.error(f"output_size must be {self.dims} non-negative int(s) or None, got {self.param('output_size')!r}")
+        if len(size) != self.dims or any(
+            s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= self.size_limit) for s in size
+        ):
+            raise self.error(
+                f"output_size must be {self.dims} int(s) from 0 to {self.size_limit:,} or None, got {self.param('output_size')!r}"
+            )
         # 0 / None: keep that input dim.
         self.output_size = (0, size[0] or 0) if self.dims == 1 else (size[0] or 0, size[1] or 0)
 
@@ -211,6 +215,8 @@ class AdaptiveAvgPool(_AdaptivePool):
         mats = self._cache.get(key)  # type: ignore[arg-type]
         if mats is None:
             oh, ow = self._out_hw(h, w)
+            self.check_size((oh, h), "an averaging matrix")
+            self.check_size((w, ow), "an averaging matrix")
             pair = []
             for n, o in ((h, oh), (w, ow)):
                 start, end = adaptive_bounds(n, o)
@@ -249,10 +255,13 @@ class AdaptiveMaxPool(_AdaptivePool):
             oh, ow = self._out_hw(h, w)
             axes = []
             for n, o in ((h, oh), (w, ow)):
+                self.check_size((o,), "the output")
                 start, end = adaptive_bounds(n, o)
                 k = int((end - start).max())
+                self.check_size((o, k), "the window table")
                 axes.append(np.minimum(start[:, None] + np.arange(k), end[:, None] - 1))
             ih, iw = axes
+            self.check_size((oh, ow, ih.shape[1] * iw.shape[1]), "the window table")
             pos = (ih[:, None, :, None] * w + iw[None, :, None, :]).reshape(oh, ow, -1)
             self._cache[(h, w)] = pos
         return pos  # type: ignore[return-value]
@@ -263,6 +272,7 @@ class AdaptiveMaxPool(_AdaptivePool):
         oh, ow = self._out_hw(h, w)
         shape = self._out_shape(lead, oh, ow)
         pos = self._positions(h, w)
+        self.check_size((p,) + pos.shape, "the gathered windows")
         windows = x.reshape(p, h * w)[:, pos]  # (P, OH, OW, K)
         y = output_buffer(out[:1], shape, x.dtype)
         if not self.return_indices:

@@ -40,7 +40,8 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from ..errors import ModelError, UnsupportedOperatorError
+from .. import limits as _limits
+from ..errors import KuiperError, LimitError, ModelError, UnsupportedOperatorError
 from ..graph import Operator, ParamValue
 
 _REGISTRY: dict[str, type["Layer"]] = {}
@@ -74,14 +75,36 @@ class Layer:
             raise self.error(f"missing parameter '{key}'")
         return default
 
-    def int_param(self, key: str, default: Any = _MISSING) -> int:
+    @property
+    def size_limit(self) -> int:
+        """The largest size any one dim can have (max_tensor_elements): the bound for
+        size-like params (strides, pads, sizes) so arithmetic on them stays in int64."""
+        return _limits.current().max_tensor_elements
+
+    def check_size(self, shape: Any, what: str = "the output") -> int:
+        """Raise LimitError (before allocating) if a tensor of `shape` is over max_tensor_elements."""
+        return _limits.check_elements(shape, what)
+
+    def _bounded(self, key: str, values: tuple[int, ...], low: int | None, high: int | None) -> None:
+        for v in values:
+            if (low is not None and v < low) or (high is not None and v > high):
+                lo = "" if low is None else f"{low:,}"
+                hi = "" if high is None else f"{high:,}"
+                want = f"between {lo} and {hi}" if lo and hi else (f">= {lo}" if lo else f"<= {hi}")
+                raise self.error(f"parameter '{key}' must be {want}, got {v:,}")
+
+    def int_param(self, key: str, default: Any = _MISSING, *, low: int | None = None, high: int | None = None) -> int:
         value = self.param(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(f"parameter '{key}' must be an int, got {value!r}")
+        self._bounded(key, (value,), low, high)
         return value
 
-    def ints_param(self, key: str, n: int | None = None, default: Any = _MISSING) -> tuple[int, ...]:
-        """An int or tuple of ints, broadcast to n entries when n is given."""
+    def ints_param(
+        self, key: str, n: int | None = None, default: Any = _MISSING, *, low: int | None = None, high: int | None = None
+    ) -> tuple[int, ...]:
+        """An int or tuple of ints, broadcast to n entries when n is given (each within
+        [low, high] when given)."""
         value = self.param(key, default)
         if isinstance(value, int) and not isinstance(value, bool):
             value = [value] * (n or 1)
@@ -93,6 +116,7 @@ class Layer:
             value = list(value) * n
         if n is not None and len(value) != n:
             raise self.error(f"parameter '{key}' must have {n} entries, got {tuple(value)}")
+        self._bounded(key, tuple(value), low, high)
         return tuple(value)
 
     def weight(self, key: str, *, required: bool = True) -> np.ndarray | None:
@@ -176,4 +200,13 @@ def create_layer(op: Operator) -> Layer:
     cls = _REGISTRY.get(op.type)
     if cls is None:
         raise UnsupportedOperatorError([(op.type, op.name, op.line)])
-    return cls(op)
+    try:
+        return cls(op)
+    except LimitError as e:
+        raise e.at_operator(op.name, op.type) from None
+    except KuiperError:
+        raise
+    except MemoryError as e:
+        raise _limits.out_of_memory(e, op.name, op.type) from None
+    except Exception as e:  # a param no check caught (a bug to fix): still a located error
+        raise ModelError(f"invalid parameters: {type(e).__name__}: {e}", operator=op.name, op_type=op.type) from e

@@ -213,7 +213,7 @@ class Interpolate(Layer):
             self.mode, self.align_corners = self.FIXED_MODE[op.type]
         else:
             mode = self.param("mode", "nearest")
-            if mode not in MODES:
+            if not isinstance(mode, str) or mode not in MODES:
                 raise self.error(f"mode {mode!r} is not supported; expected one of {', '.join(MODES)}")
             self.mode = mode
             self.align_corners = bool(self.param("align_corners", False) or False)
@@ -239,15 +239,17 @@ class Interpolate(Layer):
         value = self.param(key, None)
         if value is None:
             return None
-        return self.ints_param(key)
+        return self.ints_param(key, high=self.size_limit)
 
     def optional_floats(self, key: str) -> tuple[float, ...] | None:
         value = self.param(key, None)
         if value is None:
             return None
         values = value if isinstance(value, list) else [value]
-        if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 for v in values):
-            raise self.error(f"parameter '{key}' must be positive number(s), got {value!r}")
+        if not values or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= self.size_limit for v in values
+        ):
+            raise self.error(f"parameter '{key}' must be positive number(s) at most {self.size_limit:,}, got {value!r}")
         return tuple(float(v) for v in values)
 
     def plan(self, shape: tuple[int, ...]) -> ResizePlan:
@@ -282,6 +284,7 @@ class Interpolate(Layer):
             scales = factors if self.pass_scale else (None,) * k
         if any(n < 1 for n in in_spatial) or any(o < 1 for o in out):
             raise self.error(f"input spatial size {in_spatial} and output size {out} must be positive")
+        self.check_size(out, "the resized image")  # the index tables are at least this big
         if self.mode in ("nearest", "nearest-exact"):
             exact = self.mode == "nearest-exact"
             shortcuts = k == 2 and not exact
@@ -306,6 +309,8 @@ class Interpolate(Layer):
         plan = self.plan(x.shape)
         out_shape = x.shape[:2] + plan.out_spatial
         y = out[0] if out[0] is not None and out[0].shape == out_shape else None
+        if y is None:
+            self.check_size(out_shape)
         if plan.flat is not None:
             return [gather_trailing(x, plan.flat, len(plan.out_spatial), plan.out_spatial, y if y is not None else np.empty(out_shape, x.dtype))]
         if not plan.axes:  # same size: a copy
@@ -330,9 +335,7 @@ class PixelShuffle(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.r = self.int_param(self.key)
-        if self.r < 1:
-            raise self.error(f"expected {self.key} >= 1, got {self.r}")
+        self.r = self.int_param(self.key, low=1, high=self.size_limit)
         shape = op.inputs[0].shape if op.inputs else None
         if shape is not None:
             self.check(tuple(shape))
@@ -450,17 +453,19 @@ class Pad(Layer):
         super().__init__(op)
         if not op.inputs or len(op.outputs) != 1:
             raise self.error(f"expected an input and 1 output, got {len(op.inputs)} and {len(op.outputs)}")
+        lim = self.size_limit  # a pad beyond it gives no tensor the limits allow
         if op.type == "F.pad":
             self.mode = self.param("mode", "constant")
-            pads = self.ints_param("pad")
+            pads = self.ints_param("pad", low=-lim, high=lim)
         else:
             kind = op.type[3:].split("Pad")[0]  # nn.ReflectionPad2d -> Reflection
             self.mode = self.MODULE_MODES[kind]
             dims = int(op.type[-2])
-            pads = self.ints_param("padding", 2 * dims) if isinstance(self.param("padding"), int) else self.ints_param("padding")
+            n = 2 * dims if isinstance(self.param("padding"), int) else None
+            pads = self.ints_param("padding", n, low=-lim, high=lim)
             if len(pads) != 2 * dims:
                 raise self.error(f"expected padding with {2 * dims} entries, got {pads}")
-        if self.mode not in PAD_MODES:
+        if not isinstance(self.mode, str) or self.mode not in PAD_MODES:
             raise self.error(f"mode {self.mode!r} is not supported; expected one of {', '.join(PAD_MODES)}")
         if len(pads) % 2 or not pads:
             raise self.error(f"expected an even number of pad amounts (before, after per dim), got {pads}")
@@ -489,6 +494,7 @@ class Pad(Layer):
         out_tail = tuple(n + b + a for n, (b, a) in zip(tail, self.pairs))
         if any(o < 0 for o in out_tail):  # 0 is allowed: torch returns an empty tensor
             raise self.error(f"padding {self.pairs} leaves no output for input dims {tail}")
+        self.check_size(out_tail, "the padded block")  # (and the index table of non-constant modes)
         if self.mode == "constant":
             src = tuple(slice(max(-b, 0), n - max(-a, 0)) for n, (b, a) in zip(tail, self.pairs))
             dst = tuple(slice(max(b, 0), max(b, 0) + (s.stop - s.start)) for s, (b, _) in zip(src, self.pairs))
@@ -508,7 +514,10 @@ class Pad(Layer):
         plan = self.plan(x.shape)
         k = len(self.pairs)
         out_shape = x.shape[: x.ndim - k] + plan.out_shape
-        y = out[0] if out[0] is not None and out[0].shape == out_shape else np.empty(out_shape, x.dtype)
+        y = out[0] if out[0] is not None and out[0].shape == out_shape else None
+        if y is None:
+            self.check_size(out_shape)
+            y = np.empty(out_shape, x.dtype)
         if plan.flat is not None:
             return [gather_trailing(x, plan.flat, k, plan.out_shape, y)]
         if plan.grows:

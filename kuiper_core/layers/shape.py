@@ -21,6 +21,7 @@ from ..graph import Operator
 from .registry import Layer, register
 from .torch_args import (
     INT_MAX,
+    MAX_RANK,
     as_array,
     input_index,
     input_rank,
@@ -89,7 +90,7 @@ class Reshape(Layer):
     def target(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
         """The shape for an input of this shape (the batch rule above)."""
         shape, traced = self.shape, self.traced
-        if traced is None or in_shape == traced or not shape or not traced:
+        if traced is None or in_shape == traced or not shape or not traced or not in_shape:
             return shape
         b0, b = traced[0], in_shape[0]
         if len(in_shape) == len(traced) and in_shape[1:] == traced[1:] and b0 > 0 and shape[0] > 0 and shape[0] % b0 == 0:
@@ -321,6 +322,8 @@ class Slice(Layer):
         dims_seen = [d for d, *_ in self.items]
         if len(set(dims_seen)) != len(dims_seen):
             raise self.error(f"dims {tuple(dims_seen)} repeat an axis")
+        if any(not -MAX_RANK <= d < MAX_RANK for d in dims_seen):
+            raise self.error(f"dims {tuple(dims_seen)} are out of range: a tensor has at most {MAX_RANK} axes")
         self.dynamic = any(isinstance(v, _Dynamic) for item in self.items for v in item[1:])
         for d, start, end, step, select in self.items:
             if select is None and isinstance(step, int) and step < 1:
@@ -359,7 +362,7 @@ class Select(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.dim = self.int_param("dim")
+        self.dim = self.int_param("dim", low=-MAX_RANK, high=MAX_RANK - 1)
         index = _arg(self, "index")
         if index is None:
             raise self.error("missing parameter 'index' (or a $index operand)")
@@ -419,7 +422,7 @@ class Expand(Layer):
 
     def target(self, sizes: tuple[int, ...], in_shape: tuple[int, ...]) -> tuple[int, ...]:
         lead = len(sizes) - len(in_shape)
-        if lead < 0 or any(s < 0 for s in sizes[:lead]):
+        if lead < 0 or any(s < 0 for s in sizes[:lead]) or any(s < -1 for s in sizes):
             raise self.error(f"cannot expand an input of shape {in_shape} to {sizes}")
         shape = list(sizes[:lead])
         for i, (s, n) in enumerate(zip(sizes[lead:], in_shape)):
@@ -431,6 +434,7 @@ class Expand(Layer):
                 shape.append(n)  # the batch rule
             else:
                 raise self.error(f"cannot expand an input of shape {in_shape} to {sizes}")
+        self.check_size(shape)  # a broadcast view costs nothing, but what reads it does
         return tuple(shape)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -465,7 +469,7 @@ class Repeat(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.sizes = self.ints_param("sizes")
+        self.sizes = self.ints_param("sizes", high=self.size_limit)
         if any(r < 0 for r in self.sizes):
             raise self.error(f"repeat sizes must be >= 0, got {self.sizes}")
 
@@ -478,6 +482,7 @@ class Repeat(Layer):
         shape = tuple(r * n for r, n in zip(reps, dims))
         y = out[0]
         if y is None or y.shape != shape or y.dtype != x.dtype or not y.flags.c_contiguous:
+            self.check_size(shape)
             y = np.empty(shape, x.dtype)
         tiled = [v for pair in zip(reps, dims) for v in pair]
         single = [v for n in dims for v in (1, n)]

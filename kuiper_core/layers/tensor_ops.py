@@ -204,6 +204,9 @@ class TensorSplit(_Split):
             self.sections = self.int_param("sections")
             if self.sections < 1:
                 raise self.error(f"sections must be >= 1, got {self.sections}")
+        pieces = self.sections or len(self.indices or ()) + 1
+        if pieces != len(op.outputs):
+            raise self.error(f"tensor_split makes {pieces:,} pieces, the graph declares {len(op.outputs)} outputs")
 
     def cut_points(self, n: int) -> list[int]:
         if self.indices is not None:
@@ -348,6 +351,7 @@ class _Fill(Layer):
             self.size = self.ints_param("size")
             if any(s < 0 for s in self.size):
                 raise self.error(f"size must be >= 0, got {self.size}")
+            self.check_size(self.size)
         self.source = input_index(op, "input")
         if (self.like or self.from_input_dtype) and self.source is None:
             self.source = 0 if op.inputs else None
@@ -363,6 +367,9 @@ class _Fill(Layer):
             shape = self.size
         else:
             shape = int_values(self, inputs[self.size_input], "the $size operand")  # type: ignore[index]
+            if any(d < 0 for d in shape):
+                raise self.error(f"the $size operand {shape} has a negative size")
+            self.check_size(shape)
         dtype = self.dtype
         if dtype is None:
             if self.from_input_dtype and src is not None:

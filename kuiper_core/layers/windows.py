@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..limits import check_elements
+
 _local = threading.local()
 
 
@@ -27,7 +29,7 @@ def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """
     pool: dict = getattr(_local, "pool", None) or {}
     _local.pool = pool
-    n = int(np.prod(shape, dtype=np.int64))
+    n = check_elements(shape, f"a work buffer ({slot})")
     key = (slot, np.dtype(dtype).str)
     buf = pool.get(key)
     if buf is None or buf.size < n:
@@ -105,7 +107,7 @@ def pad_spatial(
         return x
     n, c, h, w = x.shape
     shape = (n, c, h + t + b, w + l + r)
-    size = int(np.prod(shape))
+    size = check_elements(shape, "the padded input")
     dst = scratch(slot, (size + slack,), x.dtype)[:size].reshape(shape)
     if mode in ("zeros", "constant"):
         fill = x.dtype.type(value)
@@ -144,4 +146,5 @@ def output_buffer(out: list[np.ndarray | None], shape: tuple[int, ...], dtype: n
     buf = out[0] if out else None
     if buf is not None and buf.shape == shape and buf.dtype == dtype and buf.flags.c_contiguous:
         return buf
+    check_elements(shape, "the output")
     return np.empty(shape, dtype)

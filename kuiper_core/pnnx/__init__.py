@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..graph import Graph
-from .param import parse_param, read_param
+from .param import parse_param, parse_param_bytes, read_param
 from .weights import load_weights
 from .writer import default_bin_path, format_param, save
 
@@ -17,4 +17,20 @@ def load_graph(param_path: str | Path, bin_path: str | Path | None = None) -> Gr
     return graph
 
 
-__all__ = ["load_graph", "parse_param", "read_param", "load_weights", "save", "format_param", "default_bin_path"]
+def load_graph_bytes(param: bytes, bin_bytes: bytes | None, name: str = "model.pnnx.param") -> Graph:
+    """A Graph from the bytes of a .param and its .bin (an upload): nothing touches the disk.
+    Messages call the files `name` and its sibling .bin name."""
+    graph = parse_param_bytes(param, name)
+    bin_name = default_bin_path(name).name
+    if bin_bytes is None:
+        if any(op.attrs for op in graph.operators):
+            from ..errors import WeightError
+
+            n = sum(len(op.attrs) for op in graph.operators)
+            raise WeightError(f"the model has {n} weight(s) but no {bin_name} was given")
+        return graph
+    load_weights(graph, bin_bytes, name=bin_name)
+    return graph
+
+
+__all__ = ["load_graph", "load_graph_bytes", "parse_param", "parse_param_bytes", "read_param", "load_weights", "save", "format_param", "default_bin_path"]

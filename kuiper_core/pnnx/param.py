@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ParseError
+from .. import limits as _limits
+from ..errors import LimitError, ParseError, short
 from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape
 
 MAGIC = "7767517"
@@ -25,6 +26,18 @@ _INT = re.compile(r"-?\d+\Z")
 _FLOAT = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?\Z|-?(inf|nan)\Z")
 # A value pnnx treats as a number starts with a digit, or '-' then a digit.
 _NUMERIC_START = re.compile(r"-?\d")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int64(text: str) -> int | None:
+    """The int of `text` (already matched by _INT) if it fits in int64, else None.
+
+    Checked by length first: int() of more than 4,300 digits raises instead of parsing."""
+    digits = text.lstrip("-").lstrip("0")
+    if len(digits) > 19:
+        return None
+    value = int(text)
+    return value if INT64_MIN <= value <= INT64_MAX else None
 
 
 @dataclass
@@ -62,10 +75,13 @@ class _LineParser:
         if "%" in text or not _NUMERIC_START.match(text):
             return text  # a bare string: pnnx writes strings unquoted
         if _INT.match(text):
-            return int(text)
+            value = _int64(text)
+            if value is None:
+                raise self.token_error(f"integer '{short(text)}' does not fit in 64 bits", tok, offset, len(text))
+            return value
         if _FLOAT.match(text):
             return float(text)
-        raise self.token_error(f"malformed number '{text}'", tok, offset, len(text))
+        raise self.token_error(f"malformed number '{short(text)}'", tok, offset, len(text))
 
     def value(self, tok: _Token, offset: int) -> ParamValue:
         text = tok.text[offset:]
@@ -103,27 +119,45 @@ class _LineParser:
         pos = offset + 1
         if inner != "":
             for part in inner.split(","):
-                if _INT.match(part) and int(part) >= 0:
-                    dims.append(int(part))
+                if _INT.match(part) and not part.startswith("-"):
+                    dim = _int64(part)
+                    if dim is None:
+                        raise self.error(f"dimension '{short(part)}' does not fit in 64 bits", tok.column + pos, len(part))
+                    dims.append(dim)
                 elif allow_unknown and part == "?":
                     dims.append(None)
                 elif allow_unknown and part.startswith("%") and len(part) > 1:
                     dims.append(part[1:])
                 else:
                     want = "a non-negative int, '?' or '%name'" if allow_unknown else "a non-negative int"
-                    raise self.error(f"bad dimension '{part}': expected {want}", tok.column + pos, max(1, len(part)))
+                    raise self.error(f"bad dimension '{short(part)}': expected {want}", tok.column + pos, max(1, len(part)))
                 pos += len(part) + 1
         dtype = text[close + 1 :]
         if dtype not in DTYPES:
             raise self.token_error(
-                f"unknown dtype '{dtype}': expected one of {' '.join(DTYPES)}", tok, offset + close + 1
+                f"unknown dtype '{short(dtype)}': expected one of {' '.join(DTYPES)}", tok, offset + close + 1
             )
+        known = [d for d in dims if isinstance(d, int)]
+        if len(known) == len(dims) and _limits.elements(known) > INT64_MAX:
+            raise self.token_error("the shape has more elements than fit in 64 bits", tok, offset, close + 1)
         return tuple(dims), dtype
 
 
-def parse_param(text: str, path: str | None = None) -> Graph:
-    """Parse .param text into a Graph (attributes with shapes/dtypes; no weight data)."""
+def parse_param(text: str, path: str | None = None, limits: _limits.Limits | None = None) -> Graph:
+    """Parse .param text into a Graph (attributes with shapes/dtypes; no weight data).
+
+    Sizes are checked against `limits` (default: `kuiper_core.limits.current()`)."""
+    lim = limits or _limits.current()
+    if len(text) > lim.max_param_bytes:
+        raise LimitError(f"the .param text is {len(text):,} characters long", limit="max_param_bytes",
+                         maximum=lim.max_param_bytes, value=len(text), path=path)
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark some editors write
     lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if len(line) > lim.max_line_chars:
+            raise LimitError(f"line {i + 1} is {len(line):,} characters long", limit="max_line_chars",
+                             maximum=lim.max_line_chars, value=len(line), path=path, line=i + 1,
+                             column=lim.max_line_chars + 1, source_line=line)
     graph = Graph(source=path)
     first = lines[0].rstrip("\r") if lines else ""
     lp = _LineParser(path, 1, first)
@@ -135,10 +169,14 @@ def parse_param(text: str, path: str | None = None) -> Graph:
     second = lines[1].rstrip("\r") if len(lines) > 1 else ""
     lp = _LineParser(path, 2, second)
     counts = _split(second)
-    if len(counts) != 2 or not all(_INT.match(t.text) and int(t.text) >= 0 for t in counts):
+    if len(counts) != 2 or not all(_INT.match(t.text) and _int64(t.text) is not None and t.text[0] != "-" for t in counts):
         col = counts[0].column if counts else 1
         raise lp.error("expected '<operator count> <operand count>' (two non-negative ints)", col, max(1, len(second)))
     n_ops, n_operands = int(counts[0].text), int(counts[1].text)
+    if n_ops > lim.max_operators:
+        raise LimitError(f"line 2 declares {n_ops:,} operators", limit="max_operators", maximum=lim.max_operators,
+                         value=n_ops, path=path, line=2, column=counts[0].column, source_line=second,
+                         length=len(counts[0].text))
 
     produced_at: dict[str, int] = {}
     lineno = 2
@@ -150,7 +188,8 @@ def parse_param(text: str, path: str | None = None) -> Graph:
         lp = _LineParser(path, lineno, line)
         if len(graph.operators) == n_ops:
             raise lp.error(f"more operators than the {n_ops} declared on line 2", _split(line)[0].column)
-        graph.operators.append(_parse_operator(lp, graph, produced_at))
+        with _limits.use(lim):  # the weight-size check in _parse_operator
+            graph.operators.append(_parse_operator(lp, graph, produced_at))
 
     if len(graph.operators) != n_ops:
         lp = _LineParser(path, 2, second)
@@ -176,8 +215,8 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
         raise lp.error("expected 'type name n_in n_out' at the start of an operator line", col)
     op_type, name, n_in_tok, n_out_tok = toks[:4]
     for t, what in ((n_in_tok, "input"), (n_out_tok, "output")):
-        if not _INT.match(t.text) or int(t.text) < 0:
-            raise lp.token_error(f"expected the {what} count (a non-negative int), got '{t.text}'", t)
+        if not _INT.match(t.text) or t.text[0] == "-" or _int64(t.text) is None:
+            raise lp.token_error(f"expected the {what} count (a non-negative int), got '{short(t.text)}'", t)
     n_in, n_out = int(n_in_tok.text), int(n_out_tok.text)
     if op_type.text.startswith(("@", "$", "#")) or "=" in op_type.text:
         raise lp.token_error("expected an operator type", op_type)
@@ -196,12 +235,12 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
     for t in operand_toks[:n_in]:
         operand = graph.operands.get(t.text)
         if operand is None or operand.producer is None:
-            raise lp.token_error(f"operand '{t.text}' is used before any operator produces it", t)
+            raise lp.token_error(f"operand '{short(t.text)}' is used before any operator produces it", t)
         op.inputs.append(operand)
         operand.consumers.append(op)
     for t in operand_toks[n_in:]:
         if t.text in produced_at:
-            raise lp.token_error(f"operand '{t.text}' is already produced on line {produced_at[t.text]}", t)
+            raise lp.token_error(f"operand '{short(t.text)}' is already produced on line {produced_at[t.text]}", t)
         operand = graph.operands.get(t.text) or Operand(t.text)
         graph.operands[t.text] = operand
         operand.producer = op
@@ -217,6 +256,12 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
         key = t.text[:eq]
         if key[0] == "@":
             shape, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=False)
+            lim = _limits.current()
+            n = _limits.elements(shape)  # type: ignore[arg-type]
+            if n > lim.max_tensor_elements:
+                raise LimitError(f"weight '{key}' has {n:,} elements", limit="max_tensor_elements",
+                                 maximum=lim.max_tensor_elements, value=n, path=lp.path, line=lp.lineno,
+                                 column=t.column, source_line=lp.text, length=len(t.text))
             op.attrs[key[1:]] = Attribute(dtype, tuple(int(d) for d in shape))  # type: ignore[arg-type]
         elif key[0] == "$":
             # An operand may feed several arguments (`$input=1 $other=1`): name the first
@@ -257,17 +302,31 @@ def format_shape(shape: Shape | None, dtype: str | None) -> str:
     return _fmt(shape, dtype)
 
 
-def read_param(path: str | Path) -> Graph:
+def read_param(path: str | Path, limits: _limits.Limits | None = None) -> Graph:
     path = Path(path)
+    lim = limits or _limits.current()
     try:
+        size = path.stat().st_size
+        if size > lim.max_param_bytes:
+            raise LimitError(f"the .param file is {size:,} bytes", limit="max_param_bytes",
+                             maximum=lim.max_param_bytes, value=size, path=str(path))
         raw = path.read_bytes()
     except OSError as e:
         raise ParseError(f"cannot read .param file: {e.strerror or e}", path=str(path)) from None
+    return parse_param_bytes(raw, str(path), lim)
+
+
+def parse_param_bytes(raw: bytes, path: str | None = None, limits: _limits.Limits | None = None) -> Graph:
+    """Parse the bytes of a .param file (UTF-8, a byte-order mark allowed)."""
+    lim = limits or _limits.current()
+    if len(raw) > lim.max_param_bytes:
+        raise LimitError(f"the .param file is {len(raw):,} bytes", limit="max_param_bytes",
+                         maximum=lim.max_param_bytes, value=len(raw), path=path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         # Locate the bad byte for the caret.
         line = raw.count(b"\n", 0, e.start) + 1
         col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ParseError("not a text file: invalid UTF-8 byte", path=str(path), line=line, column=col) from None
-    return parse_param(text, str(path))
+        raise ParseError("not a text file: invalid UTF-8 byte", path=path, line=line, column=col) from None
+    return parse_param(text, path, lim)

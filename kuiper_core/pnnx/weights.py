@@ -1,58 +1,131 @@
 """Reader of the PNNX `.bin`: a store-only zip (zip64 in current pnnx) of entries
 `opname.attrname`, each the raw little-endian row-major bytes of one weight.
 
-Only stored entries are accepted and nothing is ever unpickled.
+Only stored, unencrypted entries with unique names are accepted, every size is checked
+against the archive before anything is read, and nothing is ever unpickled. Loaded
+weights are read-only: layers and callers share them (a pnnx.Attribute's output *is*
+its weight), so writing into one must fail rather than change later runs.
 """
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
+from typing import BinaryIO, Union
 
 import numpy as np
 
 from ..errors import WeightError
-from ..graph import Graph, numpy_dtype
+from ..graph import Graph, bf16_to_float32, file_dtype
+
+# General-purpose flag bits a PNNX entry must not have: encrypted (0), compressed patched
+# data (5), strong encryption (6). Python's zipfile cannot read them anyway.
+_REFUSED_FLAGS = {0x1: "encrypted", 0x20: "compressed patched data", 0x40: "strongly encrypted"}
+# More central-directory entries than this many per wanted weight (and at least this many)
+# is not a PNNX .bin: each entry costs memory before anything is checked.
+_ENTRIES_PER_WEIGHT = 4
+_MIN_ENTRIES = 1024
+
+BinSource = Union[str, Path, bytes]
 
 
-def load_weights(graph: Graph, bin_path: str | Path) -> None:
-    """Fill every `Attribute.data` of `graph` from the .bin at `bin_path`."""
+def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> None:
+    """Fill every `Attribute.data` of `graph` from the .bin at `bin_path` (or its bytes;
+    `name` is what messages call it then)."""
     wanted = [(op, key, attr) for op in graph.operators for key, attr in op.attrs.items()]
     if not wanted:
         return  # a weightless model needs no .bin
-    bin_path = Path(bin_path)
+    if isinstance(bin_path, (bytes, bytearray)):
+        where = name or "the .bin"
+        fp: BinaryIO = io.BytesIO(bin_path)
+    else:
+        where = name or str(bin_path)
+        try:
+            fp = open(bin_path, "rb")
+        except FileNotFoundError:
+            raise WeightError(f"weights file {where} not found (the model has {len(wanted)} weight(s))") from None
+        except OSError as e:
+            raise WeightError(f"cannot read weights file {where}: {e.strerror or e}") from None
+    with fp:
+        archive_size = fp.seek(0, io.SEEK_END)
+        fp.seek(0)
+        _check_entry_count(fp, where, len(wanted))
+        try:
+            zf = zipfile.ZipFile(fp)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+            raise WeightError(f"{where} is not a PNNX .bin (a store-only zip): {e}") from None
+        with zf:
+            infos = _entries(zf, where)
+            for op, key, attr in wanted:
+                entry = f"{op.name}.{key}"
+                at = dict(operator=op.name, op_type=op.type)
+                info = infos.get(entry)
+                if info is None:
+                    raise WeightError(f"weight '@{key}' has no entry '{entry}' in {where}", **at)
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise WeightError(f"entry '{entry}' in {where} is compressed; PNNX .bin entries must be stored", **at)
+                expected = attr.nbytes
+                if info.file_size != expected:
+                    shape = ",".join(map(str, attr.shape))
+                    raise WeightError(
+                        f"entry '{entry}' has {info.file_size:,} bytes, but @{key}=({shape}){attr.dtype} "
+                        f"needs {expected:,}",
+                        **at,
+                    )
+                if info.header_offset + 30 + expected > archive_size:  # 30: the local header
+                    raise WeightError(
+                        f"entry '{entry}' claims {expected:,} bytes at offset {info.header_offset:,}, "
+                        f"past the end of {where} ({archive_size:,} bytes)",
+                        **at,
+                    )
+                try:
+                    raw = zf.read(info)
+                except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError, ValueError) as e:
+                    raise WeightError(f"entry '{entry}' in {where} is unreadable: {e}", **at) from None
+                if len(raw) != expected:  # a truncated archive can lie in its directory
+                    raise WeightError(f"entry '{entry}' is short: {len(raw):,} of {expected:,} bytes", **at)
+                attr.data = _to_array(raw, attr.dtype, attr.shape)
+
+
+def _to_array(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """One copy into an aligned array (zip payloads are not 4-byte aligned), read-only;
+    bf16 bit patterns widened to float32."""
+    data = np.frombuffer(bytearray(raw), dtype=file_dtype(dtype)).reshape(shape)
+    if dtype == "bf16":
+        data = bf16_to_float32(data)
+    data.setflags(write=False)
+    return data
+
+
+def _entries(zf: zipfile.ZipFile, where: str) -> dict[str, zipfile.ZipInfo]:
+    """Entry name -> info; refuses what would let one entry shadow another or hide its bytes."""
+    infos: dict[str, zipfile.ZipInfo] = {}
+    for info in zf.infolist():
+        name = info.filename
+        if info.orig_filename != name:  # zipfile cuts a name at NUL: 'w\0.txt' would read as 'w'
+            raise WeightError(f"{where}: entry name {info.orig_filename!r} contains a NUL byte")
+        if name in infos:
+            raise WeightError(f"{where}: entry '{name}' appears twice (which one is the weight?)")
+        for bit, what in _REFUSED_FLAGS.items():
+            if info.flag_bits & bit:
+                raise WeightError(f"{where}: entry '{name}' is {what}; PNNX .bin entries are plain stored data")
+        infos[name] = info
+    return infos
+
+
+def _check_entry_count(fp: BinaryIO, where: str, wanted: int) -> None:
+    """Refuse a central directory with far more entries than weights before zipfile reads
+    it (a 200 MB upload of 46-byte entries would cost gigabytes of ZipInfo objects)."""
     try:
-        zf = zipfile.ZipFile(bin_path)
-    except FileNotFoundError:
-        raise WeightError(f"weights file {bin_path} not found (the model has {len(wanted)} weight(s))") from None
-    except (zipfile.BadZipFile, OSError) as e:
-        raise WeightError(f"{bin_path} is not a PNNX .bin (a store-only zip): {e}") from None
-    with zf:
-        infos = {info.filename: info for info in zf.infolist()}
-        for op, key, attr in wanted:
-            entry = f"{op.name}.{key}"
-            where = dict(operator=op.name, op_type=op.type)
-            info = infos.get(entry)
-            if info is None:
-                raise WeightError(f"weight '@{key}' has no entry '{entry}' in {bin_path}", **where)
-            if info.compress_type != zipfile.ZIP_STORED:
-                raise WeightError(
-                    f"entry '{entry}' in {bin_path} is compressed; PNNX .bin entries must be stored", **where
-                )
-            dtype = numpy_dtype(attr.dtype)
-            expected = attr.nbytes
-            if info.file_size != expected:
-                shape = ",".join(map(str, attr.shape))
-                raise WeightError(
-                    f"entry '{entry}' has {info.file_size} bytes, but @{key}=({shape}){attr.dtype} "
-                    f"needs {expected}",
-                    **where,
-                )
-            try:
-                raw = zf.read(entry)
-            except (zipfile.BadZipFile, OSError, EOFError) as e:
-                raise WeightError(f"entry '{entry}' in {bin_path} is unreadable: {e}", **where) from None
-            if len(raw) != expected:  # a truncated archive can lie in its directory
-                raise WeightError(f"entry '{entry}' is short: {len(raw)} of {expected} bytes", **where)
-            # One copy into an aligned, writable array (zip payloads are not 4-byte aligned).
-            attr.data = np.frombuffer(bytearray(raw), dtype=dtype).reshape(attr.shape)
+        endrec = zipfile._EndRecData(fp)  # type: ignore[attr-defined]  # stable since Python 2
+    except (OSError, EOFError, ValueError, AttributeError):
+        endrec = None
+    finally:
+        fp.seek(0)
+    if not endrec:
+        return  # not a zip: ZipFile says so next
+    total = int(endrec[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]
+    allowed = max(_MIN_ENTRIES, _ENTRIES_PER_WEIGHT * wanted)
+    if total > allowed:
+        raise WeightError(f"{where} lists {total:,} entries for a model with {wanted:,} weight(s)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..graph import Graph, ParamValue, numpy_dtype
+from ..graph import Graph, ParamValue, file_dtype, float32_to_bf16, numpy_dtype
 from .param import MAGIC, format_shape
 
 
@@ -48,11 +48,17 @@ def save(graph: Graph, param_path: str | Path, bin_path: str | Path | None = Non
     param_path = Path(param_path)
     bin_path = Path(bin_path) if bin_path is not None else default_bin_path(param_path)
     param_path.write_text(format_param(graph))
+    save_bin(graph, bin_path)
+
+
+def save_bin(graph: Graph, bin_path: str | Path) -> None:
+    """The weights alone, as pnnx's store-only zip (for a graph saved as text elsewhere)."""
     with zipfile.ZipFile(bin_path, "w", compression=zipfile.ZIP_STORED) as zf:
         for op in graph.operators:
             for key, attr in sorted(op.attrs.items()):
                 data = attr.data if attr.data is not None else np.zeros(attr.shape, numpy_dtype(attr.dtype))
-                zf.writestr(f"{op.name}.{key}", np.ascontiguousarray(data, numpy_dtype(attr.dtype)).tobytes())
+                raw = float32_to_bf16(data) if attr.dtype == "bf16" else np.ascontiguousarray(data, file_dtype(attr.dtype))
+                zf.writestr(f"{op.name}.{key}", raw.tobytes())
 
 
 def default_bin_path(param_path: str | Path) -> Path:

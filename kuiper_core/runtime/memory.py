@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import limits as _limits
+from ..errors import LimitError
 from ..graph import Operand, Operator, numpy_dtype
 
 NEVER = 1 << 62  # lifetime end of graph outputs
@@ -47,7 +49,17 @@ class BufferPlan:
     def total_bytes(self) -> int:
         return sum(self.slot_bytes)
 
-    def allocate(self) -> None:
+    def allocate(self, limits: _limits.Limits | None = None) -> None:
+        """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes."""
+        lim = (limits or _limits.current()).max_planned_bytes
+        if self.total_bytes > lim:
+            raise LimitError(
+                f"the declared shapes need {self.total_bytes:,} bytes of output buffers "
+                f"({len(self.slot_bytes)} shared buffers)",
+                limit="max_planned_bytes",
+                maximum=lim,
+                value=self.total_bytes,
+            )
         self._slots = [np.empty(n, np.uint8) for n in self.slot_bytes]
 
     def buffer(self, operand: str) -> np.ndarray | None:
@@ -55,7 +67,7 @@ class BufferPlan:
         if a is None or not self._slots:
             return None
         slot, shape, dtype = a
-        n = int(np.prod(shape)) * dtype.itemsize
+        n = _limits.elements(shape) * dtype.itemsize
         return self._slots[slot][:n].view(dtype).reshape(shape)
 
 
@@ -127,7 +139,7 @@ def plan_buffers(
             if sd is None or (end >= NEVER and not keep_outputs):
                 continue
             shape, dtype = sd
-            nbytes = int(np.prod(shape)) * dtype.itemsize
+            nbytes = _limits.elements(shape) * dtype.itemsize
             if nbytes == 0 or nbytes > MAX_PLANNED_BYTES:
                 continue
             if k == 0 and end < NEVER and inplace and op.name in inplace:

@@ -4,13 +4,19 @@ Both work on plain node names and a successor map, so the app can walk through t
 (seed 004's example, a diamond, a cycle) with the same code that orders real models. Each
 also records a trace of events for the app to animate. The DFS is iterative: a deep model
 (1,700 operators, a 1,650-long path) would overflow Python's recursion limit.
+
+A trace records only what each step did (`TraceStep`); the algorithm's whole state at a
+step (`TraceEvent`: stack, visited set, output, queue, in-degrees) is rebuilt when asked
+for, by replaying from a checkpoint. Copying the state at every step made memory grow with
+the square of the graph (12,000 operators took over 3 GB).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence, overload
 
 from ..errors import CycleError
 
@@ -37,6 +43,117 @@ class TraceEvent:
     queue: tuple[str, ...] = ()
     indegree: Mapping[str, int] = field(default_factory=dict)
     edge: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """What one step did: its kind and node (see TraceEvent), the sentence the app shows,
+    and for Kahn's 'decrement' the edge removed. Small: one is kept for every step."""
+
+    kind: str
+    node: str | None
+    message: str
+    edge: tuple[str, str] | None = None
+
+
+class Trace(Sequence[TraceEvent]):
+    """The steps of one ordering run; `trace[i]` is the TraceEvent after step i.
+
+    States are replayed from the nearest checkpoint (at most ~32 are kept, filled in as
+    steps are asked for), so memory stays linear in the number of steps and a page showing
+    one step does at most len/32 replay steps.
+    """
+
+    MAX_CHECKPOINTS = 32
+
+    def __init__(self, algorithm: str, indegree: Mapping[str, int] | None = None) -> None:
+        self.algorithm = algorithm
+        self.steps: list[TraceStep] = []
+        self._indegree = dict(indegree or {})  # Kahn: the table before any decrement
+        self._checkpoints: dict[int, tuple] = {}
+
+    def record(self, kind: str, node: str | None, message: str, edge: tuple[str, str] | None = None) -> None:
+        self.steps.append(TraceStep(kind, node, message, edge))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @overload
+    def __getitem__(self, i: int) -> TraceEvent: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[TraceEvent]: ...
+    def __getitem__(self, i: int | slice) -> TraceEvent | list[TraceEvent]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("trace index out of range")
+        return self._event(i)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        state = self._initial()
+        for step in self.steps:
+            self._apply(state, step)
+            yield self._freeze(step, state)
+
+    # -- replay -----------------------------------------------------------------------------
+    def _every(self) -> int:
+        return max(256, math.ceil(len(self.steps) / self.MAX_CHECKPOINTS))
+
+    def _event(self, i: int) -> TraceEvent:
+        every = self._every()
+        start = max((c for c in self._checkpoints if c <= i), default=-1)
+        state = self._thaw(self._checkpoints[start]) if start >= 0 else self._initial()
+        for j in range(start + 1, i + 1):
+            self._apply(state, self.steps[j])
+            if (j + 1) % every == 0 and j not in self._checkpoints:
+                self._checkpoints[j] = self._snapshot(state)
+        return self._freeze(self.steps[i], state)
+
+    def _initial(self) -> list:
+        if self.algorithm == "dfs":
+            return [[], [], []]  # stack, visited (in visiting order), output
+        return [deque(), [], dict(self._indegree)]  # queue, order, in-degrees
+
+    @staticmethod
+    def _snapshot(state: list) -> tuple:
+        return tuple(tuple(x) if not isinstance(x, dict) else dict(x) for x in state)
+
+    def _thaw(self, snap: tuple) -> list:
+        if self.algorithm == "dfs":
+            return [list(x) for x in snap]
+        return [deque(snap[0]), list(snap[1]), dict(snap[2])]
+
+    def _apply(self, state: list, step: TraceStep) -> None:
+        kind, node = step.kind, step.node
+        if self.algorithm == "dfs":
+            stack, visited, output = state
+            if kind == "call":
+                stack.append(node)
+                visited.append(node)
+            elif kind == "finish":
+                stack.pop()
+                output.append(node)
+            elif kind == "reverse":
+                stack.clear()
+                output.reverse()
+        else:
+            queue, order, indeg = state
+            if kind == "enqueue":
+                queue.append(node)
+            elif kind == "dequeue":
+                queue.popleft()
+                order.append(node)
+            elif kind == "decrement":
+                indeg[node] -= 1
+
+    def _freeze(self, step: TraceStep, state: list) -> TraceEvent:
+        if self.algorithm == "dfs":
+            stack, visited, output = state
+            return TraceEvent(step.kind, step.node, step.message, tuple(stack), tuple(visited), tuple(output))
+        queue, order, indeg = state
+        return TraceEvent(step.kind, step.node, step.message, (), (), tuple(order), tuple(queue), dict(indeg), step.edge)
 
 
 def _roots(nodes: Sequence[str], succ: Successors) -> list[str]:
@@ -67,7 +184,7 @@ def find_cycle(nodes: Sequence[str], succ: Successors) -> list[str] | None:
     return None
 
 
-def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], list[TraceEvent]]:
+def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], Trace]:
     """Reverse-topological order by DFS (seed 004's ReverseTopo), with its trace.
 
     Starting from each node with no predecessor (in the given order), visit unvisited
@@ -77,15 +194,13 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
     visited: set[str] = set()
     visited_order: list[str] = []
     output: list[str] = []
-    events: list[TraceEvent] = []
+    events = Trace("dfs")
     stack: list[str] = []
     on_stack: set[str] = set()
 
     def emit(kind: str, node: str | None, message: str) -> None:
         if record:
-            events.append(
-                TraceEvent(kind, node, message, tuple(stack), tuple(visited_order), tuple(output))
-            )
+            events.record(kind, node, message)
 
     for root in _roots(nodes, succ):
         if root in visited:
@@ -129,17 +244,11 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
              "without predecessors: they lie on a cycle.")
         raise _with_trace(CycleError(cycle), events)
     order = output[::-1]
-    if record:
-        events.append(
-            TraceEvent(
-                "reverse", None, "Reverse the output list: that is the execution order.",
-                (), tuple(visited_order), tuple(order),
-            )
-        )
+    emit("reverse", None, "Reverse the output list: that is the execution order.")
     return order, events
 
 
-def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], list[TraceEvent]]:
+def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], Trace]:
     """Kahn's algorithm: repeatedly emit a node whose in-degree is zero."""
     indeg: dict[str, int] = {n: 0 for n in nodes}
     for n in nodes:
@@ -147,13 +256,11 @@ def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -
             indeg[s] += 1
     queue: deque[str] = deque()
     order: list[str] = []
-    events: list[TraceEvent] = []
+    events = Trace("kahn", indeg)
 
     def emit(kind: str, node: str | None, message: str, edge: tuple[str, str] | None = None) -> None:
         if record:
-            events.append(
-                TraceEvent(kind, node, message, (), (), tuple(order), tuple(queue), dict(indeg), edge)
-            )
+            events.record(kind, node, message, edge)
 
     emit("indegree", None, "Count each node's predecessors (its in-degree).")
     for n in nodes:
@@ -178,7 +285,7 @@ def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -
     return order, events
 
 
-def _with_trace(err: CycleError, events: list[TraceEvent]) -> CycleError:
+def _with_trace(err: CycleError, events: Trace) -> CycleError:
     err.events = events  # type: ignore[attr-defined]  # the walkthrough shows how it was found
     return err
 

@@ -29,11 +29,12 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 import numpy as np
 
-from ..errors import KuiperError, ModelError
+from .. import limits as _limits
+from ..errors import KuiperError, LimitError, ModelError
 from .memory import NEVER, BufferPlan, ShapeDtype, plan_buffers
 
 if TYPE_CHECKING:
@@ -57,6 +58,18 @@ def _arrays(value: Any) -> list[np.ndarray] | None:
     if isinstance(value, (tuple, list)) and all(isinstance(v, np.ndarray) for v in value):
         return list(value)
     return None
+
+
+def raise_for_operator(e: Exception, name: str, op_type: str) -> NoReturn:
+    """Re-raise an exception from a layer as the error that names its operator."""
+    if isinstance(e, LimitError):
+        raise e.at_operator(name, op_type) from None
+    if isinstance(e, KuiperError):
+        raise e
+    if isinstance(e, MemoryError):  # a size no check caught: still an error, not a crash
+        raise _limits.out_of_memory(e, name, op_type) from None
+    # A layer bug or an input the layer cannot take.
+    raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=name, op_type=op_type) from e
 
 
 def _is_view(a: np.ndarray, of: list[np.ndarray]) -> bool:
@@ -105,6 +118,7 @@ class PreparedForward:
     def __init__(self) -> None:
         self.calls: list[Callable[[], Any]] = []
         self.names: list[str] = []  # operator of each call, for error messages
+        self.types: list[str] = []
         self.feeds: list[Any] = []  # the caller's arrays during run()
         self.output_values: list[Any] = []  # graph outputs: buffers (or tuples of them)
         self.first_outputs: list[np.ndarray] = []  # the binding run's results
@@ -120,7 +134,7 @@ class PreparedForward:
         inplace = {r.name: r.layer.overwritable_inputs() for r in rt.order
                    if r.layer is not None and r.name not in rec.views and r.layer.overwritable_inputs()}
         plan = plan_buffers(ops, rec.views, outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
-        plan.allocate()
+        plan.allocate(rt.limits)
         self = cls()
         self.plan = plan
         values: dict[str, Any] = {}
@@ -139,6 +153,7 @@ class PreparedForward:
                 np.copyto(buf, feeds[op.name])
                 self.calls.append(partial(_feed, self.feeds, k, buf))
                 self.names.append(op.name)
+                self.types.append(op.type)
                 values[op.outputs[0].name] = buf
                 continue
             self._bind(rt, rop, [values[o.name] for o in op.inputs], plan.buffer, rec, values)
@@ -191,6 +206,7 @@ class PreparedForward:
             call = partial(_copy_results, forward, [(k, outs[k]) for k in copies]) if copies else forward
         self.calls.append(call)
         self.names.append(op.name)
+        self.types.append(op.type)
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         self.feeds[:] = inputs
@@ -199,10 +215,8 @@ class PreparedForward:
             with np.errstate(all="ignore"):  # as torch: silent on overflow, 0/0, log(-1)
                 for i, call in enumerate(self.calls):
                     call()
-        except KuiperError:
-            raise
-        except Exception as e:  # a layer bug or an input the layer cannot take: name the operator
-            raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=self.names[i]) from e
+        except Exception as e:
+            raise_for_operator(e, self.names[i], self.types[i])
         finally:
             self.feeds[:] = [None] * len(self.feeds)  # do not keep the caller's arrays alive
         return self._outputs()
@@ -243,10 +257,8 @@ class PreparedSteps:
         try:
             with self.lock:
                 f(args, outs)
-        except KuiperError:
-            raise
         except Exception as e:
-            raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=rop.name, op_type=rop.type) from e
+            raise_for_operator(e, rop.name, rop.type)
         return outs
 
     @staticmethod

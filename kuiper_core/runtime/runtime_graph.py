@@ -20,12 +20,13 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InputError, KuiperError, ModelError
+from .. import limits as _limits
+from ..errors import InputError, KuiperError, LimitError, ModelError
 from ..graph import Graph, Operator, numpy_dtype
 from ..layers.registry import Layer, check_supported, create_layer
 from .memory import BufferPlan, plan_buffers
-from .order import ALGORITHMS, TraceEvent
-from .prepared import NotPreparable, PreparedForward, PreparedSteps
+from .order import ALGORITHMS, Trace
+from .prepared import NotPreparable, PreparedForward, PreparedSteps, raise_for_operator
 
 
 class GraphState(IntEnum):
@@ -75,17 +76,24 @@ class RuntimeGraph:
         bin_path: str | Path | None = None,
         *,
         graph: Graph | None = None,
+        limits: _limits.Limits | None = None,
     ) -> None:
+        # The limits this graph was created under apply to its build, forward and steps.
+        self.limits = limits or _limits.current()
         self.param_path = Path(param_path) if param_path is not None else None
         self.bin_path = Path(bin_path) if bin_path is not None else None
         self.graph: Graph | None = graph
         self.state = GraphState.NeedBuild if graph is not None else GraphState.NeedInit
         self.operators: dict[str, RuntimeOperator] = {}
         self.order: list[RuntimeOperator] = []
-        self.order_trace: list[TraceEvent] = []
+        self.order_trace: Trace = Trace("dfs")
         self.algorithm = "dfs"
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
+        # The first run at the declared shapes is unplanned: layers show their own output
+        # dtypes, checked against the file, instead of writing into buffers of the declared
+        # dtype (so a wrong annotation fails at every batch size, not only at others).
+        self._verified = False
         self.values: dict[str, Value] = {}  # operand values of the latest steps() run
         # Prepared forwards by input shapes and dtypes (prepared.py); None: not preparable.
         self._prepared: dict[tuple, PreparedForward | None] = {}
@@ -95,8 +103,8 @@ class RuntimeGraph:
         self._run_lock = threading.Lock()
 
     @classmethod
-    def from_graph(cls, graph: Graph) -> "RuntimeGraph":
-        return cls(graph=graph)
+    def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None) -> "RuntimeGraph":
+        return cls(graph=graph, limits=limits)
 
     # -- states ---------------------------------------------------------------------------
     def init(self) -> None:
@@ -106,12 +114,17 @@ class RuntimeGraph:
 
         if self.param_path is None:
             raise KuiperError("no .param path to initialise from")
-        self.graph = load_graph(self.param_path, self.bin_path)
+        with _limits.use(self.limits):
+            self.graph = load_graph(self.param_path, self.bin_path)
         self.state = GraphState.NeedBuild
 
     def build(self, algorithm: str = "dfs") -> "RuntimeGraph":
         if self.state == GraphState.Complete and algorithm == self.algorithm:
             return self
+        with _limits.use(self.limits):
+            return self._build(algorithm)
+
+    def _build(self, algorithm: str) -> "RuntimeGraph":
         if self.state == GraphState.NeedInit:
             self.init()
         graph = self.graph
@@ -148,7 +161,7 @@ class RuntimeGraph:
         assert self.graph is not None
         outputs = {o.name for op in self.graph.outputs for o in op.inputs}
         self.plan = plan_buffers(ops, self._view_ops, outputs)
-        self.plan.allocate()
+        self.plan.allocate(self.limits)
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -164,7 +177,10 @@ class RuntimeGraph:
     def forward(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Run the model; outputs in pnnx.Output order with tuples flattened."""
         self._require_built()
-        inputs = self._check_inputs(arrays)
+        with _limits.use(self.limits):
+            return self._forward(self._check_inputs(arrays))
+
+    def _forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         with self._run_lock:
             key = tuple((a.shape, a.dtype.str) for a in inputs)
             if key not in self._prepared:
@@ -174,8 +190,10 @@ class RuntimeGraph:
             prepared = self._prepared[key]
             if prepared is not None:
                 return prepared.run(inputs)
-        if not self._matches_declared(inputs):
-            return self._collect_outputs(self._run(inputs, planned=False))
+        if not self._matches_declared(inputs) or not self._verified:
+            values = self._run(inputs, planned=False)
+            self._verified = self._verified or self._matches_declared(inputs)
+            return self._collect_outputs(values)
         with self._run_lock:
             while True:
                 try:
@@ -227,7 +245,8 @@ class RuntimeGraph:
             op = rop.op
             args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
             t0 = time.perf_counter()
-            outs = prepared.call(self, rop, args)
+            with _limits.use(self.limits):
+                outs = prepared.call(self, rop, args)
             dt = time.perf_counter() - t0
             for o, v in zip(op.outputs, outs):
                 values[o.name] = v
@@ -281,18 +300,22 @@ class RuntimeGraph:
         assert layer is not None
         try:
             results = layer.forward(args, out)
-        except KuiperError:
-            raise
-        except Exception as e:  # a layer bug or an input the layer cannot take: name the operator
-            raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=rop.name, op_type=rop.type) from e
+        except Exception as e:
+            raise_for_operator(e, rop.name, rop.type)
         if len(results) != len(rop.op.outputs):
             raise ModelError(
                 f"layer returned {len(results)} output(s), the graph declares {len(rop.op.outputs)}",
                 operator=rop.name,
                 op_type=rop.type,
             )
+        for r in results:  # a broadcast view costs no memory, but everything after it would
+            if isinstance(r, np.ndarray) and r.size > self.limits.max_tensor_elements:
+                try:
+                    _limits.check_elements(r.shape, "the output", self.limits)
+                except LimitError as e:
+                    raise e.at_operator(rop.name, rop.type) from None
         for o, r in zip(rop.op.outputs, results):
-            if isinstance(r, np.ndarray) and o.dtype is not None and o.dtype != "bf16" and r.dtype != numpy_dtype(o.dtype):
+            if isinstance(r, np.ndarray) and o.dtype is not None and r.dtype != numpy_dtype(o.dtype):
                 raise ModelError(
                     f"output '{o.name}' has dtype {r.dtype}, the graph declares {o.dtype}",
                     operator=rop.name,
@@ -307,6 +330,8 @@ class RuntimeGraph:
             if isinstance(v, (tuple, list)):
                 for x in v:
                     flat(x)
+            elif isinstance(v, np.ndarray) and not v.flags.writeable:
+                result.append(v.copy())  # a weight (or a view of one) stays the graph's own
             else:
                 result.append(v)
 
@@ -327,13 +352,11 @@ class RuntimeGraph:
             operand = op.outputs[0]
             a = np.asarray(a)
             where = f"input '{op.name}' (operand {operand.name})"
-            if operand.dtype is not None and operand.dtype != "bf16":
-                want = numpy_dtype(operand.dtype)
-                if a.dtype != want:
-                    if a.dtype.kind == want.kind or (a.dtype.kind in "iu" and want.kind in "iu"):
-                        a = a.astype(want)  # same kind, other width: a safe, explicit cast
-                    else:
-                        raise InputError(f"{where}: expected dtype {want} ({operand.dtype}), got {a.dtype}")
+            if a.dtype.kind not in "biufc" or a.dtype.fields is not None or a.dtype.subdtype is not None:
+                raise InputError(f"{where}: expected an array of numbers, got dtype {a.dtype}")
+            _limits.check_elements(a.shape, where, self.limits)
+            if operand.dtype is not None:
+                a = _cast_input(a, numpy_dtype(operand.dtype), operand.dtype, where)
             if operand.shape is not None:
                 if a.ndim != len(operand.shape):
                     raise InputError(
@@ -346,6 +369,8 @@ class RuntimeGraph:
                             f"{where}: dim {i} must be {d} (shape {_shape_text(operand.shape)}, batch may vary), "
                             f"got shape {a.shape}"
                         )
+                if a.ndim and a.shape[0] == 0 and operand.shape[0] != 0:
+                    raise InputError(f"{where}: batch 0 (shape {a.shape}): an input needs at least one item")
             checked.append(a)
         return checked
 
@@ -370,6 +395,29 @@ class StepRun(Iterator[StepEvent]):
             close()
 
 
+def _cast_input(a: np.ndarray, want: np.dtype, name: str, where: str) -> np.ndarray:
+    """`a` as dtype `want`, only where every value survives: an int64 300 must not become
+    the i8 44, a float64 1e300 not an f32 inf. Floats round to the nearest value."""
+    if a.dtype == want:
+        return a
+    same_kind = a.dtype.kind == want.kind or (a.dtype.kind in "iu" and want.kind in "iu")
+    if not same_kind:
+        raise InputError(f"{where}: expected dtype {want} ({name}), got {a.dtype}")
+    if a.size and want.kind in "iu" and not np.can_cast(a.dtype, want):
+        info = np.iinfo(want)
+        lo, hi = int(a.min()), int(a.max())
+        if lo < info.min or hi > info.max:
+            raise InputError(
+                f"{where}: values from {lo} to {hi} do not fit in {want} ({name}: {info.min}..{info.max})"
+            )
+    if a.size and want.kind in "fc" and want.itemsize < a.dtype.itemsize:
+        finite = a[np.isfinite(a)]
+        biggest = float(np.abs(finite).max()) if finite.size else 0.0
+        if biggest > float(np.finfo(want).max):
+            raise InputError(f"{where}: a value of magnitude {biggest:.6g} overflows {want} ({name})")
+    return a.astype(want)
+
+
 class _ViewDetected(Exception):
     def __init__(self, name: str) -> None:
         self.name = name
@@ -385,6 +433,14 @@ def _check_graph(graph: Graph) -> None:
         raise ModelError("the graph has no pnnx.Input operator")
     if not graph.outputs:
         raise ModelError("the graph has no pnnx.Output operator")
+    for op in graph.inputs:
+        if len(op.outputs) != 1 or op.inputs:
+            raise ModelError(
+                f"a pnnx.Input takes no inputs and gives one output, this one has {len(op.inputs)} and {len(op.outputs)}",
+                operator=op.name,
+                op_type=op.type,
+            )
+    _limits.check_count(len(graph.operators), "operators in the graph", "max_operators")
     for op in graph.operators:
         for o in op.inputs:
             if o.producer is None:

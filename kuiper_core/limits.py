@@ -1,0 +1,111 @@
+"""Safety limits: how big an input may be before the engine refuses it with a LimitError.
+
+A tiny hostile file can ask for gigabytes (a `#` shape, an Upsample size, a 130 MB line)
+or hours of work. Every such size is checked against one of these limits *before*
+anything is allocated. The defaults suit the command line and scripts; a caller that
+serves many people (the app) uses lower ones:
+
+    from kuiper_core import limits
+    with limits.use(max_tensor_elements=1 << 24):
+        graph = kuiper_core.load("model.pnnx.param")     # the graph keeps these limits
+    limits.current().max_line_chars
+
+`RuntimeGraph(..., limits=...)` takes them explicitly too; a graph keeps the limits it
+was created under for build, forward and steps. docs/limits.md lists every limit.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, replace
+from typing import Iterable, Iterator
+
+from .errors import LimitError
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Every limit, with its default (see docs/limits.md for what each one guards)."""
+
+    max_param_bytes: int = 64 * MiB  # size of a .param file (or text)
+    max_line_chars: int = 1 * MiB  # one .param line
+    max_operators: int = 100_000  # operator lines in a .param
+    max_tensor_elements: int = 1 << 28  # elements of any one tensor, weight, input or index table (1 GiB of f32)
+    max_planned_bytes: int = 4 * GiB  # all output buffers planned at build, together
+    max_expression_operand: int = 4096  # highest N of an `@N` in an expression
+    max_expression_depth: int = 100_000  # nesting depth of an expression
+    max_upload_bytes: int = 200 * MiB  # one file uploaded to the app
+
+    def replace(self, **changes: int) -> "Limits":
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise TypeError(f"unknown limit(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+
+DEFAULT = Limits()
+_current: ContextVar[Limits] = ContextVar("kuiper_limits", default=DEFAULT)
+
+
+def current() -> Limits:
+    """The limits in force here (DEFAULT unless a caller chose others with `use`)."""
+    return _current.get()
+
+
+@contextmanager
+def use(limits: Limits | None = None, **changes: int) -> Iterator[Limits]:
+    """Run a block under `limits` (default: the current ones) with `changes` applied."""
+    chosen = (limits or current()).replace(**changes) if changes else (limits or current())
+    token = _current.set(chosen)
+    try:
+        yield chosen
+    finally:
+        _current.reset(token)
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+
+def elements(shape: Iterable[int]) -> int:
+    """The element count of a shape, exactly (Python ints: no int64 wrap-around)."""
+    return math.prod(int(d) for d in shape)
+
+
+def check_elements(shape: Iterable[int], what: str, limits: Limits | None = None) -> int:
+    """Raise LimitError if a tensor of `shape` would have more than max_tensor_elements
+    elements; returns the count. `what` names the tensor ('output', "weight '@w'", ...)."""
+    shape = tuple(int(d) for d in shape)
+    n = elements(shape)
+    lim = (limits or current()).max_tensor_elements
+    if n > lim:
+        dims = ",".join(str(d) for d in shape)
+        raise LimitError(
+            f"{what} of shape ({dims}) would have {n:,} elements, more than allowed",
+            limit="max_tensor_elements",
+            maximum=lim,
+            value=n,
+        )
+    return n
+
+
+def check_count(n: int, what: str, limit: str, limits: Limits | None = None) -> None:
+    """Raise LimitError if `n` exceeds the limit named `limit` ('max_operators', ...)."""
+    lim = getattr(limits or current(), limit)
+    if n > lim:
+        raise LimitError(f"{what}: {n:,} is more than allowed", limit=limit, maximum=lim, value=n)
+
+
+def out_of_memory(e: MemoryError, operator: str | None = None, op_type: str | None = None) -> LimitError:
+    """A MemoryError no size check foresaw, as an error naming the operator (not a crash)."""
+    lim = current().max_tensor_elements
+    return LimitError(
+        f"ran out of memory ({e or 'MemoryError'}): it needs more than this machine has, though within the limits",
+        limit="max_tensor_elements",
+        maximum=lim,
+        operator=operator,
+        op_type=op_type,
+    )

@@ -1,0 +1,108 @@
+"""Reading and writing `.npy` arrays given by people (the CLI's --input/--output, the app's
+uploads), with every problem a KuiperError.
+
+`read_npy` checks the header before reading any data: a 100-byte file whose header claims
+a (100000, 100000) array is refused, not allocated, and so are pickled objects, structured
+dtypes and anything that is not an array of numbers. `write_npy` writes exactly the path
+it is given (np.save would add '.npy' to `y.out`).
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+from typing import BinaryIO, Union
+
+import numpy as np
+
+from . import limits as _limits
+from .errors import InputError
+
+NpySource = Union[str, Path, bytes]
+
+
+def read_npy(source: NpySource, name: str | None = None, limits: _limits.Limits | None = None) -> np.ndarray:
+    """The array in a .npy file (a path, or its bytes; `name` is what messages call it)."""
+    if isinstance(source, (bytes, bytearray)):
+        where = name or "the .npy"
+        return _read(io.BytesIO(source), where, len(source), limits)
+    where = name or str(source)
+    path = Path(source)
+    if path.is_dir():
+        raise InputError(f"{where} is a directory, not a .npy file")
+    try:
+        with open(path, "rb") as fp:
+            return _read(fp, where, path.stat().st_size, limits)
+    except FileNotFoundError:
+        raise InputError(f"{where}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{where}: cannot read it ({e.strerror or e})") from None
+
+
+def _read(fp: BinaryIO, where: str, size: int, limits: _limits.Limits | None) -> np.ndarray:
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fp)
+        read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(fp)
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
+        raise InputError(f"{where} is not a readable .npy array file ({e})") from None
+    if dtype.hasobject:
+        raise InputError(f"{where} holds Python objects; only arrays of numbers are read (nothing is unpickled)")
+    if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biufc":
+        raise InputError(f"{where} has dtype {dtype}: expected an array of numbers (bool, int, float or complex)")
+    count = _limits.check_elements(shape, f"the array in {where}", limits)
+    need = count * dtype.itemsize
+    have = size - fp.tell()
+    if have < need:
+        dims = ",".join(map(str, shape))
+        raise InputError(f"{where}: its header says ({dims}) {dtype}, {need:,} bytes, but only {have:,} follow")
+    data = np.frombuffer(bytearray(fp.read(need)), dtype=dtype, count=count)
+    return data.reshape(shape, order="F" if fortran_order else "C")
+
+
+def read_npz(data: bytes, name: str = "the .npz", limits: _limits.Limits | None = None) -> dict[str, np.ndarray]:
+    """The arrays of a .npz (key -> array), each read as `read_npy` reads one. A member's
+    inflated size is checked against its header before it is inflated (no zip bombs)."""
+    lim = limits or _limits.current()
+    most = lim.max_tensor_elements * 16 + 4096  # the biggest allowed array (complex128) and its header
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise InputError(f"{name} is not a NumPy .npz file ({e})") from None
+    arrays: dict[str, np.ndarray] = {}
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > _MAX_NPZ_MEMBERS:
+            raise InputError(f"{name} has {len(infos):,} members; at most {_MAX_NPZ_MEMBERS:,} are read")
+        for info in infos:
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            where = f"{name}: '{key}'"
+            if key in arrays:
+                raise InputError(f"{where} appears twice")
+            if info.file_size > most:
+                raise InputError(f"{where} inflates to {info.file_size:,} bytes, more than any allowed array")
+            try:
+                with zf.open(info) as member:
+                    raw = member.read(info.file_size + 1)
+            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError, ValueError) as e:
+                raise InputError(f"{where} is unreadable ({e})") from None
+            arrays[key] = read_npy(raw, where, lim)
+    return arrays
+
+
+_MAX_NPZ_MEMBERS = 100_000
+
+
+def write_npy(path: str | Path, array: np.ndarray) -> Path:
+    """Write `array` to exactly `path` (no '.npy' appended); an InputError if it cannot."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory: give a file name for the output")
+    try:
+        with open(path, "wb") as fp:
+            np.save(fp, np.asarray(array), allow_pickle=False)
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
+    return path

@@ -1,0 +1,405 @@
+"""Constants: parameters that arrived as operands, static shapes, constant subgraphs.
+
+FoldConstantParams (O1)  pnnx's fuse_constant_expression: `torch.flatten $start_dim=38`
+                         where 38 is `pnnx.Expression expr=1` becomes `start_dim=1`.
+FoldStaticShapes (O2)    pnnx's eval_expression + eliminate_reshape_shape_expression:
+                         `size(@0,2)` of an operand whose shape is static becomes its value;
+                         a reshape/view/expand whose shape is computed takes its declared
+                         output shape instead. Bakes the exported shape in, as pnnx does,
+                         except that a reshape computed as `[size(@k,0), …]` keeps `-1` for
+                         the batch, so the model still runs at another batch size.
+FoldConstants (O2)       operators whose inputs are all constant are computed once (with the
+                         engine's own layers) and become one `pnnx.Attribute` (or a literal
+                         expression for scalars and lists); constant parts of expressions
+                         (literal arithmetic, subtrees over weights) are folded too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..expression import evaluate, to_text, walk
+from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
+from ..graph import Graph, Operand, Operator, numpy_dtype
+from .expr_tools import (
+    constant_param,
+    copy_node,
+    expr_of,
+    fold_constant_calls,
+    rebuild,
+    set_expr_dropping_unused,
+    substitute,
+)
+from .manager import graph_pass, record
+from .op_kinds import IO_TYPES, RESHAPE_TYPES, is_pure
+from .rewrite import add_input, add_weight, attribute_of, remove_input, remove_operator, replace_all_uses
+
+# A folded tensor larger than this stays computed at run time (it would bloat the .bin).
+MAX_FOLDED_ELEMENTS = 1 << 24
+
+
+# -- FoldConstantParams --------------------------------------------------------------------------
+@graph_pass("FoldConstantParams", 1, description="literal operands ($dim=, $shape=…) become operator parameters")
+def fold_constant_params(graph: Graph) -> tuple[Graph, bool]:
+    changed = False
+    for producer in list(graph.operators):
+        ok, value = constant_param(producer)
+        if not ok:
+            continue
+        out = producer.outputs[0]
+        for op in list(dict.fromkeys(out.consumers)):
+            if op.type in IO_TYPES or op.type == "pnnx.Expression":
+                continue
+            slots = [i for i, o in enumerate(op.inputs) if o is out and op.input_name(i)]
+            for i in reversed(slots):
+                key = op.input_name(i)
+                op.params[key] = value
+                remove_input(op, i)
+                record("folded", op.name, f"{key}={_short(value)} (from operand {out.name})")
+                changed = True
+        if not out.consumers:
+            remove_operator(graph, producer)
+            record("removed", producer.name, f"literal {_short(value)} now a parameter")
+    return graph, changed
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value) if not isinstance(value, list) else "(" + ",".join(map(str, value)) + ")"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- FoldStaticShapes -----------------------------------------------------------------------------
+def static_export(graph: Graph) -> bool:
+    """Every graph input has a fully known shape: the export was static, so every int dim
+    of a `#` annotation is the dim at run time (pnnx folds the same)."""
+    return all(op.outputs and op.outputs[0].static_shape is not None for op in graph.inputs)
+
+
+def _trusted_dim(operand: Operand, dim: int, static: bool) -> int | None:
+    shape = operand.shape
+    if shape is None or not -len(shape) <= dim < len(shape):
+        return None
+    d = shape[dim]
+    if not isinstance(d, int):
+        return None
+    producer = operand.producer.type if operand.producer else ""
+    # In a dynamic export only inputs and weights have dims that cannot vary (pnnx's rule).
+    return d if static or producer in ("pnnx.Input", "pnnx.Attribute") else None
+
+
+def _fold_sizes(op: Operator, static: bool) -> bool:
+    ast = expr_of(op)
+    if ast is None:
+        return False
+    replaced = 0
+
+    def visit(node: Node, kids: list[Node]) -> Node:
+        nonlocal replaced
+        new = copy_node(node, kids)
+        if isinstance(new, Call) and new.name == "size" and isinstance(new.args[0], OperandRef):
+            operand = op.inputs[new.args[0].index] if new.args[0].index < len(op.inputs) else None
+            if operand is None:
+                return new
+            if len(new.args) == 2 and isinstance(new.args[1], Constant) and isinstance(new.args[1].value, int):
+                d = _trusted_dim(operand, new.args[1].value, static)
+                if d is not None:
+                    replaced += 1
+                    return Constant(d)
+            elif len(new.args) == 1 and operand.shape is not None:
+                dims = [_trusted_dim(operand, i, static) for i in range(len(operand.shape))]
+                if all(d is not None for d in dims):
+                    replaced += 1
+                    return ListExpr([Constant(d) for d in dims])
+        if isinstance(new, Call) and new.name == "int" and isinstance(new.args[0], Constant):
+            if isinstance(new.args[0].value, int) and not isinstance(new.args[0].value, bool):
+                return new.args[0]
+        return new
+
+    new_ast = rebuild(ast, visit)
+    if not replaced:
+        return False
+    new_ast, _ = fold_constant_calls(new_ast)
+    set_expr_dropping_unused(op, new_ast)
+    record("folded", op.name, f"{replaced} static size(…) → expr={_short(to_text(new_ast), 60)}")
+    return True
+
+
+_SHAPE_PARAM = {"Tensor.reshape": "shape", "Tensor.view": "shape", "Tensor.expand": "sizes"}
+
+
+def _static_shape_param(op: Operator) -> bool:
+    """reshape/view/expand whose shape is an operand: use the declared output shape."""
+    key = _SHAPE_PARAM.get(op.type)
+    if key is None or key in op.params or not op.outputs or op.outputs[0].shape is None:
+        return False
+    slots = [i for i in range(len(op.inputs)) if op.input_name(i) == key]
+    if len(slots) != 1:
+        return False
+    dims = [d if isinstance(d, int) else -1 for d in op.outputs[0].shape]
+    # reshape infers one -1; expand's -1 keeps the input dim, so it must be fully known
+    if dims.count(-1) > (1 if op.type in RESHAPE_TYPES else 0):
+        return False
+    source = op.inputs[slots[0]]
+    if op.type in RESHAPE_TYPES and dims and -1 not in dims and _batch_first(source):
+        dims[0] = -1  # the batch follows the input, as the computed shape did
+    remove_input(op, slots[0])
+    op.params[key] = dims
+    record("folded", op.name, f"{key}={_short(dims)} from the declared output shape (was operand {source.name})")
+    return True
+
+
+def _batch_first(shape_operand: Operand) -> bool:
+    """The computed shape is `[size(@k,0), …]` with no other item reading a dim 0: a
+    reshape that keeps the batch, whatever it is, and fixes the other dims."""
+    producer = shape_operand.producer
+    if producer is None or producer.type != "pnnx.Expression":
+        return False
+    ast = expr_of(producer)
+    if not isinstance(ast, ListExpr) or not ast.items:
+        return False
+
+    def is_dim0(n: Node) -> bool:
+        return (isinstance(n, Call) and n.name == "size" and len(n.args) == 2 and isinstance(n.args[1], Constant)
+                and n.args[1].value == 0)
+
+    first = ast.items[0]
+    if isinstance(first, Call) and first.name == "int" and first.args:
+        first = first.args[0]
+    return is_dim0(first) and not any(is_dim0(n) for item in ast.items[1:] for n in walk(item))
+
+
+@graph_pass("FoldStaticShapes", 2, description="static size(…) values and reshape shapes baked in, as pnnx does")
+def fold_static_shapes(graph: Graph) -> tuple[Graph, bool]:
+    static = static_export(graph)
+    changed = False
+    # Shapes first (they read the expressions that compute them), then sizes in expressions.
+    for op in list(graph.operators):
+        if op.type in _SHAPE_PARAM:
+            changed |= _static_shape_param(op)
+    for op in list(graph.operators):
+        if op.type == "pnnx.Expression" and op.inputs:
+            changed |= _fold_sizes(op, static)
+    changed |= _remove_dead(graph, [op for op in graph.operators if op.type == "pnnx.Expression"])
+    return graph, changed
+
+
+def _remove_dead(graph: Graph, candidates: list[Operator]) -> bool:
+    """Remove candidates nobody reads, then the pure feeders that leaves unread."""
+    present = {id(op) for op in graph.operators}
+    removed = False
+    todo = list(candidates)
+    while todo:
+        op = todo.pop()
+        if id(op) not in present or op.type in IO_TYPES or not is_pure(op) or not op.outputs:
+            continue
+        if any(o.consumers for o in op.outputs):
+            continue
+        feeders = [o.producer for o in op.inputs if o.producer is not None]
+        remove_operator(graph, op)
+        present.discard(id(op))
+        record("removed", op.name, "no longer used")
+        removed = True
+        todo.extend(feeders)
+    return removed
+
+
+# -- FoldConstants ----------------------------------------------------------------------------------
+def _evaluate(op: Operator, args: list[Any]) -> list[Any]:
+    """The outputs of `op` for constant inputs: expressions by the evaluator (scalars stay
+    Python values, lists lists), everything else by the engine's layer."""
+    if op.type == "pnnx.Expression":
+        ast = expr_of(op)
+        if ast is None:
+            raise ValueError("expr does not parse")
+        return [evaluate(ast, args)]
+    from ..layers.registry import create_layer
+
+    layer = create_layer(op)
+    arrays = [np.asarray(a) if not isinstance(a, np.ndarray) else a for a in args]
+    return list(layer.forward(arrays, [None] * len(op.outputs)))
+
+
+def _fits(operand: Operand, value: Any) -> bool:
+    """A computed tensor may replace `operand` only with its declared shape and dtype."""
+    if not isinstance(value, np.ndarray) or value.size > MAX_FOLDED_ELEMENTS:
+        return False
+    if operand.dtype is None or operand.dtype == "bf16" or value.dtype != numpy_dtype(operand.dtype):
+        return False
+    shape = operand.shape
+    if shape is None or len(shape) != value.ndim:
+        return False
+    return all(not isinstance(d, int) or d == n for d, n in zip(shape, value.shape))
+
+
+def _literal_node(value: Any) -> Node | None:
+    """A literal for a scalar or a flat list of numbers (shape arithmetic results)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, float)):
+        return Constant(value)
+    if isinstance(value, (list, tuple)):
+        items = [v.item() if isinstance(v, np.generic) else v for v in value]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+            return ListExpr([Constant(v) for v in items])
+    return None
+
+
+def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
+    """Values of every constant operand, and the operators computed from constants only."""
+    values: dict[str, Any] = {}
+    computed: list[Operator] = []
+    for op in graph.operators:
+        if op.type == "pnnx.Attribute":
+            attr = op.attrs.get("data")
+            if attr is not None and attr.data is not None and len(op.outputs) == 1:
+                values[op.outputs[0].name] = attr.data
+            continue
+        ok, value = constant_param(op)
+        if ok:
+            values[op.outputs[0].name] = value
+            continue
+        if not is_pure(op) or op.type.startswith("prim::") or not op.outputs:
+            continue
+        if any(o.name not in values for o in op.inputs):
+            continue
+        try:
+            outs = _evaluate(op, [values[o.name] for o in op.inputs])
+        except Exception as e:  # no layer, or params still operands: keep it computed
+            record("kept", op.name, f"constant but not computable now ({type(e).__name__}: {str(e)[:80]})")
+            continue
+        for o, v in zip(op.outputs, outs):
+            values[o.name] = v
+        computed.append(op)
+    return values, computed
+
+
+def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_ids: set[int]) -> bool:
+    """Replace the outputs of a computed constant operator that non-constant operators read:
+    a tensor becomes a pnnx.Attribute, a scalar or list (shape arithmetic) a literal."""
+    changed = False
+    for o in op.outputs:
+        if all(id(c) in computed_ids for c in o.consumers):
+            continue
+        value = values[o.name]
+        if not isinstance(value, np.ndarray):
+            node = _literal_node(value)
+            if node is None or op.type != "pnnx.Expression":
+                continue
+            for i in reversed(range(len(op.inputs))):
+                remove_input(op, i)
+            op.params["expr"] = to_text(node)
+            record("folded", op.name, f"constant expression → literal {_short(to_text(node), 60)}")
+            return True
+        if not _fits(o, value):
+            record("kept", op.name, f"computed {value.dtype}{tuple(value.shape)} does not match the declared {o.dtype}{o.shape}")
+            continue
+        if len(op.outputs) == 1:
+            # The operator itself becomes the weight: same name, same operand.
+            for i in reversed(range(len(op.inputs))):
+                remove_input(op, i)
+            op.type, op.params, op.input_names = "pnnx.Attribute", {}, []
+            op.attrs = {"data": attribute_of(value)}
+            record("folded", op.name, f"constant subgraph → pnnx.Attribute {o.dtype}{tuple(value.shape)}")
+            return True
+        new = add_weight(graph, value, f"{op.name}_{o.name}", before=op)
+        new.shape, new.dtype = o.shape, o.dtype
+        replace_all_uses(o, new)
+        record("folded", op.name, f"output {o.name} → pnnx.Attribute {new.producer.name if new.producer else ''}")
+        changed = True
+    return changed
+
+
+def _fold_expression_parts(op: Operator, values: dict[str, Any], graph: Graph) -> bool:
+    """Inside one expression: inline literal inputs, fold literal arithmetic, and
+    precompute subtrees that read only constant tensors into a new weight."""
+    ast = expr_of(op)
+    if ast is None:
+        return False
+    text_before = to_text(ast)
+    # 1. literal inputs (`@1` fed by `expr=2.0`) become literals
+    literal_inputs: dict[int, Node | int] = {}
+    for i, o in enumerate(op.inputs):
+        v = values.get(o.name)
+        if o.producer is not None and constant_param(o.producer)[0] and isinstance(v, (int, float)) and not isinstance(v, bool):
+            literal_inputs[i] = Constant(v)
+    if literal_inputs:
+        ast = substitute(ast, literal_inputs)
+    ast, _ = fold_constant_calls(ast)
+    # 2. subtrees over constant tensors only (with some arithmetic) → a new weight
+    const_inputs = {i for i, o in enumerate(op.inputs) if isinstance(values.get(o.name), np.ndarray)}
+    new_inputs: list[Operand] = []
+    if const_inputs and len(const_inputs) < len(op.inputs):
+        ast = _hoist_constant_subtrees(op, ast, const_inputs, values, graph, new_inputs)
+    if to_text(ast) == text_before and not new_inputs:
+        return False
+    for operand in new_inputs:
+        add_input(op, operand)
+    set_expr_dropping_unused(op, ast)
+    record("folded", op.name, f"expr {_short(text_before, 50)} → {_short(op.params['expr'], 50)}")
+    return True
+
+
+def _hoist_constant_subtrees(
+    op: Operator, ast: Node, const_inputs: set[int], values: dict[str, Any], graph: Graph, new_inputs: list[Operand]
+) -> Node:
+    # constness of every node, bottom-up
+    const: dict[int, bool] = {}
+
+    def mark(node: Node, kids: list[Node]) -> Node:
+        new = copy_node(node, kids)
+        if isinstance(new, OperandRef):
+            const[id(new)] = new.index in const_inputs
+        elif isinstance(new, Constant):
+            const[id(new)] = True
+        else:
+            const[id(new)] = all(const[id(k)] for k in kids) and not (isinstance(new, Call) and new.name == "size")
+        return new
+
+    ast = rebuild(ast, mark)
+
+    def worth(node: Node) -> bool:
+        return isinstance(node, Call) and any(isinstance(n, OperandRef) for n in walk(node))
+
+    def hoist(node: Node) -> Node:
+        refs = sorted({n.index for n in walk(node) if isinstance(n, OperandRef)})
+        sub = substitute(node, {old: new for new, old in enumerate(refs)})
+        value = evaluate(sub, [values[op.inputs[i].name] for i in refs])
+        if not isinstance(value, np.ndarray) or value.size > MAX_FOLDED_ELEMENTS:
+            return node
+        operand = add_weight(graph, value, f"{op.name}_const", before=op)
+        new_inputs.append(operand)
+        return OperandRef(len(op.inputs) + len(new_inputs) - 1)
+
+    if const.get(id(ast)):
+        return ast  # the whole expression is constant: FoldConstants' operator path handles it
+    stack: list[Node] = [ast]
+    while stack:
+        node = stack.pop()
+        kids = node.args if isinstance(node, Call) else node.items if isinstance(node, ListExpr) else []
+        for j, k in enumerate(kids):
+            if const.get(id(k)) and worth(k):
+                kids[j] = hoist(k)
+            else:
+                stack.append(k)
+    return ast
+
+
+@graph_pass("FoldConstants", 2, required=("FoldConstantParams",),
+            description="constant subgraphs computed once into pnnx.Attribute; constant parts of expressions folded")
+def fold_constants(graph: Graph) -> tuple[Graph, bool]:
+    values, computed = _constant_values(graph)
+    computed_ids = {id(op) for op in computed}
+    changed = False
+    candidates: list[Operator] = list(computed)
+    for op in computed:
+        changed |= _materialise(graph, op, values, computed_ids)
+    for op in list(graph.operators):
+        if op.type == "pnnx.Expression" and op.inputs and id(op) not in computed_ids:
+            feeders = [o.producer for o in op.inputs if o.producer is not None]
+            if _fold_expression_parts(op, values, graph):
+                changed = True
+                candidates += feeders
+    changed |= _remove_dead(graph, candidates)
+    return graph, changed

@@ -1,0 +1,139 @@
+"""Passes: optimise a model with the graph passes and see what each one did."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from kuiper_core.errors import KuiperError
+from kuiper_core.explore import passes_view as pv
+from kuiper_core.passes import pass_names, pass_table
+from pages import common
+
+PRESET_DIR = common.SAMPLES / "passes"
+CURRENT = "current"
+
+
+@st.cache_resource(show_spinner=False)
+def preset(name: str):
+    return pv.load_preset(PRESET_DIR, name)
+
+
+st.title("Graph passes")
+st.caption(
+    "A pass manager after TVM's: each pass has a name and an opt level; it runs when it is not disabled and is "
+    "required or within the level. The passes repeat until a whole round changes nothing. Every pass's result is "
+    "checked (each operand produced once, consumers consistent, a DAG in execution order, shapes consistent)."
+)
+
+sources = list(pv.PRESETS) + [CURRENT]
+source = st.radio(
+    "Start from",
+    sources,
+    format_func=lambda s: pv.PRESETS[s]["title"] if s in pv.PRESETS else "The current model (Home page)",
+    horizontal=True,
+    key="passes_source",
+)
+c1, c2, c3 = st.columns([1, 2, 2])
+level = c1.radio("Opt level", [0, 1, 2], index=2, horizontal=True, key="passes_level",
+                 help="0: nothing. 1: safe clean-ups that never change a number. 2: everything.")
+names = pass_names()
+disabled = c2.multiselect("Disable passes", names, key="passes_disabled")
+required = c3.multiselect("Require passes (run whatever the level)", names, key="passes_required")
+with st.expander("The passes, in pipeline order"):
+    st.dataframe(pd.DataFrame(pass_table()), hide_index=True, width="stretch")
+
+# -- the graph to optimise, its input and PyTorch's outputs --------------------------------------
+if source == CURRENT:
+    model = common.require_model(runnable=False)
+    assert model.graph is not None
+    graph, label, pnnx_o2 = model.graph, model.name, None
+    inputs = common.current_input(model)
+    expected = model.expected if st.session_state.get(common.INPUT_KEY, {}).get("kind", "sample") == "sample" else None
+    st.caption(f"`{model.name}` with {common.input_description()}.")
+else:
+    chosen, graph = preset(source)
+    label, pnnx_o2, inputs, expected = source, chosen.pnnx_o2_operators, [chosen.input], chosen.expected
+    st.caption(chosen.text)
+
+key = (source, id(graph), level, tuple(disabled), tuple(required))
+cached = st.session_state.get("passes_view")
+if cached is None or cached[0] != key:
+    try:
+        view = pv.optimise_view(graph, level, disabled=disabled, required=required)
+    except KuiperError as e:
+        common.show_error(e, title="The passes failed")
+        st.stop()
+    st.session_state["passes_view"] = (key, view)
+else:
+    view = cached[1]
+
+n0, n1 = len(view.before.operators), len(view.after.operators)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Operators before", f"{n0:,}")
+m2.metric("Operators after", f"{n1:,}", delta=f"{n1 - n0:,}", delta_color="inverse")
+m3.metric("pnnx optlevel 2", f"{pnnx_o2:,}" if pnnx_o2 is not None else "—",
+          help="Operators in pnnx's own optlevel-2 export of the same model")
+m4.metric("Time in passes", f"{view.result.log.total_seconds * 1e3:.1f} ms")
+
+# -- the two graphs ----------------------------------------------------------------------------
+st.subheader("Before and after")
+st.caption(
+    f"Removed operators are red on the left, new ones green on the right, rewritten ones amber on both sides "
+    f"({len(view.diff.removed)} removed, {len(view.diff.added)} added, {len(view.diff.changed)} rewritten)."
+)
+left, right = st.columns(2)
+with left:
+    st.markdown(f"**Before** · {n0} operators")
+    st.graphviz_chart(view.before_dot(edge_labels=False), width="stretch")
+with right:
+    st.markdown(f"**After** · {n1} operators")
+    st.graphviz_chart(view.after_dot(edge_labels=False), width="stretch")
+
+# -- the log and the diff of each pass ------------------------------------------------------------
+st.subheader("Per-pass log")
+if not view.rows:
+    st.info("No pass ran: opt level 0 and nothing required.")
+else:
+    every = st.toggle("Show the passes that changed nothing too", key="passes_every")
+    rows = view.rows if every else [r for r in view.rows if r["what changed"] != "no change"]
+    st.dataframe(
+        pd.DataFrame(rows), hide_index=True, width="stretch",
+        column_config={"time_ms": st.column_config.NumberColumn("time (ms)", format="%.2f")},
+    )
+if view.pass_diffs:
+    pick = st.selectbox(
+        "What a pass did", range(len(view.pass_diffs)), key="passes_pick",
+        format_func=lambda i: f"{i + 1}. {view.pass_diffs[i][0]}",
+    )
+    name, diff = view.pass_diffs[pick]
+    changes = view.changes_of(name)
+    with st.expander(f"{len(changes)} change(s) recorded by {name}", expanded=len(changes) <= 12):
+        st.code("\n".join(changes) or "(none)", language=None)
+    st.code(diff or "(no textual difference)", language="diff")
+
+# -- do both compute the same? ----------------------------------------------------------------------
+st.subheader("Outputs checked")
+try:
+    checks, original_error = pv.check_outputs(view.before, view.after, inputs, expected)
+except KuiperError as e:
+    common.show_error(e, title="The optimised model failed while running")
+    st.stop()
+if original_error:
+    st.info(f"The original graph does not run in this engine ({original_error}); "
+            "the optimised one is compared with PyTorch's outputs instead.")
+table = pd.DataFrame([
+    {"output": c.index, "shape": "×".join(map(str, c.shape)), "max |after − before|": c.vs_original,
+     "max |after − PyTorch|": c.vs_reference, "equal": {True: "yes", False: "NO", None: "not checked"}[c.ok]}
+    for c in checks
+])
+st.dataframe(table, hide_index=True, width="stretch")
+if all(c.ok for c in checks):
+    st.success("The optimised model computes the same outputs.")
+elif any(c.ok is False for c in checks):
+    st.error("The optimised model's outputs differ.")
+
+files = pv.saved_files(view.after, label)
+d1, d2 = st.columns(2)
+for col, (fname, data) in zip((d1, d2), files.items()):
+    col.download_button(f"Download {fname}", data, file_name=fname, key=f"passes_dl_{fname.rsplit('.', 1)[-1]}")

@@ -1,0 +1,39 @@
+"""The Passes page in a real browser (Chromium + Playwright): both graphs render as SVG,
+the left one with the operators the passes removed, the right one without them."""
+
+from __future__ import annotations
+
+import pytest
+from app_server import GRAPH_SVG, SCREENSHOTS, browser_missing, chromium_page, exception_boxes, goto_page, streamlit_server, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+
+_why = browser_missing()
+if _why:
+    pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+
+
+def svg_titles(page, index: int) -> set[str]:
+    """Node titles of the index-th graph on the page."""
+    return set(page.eval_on_selector_all(
+        GRAPH_SVG, f"svgs => Array.from(svgs[{index}].querySelectorAll('g.node > title')).map(t => t.textContent)"))
+
+
+def test_passes_page_renders_both_graphs():
+    with streamlit_server(timeout=120) as url, chromium_page() as page:
+        page.goto(url)
+        page.get_by_text("Kuiper Explorer").first.wait_for()
+        wait_idle(page)
+        goto_page(page, "passes")
+        page.get_by_text("Graph passes").first.wait_for()
+        page.get_by_text("Pass zoo (every pass has work)").click()
+        wait_idle(page)
+        page.wait_for_function(f"document.querySelectorAll('{GRAPH_SVG}').length >= 2", timeout=60_000)
+        before, after = svg_titles(page, 0), svg_titles(page, 1)
+        assert {"bn1", "bn2", "bn3", "drop", "conv1"} <= before
+        assert "conv1" in after and not ({"bn1", "bn2", "bn3", "drop"} & after)
+        assert len(after) < len(before)
+        page.get_by_text("The optimised model computes the same outputs.").wait_for()
+        assert exception_boxes(page) == []
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "passes.png"), full_page=True)

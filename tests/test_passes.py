@@ -1,0 +1,460 @@
+"""Each pass on small graphs: what it rewrites, what it must leave alone, and that the
+rewritten graph computes what the original did. Real exports: test_passes_real.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kuiper_core.passes.expr_tools import expr_of
+from kuiper_core.expression import to_text
+from pass_testing import assert_equivalent, graph_of, run, run_passes, types
+
+IN4 = "pnnx.Input in 0 1 0 #0=(1,4,6,6)f32"
+
+
+def out(name: str, shape: str = "(1,4,6,6)f32") -> str:
+    return f"pnnx.Output out 1 0 {name} #{name}={shape}"
+
+
+def conv(name: str, src: str, dst: str, cin: int = 4, cout: int = 4, *, k: int = 3, pad: int = 1, hw: int = 6,
+         ohw: int | None = None, extra: str = "") -> str:
+    ohw = hw if ohw is None else ohw
+    return (f"nn.Conv2d {name} 1 1 {src} {dst} bias=True dilation=(1,1) groups=1 in_channels={cin} out_channels={cout} "
+            f"kernel_size=({k},{k}) padding=({pad},{pad}) padding_mode=zeros stride=(1,1) {extra} "
+            f"@weight=({cout},{cin},{k},{k})f32 @bias=({cout})f32 #{src}=(1,{cin},{hw},{hw})f32 #{dst}=(1,{cout},{ohw},{ohw})f32")
+
+
+# -- FoldConstantParams -------------------------------------------------------------------------
+def test_literal_operands_become_params_and_their_expressions_go():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(1,4,2,3)f32",
+        "pnnx.Expression e1 0 1 s expr=1",
+        "pnnx.Expression e2 0 1 t expr=-1",
+        "torch.flatten f 3 1 0 s t 1 $input=0 $start_dim=s $end_dim=t #0=(1,4,2,3)f32 #1=(1,24)f32",
+        "pnnx.Output out 1 0 1 #1=(1,24)f32",
+    )
+    after, log = run_passes(g, "FoldConstantParams", level=1)
+    f = after.operator("f")
+    assert f.params == {"start_dim": 1, "end_dim": -1} and [o.name for o in f.inputs] == ["0"]
+    assert types(after) == ["pnnx.Input", "torch.flatten", "pnnx.Output"]
+    assert run(after, np.ones((1, 4, 2, 3), np.float32))[0].shape == (1, 24)  # the o1 regression: (1,24), not (24,)
+    assert log.rows[0].changed and len(log.rows[0].changes) == 4
+
+
+def test_literal_read_by_an_expression_or_unnamed_slot_stays_an_operand():
+    g = graph_of(
+        IN4,
+        "pnnx.Expression c 0 1 k expr=2.0",
+        "pnnx.Expression e 2 1 0 k 1 expr=mul(@0,@1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        out("1"),
+    )
+    after, log = run_passes(g, "FoldConstantParams", level=1)
+    assert types(after) == types(g) and not log.rows[0].changed
+
+
+# -- FoldStaticShapes ----------------------------------------------------------------------------
+def test_computed_reshape_shape_uses_the_declared_output_and_keeps_the_batch():
+    g = graph_of(
+        IN4,
+        "pnnx.Expression s 1 1 0 sh expr=[size(@0,0),-1] #0=(1,4,6,6)f32",
+        "Tensor.reshape r 2 1 0 sh 1 $input=0 $shape=sh #0=(1,4,6,6)f32 #1=(1,144)f32",
+        "pnnx.Expression v 1 1 0 sz expr=[int(size(@0,1)),mul(size(@0,2),size(@0,3))] #0=(1,4,6,6)f32",
+        "Tensor.reshape r2 2 1 1 sz 2 $input=1 $shape=sz #1=(1,144)f32 #2=(4,36)f32",
+        "pnnx.Output out 1 0 2 #2=(4,36)f32",
+    )
+    after, _ = run_passes(g, "FoldStaticShapes")
+    assert after.operator("r").params["shape"] == [-1, 144]  # [size(@0,0), …]: the batch follows the input
+    assert after.operator("r2").params["shape"] == [4, 36]
+    assert types(after) == ["pnnx.Input", "Tensor.reshape", "Tensor.reshape", "pnnx.Output"]
+    x = np.random.default_rng(0).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.testing.assert_array_equal(run(after, x)[0], x.reshape(4, 36))
+
+
+def test_sizes_of_static_operands_fold_but_dynamic_dims_stay():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(1,4,?,?)f32",
+        "pnnx.Expression s 1 1 0 1 expr=mul(@0,size(@0,1)) #0=(1,4,?,?)f32 #1=(1,4,?,?)f32",
+        "pnnx.Expression t 1 1 1 2 expr=div(@0,size(@0,2)) #1=(1,4,?,?)f32 #2=(1,4,?,?)f32",
+        "pnnx.Output out 1 0 2 #2=(1,4,?,?)f32",
+    )
+    after, _ = run_passes(g, "FoldStaticShapes")
+    assert after.operator("s").params["expr"] == "mul(@0,4)"  # an input's static dim: folded (pnnx's rule)
+    assert after.operator("t").params["expr"] == "div(@0,size(@0,2))"  # dynamic: kept
+
+
+# -- FoldConstants --------------------------------------------------------------------------------
+def test_constant_subgraph_becomes_one_attribute():
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 a @data=(1,4,1,1)f32 #a=(1,4,1,1)f32",
+        "F.softmax sm 1 1 a b dim=1 #a=(1,4,1,1)f32 #b=(1,4,1,1)f32",
+        "pnnx.Expression e 1 1 b c expr=exp(@0) #b=(1,4,1,1)f32 #c=(1,4,1,1)f32",
+        "pnnx.Expression m 2 1 0 c 1 expr=mul(@0,@1) #0=(1,4,6,6)f32 #c=(1,4,1,1)f32 #1=(1,4,6,6)f32",
+        out("1"),
+    )
+    after, log = run_passes(g, "FoldConstants")
+    assert types(after) == ["pnnx.Input", "pnnx.Attribute", "pnnx.Expression", "pnnx.Output"]
+    folded = after.operator("e")  # the last constant operator became the weight, same name and operand
+    w = g.operator("w").attrs["data"].data
+    want = np.exp(np.exp(w) / np.exp(w).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(folded.attrs["data"].data, want, rtol=1e-6)
+    assert_equivalent(g, after)
+
+
+def test_constant_parts_of_an_expression_are_folded():
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 a @data=(1,4,1,1)f32 #a=(1,4,1,1)f32",
+        "pnnx.Expression c 0 1 k expr=3.0",
+        "pnnx.Expression e 3 1 0 a k 1 expr=add(mul(@0,exp(@1)),mul(@2,sqrt(4.0))) #0=(1,4,6,6)f32 #a=(1,4,1,1)f32 #1=(1,4,6,6)f32",
+        out("1"),
+    )
+    after, _ = run_passes(g, "FoldConstants")
+    e = after.operator("e")
+    # exp(@1) over a weight → a new weight; the literal input 3.0 and sqrt(4.0) → numbers
+    assert e.params["expr"] == "add(mul(@0,@1),6.0)"
+    assert [o.producer.type for o in e.inputs] == ["pnnx.Input", "pnnx.Attribute"]
+    np.testing.assert_allclose(e.inputs[1].producer.attrs["data"].data, np.exp(g.operator("w").attrs["data"].data), rtol=1e-6)
+    assert "c" not in [op.name for op in after.operators] and "w" not in [op.name for op in after.operators]
+    assert_equivalent(g, after)
+
+
+def test_random_operators_are_never_folded():
+    g = graph_of(
+        IN4,
+        "torch.randn r 0 1 a size=(1,4,6,6) #a=(1,4,6,6)f32",
+        "pnnx.Expression m 2 1 0 a 1 expr=add(@0,@1) #0=(1,4,6,6)f32 #a=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        out("1"),
+    )
+    after, log = run_passes(g, "FoldConstants")
+    assert types(after) == types(g) and not log.rows[0].changed
+
+
+# -- RemoveNoOps ---------------------------------------------------------------------------------
+NOOPS = [
+    ("nn.Dropout d 1 1 0 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "dropout"),
+    ("F.dropout d 1 1 0 1 p=0.5 training=False #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "dropout"),
+    ("nn.Identity d 1 1 0 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "identity"),
+    ("Tensor.reshape d 1 1 0 1 shape=(1,4,6,6) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "input's shape"),
+    ("Tensor.expand d 1 1 0 1 sizes=(1,-1,-1,-1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "input's shape"),
+    ("Tensor.slice d 1 1 0 1 dim=1 start=0 end=2147483647 step=1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "full slice"),
+    ("Tensor.slice d 1 1 0 1 dim=2 start=0 end=6 step=1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "full slice"),
+    ("torch.cat d 1 1 0 1 dim=1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "cat of one input"),
+    ("F.upsample_nearest d 1 1 0 1 scale_factor=(1.0,1.0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "×1 upsample"),
+    ("F.interpolate d 1 1 0 1 mode=bilinear align_corners=False size=(6,6) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "same size"),
+    ("F.pad d 1 1 0 1 mode=constant pad=(0,0,0,0) value=0.0 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "zero padding"),
+    ("nn.ZeroPad2d d 1 1 0 1 padding=(0,0,0,0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "zero padding"),
+    ("pnnx.Expression d 1 1 0 1 expr=mul(@0,1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "mul(@0,1)"),
+    ("pnnx.Expression d 1 1 0 1 expr=mul(1.0,@0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "mul(1.0,@0)"),
+    ("pnnx.Expression d 1 1 0 1 expr=add(@0,0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "add(@0,0)"),
+    ("pnnx.Expression d 1 1 0 1 expr=sub(@0,0.0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "sub(@0,0.0)"),
+    ("pnnx.Expression d 1 1 0 1 expr=div(@0,1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "div(@0,1)"),
+]
+
+
+@pytest.mark.parametrize("line, why", NOOPS, ids=[n[0].split()[0] + ":" + n[1] for n in NOOPS])
+def test_no_ops_are_removed(line, why):
+    g = graph_of(IN4, line, "nn.ReLU r 1 1 1 2 #1=(1,4,6,6)f32 #2=(1,4,6,6)f32", out("2"))
+    after, log = run_passes(g, "RemoveNoOps", level=1)
+    assert types(after) == ["pnnx.Input", "nn.ReLU", "pnnx.Output"]
+    assert why in str(log.rows[-1].changes[0])
+    assert_equivalent(g, after)
+
+
+NOT_NOOPS = [
+    "F.dropout d 1 1 0 1 p=0.5 training=True #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+    "Tensor.slice d 1 1 0 1 dim=1 start=1 end=2147483647 step=1 #0=(1,4,6,6)f32 #1=(1,3,6,6)f32",
+    "F.pad d 1 1 0 1 mode=constant pad=(1,-1,0,0) value=0.0 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+    "pnnx.Expression d 1 1 0 1 expr=mul(@0,2) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+    "pnnx.Expression d 1 1 0 1 expr=add(@0,1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+    "Tensor.permute d 1 1 0 1 dims=(0,1,3,2) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",  # same shape, not the identity
+]
+
+
+@pytest.mark.parametrize("line", NOT_NOOPS, ids=[n.split()[0] for n in NOT_NOOPS])
+def test_look_alikes_stay(line):
+    out_shape = line.split("#1=")[1]
+    g = graph_of(IN4, line, f"pnnx.Output out 1 0 1 #1={out_shape}")
+    after, log = run_passes(g, "RemoveNoOps", level=1)
+    assert types(after) == types(g) and not log.rows[-1].changed
+
+
+def test_cancelling_permutes_vanish_and_others_compose():
+    g = graph_of(
+        IN4,
+        "Tensor.permute p1 1 1 0 1 dims=(0,2,3,1) #0=(1,4,6,6)f32 #1=(1,6,6,4)f32",
+        "torch.transpose p2 1 1 1 2 dim0=1 dim1=3 #1=(1,6,6,4)f32 #2=(1,4,6,6)f32",
+        "Tensor.permute p3 1 1 2 3 dims=(0,3,1,2) #2=(1,4,6,6)f32 #3=(1,6,4,6)f32",
+        "nn.ReLU r 1 1 3 4 #3=(1,6,4,6)f32 #4=(1,6,4,6)f32",
+        out("4", "(1,6,4,6)f32"),
+    )
+    after, _ = run_passes(g, "RemoveNoOps", level=1)
+    perms = [op for op in after.operators if op.type != "pnnx.Input" and op.type != "pnnx.Output" and op.type != "nn.ReLU"]
+    assert len(perms) == 1 and perms[0].type == "Tensor.permute"  # three orders → one
+    assert perms[0].inputs[0].name == "0"
+    assert_equivalent(g, after)
+    back = graph_of(
+        IN4,
+        "Tensor.permute p1 1 1 0 1 dims=(0,2,3,1) #0=(1,4,6,6)f32 #1=(1,6,6,4)f32",
+        "Tensor.permute p2 1 1 1 2 dims=(0,3,1,2) #1=(1,6,6,4)f32 #2=(1,4,6,6)f32",
+        "nn.ReLU r 1 1 2 3 #2=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        out("3"),
+    )
+    after, log = run_passes(back, "RemoveNoOps", level=1)
+    assert types(after) == ["pnnx.Input", "nn.ReLU", "pnnx.Output"]
+    assert any("cancels p1" in str(c) for c in log.rows[-1].changes)
+
+
+def test_reshape_of_reshape_reads_the_first_input():
+    g = graph_of(
+        IN4,
+        "Tensor.reshape a 1 1 0 1 shape=(1,144) #0=(1,4,6,6)f32 #1=(1,144)f32",
+        "Tensor.reshape b 1 1 1 2 shape=(4,36) #1=(1,144)f32 #2=(4,36)f32",
+        "pnnx.Output out 1 0 2 #2=(4,36)f32",
+    )
+    after, _ = run_passes(g, "RemoveNoOps", level=1)
+    assert types(after) == ["pnnx.Input", "Tensor.reshape", "pnnx.Output"]
+    assert after.operator("b").inputs[0].name == "0"
+    assert_equivalent(g, after)
+
+
+# -- EliminateCommonSubexpr -----------------------------------------------------------------------
+def test_same_operator_on_same_input_is_computed_once():
+    g = graph_of(
+        IN4,
+        conv("c1", "0", "1"),
+        conv("c2", "0", "2"),
+        "pnnx.Expression add 2 1 1 2 3 expr=add(@0,@1) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        out("3"),
+    )
+    # identical weights → merged
+    g.operator("c2").attrs = {k: type(a)(a.dtype, a.shape, a.data) for k, a in g.operator("c1").attrs.items()}
+    after, log = run_passes(g, "EliminateCommonSubexpr", level=1)
+    assert [op.name for op in after.operators if op.type == "nn.Conv2d"] == ["c1"]
+    assert after.operator("add").params["expr"] == "add(@0,@0)" and len(after.operator("add").inputs) == 1
+    assert_equivalent(g, after)
+    # different weights → both stay
+    g2 = graph_of(IN4, conv("c1", "0", "1"), conv("c2", "0", "2"),
+                  "pnnx.Expression add 2 1 1 2 3 expr=add(@0,@1) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32 #3=(1,4,6,6)f32", out("3"))
+    after2, log2 = run_passes(g2, "EliminateCommonSubexpr", level=1)
+    assert types(after2) == types(g2) and not log2.rows[-1].changed
+
+
+def test_random_ops_and_the_skip_hook_are_respected():
+    lines = (
+        IN4,
+        "nn.ReLU a 1 1 0 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "nn.ReLU b 1 1 0 2 #0=(1,4,6,6)f32 #2=(1,4,6,6)f32",
+        "torch.rand_like r1 1 1 0 3 #0=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        "torch.rand_like r2 1 1 0 4 #0=(1,4,6,6)f32 #4=(1,4,6,6)f32",
+        "pnnx.Expression s 4 1 1 2 3 4 5 expr=add(add(@0,@1),sub(@2,@3)) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32 "
+        "#3=(1,4,6,6)f32 #4=(1,4,6,6)f32 #5=(1,4,6,6)f32",
+        out("5"),
+    )
+    g = graph_of(*lines)
+    after, _ = run_passes(g, "EliminateCommonSubexpr", level=1)
+    assert [op.name for op in after.operators if op.type == "nn.ReLU"] == ["a"]
+    assert [op.name for op in after.operators if op.type == "torch.rand_like"] == ["r1", "r2"]  # never merged
+    skipped, log = run_passes(g, "EliminateCommonSubexpr", level=1, config={"cse.fskip": lambda op: op.type == "nn.ReLU"})
+    assert [op.name for op in skipped.operators if op.type == "nn.ReLU"] == ["a", "b"]
+
+
+def test_repeated_subtrees_inside_one_expression():
+    g = graph_of(
+        IN4,
+        "pnnx.Expression e 1 1 0 1 expr=mul(exp(@0),exp(@0)) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "pnnx.Expression f 1 1 1 2 expr=add(tanh(add(@0,1.0)),mul(tanh(add(@0,1.0)),3)) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32",
+        out("2"),
+    )
+    after, log = run_passes(g, "EliminateCommonSubexpr", level=1)
+    assert after.operator("e").params["expr"] == "square(exp(@0))"
+    hoisted = after.operator("f_cse")  # tanh(add(@0,1.0)) has two calls: computed once
+    assert hoisted.params["expr"] == "tanh(add(@0,1.0))"
+    assert after.operator("f").params["expr"] == "add(@0,mul(@0,3))" and after.operator("f").inputs[0] is hoisted.outputs[0]
+    assert hoisted.outputs[0].shape == (1, 4, 6, 6) and hoisted.outputs[0].dtype == "f32"
+    assert_equivalent(g, after)
+
+
+# -- FoldBatchNorm --------------------------------------------------------------------------------
+BN = "nn.BatchNorm2d bn 1 1 {a} {b} affine=True eps=1e-5 num_features={c} @running_mean=({c})f32 @running_var=({c})f32 @weight=({c})f32 @bias=({c})f32 #{a}={s} #{b}={s}"
+
+
+def test_batchnorm_folds_into_conv_convtranspose_and_linear():
+    g = graph_of(
+        IN4,
+        conv("c", "0", "1", extra=""),
+        BN.format(a="1", b="2", c=4, s="(1,4,6,6)f32"),
+        "nn.ConvTranspose2d t 1 1 2 3 bias=False dilation=(1,1) groups=2 in_channels=4 out_channels=6 kernel_size=(2,2) "
+        "output_padding=(0,0) padding=(0,0) stride=(2,2) @weight=(4,3,2,2)f32 #2=(1,4,6,6)f32 #3=(1,6,12,12)f32",
+        BN.format(a="3", b="4", c=6, s="(1,6,12,12)f32").replace("bn ", "bn2 "),
+        "torch.flatten f 1 1 4 5 start_dim=1 end_dim=-1 #4=(1,6,12,12)f32 #5=(1,864)f32",
+        "nn.Linear l 1 1 5 6 bias=True in_features=864 out_features=3 @weight=(3,864)f32 @bias=(3)f32 #5=(1,864)f32 #6=(1,3)f32",
+        "nn.BatchNorm1d bn3 1 1 6 7 affine=True eps=1e-3 num_features=3 @running_mean=(3)f32 @running_var=(3)f32 "
+        "@weight=(3)f32 @bias=(3)f32 #6=(1,3)f32 #7=(1,3)f32",
+        "pnnx.Output out 1 0 7 #7=(1,3)f32",
+    )
+    after, log = run_passes(g, "FoldBatchNorm")
+    assert not any("BatchNorm" in t for t in types(after))
+    assert after.operator("t").params["bias"] is True and after.operator("t").attrs["bias"].shape == (6,)
+    assert len(log.rows[-1].changes) == 3
+    assert_equivalent(g, after, rtol=1e-4)
+
+
+def test_batchnorm_after_a_shared_conv_is_not_folded():
+    g = graph_of(
+        IN4,
+        conv("c", "0", "1"),
+        BN.format(a="1", b="2", c=4, s="(1,4,6,6)f32"),
+        "pnnx.Expression e 2 1 1 2 3 expr=add(@0,@1) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        out("3"),
+    )
+    after, log = run_passes(g, "FoldBatchNorm")
+    assert "nn.BatchNorm2d" in types(after) and not log.rows[-1].changed
+
+
+# -- FoldPadIntoConv ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "pad, conv_mode, folds",
+    [
+        ("F.pad p 1 1 0 1 mode=constant pad=(1,1,2,2) value=0.0 #0=(1,4,6,6)f32 #1=(1,4,10,8)f32", "zeros", True),
+        ("nn.ZeroPad2d p 1 1 0 1 padding=(1,1,1,1) #0=(1,4,6,6)f32 #1=(1,4,8,8)f32", "zeros", True),
+        ("nn.ReflectionPad2d p 1 1 0 1 padding=(1,1,1,1) #0=(1,4,6,6)f32 #1=(1,4,8,8)f32", "reflect", True),
+        ("F.pad p 1 1 0 1 mode=replicate pad=(1,1,1,1) #0=(1,4,6,6)f32 #1=(1,4,8,8)f32", "replicate", True),
+        ("F.pad p 1 1 0 1 mode=constant pad=(1,0,1,0) value=0.0 #0=(1,4,6,6)f32 #1=(1,4,7,7)f32", None, False),
+        ("F.pad p 1 1 0 1 mode=constant pad=(1,1,1,1) value=2.0 #0=(1,4,6,6)f32 #1=(1,4,8,8)f32", None, False),
+    ],
+)
+def test_pad_folds_into_the_following_conv(pad, conv_mode, folds):
+    h, w = (int(d) for d in pad.split("#1=(1,4,")[1].split(")")[0].split(","))
+    g = graph_of(
+        IN4, pad,
+        f"nn.Conv2d c 1 1 1 2 bias=True dilation=(1,1) groups=1 in_channels=4 out_channels=2 kernel_size=(3,3) "
+        f"padding=(0,0) padding_mode=zeros stride=(1,1) @weight=(2,4,3,3)f32 @bias=(2)f32 #1=(1,4,{h},{w})f32 #2=(1,2,{h-2},{w-2})f32",
+        out("2", f"(1,2,{h-2},{w-2})f32"),
+    )
+    after, log = run_passes(g, "FoldPadIntoConv")
+    assert (len(after.operators) == 3) is folds
+    if folds:
+        c = after.operator("c")
+        assert c.params["padding_mode"] == conv_mode and c.params["padding"] == [(h - 6) // 2, (w - 6) // 2]
+    assert_equivalent(g, after)
+
+
+# -- FuseSlicesToSplit ----------------------------------------------------------------------------
+def test_slices_that_tile_a_dim_become_one_tensor_split():
+    s = "Tensor.slice {n} 1 1 0 {o} dim=1 start={a} end={b} step=1 #0=(1,4,6,6)f32 #{o}=(1,{c},6,6)f32"
+    g = graph_of(
+        IN4,
+        s.format(n="s1", o="1", a=0, b=1, c=1),
+        s.format(n="s2", o="2", a=1, b=3, c=2),
+        s.format(n="s3", o="3", a=3, b=2147483647, c=1),
+        s.format(n="s4", o="4", a=0, b=2, c=2),  # overlaps: left alone
+        "torch.cat cat 4 1 3 2 1 4 5 dim=1 #3=(1,1,6,6)f32 #2=(1,2,6,6)f32 #1=(1,1,6,6)f32 #4=(1,2,6,6)f32 #5=(1,6,6,6)f32",
+        out("5", "(1,6,6,6)f32"),
+    )
+    after, _ = run_passes(g, "FuseSlicesToSplit")
+    split = [op for op in after.operators if op.type == "torch.tensor_split"]
+    assert len(split) == 1 and split[0].params == {"dim": 1, "indices": [1, 3]}
+    assert [o.name for o in split[0].outputs] == ["1", "2", "3"]
+    assert "s4" in [op.name for op in after.operators]
+    assert_equivalent(g, after)
+
+
+# -- FuseExpressions ------------------------------------------------------------------------------
+def test_elementwise_chain_becomes_one_expression():
+    g = graph_of(
+        IN4,
+        "pnnx.Expression a 2 1 0 0 1 expr=add(@0,@1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "nn.ReLU r 1 1 1 2 #1=(1,4,6,6)f32 #2=(1,4,6,6)f32",
+        "F.hardtanh h 1 1 2 3 min_val=-0.5 max_val=0.5 #2=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        "nn.Tanh t 1 1 3 4 #3=(1,4,6,6)f32 #4=(1,4,6,6)f32",
+        out("4"),
+    )
+    after, _ = run_passes(g, "FuseExpressions")
+    assert types(after) == ["pnnx.Input", "pnnx.Expression", "pnnx.Output"]
+    assert after.operator("t").params["expr"] == "tanh(min(max(max(add(@0,@0),0),-0.5),0.5))"
+    assert_equivalent(g, after)
+
+
+def test_operands_read_twice_are_not_inlined():
+    g = graph_of(
+        IN4,
+        "pnnx.Expression a 1 1 0 1 expr=exp(@0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "pnnx.Expression b 1 1 1 2 expr=mul(@0,@0) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32",  # exp read twice by one tree
+        "nn.ReLU c 1 1 0 3 #0=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        "pnnx.Expression d 2 1 3 2 4 expr=add(@0,@1) #3=(1,4,6,6)f32 #2=(1,4,6,6)f32 #4=(1,4,6,6)f32",
+        "nn.ReLU e 1 1 3 5 #3=(1,4,6,6)f32 #5=(1,4,6,6)f32",  # c's result read by d and e
+        "pnnx.Output out 2 0 4 5",
+    )
+    after, _ = run_passes(g, "FuseExpressions")
+    names = [op.name for op in after.operators]
+    assert "a" in names and "c" in names  # neither inlined
+    assert after.operator("d").params["expr"] == "add(@0,mul(@1,@1))"  # b (read once) was
+    assert_equivalent(g, after)
+
+
+# -- RemoveUnused -----------------------------------------------------------------------------------
+def test_dead_operators_and_weights_go_inputs_stay():
+    g = graph_of(
+        IN4,
+        "pnnx.Input in2 0 1 9 #9=(1,4)f32",
+        "pnnx.Attribute w 0 1 a @data=(4)f32 #a=(4)f32",
+        "nn.ReLU dead1 1 1 0 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "nn.ReLU dead2 1 1 1 2 #1=(1,4,6,6)f32 #2=(1,4,6,6)f32",
+        "nn.Tanh live 1 1 0 3 #0=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        out("3"),
+    )
+    after, log = run_passes(g, "RemoveUnused", level=1)
+    assert types(after) == ["pnnx.Input", "pnnx.Input", "nn.Tanh", "pnnx.Output"]
+    notes = [str(c) for c in log.rows[-1].changes]
+    assert "kept in2: unused input kept: it is part of the model's signature" in notes
+    assert "removed w: unused weight f32(4,), 16 bytes" in notes
+    assert sum(n.startswith("removed dead") for n in notes) == 2
+
+
+def test_expr_helper_round_trips_param_values():
+    g = graph_of("pnnx.Expression e 0 1 0 expr=[0,2,1,3]", "pnnx.Output out 1 0 0")
+    assert to_text(expr_of(g.operator("e"))) == "[0,2,1,3]"
+
+
+# -- FoldStaticWeights ------------------------------------------------------------------------------
+def test_functional_layers_with_constant_weights_become_modules():
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 w @data=(5,4,3,3)f32 #w=(5,4,3,3)f32",
+        "pnnx.Attribute b 0 1 b @data=(5)f32 #b=(5)f32",
+        "pnnx.Attribute rm 0 1 rm @data=(5)f32 #rm=(5)f32",
+        "pnnx.Attribute rv 0 1 rv @data=(5)f32 #rv=(5)f32",
+        "F.conv2d c 3 1 0 w b 1 dilation=(1,1) groups=1 padding=(1,1) stride=(1,1) $input=0 $weight=w $bias=b "
+        "#0=(1,4,6,6)f32 #1=(1,5,6,6)f32",
+        "F.batch_norm bn 3 1 1 rm rv 2 eps=1e-5 weight=None bias=None $input=1 $running_mean=rm $running_var=rv "
+        "#1=(1,5,6,6)f32 #2=(1,5,6,6)f32",
+        "pnnx.Attribute lw 0 1 lw @data=(3,180)f32 #lw=(3,180)f32",
+        "torch.flatten f 1 1 2 3 start_dim=1 end_dim=-1 #2=(1,5,6,6)f32 #3=(1,180)f32",
+        "F.linear l 2 1 3 lw 4 bias=None $input=3 $weight=lw #3=(1,180)f32 #4=(1,3)f32",
+        "pnnx.Output out 1 0 4 #4=(1,3)f32",
+    )
+    g.operator("rv").attrs["data"].data = np.abs(g.operator("rv").attrs["data"].data) + 0.5
+    after, log = run_passes(g, "FoldStaticWeights")
+    assert types(after) == ["pnnx.Input", "nn.Conv2d", "nn.BatchNorm2d", "torch.flatten", "nn.Linear", "pnnx.Output"]
+    c = after.operator("c")
+    assert (c.params["in_channels"], c.params["out_channels"], c.params["kernel_size"], c.params["bias"]) == (4, 5, [3, 3], True)
+    assert after.operator("l").params == {"in_features": 180, "out_features": 3, "bias": False}
+    assert_equivalent(g, after)
+    both, _ = run_passes(g, "FoldStaticWeights", "FoldBatchNorm")  # now the BN folds into the conv
+    assert "nn.BatchNorm2d" not in types(both)
+    assert_equivalent(g, both, rtol=1e-4)
+
+
+def test_functional_layers_with_computed_weights_stay():
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 w @data=(4,4,1,1)f32 #w=(4,4,1,1)f32",
+        "pnnx.Expression e 1 1 w w2 expr=mul(@0,2) #w=(4,4,1,1)f32 #w2=(4,4,1,1)f32",
+        "F.conv2d c 2 1 0 w2 1 bias=None dilation=(1,1) groups=1 padding=(0,0) stride=(1,1) $input=0 $weight=w2 "
+        "#0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        out("1"),
+    )
+    after, log = run_passes(g, "FoldStaticWeights")
+    assert types(after) == types(g) and not log.rows[-1].changed

@@ -1,0 +1,108 @@
+"""The passes on real pnnx exports, checked against PyTorch's outputs.
+
+The done-criterion of the passes: for the optlevel-1 export of every bundled architecture
+(tests/data/optlevel, reduced sizes) and of the pass presets (sample_models/passes), -O2
+gives PyTorch's outputs within tolerance with no more operators than pnnx's own
+optlevel-2 export of the same model. -O1 alone already makes every optlevel-1 export run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import DATA, SAMPLES, max_err_ok
+from kuiper_core.passes import PIPELINE_ORDER, optimize
+from kuiper_core.pnnx import load_graph, read_param
+from pass_testing import run
+
+OPTLEVEL = DATA / "optlevel"
+PRESETS = SAMPLES / "passes"
+
+
+def _arrays(path: Path, prefix: str) -> list[np.ndarray]:
+    with np.load(path) as z:
+        return [z[f"{prefix}{i}"] for i in range(len(z.files))]
+
+
+def _cases() -> list[tuple[str, Path, Path, Path, Path]]:
+    """(id, optlevel-1 param, pnnx's optlevel-2 param, inputs, expected)."""
+    cases = []
+    for d in sorted(p for p in OPTLEVEL.iterdir() if (p / "o1").is_dir() and (p / "o2").is_dir()):
+        cases.append((d.name, d / "o1" / "model.pnnx.param", d / "o2" / "model.pnnx.param", d / "o1" / "inputs.npz",
+                      d / "o1" / "expected.npz"))
+    for name in ("conv_bn_relu", "pass_zoo"):
+        cases.append((f"preset:{name}", PRESETS / f"{name}.o1.pnnx.param", PRESETS / f"{name}.o2.pnnx.param",
+                      PRESETS / f"{name}.input.npy", PRESETS / f"{name}.expected.npz"))
+    return cases
+
+
+CASES = _cases()
+
+
+def _inputs(path: Path) -> list[np.ndarray]:
+    return [np.load(path)] if path.suffix == ".npy" else _arrays(path, "in")
+
+
+def _check_against_pytorch(graph, inputs: Path, expected: Path, what: str) -> None:
+    ys = run(graph, *_inputs(inputs))
+    refs = _arrays(expected, "out")
+    assert len(ys) == len(refs)
+    for i, (y, ref) in enumerate(zip(ys, refs)):
+        ok, err, bound = max_err_ok(y, ref)
+        assert ok, f"{what} out{i}: max abs err {err:.3g} > {bound:.3g} (PyTorch)"
+
+
+@pytest.mark.parametrize("name, o1, o2, inputs, expected", CASES, ids=[c[0] for c in CASES])
+def test_O2_matches_pytorch_with_no_more_operators_than_pnnx(name, o1, o2, inputs, expected):
+    graph = load_graph(o1)
+    result = optimize(graph, 2)
+    pnnx_ops = len(read_param(o2).operators)
+    assert len(result.after.operators) <= pnnx_ops, (
+        f"{name}: {len(result.after.operators)} operators after -O2, pnnx's optlevel 2 has {pnnx_ops}"
+    )
+    assert len(result.after.operators) < len(graph.operators)
+    _check_against_pytorch(result.after, inputs, expected, f"{name} -O2")
+
+
+@pytest.mark.parametrize("name, o1, o2, inputs, expected", CASES, ids=[c[0] for c in CASES])
+def test_O1_makes_the_optlevel1_export_run_to_pytorchs_answer(name, o1, o2, inputs, expected):
+    result = optimize(load_graph(o1), 1)
+    assert {r.name for r in result.log.rows} <= {"FoldConstantParams", "RemoveNoOps", "EliminateCommonSubexpr", "RemoveUnused"}
+    _check_against_pytorch(result.after, inputs, expected, f"{name} -O1")
+
+
+def test_the_pass_zoo_gives_every_pass_work():
+    result = optimize(load_graph(PRESETS / "pass_zoo.o1.pnnx.param"), 2)
+    changed = {r.name for r in result.log.rows if r.changed}
+    assert changed == set(PIPELINE_ORDER), f"no work for: {sorted(set(PIPELINE_ORDER) - changed)}"
+    actions = {str(c) for r in result.log.rows for c in r.changes}
+    for fragment in ("into conv1 (nn.Conv2d)", "F.conv2d with constant weights → nn.Conv2d", "F.batch_norm with constant", "into up (nn.ConvTranspose2d)", "into fc (nn.Linear)",
+                     "(reflect) into conv2", "same nn.Conv2d as shared", "written as square", "tensor_split dim=1",
+                     "nn.Dropout: dropout", "×1 upsample", "cat of one input", "full slice", "cancels"):
+        assert any(fragment in a for a in actions), fragment
+
+
+DYNAMIC = sorted(p for p in OPTLEVEL.glob("*/dyn") if (p / "inputs_1.npz").exists())
+
+
+@pytest.mark.parametrize("folder", DYNAMIC, ids=[p.parent.name for p in DYNAMIC])
+def test_dynamic_exports_stay_dynamic(folder):
+    """A model exported with inputshape2 still runs at the shapes pnnx never saw."""
+    after = optimize(load_graph(folder / "model.pnnx.param"), 2).after
+    k = 1
+    while (folder / f"inputs_{k}.npz").exists():
+        _check_against_pytorch(after, folder / f"inputs_{k}.npz", folder / f"expected_{k}.npz", f"{folder.parent.name}[{k}]")
+        k += 1
+
+
+def test_an_optimised_model_still_runs_at_another_batch_size():
+    """Reshapes computed as [size(@0,0), …] keep -1 for the batch: batch 3 = three runs."""
+    after = optimize(load_graph(OPTLEVEL / "resnet18" / "o1" / "model.pnnx.param"), 2).after
+    x = _arrays(OPTLEVEL / "resnet18" / "o1" / "inputs.npz", "in")[0]
+    rng = np.random.default_rng(0)
+    parts = [x] + [rng.standard_normal(x.shape).astype(x.dtype) for _ in range(2)]
+    stacked = np.concatenate([run(after, p)[0] for p in parts])
+    np.testing.assert_allclose(run(after, np.concatenate(parts))[0], stacked, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,450 @@
+"""Issue 11: hostile files and inputs. Each case once crashed, exhausted memory, hung or gave
+a silently wrong answer; each must now be a clear KuiperError (CLI exit 2) or a correct result.
+
+One test per case of the issue, in its order; `hostile.write_model` writes the files by hand.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kuiper_core
+from conftest import OPS, ROOT
+from hostile import param_text, patch_zip, write_model
+from kuiper_core import expression as ex
+from kuiper_core import limits
+from kuiper_core.errors import (
+    InputError,
+    KuiperError,
+    LimitError,
+    ModelError,
+    ParseError,
+    WeightError,
+    excerpt,
+)
+from kuiper_core.explore import inputs as kx_inputs
+from kuiper_core.explore import walkthrough as W
+from kuiper_core.graph import float32_to_bf16
+from kuiper_core.npy import read_npy, read_npz
+from kuiper_core.pnnx import load_graph, parse_param, save
+
+
+def kuiper(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kuiper_core.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def f32(*values: float) -> bytes:
+    return np.asarray(values, np.float32).tobytes()
+
+
+# -- silently wrong ----------------------------------------------------------------------------------
+def test_bf16_weights_are_widened_to_float32(tmp_path: Path) -> None:
+    """nn.Linear with bf16 weights returned 64640 (raw uint16 bits) instead of 2.5."""
+    bits = lambda *v: float32_to_bf16(np.asarray(v, np.float32)).tobytes()  # noqa: E731
+    p = write_model(
+        tmp_path,
+        [
+            "pnnx.Input in 0 1 x #x=(1,2)f32",
+            "nn.Linear lin 1 1 x y bias=True in_features=2 out_features=1 @bias=(1)bf16 @weight=(1,2)bf16 #y=(1,1)f32",
+            "pnnx.Output out 1 0 y",
+        ],
+        {"lin.weight": bits(1.0, 0.5), "lin.bias": bits(0.5)},
+    )
+    g = kuiper_core.load(p)
+    (y,) = g.forward(np.array([[1.0, 2.0]], np.float32))
+    assert y.dtype == np.float32 and y[0, 0] == 2.5  # 1*1 + 2*0.5 + 0.5, exact in bf16
+    attr = g.graph.operator("lin").attrs["weight"]
+    assert attr.dtype == "bf16" and attr.data.dtype == np.float32  # the name stays bf16
+    save(g.graph, tmp_path / "again.pnnx.param")  # written back as bf16 bits, loaded the same
+    assert load_graph(tmp_path / "again.pnnx.param").operator("lin").attrs["weight"] == attr
+
+
+def test_bf16_writer_rounds_to_nearest_even() -> None:
+    x = np.array([1.0, 1.00390625, 1.01171875, -2.5, np.inf, np.nan], np.float32)  # ties go to even
+    assert float32_to_bf16(x).tolist() == [0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F80, 0x7FC0]
+
+
+INT8_MODEL = ["pnnx.Input in 0 1 x #x=(3)i8", "pnnx.Expression e 1 1 x y expr=add(@0,1) #y=(3)i8", "pnnx.Output out 1 0 y"]
+
+
+def test_int64_input_out_of_i8_range_is_refused_not_wrapped(tmp_path: Path) -> None:
+    """An int64 300 fed to an i8 input became 44."""
+    g = kuiper_core.load(write_model(tmp_path, INT8_MODEL))
+    with pytest.raises(InputError, match="values from 1 to 300 do not fit in int8"):
+        g.forward(np.array([1, 2, 300], np.int64))
+    (y,) = g.forward(np.array([1, -2, 100], np.int64))  # in range: cast exactly
+    assert y.dtype == np.int8 and y.tolist() == [2, -1, 101]
+    with pytest.raises(InputError, match="overflows float32"):
+        kuiper_core.load(OPS / "linear_1d_input" / "model.pnnx.param").forward(np.full(5, 1e300))
+
+
+def test_declared_f16_output_fails_alike_at_every_batch(tmp_path: Path) -> None:
+    """A wrong f16 annotation made batch 1 compute in f16 (the planned buffer) while batch 2 errored."""
+    g = kuiper_core.load(
+        write_model(
+            tmp_path,
+            [
+                "pnnx.Input in 0 1 x #x=(3,5)f32",
+                "nn.ReLU r0 1 1 x a #a=(3,5)f16",
+                "nn.ReLU r1 1 1 a b #b=(3,5)f32",
+                "pnnx.Output out 1 0 b",
+            ],
+        )
+    )
+    messages = []
+    for batch in (3, 6, 3):
+        with pytest.raises(ModelError) as info:
+            g.forward(np.ones((batch, 5), np.float32))
+        messages.append(str(info.value))
+    assert len(set(messages)) == 1 and "'r0'" in messages[0] and "declares f16" in messages[0]
+
+
+def test_forward_never_hands_out_a_weight_array() -> None:
+    """forward() returned a pnnx.Attribute's own array: writing into it changed later runs
+    (and every app session sharing the model)."""
+    case = OPS / "io_attribute_const"
+    g = kuiper_core.load(case / "model.pnnx.param")
+    x = np.load(case / "inputs.npz")["in0"]
+    first = [y.copy() for y in g.forward(x)]
+    for y in g.forward(x):
+        y[...] = 12345  # the caller's own copy
+    assert all(np.array_equal(a, b) for a, b in zip(first, g.forward(x)))
+    weight = g.graph.operator("bias").attrs["data"].data
+    with pytest.raises(ValueError):
+        weight[...] = 0  # read-only: shared by every run
+
+
+def _one_weight_model(tmp_path: Path, entries: list[tuple[object, bytes]]) -> Path:
+    return write_model(
+        tmp_path,
+        ["pnnx.Input in 0 1 x #x=(1,4)f32", "pnnx.Attribute w 0 1 c @data=(1,4)f32 #c=(1,4)f32",
+         "pnnx.Expression e 2 1 x c y expr=add(@0,@1) #y=(1,4)f32", "pnnx.Output out 1 0 y"],
+        entries,
+    )
+
+
+def test_duplicate_zip_entries_are_refused(tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match="Duplicate name"):  # Python's writer only warns
+        p = _one_weight_model(tmp_path, [("w.data", f32(1, 1, 1, 1)), ("w.data", f32(9, 9, 9, 9))])
+    with pytest.raises(WeightError, match="appears twice"):
+        kuiper_core.load(p)
+
+
+def test_nul_in_entry_name_cannot_shadow_a_weight(tmp_path: Path) -> None:
+    """zipfile cuts 'w.data\\0.txt' to 'w.data': it would stand in for the real entry."""
+    p = _one_weight_model(tmp_path, [("w.dataX.txt", f32(9, 9, 9, 9))])
+    bin_path = p.with_suffix(".bin")
+    bin_path.write_bytes(patch_zip(bin_path.read_bytes(), rename=(b"w.dataX.txt", b"w.data\0.txt")))
+    assert zipfile.ZipFile(bin_path).namelist() == ["w.data"]  # what a plain reader sees
+    with pytest.raises(WeightError, match="NUL"):
+        kuiper_core.load(p)
+
+
+def test_cli_output_is_written_to_exactly_the_given_path(tmp_path: Path) -> None:
+    """--output y.out wrote y.out.npy but printed y.out."""
+    case = OPS / "linear_1d_input"
+    np.save(tmp_path / "x.npy", np.load(case / "inputs.npz")["in0"])
+    out = tmp_path / "y.out"
+    r = kuiper("run", str(case / "model.pnnx.param"), "--input", str(tmp_path / "x.npy"), "--output", str(out))
+    assert r.returncode == 0 and r.stdout.startswith(f"{out}:"), r.stderr
+    assert out.exists() and not (tmp_path / "y.out.npy").exists()
+    np.testing.assert_allclose(np.load(out), np.load(case / "expected.npz")["out0"], rtol=1e-5)
+
+
+# -- memory and time bombs -----------------------------------------------------------------------------
+def test_shape_whose_element_count_overflows_int64(tmp_path: Path) -> None:
+    lines = ["pnnx.Input in 0 1 x #x=(4294967296,4294967296,4)f32", "pnnx.Output out 1 0 x"]
+    with pytest.raises(ParseError, match="more elements than fit in 64 bits") as info:
+        parse_param(param_text(lines), "m.pnnx.param")
+    assert info.value.line == 3
+
+
+def test_tiny_file_declaring_a_huge_input_gets_no_random_input(tmp_path: Path) -> None:
+    """A 3-line upload declaring (1,3,16000,16000): the Home page built a random input of it."""
+    g = kuiper_core.load(
+        write_model(tmp_path, ["pnnx.Input in 0 1 x #x=(1,3,16000,16000)f32", "pnnx.Output out 1 0 x"])
+    )
+    ((_, shape, dtype),) = kx_inputs.input_specs(g.graph)
+    with pytest.raises(LimitError, match="max_tensor_elements") as info:
+        kx_inputs.synthetic_input("random", shape, dtype)
+    assert info.value.value == 3 * 16000 * 16000
+
+
+def test_ordering_trace_memory_is_linear() -> None:
+    """The trace copied the whole stack at each step: 12,000 operators took over 3 GB."""
+    n = 12_000
+    succ = {f"n{i}": [f"n{i + 1}"] + ([f"n{i + 2}"] if i + 2 <= n else []) for i in range(n)} | {f"n{n}": []}
+    tracemalloc.start()
+    try:
+        for algorithm in ("dfs", "kahn"):
+            w = W.walkthrough(succ, algorithm)
+            for step in (0, len(w) // 2, len(w) - 1):  # what the page reads at a step
+                W.node_colors(w, step)
+                W.toy_dot(w, step) if step == 0 else None
+            assert W.step_of_node(w, f"n{n}") is not None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 60e6, f"{peak / 1e6:.0f} MB"
+    last = W.walkthrough(succ, "dfs").events[-1]  # the state is still all there
+    assert last.kind == "reverse" and len(last.output) == n + 1 and last.output[0] == "n0"
+
+
+def _build(tmp_path: Path, lines: list[str], seconds: float = 2.0) -> kuiper_core.RuntimeGraph:
+    t0 = time.perf_counter()
+    try:
+        return kuiper_core.load(write_model(tmp_path, lines))
+    finally:
+        assert time.perf_counter() - t0 < seconds
+
+
+def test_select_on_dim_3e8_is_refused_at_build(tmp_path: Path) -> None:
+    """Tensor.select dim=300000000 built 3e8 slices."""
+    lines = ["pnnx.Input in 0 1 x #x=(2,3)f32", "Tensor.select s 1 1 x y dim=300000000 index=0", "pnnx.Output out 1 0 y"]
+    with pytest.raises(ModelError, match="'s'.*dim"):
+        _build(tmp_path, lines)
+
+
+def test_upsample_to_20000_squared_is_a_limit_not_a_3gb_table(tmp_path: Path) -> None:
+    lines = ["pnnx.Input in 0 1 x #x=(1,1,4,4)f32", "nn.Upsample up 1 1 x y mode=nearest size=(20000,20000)",
+             "pnnx.Output out 1 0 y"]
+    with pytest.raises(LimitError, match="operator 'up'.*400,000,000 elements.*max_tensor_elements"):
+        _build(tmp_path, lines)
+
+
+def test_planned_buffers_are_capped_in_total(tmp_path: Path) -> None:
+    lines = ["pnnx.Input in 0 1 x #x=(1,256,256)f32"]
+    lines += [f"nn.ReLU r{i} 1 1 {'x' if i == 0 else f'a{i - 1}'} a{i} #a{i}=(1,256,256)f32" for i in range(6)]
+    lines += ["pnnx.Expression last 2 1 a0 a5 y expr=add(@0,@1) #y=(1,256,256)f32", "pnnx.Output out 1 0 y"]
+    p = write_model(tmp_path, lines)
+    assert kuiper_core.load(p).plan.total_bytes >= 2 * 256 * 256 * 4  # each buffer is small
+    with limits.use(max_planned_bytes=256 * 256 * 4):
+        with pytest.raises(LimitError, match="max_planned_bytes"):
+            kuiper_core.load(p)
+
+
+def test_long_line_is_refused_before_it_costs_memory(tmp_path: Path) -> None:
+    """One 130 MB line cost 3 GB; max_line_chars (1 MiB) stops it before tokenizing."""
+    long = "pnnx.Input in 0 1 x #x=(1)f32 " + "k=1 " * 300_000  # 1.2 MB
+    text = param_text([long, "pnnx.Output out 1 0 x"])
+    with pytest.raises(LimitError, match=r"line 3 is 1,200,0\d\d characters.*max_line_chars") as info:
+        parse_param(text, "big.pnnx.param")
+    assert len(str(info.value)) < 600  # the excerpt, not the line
+
+
+def test_expand_to_4e10_elements_is_a_limit_not_a_hang(tmp_path: Path) -> None:
+    p = write_model(tmp_path, ["pnnx.Input in 0 1 x #x=(1,1)f32",
+                               "Tensor.expand e 1 1 x y sizes=(200000,200000)", "pnnx.Output out 1 0 y"])
+    g = kuiper_core.load(p)
+    t0 = time.perf_counter()
+    with pytest.raises(LimitError, match="operator 'e'.*40,000,000,000 elements"):
+        g.forward(np.ones((1, 1), np.float32))
+    assert time.perf_counter() - t0 < 1
+
+
+def test_expression_operand_index_is_limited() -> None:
+    """Typing add(@0,@3000000) on the Expressions page made 3 million example tensors."""
+    with pytest.raises(LimitError, match="max_expression_operand") as info:
+        ex.parse("add(@0,@3000000)")
+    assert info.value.column == 8 and info.value.value == 3_000_000
+    with pytest.raises(LimitError, match="max_expression_operand"):
+        ex.parse("@" + "9" * 5000)  # past int()'s 4,300 digits
+
+
+def test_expression_depth_is_limited() -> None:
+    deep = "neg(" * 50 + "@0" + ")" * 50
+    assert ex.depth(ex.parse(deep)) == 51
+    with pytest.raises(LimitError, match="nests deeper.*max_expression_depth = 10"):
+        ex.parse(deep, limits.DEFAULT.replace(max_expression_depth=10))
+
+
+@pytest.mark.parametrize(
+    "limit, text",
+    [
+        ("max_param_bytes", param_text(["pnnx.Input in 0 1 x", "pnnx.Output out 1 0 x"]) + "\n" * 1000),
+        ("max_line_chars", param_text(["pnnx.Input in 0 1 x" + " " * 100, "pnnx.Output out 1 0 x"])),
+        ("max_operators", "7767517\n200 1\n"),
+        ("max_tensor_elements", param_text(["pnnx.Attribute a 0 1 x @data=(100,100)f32", "pnnx.Output out 1 0 x"])),
+    ],
+)
+def test_every_text_limit_has_its_own_message(limit: str, text: str) -> None:
+    small = limits.DEFAULT.replace(max_param_bytes=1000, max_line_chars=60, max_operators=100, max_tensor_elements=1000)
+    with pytest.raises(LimitError) as info:
+        parse_param(text, "m.pnnx.param", small)
+    assert info.value.limit == limit and f"limit {limit} = " in str(info.value)
+
+
+def test_limits_defaults_and_overrides() -> None:
+    d = limits.DEFAULT
+    assert (d.max_line_chars, d.max_operators, d.max_tensor_elements) == (1 << 20, 100_000, 1 << 28)
+    with limits.use(max_operators=5) as lim:
+        assert limits.current() is lim and lim.max_operators == 5
+    assert limits.current() is d
+    with pytest.raises(TypeError, match="max_nothing"):
+        d.replace(max_nothing=1)
+
+
+def test_graph_keeps_the_limits_it_was_loaded_under(tmp_path: Path) -> None:
+    p = write_model(tmp_path, ["pnnx.Input in 0 1 x #x=(2,8)f32", "Tensor.repeat r 1 1 x y sizes=(1,4)",
+                               "pnnx.Output out 1 0 y"])
+    with limits.use(max_tensor_elements=40):
+        g = kuiper_core.load(p)
+    with pytest.raises(LimitError, match="operator 'r'.*64 elements"):
+        g.forward(np.ones((2, 8), np.float32))  # outside the with: still the graph's limits
+    assert kuiper_core.load(p).forward(np.ones((2, 8), np.float32))[0].shape == (2, 32)
+
+
+# -- tracebacks instead of errors -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "line, where",
+    [
+        ("nn.ReLU r 1 1 x y alpha=" + "9" * 4400, "integer '9999"),
+        ("nn.ReLU r 1 1 x y alpha=(1," + "9" * 4400 + ")", "integer '9999"),
+        ("nn.ReLU r 1 1 x y #y=(1," + "9" * 4400 + ")f32", "dimension '9999"),
+        ("nn.ReLU r 1 1 x y alpha=9223372036854775808", "does not fit in 64 bits"),
+    ],
+)
+def test_huge_integers_in_params_and_shapes_are_located_errors(line: str, where: str) -> None:
+    lines = ["pnnx.Input in 0 1 x #x=(1,2)f32", line, "pnnx.Output out 1 0 y"]
+    with pytest.raises(ParseError, match=where) as info:
+        parse_param(param_text(lines), "m.pnnx.param")
+    assert info.value.line == 4 and len(str(info.value)) < 800
+
+
+def test_huge_integer_in_an_expression_is_a_located_error() -> None:
+    with pytest.raises(ParseError, match="does not fit in 64 bits") as info:
+        ex.parse("add(@0," + "9" * 4400 + ")")
+    assert info.value.column == 8
+
+
+@pytest.mark.parametrize("flag, what", [(0x1, "encrypted"), (0x20, "compressed patched"), (0x40, "strongly encrypted")])
+def test_zip_entries_with_refused_flags(tmp_path: Path, flag: int, what: str) -> None:
+    p = _one_weight_model(tmp_path, [("w.data", f32(1, 2, 3, 4))])
+    p.with_suffix(".bin").write_bytes(patch_zip(p.with_suffix(".bin").read_bytes(), flags=flag))
+    with pytest.raises(WeightError, match=what):
+        kuiper_core.load(p)
+
+
+def test_zero_d_weight(tmp_path: Path) -> None:
+    lines = ["pnnx.Input in 0 1 x #x=(3)f32", "pnnx.Attribute s 0 1 c @data=()f32 #c=()f32",
+             "pnnx.Expression e 2 1 x c y expr=mul(@0,@1) #y=(3)f32", "pnnx.Output out 1 0 y"]
+    with pytest.raises(WeightError, match="has 0 bytes.*needs 4"):
+        kuiper_core.load(write_model(tmp_path, lines, {"s.data": b""}))
+    g = kuiper_core.load(write_model(tmp_path, lines, {"s.data": f32(2.5)}, name="ok"))
+    assert g.forward(np.array([1, 2, 3], np.float32))[0].tolist() == [2.5, 5.0, 7.5]
+
+
+def test_weight_entry_claiming_more_than_the_archive(tmp_path: Path) -> None:
+    p = _one_weight_model(tmp_path, [("w.data", f32(1, 2, 3, 4))])
+    raw = bytearray(p.with_suffix(".bin").read_bytes())
+    p.with_suffix(".bin").write_bytes(raw[: len(raw) // 2])  # cut: the directory is gone too
+    with pytest.raises(WeightError):
+        kuiper_core.load(p)
+
+
+def test_input_operator_without_output(tmp_path: Path) -> None:
+    p = write_model(tmp_path, ["pnnx.Input in 0 0", "pnnx.Input in2 0 1 x", "pnnx.Output out 1 0 x"])
+    with pytest.raises(ModelError, match="operator 'in'.*pnnx.Input takes no inputs and gives one output"):
+        kuiper_core.load(p)
+
+
+def test_batch_zero_input_is_refused() -> None:
+    g = kuiper_core.load(OPS / "linear_addmm" / "model.pnnx.param")
+    shape = g.graph.inputs[0].outputs[0].shape
+    with pytest.raises(InputError, match="batch 0"):
+        g.forward(*[np.zeros((0,) + tuple(shape[1:]), np.float32)] * len(g.graph.inputs))
+
+
+def test_npy_header_claiming_a_huge_array(tmp_path: Path) -> None:
+    header = np.lib.format.header_data_from_array_1_0(np.zeros((1,), np.float32))
+    header["shape"] = (100000, 100000)
+    path = tmp_path / "huge.npy"
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(b"\0" * 16)
+    with pytest.raises(LimitError, match="10,000,000,000 elements"):
+        read_npy(path)
+    header["shape"] = (1000, 1000)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(b"\0" * 16)
+    with pytest.raises(InputError, match="4,000,000 bytes, but only 16 follow"):
+        read_npy(path)
+    r = kuiper("run", str(OPS / "linear_1d_input" / "model.pnnx.param"), "--input", str(path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("array", [np.zeros(3, dtype=[("a", "f4"), ("b", "i4")]), np.array(["x"]), np.array([{}], object)])
+def test_npy_of_no_numbers_is_refused(tmp_path: Path, array: np.ndarray) -> None:
+    path = tmp_path / "odd.npy"
+    np.save(path, array, allow_pickle=True)
+    with pytest.raises(InputError):
+        read_npy(path)
+
+
+def test_npz_member_inflating_past_any_array_is_refused(tmp_path: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("bomb.npy", b"\0" * (20 << 20))  # 20 MB of zeros deflate to ~20 KB
+    with pytest.raises(InputError, match="inflates to 20,971,520 bytes"):
+        read_npz(buf.getvalue(), "refs.npz", limits.DEFAULT.replace(max_tensor_elements=1000))
+
+
+def test_cli_output_naming_a_directory_exits_2(tmp_path: Path) -> None:
+    case = OPS / "linear_1d_input"
+    np.save(tmp_path / "x.npy", np.load(case / "inputs.npz")["in0"])
+    r = kuiper("run", str(case / "model.pnnx.param"), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path))
+    assert r.returncode == 2 and "is a directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    src = OPS / "linear_1d_input"
+    p = tmp_path / "model.pnnx.param"
+    p.write_bytes(b"\xef\xbb\xbf" + (src / "model.pnnx.param").read_bytes())
+    (tmp_path / "model.pnnx.bin").write_bytes((src / "model.pnnx.bin").read_bytes())
+    y = kuiper_core.load(p).forward(np.load(src / "inputs.npz")["in0"])[0]
+    np.testing.assert_allclose(y, np.load(src / "expected.npz")["out0"], rtol=1e-5)
+
+
+def test_error_on_a_15mb_line_shows_an_excerpt_around_the_caret() -> None:
+    line = "a" * 15_000_000 + " bad " + "b" * 100
+    e = ParseError("unknown thing 'bad'", path="m.param", line=3, column=15_000_002, source_line=line, length=3)
+    text = str(e)
+    assert len(text) < 600
+    src, caret = text.splitlines()[1:3]
+    assert src[caret.index("^") : caret.index("^") + 3] == "bad" and src.startswith("…") and src.endswith("…")
+    short = excerpt("x = bad", 5, 3)
+    assert short == "x = bad\n    ^^^"  # short lines are shown whole
+
+
+def test_long_messages_are_clipped() -> None:
+    e = ModelError("parameter 'k' must be an int, got " + repr(list(range(100_000))), operator="op")
+    assert len(str(e)) < 2200 and "characters cut" in str(e)
+
+
+def test_unexpected_layer_build_failure_names_the_operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safety net: a param no check caught is still an error naming the operator."""
+    from kuiper_core.layers import activation
+
+    def boom(self, op):  # type: ignore[no-untyped-def]
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(activation.ReLU, "__init__", boom)
+    lines = ["pnnx.Input in 0 1 x #x=(1,2)f32", "nn.ReLU r 1 1 x y", "pnnx.Output out 1 0 y"]
+    with pytest.raises(ModelError, match="operator 'r' \\(nn.ReLU\\): invalid parameters: ZeroDivisionError"):
+        kuiper_core.load(write_model(tmp_path, lines))
+
+
+def test_every_error_is_a_kuiper_error() -> None:
+    for cls in (ParseError, ModelError, WeightError, InputError, LimitError):
+        assert issubclass(cls, KuiperError)

@@ -1,0 +1,183 @@
+"""Issue 11, the app's part: hostile uploads through Streamlit's AppTest. Whatever is uploaded,
+every page keeps working and says what went wrong; nothing is left on the server's disk."""
+
+from __future__ import annotations
+
+import io
+import struct
+import sys
+import zlib
+
+import numpy as np
+import pytest
+from conftest import ROOT, SAMPLES
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+TIMEOUT = 120
+PAGES = ["pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py", "pages/6_profile.py"]
+
+
+def app() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    return at
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def upload(at: AppTest, param: bytes, bin_bytes: bytes | None = None, name: str = "model.pnnx.param") -> AppTest:
+    at.file_uploader(key="home_param").upload(name, param)
+    if bin_bytes is not None:
+        at.file_uploader(key="home_bin").upload("model.pnnx.bin", bin_bytes)
+    next(b for b in at.button if b.label == "Load uploaded model").click().run()
+    return at
+
+
+def tiny_mlp() -> tuple[bytes, bytes]:
+    return (SAMPLES / "tiny_mlp.pnnx.param").read_bytes(), (SAMPLES / "tiny_mlp.pnnx.bin").read_bytes()
+
+
+def shown(at: AppTest) -> str:
+    return "\n".join([e.value for e in at.error] + [c.value for c in at.code])
+
+
+def test_a_failing_load_does_not_break_every_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader caught only KuiperError and current_model() runs for the sidebar on every
+    page: one bad upload raised everywhere until a browser reload."""
+    import kuiper_core.pnnx
+
+    def engine_bug(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("an engine bug")
+
+    monkeypatch.setattr(kuiper_core.pnnx, "load_graph_bytes", engine_bug)
+    at = upload(app(), b"7767517\n0 0\n", name="bug.pnnx.param")
+    no_exception(at)
+    assert "internal error while loading the model: RuntimeError: an engine bug" in shown(at)
+    for page in PAGES:
+        at.switch_page(page).run()
+        no_exception(at)
+        if page == "pages/2_graph.py":
+            assert "Cannot use model 'bug.pnnx.param'" in shown(at)
+
+
+def test_a_session_whose_model_cannot_load_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = upload(app(), *tiny_mlp())
+    no_exception(at)
+    common = sys.modules["pages.common"]
+
+    def gone(*args: object, **kwargs: object) -> None:
+        raise OSError("the cache was lost")
+
+    monkeypatch.setattr(common, "load_uploaded", gone)
+    at.switch_page("pages/2_graph.py").run()
+    no_exception(at)
+    at.switch_page("pages/1_home.py").run()
+    no_exception(at)
+    assert "could not be loaded and was closed" in "\n".join(e.value for e in at.error)
+
+
+def test_long_utf8_file_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 300-byte UTF-8 name failed: it was used as a file name in a temp folder."""
+    import tempfile
+
+    def no_disk(*args: object, **kwargs: object) -> None:
+        raise AssertionError("uploads must not be written to disk")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_disk)  # and nothing is left in a temp folder
+    name = "模型" * 100 + "\n.pnnx.param"  # 600+ bytes, and a control character
+    assert len(name.encode()) > 300
+    at = upload(app(), *tiny_mlp(), name=name)
+    no_exception(at)
+    assert not at.error
+    title = next(h.value for h in at.header if h.value.startswith("2. Summary"))
+    assert "模型模型" in title and "\n" not in title and title.endswith("…`")  # shown cut to 120 characters
+
+
+def test_error_details_show_no_tracebacks() -> None:
+    """Tracebacks showed the server's paths: unexpected exceptions show their type only."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["showErrorDetails"] == "type"
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "array, message",
+    [
+        (np.zeros((0, 1, 8, 8), np.float32), "batch 0"),
+        (np.zeros((1, 1, 8, 8), dtype=[("a", "f4"), ("b", "f4")]), "expected an array of numbers"),
+    ],
+)
+def test_odd_npy_uploads_are_errors_on_home(array: np.ndarray, message: str) -> None:
+    at = app()
+    at.radio(key="home_bundled").set_value("digits_cnn").run()
+    at.radio(key="home_input_kind").set_value("npy").run()
+    at.file_uploader(key="home_npy").upload("x.npy", _npy(array)).run()
+    no_exception(at)
+    assert message in shown(at)
+
+
+def test_tiny_upload_declaring_a_huge_input() -> None:
+    """A 3-line upload declaring (1,3,16000,16000): Home built a random input of it."""
+    text = b"7767517\n2 1\npnnx.Input in 0 1 x #x=(1,3,16000,16000)f32\npnnx.Output out 1 0 x\n"
+    at = upload(app(), text, name="huge.pnnx.param")
+    no_exception(at)
+    assert "768,000,000 elements" in shown(at) and "max_tensor_elements" in shown(at)
+    at.switch_page("pages/5_forward.py").run()
+    no_exception(at)
+
+
+def test_expression_page_refuses_a_huge_operand_number() -> None:
+    at = app()
+    at.switch_page("pages/4_expressions.py").run()
+    at.radio(key="expr_mode").set_value("Type one").run()
+    at.text_input(key="expr_text").set_value("add(@0,@3000000)").run()
+    no_exception(at)
+    assert "max_expression_operand" in shown(at)
+
+
+def test_upload_over_the_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = app()
+    common = sys.modules["pages.common"]
+    monkeypatch.setattr(common, "APP_LIMITS", common.APP_LIMITS.replace(max_upload_bytes=1000))
+    param, bin_bytes = tiny_mlp()
+    at = upload(at, param + b"\n\n", bin_bytes)  # new bytes: not a model cached by another test
+    no_exception(at)
+    assert "upload is" in shown(at) and "max_upload_bytes" in shown(at)
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A valid 1x1 PNG whose header says width x height (a decompression bomb's header)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", (1, 1)).save(buf, format="PNG")
+    data = bytearray(buf.getvalue())
+    ihdr = data[12:29]  # 'IHDR' + 13 bytes
+    ihdr[4:12] = struct.pack(">II", width, height)
+    data[12:29] = ihdr
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(ihdr)))
+    return bytes(data)
+
+
+def test_picture_claiming_gigapixels_is_refused_before_decoding() -> None:
+    pytest.importorskip("PIL")
+    at = app()
+    at.radio(key="home_bundled").set_value("digits_cnn").run()
+    at.radio(key="home_input_kind").set_value("image").run()
+    at.file_uploader(key="home_img").upload("bomb.png", _png_claiming(10000, 10000), "image/png").run()
+    no_exception(at)
+    assert "10000x10000 pixels" in shown(at) and "max_tensor_elements" in shown(at)
+    at.file_uploader(key="home_img").upload("worse.png", _png_claiming(60000, 60000), "image/png").run()
+    no_exception(at)  # Pillow's own bomb check comes first here
+    assert "decompression bomb" in shown(at)

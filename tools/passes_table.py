@@ -1,0 +1,112 @@
+"""The table of the README's "Graph passes" section: for optlevel-1 exports, the operators
+before, after `kuiper opt -O2`, and in pnnx's own optlevel-2 export, with the -O2 model's
+largest error against PyTorch's outputs.
+
+    python tools/passes_table.py              # committed exports: tests/data/optlevel + the presets
+    python tools/passes_table.py --full       # the bundled sample models at full size, exported now
+                                              # at optlevel 1 and 2 (needs torch + pnnx)
+    python tools/passes_table.py O1DIR O2DIR  # any pair of folders holding model.pnnx.param/.bin,
+                                              # inputs.npz and expected.npz (tools/pnnx_export.py's layout)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kuiper_core.passes import optimize  # noqa: E402
+from kuiper_core.pnnx import load_graph, read_param  # noqa: E402
+from kuiper_core.runtime import RuntimeGraph  # noqa: E402
+
+
+def row(name: str, o1: Path, o2: Path, inputs: list[np.ndarray], expected: list[np.ndarray]) -> dict[str, object]:
+    graph = load_graph(o1)
+    after = optimize(graph, 2).after
+    ys = RuntimeGraph.from_graph(after).build().forward(*inputs)
+    rel = max(
+        float(np.max(np.abs(y.astype(np.float64) - r.astype(np.float64)))) / max(1.0, float(np.max(np.abs(r))))
+        for y, r in zip(ys, expected)
+    )
+    return {"model": name, "before": len(graph.operators), "ours": len(after.operators),
+            "pnnx": len(read_param(o2).operators), "rel_err": rel}
+
+
+def _npz(path: Path, prefix: str) -> list[np.ndarray]:
+    with np.load(path) as z:
+        return [z[f"{prefix}{i}"] for i in range(len(z.files))]
+
+
+def committed_rows() -> list[dict[str, object]]:
+    rows = []
+    for d in sorted((ROOT / "tests" / "data" / "optlevel").iterdir()):
+        if (d / "o1").is_dir() and (d / "o2").is_dir():
+            rows.append(row(d.name, d / "o1" / "model.pnnx.param", d / "o2" / "model.pnnx.param",
+                            _npz(d / "o1" / "inputs.npz", "in"), _npz(d / "o1" / "expected.npz", "out")))
+    presets = ROOT / "sample_models" / "passes"
+    for name in ("conv_bn_relu", "pass_zoo"):
+        rows.append(row(f"{name} (preset)", presets / f"{name}.o1.pnnx.param", presets / f"{name}.o2.pnnx.param",
+                        [np.load(presets / f"{name}.input.npy")], _npz(presets / f"{name}.expected.npz", "out")))
+    return rows
+
+
+def full_rows() -> list[dict[str, object]]:
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from pnnx_export import export_module
+    from samples import all_samples
+
+    torch.backends.mha.set_fastpath_enabled(False)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, sample in all_samples().items():
+            dirs = {}
+            for level in (1, 2):
+                torch.manual_seed(0)
+                module, x = sample.build()
+                dirs[level] = Path(tmp) / f"{name}_o{level}"
+                export_module(module.eval(), [x], dirs[level], name=name, capture_operands=False, optlevel=level)
+            rows.append(row(name, dirs[1] / f"{name}.pnnx.param", dirs[2] / f"{name}.pnnx.param",
+                            _npz(dirs[1] / "inputs.npz", "in"), _npz(dirs[1] / "expected.npz", "out")))
+            print(f"  {rows[-1]}", file=sys.stderr)
+    return rows
+
+
+def markdown(rows: list[dict[str, object]]) -> str:
+    lines = ["| model | optlevel 1 | `kuiper opt -O2` | pnnx optlevel 2 | max error vs PyTorch (relative) |",
+             "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        mark = " ⚠" if int(r["ours"]) > int(r["pnnx"]) else ""  # type: ignore[arg-type]
+        lines.append(f"| {r['model']} | {r['before']} | **{r['ours']}**{mark} | {r['pnnx']} | {float(r['rel_err']):.1e} |")  # type: ignore[arg-type]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="export the full-size sample models now (torch + pnnx)")
+    ap.add_argument("dirs", nargs="*", help="O1DIR O2DIR pairs")
+    args = ap.parse_args(argv)
+    if args.dirs:
+        if len(args.dirs) % 2:
+            ap.error("give folders in pairs: O1DIR O2DIR")
+        rows = []
+        for o1, o2 in zip(args.dirs[::2], args.dirs[1::2]):
+            o1, o2 = Path(o1), Path(o2)
+            param1, param2 = next(o1.glob("*.pnnx.param")), next(o2.glob("*.pnnx.param"))
+            rows.append(row(o1.name, param1, param2, _npz(o1 / "inputs.npz", "in"), _npz(o1 / "expected.npz", "out")))
+    else:
+        rows = full_rows() if args.full else committed_rows()
+    print(markdown(rows))
+    worse = [r["model"] for r in rows if int(r["ours"]) > int(r["pnnx"])]  # type: ignore[arg-type]
+    return 1 if worse else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
