@@ -178,7 +178,7 @@ class Plan:
         dsts: list[np.ndarray | None] = []
         for k, step in enumerate(self.steps):
             args = [vals[i] for i in step.args]
-            shape, dtype = _result_shape(args), step.vtype.dtype
+            shape, dtype = _result_shape(args, step.node), step.vtype.dtype
             if k == last:
                 if (shape, dtype) != (out.shape, out.dtype):
                     return None
