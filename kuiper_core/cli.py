@@ -72,10 +72,14 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    folded = sum(1 for rop in graph.order if rop.folded)
     print(
         f"\n{len(g.operators)} operators, {len(g.operands)} operands, "
         f"{g.parameter_count():,} parameters ({g.weight_bytes() / 1e6:.2f} MB), order: {args.order}"
+        + (f", {folded} folded at build (depend only on constants)" if folded else "")
     )
+    for note in g.notes:
+        print(f"note: {note}")
     return 0
 
 

@@ -173,6 +173,8 @@ class Graph:
     operators: list[Operator] = field(default_factory=list)
     operands: dict[str, Operand] = field(default_factory=dict)
     source: str | None = None  # path of the .param it was read from
+    # What the reader tolerated in the file, one sentence each (`kuiper inspect` shows them).
+    notes: list[str] = field(default_factory=list)
 
     # -- building -------------------------------------------------------------
     def add_operand(self, name: str) -> Operand:
@@ -204,6 +206,22 @@ class Graph:
             if op.name == name:
                 return op
         raise KeyError(name)
+
+    def operator_keys(self) -> list[str]:
+        """One unique key per operator, in file order: its name, and for a repeated name
+        (pnnx repeats names at optlevel 0) `name#2`, `name#3`… for the later ones."""
+        keys: list[str] = []
+        taken = {op.name for op in self.operators}
+        seen: dict[str, int] = {}
+        for op in self.operators:
+            n = seen[op.name] = seen.get(op.name, 0) + 1
+            key = op.name
+            while n > 1 and key in taken:
+                key = f"{op.name}#{n}"
+                n += 1
+            taken.add(key)
+            keys.append(key)
+        return keys
 
     def by_type(self, op_type: str) -> Iterator[Operator]:
         return (op for op in self.operators if op.type == op_type)

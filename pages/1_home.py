@@ -12,6 +12,7 @@ from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.npy import read_npy
 from kuiper_core.explore.summary import model_summary, shape_text, type_table
 from pages import common
+from pages.input_size import size_picker
 
 st.title("Kuiper Explorer")
 st.caption(
@@ -105,6 +106,7 @@ if not model.ok:
 # -- 3. the input --------------------------------------------------------------------------
 st.header("3. Input")
 specs = common.model_input_specs(model)
+size_picker(model, specs)  # dynamic-shape models only
 kinds = ["sample", "random", "zeros", "ones", "npy"]
 if model.sample_input is None:
     kinds.remove("sample")

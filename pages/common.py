@@ -290,8 +290,10 @@ def require_model(runnable: bool = True) -> LoadedModel:
 
 
 def model_input_specs(model: LoadedModel) -> list[tuple[str, tuple[int, ...], str]]:
+    from pages.input_size import chosen_sizes  # the size picked for a dynamic-shape model
+
     assert model.graph is not None
-    return kx_inputs.input_specs(model.graph, model.meta.get("input_shape"))
+    return kx_inputs.input_specs(model.graph, model.meta.get("input_shape"), chosen_sizes(model))
 
 
 def current_input(model: LoadedModel | None = None) -> list[np.ndarray]:

@@ -2,6 +2,11 @@
 
 forward() must match PyTorch's outputs, and stepping must reproduce every operand that
 pnnx's generated *_pnnx.py computed. Batch > 1 is checked where the model allows it.
+
+tests/data/ops_o0 and ops_o1 hold the same cases exported at optlevel 0 and 1 (parameters
+as operands, prim::/aten:: operators): the subset that covers every operator type and
+operand-parameter pattern those levels emit (CASES.txt; all 467 cases run at both levels,
+see tools/check_exports.py).
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ import numpy as np
 import pytest
 
 import kuiper_core
-from conftest import OPS, max_err_ok
+from conftest import DATA, OPS, max_err_ok
 
+LEVELS = [DATA / "ops_o0", DATA / "ops_o1"]
 CASES = sorted(p.parent for p in OPS.glob("*/model.pnnx.param"))
+CASES += sorted(p.parent for d in LEVELS for p in d.glob("*/model.pnnx.param"))
+IDS = [c.name if c.parent == OPS else f"{c.parent.name}/{c.name}" for c in CASES]
 
 
 def _inputs(case: Path) -> list[np.ndarray]:
@@ -28,7 +36,7 @@ def _expected(case: Path) -> list[np.ndarray]:
         return [z[f"out{i}"] for i in range(len(z.files))]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_forward_matches_pytorch(case: Path) -> None:
     g = kuiper_core.load(case / "model.pnnx.param")
     ys = g.forward(*_inputs(case))
@@ -40,7 +48,7 @@ def test_forward_matches_pytorch(case: Path) -> None:
         assert ok, f"out{i}: max abs err {err:.3g} > {bound:.3g}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_steps_match_pnnx_operands(case: Path) -> None:
     ref_path = case / "operands.npz"
     if not ref_path.exists():

@@ -77,7 +77,6 @@ BAD = [
     ("counts missing", "7767517\n2\n", 2, 1, "operator count"),
     ("fewer operators than declared", "7767517\n3 1\npnnx.Input in 0 1 0\npnnx.Output out 1 0 0\n", 2, 1, "declares 3 operators"),
     ("more operators than declared", "7767517\n1 1\npnnx.Input in 0 1 0\npnnx.Output out 1 0 0\n", 4, 1, "more operators"),
-    ("operand count", "7767517\n2 5\npnnx.Input in 0 1 0\npnnx.Output out 1 0 0\n", 2, 3, "declares 5 operands"),
     ("n_in not an int", "7767517\n2 1\npnnx.Input in 0 1 0\npnnx.Output out x 0 0\n", 4, 17, "input count"),
     ("n_in larger than names", "7767517\n2 1\npnnx.Input in 0 1 0\npnnx.Output out 2 0 0 k=1\n", 4, 23, "need 2 operand"),
     ("n_out smaller than names", "7767517\n2 1\npnnx.Input in 0 1 0 1\npnnx.Output out 1 0 0\n", 3, 21, "need 1 operand"),

@@ -341,7 +341,7 @@ def test_pad_folds_into_the_following_conv(pad, conv_mode, folds):
     assert_equivalent(g, after)
 
 
-# -- FuseSlicesToSplit ----------------------------------------------------------------------------
+# -- FuseSlices ----------------------------------------------------------------------------
 def test_slices_that_tile_a_dim_become_one_tensor_split():
     s = "Tensor.slice {n} 1 1 0 {o} dim=1 start={a} end={b} step=1 #0=(1,4,6,6)f32 #{o}=(1,{c},6,6)f32"
     g = graph_of(
@@ -353,7 +353,7 @@ def test_slices_that_tile_a_dim_become_one_tensor_split():
         "torch.cat cat 4 1 3 2 1 4 5 dim=1 #3=(1,1,6,6)f32 #2=(1,2,6,6)f32 #1=(1,1,6,6)f32 #4=(1,2,6,6)f32 #5=(1,6,6,6)f32",
         out("5", "(1,6,6,6)f32"),
     )
-    after, _ = run_passes(g, "FuseSlicesToSplit")
+    after, _ = run_passes(g, "FuseSlices")
     split = [op for op in after.operators if op.type == "torch.tensor_split"]
     assert len(split) == 1 and split[0].params == {"dim": 1, "indices": [1, 3]}
     assert [o.name for o in split[0].outputs] == ["1", "2", "3"]
@@ -458,3 +458,47 @@ def test_functional_layers_with_computed_weights_stay():
     )
     after, log = run_passes(g, "FoldStaticWeights")
     assert types(after) == types(g) and not log.rows[-1].changed
+
+
+def test_selects_of_every_index_become_unbind_and_slice_chains_one_slice():
+    sel = "Tensor.select {n} 1 1 0 {o} dim=1 index={i} #0=(1,4,6,6)f32 #{o}=(1,6,6)f32"
+    g = graph_of(
+        IN4,
+        *[sel.format(n=f"s{i}", o=f"o{i}", i=i) for i in (2, 0, 3, 1)],
+        "Tensor.slice a 1 1 0 5 dim=1 start=1 end=3 step=1 #0=(1,4,6,6)f32 #5=(1,2,6,6)f32",
+        "Tensor.slice b 1 1 5 6 dim=3 start=0 end=6 step=2 #5=(1,2,6,6)f32 #6=(1,2,6,3)f32",
+        "pnnx.Expression e 4 1 o0 o1 o2 o3 7 expr=add(add(@0,@1),mul(@2,@3)) "
+        "#o0=(1,6,6)f32 #o1=(1,6,6)f32 #o2=(1,6,6)f32 #o3=(1,6,6)f32 #7=(1,6,6)f32",
+        "pnnx.Output out 2 0 7 6",
+    )
+    after, log = run_passes(g, "FuseSlices")
+    unbind = [op for op in after.operators if op.type == "torch.unbind"]
+    assert len(unbind) == 1 and unbind[0].params == {"dim": 1} and [o.name for o in unbind[0].outputs] == ["o0", "o1", "o2", "o3"]
+    sl = after.operator("a")
+    assert sl.params == {"dims": [1, 3], "starts": [1, 0], "ends": [3, 6], "steps": [1, 2]} and "b" not in [o.name for o in after.operators]
+    assert_equivalent(g, after)
+
+
+# -- FusePatterns -----------------------------------------------------------------------------------
+def test_reshape_transpose_reshape_is_a_channel_shuffle():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(1,6,4,4)f32",
+        "Tensor.view a 1 1 0 1 shape=(1,3,2,4,4) #0=(1,6,4,4)f32 #1=(1,3,2,4,4)f32",
+        "torch.transpose b 1 1 1 2 dim0=1 dim1=2 #1=(1,3,2,4,4)f32 #2=(1,2,3,4,4)f32",
+        "Tensor.reshape c 1 1 2 3 shape=(1,-1,4,4) #2=(1,2,3,4,4)f32 #3=(1,6,4,4)f32",
+        "pnnx.Output out 1 0 3 #3=(1,6,4,4)f32",
+    )
+    after, _ = run_passes(g, "FusePatterns")
+    assert types(after) == ["pnnx.Input", "nn.ChannelShuffle", "pnnx.Output"]
+    assert after.operator("c").params == {"groups": 3}
+    assert_equivalent(g, after)
+    # a transpose of other axes is not a shuffle
+    other = graph_of(*(line.replace("dim0=1 dim1=2", "dim0=3 dim1=4") for line in [
+        "pnnx.Input in 0 1 0 #0=(1,6,4,4)f32",
+        "Tensor.view a 1 1 0 1 shape=(1,3,2,4,4) #0=(1,6,4,4)f32 #1=(1,3,2,4,4)f32",
+        "torch.transpose b 1 1 1 2 dim0=1 dim1=2 #1=(1,3,2,4,4)f32 #2=(1,3,2,4,4)f32",
+        "Tensor.reshape c 1 1 2 3 shape=(1,-1,4,4) #2=(1,3,2,4,4)f32 #3=(1,6,4,4)f32",
+        "pnnx.Output out 1 0 3 #3=(1,6,4,4)f32",
+    ]))
+    after, log = run_passes(other, "FusePatterns")
+    assert types(after) == types(other) and not log.rows[-1].changed

@@ -1,9 +1,11 @@
 """The passes on real pnnx exports, checked against PyTorch's outputs.
 
 The done-criterion of the passes: for the optlevel-1 export of every bundled architecture
-(tests/data/optlevel, reduced sizes) and of the pass presets (sample_models/passes), -O2
-gives PyTorch's outputs within tolerance with no more operators than pnnx's own
-optlevel-2 export of the same model. -O1 alone already makes every optlevel-1 export run.
+(tests/data/optlevel, reduced sizes), of the pass presets (sample_models/passes) and of
+small models in other common styles (tests/data/passes: attention, ShuffleNet, GRU/LSTM,
+transformer encoder, functional layers on parameters, …), -O2 gives PyTorch's outputs
+within tolerance with no more operators than pnnx's own optlevel-2 export of the same
+model. -O1 alone already makes every optlevel-1 export run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kuiper_core.pnnx import load_graph, read_param
 from pass_testing import run
 
 OPTLEVEL = DATA / "optlevel"
+STYLES = DATA / "passes"
 PRESETS = SAMPLES / "passes"
 
 
@@ -30,7 +33,8 @@ def _arrays(path: Path, prefix: str) -> list[np.ndarray]:
 def _cases() -> list[tuple[str, Path, Path, Path, Path]]:
     """(id, optlevel-1 param, pnnx's optlevel-2 param, inputs, expected)."""
     cases = []
-    for d in sorted(p for p in OPTLEVEL.iterdir() if (p / "o1").is_dir() and (p / "o2").is_dir()):
+    folders = [p for root in (OPTLEVEL, STYLES) for p in sorted(root.iterdir())]
+    for d in (p for p in folders if (p / "o1").is_dir() and (p / "o2").is_dir()):
         cases.append((d.name, d / "o1" / "model.pnnx.param", d / "o2" / "model.pnnx.param", d / "o1" / "inputs.npz",
                       d / "o1" / "expected.npz"))
     for name in ("conv_bn_relu", "pass_zoo"):
@@ -80,7 +84,7 @@ def test_the_pass_zoo_gives_every_pass_work():
     assert changed == set(PIPELINE_ORDER), f"no work for: {sorted(set(PIPELINE_ORDER) - changed)}"
     actions = {str(c) for r in result.log.rows for c in r.changes}
     for fragment in ("into conv1 (nn.Conv2d)", "F.conv2d with constant weights → nn.Conv2d", "F.batch_norm with constant", "into up (nn.ConvTranspose2d)", "into fc (nn.Linear)",
-                     "(reflect) into conv2", "same nn.Conv2d as shared", "written as square", "tensor_split dim=1",
+                     "(reflect) into conv2", "same nn.Conv2d as shared", "written as square", "tensor_split dim=1", "nn.ChannelShuffle(groups=2)",
                      "nn.Dropout: dropout", "×1 upsample", "cat of one input", "full slice", "cancels"):
         assert any(fragment in a for a in actions), fragment
 
@@ -106,3 +110,15 @@ def test_an_optimised_model_still_runs_at_another_batch_size():
     parts = [x] + [rng.standard_normal(x.shape).astype(x.dtype) for _ in range(2)]
     stacked = np.concatenate([run(after, p)[0] for p in parts])
     np.testing.assert_allclose(run(after, np.concatenate(parts))[0], stacked, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("attention", "3 selects"),  # qkv[0], qkv[1], qkv[2] → unbind
+    ("shuffle", "nn.ChannelShuffle(groups=2)"),
+    ("functional_weights", "F.conv_transpose2d with constant weights → nn.ConvTranspose2d"),
+    ("view_mlp", "into a (nn.Linear)"),
+])
+def test_style_cases_use_the_pass_meant_for_them(case, fragment):
+    result = optimize(load_graph(STYLES / case / "o1" / "model.pnnx.param"), 2)
+    changes = [str(c) for r in result.log.rows for c in r.changes]
+    assert any(fragment in c for c in changes), changes

@@ -10,6 +10,7 @@ tests/test_ops.py runs through the engine and compares with PyTorch.
     python tools/export_opcases.py conv pool       # only these families (module names)
     python tools/export_opcases.py -k upsample -f  # cases whose name contains 'upsample', re-export
     python tools/export_opcases.py --optlevel 0 --out /tmp/o0   # every case at optlevel 0, elsewhere
+    python tools/export_opcases.py --optlevel 0 --out tests/data/ops_o0 --cases tests/data/ops_o0/CASES.txt
 
 Needs the `export` extra (torch==2.13.0 + pnnx).
 """
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-f", "--force", action="store_true", help="re-export existing cases")
     ap.add_argument("--optlevel", type=int, choices=(0, 1, 2), help="pnnx optlevel for every case (default: the case's own)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default: {OUT.relative_to(ROOT)})")
+    ap.add_argument("--cases", type=Path, help="a file naming the cases to export, one a line")
     args = ap.parse_args(argv)
 
     import torch
@@ -46,12 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     import opcases
 
+    only = set(args.cases.read_text().split()) if args.cases else None
     names = args.families or [m.name for m in pkgutil.iter_modules(opcases.__path__) if not m.name.startswith("_")]
     failed: list[str] = []
     for fam in names:
         mod = importlib.import_module(f"opcases.{fam}")
         for case, factory in mod.CASES.items():
-            if args.k not in case:
+            if args.k not in case or (only is not None and case not in only):
                 continue
             dest = args.out / case
             if dest.exists() and not args.force:

@@ -2,7 +2,8 @@
 before, after `kuiper opt -O2`, and in pnnx's own optlevel-2 export, with the -O2 model's
 largest error against PyTorch's outputs.
 
-    python tools/passes_table.py              # committed exports: tests/data/optlevel + the presets
+    python tools/passes_table.py              # committed exports: tests/data/optlevel, tests/data/passes,
+                                              # and the Passes page's presets
     python tools/passes_table.py --full       # the bundled sample models at full size, exported now
                                               # at optlevel 1 and 2 (needs torch + pnnx)
     python tools/passes_table.py O1DIR O2DIR  # any pair of folders holding model.pnnx.param/.bin,
@@ -45,7 +46,8 @@ def _npz(path: Path, prefix: str) -> list[np.ndarray]:
 
 def committed_rows() -> list[dict[str, object]]:
     rows = []
-    for d in sorted((ROOT / "tests" / "data" / "optlevel").iterdir()):
+    data = ROOT / "tests" / "data"
+    for d in sorted((data / "optlevel").iterdir()) + sorted((data / "passes").iterdir()):
         if (d / "o1").is_dir() and (d / "o2").is_dir():
             rows.append(row(d.name, d / "o1" / "model.pnnx.param", d / "o2" / "model.pnnx.param",
                             _npz(d / "o1" / "inputs.npz", "in"), _npz(d / "o1" / "expected.npz", "out")))

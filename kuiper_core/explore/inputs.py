@@ -19,11 +19,14 @@ from ..limits import check_elements
 INPUT_KINDS = ("sample", "random", "zeros", "ones", "npy", "image")
 
 
-def input_specs(graph: Graph, fallback_shape: Sequence[int] | None = None) -> list[tuple[str, tuple[int, ...], str]]:
+def input_specs(
+    graph: Graph, fallback_shape: Sequence[int] | None = None, sizes: Mapping[str, Mapping[int, int]] | None = None
+) -> list[tuple[str, tuple[int, ...], str]]:
     """(operand name, static shape, dtype name) of every model input.
 
-    Unknown dims (`?`) become 1, or come from `fallback_shape` (the models.json shape)
-    when the ranks agree.
+    Unknown dims (`?` or `%name`: a dynamic-shape export, pnnx's inputshape2) take the size
+    chosen in `sizes` (operand name -> {dim: size}, see `free_dims`), else the one of
+    `fallback_shape` (the models.json shape) when the ranks agree, else 1.
     """
     specs = []
     for op in graph.inputs:
@@ -35,9 +38,25 @@ def input_specs(graph: Graph, fallback_shape: Sequence[int] | None = None) -> li
             dims = tuple(int(d) for d in fallback_shape)
         else:
             fb = list(fallback_shape) if fallback_shape is not None and len(fallback_shape) == len(shape) else None
-            dims = tuple(d if isinstance(d, int) else (int(fb[i]) if fb else 1) for i, d in enumerate(shape))
+            chosen = (sizes or {}).get(operand.name, {})
+            dims = tuple(
+                d if isinstance(d, int) else int(chosen.get(i) or (fb[i] if fb else 1)) for i, d in enumerate(shape)
+            )
+            if any(n < 1 for n in dims):
+                raise InputError(f"input '{operand.name}': sizes must be >= 1, got {dims}")
         specs.append((operand.name, dims, operand.dtype or "f32"))
     return specs
+
+
+def free_dims(graph: Graph) -> list[tuple[str, int]]:
+    """(input operand name, dim) of every input dim the file leaves open (`?` or `%name`):
+    a model exported with dynamic shapes runs at any size there."""
+    return [
+        (op.outputs[0].name, i)
+        for op in graph.inputs
+        for i, d in enumerate(op.outputs[0].shape or ())
+        if not isinstance(d, int)
+    ]
 
 
 def synthetic_input(kind: str, shape: Sequence[int], dtype: str = "f32", seed: int = 0) -> np.ndarray:

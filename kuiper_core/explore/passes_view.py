@@ -28,7 +28,7 @@ REMOVED_COLOR = "#f4a3a3"  # before: gone after the passes
 CHANGED_COLOR = "#ffd166"  # both sides: rewritten (params, weights, inputs or type)
 ADDED_COLOR = "#9ee09e"  # after: new
 
-# The page's presets: optlevel-1 exports made by tools/export_pass_presets.py.
+# The page's presets: optlevel-1 exports made by tools/export_pass_models.py.
 PRESETS: dict[str, dict[str, str]] = {
     "conv_bn_relu": {
         "title": "Conv + BN + ReLU (seed 003's TVM example)",

@@ -243,6 +243,11 @@ def parse(text: str, limits: _limits.Limits | None = None) -> Node:
             i += 1
             closer = Kind.RPAREN if frame.name_tok is not None else Kind.RBRACKET
             if sep.kind is Kind.COMMA:
+                # pnnx 20261020 writes `add(@0,,mul(@1,2.0))` for torch.add(x, y, alpha=2.0)
+                # at optlevel 1; its own reader (ir.cpp expand_expression) skips empty
+                # tokens, so `,,` reads as `,`. So does this parser.
+                while toks[i].kind is Kind.COMMA:
+                    i += 1
                 break
             if sep.kind is closer:
                 stack.pop()

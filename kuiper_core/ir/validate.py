@@ -67,11 +67,14 @@ def locate_model_error(module: IRModule, err: ModelError) -> KuiperError:
 
 def check_layers(module: IRModule) -> None:
     """Build every operator's layer; the first refusal becomes a located error."""
-    from ..layers.registry import create_layer, is_supported
+    from ..layers.registry import create_layer, is_supported, layer_class
+    from ..runtime.binding import bind
 
     for index, op in enumerate(module.graph.operators):
         if not is_supported(op.type):
             continue  # only with allow_unregistered: nothing to check it against
+        if bind(op, layer_class(op.type)).params:
+            continue  # parameters given as operands: resolved and checked when the runtime builds
         if sum(a.nbytes for a in op.attrs.values() if a.data is None) > STAND_IN_LIMIT:
             continue  # checked when the real weights are bound
         try:

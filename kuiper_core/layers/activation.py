@@ -169,11 +169,34 @@ class PReLU(Elementwise):
         return w
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        w = self.slopes(x.ndim)
-        if x.ndim >= 2 and w.ndim and x.shape[1] != w.shape[0]:
-            raise self.error(f"input has {x.shape[1]} channels, the layer has {w.shape[0]} slopes")
-        np.multiply(x, w, out=y)
-        np.copyto(y, x, where=x > 0)
+        _prelu(self, x, self.slopes(x.ndim), y)
+
+
+def _prelu(layer: Layer, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
+    """y = x where x > 0, else w·x, with w shaped to broadcast over dim 1 (or 0-d)."""
+    if x.ndim >= 2 and w.ndim and x.shape[1] != w.shape[0]:
+        raise layer.error(f"input has {x.shape[1]} channels, the layer has {w.shape[0]} slopes")
+    np.multiply(x, w, out=y)
+    np.copyto(y, x, where=x > 0)
+
+
+@register("F.prelu")
+class FPReLU(Layer):
+    """`F.prelu(x, weight)` with the slopes as an input tensor (optlevel 0/1 keep it; at
+    optlevel 2 pnnx writes nn.PReLU with the weight inside)."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0] if inputs[0].dtype.kind == "f" else inputs[0].astype(np.float32)
+        w = np.asarray(inputs[1], dtype=x.dtype)
+        if w.size == 1:
+            w = w.reshape(())
+        elif x.ndim < 2:
+            raise self.error(f"a {w.size}-slope prelu needs an input with a channel dim, got rank {x.ndim}")
+        else:
+            w = w.reshape((-1,) + (1,) * (x.ndim - 2))
+        y = output_like(x, out[0])
+        _prelu(self, x, w, y)
+        return [y]
 
 
 @register("nn.Threshold", "F.threshold")

@@ -27,10 +27,13 @@ class Expression(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         expr = self.param("expr")
-        # A constant expression (`expr=False`, `expr=0.2`, e.g. F.dropout's p/training
-        # operands) reads as a typed .param value: turn it back into expression text.
-        if isinstance(expr, (bool, int, float)):
+        # A constant expression (`expr=False`, `expr=0.2`, `expr=None`, `expr=[1,1]`, e.g.
+        # F.dropout's p/training or a permute's dims at optlevel 1) reads as a typed .param
+        # value: turn it back into expression text.
+        if expr is None or isinstance(expr, (bool, int, float)):
             expr = str(expr)
+        elif isinstance(expr, list) and all(isinstance(v, (bool, int, float)) for v in expr):
+            expr = "[" + ",".join(map(str, expr)) + "]"
         if not isinstance(expr, str):
             raise self.error(f"parameter 'expr' must be expression text, got {expr!r}")
         self.expr = expr
@@ -46,6 +49,9 @@ class Expression(Layer):
             raise self.error(f"expected 1 output, got {len(op.outputs)}")
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.out_dtype = numpy_dtype(op.outputs[0].dtype) if op.outputs[0].dtype else None
+        # No `#` annotation: the result is a value (a size, a list of sizes, a constant),
+        # kept as the Python object the expression gives, like TorchScript's ints.
+        self.value_output = op.outputs[0].shape is None
         declared = [numpy_dtype(o.dtype) if o.dtype else None for o in op.inputs]
         if all(d is not None for d in declared):  # compile now: type errors surface at build
             self._plan([VType("tensor", d) for d in declared])
@@ -72,7 +78,9 @@ class Expression(Layer):
             if any(result is x for x in inputs):  # `expr=@0`: never hand out an input
                 result = result.copy() if dst is None or dst.shape != result.shape else _copy_into(dst, result)
             return [result]
-        # Scalars (size arithmetic) and lists (shapes) become small arrays.
+        if self.value_output:
+            return [result]
+        # Scalars (size arithmetic) and lists (shapes) for a declared tensor: small arrays.
         dtype = self.out_dtype
         if dtype is None:
             dtype = np.dtype(np.float32) if isinstance(result, float) else None

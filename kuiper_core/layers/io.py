@@ -51,9 +51,10 @@ class TupleConstruct(Layer):
         return [tuple(inputs)]
 
 
-@register("prim::TupleUnpack")
+@register("prim::TupleUnpack", "prim::ListUnpack")
 class TupleUnpack(Layer):
-    """Splits a tuple value (e.g. a pool's (values, indices)) into its elements."""
+    """Splits a tuple or list value (e.g. a pool's (values, indices), torch.chunk's pieces
+    at optlevel 0) into its elements."""
 
     returns_views = True
 

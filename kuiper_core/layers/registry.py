@@ -11,6 +11,17 @@ Contract:
 - `__init__(op)` runs once at build. Read params and weights there, validate them
   (raise `self.error("...")` naming what was expected), and precompute everything
   (weight layouts, index tables) so that `forward` does only arithmetic.
+- Parameters may arrive as operands (`$dim=7`, where operand 7 is `pnnx.Expression expr=1`
+  or `prim::Constant value=1`; optlevel 0/1 and dynamic-shape exports do this). The layer
+  never sees those operands: the runtime resolves each into `op.params[key]` before the
+  layer is made, so a layer reads `self.param("dim")` whatever the form (see
+  kuiper_core/runtime/binding.py). Values that depend only on constants are resolved once
+  at build; values computed from shapes at run time (`Tensor.size` -> `aten::mul` -> a
+  reshape's `$shape`) make the runtime create the layer for each distinct value set
+  (cached); `self.computed_params` names those keys, so a layer knows a value already
+  follows the actual input (e.g. no batch rule on a computed reshape shape). Positional
+  inputs that are parameters (TorchScript's `aten::add(self, other, alpha)`) are named by
+  the class attribute `arg_names`.
 - `forward(inputs, out)` gets the input arrays (batch is dim 0 of real N-D arrays) and
   `out`, a list with one entry per output: a preallocated array of the declared shape
   and dtype to write into, or None (shape unknown, or the inputs differ from the declared
@@ -40,6 +51,8 @@ from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from dataclasses import dataclass
+
 from .. import limits as _limits
 from ..errors import KuiperError, LimitError, ModelError, UnsupportedOperatorError
 from ..graph import Operator, ParamValue
@@ -52,15 +65,30 @@ Prepared = Callable[[list[Any], list[np.ndarray]], object]  # f(inputs, out), se
 _MISSING = object()
 
 
+@dataclass(eq=False)
+class BoundOperator(Operator):
+    """What the runtime makes a layer from: the file's operator (`source`) with every
+    parameter operand resolved into `params` and only the tensors left as inputs.
+    `computed` names the params whose values were computed at run time."""
+
+    source: Operator | None = None
+    computed: frozenset[str] = frozenset()
+
+
 class Layer:
     """Base class of all layers; see the module docstring for the contract."""
 
     returns_views: bool = False  # outputs may alias inputs (reshape, permute, slice…)
+    # Names of positional inputs that may be parameters (TorchScript-style aten:: ops);
+    # None: only `$key` inputs are.
+    arg_names: tuple[str, ...] | None = None
 
     def __init__(self, op: Operator) -> None:
         self.op = op
         self.name = op.name
         self.type = op.type
+        # Params whose values the runtime computed from this run's shapes (see the contract).
+        self.computed_params: frozenset[str] = op.computed if isinstance(op, BoundOperator) else frozenset()
 
     # -- helpers for subclasses ---------------------------------------------------
     def error(self, message: str) -> ModelError:
@@ -195,9 +223,13 @@ def check_supported(operators: list[Operator]) -> None:
         raise UnsupportedOperatorError(missing)
 
 
-def create_layer(op: Operator) -> Layer:
+def layer_class(op_type: str) -> type[Layer] | None:
     _load_all()
-    cls = _REGISTRY.get(op.type)
+    return _REGISTRY.get(op_type)
+
+
+def create_layer(op: Operator) -> Layer:
+    cls = layer_class(op.type)
     if cls is None:
         raise UnsupportedOperatorError([(op.type, op.name, op.line)])
     try:

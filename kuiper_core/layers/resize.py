@@ -388,6 +388,37 @@ class PixelUnshuffle(PixelShuffle):
         return [y]
 
 
+@register("nn.ChannelShuffle")
+class ChannelShuffle(Layer):
+    """ShuffleNet's shuffle: (N, C, *) viewed as (N, g, C/g, *), axes 1 and 2 swapped,
+    back to (N, C, *). pnnx writes the reshape-transpose-reshape as this at optlevel 2
+    (F.channel_shuffle it leaves as aten::channel_shuffle)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.groups = self.int_param("groups")
+        if self.groups < 1:
+            raise self.error(f"expected groups >= 1, got {self.groups}")
+        shape = op.inputs[0].shape if op.inputs else None
+        if shape is not None:
+            self.check(tuple(shape))
+
+    def check(self, shape: tuple) -> None:
+        if len(shape) < 2:
+            raise self.error(f"expected an input (N, C, *) of rank >= 2, got shape {shape}")
+        if isinstance(shape[1], int) and shape[1] % self.groups:
+            raise self.error(f"{shape[1]} channels are not divisible by groups={self.groups}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        self.check(x.shape)
+        n, c, *rest = x.shape
+        g = self.groups
+        y = out[0] if out[0] is not None and out[0].shape == x.shape and out[0].flags.c_contiguous else np.empty(x.shape, x.dtype)
+        np.copyto(y.reshape(n, c // g, g, *rest), x.reshape(n, g, c // g, *rest).swapaxes(1, 2))
+        return [y]
+
+
 # -- padding ---------------------------------------------------------------------------------
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")

@@ -23,9 +23,7 @@ from .torch_args import (
     INT_MAX,
     MAX_RANK,
     as_array,
-    input_index,
     input_rank,
-    int_values,
     normalize_axes,
     normalize_axis,
     torch_dtype,
@@ -64,7 +62,8 @@ def axis_key(positions: dict[int, Any]) -> tuple[Any, ...]:
 # -- reshape --------------------------------------------------------------------------------
 @register("Tensor.reshape", "Tensor.view")
 class Reshape(Layer):
-    """`shape=(…)` (pnnx writes the traced sizes, -1 at most once) or a `$shape` operand.
+    """`shape=(…)`: the traced sizes (-1 at most once), or sizes computed at run time from
+    the actual input (a `$shape` operand such as `[size(@0,0),-1]`).
 
     The batch rule. pnnx records the sizes seen while tracing, so `x.view(x.size(0), -1)`
     traced at batch 1 arrives as `shape=(1,256)`. When the input differs from the traced
@@ -73,18 +72,16 @@ class Reshape(Layer):
     -> (48,5) at batch 4. Batch is the outermost axis, so this gives exactly the stacked
     results of B/B0 separate runs at the traced batch. Otherwise the shape is used as
     written (a -1 may still absorb the difference), and a mismatch is a clear error.
+    A shape computed at run time already follows the input: no batch rule.
     """
 
     returns_views = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.shape_input = input_index(op, "shape")
-        self.shape: tuple[int, ...] = ()
-        if self.shape_input is None:
-            self.shape = self.ints_param("shape")
-            _check_sizes(self, self.shape, "shape")
-        self.traced = _traced_shape(op)
+        self.shape: tuple[int, ...] = self.ints_param("shape")
+        _check_sizes(self, self.shape, "shape")
+        self.traced = None if "shape" in self.computed_params else _traced_shape(op)
         self._by_input: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def target(self, in_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -99,12 +96,9 @@ class Reshape(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        if self.shape_input is not None:
-            shape = int_values(self, inputs[self.shape_input], "the $shape operand")
-        else:
-            shape = self._by_input.get(x.shape)  # type: ignore[assignment]
-            if shape is None:
-                shape = self._by_input[x.shape] = self.target(x.shape)
+        shape = self._by_input.get(x.shape)
+        if shape is None:
+            shape = self._by_input[x.shape] = self.target(x.shape)
         try:
             return [x.reshape(shape)]
         except ValueError:
@@ -247,43 +241,16 @@ class Unsqueeze(Layer):
 
 
 # -- indexing ---------------------------------------------------------------------------------------
-class _Dynamic:
-    """A slice argument given as an operand (`$end=7`) instead of a param."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-
-def _arg(layer: Layer, key: str) -> int | _Dynamic | None:
-    """An int param, or the operand `$key`, or None when neither is there."""
-    idx = input_index(layer.op, key)
-    if idx is not None:
-        return _Dynamic(idx)
-    if key in layer.op.params:
-        return layer.int_param(key)
-    return None
-
-
-def _resolve(layer: Layer, value: int | _Dynamic | None, inputs: list[np.ndarray], key: str) -> int | None:
-    if isinstance(value, _Dynamic):
-        vals = int_values(layer, inputs[value.index], f"the ${key} operand")
-        if len(vals) != 1:
-            raise layer.error(f"the ${key} operand must be one integer, got {len(vals)} values")
-        return vals[0]
-    return value
-
-
 @register("Tensor.slice")
 class Slice(Layer):
     """`x[…]` with steps >= 1 on one or more axes (basic indexing: the result is a view).
 
-    pnnx writes either `dim start end step` (each may instead be an operand, e.g.
-    `$end=7` from `size(@0,1)`), or `dims starts ends steps selects` for several axes,
-    where `selects[i] != INT_MAX` means "index axis i with that number" (the axis goes
-    away; its start/end/step are placeholders). `end=INT_MAX` means "to the end". Axes
-    are those of the input, negative ones counted from the back.
+    pnnx writes either `dim start end step` (any of them may come from an operand, e.g.
+    `$end=7` from `size(@0,1)`: the runtime resolves it into the param), or `dims starts
+    ends steps selects` for several axes, where `selects[i] != INT_MAX` means "index axis
+    i with that number" (the axis goes away; its start/end/step are placeholders).
+    `end=INT_MAX` means "to the end". Axes are those of the input, negative ones counted
+    from the back.
     """
 
     returns_views = True
@@ -302,54 +269,33 @@ class Slice(Layer):
 
             starts, ends = per_dim("starts"), per_dim("ends")
             steps, selects = per_dim("steps", [1] * n), per_dim("selects", [INT_MAX] * n)
-            self.items: list[tuple[int, Any, Any, Any, Any]] = [
-                (d, s, e, st, None if sel == INT_MAX else sel) for d, s, e, st, sel in zip(dims, starts, ends, steps, selects)
-            ]
+            items = list(zip(dims, starts, ends, steps, selects))
         else:
-            for key in ("starts", "ends", "steps", "selects"):
-                if input_index(op, key) is not None:
-                    raise self.error(f"a ${key} operand (dynamic multi-axis slice) is not supported")
-            select = _arg(self, "select")
-            self.items = [
-                (
-                    self.int_param("dim"),
-                    _arg(self, "start") if select is None else None,
-                    _arg(self, "end") if select is None else None,
-                    _arg(self, "step") if select is None else None,
-                    None if select == INT_MAX else select,
-                )
-            ]
-        dims_seen = [d for d, *_ in self.items]
+            select = self._optional("select")
+            items = [(self.int_param("dim"), self._optional("start"), self._optional("end"), self._optional("step"),
+                      INT_MAX if select is None else select)]
+        dims_seen = [d for d, *_ in items]
         if len(set(dims_seen)) != len(dims_seen):
             raise self.error(f"dims {tuple(dims_seen)} repeat an axis")
         if any(not -MAX_RANK <= d < MAX_RANK for d in dims_seen):
             raise self.error(f"dims {tuple(dims_seen)} are out of range: a tensor has at most {MAX_RANK} axes")
-        self.dynamic = any(isinstance(v, _Dynamic) for item in self.items for v in item[1:])
-        for d, start, end, step, select in self.items:
-            if select is None and isinstance(step, int) and step < 1:
-                raise self.error(f"step on dim {d} must be >= 1, got {step}")
-        self.key = None if self.dynamic else self._key([])
-
-    def _key(self, inputs: list[np.ndarray]) -> tuple[Any, ...]:
         positions: dict[int, Any] = {}
-        for d, start, end, step, select in self.items:
-            sel = _resolve(self, select, inputs, "select")
-            if sel is not None:
-                positions[d] = sel
+        for d, start, end, step, select in items:
+            if select != INT_MAX:
+                positions[d] = select
                 continue
-            s = _resolve(self, start, inputs, "start")
-            e = _resolve(self, end, inputs, "end")
-            st = _resolve(self, step, inputs, "step")
-            if st is not None and st < 1:
-                raise self.error(f"step on dim {d} must be >= 1, got {st}")
-            positions[d] = slice(s, None if e is None or e >= INT_MAX else e, st)
-        return axis_key(positions)
+            if step is not None and step < 1:
+                raise self.error(f"step on dim {d} must be >= 1, got {step}")
+            positions[d] = slice(start, None if end is None or end >= INT_MAX else end, step)
+        self.key = axis_key(positions)
+
+    def _optional(self, key: str) -> int | None:
+        return self.int_param(key) if self.param(key, None) is not None else None
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        key = self.key if self.key is not None else self._key(inputs)
         try:
-            return [as_array(x[key])]
+            return [as_array(x[self.key])]
         except IndexError as e:
             raise self.error(f"cannot slice an input of shape {x.shape}: {e}") from None
 
@@ -362,18 +308,13 @@ class Select(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.dim = self.int_param("dim", low=-MAX_RANK, high=MAX_RANK - 1)
-        index = _arg(self, "index")
-        if index is None:
-            raise self.error("missing parameter 'index' (or a $index operand)")
-        self.index = index
-        self.key = None if isinstance(index, _Dynamic) else axis_key({self.dim: index})
+        dim = self.int_param("dim", low=-MAX_RANK, high=MAX_RANK - 1)
+        self.key = axis_key({dim: self.int_param("index")})
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        key = self.key if self.key is not None else axis_key({self.dim: _resolve(self, self.index, inputs, "index")})
         try:
-            return [as_array(x[key])]
+            return [as_array(x[self.key])]
         except IndexError as e:
             raise self.error(f"cannot select from an input of shape {x.shape}: {e}") from None
 
@@ -405,18 +346,18 @@ class Narrow(Layer):
 @register("Tensor.expand")
 class Expand(Layer):
     """`x.expand(*sizes)`: a read-only broadcast view. -1 keeps the input's size; extra
-    leading sizes add axes. `sizes` may be an operand (`$sizes`, e.g. `[size(@0,0),-1,-1]`).
+    leading sizes add axes. `sizes` may be computed at run time (a `$sizes` operand such as
+    `[size(@0,0),-1,-1]`).
 
-    Batch: on the input's first axis, a size equal to the traced batch follows the actual
-    batch (expand(2,3,4) traced on a (2,1,4) input gives (4,3,4) at batch 4)."""
+    Batch: on the input's first axis, a traced size equal to the traced batch follows the
+    actual batch (expand(2,3,4) traced on a (2,1,4) input gives (4,3,4) at batch 4)."""
 
     returns_views = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.sizes_input = input_index(op, "sizes")
-        self.sizes = () if self.sizes_input is not None else self.ints_param("sizes")
-        traced = _traced_shape(op)
+        self.sizes = self.ints_param("sizes")
+        traced = None if "sizes" in self.computed_params else _traced_shape(op)
         self.traced_batch = traced[0] if traced else None
         self._by_input: dict[tuple[int, ...], tuple[int, ...]] = {}
 
@@ -439,12 +380,9 @@ class Expand(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        if self.sizes_input is not None:
-            shape = self.target(int_values(self, inputs[self.sizes_input], "the $sizes operand"), x.shape)
-        else:
-            shape = self._by_input.get(x.shape)  # type: ignore[assignment]
-            if shape is None:
-                shape = self._by_input[x.shape] = self.target(self.sizes, x.shape)
+        shape = self._by_input.get(x.shape)
+        if shape is None:
+            shape = self._by_input[x.shape] = self.target(self.sizes, x.shape)
         return [np.broadcast_to(x, shape)]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..graph import Operator
 from .registry import Layer, register
-from .torch_args import declared_dtype, input_index, int_values, normalize_axis, torch_dtype
+from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
 
 
 def _usable(buf: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype) -> bool:
@@ -329,8 +329,8 @@ class Where(Layer):
 class _Fill(Layer):
     """A new tensor filled with one value.
 
-    Shape: the `size` param or `$size` operand (e.g. pnnx.Expression `[size(@0,0),3]`),
-    or the input's shape for *_like. Dtype: `dtype=torch.X`, else the declared output
+    Shape: the `size` param (which may be computed at run time, e.g. from a pnnx.Expression
+    `[size(@0,0),3]`), or the input's shape for *_like. Dtype: `dtype=torch.X`, else the declared output
     dtype, else the input's (Tensor.new_*, *_like), else torch's default for the value.
     """
 
@@ -345,9 +345,8 @@ class _Fill(Layer):
             if isinstance(self.value, (list, str)) or self.value is None:
                 raise self.error(f"fill_value must be a number, got {self.value!r}")
         self.dtype = torch_dtype(self) or declared_dtype(op)
-        self.size_input = input_index(op, "size")
         self.size: tuple[int, ...] | None = None
-        if not self.like and self.size_input is None:
+        if not self.like:
             self.size = self.ints_param("size")
             if any(s < 0 for s in self.size):
                 raise self.error(f"size must be >= 0, got {self.size}")
@@ -363,13 +362,9 @@ class _Fill(Layer):
         if self.like:
             assert src is not None
             shape = src.shape
-        elif self.size is not None:
-            shape = self.size
         else:
-            shape = int_values(self, inputs[self.size_input], "the $size operand")  # type: ignore[index]
-            if any(d < 0 for d in shape):
-                raise self.error(f"the $size operand {shape} has a negative size")
-            self.check_size(shape)
+            assert self.size is not None
+            shape = self.size
         dtype = self.dtype
         if dtype is None:
             if self.from_input_dtype and src is not None:

@@ -82,20 +82,6 @@ def as_array(value: Any, dtype: np.dtype | None = None) -> np.ndarray:
     return np.asarray(value, dtype=dtype)
 
 
-def int_values(layer: Layer, value: Any, what: str) -> tuple[int, ...]:
-    """A runtime shape/index operand (a list from a pnnx.Expression like `[size(@0,0),3]`,
-    a 0-d or 1-d integer array, or an int) -> a tuple of ints."""
-    try:
-        arr = np.asarray(value)
-    except (ValueError, OverflowError):  # a ragged list, or an int beyond int64
-        raise layer.error(f"{what} must be integers (a scalar or a list), got {value!r}") from None
-    if arr.ndim > 1 or (arr.size and arr.dtype.kind not in "iub"):
-        raise layer.error(f"{what} must be integers (a scalar or a list), got {arr.dtype} of shape {arr.shape}")
-    if arr.size > MAX_RANK:
-        raise layer.error(f"{what} has {arr.size:,} values; a shape has at most {MAX_RANK}")
-    return tuple(int(v) for v in arr.reshape(-1))
-
-
 def input_index(op: Operator, name: str) -> int | None:
     """The position of the input named `$name`, or None."""
     for i, n in enumerate(op.input_names):

@@ -5,7 +5,7 @@ Levels (the PassContext's opt level decides which passes run, TVM's rule):
   1  safe clean-ups that never change a number: FoldConstantParams, RemoveNoOps,
      EliminateCommonSubexpr, RemoveUnused
   2  everything: also FoldStaticShapes, FoldConstants, FoldStaticWeights, FoldBatchNorm,
-     FoldPadIntoConv, FuseSlicesToSplit, FuseExpressions
+     FoldPadIntoConv, FuseSlices, FusePatterns, FuseExpressions
 
 The sequence repeats until a round changes nothing (one pass's result is often another's
 opportunity: a folded shape makes a reshape a no-op, a removed no-op lets two
@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from ..errors import ModelError
 from ..graph import Graph
-from . import batchnorm, constants, cse, dce, fuse, noops, pad, slices, static_weights
+from . import batchnorm, constants, cse, dce, fuse, noops, pad, patterns, slices, static_weights
 from .instruments import IRSnapshots, PassInstrument, PassLog
 from .manager import Pass, PassContext, Sequential, registered_passes
 from .rewrite import clone_graph
@@ -35,12 +35,13 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "FoldStaticWeights",
     "FoldBatchNorm",
     "FoldPadIntoConv",
-    "FuseSlicesToSplit",
+    "FuseSlices",
+    "FusePatterns",
     "FuseExpressions",
     "RemoveUnused",
 )
 
-_MODULES = (batchnorm, constants, cse, dce, fuse, noops, pad, slices, static_weights)  # imported: registered
+_MODULES = (batchnorm, constants, cse, dce, fuse, noops, pad, patterns, slices, static_weights)  # imported: registered
 
 
 def default_pipeline(names: Sequence[str] | None = None) -> Sequential:

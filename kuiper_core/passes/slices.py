@@ -1,32 +1,35 @@
-"""FuseSlicesToSplit: slices of one tensor along one dim that cover it end to end
-(`x[..., :2]`, `x[..., 2:4]`, `x[..., 4:]`) become one `torch.tensor_split` with several
-outputs (pnnx's fuse_slice_to_tensor_split at optlevel 2).
+"""FuseSlices: pnnx's slice fusions at optlevel 2.
+
+- Slices of one tensor along one dim that cover it end to end (`x[..., :2]`, `x[..., 2:4]`,
+  `x[..., 4:]`) become one `torch.tensor_split` with several outputs
+  (fuse_slice_to_tensor_split).
+- Selects of every index of one dim (`x[0]`, `x[1]`, `x[2]` of a 3-long dim) become one
+  `torch.unbind` (fuse_select_to_unbind).
+- A chain of slices on increasing dims (`x[:, 1:3][:, :, 2:]`), each read only by the next,
+  becomes one multi-axis `Tensor.slice` with dims/starts/ends/steps (fuse_slice_indices).
 """
 
 from __future__ import annotations
 
 from ..graph import Graph, Operator
 from .manager import graph_pass, record
-from .rewrite import remove_input
+from .rewrite import remove_input, remove_operator, replace_all_uses
 
 INT_MAX = 2**31 - 1
 
 
 def _bounds(op: Operator) -> tuple[int, int, int] | None:
     """(dim, start, end) of a step-1 slice with static bounds, normalised to the dim size."""
-    if op.type != "Tensor.slice" or len(op.inputs) != 1 or len(op.outputs) != 1:
+    raw = _bounds_raw(op)
+    if raw is None or raw[3] != 1:
         return None
-    p = op.params
-    dim, start, end, step = p.get("dim"), p.get("start", 0), p.get("end", INT_MAX), p.get("step", 1)
-    shape = op.inputs[0].shape
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dim, start, end, step)) or step != 1:
+    dim, start, end, _ = raw
+    size = op.inputs[0].shape[dim]  # type: ignore[index]
+    if not isinstance(size, int):
         return None
-    if shape is None or not -len(shape) <= dim < len(shape) or not isinstance(shape[dim], int):
-        return None
-    size = shape[dim]
     start = max(0, start + size if start < 0 else start)
     end = min(size, end + size if end < 0 else end)
-    return dim % len(shape), start, end
+    return dim, start, end
 
 
 def _tiling(members: list[tuple[int, int, Operator]], size: int) -> list[tuple[int, int, Operator]] | None:
@@ -49,9 +52,7 @@ def _tiling(members: list[tuple[int, int, Operator]], size: int) -> list[tuple[i
     return None
 
 
-@graph_pass("FuseSlicesToSplit", 2, required=("FoldConstantParams",),
-            description="slices that tile one dim end to end become one torch.tensor_split")
-def fuse_slices_to_split(graph: Graph) -> tuple[Graph, bool]:
+def _split_tilings(graph: Graph) -> bool:
     groups: dict[tuple[int, int], list[tuple[int, int, Operator]]] = {}
     for op in graph.operators:
         b = _bounds(op)
@@ -68,22 +69,104 @@ def fuse_slices_to_split(graph: Graph) -> tuple[Graph, bool]:
         members = chain
         ops = [m[2] for m in members]
         first = min(ops, key=graph.operators.index)
-        source = first.inputs[0]
         split = Operator("torch.tensor_split", first.name, params={"dim": dim, "indices": [m[1] for m in members[:-1]]})
-        for op in ops:
-            out = op.outputs.pop()
-            out.producer = None
-            remove_input(op, 0)
-            split.outputs.append(out)
-        position = graph.operators.index(first)
-        for op in ops:
-            graph.operators.remove(op)
-        split.inputs, split.input_names = [source], ["input"]
-        source.consumers.append(split)
-        for out in split.outputs:
-            out.producer = split
-        graph.operators.insert(min(position, len(graph.operators)), split)
+        _replace_with_multi_output(graph, ops, split)
         record("fused", split.name, f"{len(ops)} slices ({', '.join(op.name for op in ops)}) → tensor_split dim={dim} "
                f"indices={tuple(split.params['indices'])}")  # type: ignore[arg-type]
         changed = True
+    return changed
+
+
+def _replace_with_multi_output(graph: Graph, ops: list[Operator], new: Operator) -> None:
+    """`ops` (one output each, the same input) become `new`, whose outputs are theirs in
+    order, placed where the first of them was."""
+    first = min(ops, key=graph.operators.index)
+    source = first.inputs[0]
+    for op in ops:
+        out = op.outputs.pop()
+        out.producer = None
+        remove_input(op, 0)
+        new.outputs.append(out)
+    position = graph.operators.index(first)
+    for op in ops:
+        graph.operators.remove(op)
+    new.inputs, new.input_names = [source], ["input"]
+    source.consumers.append(new)
+    for out in new.outputs:
+        out.producer = new
+    graph.operators.insert(min(position, len(graph.operators)), new)
+
+
+def _unbind_selects(graph: Graph) -> bool:
+    groups: dict[tuple[int, int], dict[int, Operator]] = {}
+    for op in graph.operators:
+        if op.type != "Tensor.select" or len(op.inputs) != 1 or len(op.outputs) != 1:
+            continue
+        dim, index, shape = op.params.get("dim"), op.params.get("index"), op.inputs[0].shape
+        if not isinstance(dim, int) or not isinstance(index, int) or shape is None or not -len(shape) <= dim < len(shape):
+            continue
+        size = shape[dim]
+        if isinstance(size, int):
+            groups.setdefault((id(op.inputs[0]), dim % len(shape)), {}).setdefault(index % size if size else index, op)
+    changed = False
+    for (_, dim), by_index in groups.items():
+        size = next(iter(by_index.values())).inputs[0].shape[dim]  # type: ignore[index]
+        if size < 2 or sorted(by_index) != list(range(size)):  # type: ignore[operator]
+            continue
+        ops = [by_index[i] for i in range(size)]  # type: ignore[arg-type]
+        unbind = Operator("torch.unbind", ops[0].name, params={"dim": dim})
+        _replace_with_multi_output(graph, ops, unbind)
+        record("fused", unbind.name, f"{len(ops)} selects ({', '.join(o.name for o in ops)}) → unbind dim={dim}")
+        changed = True
+    return changed
+
+
+def _fold_slice_chains(graph: Graph) -> bool:
+    changed = False
+    for op in list(graph.operators):
+        first = _bounds_raw(op)
+        if first is None or op.outputs[0].consumers == []:
+            continue
+        chain = [op]
+        while True:
+            out = chain[-1].outputs[0]
+            nxt = out.consumers[0] if len(out.consumers) == 1 else None
+            if nxt is None or _bounds_raw(nxt) is None or _bounds_raw(nxt)[0] <= _bounds_raw(chain[-1])[0]:  # type: ignore[index]
+                break
+            chain.append(nxt)
+        if len(chain) < 2:
+            continue
+        items = [_bounds_raw(c) for c in chain]
+        head, last = chain[0], chain[-1]
+        head.params = {"dims": [i[0] for i in items], "starts": [i[1] for i in items],  # type: ignore[index]
+                       "ends": [i[2] for i in items], "steps": [i[3] for i in items]}  # type: ignore[index]
+        replace_all_uses(last.outputs[0], head.outputs[0])
+        head.outputs[0].shape, head.outputs[0].dtype = last.outputs[0].shape, last.outputs[0].dtype
+        for c in reversed(chain[1:]):
+            remove_operator(graph, c)
+        record("fused", head.name, f"{len(chain)} chained slices → one slice on dims {tuple(head.params['dims'])}")  # type: ignore[arg-type]
+        changed = True
+    return changed
+
+
+def _bounds_raw(op: Operator) -> tuple[int, int, int, int] | None:
+    """(dim ≥ 0, start, end, step) of a one-axis slice with int params."""
+    if op.type != "Tensor.slice" or len(op.inputs) != 1 or len(op.outputs) != 1 or "dims" in op.params:
+        return None
+    p = op.params
+    dim, start, end, step = p.get("dim"), p.get("start", 0), p.get("end", INT_MAX), p.get("step", 1)
+    shape = op.inputs[0].shape
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dim, start, end, step)) or shape is None:
+        return None
+    if not -len(shape) <= dim < len(shape):  # type: ignore[operator]
+        return None
+    return dim % len(shape), start, end, step  # type: ignore[operator,return-value]
+
+
+@graph_pass("FuseSlices", 2, required=("FoldConstantParams",),
+            description="slices tiling a dim → tensor_split, selects of every index → unbind, slice chains → one slice")
+def fuse_slices(graph: Graph) -> tuple[Graph, bool]:
+    changed = _split_tilings(graph)
+    changed |= _unbind_selects(graph)
+    changed |= _fold_slice_chains(graph)
     return graph, changed

@@ -199,11 +199,12 @@ def parse_param(text: str, path: str | None = None, limits: _limits.Limits | Non
             len(counts[0].text),
         )
     if len(graph.operands) != n_operands:
-        lp = _LineParser(path, 2, second)
-        raise lp.error(
-            f"line 2 declares {n_operands} operands but the operators use {len(graph.operands)}",
-            counts[1].column,
-            len(counts[1].text),
+        # pnnx's own loader (ir.cpp Graph::load) reads this count and never uses it, and pnnx
+        # writes a count that includes operands it dropped (at optlevel 0, e.g. the unused
+        # indices of torch.max): tolerated, with a note. The operator count stays an error.
+        graph.notes.append(
+            f"line 2 declares {n_operands} operands, the operators use {len(graph.operands)}; "
+            "pnnx's own loader ignores this count, and so does Kuiper"
         )
     return graph
 

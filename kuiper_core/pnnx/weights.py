@@ -1,8 +1,9 @@
 """Reader of the PNNX `.bin`: a store-only zip (zip64 in current pnnx) of entries
 `opname.attrname`, each the raw little-endian row-major bytes of one weight.
 
-Only stored, unencrypted entries with unique names are accepted, every size is checked
-against the archive before anything is read, and nothing is ever unpickled. Loaded
+Only stored, unencrypted entries are accepted, every size is checked against the archive
+before anything is read, and nothing is ever unpickled. Entry names are unique except
+where pnnx itself repeats them (optlevel 0: see `_entries`). Loaded
 weights are read-only: layers and callers share them (a pnnx.Attribute's output *is*
 its weight), so writing into one must fail rather than change later runs.
 """
@@ -56,11 +57,11 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> 
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
             raise WeightError(f"{where} is not a PNNX .bin (a store-only zip): {e}") from None
         with zf:
-            infos = _entries(zf, where)
+            infos = _entries(zf, where, [f"{op.name}.{key}" for op, key, _ in wanted])
             for op, key, attr in wanted:
                 entry = f"{op.name}.{key}"
                 at = dict(operator=op.name, op_type=op.type)
-                info = infos.get(entry)
+                info = infos[entry].pop(0) if infos.get(entry) else None
                 if info is None:
                     raise WeightError(f"weight '@{key}' has no entry '{entry}' in {where}", **at)
                 if info.compress_type != zipfile.ZIP_STORED:
@@ -98,19 +99,34 @@ def _to_array(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     return data
 
 
-def _entries(zf: zipfile.ZipFile, where: str) -> dict[str, zipfile.ZipInfo]:
-    """Entry name -> info; refuses what would let one entry shadow another or hide its bytes."""
-    infos: dict[str, zipfile.ZipInfo] = {}
+def _entries(zf: zipfile.ZipFile, where: str, wanted: list[str]) -> dict[str, list[zipfile.ZipInfo]]:
+    """Entry name -> its entries in archive order; refuses what would let one entry shadow
+    another or hide its bytes.
+
+    At optlevel 0 pnnx repeats operator names (a module called three times) and its .bin
+    then repeats entry names: it writes one entry per operator and weight in operator order,
+    so the k-th entry of a name belongs to the k-th operator of that name (pnnx's own reader
+    keeps only the last one). A repeated name is accepted only when the graph wants it
+    exactly as many times; otherwise which entry is which weight is unknowable.
+    """
+    infos: dict[str, list[zipfile.ZipInfo]] = {}
     for info in zf.infolist():
         name = info.filename
         if info.orig_filename != name:  # zipfile cuts a name at NUL: 'w\0.txt' would read as 'w'
             raise WeightError(f"{where}: entry name {info.orig_filename!r} contains a NUL byte")
-        if name in infos:
-            raise WeightError(f"{where}: entry '{name}' appears twice (which one is the weight?)")
         for bit, what in _REFUSED_FLAGS.items():
             if info.flag_bits & bit:
                 raise WeightError(f"{where}: entry '{name}' is {what}; PNNX .bin entries are plain stored data")
-        infos[name] = info
+        infos.setdefault(name, []).append(info)
+    counts: dict[str, int] = {}
+    for name in wanted:
+        counts[name] = counts.get(name, 0) + 1
+    for name, found in infos.items():
+        if len(found) > 1 and len(found) != counts.get(name, 0):
+            raise WeightError(
+                f"{where}: entry '{name}' appears {len(found)} times, but {counts.get(name, 0)} weight(s) of the "
+                "graph have that name (which one is the weight?)"
+            )
     return infos
 
 

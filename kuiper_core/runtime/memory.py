@@ -181,13 +181,13 @@ def _take_over(
     busy: list[tuple[int, int]],
 ) -> int | None:
     """The slot of an input the output may overwrite in place (removed from `busy`), or None."""
-    roots = [_find(parent, o.name) for o in op.inputs]
+    roots = [_find(parent, o.name) if o.name in parent else o.name for o in op.inputs]  # constants: no group
     for k in positions:
         if k >= len(op.inputs):
             continue
         name = op.inputs[k].name
         a = plan.assignment.get(name)
-        if a is None or (a[1], a[2]) != (tuple(sd[0]), sd[1]) or group_end[roots[k]] != step:
+        if a is None or (a[1], a[2]) != (tuple(sd[0]), sd[1]) or group_end.get(roots[k]) != step:
             continue
         if any(roots[j] == roots[k] and op.inputs[j].name != name for j in range(len(op.inputs))):
             continue  # another input is a view of it: overwriting would change what that reads

@@ -35,9 +35,11 @@ import numpy as np
 
 from .. import limits as _limits
 from ..errors import KuiperError, LimitError, ModelError
+from ..graph import Operator
 from .memory import NEVER, BufferPlan, ShapeDtype, plan_buffers
 
 if TYPE_CHECKING:
+    from ..layers.registry import Layer
     from .runtime_graph import RuntimeGraph, RuntimeOperator
 
 
@@ -77,38 +79,35 @@ def _is_view(a: np.ndarray, of: list[np.ndarray]) -> bool:
 
 
 def _record(rt: "RuntimeGraph", inputs: list[np.ndarray]) -> _Record:
-    values: dict[str, Any] = {}
-    last_use: dict[str, int] = {}
-    for i, rop in enumerate(rt.order):
-        for o in rop.op.inputs:
-            last_use[o.name] = i
+    """The checked first run (RuntimeGraph._run), noting what every operator returns."""
+    for rop in rt._run_order:
+        if rop.computed:
+            raise NotPreparable(f"operator '{rop.name}' takes parameters computed at run time")
+        if rop.binding is None or rop.binding.packed:
+            raise NotPreparable(f"operator '{rop.name}' packs its outputs into one operand")
     shapes: dict[str, ShapeDtype] = {}
     views: set[str] = set()
-    feeds = rt._feeds(inputs)
-    for i, rop in enumerate(rt.order):
-        op = rop.op
-        args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
-        results = rt._call(rop, args, [None] * len(op.outputs))
+
+    def note(rop: "RuntimeOperator", args: list[Any], results: list[Any]) -> None:
+        assert rop.binding is not None
         arg_arrays = [a for v in args for a in (_arrays(v) or [])]
         shared = []
-        for o, r in zip(op.outputs, results):
+        for o, r in zip(rop.binding.outputs, results):
             arrays = _arrays(r)
             if arrays is None:
-                raise NotPreparable(f"operator '{op.name}' returned a {type(r).__name__}")
+                raise NotPreparable(f"operator '{rop.name}' returned a {type(r).__name__}")
             if isinstance(r, np.ndarray):
                 shapes[o.name] = (r.shape, r.dtype)
             shared += [_is_view(a, arg_arrays) for a in arrays]
-            values[o.name] = r
-        constant = rop.layer is not None and rop.layer.returns_views and not op.inputs  # pnnx.Attribute
-        if op.type == "pnnx.Input":
-            pass  # gets a buffer: run() copies the caller's array into it
+        constant = rop.layer is not None and rop.layer.returns_views and not args  # pnnx.Attribute
+        if rop.type == "pnnx.Input":
+            pass  # gets a buffer: its call copies the caller's array into it
         elif constant or (shared and all(shared)):
-            views.add(op.name)
+            views.add(rop.key)
         elif any(shared) or any(not isinstance(r, np.ndarray) for r in results):
-            raise NotPreparable(f"operator '{op.name}' returns views and new arrays together")
-        for o in op.inputs:
-            if last_use.get(o.name) == i:
-                values.pop(o.name, None)
+            raise NotPreparable(f"operator '{rop.name}' returns views and new arrays together")
+
+    rt._run(inputs, planned=False, check=True, record=note)
     return _Record(shapes, views)
 
 
@@ -129,20 +128,24 @@ class PreparedForward:
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result."""
         assert rt.graph is not None
         rec = _record(rt, inputs)
-        ops = [r.op for r in rt.order]
+        ops = []
+        for r in rt._run_order:
+            assert r.binding is not None
+            ops.append(Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)))
         outputs = {o.name for op in rt.graph.outputs for o in op.inputs}
-        inplace = {r.name: r.layer.overwritable_inputs() for r in rt.order
-                   if r.layer is not None and r.name not in rec.views and r.layer.overwritable_inputs()}
+        inplace = {r.key: r.layer.overwritable_inputs() for r in rt._run_order
+                   if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()}
         plan = plan_buffers(ops, rec.views, outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
         plan.allocate(rt.limits)
         self = cls()
         self.plan = plan
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = dict(rt._seed)  # constants folded at build
         feeds = rt._feeds(inputs)
         input_index = {op.name: k for k, op in enumerate(rt.graph.inputs)}
         self.feeds = [None] * len(input_index)
-        for rop in rt.order:
+        for rop in rt._run_order:
             op = rop.op
+            assert rop.binding is not None
             if op.type == "pnnx.Input":
                 # Copied in at its place in the order: its buffer may be another input's
                 # before that (buffers are shared by liveness).
@@ -156,7 +159,7 @@ class PreparedForward:
                 self.types.append(op.type)
                 values[op.outputs[0].name] = buf
                 continue
-            self._bind(rt, rop, [values[o.name] for o in op.inputs], plan.buffer, rec, values)
+            self._bind(rt, rop, [values[o.name] for o in rop.binding.inputs], plan.buffer, rec, values)
         self.output_values = [values[o.name] for op in rt.graph.outputs for o in op.inputs]
         self.first_outputs = self._outputs()
         return self
@@ -172,21 +175,23 @@ class PreparedForward:
     ) -> None:
         """Run one operator on its buffers and add the call that repeats it."""
         op, layer = rop.op, rop.layer
-        assert layer is not None
-        outs = [buffer(o.name) for o in op.outputs]
+        assert layer is not None and rop.binding is not None
+        operands = rop.binding.outputs
+        view = rop.key in rec.views
+        outs = [buffer(o.name) for o in operands]
         call: Callable[[], Any] | None = None
-        if op.name not in rec.views and all(b is not None for b in outs):
+        if not view and all(b is not None for b in outs):
             f = layer.prepare(args, outs)  # type: ignore[arg-type]
             call = None if f is None else partial(f, args, outs)
         if call is not None:
             call()
             results: list[Any] = list(outs)
         else:
-            results = rt._call(rop, args, outs)
+            results = rt._call(rop, layer, args, outs)
         copies = []
         arg_arrays = [a for v in args for a in (_arrays(v) or [])]
-        for k, (o, r, b) in enumerate(zip(op.outputs, results, outs)):
-            if op.name in rec.views:
+        for k, (o, r, b) in enumerate(zip(operands, results, outs)):
+            if view:
                 arrays = _arrays(r)
                 if arrays is None or (op.inputs and not all(_is_view(a, arg_arrays) for a in arrays)):
                     raise NotPreparable(f"operator '{op.name}' returned a view before, a new array now")
@@ -199,7 +204,7 @@ class PreparedForward:
                 copies.append(k)
             else:
                 raise NotPreparable(f"operator '{op.name}' output {o.name}: nowhere to keep it")
-        if op.name in rec.views:
+        if view:
             return  # views of buffers and constants stay valid: nothing to repeat
         if call is None:
             forward = partial(layer.forward, args, outs)
@@ -245,12 +250,13 @@ class PreparedSteps:
         self.fns: dict[str, Any] = {}  # operator -> (f, output shapes and dtypes) or None
         self.lock = threading.Lock()
 
-    def call(self, rt: "RuntimeGraph", rop: "RuntimeOperator", args: list[Any]) -> list[Any]:
-        entry = self.fns.get(rop.op.name, _UNSEEN)
+    def call(self, rt: "RuntimeGraph", rop: "RuntimeOperator", layer: "Layer", args: list[Any]) -> list[Any]:
+        assert rop.binding is not None
+        entry = None if rop.computed else self.fns.get(rop.key, _UNSEEN)  # computed params: layers vary
         if entry is _UNSEEN or entry is None:
-            results = rt._call(rop, args, [None] * len(rop.op.outputs))
+            results = rt._call(rop, layer, args, [None] * len(rop.binding.outputs))
             if entry is _UNSEEN:
-                self.fns[rop.op.name] = self._prepare(rop, args, results)
+                self.fns[rop.key] = self._prepare(layer, args, results)
             return results
         f, specs = entry
         outs = [np.empty(shape, dtype) for shape, dtype in specs]
@@ -262,8 +268,7 @@ class PreparedSteps:
         return outs
 
     @staticmethod
-    def _prepare(rop: "RuntimeOperator", args: list[Any], results: list[Any]) -> Any:
-        layer = rop.layer
+    def _prepare(layer: "Layer", args: list[Any], results: list[Any]) -> Any:
         arrays = [a for v in args for a in (_arrays(v) or [])]
         if layer is None or not results or not all(
             isinstance(r, np.ndarray) and r.flags.c_contiguous and not _is_view(r, arrays) for r in results

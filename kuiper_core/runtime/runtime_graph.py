@@ -1,12 +1,21 @@
 """RuntimeGraph: a Graph made runnable (seed 004's states NeedInit -> NeedBuild -> Complete).
 
 init()  reads .param + .bin into a Graph                       (NeedInit  -> NeedBuild)
-build() links each operator to its consumers, creates layers through the registry,
-        orders execution (reverse-topological DFS, or Kahn), plans output buffers
-                                                                 (NeedBuild -> Complete)
-forward(*arrays) runs everything; steps(*arrays) runs one operator per iteration and
-exposes every input and output tensor (the app's stepper). Consumers read their
-producers' output arrays by reference: nothing is copied between operators.
+build() links each operator to its consumers, orders execution (reverse-topological DFS,
+        or Kahn), binds every operator's inputs (binding.py: parameters given as operands
+        become layer params), folds what depends only on constants (prim::Constant, weights,
+        arithmetic on them), creates layers through the registry, checks folded values
+        against their `#` shapes, plans output buffers        (NeedBuild -> Complete)
+forward(*arrays) runs the operators that were not folded; steps(*arrays) runs one operator
+per iteration (folded ones show their value) and exposes every input and output (the app's
+stepper). Consumers read their producers' output arrays by reference: nothing is copied.
+
+Shape truth (shape_check.py): the first forward() for each distinct set of input shapes,
+and every step, checks each produced tensor against its annotation; later runs at those
+shapes skip the check.
+
+Operators are keyed by `Graph.operator_keys()` (the pnnx name, `name#2`… for a name that
+optlevel 0 repeats); `RuntimeOperator.name` and events keep pnnx's names.
 """
 
 from __future__ import annotations
@@ -16,17 +25,27 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from .. import limits as _limits
 from ..errors import InputError, KuiperError, LimitError, ModelError
-from ..graph import Graph, Operator, numpy_dtype
-from ..layers.registry import Layer, check_supported, create_layer
+from ..graph import Graph, Operator, ParamValue, numpy_dtype
+from ..layers.registry import Layer, check_supported, create_layer, layer_class
+from .binding import Binding, bind, bound_operator, freeze, to_param
 from .memory import BufferPlan, plan_buffers
 from .order import ALGORITHMS, Trace
 from .prepared import NotPreparable, PreparedForward, PreparedSteps, raise_for_operator
+from .shape_check import Batch, batch_of, check_outputs
+
+# Layers kept per operator for parameter values computed at run time (one per distinct
+# value set); beyond this many the cache starts again.
+MAX_LAYERS_PER_OPERATOR = 64
+# Input-shape signatures whose first run was shape-checked; beyond this many, start again.
+MAX_CHECKED_SIGNATURES = 256
+# Input signatures kept prepared (prepared.py; each prepared forward holds its own buffers).
+MAX_PREPARED = 4
 
 
 class GraphState(IntEnum):
@@ -40,9 +59,16 @@ class RuntimeOperator:
     """An operator with its layer and its successors (seed 004's output_operators)."""
 
     op: Operator
-    layer: Layer | None = None
+    key: str = ""  # unique among the graph's operators (the name, unless pnnx repeated it)
+    layer: Layer | None = None  # the layer last used (one per computed-param value set)
     successors: dict[str, "RuntimeOperator"] = field(default_factory=dict)
     index: int = -1  # position in execution order
+    binding: Binding | None = None
+    folded: bool = False  # computed at build from constants; forward() skips it
+    params: dict[str, ParamValue] = field(default_factory=dict)  # operand params known at build
+    computed: dict[str, str] = field(default_factory=dict)  # param key -> operand computed at run time
+    step: int = -1  # position among the operators forward() runs
+    layers: dict[tuple, Layer] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -51,6 +77,27 @@ class RuntimeOperator:
     @property
     def type(self) -> str:
         return self.op.type
+
+    def make_layer(self, computed: dict[str, ParamValue] | None = None) -> Layer:
+        assert self.binding is not None
+        params = {**self.params, **computed} if computed else self.params
+        return create_layer(bound_operator(self.binding, params, frozenset(computed or ())))
+
+    def layer_for(self, values: dict[str, "Value"]) -> tuple[Layer, bool]:
+        """The layer for this run's computed params (made on first sight); True if new."""
+        try:
+            computed = {k: to_param(values[n]) for k, n in self.computed.items()}
+        except ValueError as e:
+            raise ModelError(f"parameter operand: {e}", operator=self.name, op_type=self.type) from None
+        key = tuple((k, freeze(v)) for k, v in computed.items())
+        layer = self.layers.get(key)
+        made = layer is None
+        if layer is None:
+            if len(self.layers) >= MAX_LAYERS_PER_OPERATOR:
+                self.layers.clear()
+            layer = self.layers[key] = self.make_layer(computed)
+        self.layer = layer
+        return layer, made
 
 
 @dataclass
@@ -64,6 +111,8 @@ class StepEvent:
     inputs: dict[str, Any]  # PNNX operand name -> array (a tuple for prim::TupleConstruct)
     outputs: dict[str, Any]
     seconds: float
+    key: str = ""  # the operator's unique key (RuntimeGraph.operators)
+    folded: bool = False  # computed at build from constants (its value is shown, not recomputed)
 
 
 Value = Any  # np.ndarray, or a tuple of them for prim::TupleConstruct
@@ -84,18 +133,21 @@ class RuntimeGraph:
         self.bin_path = Path(bin_path) if bin_path is not None else None
         self.graph: Graph | None = graph
         self.state = GraphState.NeedBuild if graph is not None else GraphState.NeedInit
-        self.operators: dict[str, RuntimeOperator] = {}
+        self.operators: dict[str, RuntimeOperator] = {}  # by key (see the module docstring)
         self.order: list[RuntimeOperator] = []
+        self.constants: dict[str, Value] = {}  # operands folded at build
+        self._run_order: list[RuntimeOperator] = []  # what forward() runs
+        self._seed: dict[str, Value] = {}  # the constants that forward() reads
+        # Input signatures (shapes, dtypes) whose first run was checked. That run is
+        # unplanned: layers show their own output dtypes instead of writing into buffers
+        # of the declared dtype, so a wrong annotation fails at every batch size.
+        self._checked: set[tuple] = set()
         self.order_trace: Trace = Trace("dfs")
         self.algorithm = "dfs"
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
-        # The first run at the declared shapes is unplanned: layers show their own output
-        # dtypes, checked against the file, instead of writing into buffers of the declared
-        # dtype (so a wrong annotation fails at every batch size, not only at others).
-        self._verified = False
         self.values: dict[str, Value] = {}  # operand values of the latest steps() run
-        # Prepared forwards by input shapes and dtypes (prepared.py); None: not preparable.
+        # The fast paths by input signature (prepared.py); None: this graph cannot be prepared.
         self._prepared: dict[tuple, PreparedForward | None] = {}
         self._prepared_steps: dict[tuple, PreparedSteps] = {}
         # Planned buffers are shared state: one planned forward at a time (the app caches
@@ -134,30 +186,67 @@ class RuntimeGraph:
         if algorithm not in ALGORITHMS:
             raise KuiperError(f"unknown ordering algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
 
-        self.operators = {op.name: RuntimeOperator(op) for op in graph.operators}
-        by_op = {id(op): self.operators[op.name] for op in graph.operators}
+        keys = graph.operator_keys()
+        self.operators = {key: RuntimeOperator(op, key) for key, op in zip(keys, graph.operators)}
+        by_op = {id(rop.op): rop for rop in self.operators.values()}
         for rop in self.operators.values():
             for succ in graph.successors(rop.op):
-                rop.successors[succ.name] = by_op[id(succ)]
-        for rop in self.operators.values():
-            rop.layer = create_layer(rop.op)
+                s = by_op[id(succ)]
+                rop.successors[s.key] = s
 
-        names = [op.name for op in graph.operators]
-        succ_map = {name: list(rop.successors) for name, rop in self.operators.items()}
-        order, self.order_trace = ALGORITHMS[algorithm](names, succ_map)
-        self.order = [self.operators[n] for n in order]
+        succ_map = {key: list(rop.successors) for key, rop in self.operators.items()}
+        order, self.order_trace = ALGORITHMS[algorithm](keys, succ_map)
+        self.order = [self.operators[k] for k in order]
         for i, rop in enumerate(self.order):
             rop.index = i
         self.algorithm = algorithm
-        self._view_ops = {r.name for r in self.order if r.layer is not None and r.layer.returns_views}
-        self._prepared = {}
-        self._prepared_steps = {}
+        self._bind_and_fold()
+        self._view_ops = {r.key for r in self._run_order if r.layer is not None and r.layer.returns_views}
         self._replan()
+        self._checked = set()
+        self._prepared, self._prepared_steps = {}, {}
         self.state = GraphState.Complete
         return self
 
+    def _bind_and_fold(self) -> None:
+        """Bind every operator's inputs; run at build what depends only on constants."""
+        constants: dict[str, Value] = {}
+        for rop in self.order:
+            op = rop.op
+            b = rop.binding = bind(op, layer_class(op.type))
+            rop.params, rop.computed, rop.layers, rop.folded = {}, {}, {}, False
+            for key, operand in b.params.items():
+                if operand.name in constants:
+                    try:
+                        rop.params[key] = to_param(constants[operand.name])
+                    except ValueError as e:
+                        raise ModelError(f"parameter '${key}': {e}", operator=op.name, op_type=op.type) from None
+                else:
+                    rop.computed[key] = operand.name
+            rop.layer = rop.make_layer() if not rop.computed else None
+            if op.type in ("pnnx.Input", "pnnx.Output") or not all(o.name in constants for o in op.inputs):
+                continue
+            assert rop.layer is not None
+            results = self._call(rop, rop.layer, [constants[o.name] for o in b.inputs], [None] * len(b.outputs))
+            check_outputs(op, b.outputs, results, None)
+            self._store(rop, results, constants)
+            rop.folded = True
+        self.constants = constants
+        self._run_order = [r for r in self.order if not r.folded]
+        for i, rop in enumerate(self._run_order):
+            rop.step = i
+        assert self.graph is not None
+        needed = {o.name for r in self._run_order if r.binding for o in r.binding.reads}
+        needed |= {o.name for op in self.graph.outputs for o in op.inputs}
+        self._seed = {n: v for n, v in constants.items() if n in needed}
+
     def _replan(self) -> None:
-        ops = [r.op for r in self.order]
+        """Buffers for the operators forward() runs (by step, keyed by operator key)."""
+        ops = []
+        for r in self._run_order:
+            assert r.binding is not None
+            outs = r.op.outputs if r.binding.packed else r.binding.outputs
+            ops.append(Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(outs)))
         assert self.graph is not None
         outputs = {o.name for op in self.graph.outputs for o in op.inputs}
         self.plan = plan_buffers(ops, self._view_ops, outputs)
@@ -181,23 +270,27 @@ class RuntimeGraph:
             return self._forward(self._check_inputs(arrays))
 
     def _forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        with self._run_lock:
-            key = tuple((a.shape, a.dtype.str) for a in inputs)
-            if key not in self._prepared:
-                built = self._prepare(key, inputs)
-                if built is not None:
-                    return built  # the outputs of the run that prepared it
-            prepared = self._prepared[key]
+        signature = tuple((a.shape, a.dtype.str) for a in inputs)
+        with self._run_lock:  # the prepared forward (prepared.py), made by the first run
+            if signature not in self._prepared:
+                outputs = self._prepare(signature, inputs)
+                if outputs is not None:
+                    return outputs
+            prepared = self._prepared[signature]
             if prepared is not None:
                 return prepared.run(inputs)
-        if not self._matches_declared(inputs) or not self._verified:
-            values = self._run(inputs, planned=False)
-            self._verified = self._verified or self._matches_declared(inputs)
+        if signature not in self._checked:  # the first run at these shapes: checked, unplanned
+            values = self._run(inputs, planned=False, check=True)
+            if len(self._checked) >= MAX_CHECKED_SIGNATURES:
+                self._checked.clear()
+            self._checked.add(signature)
             return self._collect_outputs(values)
+        if not self._matches_declared(inputs):
+            return self._collect_outputs(self._run(inputs, planned=False, check=False))
         with self._run_lock:
             while True:
                 try:
-                    values = self._run(inputs, planned=True)
+                    values = self._run(inputs, planned=True, check=False)
                     break
                 except _ViewDetected as v:
                     # A layer returned a view of an input without saying so: keep that
@@ -206,22 +299,32 @@ class RuntimeGraph:
                     self._replan()
             return self._collect_outputs(values)
 
-    MAX_PREPARED = 4  # input signatures kept prepared (each holds its own buffers)
-
-    def _prepare(self, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
-        """Prepare forward for these input shapes (holding the lock): its first outputs, or
-        None when the graph cannot be prepared (forward then runs operator by operator)."""
+    def _prepare(self, signature: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """Prepare forward at this signature (under the lock). Its first run is the checked
+        run; returns its outputs, or None when the graph cannot be prepared."""
         try:
             prepared: PreparedForward | None = PreparedForward.build(self, inputs)
         except NotPreparable:
             prepared = None
-        if len(self._prepared) >= self.MAX_PREPARED:
+        if len(self._prepared) >= MAX_PREPARED:
             self._prepared.pop(next(iter(self._prepared)))
-        self._prepared[key] = prepared
+        self._prepared[signature] = prepared
         if prepared is None:
             return None
+        if len(self._checked) >= MAX_CHECKED_SIGNATURES:
+            self._checked.clear()
+        self._checked.add(signature)
         outputs, prepared.first_outputs = prepared.first_outputs, []
         return outputs
+
+    def _steps_for(self, inputs: list[np.ndarray]) -> PreparedSteps:
+        signature = tuple((a.shape, a.dtype.str) for a in inputs)
+        prepared = self._prepared_steps.get(signature)
+        if prepared is None:
+            if len(self._prepared_steps) >= MAX_PREPARED:
+                self._prepared_steps.pop(next(iter(self._prepared_steps)))
+            prepared = self._prepared_steps[signature] = PreparedSteps()
+        return prepared
 
     def steps(self, *arrays: np.ndarray) -> "StepRun":
         """Run one operator per iteration. The returned iterator's `.values` holds every
@@ -235,59 +338,98 @@ class RuntimeGraph:
 
     def _step_iter(self, inputs: list[np.ndarray], values: dict[str, Value]) -> Iterator[StepEvent]:
         feeds = self._feeds(inputs)
-        key = tuple((a.shape, a.dtype.str) for a in inputs)
-        prepared = self._prepared_steps.get(key)
-        if prepared is None:
-            if len(self._prepared_steps) >= self.MAX_PREPARED:
-                self._prepared_steps.pop(next(iter(self._prepared_steps)))
-            prepared = self._prepared_steps[key] = PreparedSteps()
+        batch = self._batch(inputs)
+        prepared = self._steps_for(inputs)
         for rop in self.order:
             op = rop.op
-            args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
+            b = rop.binding
+            assert b is not None
             t0 = time.perf_counter()
-            with _limits.use(self.limits):
-                outs = prepared.call(self, rop, args)
+            if rop.folded:
+                for o in op.outputs:
+                    values[o.name] = self.constants[o.name]
+            else:
+                with _limits.use(self.limits):
+                    layer = rop.layer
+                    if rop.computed:
+                        layer, _ = rop.layer_for(values)
+                    assert layer is not None
+                    args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in b.inputs]
+                    results = prepared.call(self, rop, layer, args)
+                if op.type != "pnnx.Input":  # the inputs were checked by _check_inputs
+                    check_outputs(op, b.outputs, results, batch)
+                self._store(rop, results, values)
             dt = time.perf_counter() - t0
-            for o, v in zip(op.outputs, outs):
-                values[o.name] = v
             yield StepEvent(
                 rop.index,
                 op.name,
                 op.type,
                 op,
                 {o.name: values[o.name] for o in op.inputs} if op.type != "pnnx.Input" else {},
-                {o.name: v for o, v in zip(op.outputs, outs)},
+                {o.name: values[o.name] for o in op.outputs},
                 dt,
+                rop.key,
+                rop.folded,
             )
 
     def outputs_of(self, values: dict[str, Value]) -> list[np.ndarray]:
         """The graph outputs from a dict of operand values (e.g. after steps())."""
         return self._collect_outputs(values)
 
-    def _run(self, inputs: list[np.ndarray], *, planned: bool) -> dict[str, Value]:
-        values: dict[str, Value] = {}
+    def _run(
+        self, inputs: list[np.ndarray], *, planned: bool, check: bool,
+        record: Callable[[RuntimeOperator, list[Value], list[Value]], None] | None = None,
+    ) -> dict[str, Value]:
+        """One run over the operators not folded. `record(rop, args, results)`, if given,
+        sees every operator's arguments and results (prepared.py learns shapes from it)."""
+        values: dict[str, Value] = dict(self._seed)
         plan = self.plan if planned else None
         last_use = self.plan.last_use if self.plan is not None else {}
         feeds = self._feeds(inputs)
-        for rop in self.order:
+        batch = self._batch(inputs) if check else None
+        for rop in self._run_order:
             op = rop.op
-            args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in op.inputs]
-            out = [plan.buffer(o.name) if plan is not None else None for o in op.outputs]
-            results = self._call(rop, args, out)
-            if plan is not None and rop.name not in self._view_ops:
+            b = rop.binding
+            assert b is not None
+            layer, made = (rop.layer, False) if not rop.computed else rop.layer_for(values)
+            assert layer is not None
+            args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in b.inputs]
+            if plan is not None and not b.packed:
+                out = [plan.buffer(o.name) for o in b.outputs]
+            else:
+                out = [None] * len(b.outputs)
+            results = self._call(rop, layer, args, out)
+            if (check or made) and op.type != "pnnx.Input":  # inputs: see _check_inputs
+                check_outputs(op, b.outputs, results, batch)
+            if plan is not None and rop.key not in self._view_ops:
                 for r, buf in zip(results, out):
                     if isinstance(r, np.ndarray) and r is not buf and any(
                         isinstance(a, np.ndarray) and np.may_share_memory(r, a) for a in args
                     ):
-                        raise _ViewDetected(rop.name)
-            for o, v in zip(op.outputs, results):
-                values[o.name] = v
+                        raise _ViewDetected(rop.key)
+            if record is not None:
+                record(rop, args, results)
+            self._store(rop, results, values)
             # Liveness: drop what no later operator reads (planned buffers stay in the
             # plan; unplanned arrays are freed now).
-            for o in op.inputs:
-                if last_use.get(o.name, -1) <= rop.index:
+            for o in b.reads:
+                if last_use.get(o.name, -1) <= rop.step:
                     values.pop(o.name, None)
         return values
+
+    @staticmethod
+    def _store(rop: RuntimeOperator, results: list[Value], values: dict[str, Value]) -> None:
+        """Results into `values`: one operand each, or one tuple for a packed operator."""
+        outs = rop.op.outputs
+        if rop.binding is not None and rop.binding.packed:
+            values[outs[0].name] = tuple(results)
+        else:
+            for o, v in zip(outs, results):
+                values[o.name] = v
+
+    def _batch(self, inputs: list[np.ndarray]) -> Batch:
+        assert self.graph is not None
+        return batch_of([op.outputs[0] for op in self.graph.inputs], inputs)
 
     def _feeds(self, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
         """pnnx.Input name -> array: the caller's arrays follow the file order of the inputs,
@@ -295,16 +437,14 @@ class RuntimeGraph:
         assert self.graph is not None
         return {op.name: a for op, a in zip(self.graph.inputs, inputs)}
 
-    def _call(self, rop: RuntimeOperator, args: list[Value], out: list[np.ndarray | None]) -> list[Value]:
-        layer = rop.layer
-        assert layer is not None
+    def _call(self, rop: RuntimeOperator, layer: Layer, args: list[Value], out: list[np.ndarray | None]) -> list[Value]:
         try:
             results = layer.forward(args, out)
         except Exception as e:
             raise_for_operator(e, rop.name, rop.type)
-        if len(results) != len(rop.op.outputs):
+        if len(results) != len(out):
             raise ModelError(
-                f"layer returned {len(results)} output(s), the graph declares {len(rop.op.outputs)}",
+                f"layer returned {len(results)} output(s), the graph declares {len(out)}",
                 operator=rop.name,
                 op_type=rop.type,
             )
@@ -314,13 +454,6 @@ class RuntimeGraph:
                     _limits.check_elements(r.shape, "the output", self.limits)
                 except LimitError as e:
                     raise e.at_operator(rop.name, rop.type) from None
-        for o, r in zip(rop.op.outputs, results):
-            if isinstance(r, np.ndarray) and o.dtype is not None and r.dtype != numpy_dtype(o.dtype):
-                raise ModelError(
-                    f"output '{o.name}' has dtype {r.dtype}, the graph declares {o.dtype}",
-                    operator=rop.name,
-                    op_type=rop.type,
-                )
         return results
 
     def _collect_outputs(self, values: dict[str, Value]) -> list[np.ndarray]:

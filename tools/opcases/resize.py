@@ -103,6 +103,8 @@ CASES = {
     "resize_pixelunshuffle": lambda: (Wrap(nn.PixelUnshuffle(2)), [x4(c=3, h=4, w=6)]),
     "resize_f_pixel_shuffle": lambda: (Fn(lambda x: F.pixel_shuffle(x, 3)), [x4(c=9, h=2, w=3)]),
     "resize_f_pixel_unshuffle": lambda: (Fn(lambda x: F.pixel_unshuffle(x, 3)), [x4(c=2, h=6, w=3)]),
+    # channel shuffle (ShuffleNet)
+    "resize_channelshuffle": lambda: (Wrap(nn.ChannelShuffle(3)), [x4(c=6, h=3, w=4)]),
     # padding modules
     "resize_zeropad2d": lambda: (Wrap(nn.ZeroPad2d((1, 2, 0, 3))), [x4()]),
     "resize_constantpad2d": lambda: (Wrap(nn.ConstantPad2d(2, 1.5)), [x4()]),

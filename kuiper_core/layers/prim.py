@@ -1,0 +1,106 @@
+"""TorchScript's plumbing, as pnnx writes it at optlevel 0 (and some at 1): constants,
+lists, sizes and number conversions.
+
+These operators make *values* (ints, floats, bools, None, lists), not tensors: their
+outputs carry no `#` annotation. Values are plain Python objects here, as in TorchScript,
+so that arithmetic on them follows Python's rules and a tensor op treats them as weak
+scalars (`x * x.size(1)` keeps x's dtype). When a value feeds another operator's parameter
+(`$shape=…`), the runtime turns it into that parameter (kuiper_core/runtime/binding.py).
+Constants are folded at build: forward() never runs a prim::Constant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..graph import Operator
+from .registry import Layer, register
+
+
+@register("prim::Constant")
+class Constant(Layer):
+    """`value=…`: an int, float, bool, None, string or list (a `(1,2)` tuple reads as a list)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        if len(op.outputs) != 1 or op.inputs:
+            raise self.error(f"expected no input and 1 output, got {len(op.inputs)} and {len(op.outputs)}")
+        self.value = self.param("value", None)
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        value = self.value
+        return [list(value) if isinstance(value, list) else value]  # a fresh list: consumers may keep it
+
+
+@register("prim::ListConstruct")
+class ListConstruct(Layer):
+    """Its inputs as one list: ints for a shape (`[x.size(0), -1]`) or tensors for torch.cat
+    (the runtime gives torch.cat the tensors themselves)."""
+
+    returns_views = True  # the list holds its input arrays themselves
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        return [list(inputs)]
+
+
+@register("prim::NumToTensor")
+class NumToTensor(Layer):
+    """A number as a 0-d tensor. TorchScript's result is a "wrapped number" that type
+    promotion treats like the Python number, so the number itself is kept."""
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        return [_number(self, inputs[0])]
+
+
+@register("aten::Int")
+class Int(Layer):
+    """`int(x)` of a number or a one-element tensor (toward zero, like Python)."""
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        return [int(_number(self, inputs[0]))]
+
+
+@register("aten::Float")
+class Float(Layer):
+    """`float(x)` of a number or a one-element tensor."""
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        return [float(_number(self, inputs[0]))]
+
+
+@register("aten::Bool")
+class Bool(Layer):
+    """`bool(x)` of a number or a one-element tensor."""
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        return [bool(_number(self, inputs[0]))]
+
+
+@register("Tensor.size")
+class Size(Layer):
+    """`x.size(dim)` (`dim=` param) as an int, or `x.size()` as a list of ints."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        dim = self.param("dim", None)
+        self.dim = None if dim is None else self.int_param("dim")
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        shape = np.shape(inputs[0])
+        if self.dim is None:
+            return [list(shape)]
+        if not -len(shape) <= self.dim < len(shape):
+            raise self.error(f"dim {self.dim} is out of range for a tensor of shape {shape}")
+        return [int(shape[self.dim])]
+
+
+def _number(layer: Layer, value: Any) -> int | float | bool:
+    """A Python number from a number or a one-element tensor."""
+    if isinstance(value, (bool, int, float)):
+        return value
+    arr = np.asarray(value)
+    if arr.size != 1 or arr.dtype.kind not in "biuf":
+        raise layer.error(f"expected a number or a one-element tensor, got {arr.dtype} of shape {arr.shape}")
+    return arr.reshape(()).item()

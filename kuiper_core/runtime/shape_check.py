@@ -1,0 +1,113 @@
+"""Shape truth: every produced tensor against its `#` annotation.
+
+pnnx writes the shape and dtype it saw for every tensor operand (`#5=(1,16)f32`). The
+runtime checks each operator's outputs against those annotations — for values folded at
+build, and on the first Forward for each distinct set of input shapes (then never again
+for those shapes, so the check costs nothing on later runs); `steps()` checks every step.
+A mismatch is a ShapeError naming the operator, the operand, the declared and the produced
+shape: no result may silently differ from what the file declares.
+
+What "declared" means:
+- `?` and `%name` dims match any size; ranks must agree; dtypes must agree (`bf16`
+  weights are widened to f32 when loaded, so f32 is accepted for bf16).
+- At the traced batch (every model input's dim 0 as declared) every int dim must match.
+- At another batch (the engine lets dim 0 of the inputs differ; the layers follow the
+  batch by their batch rules), the inputs' dim 0 changed from B0 to B. A dim that depends
+  on the batch is a·batch + c for a whole a >= 1 (the batch itself, a reshape merging it
+  with other dims, a concatenation or slice along it), declared as d = a·B0 + c, so it is
+  now d + a·(B − B0). An int dim d must therefore be d (batch-independent) or
+  d + a·(B − B0) for a whole a in 1..d. Ranks and dtypes must match exactly. Anything else
+  is an error. The traced-batch run checks every dim exactly.
+- The graph inputs themselves are checked before anything runs (RuntimeGraph's input
+  check, with the same batch freedom), not here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..graph import Operand, Operator, Shape, numpy_dtype
+from ..pnnx.param import format_shape
+
+Batch = tuple[int, int] | None  # (traced batch B0, actual batch B); None at the traced batch
+
+
+def batch_of(input_operands: Sequence[Operand], arrays: Sequence[np.ndarray]) -> Batch:
+    """(B0, B) when some input's dim 0 differs from its declared int dim 0, else None."""
+    for operand, a in zip(input_operands, arrays):
+        shape = operand.shape
+        if shape and isinstance(shape[0], int) and a.ndim and a.shape[0] != shape[0]:
+            return shape[0], int(a.shape[0])
+    return None
+
+
+def _dim_ok(declared: Any, n: int, batch: Batch) -> bool:
+    if not isinstance(declared, int):
+        return True  # `?` (None) or a `%name` symbol
+    if n == declared:
+        return True
+    if batch is None or batch[1] == batch[0]:
+        return False
+    a, rest = divmod(n - declared, batch[1] - batch[0])
+    return rest == 0 and 1 <= a <= max(1, declared)
+
+
+def _dtype_ok(declared: str, value: Any) -> bool:
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+        dt = value.dtype
+        if declared == "bf16":
+            return dt in (np.dtype(np.float32), np.dtype(np.uint16))
+        return dt == numpy_dtype(declared)
+    # A Python number where a 0-d tensor is declared: the same kind is enough.
+    kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f" if isinstance(value, float) else "?"
+    return kind == numpy_dtype(declared).kind or (kind == "i" and numpy_dtype(declared).kind == "u")
+
+
+def _produced(value: Any) -> tuple[tuple[int, ...], str]:
+    shape = tuple(np.shape(value))
+    if isinstance(value, (np.ndarray, np.generic)):
+        dtype = value.dtype.name
+    else:
+        dtype = type(value).__name__
+    return shape, dtype
+
+
+def shape_matches(declared: Shape, shape: tuple[int, ...], batch: Batch = None) -> bool:
+    return len(declared) == len(shape) and all(_dim_ok(d, n, batch) for d, n in zip(declared, shape))
+
+
+def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[Any], batch: Batch) -> None:
+    """Raise ShapeError for the first value that differs from its operand's annotation."""
+    for operand, value in zip(operands, values):
+        if operand.shape is None or isinstance(value, (tuple, list)) or value is None:
+            continue  # a value (int, list) or a tuple: nothing declared
+        shape, dtype = _produced(value)
+        same_dtype = operand.dtype is None or _dtype_ok(operand.dtype, value)
+        if shape_matches(operand.shape, shape, batch) and same_dtype:
+            continue
+        declared = format_shape(operand.shape, operand.dtype)
+        produced = "(" + ",".join(map(str, shape)) + ")" + _short_dtype(dtype)
+        what = "shape" if same_dtype else "dtype" if shape_matches(operand.shape, shape, batch) else "shape and dtype"
+        at = ""
+        if batch is not None and what != "dtype":
+            at = f" (inputs at batch {batch[1]}, traced at {batch[0]}: batch-sized dims may follow)"
+        raise ShapeError(
+            f"produced {produced} for operand '{operand.name}', the file declares {declared}: wrong {what}{at}",
+            operator=op.name,
+            op_type=op.type,
+            operand=operand.name,
+            declared=declared,
+            produced=produced,
+        )
+
+
+def _short_dtype(name: str) -> str:
+    from ..graph import dtype_name
+
+    try:
+        return dtype_name(np.dtype(name))
+    except (KeyError, TypeError):
+        return name
