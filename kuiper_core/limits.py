@@ -109,3 +109,17 @@ def out_of_memory(e: MemoryError, operator: str | None = None, op_type: str | No
         operator=operator,
         op_type=op_type,
     )
+
+
+def check_text(text: str, path: str | None = None, limits: Limits | None = None) -> None:
+    """A model's text (.param or .kir) within max_param_bytes and max_line_chars, checked
+    before it is tokenized (a 130 MB line cost 3 GB of tokens)."""
+    lim = limits or current()
+    if len(text) > lim.max_param_bytes:
+        raise LimitError(f"the text is {len(text):,} characters long", limit="max_param_bytes",
+                         maximum=lim.max_param_bytes, value=len(text), path=path)
+    for number, line in enumerate(text.split("\n"), start=1):
+        if len(line) > lim.max_line_chars:
+            raise LimitError(f"line {number} is {len(line):,} characters long", limit="max_line_chars",
+                             maximum=lim.max_line_chars, value=len(line), path=path, line=number,
+                             column=lim.max_line_chars + 1, source_line=line)

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import limits as _limits
 from .errors import InputError
+from .files import check_regular
 
 NpySource = Union[str, Path, bytes]
 
@@ -28,14 +29,10 @@ def read_npy(source: NpySource, name: str | None = None, limits: _limits.Limits 
         where = name or "the .npy"
         return _read(io.BytesIO(source), where, len(source), limits)
     where = name or str(source)
-    path = Path(source)
-    if path.is_dir():
-        raise InputError(f"{where} is a directory, not a .npy file")
+    size = check_regular(source, lambda why: InputError(f"{where}: {why}"))
     try:
-        with open(path, "rb") as fp:
-            return _read(fp, where, path.stat().st_size, limits)
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such file") from None
+        with open(source, "rb") as fp:
+            return _read(fp, where, size, limits)
     except OSError as e:
         raise InputError(f"{where}: cannot read it ({e.strerror or e})") from None
 
@@ -48,6 +45,8 @@ def _read(fp: BinaryIO, where: str, size: int, limits: _limits.Limits | None) ->
         shape, fortran_order, dtype = read_header(fp)
     except (ValueError, OSError, EOFError, SyntaxError, TypeError) as e:
         raise InputError(f"{where} is not a readable .npy array file ({e})") from None
+    if not isinstance(shape, tuple) or any(not isinstance(d, int) or d < 0 for d in shape):
+        raise InputError(f"{where} has a malformed shape {shape!r} in its header")
     if dtype.hasobject:
         raise InputError(f"{where} holds Python objects; only arrays of numbers are read (nothing is unpickled)")
     if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biufc":
@@ -100,6 +99,8 @@ def write_npy(path: str | Path, array: np.ndarray) -> Path:
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path} is a directory: give a file name for the output")
+    if path.exists() and not path.is_file():  # writing into a FIFO would block
+        raise InputError(f"{path} is not a regular file: give a file name for the output")
     try:
         with open(path, "wb") as fp:
             np.save(fp, np.asarray(array), allow_pickle=False)

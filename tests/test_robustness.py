@@ -448,3 +448,50 @@ def test_unexpected_layer_build_failure_names_the_operator(tmp_path: Path, monke
 def test_every_error_is_a_kuiper_error() -> None:
     for cls in (ParseError, ModelError, WeightError, InputError, LimitError):
         assert issubclass(cls, KuiperError)
+
+
+# -- found by our own hostile corpus (tools/hostile_corpus.py) ------------------------------------------
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "directory", "symlink_loop"])
+def test_special_files_are_refused_not_read(tmp_path: Path, kind: str) -> None:
+    """A FIFO as .param/.bin/.npy blocked forever; /dev/zero never ended."""
+    import os
+
+    target = tmp_path / "special"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "dev_zero":
+        target.symlink_to("/dev/zero")
+    elif kind == "directory":
+        target.mkdir()
+    else:
+        target.symlink_to(tmp_path / "loop")
+        (tmp_path / "loop").symlink_to(target)
+    case = OPS / "conv_2d_basic"
+    x = tmp_path / "x.npy"
+    np.save(x, np.load(case / "inputs.npz")["in0"])
+    param = case / "model.pnnx.param"
+    for argv in (["run", str(target), "--input", str(x)],
+                 ["run", str(param), "--bin", str(target), "--input", str(x)],
+                 ["run", str(param), "--input", str(target)]):
+        r = subprocess.run([sys.executable, "-m", "kuiper_core.cli", *argv], capture_output=True, text=True,
+                           cwd=ROOT, timeout=30)
+        assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr, r.stderr
+
+
+def test_non_ascii_whitespace_belongs_to_a_name(tmp_path: Path) -> None:
+    """pnnx splits tokens on ASCII whitespace only: a NBSP is part of an operand's name."""
+    lines = ["pnnx.Input in 0 1 a\u00a0x #a\u00a0x=(1,3)f32", "nn.ReLU r 1 1 a\u00a0x y #y=(1,3)f32",
+             "pnnx.Output out 1 0 y"]
+    g = kuiper_core.load(write_model(tmp_path, lines, counts=(3, 2)))
+    assert "a\u00a0x" in g.graph.operands
+    assert g.forward(np.float32([[-1, 0, 2]]))[0].tolist() == [[0, 0, 2]]
+
+
+@pytest.mark.parametrize("text", ["floor_divide(@0,0)", "remainder(@0,@1)", "fmod(@0,0)", "floor_divide(5,0)"])
+def test_integer_division_by_zero_is_an_error_as_in_pytorch(text: str) -> None:
+    """NumPy gives 0 (and a warning) where PyTorch raises ZeroDivisionError."""
+    a, b = np.int64([[7, -3, 0]]), np.int64([[2, 0, -1]])
+    for run in (ex.evaluate, lambda t, xs: ex.evaluate_traced(t, xs).result):
+        with pytest.raises(InputError, match="integer division by zero"):
+            run(text, [a, b])
+    assert ex.evaluate("remainder(@0,0.0)", [a]).dtype == np.float32  # a float divisor gives nan, as in torch

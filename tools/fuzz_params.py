@@ -12,22 +12,21 @@ strings, ...), then parses, builds and runs the model on the case's inputs. Only
 Workers run one at a time in a subprocess under an RLIMIT_AS memory limit; a worker that
 stops answering for `--timeout` seconds is killed, the mutation recorded as a hang, and a
 new worker continues after it. Needs no torch (dev-only tool, not part of the suite; the
-suite's fuzz tests are tests/test_fuzz_*.py).
+suite's fuzz tests are tests/test_fuzz.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
-import select
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from _supervise import serve, supervise
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "tests" / "data" / "ops"
@@ -100,22 +99,20 @@ def mutate(text: str, line: int, key: str, value: str) -> str:
 # -- the worker ------------------------------------------------------------------------------------
 
 
-def _worker(jobs: list[dict], start: int, mem_mb: int, max_elements: int) -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (mem_mb << 20, mem_mb << 20))
+def _runner(max_elements: int):  # type: ignore[no-untyped-def]
+    """The worker's job function (imports the engine in the worker only)."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
     from kuiper_core import limits
-
-    limits._current.set(limits.current().replace(max_tensor_elements=max_elements))
     from kuiper_core.errors import KuiperError
     from kuiper_core.pnnx import load_weights, parse_param
     from kuiper_core.runtime import RuntimeGraph
 
+    small = limits.current().replace(max_tensor_elements=max_elements)
     cache: dict[str, tuple[str, list]] = {}
-    for job in jobs[start:]:
+
+    def run_one(job: dict) -> dict:
         case = Path(job["case"])
         if job["case"] not in cache:
             with np.load(case / "inputs.npz") as z:
@@ -124,31 +121,30 @@ def _worker(jobs: list[dict], start: int, mem_mb: int, max_elements: int) -> Non
             cache[job["case"]] = ((case / "model.pnnx.param").read_text(), inputs)
         text, inputs = cache[job["case"]]
         mutated = mutate(text, job["line"], job["key"], job["value"])
-        t0 = time.perf_counter()
         stage = "parse"
         try:
-            graph = parse_param(mutated, "model.pnnx.param")
-            load_weights(graph, case / "model.pnnx.bin")
-            stage = "build"
-            rg = RuntimeGraph.from_graph(graph).build()
+            with limits.use(small):
+                graph = parse_param(mutated, "model.pnnx.param")
+                load_weights(graph, case / "model.pnnx.bin")
+                stage = "build"
+                rg = RuntimeGraph.from_graph(graph).build()
             stage = "forward"
-            ys = rg.forward(*inputs)
-            for y in ys:
-                if isinstance(y, np.ndarray) and y.size:
-                    float(np.asarray(y.min()).real)  # what the CLI prints; must not hang
-            kind, msg = "ok", ""
+            for y in rg.forward(*inputs):
+                if isinstance(y, np.ndarray) and y.size and y.dtype.kind in "biuf":
+                    float(y.min())  # what the CLI prints; must not hang
+            return {"kind": "ok", "stage": stage, "msg": ""}
         except KuiperError as e:
+            msg = str(e).split("\n")[0][:200]
             cause = e.__cause__
             if cause is not None and not isinstance(cause, KuiperError):
-                kind, msg = f"wrapped:{type(cause).__name__}", str(e).split("\n")[0][:200]
-            elif "ran out of memory" in str(e):  # the runtime's net, not a check before allocating
-                kind, msg = "oom-net", str(e).split("\n")[0][:200]
-            else:
-                kind, msg = f"kuiper:{type(e).__name__}", str(e).split("\n")[0][:200]
+                return {"kind": f"wrapped:{type(cause).__name__}", "stage": stage, "msg": msg}
+            if "ran out of memory" in msg:  # the runtime's net, not a check before allocating
+                return {"kind": "oom-net", "stage": stage, "msg": msg}
+            return {"kind": f"kuiper:{type(e).__name__}", "stage": stage, "msg": msg}
         except BaseException as e:  # noqa: BLE001  -- a finding
-            kind, msg = f"escaped:{type(e).__name__}", f"{e}"[:200]
-        dt = time.perf_counter() - t0
-        print(json.dumps({"id": job["id"], "kind": kind, "stage": stage, "msg": msg, "seconds": round(dt, 3)}), flush=True)
+            return {"kind": f"escaped:{type(e).__name__}", "stage": stage, "msg": f"{e}"[:200]}
+
+    return run_one
 
 
 # -- the parent -----------------------------------------------------------------------------------
@@ -177,49 +173,26 @@ def main(argv: list[str] | None = None) -> int:
         for line, op_type, key, value in jobs_for(case, rng, args.per_param):
             jobs.append({"id": len(jobs), "case": str(case), "line": line, "op": op_type, "key": key, "value": value})
     if args.worker is not None:
-        _worker(jobs, args.worker, args.mem_mb, args.max_elements)
+        serve(jobs, args.worker, args.mem_mb, _runner(args.max_elements))
         return 0
     print(f"{len(jobs)} mutations of {len(cases)} cases", flush=True)
 
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    results: dict[int, dict] = {}
-    pos = 0
-    t_start = time.time()
-    while pos < len(jobs):
-        cmd = [sys.executable, __file__, "--worker", str(pos), "--mem-mb", str(args.mem_mb), "--seed", str(args.seed),
-               "--per-param", str(args.per_param), "--max-elements", str(args.max_elements)] + [f"-k{k}" for k in args.k]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True, bufsize=1)
-        assert proc.stdout is not None
-        while pos < len(jobs):
-            ready, _, _ = select.select([proc.stdout], [], [], args.timeout)
-            if not ready:
-                results[pos] = {"id": pos, "kind": "hang", "stage": "?", "msg": f"no answer in {args.timeout}s", "seconds": args.timeout}
-                proc.kill()
-                pos += 1
-                break
-            line = proc.stdout.readline()
-            if not line:  # the worker died (killed by the kernel, a segfault, ...)
-                proc.wait()
-                results[pos] = {"id": pos, "kind": f"died:{proc.returncode}", "stage": "?", "msg": "", "seconds": 0}
-                pos += 1
-                break
-            r = json.loads(line)
-            results[r["id"]] = r
-            pos = r["id"] + 1
-            if pos % 2000 == 0:
-                print(f"  {pos}/{len(jobs)} ({time.time() - t_start:.0f}s)", flush=True)
-            if args.verbose and _is_finding(r, args.slow):
-                _print_finding(jobs[r["id"]], r)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    def worker_argv(start: int) -> list[str]:
+        return [sys.executable, __file__, "--worker", str(start), "--mem-mb", str(args.mem_mb), "--seed", str(args.seed),
+                "--per-param", str(args.per_param), "--max-elements", str(args.max_elements)] + [f"-k{k}" for k in args.k]
 
+    def show(r: dict) -> None:
+        if args.verbose and _is_finding(r, args.slow):
+            _print_finding(jobs[r["id"]], r)
+
+    t_start = time.time()
+    results = supervise(len(jobs), worker_argv, timeout=args.timeout, on_result=show)
     kinds = Counter(r["kind"] for r in results.values())
     findings = [(jobs[i], r) for i, r in sorted(results.items()) if _is_finding(r, args.slow)]
     print(f"\n{len(jobs)} mutations in {time.time() - t_start:.0f}s: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
     groups: dict[tuple, list] = defaultdict(list)
     for job, r in findings:
-        groups[(r["kind"], r["stage"], job["op"], job["key"])].append((job, r))
+        groups[(r["kind"], r.get("stage", "?"), job["op"], job["key"])].append((job, r))
     print(f"{len(findings)} findings in {len(groups)} groups")
     for (kind, stage, op_type, key), items in sorted(groups.items()):
         job, r = items[0]
@@ -234,7 +207,7 @@ def _is_finding(r: dict, slow: float) -> bool:
 
 
 def _print_finding(job: dict, r: dict) -> None:
-    print(f"  {r['kind']} {r['stage']} {Path(job['case']).name} {job['key']}={job['value'][:40]!r} "
+    print(f"  {r['kind']} {r.get('stage', '?')} {Path(job['case']).name} {job['key']}={job['value'][:40]!r} "
           f"({r['seconds']}s): {r['msg'][:160]}", flush=True)
 
 

@@ -337,7 +337,11 @@ class _Compiler:
                     break
         consts = [c for (_, _, _, c) in args]
         if self.fold and vtype.kind != "tensor" and args and all(c is not _NOT_CONST for c in consts):
-            value = fn(consts, None)  # all-constant scalar arithmetic: fold at build time
+            try:
+                with np.errstate(all="ignore"):
+                    value = fn(consts, None)  # all-constant scalar arithmetic: fold at build time
+            except (ValueError, OverflowError, TypeError, ZeroDivisionError) as e:  # 5 // 0, int(nan)
+                raise self.type_error(node, f"cannot evaluate: {e}") from None
             return (self.new_slot(value), type_of(value), False, value)
         out = self.new_slot()
         self.steps.append(Step(node, fn, tuple(s for (s, _, _, _) in args), out, vtype, elementwise, inplace))

@@ -103,6 +103,19 @@ def _erf(x: Any, out: Any = None) -> Any:
     return r.astype(dtype) if r.ndim else dtype.type(r)
 
 
+def _integer_division(kernel: Kernel) -> Kernel:
+    """floor_divide / remainder / fmod: an integer divisor of 0 raises, as in PyTorch
+    (NumPy would give 0 and a warning: a silently different answer)."""
+
+    def f(a: Any, b: Any, out: Any = None) -> Any:
+        divisor = np.asarray(b)
+        if divisor.dtype.kind in "iub" and not divisor.all():
+            raise ZeroDivisionError("integer division by zero (PyTorch raises ZeroDivisionError too)")
+        return kernel(a, b, out=out)
+
+    return f
+
+
 # -- the table ------------------------------------------------------------------------
 
 _UNARY: list[tuple[str, str, Kernel, str]] = [
@@ -142,9 +155,9 @@ _BINARY: list[tuple[str, str, Kernel, str]] = [
     ("sub", KEEP, np.subtract, "a - b"),
     ("mul", KEEP, np.multiply, "a * b"),
     ("div", TRUE_DIV, np.true_divide, "a / b (true division)"),
-    ("floor_divide", KEEP, np.floor_divide, "floor(a / b)"),
-    ("remainder", KEEP, np.remainder, "a mod b, sign of b (Python %)"),
-    ("fmod", KEEP, np.fmod, "a mod b, sign of a (C fmod)"),
+    ("floor_divide", KEEP, _integer_division(np.floor_divide), "floor(a / b)"),
+    ("remainder", KEEP, _integer_division(np.remainder), "a mod b, sign of b (Python %)"),
+    ("fmod", KEEP, _integer_division(np.fmod), "a mod b, sign of a (C fmod)"),
     ("pow", KEEP, np.power, "a ** b"),
     ("atan2", TRUE_DIV, np.arctan2, "angle of (b, a)"),
     ("max", KEEP, np.maximum, "elementwise maximum (nan wins)"),

@@ -12,6 +12,9 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import ModelError, ParseError, WeightError
+from ..files import decode_utf8, read_regular
+from ..limits import check_text
+from ..limits import current as current_limits
 from ..graph import numpy_dtype
 from .dialects import DialectRegistry
 from .lexer import Span
@@ -30,6 +33,7 @@ def parse_module(
     check: bool = True,
 ) -> IRModule:
     """Parse IR text; check=True also builds each layer to check its attributes."""
+    check_text(text, path)  # file and line length limits, before the lexer sees it
     module = Parser(text, path, registry=registry, allow_unregistered=allow_unregistered).parse_module()
     if check:
         check_layers(module)
@@ -37,19 +41,12 @@ def parse_module(
 
 
 def read_text(path: str | Path) -> str:
-    """A text file's content, or a located error for unreadable or non-UTF-8 bytes."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ParseError(f"cannot read {path}: {e.strerror or e}", path=str(path), severity="error") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ParseError("not a text file: invalid UTF-8 byte", path=str(path), line=line, column=col,
-                         severity="error") from None
+    """A text file's content, or a located error for unreadable or non-UTF-8 bytes (only
+    regular files, at most max_param_bytes: a FIFO or /dev/zero would never end)."""
+    where = str(path)
+    raw = read_regular(path, lambda why: ParseError(f"cannot read {where}: {why}", path=where, severity="error"),
+                       max_bytes=current_limits().max_param_bytes, limit="max_param_bytes")
+    return decode_utf8(raw, where, severity="error")
 
 
 def read_module(path: str | Path, **kwargs: object) -> IRModule:

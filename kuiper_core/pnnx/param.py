@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import limits as _limits
 from ..errors import LimitError, ParseError, short
+from ..files import decode_utf8, read_regular
 from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape
 
 MAGIC = "7767517"
@@ -46,8 +47,11 @@ class _Token:
     column: int  # 1-based
 
 
+_TOKEN = re.compile(r"[^ \t\n\r\f\v]+")  # ASCII whitespace only, as pnnx's C++ istream: NBSP is part of a name
+
+
 def _split(line: str) -> list[_Token]:
-    return [_Token(m.group(), m.start() + 1) for m in re.finditer(r"\S+", line)]
+    return [_Token(m.group(), m.start() + 1) for m in _TOKEN.finditer(line)]
 
 
 class _LineParser:
@@ -148,16 +152,9 @@ def parse_param(text: str, path: str | None = None, limits: _limits.Limits | Non
 
     Sizes are checked against `limits` (default: `kuiper_core.limits.current()`)."""
     lim = limits or _limits.current()
-    if len(text) > lim.max_param_bytes:
-        raise LimitError(f"the .param text is {len(text):,} characters long", limit="max_param_bytes",
-                         maximum=lim.max_param_bytes, value=len(text), path=path)
+    _limits.check_text(text, path, lim)
     text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark some editors write
     lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if len(line) > lim.max_line_chars:
-            raise LimitError(f"line {i + 1} is {len(line):,} characters long", limit="max_line_chars",
-                             maximum=lim.max_line_chars, value=len(line), path=path, line=i + 1,
-                             column=lim.max_line_chars + 1, source_line=line)
     graph = Graph(source=path)
     first = lines[0].rstrip("\r") if lines else ""
     lp = _LineParser(path, 1, first)
@@ -304,17 +301,11 @@ def format_shape(shape: Shape | None, dtype: str | None) -> str:
 
 
 def read_param(path: str | Path, limits: _limits.Limits | None = None) -> Graph:
-    path = Path(path)
     lim = limits or _limits.current()
-    try:
-        size = path.stat().st_size
-        if size > lim.max_param_bytes:
-            raise LimitError(f"the .param file is {size:,} bytes", limit="max_param_bytes",
-                             maximum=lim.max_param_bytes, value=size, path=str(path))
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ParseError(f"cannot read .param file: {e.strerror or e}", path=str(path)) from None
-    return parse_param_bytes(raw, str(path), lim)
+    where = str(path)
+    raw = read_regular(path, lambda why: ParseError(f"cannot read .param file: {why}", path=where),
+                       max_bytes=lim.max_param_bytes, limit="max_param_bytes")
+    return parse_param_bytes(raw, where, lim)
 
 
 def parse_param_bytes(raw: bytes, path: str | None = None, limits: _limits.Limits | None = None) -> Graph:
@@ -323,11 +314,4 @@ def parse_param_bytes(raw: bytes, path: str | None = None, limits: _limits.Limit
     if len(raw) > lim.max_param_bytes:
         raise LimitError(f"the .param file is {len(raw):,} bytes", limit="max_param_bytes",
                          maximum=lim.max_param_bytes, value=len(raw), path=path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        # Locate the bad byte for the caret.
-        line = raw.count(b"\n", 0, e.start) + 1
-        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ParseError("not a text file: invalid UTF-8 byte", path=path, line=line, column=col) from None
-    return parse_param(text, path, lim)
+    return parse_param(decode_utf8(raw, path), path, lim)

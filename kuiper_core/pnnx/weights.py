@@ -18,6 +18,7 @@ from typing import BinaryIO, Union
 import numpy as np
 
 from ..errors import WeightError
+from ..files import check_regular
 from ..graph import Graph, bf16_to_float32, file_dtype
 
 # General-purpose flag bits a PNNX entry must not have: encrypted (0), compressed patched
@@ -42,12 +43,17 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> 
         fp: BinaryIO = io.BytesIO(bin_path)
     else:
         where = name or str(bin_path)
+
+        def unreadable(why: str) -> WeightError:
+            if why == "no such file":
+                return WeightError(f"weights file {where} not found (the model has {len(wanted)} weight(s))")
+            return WeightError(f"cannot read weights file {where}: {why}")
+
+        check_regular(bin_path, unreadable)  # a FIFO would block, /dev/zero never end
         try:
             fp = open(bin_path, "rb")
-        except FileNotFoundError:
-            raise WeightError(f"weights file {where} not found (the model has {len(wanted)} weight(s))") from None
         except OSError as e:
-            raise WeightError(f"cannot read weights file {where}: {e.strerror or e}") from None
+            raise unreadable(e.strerror or str(e)) from None
     with fp:
         archive_size = fp.seek(0, io.SEEK_END)
         fp.seek(0)
