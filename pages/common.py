@@ -47,6 +47,7 @@ LOAD_ERROR_KEY = "kx_load_error"  # why the session's model was dropped (shown o
 # One process serves every browser session: lower limits than the engine's defaults
 # (docs/limits.md). Every model, input and expression of the app is made under these.
 APP_LIMITS = limits.DEFAULT.replace(
+    max_operators=20_000,  # every page stays within seconds (100,000 took ~20 s a page)
     max_tensor_elements=1 << 26,  # 256 MB of float32 per tensor
     max_planned_bytes=1 << 30,
     max_expression_operand=256,
@@ -140,9 +141,10 @@ def _read_model(model: LoadedModel, read: Callable[[], Graph]) -> LoadedModel:
 
     def fail(e: BaseException) -> None:
         if isinstance(e, KuiperError):
-            model.error = e.render() if isinstance(e, (ParseError, LimitError)) else str(e)
-        else:  # an engine bug: say so, without a traceback or server paths
-            model.error = f"internal error while loading the model: {type(e).__name__}: {e}"
+            text = e.render() if isinstance(e, (ParseError, LimitError)) else str(e)
+        else:  # an engine bug: say so, without a traceback
+            text = f"internal error while loading the model: {type(e).__name__}: {e}"
+        model.error = text.replace(f"{ROOT}/", "")  # bundled files by their repository path, not the server's
         model.error_kind = type(e).__name__
 
     with limits.use(APP_LIMITS):

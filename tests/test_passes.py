@@ -502,3 +502,14 @@ def test_reshape_transpose_reshape_is_a_channel_shuffle():
     ]))
     after, log = run_passes(other, "FusePatterns")
     assert types(after) == types(other) and not log.rows[-1].changed
+
+
+def test_a_cat_of_one_list_operand_is_not_a_no_op():
+    g = graph_of(
+        IN4,
+        "prim::ListConstruct l 2 1 0 0 1 #0=(1,4,6,6)f32",
+        "torch.cat c 1 1 1 2 dim=1 $tensors=1 #2=(1,8,6,6)f32",
+        out("2", "(1,8,6,6)f32"),
+    )
+    after, log = run_passes(g, "RemoveNoOps", level=1)
+    assert types(after) == types(g) and not log.rows[-1].changed

@@ -122,3 +122,14 @@ def test_style_cases_use_the_pass_meant_for_them(case, fragment):
     result = optimize(load_graph(STYLES / case / "o1" / "model.pnnx.param"), 2)
     changes = [str(c) for r in result.log.rows for c in r.changes]
     assert any(fragment in c for c in changes), changes
+
+
+O0 = sorted(p for p in OPTLEVEL.glob("*/o0") if (p / "model.pnnx.param").exists())
+
+
+@pytest.mark.parametrize("folder", O0, ids=[p.parent.name for p in O0])
+def test_optlevel0_exports_still_compute_pytorchs_answer(folder):
+    """optlevel 0 (aten::*, prim::Constant, list operands, repeated names): the passes fold
+    what they can and never break the rest — e.g. a cat whose one input is a list."""
+    _check_against_pytorch(optimize(load_graph(folder / "model.pnnx.param"), 2).after, folder / "inputs.npz",
+                           folder / "expected.npz", f"{folder.parent.name} optlevel 0 -O2")

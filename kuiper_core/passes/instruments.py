@@ -103,24 +103,31 @@ class Snapshot:
 
 class IRSnapshots(PassInstrument):
     """The graph's text before and after each pass that changed something (only the
-    passes in `names`, when given)."""
+    passes in `names`, when given). The text is printed once per change: a pass that
+    changes nothing leaves the last text valid for the next one."""
 
     def __init__(self, names: Iterable[str] | None = None, text: Callable[[Graph], str] = graph_text) -> None:
         self.names = set(names) if names is not None else None
         self.text = text
         self.snapshots: list[Snapshot] = []
-        self._before = ""
+        self._current: str | None = None  # the graph's text now, when known
 
     def _wanted(self, info: PassInfo) -> bool:
         return self.names is None or info.name in self.names
 
     def run_before_pass(self, graph: Graph, info: PassInfo) -> None:
-        if self._wanted(info):
-            self._before = self.text(graph)
+        if self._wanted(info) and self._current is None:
+            self._current = self.text(graph)
 
     def run_after_pass(self, graph: Graph, info: PassInfo, changed: bool, changes: list[Change]) -> None:
-        if self._wanted(info) and changed:
-            self.snapshots.append(Snapshot(info.name, self._before, self.text(graph)))
+        if not changed:
+            return
+        if not self._wanted(info):
+            self._current = None  # stale: printed again before the next wanted pass
+            return
+        after = self.text(graph)
+        self.snapshots.append(Snapshot(info.name, self._current or "", after))
+        self._current = after
 
 
 class PrintAfter(PassInstrument):

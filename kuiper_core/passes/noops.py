@@ -58,8 +58,8 @@ def _why_noop(op: Operator) -> str | None:
         return "identity"
     if t in DROPOUT_TYPES:
         return None if p.get("training") is True else "dropout does nothing at inference"
-    if t == "torch.cat" and len(op.inputs) == 1:
-        return "cat of one input"
+    if t == "torch.cat" and len(op.inputs) == 1 and _same_shape_and_dtype(op.inputs[0], op.outputs[0]):
+        return "cat of one input"  # (at optlevel 0 the one input is a list of tensors: shapes differ)
     if t in _PAD_TYPES:
         pads = p.get("pad", p.get("padding"))
         pads = [pads] if isinstance(pads, int) else pads

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence, overload
+from typing import Iterator, Mapping, NamedTuple, Sequence, overload
 
 from ..errors import CycleError
 
@@ -45,8 +45,7 @@ class TraceEvent:
     edge: tuple[str, str] | None = None
 
 
-@dataclass(frozen=True)
-class TraceStep:
+class TraceStep(NamedTuple):
     """What one step did: its kind and node (see TraceEvent), the sentence the app shows,
     and for Kahn's 'decrement' the edge removed. Small: one is kept for every step."""
 
