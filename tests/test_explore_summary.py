@@ -120,8 +120,9 @@ def test_si_number() -> None:
 # -- inputs ---------------------------------------------------------------------------------
 def test_input_specs_fill_unknown_dims() -> None:
     g = parse_param("7767517\n2 1\npnnx.Input in 0 1 x #x=(?,3,?,8)f32\npnnx.Output out 1 0 x\n")
-    assert input_specs(g) == [("x", (1, 3, 1, 8), "f32")]
+    assert input_specs(g) == [("x", (1, 3, 32, 8), "f32")]  # batch 1, other open dims 32
     assert input_specs(g, [2, 3, 5, 8]) == [("x", (2, 3, 5, 8), "f32")]
+    assert input_specs(g, None, {"x": {2: 7}}) == [("x", (1, 3, 7, 8), "f32")]  # chosen on Home
     bare = parse_param("7767517\n2 1\npnnx.Input in 0 1 x\npnnx.Output out 1 0 x\n")
     with pytest.raises(InputError):
         input_specs(bare)

@@ -62,11 +62,15 @@ class ForwardStepper:
         self.cursor = max(-1, self.cursor - 1)
 
     def run_to(self, name: str, progress: Callable[[int, int], None] | None = None) -> StepEvent | None:
-        """Run (or move the view) until operator `name` has run; it becomes the current step."""
+        """Run (or move the view) until operator `name` has run; it becomes the current step.
+
+        `name` is an operator key (RuntimeGraph.operators: unique, `detect#2` for the second
+        of a name pnnx repeats at optlevel 0), or a name (its first operator)."""
+        keys = [r.key for r in self.graph.order]
         names = [r.name for r in self.graph.order]
-        if name not in names:
+        if name not in keys and name not in names:
             raise KeyError(f"no operator named {name!r}")
-        target = names.index(name)
+        target = keys.index(name) if name in keys else names.index(name)
         while len(self.events) <= target and self._advance(progress) is not None:
             pass
         if len(self.events) > target:
