@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import limits
 from .errors import InputError, KuiperError, ParseError
 from .npy import read_npy, write_npy
 
@@ -181,6 +182,8 @@ def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kuiper", description="Run and inspect PNNX models with NumPy.")
     ap.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    ap.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE", type=_limit_arg,
+                    help="change a safety limit, e.g. --limit max_tensor_elements=1000000000 (docs/limits.md)")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model on .npy inputs")
     run.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
@@ -204,10 +207,26 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _limit_arg(text: str) -> tuple[str, int]:
+    """`NAME=VALUE` for --limit: a Limits field and an int (underscores allowed)."""
+    name, _, value = text.partition("=")
+    fields = limits.DEFAULT.__dataclass_fields__
+    if name not in fields:
+        raise argparse.ArgumentTypeError(f"unknown limit {name!r}: expected one of {', '.join(fields)}")
+    try:
+        number = int(value.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--limit {name} needs a whole number, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"--limit {name} must be >= 0")
+    return name, number
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        with limits.use(**dict(args.limit)):
+            return int(args.func(args))
     except KuiperError as e:
         if args.debug:
             traceback.print_exc()

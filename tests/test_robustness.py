@@ -495,3 +495,13 @@ def test_integer_division_by_zero_is_an_error_as_in_pytorch(text: str) -> None:
         with pytest.raises(InputError, match="integer division by zero"):
             run(text, [a, b])
     assert ex.evaluate("remainder(@0,0.0)", [a]).dtype == np.float32  # a float divisor gives nan, as in torch
+
+
+def test_cli_limits_can_be_raised_or_lowered() -> None:
+    """A legitimately big model must stay runnable from the command line: --limit NAME=VALUE."""
+    param = str(OPS / "linear_1d_input" / "model.pnnx.param")
+    r = kuiper("--limit", "max_tensor_elements=10", "inspect", param)
+    assert r.returncode == 2 and "limit max_tensor_elements = 10" in r.stderr
+    assert kuiper("--limit", "max_tensor_elements=1_000", "inspect", param).returncode == 0
+    r = kuiper("--limit", "max_nothing=1", "inspect", param)
+    assert r.returncode == 2 and "unknown limit 'max_nothing'" in r.stderr

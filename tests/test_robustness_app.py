@@ -14,27 +14,10 @@ from conftest import ROOT, SAMPLES
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
+from test_app_home_graph_profile import app, no_exception, upload  # noqa: E402
 
-TIMEOUT = 120
-PAGES = ["pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py", "pages/6_profile.py"]
-
-
-def app() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.run()
-    return at
-
-
-def no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def upload(at: AppTest, param: bytes, bin_bytes: bytes | None = None, name: str = "model.pnnx.param") -> AppTest:
-    at.file_uploader(key="home_param").upload(name, param)
-    if bin_bytes is not None:
-        at.file_uploader(key="home_bin").upload("model.pnnx.bin", bin_bytes)
-    next(b for b in at.button if b.label == "Load uploaded model").click().run()
-    return at
+PAGES = ["pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py", "pages/6_profile.py",
+         "pages/7_ir.py", "pages/8_passes.py"]
 
 
 def tiny_mlp() -> tuple[bytes, bytes]:
@@ -181,3 +164,24 @@ def test_picture_claiming_gigapixels_is_refused_before_decoding() -> None:
     at.file_uploader(key="home_img").upload("worse.png", _png_claiming(60000, 60000), "image/png").run()
     no_exception(at)  # Pillow's own bomb check comes first here
     assert "decompression bomb" in shown(at)
+
+
+def test_hostile_names_on_every_page() -> None:
+    """Operator and operand names are any tokens: quotes, backslashes, HTML, DOT record syntax,
+    right-to-left marks, emoji, 3,000 characters. Every page lays them out without raising."""
+    names = ['<b>"x\\y\'</b>', "{a|b}<c>", "\u202eevil\u200d", "🙂" * 3, "n" * 3000, "a\u00a0b", "%&$#@!"]
+    ops = [f"pnnx.Input {names[0]} 0 1 {names[1]} #{names[1]}=(1,4)f32"]
+    prev = names[1]
+    for k, name in enumerate(names[2:]):
+        out = f"{name}_o{k}"
+        ops.append(f"nn.ReLU {name} 1 1 {prev} {out} #{out}=(1,4)f32")
+        prev = out
+    ops.append(f"pnnx.Expression {names[0]}e 1 1 {prev} y expr=add(@0,1.5) #y=(1,4)f32")
+    ops.append(f"pnnx.Output {names[1]}o 1 0 y")
+    text = "7767517\n" + f"{len(ops)} {len(ops) - 1}\n" + "\n".join(ops) + "\n"
+    at = upload(app(), text.encode(), name='<img src=x onerror=alert(1)>.pnnx.param')
+    no_exception(at)
+    assert not at.error, shown(at)
+    for page in PAGES + ["pages/1_home.py"]:
+        at.switch_page(page).run()
+        no_exception(at)

@@ -16,7 +16,8 @@ from streamlit.testing.v1 import AppTest
 ROOT = SAMPLES.parent
 UPLOADABLE = [(SAMPLES / f"{n}.pnnx.param", SAMPLES / f"{n}.pnnx.bin", SAMPLES / f"{n}.input.npy")
               for n in ("tiny_mlp", "digits_cnn", "expr_zoo")]
-PAGES = ["pages/2_graph.py", "pages/5_forward.py", "pages/1_home.py"]
+PAGES = ["pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py", "pages/6_profile.py",
+         "pages/7_ir.py", "pages/8_passes.py", "pages/1_home.py"]
 CASE_SECONDS = 30.0
 
 
@@ -48,7 +49,7 @@ def uploads(draw: st.DrawFn) -> tuple[bytes, bytes | None, bytes | None, str]:
     return param, bin_bytes, npy, what
 
 
-@settings(max_examples=12, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(uploads())
 def test_mutated_uploads(case: tuple[bytes, bytes | None, bytes | None, str]) -> None:
     param, bin_bytes, npy, what = case
