@@ -4,7 +4,9 @@ An expression whose result only one other expression reads (through one referenc
 tree) is inlined into it: `add(@0,@1)` → `max(@0,0)` is `max(add(@0,@1),0)`. Operators the
 expression language writes exactly — ReLU (`max(@0,0)`), ReLU6, Hardtanh, clamp, Tanh —
 join a chain when they sit next to an expression or to each other. An operand read by two
-operators is never inlined (that would compute it twice).
+operators is never inlined (that would compute it twice), and a fused expression stops
+growing at MAX_FUSED_NODES: each fusion re-reads the tree, so an unbounded chain (20,000
+ReLUs in a 600 KB file) made the pass quadratic and never finish.
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ from ..graph import Graph, Operator
 from .expr_tools import expr_of, set_expr, substitute, used_inputs
 from .manager import graph_pass, record
 from .rewrite import remove_operator
+
+MAX_FUSED_NODES = 64
+
+
+def _size(ast: Node) -> int:
+    return sum(1 for _ in walk(ast))
+
 
 def _num(value: object) -> Constant | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -123,6 +132,8 @@ def fuse_expressions(graph: Graph) -> tuple[Graph, bool]:
             assert producer is not None
             p_tree = _tree(producer)
             assert p_tree is not None
+            if _size(c_tree) + _size(p_tree) > MAX_FUSED_NODES:
+                break  # big enough: the chain above starts its own expression
             was = consumer.type
             _fuse_into(graph, producer, p_tree, consumer, c_tree)
             removed.add(id(producer))
