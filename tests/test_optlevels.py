@@ -273,3 +273,13 @@ def test_dynamic_export_runs_at_any_size() -> None:
     for label, ins, exp in _runs(folder)[1:]:
         (y,) = g.forward(*ins)
         _assert_close(y, exp[0], label)
+
+
+def test_stepper_runs_to_a_repeated_name_by_its_key() -> None:
+    folder = OPTLEVEL / "yolov5s_mini" / "o0"
+    g = kuiper_core.load(folder / "model.pnnx.param")
+    stepper = ForwardStepper(g, _arrays(folder / "inputs.npz", "in"))
+    ev = stepper.run_to("detect#3")
+    assert ev is not None and ev.key == "detect#3" and ev.name == "detect"
+    assert ev.index == [r.key for r in g.order].index("detect#3")
+    assert stepper.run_to("detect").key == "detect"  # a name: its first operator

@@ -17,6 +17,7 @@ from ..graph import Graph, numpy_dtype
 from ..limits import check_elements
 
 INPUT_KINDS = ("sample", "random", "zeros", "ones", "npy", "image")
+FREE_DIM_DEFAULT = 32  # size of an open (`?`) input dim other than the batch, unless chosen
 
 
 def input_specs(
@@ -26,7 +27,9 @@ def input_specs(
 
     Unknown dims (`?` or `%name`: a dynamic-shape export, pnnx's inputshape2) take the size
     chosen in `sizes` (operand name -> {dim: size}, see `free_dims`), else the one of
-    `fallback_shape` (the models.json shape) when the ranks agree, else 1.
+    `fallback_shape` (the models.json shape) when the ranks agree, else 1 for the batch
+    (dim 0) and FREE_DIM_DEFAULT for the others (a size of 1 is too small for most
+    convolutional nets: a 2x2 pool of a 1x1 map fails).
     """
     specs = []
     for op in graph.inputs:
@@ -40,7 +43,8 @@ def input_specs(
             fb = list(fallback_shape) if fallback_shape is not None and len(fallback_shape) == len(shape) else None
             chosen = (sizes or {}).get(operand.name, {})
             dims = tuple(
-                d if isinstance(d, int) else int(chosen.get(i) or (fb[i] if fb else 1)) for i, d in enumerate(shape)
+                d if isinstance(d, int) else int(chosen.get(i) or (fb[i] if fb else 1 if i == 0 else FREE_DIM_DEFAULT))
+                for i, d in enumerate(shape)
             )
             if any(n < 1 for n in dims):
                 raise InputError(f"input '{operand.name}': sizes must be >= 1, got {dims}")

@@ -25,6 +25,7 @@ class ForwardStepper:
         self.values: dict[str, Any] = {}  # every operand computed so far
         self.cursor = -1  # index into events of the step on view (-1: nothing run yet)
         self.error: str | None = None
+        self.failure: KuiperError | None = None  # the exception behind `error`
         self._gen: Iterator[StepEvent] | None = None
 
     # -- queries --------------------------------------------------------------------------------
@@ -61,11 +62,15 @@ class ForwardStepper:
         self.cursor = max(-1, self.cursor - 1)
 
     def run_to(self, name: str, progress: Callable[[int, int], None] | None = None) -> StepEvent | None:
-        """Run (or move the view) until operator `name` has run; it becomes the current step."""
+        """Run (or move the view) until operator `name` has run; it becomes the current step.
+
+        `name` is an operator key (RuntimeGraph.operators: unique, `detect#2` for the second
+        of a name pnnx repeats at optlevel 0), or a name (its first operator)."""
+        keys = [r.key for r in self.graph.order]
         names = [r.name for r in self.graph.order]
-        if name not in names:
+        if name not in keys and name not in names:
             raise KeyError(f"no operator named {name!r}")
-        target = names.index(name)
+        target = keys.index(name) if name in keys else names.index(name)
         while len(self.events) <= target and self._advance(progress) is not None:
             pass
         if len(self.events) > target:
@@ -80,7 +85,20 @@ class ForwardStepper:
         self.cursor = len(self.events) - 1
 
     def reset(self) -> None:
-        self.events, self.values, self.cursor, self.error, self._gen = [], {}, -1, None, None
+        self.events, self.values, self.cursor, self.error, self.failure, self._gen = [], {}, -1, None, None, None
+
+    def go_to(self, position: int, progress: Callable[[int, int], None] | None = None) -> StepEvent | None:
+        """Show operator number `position` (1-based; 0 = before the first), running up to it."""
+        position = max(0, min(self.total, position))
+        if position == 0:
+            self.cursor = -1
+            return None
+        return self.run_to(self.graph.order[position - 1].name, progress)
+
+    @property
+    def failed_operator(self) -> str | None:
+        """The operator the engine stopped at (a ModelError names it), or None."""
+        return getattr(self.failure, "operator", None)
 
     # -- results ---------------------------------------------------------------------------------
     def outputs(self) -> list[np.ndarray] | None:
@@ -96,7 +114,7 @@ class ForwardStepper:
         try:
             event = self._next_event()
         except KuiperError as e:
-            self.error = str(e)
+            self.error, self.failure = str(e), e
             self._gen = None
             return None
         self.events.append(event)
