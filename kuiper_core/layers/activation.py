@@ -557,9 +557,9 @@ class AlongDim(Layer):
 
 def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     """exp(x - max) / sum, the max subtracted so exp cannot overflow."""
-    np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+    np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out=y)
     np.exp(y, out=y)
-    np.divide(y, np.sum(y, axis=axis, keepdims=True), out=y)
+    np.divide(y, np.add.reduce(y, axis=axis, keepdims=True), out=y)
 
 
 @register("nn.Softmax", "F.softmax")

@@ -37,13 +37,20 @@ def channel_shaped(vec: np.ndarray, ndim: int) -> np.ndarray:
 def normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: F32) -> None:
     """y2 = (x2 - mean) / sqrt(var + eps) for each row of 2-D x2 (biased var).
 
-    The mean is accumulated in float64: with a large offset (x ~ 1000 +- 2) a float32 sum
-    loses the digits the normalised output is made of. The variance of the centred
-    values is well conditioned, and NumPy sums contiguous rows pairwise in float32.
+    Two passes for the mean, in the input's dtype: with a large offset (x ~ 1000 +- 2) the
+    first mean is off in its last digits, but x - mean is then exact and small, so the mean
+    of those residuals corrects it (the digits the normalised output is made of survive).
+    NumPy sums contiguous rows pairwise; the ufunc reductions skip np.mean's overhead.
     """
-    mean = np.mean(x2, axis=1, keepdims=True, dtype=np.float64).astype(x2.dtype)
+    inv_n = x2.dtype.type(1.0 / x2.shape[1]) if x2.shape[1] else x2.dtype.type(0)
+    mean = np.add.reduce(x2, axis=1, keepdims=True)
+    mean *= inv_n
     np.subtract(x2, mean, out=y2)
-    var = np.mean(np.square(y2), axis=1, keepdims=True)
+    np.add.reduce(y2, axis=1, keepdims=True, out=mean)
+    mean *= inv_n
+    y2 -= mean
+    var = np.add.reduce(np.square(y2), axis=1, keepdims=True)
+    var *= inv_n
     var += eps
     np.sqrt(var, out=var)
     np.divide(y2, var, out=y2)
