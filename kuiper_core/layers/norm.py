@@ -15,12 +15,15 @@ F.* forms take their tensors either as `$weight=` / `$bias=` / `$running_mean=` 
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Callable
+
 import numpy as np
 
 from ..graph import Operator
 from .activation import float_param, output_like
 from .reduce import vector_norm
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
 from .torch_args import input_index
 
 F32 = np.float32
@@ -40,20 +43,17 @@ def normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: F32) -> None:
     Two passes for the mean, in the input's dtype: with a large offset (x ~ 1000 +- 2) the
     first mean is off in its last digits, but x - mean is then exact and small, so the mean
     of those residuals corrects it (the digits the normalised output is made of survive).
-    NumPy sums contiguous rows pairwise; the ufunc reductions skip np.mean's overhead.
+    Row means are matrix-vector products (BLAS, many accumulators): cheaper than NumPy's
+    reductions over short rows.
     """
-    inv_n = x2.dtype.type(1.0 / x2.shape[1]) if x2.shape[1] else x2.dtype.type(0)
-    mean = np.add.reduce(x2, axis=1, keepdims=True)
-    mean *= inv_n
-    np.subtract(x2, mean, out=y2)
-    np.add.reduce(y2, axis=1, keepdims=True, out=mean)
-    mean *= inv_n
-    y2 -= mean
-    var = np.add.reduce(np.square(y2), axis=1, keepdims=True)
-    var *= inv_n
+    n = x2.shape[1]
+    avg = np.full(n, 1.0 / n if n else 0.0, x2.dtype)
+    np.subtract(x2, np.matmul(x2, avg)[:, None], out=y2)
+    y2 -= np.matmul(y2, avg)[:, None]  # the residual correction
+    var = np.matmul(np.square(y2), avg)
     var += eps
     np.sqrt(var, out=var)
-    np.divide(y2, var, out=y2)
+    np.divide(y2, var[:, None], out=y2)
 
 
 def rows_view(y: np.ndarray, rows: int) -> np.ndarray:
@@ -390,8 +390,27 @@ class TrailingNorm(Norm):
             y += b.reshape(self.norm_shape)
         return [y]
 
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        x, y = inputs[0], out[0]
+        if self.tensors is not None or x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype:
+            return None
+        self.check_trailing(x.shape)
+        rows = x.size // self.size if self.size else 0
+        return partial(_norm_rows, self.normalize, (rows, self.size), self.w, self.b)
+
     def normalize(self, x2: np.ndarray, y2: np.ndarray) -> None:
         raise NotImplementedError
+
+
+def _norm_rows(normalize: Callable[[np.ndarray, np.ndarray], None], rows: tuple[int, int], w: np.ndarray | None,
+               b: np.ndarray | None, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """TrailingNorm's prepared call (nn.* weights): normalise the rows, then the affine."""
+    y = out[0]
+    normalize(inputs[0].reshape(rows), y.reshape(rows))
+    if w is not None:
+        y *= w
+    if b is not None:
+        y += b
 
 
 @register("nn.LayerNorm", "F.layer_norm")
