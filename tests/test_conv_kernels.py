@@ -116,7 +116,7 @@ def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) ->
 def test_winograd_is_chosen_for_resnet_layers_only() -> None:
     geometry = dict(kernel=(3, 3), stride=(1, 1), dilation=(1, 1), groups=1, padding_mode="zeros")
     assert winograd_tile((1, 64, 56, 56), 64, out_hw=(56, 56), **geometry) == 4
-    assert winograd_tile((1, 256, 14, 14), 256, out_hw=(14, 14), **geometry) in (2, 4)  # measured: both ~1.5x
+    assert winograd_tile((1, 256, 14, 14), 256, out_hw=(14, 14), **geometry) == 2  # U of F(4,3) is 2.25x bigger
     assert winograd_tile((1, 8, 8, 8), 8, out_hw=(8, 8), **geometry) is None  # transforms cost more
     assert winograd_tile((1, 64, 56, 56), 64, out_hw=(28, 28), **{**geometry, "stride": (2, 2)}) is None
 
