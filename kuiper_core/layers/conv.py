@@ -145,12 +145,17 @@ class Convolution(_ConvBase):
             except KuiperError:
                 pass  # e.g. the kernel does not fit the declared size: forward says so
 
-    def _gemm_weights(self) -> np.ndarray:
-        """(G, Og, Cg·KH·KW [+ bias]): the im2col/pointwise GEMM's left operand, made once."""
+    def _gemm_weights(self, bias_column: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """The im2col/pointwise GEMM's left operand (G, Og, Cg·KH·KW) and the bias left to add
+        after it: with `bias_column`, the bias rides in the GEMM as an extra column (a copy
+        of the weight, made once); else the matrix is a view of the weight itself."""
+        assert self.weight_data is not None
+        if not bias_column or self.bias_data is None:
+            g = self.groups
+            return self.weight_data.reshape(g, self.weight_data.shape[0] // g, -1), self.bias_data
         if self._wmat is None:
-            assert self.weight_data is not None
             self._wmat = self._weight_matrix(self.weight_data, self.bias_data)
-        return self._wmat
+        return self._wmat, None
 
     def _padding_spec(self) -> PaddingSpec:
         p = self.param("padding", 0)
@@ -245,10 +250,15 @@ class Convolution(_ConvBase):
             if u is None:
                 u = self._winograd_weights[m] = transform_weights(self.weight_data, m)
             return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype)
-        wmat = self._gemm_weights().astype(dtype, copy=False)
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
-            return Pointwise(wmat, x_shape)
-        return Im2col(wmat, self.kernel, self.stride, self.dilation, pads, self.padding_mode, x_shape, out_hw, dtype)
+            w, bias = self._gemm_weights(bias_column=False)
+            return Pointwise(w.astype(dtype, copy=False), bias, x_shape)
+        # The bias as a GEMM column saves a pass over the output; worth a weight copy only
+        # while the weight is smaller than the output (not for ResNet's 512-channel convs).
+        k = self.weight_data[0].size
+        wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
+        return Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation, pads, self.padding_mode,
+                      x_shape, out_hw, dtype, bias_after=bias)
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         if self.weight_data is None:

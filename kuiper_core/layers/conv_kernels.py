@@ -41,14 +41,14 @@ OWN_BUFFERS_MAX_BYTES = 1 << 20
 class Pointwise:
     """1x1, stride 1, unpadded: y[n, g] = W[g] @ x[n, g] (+ bias)."""
 
-    def __init__(self, wmat: np.ndarray, x_shape: tuple[int, int, int, int]) -> None:
-        n, c, h, w = x_shape
-        self.g, self.og = wmat.shape[0], wmat.shape[1]
-        self.cg = c // self.g
-        self.w = np.ascontiguousarray(wmat[:, :, : self.cg])
-        self.bias = None if wmat.shape[2] == self.cg else np.ascontiguousarray(wmat[:, :, self.cg :])
-        self.x_shape = (n, self.g, self.cg, h * w)
-        self.y_shape = (n, self.g, self.og, h * w)
+    def __init__(self, w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int]) -> None:
+        """w: (G, Og, Cg), e.g. a view of the layer's weight; bias: (G*Og,) or None."""
+        n, c, h, width = x_shape
+        self.g, self.og, self.cg = w.shape
+        self.w = w
+        self.bias = None if bias is None else bias.reshape(self.g, self.og, 1)
+        self.x_shape = (n, self.g, self.cg, h * width)
+        self.y_shape = (n, self.g, self.og, h * width)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         y3 = y.reshape(self.y_shape)
@@ -72,14 +72,20 @@ class Im2col:
         out_hw: tuple[int, int],
         dtype: np.dtype,
         own_buffers: bool | None = None,
+        bias_after: np.ndarray | None = None,
     ) -> None:
-        """own_buffers: None = when small (OWN_BUFFERS_MAX_BYTES); needs padding_mode 'zeros'."""
+        """wmat: (G, Og, Cg·KH·KW), with the bias as an extra last column (added by the GEMM
+        through a row of ones in the columns) or without, then `bias_after` (G*Og,) if any
+        is added to the output (for big weights, where a copy with the column costs more
+        memory than the extra pass over a small output costs time).
+        own_buffers: None = when small (OWN_BUFFERS_MAX_BYTES); needs padding_mode 'zeros'."""
         n, c, h, w = x_shape
         g, og = wmat.shape[0], wmat.shape[1]
         kh, kw = kernel
         self.k = c // g * kh * kw
         self.has_bias = wmat.shape[2] == self.k + 1
         self.wmat = wmat
+        self.bias_after = None if bias_after is None else bias_after.reshape(g, og, 1)
         self.kernel, self.stride, self.dilation, self.pads, self.mode = kernel, stride, dilation, pads, padding_mode
         self.out_hw = out_hw
         self.dtype = dtype
@@ -147,12 +153,15 @@ class Im2col:
     def _gemm(self, cols: np.ndarray, y: np.ndarray, wide: np.ndarray | None) -> None:
         n, g, og = y.shape[0], self.g, self.wmat.shape[1]
         oh, ow = self.out_hw
+        y4 = y.reshape(n, g, og, oh * ow)
         if wide is None:
-            np.matmul(self.wmat, cols, out=y.reshape(n, g, og, oh * ow))
-            return
-        # Computed on an OH x Wp grid: crop the columns that wrapped into the padding.
-        np.matmul(self.wmat, cols, out=wide.reshape(n, g, og, -1))
-        np.copyto(y.reshape(n, g, og, oh, ow), wide[..., :ow])
+            np.matmul(self.wmat, cols, out=y4)
+        else:
+            # Computed on an OH x Wp grid: crop the columns that wrapped into the padding.
+            np.matmul(self.wmat, cols, out=wide.reshape(n, g, og, -1))
+            np.copyto(y.reshape(n, g, og, oh, ow), wide[..., :ow])
+        if self.bias_after is not None:
+            y4 += self.bias_after
 
 
 class ConvKernel(Protocol):
