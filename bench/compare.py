@@ -42,7 +42,7 @@ sys.path.insert(0, str(BENCH))
 
 from cases import CASES, PER_OPERATOR_CASE, Case, write_wide_param  # noqa: E402
 from report import write_report  # noqa: E402
-from stats import median  # noqa: E402
+from timing import median  # noqa: E402
 
 BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
