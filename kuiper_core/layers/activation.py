@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
+from . import parallel
 from .registry import Layer, Prepared, register
 from .windows import scratch
 
@@ -82,7 +83,7 @@ class ReLU(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        np.maximum(x, F32(0), out=y)
+        parallel.ufunc(np.maximum, x, F32(0), out=y)
 
 
 @register("nn.Hardtanh", "F.hardtanh")

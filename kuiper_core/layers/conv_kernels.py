@@ -25,6 +25,7 @@ from typing import Protocol
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import parallel
 from .winograd import WinogradConv
 from .windows import batch_chunks, pad_spatial, scratch, window_view
 
@@ -129,8 +130,8 @@ class Im2col:
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.own:
-            np.copyto(self.interior, x)
-            np.copyto(self.cols_view, self.taps)
+            parallel.copyto(self.interior, x)
+            parallel.copyto(self.cols_view, self.taps)
             self._gemm(self.cols, y, self.wide_out)
             return
         n = x.shape[0]
@@ -142,7 +143,7 @@ class Im2col:
         xp = pad_spatial(x, self.pads, self.mode, slot="conv.pad", slack=self.slack)
         cols = scratch("conv.cols", (n, self.g, self.k + self.has_bias, self.cols_w), self.dtype)
         taps, cols_view = self._views(xp, cols)
-        np.copyto(cols_view, taps)
+        parallel.copyto(cols_view, taps)
         if self.has_bias:
             cols[:, :, self.k] = 1
         wide = None
@@ -159,7 +160,7 @@ class Im2col:
         else:
             # Computed on an OH x Wp grid: crop the columns that wrapped into the padding.
             np.matmul(self.wmat, cols, out=wide.reshape(n, g, og, -1))
-            np.copyto(y.reshape(n, g, og, oh, ow), wide[..., :ow])
+            parallel.copyto(y.reshape(n, g, og, oh, ow), wide[..., :ow])
         if self.bias_after is not None:
             y4 += self.bias_after
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import parallel
 from .windows import SCRATCH_BUDGET, scratch
 
 # m -> (B^T, G, A^T) for interpolation points 0, ±1 (F(2,3)) and 0, ±1, ±2 (F(4,3)).
@@ -112,9 +113,9 @@ class WinogradConv:
 
     def _run(self, x: np.ndarray, y: np.ndarray) -> None:
         m, t, c, o, tiles = self.m, self.t, self.c, self.o, self.tiles
-        np.copyto(self.interior, x)
+        parallel.copyto(self.interior, x)
         d = scratch("winograd.d", (t, t * c * tiles), self.dtype)
-        np.copyto(d.reshape(self.tile_view.shape), self.tile_view)
+        parallel.copyto(d.reshape(self.tile_view.shape), self.tile_view)
         # B^T d B: transform every tile's rows (a -> xi), then its columns (b -> nu).
         r = scratch("winograd.r", (t, t * c * tiles), self.dtype)
         np.matmul(self.bt, d, out=r)
@@ -134,8 +135,8 @@ class WinogradConv:
         # grid[n, o, i*m + a, j*m + b] = blocks[a, b, o, n, i, j] (+ bias[o])
         dst = as_strided(grid, blocks6.shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]))
         if self.bias is None:
-            np.copyto(dst, blocks6)
+            parallel.copyto(dst, blocks6)
         else:
-            np.add(blocks6, self.bias, out=dst)
+            parallel.ufunc(np.add, blocks6, self.bias, out=dst)
         if not self.exact:
-            np.copyto(y, grid[:, :, : self.out_hw[0], : self.out_hw[1]])
+            parallel.copyto(y, grid[:, :, : self.out_hw[0], : self.out_hw[1]])
