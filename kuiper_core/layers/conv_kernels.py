@@ -173,7 +173,7 @@ class ConvKernel(Protocol):
 # Cost model (milliseconds, one thread), least-squares fit over 181 shapes (N 1/4, C and O
 # 8-512, H 7-112) of measured single-thread times of Im2col and WinogradConv F(2,3)/F(4,3)
 # on the project's build machine (weights in cache); the choice it makes is within 2 % of
-# the fastest on average. Winograd is not worth its transforms below 32 channels.
+# the fastest on average.
 _GEMM_MAC = 1.96e-8  # im2col GEMM, per multiply-accumulate
 _COL_COPY = 2.47e-7  # im2col, per column element copied
 _WINO_MAC = 2.19e-8  # Winograd batched GEMM, per multiply-accumulate
@@ -181,22 +181,28 @@ _WINO_WEIGHT = 2.12e-7  # per transformed weight element read
 _WINO_IN = 6.53e-7  # per input-tile element (gather + transform)
 _WINO_OUT = 2.18e-6  # per output element (inverse transform + scatter)
 _CALL = 1.35e-2  # fixed cost per kernel call
-# In a whole model every layer's weights come from memory, not cache (ResNet-18 holds 45 MB):
-# per weight element read once per call (~20 GB/s). Measured on ResNet-18's 256-channel
-# 14x14 convs: F(4,3) 1.85 ms alone, 2.05 ms in the model, where F(2,3)'s smaller U wins.
+# In a whole model a layer's weights beyond what a core's L2 keeps (1 MB here) come from
+# memory (ResNet-18 holds 45 MB): per such element, read once per call (~20 GB/s). Measured
+# on ResNet-18's 256-channel 14x14 convs: F(4,3) 1.85 ms alone, 2.05 ms in the model, where
+# F(2,3)'s smaller U wins.
 _COLD_WEIGHT = 2.0e-7
-WINOGRAD_MIN_CHANNELS = 32
+_CACHED_WEIGHTS = 1 << 18
+WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
+
+
+def _cold(weights: int) -> float:
+    return _COLD_WEIGHT * max(0, weights - _CACHED_WEIGHTS)
 
 
 def im2col_cost(n: int, c: int, o: int, oh: int, ow: int, taps: int) -> float:
     p = n * oh * ow
-    return _GEMM_MAC * taps * c * o * p + _COL_COPY * taps * c * p + _COLD_WEIGHT * taps * c * o + _CALL
+    return _GEMM_MAC * taps * c * o * p + _COL_COPY * taps * c * p + _cold(taps * c * o) + _CALL
 
 
 def winograd_cost(m: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
     t = m + 2
     tiles = n * -(-oh // m) * -(-ow // m)
-    return (_WINO_MAC * t * t * o * c * tiles + (_WINO_WEIGHT + _COLD_WEIGHT) * t * t * o * c
+    return (_WINO_MAC * t * t * o * c * tiles + _WINO_WEIGHT * t * t * o * c + _cold(t * t * o * c)
             + _WINO_IN * tiles * c * t * t + _WINO_OUT * tiles * o * m * m + 3 * _CALL)
 
 
