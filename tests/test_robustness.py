@@ -553,3 +553,24 @@ def test_fusing_a_long_relu_chain_stays_fast(tmp_path: Path) -> None:
     x = np.float32([[-1, 0.5, 2, -3]])
     y = kuiper_core.RuntimeGraph.from_graph(result.after).build().forward(x)[0]
     assert y.tolist() == np.maximum(x, 0).tolist()
+
+
+@pytest.mark.parametrize(
+    "array",
+    [np.array([[[[1e308, -1e308], [0.0, np.nan]]]]), np.zeros((1, 0, 4, 4), np.float32),
+     np.zeros((1, 2, 0, 3), np.float32), np.full((1, 2, 3, 3), np.inf, np.float32)],
+    ids=["range_overflows", "no_channels", "empty_planes", "all_inf"],
+)
+def test_tensor_pictures_of_odd_tensors(array: np.ndarray) -> None:
+    """The Forward page's statistics, histogram and channel mosaic of any output: a range
+    that overflows float64 (histogram raised, colours indexed garbage), 0 channels (raised)."""
+    from kuiper_core.explore import tensors as T
+
+    with np.errstate(all="ignore"):
+        T.tensor_stats(array)
+        counts, edges = T.histogram(array)
+        assert np.isfinite(edges).all()
+        mosaic, _ = T.channel_grid(array)
+    assert mosaic.dtype == np.uint8 and mosaic.ndim == 3
+    if array.size and np.isfinite(array).any():
+        assert counts.sum() == np.isfinite(array).sum()
