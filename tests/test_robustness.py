@@ -558,12 +558,14 @@ def test_fusing_a_long_relu_chain_stays_fast(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "array",
     [np.array([[[[1e308, -1e308], [0.0, np.nan]]]]), np.zeros((1, 0, 4, 4), np.float32),
-     np.zeros((1, 2, 0, 3), np.float32), np.full((1, 2, 3, 3), np.inf, np.float32)],
-    ids=["range_overflows", "no_channels", "empty_planes", "all_inf"],
+     np.zeros((1, 2, 0, 3), np.float32), np.full((1, 2, 3, 3), np.inf, np.float32),
+     np.full((1, 2, 3, 3), 3e38, np.float32), np.full((1, 1, 2, 2), np.finfo(np.float64).max)],
+    ids=["range_overflows", "no_channels", "empty_planes", "all_inf", "constant_3e38", "constant_max"],
 )
 def test_tensor_pictures_of_odd_tensors(array: np.ndarray) -> None:
     """The Forward page's statistics, histogram and channel mosaic of any output: a range
-    that overflows float64 (histogram raised, colours indexed garbage), 0 channels (raised)."""
+    that overflows float64 (histogram raised, colours indexed garbage), a constant 3e38 (its
+    one bin had no width), 0 channels (raised). Found by the tensor-view fuzz test."""
     from kuiper_core.explore import tensors as T
 
     with np.errstate(all="ignore"):

@@ -58,8 +58,9 @@ def histogram(a: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
     if flat.size == 0:
         return np.zeros(0, np.int64), np.zeros(0)
     lo, hi = float(flat.min()), float(flat.max())
-    if lo == hi:  # a constant tensor: one bin around the value
-        lo, hi = lo - 0.5, hi + 0.5
+    if lo == hi:  # a constant tensor: bins around the value (wide enough to exist at 3e38)
+        span, top = max(0.5, abs(lo) * 1e-6), float(np.finfo(np.float64).max)
+        lo, hi = max(lo - span, -top), min(hi + span, top)
     if not np.isfinite(hi - lo):  # values near ±1.8e308: the range itself overflows; bin the halves
         counts, edges = np.histogram(flat / 2, bins=bins, range=(lo / 2, hi / 2))
         return counts, edges * 2
