@@ -20,8 +20,19 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+# A projector at 1280x720 has little height: less empty space above the title.
+st.html(
+    "<style>[data-testid='stMainBlockContainer']{padding-top:2.2rem}"
+    "[data-testid='stMainBlockContainer'] h1{font-size:2.1rem;padding-top:0.2rem}</style>"
+)
 
-from pages.common import sidebar_model_badge  # noqa: E402  (after set_page_config)
+from pages import common  # noqa: E402  (after set_page_config)
 
-sidebar_model_badge()
-page.run()
+badge = st.sidebar.container()  # filled after the page ran, so it names what the page used
+common.begin_url()
+try:
+    page.run()
+finally:  # also after st.stop(): the sidebar and the URL always reflect this run
+    with badge:
+        common.sidebar_model_badge()
+    common.write_url()

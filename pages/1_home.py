@@ -104,45 +104,63 @@ if not model.ok:
     st.stop()
 
 # -- 3. the input --------------------------------------------------------------------------
+# Every choice is stored by a callback, before the page (and the sidebar) is drawn, so
+# everything on screen names the input that is really used.
 st.header("3. Input")
 specs = common.model_input_specs(model)
 size_picker(model, specs)  # dynamic-shape models only
-kinds = ["sample", "random", "zeros", "ones", "npy"]
+kinds = ["sample", "example", "random", "zeros", "ones", "npy"]
 if model.sample_input is None:
     kinds.remove("sample")
+if model.examples is None:
+    kinds.remove("example")
 is_image = bool(model.meta.get("image")) or (len(specs) == 1 and len(specs[0][1]) == 4 and specs[0][1][1] in (1, 3))
 if is_image:
     kinds.append("image")
+if is_image and specs[0][1][1] == 1:
+    kinds.append("drawing")
 labels = {
     "sample": "the model's sample input",
+    "example": "a bundled example",
     "random": "seeded random",
     "zeros": "zeros",
     "ones": "ones",
     "npy": "upload a .npy",
     "image": "upload a picture",
+    "drawing": "draw one",
 }
-spec = st.session_state.get(common.INPUT_KEY) or {"kind": kinds[0], "seed": 0}
-kind = st.radio(
-    "Input to use",
-    kinds,
-    index=kinds.index(spec["kind"]) if spec.get("kind") in kinds else 0,
-    format_func=labels.get,
-    horizontal=True,
-    key="home_input_kind",
-)
-seed = int(spec.get("seed", 0))
-if kind == "random":
-    seed = int(st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=seed, step=1, key="home_seed"))
-if kind in ("npy", "image"):
-    name, shape, _ = specs[0]
-    if kind == "npy":
-        f = st.file_uploader(f"A .npy array of shape {shape_text(shape)}", type=["npy"], key="home_npy")
+spec = dict(st.session_state.get(common.INPUT_KEY) or {"kind": kinds[0], "seed": 0})
+if spec.get("kind") not in kinds:
+    spec["kind"] = kinds[0]
+    st.session_state[common.INPUT_KEY] = spec
+ERR = "home_input_error"  # the last rejected file's message, per kind
+
+
+def _store(**changes) -> None:
+    st.session_state[common.INPUT_KEY] = {**(st.session_state.get(common.INPUT_KEY) or {}), **changes}
+
+
+def _on_kind() -> None:
+    _store(kind=st.session_state["home_input_kind"])
+
+
+def _on_seed() -> None:
+    _store(seed=int(st.session_state["home_seed"]))
+
+
+def _on_example() -> None:
+    _store(index=int(st.session_state["home_example"]))
+
+
+def _on_file(kind: str, widget: str) -> None:
+    """Read an uploaded .npy or picture now; a rejected file leaves no array behind."""
+    f = st.session_state.get(widget)
+    errors = dict(st.session_state.get(ERR) or {})
+    errors.pop(kind, None)
+    if f is None:
+        common.set_input_array(kind, None)
     else:
-        f = st.file_uploader(f"A picture (resized to {shape[-1]}×{shape[-2]})", type=["png", "jpg", "jpeg", "bmp", "gif"], key="home_img")
-        pp = model.meta.get("preprocess")
-        if pp and pp.get("text"):
-            st.caption(f"Preprocessing: {pp['text']}")
-    if f is not None:
+        name, shape, _ = specs[0]
         try:
             if kind == "npy":
                 common.check_upload_size(f.name, f.getvalue())
@@ -150,23 +168,65 @@ if kind in ("npy", "image"):
                 array = kx_inputs.check_array(array, shape, name)
             else:
                 array = common.picture_to_input(f.getvalue(), model, shape)
-            st.session_state[common.INPUT_ARRAY_KEY] = array
+            common.set_input_array(kind, array, common.display_name(f.name))
         except KuiperError as e:
-            common.show_error(e, title="Cannot use this file as input")
-            st.session_state.pop(common.INPUT_ARRAY_KEY, None)
-st.session_state[common.INPUT_KEY] = {"kind": kind, "seed": seed}
+            common.set_input_array(kind, None)
+            errors[kind] = (common.display_name(f.name), e)
+    st.session_state[ERR] = errors
 
-x = common.current_input(model)
-if kind in ("npy", "image") and common.INPUT_ARRAY_KEY not in st.session_state:
-    st.info("No file yet: using seeded random data until one is uploaded.")
-for (name, _, _), a in zip(specs, x):
+
+kind = st.radio(
+    "Input to use",
+    kinds,
+    index=kinds.index(spec["kind"]),
+    format_func=labels.get,
+    horizontal=True,
+    key="home_input_kind",
+    on_change=_on_kind,
+)
+if kind == "random":
+    st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=int(spec.get("seed", 0)), step=1, key="home_seed", on_change=_on_seed)
+elif kind == "example":
+    labels_ = model.example_labels
+    n = len(model.examples)
+    st.selectbox(
+        f"Held-out examples the model never saw in training ({n})",
+        list(range(n)),
+        index=int(spec.get("index", 0)) if int(spec.get("index", 0)) < n else 0,
+        format_func=lambda i: f"example {i + 1}" + (f": a {labels_[i]}" if labels_ is not None else ""),
+        key="home_example",
+        on_change=_on_example,
+    )
+elif kind in ("npy", "image"):
+    name, shape, _ = specs[0]
+    if kind == "npy":
+        st.file_uploader(f"A .npy array of shape {shape_text(shape)}", type=["npy"], key="home_npy",
+                         on_change=_on_file, args=("npy", "home_npy"))
+    else:
+        st.file_uploader(f"A picture (resized to {shape[-1]}×{shape[-2]})", type=["png", "jpg", "jpeg", "bmp", "gif"],
+                         key="home_img", on_change=_on_file, args=("image", "home_img"))
+        pp = model.meta.get("preprocess")
+        if pp and pp.get("text"):
+            st.caption(f"Preprocessing: {pp['text']}")
+    rejected = (st.session_state.get(ERR) or {}).get(kind)
+    if rejected is not None:
+        common.show_error(rejected[1], title=f"Cannot use {rejected[0]} as input")
+elif kind == "drawing":
+    from pages.digit_pad import digit_pad
+
+    digit_pad(model, specs[0][1])
+
+resolved = common.resolve_input(model)
+if resolved.note:
+    st.info(f"Using {resolved.description}.")
+for (name, _, _), a in zip(specs, resolved.arrays):
     values = (
         f", min {float(a.min()):.3g}, max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
         if a.size and a.dtype.kind in "biuf" else ""
     )
     st.caption(f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}{values}")
-if kind == "image" and common.INPUT_ARRAY_KEY in st.session_state:
-    a = x[0][0]
+if resolved.kind in ("image", "example", "drawing", "sample") and is_image:
+    a = resolved.arrays[0][0]
     shown = a.transpose(1, 2, 0) if a.shape[0] == 3 else a[0]
     lo, hi = float(shown.min()), float(shown.max())
     st.image(((shown - lo) / (hi - lo + 1e-12)), caption="the tensor the model sees (rescaled for display)", width=160, clamp=True)

@@ -1,7 +1,14 @@
-"""Step through Forward: run the model one operator at a time and look at every tensor."""
+"""Step through Forward: run the model one operator at a time and look at every tensor.
+
+State flow: every button, the slider, the "Go to" picker, a click on a graph node and the
+keyboard only record what to do (callbacks, before the page is drawn); the page applies
+it first and then draws every widget from the stepper's new position, so no button is
+ever one click out of date.
+"""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import altair as alt
@@ -9,191 +16,245 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from kuiper_core.errors import KuiperError
+from kuiper_core.errors import KuiperError, ShapeError
+from kuiper_core.explore import compare as C
 from kuiper_core.explore import tensors as T
-from kuiper_core.explore.dot import graph_dot
+from kuiper_core.explore.dot import graph_view
+from kuiper_core.explore.overlay import Overlay, roll_up, state_overlay
 from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
+from pages.graph_viewer import ModuleState, show_graph
+from pages.keys import step_keys
+from pages.player import speed_picker
+from pages.tensor_panel import show_tensor
 
-FOCUS_ABOVE = 40  # bigger models are drawn around the current operator
-MAX_TENSORS = 8
-NOT_RUN = "#ffffff"  # tensors shown per operator (torch.cat may read dozens)
+PENDING = "fw_pending"  # ("go", position) recorded by a callback, applied before drawing
+PLAYING = "fw_playing"  # (stepper id, bool)
+MAX_TENSORS = 8  # tensors shown per operator (torch.cat may read dozens)
+RAN = "#a8d4ff"
+FAILED = "#7a0000"
 
 st.title("Step through Forward")
 model = common.require_model()
-graph = model.runtime
-assert graph is not None and model.graph is not None
-inputs = common.current_input(model)
+runtime = model.runtime
+assert runtime is not None and model.graph is not None
+resolved = common.resolve_input(model)
+names = [r.name for r in runtime.order]
+position_of = {n: i + 1 for i, n in enumerate(names)}
 
+stepper: ForwardStepper = common.forward_stepper(model, resolved.arrays)  # shared with the IR page
+state = st.session_state.get(PLAYING)
+if state is None or state.get("stepper") is not stepper:  # a new stepper (model or input changed)
+    state = {"stepper": stepper, "playing": False}
+    st.session_state[PLAYING] = state
+    wanted = common.url_param("step")  # a reload or a shared link
+    if wanted is not None and wanted.isdigit() and stepper.cursor < 0:
+        st.session_state[PENDING] = ("go", int(wanted))
 
-stepper: ForwardStepper = common.forward_stepper(model, inputs)  # shared with the IR page
-names = [r.name for r in graph.order]
 st.caption(
-    f"`{model.name}`: {len(names)} operators in execution order, input: {common.input_description()}. "
-    "Step runs the next operator; Back only moves the view (results are kept)."
+    f"`{model.name}`: {len(names)} operators in execution order, input: {resolved.description}. "
+    "Step runs the next operator; Back only moves the view (results are kept). "
+    "Keys: → or PageDown steps, ← or PageUp goes back. Click a node to go to it."
 )
 
 
 # -- reference tensors ------------------------------------------------------------------------
-def _references() -> tuple[dict[str, np.ndarray], str]:
+def _references() -> tuple[dict[str, np.ndarray], str, C.ReferenceMatch | None]:
     uploaded = st.session_state.get(common.REFS_KEY)
     if uploaded is not None:
-        return T.references_for(model.graph, uploaded), "uploaded .npz"
-    spec = st.session_state.get(common.INPUT_KEY) or {"kind": "sample"}
-    if spec.get("kind", "sample") != "sample" or model.sample_input is None:
-        return {}, ""
+        match = C.match_references(model.graph, uploaded)
+        return match.refs, "the uploaded references", match
+    if not resolved.is_sample:
+        return {}, "", None
     npz: dict[str, np.ndarray] = {f"out{i}": y for i, y in enumerate(model.expected)}
     npz.update(model.operands)
-    return T.references_for(model.graph, npz), "PyTorch, for the sample input"
+    return C.references_for(model.graph, npz), "PyTorch (sample input)", None
 
 
-with st.expander("Reference tensors (.npz)"):
-    st.caption(
-        "Upload an .npz of reference tensors keyed by operand name (or out0, out1, … for the outputs) to "
-        "see each operator's error. Bundled models carry PyTorch's tensors for their sample input."
-    )
-    ref_file = st.file_uploader("Reference .npz", type=["npz"], key="forward_refs")
-    if ref_file is not None:
-        try:
-            common.set_uploaded_references(ref_file.getvalue())
-        except KuiperError as e:
-            common.show_error(e, title="Cannot read the reference file")
-refs, refs_source = _references()
+def _on_refs() -> None:
+    f = st.session_state.get("forward_refs")
+    st.session_state.pop("fw_refs_error", None)
+    if f is None:
+        st.session_state.pop(common.REFS_KEY, None)
+        return
+    try:
+        common.set_uploaded_references(f.getvalue())
+    except KuiperError as e:
+        st.session_state["fw_refs_error"] = e
 
-# -- controls ------------------------------------------------------------------------------------
-b = st.columns([1, 1, 1, 3, 1.2, 1.2])
-if b[0].button("Reset", key="fw_reset", width="stretch"):
-    stepper.reset()
-if b[1].button("Back", key="fw_back", width="stretch", disabled=stepper.cursor < 0):
-    stepper.back()
-if b[2].button("Step", key="fw_step", width="stretch", disabled=stepper.cursor + 1 >= len(names)):
+
+refs, refs_source, match = _references()
+
+
+# -- callbacks ----------------------------------------------------------------------------------
+def _go(position: int) -> None:
+    st.session_state[PENDING] = ("go", position)
+    state["playing"] = False
+
+
+def _step() -> None:
     stepper.step()
-target = b[3].selectbox(
-    "Run to operator",
-    names,
-    index=min(stepper.cursor + 1, len(names) - 1),
-    format_func=lambda n: f"{names.index(n) + 1}. {n} ({graph.operators[n].type})",
-    key="fw_target",
-    label_visibility="collapsed",
-)
-run_to = b[4].button("Run to", key="fw_run_to", width="stretch")
-run_all = b[5].button("Run all", key="fw_run_all", width="stretch", type="primary")
-if run_to or run_all:
-    bar = st.progress(0.0, text="Running…")
 
-    def _progress(i: int, n: int) -> None:
-        if i % max(1, n // 100) == 0 or i == n:
-            bar.progress(i / n, text=f"Running… {i} / {n}")
 
-    if run_all:
-        stepper.run_all(_progress)
+def _back() -> None:
+    stepper.back()
+    state["playing"] = False
+
+
+def _reset() -> None:
+    stepper.reset()
+    state["playing"] = False
+
+
+def _on_slider() -> None:
+    _go(int(st.session_state["fw_pos"]))
+
+
+def _on_target() -> None:
+    name = st.session_state.get("fw_target")
+    if name is not None:
+        _go(position_of[name])
+
+
+modules = ModuleState("fw_modules", model.key)
+
+
+def _on_click(title: str) -> None:
+    name = modules.click(title)
+    if name in position_of:
+        _go(position_of[name])
+
+
+def _play(on: bool) -> None:
+    state["playing"] = on
+
+
+# -- apply what the callbacks asked for, then draw ---------------------------------------------
+def _apply_pending(slot: Any) -> None:
+    pending = st.session_state.pop(PENDING, None)
+    if pending is None:
+        return
+    target = max(0, min(len(names), int(pending[1])))
+    if target > len(stepper.events) + 20:  # a long run: show progress
+        bar = slot.progress(0.0, text="Running…")
+
+        def _progress(i: int, n: int) -> None:
+            if i % max(1, n // 100) == 0 or i == n:
+                bar.progress(i / n, text=f"Running… {i} / {n}")
+
+        stepper.go_to(target, _progress)
+        bar.empty()
     else:
-        stepper.run_to(target, _progress)
-    bar.empty()
+        stepper.go_to(target)
 
-if stepper.error is not None:
-    common.show_error(stepper.error, title=f"Forward stopped after {len(stepper.events)} operator(s)")
 
-event = stepper.current
-rows = T.error_table(stepper.events, refs) if refs else []
-first_bad = T.first_bad(rows)
+def _body() -> None:
+    if state["playing"]:
+        _, per_tick = st.session_state.get("fw_speed_value", (0.5, 1))
+        for _ in range(per_tick):
+            if stepper.step() is None:
+                break
+        if stepper.cursor + 1 >= len(names) or stepper.error is not None:
+            state["playing"] = False
+            st.rerun()
+    _apply_pending(st.empty())  # always present, so the elements below keep their places
+    at_end = stepper.cursor + 1 >= len(names) or (stepper.error is not None and stepper.cursor + 1 >= len(stepper.events))
+    event = stepper.current
+    # Widgets that show the position follow the cursor (set before they are drawn).
+    st.session_state["fw_pos"] = stepper.cursor + 1
+    st.session_state["fw_target"] = event.name if event is not None else None
+    common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
+    common.write_url()
 
-# -- status line ----------------------------------------------------------------------------------
-if event is None:
-    st.info(f"Nothing has run yet. The first operator is **{names[0]}**: press **Step**.")
-else:
-    st.markdown(
-        f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}), "
-        f"{event.seconds * 1e3:.3f} ms"
-        + (f" · next: `{stepper.next_name}`" if stepper.next_name else " · the last operator")
+    b = st.columns([1, 1, 1, 1.2, 1.1, 1.4, 4.2])
+    b[0].button("Reset", key="fw_reset", width="stretch", on_click=_reset, disabled=stepper.cursor < 0 and not stepper.events)
+    b[1].button("Back", key="fw_back", width="stretch", on_click=_back, disabled=stepper.cursor < 0)
+    b[2].button("Step", key="fw_step", width="stretch", on_click=_step, disabled=at_end, type="primary")
+    b[3].button("Run all", key="fw_run_all", width="stretch", on_click=_go, args=(len(names),), disabled=at_end)
+    if state["playing"]:
+        b[4].button("Pause", key="fw_pause", width="stretch", on_click=_play, args=(False,))
+    else:
+        b[4].button("Play", key="fw_play", width="stretch", on_click=_play, args=(True,), disabled=at_end)
+    with b[5]:
+        st.session_state["fw_speed_value"] = speed_picker("fw_speed")
+    b[6].selectbox(
+        "Go to operator",
+        names,
+        index=None,
+        format_func=lambda n: f"{position_of[n]}. {n} ({runtime.operators[n].type})",
+        key="fw_target",
+        on_change=_on_target,
+        placeholder="go to an operator (or click it in the graph)",
+        label_visibility="collapsed",
     )
+    st.slider("Position in the execution order", 0, len(names), key="fw_pos", on_change=_on_slider,
+              label_visibility="collapsed", help="0 = before the first operator")
+    step_keys("fw_keys", _step, _back)
 
+    failure = stepper.failure
+    if stepper.error is not None:
+        _show_failure(failure)
 
-# -- the graph ------------------------------------------------------------------------------------
-def _graph_panel() -> None:
-    big = len(names) > FOCUS_ABOVE
-    c1, c2 = st.columns(2)
-    by_error = c1.toggle("Colour by error", value=bool(refs), disabled=not refs, key="fw_color_error")
-    whole = c2.toggle("Whole graph", value=not big, key="fw_whole") if big else True
-    colors = None
-    if by_error and rows:  # operators not run yet are white, so green always means "checked"
-        done = {e.name for e in stepper.events}
-        colors = {n: NOT_RUN for n in names if n not in done} | T.error_colors(rows)
-    current = event.name if event is not None else None
-    dot = graph_dot(
-        model.graph,
-        highlight=current,
-        node_colors=colors,
-        focus=None if whole or current is None else current,
-        hops=3,
-        edge_labels=True,
-    )
-    st.graphviz_chart(dot, width="content")
-    if colors:
-        legend = [("ok", "within tolerance"), ("bad", "over tolerance"), ("first bad", "first over tolerance")]
+    if event is None:
+        st.info(f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →).")
+    else:
         st.markdown(
-            " ".join(
-                f'<span style="background:{T.ERROR_COLORS[k]};border:1px solid #888;border-radius:4px;'
-                f'padding:1px 6px;margin-right:6px;font-size:0.85em">{label}</span>'
-                for k, label in legend
-            )
-            + f' <span style="background:{NOT_RUN};border:1px solid #888;border-radius:4px;padding:1px 6px;'
-            'font-size:0.85em">not run yet</span> (no reference: category colour)',
-            unsafe_allow_html=True,
+            f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}), "
+            f"{event.seconds * 1e3:.3f} ms"
+            + (f" · next: `{stepper.next_name}`" if stepper.next_name else " · the last operator")
         )
+    checks = C.check_events(stepper.events, refs) if refs else []
+    left, right = st.columns([1, 1])
+    with left:
+        _graph_panel(event.name if event is not None else None, checks, failure)
+    with right:
+        _tensors_panel(event)
+    _errors_panel(checks)
+    _outputs()
 
 
-# -- one tensor --------------------------------------------------------------------------------
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.6g}"
-    return str(x)
-
-
-def _tensor(label: str, name: str, a: np.ndarray, ref: np.ndarray | None, widget_key: str) -> None:
-    s = T.tensor_stats(a)
-    st.markdown(f"`{name}`: shape `{'×'.join(map(str, s['shape'])) or 'scalar'}`, `{s['dtype']}`, {s['size']:,} values")
-    cols = ["min", "max", "mean", "std", "nan", "inf"]
-    st.dataframe(pd.DataFrame([{k: _fmt(s[k]) for k in cols}]), hide_index=True, width="stretch")
-    if s["nan"] or s["inf"]:
-        st.warning(f"{s['nan']} NaN and {s['inf']} Inf values")
-    if ref is not None:
-        err, tol = T.max_abs_error(a, ref), T.tolerance(ref)
-        (st.success if err <= tol else st.error)(
-            f"max |error| vs {refs_source}: {err:.3g} (tolerance {tol:.3g})"
+def _show_failure(failure: BaseException | None) -> None:
+    op = getattr(failure, "operator", None)
+    title = f"Forward stopped at operator {position_of.get(op, '?')}: `{op}`" if op else "Forward stopped"
+    common.show_error(stepper.error or "", title=title + f" ({type(failure).__name__})")
+    if isinstance(failure, ShapeError):
+        st.dataframe(
+            pd.DataFrame([{"operand": failure.operand, "the .param declares": failure.declared, "the layer produced": failure.produced}]),
+            hide_index=True, width="stretch",
         )
-    hist = pd.DataFrame(T.histogram_table(a))
-    if len(hist):
-        chart = (
-            alt.Chart(hist)
-            .mark_bar()
-            .encode(
-                x=alt.X("start:Q", bin="binned", title="value"),
-                x2="end:Q",
-                y=alt.Y("count:Q", title="count"),
-                tooltip=["start", "end", "count"],
-            )
-            .properties(height=160)
-        )
-        st.altair_chart(chart, width="stretch")
-    kind = T.view_kind(a)
-    if kind == "channels":
-        batch = 0
-        if a.shape[0] > 1:
-            batch = st.number_input("batch item", 0, a.shape[0] - 1, 0, key=f"{widget_key}_batch")
-        mosaic, shown = T.channel_grid(a, batch=int(batch))
-        more = f" (first {len(shown)} of {a.shape[1]})" if len(shown) < a.shape[1] else ""
-        st.image(mosaic, caption=f"channels{more} of item {batch}, each on its own scale (viridis; magenta = NaN/Inf)")
-    elif kind == "image":
-        st.image(T.image_2d(a), caption="as an image (viridis, dark = low, yellow = high)")
-    st.download_button(
-        "Download .npy", T.npy_bytes(a), file_name=f"{name}.npy", mime="application/octet-stream", key=f"{widget_key}_dl"
+    if op in position_of:
+        st.caption("The operator is marked dark red in the graph.")
+
+
+def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: BaseException | None) -> None:
+    failed_op = getattr(failure, "operator", None)
+    modes = (["errors"] if refs else []) + ["progress", "categories"]
+    mode = st.radio(
+        "Colour nodes by", modes, horizontal=True, key="fw_color_mode", label_visibility="collapsed",
+        format_func={"errors": "error vs reference", "progress": "run so far", "categories": "operator category"}.get,
     )
+    view = graph_view(model.graph, show=[current, failed_op], expanded=modules.expanded)
+    modules.remember(view)
+    if mode == "categories":
+        overlay = Overlay(highlight=view.node_for(current), legend=view.legend(), highlight_label="current step")
+    else:
+        if mode == "errors":
+            colors, legend = C.error_colors(checks), list(C.ERROR_LEGEND)
+            note = "grey: not compared (no reference, or not run yet)"
+        else:
+            colors = {e.name: RAN for e in stepper.events}
+            legend, note = [("run", RAN)], "grey: not run yet"
+        if failed_op is not None:
+            colors[failed_op] = FAILED
+            legend.append(("stopped here", FAILED))
+        colors = roll_up(colors, view.unit_of, [c for _, c in legend])
+        overlay = state_overlay(colors, legend, highlight=view.node_for(current), note=note)
+    if failed_op is not None and current is None:
+        overlay.highlight = view.node_for(failed_op)
+    show_graph(view.dot, "forward", overlay, height=520, follow=True, on_click=_on_click)
 
 
-def _tensors_panel() -> None:
+def _tensors_panel(event: Any) -> None:
     if event is None:
         st.caption("The current operator's inputs and outputs show here.")
         return
@@ -209,44 +270,120 @@ def _tensors_panel() -> None:
     if len(items) > MAX_TENSORS:
         st.caption(f"{len(items)} tensors: showing the first {MAX_TENSORS - 1} and the output.")
         items = items[: MAX_TENSORS - 1] + [items[-1]]
+    labels = model.meta.get("labels")
     tabs = st.tabs([label for label, _, _ in items])
     for tab, (label, name, a) in zip(tabs, items):
         with tab:
+            st.markdown(f"`{name}`: shape `{'×'.join(map(str, a.shape)) or 'scalar'}`, `{a.dtype}`, {a.size:,} values")
             ref = refs.get(name) if label.startswith("out") else None
-            _tensor(label, name, a, ref, f"fw_{event.index}_{label}")
+            show_tensor(a, f"fw_{event.index}_{label}", ref=ref, ref_source=refs_source,
+                        labels=labels if labels and a.size == len(labels) else None)
 
 
-left, right = st.columns([1, 1])
-with left:
-    _graph_panel()
-with right:
-    _tensors_panel()
-
-# -- errors and results ------------------------------------------------------------------------------
-if refs:
-    st.subheader("Error against the reference, per operator")
-    if not rows:
-        st.caption(f"References: {refs_source}. Run operators to compare.")
-    else:
-        if first_bad is None:
-            st.success(f"All {len(rows)} operators run so far are within tolerance of {refs_source}.")
+def _references_panel() -> None:
+    """The upload, and what an uploaded .npz matched (a file naming no operand is said so)."""
+    with st.expander("Reference tensors (.npz)"):
+        st.caption(
+            "Upload an .npz of reference tensors keyed by operand name (or out0, out1, … for the outputs) to "
+            "compare every operator with them. Bundled models carry PyTorch's tensors for their sample input."
+        )
+        st.file_uploader("Reference .npz", type=["npz"], key="forward_refs", on_change=_on_refs)
+        if "fw_refs_error" in st.session_state:
+            common.show_error(st.session_state["fw_refs_error"], title="Cannot read the reference file")
+    if match is not None and match.unmatched:
+        some = ", ".join(f"'{k}'" for k in match.unmatched[:8]) + (" …" if len(match.unmatched) > 8 else "")
+        example = ", ".join(f"'{o}'" for o in list(model.graph.operands)[:4])
+        if match.matched == 0:
+            st.warning(
+                f"None of the {match.keys} arrays in the uploaded .npz names an operand of `{model.name}` ({some}): "
+                f"nothing can be compared. Keys must be operand names such as {example}, or out0, out1, …"
+            )
         else:
-            st.error(f"The first operator over tolerance is **{first_bad}**.")
-            if st.button(f"Show {first_bad}", key="fw_show_bad"):
-                stepper.run_to(first_bad)
-                st.rerun()
-        table = pd.DataFrame(rows)
-        st.dataframe(table, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(rows)))
-elif model.operands or model.expected:
-    st.caption("Per-operator errors are shown for the sample input (the bundled references are PyTorch's for it).")
+            st.warning(f"{len(match.unmatched)} of {match.keys} arrays name no operand of this model and are ignored: {some}.")
 
-outputs = stepper.outputs()
-if outputs is not None:
+
+def _errors_panel(checks: list[C.OperatorCheck]) -> None:
+    _references_panel()
+    if not refs:
+        if model.operands or model.expected:
+            st.caption("Per-operator errors are shown for the sample input (the bundled references are PyTorch's for it).")
+        return
+    st.subheader("Error against the reference, per operator")
+    summary = C.summarize(checks)
+    level, sentence = C.verdict(summary, refs_source)
+    getattr(st, level)(sentence)
+    bad = C.first_bad(checks)
+    if bad is not None:
+        st.button(f"Go to the first failure: {bad.name} (operator {bad.index + 1})", key="fw_show_bad",
+                  on_click=_go, args=(bad.index + 1,))
+    if not checks:
+        return
+    rows = C.check_rows(checks)
+    compared = [r for r in rows if r["status"] != C.NO_REF]
+    if compared:
+        st.altair_chart(_error_plot(compared), width="stretch")
+    table = pd.DataFrame(rows)
+    if not table["detail"].astype(bool).any():
+        table = table.drop(columns=["detail"])
+    st.dataframe(
+        table, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(rows)),
+        column_config={
+            "#": st.column_config.NumberColumn(width="small"),
+            "max |error|": st.column_config.NumberColumn(format="%.3g"),
+            "tolerance": st.column_config.NumberColumn(format="%.3g"),
+            "error / tolerance": st.column_config.NumberColumn(format="%.3g"),
+        },
+    )
+    d1, d2 = st.columns(2)
+    d1.download_button("Download the error table (.csv)", C.rows_csv(rows), file_name=f"{model.name}.errors.csv",
+                       mime="text/csv", key="fw_dl_csv")
+    d2.download_button("Download every tensor computed so far (.npz)", _all_tensors_npz,
+                       file_name=f"{model.name}.tensors.npz", mime="application/octet-stream", key="fw_dl_npz")
+
+
+def _error_plot(rows: list[dict[str, Any]]) -> alt.Chart:
+    """error / tolerance along the execution order (log scale; above 1 fails)."""
+    df = pd.DataFrame(rows)
+    top = max(10.0, float(df["error / tolerance"].max(skipna=True) or 1) * 2)
+    df["y"] = df["error / tolerance"].fillna(top).clip(lower=1e-6)  # shape mismatches sit at the top
+    colors = alt.Scale(domain=[C.OK, C.OVER, C.SHAPE], range=[C.ERROR_COLORS[C.OK], C.ERROR_COLORS[C.OVER], C.ERROR_COLORS[C.SHAPE]])
+    points = alt.Chart(df).mark_circle(size=60, stroke="#555", strokeWidth=0.5).encode(
+        x=alt.X("#:Q", title="operator (execution order)", axis=alt.Axis(format="d")),
+        y=alt.Y("y:Q", title="max |error| / tolerance", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g")),
+        color=alt.Color("status:N", scale=colors, legend=alt.Legend(orient="top", title=None)),
+        tooltip=["#", "operator", "type", "status", alt.Tooltip("max |error|:Q", format=".3g"), alt.Tooltip("tolerance:Q", format=".3g")],
+    )
+    line = alt.Chart(df).mark_line(color="#bbbbbb").encode(x="#:Q", y="y:Q")
+    rule = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="#d62728", strokeDash=[4, 3]).encode(y="y:Q")
+    return alt.layer(line, points, rule).properties(height=220)
+
+
+def _all_tensors_npz() -> bytes:
+    """Every operand computed so far (tuple elements as NAME_i), one .npz (made on click)."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in stepper.values.items():
+        parts = T.as_arrays(value)
+        for i, a in enumerate(parts):
+            arrays[name if len(parts) == 1 else f"{name}_{i}"] = a
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _outputs() -> None:
+    outputs = stepper.outputs()
+    if outputs is None:
+        return
     st.subheader("Outputs")
+    labels = model.meta.get("labels")
     for i, y in enumerate(outputs):
         s = T.tensor_stats(y)
-        line = f"out{i}: shape {s['shape']}, {s['dtype']}, min {_fmt(s['min'])}, max {_fmt(s['max'])}"
-        labels = model.meta.get("labels")
+        line = f"out{i}: shape {'×'.join(map(str, s['shape']))}, {s['dtype']}, min {s['min']:.6g}, max {s['max']:.6g}" if s["min"] is not None else f"out{i}: shape {s['shape']}"
         if labels and y.ndim == 2 and y.shape[-1] == len(labels):
             line += f" · top class: **{labels[int(np.argmax(y[0]))]}**"
         st.markdown(line)
+
+
+# Play re-runs only this fragment on a timer; clicks inside it re-run only it too (fast).
+interval = st.session_state.get("fw_speed_value", (0.5, 1))[0] if state["playing"] else None
+st.fragment(run_every=interval)(_body)()

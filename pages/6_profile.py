@@ -54,16 +54,17 @@ metric = st.radio(
 top = top_operators(rows, metric, n=15)
 scale = {"seconds": 1e3, "macs": 1e-6, "parameters": 1.0, "output_bytes": 1 / 1024}[metric]
 unit = {"seconds": "time (ms)", "macs": "MACs (M)", "parameters": "parameters", "output_bytes": "output (KiB)"}[metric]
-chart = pd.DataFrame({"operator": [f"{r.index}: {r.name}" for r in top], unit: [getattr(r, metric) * scale for r in top]})
+chart = pd.DataFrame({"operator": [f"{r.index + 1}. {r.name}" for r in top], unit: [getattr(r, metric) * scale for r in top]})
 st.bar_chart(chart, x="operator", y=unit, horizontal=True, sort=f"-{unit}", height=max(220, 26 * len(top)))
 
 st.subheader("All operators (click a column header to sort)")
 table = pd.DataFrame(profile_table(rows))
 st.dataframe(
-    table[["index", "name", "type", "category", "time_ms", "time_%", "macs", "parameters", "output_KiB", "output_shapes"]],
+    table[["#", "name", "type", "category", "time_ms", "time_%", "macs", "parameters", "output_KiB", "output_shapes"]],
     hide_index=True,
     width="stretch",
     column_config={
+        "#": st.column_config.NumberColumn(width="small"),
         "time_ms": st.column_config.NumberColumn("time (ms)", format="%.3f"),
         "time_%": st.column_config.ProgressColumn("share of time", format="%.1f%%", min_value=0, max_value=100),
         "macs": st.column_config.NumberColumn("MACs", format="localized"),

@@ -40,6 +40,9 @@ level = c1.radio("Opt level", [0, 1, 2], index=2, horizontal=True, key="passes_l
 names = pass_names()
 disabled = c2.multiselect("Disable passes", names, key="passes_disabled")
 required = c3.multiselect("Require passes (run whatever the level)", names, key="passes_required")
+only = st.multiselect("Or run only these passes (in pipeline order; each still needs its level or to be required)",
+                      names, key="passes_only")
+only_passes = [n for n in names if n in only] or None
 with st.expander("The passes, in pipeline order"):
     st.dataframe(pd.DataFrame(pass_table()), hide_index=True, width="stretch")
 
@@ -56,11 +59,11 @@ else:
     label, pnnx_o2, inputs, expected = source, chosen.pnnx_o2_operators, [chosen.input], chosen.expected
     st.caption(chosen.text)
 
-key = (source, id(graph), level, tuple(disabled), tuple(required))
+key = (source, id(graph), level, tuple(disabled), tuple(required), tuple(only_passes or ()))
 cached = st.session_state.get("passes_view")
 if cached is None or cached[0] != key:
     try:
-        view = pv.optimise_view(graph, level, disabled=disabled, required=required)
+        view = pv.optimise_view(graph, level, disabled=disabled, required=required, passes=only_passes)
     except KuiperError as e:
         common.show_error(e, title="The passes failed")
         st.stop()

@@ -5,14 +5,17 @@ files) and shared between sessions; what a user picked lives in ``st.session_sta
 
     kx_model  {"source": "bundled", "name": NAME}
               or {"source": "upload", "name": FILE, "digest": HEX}   (bytes in kx_upload)
-    kx_input  {"kind": "sample"|"random"|"zeros"|"ones"|"npy"|"image", "seed": int}
-              (+ the array itself in kx_input_array for "npy" / "image")
+    kx_input  {"kind": "sample"|"random"|"zeros"|"ones"|"npy"|"image"|"example"|"drawing",
+               "seed": int, "index": int}
+              (+ {kind: (array, file name)} in kx_input_arrays for "npy" / "image" / "drawing")
     kx_refs   {operand name: array} uploaded reference tensors (.npz), or absent
     kx_forward {"key": (model key, input digest), "stepper": ForwardStepper}: the Forward
               stepper, shared by the Forward and IR pages (`forward_stepper()`)
 
 Pages call ``require_model()`` (stops the page with a hint when nothing is usable) and
-``current_input()``; they never touch the files or the cache directly.
+``resolve_input()`` (the arrays and an honest description of what they are); they never
+touch the files or the cache directly. The URL carries the bundled model and each page's
+position (``sync_url``), so a reload or a shared link opens the same view.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import numpy as np
 import streamlit as st
 
 from kuiper_core import limits
-from kuiper_core.errors import KuiperError, LimitError, ParseError
+from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
+from kuiper_core.explore.messages import error_text
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
 
@@ -40,7 +44,7 @@ SAMPLES = ROOT / "sample_models"
 MODEL_KEY = "kx_model"
 UPLOAD_KEY = "kx_upload"
 INPUT_KEY = "kx_input"
-INPUT_ARRAY_KEY = "kx_input_array"
+INPUT_ARRAYS_KEY = "kx_input_arrays"
 REFS_KEY = "kx_refs"
 LOAD_ERROR_KEY = "kx_load_error"  # why the session's model was dropped (shown on Home)
 
@@ -93,6 +97,8 @@ class LoadedModel:
     sample_input: np.ndarray | None = None
     expected: list[np.ndarray] = field(default_factory=list)
     operands: dict[str, np.ndarray] = field(default_factory=dict)  # reference tensors
+    examples: np.ndarray | None = None  # bundled example inputs (N, ...) e.g. held-out digits
+    example_labels: np.ndarray | None = None
 
     @property
     def ok(self) -> bool:
@@ -141,7 +147,7 @@ def _read_model(model: LoadedModel, read: Callable[[], Graph]) -> LoadedModel:
 
     def fail(e: BaseException) -> None:
         if isinstance(e, KuiperError):
-            text = e.render() if isinstance(e, (ParseError, LimitError)) else str(e)
+            text = error_text(e)
         else:  # an engine bug: say so, without a traceback
             text = f"internal error while loading the model: {type(e).__name__}: {e}"
         model.error = text.replace(f"{ROOT}/", "")  # bundled files by their repository path, not the server's
@@ -180,6 +186,9 @@ def load_bundled(name: str, digest: str) -> LoadedModel:
     expected = _npz(SAMPLES / f"{name}.expected.npz")
     model.expected = [expected[k] for k in sorted(expected, key=lambda k: int(k[3:]) if k[3:].isdigit() else k)]
     model.operands = _npz(SAMPLES / f"{name}.operands.npz")
+    if meta.get("examples"):
+        ex = _npz(SAMPLES / str(meta["examples"]))
+        model.examples, model.example_labels = ex.get("images"), ex.get("labels")
     return model
 
 
@@ -236,9 +245,10 @@ def select_upload(name: str, param: bytes, bin_bytes: bytes | None) -> LoadedMod
 
 
 def _reset_model_state() -> None:
-    """A new model invalidates inputs, references and every page's per-model state."""
+    """A new model invalidates inputs, references and every page's per-model state
+    (the Home page's input widgets too, so they show the new model's default)."""
     st.session_state[INPUT_KEY] = {"kind": "sample", "seed": 0}
-    for key in (INPUT_ARRAY_KEY, REFS_KEY):
+    for key in (INPUT_ARRAYS_KEY, REFS_KEY, "home_input_kind", "home_seed", "home_example", "home_input_error"):
         st.session_state.pop(key, None)
 
 
@@ -263,7 +273,8 @@ def current_model() -> LoadedModel | None:
 def _current_model() -> LoadedModel | None:
     choice = st.session_state.get(MODEL_KEY)
     if choice is None:
-        name = default_model_name()
+        wanted = st.query_params.get("model")  # a shared link or a reload
+        name = wanted if wanted in bundled_models() else default_model_name()
         if name is None:
             return None
         select_bundled(name)
@@ -298,50 +309,79 @@ def model_input_specs(model: LoadedModel) -> list[tuple[str, tuple[int, ...], st
     return kx_inputs.input_specs(model.graph, model.meta.get("input_shape"), chosen_sizes(model))
 
 
-def current_input(model: LoadedModel | None = None) -> list[np.ndarray]:
+@dataclass
+class ResolvedInput:
+    """The arrays a page runs on and what they truly are (the sidebar shows `description`)."""
+
+    arrays: list[np.ndarray]
+    kind: str  # the kind actually used
+    description: str
+    note: str | None = None  # why the chosen kind could not be used
+
+    @property
+    def is_sample(self) -> bool:
+        """Only the sample input has PyTorch reference tensors."""
+        return self.kind == "sample"
+
+
+def resolve_input(model: LoadedModel | None = None) -> ResolvedInput:
     """The input arrays (one per pnnx.Input) the session chose on the Home page.
 
-    Falls back to seeded random data when the chosen kind is not available (e.g. an
-    uploaded model has no sample input)."""
+    Falls back to seeded random data when the chosen kind is not available (an uploaded
+    model has no sample input, no file was given, the file was rejected) and says so."""
     model = model or require_model()
     spec = st.session_state.get(INPUT_KEY) or {"kind": "sample", "seed": 0}
     specs = model_input_specs(model)
     kind = spec.get("kind", "sample")
-    if kind == "sample" and model.sample_input is not None and len(specs) == 1:
-        return [model.sample_input]
-    if kind in ("npy", "image") and INPUT_ARRAY_KEY in st.session_state and len(specs) == 1:
-        return [st.session_state[INPUT_ARRAY_KEY]]
+    seed = int(spec.get("seed", 0))
+    note = None
+    single = len(specs) == 1
+    if kind == "sample":
+        if model.sample_input is not None and single:
+            return ResolvedInput([model.sample_input], "sample", "the model's sample input")
+        note = "this model has no sample input"
+    elif kind == "example":
+        i = int(spec.get("index", 0))
+        if model.examples is not None and single and 0 <= i < len(model.examples):
+            x = model.examples[i : i + 1]
+            label = "" if model.example_labels is None else f", a {model.example_labels[i]}"
+            return ResolvedInput([x], "example", f"held-out example {i + 1} of {len(model.examples)}{label}")
+        note = "this model has no bundled examples"
+    elif kind in ("npy", "image", "drawing"):
+        array, name = (st.session_state.get(INPUT_ARRAYS_KEY) or {}).get(kind, (None, None))
+        if array is not None and single:
+            what = {"npy": "uploaded array", "image": "uploaded picture", "drawing": "your drawing"}[kind]
+            return ResolvedInput([array], kind, f"{what} {name}" if name else what)
+        note = {"drawing": "nothing drawn yet"}.get(kind, "no usable file yet")
     if kind not in ("random", "zeros", "ones"):
         kind = "random"
-    seed = int(spec.get("seed", 0))
     try:
         with limits.use(APP_LIMITS):  # a 3-line upload may declare a (1,3,16000,16000) input
-            return [kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
+            arrays = [kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
     except KuiperError as e:
         show_error(e, title="Cannot make an input for this model")
         st.stop()
         raise  # (st.stop raises; this line is for the type checker)
+    text = {"random": f"seeded random numbers (seed {seed})", "zeros": "zeros", "ones": "ones"}[kind]
+    return ResolvedInput(arrays, kind, text + (f" ({note})" if note else ""), note)
 
 
-def input_description() -> str:
-    spec = st.session_state.get(INPUT_KEY) or {"kind": "sample"}
-    kind = spec.get("kind", "sample")
-    return {
-        "sample": "the model's sample input",
-        "random": f"seeded random (seed {spec.get('seed', 0)})",
-        "zeros": "zeros",
-        "ones": "ones",
-        "npy": "an uploaded .npy",
-        "image": "an uploaded picture",
-    }.get(kind, kind)
+def current_input(model: LoadedModel | None = None) -> list[np.ndarray]:
+    return resolve_input(model).arrays
 
 
-def current_references(model: LoadedModel) -> dict[str, np.ndarray]:
-    """Reference tensors by operand name: an uploaded .npz, else the bundled operands.
+def input_description(model: LoadedModel | None = None) -> str:
+    return resolve_input(model).description
 
-    Only meaningful for the model's sample input; pages should say so."""
-    refs = st.session_state.get(REFS_KEY)
-    return refs if refs is not None else model.operands
+
+def set_input_array(kind: str, array: np.ndarray | None, name: str | None = None) -> None:
+    """Keep (or, with None, forget) the array an upload or a drawing produced for `kind`."""
+    arrays = dict(st.session_state.get(INPUT_ARRAYS_KEY) or {})
+    if array is None:
+        arrays.pop(kind, None)
+    else:
+        arrays[kind] = (array, name)
+    st.session_state[INPUT_ARRAYS_KEY] = arrays
 
 
 def set_uploaded_references(data: bytes) -> dict[str, np.ndarray]:
@@ -352,6 +392,37 @@ def set_uploaded_references(data: bytes) -> dict[str, np.ndarray]:
     refs = read_npz(data, "the .npz", APP_LIMITS)
     st.session_state[REFS_KEY] = refs
     return refs
+
+
+# -- the URL ---------------------------------------------------------------------------------
+_URL_KEY = "_kx_url"  # this run's page parameters, written to the URL when the run ends
+
+
+def url_param(name: str) -> str | None:
+    """A parameter of the URL the page was opened with (a reload or a shared link)."""
+    value = st.query_params.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def set_url(**params: str | int | None) -> None:
+    """This page's position for the URL (None leaves a key out); see write_url."""
+    st.session_state.setdefault(_URL_KEY, {}).update({k: None if v is None else str(v) for k, v in params.items()})
+
+
+def begin_url() -> None:
+    st.session_state[_URL_KEY] = {}
+
+
+def write_url() -> None:
+    """The URL becomes ?model=NAME (bundled models) plus the page's set_url() keys, so a
+    reload or a shared link opens the same model, page and step."""
+    choice = st.session_state.get(MODEL_KEY) or {}
+    wanted: dict[str, str] = {}
+    if choice.get("source") == "bundled":
+        wanted["model"] = choice["name"]
+    wanted.update({k: v for k, v in (st.session_state.get(_URL_KEY) or {}).items() if v is not None})
+    if dict(st.query_params) != wanted:
+        st.query_params.from_dict(wanted)
 
 
 def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> "ForwardStepper":
@@ -370,11 +441,9 @@ def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> "ForwardSte
 
 # -- presentation --------------------------------------------------------------------------
 def show_error(error: BaseException | str, title: str = "Error") -> None:
-    """An engine error as a red box + the located message in monospace (caret aligned)."""
-    if isinstance(error, (ParseError, LimitError)):
-        text = error.render()
-    else:
-        text = str(error)
+    """An engine error as a red box + the located message in monospace (caret aligned and
+    on screen, "did you mean" for unknown operator types)."""
+    text = error_text(error)
     st.error(f"**{title}**" + (f" — {type(error).__name__}" if isinstance(error, BaseException) else ""))
     st.code(text, language=None)
 
@@ -389,7 +458,7 @@ def sidebar_model_badge() -> None:
         status = "ready" if model.ok else ("graph only" if model.graph is not None else "failed")
         st.markdown(f"**Model:** `{model.name}` ({status})")
         if model.ok:
-            st.caption(f"Input: {input_description()}")
+            st.caption(f"Input: {input_description(model)}")
 
 
 def shape_text(shape: Any) -> str:

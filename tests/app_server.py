@@ -128,14 +128,20 @@ def wait_for_app(page, timeout_ms: int = 60_000) -> None:
 # Test runs write screenshots to an ignored folder; `KUIPER_SCREENSHOTS=docs/screenshots pytest
 # tests/test_browser.py` refreshes the README's pictures on purpose.
 SCREENSHOTS = ROOT / os.environ.get("KUIPER_SCREENSHOTS", "tests/artifacts/screenshots")
-GRAPH_SVG = '[data-testid="stGraphVizChart"] svg'
+GRAPH_SVG = '[data-testid="stGraphVizChart"] svg'  # a plain st.graphviz_chart
+VIEW = ".kx-view"  # the graph viewer (pages/graph_viewer.js): its dataset says what it shows
+VIEW_SVG = f"{VIEW} svg"  # the graph a user sees in the viewer
 
 
 def wait_idle(page, timeout_ms: int = 90_000) -> None:
-    """Until Streamlit has finished the current script run (its status widget is gone)."""
+    """Until Streamlit has finished the current script run: no status widget, no element
+    still drawn as stale or as a skeleton."""
     page.wait_for_timeout(300)  # let a just-triggered rerun show its status widget
     page.wait_for_function(
-        """() => !document.querySelector('[data-testid="stStatusWidget"]')""", timeout=timeout_ms
+        """() => !document.querySelector('[data-testid="stStatusWidget"]')
+                 && !document.querySelector('[data-testid="stSkeleton"]')
+                 && !document.querySelector('[data-stale="true"]')""",
+        timeout=timeout_ms,
     )
 
 
@@ -144,8 +150,8 @@ def goto_page(page, slug: str) -> None:
     if slug == "home":  # the default page's link is the bare root URL
         page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Home / model").click()
     else:
-        page.click(f'[data-testid="stSidebarNav"] a[href$="/{slug}"]')
-        page.wait_for_url(f"**/{slug}")
+        page.click(f'[data-testid="stSidebarNav"] a[href*="/{slug}"]')
+        page.wait_for_url(f"**/{slug}**")
     wait_idle(page)
 
 
@@ -160,12 +166,40 @@ def exception_boxes(page) -> list[str]:
     return [e.inner_text()[:500] for e in page.query_selector_all('[data-testid="stException"]')]
 
 
-def svg_node_titles(page) -> set[str]:
-    return set(page.eval_on_selector_all(f"{GRAPH_SVG} g.node > title", "ts => ts.map(t => t.textContent)"))
+def svg_node_titles(page, view: int = 0) -> set[str]:
+    return set(page.locator(VIEW).nth(view).evaluate("v => [...v.querySelectorAll('svg g.node > title')].map(t => t.textContent)"))
 
 
-def current_highlight(page) -> list[str]:
-    return page.eval_on_selector_all(f"{GRAPH_SVG} g.node.kx-current > title", "ts => ts.map(t => t.textContent)")
+def current_highlight(page, view: int = 0) -> list[str]:
+    """Titles of the nodes the viewer draws as current (the red border)."""
+    return page.locator(VIEW).nth(view).evaluate("v => [...v.querySelectorAll('svg g.node.kx-current > title')].map(t => t.textContent)")
+
+
+def wait_highlight(page, name: str, view: int = 0, timeout_ms: int = 30_000) -> None:
+    page.wait_for_function(
+        f"""() => {{ const v = document.querySelectorAll('{VIEW}')[{view}];
+                     return v && [...v.querySelectorAll('svg g.node.kx-current > title')].some(t => t.textContent === {name!r}); }}""",
+        timeout=timeout_ms,
+    )
+
+
+def click_node(page, title: str, view: int = 0, kind: str = "node") -> None:
+    """Click, with the mouse, the node (or cluster label) titled `title` in a graph viewer.
+    It must be visible inside the viewer's box, as a user would see it."""
+    page.locator(VIEW).nth(view).scroll_into_view_if_needed()
+    box = page.locator(VIEW).nth(view).evaluate(
+        f"""(v, title) => {{
+            const g = [...v.querySelectorAll('svg g.{kind}')].find(g => g.querySelector(':scope > title').textContent === title);
+            if (!g) return null;
+            const target = g.querySelector('{"text" if kind == "cluster" else "path, polygon, ellipse"}');
+            const r = target.getBoundingClientRect(), b = v.getBoundingClientRect();
+            return {{x: r.left + r.width / 2, y: r.top + r.height / 2, inside: r.left >= b.left && r.right <= b.right && r.top >= b.top && r.bottom <= b.bottom}};
+        }}""",
+        title,
+    )
+    assert box is not None, f"no {kind} titled {title!r} in the viewer"
+    assert box["inside"], f"{title!r} is outside the viewer's box"
+    page.mouse.click(box["x"], box["y"])
 
 
 def graph_render_seconds(page, model: str) -> tuple[float, int]:
@@ -175,9 +209,9 @@ def graph_render_seconds(page, model: str) -> tuple[float, int]:
 
     pick_bundled_model(page, model)
     t0 = time.perf_counter()
-    page.click('[data-testid="stSidebarNav"] a[href$="/graph"]')
-    page.wait_for_selector(f"{GRAPH_SVG} g.node", timeout=120_000)
+    page.click('[data-testid="stSidebarNav"] a[href*="/graph"]')
+    page.wait_for_selector(f"{VIEW_SVG} g.node", timeout=120_000)
     seconds = time.perf_counter() - t0
-    nodes = page.locator(f"{GRAPH_SVG} g.node").count()
+    nodes = page.locator(f"{VIEW_SVG} g.node").count()
     wait_idle(page)
     return seconds, nodes

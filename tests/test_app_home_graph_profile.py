@@ -1,4 +1,4 @@
-"""AppTest: the Home, Graph and Profile pages on every bundled model, uploads and errors."""
+"""AppTest: the Home, Graph and Profile pages on every bundled model, uploads, inputs and errors."""
 
 from __future__ import annotations
 
@@ -8,40 +8,29 @@ import re
 
 import numpy as np
 import pytest
-from conftest import ROOT, SAMPLES
+from conftest import SAMPLES
 
 from kuiper_core.pnnx import read_param
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from apptest_helpers import (  # noqa: E402
+    FORWARD,
+    GRAPH,
+    PROFILE,
+    app,
+    dots,
+    highlight,
+    no_exception,
+    operator_nodes,
+    texts,
+    viewers,
+)
 
 MODELS = list(json.loads((SAMPLES / "models.json").read_text()))
-TIMEOUT = 180
 
 
-def app(model: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.run()
-    if model is not None:
-        at.radio(key="home_bundled").set_value(model).run()
-    return at
-
-
-def no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def graphviz_specs(at: AppTest) -> list[str]:
-    return [el.proto.spec for el in at.get("graphviz_chart")]
-
-
-def node_names(dot: str) -> set[str]:
-    """Quoted ids that start a node statement (`"name" [label=…`)."""
-    return {m.group(1).replace('\\"', '"') for m in re.finditer(r'^"((?:[^"\\]|\\.)*)" \[', dot, re.M)}
-
-
-def highlighted(dot: str) -> list[str]:
-    return [m.group(1) for m in re.finditer(r'^"((?:[^"\\]|\\.)*)" \[[^\n]*class="kx-current"', dot, re.M)]
+def graphviz_specs(at) -> list[str]:
+    return dots(at)
 
 
 # -- every page on every bundled model ------------------------------------------------------------
@@ -57,51 +46,61 @@ def test_pages_on_bundled_model(name: str) -> None:
     assert metrics["Parameters"] == f"{graph.parameter_count():,}"
     assert any("Ready" in s.value for s in at.success)
 
-    at.switch_page("pages/2_graph.py").run()
+    at.switch_page(GRAPH).run()
     no_exception(at)
     (dot,) = graphviz_specs(at)
-    if n_ops <= 400:
-        assert node_names(dot) >= {op.name for op in graph.operators}
-    else:  # big graphs open as an overview of groups
-        assert any("overview" in i.value for i in at.info)
-        assert 'label="operators 0–' in dot
+    (viewer,) = viewers(at)
+    if n_ops <= 400:  # every module open: all operators are nodes
+        assert operator_nodes(dot) == {op.name for op in graph.operators}
+    else:  # big graphs open as their top modules, closed (click a folder to open one)
+        assert any("closed module" in c.value for c in at.caption)
+        assert '"group blocks.0' in dot and len(operator_nodes(dot)) < 60
+    # the category legend sits by the graph, one chip per category drawn
+    assert viewer["legend"] and not viewer["neutral"]
 
-    at.switch_page("pages/6_profile.py").run()
+    at.switch_page(PROFILE).run()
     no_exception(at)
     table = at.dataframe[0].value
     assert len(table) == n_ops and set(table["name"]) == {op.name for op in graph.operators}
-    assert (table["time_ms"] >= 0).all()
+    assert (table["time_ms"] >= 0).all() and list(table["#"]) == list(range(1, n_ops + 1))  # numbered from 1
 
 
 # -- graph page interactions -------------------------------------------------------------------------
+def detail_picker(at):
+    return next(s for s in at.selectbox if s.label == "Operator details")
+
+
 def test_graph_detail_panel_highlights_the_chosen_operator() -> None:
-    at = app("digits_cnn")
-    at.switch_page("pages/2_graph.py").run()
-    (dot,) = graphviz_specs(at)
-    assert highlighted(dot) == []
+    at = app("digits_cnn", GRAPH)
+    assert highlight(at) is None
     conv = next(op for op in read_param(SAMPLES / "digits_cnn.pnnx.param").operators if op.type == "nn.Conv2d")
-    next(s for s in at.selectbox if s.label == "Operator details").set_value(conv.name).run()
+    detail_picker(at).set_value(conv.name).run()
     no_exception(at)
-    (dot,) = graphviz_specs(at)
-    assert highlighted(dot) == [conv.name]
+    assert highlight(at) == conv.name and viewers(at)[0]["highlight_label"] == "selected"
+    assert detail_picker(at).value == conv.name
     assert any(conv.name == h.value for h in at.subheader)
     weights = next(df.value for df in at.dataframe if "weight" in df.value.columns)
-    assert set(weights["weight"]) == {"weight", "bias"}
-    assert weights.set_index("weight").loc["weight", "shape"] == "x".join(map(str, conv.attrs["weight"].shape))
+    assert set(weights.columns) == {"", "weight", "bias"}  # a column per weight: nothing cut in the narrow panel
+    assert weights.set_index("").loc["shape", "weight"] == "x".join(map(str, conv.attrs["weight"].shape))
     assert at.get("download_button"), "weight .npy and DOT downloads are offered"
+    assert at.query_params.get("op") in (conv.name, [conv.name])  # the selection is in the URL
+    # The neighbour buttons select too (the same callback a click in the graph uses).
+    nxt = next(b for b in at.button if b.key and b.key.startswith("graph_nav_To"))
+    nxt.click().run()
+    no_exception(at)
+    assert highlight(at) == nxt.label and detail_picker(at).value == nxt.label
 
 
 def test_graph_filters_and_focus() -> None:
-    at = app("resnet18")
-    at.switch_page("pages/2_graph.py").run()
+    at = app("resnet18", GRAPH)
     ops = read_param(SAMPLES / "resnet18.pnnx.param").operators
     at.multiselect(key="graph_types").set_value(["nn.Conv2d"]).run()
     (dot,) = graphviz_specs(at)
-    assert node_names(dot) - {"kx legend"} == {op.name for op in ops if op.type == "nn.Conv2d"}
+    assert operator_nodes(dot) == {op.name for op in ops if op.type == "nn.Conv2d"}
     at.multiselect(key="graph_types").set_value([]).run()
     at.text_input(key="graph_search").input("layer4").run()
     (dot,) = graphviz_specs(at)
-    names = node_names(dot) - {"kx legend"}
+    names = operator_nodes(dot)
     assert names and all("layer4" in n for n in names)
     at.text_input(key="graph_search").input("").run()
     centre = ops[20]
@@ -109,26 +108,36 @@ def test_graph_filters_and_focus() -> None:
     at.number_input(key="graph_hops").set_value(1).run()
     no_exception(at)
     (dot,) = graphviz_specs(at)
-    names = node_names(dot) - {"kx legend"}
     near = {centre.name} | {o.producer.name for o in centre.inputs} | {c.name for o in centre.outputs for c in o.consumers}
-    assert names == near
+    assert operator_nodes(dot) == near
 
 
-def test_big_graph_overview_opens_a_group() -> None:
-    at = app("deep1500")
-    at.switch_page("pages/2_graph.py").run()
-    group = at.selectbox(key="graph_group")
-    group.set_value(group.options[2]).run()
-    no_exception(at)
+def test_graph_groups_by_module_and_opens_them() -> None:
+    at = app("resnet18", GRAPH)
     (dot,) = graphviz_specs(at)
-    names = node_names(dot) - {"kx legend"}
+    assert 'subgraph "cluster layer4.1"' in dot  # modules drawn as clusters
+    next(b for b in at.button if b.key == "graph_close_all").click().run()
+    (dot,) = graphviz_specs(at)
+    assert {"group layer1", "group layer4"} <= {n for n in re.findall(r'^\s*"(group [^"]+)"', dot, re.M)}
+    assert "convbn2d_1" not in operator_nodes(dot)
+    # Choosing an operator inside a closed module opens the modules around it.
+    detail_picker(at).set_value("convbn2d_1").run()
+    (dot,) = graphviz_specs(at)
+    assert "convbn2d_1" in operator_nodes(dot) and highlight(at) == "convbn2d_1"
+    assert "group layer4" in dot  # the others stay closed
+
+
+def test_big_graph_deep_link_opens_the_module_of_the_operator() -> None:
     ops = read_param(SAMPLES / "deep1500.pnnx.param").operators
-    start = int(re.search(r"operators (\d+)–", group.options[2]).group(1))
-    assert ops[start].name in names and 10 <= len(names) <= 60
+    target = ops[777].name
+    at = app(None, GRAPH, query={"model": "deep1500", "op": target})
+    (dot,) = graphviz_specs(at)
+    assert target in operator_nodes(dot) and highlight(at) == target
+    assert len(operator_nodes(dot)) < 60  # the rest stays grouped
 
 
 # -- uploads ------------------------------------------------------------------------------------------
-def upload(at: AppTest, param: bytes, bin_bytes: bytes | None = None, name: str = "model.pnnx.param") -> AppTest:
+def upload(at, param: bytes, bin_bytes: bytes | None = None, name: str = "model.pnnx.param"):
     at.file_uploader(key="home_param").upload(name, param)
     if bin_bytes is not None:
         at.file_uploader(key="home_bin").upload("model.pnnx.bin", bin_bytes)
@@ -149,7 +158,7 @@ def test_bad_param_upload_shows_the_located_error_with_caret() -> None:
     source_line = code.splitlines()[code.splitlines().index(caret_line) - 1]
     assert source_line[caret_line.index("^"):].startswith("6x4")
     # Other pages stop with the same message instead of failing.
-    at.switch_page("pages/6_profile.py").run()
+    at.switch_page(PROFILE).run()
     no_exception(at)
     assert at.error
 
@@ -167,10 +176,17 @@ def test_unsupported_operator_upload_still_draws_the_graph() -> None:
     no_exception(at)
     assert any("UnsupportedOperatorError" in e.value for e in at.error)
     assert "nn.FancyAct: act (line 6)" in "\n".join(c.value for c in at.code)
-    at.switch_page("pages/2_graph.py").run()
+    at.switch_page(GRAPH).run()
     no_exception(at)
     (dot,) = graphviz_specs(at)
-    assert "act" in node_names(dot)
+    assert "act" in operator_nodes(dot)
+
+
+def test_a_misspelled_operator_type_gets_did_you_mean() -> None:
+    text = (SAMPLES / "tiny_mlp.pnnx.param").read_text().replace("nn.ReLU ", "nn.Relu ")
+    at = upload(app(), text.encode(), (SAMPLES / "tiny_mlp.pnnx.bin").read_bytes())
+    no_exception(at)
+    assert "nn.Relu: did you mean nn.ReLU" in "\n".join(c.value for c in at.code)
 
 
 def test_good_upload_loads_and_profiles() -> None:
@@ -178,21 +194,71 @@ def test_good_upload_loads_and_profiles() -> None:
     no_exception(at)
     assert not at.error
     assert {m.label: m.value for m in at.metric}["Operators"] == "7"
-    # An upload has no sample input: seeded random is the default choice.
+    # An upload has no sample input: seeded random is the default choice, and the sidebar says so.
     assert at.radio(key="home_input_kind").value == "random"
-    at.switch_page("pages/6_profile.py").run()
+    assert sidebar_input(at) == "seeded random numbers (seed 0)"
+    at.switch_page(PROFILE).run()
     no_exception(at)
     assert len(at.dataframe[0].value) == 7
 
 
-# -- inputs -----------------------------------------------------------------------------------------
-def test_input_choices_reach_the_profile() -> None:
+# -- inputs ---------------------------------------------------------------------------------------
+def sidebar_input(at) -> str:
+    """The input the sidebar names (drawn after the page ran, so it is this run's)."""
+    line = next(c.value for c in at.sidebar.caption if c.value.startswith("Input: "))
+    return line[len("Input: "):]
+
+
+def test_input_choices_reach_the_sidebar_and_the_profile_in_the_same_run() -> None:
     at = app("tiny_mlp")
+    assert sidebar_input(at) == "the model's sample input"
+    at.radio(key="home_input_kind").set_value("random").run()
+    assert sidebar_input(at) == "seeded random numbers (seed 0)"  # not one click late
+    at.number_input(key="home_seed").set_value(7).run()
+    assert sidebar_input(at) == "seeded random numbers (seed 7)"
     at.radio(key="home_input_kind").set_value("zeros").run()
     no_exception(at)
+    assert sidebar_input(at) == "zeros"
     assert any("min 0, max 0" in c.value for c in at.caption)
-    at.switch_page("pages/6_profile.py").run()
+    at.switch_page(PROFILE).run()
     assert any("zeros" in c.value for c in at.caption)
+
+
+def test_a_rejected_npy_is_not_named_as_the_input() -> None:
+    at = app("tiny_mlp")
+    at.radio(key="home_input_kind").set_value("npy").run()
+    assert sidebar_input(at) == "seeded random numbers (seed 0) (no usable file yet)"
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((1, 1, 8, 8), np.float32))
+    at.file_uploader(key="home_npy").upload("good.npy", buf.getvalue()).run()
+    assert sidebar_input(at) == "uploaded array good.npy"
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((1, 3, 8, 8), np.float32))
+    at.file_uploader(key="home_npy").upload("wrong.npy", buf.getvalue()).run()
+    no_exception(at)
+    assert any("Cannot use wrong.npy" in e.value for e in at.error)
+    assert sidebar_input(at) == "seeded random numbers (seed 0) (no usable file yet)"
+
+
+def test_bundled_digit_examples_are_a_picker() -> None:
+    at = app("digits_cnn")
+    at.radio(key="home_input_kind").set_value("example").run()
+    with np.load(SAMPLES / "digits_cnn.examples.npz") as z:
+        images, labels = z["images"], z["labels"]
+    at.selectbox(key="home_example").set_value(4).run()
+    no_exception(at)
+    assert sidebar_input(at) == f"held-out example 5 of {len(images)}, a {labels[4]}"
+    at.switch_page(FORWARD).run()
+    at.button(key="fw_step").click().run()
+    x = at.session_state["kx_forward"]["stepper"].inputs[0]
+    assert np.array_equal(x, images[4:5])
+
+
+def test_a_shared_link_opens_the_model_page_and_step() -> None:
+    at = app(None, FORWARD, query={"model": "resnet18", "step": "5"})
+    assert any("Operator 5 of 51" in m.value for m in at.markdown)
+    assert at.sidebar.markdown[0].value.startswith("**Model:** `resnet18`")
+    assert at.query_params["step"] in ("5", ["5"]) and at.query_params["model"] in ("resnet18", ["resnet18"])
 
 
 def test_wrong_npy_shape_is_a_clear_error() -> None:
@@ -202,7 +268,7 @@ def test_wrong_npy_shape_is_a_clear_error() -> None:
     np.save(buf, np.zeros((1, 3, 8, 8), np.float32))
     at.file_uploader(key="home_npy").upload("x.npy", buf.getvalue()).run()
     no_exception(at)
-    assert any("Cannot use this file" in e.value for e in at.error)
+    assert any("Cannot use x.npy" in e.value for e in at.error)
     assert "expected (1, 1, 8, 8)" in "\n".join(c.value for c in at.code)
     at.file_uploader(key="home_npy").upload("junk.npy", b"junk").run()
     no_exception(at)
@@ -222,11 +288,11 @@ def test_picture_upload_becomes_the_input() -> None:
     at.file_uploader(key="home_img").upload("one.png", buf.getvalue(), "image/png").run()
     no_exception(at)
     assert not at.error
-    x = at.session_state["kx_input_array"]
+    x = at.session_state["kx_input_arrays"]["image"][0]
     assert x.shape == (1, 1, 8, 8) and x.dtype == np.float32
     # Inverted: the paper is 0, the stroke column is bright, values in 0..1.
     assert x.min() == 0.0 and 0 < x.max() <= 1.0
     assert x[0, 0, :, 4].sum() > x[0, 0, :, 0].sum()
     at.file_uploader(key="home_img").upload("notapicture.png", b"GIF89a-but-not-really", "image/png").run()
     no_exception(at)
-    assert any("Cannot use this file" in e.value for e in at.error)
+    assert any("Cannot use notapicture.png" in e.value for e in at.error)

@@ -1,80 +1,69 @@
-"""AppTest: the Execution order, Expressions and Step through Forward pages on every bundled model."""
+"""AppTest: the Execution order, Expressions and Step through Forward pages on every bundled
+model, and the truth of what they say: buttons drawn for the step on screen, "K of N
+compared", shape mismatches, references that match nothing, the operator a ShapeError
+names, and cycle narration that names only the nodes on the cycle."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
 import numpy as np
 import pytest
-from conftest import ROOT, SAMPLES
+from conftest import SAMPLES
 
 import kuiper_core
+from kuiper_core.explore import compare as C
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from apptest_helpers import EXPR, FORWARD, ORDER, app, click, dots, highlight, no_exception, texts, viewers  # noqa: E402
 
 MODELS = list(json.loads((SAMPLES / "models.json").read_text()))
-TIMEOUT = 180
-ORDER, EXPR, FORWARD = "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py"
-
-
-def app(model: str | None = None, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.run()
-    if model is not None:
-        at.radio(key="home_bundled").set_value(model).run()
-    if page is not None:
-        at.switch_page(page).run()
-    no_exception(at)
-    return at
-
-
-def no_exception(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def dots(at: AppTest) -> list[str]:
-    return [el.proto.spec for el in at.get("graphviz_chart")]
-
-
-def current_in_model_dot(dot: str) -> list[str]:
-    """Operators drawn with the graph page's highlight class."""
-    return [m.group(1) for m in re.finditer(r'^"((?:[^"\\]|\\.)*)" \[[^\n]*class="kx-current"', dot, re.M)]
 
 
 def current_in_toy_dot(dot: str) -> list[str]:
     return re.findall(r'^  "([^"]+)" \[[^\n]*penwidth=3', dot, re.M)
 
 
-def click(at: AppTest, key: str, times: int = 1) -> AppTest:
-    for _ in range(times):
-        at.button(key=key).click().run()
-        no_exception(at)
-    return at
-
-
 def runtime(name: str) -> kuiper_core.RuntimeGraph:
     return kuiper_core.load(SAMPLES / f"{name}.pnnx.param")
 
 
+def disabled(at, key: str) -> bool:
+    return at.button(key=key).disabled
+
+
 # -- Execution order ----------------------------------------------------------------------------------
-def test_order_walkthrough_step_back_and_end_on_seed_004() -> None:
+def test_order_walkthrough_step_back_and_end_on_the_kuiperinfer_example() -> None:
     at = app(page=ORDER)
     (dot,) = dots(at)
     assert current_in_toy_dot(dot) == []
+    assert disabled(at, "order_back") and disabled(at, "order_reset") and not disabled(at, "order_step")
     click(at, "order_step", 4)  # input, op1, op3, op4 called
-    assert current_in_toy_dot(dots(at)[0]) == ["op4"]
-    assert any("Step 4:" in i.value and "op4" in i.value for i in at.info)
-    assert "input  op1  op3  op4" in [c.value for c in at.code]  # the call stack
+    assert current_in_toy_dot(dots(at)[0]) == ["op4"] and highlight(at) == "op4"
+    assert any("Step 4 of 13:" in i.value and "op4" in i.value for i in at.info)
+    assert "input  op1  op3  op4" in texts(at.code)  # the call stack
+    assert at.slider(key="order_pos").value == 4 and at.query_params["step"] in ("4", ["4"])
     click(at, "order_back")
-    assert current_in_toy_dot(dots(at)[0]) == ["op3"]
+    assert current_in_toy_dot(dots(at)[0]) == ["op3"] and not disabled(at, "order_back")
     click(at, "order_end")
+    assert disabled(at, "order_step") and disabled(at, "order_end") and not disabled(at, "order_back")
     order = at.dataframe[-1].value
     assert list(order["node"]) == ["input", "op1", "op3", "op5", "output", "op4"]
+    assert list(order["#"]) == [1, 2, 3, 4, 5, 6]
     assert any("Reverse" in i.value for i in at.info)
     click(at, "order_reset")
-    assert current_in_toy_dot(dots(at)[0]) == []
+    assert current_in_toy_dot(dots(at)[0]) == [] and disabled(at, "order_back")
+
+
+def test_order_slider_moves_the_step_and_the_buttons_follow() -> None:
+    at = app(page=ORDER)
+    at.slider(key="order_pos").set_value(13).run()
+    no_exception(at)
+    assert disabled(at, "order_step") and not disabled(at, "order_back")  # not one click late
+    at.slider(key="order_pos").set_value(0).run()
+    assert disabled(at, "order_back") and not disabled(at, "order_step")
 
 
 def test_order_kahn_shows_the_indegree_table() -> None:
@@ -88,13 +77,46 @@ def test_order_kahn_shows_the_indegree_table() -> None:
 
 
 @pytest.mark.parametrize("algorithm", ["dfs", "kahn"])
-def test_order_cycle_is_shown_as_the_lesson(algorithm: str) -> None:
+def test_order_cycle_is_shown_as_the_lesson_and_step_is_disabled_at_its_end(algorithm: str) -> None:
     at = app(page=ORDER)
     at.selectbox(key="order_source").set_value("A graph with a cycle").run()
     at.radio(key="order_algorithm").set_value(algorithm).run()
+    while not disabled(at, "order_step"):
+        click(at, "order_step")
+    errors = texts(at.error)
+    assert any("cycle" in e for e in errors)
+    assert disabled(at, "order_play") and disabled(at, "order_end")  # the end of the walk: nothing left to step
+    if algorithm == "kahn":
+        narration = next(e for e in errors if "queue is empty" in e)
+        assert "a, b, c lie on a cycle" in narration and "output comes after the cycle" in narration
+        assert "output lie" not in narration
+
+
+def test_order_both_algorithms_side_by_side() -> None:
+    at = app(page=ORDER)
+    at.radio(key="order_algorithm").set_value("both").run()
+    assert len(viewers(at)) == 2
+    click(at, "order_step", 2)
+    assert [v["highlight"] for v in viewers(at)] == ["op1", "input"]  # DFS called op1; Kahn enqueued input
     click(at, "order_end")
-    assert any("cycle" in e.value for e in at.error)
-    assert not at.dataframe or algorithm == "kahn"  # no order table (Kahn keeps its in-degree table)
+    orders = [df.value for df in at.dataframe if "node" in df.value.columns and "#" in df.value.columns]
+    assert [list(o["node"]) for o in orders[-2:]] == [
+        ["input", "op1", "op3", "op5", "output", "op4"],
+        ["input", "op1", "op3", "op4", "op5", "output"],
+    ]
+    assert any("Both orders are valid" in i.value for i in at.info)
+
+
+def test_order_of_a_typed_graph_and_its_located_errors() -> None:
+    at = app(page=ORDER)
+    at.selectbox(key="order_source").set_value("Type your own graph").run()
+    at.text_area(key="order_typed").input("x -> y -> z\nx -> z").run()
+    click(at, "order_end")
+    assert list(at.dataframe[-1].value["node"]) == ["x", "y", "z"]
+    at.text_area(key="order_typed").input("x -> y\ny - > z").run()
+    no_exception(at)
+    assert any("Cannot read the graph" in e.value for e in at.error)
+    assert "<your graph>:2:2:" in at.code[0].value and "^" in at.code[0].value
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -105,65 +127,147 @@ def test_order_of_each_bundled_model(name: str) -> None:
     no_exception(at)
     click(at, "order_step")
     first = next(op.name for op in g.graph.operators if not g.graph.predecessors(op))  # the DFS's first root
-    assert current_in_model_dot(dots(at)[0]) in ([first], [])  # [] when a big graph is an overview
+    viewer = viewers(at)[0]
+    assert viewer["highlight"] == first and viewer["neutral"]  # state colours only, the rest neutral
+    assert {label for label, _ in viewer["legend"]} >= {"on the call stack", "visited, finished (in the output list)"}
     click(at, "order_end")
     table = at.dataframe[-1].value
     assert list(table["node"]) == [r.name for r in g.order]
 
 
 # -- Step through Forward -------------------------------------------------------------------------------
+def expected_compared(name: str, n_run: int) -> int:
+    """How many of the first n_run operators have a PyTorch reference in the bundled files."""
+    g = runtime(name)
+    keys = set(np.load(SAMPLES / f"{name}.operands.npz").files) if (SAMPLES / f"{name}.operands.npz").exists() else set()
+    keys |= set(C.output_operand_names(g.graph)[: len(np.load(SAMPLES / f"{name}.expected.npz").files)])
+    return sum(any(o.name in keys for o in r.op.outputs) for r in g.order[:n_run])
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> None:
     g = runtime(name)
     names = [r.name for r in g.order]
     at = app(name, FORWARD)
+    assert disabled(at, "fw_back") and not disabled(at, "fw_step")
     click(at, "fw_step")
-    assert current_in_model_dot(dots(at)[0]) == [names[0]]
+    assert highlight(at) == names[0]
     click(at, "fw_step")
-    assert current_in_model_dot(dots(at)[0]) == [names[1]]
+    assert highlight(at) == names[1]
     assert any(f"Operator 2 of {len(names)}" in m.value for m in at.markdown)
+    assert at.selectbox(key="fw_target").value == names[1]  # the picker follows the cursor
+    assert at.slider(key="fw_pos").value == 2
     click(at, "fw_back")
-    assert current_in_model_dot(dots(at)[0]) == [names[0]]
+    assert highlight(at) == names[0] and at.selectbox(key="fw_target").value == names[0]
     click(at, "fw_run_all")
-    assert not at.error, [e.value for e in at.error]
-    assert current_in_model_dot(dots(at)[0]) == [names[-1]]
-    # bundled models carry PyTorch's outputs for their sample input: every operator within tolerance
-    assert any(f"All {len(names)} operators" in s.value for s in at.success), [s.value for s in at.success]
+    assert not at.error, texts(at.error)
+    assert highlight(at) == names[-1]
+    assert disabled(at, "fw_step") and disabled(at, "fw_run_all") and not disabled(at, "fw_back")  # not one click late
+    k = expected_compared(name, len(names))
+    assert k >= 1  # every bundled model has at least PyTorch's outputs
+    assert any(f"{k} of {len(names)} operators run so far compared" in s.value and f"all {k} within tolerance" in s.value
+               for s in at.success), texts(at.success)
     assert any(h.value == "Outputs" for h in at.subheader)
+    click(at, "fw_back")
+    assert not disabled(at, "fw_step")
 
 
-def test_forward_run_to_and_tensor_views() -> None:
+def test_forward_on_resnet18_never_claims_what_it_did_not_compare() -> None:
+    """resnet18 bundles no per-operand references: 44 operators run, 0 compared."""
+    at = app("resnet18", FORWARD)
+    at.slider(key="fw_pos").set_value(44).run()
+    no_exception(at)
+    assert any("Operator 44 of 51" in m.value for m in at.markdown)
+    assert not any("within tolerance" in s.value for s in at.success)
+    assert any("0 of 44 operators run so far have a reference tensor: nothing was compared" in w.value for w in at.warning)
+
+
+def test_forward_go_to_an_operator_and_tensor_views() -> None:
     at = app("digits_cnn", FORWARD)
     conv = next(r for r in runtime("digits_cnn").order if r.type == "nn.Conv2d").name
     at.selectbox(key="fw_target").set_value(conv).run()
-    click(at, "fw_run_to")
-    assert current_in_model_dot(dots(at)[0]) == [conv]
+    no_exception(at)
+    assert highlight(at) == conv and at.selectbox(key="fw_target").value == conv
     assert any(f"`{conv}`" in m.value for m in at.markdown)
     assert len(at.tabs) >= 2  # its input and output tensors
-    assert at.get("image"), "a 4-D tensor shows its channels as an image"
-    assert len(at.get("download_button")) >= 2
+    assert at.get("image"), "a C×H×W map shows its channels as a mosaic"
+    assert at.get("vega_lite_chart"), "a heatmap / histogram chart"
 
 
-def test_forward_colours_the_first_wrong_operator() -> None:
+def run_with_a_bad_reference(make_bad) -> tuple:
+    """digits_cnn run to the end against PyTorch's references, the first ReLU's replaced
+    by make_bad(reference); returns (AppTest, that ReLU)."""
     at = app("digits_cnn", FORWARD)
     g = runtime("digits_cnn")
     with np.load(SAMPLES / "digits_cnn.operands.npz") as z:
         refs = dict(z)
     relu = next(r for r in g.order if r.type == "nn.ReLU")
     operand = relu.op.outputs[0].name
-    refs[operand] = refs[operand] + 1.0  # a reference that no correct engine can match
+    refs[operand] = make_bad(refs[operand])
     at.session_state["kx_refs"] = refs
     click(at, "fw_run_all")
-    assert any(relu.name in e.value for e in at.error)
-    (dot,) = dots(at)
-    line = next(ln for ln in dot.splitlines() if ln.startswith(f'"{relu.name}" ['))
-    assert 'fillcolor="#d62728"' in line
+    return at, relu
+
+
+def test_forward_wrong_shape_reference_is_a_shape_mismatch() -> None:
+    at, relu = run_with_a_bad_reference(lambda ref: np.zeros((3, 3), np.float32))
+    table = next(df.value for df in at.dataframe if "status" in df.value.columns)
+    row = table.set_index("operator").loc[relu.name]
+    assert row["status"] == C.SHAPE and np.isnan(row["max |error|"]) and "shape mismatch" in row["detail"]
+    assert not (table["max |error|"] == np.inf).any()
+    assert any("1 with a shape mismatch" in e.value for e in at.error)
+
+
+def test_forward_colours_the_first_wrong_operator() -> None:
+    at, relu = run_with_a_bad_reference(lambda ref: ref + 1.0)  # no correct engine can match it
+    g = runtime("digits_cnn")
+    assert any("over tolerance" in e.value for e in at.error)
+    assert any(relu.name in b.label for b in at.button if b.key == "fw_show_bad")
+    viewer = viewers(at)[0]
+    assert viewer["colors"][relu.name] == C.ERROR_COLORS["first bad"] and viewer["neutral"]
+    not_compared = next(r.name for r in g.order if r.type == "pnnx.Output")  # no output operand to compare
+    assert not_compared not in viewer["colors"]  # drawn neutral, never "green"
+    click(at, "fw_show_bad")
+    assert highlight(at) == relu.name
+
+
+def test_forward_warns_when_an_uploaded_npz_names_no_operand() -> None:
+    at = app("digits_cnn", FORWARD)
+    buf = io.BytesIO()
+    np.savez(buf, **{"conv1.weight": np.zeros(3, np.float32), "logits": np.zeros((1, 10), np.float32)})
+    at.file_uploader(key="forward_refs").upload("mine.npz", buf.getvalue()).run()
+    no_exception(at)
+    click(at, "fw_run_all")
+    warning = " ".join(texts(at.warning))
+    assert "None of the 2 arrays in the uploaded .npz names an operand" in warning and "'logits'" in warning
+    assert not any("within tolerance" in s.value for s in at.success)
+
+
+def test_forward_marks_the_operator_a_shape_error_names() -> None:
+    """A .param whose `#` annotation is wrong (pool declared 1x32x3x3, it makes 1x32x4x4):
+    the engine's ShapeError names the operator; the page says where, shows declared vs
+    produced, marks that operator in the graph, and shows no traceback."""
+    bad = (SAMPLES / "digits_cnn.pnnx.param").read_text().replace("#5=(1,32,4,4)f32", "#5=(1,32,3,3)f32")
+    at = app()
+    at.file_uploader(key="home_param").upload("wrong.pnnx.param", bad.encode())
+    at.file_uploader(key="home_bin").upload("wrong.pnnx.bin", (SAMPLES / "digits_cnn.pnnx.bin").read_bytes())
+    next(b for b in at.button if b.label == "Load uploaded model").click().run()
+    at.switch_page(FORWARD).run()
+    click(at, "fw_run_all")
+    order = [r.name for r in runtime("digits_cnn").order]
+    position = order.index("pool") + 1
+    assert any(f"Forward stopped at operator {position}: `pool` (ShapeError)" in e.value for e in at.error), texts(at.error)
+    table = next(df.value for df in at.dataframe if "the .param declares" in df.value.columns)
+    assert table.iloc[0]["the .param declares"] == "(1,32,3,3)f32" and table.iloc[0]["the layer produced"] == "(1,32,4,4)f32"
+    viewer = viewers(at)[0]
+    assert viewer["colors"]["pool"] == "#7a0000" and ["stopped here", "#7a0000"] in viewer["legend"]
+    assert disabled(at, "fw_step") and disabled(at, "fw_run_all")
 
 
 def test_forward_bad_input_shows_the_engine_message() -> None:
     at = app("digits_cnn", FORWARD)
     at.session_state["kx_input"] = {"kind": "npy", "seed": 0}
-    at.session_state["kx_input_array"] = np.zeros((1, 3, 8, 8), np.float32)
+    at.session_state["kx_input_arrays"] = {"npy": (np.zeros((1, 3, 8, 8), np.float32), "bad.npy")}
     at.run()
     click(at, "fw_step")
     assert any("Forward stopped" in e.value for e in at.error)
@@ -182,12 +286,12 @@ def test_expressions_page_on_each_bundled_model(name: str) -> None:
     op = exprs[-1]
     at.selectbox(key="expr_op").set_value(op.name).run()
     no_exception(at)
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, texts(at.error)
     assert any("agree" in s.value for s in at.success)  # the stack machine equals the layer
-    if op.outputs[0].name in np.load(SAMPLES / f"{name}.operands.npz").files if (SAMPLES / f"{name}.operands.npz").exists() else False:
+    operands = SAMPLES / f"{name}.operands.npz"
+    if operands.exists() and op.outputs[0].name in np.load(operands).files:
         assert any("PyTorch" in s.value for s in at.success)
-    dot = dots(at)[0]
-    assert f"%{op.inputs[0].name} " in dot  # operands labelled with the model's operand names
+    assert f"%{op.inputs[0].name} " in dots(at)[0]  # operands labelled with the model's operand names
 
 
 def test_expressions_typed_text_steps_through_the_stack() -> None:
@@ -195,19 +299,27 @@ def test_expressions_typed_text_steps_through_the_stack() -> None:
     at.text_input(key="expr_text").set_value("mul(add(@0,1),@1)").run()
     no_exception(at)
     assert any("Step 5 of 5" in i.value for i in at.info)  # opens on the finished evaluation
+    assert disabled(at, "expr_step_btn") and not disabled(at, "expr_back")
     click(at, "expr_reset")
-    assert any("Step 1 of 5" in i.value for i in at.info)
+    assert any("Step 1 of 5" in i.value for i in at.info) and disabled(at, "expr_back")
     click(at, "expr_step_btn", 2)
     assert any("Step 3 of 5" in i.value and "apply add" in i.value for i in at.info)
-    (dot,) = dots(at)
-    assert re.search(r'label="add\\n#3", fillcolor="#9fdf9f"[^\n]*penwidth=3', dot)
-    assert "@0 @1" not in [c.value for c in at.code]  # the RPN is @0 1 add @1 mul
-    assert "@0 1 add @1 mul" in [c.value for c in at.code]
+    viewer = viewers(at)[0]
+    add_id = re.search(r'^  (n\d+) \[label="add\\n#3"', dots(at)[0], re.M).group(1)
+    assert viewer["highlight"] == add_id and viewer["colors"][add_id] == "#ffe08a"  # its value is on the stack
+    stack = next(c.value for c in at.code if c.value.startswith("top ▸"))
+    assert "add(@0,1)" in stack and "[-0.5, 0, 0.5" in stack  # values, not only shapes
+    assert "@0 1 add @1 mul" in texts(at.code)
 
 
-def test_expressions_parse_error_shows_the_caret() -> None:
+def test_expressions_parse_error_shows_the_caret_even_on_a_long_line() -> None:
     at = app("digits_cnn", EXPR)
     at.text_input(key="expr_text").set_value("add(@0,").run()
     no_exception(at)
     assert any("Cannot parse" in e.value for e in at.error)
     assert any("^" in c.value and "add(@0," in c.value for c in at.code)
+    long = "mul(@0," + "add(@1,2.0)," * 60 + "$)"
+    at.text_input(key="expr_text").set_value(long).run()
+    code = next(c.value for c in at.code if "^" in c.value).splitlines()
+    excerpt, caret = code[1], code[2]
+    assert len(excerpt) < 110 and excerpt[caret.index("^")] == "$"

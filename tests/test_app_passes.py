@@ -69,6 +69,15 @@ def test_pass_zoo_reports_every_pass_and_levels_change_the_result():
     assert not at.exception
 
 
+def test_running_only_chosen_passes():
+    at = passes_page("pass_zoo")
+    at.multiselect(key="passes_only").set_value(["RemoveUnused", "FoldBatchNorm"]).run()
+    assert set(at.dataframe[1].value["pass"]) <= {"FoldBatchNorm", "RemoveUnused"}
+    after = at.get("graphviz_chart")[1].proto.spec
+    assert '"bn1"' not in after and '"drop"' in after  # BN folded, dropout (RemoveNoOps) kept
+    assert not at.exception
+
+
 def test_disabling_a_pass_keeps_its_operators():
     at = passes_page("pass_zoo")
     at.multiselect(key="passes_disabled").set_value(["FoldBatchNorm"]).run()

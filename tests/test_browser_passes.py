@@ -28,7 +28,13 @@ def test_passes_page_renders_both_graphs():
         page.get_by_text("Graph passes").first.wait_for()
         page.get_by_text("Pass zoo (every pass has work)").click()
         wait_idle(page)
-        page.wait_for_function(f"document.querySelectorAll('{GRAPH_SVG}').length >= 2", timeout=60_000)
+        # until both graphs are the zoo's (the seed preset's graphs are drawn first)
+        page.wait_for_function(
+            f"""() => {{ const s = document.querySelectorAll('{GRAPH_SVG}');
+                 const t = i => Array.from(s[i].querySelectorAll('g.node > title')).map(x => x.textContent);
+                 return s.length >= 2 && t(0).includes('bn1') && t(1).includes('conv1'); }}""",
+            timeout=60_000,
+        )
         before, after = svg_titles(page, 0), svg_titles(page, 1)
         assert {"bn1", "bn2", "bn3", "drop", "conv1"} <= before
         assert "conv1" in after and not ({"bn1", "bn2", "bn3", "drop"} & after)

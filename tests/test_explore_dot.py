@@ -9,15 +9,9 @@ import pytest
 from conftest import SAMPLES
 
 from kuiper_core.explore.categories import CATEGORY_COLORS, category
-from kuiper_core.explore.dot import (
-    HIGHLIGHT_CLASS,
-    HIGHLIGHT_COLOR,
-    LEGEND_ID,
-    graph_dot,
-    graph_view,
-    neighbourhood,
-    quote,
-)
+from kuiper_core.explore import modules as M
+from kuiper_core.explore.dot import cluster_id, graph_dot, graph_view, group_id, neighbourhood, parse_click, quote
+from kuiper_core.explore.overlay import roll_up
 from kuiper_core.graph import Graph
 from kuiper_core.pnnx import read_param
 
@@ -60,6 +54,7 @@ def parse(dot: str) -> tuple[dict[str, dict[str, str]], list[tuple[str, str, dic
     assert toks[0] == "digraph" and toks.count("{") == toks.count("}")
     nodes: dict[str, dict[str, str]] = {}
     edges = []
+    clusters: list[str] = []
 
     def attrs(k: int) -> tuple[dict[str, str], int]:
         d: dict[str, str] = {}
@@ -78,7 +73,10 @@ def parse(dot: str) -> tuple[dict[str, dict[str, str]], list[tuple[str, str, dic
     k = 0
     while k < len(toks):
         t = toks[k]
-        if t.startswith('"'):
+        if t == "subgraph":  # subgraph "cluster x" {
+            clusters.append(unquote(toks[k + 1]))
+            k += 3
+        elif t.startswith('"'):
             if toks[k + 1] == "->":
                 (a, b), (d, k) = (unquote(t), unquote(toks[k + 2])), attrs(k + 3)
                 edges.append((a, b, d))
@@ -127,8 +125,8 @@ def test_quote_escapes_quotes_backslashes_newlines() -> None:
 # -- a whole small model ------------------------------------------------------------------------
 def test_tiny_mlp_nodes_edges_labels_and_legend() -> None:
     g = load("tiny_mlp")
-    nodes, edges = parse(graph_dot(g))
-    ops = {n: a for n, a in nodes.items() if n != LEGEND_ID}
+    view = graph_view(g)
+    ops, edges = parse(view.dot)
     assert list(ops) == [op.name for op in g.operators]
     # Every producer->consumer link of the .param is an edge labelled with the operand's shape.
     assert [(a, b, d["label"]) for a, b, d in edges] == [
@@ -142,23 +140,14 @@ def test_tiny_mlp_nodes_edges_labels_and_legend() -> None:
     assert ops["fc1"]["label"].split("\n")[:3] == ["fc1", "nn.Linear", "out_features=32"]
     assert ops["fc1"]["fillcolor"] == CATEGORY_COLORS["linear"]
     assert ops["act"]["fillcolor"] == CATEGORY_COLORS["activation"]
-    # The legend lists exactly the categories present, each with its colour.
-    legend = nodes[LEGEND_ID]["label"]
-    for cat in ("io", "shape", "linear", "activation"):
-        assert f'BGCOLOR="{CATEGORY_COLORS[cat]}">{cat}<' in legend
-    assert ">conv<" not in legend
-    # No highlight unless asked.
-    assert all("class" not in a for a in ops.values())
-
-
-def test_highlight_and_node_colors() -> None:
-    g = load("tiny_mlp")
-    nodes, _ = parse(graph_dot(g, highlight="act", node_colors={"fc2": "#ff0000"}))
-    assert nodes["act"]["class"] == HIGHLIGHT_CLASS and nodes["act"]["color"] == HIGHLIGHT_COLOR
-    assert nodes["act"]["penwidth"] == "4"
-    assert [n for n, a in nodes.items() if a.get("class") == HIGHLIGHT_CLASS] == ["act"]
-    assert nodes["fc2"]["fillcolor"] == "#ff0000"
-    assert nodes["fc1"]["fillcolor"] == CATEGORY_COLORS["linear"]
+    # The legend (drawn by the viewer, beside the graph) lists exactly the categories present.
+    assert view.legend() == [(c, CATEGORY_COLORS[c]) for c in ("io", "linear", "activation", "shape")]
+    # What changes while watching is an overlay, never in the DOT.
+    assert all("class" not in a and "penwidth" not in a for a in ops.values())
+    assert view.node_for("fc1") == "fc1" and view.node_for(None) is None
+    # Fills can still be baked in for graphs drawn without the viewer.
+    baked, _ = parse(graph_dot(g, node_colors={"fc2": "#ff0000"}))
+    assert baked["fc2"]["fillcolor"] == "#ff0000" and baked["fc1"]["fillcolor"] == CATEGORY_COLORS["linear"]
 
 
 def test_repeated_input_is_one_edge_per_operand() -> None:
@@ -179,7 +168,7 @@ def test_odd_names_stay_valid_dot() -> None:
     g.add_operator("pnnx.Input", 'in"put', [], [a])
     g.add_operator("pnnx.Expression", "e\\x{1}", [a], [b], expr='mul(@0,"2")')
     g.add_operator("pnnx.Output", "out->1", [b], [])
-    nodes, edges = parse(graph_dot(g, highlight="e\\x{1}"))
+    nodes, edges = parse(graph_dot(g))
     assert {'in"put', "e\\x{1}", "out->1"} <= set(nodes)
     assert [(s, d) for s, d, _ in edges] == [('in"put', "e\\x{1}"), ("e\\x{1}", "out->1")]
     assert nodes["e\\x{1}"]["label"].endswith('expr=mul(@0,"2")')
@@ -229,37 +218,84 @@ def test_window_selects_file_positions() -> None:
     assert view.shown == [op.name for op in g.operators[5:12]]
 
 
-# -- big graphs -------------------------------------------------------------------------------------
-def test_deep1500_overview_groups_cover_every_operator_once() -> None:
+# -- modules ----------------------------------------------------------------------------------------
+def test_module_paths_follow_pytorch_names_and_invented_names_join_a_neighbour() -> None:
+    g = load("resnet18")
+    paths = {k: ".".join(v) for k, v in M.module_paths(g).items()}
+    assert paths["layer1.0.relu"] == "layer1.0"
+    assert paths["convbn2d_1"] == "layer1.0"  # the fused conv that feeds layer1.0.relu
+    assert paths["pnnx_expr_14"] == "layer1.0"  # the residual add after it
+    assert paths["convbn2d_7"] == "layer2.0"  # layer2.0's downsample
+    assert paths["pnnx_unique_7"] == "layer4.1"  # the last relu stays in its block...
+    assert paths["avgpool"] == paths["fc"] == paths["pnnx_input_0"] == ""  # ...the head is top level
+
+
+def test_small_models_open_every_module_as_clusters() -> None:
+    g = load("resnet18")
+    view = graph_view(g)
+    nodes, _ = parse(view.dot)
+    assert set(nodes) == {op.name for op in g.operators} and view.shown == [op.name for op in g.operators]
+    clusters = re.findall(r'^\s*subgraph "(cluster [^"]+)"', view.dot, re.M)
+    assert {"cluster layer1", "cluster layer1.0", "cluster layer4.1"} <= set(clusters)
+    assert view.closed_groups == 0
+
+
+def test_deep1500_opens_as_its_modules_and_a_module_opens_on_request() -> None:
     g = load("deep1500")
     assert len(g.operators) >= 1500
-    target = g.operators[777].name
-    view = graph_view(g, highlight=target, max_nodes=400)
-    assert view.overview and view.shown == [] and view.selected == len(g.operators)
-    names = [n for grp in view.groups for n in grp.names]
-    assert names == [op.name for op in g.operators]
-    assert 20 <= len(view.groups) <= 60
+    t0 = time.perf_counter()
+    view = graph_view(g, max_nodes=400)
+    assert time.perf_counter() - t0 < 1.0
     nodes, edges = parse(view.dot)
-    assert len(nodes) == len(view.groups) + 1  # + legend
-    highlighted = [n for n, a in nodes.items() if a.get("class") == HIGHLIGHT_CLASS]
-    assert len(highlighted) == 1 and target in next(gr for gr in view.groups if gr.node_id == highlighted[0]).names
-    # The residual chain links consecutive groups.
+    groups = [n for n in nodes if n.startswith("group ")]
+    assert 8 <= len(groups) <= 40 and len(nodes) <= 60
+    # Every operator is drawn exactly once: itself, or inside exactly one closed module.
+    tree = view.tree
+    assert tree is not None
+    closed = [gr for gr in tree.walk() if gr.id and group_id(gr) in nodes]
+    covered = [n for gr in closed for n in gr.ops] + view.shown
+    assert sorted(covered) == sorted(op.name for op in g.operators)
+    # The residual chain links the closed range groups in order.
     links = {(a, b) for a, b, _ in edges}
-    for x, y in zip(view.groups, view.groups[1:]):
-        assert (x.node_id, y.node_id) in links
+    for x, y in zip(closed, closed[1:]):
+        assert (group_id(x), group_id(y)) in links
+    # Opening one range shows its blocks as closed modules; show= opens an operator's modules.
+    first = closed[0]
+    opened = graph_view(g, max_nodes=400, expanded=view.expanded | {first.id})
+    assert cluster_id(first) in {unquote_cluster(c) for c in re.findall(r'subgraph ("[^"]+")', opened.dot)}
+    target = g.operators[777].name
+    assert view.node_for(target).startswith("group ")
+    shown = graph_view(g, max_nodes=400, show=[target])
+    assert shown.node_for(target) == target and len(shown.shown) < 60
 
 
-def test_deep1500_opened_group_and_full_graph() -> None:
+def unquote_cluster(tok: str) -> str:
+    return tok[1:-1]
+
+
+def test_clicks_say_what_they_hit() -> None:
+    assert parse_click("group blocks.0–18") == ("open", "blocks.0–18")
+    assert parse_click("cluster layer1.0") == ("close", "layer1.0")
+    assert parse_click("layer1.0.relu") == ("operator", "layer1.0.relu")
+
+
+def test_state_colours_roll_up_to_closed_modules() -> None:
     g = load("deep1500")
     view = graph_view(g, max_nodes=400)
-    grp = view.groups[3]
-    opened = graph_view(g, max_nodes=400, window=(grp.start, grp.stop))
-    assert opened.shown == grp.names
+    inside = g.operators[500].name
+    unit = view.node_for(inside)
+    ok, bad = "#0f0", "#f00"
+    colors = roll_up({g.operators[501].name: ok, inside: bad}, view.unit_of, [ok, bad])
+    assert colors == {unit: bad}  # the failure shows on the closed module
+
+
+def test_full_detail_of_deep1500_is_still_fast_and_complete() -> None:
+    g = load("deep1500")
     t0 = time.perf_counter()
     full = graph_view(g, max_nodes=5000)
     assert time.perf_counter() - t0 < 2.0
     nodes, edges = parse(full.dot)
-    assert len(nodes) == len(g.operators) + 1
+    assert len(nodes) == len(g.operators)
     n_links = len({(o.name, c.name, operand.name) for o in g.operators for operand in o.outputs for c in operand.consumers})
     assert len(edges) == n_links
 
@@ -267,5 +303,5 @@ def test_deep1500_opened_group_and_full_graph() -> None:
 def test_focus_inside_a_big_graph_is_drawn_in_detail() -> None:
     g = load("deep1500")
     name = g.operators[700].name
-    view = graph_view(g, focus=name, hops=3, highlight=name)
-    assert not view.overview and name in view.shown and len(view.shown) < 40
+    view = graph_view(g, focus=name, hops=3)
+    assert name in view.shown and len(view.shown) < 40 and view.closed_groups == 0

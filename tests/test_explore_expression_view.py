@@ -53,15 +53,28 @@ def test_ast_dot_labels_operands_with_real_names_and_rpn_positions() -> None:
     assert view.dot.count("->") == 16
 
 
-def test_ast_dot_marks_current_and_evaluated_nodes() -> None:
+def test_ast_overlay_marks_the_stack_the_used_and_the_current_node() -> None:
     ast = ex.parse("mul(add(@0,1),@1)")
     trace = ex.evaluate_traced(ast, V.example_inputs(2))
+    view = V.ast_dot(ast)
     step = 2  # push @0, push 1, apply add
-    view = V.ast_dot(ast, current=trace.steps[step].node, done=V.evaluated_nodes(trace, step))
-    add_line = next(line for line in view.dot.splitlines() if 'label="add' in line)
-    assert 'penwidth=3' in add_line and V.DONE in add_line
-    mul_line = next(line for line in view.dot.splitlines() if 'label="mul' in line)
-    assert V.DONE not in mul_line
+    colors, current = view.overlay_colors(trace, step)
+    label_of = {m.group(1): m.group(2) for m in re.finditer(r'^  (n\d+) \[label="([^"]*)"', view.dot, re.M)}
+    by_label = {label_of[k].split("\\n")[0]: v for k, v in colors.items()}
+    assert label_of[current].startswith("add")
+    assert by_label == {"@0": V.USED, "1": V.USED, "add": V.ON_STACK}  # add's value is on the stack
+    assert "penwidth" not in view.dot and V.USED not in view.dot  # the state is an overlay, not in the DOT
+
+
+def test_stack_rows_show_values_not_only_shapes() -> None:
+    ast = ex.parse("mul(add(@0,1),@1)")
+    trace = ex.evaluate_traced(ast, V.example_inputs(2))
+    rows = V.stack_rows(trace, 3)  # after push @1: [add(@0,1), @1], top first
+    assert [r[""] for r in rows] == ["top", ""]
+    assert rows[0]["type"] == "float32[2,3]"
+    x1 = V.example_inputs(2)[1]
+    assert rows[0]["values"].startswith(f"[{x1.reshape(-1)[0]:.4g}, {x1.reshape(-1)[1]:.4g}")
+    assert rows[1]["value of"] == "add(@0,1)" and rows[1]["values"].startswith("[-0.5, 0, 0.5")  # @0 + 1
 
 
 def test_ast_dot_caps_big_trees() -> None:

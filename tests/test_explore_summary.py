@@ -11,8 +11,6 @@ from conftest import SAMPLES
 from kuiper_core.errors import InputError
 from kuiper_core.explore.inputs import check_array, image_to_input, input_specs, synthetic_input
 from kuiper_core.explore.summary import (
-    histogram,
-    histogram_table,
     model_summary,
     operator_details,
     operator_table,
@@ -20,6 +18,7 @@ from kuiper_core.explore.summary import (
     shape_text,
     si_number,
     weight_stats,
+    weight_table,
 )
 from kuiper_core.pnnx import load_graph, parse_param
 
@@ -85,17 +84,16 @@ def test_weight_stats_count_zeros_and_nonfinite() -> None:
     assert (st.zeros, st.nonfinite, st.min, st.max) == (1, 2, -2.0, 0.0)
 
 
-def test_histogram() -> None:
-    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
-    counts, edges = histogram(x, bins=20)
-    assert counts.sum() == 1000 and len(edges) == 21
-    assert edges[0] == pytest.approx(float(x.min())) and edges[-1] == pytest.approx(float(x.max()))
-    counts, edges = histogram(np.full(5, 3.0))
-    assert counts.tolist() == [5] and edges[0] < 3.0 < edges[1]
-    counts, _ = histogram(np.array([np.nan, np.inf]))
-    assert counts.size == 0
-    rows = histogram_table(x, bins=10)
-    assert len(rows) == 10 and sum(r["count"] for r in rows) == 1000
+def test_weight_table_has_one_column_per_weight() -> None:
+    g = load_graph(SAMPLES / "digits_cnn.pnnx.param")
+    conv = next(op for op in g.operators if op.type == "nn.Conv2d")
+    weights = [weight_stats(k, a) for k, a in conv.attrs.items()]
+    rows = weight_table(weights)
+    assert [r[""] for r in rows][:3] == ["shape", "dtype", "values"]
+    assert set(rows[0]) == {"", "weight", "bias"}  # narrow: a column per weight, not per statistic
+    w = conv.attrs["weight"].data
+    assert rows[0]["weight"] == "x".join(map(str, w.shape))
+    assert float(next(r for r in rows if r[""] == "max")["weight"]) == pytest.approx(float(w.max()), rel=1e-3)
 
 
 def test_operator_details() -> None:

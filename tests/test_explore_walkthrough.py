@@ -12,10 +12,10 @@ from kuiper_core.explore import walkthrough as W
 from kuiper_core.runtime.order import is_topological
 
 
-def test_seed_004_dfs_ends_with_the_reversed_output_list() -> None:
-    w = W.walkthrough(W.PRESETS["Seed 004's example"], "dfs")
+def test_kuiperinfer_example_dfs_ends_with_the_reversed_output_list() -> None:
+    w = W.walkthrough(W.PRESETS["KuiperInfer's worked example"], "dfs")
     assert w.error is None
-    assert w.order == ["input", "op1", "op3", "op5", "output", "op4"]  # seed 004's documented order
+    assert w.order == ["input", "op1", "op3", "op5", "output", "op4"]  # the order KuiperInfer's article documents
     before, last = w.events[-2], w.events[-1]
     assert last.kind == "reverse" and list(last.output) == list(reversed(before.output))
     # op4 is the first node to finish: it is a leaf reached first from op3
@@ -24,7 +24,7 @@ def test_seed_004_dfs_ends_with_the_reversed_output_list() -> None:
 
 
 def test_node_colours_follow_stack_and_finished_nodes() -> None:
-    w = W.walkthrough(W.PRESETS["Seed 004's example"], "dfs")
+    w = W.walkthrough(W.PRESETS["KuiperInfer's worked example"], "dfs")
     i = next(i for i, e in enumerate(w.events) if e.kind == "finish")  # op4 finished
     colors = W.node_colors(w, i)
     assert colors["op4"] == W.COLORS["visited, finished (in the output list)"]
@@ -82,3 +82,44 @@ def test_model_walkthrough_matches_the_runtime_order() -> None:
 def test_unknown_algorithm() -> None:
     with pytest.raises(ValueError):
         W.walkthrough({"a": []}, "bfs")
+
+
+def test_cycle_narration_names_only_the_nodes_on_the_cycle() -> None:
+    """'output' waits behind the cycle a -> b -> c; it does not lie on it."""
+    kahn = W.walkthrough(W.PRESETS["A graph with a cycle"], "kahn").events[-1].message
+    assert "a, b, c lie on a cycle" in kahn and "output comes after the cycle" in kahn
+    assert "output lie" not in kahn and "a, b, c, output lie" not in kahn
+    # Unreachable from any root: the DFS says which nodes are on the cycle and which behind it.
+    w = W.walkthrough({"a": ["b"], "b": ["a", "z"], "z": []}, "dfs")
+    assert w.events[-1].kind == "cycle"
+    assert "a, b lie on a cycle" in w.events[-1].message and "z comes after" in w.events[-1].message
+
+
+def test_nodes_on_cycles_is_exactly_the_cyclic_components() -> None:
+    from kuiper_core.runtime.order import nodes_on_cycles
+
+    succ = {"x": ["a"], "a": ["b"], "b": ["a", "c"], "c": ["c", "d"], "d": [], "e": ["f"], "f": []}
+    assert nodes_on_cycles(list(succ), succ) == ["a", "b", "c"]  # c: a self-loop
+    assert nodes_on_cycles(list(W.PRESETS["A small diamond"]), W.PRESETS["A small diamond"]) == []
+
+
+def test_typed_graph_syntax_and_located_errors() -> None:
+    from kuiper_core.errors import LimitError, ParseError
+
+    g = W.parse_edges("a -> b -> c\nb -> d, e   # two successors\nf\nx, y -> z; z -> a")
+    assert g == {"a": ["b"], "b": ["c", "d", "e"], "c": [], "d": [], "e": [], "f": [], "x": ["z"], "y": ["z"], "z": ["a"]}
+    assert W.parse_edges(W.edges_text(W.PRESETS["A small diamond"])) == W.PRESETS["A small diamond"]
+    for text, line, col, words in [
+        ("a -> b\nc - > d", 2, 2, "edge is written '->'"),
+        ("a -> ", 1, 6, "expected a node name after '->'"),
+        ("a -> b; c -> d!", 1, 15, "unexpected character '!'"),
+        ("   ", 1, 1, "empty"),
+    ]:
+        with pytest.raises(ParseError) as e:
+            W.parse_edges(text)
+        assert (e.value.line, e.value.column) == (line, col) and words in e.value.message, e.value.render()
+        assert "^" in e.value.render()
+    with pytest.raises(LimitError):
+        W.parse_edges(" -> ".join(f"n{i}" for i in range(W.MAX_TYPED_NODES + 1)))
+    w = W.walkthrough(W.parse_edges("in -> a -> out\nin -> b -> out"), "kahn")
+    assert w.order is not None and w.order[0] == "in" and w.order[-1] == "out"

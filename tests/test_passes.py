@@ -513,3 +513,24 @@ def test_a_cat_of_one_list_operand_is_not_a_no_op():
     )
     after, log = run_passes(g, "RemoveNoOps", level=1)
     assert types(after) == types(g) and not log.rows[-1].changed
+
+
+@pytest.mark.timeout(120)  # a hang guard, not a speed measurement: the quadratic version took many minutes
+def test_deep_expressions_and_long_chains_stay_linear():
+    """No pass walks a tree once per node: a 10,000-deep expression and a 500-operator
+    chain optimise (limits.max_expression_depth is 100,000)."""
+    from kuiper_core.passes import optimize
+    from kuiper_core.pnnx import parse_param
+    from layer_testing import param_text
+
+    expr = "@0"
+    for i in range(10_000):
+        expr = f"add({expr},1.0)" if i % 2 else f"mul({expr},2.0)"
+    deep = parse_param(param_text("pnnx.Input in 0 1 0 #0=(1,4)f32",
+                                  f"pnnx.Expression e 1 1 0 1 expr={expr} #0=(1,4)f32 #1=(1,4)f32", "pnnx.Output out 1 0 1"))
+    chain = parse_param(param_text("pnnx.Input in 0 1 0 #0=(1,4)f32",
+                                   *[f"nn.ReLU r{i} 1 1 {i} {i + 1} #{i}=(1,4)f32 #{i + 1}=(1,4)f32" for i in range(500)],
+                                   "pnnx.Output out 1 0 500"))
+    assert len(optimize(deep, 2).after.operators) == 3
+    after = optimize(chain, 2).after
+    assert 3 < len(after.operators) < 12  # fused into a few expressions of at most 256 nodes each

@@ -1,35 +1,36 @@
 """The model graph as Graphviz DOT for the browser renderer (viz.js via st.graphviz_chart).
 
-Nodes are operators coloured by category (legend included), labelled with name, type and
-a few key params; edges carry the operand's shape. A view can be narrowed by type/name
-filters, a focus (k hops around one operator) or a window of file positions; when more
-than `max_nodes` operators remain, an overview is drawn instead: consecutive operators
-folded into groups, so a 1,500-operator model still renders in a moment.
+Nodes are operators coloured by category, labelled with name, type and a few key params;
+edges carry the operand's shape. Operators are grouped by module path (modules.py): an
+open module is a dashed cluster (click it to close), a closed one a single folder node
+(click it to open), so a 1,500-operator model opens as its top-level modules. A view can
+be narrowed by type/name filters, a focus (k hops around one operator) or a window of file
+positions. What changes while someone watches (the current node, state colours, the
+legend) is not in the DOT: it is an `Overlay` the viewer paints without a new layout.
 
 Every name and label is quoted and escaped, so any PNNX name (dots, colons, quotes) is a
-valid DOT id.
+valid DOT id. Group and cluster ids contain a space, which PNNX names never do.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..graph import Graph, Operator
 from .categories import CATEGORY_COLORS, category
+from .modules import ModuleGroup, ancestors, default_expanded, module_tree
+from .overlay import category_legend
 from .summary import param_text, shape_text
 
 __all__ = [
-    "graph_dot", "graph_view", "GraphView", "Group", "category", "CATEGORY_COLORS", "legend_dot",
-    "neighbourhood", "select_operators", "quote", "HIGHLIGHT_COLOR",
+    "graph_dot", "graph_view", "GraphView", "neighbourhood", "select_operators", "quote",
+    "group_id", "cluster_id", "parse_click",
 ]
 
-HIGHLIGHT_COLOR = "#d62728"
-HIGHLIGHT_CLASS = "kx-current"
-OVERVIEW_GROUPS = 40  # an overview draws about this many group nodes
-LEGEND_ID = "kx legend"  # PNNX names never contain spaces: no clash with an operator
+OVERVIEW_BUDGET = 60  # a big model opens with whole module levels while this many nodes are drawn
+GROUP_PREFIX, CLUSTER_PREFIX = "group ", "cluster "  # PNNX names never contain spaces
 
 # Params worth a place in a node label, in the order they are shown.
 KEY_PARAMS = (
@@ -123,175 +124,162 @@ def select_operators(
 
 
 # -- views ----------------------------------------------------------------------------------
-@dataclass
-class Group:
-    """Consecutive operators (file positions [start, stop)) folded into one overview node."""
+def group_id(group: ModuleGroup) -> str:
+    """The DOT id of a closed module's node."""
+    return GROUP_PREFIX + group.id
 
-    index: int
-    start: int
-    stop: int
-    names: list[str]
-    by_type: list[tuple[str, int]]
-    category: str  # the most common category in the group
 
-    @property
-    def node_id(self) -> str:
-        return f"group {self.index}"
+def cluster_id(group: ModuleGroup) -> str:
+    """The DOT id of an open module's cluster (must start with 'cluster')."""
+    return CLUSTER_PREFIX + group.id
 
-    @property
-    def label(self) -> str:
-        head = f"operators {self.start}–{self.stop - 1} ({len(self.names)})"
-        kinds = ", ".join(f"{t.rsplit('.', 1)[-1]} ×{n}" for t, n in self.by_type[:3])
-        more = f" +{len(self.by_type) - 3} types" if len(self.by_type) > 3 else ""
-        return f"{head}\n{kinds}{more}"
+
+def parse_click(title: str) -> tuple[str, str]:
+    """What a click in the viewer hit: ('open', module), ('close', module) or ('operator', name)."""
+    if title.startswith(GROUP_PREFIX):
+        return "open", title[len(GROUP_PREFIX):]
+    if title.startswith(CLUSTER_PREFIX):
+        return "close", title[len(CLUSTER_PREFIX):]
+    return "operator", title
 
 
 @dataclass
 class GraphView:
     dot: str
-    shown: list[str]  # operators drawn as nodes (empty in an overview)
+    shown: list[str]  # operators drawn as nodes, file order
     selected: int  # operators that matched the selection
     total: int  # operators in the model
-    overview: bool = False
-    groups: list[Group] = field(default_factory=list)
+    tree: ModuleGroup | None = None  # the module tree of the selection
+    expanded: set[str] = field(default_factory=set)  # open modules
+    unit_of: dict[str, str] = field(default_factory=dict)  # operator -> the node showing it
+    categories: list[str] = field(default_factory=list)  # categories of the drawn nodes
+
+    @property
+    def closed_groups(self) -> int:
+        return sum(1 for u in set(self.unit_of.values()) if u.startswith(GROUP_PREFIX))
+
+    def node_for(self, name: str | None) -> str | None:
+        """The node title that shows operator `name` (itself, or its closed module)."""
+        return None if name is None else self.unit_of.get(name)
+
+    def legend(self) -> list[tuple[str, str]]:
+        return category_legend(self.categories)
 
 
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+def _group_label(g: ModuleGroup) -> str:
+    kinds = ", ".join(f"{t.rsplit('.', 1)[-1]} ×{n}" for t, n in g.by_type[:3])
+    more = f" +{len(g.by_type) - 3} types" if len(g.by_type) > 3 else ""
+    return f"{g.label}  ▸\n{len(g.ops)} operators\n{kinds}{more}"
 
 
-def _legend(categories: Iterable[str]) -> str:
-    """One plaintext node holding an HTML table of colour chips (categories present only)."""
-    present = set(categories)
-    cats = [c for c in CATEGORY_COLORS if c in present]
-    if not cats:
-        return ""
-    cells = "".join(f'<TD BGCOLOR="{CATEGORY_COLORS[c]}">{_html(c)}</TD>' for c in cats)
-    table = f'<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2" CELLPADDING="3"><TR>{cells}</TR></TABLE>'
-    return f'{quote(LEGEND_ID)} [shape=plaintext, style="", fontsize=9, label=<{table}>, tooltip="operator categories"];\n'
-
-
-def legend_dot(categories: Iterable[str]) -> str:
-    """A stand-alone legend (the same chips the graph carries)."""
-    return "digraph legend {\n" + _GRAPH_HEAD + _legend(categories) + "}\n"
-
-
-def _node_style(name: str, base_fill: str, highlight: str | None, node_colors: dict[str, str] | None) -> dict[str, object]:
-    style: dict[str, object] = {"fillcolor": (node_colors or {}).get(name, base_fill)}
-    if name == highlight:
-        style.update(color=HIGHLIGHT_COLOR, penwidth=4, fontcolor="#000000")
-        style["class"] = HIGHLIGHT_CLASS
-    return style
-
-
-def _detail_dot(
+def _dot(
     graph: Graph,
     ops: Sequence[Operator],
-    highlight: str | None,
-    node_colors: dict[str, str] | None,
+    tree: ModuleGroup,
+    expanded: set[str],
     focus: str | None,
     edge_labels: bool,
-) -> str:
-    shown = {op.name for op in ops}
+    node_colors: dict[str, str] | None = None,
+) -> tuple[str, dict[str, str], list[str]]:
+    """(DOT, operator -> drawn node, categories drawn)."""
+    by_name = {op.name: op for op in ops}
+    unit_of: dict[str, str] = {}
+    cats: list[str] = []
     out = ["digraph pnnx {", _GRAPH_HEAD.rstrip("\n")]
-    for op in ops:
-        hidden_neighbour = any(n.name not in shown for n in graph.successors(op) + graph.predecessors(op))
-        style = _node_style(op.name, CATEGORY_COLORS[category(op.type)], highlight, node_colors)
-        if hidden_neighbour and op.name != highlight:
+
+    def operator_node(op: Operator, indent: str) -> None:
+        unit_of[op.name] = op.name
+        cat = category(op.type)
+        cats.append(cat)
+        style: dict[str, object] = {"fillcolor": (node_colors or {}).get(op.name, CATEGORY_COLORS[cat])}
+        if any(n.name not in by_name for n in graph.successors(op) + graph.predecessors(op)):
             style["style"] = "rounded,filled,dashed"  # more graph beyond this node
         if op.name == focus:
             style["peripheries"] = 2
-        out.append(f"{quote(op.name)} [{_attrs(label=node_label(op), tooltip=f'{op.type} {op.name}', **style)}];")
+        out.append(f"{indent}{quote(op.name)} [{_attrs(label=node_label(op), tooltip=f'{op.type} {op.name}', **style)}];")
+
+    def emit(g: ModuleGroup, indent: str) -> None:
+        for name in g.direct:
+            operator_node(by_name[name], indent)
+        for c in g.children:
+            if c.id in expanded:
+                out.append(f"{indent}subgraph {quote(cluster_id(c))} {{")
+                out.append(
+                    f"{indent}  graph [{_attrs(label=f'{c.label}  ▾', tooltip=f'{c.id}: click the name to close', labeljust='l', style='rounded,dashed', color='#9a9a9a', fontcolor='#444444', fontsize=11, penwidth=1.2)}];"
+                )
+                emit(c, indent + "  ")
+                out.append(f"{indent}}}")
+            else:
+                node = group_id(c)
+                for n in c.ops:
+                    unit_of[n] = node
+                cats.append(c.category)
+                attrs = _attrs(label=_group_label(c), tooltip=f"{c.id}: click to open", shape="folder", style="filled",
+                               fillcolor=CATEGORY_COLORS[c.category])
+                out.append(f"{indent}{quote(node)} [{attrs}];")
+
+    emit(tree, "")
+    # Operator -> operator: one edge per operand, labelled with its shape. Edges touching a
+    # closed module are merged per pair of nodes and counted.
+    merged: Counter[tuple[str, str]] = Counter()
+    seen: set[tuple[str, str, str]] = set()
     for op in ops:
-        done: set[tuple[str, str]] = set()
         for operand in op.outputs:
+            tip = f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
             for consumer in operand.consumers:
-                if consumer.name not in shown or (operand.name, consumer.name) in done:
+                if consumer.name not in by_name or (op.name, consumer.name, operand.name) in seen:
                     continue
-                done.add((operand.name, consumer.name))
-                label = shape_text(operand.shape) if edge_labels else None
-                tip = f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
-                out.append(f"{quote(op.name)} -> {quote(consumer.name)} [{_attrs(label=label, tooltip=tip)}];")
-    out.append(_legend(category(op.type) for op in ops).rstrip("\n"))
+                seen.add((op.name, consumer.name, operand.name))
+                a, b = unit_of[op.name], unit_of[consumer.name]
+                if a == op.name and b == consumer.name:
+                    label = shape_text(operand.shape) if edge_labels else None
+                    out.append(f"{quote(a)} -> {quote(b)} [{_attrs(label=label, tooltip=tip)}];")
+                elif a != b:
+                    merged[(a, b)] += 1
+    for (a, b), n in merged.items():
+        out.append(f"{quote(a)} -> {quote(b)} [{_attrs(label=f'{n} edges' if n > 1 else None)}];")
     out.append("}")
-    return "\n".join(line for line in out if line) + "\n"
-
-
-def overview_groups(graph: Graph, ops: Sequence[Operator], n_groups: int = OVERVIEW_GROUPS) -> list[Group]:
-    """Fold `ops` (file order) into about n_groups runs of consecutive operators."""
-    position = {op.name: i for i, op in enumerate(graph.operators)}
-    size = max(1, math.ceil(len(ops) / max(1, n_groups)))
-    groups = []
-    for gi, k in enumerate(range(0, len(ops), size)):
-        chunk = ops[k : k + size]
-        counts = Counter(op.type for op in chunk)
-        cats = Counter(category(op.type) for op in chunk)
-        groups.append(
-            Group(
-                index=gi,
-                start=position[chunk[0].name],
-                stop=position[chunk[-1].name] + 1,
-                names=[op.name for op in chunk],
-                by_type=sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])),
-                category=cats.most_common(1)[0][0],
-            )
-        )
-    return groups
-
-
-def _overview_dot(graph: Graph, ops: Sequence[Operator], groups: list[Group], highlight: str | None) -> str:
-    group_of = {name: g for g in groups for name in g.names}
-    out = ["digraph pnnx_overview {", _GRAPH_HEAD.rstrip("\n")]
-    for g in groups:
-        style = {"fillcolor": CATEGORY_COLORS[g.category]}
-        if highlight is not None and highlight in g.names:
-            style.update(color=HIGHLIGHT_COLOR, penwidth=4)
-            style["class"] = HIGHLIGHT_CLASS
-        out.append(f"{quote(g.node_id)} [{_attrs(label=g.label, tooltip=f'{g.names[0]} … {g.names[-1]}', **style)}];")
-    links: Counter[tuple[int, int]] = Counter()
-    for op in ops:
-        src = group_of[op.name]
-        for operand in op.outputs:
-            for consumer in operand.consumers:
-                dst = group_of.get(consumer.name)
-                if dst is not None and dst.index != src.index:
-                    links[(src.index, dst.index)] += 1
-    for (a, b), n in sorted(links.items()):
-        label = f"{n} edges" if n > 1 else None
-        out.append(f"{quote(groups[a].node_id)} -> {quote(groups[b].node_id)} [{_attrs(label=label)}];")
-    out.append(_legend(g.category for g in groups).rstrip("\n"))
-    out.append("}")
-    return "\n".join(line for line in out if line) + "\n"
+    return "\n".join(out) + "\n", unit_of, cats
 
 
 def graph_view(
     graph: Graph,
     *,
-    highlight: str | None = None,
-    node_colors: dict[str, str] | None = None,
     focus: str | None = None,
     hops: int = 2,
     max_nodes: int = 400,
-    type_filter: set[str] | None = None,
+    type_filter: Iterable[str] | None = None,
     name_filter: str = "",
     window: tuple[int, int] | None = None,
+    expanded: Iterable[str] | None = None,
+    show: Iterable[str | None] = (),
     edge_labels: bool = True,
+    node_colors: dict[str, str] | None = None,
 ) -> GraphView:
-    """The DOT of a selection of the graph plus what it shows.
+    """The DOT of a selection of the graph, grouped by module, plus what it shows.
 
-    highlight: operator drawn with a thick red border (class "kx-current" in the SVG).
-    node_colors: {operator name: fill colour} overriding the category colour (error maps).
-    focus/hops: only operators within `hops` edges of `focus`. type_filter/name_filter:
-    keep matching operators. window: file positions [start, stop). More than `max_nodes`
-    operators selected -> an overview of groups of consecutive operators.
+    focus/hops: only operators within `hops` edges of `focus` (drawn with a double border).
+    type_filter/name_filter: keep matching operators. window: file positions [start, stop).
+    expanded: the open modules (ids); None opens everything when at most `max_nodes`
+    operators are selected, else whole top levels within OVERVIEW_BUDGET nodes. show:
+    operators that must be visible (their modules are opened too: the current step, the
+    selection).
     """
     ops = select_operators(graph, focus=focus, hops=hops, type_filter=type_filter, name_filter=name_filter, window=window)
-    total = len(graph.operators)
-    if len(ops) > max_nodes:
-        groups = overview_groups(graph, ops)
-        return GraphView(_overview_dot(graph, ops, groups, highlight), [], len(ops), total, True, groups)
-    dot = _detail_dot(graph, ops, highlight, node_colors, focus, edge_labels)
-    return GraphView(dot, [op.name for op in ops], len(ops), total)
+    tree = module_tree(graph, ops)
+    if expanded is None:
+        if len(ops) <= max_nodes:
+            opened = {g.id for g in tree.walk() if g.id}
+        else:
+            opened = default_expanded(tree, OVERVIEW_BUDGET)
+    else:
+        opened = set(expanded)
+    for name in show:
+        if name is not None:
+            opened |= {g.id for g in ancestors(tree, name)}
+    dot, unit_of, cats = _dot(graph, ops, tree, opened, focus, edge_labels, node_colors)
+    shown = [op.name for op in ops if unit_of.get(op.name) == op.name]
+    return GraphView(dot, shown, len(ops), len(graph.operators), tree, opened, unit_of, sorted(set(cats)))
 
 
 def graph_dot(graph: Graph, **options: Any) -> str:

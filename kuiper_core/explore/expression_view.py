@@ -15,10 +15,12 @@ import numpy as np
 from .. import expression as ex
 from ..graph import Graph, Operator
 from .dot import quote
+from .tensor_view import value_preview
 
 AST_COLORS = {"call": "#fbb4c4", "operand": "#9ecae1", "constant": "#e0e0e0", "list": "#fff2ae"}
-CURRENT = "#d62728"  # the node the current stack step is about
-DONE = "#9fdf9f"  # nodes already evaluated (their values are, or were, on the stack)
+ON_STACK = "#ffe08a"  # evaluated, its value is on the stack now
+USED = "#9fdf9f"  # evaluated and already consumed by its parent's call
+STACK_LEGEND = [("value on the stack", ON_STACK), ("evaluated and used", USED)]
 
 
 def expression_operators(graph: Graph) -> list[Operator]:
@@ -42,9 +44,9 @@ def operand_labels(op: Operator | None, n: int | None = None) -> list[str]:
 
 
 def token_rows(text: str) -> list[dict[str, Any]]:
-    """The token table: position, kind, text, 1-based column span (raises ParseError)."""
+    """The token table: number (from 1), kind, text, 1-based column span (raises ParseError)."""
     return [
-        {"#": i, "kind": t.kind.value, "text": t.text, "columns": f"{t.start + 1}-{t.end}"}
+        {"#": i + 1, "kind": t.kind.value, "text": t.text, "columns": f"{t.start + 1}-{t.end}"}
         for i, t in enumerate(ex.tokens(text))
     ]
 
@@ -73,23 +75,26 @@ class AstDot:
     dot: str
     shown: int  # nodes drawn
     total: int  # nodes in the tree
+    ids: dict[int, str]  # id(AST node) -> DOT node id (for the overlay)
+
+    def overlay_colors(self, trace: ex.Trace, step: int) -> tuple[dict[str, str], str | None]:
+        """After stack step `step` (0-based): fills for evaluated nodes (on the stack, or
+        used by a call) and the DOT id of the node the step is about."""
+        on_stack = {id(e.node) for e in trace.steps[step].stack}
+        colors = {}
+        for s in trace.steps[: step + 1]:
+            node_id = self.ids.get(id(s.node))
+            if node_id is not None:
+                colors[node_id] = ON_STACK if id(s.node) in on_stack else USED
+        return colors, self.ids.get(id(trace.steps[step].node))
 
 
-def ast_dot(
-    ast: ex.Node,
-    labels: Sequence[str] = (),
-    *,
-    current: ex.Node | None = None,
-    done: Sequence[ex.Node] = (),
-    max_nodes: int = 300,
-) -> AstDot:
-    """The AST top-down, children in argument order; each node numbered by its RPN position.
-
-    `current` gets a thick red border; `done` nodes are green (evaluated). Trees larger
-    than `max_nodes` are cut breadth-first, with a '…' leaf where children were dropped.
-    """
+def ast_dot(ast: ex.Node, labels: Sequence[str] = (), *, max_nodes: int = 300) -> AstDot:
+    """The AST top-down, children in argument order; each node numbered by its RPN position
+    and coloured by kind (calls are ellipses). Trees larger than `max_nodes` are cut
+    breadth-first, with a '…' leaf where children were dropped. The evaluation state is an
+    overlay (AstDot.overlay_colors), so the tree is laid out once per expression."""
     rpn_pos = {id(n): i + 1 for i, n in enumerate(ex.to_rpn(ast))}
-    done_ids = {id(n) for n in done}
     ids: dict[int, str] = {}
     order: list[ex.Node] = []
     queue = [ast]
@@ -105,22 +110,19 @@ def ast_dot(
     lines = [
         "digraph ast {",
         '  graph [rankdir=TB, ordering=out, nodesep=0.25, ranksep=0.35, bgcolor="transparent"];',
-        '  node [style="rounded,filled", shape=box, fontname="Helvetica", fontsize=12];',
+        '  node [style="rounded,filled", shape=box, fontname="Helvetica", fontsize=13];',
         '  edge [arrowsize=0.6, color="#555555"];',
     ]
     for n in order:
         kind = _kind(n)
-        fill = DONE if id(n) in done_ids else AST_COLORS[kind]
         label = f"{_node_label(n, labels)}\n#{rpn_pos[id(n)]}"
-        attrs = [f"label={quote(label)}", f"fillcolor={quote(fill)}"]
+        attrs = [f"label={quote(label)}", f"fillcolor={quote(AST_COLORS[kind])}", f"tooltip={quote(kind)}"]
         if kind == "call":
             attrs.append("shape=ellipse")
-        if current is not None and n is current:
-            attrs += [f"color={quote(CURRENT)}", "penwidth=3"]
         lines.append(f"  {ids[id(n)]} [{', '.join(attrs)}];")
     cut = 0
     for n in order:
-        for k, child in enumerate(ex.children(n)):
+        for child in ex.children(n):
             if id(child) in ids:
                 lines.append(f"  {ids[id(n)]} -> {ids[id(child)]};")
             else:
@@ -128,7 +130,12 @@ def ast_dot(
                 lines.append(f'  cut{cut} [label="…", shape=plaintext, style=""];')
                 lines.append(f"  {ids[id(n)]} -> cut{cut} [style=dashed];")
     lines.append("}")
-    return AstDot("\n".join(lines), len(order), sum(1 for _ in ex.walk(ast)))
+    return AstDot("\n".join(lines), len(order), sum(1 for _ in ex.walk(ast)), ids)
+
+
+def kind_legend() -> list[tuple[str, str]]:
+    return [("call", AST_COLORS["call"]), ("input @N", AST_COLORS["operand"]), ("constant", AST_COLORS["constant"]),
+            ("list", AST_COLORS["list"])]
 
 
 def rpn_rows(ast: ex.Node, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -153,6 +160,35 @@ def _entry_text(entry: ex.StackEntry, labels: Sequence[str]) -> str:
     return entry.describe()
 
 
+def stack_text(trace: ex.Trace, step: int, labels: Sequence[str] = (), width: int = 60) -> str:
+    """The stack after `step` as a tall picture, top first: two lines per value (what
+    produced it with its type, then its first numbers). Long names are shortened."""
+    lines = []
+    for r in stack_rows(trace, step, labels):
+        name = r["value of"] if len(r["value of"]) <= width else r["value of"][: width - 1] + "…"
+        lines.append(f"{'top ▸ ' if r[''] else '      '}{name}  {r['type']}")
+        lines.append(f"      {r['values']}")
+    return "\n".join(lines) if lines else "(empty)"
+
+
+def stack_rows(trace: ex.Trace, step: int, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The stack after `step` (0-based), top first: what produced each value, its type and
+    shape, and the numbers themselves (the first few)."""
+    rows = []
+    entries = trace.steps[step].stack
+    for depth, e in enumerate(reversed(entries)):
+        v = e.value
+        node = e.node
+        what = f"@{node.index} {labels[node.index]}" if isinstance(node, ex.OperandRef) and node.index < len(labels) else e.label
+        rows.append({
+            "": "top" if depth == 0 else "",
+            "value of": what,
+            "type": f"{v.dtype}[{','.join(map(str, v.shape))}]" if isinstance(v, np.ndarray) else type(v).__name__,
+            "values": value_preview(v),
+        })
+    return rows
+
+
 def trace_rows(trace: ex.Trace, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The stack evaluation step by step: the action and the stack after it (top last)."""
     return [
@@ -170,11 +206,6 @@ def trace_rows(trace: ex.Trace, labels: Sequence[str] = ()) -> list[dict[str, An
 def stack_at(trace: ex.Trace, step: int, labels: Sequence[str] = ()) -> list[str]:
     """The stack after `step` (0-based), top first, for a vertical stack picture."""
     return [_entry_text(e, labels) for e in reversed(trace.steps[step].stack)]
-
-
-def evaluated_nodes(trace: ex.Trace, step: int) -> list[ex.Node]:
-    """Nodes whose value has been computed by `step` (inclusive)."""
-    return [s.node for s in trace.steps[: step + 1]]
 
 
 def example_inputs(n: int, shape: tuple[int, ...] = (2, 3)) -> list[np.ndarray]:

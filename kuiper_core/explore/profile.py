@@ -73,11 +73,13 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
 
 
 def profile_table(rows: Sequence[OperatorProfile]) -> list[dict[str, Any]]:
-    """Rows for a sortable table: time in ms and % of the total, MACs, memory in KiB."""
+    """Rows for a sortable table: # (execution position from 1), time in ms and % of the
+    total, MACs, memory in KiB."""
     total = sum(r.seconds for r in rows) or 1.0
     table = []
     for r in rows:
         d = asdict(r)
+        d = {"#": d.pop("index") + 1, **d}  # numbered from 1, like the Forward page
         seconds = d.pop("seconds")
         d["time_ms"] = seconds * 1e3
         d["time_%"] = 100.0 * seconds / total

@@ -25,6 +25,7 @@ class ForwardStepper:
         self.values: dict[str, Any] = {}  # every operand computed so far
         self.cursor = -1  # index into events of the step on view (-1: nothing run yet)
         self.error: str | None = None
+        self.failure: KuiperError | None = None  # the exception behind `error`
         self._gen: Iterator[StepEvent] | None = None
 
     # -- queries --------------------------------------------------------------------------------
@@ -84,7 +85,20 @@ class ForwardStepper:
         self.cursor = len(self.events) - 1
 
     def reset(self) -> None:
-        self.events, self.values, self.cursor, self.error, self._gen = [], {}, -1, None, None
+        self.events, self.values, self.cursor, self.error, self.failure, self._gen = [], {}, -1, None, None, None
+
+    def go_to(self, position: int, progress: Callable[[int, int], None] | None = None) -> StepEvent | None:
+        """Show operator number `position` (1-based; 0 = before the first), running up to it."""
+        position = max(0, min(self.total, position))
+        if position == 0:
+            self.cursor = -1
+            return None
+        return self.run_to(self.graph.order[position - 1].name, progress)
+
+    @property
+    def failed_operator(self) -> str | None:
+        """The operator the engine stopped at (a ModelError names it), or None."""
+        return getattr(self.failure, "operator", None)
 
     # -- results ---------------------------------------------------------------------------------
     def outputs(self) -> list[np.ndarray] | None:
@@ -100,7 +114,7 @@ class ForwardStepper:
         try:
             event = self._next_event()
         except KuiperError as e:
-            self.error = str(e)
+            self.error, self.failure = str(e), e
             self._gen = None
             return None
         self.events.append(event)

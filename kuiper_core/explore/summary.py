@@ -150,24 +150,20 @@ def weight_stats(name: str, attr: Attribute) -> WeightStats:
     )
 
 
-def histogram(data: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
-    """(counts, bin edges) over the finite values; empty/constant data gives one bin."""
-    f = np.asarray(data, dtype=np.float64).ravel()
-    f = f[np.isfinite(f)]
-    if f.size == 0:
-        return np.zeros(0, np.int64), np.zeros(1)
-    lo, hi = float(f.min()), float(f.max())
-    if lo == hi:
-        return np.array([f.size], np.int64), np.array([lo - 0.5, hi + 0.5])
-    counts, edges = np.histogram(f, bins=bins, range=(lo, hi))
-    return counts.astype(np.int64), edges
-
-
-def histogram_table(data: np.ndarray, bins: int = 40) -> list[dict[str, float]]:
-    """Rows {'bin center', 'count'} ready for a bar chart."""
-    counts, edges = histogram(data, bins)
-    centers = (edges[:-1] + edges[1:]) / 2
-    return [{"value": float(c), "count": int(n)} for c, n in zip(centers, counts)]
+def weight_table(weights: list[WeightStats]) -> list[dict[str, str]]:
+    """Weight statistics with one column per weight, so a narrow panel cuts no column."""
+    rows: list[tuple[str, Any]] = [
+        ("shape", lambda w: shape_text(w.shape)),
+        ("dtype", lambda w: w.dtype),
+        ("values", lambda w: f"{w.count:,}"),
+        ("min", lambda w: f"{w.min:.4g}"),
+        ("max", lambda w: f"{w.max:.4g}"),
+        ("mean", lambda w: f"{w.mean:.4g}"),
+        ("std", lambda w: f"{w.std:.4g}"),
+        ("exact zeros", lambda w: f"{w.zeros:,}"),
+        ("NaN/Inf", lambda w: f"{w.nonfinite:,}"),
+    ]
+    return [{"": label, **{w.name: fmt(w) for w in weights}} for label, fmt in rows]
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Tensors as the app shows them: statistics, histograms, heatmaps, errors against references.
+"""Tensors as the app shows them: statistics, histograms, heatmaps (errors: compare.py).
 
 Everything here is vectorised NumPy on one tensor at a time and returns plain data (dicts,
 arrays, uint8 RGB images) so pages only lay it out. Statistics ignore NaN/Inf (they are
@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import io
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
-
-from ..graph import Graph, Operand
-
-# Per-operator error colours for the graph (graph_dot's node_colors).
-ERROR_COLORS = {"ok": "#9fdf9f", "bad": "#ff7b7b", "first bad": "#d62728"}
 
 
 def as_arrays(value: Any) -> list[np.ndarray]:
@@ -110,27 +105,6 @@ def colorize(x: np.ndarray, lo: float | None = None, hi: float | None = None) ->
     return rgb
 
 
-def image_2d(a: np.ndarray, max_side: int = 512) -> np.ndarray:
-    """A 2-D tensor (or one with leading 1-dims) as an RGB heatmap, upscaled when tiny."""
-    a = np.asarray(a)
-    if a.dtype.kind == "c":
-        a = np.abs(a)
-    while a.ndim > 2 and a.shape[0] == 1:
-        a = a[0]
-    if a.ndim == 1:
-        a = a[None, :]
-    if a.ndim != 2:
-        raise ValueError(f"image_2d needs a 2-D tensor, got shape {a.shape}")
-    return _upscale(colorize(a), max_side)
-
-
-def _upscale(rgb: np.ndarray, max_side: int) -> np.ndarray:
-    """Nearest-neighbour enlarge small images so each value is a visible block."""
-    h, w = rgb.shape[:2]
-    k = max(1, min(max_side // max(h, 1), max_side // max(w, 1), 32))
-    return np.repeat(np.repeat(rgb, k, axis=0), k, axis=1) if k > 1 else rgb
-
-
 def channel_grid(
     a: np.ndarray,
     *,
@@ -183,146 +157,11 @@ def channel_grid(
     return mosaic, shown
 
 
-def view_kind(a: np.ndarray) -> str:
-    """How the app can picture a tensor: 'channels' (4-D), 'image' (2-D), or 'none'."""
-    a = np.asarray(a)
-    if a.dtype.kind not in "fiubc" or a.size == 0:
-        return "none"
-    if a.ndim == 4:
-        return "channels"
-    squeezed = a.shape
-    while len(squeezed) > 2 and squeezed[0] == 1:
-        squeezed = squeezed[1:]
-    if len(squeezed) == 2:
-        return "image"
-    return "none"
-
-
 def npy_bytes(a: np.ndarray) -> bytes:
     """The tensor as a .npy file (for st.download_button)."""
     buf = io.BytesIO()
     np.save(buf, np.asarray(a), allow_pickle=False)
     return buf.getvalue()
-
-
-# -- errors against reference tensors -------------------------------------------------------------
-def tolerance(reference: np.ndarray) -> float:
-    """The project's tolerance: 1e-4 * max(1, max|y|) (as tests/test_ops.py)."""
-    ref = np.asarray(reference)
-    if ref.dtype.kind not in "fc" or ref.size == 0:
-        return 0.0 if ref.dtype.kind in "iub" else 1e-4
-    finite = np.abs(ref[np.isfinite(ref)])
-    return 1e-4 * max(1.0, float(finite.max()) if finite.size else 1.0)
-
-
-def max_abs_error(value: np.ndarray, reference: np.ndarray) -> float:
-    """Largest |value - reference|; inf when shapes differ or NaNs disagree."""
-    v, r = np.asarray(value), np.asarray(reference)
-    if v.shape != r.shape:
-        return float("inf")
-    if v.size == 0:
-        return 0.0
-    if v.dtype.kind == "b" or r.dtype.kind == "b":
-        return float(np.count_nonzero(v != r))
-    kind = np.result_type(v, r).kind
-    if kind in "fc":
-        dt = np.complex128 if kind == "c" else np.float64
-        v64, r64 = v.astype(dt), r.astype(dt)
-        with np.errstate(invalid="ignore"):  # inf - inf
-            diff = np.abs(v64 - r64)
-        same = (v64 == r64) | (np.isnan(v64) & np.isnan(r64))  # NaN vs NaN, inf vs inf agree
-        diff = np.where(same, 0.0, np.where(np.isnan(diff), np.inf, diff))
-        return float(diff.max())
-    return float(np.abs(v.astype(np.int64) - r.astype(np.int64)).max())
-
-
-def output_operand_names(graph: Graph) -> list[str]:
-    """The operands behind forward()'s outputs out0, out1, ...: pnnx.Output's inputs in
-    order, a prim::TupleConstruct expanded into its elements (as forward() flattens it)."""
-    names: list[str] = []
-
-    def flat(operand: Operand) -> None:
-        producer = operand.producer
-        if producer is not None and producer.type == "prim::TupleConstruct":
-            for o in producer.inputs:
-                flat(o)
-        else:
-            names.append(operand.name)
-
-    for op in graph.outputs:
-        for o in op.inputs:
-            flat(o)
-    return names
-
-
-def references_for(graph: Graph, npz: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Reference tensors keyed by operand name, from an .npz of operand names and/or
-    out0, out1, ... (forward()'s outputs, as in NAME.expected.npz)."""
-    output_operands = output_operand_names(graph)
-    refs = {k: np.asarray(v) for k, v in npz.items() if not k.startswith("out") or not k[3:].isdigit()}
-    for k, v in npz.items():
-        if k.startswith("out") and k[3:].isdigit():
-            i = int(k[3:])
-            if i < len(output_operands):
-                refs.setdefault(output_operands[i], np.asarray(v))
-    return refs
-
-
-def operator_error(outputs: Mapping[str, Any], references: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """One operator's error over its outputs that have references.
-
-    Returns max_error (None without any reference), tolerance (of the worst output),
-    ok (None without reference), and per-output errors.
-    """
-    per: dict[str, float] = {}
-    worst_ratio, worst_tol = -1.0, None
-    ok = True
-    for name, value in outputs.items():
-        if name not in references or isinstance(value, (tuple, list)):
-            continue
-        err = max_abs_error(value, references[name])
-        tol = tolerance(references[name])
-        per[name] = err
-        ok = ok and err <= tol
-        ratio = err / tol if tol > 0 else (0.0 if err == 0 else float("inf"))
-        if ratio > worst_ratio:
-            worst_ratio, worst_tol = ratio, tol
-    if not per:
-        return {"max_error": None, "tolerance": None, "ok": None, "per_output": {}}
-    return {"max_error": max(per.values()), "tolerance": worst_tol, "ok": ok, "per_output": per}
-
-
-def error_table(
-    events: Iterable[Any], references: Mapping[str, np.ndarray]
-) -> list[dict[str, Any]]:
-    """Per-operator rows (index, name, type, max_error, tolerance, ok) for StepEvents."""
-    rows = []
-    for e in events:
-        err = operator_error(e.outputs, references)
-        rows.append(
-            {"#": e.index, "name": e.name, "type": e.type, "max_error": err["max_error"],
-             "tolerance": err["tolerance"], "ok": err["ok"]}
-        )
-    return rows
-
-
-def first_bad(rows: Sequence[Mapping[str, Any]]) -> str | None:
-    """The first operator (in execution order) whose error exceeds the tolerance."""
-    for r in rows:
-        if r["ok"] is False:
-            return str(r["name"])
-    return None
-
-
-def error_colors(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Node fill colours for graph_dot: green ok, red over tolerance, dark red the first bad.
-
-    Operators without a reference are left out, so they keep their usual colour."""
-    first = first_bad(rows)
-    colors = {str(r["name"]): ERROR_COLORS["ok" if r["ok"] else "bad"] for r in rows if r["ok"] is not None}
-    if first is not None:
-        colors[first] = ERROR_COLORS["first bad"]
-    return colors
 
 
 def arrays_digest(arrays: Sequence[np.ndarray]) -> str:

@@ -9,17 +9,19 @@ an error here: the walkthrough ends on the 'cycle' event and `error` says why.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..errors import CycleError
+from ..errors import CycleError, LimitError, ParseError
 from ..graph import Graph
 from ..runtime.order import ALGORITHMS, DIAMOND, SEED_004_EXAMPLE, WITH_CYCLE, Trace, TraceEvent
 from .dot import quote
 
-# The app's presets: name -> successor map (node order = insertion order).
+# The app's presets: name -> successor map (node order = insertion order). The first is the
+# worked example of KuiperInfer's graph-building article (design source 004).
 PRESETS: dict[str, dict[str, list[str]]] = {
-    "Seed 004's example": SEED_004_EXAMPLE,
+    "KuiperInfer's worked example": SEED_004_EXAMPLE,
     "A small diamond": DIAMOND,
     "A graph with a cycle": WITH_CYCLE,
 }
@@ -86,6 +88,75 @@ def walkthrough(
     except CycleError as e:
         order, events, cycle = None, getattr(e, "events", Trace(algorithm)), list(e.cycle)
     return Walkthrough(node_list, succ, algorithm, events, order, cycle, dict(types) if types else None)
+
+
+# -- a graph typed by hand ----------------------------------------------------------------------
+MAX_TYPED_NODES = 60
+_NAME = re.compile(r"[A-Za-z0-9_.:]+")
+
+
+def edges_text(successors: Mapping[str, Sequence[str]]) -> str:
+    """A successor map in the edge-list syntax parse_edges reads (one line per node)."""
+    return "\n".join(f"{n} -> {', '.join(s)}" if s else n for n, s in successors.items())
+
+
+def parse_edges(text: str, source: str = "<your graph>") -> dict[str, list[str]]:
+    """A small graph typed by hand: one statement per line (or between ';').
+
+        a -> b -> c      a chain of edges
+        b -> d, e        a node with several successors (a, b -> c: several predecessors)
+        f                a node on its own
+        # a comment
+
+    Names are letters, digits, '_', '.', ':'. Errors are ParseErrors with line, column and a
+    caret; more than MAX_TYPED_NODES nodes is a LimitError."""
+    succ: dict[str, list[str]] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        start = 0
+        for stmt in code.split(";"):
+            _statement(stmt, start, line, lineno, source, succ)
+            start += len(stmt) + 1
+    if not succ:
+        first = text.splitlines()[0] if text.strip() else ""
+        raise ParseError("the graph is empty: type edges such as 'a -> b'", path=source, line=1, column=1, source_line=first)
+    if len(succ) > MAX_TYPED_NODES:
+        raise LimitError(f"{len(succ)} nodes: a typed graph may have at most {MAX_TYPED_NODES}",
+                         limit="typed graph nodes", maximum=MAX_TYPED_NODES, value=len(succ), path=source)
+    return succ
+
+
+def _statement(stmt: str, offset: int, line: str, lineno: int, source: str, succ: dict[str, list[str]]) -> None:
+    if not stmt.strip():
+        return
+    parts, pos = [], 0
+    for chunk in stmt.split("->"):
+        names, cpos = [], 0
+        for item in chunk.split(","):
+            name = item.strip()
+            col = offset + pos + cpos + (len(item) - len(item.lstrip())) + 1
+            cpos += len(item) + 1
+            if not name:
+                what = "a node name" + (" after '->'" if pos else "")
+                raise ParseError(f"expected {what}", path=source, line=lineno, column=min(col, len(line) + 1), source_line=line)
+            bad = _NAME.fullmatch(name) is None
+            if bad:
+                m = re.search(r"[^A-Za-z0-9_.:]", name)
+                at = col + (m.start() if m else 0)
+                hint = " (an edge is written '->')" if "-" in name or ">" in name else ""
+                raise ParseError(f"unexpected character {name[m.start()] if m else name!r} in a node name{hint}",
+                                 path=source, line=lineno, column=at, source_line=line)
+            names.append(name)
+        parts.append(names)
+        pos += len(chunk) + 2
+    for names in parts:
+        for n in names:
+            succ.setdefault(n, [])
+    for a_names, b_names in zip(parts, parts[1:]):
+        for a in a_names:
+            for b in b_names:
+                if b not in succ[a]:
+                    succ[a].append(b)
 
 
 def model_walkthrough(graph: Graph, algorithm: str = "dfs") -> Walkthrough:
@@ -204,7 +275,7 @@ def order_rows(w: Walkthrough) -> list[dict[str, object]]:
         return []
     rows = []
     for i, n in enumerate(w.order):
-        row: dict[str, object] = {"#": i, "node": n}
+        row: dict[str, object] = {"#": i + 1, "node": n}
         if w.types:
             row["type"] = w.types.get(n, "")
         row["successors"] = ", ".join(w.successors.get(n, ())) or "-"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Sequence, Union
 
 import numpy as np
@@ -163,6 +164,45 @@ class Plan:
                             dst = workspace[step.buffer] = np.empty(shape, dtype)
                 vals[step.out] = _apply(step, args, dst)
         return vals[self.result]
+
+    def bind(self, inputs: Sequence[Value], out: np.ndarray) -> Callable[[list, list], None] | None:
+        """f(inputs, out) running this plan for arrays shaped like these, writing the result
+        into out[0], with every intermediate buffer made now (nothing runs yet). None when
+        the plan has a non-elementwise step or its result is not `out`'s shape and dtype."""
+        n = len(self.input_types)
+        if not self.steps or not all(step.elementwise for step in self.steps) or len(inputs) < n:
+            return None
+        vals = self.slots.copy()
+        vals[:n] = inputs[:n]
+        last = len(self.steps) - 1
+        dsts: list[np.ndarray | None] = []
+        for k, step in enumerate(self.steps):
+            args = [vals[i] for i in step.args]
+            shape, dtype = _result_shape(args, step.node), step.vtype.dtype
+            if k == last:
+                if (shape, dtype) != (out.shape, out.dtype):
+                    return None
+                dst = None  # the caller's out[0]
+            elif step.inplace is not None and step.args[step.inplace] >= n and args[step.inplace].shape == shape:
+                dst = args[step.inplace]  # a temporary of this binding
+            else:
+                dst = np.empty(shape, dtype)
+            vals[step.out] = out if dst is None else dst
+            dsts.append(dst)
+        program = [(step.fn, step.args, step.out, dst) for step, dst in zip(self.steps, dsts)]
+        return partial(_run_bound, self.slots, n, program)
+
+
+def _run_bound(slots: list, n: int, program: list, inputs: list, out: list) -> None:
+    vals = slots.copy()
+    vals[:n] = inputs[:n]
+    for fn, arg_slots, out_slot, dst in program:
+        if dst is None:
+            dst = out[0]
+        r = fn([vals[i] for i in arg_slots], dst)
+        if r is not dst:  # a kernel without `out`: keep the chain on the bound buffers
+            np.copyto(dst, r)
+        vals[out_slot] = dst
 
 
 def _apply(step: Step, args: list, dst: np.ndarray | None) -> Value:

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
+from .windows import scratch
 
 F32 = np.float32
 
@@ -37,7 +38,12 @@ def output_like(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
 
 
 class Elementwise(Layer):
-    """y = f(x), same shape; subclasses implement `compute(x, y)` writing into y."""
+    """y = f(x), same shape; subclasses implement `compute(x, y)` writing into y.
+
+    `inplace_safe`: compute stays right when y is x (it never reads x after writing y),
+    so the runtime may run it in place (see Layer.overwritable_inputs)."""
+
+    inplace_safe = False
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -52,6 +58,18 @@ class Elementwise(Layer):
         self.compute(x, y)
         return [y]
 
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        x, y = inputs[0], out[0]
+        if x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype:
+            return None
+        return self._compute_prepared
+
+    def _compute_prepared(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+        self.compute(inputs[0], out[0])
+
+    def overwritable_inputs(self) -> tuple[int, ...]:
+        return (0,) if self.inplace_safe else ()
+
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         raise NotImplementedError
 
@@ -61,6 +79,8 @@ class Elementwise(Layer):
 
 @register("nn.ReLU", "F.relu")
 class ReLU(Elementwise):
+    inplace_safe = True
+
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         np.maximum(x, F32(0), out=y)
 
@@ -68,6 +88,8 @@ class ReLU(Elementwise):
 @register("nn.Hardtanh", "F.hardtanh")
 class Hardtanh(Elementwise):
     """clamp(x, min_val, max_val); ReLU6 is the (0, 6) case."""
+
+    inplace_safe = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -181,6 +203,8 @@ class FPReLU(Layer):
 class Threshold(Elementwise):
     """x if x > threshold else value."""
 
+    inplace_safe = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.threshold = F32(float_param(self, "threshold"))
@@ -194,6 +218,8 @@ class Threshold(Elementwise):
 @register("nn.Hardshrink", "F.hardshrink")
 class Hardshrink(Elementwise):
     """x if |x| > lambd else 0."""
+
+    inplace_safe = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -224,6 +250,8 @@ class Softshrink(Elementwise):
 class Hardsigmoid(Elementwise):
     """min(max(x + 3, 0), 6) / 6, in torch's order of operations."""
 
+    inplace_safe = True
+
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         np.add(x, F32(3), out=y)
         np.clip(y, F32(0), F32(6), out=y)
@@ -234,10 +262,13 @@ class Hardsigmoid(Elementwise):
 class Hardswish(Elementwise):
     """x * min(max(x + 3, 0), 6) / 6."""
 
+    inplace_safe = True
+
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        np.add(x, F32(3), out=y)
-        np.clip(y, F32(0), F32(6), out=y)
-        np.multiply(y, x, out=y)
+        t = scratch("act.tmp", x.shape, x.dtype)
+        np.add(x, F32(3), out=t)
+        np.clip(t, F32(0), F32(6), out=t)
+        np.multiply(t, x, out=y)
         np.divide(y, F32(6), out=y)
 
 
@@ -313,23 +344,34 @@ def softplus(x: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 @register("nn.Sigmoid", "F.sigmoid")
 class Sigmoid(Elementwise):
+    inplace_safe = True
+
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         sigmoid(x, y)
 
 
 @register("nn.Tanh", "F.tanh")
 class Tanh(Elementwise):
+    inplace_safe = True
+
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         np.tanh(x, out=y)
 
 
 @register("nn.SiLU", "F.silu")
 class SiLU(Elementwise):
-    """x * sigmoid(x)"""
+    """x * sigmoid(x), computed as x / (1 + exp(-x)) (one pass fewer; exp overflows to inf
+    for x < -88, giving the right -0)."""
+
+    inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        sigmoid(x, y)
-        np.multiply(y, x, out=y)
+        t = scratch("act.tmp", x.shape, x.dtype)
+        with np.errstate(over="ignore"):
+            np.negative(x, out=t)
+            np.exp(t, out=t)
+        t += F32(1)
+        np.divide(x, t, out=y)
 
 
 @register("nn.Mish", "F.mish")

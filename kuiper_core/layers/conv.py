@@ -2,14 +2,13 @@
 
 Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 case.
 
-Convolution is one GEMM: the input is padded, every kernel tap is gathered by a strided
-view into a column buffer (N, G, Cg·KH·KW + 1, OH·OW) whose last row is ones, and the
-weight, reshaped once at build to (G, Og, Cg·KH·KW + 1) with the bias as its last column,
-multiplies it straight into the NCHW output: the bias add rides in the GEMM. A 1x1 stride-1
-convolution needs no columns (the input already is the matrix). Grouped and depthwise
-convolutions are the same single broadcast matmul over the G groups; when a stride-1 conv
-has few outputs per group, the columns are whole padded rows (long contiguous copies) and
-the few wrapped-around output columns are cropped afterwards.
+This module reads and checks the params and weights (at build) and picks a kernel per input
+shape: conv_kernels.py holds the kernels and the rule that picks one (im2col GEMM, plain
+GEMM for pointwise convs, Winograd for stride-1 3x3 convs; winograd.py), conv_reference.py
+the readable definitions they are tested against. Weights are laid out for the kernel at
+build: (G, Og, Cg·KH·KW [+ bias column]) for the GEMMs, Winograd's transformed weights when
+the input shape is declared (else on first use). A kernel (buffers, views) is made once per
+input shape and thread.
 
 Transposed convolution is the GEMM the other way (weight^T @ input gives every tap's
 contribution) followed by a scatter-add of the KH·KW taps onto the output (col2im).
@@ -24,23 +23,22 @@ parameter weight becomes nn.Conv2d. F.* convs get the weight (and bias) as input
 
 from __future__ import annotations
 
+import threading
+from functools import partial
 from typing import Union
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
+from ..errors import KuiperError
 from ..graph import Operator
-from .registry import Layer, register
-from .windows import batch_chunks, out_size, output_buffer, pad_spatial, same_padding, scratch, window_view
+from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise, winograd_tile
+from .registry import Layer, Prepared, register
+from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
+from .winograd import WinogradConv, transform_weights
 
-Pads = tuple[int, int, int, int]  # top, bottom, left, right
 PaddingSpec = Union[str, Pads]  # "same" or explicit pads
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-
-# Up to this many output channels per group, a stride-1 conv copies whole padded rows
-# (measured: 1.5-2x faster for depthwise convs, a wash or worse for dense ones).
-_EXT_MAX_OUT_PER_GROUP = 16
 
 
 class _ConvBase(Layer):
@@ -132,7 +130,19 @@ class Convolution(_ConvBase):
             raise self.error(f"padding='same' needs stride 1, got {self.stride}")
 
         weights = self._read_weights()
+        self.weight_data = None if weights is None else weights[0]
         self.wmat = None if weights is None else self._weight_matrix(*weights)
+        self._winograd_weights: dict[int, np.ndarray] = {}  # m -> U (t*t, O, C)
+        self._local = threading.local()  # this thread's kernels by input shape
+        declared = op.inputs[0].static_shape if op.inputs else None
+        if self.wmat is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
+            # Decide at build: the kernel for the declared shape, and its weight layout.
+            lifted = (1,) * (self.dims + 2 - len(declared)) + declared
+            lifted = lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]
+            try:
+                self._kernel(lifted, np.dtype(self.wmat.dtype))  # type: ignore[arg-type]
+            except KuiperError:
+                pass  # e.g. the kernel does not fit the declared size: forward says so
 
     def _padding_spec(self) -> PaddingSpec:
         p = self.param("padding", 0)
@@ -203,27 +213,71 @@ class Convolution(_ConvBase):
             self._geometry_cache[key] = geo
         return geo
 
+    def _kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype) -> ConvKernel:
+        """This thread's kernel for an input shape, made on first use (nn.* convs only)."""
+        plans: dict | None = getattr(self._local, "plans", None)
+        if plans is None:
+            plans = self._local.plans = {}
+        key = x_shape + (dtype.str,)
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = self._make_kernel(x_shape, dtype)
+        return plan
+
+    def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype) -> ConvKernel:
+        assert self.wmat is not None and self.kernel is not None
+        n, c, h, w = x_shape
+        if c != self.in_channels:
+            raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
+        pads, out_hw = self._geometry(h, w, self.kernel)
+        wmat = self.wmat if self.wmat.dtype == dtype else self.wmat.astype(dtype)
+        if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
+            return Pointwise(wmat, x_shape)
+        m = winograd_tile(x_shape, wmat.shape[0] * wmat.shape[1], self.kernel, self.stride, self.dilation, self.groups,
+                          self.padding_mode, out_hw)
+        if m is not None:
+            u = self._winograd_weights.get(m)
+            if u is None:
+                assert self.weight_data is not None
+                u = self._winograd_weights[m] = transform_weights(self.weight_data, m)
+            k = c * 9
+            bias = wmat[0, :, k] if wmat.shape[2] == k + 1 else None
+            return WinogradConv(u.astype(dtype, copy=False), bias, m, x_shape, pads, dtype)
+        return Im2col(wmat, self.kernel, self.stride, self.dilation, pads, self.padding_mode, x_shape, out_hw, dtype)
+
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        if self.wmat is None:
+            return None
+        x4, prefix = self._lift(inputs[0])
+        dtype = np.result_type(x4.dtype, self.wmat.dtype)
+        pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
+        o = self.wmat.shape[0] * self.wmat.shape[1]
+        y = out[0]
+        if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
+            return None
+        # A kernel of its own (not this thread's cached one): the caller owns its buffers.
+        return partial(_run_kernel, self._make_kernel(x4.shape, dtype), x4.shape, (x4.shape[0], o, oh, ow))  # type: ignore[arg-type]
+
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])
-        if self.wmat is None:  # F.conv*: weights arrive as inputs
+        n = x4.shape[0]
+        if self.wmat is None:  # F.conv*: weights arrive as inputs, laid out per call
             weight = inputs[self.w_index]
             bias = inputs[self.b_index] if self.b_index is not None else None
             self._check_weight_shape(weight.shape, x4.shape[1], None)
-            wmat, kernel = self._weight_matrix(weight, bias), self.kernel
+            wmat = self._weight_matrix(weight, bias)
+            dtype = np.result_type(x4.dtype, wmat.dtype)
+            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
+            kernel: ConvKernel = Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation,  # type: ignore[arg-type]
+                                        pads, self.padding_mode, x4.shape, (oh, ow), dtype)
+            o = wmat.shape[0] * wmat.shape[1]
         else:
-            wmat, kernel = self.wmat, self.kernel
-        assert kernel is not None
-        n, c, h, w = x4.shape
-        g, og = wmat.shape[0], wmat.shape[1]
-        if self.wmat is not None and c != self.in_channels:
-            raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
-        pads, (oh, ow) = self._geometry(h, w, kernel)
-        dtype = np.result_type(x4.dtype, wmat.dtype)
-        y = output_buffer(out, self._out_shape(prefix, g * og, oh, ow), dtype)
-        y4 = y.reshape(n, g, og, oh * ow)
-        rows = (wmat.shape[2] + 1) * oh * (ow + pads[2] + pads[3] + kernel[1])  # column-buffer size per item (bound)
-        for part in batch_chunks(n, g * rows):
-            conv2d_gemm(x4[part], wmat, kernel, self.stride, self.dilation, pads, self.padding_mode, (oh, ow), y4[part])
+            dtype = np.result_type(x4.dtype, self.wmat.dtype)
+            kernel = self._kernel(x4.shape, dtype)  # type: ignore[arg-type]
+            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
+            o = self.wmat.shape[0] * self.wmat.shape[1]
+        y = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
+        kernel.run(x4 if x4.dtype == dtype else x4.astype(dtype), y.reshape(n, o, oh, ow))
         return [y]
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
@@ -233,57 +287,9 @@ class Convolution(_ConvBase):
         return int(np.prod(outputs[0])) * cg * self.kernel[0] * self.kernel[1]
 
 
-def conv2d_gemm(
-    x: np.ndarray,
-    wmat: np.ndarray,
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    dilation: tuple[int, int],
-    pads: Pads,
-    padding_mode: str,
-    out_hw: tuple[int, int],
-    y: np.ndarray,
-) -> None:
-    """y (N, G, Og, OH·OW) = conv(x (N, C, H, W)) with wmat (G, Og, Cg·KH·KW [+ bias column])."""
-    n, c, h, w = x.shape
-    g = wmat.shape[0]
-    cg = c // g
-    k = cg * kernel[0] * kernel[1]
-    has_bias = wmat.shape[2] == k + 1
-    if kernel == (1, 1) and stride == (1, 1) and not any(pads):
-        # Pointwise: the input is already the column matrix.
-        np.matmul(wmat[:, :, :k], x.reshape(n, g, cg, h * w), out=y)
-        if has_bias:
-            y += wmat[:, :, k:]
-        return
-    oh, ow = out_hw
-    kh, kw = kernel
-    if stride == (1, 1) and wmat.shape[1] <= _EXT_MAX_OUT_PER_GROUP:
-        # Stride 1 with few outputs per group (depthwise and the like): the GEMM is cheap and
-        # the column copy dominates, so copy whole padded rows instead of OW-long runs:
-        # compute on an OH x Wp grid and crop the Wp - OW columns that wrap into the padding.
-        dh, dw = dilation
-        xp = pad_spatial(x, pads, padding_mode, slot="conv.pad", slack=(kw - 1) * dw)
-        hp, wp = xp.shape[2:]
-        item = xp.itemsize
-        rows = as_strided(xp, (n, g, cg, kh, kw, oh * wp), (c * hp * wp * item, cg * hp * wp * item, hp * wp * item,
-                                                          dh * wp * item, dw * item, item), writeable=False)
-        cols = scratch("conv.cols", (n, g, k + has_bias, oh * wp), y.dtype)
-        np.copyto(np.reshape(cols[:, :, :k], rows.shape, copy=False), rows)
-        if has_bias:
-            cols[:, :, k] = 1
-        wide = scratch("conv.wide", (n, g, wmat.shape[1], oh, wp), y.dtype)
-        np.matmul(wmat, cols, out=wide.reshape(n, g, wmat.shape[1], oh * wp))
-        np.copyto(y.reshape(wide.shape[:3] + (oh, ow)), wide[..., :ow])
-        return
-    xp = pad_spatial(x, pads, padding_mode, slot="conv.pad")
-    taps = window_view(xp, kernel, stride, dilation, out_hw)
-    cols = scratch("conv.cols", (n, g, k + has_bias, oh * ow), y.dtype)
-    shape7 = (n, g, cg, kh, kw, oh, ow)
-    np.copyto(np.reshape(cols[:, :, :k], shape7, copy=False), np.reshape(taps, shape7, copy=False))
-    if has_bias:
-        cols[:, :, k] = 1
-    np.matmul(wmat, cols, out=y)
+def _run_kernel(kernel: ConvKernel, x_shape: tuple[int, ...], y_shape: tuple[int, ...], inputs: list[np.ndarray],
+                out: list[np.ndarray]) -> None:
+    kernel.run(inputs[0].reshape(x_shape), out[0].reshape(y_shape))
 
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")

@@ -19,7 +19,7 @@ from ..errors import ModelError, ParseError
 from ..expression import Node, Plan, VType, compile_plan, depth, parse, walk
 from ..expression.parser import Call, OperandRef
 from ..graph import Operator, numpy_dtype
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
 
 
 @register("pnnx.Expression")
@@ -96,6 +96,20 @@ class Expression(Layer):
             return [np.asarray(result, dtype=dtype)]
         except (ValueError, OverflowError, TypeError) as e:  # int(nan), 1e308 as int64, ragged lists
             raise self.error(f"expr={self.expr} gives {result!r}, which is not a {dtype or 'tensor'}: {e}") from None
+
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        if not all(isinstance(x, np.ndarray) for x in inputs):
+            return None
+        plan = self._plan([VType("tensor", x.dtype) for x in inputs])
+        if plan.result == 0 or not plan.steps:  # `expr=@0` and constants: no step to repeat
+            return None
+        return plan.bind(inputs, out[0])
+
+    def overwritable_inputs(self) -> tuple[int, ...]:
+        plan = next(iter(self._plans.values()), None)  # compiled at build for the declared dtypes
+        if plan is None or not plan.steps or not all(step.elementwise for step in plan.steps):
+            return ()
+        return tuple(range(len(self.op.inputs)))  # every step reads x[i] to write y[i]
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         if self.text is not None:

@@ -29,6 +29,20 @@ Contract:
   an input is allowed for shape ops; set `returns_views = True` on such layers so the
   memory planner keeps the viewed buffer alive.
 - Never mutate an input array: it is the producer's output, shared by reference.
+- Given inputs of the same shapes, dtypes and strides, forward takes the same path (writes
+  into `out`, or returns a view), whatever the values: the runtime's prepared forward
+  (runtime/prepared.py) relies on it.
+
+Optional, for speed (runtime/prepared.py):
+- `prepare(inputs, out)` returns a function f(inputs, out) that does what forward does for
+  arrays of exactly these shapes, dtypes and strides (contents and memory may differ from
+  call to call), writing into `out`: the layer makes its kernel (buffers, views, weight
+  layout) for these shapes once, and f skips every check and lookup. The prepared forward
+  binds f to its buffers; steps() calls it on fresh outputs. f owns its kernel's buffers:
+  the runtime never runs one f twice at the same time.
+- `overwritable_inputs()` lists the inputs an elementwise layer's output may overwrite:
+  when such an input has the output's shape and dtype and dies at this operator, the
+  runtime gives the output the input's buffer (`out[0] is inputs[k]`).
 """
 
 from __future__ import annotations
@@ -46,6 +60,7 @@ from ..graph import Operator, ParamValue
 _REGISTRY: dict[str, type["Layer"]] = {}
 
 L = TypeVar("L", bound=type["Layer"])
+Prepared = Callable[[list[Any], list[np.ndarray]], object]  # f(inputs, out), see Layer.prepare
 
 _MISSING = object()
 
@@ -144,6 +159,14 @@ class Layer:
     # -- the contract ----------------------------------------------------------------
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        """f(inputs, out) doing forward for arrays shaped like these, or None (see above)."""
+        return None
+
+    def overwritable_inputs(self) -> tuple[int, ...]:
+        """Inputs the output may overwrite in place (elementwise layers; see above)."""
+        return ()
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         """Multiply-accumulates for one forward at these shapes (0 where negligible)."""

@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable
 from ..expression import to_text, walk
 from ..expression.parser import Call, Constant, Node, OperandRef
 from ..graph import Graph, Operator
-from .expr_tools import calls, copy_node, expr_of, rebuild, result_type, set_expr_dropping_unused, substitute, subtree_key, used_inputs
+from .expr_tools import copy_node, expr_of, rebuild, result_type, set_expr_dropping_unused, substitute, subtree_ids, used_inputs
 from .manager import PassContext, graph_pass, record
 from .op_kinds import IO_TYPES, is_pure
 from .rewrite import insert_operator, new_operand, remove_input, remove_operator, replace_all_uses
@@ -103,18 +103,15 @@ def _expression_cse(graph: Graph, op: Operator) -> bool:
         changed = True
     # 2. mul(S,S) -> square(S), add(S,S) -> mul(S,2)
     n_rewritten = 0
+    same, _ = subtree_ids(ast)
 
     def square(node: Node, kids: list[Node]) -> Node:
         nonlocal n_rewritten
-        new = copy_node(node, kids)
-        if isinstance(new, Call) and len(kids) == 2 and isinstance(kids[0], Call) and subtree_key(kids[0]) == subtree_key(kids[1]):
-            if new.name == "mul":
-                n_rewritten += 1
-                return Call("square", [kids[0]])
-            if new.name == "add":
-                n_rewritten += 1
-                return Call("mul", [kids[0], Constant(2)])
-        return new
+        if isinstance(node, Call) and len(node.args) == 2 and isinstance(node.args[0], Call) \
+                and same[id(node.args[0])] == same[id(node.args[1])] and node.name in ("mul", "add"):
+            n_rewritten += 1
+            return Call("square", [kids[0]]) if node.name == "mul" else Call("mul", [kids[0], Constant(2)])
+        return copy_node(node, kids)
 
     ast = rebuild(ast, square)
     if n_rewritten:
@@ -129,19 +126,19 @@ def _expression_cse(graph: Graph, op: Operator) -> bool:
 
 
 def _hoist_repeats(graph: Graph, op: Operator, ast: Node) -> tuple[Node, bool]:
-    counts: Counter[str] = Counter()
-    nodes: dict[str, Node] = {}
+    ids, n_calls = subtree_ids(ast)
+    counts: Counter[int] = Counter()
+    first: dict[int, Node] = {}
     for n in walk(ast):
-        if isinstance(n, Call) and sum(1 for _ in calls(n)) >= HOIST_MIN_CALLS:
-            key = subtree_key(n)
-            counts[key] += 1
-            nodes.setdefault(key, n)
+        if isinstance(n, Call) and n_calls[id(n)] >= HOIST_MIN_CALLS:
+            counts[ids[id(n)]] += 1
+            first.setdefault(ids[id(n)], n)
     repeated = [k for k, c in counts.items() if c >= 2]
     if not repeated:
         return ast, False
     # The largest repeated subtree first (its own repeats go with it).
-    key = max(repeated, key=len)
-    sub = nodes[key]
+    key = max(repeated, key=lambda k: n_calls[id(first[k])])
+    sub = first[key]
     refs = used_inputs(sub)
     inner = substitute(sub, {old: new for new, old in enumerate(refs)})
     shape, dtype = result_type(inner, [op.inputs[i] for i in refs])
@@ -152,10 +149,10 @@ def _hoist_repeats(graph: Graph, op: Operator, ast: Node) -> tuple[Node, bool]:
     op.inputs.append(out)
     op.input_names.append("")
     out.consumers.append(op)
+    hoisted = {id(n) for n in walk(ast) if ids.get(id(n)) == key}
 
     def visit(node: Node, kids: list[Node]) -> Node:
-        new = copy_node(node, kids)
-        return OperandRef(index) if subtree_key(new) == key else new
+        return OperandRef(index) if id(node) in hoisted else copy_node(node, kids)
 
     ast = rebuild(ast, visit)
     record("added", new_op.name, f"computes {to_text(inner)[:60]} once for {op.name} (was {counts[key]}×)")

@@ -1,12 +1,14 @@
 """Rewriting `pnnx.Expression` trees: the helpers the passes share for expressions.
 
 Trees are rebuilt bottom-up with an explicit stack (no recursion: pnnx expressions can be
-deep). Nodes are never shared between the old and the new tree.
+deep). Nodes are never shared between the old and the new tree, and parsed trees are
+cached per text, so no tree is ever modified in place.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import functools
+from typing import Any, Callable
 
 import numpy as np
 
@@ -31,6 +33,13 @@ def expr_of(op: Operator) -> Node | None:
         text = expr
     else:
         return None
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> Node | None:
+    """Parsed once per text: passes and the verifier read the same expressions many times.
+    Trees are shared, so nothing may modify one in place (the helpers here rebuild)."""
     try:
         return parse(text)
     except Exception:
@@ -55,13 +64,12 @@ def set_expr_dropping_unused(op: Operator, ast: Node) -> None:
 
 
 def literal_value(node: Node) -> Any:
-    """The Python value of a constant tree (a number, bool, None, or a list of them), else
+    """The Python value of a literal (a number, bool, None, or a flat list of them), else
     `_NO_VALUE`."""
     if isinstance(node, Constant):
         return node.value
-    if isinstance(node, ListExpr):
-        items = [literal_value(n) for n in node.items]
-        return _NO_VALUE if any(v is _NO_VALUE for v in items) else items
+    if isinstance(node, ListExpr) and all(isinstance(n, Constant) for n in node.items):
+        return [n.value for n in node.items]  # type: ignore[union-attr]
     return _NO_VALUE
 
 
@@ -90,8 +98,6 @@ def constant_param(op: Operator) -> tuple[bool, ParamValue]:
     return True, value
 
 
-def is_literal(node: Node) -> bool:
-    return literal_value(node) is not _NO_VALUE
 
 
 def rebuild(root: Node, visit: Callable[[Node, list[Node]], Node]) -> Node:
@@ -169,17 +175,37 @@ def fold_constant_calls(root: Node) -> tuple[Node, int]:
     return rebuild(root, visit), folded
 
 
-def subtree_key(node: Node) -> str:
-    """A structural key (the printed text): equal keys, equal subtrees."""
-    return to_text(node)
 
 
-def node_count(root: Node) -> int:
-    return sum(1 for _ in walk(root))
+def subtree_ids(root: Node) -> tuple[dict[int, int], dict[int, int]]:
+    """For every node (by `id`): a small int equal for structurally equal subtrees
+    (hash-consing), and how many calls its subtree holds. One pass over the tree."""
+    ids: dict[int, int] = {}
+    n_calls: dict[int, int] = {}
+    table: dict[tuple, int] = {}
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        kids = children(node)
+        if kids and not expanded:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        if isinstance(node, Call):
+            sig: tuple = ("call", node.name, tuple(ids[id(k)] for k in kids))
+        elif isinstance(node, ListExpr):
+            sig = ("list", tuple(ids[id(k)] for k in kids))
+        elif isinstance(node, Constant):
+            sig = ("const", type(node.value).__name__, node.text)
+        else:
+            sig = ("ref", node.index)  # type: ignore[union-attr]
+        ids[id(node)] = table.setdefault(sig, len(table))
+        n_calls[id(node)] = int(isinstance(node, Call)) + sum(n_calls[id(k)] for k in kids)
+    return ids, n_calls
 
 
-def calls(root: Node) -> Iterable[Call]:
-    return (n for n in walk(root) if isinstance(n, Call))
+
+
 
 
 def result_type(root: Node, inputs: list[Operand]) -> tuple[tuple[int, ...] | None, str | None]:

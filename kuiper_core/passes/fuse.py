@@ -13,10 +13,10 @@ from typing import Callable
 
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
 from ..expression import walk
-from ..graph import Graph, Operator
-from .expr_tools import expr_of, set_expr, substitute, used_inputs
+from ..graph import Graph, Operand, Operator
+from .expr_tools import copy_node, expr_of, rebuild, set_expr
 from .manager import graph_pass, record
-from .rewrite import remove_operator
+from .rewrite import remove_operators
 
 def _num(value: object) -> Constant | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -69,71 +69,113 @@ def _tree(op: Operator) -> Node | None:
     return make(op.params)
 
 
-def _references(ast: Node, index: int) -> int:
-    return sum(1 for n in walk(ast) if isinstance(n, OperandRef) and n.index == index)
+MAX_FUSED_NODES = 256  # nodes of one fused expression tree
 
 
-def _fuse_into(graph: Graph, producer: Operator, p_tree: Node, consumer: Operator, c_tree: Node) -> None:
-    """Inline the producer's tree where the consumer reads its result."""
-    out = producer.outputs[0]
-    k = consumer.inputs.index(out)
-    # the producer's inputs join the consumer's (one slot per operand)
-    index_of = {id(o): i for i, o in enumerate(consumer.inputs) if i != k}
-    mapping: dict[int, Node | int] = {}
-    for j, o in enumerate(producer.inputs):
-        if id(o) not in index_of:
-            consumer.inputs.append(o)
-            consumer.input_names.append("")
-            o.consumers.append(consumer)
-            index_of[id(o)] = len(consumer.inputs) - 1
-        mapping[j] = index_of[id(o)]
-    inlined = substitute(p_tree, mapping)
-    merged = substitute(c_tree, {k: inlined})
-    # drop the slots the merged tree no longer reads (the producer's among them), renumber
-    used = used_inputs(merged)
-    for i in reversed(range(len(consumer.inputs))):
-        if i not in used:
-            o = consumer.inputs.pop(i)
-            consumer.input_names.pop(i)
-            o.consumers.remove(consumer)
-    merged = substitute(merged, {old: new for new, old in enumerate(used)})
-    if consumer.type != "pnnx.Expression":
-        consumer.type, consumer.params = "pnnx.Expression", {}
-    set_expr(consumer, merged)
-    consumer.input_names = [""] * len(consumer.inputs)
-    remove_operator(graph, producer)
+def _size(ast: Node) -> int:
+    return sum(1 for _ in walk(ast))
+
+
+def _reference_counts(ast: Node) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for n in walk(ast):
+        if isinstance(n, OperandRef):
+            counts[n.index] = counts.get(n.index, 0) + 1
+    return counts
+
+
+def _absorbable(operand: Operand, references: int) -> Operator | None:
+    """The producer of `operand` if it can be inlined where it is read: one reader, one
+    reference in that reader's tree, one output, and itself an expressible elementwise op."""
+    producer = operand.producer
+    if producer is None or references != 1 or len(operand.consumers) != 1 or len(producer.outputs) != 1:
+        return None
+    return producer if _tree(producer) is not None else None
+
+
+def _graft(tree: Node, mapping: dict[int, Node | int]) -> Node:
+    """A copy of `tree` with `@k` replaced by mapping[k]: a subtree inserted as it is (each
+    is fresh and used once, so no copy), or a new index."""
+
+    def visit(node: Node, kids: list[Node]) -> Node:
+        if isinstance(node, OperandRef):
+            target = mapping[node.index]
+            return OperandRef(target) if isinstance(target, int) else target
+        return copy_node(node, kids)
+
+    return rebuild(tree, visit)
+
+
+def _fuse_upward(consumer: Operator, c_tree: Node) -> tuple[Node, list[Operand], list[Operator]] | None:
+    """The consumer's tree with every absorbable producer above it inlined (within the node
+    budget): (merged tree, its input operands, the producers absorbed). One pass over the
+    nodes of the result, however long the chain."""
+    trees: dict[int, Node] = {id(consumer): c_tree}
+    edges: dict[tuple[int, int], Operator] = {}  # (operator id, input slot) -> absorbed producer
+    found: list[Operator] = [consumer]
+    budget = MAX_FUSED_NODES - _size(c_tree)
+    todo = [consumer]
+    while todo:
+        op = todo.pop()
+        counts = _reference_counts(trees[id(op)])
+        for k, operand in enumerate(op.inputs):
+            producer = _absorbable(operand, counts.get(k, 0))
+            if producer is None:
+                continue
+            p_tree = _tree(producer)
+            assert p_tree is not None
+            cost = _size(p_tree) - 1
+            if cost > budget:
+                continue
+            budget -= cost
+            trees[id(producer)] = p_tree
+            edges[(id(op), k)] = producer
+            found.append(producer)
+            todo.append(producer)
+    if len(found) == 1:
+        return None
+    leaves: dict[int, int] = {}  # operand id -> index in the merged expression
+    inputs: list[Operand] = []
+    for op in found:  # the consumer's own inputs first, then those the chain brings
+        for k, operand in enumerate(op.inputs):
+            if (id(op), k) not in edges and id(operand) not in leaves:
+                leaves[id(operand)] = len(inputs)
+                inputs.append(operand)
+    built: dict[int, Node] = {}
+    for op in reversed(found):  # producers before the operators that absorbed them
+        mapping: dict[int, Node | int] = {
+            k: built.pop(id(edges[(id(op), k)])) if (id(op), k) in edges else leaves[id(operand)]
+            for k, operand in enumerate(op.inputs)
+        }
+        built[id(op)] = _graft(trees[id(op)], mapping)
+    return built[id(consumer)], inputs, found[1:]
 
 
 @graph_pass("FuseExpressions", 2, description="chains of elementwise operators fused into one pnnx.Expression")
 def fuse_expressions(graph: Graph) -> tuple[Graph, bool]:
-    changed = False
-    removed: set[int] = set()
-    # Last to first: a consumer swallows its producers one by one, then the chain above them.
+    removed: list[Operator] = []
+    gone: set[int] = set()
+    # Last to first: each consumer swallows the chain above it at once.
     for consumer in list(reversed(graph.operators)):
-        if id(consumer) in removed:
+        if id(consumer) in gone:
             continue
-        while True:
-            c_tree = _tree(consumer)
-            if c_tree is None:
-                break
-            target = next((k for k, o in enumerate(consumer.inputs) if _fusible(o, c_tree, k)), None)
-            if target is None:
-                break
-            producer = consumer.inputs[target].producer
-            assert producer is not None
-            p_tree = _tree(producer)
-            assert p_tree is not None
-            was = consumer.type
-            _fuse_into(graph, producer, p_tree, consumer, c_tree)
-            removed.add(id(producer))
-            record("fused", consumer.name, f"{producer.name} ({producer.type}) into {consumer.name} ({was}):"
-                   f" expr={consumer.params['expr'][:60]}")
-            changed = True
-    return graph, changed
-
-
-def _fusible(operand, c_tree: Node, k: int) -> bool:
-    producer = operand.producer
-    if producer is None or len(operand.consumers) != 1 or len(producer.outputs) != 1:
-        return False
-    return _references(c_tree, k) == 1 and _tree(producer) is not None
+        c_tree = _tree(consumer)
+        fused = _fuse_upward(consumer, c_tree) if c_tree is not None else None
+        if fused is None:
+            continue
+        tree, inputs, producers = fused
+        was = consumer.type
+        for o in consumer.inputs:
+            o.consumers.remove(consumer)
+        consumer.inputs, consumer.input_names = inputs, [""] * len(inputs)
+        for o in inputs:
+            o.consumers.append(consumer)
+        if consumer.type != "pnnx.Expression":
+            consumer.type, consumer.params = "pnnx.Expression", {}
+        set_expr(consumer, tree)
+        for p in producers:
+            gone.add(id(p))
+            removed.append(p)
+            record("fused", consumer.name, f"{p.name} ({p.type}) into {consumer.name} ({was})")
+    remove_operators(graph, removed)
+    return graph, bool(removed)

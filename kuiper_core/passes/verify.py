@@ -22,9 +22,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import ModelError
-from ..expression import parse, walk
+from ..expression import walk
 from ..expression.parser import Call, ListExpr, OperandRef
 from ..graph import Graph, Operand, Operator, Shape, numpy_dtype
+from .expr_tools import expr_of
 
 
 class GraphVerifyError(ModelError):
@@ -263,12 +264,10 @@ def _cat(op: Operator) -> str | None:
 def _expression(op: Operator) -> str | None:
     if not op.outputs or op.outputs[0].static_shape is None:
         return None
-    expr = op.params.get("expr")
-    if not isinstance(expr, str):
+    if not isinstance(op.params.get("expr"), str):
         return None
-    try:
-        ast = parse(expr)
-    except Exception:  # the layer reports a malformed expr at build
+    ast = expr_of(op)
+    if ast is None:  # the layer reports a malformed expr at build
         return None
     if any(isinstance(n, ListExpr) or (isinstance(n, Call) and n.name in ("size", "int")) for n in walk(ast)):
         return None

@@ -8,8 +8,16 @@ longest-lived member.
 
 Operands that never get a planned buffer (out=None, the layer allocates):
 - graph outputs and everything aliased with them (the caller keeps them after forward),
+  unless `keep_outputs` (the prepared forward copies them out): then they get buffers of
+  their own that nothing else reuses,
 - outputs of view-returning layers (they own no memory),
-- operands without a fully known static shape.
+- operands without a fully known static shape (`shapes` overrides the declared shapes and
+  dtypes with the ones a run produced).
+
+In place: `inplace` maps an operator to the input positions its output may overwrite (an
+elementwise op). When such an input dies at that operator, has the output's shape and
+dtype, and no other input of the operator aliases it, the output takes over its buffer
+(ReLU on a convolution's output, a residual add into the branch's output).
 """
 
 from __future__ import annotations
@@ -70,8 +78,19 @@ def _find(parent: dict[str, str], x: str) -> str:
     return x
 
 
-def plan_buffers(order: list[Operator], view_ops: set[str], graph_outputs: set[str]) -> BufferPlan:
-    """Greedy slot assignment over lifetimes (order = execution order)."""
+ShapeDtype = tuple[tuple[int, ...], np.dtype]
+
+
+def plan_buffers(
+    order: list[Operator],
+    view_ops: set[str],
+    graph_outputs: set[str],
+    *,
+    shapes: dict[str, ShapeDtype] | None = None,
+    inplace: dict[str, tuple[int, ...]] | None = None,
+    keep_outputs: bool = False,
+) -> BufferPlan:
+    """Greedy slot assignment over lifetimes (order = execution order); see the module docstring."""
     produced: dict[str, int] = {}
     last: dict[str, int] = {}
     operands: dict[str, Operand] = {}
@@ -98,6 +117,12 @@ def plan_buffers(order: list[Operator], view_ops: set[str], graph_outputs: set[s
         root = _find(parent, name)
         group_end[root] = max(group_end.get(root, -1), last[name])
 
+    def shape_dtype(o: Operand) -> ShapeDtype | None:
+        if shapes is not None:
+            return shapes.get(o.name)
+        shape = o.static_shape
+        return None if shape is None or o.dtype is None else (shape, numpy_dtype(o.dtype))
+
     plan = BufferPlan(last_use=dict(last))
     free: list[int] = []  # slots nobody holds now
     busy: list[tuple[int, int]] = []  # (end step of the holder's group, slot)
@@ -108,14 +133,24 @@ def plan_buffers(order: list[Operator], view_ops: set[str], graph_outputs: set[s
         busy = [(end, slot) for end, slot in busy if end >= step]
         if op.name in view_ops:
             continue
-        for out in op.outputs:
-            shape = out.static_shape
+        for k, out in enumerate(op.outputs):
+            sd = shape_dtype(out)
             end = group_end[_find(parent, out.name)]
-            if shape is None or out.dtype is None or end >= NEVER:
+            if sd is None or (end >= NEVER and not keep_outputs):
                 continue
-            dtype = numpy_dtype(out.dtype)
+            shape, dtype = sd
             nbytes = _limits.elements(shape) * dtype.itemsize
             if nbytes == 0 or nbytes > MAX_PLANNED_BYTES:
+                continue
+            if k == 0 and end < NEVER and inplace and op.name in inplace:
+                slot = _take_over(op, inplace[op.name], step, sd, plan, parent, group_end, busy)
+                if slot is not None:
+                    plan.assignment[out.name] = (slot, shape, dtype)
+                    busy.append((end, slot))
+                    continue
+            if end >= NEVER:  # a kept graph output: a slot of its own, never reused
+                plan.assignment[out.name] = (len(plan.slot_bytes), shape, dtype)
+                plan.slot_bytes.append(nbytes)
                 continue
             # Best fit: the smallest free slot that is big enough; else grow the largest
             # free slot (slots are allocated once, after planning); else a new slot.
@@ -133,3 +168,32 @@ def plan_buffers(order: list[Operator], view_ops: set[str], graph_outputs: set[s
             plan.assignment[out.name] = (slot, shape, dtype)
             busy.append((end, slot))
     return plan
+
+
+def _take_over(
+    op: Operator,
+    positions: tuple[int, ...],
+    step: int,
+    sd: ShapeDtype,
+    plan: BufferPlan,
+    parent: dict[str, str],
+    group_end: dict[str, int],
+    busy: list[tuple[int, int]],
+) -> int | None:
+    """The slot of an input the output may overwrite in place (removed from `busy`), or None."""
+    roots = [_find(parent, o.name) if o.name in parent else o.name for o in op.inputs]  # constants: no group
+    for k in positions:
+        if k >= len(op.inputs):
+            continue
+        name = op.inputs[k].name
+        a = plan.assignment.get(name)
+        if a is None or (a[1], a[2]) != (tuple(sd[0]), sd[1]) or group_end.get(roots[k]) != step:
+            continue
+        if any(roots[j] == roots[k] and op.inputs[j].name != name for j in range(len(op.inputs))):
+            continue  # another input is a view of it: overwriting would change what that reads
+        slot = a[0]
+        for i, (_, s) in enumerate(busy):
+            if s == slot:
+                del busy[i]
+                return slot
+    return None

@@ -183,6 +183,61 @@ def find_cycle(nodes: Sequence[str], succ: Successors) -> list[str] | None:
     return None
 
 
+def nodes_on_cycles(nodes: Sequence[str], succ: Successors) -> list[str]:
+    """Every node that lies on some cycle (in a strongly connected component of two or
+    more nodes, or with an edge to itself), in `nodes` order. Iterative Tarjan."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cyclic: set[str] = set()
+    counter = 0
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, iter(succ.get(start, ())))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(succ.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == node:
+                        break
+                if len(component) > 1 or node in succ.get(node, ()):
+                    cyclic.update(component)
+    return [n for n in nodes if n in cyclic]
+
+
+def _stuck_message(stuck: Sequence[str], on_cycle: Sequence[str], why: str) -> str:
+    """Name the nodes on a cycle, and the ones that only wait behind it, separately."""
+    after = [n for n in stuck if n not in set(on_cycle)]
+    text = f"{why}: {', '.join(on_cycle)} lie on a cycle"
+    if after:
+        text += f"; {', '.join(after)} {'comes' if len(after) == 1 else 'come'} after the cycle, so {'it was' if len(after) == 1 else 'they were'} never processed either"
+    return text + "."
+
+
 def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], Trace]:
     """Reverse-topological order by DFS (seed 004's ReverseTopo), with its trace.
 
@@ -237,10 +292,12 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
                 visited.add(nxt)
                 visited_order.append(nxt)
                 emit("call", nxt, f"{nxt} (successor of {node}) is not visited: recurse into it and mark it visited.")
-    if len(visited) != len(nodes):  # nodes no root reaches sit on a cycle
-        cycle = find_cycle([n for n in nodes if n not in visited], succ) or [n for n in nodes if n not in visited]
-        emit("cycle", cycle[0], f"{', '.join(n for n in nodes if n not in visited)} cannot be reached from a node "
-             "without predecessors: they lie on a cycle.")
+    if len(visited) != len(nodes):  # nodes no root reaches: on a cycle, or behind one
+        unvisited = [n for n in nodes if n not in visited]
+        cycle = find_cycle(unvisited, succ) or unvisited
+        on_cycle = [n for n in nodes_on_cycles(nodes, succ) if n in set(unvisited)] or cycle
+        emit("cycle", cycle[0], _stuck_message(unvisited, on_cycle, "No node without predecessors reaches "
+                                               + ", ".join(unvisited)))
         raise _with_trace(CycleError(cycle), events)
     order = output[::-1]
     emit("reverse", None, "Reverse the output list: that is the execution order.")
@@ -278,8 +335,10 @@ def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -
                 emit("enqueue", s, f"{s} now has in-degree 0: enqueue it.")
     if len(order) != len(nodes):
         cycle = find_cycle(nodes, succ) or [n for n in nodes if indeg[n] > 0]
-        stuck = ", ".join(n for n in nodes if indeg[n] > 0)
-        emit("cycle", cycle[0], f"The queue is empty but {stuck} still have predecessors: they lie on a cycle.")
+        stuck = [n for n in nodes if indeg[n] > 0]
+        on_cycle = nodes_on_cycles(nodes, succ) or cycle
+        emit("cycle", cycle[0], _stuck_message(stuck, on_cycle, f"The queue is empty but {', '.join(stuck)} still "
+                                               "wait for predecessors"))
         raise _with_trace(CycleError(cycle), events)
     return order, events
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from ..layers.registry import Layer, check_supported, create_layer, layer_class
 from .binding import Binding, bind, bound_operator, freeze, to_param
 from .memory import BufferPlan, plan_buffers
 from .order import ALGORITHMS, Trace
+from .prepared import NotPreparable, PreparedForward, PreparedSteps, raise_for_operator
 from .shape_check import Batch, batch_of, check_outputs
 
 # Layers kept per operator for parameter values computed at run time (one per distinct
@@ -43,6 +44,8 @@ from .shape_check import Batch, batch_of, check_outputs
 MAX_LAYERS_PER_OPERATOR = 64
 # Input-shape signatures whose first run was shape-checked; beyond this many, start again.
 MAX_CHECKED_SIGNATURES = 256
+# Input signatures kept prepared (prepared.py; each prepared forward holds its own buffers).
+MAX_PREPARED = 4
 
 
 class GraphState(IntEnum):
@@ -144,6 +147,9 @@ class RuntimeGraph:
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
         self.values: dict[str, Value] = {}  # operand values of the latest steps() run
+        # The fast paths by input signature (prepared.py); None: this graph cannot be prepared.
+        self._prepared: dict[tuple, PreparedForward | None] = {}
+        self._prepared_steps: dict[tuple, PreparedSteps] = {}
         # Planned buffers are shared state: one planned forward at a time (the app caches
         # one RuntimeGraph for every browser session).
         self._run_lock = threading.Lock()
@@ -198,6 +204,7 @@ class RuntimeGraph:
         self._view_ops = {r.key for r in self._run_order if r.layer is not None and r.layer.returns_views}
         self._replan()
         self._checked = set()
+        self._prepared, self._prepared_steps = {}, {}
         self.state = GraphState.Complete
         return self
 
@@ -264,6 +271,14 @@ class RuntimeGraph:
 
     def _forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         signature = tuple((a.shape, a.dtype.str) for a in inputs)
+        with self._run_lock:  # the prepared forward (prepared.py), made by the first run
+            if signature not in self._prepared:
+                outputs = self._prepare(signature, inputs)
+                if outputs is not None:
+                    return outputs
+            prepared = self._prepared[signature]
+            if prepared is not None:
+                return prepared.run(inputs)
         if signature not in self._checked:  # the first run at these shapes: checked, unplanned
             values = self._run(inputs, planned=False, check=True)
             if len(self._checked) >= MAX_CHECKED_SIGNATURES:
@@ -284,6 +299,33 @@ class RuntimeGraph:
                     self._replan()
             return self._collect_outputs(values)
 
+    def _prepare(self, signature: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """Prepare forward at this signature (under the lock). Its first run is the checked
+        run; returns its outputs, or None when the graph cannot be prepared."""
+        try:
+            prepared: PreparedForward | None = PreparedForward.build(self, inputs)
+        except NotPreparable:
+            prepared = None
+        if len(self._prepared) >= MAX_PREPARED:
+            self._prepared.pop(next(iter(self._prepared)))
+        self._prepared[signature] = prepared
+        if prepared is None:
+            return None
+        if len(self._checked) >= MAX_CHECKED_SIGNATURES:
+            self._checked.clear()
+        self._checked.add(signature)
+        outputs, prepared.first_outputs = prepared.first_outputs, []
+        return outputs
+
+    def _steps_for(self, inputs: list[np.ndarray]) -> PreparedSteps:
+        signature = tuple((a.shape, a.dtype.str) for a in inputs)
+        prepared = self._prepared_steps.get(signature)
+        if prepared is None:
+            if len(self._prepared_steps) >= MAX_PREPARED:
+                self._prepared_steps.pop(next(iter(self._prepared_steps)))
+            prepared = self._prepared_steps[signature] = PreparedSteps()
+        return prepared
+
     def steps(self, *arrays: np.ndarray) -> "StepRun":
         """Run one operator per iteration. The returned iterator's `.values` holds every
         operand computed so far (also `self.values` until the next steps() call). Steps
@@ -297,6 +339,7 @@ class RuntimeGraph:
     def _step_iter(self, inputs: list[np.ndarray], values: dict[str, Value]) -> Iterator[StepEvent]:
         feeds = self._feeds(inputs)
         batch = self._batch(inputs)
+        prepared = self._steps_for(inputs)
         for rop in self.order:
             op = rop.op
             b = rop.binding
@@ -312,7 +355,7 @@ class RuntimeGraph:
                         layer, _ = rop.layer_for(values)
                     assert layer is not None
                     args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in b.inputs]
-                    results = self._call(rop, layer, args, [None] * len(b.outputs))
+                    results = prepared.call(self, rop, layer, args)
                 if op.type != "pnnx.Input":  # the inputs were checked by _check_inputs
                     check_outputs(op, b.outputs, results, batch)
                 self._store(rop, results, values)
@@ -333,7 +376,12 @@ class RuntimeGraph:
         """The graph outputs from a dict of operand values (e.g. after steps())."""
         return self._collect_outputs(values)
 
-    def _run(self, inputs: list[np.ndarray], *, planned: bool, check: bool) -> dict[str, Value]:
+    def _run(
+        self, inputs: list[np.ndarray], *, planned: bool, check: bool,
+        record: Callable[[RuntimeOperator, list[Value], list[Value]], None] | None = None,
+    ) -> dict[str, Value]:
+        """One run over the operators not folded. `record(rop, args, results)`, if given,
+        sees every operator's arguments and results (prepared.py learns shapes from it)."""
         values: dict[str, Value] = dict(self._seed)
         plan = self.plan if planned else None
         last_use = self.plan.last_use if self.plan is not None else {}
@@ -359,6 +407,8 @@ class RuntimeGraph:
                         isinstance(a, np.ndarray) and np.may_share_memory(r, a) for a in args
                     ):
                         raise _ViewDetected(rop.key)
+            if record is not None:
+                record(rop, args, results)
             self._store(rop, results, values)
             # Liveness: drop what no later operator reads (planned buffers stay in the
             # plan; unplanned arrays are freed now).
@@ -390,14 +440,8 @@ class RuntimeGraph:
     def _call(self, rop: RuntimeOperator, layer: Layer, args: list[Value], out: list[np.ndarray | None]) -> list[Value]:
         try:
             results = layer.forward(args, out)
-        except LimitError as e:
-            raise e.at_operator(rop.name, rop.type) from None
-        except KuiperError:
-            raise
-        except MemoryError as e:  # a size no check caught: still an error, not a crash
-            raise _limits.out_of_memory(e, rop.name, rop.type) from None
-        except Exception as e:  # a layer bug or an input the layer cannot take: name the operator
-            raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=rop.name, op_type=rop.type) from e
+        except Exception as e:
+            raise_for_operator(e, rop.name, rop.type)
         if len(results) != len(out):
             raise ModelError(
                 f"layer returned {len(results)} output(s), the graph declares {len(out)}",

@@ -1,0 +1,286 @@
+"""The engine's tensors against reference tensors (PyTorch's, or a user's .npz).
+
+What the Forward page says about correctness comes from here, so every statement is backed
+by a count: how many operators were compared at all (an operator without a reference is
+not "within tolerance", it is unchecked), which references have the wrong shape (a shape
+mismatch, not an infinite error), and which keys of an uploaded .npz name nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..graph import Graph, Operand
+from .summary import shape_text
+
+# Comparison statuses, worst last (an operator's status is its worst output's).
+OK, OVER, SHAPE, NO_REF = "within tolerance", "over tolerance", "shape mismatch", "no reference"
+_RANK = {NO_REF: 0, OK: 1, OVER: 2, SHAPE: 3}
+
+# Fill colours of the graph's error view: states only (operators not compared are neutral).
+ERROR_COLORS = {OK: "#9fdf9f", OVER: "#ff9a9a", SHAPE: "#c9a0ff", "first bad": "#d62728"}
+
+
+# -- one tensor ----------------------------------------------------------------------------------
+def tolerance(reference: np.ndarray) -> float:
+    """The project's tolerance: 1e-4 * max(1, max|y|) (as tests/test_ops.py)."""
+    ref = np.asarray(reference)
+    if ref.dtype.kind not in "fc" or ref.size == 0:
+        return 0.0 if ref.dtype.kind in "iub" else 1e-4
+    finite = np.abs(ref[np.isfinite(ref)])
+    return 1e-4 * max(1.0, float(finite.max()) if finite.size else 1.0)
+
+
+def difference(value: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """|value - reference| elementwise in float64 (same shapes only). Values that agree
+    exactly (inf == inf, NaN and NaN) count 0; a NaN on one side only counts inf."""
+    v, r = np.asarray(value), np.asarray(reference)
+    if v.shape != r.shape:
+        raise ValueError(f"shapes differ: {v.shape} vs {r.shape}")
+    if v.dtype.kind == "b" or r.dtype.kind == "b":
+        return (v != r).astype(np.float64)
+    kind = np.result_type(v, r).kind
+    if kind not in "fc":
+        return np.abs(v.astype(np.int64) - r.astype(np.int64)).astype(np.float64)
+    dt = np.complex128 if kind == "c" else np.float64
+    v64, r64 = v.astype(dt), r.astype(dt)
+    with np.errstate(invalid="ignore"):  # inf - inf
+        diff = np.abs(v64 - r64)
+    same = (v64 == r64) | (np.isnan(v64) & np.isnan(r64))
+    return np.where(same, 0.0, np.where(np.isnan(diff), np.inf, diff))
+
+
+def max_abs_error(value: np.ndarray, reference: np.ndarray) -> float:
+    """Largest |value - reference|; inf when shapes differ (use `compare` to tell why)."""
+    v, r = np.asarray(value), np.asarray(reference)
+    if v.shape != r.shape:
+        return float("inf")
+    return float(difference(v, r).max()) if v.size else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One output against its reference."""
+
+    status: str  # OK, OVER or SHAPE
+    max_error: float | None  # None for a shape mismatch
+    tolerance: float
+    shape: tuple[int, ...]
+    ref_shape: tuple[int, ...]
+
+    @property
+    def ratio(self) -> float | None:
+        """max_error / tolerance (above 1 fails); None without an error."""
+        if self.max_error is None:
+            return None
+        if self.tolerance > 0:
+            return self.max_error / self.tolerance
+        return 0.0 if self.max_error == 0 else float("inf")
+
+    def text(self) -> str:
+        if self.status == SHAPE:
+            return f"shape mismatch: the engine made {shape_text(self.shape)}, the reference is {shape_text(self.ref_shape)}"
+        return f"max |error| {self.max_error:.3g} (tolerance {self.tolerance:.3g}): {self.status}"
+
+
+def compare(value: np.ndarray, reference: np.ndarray) -> Comparison:
+    v, r = np.asarray(value), np.asarray(reference)
+    tol = tolerance(r)
+    if v.shape != r.shape:
+        return Comparison(SHAPE, None, tol, tuple(v.shape), tuple(r.shape))
+    err = max_abs_error(v, r)
+    return Comparison(OK if err <= tol else OVER, err, tol, tuple(v.shape), tuple(r.shape))
+
+
+# -- which references apply ------------------------------------------------------------------------
+def output_operand_names(graph: Graph) -> list[str]:
+    """The operands behind forward()'s outputs out0, out1, ...: pnnx.Output's inputs in
+    order, a prim::TupleConstruct expanded into its elements (as forward() flattens it)."""
+    names: list[str] = []
+
+    def flat(operand: Operand) -> None:
+        producer = operand.producer
+        if producer is not None and producer.type == "prim::TupleConstruct":
+            for o in producer.inputs:
+                flat(o)
+        else:
+            names.append(operand.name)
+
+    for op in graph.outputs:
+        for o in op.inputs:
+            flat(o)
+    return names
+
+
+def _out_index(key: str) -> int | None:
+    return int(key[3:]) if key.startswith("out") and key[3:].isdigit() else None
+
+
+@dataclass
+class ReferenceMatch:
+    """An .npz's arrays keyed by the operand each one is compared with."""
+
+    refs: dict[str, np.ndarray]
+    keys: int  # arrays in the file
+    unmatched: list[str] = field(default_factory=list)  # keys naming no operand (nor outN)
+
+    @property
+    def matched(self) -> int:
+        return self.keys - len(self.unmatched)
+
+
+def match_references(graph: Graph, npz: Mapping[str, np.ndarray]) -> ReferenceMatch:
+    """Map an .npz of operand names and/or out0, out1, ... (forward()'s outputs, as in
+    NAME.expected.npz) to operand names; keys that name nothing are reported, not dropped
+    silently."""
+    outputs = output_operand_names(graph)
+    refs: dict[str, np.ndarray] = {}
+    unmatched: list[str] = []
+    for k, v in npz.items():
+        i = _out_index(k)
+        if i is None:
+            if k in graph.operands:
+                refs[k] = np.asarray(v)
+            else:
+                unmatched.append(k)
+    for k, v in npz.items():  # operand names win over outN for the same operand
+        i = _out_index(k)
+        if i is not None:
+            if i < len(outputs):
+                refs.setdefault(outputs[i], np.asarray(v))
+            elif k not in graph.operands:
+                unmatched.append(k)
+    return ReferenceMatch(refs, len(npz), unmatched)
+
+
+def references_for(graph: Graph, npz: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return match_references(graph, npz).refs
+
+
+# -- per operator --------------------------------------------------------------------------------
+@dataclass
+class OperatorCheck:
+    index: int  # execution position, 0-based (shown 1-based)
+    name: str
+    type: str
+    status: str  # the worst output's status; NO_REF when no output has a reference
+    outputs: dict[str, Comparison]
+
+    @property
+    def worst(self) -> Comparison | None:
+        if not self.outputs:
+            return None
+        return max(self.outputs.values(), key=lambda c: (_RANK[c.status], c.ratio or 0.0))
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (OVER, SHAPE)
+
+
+def check_operator(index: int, name: str, op_type: str, outputs: Mapping[str, Any],
+                   references: Mapping[str, np.ndarray]) -> OperatorCheck:
+    per = {
+        o: compare(v, references[o])
+        for o, v in outputs.items()
+        if o in references and not isinstance(v, (tuple, list))
+    }
+    status = max((c.status for c in per.values()), key=_RANK.__getitem__, default=NO_REF)
+    return OperatorCheck(index, name, op_type, status, per)
+
+
+def check_events(events: Iterable[Any], references: Mapping[str, np.ndarray]) -> list[OperatorCheck]:
+    """One OperatorCheck per StepEvent (index, name, type, outputs)."""
+    return [check_operator(e.index, e.name, e.type, e.outputs, references) for e in events]
+
+
+def first_bad(checks: Sequence[OperatorCheck]) -> OperatorCheck | None:
+    """The first operator (in execution order) over tolerance or with a wrong shape."""
+    return next((c for c in checks if c.failed), None)
+
+
+@dataclass(frozen=True)
+class CheckSummary:
+    run: int  # operators run so far
+    compared: int  # of those, with at least one reference
+    ok: int
+    over: int
+    shape: int
+
+    @property
+    def unchecked(self) -> int:
+        return self.run - self.compared
+
+
+def summarize(checks: Sequence[OperatorCheck]) -> CheckSummary:
+    n = {s: 0 for s in _RANK}
+    for c in checks:
+        n[c.status] += 1
+    return CheckSummary(len(checks), len(checks) - n[NO_REF], n[OK], n[OVER], n[SHAPE])
+
+
+def verdict(s: CheckSummary, source: str) -> tuple[str, str]:
+    """(level, sentence) for the page: 'success' only when something was compared and
+    nothing failed; 'warning' when nothing was compared; 'error' otherwise."""
+    counted = f"{s.compared} of {s.run} operators run so far compared with {source}"
+    if s.run == 0:
+        return "info", "Nothing has run yet."
+    if s.compared == 0:
+        return "warning", (
+            f"0 of {s.run} operators run so far have a reference tensor: nothing was compared "
+            "(no operand of this model is in the references)."
+        )
+    unchecked = f"; {s.unchecked} {'has' if s.unchecked == 1 else 'have'} no reference" if s.unchecked else ""
+    if s.over == 0 and s.shape == 0:
+        return "success", f"{counted}: all {s.compared} within tolerance{unchecked}."
+    parts = [f"{s.ok} within tolerance"] + ([f"{s.over} over tolerance"] if s.over else [])
+    parts += [f"{s.shape} with a shape mismatch"] if s.shape else []
+    return "error", f"{counted}: " + ", ".join(parts) + unchecked + "."
+
+
+def check_rows(checks: Sequence[OperatorCheck]) -> list[dict[str, Any]]:
+    """The error table: one row per operator, numbered from 1 like the stepper."""
+    rows = []
+    for c in checks:
+        w = c.worst
+        rows.append({
+            "#": c.index + 1,
+            "operator": c.name,
+            "type": c.type,
+            "status": c.status,
+            "max |error|": None if w is None else w.max_error,
+            "tolerance": None if w is None else w.tolerance,
+            "error / tolerance": None if w is None else w.ratio,
+            "detail": "" if w is None or w.status != SHAPE else w.text(),
+        })
+    return rows
+
+
+def error_colors(checks: Sequence[OperatorCheck]) -> dict[str, str]:
+    """Node fills for the error view: compared operators only (others stay neutral)."""
+    colors = {c.name: ERROR_COLORS[c.status] for c in checks if c.status != NO_REF}
+    bad = first_bad(checks)
+    if bad is not None:
+        colors[bad.name] = ERROR_COLORS["first bad"]
+    return colors
+
+
+ERROR_LEGEND = [
+    (OK, ERROR_COLORS[OK]), (OVER, ERROR_COLORS[OVER]), (SHAPE, ERROR_COLORS[SHAPE]),
+    ("first failure", ERROR_COLORS["first bad"]),
+]
+
+
+def rows_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as CSV text (header from the first row)."""
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
+    return buf.getvalue()

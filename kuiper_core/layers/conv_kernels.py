@@ -1,0 +1,201 @@
+"""Fast 2-D convolution kernels and the rule that picks one per input shape.
+
+A kernel object ("plan") is made once per input shape and thread, holding whatever that
+shape needs (padded-input buffer, column buffer, strided views); `run(x, y)` then does only
+the arithmetic, writing y (N, O, OH, OW) for x (N, C, H, W).
+
+- `Pointwise`: 1x1, stride 1, no padding: the input already is the GEMM's right operand.
+- `Im2col`: everything else. The padded input's kernel taps are gathered by a strided view
+  into a column buffer (G, Cg·KH·KW [+ a row of ones for the bias], OH·OW) and one
+  (broadcast over groups) GEMM with the weight, laid out (G, Og, Cg·KH·KW [+ bias]) at
+  build, writes the NCHW output. For stride 1 with few outputs per group (depthwise), the
+  columns are whole padded rows (long contiguous copies) and the wrapped-around output
+  columns are cropped: the copy is the cost there, not the GEMM.
+- `WinogradConv` (winograd.py): stride-1 3x3 convolutions, 2.25-4x fewer multiplications.
+
+`choose` estimates each candidate's time with a cost model fitted to single-thread
+measurements of this project's kernels (bench/README.md) and takes the cheapest.
+conv_reference.py holds the plain definitions every kernel here is tested against.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .winograd import WinogradConv
+from .windows import batch_chunks, pad_spatial, scratch, window_view
+
+Pads = tuple[int, int, int, int]  # top, bottom, left, right
+
+# Up to this many output channels per group, a stride-1 conv copies whole padded rows
+# (measured: 1.5-2x faster for depthwise convs, a wash or worse for dense ones).
+WIDE_ROWS_MAX_OUT_PER_GROUP = 16
+# A plan owns its buffers (zero borders and the bias row written once, views made once)
+# when they are this small; bigger convolutions use the per-thread scratch buffers.
+OWN_BUFFERS_MAX_BYTES = 1 << 20
+
+
+class Pointwise:
+    """1x1, stride 1, unpadded: y[n, g] = W[g] @ x[n, g] (+ bias)."""
+
+    def __init__(self, wmat: np.ndarray, x_shape: tuple[int, int, int, int]) -> None:
+        n, c, h, w = x_shape
+        self.g, self.og = wmat.shape[0], wmat.shape[1]
+        self.cg = c // self.g
+        self.w = np.ascontiguousarray(wmat[:, :, : self.cg])
+        self.bias = None if wmat.shape[2] == self.cg else np.ascontiguousarray(wmat[:, :, self.cg :])
+        self.x_shape = (n, self.g, self.cg, h * w)
+        self.y_shape = (n, self.g, self.og, h * w)
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        y3 = y.reshape(self.y_shape)
+        np.matmul(self.w, x.reshape(self.x_shape), out=y3)
+        if self.bias is not None:
+            y3 += self.bias
+
+
+class Im2col:
+    """Column buffer + one GEMM; see the module docstring."""
+
+    def __init__(
+        self,
+        wmat: np.ndarray,
+        kernel: tuple[int, int],
+        stride: tuple[int, int],
+        dilation: tuple[int, int],
+        pads: Pads,
+        padding_mode: str,
+        x_shape: tuple[int, int, int, int],
+        out_hw: tuple[int, int],
+        dtype: np.dtype,
+        own_buffers: bool | None = None,
+    ) -> None:
+        """own_buffers: None = when small (OWN_BUFFERS_MAX_BYTES); needs padding_mode 'zeros'."""
+        n, c, h, w = x_shape
+        g, og = wmat.shape[0], wmat.shape[1]
+        kh, kw = kernel
+        self.k = c // g * kh * kw
+        self.has_bias = wmat.shape[2] == self.k + 1
+        self.wmat = wmat
+        self.kernel, self.stride, self.dilation, self.pads, self.mode = kernel, stride, dilation, pads, padding_mode
+        self.out_hw = out_hw
+        self.dtype = dtype
+        self.g = g
+        oh, ow = out_hw
+        # Wide rows: stride 1, few outputs per group (see WIDE_ROWS_MAX_OUT_PER_GROUP).
+        self.wide = stride == (1, 1) and og <= WIDE_ROWS_MAX_OUT_PER_GROUP
+        self.slack = (kw - 1) * dilation[1] if self.wide else 0
+        hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
+        self.cols_w = oh * wp if self.wide else oh * ow  # columns per item
+        self.per_item = g * (self.k + 1) * self.cols_w + (g * og * oh * wp if self.wide else 0)
+        nbytes = (n * (c * hp * wp + self.slack) + n * self.per_item) * dtype.itemsize
+        own = nbytes <= OWN_BUFFERS_MAX_BYTES if own_buffers is None else own_buffers
+        self.own = own and padding_mode == "zeros"
+        if self.own:
+            # Padded input with zero borders, columns with the ones row, and the strided
+            # view between them, all made once: a call is two copies and a GEMM.
+            flat = np.zeros(n * c * hp * wp + self.slack, dtype)
+            self.padded = flat[: n * c * hp * wp].reshape(n, c, hp, wp)
+            self.interior = self.padded[:, :, pads[0] : pads[0] + h, pads[2] : pads[2] + w]
+            self.cols = np.empty((n, g, self.k + self.has_bias, self.cols_w), dtype)
+            if self.has_bias:
+                self.cols[:, :, self.k] = 1
+            self.taps, self.cols_view = self._views(self.padded, self.cols)
+            self.wide_out = np.empty((n, g, og, oh, wp), dtype) if self.wide else None
+
+    def _views(self, xp: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel taps of the padded input, and the part of `cols` they are copied to."""
+        n, c, hp, wp = xp.shape
+        g, (kh, kw), (dh, dw) = self.g, self.kernel, self.dilation
+        cg = c // g
+        oh, ow = self.out_hw
+        if self.wide:
+            item = xp.itemsize
+            taps = as_strided(xp, (n, g, cg, kh, kw, oh * wp),
+                              (c * hp * wp * item, cg * hp * wp * item, hp * wp * item, dh * wp * item, dw * item, item),
+                              writeable=False)
+        else:
+            taps = window_view(xp, self.kernel, self.stride, self.dilation, self.out_hw).reshape(n, g, cg, kh, kw, oh, ow)
+        return taps, np.reshape(cols[:, :, : self.k], taps.shape, copy=False)
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        if self.own:
+            np.copyto(self.interior, x)
+            np.copyto(self.cols_view, self.taps)
+            self._gemm(self.cols, y, self.wide_out)
+            return
+        n = x.shape[0]
+        for part in batch_chunks(n, self.per_item):
+            self._run_scratch(x[part], y[part])
+
+    def _run_scratch(self, x: np.ndarray, y: np.ndarray) -> None:
+        n = x.shape[0]
+        xp = pad_spatial(x, self.pads, self.mode, slot="conv.pad", slack=self.slack)
+        cols = scratch("conv.cols", (n, self.g, self.k + self.has_bias, self.cols_w), self.dtype)
+        taps, cols_view = self._views(xp, cols)
+        np.copyto(cols_view, taps)
+        if self.has_bias:
+            cols[:, :, self.k] = 1
+        wide = None
+        if self.wide:
+            wide = scratch("conv.wide", (n, self.g, self.wmat.shape[1], self.out_hw[0], xp.shape[3]), self.dtype)
+        self._gemm(cols, y, wide)
+
+    def _gemm(self, cols: np.ndarray, y: np.ndarray, wide: np.ndarray | None) -> None:
+        n, g, og = y.shape[0], self.g, self.wmat.shape[1]
+        oh, ow = self.out_hw
+        if wide is None:
+            np.matmul(self.wmat, cols, out=y.reshape(n, g, og, oh * ow))
+            return
+        # Computed on an OH x Wp grid: crop the columns that wrapped into the padding.
+        np.matmul(self.wmat, cols, out=wide.reshape(n, g, og, -1))
+        np.copyto(y.reshape(n, g, og, oh, ow), wide[..., :ow])
+
+
+class ConvKernel(Protocol):
+    def run(self, x: np.ndarray, y: np.ndarray) -> None: ...
+
+
+# -- choosing a kernel -------------------------------------------------------------------
+# Cost model (milliseconds, one thread), least-squares fit over 181 shapes (N 1/4, C and O
+# 8-512, H 7-112) of measured single-thread times of Im2col and WinogradConv F(2,3)/F(4,3)
+# on the project's build machine; the choice it makes is within 2 % of the fastest on
+# average. Winograd is not worth its transforms below 32 channels on either side.
+_GEMM_MAC = 1.96e-8  # im2col GEMM, per multiply-accumulate
+_COL_COPY = 2.47e-7  # im2col, per column element copied
+_WINO_MAC = 2.19e-8  # Winograd batched GEMM, per multiply-accumulate
+_WINO_WEIGHT = 2.12e-7  # per transformed weight element read
+_WINO_IN = 6.53e-7  # per input-tile element (gather + transform)
+_WINO_OUT = 2.18e-6  # per output element (inverse transform + scatter)
+_CALL = 1.35e-2  # fixed cost per kernel call
+WINOGRAD_MIN_CHANNELS = 32
+
+
+def im2col_cost(n: int, c: int, o: int, oh: int, ow: int, taps: int) -> float:
+    p = n * oh * ow
+    return _GEMM_MAC * taps * c * o * p + _COL_COPY * taps * c * p + _CALL
+
+
+def winograd_cost(m: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
+    t = m + 2
+    tiles = n * -(-oh // m) * -(-ow // m)
+    return (_WINO_MAC * t * t * o * c * tiles + _WINO_WEIGHT * t * t * o * c
+            + _WINO_IN * tiles * c * t * t + _WINO_OUT * tiles * o * m * m + 3 * _CALL)
+
+
+def winograd_tile(
+    x_shape: tuple[int, int, int, int], out_channels: int, kernel: tuple[int, int], stride: tuple[int, int],
+    dilation: tuple[int, int], groups: int, padding_mode: str, out_hw: tuple[int, int],
+) -> int | None:
+    """m of the Winograd F(m, 3) that beats im2col for this convolution, or None."""
+    n, c = x_shape[:2]
+    if (kernel, stride, dilation, groups, padding_mode) != ((3, 3), (1, 1), (1, 1), 1, "zeros"):
+        return None
+    if min(c, out_channels) < WINOGRAD_MIN_CHANNELS:
+        return None
+    costs = {m: winograd_cost(m, n, c, out_channels, *out_hw) for m in (2, 4)}
+    best = min(costs, key=costs.__getitem__)
+    return best if costs[best] < im2col_cost(n, c, out_channels, *out_hw, 9) else None

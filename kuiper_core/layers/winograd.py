@@ -1,0 +1,138 @@
+"""Winograd F(m x m, 3 x 3) convolution for stride-1 3x3 convolutions (Lavin & Gray, 2016).
+
+A 3x3 convolution computes each m x m block of outputs from a (m+2) x (m+2) tile d of the
+input. Winograd's minimal filtering does it as
+
+    Y = A^T [ U ⊙ (B^T d B) ] A,    U = G g G^T  (g: one 3x3 kernel)
+
+so per tile and channel pair it needs (m+2)^2 multiplications instead of 9 m^2: 2.25x fewer
+for F(2,3) (4x4 tiles) and 4x fewer for F(4,3) (6x6 tiles). Summed over input channels, the
+elementwise products become (m+2)^2 independent GEMMs, U[k] (O x C) @ V[k] (C x tiles), which
+is where the time goes; the transforms are small GEMMs over all tiles at once.
+
+- At build: U = G g G^T for every (out, in) channel pair, laid out (t*t, O, C) for the
+  batched GEMM (computed in float64, stored in the weight's dtype).
+- Per call (`WinogradConv.run`): zero-pad the input into a buffer whose size is a whole
+  number of tiles; gather the overlapping tiles (one strided copy); B^T d B as two small
+  GEMMs (rows, then columns of every tile); the batched GEMM; A^T M A as two small GEMMs;
+  scatter the m x m blocks into the output, adding the bias on the way.
+
+Rounding: F(2,3)'s transforms are exact in binary; F(4,3)'s constants (1/6, 1/24) cost
+about one more decimal digit than a direct float32 convolution (relative error ~1e-6 vs
+~1e-7), well inside the project's 1e-4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .windows import SCRATCH_BUDGET, scratch
+
+# m -> (B^T, G, A^T) for interpolation points 0, ±1 (F(2,3)) and 0, ±1, ±2 (F(4,3)).
+TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
+    2: (
+        np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
+        np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64),
+        np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64),
+    ),
+    4: (
+        np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                  [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
+        np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                  [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64),
+        np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float64),
+    ),
+}
+
+
+def transform_weights(weight: np.ndarray, m: int) -> np.ndarray:
+    """U = G g G^T for every (out, in) pair of a (O, C, 3, 3) weight, as (t*t, O, C)."""
+    _, g, _ = TRANSFORMS[m]
+    o, c = weight.shape[:2]
+    u = np.einsum("ai,ocij,bj->aboc", g, weight.astype(np.float64), g)
+    return np.ascontiguousarray(u.reshape((m + 2) ** 2, o, c).astype(weight.dtype))
+
+
+class WinogradConv:
+    """One stride-1 3x3 convolution at one input shape: buffers and views made once.
+
+    Batches whose work buffers would pass SCRATCH_BUDGET run in chunks of `self.chunk`."""
+
+    def __init__(
+        self,
+        u: np.ndarray,
+        bias: np.ndarray | None,
+        m: int,
+        x_shape: tuple[int, int, int, int],
+        pads: tuple[int, int, int, int],
+        dtype: np.dtype,
+    ) -> None:
+        bt, _, at = TRANSFORMS[m]
+        t = m + 2
+        batch, c, h, w = x_shape
+        o = u.shape[1]
+        oh, ow = h + pads[0] + pads[1] - 2, w + pads[2] + pads[3] - 2
+        th, tw = -(-oh // m), -(-ow // m)  # tiles down and across (the last ones may overhang)
+        self.chunk = n = max(1, min(batch, SCRATCH_BUDGET // (t * t * max(c, o) * th * tw)))
+        self.m, self.t, self.o, self.c = m, t, o, c
+        self.tiles = n * th * tw
+        self.u = u
+        self.bt = bt.astype(dtype)
+        self.at = at.astype(dtype)
+        self.bias = None if bias is None else bias.astype(dtype).reshape(1, 1, o, 1, 1, 1)
+        self.pads = pads
+        self.dtype = dtype
+        # Zero-padded input covering every tile; x goes in at (top, left), the rest stays 0.
+        self.padded = np.zeros((n, c, th * m + 2, tw * m + 2), dtype)
+        self.interior = self.padded[:, :, pads[0] : pads[0] + h, pads[2] : pads[2] + w]
+        s = self.padded.strides
+        # tiles[a, b, c, n, i, j] = padded[n, c, i*m + a, j*m + b]
+        self.tile_view = as_strided(self.padded, (t, t, c, n, th, tw), (s[2], s[3], s[1], s[0], m * s[2], m * s[3]),
+                                    writeable=False)
+        self.out_hw = (oh, ow)
+        self.grid = (n, o, th * m, tw * m)
+        self.exact = (oh, ow) == (th * m, tw * m)  # no overhanging tiles to crop
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        """y (N, O, OH, OW) = conv3x3(x (N, C, H, W)) + bias."""
+        n = self.chunk
+        if x.shape[0] == n:
+            self._run(x, y)
+            return
+        for i in range(0, x.shape[0], n):
+            part = slice(i, i + n)
+            if x[part].shape[0] == n:
+                self._run(x[part], y[part])
+            else:  # the last, smaller chunk
+                WinogradConv(self.u, self.bias, self.m, x[part].shape, self.pads, self.dtype)._run(x[part], y[part])
+
+    def _run(self, x: np.ndarray, y: np.ndarray) -> None:
+        m, t, c, o, tiles = self.m, self.t, self.c, self.o, self.tiles
+        np.copyto(self.interior, x)
+        d = scratch("winograd.d", (t, t * c * tiles), self.dtype)
+        np.copyto(d.reshape(self.tile_view.shape), self.tile_view)
+        # B^T d B: transform every tile's rows (a -> xi), then its columns (b -> nu).
+        r = scratch("winograd.r", (t, t * c * tiles), self.dtype)
+        np.matmul(self.bt, d, out=r)
+        v = scratch("winograd.v", (t, t, c * tiles), self.dtype)
+        np.matmul(self.bt, r.reshape(t, t, c * tiles), out=v)
+        # One GEMM per transform point: (O x C) @ (C x tiles).
+        mm = scratch("winograd.m", (t * t, o, tiles), self.dtype)
+        np.matmul(self.u, v.reshape(t * t, c, tiles), out=mm)
+        # A^T M A, rows then columns: (m, m, O, tiles) output blocks.
+        r2 = scratch("winograd.r2", (m, t * o * tiles), self.dtype)
+        np.matmul(self.at, mm.reshape(t, t * o * tiles), out=r2)
+        blocks = scratch("winograd.y", (m, m, o * tiles), self.dtype)
+        np.matmul(self.at, r2.reshape(m, t, o * tiles), out=blocks)
+        blocks6 = blocks.reshape(m, m, o, *self.tile_view.shape[3:])
+        grid = y if self.exact else scratch("winograd.grid", self.grid, self.dtype)
+        s = grid.strides
+        # grid[n, o, i*m + a, j*m + b] = blocks[a, b, o, n, i, j] (+ bias[o])
+        dst = as_strided(grid, blocks6.shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]))
+        if self.bias is None:
+            np.copyto(dst, blocks6)
+        else:
+            np.add(blocks6, self.bias, out=dst)
+        if not self.exact:
+            np.copyto(y, grid[:, :, : self.out_hw[0], : self.out_hw[1]])

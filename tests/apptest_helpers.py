@@ -1,0 +1,87 @@
+"""Helpers shared by the AppTest files: start the app, read what the graph viewer shows."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from conftest import ROOT
+
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+TIMEOUT = 180
+
+# AppTest resets PagesManager.uses_pages_directory before every run, so with a `pages/`
+# folder each rerun after the first would execute the page file bare (Streamlit's legacy
+# multipage mode) instead of app.py. The server sets it to False for good at its first
+# st.navigation call; do the same here, so every AppTest run goes through app.py (its
+# sidebar, URL and style) exactly as in the browser.
+_pages_manager_init = PagesManager.__init__
+
+
+def _navigation_mode_init(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    _pages_manager_init(self, *args, **kwargs)
+    PagesManager.uses_pages_directory = False
+
+
+PagesManager.__init__ = _navigation_mode_init  # type: ignore[method-assign]
+HOME, GRAPH, ORDER, EXPR, FORWARD, PROFILE = (
+    "pages/1_home.py", "pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py",
+    "pages/6_profile.py",
+)
+
+
+def app(model: str | None = None, page: str | None = None, query: dict[str, str] | None = None) -> AppTest:
+    """The app on `model` (picked on Home) and `page`; `query`: the URL it is opened with."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update(query or {})
+    if query and page is not None and model is None:  # a link straight to a page
+        at.switch_page(page)
+        page = None
+    at.run()
+    if model is not None:
+        at.radio(key="home_bundled").set_value(model).run()
+    if page is not None:
+        at.switch_page(page).run()
+    no_exception(at)
+    return at
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def click(at: AppTest, key: str, times: int = 1) -> AppTest:
+    for _ in range(times):
+        at.button(key=key).click().run()
+        no_exception(at)
+    return at
+
+
+def dots(at: AppTest) -> list[str]:
+    return [el.proto.spec for el in at.get("graphviz_chart")]
+
+
+def viewers(at: AppTest) -> list[dict[str, Any]]:
+    """The overlay each graph viewer was given (highlight, colors, legend, …), in page order."""
+    return [json.loads(el.proto.json) for el in at.get("bidi_component") if el.proto.component_name == "kx_graph_viewer"]
+
+
+def highlight(at: AppTest, i: int = 0) -> str | None:
+    return viewers(at)[i]["highlight"]
+
+
+def node_names(dot: str) -> set[str]:
+    """Quoted ids that start a node statement (`"name" [label=…`), at any nesting depth."""
+    return {m.group(1).replace('\\"', '"') for m in re.finditer(r'^\s*"((?:[^"\\]|\\.)*)" \[', dot, re.M)}
+
+
+def operator_nodes(dot: str) -> set[str]:
+    """Node ids that are operators (closed modules are 'group …' nodes)."""
+    return {n for n in node_names(dot) if not n.startswith("group ")}
+
+
+def texts(elements) -> list[str]:
+    return [e.value for e in elements]

@@ -1,0 +1,158 @@
+"""The fast convolution kernels against the readable reference (conv_reference.py), over
+random shapes, strides, paddings, dilations, groups and padding modes (hypothesis).
+
+The reference itself is checked against PyTorch's outputs by the exported conv cases
+(tests/test_ops.py) and by the torch sweeps in test_layers_conv.py; here every kernel
+(Pointwise, Im2col with own or scratch buffers, wide rows or not, Winograd F(2,3)/F(4,3))
+must agree with it, and so must the kernel the layer picks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kuiper_core.graph import Attribute, Graph
+from kuiper_core.layers.conv_kernels import Im2col, Pointwise, winograd_tile
+from kuiper_core.layers.conv_reference import conv2d_reference, conv_transpose2d_reference
+from kuiper_core.layers.registry import create_layer
+from kuiper_core.layers.windows import out_size
+from kuiper_core.layers.winograd import WinogradConv, transform_weights
+from layer_testing import assert_close
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def arrays(seed: int, *shapes: tuple[int, ...]) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def weight_matrix(w: np.ndarray, b: np.ndarray | None, groups: int) -> np.ndarray:
+    """The GEMM layout conv.py builds: (G, Og, Cg*KH*KW [+ bias])."""
+    o = w.shape[0]
+    wm = w.reshape(groups, o // groups, -1)
+    return wm if b is None else np.concatenate([wm, b.reshape(groups, o // groups, 1)], axis=2)
+
+
+@st.composite
+def conv_cases(draw):
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    cg, og = draw(st.integers(1, 4)), draw(st.sampled_from([1, 2, 5, 17]))  # 17 > 16: not "wide rows"
+    k = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    mode = draw(st.sampled_from(["zeros", "zeros", "reflect", "replicate", "circular"]))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    if mode == "reflect":  # torch: reflect padding must be smaller than the input
+        pads = tuple(min(p, 1) for p in pads)
+    h = draw(st.integers(max(2, dil[0] * (k[0] - 1) + 1 - pads[0] - pads[1]), 9))
+    w = draw(st.integers(max(2, dil[1] * (k[1] - 1) + 1 - pads[2] - pads[3]), 9))
+    n = draw(st.integers(1, 3))
+    bias = draw(st.booleans())
+    return dict(groups=groups, c=cg * groups, o=og * groups, k=k, stride=stride, dil=dil, mode=mode, pads=pads,
+                x_shape=(n, cg * groups, h, w), bias=bias, seed=draw(st.integers(0, 1000)))
+
+
+@pytest.mark.parametrize("own", [True, False])
+@SETTINGS
+@given(case=conv_cases())
+def test_im2col_matches_reference(own: bool, case: dict) -> None:
+    n, c, h, w = case["x_shape"]
+    x, wt, b = arrays(case["seed"], case["x_shape"], (case["o"], c // case["groups"]) + case["k"], (case["o"],))
+    bias = b if case["bias"] else None
+    p, k, s, d = case["pads"], case["k"], case["stride"], case["dil"]
+    out_hw = (out_size(h, k[0], s[0], p[0], p[1], d[0]), out_size(w, k[1], s[1], p[2], p[3], d[1]))
+    kernel = Im2col(weight_matrix(wt, bias, case["groups"]), k, s, d, p, case["mode"], case["x_shape"], out_hw,
+                    np.dtype(np.float32), own_buffers=own)
+    y = np.full((n, case["o"]) + out_hw, np.nan, np.float32)
+    for _ in range(2):  # a second call reuses the buffers (zero borders, ones row)
+        kernel.run(x, y)
+        assert_close(y, conv2d_reference(x, wt, bias, s, p, d, case["groups"], case["mode"]), str(case))
+        x = x[::-1].copy()
+
+
+@SETTINGS
+@given(n=st.integers(1, 3), groups=st.sampled_from([1, 2]), cg=st.integers(1, 5), og=st.integers(1, 5),
+       h=st.integers(1, 6), w=st.integers(1, 6), bias=st.booleans(), seed=st.integers(0, 1000))
+def test_pointwise_matches_reference(n, groups, cg, og, h, w, bias, seed) -> None:
+    x, wt, b = arrays(seed, (n, cg * groups, h, w), (og * groups, cg, 1, 1), (og * groups,))
+    kernel = Pointwise(weight_matrix(wt, b if bias else None, groups), x.shape)
+    y = np.empty((n, og * groups, h, w), np.float32)
+    kernel.run(x, y)
+    assert_close(y, conv2d_reference(x, wt, b if bias else None, groups=groups), "pointwise")
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@SETTINGS
+@given(n=st.integers(1, 3), c=st.integers(1, 6), o=st.integers(1, 6), h=st.integers(1, 11), w=st.integers(1, 11),
+       pads=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), seed=st.integers(0, 1000))
+def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, seed) -> None:
+    if h + pads[0] + pads[1] < 3 or w + pads[2] + pads[3] < 3:
+        return
+    x, wt, b = arrays(seed, (n, c, h, w), (o, c, 3, 3), (o,))
+    kernel = WinogradConv(transform_weights(wt, m), b if bias else None, m, x.shape, pads, np.dtype(np.float32))
+    ref = conv2d_reference(x, wt, b if bias else None, pads=pads)
+    y = np.full(ref.shape, np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, ref, f"F({m},3)")
+
+
+def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kuiper_core.layers.winograd as winograd
+
+    monkeypatch.setattr(winograd, "SCRATCH_BUDGET", 1)
+    x, wt, b = arrays(3, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
+    kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
+    assert kernel.chunk == 1
+    y = np.empty((5, 3, 6, 7), np.float32)
+    kernel.run(x, y)
+    assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "chunked")
+
+
+def test_winograd_is_chosen_for_resnet_layers_only() -> None:
+    geometry = dict(kernel=(3, 3), stride=(1, 1), dilation=(1, 1), groups=1, padding_mode="zeros")
+    assert winograd_tile((1, 64, 56, 56), 64, out_hw=(56, 56), **geometry) == 4
+    assert winograd_tile((1, 256, 14, 14), 256, out_hw=(14, 14), **geometry) in (2, 4)  # measured: both ~1.5x
+    assert winograd_tile((1, 8, 8, 8), 8, out_hw=(8, 8), **geometry) is None  # transforms cost more
+    assert winograd_tile((1, 64, 56, 56), 64, out_hw=(28, 28), **{**geometry, "stride": (2, 2)}) is None
+
+
+def conv_layer(weight: np.ndarray, bias: np.ndarray | None, in_shape: tuple[int, ...] | None, **params) -> object:
+    g = Graph()
+    x = g.add_operand("x")
+    x.shape, x.dtype = (list(in_shape) if in_shape else None), "f32"
+    op = g.add_operator("nn.Conv2d", "conv", [x], [g.add_operand("y")], in_channels=weight.shape[1] * params["groups"],
+                        out_channels=weight.shape[0], kernel_size=list(weight.shape[2:]), bias=bias is not None,
+                        padding_mode="zeros", **params)
+    op.attrs["weight"] = Attribute("f32", weight.shape, weight)
+    if bias is not None:
+        op.attrs["bias"] = Attribute("f32", bias.shape, bias)
+    return create_layer(op)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+@pytest.mark.parametrize("c, o, size", [(32, 48, 24), (40, 32, 20), (64, 64, 17)])
+def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: int, size: int) -> None:
+    x, wt, b = arrays(c, (2, c, size, size + 1), (o, c, 3, 3), (o,))
+    wt *= 1 / np.sqrt(9 * c)
+    layer = conv_layer(wt, b, x.shape if declared else None, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
+    assert bool(layer._winograd_weights) == declared  # transformed at build when the shape is known
+    (y,) = layer.forward([x], [None])
+    assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), WinogradConv)
+    assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "layer")
+
+
+def test_transposed_conv_matches_reference() -> None:
+    x, wt, b = arrays(5, (2, 4, 5, 6), (4, 3, 3, 2), (6,))
+    g = Graph()
+    op = g.add_operator("nn.ConvTranspose2d", "convt", [g.add_operand("x")], [g.add_operand("y")], in_channels=4,
+                        out_channels=6, kernel_size=[3, 2], stride=[2, 3], padding=[1, 0], output_padding=[1, 2],
+                        dilation=[1, 2], groups=2, bias=True)
+    op.attrs = {"weight": Attribute("f32", wt.shape, wt), "bias": Attribute("f32", b.shape, b)}
+    (y,) = create_layer(op).forward([x], [None])
+    ref = conv_transpose2d_reference(x, wt, b, (2, 3), (1, 0), (1, 2), (1, 2), 2)
+    assert_close(y, ref, "conv_transpose2d")

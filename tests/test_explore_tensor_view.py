@@ -1,0 +1,72 @@
+"""kuiper_core.explore.tensor_view: a view chosen by shape, with capped sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kuiper_core.explore import tensor_view as V
+
+
+@pytest.mark.parametrize(
+    "shape, kind, core",
+    [
+        ((1, 1000), "vector", (1000,)),
+        ((1, 1008, 8), "matrix", (1008, 8)),
+        ((1, 64, 56, 56), "slices", (64, 56, 56)),
+        ((2, 3, 4, 5), "slices", (2, 3, 4, 5)),
+        ((1, 1), "scalar", ()),
+        ((), "scalar", ()),
+        ((0, 3), "empty", (0, 3)),
+    ],
+)
+def test_layout_by_shape(shape, kind, core) -> None:
+    lay = V.layout(np.zeros(shape, np.float32))
+    assert (lay.kind, lay.core) == (kind, core)
+
+
+def test_a_tall_matrix_is_capped_by_block_means() -> None:
+    m = np.arange(1008 * 8, dtype=np.float32).reshape(1008, 8)
+    cells, (fr, fc) = V.block_reduce(m, 96, 96)
+    assert cells.shape == (92, 8) and (fr, fc) == (11, 1)
+    assert cells[0, 0] == pytest.approx(m[:11, 0].mean()) and cells[-1, 7] == pytest.approx(m[1001:, 7].mean())
+    small, f = V.block_reduce(np.ones((8, 8)), 96, 96)
+    assert small.shape == (8, 8) and f == (1, 1)
+
+
+def test_block_means_keep_nonfinite_values_visible() -> None:
+    m = np.zeros((200, 3))
+    m[150, 1] = np.nan
+    cells, (fr, _) = V.block_reduce(m, 50, 50)
+    assert np.isnan(cells[150 // fr, 1]) and np.isfinite(np.delete(cells.reshape(-1), (150 // fr) * 3 + 1)).all()
+    rows = V.heatmap_rows(cells, (fr, 1))
+    assert sum(rows["nonfinite"]) == 1 and rows["value"].count(None) == 1
+    assert rows["row_end"][0] == fr and rows["col"][:3] == [0, 1, 2]
+
+
+def test_slices_of_nd_tensors() -> None:
+    a = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)
+    m = V.slice_2d(a, 2, 3, {0: 1, 1: 2})
+    assert np.array_equal(m, a[1, 2])
+    t = V.slice_2d(a, 3, 1, {0: 0, 2: 3})  # rows = dim 3, columns = dim 1: transposed
+    assert np.array_equal(t, a[0, :, 3, :].T)
+    with pytest.raises(ValueError):
+        V.slice_2d(a, 1, 1, {})
+    with pytest.raises(IndexError):
+        V.slice_2d(a, 2, 3, {0: 5})
+
+
+def test_top_entries_vector_rows_and_tables() -> None:
+    v = np.array([0.1, 3.0, np.nan, 2.0, 3.0], np.float32)
+    top = V.top_entries(v, 3, labels=list("abcde"))
+    assert [(r["index"], r["label"]) for r in top] == [(1, "b"), (4, "e"), (3, "d")]
+    assert V.vector_rows(v)["value"][2] is None
+    part, cut = V.table_slice(np.zeros((5000, 3)))
+    assert part.shape == (V.MAX_TABLE_ROWS, 3) and cut
+    assert V.table_slice(np.float32(2.5))[0].shape == (1, 1)
+
+
+def test_value_preview_shows_numbers() -> None:
+    assert V.value_preview(np.arange(3, dtype=np.float32) / 2) == "[0, 0.5, 1]"
+    assert V.value_preview(np.arange(100)).endswith("… (100 values)]")
+    assert V.value_preview(2.5) == "2.5"

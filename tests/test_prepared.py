@@ -1,0 +1,97 @@
+"""The prepared forward (runtime/prepared.py): fixed calls on fixed, shared, in-place buffers.
+
+Every exported op case and bundled model runs forward three times: with its input, with
+another input (so every buffer holds other values), and with its input again; the last
+run must still match PyTorch's outputs, and no result may change after it is returned.
+The in-place choices are checked on ResNet-18's plan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kuiper_core
+from conftest import OPS, SAMPLES, max_err_ok
+from kuiper_core.runtime.prepared import PreparedForward
+
+CASES = sorted(p.parent for p in OPS.glob("*/model.pnnx.param"))
+MODELS = ["digits_cnn", "tiny_mlp", "resnet18", "mobilenetv3", "unet", "yolov5s_mini", "vit_tiny", "expr_zoo", "deep1500"]
+
+
+def _npz(path: Path, prefix: str) -> list[np.ndarray]:
+    with np.load(path) as z:
+        return [z[f"{prefix}{i}"] for i in range(len(z.files))]
+
+
+def _other(x: np.ndarray) -> np.ndarray:
+    """Another input of the same shape and dtype (floats changed, integers kept: they may be indices)."""
+    return (x * np.asarray(0.5, x.dtype) + np.asarray(0.25, x.dtype)) if x.dtype.kind == "f" else x.copy()
+
+
+def _three_runs(g: kuiper_core.RuntimeGraph, inputs: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    first = g.forward(*inputs)
+    kept = [y.copy() for y in first]
+    g.forward(*[_other(x) for x in inputs])
+    last = g.forward(*inputs)
+    for i, (y0, k, y, ref) in enumerate(zip(first, kept, last, expected)):
+        assert np.array_equal(y0, k, equal_nan=True), f"out{i} changed after it was returned"
+        ok, err, bound = max_err_ok(y, ref)
+        assert ok, f"out{i}: prepared run err {err:.3g} > {bound:.3g}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_op_case_runs_prepared(case: Path) -> None:
+    g = kuiper_core.load(case / "model.pnnx.param")
+    _three_runs(g, _npz(case / "inputs.npz", "in"), _npz(case / "expected.npz", "out"))
+
+
+def test_most_op_cases_are_prepared() -> None:
+    """Only graphs whose operators pass non-arrays around (size arithmetic) run unprepared."""
+    unprepared = []
+    for case in CASES:
+        g = kuiper_core.load(case / "model.pnnx.param")
+        g.forward(*_npz(case / "inputs.npz", "in"))
+        if not any(p is not None for p in g._prepared.values()):
+            unprepared.append(case.name)
+    assert len(unprepared) < 0.15 * len(CASES), unprepared
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_runs_prepared(name: str) -> None:
+    g = kuiper_core.load(SAMPLES / f"{name}.pnnx.param")
+    x = np.load(SAMPLES / f"{name}.input.npy")
+    _three_runs(g, [x], _npz(SAMPLES / f"{name}.expected.npz", "out"))
+    assert all(p is not None for p in g._prepared.values())
+
+
+def test_resnet_runs_relu_and_residual_add_in_place() -> None:
+    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
+    x = np.load(SAMPLES / "resnet18.input.npy")
+    prepared = PreparedForward.build(g, [x])
+    assert g.graph is not None
+    relus = [op for op in g.graph.operators if op.type == "nn.ReLU"]
+    adds = [op for op in g.graph.operators if op.type == "pnnx.Expression"]
+    slots = prepared.plan.assignment
+
+    def same_buffer(op) -> bool:
+        return any(slots[op.outputs[0].name][0] == slots[i.name][0] for i in op.inputs if i.name in slots)
+
+    assert all(same_buffer(op) for op in relus + adds)
+    # ...so the plan needs fewer bytes than one buffer per operand, and fewer than the
+    # declared-shape plan without in-place reuse.
+    assert g.plan is not None and prepared.plan.total_bytes < 0.8 * g.plan.total_bytes
+
+
+def test_batch_change_gets_its_own_prepared_forward() -> None:
+    g = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param")
+    x = np.load(SAMPLES / "digits_cnn.input.npy")
+    x4 = np.concatenate([x, _other(x), x, x], axis=0)
+    y1 = g.forward(x)[0]
+    y4 = g.forward(x4)[0]
+    assert len(g._prepared) == 2
+    for i in (0, 2, 3):
+        assert max_err_ok(g.forward(x4)[0][i], y1[0])[0]
+    assert max_err_ok(y4[1], g.forward(_other(x))[0][0])[0]
