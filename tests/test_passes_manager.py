@@ -157,3 +157,32 @@ def test_pass_table_lists_every_registered_pass_with_level_and_description():
     rows = pass_table()
     assert {r["name"] for r in rows} == set(registered_passes())
     assert all(r["level"] in (1, 2) and r["what"] for r in rows)
+
+
+def test_contexts_are_per_thread():
+    """The app optimises for several sessions at once: one thread's context (and the
+    changes its passes record) never leaks into another's."""
+    import threading
+
+    results: dict[str, list[str]] = {}
+    barrier = threading.Barrier(2)
+
+    def slow(name: str):
+        def fn(graph):
+            barrier.wait(timeout=10)  # both threads inside a pass at the same time
+            record("ran", name)
+            return graph, False
+        return fn
+
+    def work(name: str) -> None:
+        log = PassLog()
+        with PassContext(2, instruments=[log]):
+            Sequential([toy(name, 1, slow(name))])(graph_of(*CHAIN))
+        results[name] = [str(c) for r in log.rows for c in r.changes]
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("A", "B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=20)
+    assert results == {"A": ["ran A"], "B": ["ran B"]}

@@ -49,7 +49,7 @@ _RULES: list[tuple[str, tuple[str, ...]]] = [
             "flatten", "reshape", "view", "permute", "transpose", "cat", "concat", "stack", "split", "chunk",
             "slice", "select", "squeeze", "unsqueeze", "expand", "repeat", "pad", "upsample", "interpolate",
             "tensor_split", "narrow", "roll", "flip", "gather", "index", "contiguous", "to", "type_as",
-            "zeros", "ones", "full", "arange", "size", "shape", "identity", "channel_shuffle", "masked_fill",
+            "zeros", "ones", "full", "arange", "size", "shape", "identity", "channel_shuffle", "channelshuffle", "masked_fill",
             "where", "tile", "unbind",
         ),
     ),

@@ -16,6 +16,7 @@ Sequential.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
@@ -193,7 +194,15 @@ class PassContext:
     `config` carries options for individual passes (e.g. `{"cse.fskip": fn}`).
     """
 
-    _stack: list["PassContext"] = []
+    # Active contexts per thread: the app optimises for several sessions at once.
+    _local = threading.local()
+
+    @classmethod
+    def _active(cls) -> list["PassContext"]:
+        stack = getattr(cls._local, "stack", None)
+        if stack is None:
+            stack = cls._local.stack = []
+        return stack
 
     def __init__(
         self,
@@ -219,7 +228,7 @@ class PassContext:
         self._changes: list[Change] | None = None
 
     def __enter__(self) -> "PassContext":
-        PassContext._stack.append(self)
+        PassContext._active().append(self)
         for inst in self.instruments:
             inst.enter_pass_ctx()
         return self
@@ -229,11 +238,12 @@ class PassContext:
             for inst in self.instruments:
                 inst.exit_pass_ctx()
         finally:
-            PassContext._stack.remove(self)
+            PassContext._active().remove(self)
 
     @classmethod
     def current(cls) -> "PassContext":
-        return cls._stack[-1] if cls._stack else PassContext()
+        stack = cls._active()
+        return stack[-1] if stack else PassContext()
 
     def pass_enabled(self, info: PassInfo) -> bool:
         """TVM's rule: not disabled, and required or within the opt level."""
@@ -256,7 +266,7 @@ class PassContext:
         outer, self._changes = self._changes, []
         entered = PassContext.current() is not self
         if entered:
-            PassContext._stack.append(self)
+            PassContext._active().append(self)
         try:
             try:
                 graph, changed = p.transform(graph)
@@ -266,7 +276,7 @@ class PassContext:
         finally:
             self._changes = outer
             if entered:
-                PassContext._stack.pop()
+                PassContext._active().pop()
         for inst in self.instruments:
             inst.run_after_pass(graph, p.info, changed, changes)
         if self.verify:  # after the instruments: a pass's time excludes the check
