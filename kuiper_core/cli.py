@@ -38,7 +38,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     outputs = graph.forward(*arrays)
     if args.output and len(args.output) != len(outputs):
         raise InputError(f"the model has {len(outputs)} output(s) but {len(args.output)} --output path(s) were given")
-    for i, y in enumerate(outputs):
+    for i, value in enumerate(outputs):
+        y = np.asarray(value)  # an optlevel-0 graph may output a Python number
+        if y.dtype.kind not in "biufc":
+            raise InputError(f"output {i} is {type(value).__name__} {str(value)[:60]!r}, not an array of numbers")
         if args.output:
             written = write_npy(args.output[i], y)  # exactly this path: np.save would add '.npy'
             print(f"{written}: {y.dtype} {tuple(y.shape)}")
@@ -120,11 +123,16 @@ def _write_graph(graph, path: str) -> list[Path]:
     from .pnnx.writer import default_bin_path, save, save_bin
 
     out = Path(path)
-    if out.suffix == ir.SUFFIX:
-        out.write_text(ir.print_graph(graph))
-        save_bin(graph, out.with_suffix(".bin"))
-        return [out, out.with_suffix(".bin")]
-    save(graph, out)
+    if out.is_dir():
+        raise InputError(f"-o {out} is a directory: give a file name")
+    try:
+        if out.suffix == ir.SUFFIX:
+            out.write_text(ir.print_graph(graph))
+            save_bin(graph, out.with_suffix(".bin"))
+            return [out, out.with_suffix(".bin")]
+        save(graph, out)
+    except OSError as e:  # a missing folder, no permission, a full disk
+        raise InputError(f"cannot write {e.filename or out}: {e.strerror or e}") from None
     return [out, default_bin_path(out)]
 
 
@@ -156,10 +164,20 @@ def _cmd_opt(args: argparse.Namespace) -> int:
         except KuiperError as e:
             print(f"check: the optimised model runs; the original does not ({e})")
             return 0
-        worst = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
-                    for a, b in zip(after, before))
+        worst = max((_difference(a, b) for a, b in zip(after, before)), default=0.0)
         print(f"check: {len(after)} output(s), max |optimised − original| = {worst:.3g}")
     return 0
+
+
+def _difference(a: object, b: object) -> float:
+    """Largest |a - b| of two outputs (inf if their shapes differ; optlevel-0 graphs may give
+    Python values: 0 or inf as they are equal or not)."""
+    x, y = np.asarray(a), np.asarray(b)
+    if x.dtype.kind not in "biufc" or y.dtype.kind not in "biufc":
+        return 0.0 if repr(a) == repr(b) else float("inf")
+    if x.shape != y.shape:
+        return float("inf")
+    return float(np.max(np.abs(x.astype(np.complex128) - y.astype(np.complex128)))) if x.size else 0.0
 
 
 def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

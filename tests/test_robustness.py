@@ -505,3 +505,56 @@ def test_cli_limits_can_be_raised_or_lowered() -> None:
     assert kuiper("--limit", "max_tensor_elements=1_000", "inspect", param).returncode == 0
     r = kuiper("--limit", "max_nothing=1", "inspect", param)
     assert r.returncode == 2 and "unknown limit 'max_nothing'" in r.stderr
+
+
+@pytest.mark.parametrize("where", ["a_directory", "missing/folder/out.pnnx.param"])
+def test_cli_opt_output_that_cannot_be_written(tmp_path: Path, where: str) -> None:
+    (tmp_path / "a_directory").mkdir()
+    r = kuiper("opt", str(ROOT / "sample_models" / "tiny_mlp.pnnx.param"), "-o", str(tmp_path / where))
+    assert r.returncode == 2 and r.stderr.startswith("error:") and "internal" not in r.stderr, r.stderr
+
+
+def test_repeated_operator_names(tmp_path: Path) -> None:
+    """pnnx writes repeated names at optlevel 0 (and repeated .bin entries, in operator order):
+    both operators run, each with its own weight. (Support landed with the optlevel work.)"""
+    lines = ["pnnx.Input in 0 1 x #x=(1,2)f32",
+             "nn.Linear lin 1 1 x a bias=False in_features=2 out_features=2 @weight=(2,2)f32 #a=(1,2)f32",
+             "nn.Linear lin 1 1 a b bias=False in_features=2 out_features=2 @weight=(2,2)f32 #b=(1,2)f32",
+             "pnnx.Output out 1 0 b"]
+    entries = [("lin.weight", f32(2, 0, 0, 2)), ("lin.weight", f32(3, 0, 0, 3))]
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        p = write_model(tmp_path, lines, entries)
+    g = kuiper_core.load(p)
+    assert [r.name for r in g.order] == ["in", "lin", "lin", "out"]
+    assert g.forward(np.float32([[1, -2]]))[0].tolist() == [[6, -12]]
+    r = kuiper("inspect", str(p))
+    assert r.returncode == 0 and r.stdout.count(" lin ") == 2
+
+
+def test_cli_prints_a_python_number_output(tmp_path: Path) -> None:
+    """An expression output that is a Python value (optlevel 0 keeps them) is printed, not a crash."""
+    lines = ["pnnx.Input in 0 1 x #x=(1,3)f32", "pnnx.Expression e 1 1 x y expr=True", "pnnx.Output out 1 0 y"]
+    np.save(tmp_path / "x.npy", np.ones((1, 3), np.float32))
+    r = kuiper("run", str(write_model(tmp_path, lines)), "--input", str(tmp_path / "x.npy"))
+    assert r.returncode == 0 and "output 0: bool ()" in r.stdout, r.stderr
+
+
+def test_fusing_a_long_relu_chain_stays_linear(tmp_path: Path) -> None:
+    """FuseExpressions re-read the growing expression at every fusion: 1,000 ReLUs took 38 s,
+    20,000 (a 600 KB upload, on the app's Passes page) would never finish. Fused trees now
+    stop at MAX_FUSED_NODES."""
+    from kuiper_core import expression as kx
+    from kuiper_core.passes import optimize
+    from kuiper_core.passes.fuse import MAX_FUSED_NODES
+
+    n = 2000
+    lines = ["pnnx.Input i 0 1 x0 #x0=(1,4)f32"] + [f"nn.ReLU r{k} 1 1 x{k} x{k + 1}" for k in range(n)]
+    g = parse_param(param_text(lines + [f"pnnx.Output o 1 0 x{n}"]))
+    t0 = time.perf_counter()
+    result = optimize(g, 2)
+    assert time.perf_counter() - t0 < 20
+    exprs = [op for op in result.after.operators if op.type == "pnnx.Expression"]
+    assert exprs and all(sum(1 for _ in kx.walk(kx.parse(op.params["expr"]))) <= MAX_FUSED_NODES for op in exprs)
+    x = np.float32([[-1, 0.5, 2, -3]])
+    y = kuiper_core.RuntimeGraph.from_graph(result.after).build().forward(x)[0]
+    assert y.tolist() == np.maximum(x, 0).tolist()

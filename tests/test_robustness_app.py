@@ -153,6 +153,7 @@ def _png_claiming(width: int, height: int) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
 def test_picture_claiming_gigapixels_is_refused_before_decoding() -> None:
     pytest.importorskip("PIL")
     at = app()

@@ -140,6 +140,10 @@ class Corpus:
             argv += ["--input", self.npy(f"{name}/in0.npy", np.zeros((1,), np.float32))]
         want = expected if expected is not None else (base.expected if base is not None else None)
         self.add(name, argv, expect, want if expect == "match" else None)  # type: ignore[arg-type]
+        if not name.startswith(("numbers/", "truncate", "chars/")):  # the graph passes on it too
+            checks = [a for i, a in enumerate(argv) if i and argv[i - 1] == "--input"]
+            opt = ["opt", p, "-o", self.path(f"{name}/opt/o.pnnx.param")] + [a for x in checks for a in ("--check", x)]
+            self.add(f"opt/{name}", [str(a) for a in opt], "ok" if expect in ("match", "ok") else "either")
 
 
 # -- the corpus ----------------------------------------------------------------------------------------
