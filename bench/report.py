@@ -9,7 +9,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stats import iqr_percent, median  # noqa: E402
+from timing import iqr_percent, median  # noqa: E402
 
 SPEED_TARGETS = {  # case -> (max ratio to torch, max ratio to onnxruntime or None)
     "resnet18": (1.0, 1.5),

@@ -23,8 +23,6 @@ from .errors import (
     WeightError,
 )
 from .graph import Attribute, Graph, Operand, Operator
-from .ir import parse_ir
-from .ir import print_graph as print_ir
 from .runtime import GraphState, RuntimeGraph, StepEvent
 
 __version__ = "0.1.0"
@@ -41,6 +39,16 @@ def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorith
     graph = RuntimeGraph(param_path, bin_path)
     graph.build(algorithm)
     return graph
+
+
+def __getattr__(name: str) -> object:
+    """print_ir / parse_ir load the textual IR on first use: `import kuiper_core` stays light
+    (a fresh process's first load is timed, imports included: bench/README.md)."""
+    if name in ("print_ir", "parse_ir"):
+        from . import ir
+
+        return ir.print_graph if name == "print_ir" else ir.parse_ir
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
+from . import parallel
 from .registry import Layer, Prepared, register
 from .windows import scratch
 
@@ -82,7 +83,7 @@ class ReLU(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        np.maximum(x, F32(0), out=y)
+        parallel.ufunc(np.maximum, x, F32(0), out=y)
 
 
 @register("nn.Hardtanh", "F.hardtanh")
@@ -557,9 +558,9 @@ class AlongDim(Layer):
 
 def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     """exp(x - max) / sum, the max subtracted so exp cannot overflow."""
-    np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+    np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out=y)
     np.exp(y, out=y)
-    np.divide(y, np.sum(y, axis=axis, keepdims=True), out=y)
+    np.divide(y, np.add.reduce(y, axis=axis, keepdims=True), out=y)
 
 
 @register("nn.Softmax", "F.softmax")

@@ -129,20 +129,33 @@ class Convolution(_ConvBase):
         if self.padding == "same" and self.stride != (1, 1):
             raise self.error(f"padding='same' needs stride 1, got {self.stride}")
 
-        weights = self._read_weights()
-        self.weight_data = None if weights is None else weights[0]
-        self.wmat = None if weights is None else self._weight_matrix(*weights)
+        # nn.* weights (F.* convs get theirs as inputs: None here). Each kernel lays them
+        # out its own way, once: the GEMM matrix (`_gemm_weights`) or Winograd's U.
+        self.weight_data, self.bias_data = self._read_weights() or (None, None)
+        self._wmat: np.ndarray | None = None
         self._winograd_weights: dict[int, np.ndarray] = {}  # m -> U (t*t, O, C)
         self._local = threading.local()  # this thread's kernels by input shape
         declared = op.inputs[0].static_shape if op.inputs else None
-        if self.wmat is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
+        if self.weight_data is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
             # Decide at build: the kernel for the declared shape, and its weight layout.
             lifted = (1,) * (self.dims + 2 - len(declared)) + declared
             lifted = lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]
             try:
-                self._kernel(lifted, np.dtype(self.wmat.dtype))  # type: ignore[arg-type]
+                self._kernel(lifted, self.weight_data.dtype)  # type: ignore[arg-type]
             except KuiperError:
                 pass  # e.g. the kernel does not fit the declared size: forward says so
+
+    def _gemm_weights(self, bias_column: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """The im2col/pointwise GEMM's left operand (G, Og, Cg·KH·KW) and the bias left to add
+        after it: with `bias_column`, the bias rides in the GEMM as an extra column (a copy
+        of the weight, made once); else the matrix is a view of the weight itself."""
+        assert self.weight_data is not None
+        if not bias_column or self.bias_data is None:
+            g = self.groups
+            return self.weight_data.reshape(g, self.weight_data.shape[0] // g, -1), self.bias_data
+        if self._wmat is None:
+            self._wmat = self._weight_matrix(self.weight_data, self.bias_data)
+        return self._wmat, None
 
     def _padding_spec(self) -> PaddingSpec:
         p = self.param("padding", 0)
@@ -225,33 +238,35 @@ class Convolution(_ConvBase):
         return plan
 
     def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype) -> ConvKernel:
-        assert self.wmat is not None and self.kernel is not None
+        assert self.weight_data is not None and self.kernel is not None
         n, c, h, w = x_shape
         if c != self.in_channels:
             raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
         pads, out_hw = self._geometry(h, w, self.kernel)
-        wmat = self.wmat if self.wmat.dtype == dtype else self.wmat.astype(dtype)
-        if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
-            return Pointwise(wmat, x_shape)
-        m = winograd_tile(x_shape, wmat.shape[0] * wmat.shape[1], self.kernel, self.stride, self.dilation, self.groups,
+        m = winograd_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
                           self.padding_mode, out_hw)
         if m is not None:
             u = self._winograd_weights.get(m)
             if u is None:
-                assert self.weight_data is not None
                 u = self._winograd_weights[m] = transform_weights(self.weight_data, m)
-            k = c * 9
-            bias = wmat[0, :, k] if wmat.shape[2] == k + 1 else None
-            return WinogradConv(u.astype(dtype, copy=False), bias, m, x_shape, pads, dtype)
-        return Im2col(wmat, self.kernel, self.stride, self.dilation, pads, self.padding_mode, x_shape, out_hw, dtype)
+            return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype)
+        if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
+            w, bias = self._gemm_weights(bias_column=False)
+            return Pointwise(w.astype(dtype, copy=False), bias, x_shape)
+        # The bias as a GEMM column saves a pass over the output; worth a weight copy only
+        # while the weight is smaller than the output (not for ResNet's 512-channel convs).
+        k = self.weight_data[0].size
+        wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
+        return Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation, pads, self.padding_mode,
+                      x_shape, out_hw, dtype, bias_after=bias)
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
-        if self.wmat is None:
+        if self.weight_data is None:
             return None
         x4, prefix = self._lift(inputs[0])
-        dtype = np.result_type(x4.dtype, self.wmat.dtype)
+        dtype = np.result_type(x4.dtype, self.weight_data.dtype)
         pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
-        o = self.wmat.shape[0] * self.wmat.shape[1]
+        o = self.weight_data.shape[0]
         y = out[0]
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
@@ -261,7 +276,7 @@ class Convolution(_ConvBase):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])
         n = x4.shape[0]
-        if self.wmat is None:  # F.conv*: weights arrive as inputs, laid out per call
+        if self.weight_data is None:  # F.conv*: weights arrive as inputs, laid out per call
             weight = inputs[self.w_index]
             bias = inputs[self.b_index] if self.b_index is not None else None
             self._check_weight_shape(weight.shape, x4.shape[1], None)
@@ -272,10 +287,10 @@ class Convolution(_ConvBase):
                                         pads, self.padding_mode, x4.shape, (oh, ow), dtype)
             o = wmat.shape[0] * wmat.shape[1]
         else:
-            dtype = np.result_type(x4.dtype, self.wmat.dtype)
+            dtype = np.result_type(x4.dtype, self.weight_data.dtype)
             kernel = self._kernel(x4.shape, dtype)  # type: ignore[arg-type]
             pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
-            o = self.wmat.shape[0] * self.wmat.shape[1]
+            o = self.weight_data.shape[0]
         y = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
         kernel.run(x4 if x4.dtype == dtype else x4.astype(dtype), y.reshape(n, o, oh, ow))
         return [y]

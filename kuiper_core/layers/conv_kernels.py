@@ -25,6 +25,7 @@ from typing import Protocol
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import parallel
 from .winograd import WinogradConv
 from .windows import batch_chunks, pad_spatial, scratch, window_view
 
@@ -41,14 +42,14 @@ OWN_BUFFERS_MAX_BYTES = 1 << 20
 class Pointwise:
     """1x1, stride 1, unpadded: y[n, g] = W[g] @ x[n, g] (+ bias)."""
 
-    def __init__(self, wmat: np.ndarray, x_shape: tuple[int, int, int, int]) -> None:
-        n, c, h, w = x_shape
-        self.g, self.og = wmat.shape[0], wmat.shape[1]
-        self.cg = c // self.g
-        self.w = np.ascontiguousarray(wmat[:, :, : self.cg])
-        self.bias = None if wmat.shape[2] == self.cg else np.ascontiguousarray(wmat[:, :, self.cg :])
-        self.x_shape = (n, self.g, self.cg, h * w)
-        self.y_shape = (n, self.g, self.og, h * w)
+    def __init__(self, w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int]) -> None:
+        """w: (G, Og, Cg), e.g. a view of the layer's weight; bias: (G*Og,) or None."""
+        n, c, h, width = x_shape
+        self.g, self.og, self.cg = w.shape
+        self.w = w
+        self.bias = None if bias is None else bias.reshape(self.g, self.og, 1)
+        self.x_shape = (n, self.g, self.cg, h * width)
+        self.y_shape = (n, self.g, self.og, h * width)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         y3 = y.reshape(self.y_shape)
@@ -72,14 +73,20 @@ class Im2col:
         out_hw: tuple[int, int],
         dtype: np.dtype,
         own_buffers: bool | None = None,
+        bias_after: np.ndarray | None = None,
     ) -> None:
-        """own_buffers: None = when small (OWN_BUFFERS_MAX_BYTES); needs padding_mode 'zeros'."""
+        """wmat: (G, Og, Cg·KH·KW), with the bias as an extra last column (added by the GEMM
+        through a row of ones in the columns) or without, then `bias_after` (G*Og,) if any
+        is added to the output (for big weights, where a copy with the column costs more
+        memory than the extra pass over a small output costs time).
+        own_buffers: None = when small (OWN_BUFFERS_MAX_BYTES); needs padding_mode 'zeros'."""
         n, c, h, w = x_shape
         g, og = wmat.shape[0], wmat.shape[1]
         kh, kw = kernel
         self.k = c // g * kh * kw
         self.has_bias = wmat.shape[2] == self.k + 1
         self.wmat = wmat
+        self.bias_after = None if bias_after is None else bias_after.reshape(g, og, 1)
         self.kernel, self.stride, self.dilation, self.pads, self.mode = kernel, stride, dilation, pads, padding_mode
         self.out_hw = out_hw
         self.dtype = dtype
@@ -123,8 +130,8 @@ class Im2col:
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.own:
-            np.copyto(self.interior, x)
-            np.copyto(self.cols_view, self.taps)
+            parallel.copyto(self.interior, x)
+            parallel.copyto(self.cols_view, self.taps)
             self._gemm(self.cols, y, self.wide_out)
             return
         n = x.shape[0]
@@ -136,7 +143,7 @@ class Im2col:
         xp = pad_spatial(x, self.pads, self.mode, slot="conv.pad", slack=self.slack)
         cols = scratch("conv.cols", (n, self.g, self.k + self.has_bias, self.cols_w), self.dtype)
         taps, cols_view = self._views(xp, cols)
-        np.copyto(cols_view, taps)
+        parallel.copyto(cols_view, taps)
         if self.has_bias:
             cols[:, :, self.k] = 1
         wide = None
@@ -147,12 +154,15 @@ class Im2col:
     def _gemm(self, cols: np.ndarray, y: np.ndarray, wide: np.ndarray | None) -> None:
         n, g, og = y.shape[0], self.g, self.wmat.shape[1]
         oh, ow = self.out_hw
+        y4 = y.reshape(n, g, og, oh * ow)
         if wide is None:
-            np.matmul(self.wmat, cols, out=y.reshape(n, g, og, oh * ow))
-            return
-        # Computed on an OH x Wp grid: crop the columns that wrapped into the padding.
-        np.matmul(self.wmat, cols, out=wide.reshape(n, g, og, -1))
-        np.copyto(y.reshape(n, g, og, oh, ow), wide[..., :ow])
+            np.matmul(self.wmat, cols, out=y4)
+        else:
+            # Computed on an OH x Wp grid: crop the columns that wrapped into the padding.
+            np.matmul(self.wmat, cols, out=wide.reshape(n, g, og, -1))
+            parallel.copyto(y.reshape(n, g, og, oh, ow), wide[..., :ow])
+        if self.bias_after is not None:
+            y4 += self.bias_after
 
 
 class ConvKernel(Protocol):
@@ -162,8 +172,8 @@ class ConvKernel(Protocol):
 # -- choosing a kernel -------------------------------------------------------------------
 # Cost model (milliseconds, one thread), least-squares fit over 181 shapes (N 1/4, C and O
 # 8-512, H 7-112) of measured single-thread times of Im2col and WinogradConv F(2,3)/F(4,3)
-# on the project's build machine; the choice it makes is within 2 % of the fastest on
-# average. Winograd is not worth its transforms below 32 channels on either side.
+# on the project's build machine (weights in cache); the choice it makes is within 2 % of
+# the fastest on average.
 _GEMM_MAC = 1.96e-8  # im2col GEMM, per multiply-accumulate
 _COL_COPY = 2.47e-7  # im2col, per column element copied
 _WINO_MAC = 2.19e-8  # Winograd batched GEMM, per multiply-accumulate
@@ -171,18 +181,28 @@ _WINO_WEIGHT = 2.12e-7  # per transformed weight element read
 _WINO_IN = 6.53e-7  # per input-tile element (gather + transform)
 _WINO_OUT = 2.18e-6  # per output element (inverse transform + scatter)
 _CALL = 1.35e-2  # fixed cost per kernel call
-WINOGRAD_MIN_CHANNELS = 32
+# In a whole model a layer's weights beyond what a core's L2 keeps (1 MB here) come from
+# memory (ResNet-18 holds 45 MB): per such element, read once per call (~20 GB/s). Measured
+# on ResNet-18's 256-channel 14x14 convs: F(4,3) 1.85 ms alone, 2.05 ms in the model, where
+# F(2,3)'s smaller U wins.
+_COLD_WEIGHT = 2.0e-7
+_CACHED_WEIGHTS = 1 << 18
+WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
+
+
+def _cold(weights: int) -> float:
+    return _COLD_WEIGHT * max(0, weights - _CACHED_WEIGHTS)
 
 
 def im2col_cost(n: int, c: int, o: int, oh: int, ow: int, taps: int) -> float:
     p = n * oh * ow
-    return _GEMM_MAC * taps * c * o * p + _COL_COPY * taps * c * p + _CALL
+    return _GEMM_MAC * taps * c * o * p + _COL_COPY * taps * c * p + _cold(taps * c * o) + _CALL
 
 
 def winograd_cost(m: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
     t = m + 2
     tiles = n * -(-oh // m) * -(-ow // m)
-    return (_WINO_MAC * t * t * o * c * tiles + _WINO_WEIGHT * t * t * o * c
+    return (_WINO_MAC * t * t * o * c * tiles + _WINO_WEIGHT * t * t * o * c + _cold(t * t * o * c)
             + _WINO_IN * tiles * c * t * t + _WINO_OUT * tiles * o * m * m + 3 * _CALL)
 
 

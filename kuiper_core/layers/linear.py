@@ -16,10 +16,12 @@ A 1-D @ 1-D matmul gives a 0-d operand with no declared shape.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..graph import Operator
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype
 from .windows import output_buffer
 
@@ -107,8 +109,26 @@ class Linear(Layer):
             y += b
         return [y]
 
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        x, y = inputs[0], out[0]
+        wt = self.wt
+        if wt is None or x.ndim == 0 or x.shape[-1] != wt.shape[0] or not x.flags.c_contiguous:
+            return None
+        if y.shape != x.shape[:-1] + wt.shape[1:] or y.dtype != np.result_type(x.dtype, wt.dtype) or x.dtype != y.dtype:
+            return None
+        # One GEMM on the flattened rows, then the bias: no checks or lookups per call.
+        return partial(_linear, wt, self.bias, (-1, wt.shape[0]), (-1, wt.shape[1]))
+
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         return int(np.prod(outputs[0])) * int(inputs[0][-1]) if inputs and inputs[0] else 0
+
+
+def _linear(wt: np.ndarray, bias: np.ndarray | None, x_rows: tuple[int, int], y_rows: tuple[int, int],
+            inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    y = out[0].reshape(y_rows)
+    np.matmul(inputs[0].reshape(x_rows), wt, out=y)
+    if bias is not None:
+        y += bias
 
 
 class _Product(Layer):

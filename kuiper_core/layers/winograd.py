@@ -11,7 +11,7 @@ elementwise products become (m+2)^2 independent GEMMs, U[k] (O x C) @ V[k] (C x 
 is where the time goes; the transforms are small GEMMs over all tiles at once.
 
 - At build: U = G g G^T for every (out, in) channel pair, laid out (t*t, O, C) for the
-  batched GEMM (computed in float64, stored in the weight's dtype).
+  batched GEMM (one GEMM in the weight's dtype).
 - Per call (`WinogradConv.run`): zero-pad the input into a buffer whose size is a whole
   number of tiles; gather the overlapping tiles (one strided copy); B^T d B as two small
   GEMMs (rows, then columns of every tile); the batched GEMM; A^T M A as two small GEMMs;
@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import parallel
 from .windows import SCRATCH_BUDGET, scratch
 
 # m -> (B^T, G, A^T) for interpolation points 0, ±1 (F(2,3)) and 0, ±1, ±2 (F(4,3)).
@@ -47,11 +48,14 @@ TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
 
 
 def transform_weights(weight: np.ndarray, m: int) -> np.ndarray:
-    """U = G g G^T for every (out, in) pair of a (O, C, 3, 3) weight, as (t*t, O, C)."""
+    """U = G g G^T for every (out, in) pair of a (O, C, 3, 3) weight, as (t*t, O, C).
+
+    One GEMM: kron(G, G) (t*t x 9) times the weights as 9 x (O*C) columns (a transposed
+    view, no copy) gives U already in the batched GEMM's (t*t, O, C) layout."""
     _, g, _ = TRANSFORMS[m]
     o, c = weight.shape[:2]
-    u = np.einsum("ai,ocij,bj->aboc", g, weight.astype(np.float64), g)
-    return np.ascontiguousarray(u.reshape((m + 2) ** 2, o, c).astype(weight.dtype))
+    gg = np.kron(g, g).astype(weight.dtype)
+    return np.matmul(gg, weight.reshape(o * c, 9).T).reshape((m + 2) ** 2, o, c)
 
 
 class WinogradConv:
@@ -109,9 +113,9 @@ class WinogradConv:
 
     def _run(self, x: np.ndarray, y: np.ndarray) -> None:
         m, t, c, o, tiles = self.m, self.t, self.c, self.o, self.tiles
-        np.copyto(self.interior, x)
+        parallel.copyto(self.interior, x)
         d = scratch("winograd.d", (t, t * c * tiles), self.dtype)
-        np.copyto(d.reshape(self.tile_view.shape), self.tile_view)
+        parallel.copyto(d.reshape(self.tile_view.shape), self.tile_view)
         # B^T d B: transform every tile's rows (a -> xi), then its columns (b -> nu).
         r = scratch("winograd.r", (t, t * c * tiles), self.dtype)
         np.matmul(self.bt, d, out=r)
@@ -131,8 +135,8 @@ class WinogradConv:
         # grid[n, o, i*m + a, j*m + b] = blocks[a, b, o, n, i, j] (+ bias[o])
         dst = as_strided(grid, blocks6.shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]))
         if self.bias is None:
-            np.copyto(dst, blocks6)
+            parallel.copyto(dst, blocks6)
         else:
-            np.add(blocks6, self.bias, out=dst)
+            parallel.ufunc(np.add, blocks6, self.bias, out=dst)
         if not self.exact:
-            np.copyto(y, grid[:, :, : self.out_hw[0], : self.out_hw[1]])
+            parallel.copyto(y, grid[:, :, : self.out_hw[0], : self.out_hw[1]])

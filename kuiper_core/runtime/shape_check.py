@@ -84,6 +84,9 @@ def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[An
     for operand, value in zip(operands, values):
         if operand.shape is None or isinstance(value, (tuple, list)) or value is None:
             continue  # a value (int, list) or a tuple: nothing declared
+        if (isinstance(value, np.ndarray) and value.shape == operand.shape and operand.dtype is not None
+                and operand.dtype != "bf16" and value.dtype == numpy_dtype(operand.dtype)):
+            continue  # the common case, quickly: exactly as declared (steps() checks every step)
         shape, dtype = _produced(value)
         same_dtype = operand.dtype is None or _dtype_ok(operand.dtype, value)
         if shape_matches(operand.shape, shape, batch) and same_dtype:
