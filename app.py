@@ -28,11 +28,15 @@ st.html(
 
 from pages import common  # noqa: E402  (after set_page_config)
 
-badge = st.sidebar.container()  # filled after the page ran, so it names what the page used
+# The sidebar names the model and input; drawn before the page (long runs) and again after
+# it, so it names what the page used when an input changed during this run.
+badge = st.sidebar.empty()
+with badge.container():
+    common.sidebar_model_badge()
 common.begin_url()
 try:
     page.run()
 finally:  # also after st.stop(): the sidebar and the URL always reflect this run
-    with badge:
+    with badge.container():
         common.sidebar_model_badge()
     common.write_url()

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kuiper_core.explore.dot import graph_view
+from kuiper_core.explore.dot import CLUSTER_LIMIT, graph_view
 from kuiper_core.explore.overlay import Overlay
 from kuiper_core.explore.summary import operator_details, weight_table
 from kuiper_core.explore.tensors import npy_bytes
 from pages import common
 from pages.graph_viewer import ModuleState, show_graph
-from pages.tensor_panel import histogram_chart
+from pages.tensor_panel import chart, histogram_chart
 
 model = common.require_model(runnable=False)  # a graph that cannot run can still be drawn
 graph = model.graph
@@ -89,6 +89,7 @@ st.caption(
     f"Showing {len(view.shown):,} of {view.selected:,} selected operators ({view.total:,} in the model)"
     + (f"; {closed} closed module(s): click a folder to open it, click a module's frame to close it." if closed else ".")
     + " Dashed border: more graph beyond this node. Click an operator for its details."
+    + ("" if view.frames else f" Above {CLUSTER_LIMIT} nodes the modules' frames are left out (their layout would take minutes).")
 )
 
 graph_col, detail_col = st.columns([3, 2])
@@ -113,7 +114,12 @@ with detail_col:
                  placeholder="click a node, or choose", on_change=_on_detail, args=(widget,))
     if selected is not None:
         d = operator_details(graph, selected)
-        st.subheader(d.name)
+        head, go = st.columns([3, 2])
+        head.subheader(d.name)
+        if model.ok and go.button("Run to here", key="graph_to_forward", width="stretch",
+                                  help="Step through Forward up to this operator"):
+            st.session_state["fw_pending"] = ("name", selected)  # applied when the Forward page opens
+            st.switch_page("pages/5_forward.py")
         st.markdown(f"`{d.type}` · category **{d.category}**" + (f" · .param line {d.line}" if d.line else ""))
         if d.params:
             st.dataframe(pd.DataFrame(d.params, columns=["param", "value"]), hide_index=True, width="stretch")
@@ -134,10 +140,10 @@ with detail_col:
             wname = st.radio("Histogram of", [w.name for w in d.weights], horizontal=True, key=f"graph_w_{selected}")
             data = graph.operator(selected).attrs[wname].data
             assert data is not None
-            st.altair_chart(histogram_chart(data, height=180), width="stretch")
+            chart(histogram_chart(data, height=180))
             st.download_button(
                 f"Download @{wname} (.npy)",
-                npy_bytes(data),
+                lambda: npy_bytes(data),
                 file_name=f"{selected}.{wname}.npy",
                 mime="application/octet-stream",
             )

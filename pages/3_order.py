@@ -229,7 +229,7 @@ def _walkthrough() -> None:
     cols = st.columns(2)
     for col, w in zip(cols, walks):
         with col:
-            st.markdown(f"#### {'Reverse-topological DFS (KuiperInfer)' if w.algorithm == 'dfs' else 'Kahn’s algorithm'}")
+            st.markdown(f"**{'Reverse-topological DFS (KuiperInfer)' if w.algorithm == 'dfs' else 'Kahn’s algorithm'}**")
             _graph(w, min(step, len(w.events)), w.algorithm, 400)
             _state_panel(w, step, compact=True)
     if step >= total:

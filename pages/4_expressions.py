@@ -168,7 +168,7 @@ with tabs[0]:
                 )
             resolved_sample = model is not None and model.ok and common.resolve_input(model).is_sample
             ref = model.operands.get(op.outputs[0].name) if op is not None and model is not None and resolved_sample else None
-            show_tensor(result, "expr_result", ref=ref, ref_source="PyTorch's tensor for this operand")
+            show_tensor(result, "expr_result", ref=ref, ref_source="PyTorch's tensor for this operand", view_key="expr_view_result")
         else:
             st.markdown(f"A Python `{type(result).__name__}`: `{result!r}`")
 with tabs[1]:
@@ -177,7 +177,7 @@ with tabs[1]:
         st.caption("No tensor on the stack at this step.")
     else:
         pick = st.selectbox("Stack entry (top first)", range(len(arrays)), format_func=lambda i: arrays[i][0], key="expr_stack_pick")
-        show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}")
+        show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}", view_key="expr_view_stack")
 with tabs[2]:
     rows = V.trace_rows(trace, labels)
     st.dataframe(pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1)))

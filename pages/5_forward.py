@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -26,9 +25,9 @@ from pages import common
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
 from pages.player import speed_picker
-from pages.tensor_panel import show_tensor
+from pages.tensor_panel import chart, show_tensor
 
-PENDING = "fw_pending"  # ("go", position) recorded by a callback, applied before drawing
+PENDING = "fw_pending"  # ("go", position) or ("name", operator), from a callback or another page
 PLAYING = "fw_playing"  # (stepper id, bool)
 MAX_TENSORS = 8  # tensors shown per operator (torch.cat may read dozens)
 RAN = "#a8d4ff"
@@ -134,7 +133,8 @@ def _apply_pending(slot: Any) -> None:
     pending = st.session_state.pop(PENDING, None)
     if pending is None:
         return
-    target = max(0, min(len(names), int(pending[1])))
+    where = position_of.get(pending[1], 0) if pending[0] == "name" else int(pending[1])
+    target = max(0, min(len(names), where))
     if target > len(stepper.events) + 20:  # a long run: show progress
         bar = slot.progress(0.0, text="Running…")
 
@@ -198,11 +198,15 @@ def _body() -> None:
     if event is None:
         st.info(f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →).")
     else:
-        st.markdown(
+        line, link = st.columns([5, 1])
+        line.markdown(
             f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}), "
             f"{event.seconds * 1e3:.3f} ms"
             + (f" · next: `{stepper.next_name}`" if stepper.next_name else " · the last operator")
         )
+        if link.button("Details in Graph", key="fw_to_graph", width="stretch", help="its params and weights on the Graph page"):
+            st.session_state["graph_selected"] = (model.key, event.name)
+            st.switch_page("pages/2_graph.py")
     checks = C.check_events(stepper.events, refs) if refs else []
     left, right = st.columns([1, 1])
     with left:
@@ -271,13 +275,15 @@ def _tensors_panel(event: Any) -> None:
         st.caption(f"{len(items)} tensors: showing the first {MAX_TENSORS - 1} and the output.")
         items = items[: MAX_TENSORS - 1] + [items[-1]]
     labels = model.meta.get("labels")
-    tabs = st.tabs([label for label, _, _ in items])
-    for tab, (label, name, a) in zip(tabs, items):
-        with tab:
-            st.markdown(f"`{name}`: shape `{'×'.join(map(str, a.shape)) or 'scalar'}`, `{a.dtype}`, {a.size:,} values")
-            ref = refs.get(name) if label.startswith("out") else None
-            show_tensor(a, f"fw_{event.index}_{label}", ref=ref, ref_source=refs_source,
-                        labels=labels if labels and a.size == len(labels) else None)
+    # One tensor at a time (drawing every tab would make each step slow); the output first.
+    names_ = [label for label, _, _ in items]
+    pick = st.segmented_control("Tensor", names_, default=names_[-1], key=f"fw_tensor_{event.index}", required=True,
+                                label_visibility="collapsed")
+    label, name, a = items[names_.index(pick)]
+    st.markdown(f"`{name}`: shape `{'×'.join(map(str, a.shape)) or 'scalar'}`, `{a.dtype}`, {a.size:,} values")
+    ref = refs.get(name) if label.startswith("out") else None
+    show_tensor(a, f"fw_{event.index}_{label}", ref=ref, ref_source=refs_source, view_key="fw_view",
+                labels=labels if labels and a.size == len(labels) else None)
 
 
 def _references_panel() -> None:
@@ -321,7 +327,7 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
     rows = C.check_rows(checks)
     compared = [r for r in rows if r["status"] != C.NO_REF]
     if compared:
-        st.altair_chart(_error_plot(compared), width="stretch")
+        chart(_error_plot(compared))
     table = pd.DataFrame(rows)
     if not table["detail"].astype(bool).any():
         table = table.drop(columns=["detail"])
@@ -341,21 +347,34 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
                        file_name=f"{model.name}.tensors.npz", mime="application/octet-stream", key="fw_dl_npz")
 
 
-def _error_plot(rows: list[dict[str, Any]]) -> alt.Chart:
-    """error / tolerance along the execution order (log scale; above 1 fails)."""
-    df = pd.DataFrame(rows)
-    top = max(10.0, float(df["error / tolerance"].max(skipna=True) or 1) * 2)
-    df["y"] = df["error / tolerance"].fillna(top).clip(lower=1e-6)  # shape mismatches sit at the top
-    colors = alt.Scale(domain=[C.OK, C.OVER, C.SHAPE], range=[C.ERROR_COLORS[C.OK], C.ERROR_COLORS[C.OVER], C.ERROR_COLORS[C.SHAPE]])
-    points = alt.Chart(df).mark_circle(size=60, stroke="#555", strokeWidth=0.5).encode(
-        x=alt.X("#:Q", title="operator (execution order)", axis=alt.Axis(format="d")),
-        y=alt.Y("y:Q", title="max |error| / tolerance", scale=alt.Scale(type="log"), axis=alt.Axis(format="~g")),
-        color=alt.Color("status:N", scale=colors, legend=alt.Legend(orient="top", title=None)),
-        tooltip=["#", "operator", "type", "status", alt.Tooltip("max |error|:Q", format=".3g"), alt.Tooltip("tolerance:Q", format=".3g")],
-    )
-    line = alt.Chart(df).mark_line(color="#bbbbbb").encode(x="#:Q", y="y:Q")
-    rule = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(color="#d62728", strokeDash=[4, 3]).encode(y="y:Q")
-    return alt.layer(line, points, rule).properties(height=220)
+def _error_plot(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """error / tolerance along the execution order (log scale; above 1 fails; shape
+    mismatches drawn at the top)."""
+    df = pd.DataFrame({"n": [r["#"] for r in rows], "operator": [r["operator"] for r in rows],
+                       "type": [r["type"] for r in rows], "status": [r["status"] for r in rows],
+                       "err": [r["max |error|"] for r in rows], "tol": [r["tolerance"] for r in rows],
+                       "ratio": [r["error / tolerance"] for r in rows]})
+    top = max(10.0, float(df["ratio"].max(skipna=True) or 1) * 2)
+    df["y"] = df["ratio"].fillna(top).clip(lower=1e-6)
+    x = {"field": "n", "type": "quantitative", "axis": {"title": "operator (execution order)", "format": "d"}}
+    y = {"field": "y", "type": "quantitative", "scale": {"type": "log"}, "axis": {"title": "max |error| / tolerance", "format": ".4~g"}}
+    states = [C.OK, C.OVER, C.SHAPE]
+    spec = {
+        "height": 220,
+        "layer": [
+            {"mark": {"type": "line", "color": "#bbbbbb"}, "encoding": {"x": x, "y": y}},
+            {"mark": {"type": "circle", "size": 60, "stroke": "#555", "strokeWidth": 0.5},
+             "encoding": {"x": x, "y": y,
+                          "color": {"field": "status", "type": "nominal",
+                                    "scale": {"domain": states, "range": [C.ERROR_COLORS[k] for k in states]},
+                                    "legend": {"orient": "top", "title": None}},
+                          "tooltip": [{"field": "n", "title": "#"}, {"field": "operator"}, {"field": "type"}, {"field": "status"},
+                                      {"field": "err", "title": "max |error|", "format": ".3g"},
+                                      {"field": "tol", "title": "tolerance", "format": ".3g"}]}},
+            {"mark": {"type": "rule", "color": "#d62728", "strokeDash": [4, 3]}, "encoding": {"y": {"datum": 1}}},
+        ],
+    }
+    return df, spec
 
 
 def _all_tensors_npz() -> bytes:

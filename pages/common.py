@@ -449,16 +449,15 @@ def show_error(error: BaseException | str, title: str = "Error") -> None:
 
 
 def sidebar_model_badge() -> None:
-    """The current model and input, shown in the sidebar of every page."""
+    """The current model and input, in the current container (app.py puts it in the sidebar)."""
     model = current_model()
-    with st.sidebar:
-        if model is None:
-            st.caption("No model loaded")
-            return
-        status = "ready" if model.ok else ("graph only" if model.graph is not None else "failed")
-        st.markdown(f"**Model:** `{model.name}` ({status})")
-        if model.ok:
-            st.caption(f"Input: {input_description(model)}")
+    if model is None:
+        st.caption("No model loaded")
+        return
+    status = "ready" if model.ok else ("graph only" if model.graph is not None else "failed")
+    st.markdown(f"**Model:** `{model.name}` ({status})")
+    if model.ok:
+        st.caption(f"Input: {input_description(model)}")
 
 
 def shape_text(shape: Any) -> str:

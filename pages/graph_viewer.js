@@ -51,7 +51,7 @@ function build(root) {
     '<button data-act="read" title="Readable text size (1)">Aa</button>' +
     '<button data-act="full" title="Fullscreen (f)"><svg viewBox="0 0 24 24" width="16" height="16" fill="currentColor">' +
     '<path d="M7 14H5v5h5v-2H7v-3zm-2-4h2V7h3V5H5v5zm12 7h-3v2h5v-5h-2v3zM14 5v2h3v3h2V5h-5z"/></svg></button></div>' +
-    '<div class="kx-legend"></div><div class="kx-hint">scroll: zoom · drag: pan · click: select</div></div>';
+    '<div class="kx-hint">scroll: zoom · drag: pan · click: select</div></div><div class="kx-legend"></div>';
   root.appendChild(wrap);
   const s = {
     root, wrap, view: wrap.querySelector(".kx-view"), stage: wrap.querySelector(".kx-stage"),
@@ -59,6 +59,7 @@ function build(root) {
     k: 1, x: 0, y: 0, fit: 1, readable: 1, size: { w: 1, h: 1 }, lastHighlight: undefined,
   };
   wireEvents(s);
+  s.view.kxCentre = name => centreOn(s, name);  // for automation: pan a node into the middle
   // Until the user zooms or pans, a resize (layout settling, fullscreen) re-fits the view.
   s.resize = new ResizeObserver(() => { if (!s.touched && s.svg) initialView(s); });
   s.resize.observe(s.view);
@@ -132,7 +133,7 @@ function wireEvents(s) {
   }, { passive: false });
   let drag = null;
   v.addEventListener("pointerdown", e => {
-    if (e.target.closest(".kx-tools, .kx-legend")) return;
+    if (e.target.closest(".kx-tools")) return;
     drag = { x0: e.clientX, y0: e.clientY, x: s.x, y: s.y, moved: false, target: e.target };
   });
   v.addEventListener("pointermove", e => {
@@ -166,9 +167,6 @@ function wireEvents(s) {
     else if (e.key === "f") toggleFull(s);
     else return;
     e.stopPropagation();
-  });
-  s.legend.addEventListener("click", e => {
-    if (e.target.closest(".kx-legend-toggle")) s.legend.classList.toggle("kx-legend-min");
   });
   s.wrap.querySelector(".kx-tools").addEventListener("click", e => {
     const act = e.target.closest("button") && e.target.closest("button").dataset.act;
@@ -212,6 +210,7 @@ function sync(s) {
   const srcSig = sourceSig(src);
   if (src === s.src && srcSig === s.srcSig) return false;  // Streamlit may redraw into the same <svg>
   s.srcSig = srcSig;
+  s.view.dataset.syncs = String((+s.view.dataset.syncs || 0) + 1);  // how often a new drawing was cloned
   const size = naturalSize(src);
   const clone = src.cloneNode(true);
   clone.removeAttribute("width");
@@ -266,8 +265,7 @@ function paint(s) {
   const items = (d.legend || []).map(([label, colour]) =>
     `<span class="kx-chip" style="background:${esc(colour)}">${esc(label)}</span>`);
   if (d.highlight_label) items.push(`<span class="kx-chip kx-chip-current">${esc(d.highlight_label)}</span>`);
-  s.legend.innerHTML = '<span class="kx-legend-toggle" title="hide or show the legend">legend</span>' +
-    items.join("") + (d.note ? `<div class="kx-note">${esc(d.note)}</div>` : "");
+  s.legend.innerHTML = items.join("") + (d.note ? `<span class="kx-note">${esc(d.note)}</span>` : "");
   s.legend.style.display = items.length || d.note ? "" : "none";
   if (d.follow && d.highlight && d.highlight !== s.lastHighlight && !isVisible(s, d.highlight)) centreOn(s, d.highlight);
   s.lastHighlight = d.highlight;
@@ -287,7 +285,7 @@ function fitHeight(s) {
   const want = s.data.height || 560;
   const sp = scrollParent(s.view);
   const top = s.view.getBoundingClientRect().top + (sp ? sp.scrollTop - sp.getBoundingClientRect().top : window.scrollY);
-  const room = window.innerHeight - top - 16;
+  const room = window.innerHeight - top - 16 - Math.max(28, s.legend.offsetHeight);  // the legend strip stays on screen
   s.view.style.height = Math.round(Math.max(Math.min(300, want), Math.min(want, room))) + "px";
 }
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import altair as alt
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -23,40 +22,58 @@ HEAT_W, HEAT_H = 560, 380  # px a heatmap may take
 NUMBER = ".4~g"
 
 
-def histogram_chart(a: np.ndarray, height: int = 160) -> alt.Chart:
+# Charts are plain Vega-Lite specs (st.vega_lite_chart): Altair's schema validation alone
+# took ~0.1 s per heatmap, on every step.
+def _axis(title: str, fmt: str = ".4~g", **extra: Any) -> dict[str, Any]:
+    return {"title": title, "format": fmt, "labelOverlap": True, **extra}
+
+
+def histogram_chart(a: np.ndarray, height: int = 160) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Counts of the finite values in 40 bins, axes with short numbers."""
     hist = pd.DataFrame(T.histogram_table(a))
-    return (
-        alt.Chart(hist)
-        .mark_bar()
-        .encode(
-            x=alt.X("start:Q", bin="binned", title="value", axis=alt.Axis(format="~g", tickCount=6, labelOverlap=True)),
-            x2="end:Q",
-            y=alt.Y("count:Q", title="count", axis=alt.Axis(format="~s", tickCount=4)),
-            tooltip=[alt.Tooltip("start:Q", format=NUMBER), alt.Tooltip("end:Q", format=NUMBER), "count:Q"],
-        )
-        .properties(height=height)
-    )
+    spec = {
+        "mark": {"type": "bar"},
+        "height": height,
+        "encoding": {
+            "x": {"field": "start", "type": "quantitative", "bin": "binned", "axis": _axis("value", tickCount=6)},
+            "x2": {"field": "end"},
+            "y": {"field": "count", "type": "quantitative", "axis": _axis("count", "~s", tickCount=4)},
+            "tooltip": [{"field": "start", "type": "quantitative", "format": NUMBER},
+                        {"field": "end", "type": "quantitative", "format": NUMBER}, {"field": "count", "type": "quantitative"}],
+        },
+    }
+    return hist, spec
 
 
-def heatmap_chart(m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis") -> tuple[alt.Chart, str]:
-    """A capped heatmap of a 2-D array and a caption saying what was averaged."""
+def heatmap_chart(m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis") -> tuple[pd.DataFrame, dict[str, Any], str]:
+    """A capped heatmap of a 2-D array (data, spec) and a caption saying what was averaged."""
     cells, (fr, fc) = V.block_reduce(m, V.MAX_HEATMAP, V.MAX_HEATMAP)
     rows, cols = cells.shape
     cell_h = min(36.0, max(4.0, HEAT_H / rows))
     cell_w = min(36.0, max(4.0, HEAT_W / cols))
     df = pd.DataFrame(V.heatmap_rows(cells, (fr, fc)))
     nrows, ncols = m.shape if m.ndim == 2 else (1, m.shape[0])
-    x = alt.X("col:Q", title=col_title, scale=alt.Scale(domain=[0, ncols], nice=False), axis=alt.Axis(format="d", tickMinStep=1))
-    y = alt.Y("row:Q", title=row_title, scale=alt.Scale(domain=[0, nrows], nice=False, reverse=True),
-              axis=alt.Axis(format="d", tickMinStep=1))
-    tip = [alt.Tooltip("row:Q", title=row_title), alt.Tooltip("col:Q", title=col_title), alt.Tooltip("value:Q", format=NUMBER)]
-    base = alt.Chart(df).encode(x=x, x2="col_end:Q", y=y, y2="row_end:Q", tooltip=tip)
-    chart = base.mark_rect().encode(
-        color=alt.Color("value:Q", scale=alt.Scale(scheme=scheme), legend=alt.Legend(title=None, format="~g"))
-    ).transform_filter("datum.value !== null")
-    bad = base.mark_rect(color="#ff00ff").transform_filter("datum.nonfinite")
-    layered = alt.layer(chart, bad).properties(width=round(cols * cell_w), height=round(rows * cell_h))
+    enc = {
+        "x": {"field": "col", "type": "quantitative", "scale": {"domain": [0, ncols], "nice": False},
+              "axis": _axis(col_title, "d", tickMinStep=1)},
+        "x2": {"field": "col_end"},
+        "y": {"field": "row", "type": "quantitative", "scale": {"domain": [0, nrows], "nice": False, "reverse": True},
+              "axis": _axis(row_title, "d", tickMinStep=1)},
+        "y2": {"field": "row_end"},
+        "tooltip": [{"field": "row", "type": "quantitative", "title": row_title},
+                    {"field": "col", "type": "quantitative", "title": col_title},
+                    {"field": "value", "type": "quantitative", "format": NUMBER}],
+    }
+    spec = {
+        "width": round(cols * cell_w),
+        "height": round(rows * cell_h),
+        "layer": [
+            {"mark": {"type": "rect"}, "transform": [{"filter": "datum.value !== null"}],
+             "encoding": {**enc, "color": {"field": "value", "type": "quantitative", "scale": {"scheme": scheme},
+                                           "legend": {"title": None, "format": ".4~g"}}}},
+            {"mark": {"type": "rect", "color": "#ff00ff"}, "transform": [{"filter": "datum.nonfinite"}], "encoding": enc},
+        ],
+    }
     notes = []
     if fr > 1 or fc > 1:
         notes.append(f"each cell is the mean of a {fr}×{fc} block ({nrows:,}×{ncols:,} values)")
@@ -64,17 +81,27 @@ def heatmap_chart(m: np.ndarray, row_title: str, col_title: str, scheme: str = "
         notes.append("cells are stretched to fit")
     if df["nonfinite"].any():
         notes.append("magenta: NaN/Inf")
-    return layered, "; ".join(notes)
+    return df, spec, "; ".join(notes)
 
 
-def vector_chart(v: np.ndarray) -> alt.Chart:
+def vector_chart(v: np.ndarray) -> tuple[pd.DataFrame, dict[str, Any]]:
     df = pd.DataFrame(V.vector_rows(v))
-    mark = alt.Chart(df).mark_bar() if len(df) <= 64 else alt.Chart(df).mark_line(point=len(df) <= 200)
-    return mark.encode(
-        x=alt.X("index:Q" if len(df) > 64 else "index:O", title="index", axis=alt.Axis(format="d", labelOverlap=True)),
-        y=alt.Y("value:Q", title="value", axis=alt.Axis(format="~g")),
-        tooltip=["index:Q", alt.Tooltip("value:Q", format=NUMBER)],
-    ).properties(height=220)
+    short = len(df) <= 64
+    spec = {
+        "mark": {"type": "bar"} if short else {"type": "line", "point": len(df) <= 200},
+        "height": 220,
+        "encoding": {
+            "x": {"field": "index", "type": "ordinal" if short else "quantitative", "axis": _axis("index", "d")},
+            "y": {"field": "value", "type": "quantitative", "axis": _axis("value")},
+            "tooltip": [{"field": "index", "type": "quantitative"}, {"field": "value", "type": "quantitative", "format": NUMBER}],
+        },
+    }
+    return df, spec
+
+
+def chart(data_and_spec: tuple, width: str = "stretch") -> None:
+    data, spec = data_and_spec[0], data_and_spec[1]
+    st.vega_lite_chart(data, spec, width=width)
 
 
 def value_table(m: np.ndarray) -> None:
@@ -111,9 +138,14 @@ def _pick_slice(a: np.ndarray, lay: V.Layout, key: str) -> tuple[np.ndarray, str
     return m, names[rows], names[cols] + (f" · at {where}" if where else "")
 
 
+VIEWS = ["picture", "values", "histogram", "difference"]
+
+
 def show_tensor(a: np.ndarray, key: str, *, ref: np.ndarray | None = None, labels: Sequence[str] | None = None,
-                ref_source: str = "the reference") -> None:
-    """Stats, a view chosen by shape, a value table, and the difference to `ref`."""
+                ref_source: str = "the reference", view_key: str | None = None) -> None:
+    """Stats, then one view: a picture chosen by shape, the values, the histogram, or the
+    difference to `ref`. Only the chosen view is drawn (a step stays quick); `view_key`
+    keeps the choice across tensors and steps."""
     s = T.tensor_stats(a)
     cols = ["min", "max", "mean", "std", "nan", "inf"]
     st.dataframe(pd.DataFrame([{k: _fmt(s[k]) for k in cols}]), hide_index=True, width="stretch")
@@ -125,58 +157,56 @@ def show_tensor(a: np.ndarray, key: str, *, ref: np.ndarray | None = None, label
         level(f"Against {ref_source}: {comparison.text()}")
     lay = V.layout(a)
     core = V.core(a)
-    view_tab, table_tab, hist_tab, *diff_tab = st.tabs(
-        ["picture", "values", "histogram"] + (["difference"] if comparison is not None and comparison.status != C.SHAPE else [])
-    )
-    m: Any = None
-    row_title = col_title = ""
-    with view_tab:
-        if lay.kind in ("none", "empty"):
-            st.caption(f"Nothing to draw ({'no values' if lay.kind == 'empty' else s['dtype']}).")
-        elif lay.kind == "scalar":
-            st.markdown(f"### {_fmt(core.item() if hasattr(core, 'item') else core)}")
-        elif lay.kind == "vector":
-            m = core
-            st.altair_chart(vector_chart(core), width="stretch")
-            if core.size >= 10:
+    views = VIEWS if comparison is not None and comparison.status != C.SHAPE else VIEWS[:3]
+    vk = view_key or f"{key}_view"
+    if st.session_state.get(vk) not in views:
+        st.session_state[vk] = "picture"
+    view = st.segmented_control("View", views, key=vk, required=True, label_visibility="collapsed")
+    if lay.kind in ("none", "empty"):
+        st.caption(f"Nothing to draw ({'no values' if lay.kind == 'empty' else s['dtype']}).")
+    elif view == "histogram":
+        chart(histogram_chart(a))
+    elif lay.kind == "scalar":
+        st.markdown(f"### {_fmt(core.item() if hasattr(core, 'item') else core)}")
+    elif lay.kind == "vector":
+        if view == "values":
+            value_table(core)
+        else:
+            shown = C.difference(a, ref).reshape(lay.core) if view == "difference" and ref is not None else core
+            chart(vector_chart(shown))
+            if view == "picture" and core.size >= 10:
                 top = V.top_entries(core, 5, labels)
                 st.caption("Largest entries: " + ", ".join(
                     (f"class {r['label']}" if "label" in r else f"[{r['index']}]") + f" = {r['value']:.4g}" for r in top))
+    else:
+        if lay.kind == "matrix":
+            m, row_title, col_title = core, "row", "column"
+            diff_m = C.difference(a, ref).reshape(lay.core) if view == "difference" and ref is not None else None
         else:
-            if lay.kind == "matrix":
-                m, row_title, col_title = core, "row", "column"
-            else:
-                if len(lay.core) == 3 and lay.core[0] > 1:
-                    mosaic, shown = T.channel_grid(core[None])
-                    more = f" (first {len(shown)} of {lay.core[0]})" if len(shown) < lay.core[0] else ""
-                    st.image(mosaic, caption=f"channels{more}, each on its own scale (viridis; magenta = NaN/Inf)")
-                m, row_title, col_title = _pick_slice(a, lay, key)
-            chart, note = heatmap_chart(m, row_title, col_title)
-            st.altair_chart(chart, width="content")
-            if note:
-                st.caption(note.capitalize() + ".")
-    with table_tab:
-        if m is not None:
+            if view == "picture" and len(lay.core) == 3 and lay.core[0] > 1:
+                mosaic, shown_ch = T.channel_grid(core[None])
+                more = f" (first {len(shown_ch)} of {lay.core[0]})" if len(shown_ch) < lay.core[0] else ""
+                st.image(mosaic, caption=f"channels{more}, each on its own scale (viridis; magenta = NaN/Inf)")
+            m, row_title, col_title = _pick_slice(a, lay, key)
+            diff_m = (V.slice_2d(C.difference(a, ref), *_current_axes(key, lay),
+                                 {ax: st.session_state.get(f"{key}_ix{ax}", 0) for ax in range(a.ndim)})
+                      if view == "difference" and ref is not None else None)
+        if view == "values":
             value_table(m)
-        elif lay.kind == "scalar":
-            st.write(core)
-    with hist_tab:
-        st.altair_chart(histogram_chart(a), width="stretch")
-    if diff_tab and ref is not None and m is not None:
-        with diff_tab[0]:
-            diff = C.difference(a, ref)
-            dcore = diff.reshape(lay.core) if lay.kind not in ("none", "empty") else diff
-            if lay.kind == "vector":
-                st.altair_chart(vector_chart(dcore), width="stretch")
-            elif lay.kind in ("matrix", "slices"):
-                dm = dcore if lay.kind == "matrix" else V.slice_2d(
-                    diff, *_current_axes(key, lay), {ax: st.session_state.get(f"{key}_ix{ax}", 0) for ax in range(diff.ndim)})
-                chart, note = heatmap_chart(dm, "row" if lay.kind == "matrix" else row_title, "column" if lay.kind == "matrix" else col_title, scheme="reds")
-                st.altair_chart(chart, width="content")
-                st.caption("|engine − reference| of the slice above" + (f"; {note}" if note else "") + f"; tolerance {comparison.tolerance:.3g}.")
-            st.caption(f"Largest difference {float(np.max(diff)) if diff.size else 0:.3g} at index "
-                       f"{np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()}.")
-    st.download_button("Download .npy", T.npy_bytes(a), file_name=f"{key}.npy", mime="application/octet-stream", key=f"{key}_dl")
+        else:
+            data, spec, note = heatmap_chart(m if diff_m is None else diff_m, row_title, col_title,
+                                             scheme="viridis" if diff_m is None else "reds")
+            chart((data, spec), width="content")
+            if diff_m is not None:
+                note = "|engine − reference| of this slice" + (f"; {note}" if note else "") + f"; tolerance {comparison.tolerance:.3g}"
+            if note:
+                st.caption(note[0].upper() + note[1:] + ".")
+    if view == "difference" and ref is not None and a.size:
+        diff = C.difference(a, ref)
+        worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
+        st.caption(f"Largest difference {float(diff[worst]):.3g} at index {tuple(int(i) for i in worst)}.")
+    st.download_button("Download .npy", lambda: T.npy_bytes(a), file_name=f"{key}.npy", mime="application/octet-stream",
+                       key=f"{key}_dl")
 
 
 def _current_axes(key: str, lay: V.Layout) -> tuple[int, int]:

@@ -192,13 +192,18 @@ def click_node(page, title: str, view: int = 0, kind: str = "node") -> None:
             const g = [...v.querySelectorAll('svg g.{kind}')].find(g => g.querySelector(':scope > title').textContent === title);
             if (!g) return null;
             const target = g.querySelector('{"text" if kind == "cluster" else "path, polygon, ellipse"}');
-            const r = target.getBoundingClientRect(), b = v.getBoundingClientRect();
-            return {{x: r.left + r.width / 2, y: r.top + r.height / 2, inside: r.left >= b.left && r.right <= b.right && r.top >= b.top && r.bottom <= b.bottom}};
+            const at = () => {{ const r = target.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; }};
+            let [x, y] = at();
+            if (!g.contains(document.elementFromPoint(x, y)) && v.kxCentre) {{  // hidden (legend, edge of the box): pan to it
+                if ({str(kind == "node").lower()}) v.kxCentre(title);
+                [x, y] = at();
+            }}
+            return {{x, y, hit: g.contains(document.elementFromPoint(x, y))}};
         }}""",
         title,
     )
     assert box is not None, f"no {kind} titled {title!r} in the viewer"
-    assert box["inside"], f"{title!r} is outside the viewer's box"
+    assert box["hit"], f"{title!r} cannot be reached with the mouse in the viewer"
     page.mouse.click(box["x"], box["y"])
 
 

@@ -205,7 +205,7 @@ def test_good_upload_loads_and_profiles() -> None:
 # -- inputs ---------------------------------------------------------------------------------------
 def sidebar_input(at) -> str:
     """The input the sidebar names (drawn after the page ran, so it is this run's)."""
-    line = next(c.value for c in at.sidebar.caption if c.value.startswith("Input: "))
+    (line,) = [c.value for c in at.sidebar.caption if c.value.startswith("Input: ")]  # one badge, this run's
     return line[len("Input: "):]
 
 

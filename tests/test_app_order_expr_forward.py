@@ -189,7 +189,8 @@ def test_forward_go_to_an_operator_and_tensor_views() -> None:
     no_exception(at)
     assert highlight(at) == conv and at.selectbox(key="fw_target").value == conv
     assert any(f"`{conv}`" in m.value for m in at.markdown)
-    assert len(at.tabs) >= 2  # its input and output tensors
+    tensors = next(g for g in at.get("button_group") if g.key == f"fw_tensor_{[r.name for r in runtime('digits_cnn').order].index(conv)}")
+    assert [o.content for o in tensors.proto.options][-1].startswith("out %")  # its inputs and output, output shown
     assert at.get("image"), "a C×H×W map shows its channels as a mosaic"
     assert at.get("vega_lite_chart"), "a heatmap / histogram chart"
 
@@ -323,3 +324,20 @@ def test_expressions_parse_error_shows_the_caret_even_on_a_long_line() -> None:
     code = next(c.value for c in at.code if "^" in c.value).splitlines()
     excerpt, caret = code[1], code[2]
     assert len(excerpt) < 110 and excerpt[caret.index("^")] == "$"
+
+
+def test_a_selection_follows_between_the_graph_and_forward_pages() -> None:
+    from apptest_helpers import GRAPH
+
+    at = app("resnet18", GRAPH)
+    next(s for s in at.selectbox if s.label == "Operator details").set_value("layer2.0.relu").run()
+    click(at, "graph_to_forward")
+    position = [r.name for r in runtime("resnet18").order].index("layer2.0.relu") + 1
+    assert any(f"Operator {position} of 51: `layer2.0.relu`" in m.value for m in at.markdown)
+    assert highlight(at) == "layer2.0.relu"
+    at.switch_page(FORWARD)  # (AppTest keeps asking for the page it was sent to last; a browser follows st.switch_page)
+    click(at, "fw_step")
+    current = [r.name for r in runtime("resnet18").order][position]
+    click(at, "fw_to_graph")
+    at.switch_page(GRAPH).run()
+    assert highlight(at) == current and any(h.value == current for h in at.subheader)

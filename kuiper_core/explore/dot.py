@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 from ..graph import Graph, Operator
 from .categories import CATEGORY_COLORS, category
-from .modules import ModuleGroup, ancestors, default_expanded, module_tree
+from .modules import ModuleGroup, ancestors, default_expanded, module_tree, unit_count
 from .overlay import category_legend
 from .summary import param_text, shape_text
 
@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 OVERVIEW_BUDGET = 60  # a big model opens with whole module levels while this many nodes are drawn
+CLUSTER_LIMIT = 300  # above this many drawn nodes open modules get no frame (dot's cluster layout
+# of 1,500 nodes in 300 nested frames takes ~45 s in the browser; without frames a few seconds)
 GROUP_PREFIX, CLUSTER_PREFIX = "group ", "cluster "  # PNNX names never contain spaces
 
 # Params worth a place in a node label, in the order they are shown.
@@ -153,6 +155,7 @@ class GraphView:
     expanded: set[str] = field(default_factory=set)  # open modules
     unit_of: dict[str, str] = field(default_factory=dict)  # operator -> the node showing it
     categories: list[str] = field(default_factory=list)  # categories of the drawn nodes
+    frames: bool = True  # open modules drawn as frames (False above CLUSTER_LIMIT nodes)
 
     @property
     def closed_groups(self) -> int:
@@ -180,8 +183,10 @@ def _dot(
     focus: str | None,
     edge_labels: bool,
     node_colors: dict[str, str] | None = None,
+    frames: bool = True,
 ) -> tuple[str, dict[str, str], list[str]]:
-    """(DOT, operator -> drawn node, categories drawn)."""
+    """(DOT, operator -> drawn node, categories drawn). frames=False draws open modules
+    without their cluster frame."""
     by_name = {op.name: op for op in ops}
     unit_of: dict[str, str] = {}
     cats: list[str] = []
@@ -202,7 +207,9 @@ def _dot(
         for name in g.direct:
             operator_node(by_name[name], indent)
         for c in g.children:
-            if c.id in expanded:
+            if c.id in expanded and not frames:
+                emit(c, indent)
+            elif c.id in expanded:
                 out.append(f"{indent}subgraph {quote(cluster_id(c))} {{")
                 out.append(
                     f"{indent}  graph [{_attrs(label=f'{c.label}  ▾', tooltip=f'{c.id}: click the name to close', labeljust='l', style='rounded,dashed', color='#9a9a9a', fontcolor='#444444', fontsize=11, penwidth=1.2)}];"
@@ -277,9 +284,10 @@ def graph_view(
     for name in show:
         if name is not None:
             opened |= {g.id for g in ancestors(tree, name)}
-    dot, unit_of, cats = _dot(graph, ops, tree, opened, focus, edge_labels, node_colors)
+    frames = unit_count(tree, opened) <= CLUSTER_LIMIT
+    dot, unit_of, cats = _dot(graph, ops, tree, opened, focus, edge_labels, node_colors, frames)
     shown = [op.name for op in ops if unit_of.get(op.name) == op.name]
-    return GraphView(dot, shown, len(ops), len(graph.operators), tree, opened, unit_of, sorted(set(cats)))
+    return GraphView(dot, shown, len(ops), len(graph.operators), tree, opened, unit_of, sorted(set(cats)), frames)
 
 
 def graph_dot(graph: Graph, **options: Any) -> str:
