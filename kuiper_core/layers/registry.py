@@ -200,9 +200,26 @@ def _load_all() -> None:
     from .. import layers
 
     for mod in pkgutil.iter_modules(layers.__path__):
-        if mod.name != "registry":
+        if mod.name != "registry" and not mod.name.startswith("_"):
             importlib.import_module(f"{layers.__name__}.{mod.name}")
     _loaded = True
+
+
+def _load_for(op_type: str) -> None:
+    """Import the module that registers `op_type` (layers/_index.py says which), so that
+    loading a model imports only the layer modules it uses (a fresh process's first load
+    is timed, imports included). A type the index does not know imports every module."""
+    if op_type in _REGISTRY:
+        return
+    from ._index import MODULE_OF
+
+    module = MODULE_OF.get(op_type)
+    if module is not None:
+        import importlib
+
+        importlib.import_module(f"{__package__}.{module}")
+    if op_type not in _REGISTRY:
+        _load_all()
 
 
 def supported_types() -> list[str]:
@@ -211,21 +228,44 @@ def supported_types() -> list[str]:
 
 
 def is_supported(op_type: str) -> bool:
-    _load_all()
+    _load_for(op_type)
     return op_type in _REGISTRY
 
 
 def check_supported(operators: list[Operator]) -> None:
     """Raise one UnsupportedOperatorError listing every operator without a layer."""
-    _load_all()
+    for t in {op.type for op in operators}:
+        _load_for(t)
     missing = [(op.type, op.name, op.line) for op in operators if op.type not in _REGISTRY]
     if missing:
         raise UnsupportedOperatorError(missing)
 
 
 def layer_class(op_type: str) -> type[Layer] | None:
-    _load_all()
+    _load_for(op_type)
     return _REGISTRY.get(op_type)
+
+
+def module_index() -> dict[str, str]:
+    """Every registered type -> the layers module registering it: what layers/_index.py holds."""
+    _load_all()
+    return {t: cls.__module__.rsplit(".", 1)[-1] for t, cls in sorted(_REGISTRY.items())
+            if cls.__module__.startswith(f"{__package__}.")}
+
+
+def write_index() -> None:
+    """Rewrite layers/_index.py from the registrations (python -m kuiper_core.layers.registry)."""
+    from pathlib import Path
+
+    lines = [f"    {t!r}: {m!r}," for t, m in module_index().items()]
+    text = (
+        '"""Layer type -> the module under kuiper_core/layers that registers it (generated: run\n'
+        '`python -m kuiper_core.layers.registry` after adding a layer; tests/test_layer_index.py\n'
+        'checks it). registry.py imports only the modules a model needs; a type missing here\n'
+        'still works (every module is imported then), only slower to load."""\n\n'
+        "MODULE_OF: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n"
+    )
+    Path(__file__).with_name("_index.py").write_text(text)
 
 
 def create_layer(op: Operator) -> Layer:
@@ -242,3 +282,9 @@ def create_layer(op: Operator) -> Layer:
         raise _limits.out_of_memory(e, op.name, op.type) from None
     except Exception as e:  # a param no check caught (a bug to fix): still a located error
         raise ModelError(f"invalid parameters: {type(e).__name__}: {e}", operator=op.name, op_type=op.type) from e
+
+
+if __name__ == "__main__":  # run as a script, this file is not the module the layers register in
+    from kuiper_core.layers import registry
+
+    registry.write_index()
