@@ -133,6 +133,51 @@ MODELS: dict[str, OptModel] = {
 }
 
 
+def _new(cls_name: str, seed: int, shape: tuple[int, ...], **kwargs: Any) -> Callable[[], tuple[Any, Any]]:
+    """A builder for tools/optlevel_models.py's `cls_name` (plain torch, unlike the samples)."""
+
+    def build() -> tuple[Any, Any]:
+        import optlevel_models
+
+        return optlevel_models.build(getattr(optlevel_models, cls_name), seed, shape, **kwargs)
+
+    return build
+
+
+# Models unlike the bundled samples (tools/optlevel_models.py): what other people's exports hold.
+MODELS.update({
+    "gru_text": OptModel(_new("GruTextClassifier", 21, (1, 7), ids=20),
+                         "embedding, bidirectional GRU, LSTM, mean + last step, log_softmax (token ids in)",
+                         shape2=(2, 5), more_shapes=[(3, 9)]),
+    "encoder_block": OptModel(_new("EncoderBlock", 22, (1, 6, 16)),
+                              "pre-norm transformer block: nn.MultiheadAttention with a causal mask, GELU MLP "
+                              "(mask fixed at 6 tokens: batch-only dyn)",
+                              shape2=(2, 6, 16), more_shapes=[(3, 6, 16)]),
+    "tensor_ops": OptModel(_new("TensorOpsZoo", 23, (1, 4, 8, 8)),
+                           "split, chunk, stack, argmax+gather, where, einsum, interpolate, pixel_shuffle, "
+                           "group norm, avg/adaptive pooling, softmax (einsum weight fixes H: batch-only dyn)",
+                           shape2=(2, 4, 8, 8), more_shapes=[(3, 4, 8, 8)]),
+    "shape_arith": OptModel(_new("ShapeArithmetic", 24, (1, 3, 4, 6)),
+                            "reshapes from x.size(): view(b,-1), reshape(b,c//2,2,h,w) channel shuffle, "
+                            "flatten, shape[1]//2 slices",
+                            shape2=(2, 3, 6, 5), more_shapes=[(3, 3, 5, 7)]),
+    "densenet_mini": OptModel(_new("DenseNetMini", 25, (1, 3, 16, 16), bn_shape=(3, 16, 16)),
+                              "DenseNet-style concatenating blocks, BN-ReLU-conv, avg-pool transitions",
+                              shape2=(1, 3, 24, 24), more_shapes=[(2, 3, 20, 12)]),
+    "mobilenetv2_mini": OptModel(_new("MobileNetV2Mini", 26, (1, 3, 16, 16), bn_shape=(3, 16, 16)),
+                                 "inverted residuals with ReLU6 / Hardswish, squeeze-excitation, depthwise convs",
+                                 shape2=(1, 3, 32, 32), more_shapes=[(2, 3, 24, 20)]),
+    "indexing": OptModel(_new("IndexingZoo", 27, (1, 3, 6, 8)),
+                         "slices with steps and negative bounds, flip, index_select, list index, masked_fill, "
+                         "cumsum, roll, narrow, select, expand, repeat (no dyn: pnnx drops stepped slices "
+                         "from inputshape2 exports, see the README)"),
+    "audio_conv1d": OptModel(_new("AudioConv1d", 28, (1, 2, 32), bn_shape=(2, 32)),
+                             "conv1d, BatchNorm1d, SiLU, max_pool1d, reflect pad, dilated conv, conv_transpose1d, "
+                             "leaky_relu, nearest interpolate, tanh",
+                             shape2=(2, 2, 48), more_shapes=[(1, 2, 40)]),
+})
+
+
 def _export(name: str, spec: OptModel, level: str, dest: Path) -> None:
     import torch
 
@@ -153,7 +198,10 @@ def _export(name: str, spec: OptModel, level: str, dest: Path) -> None:
     if level == "dyn":
         gen = torch.Generator().manual_seed(99)
         for k, shape in enumerate([spec.shape2, *spec.more_shapes], start=1):
-            xk = torch.randn(*shape, generator=gen, dtype=x.dtype)
+            if x.dtype.is_floating_point:
+                xk = torch.randn(*shape, generator=gen, dtype=x.dtype)
+            else:  # token ids: the example's range
+                xk = torch.randint(0, int(x.max()) + 1, shape, generator=gen, dtype=x.dtype)
             with torch.no_grad():
                 ys = module(xk)
             ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]

@@ -32,7 +32,9 @@ class Expression(Layer):
         # value: turn it back into expression text.
         if expr is None or isinstance(expr, (bool, int, float)):
             expr = str(expr)
-        elif isinstance(expr, list) and all(isinstance(v, (bool, int, float)) for v in expr):
+        elif isinstance(expr, list) and all(v is None or isinstance(v, (bool, int, float, str)) for v in expr):
+            # `[7,7]`, or `[None,@0]` (Tensor.index's list at optlevel 1): the .param reader
+            # made a list of it; the text is the same items joined again.
             expr = "[" + ",".join(map(str, expr)) + "]"
         if not isinstance(expr, str):
             raise self.error(f"parameter 'expr' must be expression text, got {expr!r}")

@@ -106,9 +106,10 @@ class Reshape(Layer):
             raise self.error(f"cannot reshape an input of shape {x.shape} to {shape}{traced}") from None
 
 
-@register("Tensor.reshape_as")
+@register("Tensor.reshape_as", "Tensor.view_as", "aten::view_as")
 class ReshapeAs(Layer):
-    """`x.reshape_as(other)`: x in the shape of the second input."""
+    """`x.reshape_as(other)` / `x.view_as(other)`: x in the shape of the second input
+    (pnnx keeps view_as as TorchScript's `aten::view_as` at every optlevel)."""
 
     returns_views = True
 

@@ -1,0 +1,230 @@
+"""Plain-torch models unlike the bundled samples, for the optlevel test set (issue 7).
+
+The bundled samples cover conv nets, a ViT and a detector. People run exports of other
+models too, so these exercise what those emit at optlevel 0/1/2: recurrent layers, attention
+with masks, split/chunk/stack/gather/where/einsum, shape arithmetic on `x.size()`, dense
+concatenation, inverted residuals with squeeze-excitation, slicing with steps and negative
+indices. Each builder returns (module in eval mode, example input); tools/export_optlevels.py
+exports them. Sizes are tiny so each export stays a few KB.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class GruTextClassifier(nn.Module):
+    """Token ids -> embedding -> bidirectional GRU -> LSTM -> mean over time + last step -> classes."""
+
+    def __init__(self, vocab: int = 20, dim: int = 8, hidden: int = 6, classes: int = 3) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.gru = nn.GRU(dim, hidden, batch_first=True, bidirectional=True)
+        self.lstm = nn.LSTM(2 * hidden, hidden, batch_first=True)
+        self.fc = nn.Linear(2 * hidden, classes)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        x, _ = self.gru(x)
+        x, (h, _) = self.lstm(x)
+        feat = torch.cat([x.mean(dim=1), h[-1]], dim=1)
+        return F.log_softmax(self.fc(feat), dim=-1)
+
+
+class EncoderBlock(nn.Module):
+    """Pre-norm transformer encoder block: nn.MultiheadAttention with a causal mask, GELU MLP."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, seq: int = 6) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), diagonal=1))
+
+    def forward(self, x):
+        h = self.norm1(x)
+        a, w = self.attn(h, h, h, attn_mask=self.mask, need_weights=True)
+        x = x + a
+        x = x + self.mlp(self.norm2(x))
+        return x, w
+
+
+class TensorOpsZoo(nn.Module):
+    """split/chunk/stack/gather/where/einsum/interpolate/softmax/group norm/pixel shuffle/pooling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.proj = nn.Parameter(torch.randn(4, 5))
+
+    def forward(self, x):
+        y = self.gn(self.conv(x))                                # (1,8,8,8)
+        a, b = torch.split(y, [3, 5], dim=1)
+        c1, c2 = torch.chunk(b, 2, dim=2)                        # (1,5,4,8) each
+        s = torch.stack([c1, c2], dim=0).sum(0)                  # (1,5,4,8)
+        idx = torch.argmax(s, dim=3, keepdim=True)               # (1,5,4,1)
+        g = torch.gather(s, 3, idx)                              # (1,5,4,1)
+        w = torch.where(s > g * 0.5, s, torch.zeros_like(s))
+        e = torch.einsum("bchw,hk->bckw", w, self.proj)          # (1,5,5,8)
+        up = F.interpolate(a, scale_factor=2, mode="bilinear", align_corners=False)  # (1,3,16,16)
+        ps = F.pixel_shuffle(y[:, :4], 2)                        # (1,1,16,16)
+        m = torch.cat([up, ps], 1)
+        pooled = F.avg_pool2d(m, 2) + F.adaptive_max_pool2d(m, (8, 8))
+        att = torch.softmax(pooled.flatten(2), dim=-1).view_as(pooled)
+        return F.adaptive_avg_pool2d(att * pooled, 1).flatten(1), e.mean(dim=(2, 3))
+
+
+class ShapeArithmetic(nn.Module):
+    """Reshapes computed from x.size(): view(b, -1), reshape(b, c//2, 2, h, w), channel shuffle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = self.conv(x)
+        b, c, h, w = x.size()
+        y = x.reshape(b, c // 2, 2, h, w).transpose(1, 2).reshape(b, c, h, w)  # channel shuffle
+        z = y.view(b, c, -1).permute(0, 2, 1)                    # (b, h*w, c)
+        z = self.fc(z)                                           # (b, h*w, 4)
+        z = z.transpose(1, 2).contiguous().view(x.size(0), 4, h, w)
+        t = torch.flatten(z, 1)
+        n = t.shape[1] // 2
+        return t[:, :n] * t[:, n:], z.view(x.size(0), -1).sum(-1, keepdim=True)
+
+
+class DenseNetMini(nn.Module):
+    """DenseNet-style: every layer's output concatenated to its input; transitions with avg pool."""
+
+    def __init__(self, growth: int = 4, layers: int = 3, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        ch = 8
+        self.blocks = nn.ModuleList()
+        self.trans = nn.ModuleList()
+        for _ in range(2):
+            block = nn.ModuleList()
+            for _ in range(layers):
+                block.append(nn.Sequential(nn.BatchNorm2d(ch), nn.ReLU(), nn.Conv2d(ch, growth, 3, padding=1, bias=False)))
+                ch += growth
+            self.blocks.append(block)
+            self.trans.append(nn.Sequential(nn.BatchNorm2d(ch), nn.ReLU(), nn.Conv2d(ch, ch // 2, 1, bias=False),
+                                            nn.AvgPool2d(2)))
+            ch //= 2
+        self.norm = nn.BatchNorm2d(ch)
+        self.fc = nn.Linear(ch, classes)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block, trans in zip(self.blocks, self.trans):
+            for layer in block:
+                x = torch.cat([x, layer(x)], 1)
+            x = trans(x)
+        x = F.relu(self.norm(x))
+        return self.fc(F.adaptive_avg_pool2d(x, (1, 1)).view(x.size(0), -1))
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, ch: int, r: int = 4) -> None:
+        super().__init__()
+        self.fc1 = nn.Conv2d(ch, max(1, ch // r), 1)
+        self.fc2 = nn.Conv2d(max(1, ch // r), ch, 1)
+
+    def forward(self, x):
+        s = x.mean((2, 3), keepdim=True)
+        return x * F.hardsigmoid(self.fc2(F.relu(self.fc1(s))))
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int, se: bool, act: type[nn.Module]) -> None:
+        super().__init__()
+        mid = cin * expand
+        self.use_res = stride == 1 and cin == cout
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), act(),
+            nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), nn.BatchNorm2d(mid), act(),
+            SqueezeExcite(mid) if se else nn.Identity(),
+            nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout),
+        )
+
+    def forward(self, x):
+        y = self.body(x)
+        return x + y if self.use_res else y
+
+
+class MobileNetV2Mini(nn.Module):
+    """MobileNetV2-style inverted residuals with ReLU6 and Hardswish, one with squeeze-excitation."""
+
+    def __init__(self, classes: int = 6) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6())
+        self.blocks = nn.Sequential(
+            InvertedResidual(8, 8, 1, 2, False, nn.ReLU6),
+            InvertedResidual(8, 12, 2, 3, True, nn.Hardswish),
+            InvertedResidual(12, 12, 1, 2, True, nn.Hardswish),
+        )
+        self.head = nn.Sequential(nn.Conv2d(12, 16, 1), nn.Hardswish(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Dropout(0.2), nn.Linear(16, classes))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+class IndexingZoo(nn.Module):
+    """Slices with steps and negative bounds, flip (torch has no negative steps), index_select,
+    a list index, masked_fill, cumsum, roll, narrow, select, unsqueeze/squeeze, expand, repeat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("order", torch.tensor([2, 0, 1]))
+
+    def forward(self, x):                                        # (1,3,6,8)
+        a = x[:, :, 1:-1:2, ::3]                                 # (1,3,2,3)
+        b = torch.flip(x, dims=[3])[..., -3:]                    # (1,3,6,3)
+        c = torch.index_select(x, 1, self.order)                 # (1,3,6,8)
+        d = c[:, -1, :, :].unsqueeze(1).expand(-1, 2, -1, -1)    # (1,2,6,8)
+        e = d.masked_fill(d < 0, 0.0).cumsum(dim=-1)
+        f = torch.roll(x, shifts=2, dims=2).narrow(3, 2, 4)      # (1,3,6,4)
+        g = x.select(2, -1).squeeze(0).repeat(1, 2)              # (3,16)
+        h = x[:, [0, 2]]                                         # (1,2,6,8)
+        return a.sum((2, 3)) + b.mean((2, 3)), e + h, f, g
+
+
+class AudioConv1d(nn.Module):
+    """1-D conv net: conv1d + BatchNorm1d + max pool, reflect padding, transposed conv, upsample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv1d(2, 6, 5, padding=2)
+        self.bn = nn.BatchNorm1d(6)
+        self.c2 = nn.Conv1d(6, 6, 3, dilation=2)
+        self.up = nn.ConvTranspose1d(6, 4, 4, stride=2, padding=1)
+        self.head = nn.Conv1d(4, 2, 1)
+
+    def forward(self, x):                                        # (1,2,32)
+        x = F.max_pool1d(F.silu(self.bn(self.c1(x))), 2)         # (1,6,16)
+        x = self.c2(F.pad(x, (2, 2), mode="reflect"))            # (1,6,16)
+        x = self.up(F.leaky_relu(x, 0.1))                        # (1,4,32)
+        x = F.interpolate(x, scale_factor=0.5, mode="nearest")  # (1,4,16)
+        return torch.tanh(self.head(x))
+
+
+def build(cls: type[nn.Module], seed: int, shape: tuple[int, ...], *, ids: int | None = None,
+          bn_shape: tuple[int, ...] | None = None, **kwargs: Any) -> tuple[nn.Module, torch.Tensor]:
+    """(module in eval mode, example input): random float input of `shape`, or token ids
+    below `ids`; BatchNorm statistics calibrated on inputs of `bn_shape` when given."""
+    from samples.common import randomize_batchnorm
+
+    torch.manual_seed(seed)
+    m = cls(**kwargs)
+    if bn_shape is not None:
+        randomize_batchnorm(m, batches=2, batch_size=4, input_shape=bn_shape)
+    x = torch.randint(0, ids, shape) if ids is not None else torch.randn(*shape)
+    return m.eval(), x
