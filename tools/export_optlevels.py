@@ -175,6 +175,27 @@ MODELS.update({
                              "conv1d, BatchNorm1d, SiLU, max_pool1d, reflect pad, dilated conv, conv_transpose1d, "
                              "leaky_relu, nearest interpolate, tanh",
                              shape2=(2, 2, 48), more_shapes=[(1, 2, 40)]),
+    "gpt_block": OptModel(_new("GptBlock", 29, (1, 6, 16)),
+                          "hand-written causal attention (RMSNorm, split, view/transpose heads, tril buffer cut "
+                          "to T, masked_fill), scaled_dot_product_attention(is_causal), SwiGLU MLP",
+                          shape2=(2, 8, 16), more_shapes=[(3, 5, 16)]),
+    "unet_pad": OptModel(_new("UNetPad", 30, (1, 3, 11, 14)),
+                         "UNet up step on odd sizes: transposed conv, F.pad by the size difference, "
+                         "interpolate to the skip's size, cat",
+                         shape2=(2, 3, 16, 9), more_shapes=[(1, 3, 13, 21)]),
+    "swin_windows": OptModel(_new("SwinWindows", 31, (1, 4, 6, 8)),
+                             "Swin-style shifted windows: roll, window partition/reverse by view+permute, "
+                             "attention per window, LayerNorm, tanh-GELU MLP",
+                             shape2=(2, 6, 4, 8), more_shapes=[(1, 8, 8, 8)]),
+    "yolo_decode": OptModel(_new("YoloDecode", 32, (1, 3, 8, 10)),
+                            "detection decode from the feature map's size: meshgrid of aranges, sigmoid, exp, "
+                            "clamp, anchors buffer, view/permute/reshape",
+                            shape2=(2, 3, 12, 6), more_shapes=[(1, 3, 6, 14)]),
+    "norm_act_zoo": OptModel(_new("NormActZoo", 33, (1, 3, 6, 6)),
+                             "InstanceNorm, F.normalize, PReLU, ELU, Mish, Softplus, grouped conv + channel "
+                             "shuffle, transposed conv with output_padding, bilinear align_corners, max with "
+                             "indices, topk, sort",
+                             shape2=(2, 3, 8, 4), more_shapes=[(1, 3, 5, 7)]),
 })
 
 

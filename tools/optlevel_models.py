@@ -228,3 +228,130 @@ def build(cls: type[nn.Module], seed: int, shape: tuple[int, ...], *, ids: int |
         randomize_batchnorm(m, batches=2, batch_size=4, input_shape=bn_shape)
     x = torch.randint(0, ids, shape) if ids is not None else torch.randn(*shape)
     return m.eval(), x
+
+
+class GptBlock(nn.Module):
+    """A GPT-style block written by hand: RMSNorm, q/k/v from one linear, heads by view and
+    transpose, a causal tril buffer cut to the sequence length, masked_fill, softmax; a second
+    path through F.scaled_dot_product_attention(is_causal=True); a SwiGLU MLP."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, max_len: int = 8) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.w1, self.w2, self.w3 = nn.Linear(dim, 24, bias=False), nn.Linear(24, dim, bias=False), nn.Linear(dim, 24, bias=False)
+        self.g = nn.Parameter(torch.rand(dim) + 0.5)
+        self.register_buffer("tril", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
+
+    def rms(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.g
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(self.rms(x)).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+        att = att.masked_fill(self.tril[:, :, :T, :T] == 0, float("-inf"))
+        y = torch.softmax(att, dim=-1) @ v
+        y2 = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = (y + y2).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.proj(y)
+        h = self.rms(x)
+        return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+
+class UNetPad(nn.Module):
+    """A UNet up step on odd sizes: transposed conv, F.pad by the size difference (diff // 2,
+    diff - diff // 2), interpolate to the skip's size, concatenation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.mid = nn.Conv2d(6, 6, 3, padding=1)
+        self.up = nn.ConvTranspose2d(6, 3, 2, stride=2)
+        self.out = nn.Conv2d(12, 2, 1)
+
+    def forward(self, x):
+        skip = x
+        y = self.up(F.relu(self.mid(self.down(x))))
+        dy, dx = skip.size(2) - y.size(2), skip.size(3) - y.size(3)
+        y = F.pad(y, [dx // 2, dx - dx // 2, dy // 2, dy - dy // 2])
+        z = F.interpolate(self.mid(self.down(x)), size=skip.shape[2:], mode="bilinear", align_corners=True)
+        return self.out(torch.cat([skip, y, z], dim=1))
+
+
+class SwinWindows(nn.Module):
+    """Swin-style shifted windows: roll, window partition by view/permute, attention by
+    matmul in each window, window reverse, roll back; LayerNorm and an MLP."""
+
+    def __init__(self, dim: int = 8, ws: int = 2) -> None:
+        super().__init__()
+        self.ws = ws
+        self.norm = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 16), nn.GELU(approximate="tanh"), nn.Linear(16, dim))
+
+    def forward(self, x):                                        # (B, H, W, C)
+        B, H, W, C = x.shape
+        ws = self.ws
+        s = torch.roll(self.norm(x), shifts=(-1, -1), dims=(1, 2))
+        win = s.view(B, H // ws, ws, W // ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, C)
+        q, k, v = self.qkv(win).chunk(3, dim=-1)
+        a = torch.softmax(q @ k.transpose(1, 2) / C ** 0.5, dim=-1) @ v
+        a = a.view(B, H // ws, W // ws, ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(B, H, W, C)
+        x = x + torch.roll(a, shifts=(1, 1), dims=(1, 2))
+        return x + self.mlp(x)
+
+
+class YoloDecode(nn.Module):
+    """A detection head decoding boxes from the feature map's own size: meshgrid of aranges,
+    sigmoid, exp, stack, view(b, na, no, ny, nx).permute, reshape(b, -1, no)."""
+
+    def __init__(self, nc: int = 2, na: int = 2) -> None:
+        super().__init__()
+        self.na, self.no = na, nc + 5
+        self.conv = nn.Conv2d(3, na * self.no, 3, stride=2, padding=1)
+        self.register_buffer("anchors", torch.tensor([[1.0, 1.5], [2.0, 1.0]]).view(1, na, 1, 1, 2))
+
+    def forward(self, x):
+        p = self.conv(x)
+        b, _, ny, nx = p.shape
+        p = p.view(b, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+        yv, xv = torch.meshgrid(torch.arange(ny), torch.arange(nx), indexing="ij")
+        grid = torch.stack((xv, yv), 2).view(1, 1, ny, nx, 2).float()
+        xy = (p[..., 0:2].sigmoid() + grid) * 2.0
+        wh = torch.exp(p[..., 2:4].clamp(max=4.0)) * self.anchors
+        conf = p[..., 4:].sigmoid()
+        return torch.cat((xy, wh, conf), -1).reshape(b, -1, self.no)
+
+
+class NormActZoo(nn.Module):
+    """InstanceNorm, F.normalize, PReLU, ELU, Softplus, Mish, grouped conv + channel shuffle,
+    transposed conv with output_padding, bilinear upsample with align_corners, clamp,
+    max with indices, topk, sort."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.inorm = nn.InstanceNorm2d(8, affine=True)
+        self.prelu = nn.PReLU(8)
+        self.gconv = nn.Conv2d(8, 8, 3, padding=1, groups=4)
+        self.tconv = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+
+    def forward(self, x):
+        y = self.prelu(self.inorm(self.c1(x)))
+        y = self.gconv(F.elu(y))
+        b, c, h, w = y.shape
+        y = y.view(b, 4, c // 4, h, w).transpose(1, 2).reshape(b, c, h, w)
+        y = F.normalize(F.mish(y) + F.softplus(y), dim=1)
+        t = self.tconv(y).clamp(-1.0, 1.0)                      # (b,4,2h,2w)
+        u = self.up(y[:, :4])                                    # (b,4,2h,2w)
+        m, idx = torch.max(t + u, dim=1)
+        top, _ = torch.topk(m.flatten(1), 5, dim=1)
+        srt, order = torch.sort(m.flatten(1)[:, :7], dim=1, descending=True)
+        return m, idx, top, srt, order
+

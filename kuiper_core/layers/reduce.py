@@ -270,6 +270,35 @@ class TopK(Layer):
         return [values, idx][: len(self.op.outputs)]
 
 
+@register("aten::sort")
+class Sort(Layer):
+    """`torch.sort(x, dim=-1, descending=False)` (pnnx keeps TorchScript's aten::sort with
+    positional dim and descending): (values, indices). Ties keep their order, ascending and
+    descending (torch's CPU sort does so for these sizes); NaN counts as the largest."""
+
+    arg_names = ("self", "dim", "descending")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dim = self.int_param("dim", -1)
+        self.descending = bool(self.param("descending", False))
+        if len(op.outputs) not in (1, 2):
+            raise self.error(f"expected 2 outputs (values, indices), got {len(op.outputs)}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim == 0:
+            return [x.copy(), np.zeros((), np.int64)][: len(self.op.outputs)]
+        d = normalize_axis(self, self.dim, x.ndim)
+        if self.descending:  # stable on the reversed axis, mapped back: ties keep their order
+            n = x.shape[d]
+            order = n - 1 - np.flip(np.argsort(np.flip(x, axis=d), axis=d, kind="stable"), axis=d)
+        else:
+            order = np.argsort(x, axis=d, kind="stable")
+        idx = order.astype(np.int64, copy=False)
+        return [np.take_along_axis(x, idx, axis=d), idx][: len(self.op.outputs)]
+
+
 # -- clamp -----------------------------------------------------------------------------------------------------
 @register("torch.clamp")
 class Clamp(Layer):

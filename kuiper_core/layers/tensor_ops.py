@@ -450,6 +450,34 @@ class _Fill(Layer):
         return [y]
 
 
+@register("aten::meshgrid", "torch.meshgrid")
+class Meshgrid(Layer):
+    """`torch.meshgrid(tensors, indexing=…)` (pnnx keeps aten::meshgrid): one grid per 1-D
+    input. The tensors arrive spliced from a prim::ListConstruct, or as one list (a
+    `pnnx.Expression expr=[@0,@1]` of a dynamic-shape export), read at run time."""
+
+    arg_names = ("tensors", "indexing")
+    value_inputs = ("tensors",)
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        indexing = self.param("indexing", "ij")
+        if indexing not in ("ij", "xy"):
+            raise self.error(f"parameter 'indexing' must be 'ij' or 'xy', got {indexing!r}")
+        self.indexing = indexing
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        tensors: list[np.ndarray] = []
+        for x in inputs:
+            tensors.extend(x if isinstance(x, list) else [x])
+        if any(np.ndim(t) > 1 for t in tensors):
+            raise self.error(f"expected 0-d or 1-D tensors, got shapes {[np.shape(t) for t in tensors]}")
+        grids = np.meshgrid(*(np.reshape(t, -1) for t in tensors), indexing=self.indexing)
+        if len(grids) != len(self.op.outputs):
+            raise self.error(f"{len(grids)} grids for {len(self.op.outputs)} outputs")
+        return [np.ascontiguousarray(g) for g in grids]
+
+
 @register("torch.arange")
 class Arange(Layer):
     """`torch.arange(start=0, end, step=1, dtype=None)`: int64 when every bound is an int,
