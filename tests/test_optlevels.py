@@ -47,11 +47,11 @@ def _assert_close(y: np.ndarray, ref: np.ndarray, what: str) -> None:
 
 
 def test_every_model_is_exported_at_every_level() -> None:
-    assert len(MODELS) >= 8
+    assert len(MODELS) >= 23  # 9 bundled architectures + tiny_cnn + 13 plain-torch models unlike them
     for model in MODELS:
         levels = {p.name for p in (OPTLEVEL / model).iterdir() if p.is_dir()}
         assert {"o0", "o1", "o2"} <= levels, f"{model}: {sorted(levels)}"
-    assert sum(1 for e in EXPORTS if e.name == "dyn") >= 5
+    assert sum(1 for e in EXPORTS if e.name == "dyn") >= 19
 
 
 @pytest.mark.parametrize("folder", EXPORTS, ids=IDS)
@@ -283,3 +283,28 @@ def test_stepper_runs_to_a_repeated_name_by_its_key() -> None:
     assert ev is not None and ev.key == "detect#3" and ev.name == "detect"
     assert ev.index == [r.key for r in g.order].index("detect#3")
     assert stepper.run_to("detect").key == "detect"  # a name: its first operator
+
+
+@pytest.mark.parametrize("level", ["o0", "o1", "o2", "dyn"])
+def test_attention_with_a_buffer_mask_reads_pnnx_swapped_operands(level: str) -> None:
+    """pnnx writes a self-attention whose mask is a buffer as `2 2 MASK X … $attn_mask=X`
+    (its own model_pnnx.py then passes the mask as the query). The engine swaps the two
+    because the file's reading cannot be (the "query" has no embed_dim features)."""
+    folder = OPTLEVEL / "encoder_block" / level
+    text = (folder / "model.pnnx.param").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("nn.MultiheadAttention"))
+    first, second = line.split()[4:6]
+    assert f"$attn_mask={second}" in line and f"#{first}=(6,6)f32" in line
+    g = kuiper_core.load(folder / "model.pnnx.param")
+    layer = g.operators["attn"].layer
+    assert layer.mask_index == 0 and layer.qkv_index == [1]
+    ins, exp = _arrays(folder / "inputs.npz", "in"), _arrays(folder / "expected.npz", "out")
+    for k, (y, ref) in enumerate(zip(g.forward(*ins), exp)):
+        _assert_close(y, ref, f"out{k}")
+
+
+def test_attention_operands_in_the_right_order_are_left_alone() -> None:
+    """A mask that is a model input: pnnx's order is right, and nothing is swapped."""
+    g = kuiper_core.load(DATA / "ops" / "attn_mha_float_mask" / "model.pnnx.param")
+    layer = next(r.layer for r in g.order if r.type == "nn.MultiheadAttention")
+    assert layer.mask_index == len(layer.op.inputs) - 1

@@ -136,6 +136,8 @@ def mutated_param(
             i = 0
             toks = lines[0].split(" ")
         elif kind == "counts":
+            while len(lines) < 2:  # a truncation before may have left one line
+                lines.append("")
             lines[1] = f"{draw(st.sampled_from(HOSTILE_NUMBERS))} {draw(st.sampled_from(HOSTILE_NUMBERS))}"
             toks = lines[i].split(" ") if i < len(lines) else [""]
         else:  # CRLF, tabs, a byte-order mark
