@@ -242,12 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         metas = prepare_cases(cases, workdir)
         results["meta"] = metas
 
-        print("probing first load and peak memory in fresh processes", flush=True)
-        for case in cases:
-            results["probes"][case.name] = {
-                tag: [probe(engine, env, workdir / case.name) for _ in range(args.probes)] for tag, engine, env in kinds
-            }
-
+        results["load_timing"] = loadavg()
         workers = [Worker(tag, engine, env, workdir / f"worker.{tag}.log") for tag, engine, env in kinds]
         try:
             for case in cases:
@@ -263,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for w in workers:
                 w.close()
+        print("probing first load and peak memory in fresh processes", flush=True)
+        for case in cases:
+            results["probes"][case.name] = {
+                tag: [probe(engine, env, workdir / case.name) for _ in range(args.probes)] for tag, engine, env in kinds
+            }
     finally:
         results["load_after"] = loadavg()
         if tmp is not None:

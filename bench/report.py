@@ -71,8 +71,9 @@ def write_report(res: dict[str, Any], out: Path) -> None:
         f"- OpenBLAS kernels: {res['kernels'].get('kuiper', '?')} with the environment's "
         + (", ".join(f"{k}={val}" for k, val in m["blas_env"].items()) or "settings (none set)")
         + (f"; {res['kernels'].get('kuiper_blas_auto', '?')} with them unset" if auto else ""),
-        f"- Load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in res['load_before'])} before, "
-        f"{'/'.join(f'{x:.2f}' for x in res['load_after'])} after (2 cores, shared with other jobs)",
+        f"- Load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in res['load_before'])} at the start, "
+        f"{'/'.join(f'{x:.2f}' for x in res.get('load_timing', res['load_before']))} when the timing began, "
+        f"{'/'.join(f'{x:.2f}' for x in res['load_after'])} at the end (2 cores, shared with other jobs)",
         f"- Timing: warm-up, then {res['rounds']} rounds in which each engine in turn (order rotated) does one "
         f"untimed and {res['runs']} timed runs; medians of all {res['rounds'] * res['runs']} runs. Ratios are "
         "ratios of medians; in brackets the lowest and highest per-round ratio.",
