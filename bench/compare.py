@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=10, help="timed runs per engine and round (default 10)")
     ap.add_argument("--probes", type=int, default=3, help="fresh-process load/memory probes per engine (default 3)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="time runs by wall clock (default) or by the process's CPU time: on a busy shared "
+                         "machine, with --threads 1, CPU time compares the engines where wall time cannot")
     ap.add_argument("--quick", action="store_true", help="2 rounds x 5 runs, 1 probe")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md", help="the report ('-': none)")
     ap.add_argument("--json", type=Path, default=BENCH / "results" / "compare.json")
@@ -64,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def variants(threads: int) -> list[tuple[str, str, dict[str, str]]]:
+def variants(threads: int, clock: str = "wall") -> list[tuple[str, str, dict[str, str]]]:
     """(tag, engine, environment) for every process kind the run uses.
 
     Imports use compiled bytecode, as after `pip install` (which compiles it): an
@@ -72,7 +75,7 @@ def variants(threads: int) -> list[tuple[str, str, dict[str, str]]]:
     kuiper_core from source and the load times measure the compiler."""
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base.update({"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
-                 "KUIPER_BENCH_THREADS": str(threads), "PYTHONPATH": str(ROOT)})
+                 "KUIPER_BENCH_THREADS": str(threads), "KUIPER_BENCH_CLOCK": clock, "PYTHONPATH": str(ROOT)})
     out = [("kuiper", "kuiper", base), ("torch", "torch", base), ("ort", "ort", base)]
     if any(v in os.environ for v in BLAS_VARS):
         unset = {k: v for k, v in base.items() if k not in BLAS_VARS}
@@ -222,8 +225,9 @@ def loadavg() -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cases = [c for c in CASES if args.cases is None or c.name in args.cases]
-    kinds = variants(args.threads)
-    results: dict[str, Any] = {"machine": machine(), "threads": args.threads, "rounds": args.rounds, "runs": args.runs,
+    kinds = variants(args.threads, args.clock)
+    results: dict[str, Any] = {"machine": machine(), "threads": args.threads, "clock": args.clock,
+                               "rounds": args.rounds, "runs": args.runs,
                                "load_before": loadavg(), "kernels": {}, "cases": {}, "probes": {}}
     for tag, engine, env in kinds:
         if engine == "kuiper":

@@ -76,7 +76,9 @@ def write_report(res: dict[str, Any], out: Path) -> None:
         f"{'/'.join(f'{x:.2f}' for x in res['load_after'])} at the end (2 cores, shared with other jobs)",
         f"- Timing: warm-up, then {res['rounds']} rounds in which each engine in turn (order rotated) does one "
         f"untimed and {res['runs']} timed runs; medians of all {res['rounds'] * res['runs']} runs. Ratios are "
-        "ratios of medians; in brackets the lowest and highest per-round ratio.",
+        "ratios of medians; in brackets the lowest and highest per-round ratio. Clock: "
+        + ("each process's **CPU time** (`--clock cpu`: the machine was busy; with one thread per engine "
+           "CPU time is what the run costs)" if res.get("clock") == "cpu" else "wall time") + ".",
         "- PyTorch runs pnnx's generated `model_pnnx.py` in eager mode (inference_mode); onnxruntime runs "
         "`torch.onnx.export` of the same torch module; kuiper_core runs pnnx's `.pnnx.param`. All three come "
         "from one conversion of tools/samples/ made at the start of the run.",
