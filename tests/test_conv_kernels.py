@@ -105,7 +105,7 @@ def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, seed) -> None:
 def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     import kuiper_core.layers.winograd as winograd
 
-    monkeypatch.setattr(winograd, "SCRATCH_BUDGET", 1)
+    monkeypatch.setattr(winograd, "WORK_BUDGET", 1)
     x, wt, b = arrays(3, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
     kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
     assert kernel.chunk == 1
