@@ -118,18 +118,18 @@ def _rss_kib(field: str) -> int:
 
 def probe(engine: str, case_dir: str) -> dict[str, Any]:
     """Load in this fresh process (imports included), then run a few times: time and memory."""
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     if engine == "kuiper":
         import kuiper_core  # noqa: F401  (what `load` needs: the engine and NumPy)
     elif engine == "torch":
         import torch  # noqa: F401
     else:
         import onnxruntime  # noqa: F401
-    t_import = time.perf_counter() - t0
+    t_import = CLOCK() - t0
     rss_imported = _rss_kib("VmRSS")
-    t1 = time.perf_counter()
+    t1 = CLOCK()
     eng = ENGINES[engine](case_dir)
-    t_load = time.perf_counter() - t1
+    t_load = CLOCK() - t1
     loaded_at = time.time()  # the parent subtracts its spawn time: interpreter start included
     for _ in range(3):
         eng.run()

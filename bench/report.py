@@ -173,11 +173,13 @@ def _targets(res: dict[str, Any], auto: bool) -> list[str]:
 
 
 def _load_memory(res: dict[str, Any]) -> list[str]:
+    clock = "CPU time" if res.get("clock") == "cpu" else "wall time"
     lines = ["## First load and memory (fresh process per probe; medians)", "",
              "First load: from before the engine's import to a loaded model (kuiper_core: `import kuiper_core; "
              "kuiper_core.load(param)`; PyTorch: `import torch`, build pnnx's Model, read its weights; onnxruntime: "
              "`import onnxruntime`, InferenceSession). Peak: the process's VmHWM after 3 forwards; model memory: "
-             "peak minus RSS after the imports.", "",
+             f"peak minus RSS after the imports. First load is {clock}; 'from process start' is wall time from "
+             "spawning the process (interpreter start included).", "",
              "| case | first load k/t/o s | kuiper from process start s | peak RSS k/t/o MiB | model memory k/t/o MiB |",
              "|---|---|---|---|---|"]
     for name, probes in res["probes"].items():
