@@ -60,7 +60,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="2 rounds x 5 runs, 1 probe")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md", help="the report ('-': none)")
     ap.add_argument("--json", type=Path, default=BENCH / "results" / "compare.json")
-    ap.add_argument("--workdir", type=Path, help="keep the converted models here (default: a temp dir)")
+    ap.add_argument("--workdir", type=Path, help="keep the converted models here (default: a temp dir); "
+                    "cases already converted there are reused")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.runs, args.probes = 2, 5, 1
@@ -118,6 +119,9 @@ def prepare_cases(cases: list[Case], workdir: Path) -> dict[str, dict]:
     metas = {}
     for case in cases:
         folder = workdir / case.name
+        if (folder / "case.json").exists():  # converted by an earlier run into this --workdir
+            metas[case.name] = json.loads((folder / "case.json").read_text())
+            continue
         t0 = time.perf_counter()
         with open(workdir / f"{case.name}.prepare.log", "w") as log:
             code = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); from pathlib import Path; import cases; "
