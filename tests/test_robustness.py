@@ -342,12 +342,20 @@ def test_zero_d_weight(tmp_path: Path) -> None:
     assert g.forward(np.array([1, 2, 3], np.float32))[0].tolist() == [2.5, 5.0, 7.5]
 
 
-def test_weight_entry_claiming_more_than_the_archive(tmp_path: Path) -> None:
+def test_truncated_bin_is_a_weight_error(tmp_path: Path) -> None:
     p = _one_weight_model(tmp_path, [("w.data", f32(1, 2, 3, 4))])
     raw = bytearray(p.with_suffix(".bin").read_bytes())
     p.with_suffix(".bin").write_bytes(raw[: len(raw) // 2])  # cut: the directory is gone too
     with pytest.raises(WeightError):
         kuiper_core.load(p)
+
+
+def test_bin_listing_far_more_entries_than_weights(tmp_path: Path) -> None:
+    """Each central-directory entry costs a ZipInfo before anything is checked: a 200 MB
+    upload of 46-byte entries would cost gigabytes. Refused from the end record's count."""
+    entries = [("w.data", f32(1, 2, 3, 4))] + [(f"e{i}", b"") for i in range(2000)]
+    with pytest.raises(WeightError, match="lists 2,001 entries for a model with 1 weight"):
+        kuiper_core.load(_one_weight_model(tmp_path, entries))
 
 
 def test_input_operator_without_output(tmp_path: Path) -> None:
