@@ -40,6 +40,30 @@ def _runs(folder: Path) -> list[tuple[str, list[np.ndarray], list[np.ndarray]]]:
     return runs
 
 
+# Exports in which pnnx 20261020 wrote a wrong model (the README says how): the engine runs
+# what the file says, which differs from PyTorch. Kept so that a fixed converter shows up.
+PNNX_BUGS = {
+    "indexing/dyn": "pnnx drops x[:, :, 1:-1:2, ::3] from the inputshape2 export: the file sums the unsliced input",
+    "recurrent_states/o2": "pnnx folds LSTMCell's and GRUCell's zero-state half (W_hh·0 + b_hh) into wrong constants",
+    "scalars_casts/dyn": "pnnx bakes int(x.shape[2] * 1.5) into size=(6,9): right at the example's size only",
+}
+
+
+def _key(folder: Path) -> str:
+    return f"{folder.parent.name}/{folder.name}"
+
+
+def _mismatches(ys: list[np.ndarray], exp: list[np.ndarray], what: str) -> list[str]:
+    if len(ys) != len(exp):
+        return [f"{what}: {len(ys)} outputs, PyTorch has {len(exp)}"]
+    bad = []
+    for k, (y, ref) in enumerate(zip(ys, exp)):
+        ok, err, bound = max_err_ok(y, ref) if np.shape(y) == ref.shape else (False, float("inf"), 0.0)
+        if not ok:
+            bad.append(f"{what} out{k}: shape {np.shape(y)} vs {ref.shape}, max abs err {err:.3g} > {bound:.3g}")
+    return bad
+
+
 def _assert_close(y: np.ndarray, ref: np.ndarray, what: str) -> None:
     assert np.shape(y) == ref.shape, f"{what}: shape {np.shape(y)} != PyTorch's {ref.shape}"
     ok, err, bound = max_err_ok(y, ref)
@@ -57,13 +81,16 @@ def test_every_model_is_exported_at_every_level() -> None:
 @pytest.mark.parametrize("folder", EXPORTS, ids=IDS)
 def test_forward_matches_pytorch(folder: Path) -> None:
     g = kuiper_core.load(folder / "model.pnnx.param")
+    bad: list[str] = []
     for label, ins, exp in _runs(folder):
         ys = g.forward(*ins)
-        assert len(ys) == len(exp)
-        for k, (y, ref) in enumerate(zip(ys, exp)):
-            _assert_close(y, ref, f"{label} out{k}")
+        bad += _mismatches(ys, exp, label)
         again = g.forward(*ins)  # the shape check is off now: same answer
         assert all(np.array_equal(a, b) for a, b in zip(again, ys))
+    if _key(folder) in PNNX_BUGS:
+        assert bad, f"{_key(folder)} now matches PyTorch: was pnnx fixed? ({PNNX_BUGS[_key(folder)]})"
+    else:
+        assert not bad, "; ".join(bad)
 
 
 @pytest.mark.parametrize("folder", EXPORTS, ids=IDS)
@@ -73,8 +100,10 @@ def test_steps_match_forward_and_pnnx_operands(folder: Path) -> None:
     run = g.steps(*ins)
     events = list(run)
     assert [e.key for e in events] == [r.key for r in g.order]
-    for k, (y, ref) in enumerate(zip(g.outputs_of(run.values), exp)):
-        _assert_close(y, ref, f"steps out{k}")
+    for k, (y, ref) in enumerate(zip(g.outputs_of(run.values), g.forward(*ins))):
+        assert np.array_equal(y, ref), f"steps out{k} differs from forward's"
+    if _key(folder) not in PNNX_BUGS:
+        assert not _mismatches(g.outputs_of(run.values), exp, "steps")
     refs_path = folder / "operands.npz"
     if refs_path.exists():
         with np.load(refs_path) as refs:

@@ -169,8 +169,9 @@ MODELS.update({
                                  shape2=(1, 3, 32, 32), more_shapes=[(2, 3, 24, 20)]),
     "indexing": OptModel(_new("IndexingZoo", 27, (1, 3, 6, 8)),
                          "slices with steps and negative bounds, flip, index_select, list index, masked_fill, "
-                         "cumsum, roll, narrow, select, expand, repeat (no dyn: pnnx drops stepped slices "
-                         "from inputshape2 exports, see the README)"),
+                         "cumsum, roll, narrow, select, expand, repeat (dyn: pnnx drops the stepped slices, "
+                         "see the README)",
+                         shape2=(1, 3, 8, 10), more_shapes=[(1, 3, 9, 12)]),
     "audio_conv1d": OptModel(_new("AudioConv1d", 28, (1, 2, 32), bn_shape=(2, 32)),
                              "conv1d, BatchNorm1d, SiLU, max_pool1d, reflect pad, dilated conv, conv_transpose1d, "
                              "leaky_relu, nearest interpolate, tanh",
@@ -196,6 +197,19 @@ MODELS.update({
                              "shuffle, transposed conv with output_padding, bilinear align_corners, max with "
                              "indices, topk, sort",
                              shape2=(2, 3, 8, 4), more_shapes=[(1, 3, 5, 7)]),
+    "recurrent_states": OptModel(_new("RecurrentStates", 35, (1, 3, 4)),
+                                 "2-layer LSTM with initial states from torch.zeros(…, x.size(0), …), LSTMCell and "
+                                 "GRUCell unrolled over time by the trace (T fixed: batch-only dyn)",
+                                 shape2=(2, 3, 4), more_shapes=[(4, 3, 4)]),
+    "spatial_ops": OptModel(_new("SpatialOps", 36, (1, 3, 6, 6)),
+                            "reflection/replication/zero padding, unfold and fold, pixel_unshuffle, bmm, F.linear "
+                            "with a parameter, affine_grid + grid_sample, whole-tensor sum and mean "
+                            "(sizes fixed by the fold: batch-only dyn)",
+                            shape2=(2, 3, 6, 6), more_shapes=[(3, 3, 6, 6)]),
+    "scalars_casts": OptModel(_new("ScalarsAndCasts", 37, (1, 2, 4, 6)),
+                              "cat with a constant scalar tensor, max(dim)[0], norm, std, sign/abs, hardtanh, "
+                              "logical_and, casts, interpolate to int(H * 1.5), float(x.size(1)) arithmetic",
+                              shape2=(2, 2, 6, 8), more_shapes=[(3, 2, 5, 9)]),
 })
 
 

@@ -355,3 +355,75 @@ class NormActZoo(nn.Module):
         srt, order = torch.sort(m.flatten(1)[:, :7], dim=1, descending=True)
         return m, idx, top, srt, order
 
+
+
+class RecurrentStates(nn.Module):
+    """A 2-layer LSTM with initial states made by torch.zeros(…, x.size(0), …), and an
+    LSTMCell / GRUCell unrolled over the time steps in Python (the trace unrolls the loop)."""
+
+    def __init__(self, dim: int = 4, hidden: int = 5) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.lstm = nn.LSTM(dim, hidden, num_layers=2, batch_first=True, dropout=0.1)
+        self.cell = nn.LSTMCell(dim, hidden)
+        self.gru_cell = nn.GRUCell(hidden, hidden)
+        self.fc = nn.Linear(3 * hidden, 2)
+
+    def forward(self, x):                                        # (B, T, dim)
+        b = x.size(0)
+        h0 = torch.zeros(2, b, self.hidden)
+        c0 = torch.ones(2, b, self.hidden) * 0.5
+        out, (h, c) = self.lstm(x, (h0, c0))
+        hc = (x.new_zeros(b, self.hidden), x.new_zeros(b, self.hidden))
+        g = torch.zeros(b, self.hidden)
+        for t in range(x.size(1)):
+            hc = self.cell(x[:, t], hc)
+            g = self.gru_cell(hc[0], g)
+        return self.fc(torch.cat([out[:, -1], h[0] + c[1], g], dim=1))
+
+
+class SpatialOps(nn.Module):
+    """Padding modules, unfold (im2col) and fold, pixel_unshuffle, bmm, F.linear with a
+    parameter, affine_grid + grid_sample (a spatial transformer), whole-tensor reductions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pads = nn.ModuleList([nn.ReflectionPad2d(1), nn.ReplicationPad2d((1, 0, 2, 1)), nn.ZeroPad2d(1)])
+        self.w = nn.Parameter(torch.randn(5, 12) * 0.3)
+        self.theta = nn.Linear(12, 6)
+
+    def forward(self, x):                                        # (B, 3, 6, 6)
+        p = self.pads[0](x) + self.pads[2](x)                    # (B,3,8,8)
+        q = self.pads[1](x)                                      # (B,3,9,7)
+        cols = F.unfold(p, kernel_size=2, stride=2)              # (B,12,16)
+        back = F.fold(cols * 2, output_size=(8, 8), kernel_size=2, stride=2)
+        un = F.pixel_unshuffle(p, 2)                             # (B,12,4,4)
+        lin = F.linear(un.flatten(2).transpose(1, 2), self.w)    # (B,16,5)
+        gram = torch.bmm(lin.transpose(1, 2), lin)               # (B,5,5)
+        theta = torch.tanh(self.theta(un.mean((2, 3)))).view(-1, 2, 3)
+        grid = F.affine_grid(theta, [x.size(0), 3, 6, 6], align_corners=False)
+        warped = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        return back, q.sum(), gram, warped, x.mean()
+
+
+class ScalarsAndCasts(nn.Module):
+    """torch.cat with a constant scalar tensor, max over a dim with [0], norm, std, sign/abs,
+    hardtanh, logical ops and casts, an interpolate size from int(x.shape[2] * 1.5), and
+    float(x.size(1)) arithmetic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 1)
+
+    def forward(self, x):                                        # (B, 2, H, W)
+        y = self.conv(x)
+        b = y.size(0)
+        extra = torch.tensor([0.5]).expand(b, 1)                 # a constant scalar joined on
+        m = y.max(dim=1)[0]                                      # (B,H,W)
+        feat = torch.cat([extra, m.flatten(1).norm(dim=1, keepdim=True), y.std(dim=(2, 3))], dim=1)
+        mask = torch.logical_and(y > 0, y.abs() < 1.0)
+        z = torch.where(mask, torch.sign(y), F.hardtanh(y * 2.0)).float()
+        size = (int(x.shape[2] * 1.5), int(x.shape[3] * 1.5))
+        up = F.interpolate(z, size=size, mode="nearest")
+        scale = float(x.size(1)) / 4.0
+        return feat * scale, up, mask.long().sum(dim=1)

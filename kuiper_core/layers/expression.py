@@ -95,9 +95,13 @@ class Expression(Layer):
         if dtype is None:
             dtype = np.dtype(np.float32) if isinstance(result, float) else None
         try:
-            return [np.asarray(result, dtype=dtype)]
+            arr = np.asarray(result, dtype=dtype)
         except (ValueError, OverflowError, TypeError) as e:  # int(nan), 1e308 as int64, ragged lists
             raise self.error(f"expr={self.expr} gives {result!r}, which is not a {dtype or 'tensor'}: {e}") from None
+        declared = self.op.outputs[0].shape
+        if arr.ndim == 0 and declared and all(d == 1 for d in declared):
+            arr = arr.reshape(declared)  # optlevel 1 writes torch.tensor([0.5]) as `expr=0.5 #21=(1)f32`
+        return [arr]
 
     def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):

@@ -163,6 +163,14 @@ class Chunk(_Split):
         return _cuts_every(-(-n // self.chunks), n)
 
 
+@register("aten::unsafe_chunk")
+class UnsafeChunk(Chunk):
+    """TorchScript's `unsafe_chunk(self, chunks, dim)` (positional; LSTMCell and GRUCell
+    decompose into it at every optlevel): torch.chunk without the aliasing checks."""
+
+    arg_names = ("self", "chunks", "dim")
+
+
 @register("torch.split")
 class Split(_Split):
     """`torch.split(x, split_size_or_sections, dim)`: an int size (last piece smaller) or a
@@ -243,12 +251,16 @@ _COMPARISONS: dict[str, np.ufunc] = {
     "torch.le": np.less_equal,
     "torch.eq": np.equal,
     "torch.ne": np.not_equal,
+    # logical ops: any dtype, read as truth values, a bool result
+    "torch.logical_and": np.logical_and,
+    "torch.logical_or": np.logical_or,
+    "torch.logical_xor": np.logical_xor,
 }
 
 
 @register(*_COMPARISONS)
 class Compare(Layer):
-    """torch.gt/lt/ge/le/eq/ne: `other` is an operand (`$other`, broadcast) or a number param
+    """torch.gt/lt/ge/le/eq/ne and logical_and/or/xor: `other` is an operand (`$other`, broadcast) or a number param
     (`other=0.25`). The result is bool (NumPy compares float32 with a Python float in
     float32, as PyTorch does)."""
 
@@ -354,7 +366,10 @@ class MaskedFill(Layer):
         value = inputs[self.value_input] if self.value_input is not None else self.value
         if mask.dtype != np.bool_:
             raise self.error(f"the mask must be a bool tensor, got {mask.dtype}")
-        shape = np.broadcast_shapes(x.shape, mask.shape)
+        try:
+            shape = np.broadcast_shapes(x.shape, mask.shape)
+        except ValueError:
+            shape = None
         if shape != x.shape:
             raise self.error(f"mask of shape {mask.shape} does not broadcast to the input's {x.shape}")
         y = out[0] if _usable(out[0], x.shape, x.dtype) else np.empty(x.shape, x.dtype)
