@@ -210,6 +210,9 @@ MODELS.update({
                               "cat with a constant scalar tensor, max(dim)[0], norm, std, sign/abs, hardtanh, "
                               "logical_and, casts, interpolate to int(H * 1.5), float(x.size(1)) arithmetic",
                               shape2=(2, 2, 6, 8), more_shapes=[(3, 2, 5, 9)]),
+    "video3d": OptModel(_new("Video3d", 34, (1, 2, 4, 8, 8), bn_shape=(2, 4, 8, 8)),
+                        "Conv3d, BatchNorm3d, MaxPool3d, AdaptiveAvgPool3d, linear",
+                        shape2=(2, 2, 6, 12, 10), more_shapes=[(1, 2, 3, 6, 6)]),
 })
 
 

@@ -427,3 +427,20 @@ class ScalarsAndCasts(nn.Module):
         up = F.interpolate(z, size=size, mode="nearest")
         scale = float(x.size(1)) / 4.0
         return feat * scale, up, mask.long().sum(dim=1)
+
+
+class Video3d(nn.Module):
+    """3-D convolution over (frames, H, W): Conv3d, BatchNorm3d, ReLU, MaxPool3d,
+    AdaptiveAvgPool3d, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv3d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm3d(4)
+        self.c2 = nn.Conv3d(4, 4, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):                                        # (B, 2, T, H, W)
+        x = F.max_pool3d(F.relu(self.bn(self.c1(x))), (1, 2, 2))
+        x = F.adaptive_avg_pool3d(self.c2(x), 1)
+        return self.fc(torch.flatten(x, 1))
