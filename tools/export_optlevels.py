@@ -41,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from pnnx_export import export_module  # noqa: E402
+from pnnx_export import _flatten, export_module  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "optlevel"
 LEVELS = {"o0": 0, "o1": 1, "o2": 2}
@@ -56,8 +56,8 @@ class OptModel:
     about: str
     # Dynamic shape: the second shape given to pnnx (inputshape2) and further shapes to
     # check at run time (PyTorch's outputs recorded for each). None: no dyn export.
-    shape2: tuple[int, ...] | None = None
-    more_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    shape2: tuple[Any, ...] | None = None  # a shape, or a tuple of shapes for several inputs
+    more_shapes: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def _tiny_cnn() -> tuple[Any, Any]:
@@ -213,6 +213,15 @@ MODELS.update({
     "video3d": OptModel(_new("Video3d", 34, (1, 2, 4, 8, 8), bn_shape=(2, 4, 8, 8)),
                         "Conv3d, BatchNorm3d, MaxPool3d, AdaptiveAvgPool3d, linear",
                         shape2=(2, 2, 6, 12, 10), more_shapes=[(1, 2, 3, 6, 6)]),
+    "text_transformer": OptModel(_new("TextTransformer", 38, (1, 7), ids=16),
+                                 "token + learned position embeddings (arange(T)), nn.TransformerEncoderLayer with "
+                                 "a causal mask made by triu(ones(T, T)), padding-aware mean, one_hot",
+                                 shape2=(2, 5), more_shapes=[(3, 10)]),
+    "two_inputs": OptModel(_new("TwoInputs", 39, ((1, 3, 6, 7), (1, 5))),
+                           "an image and a vector in, a nested tuple out: 'same' reflect-padded and circular "
+                           "convs, repeat_interleave, tile, broadcast_to, var_mean, layer_norm over "
+                           "x.shape[-1:], LogSoftmax, Softmax2d, 1/sqrt(size(-1))",
+                           shape2=((2, 3, 8, 5), (2, 5)), more_shapes=[((3, 3, 5, 9), (3, 5))]),
 })
 
 
@@ -220,13 +229,16 @@ def _export(name: str, spec: OptModel, level: str, dest: Path) -> None:
     import torch
 
     module, x = spec.build()
+    xs = list(x) if isinstance(x, (tuple, list)) else [x]  # a model of several inputs gives a tuple
+    # shape2 / more_shapes entries: one shape, or a tuple of shapes (one per input)
+    per_input = (lambda s: list(s) if isinstance(s[0], tuple) else [s])  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         if level == "dyn":
             assert spec.shape2 is not None
-            export_module(module, [x], tmp_path, optlevel=2, inputshape2=[spec.shape2])
+            export_module(module, xs, tmp_path, optlevel=2, inputshape2=per_input(spec.shape2))
         else:
-            export_module(module, [x], tmp_path, optlevel=LEVELS[level])
+            export_module(module, xs, tmp_path, optlevel=LEVELS[level])
         ops = tmp_path / "operands.npz"
         if ops.exists() and ops.stat().st_size > MAX_OPERANDS_BYTES:
             ops.unlink()
@@ -235,15 +247,16 @@ def _export(name: str, spec: OptModel, level: str, dest: Path) -> None:
         shutil.copytree(tmp_path, dest)
     if level == "dyn":
         gen = torch.Generator().manual_seed(99)
-        for k, shape in enumerate([spec.shape2, *spec.more_shapes], start=1):
-            if x.dtype.is_floating_point:
-                xk = torch.randn(*shape, generator=gen, dtype=x.dtype)
-            else:  # token ids: the example's range
-                xk = torch.randint(0, int(x.max()) + 1, shape, generator=gen, dtype=x.dtype)
+        for k, shapes in enumerate([spec.shape2, *spec.more_shapes], start=1):
+            xks = []
+            for xi, shape in zip(xs, per_input(shapes)):
+                if xi.dtype.is_floating_point:
+                    xks.append(torch.randn(*shape, generator=gen, dtype=xi.dtype))
+                else:  # token ids: the example's range
+                    xks.append(torch.randint(0, int(xi.max()) + 1, shape, generator=gen, dtype=xi.dtype))
             with torch.no_grad():
-                ys = module(xk)
-            ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
-            np.savez(dest / f"inputs_{k}.npz", in0=xk.numpy())
+                ys = _flatten(module(*xks))
+            np.savez(dest / f"inputs_{k}.npz", **{f"in{i}": xk.numpy() for i, xk in enumerate(xks)})
             np.savez(dest / f"expected_{k}.npz", **{f"out{i}": y.numpy() for i, y in enumerate(ys)})
 
 

@@ -216,16 +216,20 @@ class AudioConv1d(nn.Module):
         return torch.tanh(self.head(x))
 
 
-def build(cls: type[nn.Module], seed: int, shape: tuple[int, ...], *, ids: int | None = None,
-          bn_shape: tuple[int, ...] | None = None, **kwargs: Any) -> tuple[nn.Module, torch.Tensor]:
-    """(module in eval mode, example input): random float input of `shape`, or token ids
-    below `ids`; BatchNorm statistics calibrated on inputs of `bn_shape` when given."""
+def build(cls: type[nn.Module], seed: int, shape: tuple[Any, ...], *, ids: int | None = None,
+          bn_shape: tuple[int, ...] | None = None, **kwargs: Any) -> tuple[nn.Module, Any]:
+    """(module in eval mode, example input): random float input of `shape` (a tuple of
+    shapes: one input each), or token ids below `ids`; BatchNorm statistics calibrated on
+    inputs of `bn_shape` when given."""
     from samples.common import randomize_batchnorm
 
+    torch.backends.mha.set_fastpath_enabled(False)  # the fused kernel makes traces differ (see export_samples.py)
     torch.manual_seed(seed)
     m = cls(**kwargs)
     if bn_shape is not None:
         randomize_batchnorm(m, batches=2, batch_size=4, input_shape=bn_shape)
+    if isinstance(shape[0], tuple):  # several inputs
+        return m.eval(), tuple(torch.randn(*s) for s in shape)
     x = torch.randint(0, ids, shape) if ids is not None else torch.randn(*shape)
     return m.eval(), x
 
@@ -444,3 +448,52 @@ class Video3d(nn.Module):
         x = F.max_pool3d(F.relu(self.bn(self.c1(x))), (1, 2, 2))
         x = F.adaptive_avg_pool3d(self.c2(x), 1)
         return self.fc(torch.flatten(x, 1))
+
+
+class TextTransformer(nn.Module):
+    """Token ids -> embeddings + learned positions from torch.arange(T), one
+    nn.TransformerEncoderLayer with a causal mask made in forward (torch.triu of ones(T, T)),
+    a padding-aware mean (ids != 0), one_hot features; log_softmax classes."""
+
+    def __init__(self, vocab: int = 16, dim: int = 16, max_len: int = 12, classes: int = 3) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(max_len, dim)
+        self.enc = nn.TransformerEncoderLayer(dim, 2, dim_feedforward=24, dropout=0.0, activation="gelu",
+                                              batch_first=True)
+        self.fc = nn.Linear(dim + 4, classes)
+
+    def forward(self, ids):                                      # (B, T) int64
+        t = ids.size(1)
+        pos = torch.arange(t).unsqueeze(0)
+        x = self.tok(ids) + self.pos(pos)
+        causal = torch.triu(torch.ones(t, t), diagonal=1).bool()
+        x = self.enc(x, src_mask=causal)
+        m = (ids != 0).float()
+        mean = (x * m.unsqueeze(-1)).sum(1) / m.sum(1, keepdim=True).clamp(min=1.0)
+        hot = F.one_hot(ids % 4, 4).float().mean(1)
+        return F.log_softmax(self.fc(torch.cat([mean, hot], -1)), dim=-1)
+
+
+class TwoInputs(nn.Module):
+    """An image and a vector in, a nested tuple out: 'same' and circular-padded convs,
+    repeat_interleave, tile, broadcast_to, var_mean, layer_norm over x.shape[-1:], LogSoftmax,
+    Softmax2d, a scale of 1/sqrt(size(-1))."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.same = nn.Conv2d(3, 4, 3, padding="same", padding_mode="reflect")
+        self.circ = nn.Conv2d(4, 4, 3, padding=1, padding_mode="circular")
+        self.vec = nn.Linear(5, 4)
+        self.logsm = nn.LogSoftmax(dim=1)
+        self.sm2d = nn.Softmax2d()
+
+    def forward(self, img, v):                                   # (B,3,H,W), (B,5)
+        y = self.circ(F.relu(self.same(img)))                    # (B,4,H,W)
+        gate = torch.sigmoid(self.vec(v))[:, :, None, None]     # (B,4,1,1)
+        y = y * gate.broadcast_to(y.shape)
+        var, mean = torch.var_mean(y, dim=(2, 3))                # (B,4) each
+        rep = torch.repeat_interleave(mean, 2, dim=1)            # (B,8)
+        tiled = torch.tile(v[:, :2], (1, 4))                     # (B,8)
+        z = F.layer_norm(rep * tiled, rep.shape[-1:]) / (rep.size(-1) ** 0.5)
+        return (self.logsm(z), (self.sm2d(y), var))

@@ -53,9 +53,13 @@ class SliceIndexes(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        raw = self.param("indexes")
+        raw = self.param("indexes")  # `(@0,@1)`: the .param reader keeps lists of operands as text
+        items = raw.strip("()[]").split(",") if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]
         self.entries: list[tuple[bool, Any]] = []  # (is an input, input index or number)
-        for v in raw if isinstance(raw, list) else [raw]:
+        for v in items:
+            v = v.strip() if isinstance(v, str) else v
+            if isinstance(v, str) and v.lstrip("-").isdigit():
+                v = int(v)
             if isinstance(v, str) and v.startswith("@") and v[1:].isdigit() and int(v[1:]) < len(op.inputs):
                 self.entries.append((True, int(v[1:])))
             elif isinstance(v, int) and not isinstance(v, bool):

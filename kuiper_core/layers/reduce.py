@@ -161,6 +161,25 @@ class Std(_Moment):
             return np.std(x, axis=axes, ddof=self.ddof, keepdims=keepdims)
 
 
+@register("aten::var_mean", "aten::std_mean")
+class MomentAndMean(_Moment):
+    """`torch.var_mean` / `torch.std_mean` (kept as TorchScript's, positional: self, dim,
+    unbiased, keepdim): two outputs, the moment and the mean."""
+
+    arg_names = ("self", "dim", "unbiased", "keepdim")
+
+    def reduce(self, x: np.ndarray, axes: tuple[int, ...] | None, keepdims: bool) -> Any:
+        fn = np.std if self.type == "aten::std_mean" else np.var
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(x, axis=axes, ddof=self.ddof, keepdims=keepdims)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        (moment,) = super().forward(inputs, out)
+        x = inputs[0]
+        mean = as_array(np.mean(x, axis=self.axes(x.ndim), keepdims=self.keepdim)).astype(moment.dtype, copy=False)
+        return [moment, mean][: len(self.op.outputs)]
+
+
 # -- max/min with indices, argmax/argmin -----------------------------------------------------------------
 class _ArgReduce(Layer):
     """Shared by max/min (values [+ indices]) and argmax/argmin: one `dim` (an int) or

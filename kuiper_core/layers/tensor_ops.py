@@ -493,6 +493,47 @@ class Meshgrid(Layer):
         return [np.ascontiguousarray(g) for g in grids]
 
 
+@register("aten::triu", "aten::tril")
+class Triangle(Layer):
+    """`torch.triu(x, diagonal)` / `torch.tril`: the upper / lower triangle of the last two
+    dims, zeros elsewhere (TorchScript's positional self, diagonal at every optlevel)."""
+
+    arg_names = ("self", "diagonal")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.diagonal = self.int_param("diagonal", 0)
+        self.fn = np.triu if op.type.endswith("triu") else np.tril
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim < 2:
+            raise self.error(f"expected a tensor of rank 2 or more, got shape {x.shape}")
+        return [self.fn(x, self.diagonal)]
+
+
+@register("aten::one_hot")
+class OneHot(Layer):
+    """`F.one_hot(ids, num_classes)` (TorchScript's aten::one_hot at every optlevel): an int64
+    (…, num_classes) tensor; num_classes=-1 means max(ids) + 1, as in PyTorch."""
+
+    arg_names = ("self", "num_classes")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.classes = self.int_param("num_classes", -1, low=-1, high=self.size_limit)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        ids = np.asarray(inputs[0])
+        if ids.dtype.kind not in "iu":
+            raise self.error(f"expected integer class indices, got {ids.dtype}")
+        n = self.classes if self.classes >= 0 else (int(ids.max()) + 1 if ids.size else 0)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise self.error(f"class values must be in 0..{n - 1}, got {int(ids.min())}..{int(ids.max())}")
+        self.check_size(ids.shape + (n,))
+        return [(ids[..., None] == np.arange(n)).astype(np.int64)]
+
+
 @register("torch.arange")
 class Arange(Layer):
     """`torch.arange(start=0, end, step=1, dtype=None)`: int64 when every bound is an int,

@@ -96,6 +96,8 @@ class _LineParser:
             inner = text[1:-1]
             if "(" in inner or "[" in inner or ")" in inner or "]" in inner:
                 return text  # nested brackets: an expression-like string such as [int(size(@0,0)),-1]
+            if "@" in inner:
+                return text  # a list of operands, `expr=[None,@0]`: expression text, kept as written
             if text[-1] != close:
                 raise self.token_error(f"expected '{close}' to close the list", tok, len(tok.text) - 1, 1)
             if inner == "":
