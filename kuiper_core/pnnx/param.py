@@ -288,7 +288,10 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
                 )
             operand.shape, operand.dtype = shape, dtype
         else:
-            op.params[key] = lp.value(t, eq + 1)
+            if key == "expr" and t.text[eq + 1 : eq + 2] == "[":
+                op.params[key] = t.text[eq + 1 :]  # a list-valued expression (`[2,3,4]`, `[None,@0]`): text, as written
+            else:
+                op.params[key] = lp.value(t, eq + 1)
     return op
 
 
