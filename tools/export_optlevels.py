@@ -222,6 +222,14 @@ MODELS.update({
                            "convs, repeat_interleave, tile, broadcast_to, var_mean, layer_norm over "
                            "x.shape[-1:], LogSoftmax, Softmax2d, 1/sqrt(size(-1))",
                            shape2=((2, 3, 8, 5), (2, 5)), more_shapes=[((3, 3, 5, 9), (3, 5))]),
+    "metric_head": OptModel(_new("MetricHead", 40, (1, 3, 6, 8)),
+                            "cdist, cosine_similarity, pairwise_distance, argsort, median, kthvalue, addcmul, "
+                            "lerp, maximum, einsum, baddbmm, LocalResponseNorm, LPPool2d, bicubic and area "
+                            "interpolation, SELU/CELU/Softsign/Tanhshrink/LogSigmoid/GLU",
+                            shape2=(2, 3, 8, 10), more_shapes=[(3, 3, 4, 10)]),
+    "unet3d_mini": OptModel(_new("UNet3dMini", 41, (1, 1, 4, 6, 8)),
+                            "a 3-D UNet step: Conv3d, MaxPool3d, ConvTranspose3d, trilinear upsample, cat",
+                            shape2=(2, 1, 6, 4, 6), more_shapes=[(1, 1, 8, 8, 4)]),
 })
 
 

@@ -497,3 +497,57 @@ class TwoInputs(nn.Module):
         tiled = torch.tile(v[:, :2], (1, 4))                     # (B,8)
         z = F.layer_norm(rep * tiled, rep.shape[-1:]) / (rep.size(-1) ** 0.5)
         return (self.logsm(z), (self.sm2d(y), var))
+
+
+class MetricHead(nn.Module):
+    """Embedding-comparison and odd-op head: cdist, cosine_similarity, pairwise_distance,
+    argsort, median, kthvalue, addcmul, lerp, maximum, einsum, baddbmm, LocalResponseNorm,
+    LPPool2d, bicubic and area interpolation, SELU/CELU/Softsign/Tanhshrink/LogSigmoid/GLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.lrn = nn.LocalResponseNorm(3)
+        self.lp = nn.LPPool2d(2, 2)
+        self.proto = nn.Parameter(torch.randn(4, 8))
+        self.acts = nn.ModuleList([nn.SELU(), nn.CELU(0.5), nn.Softsign(), nn.Tanhshrink(), nn.LogSigmoid()])
+
+    def forward(self, x):                                        # (B,3,H,W)
+        f = self.lrn(self.conv(x))
+        p = self.lp(F.relu(f))                                   # (B,8,H/2,W/2)
+        up = F.interpolate(p, scale_factor=2, mode="bicubic", align_corners=False)
+        area = F.interpolate(f, size=(3, 3), mode="area")
+        emb = f.mean((2, 3))                                     # (B,8)
+        d = torch.cdist(emb.unsqueeze(0), self.proto.unsqueeze(0)).squeeze(0)   # (B,4)
+        cos = F.cosine_similarity(emb.unsqueeze(1), self.proto.unsqueeze(0), dim=-1)
+        pd = F.pairwise_distance(emb, self.proto[:1].expand_as(emb))
+        order = torch.argsort(d, dim=1)
+        med, _ = torch.median(f.flatten(2), dim=2)
+        kth, _ = torch.kthvalue(f.flatten(2), 3, dim=2)
+        mix = torch.lerp(med, kth, 0.25)
+        mix = torch.addcmul(mix, med, kth, value=0.5)
+        mix = torch.maximum(mix, torch.zeros_like(mix))
+        gram = torch.einsum("bc,kc->bk", emb, self.proto)
+        bb = torch.baddbmm(gram.unsqueeze(1), emb.unsqueeze(1), self.proto.t().unsqueeze(0).expand(emb.size(0), -1, -1))
+        a = sum(act(mix) for act in self.acts)
+        g = F.glu(torch.cat([mix, a], 1), dim=1)
+        return up + f, area, d + cos, pd, order, g, bb.squeeze(1)
+
+
+class UNet3dMini(nn.Module):
+    """A 3-D UNet step: Conv3d, MaxPool3d, ConvTranspose3d, trilinear upsample, cat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv3d(1, 4, 3, padding=1), nn.ReLU())
+        self.down = nn.MaxPool3d(2)
+        self.mid = nn.Conv3d(4, 4, 3, padding=1)
+        self.up_t = nn.ConvTranspose3d(4, 2, 2, stride=2)
+        self.out = nn.Conv3d(4 + 2 + 4, 2, 1)
+
+    def forward(self, x):                                        # (B,1,D,H,W), even sizes
+        e = self.enc(x)
+        m = F.relu(self.mid(self.down(e)))
+        u1 = self.up_t(m)
+        u2 = F.interpolate(m, scale_factor=2, mode="trilinear", align_corners=False)
+        return self.out(torch.cat([e, u1, u2], 1))

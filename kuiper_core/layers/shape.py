@@ -179,6 +179,19 @@ class Transpose(Layer):
         return [np.swapaxes(x, normalize_axis(self, self.dim0, x.ndim), normalize_axis(self, self.dim1, x.ndim))]
 
 
+@register("torch.t")
+class T(Layer):
+    """`torch.t(x)` / `x.t()`: a 2-D tensor transposed (0-D and 1-D as they are)."""
+
+    returns_views = True
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim > 2:
+            raise self.error(f"expects a tensor of rank 2 or less, got shape {x.shape}")
+        return [x.T]
+
+
 @register("Tensor.permute", "torch.permute")
 class Permute(Layer):
     returns_views = True

@@ -9,6 +9,7 @@ runtime resolves those). Only 4-D inputs (N, C, H, W) are supported, as pnnx con
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ..graph import Operator
 from .registry import Layer, register
@@ -161,3 +162,41 @@ class GridSample(Layer):
             y = (tap(y0, x0) * ((1 - fx) * (1 - fy)) + tap(y0, x0 + 1) * (fx * (1 - fy))
                  + tap(y0 + 1, x0) * ((1 - fx) * fy) + tap(y0 + 1, x0 + 1) * (fx * fy))
         return [np.ascontiguousarray(np.moveaxis(y, -1, 1)).astype(x.dtype)]
+
+
+@register("nn.LPPool2d", "F.lp_pool2d")
+class LPPool2d(Layer):
+    """(sum over each window of x^p)^(1/p), as torch computes it: an average of x^p times
+    the window size (so a ceil_mode edge window's sum is scaled up to the full size), with
+    sign(s)·relu(|s|) before the root."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        p = self.param("norm_type")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or p == 0:
+            raise self.error(f"norm_type must be a non-zero number, got {p!r}")
+        self.p = float(p)
+        self.k = self.ints_param("kernel_size", 2, low=1)
+        stride = self.param("stride", None)
+        self.s = self.k if stride is None or stride == [] else self.ints_param("stride", 2, low=1)
+        self.ceil = bool(self.param("ceil_mode", False))
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim not in (3, 4):
+            raise self.error(f"expected a (N, C, H, W) or (C, H, W) input, got shape {x.shape}")
+        h, w = x.shape[-2:]
+        oh = out_size(h, self.k[0], self.s[0], 0, 0, 1, self.ceil)
+        ow = out_size(w, self.k[1], self.s[1], 0, 0, 1, self.ceil)
+        if oh < 1 or ow < 1:
+            raise self.error(f"the {self.k} window does not fit a {h}x{w} input")
+        # ceil_mode's last windows run past the edge: pad with zeros, which add nothing to the sum
+        ph, pw = (oh - 1) * self.s[0] + self.k[0] - h, (ow - 1) * self.s[1] + self.k[1] - w
+        xp = np.pad(x.astype(np.float64) ** self.p, [(0, 0)] * (x.ndim - 2) + [(0, max(0, ph)), (0, max(0, pw))])
+        win = sliding_window_view(xp, self.k, axis=(-2, -1))[..., :: self.s[0], :: self.s[1], :, :][..., :oh, :ow, :, :]
+        sums = win.sum(axis=(-2, -1))
+        if ph > 0 or pw > 0:  # torch averages over the taps inside, then scales by the full window
+            inside = np.pad(np.ones((h, w)), [(0, max(0, ph)), (0, max(0, pw))])
+            count = sliding_window_view(inside, self.k)[:: self.s[0], :: self.s[1]][:oh, :ow].sum(axis=(-2, -1))
+            sums = sums * (self.k[0] * self.k[1] / count)
+        return [(np.sign(sums) * np.maximum(np.abs(sums), 0) ** (1.0 / self.p)).astype(x.dtype)]

@@ -79,6 +79,62 @@ class Conv3d(Layer):
         return [y]
 
 
+@register("nn.ConvTranspose3d")
+class ConvTranspose3d(Layer):
+    """The gradient of Conv3d: every input voxel adds its weight block into the output at
+    stride spacing (one tensordot per group and kernel tap), then padding is cut off.
+    Output size (in − 1)·stride − 2·padding + dilation·(k − 1) + output_padding + 1."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        w = self.weight("weight")
+        assert w is not None
+        if w.ndim != 5:
+            raise self.error(f"weight must be 5-D (in, out/groups, kd, kh, kw), got shape {w.shape}")
+        self.groups = self.int_param("groups", 1, low=1)
+        if w.shape[0] % self.groups:
+            raise self.error(f"in_channels {w.shape[0]} is not divisible by groups={self.groups}")
+        self.w = w.reshape(self.groups, w.shape[0] // self.groups, *w.shape[1:])  # (G, Cg, Og, k…)
+        self.b = self.weight("bias", required=False) if self.param("bias", True) else None
+        self.k = tuple(w.shape[2:])
+        self.s = self.ints_param("stride", 3, 1, low=1)
+        self.p = self.ints_param("padding", 3, 0, low=0)
+        self.d = self.ints_param("dilation", 3, 1, low=1)
+        self.op_ = self.ints_param("output_padding", 3, 0, low=0)
+        if any(o >= max(s, d) for o, s, d in zip(self.op_, self.s, self.d)):
+            raise self.error(f"output_padding {self.op_} must be smaller than stride {self.s} or dilation {self.d}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        _check_5d(self, x)
+        g, cg, og = self.w.shape[:3]
+        if x.shape[1] != g * cg:
+            raise self.error(f"input has {x.shape[1]} channels, the weight expects {g * cg}")
+        n, _, *size = x.shape
+        full = [(size[i] - 1) * self.s[i] + self.d[i] * (self.k[i] - 1) + 1 + self.op_[i] for i in range(3)]
+        want = [f - 2 * self.p[i] for i, f in enumerate(full)]
+        if min(want) < 1:
+            raise self.error(f"the output would be empty for input {tuple(size)} and padding {self.p}")
+        self.check_size((n, g * og, *full))
+        y = np.zeros((n, g, og, *full), np.result_type(x.dtype, self.w.dtype))
+        for gi in range(g):
+            xg = x[:, gi * cg : (gi + 1) * cg]
+            for a in range(self.k[0]):
+                for b in range(self.k[1]):
+                    for c in range(self.k[2]):
+                        # (N, Cg, D, H, W) · (Cg, Og) -> (N, D, H, W, Og), added at the tap's offset
+                        contrib = np.tensordot(xg, self.w[gi, :, :, a, b, c], axes=([1], [0]))
+                        o = (a * self.d[0], b * self.d[1], c * self.d[2])
+                        y[:, gi, :, o[0] : o[0] + (size[0] - 1) * self.s[0] + 1 : self.s[0],
+                          o[1] : o[1] + (size[1] - 1) * self.s[1] + 1 : self.s[1],
+                          o[2] : o[2] + (size[2] - 1) * self.s[2] + 1 : self.s[2]] += np.moveaxis(contrib, -1, 1)
+        y = y.reshape(n, g * og, *full)[:, :, self.p[0] : self.p[0] + want[0], self.p[1] : self.p[1] + want[1],
+                                         self.p[2] : self.p[2] + want[2]]
+        if self.b is not None:
+            y = y + self.b.reshape(1, -1, 1, 1, 1)
+        return [np.ascontiguousarray(y)]
+
+
 class _Pool3d(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)

@@ -2,9 +2,10 @@
 affine_grid + grid_sample (modes, padding modes, align_corners), and the logical ops."""
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
-from opcases._common import Fn
+from opcases._common import Fn, Wrap
 from opcases.shape import case
 
 
@@ -26,6 +27,9 @@ CASES = {
     "spatial_grid_bilinear_border_align": _warp("bilinear", "border", True),
     "spatial_grid_nearest": _warp("nearest", "zeros", False),
     "spatial_grid_nearest_border_align": _warp("nearest", "border", True),
+    "spatial_lp_pool2d": lambda: (Wrap(nn.LPPool2d(2, 2)), [torch.randn(2, 3, 6, 8)]),
+    "spatial_lp_pool2d_p3_ceil": case(lambda x: F.lp_pool2d(x.abs(), 3.0, (2, 3), stride=2, ceil_mode=True) * 2,
+                                      (1, 2, 7, 8)),
     "spatial_logical_and": case(lambda x, y: torch.logical_and(x > 0, y > 0).float() * 2, (2, 3, 4), (2, 3, 4)),
     "spatial_logical_or_xor": case(lambda x, y: torch.logical_or(x > 0.5, torch.logical_xor(x > 0, y < 0)).float() + x,
                                    (2, 3, 4), (1, 3, 1)),

@@ -21,6 +21,12 @@ CASES = {
                                       padding=(0, 1, 1)),
     "volume_conv3d_groups_dilation_nobias": _conv(in_channels=4, out_channels=6, kernel_size=2, groups=2, dilation=2,
                                                   bias=False),
+    "volume_conv_transpose3d": lambda: (Wrap(nn.ConvTranspose3d(3, 2, 2, stride=2)), [torch.randn(2, 3, 2, 3, 4)]),
+    "volume_conv_transpose3d_pad_outpad_groups": lambda: (
+        Wrap(nn.ConvTranspose3d(4, 6, 3, stride=(1, 2, 2), padding=1, output_padding=(0, 1, 0), groups=2)),
+        [torch.randn(1, 4, 3, 4, 5)]),
+    "volume_conv_transpose3d_dilation_nobias": lambda: (
+        Wrap(nn.ConvTranspose3d(2, 3, 2, dilation=2, bias=False)), [torch.randn(1, 2, 3, 3, 2)]),
     "volume_max_pool3d": case(lambda x: F.max_pool3d(x, 2) * 2, (2, 3, 4, 6, 7)),
     "volume_max_pool3d_pad_ceil_dil": case(lambda x: F.max_pool3d(x, 3, stride=2, padding=1, dilation=(1, 1, 2),
                                                                    ceil_mode=True) * 2, (1, 2, 5, 6, 9)),
