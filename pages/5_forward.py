@@ -24,7 +24,7 @@ from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
-from pages.player import speed_picker
+from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
 from pages.tensor_panel import chart, show_tensor
 
 PENDING = "fw_pending"  # ("go", position) or ("name", operator), from a callback or another page
@@ -105,13 +105,16 @@ def _reset() -> None:
     state["playing"] = False
 
 
+# While playing, the timer's reruns may carry the slider's and the picker's previous values
+# back from the browser; they are not the user's choice, so they are ignored (Pause first).
 def _on_slider() -> None:
-    _go(int(st.session_state["fw_pos"]))
+    if not state["playing"]:
+        _go(int(st.session_state["fw_pos"]))
 
 
 def _on_target() -> None:
     name = st.session_state.get("fw_target")
-    if name is not None:
+    if name is not None and not state["playing"]:
         _go(position_of[name])
 
 
@@ -149,14 +152,14 @@ def _apply_pending(slot: Any) -> None:
 
 
 def _body() -> None:
+    sync_timer(state, current_speed("fw_speed"))
     if state["playing"]:
-        _, per_tick = st.session_state.get("fw_speed_value", (0.5, 1))
-        for _ in range(per_tick):
+        for _ in range(steps_due(state, current_speed("fw_speed"))):
             if stepper.step() is None:
                 break
         if stepper.cursor + 1 >= len(names) or stepper.error is not None:
             state["playing"] = False
-            st.rerun()
+            st.rerun(scope="app")
     _apply_pending(st.empty())  # always present, so the elements below keep their places
     at_end = stepper.cursor + 1 >= len(names) or (stepper.error is not None and stepper.cursor + 1 >= len(stepper.events))
     event = stepper.current
@@ -176,7 +179,7 @@ def _body() -> None:
     else:
         b[4].button("Play", key="fw_play", width="stretch", on_click=_play, args=(True,), disabled=at_end)
     with b[5]:
-        st.session_state["fw_speed_value"] = speed_picker("fw_speed")
+        speed_picker("fw_speed")
     b[6].selectbox(
         "Go to operator",
         names,
@@ -404,5 +407,4 @@ def _outputs() -> None:
 
 
 # Play re-runs only this fragment on a timer; clicks inside it re-run only it too (fast).
-interval = st.session_state.get("fw_speed_value", (0.5, 1))[0] if state["playing"] else None
-st.fragment(run_every=interval)(_body)()
+run_fragment(_body, state, current_speed("fw_speed"))

@@ -241,6 +241,35 @@ def projector(page, path: str):
         page.set_viewport_size(WIDE)
 
 
+def test_play_keeps_its_speed_and_stops_at_the_end(page) -> None:
+    pick_bundled_model(page, "deep1500")
+    goto_page(page, "order")
+    page.get_by_role("combobox", name="Graph").click()
+    page.get_by_role("option", name=re.compile("The loaded model")).click()
+    wait_idle(page)
+    page.get_by_role("combobox", name="Play speed (steps per second)").click()
+    page.get_by_role("option", name="100/s").click()
+    wait_idle(page)
+    button(page, "Play").click()
+    page.wait_for_timeout(3000)
+    button(page, "Pause").click()
+    wait_idle(page)
+    step = int(re.search(r"Step (\d+) of", page.get_by_text(re.compile(r"^Step \d+ of \d+")).first.inner_text()).group(1))
+    assert step >= 100, step  # 100 steps a second, not one step per redraw
+    # Forward plays to the end and stops there, with Play and Step disabled.
+    pick_bundled_model(page, "digits_cnn")
+    goto_page(page, "forward")
+    button(page, "Reset").click() if not button(page, "Reset").is_disabled() else None
+    wait_idle(page)
+    page.get_by_role("combobox", name="Play speed (steps per second)").click()
+    page.get_by_role("option", name="20/s").click()
+    wait_idle(page)
+    button(page, "Play").click()
+    page.get_by_text(re.compile(r"^Operator 12 of 12")).wait_for(timeout=30_000)
+    page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.trim() === 'Play' && b.disabled)")
+    assert button(page, "Step").is_disabled()
+
+
 def test_order_side_by_side_on_a_projector(page) -> None:
     with projector(page, "/order?algo=both&step=6"):
         assert page.locator(VIEW).count() == 2
