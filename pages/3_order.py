@@ -106,9 +106,12 @@ def _move(to: int | None = None, by: int = 0, play: bool = False) -> None:
     state["playing"] = play and state["step"] < total
 
 
-def _on_slider() -> None:
-    if not state["playing"]:  # while playing, a rerun of the timer may carry the slider's previous value
-        _move(to=int(st.session_state["order_pos"]))
+def _on_slider(widget: str, drawn_at: int) -> None:
+    """The slider is a new widget at each step (its key holds it); a rerun Play's timer
+    started before the browser had drawn the newest step sends an older slider's value
+    back, which is not the user's: only the slider drawn at the current step counts."""
+    if drawn_at == state["step"]:
+        _move(to=int(st.session_state[widget]))
 
 
 def _play(on: bool) -> None:
@@ -200,7 +203,6 @@ def _walkthrough() -> None:
             state["playing"] = False
             st.rerun(scope="app")  # a full run drops the fragment's timer
     step = state["step"]
-    st.session_state["order_pos"] = step
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=algorithm, step=step or None)
     common.write_url()
 
@@ -215,7 +217,8 @@ def _walkthrough() -> None:
         b[4].button("Play", key="order_play", width="stretch", on_click=_play, args=(True,), disabled=step >= total)
     with b[5]:
         speed_picker("order_speed")
-    b[6].slider(f"Step (of {total})", 0, total, key="order_pos", on_change=_on_slider, label_visibility="collapsed")
+    b[6].slider(f"Step (of {total})", 0, total, step, key=f"order_pos_{step}", on_change=_on_slider,
+                args=(f"order_pos_{step}", step), label_visibility="collapsed")
     step_keys("order_keys", lambda: _move(by=1), lambda: _move(by=-1))
     st.markdown(f"**Step {step} of {total}**" + (" (the numbers count each algorithm's own events)" if len(walks) > 1 else ""))
 

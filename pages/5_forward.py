@@ -105,16 +105,17 @@ def _reset() -> None:
     state["playing"] = False
 
 
-# While playing, the timer's reruns may carry the slider's and the picker's previous values
-# back from the browser; they are not the user's choice, so they are ignored (Pause first).
-def _on_slider() -> None:
-    if not state["playing"]:
-        _go(int(st.session_state["fw_pos"]))
+# The slider and the picker are new widgets at each position (their key holds it). A rerun
+# the browser started before it had drawn the newest position (Play's timer) sends an older
+# widget's value back; only the widget drawn at the current position is the user's.
+def _on_slider(widget: str, drawn_at: int) -> None:
+    if drawn_at == stepper.cursor + 1:
+        _go(int(st.session_state[widget]))
 
 
-def _on_target() -> None:
-    name = st.session_state.get("fw_target")
-    if name is not None and not state["playing"]:
+def _on_target(widget: str, drawn_at: int) -> None:
+    name = st.session_state.get(widget)
+    if name is not None and drawn_at == stepper.cursor + 1:
         _go(position_of[name])
 
 
@@ -163,9 +164,7 @@ def _body() -> None:
     _apply_pending(st.empty())  # always present, so the elements below keep their places
     at_end = stepper.cursor + 1 >= len(names) or (stepper.error is not None and stepper.cursor + 1 >= len(stepper.events))
     event = stepper.current
-    # Widgets that show the position follow the cursor (set before they are drawn).
-    st.session_state["fw_pos"] = stepper.cursor + 1
-    st.session_state["fw_target"] = event.name if event is not None else None
+    pos = stepper.cursor + 1  # the slider and the picker show it (new widgets per position)
     common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
     common.write_url()
 
@@ -183,15 +182,16 @@ def _body() -> None:
     b[6].selectbox(
         "Go to operator",
         names,
-        index=None,
+        index=None if event is None else pos - 1,
         format_func=lambda n: f"{position_of[n]}. {n} ({runtime.operators[n].type})",
-        key="fw_target",
+        key=f"fw_target_{pos}",
         on_change=_on_target,
+        args=(f"fw_target_{pos}", pos),
         placeholder="go to an operator (or click it in the graph)",
         label_visibility="collapsed",
     )
-    st.slider("Position in the execution order", 0, len(names), key="fw_pos", on_change=_on_slider,
-              label_visibility="collapsed", help="0 = before the first operator")
+    st.slider("Position in the execution order", 0, len(names), pos, key=f"fw_pos_{pos}", on_change=_on_slider,
+              args=(f"fw_pos_{pos}", pos), label_visibility="collapsed", help="0 = before the first operator")
     step_keys("fw_keys", _step, _back)
 
     failure = stepper.failure
