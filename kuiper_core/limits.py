@@ -17,10 +17,9 @@ was created under for build, forward and steps. docs/limits.md lists every limit
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from .errors import LimitError
 
@@ -56,15 +55,21 @@ def current() -> Limits:
     return _current.get()
 
 
-@contextmanager
-def use(limits: Limits | None = None, **changes: int) -> Iterator[Limits]:
-    """Run a block under `limits` (default: the current ones) with `changes` applied."""
-    chosen = (limits or current()).replace(**changes) if changes else (limits or current())
-    token = _current.set(chosen)
-    try:
-        yield chosen
-    finally:
-        _current.reset(token)
+class use:
+    """`with use(limits, **changes):` runs a block under `limits` (default: the current ones)
+    with `changes` applied. A class, not a generator: steps() enters one per operator."""
+
+    __slots__ = ("chosen", "_token")
+
+    def __init__(self, limits: Limits | None = None, **changes: int) -> None:
+        self.chosen = (limits or current()).replace(**changes) if changes else (limits or current())
+
+    def __enter__(self) -> Limits:
+        self._token = _current.set(self.chosen)
+        return self.chosen
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 # -- checks -----------------------------------------------------------------------------------

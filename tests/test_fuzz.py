@@ -2,7 +2,8 @@
 
 tests/fuzz/fuzz_engine.py mutates .param text (400 cases), .bin zips (300), writes random
 expressions with random inputs (500, also comparing the compiled plan with the stack machine)
-and hostile .npy/.npz headers (200); tests/fuzz/fuzz_app.py uploads mutated models and arrays
+hostile .npy/.npz headers (200) and the Forward page's pictures of odd tensors (200);
+tests/fuzz/fuzz_app.py uploads mutated models and arrays
 through AppTest (10, each visiting every page). They run in a subprocess whose address space is limited, so a size that
 slips past the checks fails the test (as an out-of-memory LimitError the fuzz cases reject)
 instead of exhausting the machine; each case has a time budget (3 s engine, 30 s app).

@@ -534,3 +534,37 @@ def test_deep_expressions_and_long_chains_stay_linear():
     assert len(optimize(deep, 2).after.operators) == 3
     after = optimize(chain, 2).after
     assert 3 < len(after.operators) < 12  # fused into a few expressions of at most 256 nodes each
+
+
+# -- UnpackLists (optlevel 0) -------------------------------------------------------------------------
+def test_list_plumbing_of_optlevel_0_is_unpacked():
+    g = graph_of(
+        IN4,
+        "torch.tensor_split s 1 1 0 l dim=1 sections=2 #0=(1,4,6,6)f32",
+        "prim::ListUnpack u 1 2 l a b #a=(1,2,6,6)f32 #b=(1,2,6,6)f32",
+        "prim::ListConstruct c 2 1 b a t",
+        "torch.cat cat 1 1 t 1 dim=1 $tensors=t #1=(1,4,6,6)f32",
+        "prim::TupleConstruct tc 2 1 1 a tup",
+        "prim::TupleUnpack tu 1 2 tup 2 3 #2=(1,4,6,6)f32 #3=(1,2,6,6)f32",
+        "pnnx.Output out 2 0 2 3",
+    )
+    after, log = run_passes(g, "UnpackLists", level=1)
+    assert types(after) == ["pnnx.Input", "torch.tensor_split", "torch.cat", "pnnx.Output"]
+    assert [o.name for o in after.operator("s").outputs] == ["a", "b"]
+    assert [o.name for o in after.operator("cat").inputs] == ["b", "a"]
+    assert [o.name for o in after.operator("out").inputs] == ["1", "a"]
+    assert_equivalent(g, after)
+
+
+def test_lone_aten_arithmetic_becomes_an_expression():
+    g = graph_of(
+        IN4,
+        "prim::Constant k 0 1 alpha value=2",
+        "aten::add a 3 1 0 0 alpha 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "aten::rsub r 3 1 1 0 alpha 2 #1=(1,4,6,6)f32 #2=(1,4,6,6)f32",
+        out("2"),
+    )
+    after, _ = run_passes(g, "FuseExpressions", "RemoveUnused")
+    assert types(after) == ["pnnx.Input", "pnnx.Expression", "pnnx.Output"]
+    assert after.operator("r").params["expr"] == "sub(@0,mul(add(@0,mul(@0,2)),2))"
+    assert_equivalent(g, after)

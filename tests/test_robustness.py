@@ -342,12 +342,20 @@ def test_zero_d_weight(tmp_path: Path) -> None:
     assert g.forward(np.array([1, 2, 3], np.float32))[0].tolist() == [2.5, 5.0, 7.5]
 
 
-def test_weight_entry_claiming_more_than_the_archive(tmp_path: Path) -> None:
+def test_truncated_bin_is_a_weight_error(tmp_path: Path) -> None:
     p = _one_weight_model(tmp_path, [("w.data", f32(1, 2, 3, 4))])
     raw = bytearray(p.with_suffix(".bin").read_bytes())
     p.with_suffix(".bin").write_bytes(raw[: len(raw) // 2])  # cut: the directory is gone too
     with pytest.raises(WeightError):
         kuiper_core.load(p)
+
+
+def test_bin_listing_far_more_entries_than_weights(tmp_path: Path) -> None:
+    """Each central-directory entry costs a ZipInfo before anything is checked: a 200 MB
+    upload of 46-byte entries would cost gigabytes. Refused from the end record's count."""
+    entries = [("w.data", f32(1, 2, 3, 4))] + [(f"e{i}", b"") for i in range(2000)]
+    with pytest.raises(WeightError, match="lists 2,001 entries for a model with 1 weight"):
+        kuiper_core.load(_one_weight_model(tmp_path, entries))
 
 
 def test_input_operator_without_output(tmp_path: Path) -> None:
@@ -539,13 +547,10 @@ def test_cli_prints_a_python_number_output(tmp_path: Path) -> None:
     assert r.returncode == 0 and "output 0: bool ()" in r.stdout, r.stderr
 
 
-def test_fusing_a_long_relu_chain_stays_linear(tmp_path: Path) -> None:
+def test_fusing_a_long_relu_chain_stays_fast(tmp_path: Path) -> None:
     """FuseExpressions re-read the growing expression at every fusion: 1,000 ReLUs took 38 s,
-    20,000 (a 600 KB upload, on the app's Passes page) would never finish. Fused trees now
-    stop at MAX_FUSED_NODES."""
-    from kuiper_core import expression as kx
+    20,000 (a 600 KB upload, on the app's Passes page) would never finish."""
     from kuiper_core.passes import optimize
-    from kuiper_core.passes.fuse import MAX_FUSED_NODES
 
     n = 2000
     lines = ["pnnx.Input i 0 1 x0 #x0=(1,4)f32"] + [f"nn.ReLU r{k} 1 1 x{k} x{k + 1}" for k in range(n)]
@@ -553,8 +558,29 @@ def test_fusing_a_long_relu_chain_stays_linear(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     result = optimize(g, 2)
     assert time.perf_counter() - t0 < 20
-    exprs = [op for op in result.after.operators if op.type == "pnnx.Expression"]
-    assert exprs and all(sum(1 for _ in kx.walk(kx.parse(op.params["expr"]))) <= MAX_FUSED_NODES for op in exprs)
     x = np.float32([[-1, 0.5, 2, -3]])
     y = kuiper_core.RuntimeGraph.from_graph(result.after).build().forward(x)[0]
     assert y.tolist() == np.maximum(x, 0).tolist()
+
+
+@pytest.mark.parametrize(
+    "array",
+    [np.array([[[[1e308, -1e308], [0.0, np.nan]]]]), np.zeros((1, 0, 4, 4), np.float32),
+     np.zeros((1, 2, 0, 3), np.float32), np.full((1, 2, 3, 3), np.inf, np.float32),
+     np.full((1, 2, 3, 3), 3e38, np.float32), np.full((1, 1, 2, 2), np.finfo(np.float64).max)],
+    ids=["range_overflows", "no_channels", "empty_planes", "all_inf", "constant_3e38", "constant_max"],
+)
+def test_tensor_pictures_of_odd_tensors(array: np.ndarray) -> None:
+    """The Forward page's statistics, histogram and channel mosaic of any output: a range
+    that overflows float64 (histogram raised, colours indexed garbage), a constant 3e38 (its
+    one bin had no width), 0 channels (raised). Found by the tensor-view fuzz test."""
+    from kuiper_core.explore import tensors as T
+
+    with np.errstate(all="ignore"):
+        T.tensor_stats(array)
+        counts, edges = T.histogram(array)
+        assert np.isfinite(edges).all()
+        mosaic, _ = T.channel_grid(array)
+    assert mosaic.dtype == np.uint8 and mosaic.ndim == 3
+    if array.size and np.isfinite(array).any():
+        assert counts.sum() == np.isfinite(array).sum()

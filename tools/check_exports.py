@@ -50,7 +50,7 @@ def check(folder: Path) -> tuple[str, str]:
                     return "wrong", f"out{k}{label}: shape {np.shape(y)} vs {ref.shape}, max abs err {err:.3g} > {bound:.3g}"
         return "ok", ""
     except kuiper_core.KuiperError as e:
-        return "error", f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        return "error", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
 
 def main(argv: list[str] | None = None) -> int:

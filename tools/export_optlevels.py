@@ -80,114 +80,55 @@ def _tiny_cnn() -> tuple[Any, Any]:
     return TinyCNN().eval(), torch.randn(1, 1, 4, 4)
 
 
-def _digits_cnn() -> tuple[Any, Any]:
-    import torch
-    from samples.common import randomize_batchnorm
-    from samples.digits import DigitsCNN
+def _sample(make: str, seed: int, shape: tuple[int, ...], *, bn_batch: int | None = 4, uniform: bool = False,
+            **kwargs: Any) -> Callable[[], tuple[Any, Any]]:
+    """A builder for the sample architecture `module.Class` of tools/samples with these
+    constructor arguments (a reduced size), its BatchNorms calibrated on random data
+    (`bn_batch` items a pass; None: none), and an example input of `shape`."""
 
-    torch.manual_seed(1)
-    m = DigitsCNN()
-    randomize_batchnorm(m, batches=2, batch_size=4, input_shape=(1, 8, 8))
-    return m.eval(), torch.rand(1, 1, 8, 8)
+    def build() -> tuple[Any, Any]:
+        import importlib
 
+        import torch
+        from samples.common import randomize_batchnorm
 
-def _tiny_mlp() -> tuple[Any, Any]:
-    import torch
-    from samples.digits import TinyMLP
+        torch.backends.mha.set_fastpath_enabled(False)  # see export_samples.py
+        module, cls = make.rsplit(".", 1)
+        torch.manual_seed(seed)
+        m = getattr(importlib.import_module(f"samples.{module}"), cls)(**kwargs)
+        if bn_batch:
+            randomize_batchnorm(m, batches=2, batch_size=bn_batch, input_shape=shape[1:])
+        return m.eval(), (torch.rand if uniform else torch.randn)(*shape)
 
-    torch.manual_seed(2)
-    return TinyMLP().eval(), torch.rand(1, 1, 8, 8)
-
-
-def _resnet18() -> tuple[Any, Any]:
-    import torch
-    from samples.common import randomize_batchnorm
-    from samples.resnet import ResNet18
-
-    torch.manual_seed(18)
-    m = ResNet18(num_classes=10, width=4)
-    randomize_batchnorm(m, batches=2, batch_size=4, input_shape=(3, 32, 32))
-    return m.eval(), torch.randn(1, 3, 32, 32)
-
-
-def _mobilenetv3() -> tuple[Any, Any]:
-    import torch
-    from samples.common import randomize_batchnorm
-    from samples.mobilenet import MobileNetV3Small
-
-    torch.manual_seed(3)
-    m = MobileNetV3Small(num_classes=10, last_channel=32, width=0.125)
-    randomize_batchnorm(m, batches=2, batch_size=8, input_shape=(3, 32, 32))
-    return m.eval(), torch.randn(1, 3, 32, 32)
-
-
-def _unet() -> tuple[Any, Any]:
-    import torch
-    from samples.common import randomize_batchnorm
-    from samples.unet import UNet
-
-    torch.manual_seed(4)
-    m = UNet(base=4)
-    randomize_batchnorm(m, batches=2, batch_size=4, input_shape=(3, 32, 32))
-    return m.eval(), torch.randn(1, 3, 32, 32)
-
-
-def _yolov5s_mini() -> tuple[Any, Any]:
-    import torch
-    from samples.common import randomize_batchnorm
-    from samples.yolo import YoloV5Mini
-
-    torch.manual_seed(5)
-    m = YoloV5Mini(width=2, size=64)
-    randomize_batchnorm(m, batches=2, batch_size=4, input_shape=(3, 64, 64))
-    return m.eval(), torch.randn(1, 3, 64, 64)
-
-
-def _vit_tiny() -> tuple[Any, Any]:
-    import torch
-    from samples.vit import ViTTiny
-
-    torch.backends.mha.set_fastpath_enabled(False)  # see export_samples.py
-    torch.manual_seed(6)
-    return ViTTiny(img=16, patch=4, dim=16, depth=2, heads=2).eval(), torch.randn(1, 3, 16, 16)
-
-
-def _expr_zoo() -> tuple[Any, Any]:
-    import torch
-    from samples.expr_zoo import ExprZoo
-
-    torch.manual_seed(7)
-    return ExprZoo().eval(), torch.randn(1, 3, 8, 8)
-
-
-def _deep() -> tuple[Any, Any]:
-    import torch
-    from samples.common import randomize_batchnorm
-    from samples.deep import Deep
-
-    torch.manual_seed(8)
-    m = Deep(blocks=3, ch=4)
-    randomize_batchnorm(m, batches=2, batch_size=4, input_shape=(3, 16, 16))
-    return m.eval(), torch.randn(1, 3, 16, 16)
+    return build
 
 
 MODELS: dict[str, OptModel] = {
     "tiny_cnn": OptModel(_tiny_cnn, "conv, relu, max pool, flatten(1) to (1,16), linear (the flatten regression)",
                          shape2=(3, 1, 4, 4), more_shapes=[(5, 1, 4, 4)]),
-    "digits_cnn": OptModel(_digits_cnn, "digits_cnn's architecture, untrained (conv+BN, pool, dropout, softmax)",
+    "digits_cnn": OptModel(_sample("digits.DigitsCNN", 1, (1, 1, 8, 8), uniform=True),
+                           "digits_cnn's architecture, untrained (conv+BN, pool, dropout, softmax)",
                            shape2=(4, 1, 8, 8), more_shapes=[(2, 1, 8, 8)]),
-    "tiny_mlp": OptModel(_tiny_mlp, "tiny_mlp's architecture, untrained"),
-    "resnet18": OptModel(_resnet18, "ResNet-18 layout at width 4 (stages of 4/8/16/32 channels), 32x32, 10 classes",
+    "tiny_mlp": OptModel(_sample("digits.TinyMLP", 2, (1, 1, 8, 8), bn_batch=None, uniform=True),
+                         "tiny_mlp's architecture, untrained"),
+    "resnet18": OptModel(_sample("resnet.ResNet18", 18, (1, 3, 32, 32), num_classes=10, width=4),
+                         "ResNet-18 layout at width 4 (stages of 4/8/16/32 channels), 32x32, 10 classes",
                          shape2=(1, 3, 48, 48), more_shapes=[(2, 3, 40, 56)]),
-    "mobilenetv3": OptModel(_mobilenetv3, "MobileNetV3-Small at width 0.125, 32x32, 10 classes",
+    "mobilenetv3": OptModel(_sample("mobilenet.MobileNetV3Small", 3, (1, 3, 32, 32), bn_batch=8, num_classes=10,
+                                    last_channel=32, width=0.125),
+                            "MobileNetV3-Small at width 0.125, 32x32, 10 classes",
                             shape2=(1, 3, 64, 64), more_shapes=[(1, 3, 48, 40)]),
-    "unet": OptModel(_unet, "the sample UNet at base width 4, 32x32",
+    "unet": OptModel(_sample("unet.UNet", 4, (1, 3, 32, 32), base=4), "the sample UNet at base width 4, 32x32",
                      shape2=(1, 3, 48, 48), more_shapes=[(2, 3, 40, 24)]),
-    "yolov5s_mini": OptModel(_yolov5s_mini, "the YOLOv5-style detector at width 2, 64x64 (grids fixed: no dyn)"),
-    "vit_tiny": OptModel(_vit_tiny, "the tiny ViT at dim 16, depth 2, 2 heads, 16x16 (position table fixed: no dyn)"),
-    "expr_zoo": OptModel(_expr_zoo, "the expression zoo at 8x8",
+    "yolov5s_mini": OptModel(_sample("yolo.YoloV5Mini", 5, (1, 3, 64, 64), width=2, size=64),
+                             "the YOLOv5-style detector at width 2, 64x64 (grids fixed: no dyn)"),
+    "vit_tiny": OptModel(_sample("vit.ViTTiny", 6, (1, 3, 16, 16), bn_batch=None, img=16, patch=4, dim=16, depth=2,
+                                 heads=2),
+                         "the tiny ViT at dim 16, depth 2, 2 heads, 16x16 (position table fixed: no dyn)"),
+    "expr_zoo": OptModel(_sample("expr_zoo.ExprZoo", 7, (1, 3, 8, 8), bn_batch=None), "the expression zoo at 8x8",
                          shape2=(1, 3, 12, 12), more_shapes=[(2, 3, 6, 10)]),
-    "deep": OptModel(_deep, "deep1500's residual block, 3 blocks of 4 channels, 16x16",
+    "deep": OptModel(_sample("deep.Deep", 8, (1, 3, 16, 16), blocks=3, ch=4),
+                     "deep1500's residual block, 3 blocks of 4 channels, 16x16",
                      shape2=(1, 3, 24, 24), more_shapes=[(3, 3, 8, 20)]),
 }
 

@@ -5,7 +5,7 @@ hostile value (0, -1, huge ints, 4,400-digit ints, nan/inf, empty and overlong t
 strings, ...), then parses, builds and runs the model on the case's inputs. Only a
 `KuiperError` may come out; anything else, a hang or a memory blow-up is a finding.
 
-    python tools/fuzz_params.py                         # every case, ~40,000 mutations
+    python tools/fuzz_params.py                         # every case, ~63,000 mutations (~1 min)
     python tools/fuzz_params.py -k resize -k pad -v     # cases whose name contains these
     python tools/fuzz_params.py --mem-mb 1500 --timeout 10
 

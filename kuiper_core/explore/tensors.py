@@ -58,8 +58,12 @@ def histogram(a: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
     if flat.size == 0:
         return np.zeros(0, np.int64), np.zeros(0)
     lo, hi = float(flat.min()), float(flat.max())
-    if lo == hi:  # a constant tensor: one bin around the value
-        lo, hi = lo - 0.5, hi + 0.5
+    if lo == hi:  # a constant tensor: bins around the value (wide enough to exist at 3e38)
+        span, top = max(0.5, abs(lo) * 1e-6), float(np.finfo(np.float64).max)
+        lo, hi = max(lo - span, -top), min(hi + span, top)
+    if not np.isfinite(hi - lo):  # values near ±1.8e308: the range itself overflows; bin the halves
+        counts, edges = np.histogram(flat / 2, bins=bins, range=(lo / 2, hi / 2))
+        return counts, edges * 2
     return np.histogram(flat, bins=bins, range=(lo, hi))
 
 
@@ -90,6 +94,14 @@ _LUT = _viridis_lut()
 NAN_RGB = np.array([255, 0, 255], np.uint8)  # magenta: impossible to miss
 
 
+def _unit(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(x - lo) / (hi - lo) clipped to 0..1 (0 where hi <= lo), computed on halves so values
+    near ±1.8e308 do not overflow the range into inf and NaN."""
+    half_lo, half_hi = lo / 2, hi / 2
+    scale = np.where(half_hi > half_lo, half_hi - half_lo, 1.0)
+    return np.clip((x / 2 - half_lo) / scale, 0.0, 1.0)
+
+
 def colorize(x: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
     """A real array (H, W) as uint8 RGB (H, W, 3) through viridis; NaN/Inf are magenta."""
     x = np.asarray(x, dtype=np.float64)
@@ -98,8 +110,7 @@ def colorize(x: np.ndarray, lo: float | None = None, hi: float | None = None) ->
         vals = x[finite]
         lo = float(vals.min()) if vals.size else 0.0
         hi = float(vals.max()) if vals.size else 1.0
-    scale = (hi - lo) if hi > lo else 1.0
-    t = np.clip((np.where(finite, x, lo) - lo) / scale, 0.0, 1.0)
+    t = _unit(np.where(finite, x, lo), np.float64(lo), np.float64(hi))
     rgb = _LUT[(t * 255).round().astype(np.intp)]
     rgb[~finite] = NAN_RGB
     return rgb
@@ -128,6 +139,8 @@ def channel_grid(
     shown = list(range(min(x.shape[0], max_channels)))
     x = x[shown]
     c, h, w = x.shape
+    if not c or not h or not w:  # no channels or empty planes: nothing to draw
+        return np.full((4, 4, 3), 255, np.uint8), shown
     finite = np.isfinite(x)
     safe = np.where(finite, x, np.nan)
     if shared_scale:
@@ -138,8 +151,7 @@ def channel_grid(
         with np.errstate(all="ignore"):
             lo = np.where(any_finite, np.nanmin(np.where(finite, x, np.inf).reshape(c, -1), axis=1), 0.0)
             hi = np.where(any_finite, np.nanmax(np.where(finite, x, -np.inf).reshape(c, -1), axis=1), 1.0)
-    scale = np.where(hi > lo, hi - lo, 1.0)
-    t = np.clip((np.where(finite, x, lo[:, None, None]) - lo[:, None, None]) / scale[:, None, None], 0, 1)
+    t = _unit(np.where(finite, x, lo[:, None, None]), lo[:, None, None], hi[:, None, None])
     tiles = _LUT[(t * 255).round().astype(np.intp)]  # (c, h, w, 3)
     tiles[~finite] = NAN_RGB
     k = max(1, min(max_side // max(h, 1), max_side // max(w, 1), 32))

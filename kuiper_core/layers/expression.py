@@ -37,9 +37,15 @@ class Expression(Layer):
         if not isinstance(expr, str):
             raise self.error(f"parameter 'expr' must be expression text, got {expr!r}")
         self.expr = expr
+        # A string constant (an einsum equation, a mode) folded by pnnx at optlevel 1 reads
+        # `expr=bij,jk->bik`: no inputs, a value output, and text that is no expression.
+        self.text: str | None = None
         try:
             self.ast: Node = parse(expr)
         except ParseError as e:
+            if not op.inputs and len(op.outputs) == 1 and op.outputs[0].shape is None:
+                self.text = expr
+                return
             where = f" (.param line {op.line})" if op.line else ""
             raise self.error(f"bad expr{where}: {e}") from e
         used = max((n.index for n in walk(self.ast) if isinstance(n, OperandRef)), default=-1)
@@ -70,6 +76,8 @@ class Expression(Layer):
         return plan
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        if self.text is not None:
+            return [self.text]  # type: ignore[list-item]
         types = [VType("tensor", x.dtype) if isinstance(x, np.ndarray) else _scalar_type(x) for x in inputs]
         plan = self._plan(types)
         dst = out[0] if out else None
@@ -104,12 +112,14 @@ class Expression(Layer):
         return tuple(range(len(self.op.inputs)))  # every step reads x[i] to write y[i]
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
+        if self.text is not None:
+            return 0
         n = int(np.prod(outputs[0])) if outputs and outputs[0] else 1
         return n * sum(1 for node in walk(self.ast) if isinstance(node, Call))
 
     @property
     def depth(self) -> int:
-        return depth(self.ast)
+        return 0 if self.text is not None else depth(self.ast)
 
 
 def _copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Matrix products: nn.Linear, F.linear, torch.matmul / mm / bmm, torch.addmm / baddbmm.
+"""Matrix products: nn.Linear, F.linear, torch.matmul / mm / bmm, torch.addmm / baddbmm,
+torch.einsum.
 
 A linear layer over an N-D input is one GEMM: the leading dims are flattened into rows
 and the weight is stored transposed, contiguous, at build. torch.matmul keeps PyTorch's
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..graph import Operator
 from .registry import Layer, Prepared, register
+from .torch_args import declared_dtype
 from .windows import output_buffer
 
 
@@ -223,3 +225,31 @@ class AddMM(_AddProduct):
 class BAddBMM(_AddProduct):
     names = ("batch1", "batch2")
     ranks = (3,)
+
+
+@register("torch.einsum")
+class Einsum(Layer):
+    """`torch.einsum(equation, *operands)` with NumPy's einsum (same notation). At
+    optlevel 0 the equation and the operand list arrive as operands (TorchScript's
+    `aten::einsum(equation, tensors)`): `arg_names` lets the runtime resolve them."""
+
+    arg_names = ("equation", "operands")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        eq = self.param("equation")
+        if not isinstance(eq, str) or not eq:
+            raise self.error(f"parameter 'equation' must be an einsum equation, got {eq!r}")
+        self.equation = eq.replace(" ", "")
+        given = self.equation.split("->")[0].split(",")
+        if len(given) != len(op.inputs):
+            raise self.error(f"equation {eq!r} names {len(given)} operand(s), the operator has {len(op.inputs)} input(s)")
+        self.dtype = declared_dtype(op)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        try:
+            y = np.einsum(self.equation, *inputs, optimize=len(inputs) > 2)
+        except ValueError as e:
+            raise self.error(f"einsum {self.equation!r} of shapes {[x.shape for x in inputs]}: {e}") from None
+        y = np.asarray(y)
+        return [y if self.dtype is None or y.dtype == self.dtype else y.astype(self.dtype)]

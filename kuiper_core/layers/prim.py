@@ -54,28 +54,29 @@ class NumToTensor(Layer):
         return [_number(self, inputs[0])]
 
 
-@register("aten::Int")
-class Int(Layer):
-    """`int(x)` of a number or a one-element tensor (toward zero, like Python)."""
+@register("aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit")
+class ToNumber(Layer):
+    """`int(x)` (toward zero, like Python), `float(x)`, `bool(x)` of a number or a
+    one-element tensor; ScalarImplicit keeps the number's own type."""
+
+    CASTS = {"aten::Int": int, "aten::Float": float, "aten::Bool": bool, "aten::ScalarImplicit": lambda v: v}
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.cast = self.CASTS[op.type]
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
-        return [int(_number(self, inputs[0]))]
+        return [self.cast(_number(self, inputs[0]))]
 
 
-@register("aten::Float")
-class Float(Layer):
-    """`float(x)` of a number or a one-element tensor."""
+@register("aten::detach")
+class Detach(Layer):
+    """`x.detach()`: the same tensor (there are no gradients here)."""
 
-    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
-        return [float(_number(self, inputs[0]))]
-
-
-@register("aten::Bool")
-class Bool(Layer):
-    """`bool(x)` of a number or a one-element tensor."""
+    returns_views = True
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
-        return [bool(_number(self, inputs[0]))]
+        return [inputs[0]]
 
 
 @register("Tensor.size")

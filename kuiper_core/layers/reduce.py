@@ -241,6 +241,35 @@ class ArgMin(_Arg):
     arg = staticmethod(np.argmin)
 
 
+@register("torch.topk")
+class TopK(Layer):
+    """`torch.topk(x, k, dim=-1, largest=True, sorted=True)`: (values, indices) of the k
+    largest (or smallest) along `dim`, in order (also when sorted=False, which leaves the
+    order to the implementation). NaN counts as the largest, as in PyTorch."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.k = self.int_param("k", low=0)
+        self.dim = self.int_param("dim", -1)
+        self.largest = bool(self.param("largest", True))
+        if len(op.outputs) not in (1, 2):
+            raise self.error(f"expected 2 outputs (values, indices), got {len(op.outputs)}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        d = normalize_axis(self, self.dim, max(x.ndim, 1))
+        if x.ndim == 0:
+            x = x.reshape(1)
+        if self.k > x.shape[d]:
+            raise self.error(f"k={self.k} is more than the {x.shape[d]} entries of dim {self.dim}")
+        order = np.argsort(x, axis=d, kind="stable")  # NaN sorts last: the largest
+        if self.largest:
+            order = np.flip(order, axis=d)
+        idx = np.take(order, np.arange(self.k), axis=d).astype(np.int64, copy=False)
+        values = np.take_along_axis(x, idx, axis=d)
+        return [values, idx][: len(self.op.outputs)]
+
+
 # -- clamp -----------------------------------------------------------------------------------------------------
 @register("torch.clamp")
 class Clamp(Layer):

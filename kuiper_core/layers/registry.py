@@ -21,7 +21,9 @@ Contract:
   (cached); `self.computed_params` names those keys, so a layer knows a value already
   follows the actual input (e.g. no batch rule on a computed reshape shape). Positional
   inputs that are parameters (TorchScript's `aten::add(self, other, alpha)`) are named by
-  the class attribute `arg_names`.
+  the class attribute `arg_names`. A layer that needs an operand the line does not list
+  (Tensor.copy: the tensor its `$self` view was cut from) names it in `extra_inputs(op)`;
+  the runtime appends it to the inputs.
 - `forward(inputs, out)` gets the input arrays (batch is dim 0 of real N-D arrays) and
   `out`, a list with one entry per output: a preallocated array of the declared shape
   and dtype to write into, or None (shape unknown, or the inputs differ from the declared
@@ -47,15 +49,14 @@ Optional, for speed (runtime/prepared.py):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from dataclasses import dataclass
-
 from .. import limits as _limits
 from ..errors import KuiperError, LimitError, ModelError, UnsupportedOperatorError
-from ..graph import Operator, ParamValue
+from ..graph import Operand, Operator, ParamValue
 
 _REGISTRY: dict[str, type["Layer"]] = {}
 
@@ -82,6 +83,11 @@ class Layer:
     # Names of positional inputs that may be parameters (TorchScript-style aten:: ops);
     # None: only `$key` inputs are.
     arg_names: tuple[str, ...] | None = None
+
+    @classmethod
+    def extra_inputs(cls, op: Operator) -> dict[str, Operand]:
+        """Operands this layer also reads, by input name (see the contract); none by default."""
+        return {}
 
     def __init__(self, op: Operator) -> None:
         self.op = op
@@ -200,9 +206,26 @@ def _load_all() -> None:
     from .. import layers
 
     for mod in pkgutil.iter_modules(layers.__path__):
-        if mod.name != "registry":
+        if mod.name != "registry" and not mod.name.startswith("_"):
             importlib.import_module(f"{layers.__name__}.{mod.name}")
     _loaded = True
+
+
+def _load_for(op_type: str) -> None:
+    """Import the module that registers `op_type` (layers/_index.py says which), so that
+    loading a model imports only the layer modules it uses (a fresh process's first load
+    is timed, imports included). A type the index does not know imports every module."""
+    if op_type in _REGISTRY:
+        return
+    from ._index import MODULE_OF
+
+    module = MODULE_OF.get(op_type)
+    if module is not None:
+        import importlib
+
+        importlib.import_module(f"{__package__}.{module}")
+    if op_type not in _REGISTRY:
+        _load_all()
 
 
 def supported_types() -> list[str]:
@@ -211,21 +234,44 @@ def supported_types() -> list[str]:
 
 
 def is_supported(op_type: str) -> bool:
-    _load_all()
+    _load_for(op_type)
     return op_type in _REGISTRY
 
 
 def check_supported(operators: list[Operator]) -> None:
     """Raise one UnsupportedOperatorError listing every operator without a layer."""
-    _load_all()
+    for t in {op.type for op in operators}:
+        _load_for(t)
     missing = [(op.type, op.name, op.line) for op in operators if op.type not in _REGISTRY]
     if missing:
         raise UnsupportedOperatorError(missing)
 
 
 def layer_class(op_type: str) -> type[Layer] | None:
-    _load_all()
+    _load_for(op_type)
     return _REGISTRY.get(op_type)
+
+
+def module_index() -> dict[str, str]:
+    """Every registered type -> the layers module registering it: what layers/_index.py holds."""
+    _load_all()
+    return {t: cls.__module__.rsplit(".", 1)[-1] for t, cls in sorted(_REGISTRY.items())
+            if cls.__module__.startswith(f"{__package__}.")}
+
+
+def write_index() -> None:
+    """Rewrite layers/_index.py from the registrations (python -m kuiper_core.layers.registry)."""
+    from pathlib import Path
+
+    lines = [f"    {t!r}: {m!r}," for t, m in module_index().items()]
+    text = (
+        '"""Layer type -> the module under kuiper_core/layers that registers it (generated: run\n'
+        '`python -m kuiper_core.layers.registry` after adding a layer; tests/test_layer_index.py\n'
+        'checks it). registry.py imports only the modules a model needs; a type missing here\n'
+        'still works (every module is imported then), only slower to load."""\n\n'
+        "MODULE_OF: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n"
+    )
+    Path(__file__).with_name("_index.py").write_text(text)
 
 
 def create_layer(op: Operator) -> Layer:
@@ -242,3 +288,9 @@ def create_layer(op: Operator) -> Layer:
         raise _limits.out_of_memory(e, op.name, op.type) from None
     except Exception as e:  # a param no check caught (a bug to fix): still a located error
         raise ModelError(f"invalid parameters: {type(e).__name__}: {e}", operator=op.name, op_type=op.type) from e
+
+
+if __name__ == "__main__":  # run as a script, this file is not the module the layers register in
+    from kuiper_core.layers import registry
+
+    registry.write_index()

@@ -1,5 +1,6 @@
 """Tensor ops: cat/stack, the multi-output splitters (chunk, split, tensor_split, unbind),
-comparisons (gt/lt/ge/le/eq/ne), where, and the factories (zeros/ones/full, *_like, Tensor.new_*).
+comparisons (gt/lt/ge/le/eq/ne), where, masked_fill, embedding lookups, and the factories
+(zeros/ones/full, *_like, Tensor.new_*).
 
 The splitters are multi-output operators: one output operand per piece, each a view of
 the input. Piece sizes are computed from the actual size of the split axis, so splitting
@@ -325,6 +326,78 @@ class Where(Layer):
         return [y]
 
 
+def _number(layer: Layer, key: str) -> float | int | bool:
+    """A number param; pnnx writes infinities and NaN as the strings `inf`, `-inf`, `nan`."""
+    value = layer.param(key)
+    if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan", "-nan"):
+        return float(value)
+    if isinstance(value, (bool, int, float)):
+        return value
+    raise layer.error(f"parameter '{key}' must be a number, got {value!r}")
+
+
+@register("Tensor.masked_fill")
+class MaskedFill(Layer):
+    """`x.masked_fill(mask, value)`: value where the (broadcast) mask is true. `value` is a
+    number param or a 0-d tensor input ($value)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        mask = input_index(op, "mask")
+        self.mask = 1 if mask is None else mask
+        self.value_input = input_index(op, "value")
+        self.value = None if self.value_input is not None else _number(self, "value")
+        self.source = input_index(op, "input") or 0
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, mask = inputs[self.source], np.asarray(inputs[self.mask])
+        value = inputs[self.value_input] if self.value_input is not None else self.value
+        if mask.dtype != np.bool_:
+            raise self.error(f"the mask must be a bool tensor, got {mask.dtype}")
+        shape = np.broadcast_shapes(x.shape, mask.shape)
+        if shape != x.shape:
+            raise self.error(f"mask of shape {mask.shape} does not broadcast to the input's {x.shape}")
+        y = out[0] if _usable(out[0], x.shape, x.dtype) else np.empty(x.shape, x.dtype)
+        assert y is not None
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.copyto(y, x)
+            np.copyto(y, np.asarray(value).astype(x.dtype), where=mask)
+        return [y]
+
+
+@register("nn.Embedding")
+class Embedding(Layer):
+    """A row of @weight (num_embeddings, embedding_dim) per integer index. With max_norm,
+    rows longer than max_norm (in the norm_type norm) are scaled to it, as PyTorch does to
+    the rows it looks up (doing it to every row at build gives the same outputs)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        w = self.weight("weight")
+        assert w is not None
+        if w.ndim != 2:
+            raise self.error(f"expected @weight of shape (num_embeddings, embedding_dim), got {w.shape}")
+        max_norm = self.param("max_norm", None)
+        if max_norm is not None:
+            p = float(self.param("norm_type", 2.0))
+            norms = np.linalg.norm(w.astype(np.float64), ord=p, axis=1, keepdims=True)
+            scale = np.where(norms > max_norm, float(max_norm) / (norms + 1e-7), 1.0)
+            w = (w * scale).astype(w.dtype)
+        self.table = w
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        ids = np.asarray(inputs[0])
+        if ids.dtype.kind not in "iu":
+            raise self.error(f"expected integer indices, got {ids.dtype}")
+        n = self.table.shape[0]
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise self.error(f"index {bad} is out of range for {n} embeddings")
+        shape = ids.shape + (self.table.shape[1],)
+        y = out[0] if _usable(out[0], shape, self.table.dtype) else None
+        return [np.take(self.table, ids, axis=0, out=y)]
+
+
 # -- factories -----------------------------------------------------------------------------------------
 class _Fill(Layer):
     """A new tensor filled with one value.
@@ -375,6 +448,29 @@ class _Fill(Layer):
         assert y is not None
         y.fill(self.value)
         return [y]
+
+
+@register("torch.arange")
+class Arange(Layer):
+    """`torch.arange(start=0, end, step=1, dtype=None)`: int64 when every bound is an int,
+    else float32 (torch's default), unless `dtype` (or the declared output) says otherwise.
+    The bounds are often computed at run time (`$end` from `size(@0,1)`)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        bounds = [self.param(k, d) for k, d in (("start", 0), ("end", None), ("step", 1))]
+        if any(isinstance(b, bool) or not isinstance(b, (int, float)) for b in bounds):
+            raise self.error(f"start, end and step must be numbers, got {bounds}")
+        self.start, self.end, self.step = bounds
+        if self.step == 0:
+            raise self.error("step must not be 0")
+        default = np.dtype(np.int64) if all(isinstance(b, int) for b in bounds) else np.dtype(np.float32)
+        self.dtype = torch_dtype(self) or declared_dtype(op) or default
+        n = max(0, int(np.ceil((self.end - self.start) / self.step)))
+        self.check_size((n,))
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [np.arange(self.start, self.end, self.step).astype(self.dtype, copy=False)]
 
 
 @register("torch.zeros")

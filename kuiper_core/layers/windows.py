@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from functools import lru_cache
 
@@ -27,14 +28,15 @@ def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     One growing buffer per (slot, dtype): the contents are garbage on return and only valid
     until the next `scratch(slot, ...)` call, so a layer must not return it or hold it.
     """
-    pool: dict = getattr(_local, "pool", None) or {}
-    _local.pool = pool
-    n = check_elements(shape, f"a work buffer ({slot})")
-    key = (slot, np.dtype(dtype).str)
+    pool: dict | None = getattr(_local, "pool", None)
+    if pool is None:
+        pool = _local.pool = {}
+    n = math.prod(shape)
+    key = (slot, dtype)
     buf = pool.get(key)
-    if buf is None or buf.size < n:
-        buf = np.empty(n, dtype)
-        pool[key] = buf
+    if buf is None or buf.size < n:  # the limit is checked where memory is allocated
+        n = check_elements(shape, f"a work buffer ({slot})")
+        buf = pool[key] = np.empty(n, dtype)
     return buf[:n].reshape(shape)
 
 

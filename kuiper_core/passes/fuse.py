@@ -3,7 +3,8 @@
 An expression whose result only one other expression reads (through one reference in its
 tree) is inlined into it: `add(@0,@1)` → `max(@0,0)` is `max(add(@0,@1),0)`. Operators the
 expression language writes exactly — ReLU (`max(@0,0)`), ReLU6, Hardtanh, clamp, Tanh —
-join a chain when they sit next to an expression or to each other. An operand read by two
+join a chain when they sit next to an expression or to each other, and so do optlevel 0's
+`aten::add/sub/rsub/mul/div/pow/…` on tensors. An operand read by two
 operators is never inlined (that would compute it twice).
 """
 
@@ -14,7 +15,7 @@ from typing import Callable
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
 from ..expression import walk
 from ..graph import Graph, Operand, Operator
-from .expr_tools import copy_node, expr_of, rebuild, set_expr
+from .expr_tools import constant_param, copy_node, expr_of, rebuild, set_expr
 from .manager import graph_pass, record
 from .rewrite import remove_operators
 
@@ -54,6 +55,38 @@ _AS_EXPR: dict[str, Callable[[dict], Node | None]] = {
 }
 
 
+# optlevel 0 writes arithmetic as aten:: operators (pnnx turns them into expressions at level 1)
+_ATEN_UNARY = {f"aten::{n}": n for n in (
+    "abs", "neg", "exp", "log", "log10", "log1p", "expm1", "sqrt", "rsqrt", "floor", "ceil", "trunc", "sign", "sin",
+    "cos", "tan", "tanh", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "reciprocal",
+    "square")}
+_ATEN_BINARY = {f"aten::{n}": n for n in ("mul", "div", "pow", "maximum", "minimum", "atan2", "fmod", "remainder")}
+
+
+def _aten_tree(op: Operator) -> Node | None:
+    """aten::add(a, b, alpha) is add(@0,mul(@1,alpha)); rsub swaps; unary/binary map by name.
+    Only tensor results (a declared shape and dtype): scalar shape arithmetic stays."""
+    out = op.outputs[0] if len(op.outputs) == 1 else None
+    if out is None or out.shape is None or out.dtype is None:
+        return None
+    refs: list[Node] = [OperandRef(i) for i in range(len(op.inputs))]
+    if op.type in _ATEN_UNARY and len(refs) == 1:
+        return Call(_ATEN_UNARY[op.type], refs)
+    if op.type in _ATEN_BINARY and len(refs) == 2:
+        return Call(_ATEN_BINARY[op.type], refs)
+    if op.type in ("aten::add", "aten::sub", "aten::rsub") and len(refs) in (2, 3):
+        a, b = (refs[1], refs[0]) if op.type == "aten::rsub" else (refs[0], refs[1])
+        if len(refs) == 3:
+            producer = op.inputs[2].producer
+            ok, alpha = constant_param(producer) if producer is not None else (False, None)
+            if not ok or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+                return None
+            if alpha != 1:
+                b = Call("mul", [b, Constant(alpha)])
+        return Call("add" if op.type == "aten::add" else "sub", [a, b])
+    return None
+
+
 def _tree(op: Operator) -> Node | None:
     """The expression `op` computes over its inputs, if it is elementwise and expressible."""
     if op.type == "pnnx.Expression":
@@ -63,6 +96,8 @@ def _tree(op: Operator) -> Node | None:
         if any(isinstance(n, ListExpr) or (isinstance(n, Call) and n.name in ("size", "int")) for n in walk(ast)):
             return None  # shape arithmetic, not elementwise
         return ast
+    if op.type.startswith("aten::"):
+        return _aten_tree(op)
     make = _AS_EXPR.get(op.type)
     if make is None or len(op.inputs) != 1 or len(op.outputs) != 1:
         return None
@@ -112,12 +147,13 @@ def _fuse_upward(consumer: Operator, c_tree: Node) -> tuple[Node, list[Operand],
     nodes of the result, however long the chain."""
     trees: dict[int, Node] = {id(consumer): c_tree}
     edges: dict[tuple[int, int], Operator] = {}  # (operator id, input slot) -> absorbed producer
+    read: dict[int, dict[int, int]] = {}  # operator id -> {input slot: references in its tree}
     found: list[Operator] = [consumer]
     budget = MAX_FUSED_NODES - _size(c_tree)
     todo = [consumer]
     while todo:
         op = todo.pop()
-        counts = _reference_counts(trees[id(op)])
+        counts = read[id(op)] = _reference_counts(trees[id(op)])
         for k, operand in enumerate(op.inputs):
             producer = _absorbable(operand, counts.get(k, 0))
             if producer is None:
@@ -132,20 +168,20 @@ def _fuse_upward(consumer: Operator, c_tree: Node) -> tuple[Node, list[Operand],
             edges[(id(op), k)] = producer
             found.append(producer)
             todo.append(producer)
-    if len(found) == 1:
-        return None
+    if len(found) == 1 and not consumer.type.startswith("aten::"):
+        return None  # (an aten operator alone still becomes the expression pnnx writes)
     leaves: dict[int, int] = {}  # operand id -> index in the merged expression
     inputs: list[Operand] = []
     for op in found:  # the consumer's own inputs first, then those the chain brings
         for k, operand in enumerate(op.inputs):
-            if (id(op), k) not in edges and id(operand) not in leaves:
+            if (id(op), k) not in edges and id(operand) not in leaves and read[id(op)].get(k):
                 leaves[id(operand)] = len(inputs)
                 inputs.append(operand)
     built: dict[int, Node] = {}
     for op in reversed(found):  # producers before the operators that absorbed them
         mapping: dict[int, Node | int] = {
             k: built.pop(id(edges[(id(op), k)])) if (id(op), k) in edges else leaves[id(operand)]
-            for k, operand in enumerate(op.inputs)
+            for k, operand in enumerate(op.inputs) if read[id(op)].get(k)
         }
         built[id(op)] = _graft(trees[id(op)], mapping)
     return built[id(consumer)], inputs, found[1:]

@@ -2,8 +2,8 @@
 
 Levels (the PassContext's opt level decides which passes run, TVM's rule):
   0  nothing
-  1  safe clean-ups that never change a number: FoldConstantParams, RemoveNoOps,
-     EliminateCommonSubexpr, RemoveUnused
+  1  safe clean-ups that never change a number: FoldConstantParams, UnpackLists,
+     RemoveNoOps, EliminateCommonSubexpr, RemoveUnused
   2  everything: also FoldStaticShapes, FoldConstants, FoldStaticWeights, FoldBatchNorm,
      FoldPadIntoConv, FuseSlices, FusePatterns, FuseExpressions
 
@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from ..errors import ModelError
 from ..graph import Graph
-from . import batchnorm, constants, cse, dce, fuse, noops, pad, patterns, slices, static_weights
+from . import batchnorm, constants, cse, dce, fuse, lists, noops, pad, patterns, slices, static_weights
 from .instruments import IRSnapshots, PassInstrument, PassLog
 from .manager import Pass, PassContext, Sequential, registered_passes
 from .rewrite import clone_graph
@@ -28,6 +28,7 @@ from .verify import verify_graph
 # Order within one round (pnnx's pass_level5 runs them in a similar order).
 PIPELINE_ORDER: tuple[str, ...] = (
     "FoldConstantParams",
+    "UnpackLists",
     "FoldStaticShapes",
     "RemoveNoOps",
     "FoldConstants",
@@ -41,7 +42,7 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "RemoveUnused",
 )
 
-_MODULES = (batchnorm, constants, cse, dce, fuse, noops, pad, patterns, slices, static_weights)  # imported: registered
+_MODULES = (batchnorm, constants, cse, dce, fuse, lists, noops, pad, patterns, slices, static_weights)  # imported: registered
 
 
 def default_pipeline(names: Sequence[str] | None = None) -> Sequential:

@@ -288,3 +288,22 @@ def test_npy_and_npz_readers(tail: bytes, dtype: str, shape: list[int], cut: int
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("a.npy", raw)
     _timed("npz", lambda: read_npz(buf.getvalue(), "fuzz.npz", FUZZ_LIMITS))
+
+
+# -- what the Forward page draws of any tensor --------------------------------------------------------------
+@settings(max_examples=200, **SETTINGS)
+@given(st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.int8, np.uint8, np.bool_, np.complex64]),
+       st.sampled_from([(1, 3, 4, 4), (2, 1, 5, 3), (1, 0, 4, 4), (1, 2, 0, 2), (3, 40, 2, 2), (1, 1, 1, 1)]),
+       st.lists(st.sampled_from([0.0, 1.0, -1.0, 1e308, -1e308, 3e38, np.nan, np.inf, -np.inf, 1e-320]),
+                min_size=1, max_size=6))
+def test_tensor_views(dtype: type, shape: tuple[int, ...], values: list[float]) -> None:
+    from kuiper_core.explore import tensors as T
+
+    n = int(np.prod(shape))
+    with np.errstate(all="ignore"):
+        a = np.resize(np.array(values), n).astype(dtype).reshape(shape)
+        T.tensor_stats(a)
+        T.histogram_table(a)
+        mosaic, _ = T.channel_grid(a)
+        T.npy_bytes(a)
+    assert mosaic.dtype == np.uint8

@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from opcases._common import Wrap
+from opcases._common import Fn, Wrap
 
 
 class FLinearInputs(nn.Module):
@@ -66,6 +66,17 @@ class BAddBMM(nn.Module):
         return torch.baddbmm(c, a, b), torch.baddbmm(c, a, b, beta=-1.5, alpha=0.25)
 
 
+class EinsumParam(nn.Module):
+    """torch.einsum with a parameter (pnnx.Attribute) operand."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(5, 6))
+
+    def forward(self, x):
+        return torch.einsum("bij,jk->bik", x, self.w)
+
+
 def mm_case(module, *shapes):
     return lambda: (module, [torch.randn(*s) for s in shapes])
 
@@ -91,4 +102,8 @@ CASES = {
     "linear_bmm": mm_case(BMM(), (2, 3, 4), (2, 4, 5)),
     "linear_addmm": mm_case(AddMM(), (3, 4), (3, 5), (5, 4)),
     "linear_baddbmm": mm_case(BAddBMM(), (2, 3, 4), (2, 3, 5), (2, 5, 4)),
+    # einsum: at optlevel 0 the equation and the operand list are operands
+    "linear_einsum_param": mm_case(EinsumParam(), (2, 3, 5)),
+    "linear_einsum_three": mm_case(Fn(lambda a, b, c: torch.einsum("bi,bj,bk->bijk", a, b, c) * 2), (2, 3), (2, 4), (2, 2)),
+    "linear_einsum_trace": mm_case(Fn(lambda a: torch.einsum("bii->b", a) + 1), (3, 4, 4)),
 }

@@ -1,5 +1,5 @@
-"""Reductions (mean/sum/prod/max/min/amax/amin/argmax/argmin/norm/std/var/logsumexp)
-and clamp. torch.max/min with a dim return (values, indices): a two-output operator."""
+"""Reductions (mean/sum/prod/max/min/amax/amin/argmax/argmin/norm/std/var/logsumexp),
+topk and clamp. torch.max/min with a dim return (values, indices): a two-output operator."""
 
 import torch
 
@@ -58,4 +58,7 @@ CASES = {
     # rejects: export through the CLI (which does not run that Python) without operands.
     "reduce_var_correction": cli(case(lambda x: torch.var(x, (1, 2), correction=0), (2, 3, 4))),
     "reduce_logsumexp": case(lambda x: torch.logsumexp(x, 1), (2, 3, 4)),
+    # topk: (values, indices), a two-output operator
+    "reduce_topk": case(lambda x: tuple(t * 1 for t in torch.topk(x, 2)), (2, 3, 5)),
+    "reduce_topk_smallest_dim": case(lambda x: torch.topk(x, 3, dim=1, largest=False)[0] * 2, (2, 4, 3)),
 }

@@ -1,5 +1,5 @@
-"""Tensor ops: cat/stack, the multi-output splitters (chunk/split/unbind), where, and
-tensor factories (ones/zeros/full and their *_like forms)."""
+"""Tensor ops: cat/stack, the multi-output splitters (chunk/split/unbind), where,
+masked_fill, embeddings, and tensor factories (ones/zeros/full and their *_like forms)."""
 
 import torch
 import torch.nn as nn
@@ -18,6 +18,43 @@ class ClsToken(nn.Module):
 
     def forward(self, x):
         return torch.cat((self.cls.expand(x.size(0), -1, -1), x), dim=1) * 2
+
+
+class PositionalEncoding(nn.Module):
+    """A sinusoidal table made in forward from torch.arange and written into slices of a
+    torch.zeros (pnnx folds it into a constant at optlevel 2 with static shapes)."""
+
+    def forward(self, x):
+        t = torch.arange(x.size(1), dtype=torch.float32)
+        freq = torch.exp(torch.arange(0, x.size(2), 2, dtype=torch.float32) * (-9.210340371976184 / x.size(2)))
+        pe = torch.zeros(x.size(1), x.size(2))
+        pe[:, 0::2] = torch.sin(t[:, None] * freq)
+        pe[:, 1::2] = torch.cos(t[:, None] * freq)
+        return x + pe.unsqueeze(0)
+
+
+class CausalMask(nn.Module):
+    """Attention scores with a causal mask from a buffer (a GPT-style block)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.tril(torch.ones(6, 6)))
+
+    def forward(self, x):
+        t = x.size(1)
+        att = (x @ x.transpose(-2, -1)).masked_fill(self.mask[:t, :t] == 0, float("-inf"))
+        return torch.softmax(att, dim=-1)
+
+
+class Embed(nn.Module):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.emb = nn.Embedding(20, 6, **kwargs)
+        with torch.no_grad():
+            self.emb.weight.mul_(3.0)  # some rows longer than max_norm
+
+    def forward(self, ids):
+        return self.emb(ids) * 2
 
 
 def _split_sum(parts):
@@ -68,6 +105,16 @@ CASES = {
     "tensor_le_int": case(lambda x: torch.le((x * 3).long(), 1).float(), (2, 3, 4)),
     "tensor_eq": case(lambda x: torch.eq(torch.round(x), 0).float(), (2, 3, 4)),
     "tensor_ne_tensor": case(lambda x, y: torch.ne(torch.round(x), torch.round(y)).float(), (2, 3, 4), (2, 3, 4)),
+    # arange (computed sizes), a constant tensor, writes into slices
+    "tensor_arange_posenc": lambda: (PositionalEncoding(), [torch.randn(2, 5, 8)],  # no operands: see shape_setitem_*
+                                     {"inputshape2": [(3, 7, 8)], "capture_operands": False}),
+    "tensor_constant_to": case(lambda x: torch.cat([x, x.new_zeros(x.size(0), 2)], 1) * torch.tensor(2.0), (3, 4)),
+    # masked_fill
+    "tensor_masked_fill": case(lambda x: x.masked_fill(x > 0.5, 0.25) * 2, (2, 3, 4)),
+    "tensor_masked_fill_causal": lambda: (CausalMask(), [torch.randn(2, 6, 5)]),
+    # embedding lookups (int64 indices)
+    "tensor_embedding": lambda: (Embed(), [torch.randint(0, 20, (2, 7))]),
+    "tensor_embedding_max_norm": lambda: (Embed(max_norm=2.0), [torch.randint(0, 20, (3, 4))]),
     # factories: with static shapes pnnx folds them into pnnx.Attribute constants, so they
     # are converted with dynamic shapes (inputshape2), where pnnx keeps the operators
     "tensor_zeros": dynamic(lambda x: torch.cat((x, torch.zeros(x.size(0), 2)), 1), [(2, 3)], [(5, 3)]),

@@ -1,0 +1,84 @@
+"""UnpackLists: the list and tuple plumbing of optlevel 0, written as pnnx writes it at
+optlevel 1 (exact, so level 1).
+
+- `prim::ListUnpack(prim::ListConstruct(a, b))` (or the tuple pair) reads a and b directly.
+- A split whose one list output only a `prim::ListUnpack` reads (`torch.tensor_split`,
+  `torch.split`, `torch.chunk`, `torch.unbind`) gets the unpacked outputs itself.
+- `torch.cat` / `torch.stack` of a `prim::ListConstruct` read only there take its tensors
+  as their own inputs.
+"""
+
+from __future__ import annotations
+
+from ..graph import Graph, Operator
+from .manager import graph_pass, record
+from .rewrite import add_input, remove_input, remove_operator, replace_all_uses, sole_consumer
+
+_CONSTRUCT = {"prim::ListUnpack": "prim::ListConstruct", "prim::TupleUnpack": "prim::TupleConstruct"}
+_SPLITS = frozenset({"torch.tensor_split", "torch.split", "torch.chunk", "torch.unbind"})
+_VARIADIC = frozenset({"torch.cat", "torch.stack"})
+
+
+def _unpack_of_construct(graph: Graph, op: Operator) -> bool:
+    src = op.inputs[0].producer if len(op.inputs) == 1 else None
+    if src is None or src.type != _CONSTRUCT.get(op.type) or len(src.inputs) != len(op.outputs):
+        return False
+    for out, item in zip(op.outputs, src.inputs):
+        replace_all_uses(out, item)
+    remove_operator(graph, op)
+    if not src.outputs[0].consumers:
+        remove_operator(graph, src)
+    record("removed", op.name, f"unpacks what {src.name} packed: readers read the items")
+    return True
+
+
+def _split_into_outputs(graph: Graph, op: Operator) -> bool:
+    if op.type != "prim::ListUnpack" or len(op.inputs) != 1:
+        return False
+    split = op.inputs[0].producer
+    if split is None or split.type not in _SPLITS or len(split.outputs) != 1 or sole_consumer(op.inputs[0]) is not op:
+        return False
+    listed = split.outputs[0]
+    outs = list(op.outputs)
+    remove_input(op, 0)
+    op.outputs.clear()
+    graph.operators.remove(op)
+    graph.operands.pop(listed.name, None)
+    listed.producer = None
+    split.outputs = outs
+    for o in outs:
+        o.producer = split
+    record("changed", split.name, f"{len(outs)} outputs of its own instead of a list unpacked by {op.name}")
+    return True
+
+
+def _variadic_of_list(graph: Graph, op: Operator) -> bool:
+    if op.type not in _VARIADIC:
+        return False
+    for k, operand in enumerate(op.inputs):
+        lst = operand.producer
+        if lst is None or lst.type != "prim::ListConstruct" or sole_consumer(operand) is not op:
+            continue
+        items = list(lst.inputs)
+        rest = [(o, n) for i, (o, n) in enumerate(zip(op.inputs, op.input_names)) if i != k]
+        for i in reversed(range(len(op.inputs))):
+            remove_input(op, i)
+        for item in items:
+            add_input(op, item)
+        for o, n in rest:
+            add_input(op, o, n)
+        remove_operator(graph, lst)
+        record("changed", op.name, f"takes the {len(items)} tensors of {lst.name} as inputs")
+        return True
+    return False
+
+
+@graph_pass("UnpackLists", 1, description="optlevel 0's list/tuple construct-unpack plumbing removed")
+def unpack_lists(graph: Graph) -> tuple[Graph, bool]:
+    changed = False
+    for op in list(graph.operators):
+        if op.type in _CONSTRUCT:
+            changed |= _unpack_of_construct(graph, op) or _split_into_outputs(graph, op)
+        else:
+            changed |= _variadic_of_list(graph, op)
+    return graph, changed
