@@ -82,7 +82,10 @@ def _on_refs() -> None:
         st.session_state["fw_refs_error"] = e
 
 
-refs, refs_source, match = _references()
+# Read in _body: the .npz uploader sits inside the fragment, so an upload reruns only the
+# fragment, and references read once per page run would be one upload out of date.
+refs: dict[str, np.ndarray] = {}
+refs_source, match = "", None
 
 
 # -- callbacks ----------------------------------------------------------------------------------
@@ -153,6 +156,8 @@ def _apply_pending(slot: Any) -> None:
 
 
 def _body() -> None:
+    global refs, refs_source, match
+    refs, refs_source, match = _references()
     sync_timer(state, current_speed("fw_speed"))
     if state["playing"]:
         for _ in range(steps_due(state, current_speed("fw_speed"))):
