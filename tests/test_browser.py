@@ -99,6 +99,11 @@ def upload(page, label: str, name: str, data: bytes) -> None:
     wait_idle(page)
 
 
+def sideways(page) -> int:
+    """How many px the main area scrolls sideways (something wider than the screen)."""
+    return page.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]'); return m.scrollWidth - m.clientWidth; }")
+
+
 def alerts(page) -> list[str]:
     return page.locator('[data-testid="stAlert"]').all_inner_texts()
 
@@ -249,6 +254,13 @@ def test_forward_vector_and_tall_tensor_views(page) -> None:
     assert all(h <= 2000 for _, h in images), images  # never a 33,845 px strip
     charts = page.locator('[data-testid="stVegaLiteChart"]').evaluate_all("cs => cs.map(c => c.getBoundingClientRect().height)")
     assert charts and max(charts) < 700
+    assert sideways(page) <= 0
+    # A 64×64 map: its heatmap (axes and legend included) stays inside its column.
+    page.goto(page.kx_url + "/forward?model=unet&step=40")  # type: ignore[attr-defined]
+    page.get_by_text(re.compile(r"^Operator 40 of 40")).wait_for(timeout=120_000)
+    page.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+    wait_idle(page)
+    assert sideways(page) <= 0, f"the page scrolls sideways by {sideways(page)} px (a chart wider than its column)"
     assert exception_boxes(page) == []
 
 
