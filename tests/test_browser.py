@@ -399,8 +399,10 @@ def test_ir_page_highlight_follows_step_and_an_edit_shows_the_caret(page) -> Non
 
     pick_bundled_model(page, "digits_cnn")
     goto_page(page, "ir")
-    page.get_by_role("button", name="Reset", exact=True).click()  # the Forward test above moved the shared cursor
-    wait_idle(page)
+    if not button(page, "Reset").is_disabled():  # the Forward tests above moved the shared cursor
+        button(page, "Reset").click()
+        wait_idle(page)
+    assert button(page, "Reset").is_disabled() and button(page, "Back").is_disabled()  # nothing to go back to
     step = page.get_by_role("button", name="Step", exact=True)
     order = [r.name for r in load(SAMPLES / "digits_cnn.pnnx.param").order]
     seen = []
