@@ -474,3 +474,36 @@ def test_forward_uploaded_references_no_match_and_wrong_shape(page) -> None:
     order = [r.name for r in load(SAMPLES / "digits_cnn.pnnx.param").order]
     button(page, f"Go to the first failure: {relu.name} (operator {order.index(relu.name) + 1})").wait_for()
     assert exception_boxes(page) == []
+
+
+def test_forward_exports_every_tensor_and_the_error_table(page, tmp_path) -> None:
+    """The downloads hold what the engine computed: every operand of digits_cnn, each equal to
+    PyTorch's reference (pnnx's per-operand tensors), and the error table as CSV."""
+    page.goto(page.kx_url + "/forward?model=digits_cnn&step=12")  # type: ignore[attr-defined]  # a fresh session
+    page.get_by_text(re.compile(r"^Operator 12 of 12")).wait_for(timeout=120_000)
+    wait_idle(page)
+    with page.expect_download() as d:
+        button(page, "Download every tensor computed so far (.npz)").click()
+    path = tmp_path / "tensors.npz"
+    d.value.save_as(path)
+    with np.load(path) as got, np.load(SAMPLES / "digits_cnn.operands.npz") as ref:
+        assert set(ref.files) <= set(got.files)
+        for k in ref.files:
+            np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref[k]).max())), err_msg=k)
+    with page.expect_download() as d:
+        button(page, "Download the error table (.csv)").click()
+    d.value.save_as(tmp_path / "errors.csv")
+    lines = (tmp_path / "errors.csv").read_text().splitlines()
+    assert lines[0].startswith("#,operator,type,status,max |error|") and len(lines) == 1 + 12
+    assert lines[1].startswith("1,")  # numbered from 1, like the stepper
+    # The difference view: |engine − reference| of the operator's output, as a heatmap.
+    page.get_by_role("combobox", name="Go to operator").click()
+    conv = next(op.name for op in read_param(SAMPLES / "digits_cnn.pnnx.param").operators if op.type == "nn.Conv2d")
+    page.get_by_role("combobox", name="Go to operator").fill(conv)
+    page.keyboard.press("Enter")
+    page.get_by_text(re.compile(rf"^Operator \d+ of 12: {re.escape(conv)}")).wait_for()
+    wait_idle(page)
+    page.locator('[data-testid="stButtonGroup"]').filter(has_text="histogram").get_by_text("difference", exact=True).click()
+    page.get_by_text("Largest difference").wait_for()
+    page.get_by_text(re.compile(r"^\|engine − reference\| of this slice")).wait_for()
+    assert exception_boxes(page) == []
