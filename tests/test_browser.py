@@ -507,3 +507,20 @@ def test_forward_exports_every_tensor_and_the_error_table(page, tmp_path) -> Non
     page.get_by_text("Largest difference").wait_for()
     page.get_by_text(re.compile(r"^\|engine − reference\| of this slice")).wait_for()
     assert exception_boxes(page) == []
+
+
+def test_order_click_a_node_goes_to_its_first_step(page) -> None:
+    from kuiper_core.explore import walkthrough as W
+
+    page.goto(page.kx_url + "/order?graph=KuiperInfer%27s+worked+example&algo=dfs")  # type: ignore[attr-defined]
+    page.wait_for_selector(f"{VIEW_SVG} g.node")
+    wait_idle(page)
+    walk = W.walkthrough(W.PRESETS["KuiperInfer's worked example"], "dfs")
+    step = W.step_of_node(walk, "op5") + 1
+    click_node(page, "op5")
+    page.get_by_text(f"Step {step} of {len(walk.events)}").first.wait_for()
+    wait_highlight(page, "op5")
+    wait_idle(page)
+    assert not button(page, "Back").is_disabled() and not button(page, "Step").is_disabled()
+    page.wait_for_function(f"() => location.search.includes('step={step}')", timeout=10_000)
+    assert exception_boxes(page) == []
