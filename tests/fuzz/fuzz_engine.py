@@ -95,6 +95,8 @@ def mutated_param(
     done = []
     for _ in range(draw(st.integers(1, most))):
         kind = draw(st.sampled_from(kinds))
+        while len(lines) < 2:  # a truncation or deletion before may have left one line or none
+            lines.append("")
         body = [i for i in range(2, len(lines)) if lines[i].strip()]
         i = draw(st.sampled_from(body)) if body else len(lines) - 1
         toks = lines[i].split(" ")
@@ -136,8 +138,6 @@ def mutated_param(
             i = 0
             toks = lines[0].split(" ")
         elif kind == "counts":
-            while len(lines) < 2:  # a truncation before may have left one line
-                lines.append("")
             lines[1] = f"{draw(st.sampled_from(HOSTILE_NUMBERS))} {draw(st.sampled_from(HOSTILE_NUMBERS))}"
             toks = lines[i].split(" ") if i < len(lines) else [""]
         else:  # CRLF, tabs, a byte-order mark
