@@ -1,11 +1,12 @@
-"""Fuzz every layer's params: single-param mutations of the op cases in tests/data/ops.
+"""Fuzz every layer's params: single-param mutations of the real exports in tests/data
+(the op cases at each optlevel, tests/data/ops*, and the optlevel models).
 
 Each mutation replaces one `key=value` token of one operator line (or drops it) with a
 hostile value (0, -1, huge ints, 4,400-digit ints, nan/inf, empty and overlong tuples,
 strings, ...), then parses, builds and runs the model on the case's inputs. Only a
 `KuiperError` may come out; anything else, a hang or a memory blow-up is a finding.
 
-    python tools/fuzz_params.py                         # every case, ~63,000 mutations (~1 min)
+    python tools/fuzz_params.py                         # every case, ~90,000 mutations (~2 min)
     python tools/fuzz_params.py -k resize -k pad -v     # cases whose name contains these
     python tools/fuzz_params.py --mem-mb 1500 --timeout 10
 
@@ -29,7 +30,9 @@ from pathlib import Path
 from _supervise import serve, supervise
 
 ROOT = Path(__file__).resolve().parent.parent
-OPS = ROOT / "tests" / "data" / "ops"
+DATA = ROOT / "tests" / "data"
+# Every real export with its inputs: the op cases at each optlevel and the optlevel models.
+CASE_GLOBS = ("ops/*/model.pnnx.param", "ops_o*/*/model.pnnx.param", "optlevel/*/*/model.pnnx.param")
 
 HUGE_DIGITS = "9" * 4400  # past Python's 4,300-digit int-conversion limit
 
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # run jobs from this index
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
-    cases = sorted(p.parent for p in OPS.glob("*/model.pnnx.param"))
+    cases = sorted({p.parent for g in CASE_GLOBS for p in DATA.glob(g) if (p.parent / "inputs.npz").exists()})
     if args.k:
         cases = [c for c in cases if any(k in c.name for k in args.k)]
     jobs = []
