@@ -428,3 +428,12 @@ def test_workspace_reuse_never_leaks_into_returned_results() -> None:
     first = lp.run([np.zeros(2, np.float32)])
     lp.run([np.ones(2, np.float32)])
     assert first[0].tolist() == [2.0, 2.0] and first[1] == 2
+
+
+def test_float_functions_of_python_ints_are_floats() -> None:
+    """pnnx writes `x / x.size(2)` as mul(…,reciprocal(size(@1,2))): on the int 8 that is
+    0.125 (Python's float), never NumPy's integer reciprocal 0."""
+    x = np.zeros((1, 2, 8), np.float32)
+    assert ex.evaluate(ex.parse("reciprocal(size(@0,2))"), [x]) == 0.125
+    assert ex.evaluate(ex.parse("sqrt(9)"), []) == 3.0 and isinstance(ex.evaluate(ex.parse("sqrt(9)"), []), float)
+    assert ex.evaluate(ex.parse("add(size(@0,2),1)"), [x]) == 9

@@ -143,6 +143,7 @@ def export_module(
         out_dir / "expected.npz",
         **{f"out{i}": (y.detach().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)) for i, y in enumerate(expected)},
     )
+    (out_dir / "operands.npz").unlink(missing_ok=True)  # a re-export must not keep stale references
     if refs:
         np.savez_compressed(out_dir / "operands.npz", **refs)
     return out_dir / f"{name}.pnnx.param"

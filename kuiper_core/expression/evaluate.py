@@ -268,11 +268,13 @@ def _first_arg(kernel: Callable) -> Callable:
     return f
 
 
-def _scalar_call(kernel: Callable) -> StepFn:
-    """Python-scalar arithmetic through the same kernel (e.g. div(size(@0,0),2) -> 1.5)."""
+def _scalar_call(kernel: Callable, as_float: bool = False) -> StepFn:
+    """Python-scalar arithmetic through the same kernel (e.g. div(size(@0,0),2) -> 1.5);
+    `as_float`: computed in float64, as Python does for a float result
+    (reciprocal(size(@0,2)) of 8 is 0.125, not the integer reciprocal 0)."""
 
     def run(args: list, dst: np.ndarray | None) -> Value:
-        r = kernel(*[np.asarray(a) for a in args])
+        r = kernel(*[np.asarray(a, dtype=np.float64) if as_float else np.asarray(a) for a in args])
         return r.item() if hasattr(r, "item") else r
 
     return run
@@ -422,7 +424,7 @@ class _Compiler:
                 cat = 2
             if fn.rule == BITWISE and cat == 2:
                 raise self.type_error(node, f"bitwise '{node.name}' needs integers or bools, got a float")
-            return self.add_step(node, _scalar_call(fn.kernel), args, VType("scalar", pytype=_PY_OF_CATEGORY[cat]))
+            return self.add_step(node, _scalar_call(fn.kernel, cat == 2), args, VType("scalar", pytype=_PY_OF_CATEGORY[cat]))
 
         dtype = promote(types)
         if fn.rule in (FLOAT, TRUE_DIV) and dtype.kind in "biu":

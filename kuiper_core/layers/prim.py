@@ -54,12 +54,12 @@ class NumToTensor(Layer):
         return [_number(self, inputs[0])]
 
 
-@register("aten::Int", "aten::Float", "aten::Bool")
+@register("aten::Int", "aten::Float", "aten::Bool", "aten::ScalarImplicit")
 class ToNumber(Layer):
     """`int(x)` (toward zero, like Python), `float(x)`, `bool(x)` of a number or a
-    one-element tensor."""
+    one-element tensor; ScalarImplicit keeps the number's own type."""
 
-    CASTS = {"aten::Int": int, "aten::Float": float, "aten::Bool": bool}
+    CASTS = {"aten::Int": int, "aten::Float": float, "aten::Bool": bool, "aten::ScalarImplicit": lambda v: v}
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -67,6 +67,16 @@ class ToNumber(Layer):
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
         return [self.cast(_number(self, inputs[0]))]
+
+
+@register("aten::detach")
+class Detach(Layer):
+    """`x.detach()`: the same tensor (there are no gradients here)."""
+
+    returns_views = True
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        return [inputs[0]]
 
 
 @register("Tensor.size")

@@ -21,7 +21,9 @@ Contract:
   (cached); `self.computed_params` names those keys, so a layer knows a value already
   follows the actual input (e.g. no batch rule on a computed reshape shape). Positional
   inputs that are parameters (TorchScript's `aten::add(self, other, alpha)`) are named by
-  the class attribute `arg_names`.
+  the class attribute `arg_names`. A layer that needs an operand the line does not list
+  (Tensor.copy: the tensor its `$self` view was cut from) names it in `extra_inputs(op)`;
+  the runtime appends it to the inputs.
 - `forward(inputs, out)` gets the input arrays (batch is dim 0 of real N-D arrays) and
   `out`, a list with one entry per output: a preallocated array of the declared shape
   and dtype to write into, or None (shape unknown, or the inputs differ from the declared
@@ -47,15 +49,14 @@ Optional, for speed (runtime/prepared.py):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 import numpy as np
 
-from dataclasses import dataclass
-
 from .. import limits as _limits
 from ..errors import KuiperError, LimitError, ModelError, UnsupportedOperatorError
-from ..graph import Operator, ParamValue
+from ..graph import Operand, Operator, ParamValue
 
 _REGISTRY: dict[str, type["Layer"]] = {}
 
@@ -82,6 +83,11 @@ class Layer:
     # Names of positional inputs that may be parameters (TorchScript-style aten:: ops);
     # None: only `$key` inputs are.
     arg_names: tuple[str, ...] | None = None
+
+    @classmethod
+    def extra_inputs(cls, op: Operator) -> dict[str, Operand]:
+        """Operands this layer also reads, by input name (see the contract); none by default."""
+        return {}
 
     def __init__(self, op: Operator) -> None:
         self.op = op

@@ -241,6 +241,46 @@ class Unsqueeze(Layer):
 
 
 # -- indexing ---------------------------------------------------------------------------------------
+def slice_key(layer: Layer) -> tuple[Any, ...]:
+    """The indexing key of Tensor.slice's params (also Tensor.slice_copy's): `dim start end
+    step [select]` or `dims starts ends steps selects` (see Slice)."""
+
+    def optional(key: str) -> int | None:
+        return layer.int_param(key) if layer.param(key, None) is not None else None
+
+    if "dims" in layer.op.params:
+        dims = layer.ints_param("dims")
+        n = len(dims)
+
+        def per_dim(key: str, default: list[int] | None = None) -> tuple[int, ...]:
+            values = layer.ints_param(key) if default is None else layer.ints_param(key, default=default)
+            if len(values) != n:
+                raise layer.error(f"parameter '{key}' must have {n} entries (one per dim in {dims}), got {values}")
+            return values
+
+        starts, ends = per_dim("starts"), per_dim("ends")
+        steps, selects = per_dim("steps", [1] * n), per_dim("selects", [INT_MAX] * n)
+        items = list(zip(dims, starts, ends, steps, selects))
+    else:
+        select = optional("select")
+        items = [(layer.int_param("dim"), optional("start"), optional("end"), optional("step"),
+                  INT_MAX if select is None else select)]
+    dims_seen = [d for d, *_ in items]
+    if len(set(dims_seen)) != len(dims_seen):
+        raise layer.error(f"dims {tuple(dims_seen)} repeat an axis")
+    if any(not -MAX_RANK <= d < MAX_RANK for d in dims_seen):
+        raise layer.error(f"dims {tuple(dims_seen)} are out of range: a tensor has at most {MAX_RANK} axes")
+    positions: dict[int, Any] = {}
+    for d, start, end, step, select in items:
+        if select != INT_MAX:
+            positions[d] = select
+            continue
+        if step is not None and step < 1:
+            raise layer.error(f"step on dim {d} must be >= 1, got {step}")
+        positions[d] = slice(start, None if end is None or end >= INT_MAX else end, step)
+    return axis_key(positions)
+
+
 @register("Tensor.slice")
 class Slice(Layer):
     """`x[…]` with steps >= 1 on one or more axes (basic indexing: the result is a view).
@@ -257,40 +297,7 @@ class Slice(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        if "dims" in op.params:
-            dims = self.ints_param("dims")
-            n = len(dims)
-
-            def per_dim(key: str, default: list[int] | None = None) -> tuple[int, ...]:
-                values = self.ints_param(key) if default is None else self.ints_param(key, default=default)
-                if len(values) != n:
-                    raise self.error(f"parameter '{key}' must have {n} entries (one per dim in {dims}), got {values}")
-                return values
-
-            starts, ends = per_dim("starts"), per_dim("ends")
-            steps, selects = per_dim("steps", [1] * n), per_dim("selects", [INT_MAX] * n)
-            items = list(zip(dims, starts, ends, steps, selects))
-        else:
-            select = self._optional("select")
-            items = [(self.int_param("dim"), self._optional("start"), self._optional("end"), self._optional("step"),
-                      INT_MAX if select is None else select)]
-        dims_seen = [d for d, *_ in items]
-        if len(set(dims_seen)) != len(dims_seen):
-            raise self.error(f"dims {tuple(dims_seen)} repeat an axis")
-        if any(not -MAX_RANK <= d < MAX_RANK for d in dims_seen):
-            raise self.error(f"dims {tuple(dims_seen)} are out of range: a tensor has at most {MAX_RANK} axes")
-        positions: dict[int, Any] = {}
-        for d, start, end, step, select in items:
-            if select != INT_MAX:
-                positions[d] = select
-                continue
-            if step is not None and step < 1:
-                raise self.error(f"step on dim {d} must be >= 1, got {step}")
-            positions[d] = slice(start, None if end is None or end >= INT_MAX else end, step)
-        self.key = axis_key(positions)
-
-    def _optional(self, key: str) -> int | None:
-        return self.int_param(key) if self.param(key, None) is not None else None
+        self.key = slice_key(self)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
@@ -459,7 +466,7 @@ class To(Layer):
         self.copy = bool(self.param("copy", False))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
-        x = inputs[0]
+        x = np.asarray(inputs[0])  # a number is a 0-d tensor (`torch.tensor(2.0).to(…)` at optlevel 0)
         if self.dtype is None:
             return [x.copy() if self.copy else x]
         return [_cast(x, self.dtype, self.copy)]

@@ -450,6 +450,29 @@ class _Fill(Layer):
         return [y]
 
 
+@register("torch.arange")
+class Arange(Layer):
+    """`torch.arange(start=0, end, step=1, dtype=None)`: int64 when every bound is an int,
+    else float32 (torch's default), unless `dtype` (or the declared output) says otherwise.
+    The bounds are often computed at run time (`$end` from `size(@0,1)`)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        bounds = [self.param(k, d) for k, d in (("start", 0), ("end", None), ("step", 1))]
+        if any(isinstance(b, bool) or not isinstance(b, (int, float)) for b in bounds):
+            raise self.error(f"start, end and step must be numbers, got {bounds}")
+        self.start, self.end, self.step = bounds
+        if self.step == 0:
+            raise self.error("step must not be 0")
+        default = np.dtype(np.int64) if all(isinstance(b, int) for b in bounds) else np.dtype(np.float32)
+        self.dtype = torch_dtype(self) or declared_dtype(op) or default
+        n = max(0, int(np.ceil((self.end - self.start) / self.step)))
+        self.check_size((n,))
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        return [np.arange(self.start, self.end, self.step).astype(self.dtype, copy=False)]
+
+
 @register("torch.zeros")
 class Zeros(_Fill):
     value = 0.0

@@ -183,14 +183,8 @@ def subtree_ids(root: Node) -> tuple[dict[int, int], dict[int, int]]:
     ids: dict[int, int] = {}
     n_calls: dict[int, int] = {}
     table: dict[tuple, int] = {}
-    stack: list[tuple[Node, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        kids = children(node)
-        if kids and not expanded:
-            stack.append((node, True))
-            stack.extend((k, False) for k in kids)
-            continue
+
+    def visit(node: Node, kids: list[Node]) -> Node:  # kids are the original children
         if isinstance(node, Call):
             sig: tuple = ("call", node.name, tuple(ids[id(k)] for k in kids))
         elif isinstance(node, ListExpr):
@@ -201,11 +195,10 @@ def subtree_ids(root: Node) -> tuple[dict[int, int], dict[int, int]]:
             sig = ("ref", node.index)  # type: ignore[union-attr]
         ids[id(node)] = table.setdefault(sig, len(table))
         n_calls[id(node)] = int(isinstance(node, Call)) + sum(n_calls[id(k)] for k in kids)
+        return node
+
+    rebuild(root, visit)
     return ids, n_calls
-
-
-
-
 
 
 def result_type(root: Node, inputs: list[Operand]) -> tuple[tuple[int, ...] | None, str | None]:

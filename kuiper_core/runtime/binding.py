@@ -12,7 +12,8 @@ pnnx gives an operator its arguments in three ways:
 A *value* operand is one without a `#` annotation (pnnx annotates every tensor), unless a
 pnnx.Attribute or pnnx.Input makes it. A value in a named slot is a parameter: the layer
 gets it in `params`, never as an input, whether the runtime knew it at build (folded) or
-computed it at run time. A list of tensors (`prim::ListConstruct` of annotated operands,
+computed it at run time — except the operator's main operand (`$input`, `$self`): a number
+there is a 0-d tensor in TorchScript (`torch.tensor(2.0).to(…)`), so it stays an input. A list of tensors (`prim::ListConstruct` of annotated operands,
 e.g. torch.cat's `$tensors`) is spliced: its elements become the layer's inputs in place,
 which is how optlevel 2 writes torch.cat.
 
@@ -34,6 +35,7 @@ from ..layers.registry import BoundOperator, Layer
 
 UNPACKERS = ("prim::ListUnpack", "prim::TupleUnpack")
 _TENSOR_SOURCES = ("pnnx.Attribute", "pnnx.Input")
+_TENSOR_ARGS = ("input", "self")  # the main operand: an input even when it is a number
 
 
 def is_value(operand: Operand) -> bool:
@@ -73,7 +75,7 @@ def bind(op: Operator, cls: type[Layer] | None) -> Binding:
     params: dict[str, Operand] = {}
     for i, operand in enumerate(op.inputs):
         name = op.input_name(i) or (arg_names[i] if arg_names is not None and i < len(arg_names) else "")
-        if name and is_value(operand):
+        if name and name not in _TENSOR_ARGS and is_value(operand):
             elements = _tensor_list(operand)
             if elements is not None:
                 inputs += elements
@@ -85,6 +87,10 @@ def bind(op: Operator, cls: type[Layer] | None) -> Binding:
         else:
             inputs.append(operand)
             names.append(op.input_name(i))
+    if cls is not None:
+        for name, operand in cls.extra_inputs(op).items():
+            inputs.append(operand)
+            names.append(name)
     outputs, packed = list(op.outputs), False
     if not op.type.startswith("prim::") and len(op.outputs) == 1 and is_value(op.outputs[0]):
         consumers = op.outputs[0].consumers

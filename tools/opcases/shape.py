@@ -28,6 +28,27 @@ def cli(factory):
     return lambda: (*factory(), {"optlevel": 2, "capture_operands": False})
 
 
+class SetSlices(nn.Module):
+    """YOLOv5's Detect decodes boxes by writing into slices of a tensor: pnnx writes
+    Tensor.slice_copy (optlevel 2) or Tensor.copy of a slice view (optlevel 0/1)."""
+
+    def forward(self, x):
+        y = x.sigmoid()
+        y[..., 0:2] = y[..., 0:2] * 2 + 1
+        y[..., 2:4] = (y[..., 2:4] * 2) ** 2
+        return y
+
+
+class SetSelect(nn.Module):
+    """`y[:, 1] = 0.5` (Tensor.fill of a select view) and a multi-axis slice assignment."""
+
+    def forward(self, x):
+        y = x * 2
+        y[:, 1] = 0.5
+        y[0, :, 1:3] = x[0, :, 0:2] + 1
+        return y + 1
+
+
 class ViewHead(nn.Module):
     """A classifier head that hard-codes the traced batch: x.view(1, -1) like old exports."""
 
@@ -109,4 +130,9 @@ CASES = {
     "shape_to_roundtrip": case(lambda x: (x * 3).to(torch.int32).to(torch.float32) + 0.5, (2, 3, 4)),
     "shape_type_as": case(lambda x, y: (x * 3).long().type_as(y) + y, (2, 3, 4), (2, 3, 4)),
     "shape_float": case(lambda x: (x * 3).long().float() + 1, (2, 3, 4)),
+    # writes into slices (functional in pnnx: the output is a new tensor). pnnx's generated
+    # Python writes in place, so its operands seen at the end are not what each operator
+    # made: no operand references
+    "shape_setitem_slices": lambda: (SetSlices(), [torch.randn(1, 3, 4, 4, 6)], {"capture_operands": False}),
+    "shape_setitem_select_fill": lambda: (SetSelect(), [torch.randn(2, 3, 5)], {"capture_operands": False}),
 }

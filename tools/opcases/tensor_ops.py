@@ -20,6 +20,19 @@ class ClsToken(nn.Module):
         return torch.cat((self.cls.expand(x.size(0), -1, -1), x), dim=1) * 2
 
 
+class PositionalEncoding(nn.Module):
+    """A sinusoidal table made in forward from torch.arange and written into slices of a
+    torch.zeros (pnnx folds it into a constant at optlevel 2 with static shapes)."""
+
+    def forward(self, x):
+        t = torch.arange(x.size(1), dtype=torch.float32)
+        freq = torch.exp(torch.arange(0, x.size(2), 2, dtype=torch.float32) * (-9.210340371976184 / x.size(2)))
+        pe = torch.zeros(x.size(1), x.size(2))
+        pe[:, 0::2] = torch.sin(t[:, None] * freq)
+        pe[:, 1::2] = torch.cos(t[:, None] * freq)
+        return x + pe.unsqueeze(0)
+
+
 class CausalMask(nn.Module):
     """Attention scores with a causal mask from a buffer (a GPT-style block)."""
 
@@ -92,6 +105,10 @@ CASES = {
     "tensor_le_int": case(lambda x: torch.le((x * 3).long(), 1).float(), (2, 3, 4)),
     "tensor_eq": case(lambda x: torch.eq(torch.round(x), 0).float(), (2, 3, 4)),
     "tensor_ne_tensor": case(lambda x, y: torch.ne(torch.round(x), torch.round(y)).float(), (2, 3, 4), (2, 3, 4)),
+    # arange (computed sizes), a constant tensor, writes into slices
+    "tensor_arange_posenc": lambda: (PositionalEncoding(), [torch.randn(2, 5, 8)],  # no operands: see shape_setitem_*
+                                     {"inputshape2": [(3, 7, 8)], "capture_operands": False}),
+    "tensor_constant_to": case(lambda x: torch.cat([x, x.new_zeros(x.size(0), 2)], 1) * torch.tensor(2.0), (3, 4)),
     # masked_fill
     "tensor_masked_fill": case(lambda x: x.masked_fill(x > 0.5, 0.25) * 2, (2, 3, 4)),
     "tensor_masked_fill_causal": lambda: (CausalMask(), [torch.randn(2, 6, 5)]),
