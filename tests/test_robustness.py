@@ -584,3 +584,66 @@ def test_tensor_pictures_of_odd_tensors(array: np.ndarray) -> None:
     assert mosaic.dtype == np.uint8 and mosaic.ndim == 3
     if array.size and np.isfinite(array).any():
         assert counts.sum() == np.isfinite(array).sum()
+
+
+# -- the textual IR (.kir) and the passes: new attack surface ----------------------------------------------
+def _kir(name: str = "expr_zoo") -> str:
+    from kuiper_core import print_ir
+
+    return print_ir(load_graph(ROOT / "sample_models" / f"{name}.pnnx.param"))
+
+
+def test_ir_operation_count_is_limited() -> None:
+    """A .kir of 200,000 one-line operations was parsed whole (74 s): max_operators applies."""
+    from kuiper_core import ir
+
+    ops = "\n".join(f'  (%{i}) = "pnnx.Input" @i{i} () : () -> pnnx.tensor<1xf32>' for i in range(60))
+    with limits.use(max_operators=50):
+        with pytest.raises(LimitError, match="more than 50 operations.*max_operators = 50") as info:
+            ir.parse_ir("{\n" + ops + "\n}", "m.kir")
+    assert info.value.line == 52
+
+
+def test_ir_arrays_nesting_deeper_than_any_layer_reads(tmp_path: Path) -> None:
+    """5,000 nested (Array)[ in a parameter parsed fine, then a layer's error message, the .param
+    writer and the passes recursed: `kuiper opt` exited 1 with a RecursionError."""
+    n = 5000
+    text = _kir().replace("padding_mode:", "extra:(Array)[" + "(Array)[" * n + "]" * (n + 1) + ", padding_mode:", 1)
+    (tmp_path / "m.kir").write_text(text)
+    (tmp_path / "m.bin").write_bytes((ROOT / "sample_models" / "expr_zoo.pnnx.bin").read_bytes())
+    r = kuiper("opt", str(tmp_path / "m.kir"), "-o", str(tmp_path / "o.pnnx.param"))
+    assert r.returncode == 2 and "arrays nest deeper than 64 levels (limit max_param_depth = 64)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr) < 1000
+
+
+@pytest.mark.parametrize("old, new", [("(Int32)3", "(Double)" + "9" * 5000), ("(Int32)3", "(Double)1e" + "9" * 5000),
+                                      ("tensor<1x3", "tensor<" + "9" * 5000 + "x3"), ("(Int32)3", "(Int32)3" + "x" * 5000)])
+def test_ir_huge_numbers_are_cut_in_messages(old: str, new: str) -> None:
+    from kuiper_core import ir
+
+    with pytest.raises(ParseError) as info:
+        ir.parse_ir(_kir().replace(old, new, 1), "m.kir")
+    assert len(info.value.message) < 200 and "…" in info.value.message and len(str(info.value)) < 700
+
+
+@pytest.mark.parametrize("case", ["ops/shape_dyn_slice_end", "ops_o0/tensor_constant_to", "ops/conv_2d_unbatched"])
+@pytest.mark.parametrize("level", [1, 2])
+def test_passes_keep_pytorchs_answer_on_real_exports(case: str, level: int) -> None:
+    """Found by differential fuzzing of `kuiper opt` (op cases and their mutants, optimised and
+    run): RemoveNoOps took a slice with its end in a $end operand for a full slice (a silently
+    wrong (2,5) for (2,3)); FoldConstantParams made Tensor.to's $input number a parameter (the
+    layer then had no input); the verifier read an unbatched conv's channels at axis 1."""
+    from conftest import DATA, max_err_ok
+    from kuiper_core.passes import optimize
+
+    d = DATA / case
+    with np.load(d / "inputs.npz") as z:
+        xs = [z[f"in{i}"] for i in range(len(z.files))]
+    with np.load(d / "expected.npz") as z:
+        refs = [z[f"out{i}"] for i in range(len(z.files))]
+    after = optimize(load_graph(d / "model.pnnx.param"), level).after
+    ys = kuiper_core.RuntimeGraph.from_graph(after).build().forward(*xs)
+    assert len(ys) == len(refs)
+    for y, ref in zip(ys, refs):
+        ok, err, bound = max_err_ok(np.asarray(y), ref)
+        assert ok, f"{case} -O{level}: max abs err {err:.3g} > {bound:.3g}"

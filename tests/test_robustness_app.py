@@ -186,3 +186,17 @@ def test_hostile_names_on_every_page() -> None:
     for page in PAGES + ["pages/1_home.py"]:
         at.switch_page(page).run()
         no_exception(at)
+
+
+def test_ir_editor_runs_typed_text_under_the_apps_limits() -> None:
+    """The IR page's editor parsed, built and ran typed text under the engine's defaults
+    (2^28 elements a tensor, operands up to @4096) in the shared app process."""
+    at = app()
+    at.radio(key="home_bundled").set_value("expr_zoo").run()
+    at.switch_page("pages/7_ir.py").run()
+    area = at.text_area[0]
+    assert "add(@0,@1)" in area.value
+    area.set_value(area.value.replace("add(@0,@1)", "add(@0,@300)", 1)).run()
+    at.button(key="ir_run").click().run()
+    no_exception(at)
+    assert "limit max_expression_operand = 256" in shown(at)

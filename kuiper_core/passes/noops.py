@@ -84,6 +84,8 @@ def _why_noop(op: Operator) -> str | None:
 
 
 def _full_slice(op: Operator) -> bool:
+    if len(op.inputs) != 1:  # a $start/$end/$step/$dim operand: the params do not say it all
+        return False
     p = op.params
     start, end, step, dim = p.get("start", 0), p.get("end"), p.get("step", 1), p.get("dim")
     if start not in (0, None) or step not in (1, None) or not isinstance(dim, int):

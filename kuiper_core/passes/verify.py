@@ -175,7 +175,8 @@ def _conv(op: Operator) -> str | None:
     transposed = "Transpose" in op.type
     out_ch = w[1] * groups if transposed else w[0]
     in_ch = w[0] if transposed else w[1] * groups
-    c_in, c_out = _dim(op.inputs[0].shape, 1), _dim(op.outputs[0].shape, 1)
+    axis = 1 - len(w)  # channels come before the spatial dims: (N, C, *spatial) or unbatched (C, *spatial)
+    c_in, c_out = _dim(op.inputs[0].shape, axis), _dim(op.outputs[0].shape, axis)
     if c_in is not None and c_in != in_ch:
         return f"input has {c_in} channels, the weight {w} (groups={groups}) takes {in_ch}"
     if c_out is not None and c_out != out_ch:
