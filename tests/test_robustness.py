@@ -34,7 +34,7 @@ from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore import walkthrough as W
 from kuiper_core.graph import float32_to_bf16
 from kuiper_core.npy import read_npy, read_npz
-from kuiper_core.pnnx import load_graph, parse_param, save
+from kuiper_core.pnnx import load_graph, load_weights, parse_param, save
 
 
 def kuiper(*args: str) -> subprocess.CompletedProcess:
@@ -647,3 +647,47 @@ def test_passes_keep_pytorchs_answer_on_real_exports(case: str, level: int) -> N
     for y, ref in zip(ys, refs):
         ok, err, bound = max_err_ok(np.asarray(y), ref)
         assert ok, f"{case} -O{level}: max abs err {err:.3g} > {bound:.3g}"
+
+
+# -- found by tools/fuzz_params.py on the optlevel-0 op cases and the optlevel models -----------------------
+@pytest.mark.parametrize(
+    "case, old, new, message",
+    [
+        # a $src that does not broadcast to the view it is copied into (raw ValueError from NumPy)
+        ("ops_o1/tensor_arange_posenc", "pnnx_expr_22             0 1 129 expr=0", "pnnx_expr_22 0 1 129 expr=2",
+         r"Tensor.copy_8.*cannot copy a source of shape \(5, 4\) into \$self of shape \(3, 4\)"),
+        # a string constant as torch.where's $input (could not convert string to float)
+        ("ops_o0/tensor_where_scalars", "pnnx_2                   0 1 5 value=1.0", "pnnx_2 0 1 5 value=tanh",
+         r"torch.where_1.*\$input must be a tensor or a number, got str"),
+        # int(inf) (OverflowError)
+        ("ops_o0/shape_dyn_select", "pnnx_7                   0 1 33 value=1", "pnnx_7 0 1 33 value=1e309",
+         r"pnnx_9.*cannot convert -inf to an integer"),
+        # arange to infinity: at build from a constant, at run time from a computed bound (OverflowError)
+        ("ops_o0/tensor_arange_posenc", "pnnx_16                  0 1 112 value=2", "pnnx_16 0 1 112 value=1e309",
+         r"torch.arange_6.*must be finite"),
+        ("ops_o1/tensor_arange_posenc", "pnnx_expr_42             1 1 x.1 7 expr=size(@0,1)",
+         "pnnx_expr_42 1 1 x.1 7 expr=mul(size(@0,1),1e309)", r"torch.arange_5.*must be finite, got \[0, inf, 1\]"),
+        # return_indices not a bool, or a (values, indices) tuple read as a tensor (AttributeError downstream)
+        ("optlevel/digits_cnn/dyn", "return_indices=False", "return_indices=(0,0)", r"'pool'.*return_indices must be True or False"),
+        ("optlevel/digits_cnn/dyn", "return_indices=False", "return_indices=True",
+         r"'pool'.*one \(values, indices\) tuple, but operator 'torch.flatten_0' \(torch.flatten\) reads it as a tensor"),
+        # Winograd's padded input was allocated before any size check: 95 GiB, the out-of-memory net caught it
+        ("optlevel/digits_cnn/dyn", "padding=(1,1) padding_mode=zeros stride=(1,1) @bias=(32)f32",
+         "padding=(20000,20000) padding_mode=zeros stride=(1,1) @bias=(32)f32",
+         r"convbn2d_1.*the padded input of shape \(1,16,40008,40008\).*max_tensor_elements"),
+    ],
+)
+def test_optlevel0_layers_refuse_hostile_operands(case: str, old: str, new: str, message: str) -> None:
+    from conftest import DATA
+
+    d = DATA / case
+    text = (d / "model.pnnx.param").read_text()
+    assert text.count(old) == 1, old
+    with np.load(d / "inputs.npz") as z:
+        xs = [z[f"in{i}"] for i in range(len(z.files))]
+    with pytest.raises(KuiperError, match=message) as info:
+        graph = parse_param(text.replace(old, new), "m.pnnx.param")
+        load_weights(graph, d / "model.pnnx.bin")
+        kuiper_core.RuntimeGraph.from_graph(graph).build().forward(*xs)
+    assert info.value.__cause__ is None or isinstance(info.value.__cause__, KuiperError), "caught only by the safety net"
+    assert "ran out of memory" not in str(info.value)

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     cases = sorted({p.parent for g in CASE_GLOBS for p in DATA.glob(g) if (p.parent / "inputs.npz").exists()})
     if args.k:
-        cases = [c for c in cases if any(k in c.name for k in args.k)]
+        cases = [c for c in cases if any(k in str(c.relative_to(DATA)) for k in args.k)]
     jobs = []
     for case in cases:
         for line, op_type, key, value in jobs_for(case, rng, args.per_param):
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(findings)} findings in {len(groups)} groups")
     for (kind, stage, op_type, key), items in sorted(groups.items()):
         job, r = items[0]
-        print(f"  {kind:22} {stage:8} {op_type:24} {key:16} x{len(items):<4} {Path(job['case']).name}  e.g. {key}={job['value'][:40]!r}: {r['msg'][:120]}")
+        print(f"  {kind:22} {stage:8} {op_type:24} {key:16} x{len(items):<4} {Path(job['case']).relative_to(DATA)}  e.g. {key}={job['value'][:40]!r}: {r['msg'][:120]}")
     if args.json:
         Path(args.json).write_text(json.dumps([{**j, **r} for j, r in findings], indent=1))
     return 1 if findings else 0
@@ -210,7 +210,7 @@ def _is_finding(r: dict, slow: float) -> bool:
 
 
 def _print_finding(job: dict, r: dict) -> None:
-    print(f"  {r['kind']} {r.get('stage', '?')} {Path(job['case']).name} {job['key']}={job['value'][:40]!r} "
+    print(f"  {r['kind']} {r.get('stage', '?')} {Path(job['case']).relative_to(DATA)} {job['key']}={job['value'][:40]!r} "
           f"({r['seconds']}s): {r['msg'][:160]}", flush=True)
 
 

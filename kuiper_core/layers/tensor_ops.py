@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import short
 from ..graph import Operator
 from .registry import Layer, register
 from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
@@ -313,12 +314,18 @@ class Where(Layer):
         if cond.dtype != np.bool_:
             cond = cond.astype(np.bool_)
         a, b = (inputs[i] if i is not None else v for i, v in self.branches)
+        for key, v in zip(("input", "other"), (a, b)):  # an optlevel-0 operand may hold any constant
+            if not isinstance(v, (np.ndarray, bool, int, float)):
+                raise self.error(f"${key} must be a tensor or a number, got {type(v).__name__} {short(repr(v))}")
         tensors = [t for t in (a, b) if isinstance(t, np.ndarray)]
         dtype = self.dtype
         if dtype is None:
             scalars = [v for v in (a, b) if not isinstance(v, np.ndarray)]
             dtype = _scalar_dtype(scalars[0], tensors) if scalars else np.result_type(*tensors)
-        shape = np.broadcast_shapes(cond.shape, *(np.shape(t) for t in (a, b)))
+        try:
+            shape = np.broadcast_shapes(cond.shape, *(np.shape(t) for t in (a, b)))
+        except ValueError:
+            raise self.error(f"cannot broadcast condition {cond.shape}, input {np.shape(a)} and other {np.shape(b)}") from None
         y = out[0] if _usable(out[0], shape, dtype) else np.empty(shape, dtype)
         assert y is not None
         np.copyto(y, b, casting="unsafe")
@@ -461,6 +468,8 @@ class Arange(Layer):
         bounds = [self.param(k, d) for k, d in (("start", 0), ("end", None), ("step", 1))]
         if any(isinstance(b, bool) or not isinstance(b, (int, float)) for b in bounds):
             raise self.error(f"start, end and step must be numbers, got {bounds}")
+        if not all(np.isfinite(bounds)):
+            raise self.error(f"start, end and step must be finite, got {bounds}")  # torch: unsupported range
         self.start, self.end, self.step = bounds
         if self.step == 0:
             raise self.error("step must not be 0")
