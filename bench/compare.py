@@ -54,17 +54,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=10, help="timed runs per engine and round (default 10)")
     ap.add_argument("--probes", type=int, default=3, help="fresh-process load/memory probes per engine (default 3)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="time runs by wall clock (default) or by the process's CPU time: on a busy shared "
+                         "machine, with --threads 1, CPU time compares the engines where wall time cannot")
     ap.add_argument("--quick", action="store_true", help="2 rounds x 5 runs, 1 probe")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md", help="the report ('-': none)")
     ap.add_argument("--json", type=Path, default=BENCH / "results" / "compare.json")
-    ap.add_argument("--workdir", type=Path, help="keep the converted models here (default: a temp dir)")
+    ap.add_argument("--workdir", type=Path, help="keep the converted models here (default: a temp dir); "
+                    "cases already converted there are reused")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.runs, args.probes = 2, 5, 1
     return args
 
 
-def variants(threads: int) -> list[tuple[str, str, dict[str, str]]]:
+def variants(threads: int, clock: str = "wall") -> list[tuple[str, str, dict[str, str]]]:
     """(tag, engine, environment) for every process kind the run uses.
 
     Imports use compiled bytecode, as after `pip install` (which compiles it): an
@@ -72,7 +76,7 @@ def variants(threads: int) -> list[tuple[str, str, dict[str, str]]]:
     kuiper_core from source and the load times measure the compiler."""
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base.update({"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
-                 "KUIPER_BENCH_THREADS": str(threads), "PYTHONPATH": str(ROOT)})
+                 "KUIPER_BENCH_THREADS": str(threads), "KUIPER_BENCH_CLOCK": clock, "PYTHONPATH": str(ROOT)})
     out = [("kuiper", "kuiper", base), ("torch", "torch", base), ("ort", "ort", base)]
     if any(v in os.environ for v in BLAS_VARS):
         unset = {k: v for k, v in base.items() if k not in BLAS_VARS}
@@ -115,6 +119,9 @@ def prepare_cases(cases: list[Case], workdir: Path) -> dict[str, dict]:
     metas = {}
     for case in cases:
         folder = workdir / case.name
+        if (folder / "case.json").exists():  # converted by an earlier run into this --workdir
+            metas[case.name] = json.loads((folder / "case.json").read_text())
+            continue
         t0 = time.perf_counter()
         with open(workdir / f"{case.name}.prepare.log", "w") as log:
             code = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); from pathlib import Path; import cases; "
@@ -222,8 +229,9 @@ def loadavg() -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cases = [c for c in CASES if args.cases is None or c.name in args.cases]
-    kinds = variants(args.threads)
-    results: dict[str, Any] = {"machine": machine(), "threads": args.threads, "rounds": args.rounds, "runs": args.runs,
+    kinds = variants(args.threads, args.clock)
+    results: dict[str, Any] = {"machine": machine(), "threads": args.threads, "clock": args.clock,
+                               "rounds": args.rounds, "runs": args.runs,
                                "load_before": loadavg(), "kernels": {}, "cases": {}, "probes": {}}
     for tag, engine, env in kinds:
         if engine == "kuiper":
@@ -242,12 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         metas = prepare_cases(cases, workdir)
         results["meta"] = metas
 
-        print("probing first load and peak memory in fresh processes", flush=True)
-        for case in cases:
-            results["probes"][case.name] = {
-                tag: [probe(engine, env, workdir / case.name) for _ in range(args.probes)] for tag, engine, env in kinds
-            }
-
+        results["load_timing"] = loadavg()
         workers = [Worker(tag, engine, env, workdir / f"worker.{tag}.log") for tag, engine, env in kinds]
         try:
             for case in cases:
@@ -263,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for w in workers:
                 w.close()
+        print("probing first load and peak memory in fresh processes", flush=True)
+        for case in cases:
+            results["probes"][case.name] = {
+                tag: [probe(engine, env, workdir / case.name) for _ in range(args.probes)] for tag, engine, env in kinds
+            }
     finally:
         results["load_after"] = loadavg()
         if tmp is not None:

@@ -28,6 +28,10 @@ if TYPE_CHECKING:  # no `typing`/`pathlib` at run time: the probe's clock counts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = int(os.environ.get("KUIPER_BENCH_THREADS", "2"))
+# The clock of the timed runs: wall time, or (KUIPER_BENCH_CLOCK=cpu) this process's CPU
+# time, which other jobs on a busy machine barely disturb (meaningful with one thread only:
+# with more it also counts the threads' spinning).
+CLOCK = time.process_time if os.environ.get("KUIPER_BENCH_CLOCK") == "cpu" else time.perf_counter
 WARMUP_RUNS, WARMUP_SECONDS = 3, 0.3
 
 
@@ -114,18 +118,18 @@ def _rss_kib(field: str) -> int:
 
 def probe(engine: str, case_dir: str) -> dict[str, Any]:
     """Load in this fresh process (imports included), then run a few times: time and memory."""
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     if engine == "kuiper":
         import kuiper_core  # noqa: F401  (what `load` needs: the engine and NumPy)
     elif engine == "torch":
         import torch  # noqa: F401
     else:
         import onnxruntime  # noqa: F401
-    t_import = time.perf_counter() - t0
+    t_import = CLOCK() - t0
     rss_imported = _rss_kib("VmRSS")
-    t1 = time.perf_counter()
+    t1 = CLOCK()
     eng = ENGINES[engine](case_dir)
-    t_load = time.perf_counter() - t1
+    t_load = CLOCK() - t1
     loaded_at = time.time()  # the parent subtracts its spawn time: interpreter start included
     for _ in range(3):
         eng.run()
@@ -145,9 +149,9 @@ def _timed(run: Callable[[], Any], runs: int) -> list[float]:
     run()  # untimed: this engine's threads wake up after another engine's block
     times = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         run()
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     return times
 
 
@@ -158,12 +162,12 @@ def _steps_compare(eng: Kuiper, runs: int) -> dict[str, Any]:
     per_type: dict[str, list[float]] = {}
     per_op: dict[str, list[float]] = {}
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         graph.forward(x)
-        fwd.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+        fwd.append(CLOCK() - t0)
+        t0 = CLOCK()
         events = list(graph.steps(x))
-        stp.append(time.perf_counter() - t0)
+        stp.append(CLOCK() - t0)
         acc: dict[str, float] = {}
         for ev in events:
             acc[ev.type] = acc.get(ev.type, 0.0) + ev.seconds
@@ -183,9 +187,9 @@ def _parse_times(param: str, runs: int) -> list[float]:
         text = f.read()
     times = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         parse_param(text, str(param))
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     return times
 
 

@@ -71,11 +71,14 @@ def write_report(res: dict[str, Any], out: Path) -> None:
         f"- OpenBLAS kernels: {res['kernels'].get('kuiper', '?')} with the environment's "
         + (", ".join(f"{k}={val}" for k, val in m["blas_env"].items()) or "settings (none set)")
         + (f"; {res['kernels'].get('kuiper_blas_auto', '?')} with them unset" if auto else ""),
-        f"- Load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in res['load_before'])} before, "
-        f"{'/'.join(f'{x:.2f}' for x in res['load_after'])} after (2 cores, shared with other jobs)",
+        f"- Load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in res['load_before'])} at the start, "
+        f"{'/'.join(f'{x:.2f}' for x in res.get('load_timing', res['load_before']))} when the timing began, "
+        f"{'/'.join(f'{x:.2f}' for x in res['load_after'])} at the end (2 cores, shared with other jobs)",
         f"- Timing: warm-up, then {res['rounds']} rounds in which each engine in turn (order rotated) does one "
         f"untimed and {res['runs']} timed runs; medians of all {res['rounds'] * res['runs']} runs. Ratios are "
-        "ratios of medians; in brackets the lowest and highest per-round ratio.",
+        "ratios of medians; in brackets the lowest and highest per-round ratio. Clock: "
+        + ("each process's **CPU time** (`--clock cpu`: the machine was busy; with one thread per engine "
+           "CPU time is what the run costs)" if res.get("clock") == "cpu" else "wall time") + ".",
         "- PyTorch runs pnnx's generated `model_pnnx.py` in eager mode (inference_mode); onnxruntime runs "
         "`torch.onnx.export` of the same torch module; kuiper_core runs pnnx's `.pnnx.param`. All three come "
         "from one conversion of tools/samples/ made at the start of the run.",
@@ -170,11 +173,13 @@ def _targets(res: dict[str, Any], auto: bool) -> list[str]:
 
 
 def _load_memory(res: dict[str, Any]) -> list[str]:
+    clock = "CPU time" if res.get("clock") == "cpu" else "wall time"
     lines = ["## First load and memory (fresh process per probe; medians)", "",
              "First load: from before the engine's import to a loaded model (kuiper_core: `import kuiper_core; "
              "kuiper_core.load(param)`; PyTorch: `import torch`, build pnnx's Model, read its weights; onnxruntime: "
              "`import onnxruntime`, InferenceSession). Peak: the process's VmHWM after 3 forwards; model memory: "
-             "peak minus RSS after the imports.", "",
+             f"peak minus RSS after the imports. First load is {clock}; 'from process start' is wall time from "
+             "spawning the process (interpreter start included).", "",
              "| case | first load k/t/o s | kuiper from process start s | peak RSS k/t/o MiB | model memory k/t/o MiB |",
              "|---|---|---|---|---|"]
     for name, probes in res["probes"].items():

@@ -105,7 +105,7 @@ def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, seed) -> None:
 def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     import kuiper_core.layers.winograd as winograd
 
-    monkeypatch.setattr(winograd, "SCRATCH_BUDGET", 1)
+    monkeypatch.setattr(winograd, "WORK_BUDGET", 1)
     x, wt, b = arrays(3, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
     kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
     assert kernel.chunk == 1
@@ -147,13 +147,17 @@ def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: i
     assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "layer")
 
 
-def test_transposed_conv_matches_reference() -> None:
-    x, wt, b = arrays(5, (2, 4, 5, 6), (4, 3, 3, 2), (6,))
+@pytest.mark.parametrize("kernel, stride, padding, output_padding, dilation", [
+    ((3, 2), (2, 3), (1, 0), (1, 2), (1, 2)),  # overlapping taps: scatter-add
+    ((2, 3), (2, 3), (0, 0), (0, 0), (1, 1)),  # taps tiling the output: copied into place
+])
+def test_transposed_conv_matches_reference(kernel, stride, padding, output_padding, dilation) -> None:
+    x, wt, b = arrays(5, (2, 4, 5, 6), (4, 3) + kernel, (6,))
     g = Graph()
     op = g.add_operator("nn.ConvTranspose2d", "convt", [g.add_operand("x")], [g.add_operand("y")], in_channels=4,
-                        out_channels=6, kernel_size=[3, 2], stride=[2, 3], padding=[1, 0], output_padding=[1, 2],
-                        dilation=[1, 2], groups=2, bias=True)
+                        out_channels=6, kernel_size=list(kernel), stride=list(stride), padding=list(padding),
+                        output_padding=list(output_padding), dilation=list(dilation), groups=2, bias=True)
     op.attrs = {"weight": Attribute("f32", wt.shape, wt), "bias": Attribute("f32", b.shape, b)}
     (y,) = create_layer(op).forward([x], [None])
-    ref = conv_transpose2d_reference(x, wt, b, (2, 3), (1, 0), (1, 2), (1, 2), 2)
+    ref = conv_transpose2d_reference(x, wt, b, stride, padding, output_padding, dilation, 2)
     assert_close(y, ref, "conv_transpose2d")

@@ -17,7 +17,9 @@ import kuiper_core
 from conftest import OPS, SAMPLES, max_err_ok
 from kuiper_core.runtime.prepared import PreparedForward
 
-CASES = sorted(p.parent for p in OPS.glob("*/model.pnnx.param"))
+# The op corpus at optlevel 2, 1 and 0 (TorchScript-style operators, parameters given as
+# operands, packed outputs: the graphs that cannot be prepared run operator by operator).
+CASES = sorted(p.parent for d in (OPS, OPS.parent / "ops_o1", OPS.parent / "ops_o0") for p in d.glob("*/model.pnnx.param"))
 MODELS = ["digits_cnn", "tiny_mlp", "resnet18", "mobilenetv3", "unet", "yolov5s_mini", "vit_tiny", "expr_zoo", "deep1500"]
 
 
@@ -42,7 +44,7 @@ def _three_runs(g: kuiper_core.RuntimeGraph, inputs: list[np.ndarray], expected:
         assert ok, f"out{i}: prepared run err {err:.3g} > {bound:.3g}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
 def test_op_case_runs_prepared(case: Path) -> None:
     g = kuiper_core.load(case / "model.pnnx.param")
     _three_runs(g, _npz(case / "inputs.npz", "in"), _npz(case / "expected.npz", "out"))
@@ -55,8 +57,8 @@ def test_most_op_cases_are_prepared() -> None:
         g = kuiper_core.load(case / "model.pnnx.param")
         g.forward(*_npz(case / "inputs.npz", "in"))
         if not any(p is not None for p in g._prepared.values()):
-            unprepared.append(case.name)
-    assert len(unprepared) < 0.15 * len(CASES), unprepared
+            unprepared.append(f"{case.parent.name}/{case.name}")
+    assert len(unprepared) < 0.2 * len(CASES), unprepared
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -416,9 +416,17 @@ def conv_transpose2d_gemm(
     np.matmul(wmat, x.reshape(n, g, c // g, h * w), out=cols)
     taps = cols.reshape(n, y.shape[1], kh, kw, h, w)
 
-    # Scatter-add the taps on a canvas covering every position they reach, then crop.
     sh, sw = stride
     dh, dw = dilation
+    if (sh, sw) == kernel and (dh, dw) == (1, 1) and pads == (0, 0) and (oh, ow) == (h * sh, w * sw):
+        # Taps that tile the output without overlap (UNet's 2x2 stride-2 up-sampling): every
+        # output pixel is one tap of one input pixel, so each tap is copied to its place
+        # (3x faster than zeroing and adding; one 6-D transposing copy is slower still).
+        for i in range(kh):
+            for j in range(kw):
+                y[:, :, i::sh, j::sw] = taps[:, :, i, j]
+        return
+    # Scatter-add the taps on a canvas covering every position they reach, then crop.
     full_h = max((h - 1) * sh + dh * (kh - 1) + 1, pt + oh)
     full_w = max((w - 1) * sw + dw * (kw - 1) + 1, pl + ow)
     direct = pt == pl == 0 and (full_h, full_w) == (oh, ow)

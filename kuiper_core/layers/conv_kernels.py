@@ -188,6 +188,12 @@ _CALL = 1.35e-2  # fixed cost per kernel call
 _COLD_WEIGHT = 2.0e-7
 _CACHED_WEIGHTS = 1 << 18
 WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
+# Winograd's transformed weights U are (m+2)^2/9 times the weight (4x for F(4,3)) and stay
+# in memory beside it: up to this many elements (4 MB) any U is fine; beyond, U may be at
+# most twice the weight and 8 MB (peak memory stays half of PyTorch's: ResNet-18 at batch 4
+# would hold 150 MB of F(4,3) weights in its 512-channel layers).
+WINOGRAD_FREE_WEIGHTS = 1 << 20
+WINOGRAD_MAX_WEIGHTS = 1 << 21
 
 
 def _cold(weights: int) -> float:
@@ -216,6 +222,11 @@ def winograd_tile(
         return None
     if min(c, out_channels) < WINOGRAD_MIN_CHANNELS:
         return None
-    costs = {m: winograd_cost(m, n, c, out_channels, *out_hw) for m in (2, 4)}
+    raw = 9 * c * out_channels
+    sizes = {m: (m + 2) ** 2 * c * out_channels for m in (2, 4)}
+    costs = {m: winograd_cost(m, n, c, out_channels, *out_hw) for m, u in sizes.items()
+             if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= WINOGRAD_MAX_WEIGHTS)}
+    if not costs:
+        return None
     best = min(costs, key=costs.__getitem__)
     return best if costs[best] < im2col_cost(n, c, out_channels, *out_hw, 9) else None

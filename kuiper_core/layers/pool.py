@@ -75,6 +75,10 @@ class _Pool(Layer):
         return [(y, idx)] if self.as_tuple else [y, idx]
 
 
+# Padded input planes pooled at a time, in elements (4 MB of float32).
+POOL_CHUNK = 1 << 20
+
+
 class _WindowPool(_Pool):
     """Kernel/stride/padding pooling (max and average)."""
 
@@ -106,6 +110,16 @@ class _WindowPool(_Pool):
         pads = (ph, max(ph, need_h - h - ph), pw, max(pw, need_w - w - pw))
         return pads, (oh, ow)
 
+    def _pool(self, x: np.ndarray, pads: tuple[int, int, int, int], out_hw: tuple[int, int], y: np.ndarray,
+              combine: np.ufunc, fill: float = 0.0) -> None:
+        """y (1, P, OH, OW) = combine over the windows of x (1, P, H, W) padded with `fill`, a
+        chunk of planes at a time: the padded copy and the row buffer stay small (in cache)."""
+        p, hp, wp = x.shape[1], x.shape[2] + pads[0] + pads[1], x.shape[3] + pads[2] + pads[3]
+        step = max(1, POOL_CHUNK // (hp * wp))
+        for a in range(0, p, step):
+            xp = pad_spatial(x[:, a : a + step], pads, value=fill, slot="pool.pad")
+            self._reduce(xp, out_hw, y[:, a : a + step], combine)
+
     def _reduce(self, xp: np.ndarray, out_hw: tuple[int, int], y: np.ndarray, combine: np.ufunc) -> None:
         """y (1, P, OH, OW) = combine over the kernel taps of xp (1, P, Hp, Wp), columns then rows."""
         (oh, ow), (sh, sw), (dh, dw), (kh, kw) = out_hw, self.stride, self.dilation, self.kernel
@@ -130,10 +144,10 @@ class MaxPool(_WindowPool):
         pads, (oh, ow) = self._geometry(h, w)
         shape = self._out_shape(lead, oh, ow)
         y = output_buffer(out[:1], shape, x.dtype)
-        xp = pad_spatial(x, pads, value=_lowest(x.dtype), slot="pool.pad")
         if not self.return_indices:
-            self._reduce(xp, (oh, ow), y.reshape(1, p, oh, ow), np.maximum)
+            self._pool(x, pads, (oh, ow), y.reshape(1, p, oh, ow), np.maximum, _lowest(x.dtype))
             return [y]
+        xp = pad_spatial(x, pads, value=_lowest(x.dtype), slot="pool.pad")
         # Indices: gather every window, argmax, and map to flat h*W + w input positions.
         taps = window_view(xp, self.kernel, self.stride, self.dilation, (oh, ow)).reshape(p, -1, oh, ow)
         pos = np.full((1, 1) + xp.shape[2:], -1, np.int64)
@@ -182,7 +196,7 @@ class AvgPool(_WindowPool):
         pads, (oh, ow) = self._geometry(h, w)
         y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
         y4 = y.reshape(1, p, oh, ow)
-        self._reduce(pad_spatial(x, pads, slot="pool.pad"), (oh, ow), y4, np.add)
+        self._pool(x, pads, (oh, ow), y4, np.add)
         y4 *= self._scale(h, w, (oh, ow), x.dtype)
         return [y]
 

@@ -17,6 +17,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import parallel
+
 from ..limits import check_elements
 
 _local = threading.local()
@@ -40,9 +42,10 @@ def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return buf[:n].reshape(shape)
 
 
-# Work buffers hold at most this many elements (256 MB of float32) unless one batch item
-# needs more: bigger batches are processed in chunks (one GEMM per item either way).
-SCRATCH_BUDGET = 1 << 26
+# Work buffers hold at most this many elements (16 MB of float32) unless one batch item
+# needs more: bigger batches are processed in chunks (ResNet-18's stem at batch 4: two
+# items at a time). Work buffers are kept per thread and count in the peak memory.
+SCRATCH_BUDGET = 1 << 22
 
 
 def batch_chunks(n: int, per_item: int) -> list[slice]:
@@ -117,7 +120,7 @@ def pad_spatial(
         dst[:, :, t + h :] = fill
         dst[:, :, t : t + h, :l] = fill
         dst[:, :, t : t + h, l + w :] = fill
-        dst[:, :, t : t + h, l : l + w] = x
+        parallel.copyto(dst[:, :, t : t + h, l : l + w], x)
         return dst
     rows = pad_index(h, t, b, mode)
     cols = pad_index(w, l, r, mode)

@@ -12,8 +12,8 @@ is where the time goes; the transforms are small GEMMs over all tiles at once.
 
 - At build: U = G g G^T for every (out, in) channel pair, laid out (t*t, O, C) for the
   batched GEMM (one GEMM in the weight's dtype).
-- Per call (`WinogradConv.run`): zero-pad the input into a buffer whose size is a whole
-  number of tiles; gather the overlapping tiles (one strided copy); B^T d B as two small
+- Per call (`WinogradConv.run`): zero-pad the input into a work buffer whose size is a
+  whole number of tiles; gather the overlapping tiles (one strided copy); B^T d B as two small
   GEMMs (rows, then columns of every tile); the batched GEMM; A^T M A as two small GEMMs;
   scatter the m x m blocks into the output, adding the bias on the way.
 
@@ -28,8 +28,12 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import parallel
-from .windows import SCRATCH_BUDGET, scratch
+from .windows import pad_spatial, scratch
 
+# Elements per work buffer (4 MB of float32): bigger batches run in chunks of whole images.
+# Six buffers of this size live per thread; ResNet-18's 64-channel layer at batch 4 runs
+# two images at a time (as fast as four: the buffers stay nearer the core).
+WORK_BUDGET = 1 << 20
 # m -> (B^T, G, A^T) for interpolation points 0, ±1 (F(2,3)) and 0, ±1, ±2 (F(4,3)).
 TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
     2: (
@@ -63,7 +67,7 @@ def transform_weights(weight: np.ndarray, m: int) -> np.ndarray:
 class WinogradConv:
     """One stride-1 3x3 convolution at one input shape: buffers and views made once.
 
-    Batches whose work buffers would pass SCRATCH_BUDGET run in chunks of `self.chunk`."""
+    Batches whose work buffers would pass WORK_BUDGET run in chunks of `self.chunk`."""
 
     def __init__(
         self,
@@ -80,7 +84,7 @@ class WinogradConv:
         o = u.shape[1]
         oh, ow = h + pads[0] + pads[1] - 2, w + pads[2] + pads[3] - 2
         th, tw = -(-oh // m), -(-ow // m)  # tiles down and across (the last ones may overhang)
-        self.chunk = n = max(1, min(batch, SCRATCH_BUDGET // (t * t * max(c, o) * th * tw)))
+        self.chunk = n = max(1, min(batch, WORK_BUDGET // (t * t * max(c, o) * th * tw)))
         self.m, self.t, self.o, self.c = m, t, o, c
         self.tiles = n * th * tw
         self.u = u
@@ -89,13 +93,11 @@ class WinogradConv:
         self.bias = None if bias is None else bias.astype(dtype).reshape(1, 1, o, 1, 1, 1)
         self.pads = pads
         self.dtype = dtype
-        # Zero-padded input covering every tile; x goes in at (top, left), the rest stays 0.
-        self.padded = np.zeros((n, c, th * m + 2, tw * m + 2), dtype)
-        self.interior = self.padded[:, :, pads[0] : pads[0] + h, pads[2] : pads[2] + w]
-        s = self.padded.strides
-        # tiles[a, b, c, n, i, j] = padded[n, c, i*m + a, j*m + b]
-        self.tile_view = as_strided(self.padded, (t, t, c, n, th, tw), (s[2], s[3], s[1], s[0], m * s[2], m * s[3]),
-                                    writeable=False)
+        # The zero-padded input covers every tile (the last ones overhang the output): x at
+        # (top, left), zeros around, in a per-thread work buffer (a kernel owning one would
+        # hold ~2 MB per layer at batch 4).
+        self.tile_pads = (pads[0], th * m + 2 - h - pads[0], pads[2], tw * m + 2 - w - pads[2])
+        self.tiles_shape = (t, t, c, n, th, tw)
         self.out_hw = (oh, ow)
         self.grid = (n, o, th * m, tw * m)
         self.exact = (oh, ow) == (th * m, tw * m)  # no overhanging tiles to crop
@@ -115,9 +117,12 @@ class WinogradConv:
 
     def _run(self, x: np.ndarray, y: np.ndarray) -> None:
         m, t, c, o, tiles = self.m, self.t, self.c, self.o, self.tiles
-        parallel.copyto(self.interior, x)
+        padded = pad_spatial(x, self.tile_pads, slot="winograd.pad")
+        s = padded.strides
+        # tiles[a, b, c, n, i, j] = padded[n, c, i*m + a, j*m + b]
+        tile_view = as_strided(padded, self.tiles_shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]), writeable=False)
         d = scratch("winograd.d", (t, t * c * tiles), self.dtype)
-        parallel.copyto(d.reshape(self.tile_view.shape), self.tile_view)
+        parallel.copyto(d.reshape(self.tiles_shape), tile_view)
         # B^T d B: transform every tile's rows (a -> xi), then its columns (b -> nu).
         r = scratch("winograd.r", (t, t * c * tiles), self.dtype)
         np.matmul(self.bt, d, out=r)
@@ -131,7 +136,7 @@ class WinogradConv:
         np.matmul(self.at, mm.reshape(t, t * o * tiles), out=r2)
         blocks = scratch("winograd.y", (m, m, o * tiles), self.dtype)
         np.matmul(self.at, r2.reshape(m, t, o * tiles), out=blocks)
-        blocks6 = blocks.reshape(m, m, o, *self.tile_view.shape[3:])
+        blocks6 = blocks.reshape(m, m, o, *self.tiles_shape[3:])
         grid = y if self.exact else scratch("winograd.grid", self.grid, self.dtype)
         s = grid.strides
         # grid[n, o, i*m + a, j*m + b] = blocks[a, b, o, n, i, j] (+ bias[o])
