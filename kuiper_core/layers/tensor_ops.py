@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import short
+from ..errors import LimitError, short
 from ..graph import Operator
 from .registry import Layer, register
 from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
@@ -475,8 +475,13 @@ class Arange(Layer):
             raise self.error("step must not be 0")
         default = np.dtype(np.int64) if all(isinstance(b, int) for b in bounds) else np.dtype(np.float32)
         self.dtype = torch_dtype(self) or declared_dtype(op) or default
-        n = max(0, int(np.ceil((self.end - self.start) / self.step)))
-        self.check_size((n,))
+        count = np.ceil((self.end - self.start) / self.step)  # inf for (-1e308, 1e308)
+        if not np.isfinite(count):
+            raise self.error(f"arange({self.start}, {self.end}, {self.step}) has no finite length")
+        if count > self.size_limit:  # (said as a float: 5e307 is 308 digits long)
+            raise LimitError(f"arange({self.start}, {self.end}, {self.step}) would have {count:.4g} elements",
+                             limit="max_tensor_elements", maximum=self.size_limit, operator=op.name, op_type=op.type)
+        self.check_size((max(0, int(count)),))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         return [np.arange(self.start, self.end, self.step).astype(self.dtype, copy=False)]
