@@ -651,6 +651,20 @@ def test_passes_keep_pytorchs_answer_on_real_exports(case: str, level: int) -> N
 
 
 # -- found by tools/fuzz_params.py on the optlevel-0 op cases and the optlevel models -----------------------
+def _run_with(case: str, old: str, new: str) -> None:
+    """Load a real export under tests/data with one piece of its text replaced, build and run it."""
+    from conftest import DATA
+
+    d = DATA / case
+    text = (d / "model.pnnx.param").read_text()
+    assert text.count(old) == 1, old
+    with np.load(d / "inputs.npz") as z:
+        xs = [z[f"in{i}"] for i in range(len(z.files))]
+    graph = parse_param(text.replace(old, new), "m.pnnx.param")
+    load_weights(graph, d / "model.pnnx.bin")
+    kuiper_core.RuntimeGraph.from_graph(graph).build().forward(*xs)
+
+
 @pytest.mark.parametrize(
     "case, old, new, message",
     [
@@ -679,17 +693,8 @@ def test_passes_keep_pytorchs_answer_on_real_exports(case: str, level: int) -> N
     ],
 )
 def test_optlevel0_layers_refuse_hostile_operands(case: str, old: str, new: str, message: str) -> None:
-    from conftest import DATA
-
-    d = DATA / case
-    text = (d / "model.pnnx.param").read_text()
-    assert text.count(old) == 1, old
-    with np.load(d / "inputs.npz") as z:
-        xs = [z[f"in{i}"] for i in range(len(z.files))]
     with pytest.raises(KuiperError, match=message) as info:
-        graph = parse_param(text.replace(old, new), "m.pnnx.param")
-        load_weights(graph, d / "model.pnnx.bin")
-        kuiper_core.RuntimeGraph.from_graph(graph).build().forward(*xs)
+        _run_with(case, old, new)
     assert info.value.__cause__ is None or isinstance(info.value.__cause__, KuiperError), "caught only by the safety net"
     assert "ran out of memory" not in str(info.value)
 
@@ -787,17 +792,8 @@ def test_error_on_a_15mb_expression_or_ir_line_is_cut_around_the_caret() -> None
 def test_optlevel0_constants_of_the_wrong_kind(case: str, old: str, new: str, error: type, message: str) -> None:
     """A string constant into Tensor.to (could not convert string to float), an arange whose
     length is infinite (OverflowError) or over the limit ('Maximum allowed size exceeded')."""
-    from conftest import DATA
-
-    d = DATA / case
-    text = (d / "model.pnnx.param").read_text()
-    assert text.count(old) == 1
-    with np.load(d / "inputs.npz") as z:
-        xs = [z[f"in{i}"] for i in range(len(z.files))]
     with pytest.raises(error, match=message) as info:
-        graph = parse_param(text.replace(old, new), "m.pnnx.param")
-        load_weights(graph, d / "model.pnnx.bin")
-        kuiper_core.RuntimeGraph.from_graph(graph).build().forward(*xs)
+        _run_with(case, old, new)
     assert info.value.__cause__ is None or isinstance(info.value.__cause__, KuiperError)
 
 
