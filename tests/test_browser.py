@@ -561,3 +561,23 @@ def test_a_parse_error_caret_is_on_screen_on_a_projector(page) -> None:
         assert exception_boxes(page) == []
     finally:
         page.set_viewport_size(WIDE)
+
+
+def test_an_uploaded_model_is_not_said_to_run_on_a_sample(page) -> None:
+    """An uploaded model has no sample input: the sidebar and the Forward page name the
+    seeded random input it runs on, from the click that loaded it."""
+    page.goto(page.kx_url)  # type: ignore[attr-defined]  # a fresh session on the default model's sample
+    page.get_by_text("Kuiper Explorer").first.wait_for()
+    wait_idle(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert "Input: the model's sample input" in sidebar.inner_text()
+    upload(page, "model.pnnx.param", "mine.pnnx.param", (SAMPLES / "tiny_mlp.pnnx.param").read_bytes())
+    upload(page, "model.pnnx.bin", "mine.pnnx.bin", (SAMPLES / "tiny_mlp.pnnx.bin").read_bytes())
+    button(page, "Load uploaded model").click()
+    page.get_by_text("Summary of mine.pnnx.param").wait_for()
+    wait_idle(page)
+    assert "Model: mine.pnnx.param" in sidebar.inner_text()
+    assert "Input: seeded random numbers (seed 0)" in sidebar.inner_text() and "sample" not in sidebar.inner_text()
+    goto_page(page, "forward")
+    assert page.locator('[data-testid="stMain"]').get_by_text(re.compile(r"input: seeded random numbers \(seed 0\)")).count() == 1
+    assert exception_boxes(page) == []
