@@ -230,6 +230,15 @@ MODELS.update({
     "unet3d_mini": OptModel(_new("UNet3dMini", 41, (1, 1, 4, 6, 8)),
                             "a 3-D UNet step: Conv3d, MaxPool3d, ConvTranspose3d, trilinear upsample, cat",
                             shape2=(2, 1, 6, 4, 6), more_shapes=[(1, 1, 8, 8, 4)]),
+    "modules_zoo": OptModel(_new("ModulesZoo", 42, (1, 3, 4, 6)),
+                            "nn.* module forms: Unfold, Fold, PixelUnshuffle, Unflatten, ChannelShuffle, Bilinear, "
+                            "CosineSimilarity, PairwiseDistance, Softmin, Hardshrink, Threshold, GLU "
+                            "(sizes fixed by the fold: batch-only dyn)",
+                            shape2=(2, 3, 4, 6), more_shapes=[(3, 3, 4, 6)]),
+    "dtype_zoo": OptModel(_new("DtypeZoo", 43, (1, 4, 5)),
+                          "float64 arithmetic, isnan/isinf, nan_to_num, ~mask, erf, pow(0.5), integer floor "
+                          "division, a float64 sum, casts back",
+                          shape2=(2, 3, 7), more_shapes=[(3, 6, 2)]),
 })
 
 

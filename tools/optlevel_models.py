@@ -551,3 +551,43 @@ class UNet3dMini(nn.Module):
         u1 = self.up_t(m)
         u2 = F.interpolate(m, scale_factor=2, mode="trilinear", align_corners=False)
         return self.out(torch.cat([e, u1, u2], 1))
+
+
+class ModulesZoo(nn.Module):
+    """The nn.* module forms of ops met above as functions: Unfold, Fold, PixelUnshuffle,
+    Unflatten, ChannelShuffle, Bilinear, CosineSimilarity, PairwiseDistance, Softmin,
+    Hardshrink, Threshold, GLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unfold, self.fold = nn.Unfold(2, stride=2), nn.Fold((4, 6), 2, stride=2)
+        self.unshuffle, self.shuffle = nn.PixelUnshuffle(2), nn.ChannelShuffle(2)
+        self.unflatten = nn.Unflatten(1, (2, 6))
+        self.bilinear = nn.Bilinear(6, 6, 3)
+        self.cos, self.dist = nn.CosineSimilarity(dim=1), nn.PairwiseDistance()
+        self.acts = nn.Sequential(nn.Softmin(dim=1), nn.Hardshrink(0.1), nn.Threshold(0.05, -1.0))
+        self.glu = nn.GLU(dim=1)
+
+    def forward(self, x):                                        # (B, 3, 4, 6)
+        cols = self.unfold(x)                                    # (B, 12, 6)
+        back = self.fold(cols * 0.5)                             # (B, 3, 4, 6)
+        un = self.shuffle(self.unshuffle(x))                     # (B, 12, 2, 3)
+        u = self.unflatten(un.flatten(2).mean(2))                # (B, 2, 6)
+        a, b = u[:, 0], u[:, 1]
+        bil = self.bilinear(a, b)                                # (B, 3)
+        return back, self.acts(bil), self.cos(a, b) + self.dist(a, b), self.glu(cols)
+
+
+class DtypeZoo(nn.Module):
+    """Dtypes and special values: float64 arithmetic (.double()), isnan/isinf, nan_to_num,
+    ~mask (bitwise_not), erf, pow(0.5), int division, a sum in float64, casts back."""
+
+    def forward(self, x):                                        # (B, 4, 5)
+        d = x.double() * 1e-3
+        y = torch.where(x > 0, torch.log(x), torch.full_like(x, float("nan")))
+        bad = torch.isnan(y) | torch.isinf(y)
+        clean = torch.nan_to_num(y, nan=0.0).masked_fill(~bad, 1.0)
+        e = torch.erf(x) + x.abs().pow(0.5)
+        q = (x * 10).long() // 3
+        s = d.sum(dim=-1, dtype=torch.float64)
+        return clean + e, q, (s * 1e3).float(), bad.long().sum(1)

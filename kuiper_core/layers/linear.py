@@ -253,3 +253,22 @@ class Einsum(Layer):
             raise self.error(f"einsum {self.equation!r} of shapes {[x.shape for x in inputs]}: {e}") from None
         y = np.asarray(y)
         return [y if self.dtype is None or y.dtype == self.dtype else y.astype(self.dtype)]
+
+
+@register("aten::bilinear")
+class Bilinear(Layer):
+    """`nn.Bilinear` as pnnx leaves it (aten::bilinear x1 x2 weight bias, the weights as
+    operands): y[..., o] = x1 · W[o] · x2 + b[o]."""
+
+    arg_names = ("", "", "", "bias")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        if len(inputs) not in (3, 4):
+            raise self.error(f"expected x1, x2, weight and an optional bias, got {len(inputs)} inputs")
+        x1, x2, w = inputs[0], inputs[1], inputs[2]
+        if w.ndim != 3 or x1.shape[-1] != w.shape[1] or x2.shape[-1] != w.shape[2] or x1.shape[:-1] != x2.shape[:-1]:
+            raise self.error(f"shapes {x1.shape}, {x2.shape} and weight {w.shape} do not fit (…, i), (…, j), (o, i, j)")
+        y = np.einsum("...i,oij,...j->...o", x1, w, x2)
+        if len(inputs) == 4:
+            y = y + inputs[3]
+        return [y.astype(np.result_type(x1, x2, w), copy=False)]

@@ -43,7 +43,7 @@ class _Windows(Layer):
                 yield i, j, slice(r0, r0 + self.s[0] * (oh - 1) + 1, self.s[0]), slice(c0, c0 + self.s[1] * (ow - 1) + 1, self.s[1])
 
 
-@register("F.unfold")
+@register("F.unfold", "nn.Unfold")
 class Unfold(_Windows):
     """(N, C, H, W) -> (N, C*kh*kw, L): every window as a column, channel-major."""
 
@@ -60,7 +60,7 @@ class Unfold(_Windows):
         return [cols.reshape(n, c * self.k[0] * self.k[1], oh * ow)]
 
 
-@register("F.fold")
+@register("F.fold", "nn.Fold")
 class Fold(_Windows):
     """(N, C*kh*kw, L) -> (N, C, H, W): the columns summed back into the map (overlaps add)."""
 

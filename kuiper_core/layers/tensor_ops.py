@@ -288,6 +288,38 @@ class Compare(Layer):
         return [self.ufunc(x, other, out=y) if y is not None else np.asarray(self.ufunc(x, other))]
 
 
+@register("aten::isnan", "aten::isinf", "torch.bitwise_not")
+class Predicate(Layer):
+    """isnan / isinf (bool), and `~x` (torch.bitwise_not: logical not of a bool tensor,
+    bitwise not of an integer one)."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0])
+        if self.type == "torch.bitwise_not":
+            if x.dtype.kind not in "biu":
+                raise self.error(f"bitwise_not needs a bool or integer tensor, got {x.dtype}")
+            return [np.invert(x)]
+        if x.dtype.kind != "f":
+            return [np.zeros(x.shape, np.bool_)]
+        return [np.isnan(x) if self.type == "aten::isnan" else np.isinf(x)]
+
+
+@register("aten::nan_to_num")
+class NanToNum(Layer):
+    """`torch.nan_to_num(x, nan, posinf, neginf)`: NaN -> nan (0 by default), ±inf -> the
+    given values or the dtype's largest finite ones."""
+
+    arg_names = ("self", "nan", "posinf", "neginf")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0])
+        if x.dtype.kind != "f":
+            return [x.copy()]
+        info = np.finfo(x.dtype)
+        pick = lambda key, default: default if self.param(key, None) is None else self.param(key)  # noqa: E731
+        return [np.nan_to_num(x, nan=pick("nan", 0.0), posinf=pick("posinf", info.max), neginf=pick("neginf", info.min))]
+
+
 # -- where --------------------------------------------------------------------------------------------
 def _scalar_dtype(value: Any, tensors: list[np.ndarray]) -> np.dtype:
     """PyTorch's result dtype for tensors mixed with a Python scalar: the tensors' dtype,
@@ -436,9 +468,10 @@ class _Fill(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         if self.value is None:
-            self.value = self.param("fill_value")
-            if isinstance(self.value, (list, str)) or self.value is None:
-                raise self.error(f"fill_value must be a number, got {self.value!r}")
+            value = self.param("fill_value")
+            if isinstance(value, list) or value is None:
+                raise self.error(f"fill_value must be a number, got {value!r}")
+            self.value = _number(self, "fill_value")  # also 'nan', 'inf', '-inf'
         self.dtype = torch_dtype(self) or declared_dtype(op)
         self.size: tuple[int, ...] | None = None
         if not self.like:

@@ -76,6 +76,8 @@ class _LineParser:
             return None
         if text in ("True", "False"):
             return text == "True"
+        if text in ("nan.0", "inf.0", "-inf.0"):
+            return text[:-2]  # pnnx prints a float NaN/infinity so at optlevel 0/1 and dyn: the usual 'nan'
         if "%" in text or not _NUMERIC_START.match(text):
             return text  # a bare string: pnnx writes strings unquoted
         if _INT.match(text):
