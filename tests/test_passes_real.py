@@ -116,6 +116,12 @@ def test_an_optimised_model_still_runs_at_another_batch_size():
 
 
 @pytest.mark.parametrize("case, fragment", [
+    ("focus", "one slice on dims (2, 3)"),
+    ("spatial", "nn.PixelUnshuffle(downscale_factor=2)"),
+    ("pixel_shuffle", "nn.PixelShuffle(upscale_factor=2)"),
+    ("norms", "nn.RMSNorm(normalized_shape=(16), eps=1e-06)"),
+    ("bn_after", "into ct2 (nn.ConvTranspose2d)"),
+    ("pads", "nn.ReflectionPad2d (reflect) into c2: padding=(2, 2)"),
     ("attention", "3 selects"),  # qkv[0], qkv[1], qkv[2] → unbind
     ("shuffle", "nn.ChannelShuffle(groups=2)"),
     ("functional_weights", "F.conv_transpose2d with constant weights → nn.ConvTranspose2d"),
