@@ -27,6 +27,20 @@ from kuiper_core.pnnx import load_graph, read_param  # noqa: E402
 from kuiper_core.runtime import RuntimeGraph  # noqa: E402
 
 
+# What the style cases are (tools/export_pass_models.py, tools/pass_style_cases.py), for the README.
+NOTES = {
+    "attention": "qkv[0..2], softmax", "encoder": "nn.TransformerEncoderLayer", "functional_weights": "F.conv2d on parameters",
+    "shuffle": "ShuffleNet unit", "bn_after": "BN after ConvTranspose1d/2d, Conv1d, Linear", "chain": "elementwise chains",
+    "focus": "YOLOv5's Focus slices, SPP-like cat", "mobilenetv2": "inverted residuals, ReLU6, dropout",
+    "noops": "every no-op kind", "norms": "F.layer_norm · w + b, RMSNorm written out", "pads": "pads before convs, every kind",
+    "pixel_shuffle": "depth-to-space written out", "rms_variants": "two RMSNorms in one expression",
+    "sdpa": "F.scaled_dot_product_attention, nn.MultiheadAttention", "se_block": "squeeze-excitation on nn.Linear",
+    "shape_arith": "shapes computed from x.shape", "spatial": "space-to-depth written out, einsum, max-pool indices",
+    "timm_attention": "timm's Attention", "conv_bn_relu": "preset: the seed's TVM example",
+    "pass_zoo": "preset: every pass has work",
+}
+
+
 def row(name: str, o1: Path, o2: Path, inputs: list[np.ndarray], expected: list[np.ndarray]) -> dict[str, object]:
     graph = load_graph(o1)
     after = optimize(graph, 2).after
@@ -53,7 +67,7 @@ def committed_rows() -> list[dict[str, object]]:
                             _npz(d / "o1" / "inputs.npz", "in"), _npz(d / "o1" / "expected.npz", "out")))
     presets = ROOT / "sample_models" / "passes"
     for name in ("conv_bn_relu", "pass_zoo"):
-        rows.append(row(f"{name} (preset)", presets / f"{name}.o1.pnnx.param", presets / f"{name}.o2.pnnx.param",
+        rows.append(row(name, presets / f"{name}.o1.pnnx.param", presets / f"{name}.o2.pnnx.param",
                         [np.load(presets / f"{name}.input.npy")], _npz(presets / f"{name}.expected.npz", "out")))
     return rows
 
@@ -86,7 +100,8 @@ def markdown(rows: list[dict[str, object]]) -> str:
              "|---|---:|---:|---:|---:|"]
     for r in rows:
         mark = " ⚠" if int(r["ours"]) > int(r["pnnx"]) else ""  # type: ignore[arg-type]
-        lines.append(f"| {r['model']} | {r['before']} | **{r['ours']}**{mark} | {r['pnnx']} | {float(r['rel_err']):.1e} |")  # type: ignore[arg-type]
+        label = f"{r['model']} ({NOTES[str(r['model'])]})" if r["model"] in NOTES else r["model"]
+        lines.append(f"| {label} | {r['before']} | **{r['ours']}**{mark} | {r['pnnx']} | {float(r['rel_err']):.1e} |")  # type: ignore[arg-type]
     return "\n".join(lines)
 
 
