@@ -36,7 +36,7 @@ NOTES = {
     "pixel_shuffle": "depth-to-space written out", "rms_variants": "two RMSNorms in one expression",
     "sdpa": "F.scaled_dot_product_attention, nn.MultiheadAttention", "se_block": "squeeze-excitation on nn.Linear",
     "shape_arith": "shapes computed from x.shape", "spatial": "space-to-depth written out, einsum, max-pool indices",
-    "timm_attention": "timm's Attention", "conv_bn_relu": "preset: the seed's TVM example",
+    "timm_attention": "timm's Attention", "conv_bn_relu": "preset: TVM's Conv+BN+ReLU example",
     "pass_zoo": "preset: every pass has work",
 }
 
