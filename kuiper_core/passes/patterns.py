@@ -16,6 +16,8 @@ were written (a computed shape, `-1`, or literal sizes).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..expression.parser import Call, Constant, Node, OperandRef
 from ..graph import Graph, Operator
 from .expr_tools import expr_of
@@ -24,9 +26,21 @@ from .op_kinds import PERMUTE_TYPES, RESHAPE_TYPES
 from .rewrite import add_input, remove_input, remove_operator, set_input, set_weight, sole_consumer
 
 
-def _reshape_x_reshape(last: Operator) -> tuple[Operator, Operator] | None:
-    """(first reshape, middle op) of reshape → one-input op → `last` (a reshape), each read
-    only by the next."""
+@dataclass
+class _Chain:
+    """reshape `first` → `mid` (a permutation of axes) → reshape `last`, each read only by
+    the next, with the static shapes around them."""
+
+    first: Operator
+    mid: Operator
+    last: Operator
+    perm: list[int]
+    x: tuple[int, ...]  # the input of `first`
+    split: tuple[int, ...]  # the output of `first`
+    y: tuple[int, ...]  # the output of `last`
+
+
+def _reshape_permute_reshape(last: Operator) -> _Chain | None:
     if last.type not in RESHAPE_TYPES or len(last.inputs) != 1:
         return None
     mid = last.inputs[0].producer
@@ -35,7 +49,11 @@ def _reshape_x_reshape(last: Operator) -> tuple[Operator, Operator] | None:
     first = mid.inputs[0].producer
     if first is None or first.type not in RESHAPE_TYPES or len(first.inputs) != 1 or sole_consumer(mid.inputs[0]) is not mid:
         return None
-    return first, mid
+    perm = _permutation(mid)
+    x, split, y = first.inputs[0].static_shape, first.outputs[0].static_shape, last.outputs[0].static_shape
+    if perm is None or x is None or split is None or y is None:
+        return None
+    return _Chain(first, mid, last, perm, x, split, y)
 
 
 def _permutation(op: Operator) -> list[int] | None:
@@ -55,7 +73,8 @@ def _permutation(op: Operator) -> list[int] | None:
     return None
 
 
-def _replace_chain(graph: Graph, first: Operator, mid: Operator, last: Operator, op_type: str, params: dict) -> None:
+def _replace_chain(graph: Graph, chain: _Chain, op_type: str, params: dict) -> None:
+    first, mid, last = chain.first, chain.mid, chain.last
     set_input(last, 0, first.inputs[0])
     last.type, last.params, last.input_names = op_type, params, ["input"]
     remove_operator(graph, mid)
@@ -64,42 +83,30 @@ def _replace_chain(graph: Graph, first: Operator, mid: Operator, last: Operator,
            + ", ".join(f"{k}={v}" for k, v in params.items()) + ")")
 
 
-def _channel_shuffle(graph: Graph, last: Operator) -> bool:
-    chain = _reshape_x_reshape(last)
-    if chain is None:
-        return False
-    first, swap = chain
-    perm = _permutation(swap)
-    x, grouped = first.inputs[0].static_shape, first.outputs[0].static_shape
-    if perm is None or len(perm) < 3 or perm != [0, 2, 1] + list(range(3, len(perm))):
-        return False
-    if x is None or grouped is None or last.outputs[0].static_shape != x or len(x) < 2:
+def _channel_shuffle(graph: Graph, chain: _Chain) -> bool:
+    perm, x, grouped = chain.perm, chain.x, chain.split
+    if len(perm) < 3 or perm != [0, 2, 1] + list(range(3, len(perm))) or chain.y != x or len(x) < 2:
         return False
     if len(grouped) != len(x) + 1 or grouped[0] != x[0] or grouped[1] * grouped[2] != x[1] or grouped[3:] != x[2:]:
         return False
-    _replace_chain(graph, first, swap, last, "nn.ChannelShuffle", {"groups": grouped[1]})
+    _replace_chain(graph, chain, "nn.ChannelShuffle", {"groups": grouped[1]})
     return True
 
 
-def _pixel_shuffles(graph: Graph, last: Operator) -> bool:
-    chain = _reshape_x_reshape(last)
-    if chain is None:
-        return False
-    first, permute = chain
-    perm = _permutation(permute)
-    x, split, y = first.inputs[0].static_shape, first.outputs[0].static_shape, last.outputs[0].static_shape
-    if perm is None or x is None or split is None or y is None or len(x) != 4 or len(split) != 6:
+def _pixel_shuffles(graph: Graph, chain: _Chain) -> bool:
+    perm, x, split, y = chain.perm, chain.x, chain.split, chain.y
+    if len(x) != 4 or len(split) != 6:
         return False
     n, c, h, w = x
     if perm == [0, 1, 3, 5, 2, 4]:  # (N, C, H/r, r, W/r, r) → (N, C, r, r, H/r, W/r)
         r = split[3]
         if r > 1 and split == (n, c, h // r, r, w // r, r) and h % r == 0 and w % r == 0 and y == (n, c * r * r, h // r, w // r):
-            _replace_chain(graph, first, permute, last, "nn.PixelUnshuffle", {"downscale_factor": r})
+            _replace_chain(graph, chain, "nn.PixelUnshuffle", {"downscale_factor": r})
             return True
     if perm == [0, 1, 4, 2, 5, 3]:  # (N, C, r, r, H, W) → (N, C, H, r, W, r)
         r = split[2]
         if r > 1 and c % (r * r) == 0 and split == (n, c // (r * r), r, r, h, w) and y == (n, c // (r * r), h * r, w * r):
-            _replace_chain(graph, first, permute, last, "nn.PixelShuffle", {"upscale_factor": r})
+            _replace_chain(graph, chain, "nn.PixelShuffle", {"upscale_factor": r})
             return True
     return False
 
@@ -202,5 +209,9 @@ def fuse_patterns(graph: Graph) -> tuple[Graph, bool]:
     changed = False
     for op in list(reversed(graph.operators)):
         if op.outputs and op.outputs[0].producer is op:  # still in the graph
-            changed |= _channel_shuffle(graph, op) or _pixel_shuffles(graph, op) or _rmsnorm(graph, op)
+            chain = _reshape_permute_reshape(op)
+            if chain is not None:
+                changed |= _channel_shuffle(graph, chain) or _pixel_shuffles(graph, chain)
+            else:
+                changed |= _rmsnorm(graph, op)
     return graph, changed
