@@ -524,3 +524,60 @@ def test_order_click_a_node_goes_to_its_first_step(page) -> None:
     assert not button(page, "Back").is_disabled() and not button(page, "Step").is_disabled()
     page.wait_for_function(f"() => location.search.includes('step={step}')", timeout=10_000)
     assert exception_boxes(page) == []
+
+
+def test_a_parse_error_caret_is_on_screen_on_a_projector(page) -> None:
+    """A 700-character expression with its mistake at the end: the caret is drawn inside the
+    error box of a 1280×720 screen, under the character it points at, without scrolling."""
+    page.set_viewport_size(PROJECTOR)
+    try:
+        page.goto(page.kx_url + "/expressions")  # type: ignore[attr-defined]
+        page.locator('[data-testid="stRadio"]').get_by_text("Type one", exact=True).click()
+        wait_idle(page)
+        box = page.get_by_role("textbox", name="Type an expression")
+        box.fill("mul(@0," + "add(@1,2.0)," * 60 + "$)")
+        box.press("Enter")
+        page.get_by_text("Cannot parse").first.wait_for()
+        wait_idle(page)
+        where = page.locator('[data-testid="stCode"]').filter(has_text="^").first.evaluate("""el => {
+            const pre = el.querySelector('pre') || el;
+            const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+            const rect = (node, i) => { const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1); return r.getBoundingClientRect(); };
+            let caret = null, dollars = [];
+            for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+                const t = n.textContent;
+                for (let i = t.indexOf('$'); i >= 0; i = t.indexOf('$', i + 1)) dollars.push(rect(n, i));
+                if (caret === null && t.indexOf('^') >= 0) caret = rect(n, t.indexOf('^'));
+            }
+            // the '$' of the source line: the last one above the caret
+            const dollar = caret && dollars.filter(d => d.top < caret.top).pop();
+            const box = pre.getBoundingClientRect();
+            return {caret: caret && [caret.left, caret.right], dollar: dollar && [dollar.left, dollar.right],
+                    box: [box.left, box.right], scroll: pre.scrollLeft, screen: window.innerWidth};
+        }""")
+        assert where["caret"] and where["dollar"], where
+        assert where["box"][0] <= where["caret"][0] and where["caret"][1] <= min(where["box"][1], where["screen"]), where
+        assert abs(where["caret"][0] - where["dollar"][0]) < 2, where  # under the '$' it points at
+        assert exception_boxes(page) == []
+    finally:
+        page.set_viewport_size(WIDE)
+
+
+def test_an_uploaded_model_is_not_said_to_run_on_a_sample(page) -> None:
+    """An uploaded model has no sample input: the sidebar and the Forward page name the
+    seeded random input it runs on, from the click that loaded it."""
+    page.goto(page.kx_url)  # type: ignore[attr-defined]  # a fresh session on the default model's sample
+    page.get_by_text("Kuiper Explorer").first.wait_for()
+    wait_idle(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert "Input: the model's sample input" in sidebar.inner_text()
+    upload(page, "model.pnnx.param", "mine.pnnx.param", (SAMPLES / "tiny_mlp.pnnx.param").read_bytes())
+    upload(page, "model.pnnx.bin", "mine.pnnx.bin", (SAMPLES / "tiny_mlp.pnnx.bin").read_bytes())
+    button(page, "Load uploaded model").click()
+    page.get_by_text("Summary of mine.pnnx.param").wait_for()
+    wait_idle(page)
+    assert "Model: mine.pnnx.param" in sidebar.inner_text()
+    assert "Input: seeded random numbers (seed 0)" in sidebar.inner_text() and "sample" not in sidebar.inner_text()
+    goto_page(page, "forward")
+    assert page.locator('[data-testid="stMain"]').get_by_text(re.compile(r"input: seeded random numbers \(seed 0\)")).count() == 1
+    assert exception_boxes(page) == []
