@@ -32,7 +32,7 @@ OUT = ROOT / "sample_models" / "passes"
 CASES_OUT = ROOT / "tests" / "data" / "passes"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from pass_style_cases import build_style_cases  # noqa: E402
+from pass_style_cases import PNNX_O2_WRONG, build_style_cases  # noqa: E402
 from pnnx_export import export_module  # noqa: E402
 
 
@@ -282,10 +282,11 @@ def build_cases():
 
 
 def _export_levels(module, x, name: str) -> tuple[Path, Path]:
-    """Export at optlevel 1 and 2 into a temporary folder; returns the two folders."""
+    """Export at optlevel 1 and 2 into a temporary folder; returns the two folders. `x`:
+    one input tensor or a list of them."""
     tmp = Path(tempfile.mkdtemp(prefix=f"kx_pass_{name}_"))
     for level in (1, 2):
-        export_module(module.eval(), [x], tmp / f"o{level}", name=name, capture_operands=False, optlevel=level)
+        export_module(module.eval(), x if isinstance(x, list) else [x], tmp / f"o{level}", name=name, capture_operands=False, optlevel=level)
     return tmp / "o1", tmp / "o2"
 
 
@@ -318,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
             (dest / f"o{level}").mkdir(parents=True, exist_ok=True)
             shutil.copy(src / f"{name}.pnnx.param", dest / f"o{level}" / "model.pnnx.param")
         shutil.copy(o1 / f"{name}.pnnx.bin", dest / "o1" / "model.pnnx.bin")
+        if name in PNNX_O2_WRONG:  # the test runs pnnx's optlevel 2 to show it is wrong
+            shutil.copy(o2 / f"{name}.pnnx.bin", dest / "o2" / "model.pnnx.bin")
+            (dest / "PNNX_O2_WRONG").write_text(PNNX_O2_WRONG[name] + "\n")
         for f in ("inputs.npz", "expected.npz"):
             shutil.copy(o1 / f, dest / "o1" / f)
         shutil.rmtree(o1.parent)

@@ -21,9 +21,17 @@ tests/test_passes_real.py (-O2 matches PyTorch with no more operators than pnnx'
     pixel_shuffle   depth-to-space by view/permute/reshape (→ nn.PixelShuffle)
     rms_variants    RMSNorm as x / sqrt(mean(x*x)+eps) and w * (x * rsqrt(…)) in one expression
                     (pnnx fuses neither when both share one expression; neither do we)
+    linear_bn_3d    Linear on the last dim, BatchNorm1d over dim 1: pnnx's optlevel 2 folds the BN
+                    into the Linear and computes a wrong answer (PNNX_O2_WRONG); we keep both
+    shared_outputs  a conv read by its BN and by others, a pad read by two convs and a pool
+    two_inputs      two inputs, two outputs, one conv applied to both inputs
 """
 
 from __future__ import annotations
+
+# Cases where pnnx's own optlevel-2 export does not compute what PyTorch does: the export
+# keeps pnnx's optlevel-2 weights too, and the test checks that they are wrong and ours right.
+PNNX_O2_WRONG = {"linear_bn_3d": "pnnx folds a BatchNorm1d over dim 1 into a Linear over the last dim"}
 
 
 def build_style_cases():  # torch is imported here so the module docstring reads without it
@@ -271,6 +279,40 @@ def build_style_cases():  # torch is imported here so the module docstring reads
             a = x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + 1e-5)
             b = self.g * (x * torch.rsqrt(x.pow(2).mean(dim=2, keepdim=True) + 1e-6))
             return a + b
+    class LinearBN3D(nn.Module):
+        """nn.Linear on the last dim of (N, 4, 4), then BatchNorm1d over dim 1: the BN's
+        channels are not the Linear's outputs, so it must not fold (pnnx's optlevel 2 folds it)."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc, self.bn = nn.Linear(4, 4), nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return self.bn(self.fc(x))
+
+    class SharedOutputs(nn.Module):
+        """A conv read by its BN and by others (no fold); a pad read by two convs and a pool."""
+
+        def __init__(self):
+            super().__init__()
+            self.c, self.bn, self.c2 = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            p = F.pad(x, (1, 1, 1, 1))
+            y = self.c(p)
+            return self.bn(y) + y + self.c2(p) + F.avg_pool2d(p, 3, 1).sum(1, keepdim=True)
+
+    class TwoInputs(nn.Module):
+        """Two inputs, two outputs; one conv applied to both and twice to one (CSE only there)."""
+
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Conv2d(3, 3, 1)
+
+        def forward(self, a, b):
+            u, v, w = self.c(a) * 1.0 + 0.0, self.c(a), self.c(b)
+            return u + v, torch.relu(w) * torch.relu(w)
+
     torch.backends.mha.set_fastpath_enabled(False)  # the fast path fails pnnx's trace check
     torch.manual_seed(0)
     cases = {
@@ -288,6 +330,9 @@ def build_style_cases():  # torch is imported here so the module docstring reads
         "focus": (Focus(), torch.randn(1, 3, 8, 8)),
         "pixel_shuffle": (PS(), torch.randn(1, 3, 4, 4)),
         "rms_variants": (RMS2(), torch.randn(1, 4, 16)),
+        "linear_bn_3d": (LinearBN3D(), torch.randn(2, 4, 4)),
+        "shared_outputs": (SharedOutputs(), torch.randn(1, 3, 6, 6)),
+        "two_inputs": (TwoInputs(), [torch.randn(1, 3, 4, 4), torch.randn(1, 3, 4, 4)]),
     }
     with torch.no_grad():  # BN statistics and affine weights that make folding matter
         for module, _ in cases.values():
