@@ -4,7 +4,7 @@ tools/export_pass_models.py into tests/data/passes/NAME and checked by
 tests/test_passes_real.py (-O2 matches PyTorch with no more operators than pnnx's optlevel 2).
 
     mobilenetv2     inverted residuals: Conv+BN+ReLU6, depthwise, residual add, dropout, linear
-    shape_arith     shapes computed from x.shape: views, halves by size()//2, flatten/unflatten, expand_as
+    size_arith      shapes computed from x.shape: views, halves by size()//2, flatten/unflatten, expand_as
     bn_after        BN after ConvTranspose1d/2d (no bias), grouped Conv1d, Linear without bias
     pads            ZeroPad2d, ReflectionPad2d, an asymmetric pad, a pad on a padded conv, a non-zero
                     constant pad, one pad feeding two convs, ReplicationPad1d before Conv1d
@@ -24,7 +24,7 @@ tests/test_passes_real.py (-O2 matches PyTorch with no more operators than pnnx'
     linear_bn_3d    Linear on the last dim, BatchNorm1d over dim 1: pnnx's optlevel 2 folds the BN
                     into the Linear and computes a wrong answer (PNNX_O2_WRONG); we keep both
     shared_outputs  a conv read by its BN and by others, a pad read by two convs and a pool
-    two_inputs      two inputs, two outputs, one conv applied to both inputs
+    two_in_two_out  two inputs, two outputs, one conv applied to both inputs
 """
 
 from __future__ import annotations
@@ -317,7 +317,7 @@ def build_style_cases():  # torch is imported here so the module docstring reads
     torch.manual_seed(0)
     cases = {
         "mobilenetv2": (MobileNetV2(), torch.randn(1, 3, 16, 16)),
-        "shape_arith": (ShapeArith(), torch.randn(1, 2, 3, 6)),
+        "size_arith": (ShapeArith(), torch.randn(1, 2, 3, 6)),
         "bn_after": (BNAfter(), torch.randn(1, 4, 5)),
         "pads": (Pads(), torch.randn(1, 3, 12, 12)),
         "noops": (NoOps(), torch.randn(1, 4, 4, 4)),
@@ -332,7 +332,7 @@ def build_style_cases():  # torch is imported here so the module docstring reads
         "rms_variants": (RMS2(), torch.randn(1, 4, 16)),
         "linear_bn_3d": (LinearBN3D(), torch.randn(2, 4, 4)),
         "shared_outputs": (SharedOutputs(), torch.randn(1, 3, 6, 6)),
-        "two_inputs": (TwoInputs(), [torch.randn(1, 3, 4, 4), torch.randn(1, 3, 4, 4)]),
+        "two_in_two_out": (TwoInputs(), [torch.randn(1, 3, 4, 4), torch.randn(1, 3, 4, 4)]),
     }
     with torch.no_grad():  # BN statistics and affine weights that make folding matter
         for module, _ in cases.values():

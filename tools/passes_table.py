@@ -35,10 +35,10 @@ NOTES = {
     "noops": "every no-op kind", "norms": "F.layer_norm · w + b, RMSNorm written out", "pads": "pads before convs, every kind",
     "pixel_shuffle": "depth-to-space written out", "rms_variants": "two RMSNorms in one expression",
     "sdpa": "F.scaled_dot_product_attention, nn.MultiheadAttention", "se_block": "squeeze-excitation on nn.Linear",
-    "shape_arith": "shapes computed from x.shape", "spatial": "space-to-depth written out, einsum, max-pool indices",
+    "size_arith": "shapes computed from x.shape", "spatial": "space-to-depth written out, einsum, max-pool indices",
     "timm_attention": "timm's Attention", "conv_bn_relu": "preset: TVM's Conv+BN+ReLU example",
     "pass_zoo": "preset: every pass has work", "linear_bn_3d": "Linear, then BatchNorm1d over dim 1",
-    "shared_outputs": "a conv read by its BN and others", "two_inputs": "two inputs, two outputs",
+    "shared_outputs": "a conv read by its BN and others", "two_in_two_out": "two inputs, two outputs",
 }
 
 

@@ -96,6 +96,8 @@ def mutated_param(
     done = []
     for _ in range(draw(st.integers(1, most))):
         kind = draw(st.sampled_from(kinds))
+        while len(lines) < 2:  # a truncation or deletion before may have left one line or none
+            lines.append("")
         body = [i for i in range(2, len(lines)) if lines[i].strip()]
         i = draw(st.sampled_from(body)) if body else len(lines) - 1
         toks = lines[i].split(" ")
