@@ -808,3 +808,18 @@ def test_opt_check_treats_matching_nan_and_inf_as_equal() -> None:
     assert _difference(a, np.float32([np.nan, -np.inf, -np.inf, 1.0])) == np.inf
     assert _difference(a, np.float32([np.nan, np.inf, -np.inf, 1.5])) == 0.5
     assert _difference(np.complex64([1 + 1j]), np.complex64([1 + 2j])) == 1.0
+
+
+def test_passes_verify_only_after_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kuiper opt` on a 20,000-ReLU chain (a 600 KB upload, the app's Passes page) took 29 s,
+    half of it re-verifying the whole graph after each of ~26 pass runs that changed nothing."""
+    from kuiper_core.passes import manager, optimize
+
+    calls = []
+    real = manager.verify_graph
+    monkeypatch.setattr(manager, "verify_graph", lambda g: calls.append(len(g.operators)) or real(g))
+    n = 300
+    lines = ["pnnx.Input i 0 1 x0 #x0=(1,4)f32"] + [f"nn.ReLU r{k} 1 1 x{k} x{k + 1}" for k in range(n)]
+    result = optimize(parse_param(param_text(lines + [f"pnnx.Output o 1 0 x{n}"])), 2)
+    changed = sum(1 for row in result.log.rows if row.summary != "no change")
+    assert len(result.log.rows) > 20 and len(calls) == changed < 5, (len(calls), changed)
