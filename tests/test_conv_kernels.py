@@ -75,6 +75,22 @@ def test_im2col_matches_reference(own: bool, bias_column: bool, case: dict) -> N
         x = x[::-1].copy()
 
 
+@pytest.mark.parametrize("own, bias_column", [(True, True), (False, True), (False, False)])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_im2col_across_the_batch_matches_reference(own: bool, bias_column: bool, stride: int) -> None:
+    """Small images of a batch: one GEMM over all their columns (Im2col.across)."""
+    x, wt, b = arrays(7, (3, 6, 9, 8), (20, 6, 3, 3), (20,))
+    out_hw = (out_size(9, 3, stride, 1, 1), out_size(8, 3, stride, 1, 1))
+    kernel = Im2col(weight_matrix(wt, b if bias_column else None, 1), (3, 3), (stride, stride), (1, 1), (1, 1, 1, 1),
+                    "zeros", x.shape, out_hw, np.dtype(np.float32), own_buffers=own, bias_after=None if bias_column else b)
+    assert kernel.across
+    y = np.full((3, 20) + out_hw, np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, conv2d_reference(x, wt, b, (stride, stride), (1, 1, 1, 1)), "across the batch")
+        x = x[::-1].copy()
+
+
 @SETTINGS
 @given(n=st.integers(1, 3), groups=st.sampled_from([1, 2]), cg=st.integers(1, 5), og=st.integers(1, 5),
        h=st.integers(1, 6), w=st.integers(1, 6), bias=st.booleans(), seed=st.integers(0, 1000))
