@@ -205,7 +205,8 @@ def _steps(res: dict[str, Any], auto: bool) -> list[str]:
 
 def _profiles(res: dict[str, Any]) -> list[str]:
     lines = ["## Where kuiper_core's time goes", "",
-             "From steps(), which times each operator (unfused, fresh outputs). Per operator type: count, "
+             "From a steps() walk (unfused, fresh outputs), each operator timed by the run's clock "
+             f"({'CPU' if res.get('clock') == 'cpu' else 'wall'} time). Per operator type: count, "
              f"median ms per forward and share; then the {TOP_OPERATORS} slowest operators.", ""]
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]
