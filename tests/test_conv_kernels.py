@@ -75,6 +75,33 @@ def test_im2col_matches_reference(own: bool, bias_column: bool, case: dict) -> N
         x = x[::-1].copy()
 
 
+@pytest.mark.parametrize("bias_column", [True, False])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=conv_cases())
+def test_im2col_in_bands_of_rows_matches_reference(bias_column: bool, case: dict) -> None:
+    """Every plain-layout Im2col done one output row at a time (BAND_MAX_ELEMENTS = 1)."""
+    import kuiper_core.layers.conv_kernels as conv_kernels
+
+    n, c, h, w = case["x_shape"]
+    x, wt, b = arrays(case["seed"], case["x_shape"], (case["o"], c // case["groups"]) + case["k"], (case["o"],))
+    bias = b if case["bias"] else None
+    p, k, s, d = case["pads"], case["k"], case["stride"], case["dil"]
+    out_hw = (out_size(h, k[0], s[0], p[0], p[1], d[0]), out_size(w, k[1], s[1], p[2], p[3], d[1]))
+    saved = conv_kernels.BAND_MAX_ELEMENTS
+    conv_kernels.BAND_MAX_ELEMENTS = 1
+    try:
+        kernel = Im2col(weight_matrix(wt, bias if bias_column else None, case["groups"]), k, s, d, p, case["mode"],
+                        case["x_shape"], out_hw, np.dtype(np.float32), bias_after=None if bias_column else bias)
+    finally:
+        conv_kernels.BAND_MAX_ELEMENTS = saved
+    assert kernel.band == 1 or kernel.wide or kernel.across
+    y = np.full((n, case["o"]) + out_hw, np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, conv2d_reference(x, wt, bias, s, p, d, case["groups"], case["mode"]), str(case))
+        x = x[::-1].copy()
+
+
 @pytest.mark.parametrize("own, bias_column", [(True, True), (False, True), (False, False)])
 @pytest.mark.parametrize("stride", [1, 2])
 def test_im2col_across_the_batch_matches_reference(own: bool, bias_column: bool, stride: int) -> None:
