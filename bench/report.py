@@ -81,7 +81,10 @@ def write_report(res: dict[str, Any], out: Path) -> None:
            "CPU time is what the run costs)" if res.get("clock") == "cpu" else "wall time") + ".",
         "- PyTorch runs pnnx's generated `model_pnnx.py` in eager mode (inference_mode); onnxruntime runs "
         "`torch.onnx.export` of the same torch module; kuiper_core runs pnnx's `.pnnx.param`. All three come "
-        "from one conversion of tools/samples/ made at the start of the run.",
+        "from one conversion of tools/samples/ "
+        + ("made by an earlier run into the same `--workdir` (reused: "
+           + ", ".join(k for k, meta in res["meta"].items() if meta.get("reused")) + ")"
+           if any(meta.get("reused") for meta in res.get("meta", {}).values()) else "made at the start of the run") + ".",
         "",
         "## Speed",
         "",
