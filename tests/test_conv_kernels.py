@@ -145,13 +145,16 @@ def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, seed) -> None:
         assert_close(y, ref, f"F({m},3)")
 
 
-def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("budget, min_tiles, chunk", [(1, 196, 1), (1 << 20, 8, 2)])
+def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch, budget: int, min_tiles: int,
+                                             chunk: int) -> None:
     import kuiper_core.layers.winograd as winograd
 
-    monkeypatch.setattr(winograd, "WORK_BUDGET", 1)
+    monkeypatch.setattr(winograd, "WORK_BUDGET", budget)
+    monkeypatch.setattr(winograd, "MIN_TILES", min_tiles)  # 4 tiles an image: 2 images for 8
     x, wt, b = arrays(3, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
     kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
-    assert kernel.chunk == 1
+    assert kernel.chunk == chunk  # 5 images: chunks of 1, or 2 + 2 + 1
     y = np.empty((5, 3, 6, 7), np.float32)
     kernel.run(x, y)
     assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "chunked")
