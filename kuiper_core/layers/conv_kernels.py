@@ -169,7 +169,9 @@ class Im2col:
             self._gemm(self.cols, y, self.wide_out if self.wide else self.across_out)
             return
         n = x.shape[0]
-        for part in batch_chunks(n, self.per_item):
+        # In bands: one image at a time, so that a band's columns stay within the budget.
+        parts = [slice(i, i + 1) for i in range(n)] if self.band < self.out_hw[0] else batch_chunks(n, self.per_item)
+        for part in parts:
             self._run_scratch(x[part], y[part])
 
     def _run_scratch(self, x: np.ndarray, y: np.ndarray) -> None:
