@@ -52,9 +52,9 @@ def test_op_case_round_trips(case: Path) -> None:
 
 @pytest.mark.parametrize("param", OPTLEVEL, ids=[f"{p.parent.parent.name}/{p.parent.name}" for p in OPTLEVEL])
 def test_optlevel_export_round_trips(param: Path) -> None:
-    """The text keeps what lower optlevels write, whether or not the engine runs it yet (ops
-    without a layer need allow_unregistered; layers are not asked)."""
-    _round_trip(param, allow_unregistered=True, check=False)
+    """The text keeps what lower optlevels write, and parses strictly: every op is registered
+    and every layer accepts its attributes, bound as the runtime binds it."""
+    _round_trip(param)
 
 
 def test_equality_sees_python_types() -> None:

@@ -164,6 +164,7 @@ def test_no_ops_are_removed(line, why):
 
 NOT_NOOPS = [
     "F.dropout d 1 1 0 1 p=0.5 training=True #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+    "Tensor.slice d 2 1 0 0 1 dim=1 start=0 step=1 $input=0 $end=0 #0=(1,4,6,6)f32 #1=(1,?,6,6)f32",  # end from an operand
     "Tensor.slice d 1 1 0 1 dim=1 start=1 end=2147483647 step=1 #0=(1,4,6,6)f32 #1=(1,3,6,6)f32",
     "F.pad d 1 1 0 1 mode=constant pad=(1,-1,0,0) value=0.0 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
     "pnnx.Expression d 1 1 0 1 expr=mul(@0,2) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",

@@ -68,17 +68,20 @@ def locate_model_error(module: IRModule, err: ModelError) -> KuiperError:
 def check_layers(module: IRModule) -> None:
     """Build every operator's layer; the first refusal becomes a located error."""
     from ..layers.registry import create_layer, is_supported, layer_class
-    from ..runtime.binding import bind
+    from ..runtime.binding import bind, bound_operator
 
     for index, op in enumerate(module.graph.operators):
         if not is_supported(op.type):
             continue  # only with allow_unregistered: nothing to check it against
-        if bind(op, layer_class(op.type)).params:
-            continue  # parameters given as operands: resolved and checked when the runtime builds
         if sum(a.nbytes for a in op.attrs.values() if a.data is None) > STAND_IN_LIMIT:
             continue  # checked when the real weights are bound
+        # Bound as the runtime binds it: a splitter whose list a prim::ListUnpack splits gets
+        # the unpacked outputs (optlevel 0/1 write `torch.tensor_split ... 1 out`).
+        binding = bind(_with_stand_in_weights(op), layer_class(op.type))
+        if binding.params:
+            continue  # parameters given as operands: resolved and checked when the runtime builds
         try:
-            create_layer(_with_stand_in_weights(op))
+            create_layer(bound_operator(binding, {}))
         except ModelError as e:
             raise locate(module, index, e.message) from e
         except KuiperError:

@@ -57,7 +57,9 @@ def _why_noop(op: Operator) -> str | None:
     if t == "nn.Identity":
         return "identity"
     if t in DROPOUT_TYPES:
-        return None if p.get("training") is True else "dropout does nothing at inference"
+        if p.get("training") is True or "training" in op.input_names:  # True, or only known at run time
+            return None
+        return "dropout does nothing at inference"
     if t == "torch.cat" and len(op.inputs) == 1 and _same_shape_and_dtype(op.inputs[0], op.outputs[0]):
         return "cat of one input"  # (at optlevel 0 the one input is a list of tensors: shapes differ)
     if t in _PAD_TYPES:
@@ -84,6 +86,8 @@ def _why_noop(op: Operator) -> str | None:
 
 
 def _full_slice(op: Operator) -> bool:
+    if len(op.inputs) != 1:  # a bound given as an operand ($end=…) is only known at run time
+        return False
     p = op.params
     start, end, step, dim = p.get("start", 0), p.get("end"), p.get("step", 1), p.get("dim")
     if start not in (0, None) or step not in (1, None) or not isinstance(dim, int):

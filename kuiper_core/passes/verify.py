@@ -175,7 +175,9 @@ def _conv(op: Operator) -> str | None:
     transposed = "Transpose" in op.type
     out_ch = w[1] * groups if transposed else w[0]
     in_ch = w[0] if transposed else w[1] * groups
-    c_in, c_out = _dim(op.inputs[0].shape, 1), _dim(op.outputs[0].shape, 1)
+    # channels are dim 1 of (N, C, *spatial), dim 0 of an unbatched (C, *spatial) input
+    axis = 0 if op.inputs[0].shape is not None and len(op.inputs[0].shape) == len(w) - 1 else 1
+    c_in, c_out = _dim(op.inputs[0].shape, axis), _dim(op.outputs[0].shape, axis)
     if c_in is not None and c_in != in_ch:
         return f"input has {c_in} channels, the weight {w} (groups={groups}) takes {in_ch}"
     if c_out is not None and c_out != out_ch:
