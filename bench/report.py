@@ -66,7 +66,7 @@ def write_report(res: dict[str, Any], out: Path) -> None:
         f"- CPU: {m['cpu']}, {m['cores']} cores ({m['simd']}); {m['platform']}",
         f"- Python {m['python']}; NumPy {v['numpy']} with {m['blas']}; PyTorch {v['torch']}; onnxruntime {v['onnxruntime']}; "
         f"onnx {v['onnx']}; pnnx {v['pnnx']}",
-        f"- {res['threads']} threads for every engine (OPENBLAS_NUM_THREADS for NumPy, torch.set_num_threads, "
+        f"- {res['threads']} thread{'' if res['threads'] == 1 else 's'} for every engine (OPENBLAS_NUM_THREADS for NumPy, torch.set_num_threads, "
         "onnxruntime intra_op_num_threads), each engine in its own process",
         f"- OpenBLAS kernels: {res['kernels'].get('kuiper', '?')} with the environment's "
         + (", ".join(f"{k}={val}" for k, val in m["blas_env"].items()) or "settings (none set)")
@@ -209,7 +209,8 @@ def _steps(res: dict[str, Any], auto: bool) -> list[str]:
 def _profiles(res: dict[str, Any]) -> list[str]:
     lines = ["## Where kuiper_core's time goes", "",
              "From a steps() walk (unfused, fresh outputs), each operator timed by the run's clock "
-             f"({'CPU' if res.get('clock') == 'cpu' else 'wall'} time). Per operator type: count, "
+             f"({'CPU' if res.get('clock') == 'cpu' else 'wall'} time; pnnx.Input's includes the walk's setup). "
+             "Per operator type: count, "
              f"median ms per forward and share; then the {TOP_OPERATORS} slowest operators.", ""]
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]
