@@ -17,7 +17,8 @@ from pages.input_size import size_picker
 st.title("Kuiper Explorer")
 st.caption(
     "A NumPy inference engine for PNNX models, shown at work: see the graph, learn how the engine "
-    "orders it, read its expressions as trees, and step through Forward watching every tensor."
+    "orders it, read its expressions as trees, step through Forward watching every tensor, read and edit "
+    "the model as text (IR) and optimise it with graph passes."
 )
 
 models = common.bundled_models()

@@ -20,7 +20,7 @@ from kuiper_core.graph import Graph
 from pages import common
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
-from pages.player import speed_picker
+from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
 
 STATE = "kx_order"  # {"key": ..., "step": int (0 = before the first event), "playing": bool}
 MODEL_SOURCE = "The loaded model"
@@ -106,8 +106,12 @@ def _move(to: int | None = None, by: int = 0, play: bool = False) -> None:
     state["playing"] = play and state["step"] < total
 
 
-def _on_slider() -> None:
-    _move(to=int(st.session_state["order_pos"]))
+def _on_slider(widget: str, drawn_at: int) -> None:
+    """The slider is a new widget at each step (its key holds it); a rerun Play's timer
+    started before the browser had drawn the newest step sends an older slider's value
+    back, which is not the user's: only the slider drawn at the current step counts."""
+    if drawn_at == state["step"]:
+        _move(to=int(st.session_state[widget]))
 
 
 def _play(on: bool) -> None:
@@ -191,14 +195,14 @@ def _lesson(w: W.Walkthrough) -> None:
 
 
 def _walkthrough() -> None:
+    speed = current_speed("order_speed")
+    sync_timer(state, speed)
     if state["playing"]:
-        _, per_tick = st.session_state.get("order_speed_value", (0.5, 1))
-        state["step"] = min(total, state["step"] + per_tick)
+        state["step"] = min(total, state["step"] + steps_due(state, speed))
         if state["step"] >= total:
             state["playing"] = False
-            st.rerun()  # a full run drops the fragment's timer
+            st.rerun(scope="app")  # a full run drops the fragment's timer
     step = state["step"]
-    st.session_state["order_pos"] = step
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=algorithm, step=step or None)
     common.write_url()
 
@@ -212,8 +216,9 @@ def _walkthrough() -> None:
     else:
         b[4].button("Play", key="order_play", width="stretch", on_click=_play, args=(True,), disabled=step >= total)
     with b[5]:
-        st.session_state["order_speed_value"] = speed_picker("order_speed")
-    b[6].slider(f"Step (of {total})", 0, total, key="order_pos", on_change=_on_slider, label_visibility="collapsed")
+        speed_picker("order_speed")
+    b[6].slider(f"Step (of {total})", 0, total, step, key=f"order_pos_{step}", on_change=_on_slider,
+                args=(f"order_pos_{step}", step), label_visibility="collapsed")
     step_keys("order_keys", lambda: _move(by=1), lambda: _move(by=-1))
     st.markdown(f"**Step {step} of {total}**" + (" (the numbers count each algorithm's own events)" if len(walks) > 1 else ""))
 
@@ -243,5 +248,4 @@ def _walkthrough() -> None:
 
 
 # Play re-runs only this fragment on a timer; the buttons are inside it so a click is quick too.
-interval = st.session_state.get("order_speed_value", (0.5, 1))[0] if state["playing"] else None
-st.fragment(run_every=interval)(_walkthrough)()
+run_fragment(_walkthrough, state, current_speed("order_speed"))

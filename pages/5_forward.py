@@ -24,7 +24,7 @@ from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
-from pages.player import speed_picker
+from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
 from pages.tensor_panel import chart, show_tensor
 
 PENDING = "fw_pending"  # ("go", position) or ("name", operator), from a callback or another page
@@ -82,7 +82,10 @@ def _on_refs() -> None:
         st.session_state["fw_refs_error"] = e
 
 
-refs, refs_source, match = _references()
+# Read in _body: the .npz uploader sits inside the fragment, so an upload reruns only the
+# fragment, and references read once per page run would be one upload out of date.
+refs: dict[str, np.ndarray] = {}
+refs_source, match = "", None
 
 
 # -- callbacks ----------------------------------------------------------------------------------
@@ -105,13 +108,17 @@ def _reset() -> None:
     state["playing"] = False
 
 
-def _on_slider() -> None:
-    _go(int(st.session_state["fw_pos"]))
+# The slider and the picker are new widgets at each position (their key holds it). A rerun
+# the browser started before it had drawn the newest position (Play's timer) sends an older
+# widget's value back; only the widget drawn at the current position is the user's.
+def _on_slider(widget: str, drawn_at: int) -> None:
+    if drawn_at == stepper.cursor + 1:
+        _go(int(st.session_state[widget]))
 
 
-def _on_target() -> None:
-    name = st.session_state.get("fw_target")
-    if name is not None:
+def _on_target(widget: str, drawn_at: int) -> None:
+    name = st.session_state.get(widget)
+    if name is not None and drawn_at == stepper.cursor + 1:
         _go(position_of[name])
 
 
@@ -149,20 +156,20 @@ def _apply_pending(slot: Any) -> None:
 
 
 def _body() -> None:
+    global refs, refs_source, match
+    refs, refs_source, match = _references()
+    sync_timer(state, current_speed("fw_speed"))
     if state["playing"]:
-        _, per_tick = st.session_state.get("fw_speed_value", (0.5, 1))
-        for _ in range(per_tick):
+        for _ in range(steps_due(state, current_speed("fw_speed"))):
             if stepper.step() is None:
                 break
         if stepper.cursor + 1 >= len(names) or stepper.error is not None:
             state["playing"] = False
-            st.rerun()
+            st.rerun(scope="app")
     _apply_pending(st.empty())  # always present, so the elements below keep their places
     at_end = stepper.cursor + 1 >= len(names) or (stepper.error is not None and stepper.cursor + 1 >= len(stepper.events))
     event = stepper.current
-    # Widgets that show the position follow the cursor (set before they are drawn).
-    st.session_state["fw_pos"] = stepper.cursor + 1
-    st.session_state["fw_target"] = event.name if event is not None else None
+    pos = stepper.cursor + 1  # the slider and the picker show it (new widgets per position)
     common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
     common.write_url()
 
@@ -176,19 +183,20 @@ def _body() -> None:
     else:
         b[4].button("Play", key="fw_play", width="stretch", on_click=_play, args=(True,), disabled=at_end)
     with b[5]:
-        st.session_state["fw_speed_value"] = speed_picker("fw_speed")
+        speed_picker("fw_speed")
     b[6].selectbox(
         "Go to operator",
         names,
-        index=None,
+        index=None if event is None else pos - 1,
         format_func=lambda n: f"{position_of[n]}. {n} ({runtime.operators[n].type})",
-        key="fw_target",
+        key=f"fw_target_{pos}",
         on_change=_on_target,
+        args=(f"fw_target_{pos}", pos),
         placeholder="go to an operator (or click it in the graph)",
         label_visibility="collapsed",
     )
-    st.slider("Position in the execution order", 0, len(names), key="fw_pos", on_change=_on_slider,
-              label_visibility="collapsed", help="0 = before the first operator")
+    st.slider("Position in the execution order", 0, len(names), pos, key=f"fw_pos_{pos}", on_change=_on_slider,
+              args=(f"fw_pos_{pos}", pos), label_visibility="collapsed", help="0 = before the first operator")
     step_keys("fw_keys", _step, _back)
 
     failure = stepper.failure
@@ -404,5 +412,4 @@ def _outputs() -> None:
 
 
 # Play re-runs only this fragment on a timer; clicks inside it re-run only it too (fast).
-interval = st.session_state.get("fw_speed_value", (0.5, 1))[0] if state["playing"] else None
-st.fragment(run_every=interval)(_body)()
+run_fragment(_body, state, current_speed("fw_speed"))

@@ -44,13 +44,19 @@ current = None
 if model.ok:
     inputs = common.current_input(model)
     stepper = common.forward_stepper(model, inputs)
+    if st.session_state.get("ir_stepper") is not stepper:  # a new cursor: a reload or a shared link's step
+        st.session_state["ir_stepper"] = stepper
+        wanted = common.url_param("step")
+        if wanted is not None and wanted.isdigit() and stepper.cursor < 0 and not stepper.events:
+            stepper.go_to(int(wanted))
+    # Callbacks move the cursor before the buttons are drawn: never one click out of date.
+    at_end = stepper.cursor + 1 >= stepper.total or (stepper.error is not None and stepper.cursor + 1 >= len(stepper.events))
     b = st.columns([1, 1, 1, 5])
-    if b[0].button("Reset", key="ir_reset", width="stretch"):
-        stepper.reset()
-    if b[1].button("Back", key="ir_back", width="stretch", disabled=stepper.cursor < 0):
-        stepper.back()
-    if b[2].button("Step", key="ir_step", width="stretch", disabled=stepper.cursor + 1 >= stepper.total):
-        stepper.step()
+    b[0].button("Reset", key="ir_reset", width="stretch", on_click=stepper.reset,
+                 disabled=stepper.cursor < 0 and not stepper.events)
+    b[1].button("Back", key="ir_back", width="stretch", on_click=stepper.back, disabled=stepper.cursor < 0)
+    b[2].button("Step", key="ir_step", width="stretch", on_click=stepper.step, disabled=at_end)
+    common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
     event = stepper.current
     current = event.name if event is not None else None
     if stepper.error is not None:

@@ -9,6 +9,7 @@ from kuiper_core.errors import KuiperError
 from kuiper_core.explore import passes_view as pv
 from kuiper_core.passes import pass_names, pass_table
 from pages import common
+from pages.graph_viewer import show_graph
 
 PRESET_DIR = common.SAMPLES / "passes"
 CURRENT = "current"
@@ -88,10 +89,10 @@ st.caption(
 left, right = st.columns(2)
 with left:
     st.markdown(f"**Before** · {n0} operators")
-    st.graphviz_chart(view.before_dot(edge_labels=False), width="stretch")
+    show_graph(view.before_dot(edge_labels=False), "passes_before", height=520)
 with right:
     st.markdown(f"**After** · {n1} operators")
-    st.graphviz_chart(view.after_dot(edge_labels=False), width="stretch")
+    show_graph(view.after_dot(edge_labels=False), "passes_after", height=520)
 
 # -- the log and the diff of each pass ------------------------------------------------------------
 st.subheader("Per-pass log")

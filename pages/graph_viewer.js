@@ -105,20 +105,30 @@ function isVisible(s, name) {
 
 // The first view: the whole graph when its text stays readable, else readable size
 // around the highlighted node (or the top of the graph).
+// The toolbar's strip at the top of the box: the first view starts below it, so it never
+// covers the first node's name.
+const TOOLBAR_PX = 40;
+
+function fitView(s) {
+  const { W, H } = viewSize(s);
+  s.k = s.fit;
+  s.x = (W - s.size.w * s.k) / 2;
+  s.y = Math.max(TOOLBAR_PX, TOOLBAR_PX + (H - TOOLBAR_PX - s.size.h * s.k) / 2);
+  apply(s);
+}
+
 function initialView(s) {
   const { W, H } = viewSize(s);
-  s.fit = Math.min(W / s.size.w, H / s.size.h) * 0.96;
+  s.fit = Math.min(W / s.size.w, (H - TOOLBAR_PX) / s.size.h) * 0.96;
   s.readable = (s.data.min_font_px || 12) / s.fontPx;
   s.k = Math.min(s.fit, Math.max(1, s.readable));
   if (s.k >= s.readable) {
-    s.x = (W - s.size.w * s.k) / 2;
-    s.y = Math.max(0, (H - s.size.h * s.k) / 2);
-    apply(s);
+    fitView(s);
     return;
   }
   s.k = s.readable;
   s.x = s.size.w * s.k < W ? (W - s.size.w * s.k) / 2 : 0;
-  s.y = 8;
+  s.y = TOOLBAR_PX;
   apply(s);
   if (s.data.highlight) centreOn(s, s.data.highlight);
 }
@@ -162,7 +172,7 @@ function wireEvents(s) {
     const { W, H } = viewSize(s);
     if (e.key === "+" || e.key === "=") zoomAt(s, 1.25, W / 2, H / 2);
     else if (e.key === "-") zoomAt(s, 0.8, W / 2, H / 2);
-    else if (e.key === "0") { s.k = s.fit; s.x = (W - s.size.w * s.k) / 2; s.y = (H - s.size.h * s.k) / 2; apply(s); }
+    else if (e.key === "0") fitView(s);
     else if (e.key === "1") { const c = [W / 2, H / 2]; zoomAt(s, s.readable / s.k, c[0], c[1]); }
     else if (e.key === "f") toggleFull(s);
     else return;
@@ -174,7 +184,7 @@ function wireEvents(s) {
     s.touched = true;
     if (act === "in") zoomAt(s, 1.25, W / 2, H / 2);
     else if (act === "out") zoomAt(s, 0.8, W / 2, H / 2);
-    else if (act === "fit") { s.k = s.fit; s.x = (W - s.size.w * s.k) / 2; s.y = Math.max(0, (H - s.size.h * s.k) / 2); apply(s); }
+    else if (act === "fit") fitView(s);
     else if (act === "read") {
       zoomAt(s, s.readable / s.k, W / 2, H / 2);
       if (s.data.highlight) centreOn(s, s.data.highlight);

@@ -18,7 +18,7 @@ from kuiper_core.explore import compare as C
 from kuiper_core.explore import tensor_view as V
 from kuiper_core.explore import tensors as T
 
-HEAT_W, HEAT_H = 560, 380  # px a heatmap may take
+HEAT_W, HEAT_H = 400, 380  # px a heatmap may take, axes and legend included (half a 1280 px screen)
 NUMBER = ".4~g"
 
 
@@ -65,8 +65,9 @@ def heatmap_chart(m: np.ndarray, row_title: str, col_title: str, scheme: str = "
                     {"field": "value", "type": "quantitative", "format": NUMBER}],
     }
     spec = {
-        "width": round(cols * cell_w),
-        "height": round(rows * cell_h),
+        "width": min(HEAT_W, round(cols * cell_w) + 90),  # + the row axis and the colour legend
+        "height": round(rows * cell_h) + 45,  # + the column axis
+        "autosize": {"type": "fit", "contains": "padding"},  # the axes and legend inside that box
         "layer": [
             {"mark": {"type": "rect"}, "transform": [{"filter": "datum.value !== null"}],
              "encoding": {**enc, "color": {"field": "value", "type": "quantitative", "scale": {"scheme": scheme},

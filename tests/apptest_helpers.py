@@ -85,3 +85,10 @@ def operator_nodes(dot: str) -> set[str]:
 
 def texts(elements) -> list[str]:
     return [e.value for e in elements]
+
+
+def keyed(elements, prefix: str):
+    """The one widget whose key starts with `prefix` (position widgets carry the position
+    in their key: fw_pos_5, order_pos_4, fw_target_5)."""
+    (found,) = [e for e in elements if e.key and e.key.startswith(prefix)]
+    return found

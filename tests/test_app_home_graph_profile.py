@@ -83,6 +83,9 @@ def test_graph_detail_panel_highlights_the_chosen_operator() -> None:
     assert set(weights.columns) == {"", "weight", "bias"}  # a column per weight: nothing cut in the narrow panel
     assert weights.set_index("").loc["shape", "weight"] == "x".join(map(str, conv.attrs["weight"].shape))
     assert at.get("download_button"), "weight .npy and DOT downloads are offered"
+    (hist,) = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]  # the weight histogram
+    axes = {k: hist["encoding"][k]["axis"]["format"] for k in ("x", "y")}
+    assert axes == {"x": ".4~g", "y": "~s"}  # 4 significant digits, not 15-digit floats
     assert at.query_params.get("op") in (conv.name, [conv.name])  # the selection is in the URL
     # The neighbour buttons select too (the same callback a click in the graph uses).
     nxt = next(b for b in at.button if b.key and b.key.startswith("graph_nav_To"))

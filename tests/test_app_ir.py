@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+import apptest_helpers as helpers
 from conftest import ROOT, SAMPLES
 
 import kuiper_core
@@ -75,6 +76,23 @@ def test_highlight_follows_the_shared_forward_cursor() -> None:
     assert highlighted(at) == {order[1]}
 
 
+def test_buttons_are_drawn_for_the_cursor_they_moved_and_the_url_keeps_it() -> None:
+    """Step and Back act before the buttons are drawn: Step is disabled by the click that
+    reaches the last operator, not the one after; the URL carries the step."""
+    at = helpers.app("tiny_mlp", IR)  # through app.py's navigation, which writes the URL
+    total = len(kuiper_core.load(SAMPLES / "tiny_mlp.pnnx.param").order)
+    assert at.button(key="ir_back").disabled and not at.button(key="ir_step").disabled
+    at.button(key="ir_step").click().run()
+    assert not at.button(key="ir_back").disabled  # the first click, not the second
+    for _ in range(total - 1):
+        at.button(key="ir_step").click().run()
+    no_exception(at)
+    assert at.button(key="ir_step").disabled
+    assert at.query_params["step"] in (str(total), [str(total)])
+    at.button(key="ir_back").click().run()
+    assert not at.button(key="ir_step").disabled and at.query_params["step"] in (str(total - 1), [str(total - 1)])
+
+
 def test_edit_with_a_mistake_shows_the_caret_not_a_traceback() -> None:
     at = app("digits_cnn")
     area = at.text_area[0]
@@ -112,3 +130,11 @@ def test_tokens_of_the_current_line() -> None:
     at.button(key="ir_step").click().run()
     tokens = [d.value for d in at.dataframe if "kind" in d.value.columns][0]
     assert '"nn.Conv2d"' in tokens["text"].tolist() and "body" in tokens["kind"].tolist()
+
+
+def test_a_shared_link_opens_the_step() -> None:
+    at = helpers.app(None, IR, query={"model": "tiny_mlp", "step": "3"})
+    order = [r.name for r in kuiper_core.load(SAMPLES / "tiny_mlp.pnnx.param").order]
+    assert highlighted(at) == {order[2]}
+    at.button(key="ir_reset").click().run()  # the old step in the URL does not come back
+    assert highlighted(at) == set() and "step" not in at.query_params

@@ -104,6 +104,9 @@ def test_nothing_compared_is_never_all_within_tolerance() -> None:
     assert (s.run, s.compared) == (44, 0)
     level, text = C.verdict(s, "PyTorch")
     assert level == "warning" and "nothing was compared" in text and "within tolerance" not in text
+    one = C.CheckSummary(run=51, compared=1, ok=1, over=0, shape=0)
+    assert C.verdict(one, "PyTorch") == (
+        "success", "1 of 51 operators run so far compared with PyTorch: within tolerance; 50 have no reference.")
 
 
 def test_rows_csv() -> None:

@@ -123,3 +123,4 @@ def test_typed_graph_syntax_and_located_errors() -> None:
         W.parse_edges(" -> ".join(f"n{i}" for i in range(W.MAX_TYPED_NODES + 1)))
     w = W.walkthrough(W.parse_edges("in -> a -> out\nin -> b -> out"), "kahn")
     assert w.order is not None and w.order[0] == "in" and w.order[-1] == "out"
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 # Category -> fill colour (light, so black labels stay readable; colour-blind-safe hues).
 CATEGORY_COLORS: dict[str, str] = {
     "io": "#e0e0e0",
@@ -56,6 +58,7 @@ _RULES: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
+@lru_cache(maxsize=4096)  # a 1,500-operator graph asks for a few dozen types, thousands of times
 def category(op_type: str) -> str:
     """The display category of a PNNX operator type, e.g. 'nn.Conv2d' -> 'conv'."""
     if op_type in _IO:

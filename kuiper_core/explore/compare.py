@@ -236,7 +236,8 @@ def verdict(s: CheckSummary, source: str) -> tuple[str, str]:
         )
     unchecked = f"; {s.unchecked} {'has' if s.unchecked == 1 else 'have'} no reference" if s.unchecked else ""
     if s.over == 0 and s.shape == 0:
-        return "success", f"{counted}: all {s.compared} within tolerance{unchecked}."
+        every = "within tolerance" if s.compared == 1 else f"all {s.compared} within tolerance"
+        return "success", f"{counted}: {every}{unchecked}."
     parts = [f"{s.ok} within tolerance"] + ([f"{s.over} over tolerance"] if s.over else [])
     parts += [f"{s.shape} with a shape mismatch"] if s.shape else []
     return "error", f"{counted}: " + ", ".join(parts) + unchecked + "."

@@ -139,9 +139,25 @@ def _finish(g: ModuleGroup, types: dict[str, str], position: dict[str, int]) -> 
     g.children.sort(key=lambda c: position[c.ops[0]] if c.ops else 0)
 
 
+_TREES: dict[tuple[int, tuple[str, ...]], tuple[Graph, ModuleGroup]] = {}  # recent trees (a Forward step redraws)
+
+
 def module_tree(graph: Graph, ops: Sequence[Operator] | None = None) -> ModuleGroup:
-    """The module tree of `ops` (default: all operators). The root's id is ''."""
+    """The module tree of `ops` (default: all operators). The root's id is ''. Trees are
+    remembered per graph and selection (treat them as read-only)."""
     ops = list(graph.operators if ops is None else ops)
+    key = (id(graph), tuple(op.name for op in ops))
+    hit = _TREES.get(key)
+    if hit is not None and hit[0] is graph:
+        return hit[1]
+    tree = _build_tree(graph, ops)
+    if len(_TREES) >= 16:
+        _TREES.pop(next(iter(_TREES)))
+    _TREES[key] = (graph, tree)
+    return tree
+
+
+def _build_tree(graph: Graph, ops: list[Operator]) -> ModuleGroup:
     paths = module_paths(graph, ops)
     root = ModuleGroup("", "model", 0)
     index: dict[tuple[str, ...], ModuleGroup] = {(): root}

@@ -31,8 +31,8 @@ ADDED_COLOR = "#9ee09e"  # after: new
 # The page's presets: optlevel-1 exports made by tools/export_pass_models.py.
 PRESETS: dict[str, dict[str, str]] = {
     "conv_bn_relu": {
-        "title": "Conv + BN + ReLU (seed 003's TVM example)",
-        "text": "The seed's simplenet: conv2d (32 channels, 3×3, stride 2) → batch_norm → relu, exported by pnnx "
+        "title": "Conv + BN + ReLU (the simplenet of a TVM Relay pass walkthrough)",
+        "text": "The simplenet that a walkthrough of TVM Relay's passes optimises: conv2d (32 channels, 3×3, stride 2) → batch_norm → relu, exported by pnnx "
         "at optlevel 1. FoldBatchNorm turns three operators into two, as TVM's FoldScaleAxis and pnnx's "
         "fuse_conv2d_batchnorm2d do.",
     },
