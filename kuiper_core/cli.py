@@ -177,7 +177,13 @@ def _difference(a: object, b: object) -> float:
         return 0.0 if repr(a) == repr(b) else float("inf")
     if x.shape != y.shape:
         return float("inf")
-    return float(np.max(np.abs(x.astype(np.complex128) - y.astype(np.complex128)))) if x.size else 0.0
+    if not x.size:
+        return 0.0
+    x, y = x.astype(np.complex128), y.astype(np.complex128)
+    same = (x == y) | (np.isnan(x) & np.isnan(y))  # NaN or inf where the original has it too: no difference
+    with np.errstate(invalid="ignore"):
+        d = np.where(same, 0.0, np.abs(x - y))
+    return float(np.nan_to_num(d, nan=np.inf, posinf=np.inf).max())
 
 
 def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

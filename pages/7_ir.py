@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kuiper_core import ir
+from kuiper_core import ir, limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import ir_view as V
 from pages import common
@@ -96,7 +96,7 @@ with tab_edit:
     if st.button("Parse and run", type="primary", key="ir_run", disabled=not model.ok):
         inputs = common.current_input(model)
         try:
-            with st.spinner("Parsing and running…"):
+            with st.spinner("Parsing and running…"), limits.use(common.APP_LIMITS):  # typed text: the app's limits
                 result = V.run_text(edited, V.weight_arrays(model.graph), inputs)
                 assert model.runtime is not None
                 original = model.runtime.forward(*inputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import passes_view as pv
 from kuiper_core.passes import pass_names, pass_table
@@ -64,7 +65,8 @@ key = (source, id(graph), level, tuple(disabled), tuple(required), tuple(only_pa
 cached = st.session_state.get("passes_view")
 if cached is None or cached[0] != key:
     try:
-        view = pv.optimise_view(graph, level, disabled=disabled, required=required, passes=only_passes)
+        with limits.use(common.APP_LIMITS):  # folding computes tensors: the app's limits
+            view = pv.optimise_view(graph, level, disabled=disabled, required=required, passes=only_passes)
     except KuiperError as e:
         common.show_error(e, title="The passes failed")
         st.stop()
@@ -119,7 +121,8 @@ if view.pass_diffs:
 # -- do both compute the same? ----------------------------------------------------------------------
 st.subheader("Outputs checked")
 try:
-    checks, original_error = pv.check_outputs(view.before, view.after, inputs, expected)
+    with limits.use(common.APP_LIMITS):
+        checks, original_error = pv.check_outputs(view.before, view.after, inputs, expected)
 except KuiperError as e:
     common.show_error(e, title="The optimised model failed while running")
     st.stop()

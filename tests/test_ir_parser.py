@@ -1,5 +1,5 @@
 """The IR lexer, parser and printer on their own: every value kind round-trips exactly, names
-that are not identifiers are quoted, dialects plug in, nesting has no depth limit, and every
+that are not identifiers are quoted, dialects plug in, nesting needs no recursion, and every
 case of the invalid corpus (tests/data/ir_invalid) fails where and how it says."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, OPS, SAMPLES
 
-from kuiper_core import ir
-from kuiper_core.errors import KuiperError, ParseError
+from kuiper_core import ir, limits
+from kuiper_core.errors import KuiperError, LimitError, ParseError
 from kuiper_core.graph import DTYPES, Attribute, Graph
 from kuiper_core.ir import Dialect, Kind, default_registry, tokenize
 from kuiper_core.ir.verify import verify_file, verify_text
@@ -205,7 +205,9 @@ def test_comments_anywhere() -> None:
     assert ir.parse_ir(commented).equals(g)
 
 
-def test_nesting_has_no_depth_limit() -> None:
+def test_nesting_needs_no_recursion() -> None:
+    """The parser and printer nest without recursion; by default max_param_depth (64) stops
+    deeper arrays, which layers, the .param writer and the passes would recurse into."""
     depth = 100_000
     nested: list = []
     for _ in range(depth):
@@ -213,15 +215,20 @@ def test_nesting_has_no_depth_limit() -> None:
     g, _ = _one_op_graph({"deep": nested})
     text = ir.print_graph(g)
     assert text.count("(Array)[") == depth + 1
-    back = ir.parse_ir(text, check=False)
+    with limits.use(max_param_depth=depth + 1):
+        back = ir.parse_ir(text, check=False)
     assert ir.print_graph(back) == text
+    with pytest.raises(LimitError, match="arrays nest deeper than 64 levels.*max_param_depth = 64") as info:
+        ir.parse_ir(text, check=False)
+    assert info.value.line is not None and info.value.column > 64 * 8
 
 
 def test_unclosed_deep_nesting_is_a_located_error() -> None:
     g, _ = _one_op_graph({"deep": 1})
     text = ir.print_graph(g).replace("(Int32)1", "(Array)[" * 50_000 + "(Int32)1")
-    with pytest.raises(ParseError) as info:
-        ir.parse_ir(text)
+    with limits.use(max_param_depth=50_000):
+        with pytest.raises(ParseError) as info:
+            ir.parse_ir(text)
     assert "expected ',' or ']' in the array" in info.value.message
 
 

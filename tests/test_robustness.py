@@ -6,6 +6,7 @@ One test per case of the issue, in its order; `hostile.write_model` writes the f
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -34,7 +35,7 @@ from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore import walkthrough as W
 from kuiper_core.graph import float32_to_bf16
 from kuiper_core.npy import read_npy, read_npz
-from kuiper_core.pnnx import load_graph, parse_param, save
+from kuiper_core.pnnx import load_graph, load_weights, parse_param, save
 
 
 def kuiper(*args: str) -> subprocess.CompletedProcess:
@@ -584,3 +585,226 @@ def test_tensor_pictures_of_odd_tensors(array: np.ndarray) -> None:
     assert mosaic.dtype == np.uint8 and mosaic.ndim == 3
     if array.size and np.isfinite(array).any():
         assert counts.sum() == np.isfinite(array).sum()
+
+
+# -- the textual IR (.kir) and the passes: new attack surface ----------------------------------------------
+def _kir(name: str = "expr_zoo") -> str:
+    from kuiper_core import print_ir
+
+    return print_ir(load_graph(ROOT / "sample_models" / f"{name}.pnnx.param"))
+
+
+def test_ir_operation_count_is_limited() -> None:
+    """A .kir of 200,000 one-line operations was parsed whole (74 s): max_operators applies."""
+    from kuiper_core import ir
+
+    ops = "\n".join(f'  (%{i}) = "pnnx.Input" @i{i} () : () -> pnnx.tensor<1xf32>' for i in range(60))
+    with limits.use(max_operators=50):
+        with pytest.raises(LimitError, match="more than 50 operations.*max_operators = 50") as info:
+            ir.parse_ir("{\n" + ops + "\n}", "m.kir")
+    assert info.value.line == 52
+
+
+def test_ir_arrays_nesting_deeper_than_any_layer_reads(tmp_path: Path) -> None:
+    """5,000 nested (Array)[ in a parameter parsed fine, then a layer's error message, the .param
+    writer and the passes recursed: `kuiper opt` exited 1 with a RecursionError."""
+    n = 5000
+    text = _kir().replace("padding_mode:", "extra:(Array)[" + "(Array)[" * n + "]" * (n + 1) + ", padding_mode:", 1)
+    (tmp_path / "m.kir").write_text(text)
+    (tmp_path / "m.bin").write_bytes((ROOT / "sample_models" / "expr_zoo.pnnx.bin").read_bytes())
+    r = kuiper("opt", str(tmp_path / "m.kir"), "-o", str(tmp_path / "o.pnnx.param"))
+    assert r.returncode == 2 and "arrays nest deeper than 64 levels (limit max_param_depth = 64)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr) < 1000
+
+
+@pytest.mark.parametrize("old, new", [("(Int32)3", "(Double)" + "9" * 5000), ("(Int32)3", "(Double)1e" + "9" * 5000),
+                                      ("tensor<1x3", "tensor<" + "9" * 5000 + "x3"), ("(Int32)3", "(Int32)3" + "x" * 5000)])
+def test_ir_huge_numbers_are_cut_in_messages(old: str, new: str) -> None:
+    from kuiper_core import ir
+
+    with pytest.raises(ParseError) as info:
+        ir.parse_ir(_kir().replace(old, new, 1), "m.kir")
+    assert len(info.value.message) < 200 and "…" in info.value.message and len(str(info.value)) < 700
+
+
+@pytest.mark.parametrize("case", ["ops/shape_dyn_slice_end", "ops_o0/tensor_constant_to", "ops/conv_2d_unbatched"])
+@pytest.mark.parametrize("level", [1, 2])
+def test_passes_keep_pytorchs_answer_on_real_exports(case: str, level: int) -> None:
+    """Found by differential fuzzing of `kuiper opt` (op cases and their mutants, optimised and
+    run): RemoveNoOps took a slice with its end in a $end operand for a full slice (a silently
+    wrong (2,5) for (2,3)); FoldConstantParams made Tensor.to's $input number a parameter (the
+    layer then had no input); the verifier read an unbatched conv's channels at axis 1."""
+    from conftest import DATA, max_err_ok
+    from kuiper_core.passes import optimize
+
+    d = DATA / case
+    with np.load(d / "inputs.npz") as z:
+        xs = [z[f"in{i}"] for i in range(len(z.files))]
+    with np.load(d / "expected.npz") as z:
+        refs = [z[f"out{i}"] for i in range(len(z.files))]
+    after = optimize(load_graph(d / "model.pnnx.param"), level).after
+    ys = kuiper_core.RuntimeGraph.from_graph(after).build().forward(*xs)
+    assert len(ys) == len(refs)
+    for y, ref in zip(ys, refs):
+        ok, err, bound = max_err_ok(np.asarray(y), ref)
+        assert ok, f"{case} -O{level}: max abs err {err:.3g} > {bound:.3g}"
+
+
+# -- found by tools/fuzz_params.py on the optlevel-0 op cases and the optlevel models -----------------------
+def _run_with(case: str, old: str, new: str) -> None:
+    """Load a real export under tests/data with one piece of its text replaced, build and run it."""
+    from conftest import DATA
+
+    d = DATA / case
+    text = (d / "model.pnnx.param").read_text()
+    assert text.count(old) == 1, old
+    with np.load(d / "inputs.npz") as z:
+        xs = [z[f"in{i}"] for i in range(len(z.files))]
+    graph = parse_param(text.replace(old, new), "m.pnnx.param")
+    load_weights(graph, d / "model.pnnx.bin")
+    kuiper_core.RuntimeGraph.from_graph(graph).build().forward(*xs)
+
+
+@pytest.mark.parametrize(
+    "case, old, new, message",
+    [
+        # a $src that does not broadcast to the view it is copied into (raw ValueError from NumPy)
+        ("ops_o1/tensor_arange_posenc", "pnnx_expr_22             0 1 129 expr=0", "pnnx_expr_22 0 1 129 expr=2",
+         r"Tensor.copy_8.*cannot copy a source of shape \(5, 4\) into \$self of shape \(3, 4\)"),
+        # a string constant as torch.where's $input (could not convert string to float)
+        ("ops_o0/tensor_where_scalars", "pnnx_2                   0 1 5 value=1.0", "pnnx_2 0 1 5 value=tanh",
+         r"torch.where_1.*\$input must be a tensor or a number, got str"),
+        # int(inf) (OverflowError)
+        ("ops_o0/shape_dyn_select", "pnnx_7                   0 1 33 value=1", "pnnx_7 0 1 33 value=1e309",
+         r"pnnx_9.*cannot convert -inf to an integer"),
+        # arange to infinity: at build from a constant, at run time from a computed bound (OverflowError)
+        ("ops_o0/tensor_arange_posenc", "pnnx_16                  0 1 112 value=2", "pnnx_16 0 1 112 value=1e309",
+         r"torch.arange_6.*must be finite"),
+        ("ops_o1/tensor_arange_posenc", "pnnx_expr_42             1 1 x.1 7 expr=size(@0,1)",
+         "pnnx_expr_42 1 1 x.1 7 expr=mul(size(@0,1),1e309)", r"torch.arange_5.*must be finite, got \[0, inf, 1\]"),
+        # return_indices not a bool, or a (values, indices) tuple read as a tensor (AttributeError downstream)
+        ("optlevel/digits_cnn/dyn", "return_indices=False", "return_indices=(0,0)", r"'pool'.*return_indices must be True or False"),
+        ("optlevel/digits_cnn/dyn", "return_indices=False", "return_indices=True",
+         r"'pool'.*one \(values, indices\) tuple, but operator 'torch.flatten_0' \(torch.flatten\) reads it as a tensor"),
+        # Winograd's padded input was allocated before any size check: 95 GiB, the out-of-memory net caught it
+        ("optlevel/digits_cnn/dyn", "padding=(1,1) padding_mode=zeros stride=(1,1) @bias=(32)f32",
+         "padding=(20000,20000) padding_mode=zeros stride=(1,1) @bias=(32)f32",
+         r"convbn2d_1.*the padded input of shape \(1,16,40008,40008\).*max_tensor_elements"),
+    ],
+)
+def test_optlevel0_layers_refuse_hostile_operands(case: str, old: str, new: str, message: str) -> None:
+    with pytest.raises(KuiperError, match=message) as info:
+        _run_with(case, old, new)
+    assert info.value.__cause__ is None or isinstance(info.value.__cause__, KuiperError), "caught only by the safety net"
+    assert "ran out of memory" not in str(info.value)
+
+
+# -- the CLI: every error case of the issue exits 2 with a one-paragraph message --------------------------
+_X = ["pnnx.Input in 0 1 x #x=(1,4)f32"]
+_CLI_CASES = {
+    # name: (.param lines, .bin entries or None, input array)
+    "int64_into_i8": (INT8_MODEL, None, np.array([1, 2, 300], np.int64)),
+    "duplicate_entries": (None, "dup", np.ones((1, 4), np.float32)),
+    "shape_overflows_int64": (["pnnx.Input in 0 1 x #x=(4294967296,4294967296,4)f32", "pnnx.Output out 1 0 x"], None,
+                              np.ones((1, 4), np.float32)),
+    "select_dim_3e8": (_X + ["Tensor.select s 1 1 x y dim=300000000 index=0", "pnnx.Output out 1 0 y"], None,
+                       np.ones((1, 4), np.float32)),
+    "upsample_20000": (["pnnx.Input in 0 1 x #x=(1,1,4,4)f32", "nn.Upsample up 1 1 x y mode=nearest size=(20000,20000)",
+                        "pnnx.Output out 1 0 y"], None, np.ones((1, 1, 4, 4), np.float32)),
+    "expand_4e10": (["pnnx.Input in 0 1 x #x=(1,1)f32", "Tensor.expand e 1 1 x y sizes=(200000,200000)",
+                     "pnnx.Output out 1 0 y"], None, np.ones((1, 1), np.float32)),
+    "int_of_4400_digits": (_X + ["nn.ReLU r 1 1 x y alpha=" + "9" * 4400, "pnnx.Output out 1 0 y"], None,
+                           np.ones((1, 4), np.float32)),
+    "expression_operand_3e6": (_X + ["pnnx.Expression e 1 1 x y expr=add(@0,@3000000)", "pnnx.Output out 1 0 y"], None,
+                               np.ones((1, 4), np.float32)),
+    "zero_d_weight_0_bytes": (["pnnx.Input in 0 1 x #x=(3)f32", "pnnx.Attribute s 0 1 c @data=()f32 #c=()f32",
+                               "pnnx.Expression e 2 1 x c y expr=mul(@0,@1) #y=(3)f32", "pnnx.Output out 1 0 y"],
+                              {"s.data": b""}, np.ones(3, np.float32)),
+    "input_without_output": (["pnnx.Input in 0 0", "pnnx.Input in2 0 1 x", "pnnx.Output out 1 0 x"], None,
+                             np.ones((1, 4), np.float32)),
+    "batch_0": (_X + ["nn.ReLU r 1 1 x y #y=(1,4)f32", "pnnx.Output out 1 0 y"], None, np.ones((0, 4), np.float32)),
+    "encrypted_entry": (None, "encrypted", np.ones((1, 4), np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CLI_CASES))
+def test_issue_cases_exit_2_from_the_cli(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kuiper run` on each error case of the issue: exit status 2, `error: …` (or the IR's
+    `file:line:col: error:`) on stderr, never a traceback or an internal error (exit 1)."""
+    from kuiper_core.cli import main
+
+    lines, weights, x = _CLI_CASES[name]
+    if lines is None:  # the one-weight model with a hostile .bin
+        p = _one_weight_model(tmp_path, [("w.data", f32(1, 1, 1, 1))])
+        if weights == "dup":
+            with pytest.warns(UserWarning):
+                p = _one_weight_model(tmp_path, [("w.data", f32(1, 1, 1, 1)), ("w.data", f32(9, 9, 9, 9))])
+        else:
+            p.with_suffix(".bin").write_bytes(patch_zip(p.with_suffix(".bin").read_bytes(), flags=0x1))
+    else:
+        p = write_model(tmp_path, lines, weights)
+    np.save(tmp_path / "x.npy", x)
+    code = main(["run", str(p), "--input", str(tmp_path / "x.npy")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error:") and "Traceback" not in err and len(err) < 2500, (code, err)
+
+
+# -- a 15 MB line: the message shows a window around the caret, through every parser -------------------------
+@pytest.mark.parametrize("bad, what", [("#x=(1)f99", "unknown dtype 'f99'"), ("a=" + "9" * 5000, "does not fit in 64 bits"),
+                                       ("#x=(1,2", "expected ')' to close the shape")])
+def test_error_on_a_15mb_param_line_is_cut_around_the_caret(bad: str, what: str) -> None:
+    line = "pnnx.Input in 0 1 x " + " " * 15_000_000 + " " + bad
+    with limits.use(max_line_chars=16_000_000), pytest.raises(ParseError, match=re.escape(what)) as info:
+        parse_param("7767517\n2 1\n" + line + "\npnnx.Output out 1 0 x\n", "m.pnnx.param")
+    text = str(info.value)
+    assert len(text) < 700 and info.value.column > 15_000_000
+    source, caret = text.splitlines()[1:3]
+    assert source.startswith("…") and source[caret.index("^")] in bad  # under the culprit
+
+
+def test_error_on_a_15mb_expression_or_ir_line_is_cut_around_the_caret() -> None:
+    from kuiper_core import ir
+
+    with pytest.raises(ParseError, match="unexpected character '\\?'") as info:
+        ex.parse("add(@0,1" + " " * 15_000_000 + ",?)")
+    assert len(str(info.value)) < 700
+    source, caret = str(info.value).splitlines()[1:3]
+    assert source[caret.index("^")] == "?"
+    kir = _kir().replace("{\n", "{ " + " " * 15_000_000 + "?? \n", 1)
+    with limits.use(max_line_chars=16_000_000), pytest.raises(ParseError) as info:
+        ir.parse_ir(kir, "m.kir")
+    assert len(str(info.value)) < 700 and info.value.line == 1
+
+
+@pytest.mark.parametrize(
+    "case, old, new, error, message",
+    [
+        ("ops_o0/tensor_constant_to", "pnnx_1                   0 1 22 value=2.0", "pnnx_1 0 1 22 value=relu", ModelError,
+         r"Tensor.to_2.*expected a tensor or a number to convert, got str"),
+        ("ops_o1/tensor_arange_posenc", "pnnx_expr_38             0 1 112 expr=2", "pnnx_expr_38 0 1 112 expr=1e-320",
+         ModelError, r"torch.arange_6.*arange\(0, 8, 1e-320\) has no finite length"),
+        ("ops_o1/tensor_arange_posenc", "pnnx_expr_46             0 1 18 expr=0", "pnnx_expr_46 0 1 18 expr=-1e308",
+         LimitError, r"torch.arange_6.*arange\(-1e\+308, 8, 2\) would have 5e\+307 elements"),
+        ("ops_o1/tensor_arange_posenc", "pnnx_expr_46             0 1 18 expr=0", "pnnx_expr_46 0 1 18 expr=-2147483647",
+         LimitError, r"torch.arange_6.*1.074e\+09 elements"),
+    ],
+)
+def test_optlevel0_constants_of_the_wrong_kind(case: str, old: str, new: str, error: type, message: str) -> None:
+    """A string constant into Tensor.to (could not convert string to float), an arange whose
+    length is infinite (OverflowError) or over the limit ('Maximum allowed size exceeded')."""
+    with pytest.raises(error, match=message) as info:
+        _run_with(case, old, new)
+    assert info.value.__cause__ is None or isinstance(info.value.__cause__, KuiperError)
+
+
+def test_opt_check_treats_matching_nan_and_inf_as_equal() -> None:
+    """`kuiper opt --check` printed `max |optimised − original| = nan` whenever an output held a
+    NaN (nan − nan), in the same place before and after: found by the hostile corpus."""
+    from kuiper_core.cli import _difference
+
+    a = np.float32([np.nan, np.inf, -np.inf, 1.0])
+    assert _difference(a, a.copy()) == 0.0
+    assert _difference(a, np.float32([1.0, np.inf, -np.inf, 1.0])) == np.inf  # a NaN appeared or went
+    assert _difference(a, np.float32([np.nan, -np.inf, -np.inf, 1.0])) == np.inf
+    assert _difference(a, np.float32([np.nan, np.inf, -np.inf, 1.5])) == 0.5
+    assert _difference(np.complex64([1 + 1j]), np.complex64([1 + 2j])) == 1.0

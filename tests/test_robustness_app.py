@@ -186,3 +186,38 @@ def test_hostile_names_on_every_page() -> None:
     for page in PAGES + ["pages/1_home.py"]:
         at.switch_page(page).run()
         no_exception(at)
+
+
+def test_ir_editor_runs_typed_text_under_the_apps_limits() -> None:
+    """The IR page's editor parsed, built and ran typed text under the engine's defaults
+    (2^28 elements a tensor, operands up to @4096) in the shared app process."""
+    at = app()
+    at.radio(key="home_bundled").set_value("expr_zoo").run()
+    at.switch_page("pages/7_ir.py").run()
+    area = at.text_area[0]
+    assert "add(@0,@1)" in area.value
+    area.set_value(area.value.replace("add(@0,@1)", "add(@0,@300)", 1)).run()
+    at.button(key="ir_run").click().run()
+    no_exception(at)
+    assert "limit max_expression_operand = 256" in shown(at)
+
+
+def test_uploads_leave_nothing_in_the_temp_folder(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every upload was copied to a temp folder that was never deleted: uploads are now read
+    from memory, so after a model, an input and every page the temp folder is still empty
+    (nothing to clean up on eviction or exit)."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    param, bin_bytes = tiny_mlp()
+    at = upload(app(), param + b"\n", bin_bytes, name="leave_nothing.pnnx.param")
+    no_exception(at)
+    at.radio(key="home_input_kind").set_value("npy").run()
+    at.file_uploader(key="home_npy").upload("x.npy", _npy(np.zeros((1, 1, 8, 8), np.float32))).run()
+    for page in PAGES + ["pages/1_home.py"]:
+        at.switch_page(page).run()
+        no_exception(at)
+    assert list(scratch.rglob("*")) == []

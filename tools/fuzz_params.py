@@ -1,11 +1,12 @@
-"""Fuzz every layer's params: single-param mutations of the op cases in tests/data/ops.
+"""Fuzz every layer's params: single-param mutations of the real exports in tests/data
+(the op cases at each optlevel, tests/data/ops*, and the optlevel models).
 
 Each mutation replaces one `key=value` token of one operator line (or drops it) with a
 hostile value (0, -1, huge ints, 4,400-digit ints, nan/inf, empty and overlong tuples,
 strings, ...), then parses, builds and runs the model on the case's inputs. Only a
 `KuiperError` may come out; anything else, a hang or a memory blow-up is a finding.
 
-    python tools/fuzz_params.py                         # every case, ~63,000 mutations (~1 min)
+    python tools/fuzz_params.py                         # every case, ~90,000 mutations (~2 min)
     python tools/fuzz_params.py -k resize -k pad -v     # cases whose name contains these
     python tools/fuzz_params.py --mem-mb 1500 --timeout 10
 
@@ -29,7 +30,9 @@ from pathlib import Path
 from _supervise import serve, supervise
 
 ROOT = Path(__file__).resolve().parent.parent
-OPS = ROOT / "tests" / "data" / "ops"
+DATA = ROOT / "tests" / "data"
+# Every real export with its inputs: the op cases at each optlevel and the optlevel models.
+CASE_GLOBS = ("ops/*/model.pnnx.param", "ops_o*/*/model.pnnx.param", "optlevel/*/*/model.pnnx.param")
 
 HUGE_DIGITS = "9" * 4400  # past Python's 4,300-digit int-conversion limit
 
@@ -165,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # run jobs from this index
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
-    cases = sorted(p.parent for p in OPS.glob("*/model.pnnx.param"))
+    cases = sorted({p.parent for g in CASE_GLOBS for p in DATA.glob(g) if (p.parent / "inputs.npz").exists()})
     if args.k:
-        cases = [c for c in cases if any(k in c.name for k in args.k)]
+        cases = [c for c in cases if any(k in str(c.relative_to(DATA)) for k in args.k)]
     jobs = []
     for case in cases:
         for line, op_type, key, value in jobs_for(case, rng, args.per_param):
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(findings)} findings in {len(groups)} groups")
     for (kind, stage, op_type, key), items in sorted(groups.items()):
         job, r = items[0]
-        print(f"  {kind:22} {stage:8} {op_type:24} {key:16} x{len(items):<4} {Path(job['case']).name}  e.g. {key}={job['value'][:40]!r}: {r['msg'][:120]}")
+        print(f"  {kind:22} {stage:8} {op_type:24} {key:16} x{len(items):<4} {Path(job['case']).relative_to(DATA)}  e.g. {key}={job['value'][:40]!r}: {r['msg'][:120]}")
     if args.json:
         Path(args.json).write_text(json.dumps([{**j, **r} for j, r in findings], indent=1))
     return 1 if findings else 0
@@ -207,7 +210,7 @@ def _is_finding(r: dict, slow: float) -> bool:
 
 
 def _print_finding(job: dict, r: dict) -> None:
-    print(f"  {r['kind']} {r.get('stage', '?')} {Path(job['case']).name} {job['key']}={job['value'][:40]!r} "
+    print(f"  {r['kind']} {r.get('stage', '?')} {Path(job['case']).relative_to(DATA)} {job['key']}={job['value'][:40]!r} "
           f"({r['seconds']}s): {r['msg'][:160]}", flush=True)
 
 

@@ -24,6 +24,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -66,13 +67,14 @@ class Base:
 
 
 def _op_base(case: str) -> Base:
-    d = OPS / case
+    """An op case: `name` from tests/data/ops, or `ops_o0/name` (any folder under tests/data)."""
+    d = OPS / case if "/" not in case else ROOT / "tests" / "data" / case
     with np.load(d / "inputs.npz") as z:
         inputs = [z[f"in{i}"] for i in range(len(z.files))]
     with np.load(d / "expected.npz") as z:
         expected = [z[f"out{i}"] for i in range(len(z.files))]
     b = (d / "model.pnnx.bin").read_bytes() if (d / "model.pnnx.bin").exists() else None
-    return Base(case, (d / "model.pnnx.param").read_text(), b, inputs, expected)
+    return Base(case.replace("/", "."), (d / "model.pnnx.param").read_text(), b, inputs, expected)
 
 
 def _sample_base(name: str) -> Base:
@@ -186,6 +188,9 @@ def build(c: Corpus) -> None:
     bases = [_op_base(n) for n in ("linear_addmm", "conv_2d_basic", "io_attribute_const", "io_tuple_outputs",
                                    "expr_int_bitwise")]
     bases += [_sample_base(n) for n in ("tiny_mlp", "digits_cnn", "expr_zoo")]
+    # optlevel 0 and 1 (prim::/aten:: layers, values computed at run time) and a dynamic slice
+    bases += [_op_base(n) for n in ("ops_o0/tensor_arange_posenc", "ops_o0/shape_dyn_select", "ops_o0/tensor_where_scalars",
+                                    "ops_o0/tensor_constant_to", "ops_o1/tensor_arange_posenc", "shape_dyn_slice_end")]
     by_name = {b.name: b for b in bases}
 
     # 1. Format variants of real exports: the same model, so PyTorch's answer.
@@ -225,13 +230,16 @@ def build(c: Corpus) -> None:
     # 3. Huge and odd numbers in every kind of token, one at a time.
     numbers = [HUGE, "-" + HUGE, "9223372036854775808", "9223372036854775807", "2147483648", "-1", "0", "1e309",
                "nan", "-inf", "3e8", "0x10", "1_000", "١٢", "1.5", "+1", "--1", ""]
-    for b in (by_name["linear_addmm"], by_name["conv_2d_basic"], by_name["tiny_mlp"]):
+    for b in (by_name["linear_addmm"], by_name["conv_2d_basic"], by_name["tiny_mlp"], by_name["ops_o0.shape_dyn_select"],
+              by_name["ops_o0.tensor_arange_posenc"], by_name["ops_o1.tensor_arange_posenc"]):
         lines = b.param.split("\n")
         slots = [(1, 0), (1, 1)]  # the counts
         for i in range(2, len(lines)):
             t = lines[i].split()
             if len(t) >= 4:
                 slots += [(i, 2), (i, 3)] + [(i, j) for j in range(4, len(t)) if "=" in t[j]][:4]
+        if b.name.startswith("ops_o"):  # long optlevel-0/1 files: their constants and params only
+            slots = [(i, j) for i, j in slots if j >= 4][:40]
         for n, (i, j) in enumerate(slots):
             for v in numbers[n % 3 :: 3]:  # a third of the numbers per slot, all of them over the slots
                 t = lines[i].split()
@@ -520,6 +528,9 @@ def build(c: Corpus) -> None:
                               ("zero_dim", "1x1x8x8", "0x1x8x8"), ("huge_weight", "<32x64", "<3200000x6400000")):
             if old in kir:  # (each pattern is one model's)
                 variants[tag] = (kir.replace(old, new, 1), "error" if tag != "zero_dim" else "either")
+        if "(Array)[" in kir:  # arrays nested past max_param_depth (layers and passes would recurse)
+            deep = "(Array)[" * 5000 + "(Int32)1" + "]" * 5000
+            variants["deep_array"] = (kir.replace("(Array)[", f"(Array)[{deep},", 1), "error")
         for tag, (text, expect) in variants.items():
             p = c.write(f"kir/{b.name}/{tag}/m.kir", text)
             c.write(f"kir/{b.name}/{tag}/m.bin", b.bin or b"")
@@ -527,6 +538,10 @@ def build(c: Corpus) -> None:
             for i, x in enumerate(b.inputs):
                 argv += ["--input", c.npy(f"kir/{b.name}/{tag}/in{i}.npy", x)]
             c.add(f"kir/{b.name}/{tag}", argv, expect, b.expected if expect == "match" else None)
+    # More operations than max_operators (lowered: parsing 100,000 takes a while before the limit)
+    ops = "\n".join(f'  (%{i}) = "pnnx.Input" @i{i} () : () -> pnnx.tensor<1xf32>' for i in range(2000))
+    p = c.write("kir/ops_2000/m.kir", "{\n" + ops + "\n}\n")
+    c.add("kir/ops_2000", ["--limit", "max_operators=1000", "run", p, "--input", c.npy("kir/ops_2000/x.npy", x)], "error")
 
     # 12. Layers with sizes from params: refused before allocating.
     for tag, line in (
@@ -606,11 +621,16 @@ def _run_one(case: dict) -> dict:
             bad = _compare(case)
             if bad is not None:
                 return {"kind": "wrong", "msg": bad, "seconds": seconds}
+        if case["argv"][0] == "opt":  # `--check`: the optimised model must give the original's answer
+            m = re.search(r"max \|optimised − original\| = (\S+)", out.getvalue())
+            if m is not None and not float(m.group(1)) <= OPT_TOLERANCE:
+                return {"kind": "wrong", "msg": f"the passes changed the answer: {m.group(0)}", "seconds": seconds}
         return {"kind": "ok", "msg": "", "seconds": seconds}
     return {"kind": f"exit:{code}", "msg": first, "seconds": seconds}
 
 
 FINE = {"ok", "error"}
+OPT_TOLERANCE = 1e-3  # the corpus's inputs are small: passes only reorder float arithmetic
 
 
 def main(argv: list[str] | None = None) -> int:

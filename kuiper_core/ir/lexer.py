@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from ..errors import ParseError
+from ..errors import ParseError, short
 
 
 class Span(NamedTuple):
@@ -209,7 +209,7 @@ class Lexer:
             bad = stop
             while bad < self.end and (text[bad].isalnum() or text[bad] in "_.-+"):
                 bad += 1
-            raise self.error(Span(start, bad), f"malformed number '{text[start:bad]}'")
+            raise self.error(Span(start, bad), f"malformed number '{short(text[start:bad])}'")
         word = m.group()  # `-inf`/`-nan` are FLOATs; plain `inf`/`nan` lex as IDENTs
         kind = Kind.FLOAT if any(c in word for c in ".eEn") else Kind.INT
         return self._make(kind, start, stop)

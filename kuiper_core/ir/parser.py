@@ -23,8 +23,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import ParseError
+from ..errors import LimitError, ParseError, short
 from ..graph import Attribute, Graph, Operand, Operator
+from ..limits import current as current_limits
 from .dialects import BUILTIN_KINDS, INT32, INT64, DialectRegistry, default_registry, op_dialect
 from .lexer import Kind, Lexer, Source, Span, Token
 from .types import TensorType
@@ -79,6 +80,7 @@ class Parser:
         self.registry = registry if registry is not None else default_registry()
         self.allow_unregistered = allow_unregistered
         self._defined: dict[str, tuple[Operand, TensorType, Span]] = {}
+        self.limits = current_limits()
 
     # -- tokens -------------------------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
@@ -86,6 +88,12 @@ class Parser:
 
     def error(self, span: Span, message: str) -> ParseError:
         return self.source.error(span, message)
+
+    def limit_error(self, span: Span, message: str, limit: str, value: int) -> LimitError:
+        """A LimitError located like `error`."""
+        e = self.source.error(span, message)
+        return LimitError(message, limit=limit, maximum=getattr(self.limits, limit), value=value, path=e.path,
+                          line=e.line, column=e.column, source_line=e.source_line, length=e.length)
 
     def parse_optional_token(self, kind: Kind) -> Token | None:
         return self.lexer.next() if self.peek().kind is kind else None
@@ -114,6 +122,9 @@ class Parser:
             if self.peek().kind is Kind.EOF:
                 raise self.error(self.peek().span, f"expected '}}' to close the module opened on line "
                                  f"{self.source.line_col(opening.span.start)[0]}, got end of input")
+            if len(graph.operators) >= self.limits.max_operators:  # checked before each one is read
+                raise self.limit_error(self.peek().span, f"more than {self.limits.max_operators:,} operations",
+                                       "max_operators", len(graph.operators) + 1)
             op, loc = self.parse_operation(graph)
             graph.operators.append(op)
             locations.append(loc)
@@ -261,6 +272,9 @@ class Parser:
             if kind == "Array":
                 self.parse_token(Kind.LBRACKET, "'[' to start the array")
                 if self.parse_optional_token(Kind.RBRACKET) is None:
+                    if len(stack) >= self.limits.max_param_depth:  # layers, writers and passes recurse
+                        raise self.limit_error(kind_span, f"arrays nest deeper than {len(stack):,} levels",
+                                               "max_param_depth", len(stack) + 1)
                     stack.append([])
                     continue
                 value: Any = []
@@ -303,7 +317,7 @@ class Parser:
                 self.lexer.next()
                 value = float(tok.text)
                 if math.isinf(value) and "inf" not in tok.text:
-                    raise self.error(tok.span, f"{tok.text} is out of range for (Double)")
+                    raise self.error(tok.span, f"{short(tok.text)} is out of range for (Double)")
                 return value
             raise self.error(tok.span, f"expected a number (like 0.5, 1e-05, inf or nan) after (Double), got {tok.describe()}")
         if kind == "String":

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import ParseError
+from ..errors import ParseError, short
 from ..graph import DTYPES, Dim, Shape
 
 _SYMBOL = re.compile(r"[A-Za-wyzA-Z0-9_]+")  # a bare symbolic dim name: no 'x'
@@ -69,7 +69,7 @@ def parse_body(
             m = _DIGITS.match(body, i)
             assert m is not None
             if len(m.group()) > 18:
-                raise error(i, m.end(), f"dim {m.group()} is too large")
+                raise error(i, m.end(), f"dim {short(m.group())} is too large")
             dims.append(int(m.group()))
             i = m.end()
         elif symbolic and ch == "?":

@@ -243,6 +243,9 @@ class Convolution(_ConvBase):
         if c != self.in_channels:
             raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
         pads, out_hw = self._geometry(h, w, self.kernel)
+        # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
+        self.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
+        self.check_size((n, self.weight_data.shape[0]) + tuple(out_hw))
         m = winograd_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
                           self.padding_mode, out_hw)
         if m is not None:

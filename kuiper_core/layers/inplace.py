@@ -132,6 +132,14 @@ class Copy(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         view, src, base = inputs[self.target], inputs[self.src], inputs[self.base]
+        if not isinstance(src, (np.ndarray, bool, int, float)):  # an optlevel-0 operand may hold any constant
+            raise self.error(f"$src must be a tensor or a number, got {type(src).__name__}")
+        try:  # PyTorch's copy_ needs a source that broadcasts to the view
+            fits = np.broadcast_shapes(np.shape(view), np.shape(src)) == np.shape(view)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise self.error(f"cannot copy a source of shape {np.shape(src)} into $self of shape {np.shape(view)}")
         if view is base:  # x.copy_(src) on a whole tensor
             y = np.empty(base.shape, base.dtype)
             np.copyto(y, src, casting="unsafe")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import short
 from ..graph import Operator
 from .registry import Layer, register
 from .windows import out_size, output_buffer, pad_spatial, scratch, window_view
@@ -55,11 +56,18 @@ class _Pool(Layer):
     def _indices_outputs(self) -> tuple[bool, bool]:
         """(return_indices, as one tuple output): max pools with indices come as two outputs,
         or (nn.AdaptiveMaxPool2d) as one tuple output that a prim::TupleUnpack splits."""
-        return_indices = bool(self.param("return_indices", False))
+        return_indices = self.param("return_indices", False)
+        if not isinstance(return_indices, bool):
+            raise self.error(f"return_indices must be True or False, got {short(str(return_indices))}")
         n = len(self.op.outputs)
         if n == 2 and return_indices:
             return True, False
         if n == 1:
+            # a (values, indices) tuple: only prim:: ops (TupleUnpack, ...) and the graph output take one
+            readers = [c for c in self.op.outputs[0].consumers if not c.type.startswith("prim::") and c.type != "pnnx.Output"]
+            if return_indices and readers:
+                raise self.error(f"return_indices=True makes one (values, indices) tuple, but operator "
+                                 f"'{readers[0].name}' ({readers[0].type}) reads it as a tensor")
             return return_indices, return_indices
         raise self.error(f"return_indices={return_indices} cannot give {n} outputs")
 

@@ -66,7 +66,10 @@ class ToNumber(Layer):
         self.cast = self.CASTS[op.type]
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
-        return [self.cast(_number(self, inputs[0]))]
+        value = _number(self, inputs[0])
+        if self.cast is int and isinstance(value, float) and not np.isfinite(value):
+            raise self.error(f"cannot convert {value} to an integer")  # torch: RuntimeError
+        return [self.cast(value)]
 
 
 @register("aten::detach")

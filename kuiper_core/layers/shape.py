@@ -467,6 +467,8 @@ class To(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])  # a number is a 0-d tensor (`torch.tensor(2.0).to(…)` at optlevel 0)
+        if x.dtype.kind not in "biufc":  # an optlevel-0 operand may hold any constant
+            raise self.error(f"expected a tensor or a number to convert, got {type(inputs[0]).__name__}")
         if self.dtype is None:
             return [x.copy() if self.copy else x]
         return [_cast(x, self.dtype, self.copy)]

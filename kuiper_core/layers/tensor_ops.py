@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import LimitError, short
 from ..graph import Operator
 from .registry import Layer, register
 from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
@@ -313,12 +314,18 @@ class Where(Layer):
         if cond.dtype != np.bool_:
             cond = cond.astype(np.bool_)
         a, b = (inputs[i] if i is not None else v for i, v in self.branches)
+        for key, v in zip(("input", "other"), (a, b)):  # an optlevel-0 operand may hold any constant
+            if not isinstance(v, (np.ndarray, bool, int, float)):
+                raise self.error(f"${key} must be a tensor or a number, got {type(v).__name__} {short(repr(v))}")
         tensors = [t for t in (a, b) if isinstance(t, np.ndarray)]
         dtype = self.dtype
         if dtype is None:
             scalars = [v for v in (a, b) if not isinstance(v, np.ndarray)]
             dtype = _scalar_dtype(scalars[0], tensors) if scalars else np.result_type(*tensors)
-        shape = np.broadcast_shapes(cond.shape, *(np.shape(t) for t in (a, b)))
+        try:
+            shape = np.broadcast_shapes(cond.shape, *(np.shape(t) for t in (a, b)))
+        except ValueError:
+            raise self.error(f"cannot broadcast condition {cond.shape}, input {np.shape(a)} and other {np.shape(b)}") from None
         y = out[0] if _usable(out[0], shape, dtype) else np.empty(shape, dtype)
         assert y is not None
         np.copyto(y, b, casting="unsafe")
@@ -461,13 +468,20 @@ class Arange(Layer):
         bounds = [self.param(k, d) for k, d in (("start", 0), ("end", None), ("step", 1))]
         if any(isinstance(b, bool) or not isinstance(b, (int, float)) for b in bounds):
             raise self.error(f"start, end and step must be numbers, got {bounds}")
+        if not all(np.isfinite(bounds)):
+            raise self.error(f"start, end and step must be finite, got {bounds}")  # torch: unsupported range
         self.start, self.end, self.step = bounds
         if self.step == 0:
             raise self.error("step must not be 0")
         default = np.dtype(np.int64) if all(isinstance(b, int) for b in bounds) else np.dtype(np.float32)
         self.dtype = torch_dtype(self) or declared_dtype(op) or default
-        n = max(0, int(np.ceil((self.end - self.start) / self.step)))
-        self.check_size((n,))
+        count = np.ceil((self.end - self.start) / self.step)  # inf for (-1e308, 1e308)
+        if not np.isfinite(count):
+            raise self.error(f"arange({self.start}, {self.end}, {self.step}) has no finite length")
+        if count > self.size_limit:  # (said as a float: 5e307 is 308 digits long)
+            raise LimitError(f"arange({self.start}, {self.end}, {self.step}) would have {count:.4g} elements",
+                             limit="max_tensor_elements", maximum=self.size_limit, operator=op.name, op_type=op.type)
+        self.check_size((max(0, int(count)),))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         return [np.arange(self.start, self.end, self.step).astype(self.dtype, copy=False)]

@@ -52,7 +52,9 @@ def fold_constant_params(graph: Graph) -> tuple[Graph, bool]:
         for op in list(dict.fromkeys(out.consumers)):
             if op.type in IO_TYPES or op.type == "pnnx.Expression":
                 continue
-            slots = [i for i, o in enumerate(op.inputs) if o is out and op.input_name(i)]
+            # $input/$self stay inputs even when they are numbers (runtime/binding.py): a layer
+            # reads them as its first input, never as a parameter
+            slots = [i for i, o in enumerate(op.inputs) if o is out and op.input_name(i) not in ("", "input", "self")]
             for i in reversed(slots):
                 key = op.input_name(i)
                 op.params[key] = value
