@@ -144,12 +144,18 @@ pnnx.Output              pnnx_output_0            1 0 4
 """
 
 
-def test_attention_const_mask_quirk_is_a_clear_error() -> None:
+def test_attention_const_mask_quirk_is_read_swapped() -> None:
+    """The file's own reading cannot be (a (3,3) bool query), the swapped one fits: the
+    layer swaps them (numerics against PyTorch: tests/data/optlevel/encoder_block)."""
     graph = parse_param(CONST_MASK_PARAM)
     op = graph.operator("m")
     for attr in op.attrs.values():
         attr.data = np.zeros(attr.shape, np.float32)
-    with pytest.raises(ModelError, match=r"query is operand 1 shaped \(3, 3\) bool"):
+    layer = create_layer(op)
+    assert (layer.mask_index, layer.qkv_index) == (0, [1])
+    # Both readings possible: the file's is kept (and here its outputs do not fit it).
+    op.inputs[0].shape, op.inputs[0].dtype = (3, 8), "f32"
+    with pytest.raises(ModelError, match=r"match none of the module's outputs: output \(3,8\)"):
         create_layer(op)
 
 

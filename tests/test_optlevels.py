@@ -40,6 +40,30 @@ def _runs(folder: Path) -> list[tuple[str, list[np.ndarray], list[np.ndarray]]]:
     return runs
 
 
+# Exports in which pnnx 20261020 wrote a wrong model (the README says how): the engine runs
+# what the file says, which differs from PyTorch. Kept so that a fixed converter shows up.
+PNNX_BUGS = {
+    "indexing/dyn": "pnnx drops x[:, :, 1:-1:2, ::3] from the inputshape2 export: the file sums the unsliced input",
+    "recurrent_states/o2": "pnnx folds LSTMCell's and GRUCell's zero-state half (W_hh·0 + b_hh) into wrong constants",
+    "scalars_casts/dyn": "pnnx bakes int(x.shape[2] * 1.5) into size=(6,9): right at the example's size only",
+}
+
+
+def _key(folder: Path) -> str:
+    return f"{folder.parent.name}/{folder.name}"
+
+
+def _mismatches(ys: list[np.ndarray], exp: list[np.ndarray], what: str) -> list[str]:
+    if len(ys) != len(exp):
+        return [f"{what}: {len(ys)} outputs, PyTorch has {len(exp)}"]
+    bad = []
+    for k, (y, ref) in enumerate(zip(ys, exp)):
+        ok, err, bound = max_err_ok(y, ref) if np.shape(y) == ref.shape else (False, float("inf"), 0.0)
+        if not ok:
+            bad.append(f"{what} out{k}: shape {np.shape(y)} vs {ref.shape}, max abs err {err:.3g} > {bound:.3g}")
+    return bad
+
+
 def _assert_close(y: np.ndarray, ref: np.ndarray, what: str) -> None:
     assert np.shape(y) == ref.shape, f"{what}: shape {np.shape(y)} != PyTorch's {ref.shape}"
     ok, err, bound = max_err_ok(y, ref)
@@ -47,23 +71,26 @@ def _assert_close(y: np.ndarray, ref: np.ndarray, what: str) -> None:
 
 
 def test_every_model_is_exported_at_every_level() -> None:
-    assert len(MODELS) >= 8
+    assert len(MODELS) >= 23  # 9 bundled architectures + tiny_cnn + 13 plain-torch models unlike them
     for model in MODELS:
         levels = {p.name for p in (OPTLEVEL / model).iterdir() if p.is_dir()}
         assert {"o0", "o1", "o2"} <= levels, f"{model}: {sorted(levels)}"
-    assert sum(1 for e in EXPORTS if e.name == "dyn") >= 5
+    assert sum(1 for e in EXPORTS if e.name == "dyn") >= 19
 
 
 @pytest.mark.parametrize("folder", EXPORTS, ids=IDS)
 def test_forward_matches_pytorch(folder: Path) -> None:
     g = kuiper_core.load(folder / "model.pnnx.param")
+    bad: list[str] = []
     for label, ins, exp in _runs(folder):
         ys = g.forward(*ins)
-        assert len(ys) == len(exp)
-        for k, (y, ref) in enumerate(zip(ys, exp)):
-            _assert_close(y, ref, f"{label} out{k}")
+        bad += _mismatches(ys, exp, label)
         again = g.forward(*ins)  # the shape check is off now: same answer
         assert all(np.array_equal(a, b) for a, b in zip(again, ys))
+    if _key(folder) in PNNX_BUGS:
+        assert bad, f"{_key(folder)} now matches PyTorch: was pnnx fixed? ({PNNX_BUGS[_key(folder)]})"
+    else:
+        assert not bad, "; ".join(bad)
 
 
 @pytest.mark.parametrize("folder", EXPORTS, ids=IDS)
@@ -73,8 +100,10 @@ def test_steps_match_forward_and_pnnx_operands(folder: Path) -> None:
     run = g.steps(*ins)
     events = list(run)
     assert [e.key for e in events] == [r.key for r in g.order]
-    for k, (y, ref) in enumerate(zip(g.outputs_of(run.values), exp)):
-        _assert_close(y, ref, f"steps out{k}")
+    for k, (y, ref) in enumerate(zip(g.outputs_of(run.values), g.forward(*ins))):
+        assert np.array_equal(y, ref), f"steps out{k} differs from forward's"
+    if _key(folder) not in PNNX_BUGS:
+        assert not _mismatches(g.outputs_of(run.values), exp, "steps")
     refs_path = folder / "operands.npz"
     if refs_path.exists():
         with np.load(refs_path) as refs:
@@ -283,3 +312,28 @@ def test_stepper_runs_to_a_repeated_name_by_its_key() -> None:
     assert ev is not None and ev.key == "detect#3" and ev.name == "detect"
     assert ev.index == [r.key for r in g.order].index("detect#3")
     assert stepper.run_to("detect").key == "detect"  # a name: its first operator
+
+
+@pytest.mark.parametrize("level", ["o0", "o1", "o2", "dyn"])
+def test_attention_with_a_buffer_mask_reads_pnnx_swapped_operands(level: str) -> None:
+    """pnnx writes a self-attention whose mask is a buffer as `2 2 MASK X … $attn_mask=X`
+    (its own model_pnnx.py then passes the mask as the query). The engine swaps the two
+    because the file's reading cannot be (the "query" has no embed_dim features)."""
+    folder = OPTLEVEL / "encoder_block" / level
+    text = (folder / "model.pnnx.param").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("nn.MultiheadAttention"))
+    first, second = line.split()[4:6]
+    assert f"$attn_mask={second}" in line and f"#{first}=(6,6)f32" in line
+    g = kuiper_core.load(folder / "model.pnnx.param")
+    layer = g.operators["attn"].layer
+    assert layer.mask_index == 0 and layer.qkv_index == [1]
+    ins, exp = _arrays(folder / "inputs.npz", "in"), _arrays(folder / "expected.npz", "out")
+    for k, (y, ref) in enumerate(zip(g.forward(*ins), exp)):
+        _assert_close(y, ref, f"out{k}")
+
+
+def test_attention_operands_in_the_right_order_are_left_alone() -> None:
+    """A mask that is a model input: pnnx's order is right, and nothing is swapped."""
+    g = kuiper_core.load(DATA / "ops" / "attn_mha_float_mask" / "model.pnnx.param")
+    layer = next(r.layer for r in g.order if r.type == "nn.MultiheadAttention")
+    assert layer.mask_index == len(layer.op.inputs) - 1

@@ -116,3 +116,31 @@ class Unary(_Aten):
         if self.param("decimals", 0) != 0:
             raise ValueError(f"round with decimals={self.param('decimals')} is not supported (only 0)")
         return f"{_UNARY[self.type]}(@0)"
+
+
+@register("aten::addcmul", "aten::addcdiv")
+class AddCMulDiv(_Aten):
+    """`torch.addcmul(self, t1, t2, value)` = self + value·t1·t2; addcdiv: self + value·t1/t2."""
+
+    arg_names = ("", "", "", "value")
+
+    def expression(self, n_inputs: int) -> str:
+        if n_inputs != 3:
+            raise ValueError(f"expected 3 tensor inputs and value, got {n_inputs} inputs")
+        term = f"{'mul' if self.type == 'aten::addcmul' else 'div'}(@1,@2)"
+        value = self.param("value", 1)
+        return f"add(@0,{term if value == 1 else f'mul({term},{_literal(value)})'})"
+
+
+@register("aten::lerp")
+class Lerp(_Aten):
+    """`torch.lerp(start, end, weight)` = start + weight·(end − start); weight a number or a tensor."""
+
+    arg_names = ("", "", "weight")
+
+    def expression(self, n_inputs: int) -> str:
+        if n_inputs == 3:
+            return "add(@0,mul(@2,sub(@1,@0)))"
+        if n_inputs != 2:
+            raise ValueError(f"expected start, end and weight, got {n_inputs} inputs")
+        return f"add(@0,mul({_literal(self.param('weight'))},sub(@1,@0)))"

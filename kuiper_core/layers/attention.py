@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Shape
+from ..graph import Operand, Shape
 from .module_outputs import match_outputs
 from .registry import Layer, register
 
@@ -101,6 +101,15 @@ class MultiheadAttention(Layer):
             raise self.error(f"unsupported named input(s) {sorted(unknown)}; expected only $attn_mask")
         self.mask_index = roles[0] if roles else None
         self.qkv_index = [i for i in range(len(op.inputs)) if i != self.mask_index]
+        if self.mask_index is not None and len(op.inputs) == 2:
+            # pnnx 20261020 writes a self-attention whose mask is a module buffer (a causal
+            # mask, a pnnx.Attribute) with its two operands in the wrong order: the query
+            # sits where the name says attn_mask (its own generated Python then passes the
+            # mask as the query). Swap only when the file's reading is impossible (the
+            # "query" cannot be one) and the swapped one fits.
+            q, m = (op.inputs[i] for i in (self.qkv_index[0], self.mask_index))
+            if q.shape is not None and not self._fits(q, E) and self._fits(m, E):
+                self.mask_index, self.qkv_index = self.qkv_index[0], [self.mask_index]
         if not 1 <= len(self.qkv_index) <= 3:
             raise self.error(f"expected 1 to 3 inputs (query[, key[, value]]) besides attn_mask, got {len(self.qkv_index)}")
         n = len(self.qkv_index)
@@ -135,14 +144,21 @@ class MultiheadAttention(Layer):
     def _operand_shape(self, role: int) -> Shape | None:
         return self.op.inputs[self.qkv_index[self.roles[role]]].shape
 
+    @staticmethod
+    def _fits(operand: Operand, size: int) -> bool:
+        """Whether a declared operand can be a query/key/value of feature size `size`."""
+        shape = operand.shape
+        if shape is None:
+            return True
+        bad_dtype = operand.dtype is not None and operand.dtype not in ("f32", "f16", "f64")
+        return len(shape) in (2, 3) and not (isinstance(shape[-1], int) and shape[-1] != size) and not bad_dtype
+
     def _check_inputs(self) -> None:
         for role, (what, size) in enumerate((("query", self.embed_dim), ("key", self.kdim), ("value", self.vdim))):
             operand = self.op.inputs[self.qkv_index[self.roles[role]]]
             shape = operand.shape
-            if shape is None:
-                continue
-            bad_dtype = operand.dtype is not None and operand.dtype not in ("f32", "f16", "f64")
-            if len(shape) not in (2, 3) or (isinstance(shape[-1], int) and shape[-1] != size) or bad_dtype:
+            if not self._fits(operand, size):
+                assert shape is not None
                 raise self.error(
                     f"{what} is operand {operand.name} shaped {tuple(shape)} {operand.dtype or ''}, expected a float "
                     f"({'batch, seq' if self.batch_first else 'seq, batch'}, {size}) or unbatched (seq, {size}) tensor"
@@ -161,7 +177,7 @@ class MultiheadAttention(Layer):
         _, S = self._batch_seq(k_shape)
         if isinstance(S, int):
             S += int(self.add_bias_kv) + int(self.add_zero_attn)
-        lead: Shape = () if B is None else (B,)
+        lead: Shape = () if len(q_shape) == 2 else (B,)  # B is None for unbatched, and for a `?` batch
         return {"output": q_shape, "weights": lead + (L, S), "head_weights": lead + (self.num_heads, L, S)}
 
     # -- run ----------------------------------------------------------------------------

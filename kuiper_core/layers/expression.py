@@ -32,7 +32,9 @@ class Expression(Layer):
         # value: turn it back into expression text.
         if expr is None or isinstance(expr, (bool, int, float)):
             expr = str(expr)
-        elif isinstance(expr, list) and all(isinstance(v, (bool, int, float)) for v in expr):
+        elif isinstance(expr, list) and all(v is None or isinstance(v, (bool, int, float, str)) for v in expr):
+            # `[7,7]`, or `[None,@0]` (Tensor.index's list at optlevel 1): the .param reader
+            # made a list of it; the text is the same items joined again.
             expr = "[" + ",".join(map(str, expr)) + "]"
         if not isinstance(expr, str):
             raise self.error(f"parameter 'expr' must be expression text, got {expr!r}")
@@ -93,9 +95,13 @@ class Expression(Layer):
         if dtype is None:
             dtype = np.dtype(np.float32) if isinstance(result, float) else None
         try:
-            return [np.asarray(result, dtype=dtype)]
+            arr = np.asarray(result, dtype=dtype)
         except (ValueError, OverflowError, TypeError) as e:  # int(nan), 1e308 as int64, ragged lists
             raise self.error(f"expr={self.expr} gives {result!r}, which is not a {dtype or 'tensor'}: {e}") from None
+        declared = self.op.outputs[0].shape
+        if arr.ndim == 0 and declared and all(d == 1 for d in declared):
+            arr = arr.reshape(declared)  # optlevel 1 writes torch.tensor([0.5]) as `expr=0.5 #21=(1)f32`
+        return [arr]
 
     def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):

@@ -45,6 +45,32 @@ class ListConstruct(Layer):
         return [list(inputs)]
 
 
+@register("pnnx.SliceIndexes")
+class SliceIndexes(Layer):
+    """pnnx's list of slice bounds for a slice over several dims whose bounds are computed
+    (`indexes=(@0,@1)` of sizes, read by Tensor.slice's `$ends`; dynamic-shape exports): a
+    list of its inputs (`@k`) and constant numbers, in the order given."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        raw = self.param("indexes")  # `(@0,@1)`: the .param reader keeps lists of operands as text
+        items = raw.strip("()[]").split(",") if isinstance(raw, str) else raw if isinstance(raw, list) else [raw]
+        self.entries: list[tuple[bool, Any]] = []  # (is an input, input index or number)
+        for v in items:
+            v = v.strip() if isinstance(v, str) else v
+            if isinstance(v, str) and v.lstrip("-").isdigit():
+                v = int(v)
+            if isinstance(v, str) and v.startswith("@") and v[1:].isdigit() and int(v[1:]) < len(op.inputs):
+                self.entries.append((True, int(v[1:])))
+            elif isinstance(v, int) and not isinstance(v, bool):
+                self.entries.append((False, v))
+            else:
+                raise self.error(f"parameter 'indexes' must list @k inputs and ints, got {raw!r}")
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        return [[_number(self, inputs[v]) if is_input else v for is_input, v in self.entries]]
+
+
 @register("prim::NumToTensor")
 class NumToTensor(Layer):
     """A number as a 0-d tensor. TorchScript's result is a "wrapped number" that type

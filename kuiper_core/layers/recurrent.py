@@ -129,7 +129,8 @@ class _Recurrent(Layer):
         return b_ih + b_hh, None
 
     def _time_batch(self, x_shape: Shape | tuple[int, ...]) -> tuple:
-        """(T, B or None when unbatched) for an input shape."""
+        """(T, B) for an input shape; B is None when unbatched (2-D), and either may be
+        None for a `?` dim of a dynamic-shape export: ask the rank, not B, which it is."""
         if len(x_shape) == 2:
             return x_shape[0], None
         return (x_shape[1], x_shape[0]) if self.batch_first else (x_shape[0], x_shape[1])
@@ -144,7 +145,7 @@ class _Recurrent(Layer):
                 f"{self.input_size}) or unbatched (seq, {self.input_size})"
             )
         _, B = self._time_batch(x_shape)
-        lead = (self.num_layers * self.num_directions,) + ((B,) if B is not None else ())
+        lead = (self.num_layers * self.num_directions,) + ((B,) if len(x_shape) == 3 else ())
         sizes = {"h_n": self.out_size, "c_n": self.hidden_size}
         for operand, state in zip(self.op.inputs[1:], self.states):
             want = lead + (sizes[state],)
@@ -157,7 +158,7 @@ class _Recurrent(Layer):
             return {name: None for name in ("output",) + self.states}
         T, B = self._time_batch(x_shape)
         L, D = self.num_layers, self.num_directions
-        if B is None:
+        if len(x_shape) == 2:
             output: Shape = (T, D * self.out_size)
             lead: Shape = (L * D,)
         else:

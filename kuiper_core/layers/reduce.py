@@ -161,6 +161,25 @@ class Std(_Moment):
             return np.std(x, axis=axes, ddof=self.ddof, keepdims=keepdims)
 
 
+@register("aten::var_mean", "aten::std_mean")
+class MomentAndMean(_Moment):
+    """`torch.var_mean` / `torch.std_mean` (kept as TorchScript's, positional: self, dim,
+    unbiased, keepdim): two outputs, the moment and the mean."""
+
+    arg_names = ("self", "dim", "unbiased", "keepdim")
+
+    def reduce(self, x: np.ndarray, axes: tuple[int, ...] | None, keepdims: bool) -> Any:
+        fn = np.std if self.type == "aten::std_mean" else np.var
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(x, axis=axes, ddof=self.ddof, keepdims=keepdims)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        (moment,) = super().forward(inputs, out)
+        x = inputs[0]
+        mean = as_array(np.mean(x, axis=self.axes(x.ndim), keepdims=self.keepdim)).astype(moment.dtype, copy=False)
+        return [moment, mean][: len(self.op.outputs)]
+
+
 # -- max/min with indices, argmax/argmin -----------------------------------------------------------------
 class _ArgReduce(Layer):
     """Shared by max/min (values [+ indices]) and argmax/argmin: one `dim` (an int) or
@@ -268,6 +287,101 @@ class TopK(Layer):
         idx = np.take(order, np.arange(self.k), axis=d).astype(np.int64, copy=False)
         values = np.take_along_axis(x, idx, axis=d)
         return [values, idx][: len(self.op.outputs)]
+
+
+@register("aten::sort")
+class Sort(Layer):
+    """`torch.sort(x, dim=-1, descending=False)` (pnnx keeps TorchScript's aten::sort with
+    positional dim and descending): (values, indices). Ties keep their order, ascending and
+    descending (torch's CPU sort does so for these sizes); NaN counts as the largest."""
+
+    arg_names = ("self", "dim", "descending")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dim = self.int_param("dim", -1)
+        self.descending = bool(self.param("descending", False))
+        if len(op.outputs) not in (1, 2):
+            raise self.error(f"expected 2 outputs (values, indices), got {len(op.outputs)}")
+
+    def order(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """(int64 sorting indices along the axis, the axis) of a tensor of rank >= 1."""
+        d = normalize_axis(self, self.dim, x.ndim)
+        if self.descending:  # stable on the reversed axis, mapped back: ties keep their order
+            n = x.shape[d]
+            order = n - 1 - np.flip(np.argsort(np.flip(x, axis=d), axis=d, kind="stable"), axis=d)
+        else:
+            order = np.argsort(x, axis=d, kind="stable")
+        return order.astype(np.int64, copy=False), d
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim == 0:
+            return [x.copy(), np.zeros((), np.int64)][: len(self.op.outputs)]
+        idx, d = self.order(x)
+        return [np.take_along_axis(x, idx, axis=d), idx][: len(self.op.outputs)]
+
+
+@register("aten::argsort")
+class ArgSort(Sort):
+    """`torch.argsort(x, dim, descending)`: sort's indices (the one output)."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        return [self.order(x)[0] if x.ndim else np.zeros((), np.int64)]
+
+
+class _OrderStatistic(Layer):
+    """The value at one rank along `dim` (values, int64 indices), keepdim as given."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dim = self.int_param("dim", -1)
+        self.keepdim = bool(self.param("keepdim", False))
+
+    def rank(self, n: int) -> int:
+        raise NotImplementedError
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim == 0:
+            x = x.reshape(1)
+        d = normalize_axis(self, self.dim, x.ndim)
+        r = self.rank(x.shape[d])
+        order = np.argsort(x, axis=d, kind="stable")  # NaN last
+        idx = np.take(order, [r], axis=d).astype(np.int64)
+        values = np.take_along_axis(x, idx, axis=d)
+        if not self.keepdim:
+            idx, values = idx.squeeze(d), values.squeeze(d)
+        return [values, idx][: len(self.op.outputs)]
+
+
+@register("aten::median")
+class Median(_OrderStatistic):
+    """`torch.median(x, dim, keepdim)`: the lower of the two middle values for an even count."""
+
+    arg_names = ("self", "dim", "keepdim")
+
+    def rank(self, n: int) -> int:
+        if n == 0:
+            raise self.error("median of an empty dim")
+        return (n - 1) // 2
+
+
+@register("aten::kthvalue")
+class KthValue(_OrderStatistic):
+    """`torch.kthvalue(x, k, dim, keepdim)`: the k-th smallest (k from 1)."""
+
+    arg_names = ("self", "k", "dim", "keepdim")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.k = self.int_param("k", low=1)
+
+    def rank(self, n: int) -> int:
+        if self.k > n:
+            raise self.error(f"k={self.k} is more than the {n} entries of dim {self.dim}")
+        return self.k - 1
 
 
 # -- clamp -----------------------------------------------------------------------------------------------------

@@ -83,6 +83,9 @@ class Layer:
     # Names of positional inputs that may be parameters (TorchScript-style aten:: ops);
     # None: only `$key` inputs are.
     arg_names: tuple[str, ...] | None = None
+    # Names of `$key` value operands the layer takes as inputs (the Python object, e.g. a
+    # list holding index tensors) instead of as params.
+    value_inputs: tuple[str, ...] = ()
 
     @classmethod
     def extra_inputs(cls, op: Operator) -> dict[str, Operand]:

@@ -23,6 +23,7 @@ from .torch_args import (
     INT_MAX,
     MAX_RANK,
     as_array,
+    input_index,
     input_rank,
     normalize_axes,
     normalize_axis,
@@ -106,9 +107,10 @@ class Reshape(Layer):
             raise self.error(f"cannot reshape an input of shape {x.shape} to {shape}{traced}") from None
 
 
-@register("Tensor.reshape_as")
+@register("Tensor.reshape_as", "Tensor.view_as", "aten::view_as")
 class ReshapeAs(Layer):
-    """`x.reshape_as(other)`: x in the shape of the second input."""
+    """`x.reshape_as(other)` / `x.view_as(other)`: x in the shape of the second input
+    (pnnx keeps view_as as TorchScript's `aten::view_as` at every optlevel)."""
 
     returns_views = True
 
@@ -175,6 +177,19 @@ class Transpose(Layer):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
         return [np.swapaxes(x, normalize_axis(self, self.dim0, x.ndim), normalize_axis(self, self.dim1, x.ndim))]
+
+
+@register("torch.t")
+class T(Layer):
+    """`torch.t(x)` / `x.t()`: a 2-D tensor transposed (0-D and 1-D as they are)."""
+
+    returns_views = True
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim > 2:
+            raise self.error(f"expects a tensor of rank 2 or less, got shape {x.shape}")
+        return [x.T]
 
 
 @register("Tensor.permute", "torch.permute")
@@ -393,6 +408,14 @@ class Expand(Layer):
         return [np.broadcast_to(x, shape)]
 
 
+@register("aten::broadcast_to")
+class BroadcastTo(Expand):
+    """`torch.broadcast_to(x, size)` (pnnx keeps TorchScript's aten::broadcast_to, with the
+    size as a positional operand): expand's rules."""
+
+    arg_names = ("self", "sizes")
+
+
 @register("Tensor.expand_as")
 class ExpandAs(Layer):
     """`x.expand_as(other)` (pnnx keeps it at optlevel 0/1): broadcast view to other's shape."""
@@ -433,6 +456,48 @@ class Repeat(Layer):
         single = [v for n in dims for v in (1, n)]
         y.reshape(tiled)[...] = x.reshape(single)
         return [y]
+
+
+@register("torch.tile")
+class Tile(Repeat):
+    """`torch.tile(x, dims)`: repeat, with fewer dims than the input's rank meaning leading 1s."""
+
+    def __init__(self, op: Operator) -> None:
+        Layer.__init__(self, op)
+        self.dims = self.ints_param("dims", high=self.size_limit)
+        if any(r < 0 for r in self.dims):
+            raise self.error(f"tile dims must be >= 0, got {self.dims}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        self.sizes = (1,) * max(0, inputs[0].ndim - len(self.dims)) + self.dims
+        return super().forward(inputs, out)
+
+
+@register("torch.repeat_interleave")
+class RepeatInterleave(Layer):
+    """`torch.repeat_interleave(x, repeats, dim)`: each entry `repeats` times along dim (an
+    int, or a 1-D tensor `$repeats` of counts); without dim, of the flattened input."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.repeats_input = input_index(op, "repeats")
+        self.repeats = None if self.repeats_input is not None else self.int_param("repeats", low=0, high=self.size_limit)
+        dim = self.param("dim", None)
+        self.dim = None if dim is None else self.int_param("dim")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        reps: Any = self.repeats if self.repeats_input is None else np.asarray(inputs[self.repeats_input])
+        if self.dim is None:
+            x, axis = x.reshape(-1), 0
+        else:
+            axis = normalize_axis(self, self.dim, max(x.ndim, 1))
+        if isinstance(reps, np.ndarray) and (reps.dtype.kind not in "iu" or reps.ndim > 1 or (reps < 0).any()):
+            raise self.error(f"repeats must be non-negative integers, got {reps.dtype} of shape {reps.shape}")
+        try:
+            return [np.repeat(x, reps, axis=axis)]
+        except ValueError as e:
+            raise self.error(f"cannot repeat an input of shape {x.shape} by {reps}: {e}") from None
 
 
 @register("Tensor.contiguous")

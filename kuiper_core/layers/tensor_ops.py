@@ -164,6 +164,14 @@ class Chunk(_Split):
         return _cuts_every(-(-n // self.chunks), n)
 
 
+@register("aten::unsafe_chunk")
+class UnsafeChunk(Chunk):
+    """TorchScript's `unsafe_chunk(self, chunks, dim)` (positional; LSTMCell and GRUCell
+    decompose into it at every optlevel): torch.chunk without the aliasing checks."""
+
+    arg_names = ("self", "chunks", "dim")
+
+
 @register("torch.split")
 class Split(_Split):
     """`torch.split(x, split_size_or_sections, dim)`: an int size (last piece smaller) or a
@@ -244,12 +252,16 @@ _COMPARISONS: dict[str, np.ufunc] = {
     "torch.le": np.less_equal,
     "torch.eq": np.equal,
     "torch.ne": np.not_equal,
+    # logical ops: any dtype, read as truth values, a bool result
+    "torch.logical_and": np.logical_and,
+    "torch.logical_or": np.logical_or,
+    "torch.logical_xor": np.logical_xor,
 }
 
 
 @register(*_COMPARISONS)
 class Compare(Layer):
-    """torch.gt/lt/ge/le/eq/ne: `other` is an operand (`$other`, broadcast) or a number param
+    """torch.gt/lt/ge/le/eq/ne and logical_and/or/xor: `other` is an operand (`$other`, broadcast) or a number param
     (`other=0.25`). The result is bool (NumPy compares float32 with a Python float in
     float32, as PyTorch does)."""
 
@@ -361,7 +373,10 @@ class MaskedFill(Layer):
         value = inputs[self.value_input] if self.value_input is not None else self.value
         if mask.dtype != np.bool_:
             raise self.error(f"the mask must be a bool tensor, got {mask.dtype}")
-        shape = np.broadcast_shapes(x.shape, mask.shape)
+        try:
+            shape = np.broadcast_shapes(x.shape, mask.shape)
+        except ValueError:
+            shape = None
         if shape != x.shape:
             raise self.error(f"mask of shape {mask.shape} does not broadcast to the input's {x.shape}")
         y = out[0] if _usable(out[0], x.shape, x.dtype) else np.empty(x.shape, x.dtype)
@@ -455,6 +470,75 @@ class _Fill(Layer):
         assert y is not None
         y.fill(self.value)
         return [y]
+
+
+@register("aten::meshgrid", "torch.meshgrid")
+class Meshgrid(Layer):
+    """`torch.meshgrid(tensors, indexing=…)` (pnnx keeps aten::meshgrid): one grid per 1-D
+    input. The tensors arrive spliced from a prim::ListConstruct, or as one list (a
+    `pnnx.Expression expr=[@0,@1]` of a dynamic-shape export), read at run time."""
+
+    arg_names = ("tensors", "indexing")
+    value_inputs = ("tensors",)
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        indexing = self.param("indexing", "ij")
+        if indexing not in ("ij", "xy"):
+            raise self.error(f"parameter 'indexing' must be 'ij' or 'xy', got {indexing!r}")
+        self.indexing = indexing
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        tensors: list[np.ndarray] = []
+        for x in inputs:
+            tensors.extend(x if isinstance(x, list) else [x])
+        if any(np.ndim(t) > 1 for t in tensors):
+            raise self.error(f"expected 0-d or 1-D tensors, got shapes {[np.shape(t) for t in tensors]}")
+        grids = np.meshgrid(*(np.reshape(t, -1) for t in tensors), indexing=self.indexing)
+        if len(grids) != len(self.op.outputs):
+            raise self.error(f"{len(grids)} grids for {len(self.op.outputs)} outputs")
+        return [np.ascontiguousarray(g) for g in grids]
+
+
+@register("aten::triu", "aten::tril")
+class Triangle(Layer):
+    """`torch.triu(x, diagonal)` / `torch.tril`: the upper / lower triangle of the last two
+    dims, zeros elsewhere (TorchScript's positional self, diagonal at every optlevel)."""
+
+    arg_names = ("self", "diagonal")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.diagonal = self.int_param("diagonal", 0)
+        self.fn = np.triu if op.type.endswith("triu") else np.tril
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x.ndim < 2:
+            raise self.error(f"expected a tensor of rank 2 or more, got shape {x.shape}")
+        return [self.fn(x, self.diagonal)]
+
+
+@register("aten::one_hot")
+class OneHot(Layer):
+    """`F.one_hot(ids, num_classes)` (TorchScript's aten::one_hot at every optlevel): an int64
+    (…, num_classes) tensor; num_classes=-1 means max(ids) + 1, as in PyTorch."""
+
+    arg_names = ("self", "num_classes")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.classes = self.int_param("num_classes", -1, low=-1, high=self.size_limit)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        ids = np.asarray(inputs[0])
+        if ids.dtype.kind not in "iu":
+            raise self.error(f"expected integer class indices, got {ids.dtype}")
+        n = self.classes if self.classes >= 0 else (int(ids.max()) + 1 if ids.size else 0)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise self.error(f"class values must be in 0..{n - 1}, got {int(ids.min())}..{int(ids.max())}")
+        self.check_size(ids.shape + (n,))
+        return [(ids[..., None] == np.arange(n)).astype(np.int64)]
 
 
 @register("torch.arange")

@@ -216,10 +216,17 @@ def _evaluate(op: Operator, args: list[Any]) -> list[Any]:
         if ast is None:
             raise ValueError("expr does not parse")
         return [evaluate(ast, args)]
-    from ..layers.registry import create_layer
+    from ..layers.registry import create_layer, layer_class
+    from ..runtime.binding import bind, bound_operator, to_param
 
-    layer = create_layer(op)
-    arrays = [np.asarray(a) if not isinstance(a, np.ndarray) else a for a in args]
+    # As the runtime does: TorchScript's positional parameters (aten::triu's diagonal) and
+    # named value operands become params, the rest inputs (see runtime/binding.py).
+    b = bind(op, layer_class(op.type))
+    if b.packed:
+        raise ValueError("outputs packed into a list")
+    value = {o.name: a for o, a in zip(op.inputs, args)}
+    layer = create_layer(bound_operator(b, {k: to_param(value[o.name]) for k, o in b.params.items()}))
+    arrays = [a if isinstance(a, (np.ndarray, list)) else np.asarray(a) for a in (value[o.name] for o in b.inputs)]
     return list(layer.forward(arrays, [None] * len(op.outputs)))
 
 

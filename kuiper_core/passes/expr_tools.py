@@ -78,8 +78,8 @@ def constant_param(op: Operator) -> tuple[bool, ParamValue]:
     pnnx.Expression without inputs whose expr is a literal (`expr=1`, `expr=[0,2,1,3]`,
     `expr=None`), or optlevel 0's `prim::Constant value=…` and a `prim::ListConstruct`
     of such literals."""
-    if len(op.outputs) != 1:
-        return False, None
+    if len(op.outputs) != 1 or op.outputs[0].shape is not None:
+        return False, None  # an annotated output is a tensor (`expr=0.5 #21=(1)f32` at optlevel 1)
     if op.type == "prim::Constant" and not op.inputs and "value" in op.params:
         return True, op.params["value"]
     if op.type == "prim::ListConstruct" and op.inputs:

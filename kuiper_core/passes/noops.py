@@ -27,7 +27,7 @@ _VIEW_LIKE = frozenset(
         "Tensor.reshape", "Tensor.view", "torch.reshape", "torch.flatten", "nn.Flatten", "torch.squeeze",
         "torch.unsqueeze", "Tensor.expand", "Tensor.expand_as", "Tensor.reshape_as", "Tensor.repeat", "torch.tile",
         "Tensor.contiguous", "torch.clone", "Tensor.clone", "Tensor.to", "Tensor.type_as", "Tensor.slice",
-        "torch.narrow", "torch.roll",
+        "torch.narrow",  # (not torch.roll: same shape, entries moved)
     }
 )
 _RESIZE_TYPES = frozenset(

@@ -98,6 +98,8 @@ class _LineParser:
             inner = text[1:-1]
             if "(" in inner or "[" in inner or ")" in inner or "]" in inner:
                 return text  # nested brackets: an expression-like string such as [int(size(@0,0)),-1]
+            if "@" in inner:
+                return text  # a list of operands, `expr=[None,@0]`: expression text, kept as written
             if text[-1] != close:
                 raise self.token_error(f"expected '{close}' to close the list", tok, len(tok.text) - 1, 1)
             if inner == "":
@@ -294,7 +296,10 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
                 )
             operand.shape, operand.dtype = shape, dtype
         else:
-            op.params[key] = lp.value(t, eq + 1)
+            if key == "expr" and t.text[eq + 1 : eq + 2] == "[":
+                op.params[key] = t.text[eq + 1 :]  # a list-valued expression (`[2,3,4]`, `[None,@0]`): text, as written
+            else:
+                op.params[key] = lp.value(t, eq + 1)
     return op
 
 

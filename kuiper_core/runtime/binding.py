@@ -8,6 +8,8 @@ pnnx gives an operator its arguments in three ways:
   computed at run time in any export);
 - positional operands of TorchScript ops (`aten::add self other alpha`), which a layer
   class names with `arg_names`.
+A layer class may name value operands it takes as inputs (`value_inputs`): Tensor.index's
+`$expr`, a list holding index tensors (`[None, @0]`), which is no parameter.
 
 A *value* operand is one without a `#` annotation (pnnx annotates every tensor), unless a
 pnnx.Attribute or pnnx.Input makes it. A value in a named slot is a parameter: the layer
@@ -75,7 +77,7 @@ def bind(op: Operator, cls: type[Layer] | None) -> Binding:
     params: dict[str, Operand] = {}
     for i, operand in enumerate(op.inputs):
         name = op.input_name(i) or (arg_names[i] if arg_names is not None and i < len(arg_names) else "")
-        if name and name not in _TENSOR_ARGS and is_value(operand):
+        if name and name not in _TENSOR_ARGS and is_value(operand) and (cls is None or name not in cls.value_inputs):
             elements = _tensor_list(operand)
             if elements is not None:
                 inputs += elements

@@ -96,7 +96,8 @@ def mutated_param(
     done = []
     for _ in range(draw(st.integers(1, most))):
         kind = draw(st.sampled_from(kinds))
-        lines = lines or [""]  # a "del" may have removed the last line of a truncated text
+        while len(lines) < 2:  # a truncation or deletion before may have left one line or none
+            lines.append("")
         body = [i for i in range(2, len(lines)) if lines[i].strip()]
         i = draw(st.sampled_from(body)) if body else len(lines) - 1
         toks = lines[i].split(" ")
