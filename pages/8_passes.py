@@ -29,6 +29,12 @@ st.caption(
 )
 
 sources = list(pv.PRESETS) + [CURRENT]
+# A reload or a shared link opens the same start and level (the URL keeps them, as other pages' steps).
+if "passes_source" not in st.session_state and common.url_param("start") in sources:
+    st.session_state["passes_source"] = common.url_param("start")
+if "passes_level" not in st.session_state and common.url_param("level") in ("0", "1", "2"):
+    st.session_state["passes_level"] = int(common.url_param("level") or 2)
+st.session_state.setdefault("passes_level", 2)  # (the radio's default, set here: one source of its value)
 source = st.radio(
     "Start from",
     sources,
@@ -37,8 +43,9 @@ source = st.radio(
     key="passes_source",
 )
 c1, c2, c3 = st.columns([1, 2, 2])
-level = c1.radio("Opt level", [0, 1, 2], index=2, horizontal=True, key="passes_level",
+level = c1.radio("Opt level", [0, 1, 2], horizontal=True, key="passes_level",
                  help="0: nothing. 1: safe clean-ups that never change a number. 2: everything.")
+common.set_url(start=source, level=level)
 names = pass_names()
 disabled = c2.multiselect("Disable passes", names, key="passes_disabled")
 required = c3.multiselect("Require passes (run whatever the level)", names, key="passes_required")

@@ -95,3 +95,12 @@ def test_current_model_is_optimised_and_checked_against_the_original():
     assert [b.label for b in at.get("download_button")] == [
         "Download digits_cnn.opt.pnnx.param", "Download digits_cnn.opt.pnnx.bin"
     ]
+
+
+def test_the_url_keeps_the_start_and_the_level():
+    import apptest_helpers as helpers
+
+    at = helpers.app(None, "pages/8_passes.py", query={"start": "pass_zoo", "level": "1"})
+    assert at.radio(key="passes_source").value == "pass_zoo" and at.radio(key="passes_level").value == 1
+    at.radio(key="passes_level").set_value(2).run()
+    assert at.query_params["level"] in ("2", ["2"]) and at.query_params["start"] in ("pass_zoo", ["pass_zoo"])
