@@ -98,10 +98,10 @@ st.caption(
 left, right = st.columns(2)
 with left:
     st.markdown(f"**Before** · {n0} operators")
-    show_graph(view.before_dot(edge_labels=False), "passes_before", height=520)
+    show_graph(view.before_dot(edge_labels=False), "passes_before", view.overlay("before"), height=520)
 with right:
     st.markdown(f"**After** · {n1} operators")
-    show_graph(view.after_dot(edge_labels=False), "passes_after", height=520)
+    show_graph(view.after_dot(edge_labels=False), "passes_after", view.overlay("after"), height=520)
 
 # -- the log and the diff of each pass ------------------------------------------------------------
 st.subheader("Per-pass log")

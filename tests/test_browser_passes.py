@@ -1,5 +1,6 @@
-"""The Passes page in a real browser (Chromium + Playwright): both graphs render as SVG,
-the left one with the operators the passes removed, the right one without them."""
+"""The Passes page in a real browser (Chromium + Playwright): both graphs render as SVG in
+the pan/zoom viewer, the left one with the operators the passes removed, the right one
+without them."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def test_passes_page_renders_both_graphs():
         assert {"bn1", "bn2", "bn3", "drop", "conv1"} <= before
         assert "conv1" in after and not ({"bn1", "bn2", "bn3", "drop"} & after)
         assert len(after) < len(before)
+        # both drawn in the pan/zoom viewer, with the colours' legend under each
+        assert page.locator(".kx-view svg").count() >= 2
+        page.get_by_text("removed by the passes").first.wait_for()
+        page.get_by_text("added by the passes").first.wait_for()
         page.get_by_text("The optimised model computes the same outputs.").wait_for()
         assert exception_boxes(page) == []
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -475,8 +475,33 @@ def test_selects_of_every_index_become_unbind_and_slice_chains_one_slice():
     after, log = run_passes(g, "FuseSlices")
     unbind = [op for op in after.operators if op.type == "torch.unbind"]
     assert len(unbind) == 1 and unbind[0].params == {"dim": 1} and [o.name for o in unbind[0].outputs] == ["o0", "o1", "o2", "o3"]
-    sl = after.operator("a")
-    assert sl.params == {"dims": [1, 3], "starts": [1, 0], "ends": [3, 6], "steps": [1, 2]} and "b" not in [o.name for o in after.operators]
+    sl = after.operator("b")
+    assert sl.params == {"dims": [1, 3], "starts": [1, 0], "ends": [3, 6], "steps": [1, 2]} and "a" not in [o.name for o in after.operators]
+    assert sl.inputs[0].name == "0"
+    assert_equivalent(g, after)
+
+
+def test_a_slice_read_by_several_slices_is_copied_into_each():
+    """YOLOv5's Focus: x[..., ::2, ::2], x[..., ::2, 1::2] share the row slice; pnnx writes
+    two two-axis slices. A head also read by a non-slice stays (folding would save nothing)."""
+    row = "Tensor.slice {n} 1 1 0 {o} dim=2 start={s} end=2147483647 step=2 #0=(1,4,6,6)f32 #{o}=(1,4,3,6)f32"
+    col = "Tensor.slice {n} 1 1 {i} {o} dim=3 start={s} end=2147483647 step=2 #{i}=(1,4,3,6)f32 #{o}=(1,4,3,3)f32"
+    g = graph_of(
+        IN4,
+        row.format(n="r0", o="r0o", s=0), row.format(n="r1", o="r1o", s=1),
+        *[col.format(n=f"c{k}", i=f"r{k // 2}o", o=f"c{k}o", s=k % 2) for k in range(4)],
+        "torch.cat cat 4 1 c0o c1o c2o c3o y dim=1 #c0o=(1,4,3,3)f32 #c1o=(1,4,3,3)f32 #c2o=(1,4,3,3)f32 "
+        "#c3o=(1,4,3,3)f32 #y=(1,16,3,3)f32",
+        "Tensor.slice kept 1 1 0 k dim=2 start=1 end=5 step=1 #0=(1,4,6,6)f32 #k=(1,4,4,6)f32",
+        "Tensor.slice tail 1 1 k t dim=3 start=2 end=4 step=1 #k=(1,4,4,6)f32 #t=(1,4,4,2)f32",
+        "pnnx.Output out 3 0 y t k",
+    )
+    after, _ = run_passes(g, "FuseSlices")
+    names = [op.name for op in after.operators]
+    assert "r0" not in names and "r1" not in names and "kept" in names
+    c3 = after.operator("c3")
+    assert c3.inputs[0].name == "0" and c3.params == {"dims": [2, 3], "starts": [1, 1], "ends": [2**31 - 1] * 2, "steps": [2, 2]}
+    assert after.operator("tail").inputs[0].name == "k"
     assert_equivalent(g, after)
 
 
@@ -503,6 +528,82 @@ def test_reshape_transpose_reshape_is_a_channel_shuffle():
     ]))
     after, log = run_passes(other, "FusePatterns")
     assert types(after) == types(other) and not log.rows[-1].changed
+
+
+@pytest.mark.parametrize("shape6, perm, out_shape, op_type, params", [
+    ("(1,2,3,2,3,2)", "(0,1,3,5,2,4)", "(1,8,3,3)", "nn.PixelUnshuffle", {"downscale_factor": 2}),
+    ("(1,2,2,2,6,6)", "(0,1,4,2,5,3)", "(1,2,12,12)", "nn.PixelShuffle", {"upscale_factor": 2}),
+])
+def test_space_to_depth_and_back_written_out_become_pixel_unshuffle_and_shuffle(shape6, perm, out_shape, op_type, params):
+    x = "(1,2,6,6)f32" if op_type == "nn.PixelUnshuffle" else "(1,8,6,6)f32"
+    permuted = "(" + ",".join(str(eval(shape6)[p]) for p in eval(perm)) + ")"
+    lines = [
+        f"pnnx.Input in 0 1 0 #0={x}",
+        f"Tensor.reshape a 1 1 0 1 shape={shape6} #0={x} #1={shape6}f32",
+        f"Tensor.permute b 1 1 1 2 dims={perm} #1={shape6}f32 #2={permuted}f32",
+        f"Tensor.reshape c 1 1 2 3 shape={out_shape} #2={permuted}f32 #3={out_shape}f32",
+        f"pnnx.Output out 1 0 3 #3={out_shape}f32",
+    ]
+    g = graph_of(*lines)
+    after, _ = run_passes(g, "FusePatterns")
+    assert types(after) == ["pnnx.Input", op_type, "pnnx.Output"] and after.operator("c").params == params
+    assert_equivalent(g, after)
+    # another permutation of the same shapes moves other elements: it stays
+    other = graph_of(*(line.replace(f"dims={perm}", "dims=(0,1,2,3,4,5)").replace(f"#2={permuted}", f"#2={shape6}") for line in lines))
+    after, log = run_passes(other, "FusePatterns")
+    assert types(after) == types(other) and not log.rows[-1].changed
+
+
+RMS_LINES = [
+    "pnnx.Input in 0 1 0 #0=(1,4,16)f32",
+    "pnnx.Attribute g 0 1 g @data=(16)f32 #g=(16)f32",
+    "pnnx.Expression sq 1 1 0 1 expr={square} #0=(1,4,16)f32 #1=(1,4,16)f32",
+    "torch.mean m 1 1 1 2 dim=({dim}) keepdim=True #1=(1,4,16)f32 #2=(1,4,1)f32",
+    "pnnx.Expression e 3 1 0 2 g 3 expr={expr} #0=(1,4,16)f32 #2=(1,4,1)f32 #g=(16)f32 #3=(1,4,16)f32",
+    "pnnx.Output out 1 0 3 #3=(1,4,16)f32",
+]
+
+
+@pytest.mark.parametrize("square, dim, expr", [
+    ("pow(@0,2)", -1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),
+    ("mul(@0,@0)", 2, "mul(@2,mul(@0,rsqrt(add(1.000000e-6,@1))))"),
+    ("pow(@0,2)", -1, "mul(div(@0,sqrt(add(@1,1.000000e-6))),@2)"),
+])
+def test_rmsnorm_written_out_becomes_nn_rmsnorm(square, dim, expr):
+    g = graph_of(*(line.format(square=square, dim=dim, expr=expr) for line in RMS_LINES))
+    after, _ = run_passes(g, "FusePatterns")
+    assert types(after) == ["pnnx.Input", "nn.RMSNorm", "pnnx.Output"]
+    e = after.operator("e")
+    assert e.params == {"elementwise_affine": True, "eps": 1e-6, "normalized_shape": [16]} and e.attrs["weight"].shape == (16,)
+    assert_equivalent(g, after)
+
+
+@pytest.mark.parametrize("square, dim, expr", [
+    ("pow(@0,3)", -1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # not a square
+    ("pow(@0,2)", 1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # the mean of another dim
+    ("pow(@0,2)", -1, "add(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # the weight added
+    ("pow(@0,2)", -1, "mul(mul(@2,rsqrt(add(@1,1.000000e-6))),@2)"),  # normalises another tensor
+])
+def test_rmsnorm_look_alikes_stay(square, dim, expr):
+    lines = [line.format(square=square, dim=dim, expr=expr) for line in RMS_LINES]
+    if dim == 1:
+        lines = [line.replace("#2=(1,4,1)f32", "#2=(1,1,16)f32") for line in lines]
+    g = graph_of(*lines)
+    after, log = run_passes(g, "FusePatterns")
+    assert types(after) == types(g) and not log.rows[-1].changed
+
+
+def test_einsum_equation_written_as_an_expression_becomes_a_parameter():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(1,2,3,4)f32",
+        "pnnx.Expression eq 0 1 1 expr=bchw->bhwc",
+        "torch.einsum es 2 1 1 0 2 $equation=1 #0=(1,2,3,4)f32 #2=(1,3,4,2)f32",
+        "pnnx.Output out 1 0 2 #2=(1,3,4,2)f32",
+    )
+    after, _ = run_passes(g, "FoldConstantParams", level=1)
+    assert types(after) == ["pnnx.Input", "torch.einsum", "pnnx.Output"]
+    assert after.operator("es").params == {"equation": "bchw->bhwc"}
+    assert_equivalent(g, after)
 
 
 def test_a_cat_of_one_list_operand_is_not_a_no_op():

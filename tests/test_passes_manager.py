@@ -142,6 +142,17 @@ def test_the_verifier_stops_a_pass_that_breaks_the_graph_where_it_breaks():
     assert "left an invalid graph" in str(err) and "ghost" in str(err)
 
 
+def test_a_pass_that_changes_the_graph_but_says_it_did_not_is_caught():
+    def sly(graph):
+        graph.operators.remove(graph.operator("r2"))
+        return graph, False
+
+    with pytest.raises(PassError) as info:
+        with PassContext(2):
+            Sequential([toy("Sly", 1, sly)])(graph_of(*CHAIN))
+    assert info.value.pass_name == "Sly" and "reported no change" in str(info.value)
+
+
 def test_optimize_leaves_its_input_alone_and_level_0_does_nothing():
     g = graph_of(*CHAIN[:2], "nn.Dropout d 1 1 1 2 #1=(1,4)f32 #2=(1,4)f32", "pnnx.Output out 1 0 2 #2=(1,4)f32")
     copy = clone_graph(g)

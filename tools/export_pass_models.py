@@ -13,7 +13,9 @@ GRU and LSTM, squeeze-excitation, pixel-shuffle super-resolution, an MLP on a vi
 depthwise + ConvTranspose with BN, functional layers with parameter weights.
   files: o1/model.pnnx.param/.bin, o1/inputs.npz, o1/expected.npz, o2/model.pnnx.param
 
-    python tools/export_pass_models.py [presets|cases]   # needs the `export` extra (torch + pnnx)
+More cases in tools/pass_style_cases.py (MobileNetV2, Focus, pads, no-ops, RMSNorm, …).
+
+    python tools/export_pass_models.py [presets|cases|NAME…]   # needs the `export` extra (torch + pnnx)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ OUT = ROOT / "sample_models" / "passes"
 CASES_OUT = ROOT / "tests" / "data" / "passes"
 sys.path.insert(0, str(ROOT / "tools"))
 
+from pass_style_cases import PNNX_O2_WRONG, build_style_cases  # noqa: E402
 from pnnx_export import export_module  # noqa: E402
 
 
@@ -279,10 +282,11 @@ def build_cases():
 
 
 def _export_levels(module, x, name: str) -> tuple[Path, Path]:
-    """Export at optlevel 1 and 2 into a temporary folder; returns the two folders."""
+    """Export at optlevel 1 and 2 into a temporary folder; returns the two folders. `x`:
+    one input tensor or a list of them."""
     tmp = Path(tempfile.mkdtemp(prefix=f"kx_pass_{name}_"))
     for level in (1, 2):
-        export_module(module.eval(), [x], tmp / f"o{level}", name=name, capture_operands=False, optlevel=level)
+        export_module(module.eval(), x if isinstance(x, list) else [x], tmp / f"o{level}", name=name, capture_operands=False, optlevel=level)
     return tmp / "o1", tmp / "o2"
 
 
@@ -305,19 +309,24 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(o1.parent)
             print(f"ok {name}: optlevel 1 has {_count(OUT / f'{name}.o1.pnnx.param')} operators, "
                   f"pnnx's optlevel 2 {_count(OUT / f'{name}.o2.pnnx.param')}")
-    if "cases" in which:
-        for name, (module, x) in build_cases().items():
-            o1, o2 = _export_levels(module, x, name)
-            dest = CASES_OUT / name
-            for level, src in ((1, o1), (2, o2)):
-                (dest / f"o{level}").mkdir(parents=True, exist_ok=True)
-                shutil.copy(src / f"{name}.pnnx.param", dest / f"o{level}" / "model.pnnx.param")
-            shutil.copy(o1 / f"{name}.pnnx.bin", dest / "o1" / "model.pnnx.bin")
-            for f in ("inputs.npz", "expected.npz"):
-                shutil.copy(o1 / f, dest / "o1" / f)
-            shutil.rmtree(o1.parent)
-            print(f"ok {name}: optlevel 1 has {_count(dest / 'o1' / 'model.pnnx.param')} operators, "
-                  f"pnnx's optlevel 2 {_count(dest / 'o2' / 'model.pnnx.param')}")
+    cases = {**build_cases(), **build_style_cases()}
+    for name, (module, x) in cases.items():
+        if "cases" not in which and name not in which:
+            continue
+        o1, o2 = _export_levels(module, x, name)
+        dest = CASES_OUT / name
+        for level, src in ((1, o1), (2, o2)):
+            (dest / f"o{level}").mkdir(parents=True, exist_ok=True)
+            shutil.copy(src / f"{name}.pnnx.param", dest / f"o{level}" / "model.pnnx.param")
+        shutil.copy(o1 / f"{name}.pnnx.bin", dest / "o1" / "model.pnnx.bin")
+        if name in PNNX_O2_WRONG:  # the test runs pnnx's optlevel 2 to show it is wrong
+            shutil.copy(o2 / f"{name}.pnnx.bin", dest / "o2" / "model.pnnx.bin")
+            (dest / "PNNX_O2_WRONG").write_text(PNNX_O2_WRONG[name] + "\n")
+        for f in ("inputs.npz", "expected.npz"):
+            shutil.copy(o1 / f, dest / "o1" / f)
+        shutil.rmtree(o1.parent)
+        print(f"ok {name}: optlevel 1 has {_count(dest / 'o1' / 'model.pnnx.param')} operators, "
+              f"pnnx's optlevel 2 {_count(dest / 'o2' / 'model.pnnx.param')}")
     return 0
 
 

@@ -23,6 +23,7 @@ from ..errors import KuiperError
 from ..graph import Graph, Operator
 from ..passes import OptimizeResult, optimize
 from .dot import graph_view
+from .overlay import Overlay
 
 REMOVED_COLOR = "#f4a3a3"  # before: gone after the passes
 CHANGED_COLOR = "#ffd166"  # both sides: rewritten (params, weights, inputs or type)
@@ -134,6 +135,13 @@ class PassesView:
 
     def after_dot(self, **options: Any) -> str:
         return graph_view(self.after, node_colors=self.colors("after"), **options).dot
+
+    def overlay(self, side: str) -> Overlay:
+        """What the viewer paints on one side: the changed operators in their colours, the
+        rest neutral, and the legend."""
+        gone_or_new = ("removed by the passes", REMOVED_COLOR) if side == "before" else ("added by the passes", ADDED_COLOR)
+        return Overlay(colors=self.colors(side), neutral=True, legend=[gone_or_new, ("rewritten", CHANGED_COLOR)],
+                       note="grey: unchanged")
 
     def changes_of(self, pass_name: str) -> list[str]:
         return [str(c) for r in self.result.log.rows if r.name == pass_name for c in r.changes]

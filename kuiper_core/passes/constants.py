@@ -47,6 +47,8 @@ def fold_constant_params(graph: Graph) -> tuple[Graph, bool]:
     for producer in list(graph.operators):
         ok, value = constant_param(producer)
         if not ok:
+            ok, value = _equation_literal(producer)
+        if not ok:
             continue
         out = producer.outputs[0]
         for op in list(dict.fromkeys(out.consumers)):
@@ -65,6 +67,18 @@ def fold_constant_params(graph: Graph) -> tuple[Graph, bool]:
             remove_operator(graph, producer)
             record("removed", producer.name, f"literal {_short(value)} now a parameter")
     return graph, changed
+
+
+def _equation_literal(op: Operator) -> tuple[bool, str | None]:
+    """pnnx writes torch.einsum's equation at optlevel 1 as `pnnx.Expression expr=ij,jk->ik`,
+    text that is no expression: a literal when every reader reads it as `$equation`."""
+    expr = op.params.get("expr")
+    if op.type != "pnnx.Expression" or op.inputs or len(op.outputs) != 1 or not isinstance(expr, str) or "->" not in expr:
+        return False, None
+    readers = op.outputs[0].consumers
+    if not readers or any(r.input_name(i) != "equation" for r in readers for i, o in enumerate(r.inputs) if o is op.outputs[0]):
+        return False, None
+    return True, expr
 
 
 def _short(value: Any, limit: int = 40) -> str:

@@ -191,6 +191,7 @@ def _fuse_upward(consumer: Operator, c_tree: Node) -> tuple[Node, list[Operand],
 def fuse_expressions(graph: Graph) -> tuple[Graph, bool]:
     removed: list[Operator] = []
     gone: set[int] = set()
+    rewritten = False
     # Last to first: each consumer swallows the chain above it at once.
     for consumer in list(reversed(graph.operators)):
         if id(consumer) in gone:
@@ -209,9 +210,12 @@ def fuse_expressions(graph: Graph) -> tuple[Graph, bool]:
         if consumer.type != "pnnx.Expression":
             consumer.type, consumer.params = "pnnx.Expression", {}
         set_expr(consumer, tree)
+        rewritten = True
+        if not producers:  # optlevel 0's lone aten operator
+            record("changed", consumer.name, f"{was} → pnnx.Expression {consumer.params['expr']}")
         for p in producers:
             gone.add(id(p))
             removed.append(p)
             record("fused", consumer.name, f"{p.name} ({p.type}) into {consumer.name} ({was})")
     remove_operators(graph, removed)
-    return graph, bool(removed)
+    return graph, rewritten

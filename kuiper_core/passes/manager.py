@@ -10,8 +10,10 @@ Sequential.
   each one's required passes first; `fixed_point=True` repeats it until nothing changes.
 - Instruments watch from outside (`should_run`, `run_before_pass`, `run_after_pass`);
   passes only emit structured `Change` records through `record(...)`.
-- After every pass the graph is verified; an error inside a pass or a graph it leaves
-  broken becomes a `PassError` naming the pass and the passes that ran before it.
+- After every pass that changed the graph, the graph is verified (a pass that reports no
+  change is checked to have left every operator and operand in place); an error inside a
+  pass or a graph it leaves broken becomes a `PassError` naming the pass and the passes
+  that ran before it.
 """
 
 from __future__ import annotations
@@ -186,6 +188,12 @@ def record(action: str, operator: str, detail: str = "") -> None:
         ctx._changes.append(Change(action, operator, detail))
 
 
+def _structure(graph: Graph) -> tuple:
+    """Which operators, in which order, read and write which operands (by identity): what a
+    pass that reports no change must leave as it was."""
+    return tuple((id(op), op.type, tuple(map(id, op.inputs)), tuple(map(id, op.outputs))) for op in graph.operators)
+
+
 # -- the context -------------------------------------------------------------------------------
 class PassContext:
     """Opt level, required and disabled passes, instruments, and whether to verify.
@@ -263,6 +271,7 @@ class PassContext:
             return graph, False
         for inst in self.instruments:
             inst.run_before_pass(graph, p.info)
+        shape_before = _structure(graph) if self.verify else None
         outer, self._changes = self._changes, []
         entered = PassContext.current() is not self
         if entered:
@@ -281,7 +290,10 @@ class PassContext:
             inst.run_after_pass(graph, p.info, changed, changes)
         if self.verify:  # after the instruments: a pass's time excludes the check
             try:
-                verify_graph(graph)
+                if changed:
+                    verify_graph(graph)
+                elif _structure(graph) != shape_before:  # the full check costs most of a run on big graphs
+                    raise ModelError("it reported no change, but its operators or their operands changed")
             except ModelError as e:
                 raise PassError(p.info.name, self.history, e, broken_graph=True) from e
         self.history.append(p.info.name)

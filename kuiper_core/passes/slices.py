@@ -5,15 +5,16 @@
   (fuse_slice_to_tensor_split).
 - Selects of every index of one dim (`x[0]`, `x[1]`, `x[2]` of a 3-long dim) become one
   `torch.unbind` (fuse_select_to_unbind).
-- A chain of slices on increasing dims (`x[:, 1:3][:, :, 2:]`), each read only by the next,
-  becomes one multi-axis `Tensor.slice` with dims/starts/ends/steps (fuse_slice_indices).
+- A chain of slices on increasing dims (`x[:, 1:3][:, :, 2:]`) becomes one multi-axis
+  `Tensor.slice` with dims/starts/ends/steps (fuse_slice_indices); a first slice read by
+  several such slices is copied into each (YOLOv5's Focus: rows, then columns, four ways).
 """
 
 from __future__ import annotations
 
 from ..graph import Graph, Operator
 from .manager import graph_pass, record
-from .rewrite import remove_input, remove_operator, replace_all_uses
+from .rewrite import remove_input, remove_operator, set_input
 
 INT_MAX = 2**31 - 1
 
@@ -122,31 +123,47 @@ def _unbind_selects(graph: Graph) -> bool:
 
 
 def _fold_slice_chains(graph: Graph) -> bool:
+    """Each one-axis slice of a slice on lower dims reads the first slice's input with both
+    bounds; the first slice goes once every reader is such a slice (as pnnx copies a shared
+    head into each chain: YOLOv5's Focus slices rows, then columns, four ways)."""
     changed = False
-    for op in list(graph.operators):
-        first = _bounds_raw(op)
-        if first is None or op.outputs[0].consumers == []:
+    for op in list(graph.operators):  # file order: a chain folds link by link
+        own = _bounds_raw(op)
+        head = op.inputs[0].producer if own is not None else None
+        items = _slice_items(head) if head is not None else None
+        if items is None or max(i[0] for i in items) >= own[0]:  # type: ignore[index]
             continue
-        chain = [op]
-        while True:
-            out = chain[-1].outputs[0]
-            nxt = out.consumers[0] if len(out.consumers) == 1 else None
-            if nxt is None or _bounds_raw(nxt) is None or _bounds_raw(nxt)[0] <= _bounds_raw(chain[-1])[0]:  # type: ignore[index]
-                break
-            chain.append(nxt)
-        if len(chain) < 2:
-            continue
-        items = [_bounds_raw(c) for c in chain]
-        head, last = chain[0], chain[-1]
-        head.params = {"dims": [i[0] for i in items], "starts": [i[1] for i in items],  # type: ignore[index]
-                       "ends": [i[2] for i in items], "steps": [i[3] for i in items]}  # type: ignore[index]
-        replace_all_uses(last.outputs[0], head.outputs[0])
-        head.outputs[0].shape, head.outputs[0].dtype = last.outputs[0].shape, last.outputs[0].dtype
-        for c in reversed(chain[1:]):
-            remove_operator(graph, c)
-        record("fused", head.name, f"{len(chain)} chained slices → one slice on dims {tuple(head.params['dims'])}")  # type: ignore[arg-type]
+        readers = head.outputs[0].consumers  # type: ignore[union-attr]
+        if not all((b := _bounds_raw(r)) is not None and b[0] > max(i[0] for i in items) for r in readers):
+            continue  # the head would stay: folding would not save an operator
+        merged = items + [own]  # type: ignore[list-item]
+        set_input(op, 0, head.inputs[0])  # type: ignore[union-attr]
+        op.params = {"dims": [i[0] for i in merged], "starts": [i[1] for i in merged],
+                     "ends": [i[2] for i in merged], "steps": [i[3] for i in merged]}
+        record("fused", op.name, f"slice of {head.name} ({head.type}) → one slice on dims {tuple(op.params['dims'])}")  # type: ignore[union-attr,arg-type]
+        if not head.outputs[0].consumers:  # type: ignore[union-attr]
+            remove_operator(graph, head)  # type: ignore[arg-type]
         changed = True
     return changed
+
+
+def _slice_items(op: Operator) -> list[tuple[int, int, int, int]] | None:
+    """(dim ≥ 0, start, end, step) per axis of a one- or multi-axis slice without selects."""
+    one = _bounds_raw(op)
+    if one is not None:
+        return [one]
+    p = op.params
+    if op.type != "Tensor.slice" or len(op.inputs) != 1 or len(op.outputs) != 1 or "selects" in p:
+        return None
+    lists = [p.get(k) for k in ("dims", "starts", "ends", "steps")]
+    if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:  # type: ignore[arg-type]
+        return None
+    if not all(isinstance(x, int) and not isinstance(x, bool) for v in lists for x in v):  # type: ignore[union-attr]
+        return None
+    dims, starts, ends, steps = lists
+    if any(not 0 <= d for d in dims) or sorted(set(dims)) != dims:  # type: ignore[union-attr,arg-type]
+        return None
+    return list(zip(dims, starts, ends, steps))  # type: ignore[arg-type]
 
 
 def _bounds_raw(op: Operator) -> tuple[int, int, int, int] | None:
