@@ -288,7 +288,10 @@ class PassContext:
                 PassContext._active().pop()
         for inst in self.instruments:
             inst.run_after_pass(graph, p.info, changed, changes)
-        if self.verify:  # after the instruments: a pass's time excludes the check
+        # After the instruments (a pass's time excludes the check); a pass that changed nothing
+        # gets the cheap structure check only (verifying a 20,000-operator graph after each of
+        # ~26 runs was half of -O2's 29 s)
+        if self.verify:
             try:
                 if changed:
                     verify_graph(graph)
