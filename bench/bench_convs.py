@@ -2,6 +2,7 @@
 
     python bench/bench_convs.py                      # ResNet-18's 11 conv shapes, batch 1
     python bench/bench_convs.py --batch 4 --threads 1
+    python bench/bench_convs.py --threads 1 --clock cpu    # a busy shared machine
     python bench/bench_convs.py --shape 256 256 14 3 1   # in, out, size, kernel, stride
 
 The kernel is the one the layer picks for that input (conv_kernels.choose: Winograd F(m,3),
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall time, or this process's CPU time (a busy machine: use with --threads 1)")
     ap.add_argument("--shape", type=int, nargs=5, metavar=("IN", "OUT", "SIZE", "K", "STRIDE"))
     args = ap.parse_args(argv)
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)  # read when NumPy loads
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             with torch.inference_mode():
                 F.conv2d(xt, wt, bt, s, p)
 
-        times = timed_blocks({"torch": torch_conv, "kuiper": lambda: run([x], [y])}, args.runs, args.rounds)
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        times = timed_blocks({"torch": torch_conv, "kuiper": lambda: run([x], [y])}, args.runs, args.rounds, clock=clock)
         tt, tk = 1e3 * median(times["torch"]), 1e3 * median(times["kuiper"])
         total += np.array([tt, tk]) * count
         print(f"{str((c, o, size, k, s)):22s} {kernel:20s} {tt:10.3f} {tk:10.3f} {tk / tt:6.2f}  (x{count})")

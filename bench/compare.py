@@ -121,6 +121,7 @@ def prepare_cases(cases: list[Case], workdir: Path) -> dict[str, dict]:
         folder = workdir / case.name
         if (folder / "case.json").exists():  # converted by an earlier run into this --workdir
             metas[case.name] = json.loads((folder / "case.json").read_text())
+            metas[case.name]["reused"] = True
             continue
         t0 = time.perf_counter()
         with open(workdir / f"{case.name}.prepare.log", "w") as log:

@@ -165,13 +165,20 @@ def _steps_compare(eng: Kuiper, runs: int) -> dict[str, Any]:
         t0 = CLOCK()
         graph.forward(x)
         fwd.append(CLOCK() - t0)
-        t0 = CLOCK()
-        events = list(graph.steps(x))
+        # Each operator's time by CLOCK (StepEvent.seconds is wall time): from one event to
+        # the next, i.e. the generator's work for that operator.
+        events, seconds = [], []
+        t0 = last = CLOCK()
+        for ev in graph.steps(x):
+            now = CLOCK()
+            events.append(ev)
+            seconds.append(now - last)
+            last = now
         stp.append(CLOCK() - t0)
         acc: dict[str, float] = {}
-        for ev in events:
-            acc[ev.type] = acc.get(ev.type, 0.0) + ev.seconds
-            per_op.setdefault(f"{ev.name} ({ev.type})", []).append(ev.seconds)
+        for ev, dt in zip(events, seconds):
+            acc[ev.type] = acc.get(ev.type, 0.0) + dt
+            per_op.setdefault(f"{ev.name} ({ev.type})", []).append(dt)
         for k, v in acc.items():
             per_type.setdefault(k, []).append(v)
     counts: dict[str, int] = {}

@@ -66,7 +66,7 @@ def write_report(res: dict[str, Any], out: Path) -> None:
         f"- CPU: {m['cpu']}, {m['cores']} cores ({m['simd']}); {m['platform']}",
         f"- Python {m['python']}; NumPy {v['numpy']} with {m['blas']}; PyTorch {v['torch']}; onnxruntime {v['onnxruntime']}; "
         f"onnx {v['onnx']}; pnnx {v['pnnx']}",
-        f"- {res['threads']} threads for every engine (OPENBLAS_NUM_THREADS for NumPy, torch.set_num_threads, "
+        f"- {res['threads']} thread{'' if res['threads'] == 1 else 's'} for every engine (OPENBLAS_NUM_THREADS for NumPy, torch.set_num_threads, "
         "onnxruntime intra_op_num_threads), each engine in its own process",
         f"- OpenBLAS kernels: {res['kernels'].get('kuiper', '?')} with the environment's "
         + (", ".join(f"{k}={val}" for k, val in m["blas_env"].items()) or "settings (none set)")
@@ -81,7 +81,10 @@ def write_report(res: dict[str, Any], out: Path) -> None:
            "CPU time is what the run costs)" if res.get("clock") == "cpu" else "wall time") + ".",
         "- PyTorch runs pnnx's generated `model_pnnx.py` in eager mode (inference_mode); onnxruntime runs "
         "`torch.onnx.export` of the same torch module; kuiper_core runs pnnx's `.pnnx.param`. All three come "
-        "from one conversion of tools/samples/ made at the start of the run.",
+        "from one conversion of tools/samples/ "
+        + ("made by an earlier run into the same `--workdir` (reused: "
+           + ", ".join(k for k, meta in res["meta"].items() if meta.get("reused")) + ")"
+           if any(meta.get("reused") for meta in res.get("meta", {}).values()) else "made at the start of the run") + ".",
         "",
         "## Speed",
         "",
@@ -205,7 +208,9 @@ def _steps(res: dict[str, Any], auto: bool) -> list[str]:
 
 def _profiles(res: dict[str, Any]) -> list[str]:
     lines = ["## Where kuiper_core's time goes", "",
-             "From steps(), which times each operator (unfused, fresh outputs). Per operator type: count, "
+             "From a steps() walk (unfused, fresh outputs), each operator timed by the run's clock "
+             f"({'CPU' if res.get('clock') == 'cpu' else 'wall'} time; pnnx.Input's includes the walk's setup). "
+             "Per operator type: count, "
              f"median ms per forward and share; then the {TOP_OPERATORS} slowest operators.", ""]
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]

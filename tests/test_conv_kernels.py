@@ -75,6 +75,49 @@ def test_im2col_matches_reference(own: bool, bias_column: bool, case: dict) -> N
         x = x[::-1].copy()
 
 
+@pytest.mark.parametrize("bias_column", [True, False])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=conv_cases())
+def test_im2col_in_bands_of_rows_matches_reference(bias_column: bool, case: dict) -> None:
+    """Every plain-layout Im2col done one output row at a time (BAND_MAX_ELEMENTS = 1)."""
+    import kuiper_core.layers.conv_kernels as conv_kernels
+
+    n, c, h, w = case["x_shape"]
+    x, wt, b = arrays(case["seed"], case["x_shape"], (case["o"], c // case["groups"]) + case["k"], (case["o"],))
+    bias = b if case["bias"] else None
+    p, k, s, d = case["pads"], case["k"], case["stride"], case["dil"]
+    out_hw = (out_size(h, k[0], s[0], p[0], p[1], d[0]), out_size(w, k[1], s[1], p[2], p[3], d[1]))
+    saved = conv_kernels.BAND_MAX_ELEMENTS
+    conv_kernels.BAND_MAX_ELEMENTS = 1
+    try:
+        kernel = Im2col(weight_matrix(wt, bias if bias_column else None, case["groups"]), k, s, d, p, case["mode"],
+                        case["x_shape"], out_hw, np.dtype(np.float32), bias_after=None if bias_column else bias)
+    finally:
+        conv_kernels.BAND_MAX_ELEMENTS = saved
+    assert kernel.band == 1 or kernel.wide or kernel.across
+    y = np.full((n, case["o"]) + out_hw, np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, conv2d_reference(x, wt, bias, s, p, d, case["groups"], case["mode"]), str(case))
+        x = x[::-1].copy()
+
+
+@pytest.mark.parametrize("own, bias_column", [(True, True), (False, True), (False, False)])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_im2col_across_the_batch_matches_reference(own: bool, bias_column: bool, stride: int) -> None:
+    """Small images of a batch: one GEMM over all their columns (Im2col.across)."""
+    x, wt, b = arrays(7, (3, 6, 9, 8), (20, 6, 3, 3), (20,))
+    out_hw = (out_size(9, 3, stride, 1, 1), out_size(8, 3, stride, 1, 1))
+    kernel = Im2col(weight_matrix(wt, b if bias_column else None, 1), (3, 3), (stride, stride), (1, 1), (1, 1, 1, 1),
+                    "zeros", x.shape, out_hw, np.dtype(np.float32), own_buffers=own, bias_after=None if bias_column else b)
+    assert kernel.across
+    y = np.full((3, 20) + out_hw, np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, conv2d_reference(x, wt, b, (stride, stride), (1, 1, 1, 1)), "across the batch")
+        x = x[::-1].copy()
+
+
 @SETTINGS
 @given(n=st.integers(1, 3), groups=st.sampled_from([1, 2]), cg=st.integers(1, 5), og=st.integers(1, 5),
        h=st.integers(1, 6), w=st.integers(1, 6), bias=st.booleans(), seed=st.integers(0, 1000))
@@ -102,13 +145,16 @@ def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, seed) -> None:
         assert_close(y, ref, f"F({m},3)")
 
 
-def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("budget, min_tiles, chunk", [(1, 196, 1), (1 << 20, 8, 2)])
+def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch, budget: int, min_tiles: int,
+                                             chunk: int) -> None:
     import kuiper_core.layers.winograd as winograd
 
-    monkeypatch.setattr(winograd, "WORK_BUDGET", 1)
+    monkeypatch.setattr(winograd, "WORK_BUDGET", budget)
+    monkeypatch.setattr(winograd, "MIN_TILES", min_tiles)  # 4 tiles an image: 2 images for 8
     x, wt, b = arrays(3, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
     kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
-    assert kernel.chunk == 1
+    assert kernel.chunk == chunk  # 5 images: chunks of 1, or 2 + 2 + 1
     y = np.empty((5, 3, 6, 7), np.float32)
     kernel.run(x, y)
     assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "chunked")

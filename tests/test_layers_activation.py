@@ -14,7 +14,7 @@ import pytest
 
 from kuiper_core.errors import ModelError
 from kuiper_core.graph import Attribute, Graph
-from kuiper_core.layers.activation import erfc_nonneg
+from kuiper_core.layers.activation import erfc_nonneg, silu_reference
 from kuiper_core.layers.registry import create_layer
 
 EXTREMES = np.array([-1e30, -1e4, -100.0, -88.0, -20.0, -5.0, -1e-30, 0.0, 1e-30, 5.0, 20.0, 88.0, 100.0, 1e4, 1e30], np.float32)
@@ -44,6 +44,15 @@ def test_gelu_is_accurate_to_float32_including_the_tail() -> None:
     normal = np.abs(exact) > np.finfo(np.float32).tiny
     rel = np.abs(y.astype(np.float64) - exact)[normal] / np.abs(exact[normal])
     assert rel.max() < 4e-7  # a few float32 ulps everywhere
+
+
+def test_silu_matches_its_reference_to_float32_rounding() -> None:
+    x = np.concatenate([EXTREMES, np.linspace(-30, 30, 60001, dtype=np.float32)]).reshape(1, -1)
+    y = make_layer("nn.SiLU").forward([x], [None])[0]
+    exact = silu_reference(x)
+    assert y.dtype == np.float32
+    # float32 rounding of 1 + tanh(x/2), times |x/2| <= ~9 where it is not exactly 0: 6e-7
+    assert np.all(np.abs(y - exact) <= 7e-7 * np.maximum(1.0, np.abs(exact)))
 
 
 ELEMENTWISE = [

@@ -627,13 +627,15 @@ def test_ir_huge_numbers_are_cut_in_messages(old: str, new: str) -> None:
     assert len(info.value.message) < 200 and "…" in info.value.message and len(str(info.value)) < 700
 
 
-@pytest.mark.parametrize("case", ["ops/shape_dyn_slice_end", "ops_o0/tensor_constant_to", "ops/conv_2d_unbatched"])
+@pytest.mark.parametrize("case", ["ops/shape_dyn_slice_end", "ops_o0/tensor_constant_to", "ops/conv_2d_unbatched",
+                                  "ops_o0/linear_einsum_param"])
 @pytest.mark.parametrize("level", [1, 2])
 def test_passes_keep_pytorchs_answer_on_real_exports(case: str, level: int) -> None:
     """Found by differential fuzzing of `kuiper opt` (op cases and their mutants, optimised and
     run): RemoveNoOps took a slice with its end in a $end operand for a full slice (a silently
     wrong (2,5) for (2,3)); FoldConstantParams made Tensor.to's $input number a parameter (the
-    layer then had no input); the verifier read an unbatched conv's channels at axis 1."""
+    layer then had no input); the verifier read an unbatched conv's channels at axis 1;
+    FoldConstantParams removed an unread constant (`value=None`) but reported no change."""
     from conftest import DATA, max_err_ok
     from kuiper_core.passes import optimize
 

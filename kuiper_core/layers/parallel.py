@@ -129,7 +129,7 @@ def copyto(dst: np.ndarray, src: np.ndarray) -> None:
         np.copyto(dst, src)
 
 
-def ufunc(f: np.ufunc, *args: Any, out: np.ndarray) -> None:
-    """f(*args, out=out) for an elementwise ufunc."""
+def ufunc(f: Callable[..., Any], *args: Any, out: np.ndarray) -> None:
+    """f(*args, out=out) for an elementwise ufunc (or np.clip)."""
     if not _split(f, out, args, "out"):
         f(*args, out=out)

@@ -66,6 +66,7 @@ def fold_constant_params(graph: Graph) -> tuple[Graph, bool]:
         if not out.consumers:
             remove_operator(graph, producer)
             record("removed", producer.name, f"literal {_short(value)} now a parameter")
+            changed = True  # (also a literal nobody read: the graph changed all the same)
     return graph, changed
 
 

@@ -25,6 +25,8 @@ MAGIC = "7767517"
 
 _INT = re.compile(r"-?\d+\Z")
 _FLOAT = re.compile(r"-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?\Z|-?(inf|nan)\Z")
+# The common shape: plain dims of up to 18 digits (they always fit in int64).
+_PLAIN_SHAPE = re.compile(r"\(((?:\d{1,18},)*\d{1,18})?\)")
 # A value pnnx treats as a number starts with a digit, or '-' then a digit.
 _NUMERIC_START = re.compile(r"-?\d")
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -116,6 +118,12 @@ class _LineParser:
 
     def shape_dtype(self, tok: _Token, offset: int, allow_unknown: bool) -> tuple[Shape, str]:
         """Parse `(1,3,?,%n)f32` starting at tok.text[offset]."""
+        plain = _PLAIN_SHAPE.match(tok.text, offset)
+        if plain is not None:  # fast path (the parser's hot spot); anything else, errors: below
+            dims_text, dtype = plain.group(1), tok.text[plain.end() :]
+            shape = tuple(map(int, dims_text.split(","))) if dims_text else ()
+            if dtype in DTYPES and _limits.elements(shape) <= INT64_MAX:
+                return shape, dtype
         text = tok.text[offset:]
         if not text.startswith("("):
             raise self.token_error("expected '(' to start a shape like (1,3,224,224)f32", tok, offset, 1)
@@ -181,15 +189,15 @@ def parse_param(text: str, path: str | None = None, limits: _limits.Limits | Non
 
     produced_at: dict[str, int] = {}
     lineno = 2
-    for raw in lines[2:]:
-        lineno += 1
-        line = raw.rstrip("\r")
-        if not line.strip():
-            continue
-        lp = _LineParser(path, lineno, line)
-        if len(graph.operators) == n_ops:
-            raise lp.error(f"more operators than the {n_ops} declared on line 2", _split(line)[0].column)
-        with _limits.use(lim):  # the weight-size check in _parse_operator
+    with _limits.use(lim):  # the weight-size check in _parse_operator
+        for raw in lines[2:]:
+            lineno += 1
+            line = raw.rstrip("\r")
+            if not line.strip():
+                continue
+            lp = _LineParser(path, lineno, line)
+            if len(graph.operators) == n_ops:
+                raise lp.error(f"more operators than the {n_ops} declared on line 2", _split(line)[0].column)
             graph.operators.append(_parse_operator(lp, graph, produced_at))
 
     if len(graph.operators) != n_ops:

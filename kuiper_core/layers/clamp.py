@@ -1,0 +1,42 @@
+"""max / min of an array against a scalar bound, on NumPy's fast loop.
+
+NumPy 2.x runs `np.maximum(x, 0.0)` (and `np.minimum`) against a scalar through a loop
+3.4x slower than np.clip with two scalar bounds (measured on this project's machine, NumPy
+2.4, float32 (1, 64, 56, 56), one thread: 64 us against 19 us; a copy takes 14 us). So a
+big float array is clipped to [bound, +inf] (or [-inf, bound]) instead: the same values, NaN
+stays NaN; only a -0.0 against a bound of 0.0 may keep its sign (it compares equal to 0.0).
+Small arrays keep the plain ufunc: np.clip's Python wrapper costs ~1.5 us more per call.
+
+`maximum(x, s, out)` / `minimum(x, s, out)` do what np.maximum(x, s, out=out) does; big
+passes are split over two cores (parallel.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import parallel
+
+# From this many elements np.clip's fixed cost is paid back (measured: even at ~2,000).
+CLIP_MIN_ELEMENTS = 4096
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _by_clip(x: np.ndarray, out: np.ndarray) -> bool:
+    return x.size >= CLIP_MIN_ELEMENTS and x.dtype in _FLOATS and out.dtype == x.dtype
+
+
+def maximum(x: np.ndarray, bound: np.floating, out: np.ndarray) -> None:
+    """np.maximum(x, bound, out=out); bound: a float scalar of x's dtype or narrower."""
+    if _by_clip(x, out):
+        parallel.ufunc(np.clip, x, bound, x.dtype.type(np.inf), out=out)
+    else:
+        parallel.ufunc(np.maximum, x, bound, out=out)
+
+
+def minimum(x: np.ndarray, bound: np.floating, out: np.ndarray) -> None:
+    """np.minimum(x, bound, out=out); bound: a float scalar of x's dtype or narrower."""
+    if _by_clip(x, out):
+        parallel.ufunc(np.clip, x, x.dtype.type(-np.inf), bound, out=out)
+    else:
+        parallel.ufunc(np.minimum, x, bound, out=out)
