@@ -207,3 +207,16 @@ def test_transposed_conv_matches_reference(kernel, stride, padding, output_paddi
     (y,) = create_layer(op).forward([x], [None])
     ref = conv_transpose2d_reference(x, wt, b, stride, padding, output_padding, dilation, 2)
     assert_close(y, ref, "conv_transpose2d")
+
+
+def test_padded_slack_is_zeros_even_in_a_reused_dirty_buffer() -> None:
+    """The wide-rows GEMM reads `slack` elements past the padded input into columns it crops;
+    leftovers of an earlier use (NaN, 1e38) there made NumPy warn about overflow in matmul."""
+    from kuiper_core.layers.windows import pad_spatial, scratch
+
+    scratch("test.pad", (4096,), np.dtype(np.float32))[:] = np.float32(3e38)
+    x = np.ones((1, 2, 5, 5), np.float32)
+    xp = pad_spatial(x, (1, 1, 1, 1), slot="test.pad", slack=4)
+    flat = scratch("test.pad", (xp.size + 4,), np.dtype(np.float32))
+    assert np.array_equal(flat[xp.size :], np.zeros(4, np.float32))
+    assert xp.sum() == x.sum()

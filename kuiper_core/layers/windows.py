@@ -105,7 +105,9 @@ def pad_spatial(
     mode: 'zeros'/'constant' (fill with `value`), 'reflect', 'replicate', 'circular'.
     Returns x itself when there is nothing to pad and no `slack` is asked for; with
     `slack`, the result is a contiguous array followed in memory by `slack` more
-    elements of the same buffer (readable garbage), for flat views that run past its end.
+    elements of the same buffer (zeros), for flat views that run past its end. They land
+    in columns that are cropped away, but a reused buffer's leftovers there (NaN, huge
+    values) would make the GEMM warn about overflow.
     """
     t, b, l, r = pads
     if t == b == l == r == 0 and not slack:
@@ -113,7 +115,9 @@ def pad_spatial(
     n, c, h, w = x.shape
     shape = (n, c, h + t + b, w + l + r)
     size = check_elements(shape, "the padded input")
-    dst = scratch(slot, (size + slack,), x.dtype)[:size].reshape(shape)
+    flat = scratch(slot, (size + slack,), x.dtype)
+    flat[size:] = 0
+    dst = flat[:size].reshape(shape)
     if mode in ("zeros", "constant"):
         fill = x.dtype.type(value)
         dst[:, :, :t] = fill
