@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from conftest import SAMPLES
@@ -243,9 +242,7 @@ def test_small_models_open_every_module_as_clusters() -> None:
 def test_deep1500_opens_as_its_modules_and_a_module_opens_on_request() -> None:
     g = load("deep1500")
     assert len(g.operators) >= 1500
-    t0 = time.perf_counter()
-    view = graph_view(g, max_nodes=400)
-    assert time.perf_counter() - t0 < 1.0
+    view = graph_view(g, max_nodes=400)  # its time is measured in bench/bench_graph_render.py
     nodes, edges = parse(view.dot)
     groups = [n for n in nodes if n.startswith("group ")]
     assert 8 <= len(groups) <= 40 and len(nodes) <= 60
@@ -291,9 +288,7 @@ def test_state_colours_roll_up_to_closed_modules() -> None:
 
 def test_full_detail_of_deep1500_is_still_fast_and_complete() -> None:
     g = load("deep1500")
-    t0 = time.perf_counter()
     full = graph_view(g, max_nodes=5000)
-    assert time.perf_counter() - t0 < 2.0
     nodes, edges = parse(full.dot)
     assert len(nodes) == len(g.operators)
     assert not full.frames and "subgraph" not in full.dot  # no frames: dot would take ~45 s

@@ -248,7 +248,7 @@ def test_expand_to_4e10_elements_is_a_limit_not_a_hang(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     with pytest.raises(LimitError, match="operator 'e'.*40,000,000,000 elements"):
         g.forward(np.ones((1, 1), np.float32))
-    assert time.perf_counter() - t0 < 1
+    assert time.perf_counter() - t0 < 10  # a hang guard (the old code never finished), not a speed test
 
 
 def test_expression_operand_index_is_limited() -> None:
