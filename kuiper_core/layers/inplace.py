@@ -15,8 +15,6 @@ YOLOv5's Detect head decodes boxes this way (`y[..., 0:2] = (y[..., 0:2] * 2 + g
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 from numpy.lib.stride_tricks import as_strided
@@ -24,6 +22,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import Operand, Operator
 from .registry import Layer, register
 from .shape import slice_key
+from .tensor_ops import number_param
 from .torch_args import input_index
 
 # Operators whose output is a view of their first input (what a Tensor.copy's $self may be cut with).
@@ -35,14 +34,6 @@ VIEW_TYPES = frozenset({
 
 def _usable(out: np.ndarray | None, like: np.ndarray) -> bool:
     return out is not None and out.shape == like.shape and out.dtype == like.dtype
-
-
-def _number(layer: Layer, value: Any) -> Any:
-    if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan"):
-        return float(value)
-    if isinstance(value, (bool, int, float)):
-        return value
-    raise layer.error(f"parameter 'value' must be a number, got {value!r}")
 
 
 @register("Tensor.clone")
@@ -65,7 +56,7 @@ class Fill(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.value_input = input_index(op, "value")
-        self.value = None if self.value_input is not None else _number(self, self.param("value"))
+        self.value = None if self.value_input is not None else number_param(self, "value")
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[input_index(self.op, "input") or 0]

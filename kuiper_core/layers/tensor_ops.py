@@ -377,7 +377,7 @@ class Where(Layer):
         return [y]
 
 
-def _number(layer: Layer, key: str) -> float | int | bool:
+def number_param(layer: Layer, key: str) -> float | int | bool:
     """A number param; pnnx writes infinities and NaN as the strings `inf`, `-inf`, `nan`."""
     value = layer.param(key)
     if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan", "-nan"):
@@ -397,7 +397,7 @@ class MaskedFill(Layer):
         mask = input_index(op, "mask")
         self.mask = 1 if mask is None else mask
         self.value_input = input_index(op, "value")
-        self.value = None if self.value_input is not None else _number(self, "value")
+        self.value = None if self.value_input is not None else number_param(self, "value")
         self.source = input_index(op, "input") or 0
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -471,7 +471,7 @@ class _Fill(Layer):
             value = self.param("fill_value")
             if isinstance(value, list) or value is None:
                 raise self.error(f"fill_value must be a number, got {value!r}")
-            self.value = _number(self, "fill_value")  # also 'nan', 'inf', '-inf'
+            self.value = number_param(self, "fill_value")  # also 'nan', 'inf', '-inf'
         self.dtype = torch_dtype(self) or declared_dtype(op)
         self.size: tuple[int, ...] | None = None
         if not self.like:
