@@ -26,6 +26,22 @@ def _check_5d(layer: Layer, x: np.ndarray) -> None:
         raise layer.error(f"expected a 5-D (N, C, D, H, W) input, got shape {x.shape}")
 
 
+def _grouped_weight(layer: Layer, layout: str, split: str) -> None:
+    """What Conv3d and ConvTranspose3d read alike: the 5-D weight split into groups along
+    dim 0 (`split` names that dim in messages), bias, kernel size and stride."""
+    w = layer.weight("weight")
+    assert w is not None
+    if w.ndim != 5:
+        raise layer.error(f"weight must be 5-D ({layout}), got shape {w.shape}")
+    layer.groups = layer.int_param("groups", 1, low=1)
+    if w.shape[0] % layer.groups:
+        raise layer.error(f"{split} {w.shape[0]} is not divisible by groups={layer.groups}")
+    layer.w = w.reshape(layer.groups, w.shape[0] // layer.groups, *w.shape[1:])
+    layer.b = layer.weight("bias", required=False) if layer.param("bias", True) else None
+    layer.k = tuple(w.shape[2:])
+    layer.s = layer.ints_param("stride", 3, 1, low=1)
+
+
 def _taps(layer: Layer, xp: np.ndarray, k: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...]) -> np.ndarray:
     """(N, C, OD, OH, OW, kd, kh, kw) view of a padded input: every window, dilated and strided."""
     span = tuple(d[i] * (k[i] - 1) + 1 for i in range(3))
@@ -39,17 +55,7 @@ def _taps(layer: Layer, xp: np.ndarray, k: tuple[int, ...], s: tuple[int, ...], 
 class Conv3d(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        w = self.weight("weight")
-        assert w is not None
-        if w.ndim != 5:
-            raise self.error(f"weight must be 5-D (out, in/groups, kd, kh, kw), got shape {w.shape}")
-        self.groups = self.int_param("groups", 1, low=1)
-        if w.shape[0] % self.groups:
-            raise self.error(f"out_channels {w.shape[0]} is not divisible by groups={self.groups}")
-        self.w = w.reshape(self.groups, w.shape[0] // self.groups, *w.shape[1:])
-        self.b = self.weight("bias", required=False) if self.param("bias", True) else None
-        self.k = tuple(w.shape[2:])
-        self.s = self.ints_param("stride", 3, 1, low=1)
+        _grouped_weight(self, "out, in/groups, kd, kh, kw", "out_channels")  # w: (G, Og, Cg, k…)
         self.d = self.ints_param("dilation", 3, 1, low=1)
         padding = self.param("padding", 0)
         if isinstance(padding, str):
@@ -87,17 +93,7 @@ class ConvTranspose3d(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        w = self.weight("weight")
-        assert w is not None
-        if w.ndim != 5:
-            raise self.error(f"weight must be 5-D (in, out/groups, kd, kh, kw), got shape {w.shape}")
-        self.groups = self.int_param("groups", 1, low=1)
-        if w.shape[0] % self.groups:
-            raise self.error(f"in_channels {w.shape[0]} is not divisible by groups={self.groups}")
-        self.w = w.reshape(self.groups, w.shape[0] // self.groups, *w.shape[1:])  # (G, Cg, Og, k…)
-        self.b = self.weight("bias", required=False) if self.param("bias", True) else None
-        self.k = tuple(w.shape[2:])
-        self.s = self.ints_param("stride", 3, 1, low=1)
+        _grouped_weight(self, "in, out/groups, kd, kh, kw", "in_channels")  # w: (G, Cg, Og, k…)
         self.p = self.ints_param("padding", 3, 0, low=0)
         self.d = self.ints_param("dilation", 3, 1, low=1)
         self.op_ = self.ints_param("output_padding", 3, 0, low=0)
