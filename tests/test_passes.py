@@ -790,3 +790,20 @@ def test_lone_aten_arithmetic_becomes_an_expression():
     assert types(after) == ["pnnx.Input", "pnnx.Expression", "pnnx.Output"]
     assert after.operator("r").params["expr"] == "sub(@0,mul(add(@0,mul(@0,2)),2))"
     assert_equivalent(g, after)
+
+
+def test_aten_arithmetic_keeps_a_positional_argument_folded_into_a_param():
+    """FoldConstantParams makes aten::add's positional alpha and aten::div's rounding_mode
+    params (arg_names): the expression keeps alpha; a floor division stays a division."""
+    g = graph_of(
+        IN4,
+        "prim::Constant k 0 1 alpha value=3",
+        "aten::add a 3 1 0 0 alpha 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "prim::Constant m 0 1 mode value=floor",
+        "aten::div d 3 1 1 0 mode 2 #1=(1,4,6,6)f32 #2=(1,4,6,6)f32",
+        out("2"),
+    )
+    after, _ = run_passes(g, "FoldConstantParams", "FuseExpressions", "RemoveUnused")
+    assert after.operator("a").params["expr"] == "add(@0,mul(@0,3))"
+    assert after.operator("d").type == "aten::div" and after.operator("d").params == {"rounding_mode": "floor"}
+    assert_equivalent(g, after)
