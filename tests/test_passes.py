@@ -825,6 +825,43 @@ def test_list_plumbing_of_optlevel_0_is_unpacked():
     assert_equivalent(g, after)
 
 
+def test_any_operator_whose_tuple_output_is_unpacked_gets_the_outputs_itself():
+    """optlevel 0 writes aten::var_mean (or nn.MultiheadAttention, nn.GRU) as one tuple that
+    prim::TupleUnpack splits; optlevel 1 gives the operator its two outputs, as here. A
+    tuple the graph returns as it is stays a tuple."""
+    g = graph_of(
+        IN4,
+        "aten::var_mean v 1 1 0 t dim=(2,3) unbiased=True keepdim=False #0=(1,4,6,6)f32",
+        "prim::TupleUnpack u 1 2 t a b #a=(1,4)f32 #b=(1,4)f32",
+        "pnnx.Expression e 2 1 a b 1 expr=add(@0,@1) #a=(1,4)f32 #b=(1,4)f32 #1=(1,4)f32",
+        "pnnx.Output out 1 0 1 #1=(1,4)f32",
+    )
+    after, log = run_passes(g, "UnpackLists", level=1)
+    assert types(after) == ["pnnx.Input", "aten::var_mean", "pnnx.Expression", "pnnx.Output"]
+    assert [o.name for o in after.operator("v").outputs] == ["a", "b"]
+    assert_equivalent(g, after)
+    kept = graph_of(IN4, "aten::var_mean v 1 1 0 t dim=(2,3) unbiased=True keepdim=False #0=(1,4,6,6)f32",
+                    "pnnx.Output out 1 0 t")
+    after, log = run_passes(kept, "UnpackLists", level=1)
+    assert not log.rows[0].changed
+
+
+def test_a_constant_list_of_tensors_feeds_a_constant_meshgrid_at_optlevel_0():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(4,5)i64",
+        "torch.arange a 0 1 1 end=4 dtype=None #1=(4)i64",
+        "torch.arange b 0 1 2 end=5 dtype=None #2=(5)i64",
+        "prim::ListConstruct l 2 1 1 2 3 #1=(4)i64 #2=(5)i64",
+        "aten::meshgrid m 1 1 3 4 indexing=ij",
+        "prim::ListUnpack u 1 2 4 yv xv #yv=(4,5)i64 #xv=(4,5)i64",
+        "pnnx.Expression e 3 1 0 yv xv 5 expr=add(@0,mul(@1,@2)) #0=(4,5)i64 #yv=(4,5)i64 #xv=(4,5)i64 #5=(4,5)i64",
+        "pnnx.Output out 1 0 5 #5=(4,5)i64",
+    )
+    after, _ = run_passes(g, "FoldConstants")
+    assert types(after) == ["pnnx.Input", "pnnx.Attribute", "pnnx.Attribute", "pnnx.Expression", "pnnx.Output"]
+    assert_equivalent(g, after)
+
+
 def test_lone_aten_arithmetic_becomes_an_expression():
     g = graph_of(
         IN4,

@@ -52,7 +52,7 @@ CASES = _cases()
 OVER_PNNX_FROM_O1: frozenset[str] = frozenset()
 # From optlevel 0 (aten::*, prim::Constant, list plumbing; not required by the criterion).
 OVER_PNNX_FROM_O0 = frozenset({
-    "encoder_block", "gru_text", "indexing", "tensor_ops", "yolo_decode",
+    "tensor_ops",
 })
 # Exports where pnnx itself wrote a wrong model (tests/test_optlevels.py PNNX_BUGS).
 PNNX_WRONG = {"indexing/dyn", "scalars_casts/dyn", "recurrent_states/o2"}

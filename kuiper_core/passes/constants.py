@@ -296,6 +296,9 @@ def _evaluate(op: Operator, args: list[Any]) -> list[Any]:
     return [outs] if b.packed else outs
 
 
+_CONSTRUCTS = ("prim::ListConstruct",)  # (a TupleConstruct is how a model returns several outputs)
+
+
 def _unpacked(op: Operator, values: dict[str, Any]) -> list[Any] | None:
     """The items of a constant list/tuple a prim::ListUnpack/TupleUnpack splits."""
     if op.type not in UNPACKERS or len(op.inputs) != 1:
@@ -348,6 +351,10 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
         items = _unpacked(op, values)
         if items is not None:
             values.update((o.name, v) for o, v in zip(op.outputs, items))
+            computed.append(op)
+            continue
+        if op.type in _CONSTRUCTS and len(op.outputs) == 1 and all(o.name in values for o in op.inputs):
+            values[op.outputs[0].name] = [values[o.name] for o in op.inputs]  # (tensors: optlevel 0's meshgrid input)
             computed.append(op)
             continue
         # prim:: ops pack and unpack (above); NumToTensor only passes a number on
