@@ -183,3 +183,22 @@ def test_graphs_that_cannot_be_prepared_step_one_operator_at_a_time() -> None:
         assert isinstance(run.values, dict)
         for y, f in zip(g.outputs_of(run.values), g.forward(*ins)):
             np.testing.assert_array_equal(y, f)
+
+
+def test_arenas_stay_within_their_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kuiper_core.runtime import step_arena
+
+    g, x = _load("digits_cnn")
+    first = g.steps(x)
+    for _ in first:
+        pass
+    size = _arenas(g, x)[0].memory.nbytes
+    monkeypatch.setattr(step_arena, "MAX_ARENA_BYTES", size + size // 2)  # room for one
+    second = g.steps(x)  # `first` holds the arena: no room for another
+    assert isinstance(second.values, dict)
+    for _ in second:
+        pass
+    np.testing.assert_array_equal(g.outputs_of(second.values)[0], g.outputs_of(first.values)[0])
+    monkeypatch.setattr(step_arena, "MAX_ARENA_BYTES", size - 1)
+    g2, _ = _load("digits_cnn")
+    assert isinstance(g2.steps(x).values, dict)  # not even one fits

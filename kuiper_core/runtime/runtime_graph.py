@@ -361,7 +361,7 @@ class RuntimeGraph:
         if prepared is None:
             if len(self._prepared_steps) >= MAX_PREPARED:
                 self._prepared_steps.pop(next(iter(self._prepared_steps)))
-            prepared = self._prepared_steps[signature] = (PreparedSteps(), StepArenas())
+            prepared = self._prepared_steps[signature] = (PreparedSteps(), StepArenas(StepEvent))
         return prepared
 
     def steps(self, *arrays: np.ndarray) -> "StepRun":

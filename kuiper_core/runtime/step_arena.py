@@ -19,8 +19,8 @@ while a run is going on it is busy, and afterwards the mapping, every array it h
 memory block are checked by reference count against the counts they had when nobody else
 held them. Views of its arrays hold the block, containers hold the arrays, events hold the
 mapping: any holder shows. A caller that keeps a run's values (the app's stepper does)
-therefore gets another arena next time (up to `MAX_ARENAS` per input signature), or the
-per-operator path (RuntimeGraph._step_iter), which allocates fresh outputs: never another
+therefore gets another arena next time (up to `MAX_ARENAS` per input signature, within
+`MAX_ARENA_BYTES`: arenas stay with the graph between runs), or the per-operator path (RuntimeGraph._step_iter), which allocates fresh outputs: never another
 run's memory.
 
 Built (one run of the model on the arena, after the shape-checked record run that forward's
@@ -33,8 +33,8 @@ from __future__ import annotations
 import gc
 import sys
 import threading
-import weakref
 import time
+import weakref
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 # Arenas kept per input signature: two let a caller hold one run (a loop variable keeping
 # the last event) while the next one runs.
 MAX_ARENAS = 2
+# At most this many bytes of arenas per input signature: a graph keeps its arenas between
+# runs, so a big model at a big batch steps one operator at a time instead.
+MAX_ARENA_BYTES = 256 << 20
 ALIGN = 64  # bytes: every operand starts on a cache line
 
 
@@ -59,14 +62,15 @@ class StepArena:
         self.memory = memory
         self.rops: list["RuntimeOperator"] = list(rt.order)
         self.calls: list[Callable[[], Any] | None] = []  # per operator in rt.order
-        self.inputs: list[tuple[int, np.ndarray, int]] = []  # (position, buffer, input number)
+        self.feeds: list[Any] = [None] * len(rt.input_operands)  # this run's input arrays
+        self.input_names = list(rt.input_operands)  # their operands, in the same order
         self.values = StepValues()
         self.watched: list[Any] = []  # the block and every published value in it
         self.baseline: list[int] = []  # their reference counts when nobody else holds them
         self.running: Callable[[], Any] = lambda: None  # a weak reference to the run using it
 
     @classmethod
-    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record) -> "StepArena":
+    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record, room: int = MAX_ARENA_BYTES) -> "StepArena":
         """Lay out the operands, run the model once on them, bind every call."""
         assert rt.graph is not None
         layout: dict[str, tuple[int, tuple[int, ...], np.dtype]] = {}
@@ -82,7 +86,7 @@ class StepArena:
                 layout[o.name] = (total, shape, dtype)
                 nbytes = _limits.elements(shape) * dtype.itemsize
                 total += -(-nbytes // ALIGN) * ALIGN
-        if total > rt.limits.max_planned_bytes:
+        if total > min(rt.limits.max_planned_bytes, room):
             raise NotPreparable(f"the operands need {total:,} bytes")
         memory = np.empty(max(total, 1), np.uint8)
 
@@ -106,7 +110,7 @@ class StepArena:
                 assert buf is not None
                 np.copyto(buf, feeds[op.name])
                 values[op.outputs[0].name] = buf
-                self.inputs.append((position, buf, input_number[op.name]))
+                call = partial(_feed, self.feeds, input_number[op.name], buf)
             else:
                 assert rop.binding is not None
                 args = [values[o.name] for o in rop.binding.inputs]
@@ -141,11 +145,13 @@ class StepArena:
         if self.running() is not None:
             return False
         counts = self.counts()
+        if counts == self.baseline:
+            return True
         if any(n < b for n, b in zip(counts, self.baseline)):
             # Something held an array when the baseline was taken: the counts cannot tell
-            # whether it is free. Never reuse it (the caller makes another).
+            # whether it is free. Never reuse it (StepArenas drops it).
             self.baseline = []
-        return counts == self.baseline
+        return False
 
     def run(self, inputs: list[np.ndarray], event: type["StepEvent"]) -> Iterator["StepEvent"]:
         """A step run on these inputs (StepArenas.start hands it out); `self.values` shows
@@ -153,11 +159,9 @@ class StepArena:
         values = self.values
         values.done = 0
         # The stepper shows the caller's array itself (consumers read the copy).
-        values.inputs = {self.rops[p].op.outputs[0].name: inputs[k] for p, _, k in self.inputs}
-        calls = list(self.calls)
-        for position, buf, k in self.inputs:
-            calls[position] = partial(np.copyto, buf, inputs[k])
-        return self._steps(calls, event)
+        values.inputs = dict(zip(self.input_names, inputs))
+        self.feeds[:] = inputs  # pnnx.Input's calls copy them into their buffers
+        return self._steps(self.calls, event)
 
     def _steps(self, calls: list[Callable[[], Any] | None], event: type["StepEvent"]) -> Iterator["StepEvent"]:
         values = self.values
@@ -171,6 +175,10 @@ class StepArena:
                     raise_for_operator(e, rop.name, rop.type)
             values.done += 1
             yield event(rop, values, clock() - t0)
+
+
+def _feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
+    np.copyto(buf, feeds[k])
 
 
 class StepValues(Mapping[str, Any]):
@@ -205,7 +213,8 @@ class StepValues(Mapping[str, Any]):
 class StepArenas:
     """The arenas of one input signature (at most MAX_ARENAS), handed out one run at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, event: type["StepEvent"]) -> None:
+        self.event = event
         self.arenas: list[StepArena] = []
         self.preparable = True
         self.lock = threading.Lock()
@@ -215,11 +224,10 @@ class StepArenas:
     ) -> tuple[Iterator["StepEvent"], StepValues] | None:
         """A run and its values on a free arena (or a new one, if there is room), else None
         (the caller takes the per-operator path). Busy while the run's generator exists."""
-        from .runtime_graph import StepEvent
-
         with self.lock:
             arena = next((a for a in self.arenas if a.free()), None)
-            self.arenas = [a for a in self.arenas if a.baseline]  # drop the retired ones
+            if arena is None:
+                self.arenas = [a for a in self.arenas if a.baseline]  # drop the retired ones
             if arena is None and self.preparable and len(self.arenas) < MAX_ARENAS:
                 arena = self._build(rt, inputs, rec)
                 if arena is not None:
@@ -227,18 +235,25 @@ class StepArenas:
                     self.arenas.append(arena)
             if arena is None:
                 return None
-            run = arena.run(inputs, StepEvent)
+            run = arena.run(inputs, self.event)
             arena.running = weakref.ref(run)
             return run, arena.values
 
     def _build(self, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record | None) -> StepArena | None:
         from .prepared import record
 
+        used = sum(a.memory.nbytes for a in self.arenas)
+        if self.arenas and used + self.arenas[0].memory.nbytes > MAX_ARENA_BYTES:
+            return None  # another would be as big as the first: no room for it
         try:
             with np.errstate(all="ignore"), _limits.use(rt.limits):  # the run after it warns
-                return StepArena.build(rt, inputs, rec if rec is not None else record(rt, inputs))
+                return StepArena.build(rt, inputs, rec if rec is not None else record(rt, inputs), MAX_ARENA_BYTES - used)
+        except NotPreparable:
+            if not self.arenas:
+                self.preparable = False
+            return None
         except Exception:
-            # Not preparable, or an error the per-operator path reports at its operator,
-            # after the steps before it (the stepper shows them).
+            # A layer error: the per-operator path reports it at its operator, after the
+            # steps before it (the stepper shows them).
             self.preparable = False
             return None
