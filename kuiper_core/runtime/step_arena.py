@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 import numpy as np
 
 from .. import limits as _limits
-from .prepared import NotPreparable, Record, _arrays, bind_operator, raise_for_operator
+from .prepared import NotPreparable, Record, _arrays, _feed, bind_operator, raise_for_operator
 
 if TYPE_CHECKING:
     from .runtime_graph import RuntimeGraph, RuntimeOperator, StepEvent
@@ -175,10 +175,6 @@ class StepArena:
                     raise_for_operator(e, rop.name, rop.type)
             values.done += 1
             yield event(rop, values, clock() - t0)
-
-
-def _feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
-    np.copyto(buf, feeds[k])
 
 
 class StepValues(Mapping[str, Any]):
