@@ -202,3 +202,19 @@ def test_arenas_stay_within_their_byte_budget(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(step_arena, "MAX_ARENA_BYTES", size - 1)
     g2, _ = _load("digits_cnn")
     assert isinstance(g2.steps(x).values, dict)  # not even one fits
+
+
+def test_an_arena_whose_counts_fall_below_its_baseline_is_never_reused() -> None:
+    """Had something held an array when the baseline was taken, a count below it later means
+    the counts can no longer tell whether the arena is free: it retires."""
+    g, x = _load("digits_cnn")
+    for event in g.steps(x):
+        pass
+    del event
+    arena = _arenas(g, x)[0]
+    arena.baseline[0] += 1  # as if a holder had been counted in
+    run = g.steps(x)
+    for _ in run:
+        pass
+    assert arena not in _arenas(g, x) and len(_arenas(g, x)) == 1
+    np.testing.assert_allclose(g.outputs_of(run.values)[0], g.forward(x)[0], rtol=1e-6, atol=1e-7)

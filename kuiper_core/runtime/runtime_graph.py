@@ -8,11 +8,12 @@ build() links each operator to its consumers, orders execution (reverse-topologi
         against their `#` shapes, plans output buffers        (NeedBuild -> Complete)
 forward(*arrays) runs the operators that were not folded; steps(*arrays) runs one operator
 per iteration (folded ones show their value) and exposes every input and output (the app's
-stepper). Consumers read their producers' output arrays by reference: nothing is copied.
+stepper), as a flat run on a step arena (step_arena.py) or, where there is none, operator by
+operator. Consumers read their producers' output arrays by reference: nothing is copied.
 
-Shape truth (shape_check.py): the first forward() for each distinct set of input shapes,
-and every step, checks each produced tensor against its annotation; later runs at those
-shapes skip the check.
+Shape truth (shape_check.py): the first forward() or steps() for each distinct set of input
+shapes checks each produced tensor against its annotation (steps() without an arena: every
+step); later runs at those shapes write into buffers of the checked shapes.
 
 Operators are keyed by `Graph.operator_keys()` (the pnnx name, `name#2`… for a name that
 optlevel 0 repeats); `RuntimeOperator.name` and events keep pnnx's names.
