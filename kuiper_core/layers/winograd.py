@@ -14,8 +14,15 @@ is where the time goes; the transforms are small GEMMs over all tiles at once.
   batched GEMM (one GEMM in the weight's dtype).
 - Per call (`WinogradConv.run`): zero-pad the input into a work buffer whose size is a
   whole number of tiles; gather the overlapping tiles (one strided copy); B^T d B as two small
-  GEMMs (rows, then columns of every tile); the batched GEMM; A^T M A as two small GEMMs;
-  scatter the m x m blocks into the output, adding the bias on the way.
+  GEMMs (rows, then columns of every tile); the batched GEMM; the bias added to one
+  transform point (below); A^T M A as two small GEMMs; scatter the m x m blocks into the
+  output, through np.clip: the scatter applies a fused ReLU for free, and even as an
+  identity clip it is faster than np.copyto into the strided output (91 vs 151 us on
+  ResNet-18's 64-channel layer; NumPy picks a better loop order for the ufunc).
+
+The bias: A^T's column for the point x = 1 is all ones (it evaluates the output polynomial
+there), so adding b to that one point of M adds b to every output of the tile. That is a
+pass over 1/(m+2)^2 of M instead of one over the output.
 
 Rounding: F(2,3)'s transforms are exact in binary; F(4,3)'s constants (1/6, 1/24) cost
 about one more decimal digit than a direct float32 convolution (relative error ~1e-6 vs
@@ -80,7 +87,9 @@ class WinogradConv:
         x_shape: tuple[int, int, int, int],
         pads: tuple[int, int, int, int],
         dtype: np.dtype,
+        relu: bool = False,
     ) -> None:
+        """relu: write max(conv + bias, 0), a following ReLU fused into the scatter."""
         bt, _, at = TRANSFORMS[m]
         t = m + 2
         batch, c, h, w = x_shape
@@ -94,7 +103,12 @@ class WinogradConv:
         self.u = u
         self.bt = bt.astype(dtype)
         self.at = at.astype(dtype)
-        self.bias = None if bias is None else bias.astype(dtype).reshape(1, 1, o, 1, 1, 1)
+        self.bias = None if bias is None else bias.astype(dtype).reshape(o, 1)
+        one = int(np.flatnonzero((at == 1).all(axis=0))[0])  # the point x = 1 (see above)
+        self.bias_point = one * t + one
+        self.relu = relu
+        self.low = dtype.type(0 if relu else -np.inf)
+        self.high = dtype.type(np.inf)
         self.pads = pads
         self.dtype = dtype
         # The zero-padded input covers every tile (the last ones overhang the output): x at
@@ -117,7 +131,8 @@ class WinogradConv:
             if x[part].shape[0] == n:
                 self._run(x[part], y[part])
             else:  # the last, smaller chunk
-                WinogradConv(self.u, self.bias, self.m, x[part].shape, self.pads, self.dtype)._run(x[part], y[part])
+                rest = WinogradConv(self.u, self.bias, self.m, x[part].shape, self.pads, self.dtype, self.relu)
+                rest._run(x[part], y[part])
 
     def _run(self, x: np.ndarray, y: np.ndarray) -> None:
         m, t, c, o, tiles = self.m, self.t, self.c, self.o, self.tiles
@@ -135,6 +150,8 @@ class WinogradConv:
         # One GEMM per transform point: (O x C) @ (C x tiles).
         mm = scratch("winograd.m", (t * t, o, tiles), self.dtype)
         np.matmul(self.u, v.reshape(t * t, c, tiles), out=mm)
+        if self.bias is not None:
+            np.add(mm[self.bias_point], self.bias, out=mm[self.bias_point])
         # A^T M A, rows then columns: (m, m, O, tiles) output blocks.
         r2 = scratch("winograd.r2", (m, t * o * tiles), self.dtype)
         np.matmul(self.at, mm.reshape(t, t * o * tiles), out=r2)
@@ -143,11 +160,8 @@ class WinogradConv:
         blocks6 = blocks.reshape(m, m, o, *self.tiles_shape[3:])
         grid = y if self.exact else scratch("winograd.grid", self.grid, self.dtype)
         s = grid.strides
-        # grid[n, o, i*m + a, j*m + b] = blocks[a, b, o, n, i, j] (+ bias[o])
+        # grid[n, o, i*m + a, j*m + b] = blocks[a, b, o, n, i, j], clipped (see above)
         dst = as_strided(grid, blocks6.shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]))
-        if self.bias is None:
-            parallel.copyto(dst, blocks6)
-        else:
-            parallel.ufunc(np.add, blocks6, self.bias, out=dst)
+        parallel.ufunc(np.clip, blocks6, self.low, self.high, out=dst)
         if not self.exact:
             parallel.copyto(y, grid[:, :, : self.out_hw[0], : self.out_hw[1]])
