@@ -231,3 +231,24 @@ def test_padded_slack_is_zeros_even_in_a_reused_dirty_buffer() -> None:
     flat = scratch("test.pad", (xp.size + 4,), np.dtype(np.float32))
     assert np.array_equal(flat[xp.size :], np.zeros(4, np.float32))
     assert xp.sum() == x.sum()
+
+
+def test_winograd_writes_a_strided_output_and_shares_its_work_buffer() -> None:
+    """Two kernels of different shapes take turns on the per-thread work buffer (their views
+    are remade when it moves, the padded borders zeroed each call); the output may be a
+    strided view (blocks_view's as_strided path)."""
+    x1, w1, b1 = arrays(11, (1, 5, 8, 8), (6, 5, 3, 3), (6,))  # 8 x 8: exact tiles, written in place
+    x2, w2, b2 = arrays(12, (2, 7, 20, 21), (4, 7, 3, 3), (4,))
+    k1 = WinogradConv(transform_weights(w1, 4), b1, 4, x1.shape, (1, 1, 1, 1), np.dtype(np.float32))
+    k2 = WinogradConv(transform_weights(w2, 2), b2, 2, x2.shape, (0, 1, 1, 0), np.dtype(np.float32))
+    assert k1.exact and not k2.exact
+    ref1 = conv2d_reference(x1, w1, b1, pads=(1, 1, 1, 1))
+    ref2 = conv2d_reference(x2, w2, b2, pads=(0, 1, 1, 0))
+    wide = np.full((1, 6, 8, 16), np.nan, np.float32)
+    y2 = np.empty(ref2.shape, np.float32)
+    for _ in range(2):
+        k1.run(x1, wide[..., ::2])
+        k2.run(x2, y2)
+        assert_close(wide[..., ::2], ref1, "strided output")
+        assert np.isnan(wide[..., 1::2]).all()
+        assert_close(y2, ref2, "second shape")
