@@ -606,6 +606,126 @@ def test_einsum_equation_written_as_an_expression_becomes_a_parameter():
     assert_equivalent(g, after)
 
 
+def test_positional_literals_of_torchscript_ops_become_named_params():
+    """aten::meshgrid's indexing (`expr=ij`, a string) and aten::triu's diagonal arrive as
+    positional operands at optlevel 1: the layer's arg_names name them."""
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(4,4)f32",
+        "pnnx.Expression d 0 1 k expr=1",
+        "aten::triu t 2 1 0 k 1 #0=(4,4)f32 #1=(4,4)f32",
+        "pnnx.Output out 1 0 1 #1=(4,4)f32",
+    )
+    after, _ = run_passes(g, "FoldConstantParams", level=1)
+    assert types(after) == ["pnnx.Input", "aten::triu", "pnnx.Output"]
+    assert after.operator("t").params == {"diagonal": 1} and len(after.operator("t").inputs) == 1
+    assert_equivalent(g, after)
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(3)f32",
+        "pnnx.Input in2 0 1 1 #1=(2)f32",
+        "pnnx.Expression l 2 1 0 1 2 expr=[@0,@1] #0=(3)f32 #1=(2)f32",
+        "pnnx.Expression ix 0 1 3 expr=xy",
+        "aten::meshgrid m 2 1 2 3 4",
+        "prim::ListUnpack u 1 2 4 5 6 #5=(2,3)f32 #6=(2,3)f32",
+        "pnnx.Output out 2 0 5 6 #5=(2,3)f32 #6=(2,3)f32",
+    )
+    after, _ = run_passes(g, "FoldConstantParams", level=1)
+    assert "ix" not in [op.name for op in after.operators]
+    assert after.operator("m").params == {"indexing": "xy"} and len(after.operator("m").inputs) == 1
+    assert_equivalent(g, after)
+
+
+def test_a_positional_literal_before_an_operand_stays_so_the_slots_keep_their_positions():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(2,3)f32",
+        "pnnx.Input in2 0 1 1 #1=(3,4)f32",
+        "pnnx.Expression eq 0 1 e expr=ij,jk->ik",
+        "prim::ListConstruct l 2 1 0 1 ops #0=(2,3)f32 #1=(3,4)f32",
+        "torch.einsum es 2 1 e ops 2 #2=(2,4)f32",  # positional, arg_names (equation, operands)
+        "pnnx.Output out 1 0 2 #2=(2,4)f32",
+    )
+    after, log = run_passes(g, "FoldConstantParams", level=1)
+    assert types(after) == types(g) and not log.rows[0].changed
+    assert_equivalent(g, after)
+
+
+def test_a_string_literal_read_by_an_expression_or_as_the_main_input_stays():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(2,3)f32",
+        "pnnx.Expression s 0 1 k expr=ij",
+        "pnnx.Expression e 1 1 0 1 expr=neg(@0) #0=(2,3)f32 #1=(2,3)f32",
+        "Tensor.to t 2 1 1 k 2 $input=1 $self=k #1=(2,3)f32 #2=(2,3)f32",
+        "pnnx.Output out 1 0 2 #2=(2,3)f32",
+    )
+    after, log = run_passes(g, "FoldConstantParams", level=1)
+    assert types(after) == types(g) and not log.rows[0].changed
+
+
+def test_a_constant_grid_through_a_list_output_and_its_unpack_folds():
+    """meshgrid of two aranges writes one list operand that prim::ListUnpack splits (a
+    TorchScript op with several outputs): the grids are constants all the same."""
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(1,1,4,5,2)f32",
+        "torch.arange a 0 1 1 end=4 dtype=None #1=(4)i64",
+        "torch.arange b 0 1 2 end=5 dtype=None #2=(5)i64",
+        "pnnx.Expression l 2 1 1 2 3 expr=[@0,@1] #1=(4)i64 #2=(5)i64",
+        "aten::meshgrid m 1 1 3 4 indexing=ij",
+        "prim::ListUnpack u 1 2 4 yv xv #yv=(4,5)i64 #xv=(4,5)i64",
+        "torch.stack s 2 1 xv yv 5 dim=2 #xv=(4,5)i64 #yv=(4,5)i64 #5=(4,5,2)i64",
+        "Tensor.reshape r 1 1 5 6 shape=(1,1,4,5,2) #5=(4,5,2)i64 #6=(1,1,4,5,2)i64",
+        "Tensor.to t 1 1 6 7 copy=False dtype=torch.float #6=(1,1,4,5,2)i64 #7=(1,1,4,5,2)f32",
+        "pnnx.Expression e 2 1 0 7 8 expr=add(@0,@1) #0=(1,1,4,5,2)f32 #7=(1,1,4,5,2)f32 #8=(1,1,4,5,2)f32",
+        "pnnx.Output out 1 0 8 #8=(1,1,4,5,2)f32",
+    )
+    after, _ = run_passes(g, "FoldConstants")
+    assert types(after) == ["pnnx.Input", "pnnx.Attribute", "pnnx.Expression", "pnnx.Output"]
+    yv, xv = np.meshgrid(np.arange(4), np.arange(5), indexing="ij")
+    want = np.stack((xv, yv), 2).reshape(1, 1, 4, 5, 2).astype(np.float32)
+    np.testing.assert_array_equal(after.operator("t").attrs["data"].data, want)
+    assert_equivalent(g, after)
+
+
+def test_a_constant_unpacked_item_read_at_run_time_becomes_an_attribute():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(3,2)f32",
+        "torch.arange a 0 1 1 end=3 dtype=torch.float #1=(3)f32",
+        "torch.arange b 0 1 2 end=2 dtype=torch.float #2=(2)f32",
+        "pnnx.Expression l 2 1 1 2 3 expr=[@0,@1] #1=(3)f32 #2=(2)f32",
+        "aten::meshgrid m 1 1 3 4 indexing=ij",
+        "prim::ListUnpack u 1 2 4 yv xv #yv=(3,2)f32 #xv=(3,2)f32",
+        "pnnx.Expression e 3 1 0 yv xv 8 expr=add(mul(@0,@1),@2) #0=(3,2)f32 #yv=(3,2)f32 #xv=(3,2)f32 #8=(3,2)f32",
+        "pnnx.Output out 1 0 8 #8=(3,2)f32",
+    )
+    after, _ = run_passes(g, "FoldConstants")
+    assert types(after) == ["pnnx.Input", "pnnx.Attribute", "pnnx.Attribute", "pnnx.Expression", "pnnx.Output"]
+    assert_equivalent(g, after)
+
+
+def test_a_constant_index_list_becomes_tensor_index_text_as_pnnx_writes_it():
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 i @data=(2)i64 #i=(2)i64",
+        "pnnx.Expression l 1 1 i 2 expr=[None,@0] #i=(2)i64",
+        "Tensor.index x 2 1 0 2 3 $input=0 $expr=2 #0=(1,4,6,6)f32 #3=(1,2,6,6)f32",
+        out("3", "(1,2,6,6)f32"),
+    )
+    g.operator("w").attrs["data"].data = np.array([3, 1], np.int64)
+    after, _ = run_passes(g, "FoldConstants")
+    assert types(after) == ["pnnx.Input", "Tensor.index", "pnnx.Output"]
+    assert after.operator("x").params["expr"] == "[None,[3,1]]"
+    assert_equivalent(g, after)
+    # a computed index list stays an operand; so does one too long to be text
+    lines = ["pnnx.Input in 0 1 0 #0=(1,2000)f32", "pnnx.Input in2 0 1 i #i=(1500)i64",
+             "pnnx.Expression l 1 1 i 2 expr=[None,@0] #i=(1500)i64",
+             "Tensor.index x 2 1 0 2 3 $input=0 $expr=2 #0=(1,2000)f32 #3=(1,1500)f32", out("3", "(1,1500)f32")]
+    after, log = run_passes(graph_of(*lines), "FoldConstants")
+    assert "l" in [op.name for op in after.operators]
+    lines[1] = "pnnx.Attribute w 0 1 i @data=(1500)i64 #i=(1500)i64"
+    g = graph_of(*lines)
+    g.operator("w").attrs["data"].data = np.arange(1500, dtype=np.int64)
+    after, log = run_passes(g, "FoldConstants")
+    assert "l" in [op.name for op in after.operators] and "expr" not in after.operator("x").params
+
+
 def test_a_cat_of_one_list_operand_is_not_a_no_op():
     g = graph_of(
         IN4,
@@ -669,4 +789,21 @@ def test_lone_aten_arithmetic_becomes_an_expression():
     after, _ = run_passes(g, "FuseExpressions", "RemoveUnused")
     assert types(after) == ["pnnx.Input", "pnnx.Expression", "pnnx.Output"]
     assert after.operator("r").params["expr"] == "sub(@0,mul(add(@0,mul(@0,2)),2))"
+    assert_equivalent(g, after)
+
+
+def test_aten_arithmetic_keeps_a_positional_argument_folded_into_a_param():
+    """FoldConstantParams makes aten::add's positional alpha and aten::div's rounding_mode
+    params (arg_names): the expression keeps alpha; a floor division stays a division."""
+    g = graph_of(
+        IN4,
+        "prim::Constant k 0 1 alpha value=3",
+        "aten::add a 3 1 0 0 alpha 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "prim::Constant m 0 1 mode value=floor",
+        "aten::div d 3 1 1 0 mode 2 #1=(1,4,6,6)f32 #2=(1,4,6,6)f32",
+        out("2"),
+    )
+    after, _ = run_passes(g, "FoldConstantParams", "FuseExpressions", "RemoveUnused")
+    assert after.operator("a").params["expr"] == "add(@0,mul(@0,3))"
+    assert after.operator("d").type == "aten::div" and after.operator("d").params == {"rounding_mode": "floor"}
     assert_equivalent(g, after)

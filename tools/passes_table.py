@@ -4,6 +4,7 @@ largest error against PyTorch's outputs.
 
     python tools/passes_table.py              # committed exports: tests/data/optlevel, tests/data/passes,
                                               # and the Passes page's presets
+    python tools/passes_table.py --o0         # the same from the optlevel-0 exports of tests/data/optlevel
     python tools/passes_table.py --full       # the bundled sample models at full size, exported now
                                               # at optlevel 1 and 2 (needs torch + pnnx)
     python tools/passes_table.py O1DIR O2DIR  # any pair of folders holding model.pnnx.param/.bin,
@@ -59,13 +60,18 @@ def _npz(path: Path, prefix: str) -> list[np.ndarray]:
         return [z[f"{prefix}{i}"] for i in range(len(z.files))]
 
 
-def committed_rows() -> list[dict[str, object]]:
+def committed_rows(start: str = "o1") -> list[dict[str, object]]:
+    """Rows from the committed exports at optlevel `start` ("o1"; "o0": only tests/data/optlevel
+    has optlevel-0 exports, and no presets)."""
     rows = []
     data = ROOT / "tests" / "data"
-    for d in sorted((data / "optlevel").iterdir()) + sorted((data / "passes").iterdir()):
-        if (d / "o1").is_dir() and (d / "o2").is_dir():
-            rows.append(row(d.name, d / "o1" / "model.pnnx.param", d / "o2" / "model.pnnx.param",
-                            _npz(d / "o1" / "inputs.npz", "in"), _npz(d / "o1" / "expected.npz", "out")))
+    folders = sorted((data / "optlevel").iterdir()) + (sorted((data / "passes").iterdir()) if start == "o1" else [])
+    for d in folders:
+        if (d / start).is_dir() and (d / "o2").is_dir():
+            rows.append(row(d.name, d / start / "model.pnnx.param", d / "o2" / "model.pnnx.param",
+                            _npz(d / start / "inputs.npz", "in"), _npz(d / start / "expected.npz", "out")))
+    if start != "o1":
+        return rows
     presets = ROOT / "sample_models" / "passes"
     for name in ("conv_bn_relu", "pass_zoo"):
         rows.append(row(name, presets / f"{name}.o1.pnnx.param", presets / f"{name}.o2.pnnx.param",
@@ -101,8 +107,8 @@ def _worse(r: dict[str, object]) -> bool:
     return int(r["ours"]) > int(r["pnnx"]) and not r.get("pnnx_wrong")  # type: ignore[call-overload]
 
 
-def markdown(rows: list[dict[str, object]]) -> str:
-    lines = ["| model | optlevel 1 | `kuiper opt -O2` | pnnx optlevel 2 | max error vs PyTorch (relative) |",
+def markdown(rows: list[dict[str, object]], start: str = "optlevel 1") -> str:
+    lines = [f"| model | {start} | `kuiper opt -O2` | pnnx optlevel 2 | max error vs PyTorch (relative) |",
              "|---|---:|---:|---:|---:|"]
     for r in rows:
         mark = " ⚠" if _worse(r) else ""
@@ -115,6 +121,7 @@ def markdown(rows: list[dict[str, object]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="export the full-size sample models now (torch + pnnx)")
+    ap.add_argument("--o0", action="store_true", help="start from the committed optlevel-0 exports")
     ap.add_argument("dirs", nargs="*", help="O1DIR O2DIR pairs")
     args = ap.parse_args(argv)
     if args.dirs:
@@ -126,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             param1, param2 = next(o1.glob("*.pnnx.param")), next(o2.glob("*.pnnx.param"))
             rows.append(row(o1.name, param1, param2, _npz(o1 / "inputs.npz", "in"), _npz(o1 / "expected.npz", "out")))
     else:
-        rows = full_rows() if args.full else committed_rows()
-    print(markdown(rows))
+        rows = full_rows() if args.full else committed_rows("o0" if args.o0 else "o1")
+    print(markdown(rows, "optlevel 0" if args.o0 else "optlevel 1"))
     worse = [r["model"] for r in rows if _worse(r)]
     return 1 if worse else 0
 

@@ -34,6 +34,7 @@ from .expr_tools import (
 )
 from .manager import graph_pass, record
 from .op_kinds import IO_TYPES, RESHAPE_TYPES, is_pure
+from ..runtime.binding import UNPACKERS
 from .rewrite import add_input, add_weight, attribute_of, remove_input, remove_operator, replace_all_uses
 
 # A folded tensor larger than this stays computed at run time (it would bloat the .bin).
@@ -47,18 +48,14 @@ def fold_constant_params(graph: Graph) -> tuple[Graph, bool]:
     for producer in list(graph.operators):
         ok, value = constant_param(producer)
         if not ok:
-            ok, value = _equation_literal(producer)
+            ok, value = string_literal(producer)
         if not ok:
             continue
         out = producer.outputs[0]
         for op in list(dict.fromkeys(out.consumers)):
             if op.type in IO_TYPES or op.type == "pnnx.Expression":
                 continue
-            # $input/$self stay inputs even when they are numbers (runtime/binding.py): a layer
-            # reads them as its first input, never as a parameter
-            slots = [i for i, o in enumerate(op.inputs) if o is out and op.input_name(i) not in ("", "input", "self")]
-            for i in reversed(slots):
-                key = op.input_name(i)
+            for i, key in reversed(_param_slots(op, out)):
                 op.params[key] = value
                 remove_input(op, i)
                 record("folded", op.name, f"{key}={_short(value)} (from operand {out.name})")
@@ -70,14 +67,41 @@ def fold_constant_params(graph: Graph) -> tuple[Graph, bool]:
     return graph, changed
 
 
-def _equation_literal(op: Operator) -> tuple[bool, str | None]:
-    """pnnx writes torch.einsum's equation at optlevel 1 as `pnnx.Expression expr=ij,jk->ik`,
-    text that is no expression: a literal when every reader reads it as `$equation`."""
+def _param_slots(op: Operator, operand: Operand) -> list[tuple[int, str]]:
+    """(slot, param name) of every slot of `op` where the literal `operand` is a parameter
+    (runtime/binding.py's rule): a `$key` slot, or a positional slot of a TorchScript op
+    that the layer names with `arg_names` (`aten::meshgrid tensors indexing`). A positional
+    slot is folded only when every slot after it goes too, so the slots left keep their
+    positions; `$input`/`$self` stay inputs even when they are numbers (a layer reads them
+    as its first input), and so do the layer's `value_inputs` (index lists)."""
+    from ..layers.registry import layer_class
+
+    cls = layer_class(op.type)
+    arg_names = cls.arg_names if cls is not None else None
+    value_inputs = cls.value_inputs if cls is not None else ()
+    slots: list[tuple[int, str]] = []
+    trailing = True  # every later positional slot is folded
+    for i in reversed(range(len(op.inputs))):
+        named = op.input_name(i)
+        key = named or (arg_names[i] if arg_names is not None and i < len(arg_names) else "")
+        foldable = (op.inputs[i] is operand and key not in ("", "input", "self") and key not in value_inputs
+                    and key not in op.params and (named != "" or trailing))
+        if foldable:
+            slots.append((i, key))
+        elif named == "":
+            trailing = False
+    return sorted(slots)
+
+
+def string_literal(op: Operator) -> tuple[bool, str | None]:
+    """(True, text) for a string constant: pnnx writes torch.einsum's equation, meshgrid's
+    indexing or a padding mode at optlevel 1 as `pnnx.Expression expr=ij,jk->ik` /
+    `expr=ij` — no inputs, an unannotated output, text that is no expression (the
+    runtime's pnnx.Expression reads it the same way)."""
     expr = op.params.get("expr")
-    if op.type != "pnnx.Expression" or op.inputs or len(op.outputs) != 1 or not isinstance(expr, str) or "->" not in expr:
+    if op.type != "pnnx.Expression" or op.inputs or len(op.outputs) != 1 or not isinstance(expr, str):
         return False, None
-    readers = op.outputs[0].consumers
-    if not readers or any(r.input_name(i) != "equation" for r in readers for i, o in enumerate(r.inputs) if o is op.outputs[0]):
+    if op.outputs[0].shape is not None or expr_of(op) is not None:
         return False, None
     return True, expr
 
@@ -237,12 +261,21 @@ def _evaluate(op: Operator, args: list[Any]) -> list[Any]:
     # As the runtime does: TorchScript's positional parameters (aten::triu's diagonal) and
     # named value operands become params, the rest inputs (see runtime/binding.py).
     b = bind(op, layer_class(op.type))
-    if b.packed:
-        raise ValueError("outputs packed into a list")
     value = {o.name: a for o, a in zip(op.inputs, args)}
     layer = create_layer(bound_operator(b, {k: to_param(value[o.name]) for k, o in b.params.items()}))
     arrays = [a if isinstance(a, (np.ndarray, list)) else np.asarray(a) for a in (value[o.name] for o in b.inputs)]
-    return list(layer.forward(arrays, [None] * len(op.outputs)))
+    outs = list(layer.forward(arrays, [None] * len(b.outputs)))
+    # A TorchScript op returning several tensors (aten::meshgrid) writes one list operand
+    # that a prim::ListUnpack splits: its value is that list.
+    return [outs] if b.packed else outs
+
+
+def _unpacked(op: Operator, values: dict[str, Any]) -> list[Any] | None:
+    """The items of a constant list/tuple a prim::ListUnpack/TupleUnpack splits."""
+    if op.type not in UNPACKERS or len(op.inputs) != 1:
+        return None
+    items = values.get(op.inputs[0].name)
+    return list(items) if isinstance(items, (list, tuple)) and len(items) == len(op.outputs) else None
 
 
 def _fits(operand: Operand, value: Any) -> bool:
@@ -281,8 +314,15 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
                 values[op.outputs[0].name] = attr.data
             continue
         ok, value = constant_param(op)
+        if not ok:
+            ok, value = string_literal(op)
         if ok:
             values[op.outputs[0].name] = value
+            continue
+        items = _unpacked(op, values)
+        if items is not None:
+            values.update((o.name, v) for o, v in zip(op.outputs, items))
+            computed.append(op)
             continue
         if not is_pure(op) or op.type.startswith("prim::") or not op.outputs:
             continue
@@ -410,6 +450,51 @@ def _hoist_constant_subtrees(
     return ast
 
 
+# An index list longer than this stays an operand (its text would swamp the .param line).
+MAX_INDEX_TEXT_ELEMENTS = 1024
+
+
+def _index_list_text(value: Any) -> str | None:
+    """pnnx's optlevel-2 text for a constant index list (`[None,[0,2]]`): None or integer
+    / bool index tensors, else None."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    items: list[str] = []
+    total = 0
+    for v in value:
+        if v is None:
+            items.append("None")
+            continue
+        a = np.asarray(v)
+        if a.dtype.kind not in "iub" or a.ndim == 0:
+            return None
+        total += a.size
+        items.append(repr(a.tolist()).replace(" ", ""))
+    return "[" + ",".join(items) + "]" if total <= MAX_INDEX_TEXT_ELEMENTS else None
+
+
+def _fold_value_inputs(op: Operator, values: dict[str, Any]) -> bool:
+    """A constant index list read as a value input (Tensor.index's `$expr` made by
+    `pnnx.Expression expr=[None,@0]` of a constant tensor) becomes the operator's text
+    parameter, as pnnx's optlevel 2 writes it: `Tensor.index expr=[None,[0,2]]`."""
+    from ..layers.registry import layer_class
+
+    cls = layer_class(op.type)
+    if cls is None or not cls.value_inputs:
+        return False
+    changed = False
+    for i in reversed(range(len(op.inputs))):
+        key = op.input_name(i)
+        text = _index_list_text(values.get(op.inputs[i].name)) if key in cls.value_inputs else None
+        if text is None or key in op.params:
+            continue
+        source = remove_input(op, i)
+        op.params[key] = text
+        record("folded", op.name, f"{key}={_short(text, 60)} (constant index list {source.name})")
+        changed = True
+    return changed
+
+
 @graph_pass("FoldConstants", 2, required=("FoldConstantParams",),
             description="constant subgraphs computed once into pnnx.Attribute; constant parts of expressions folded")
 def fold_constants(graph: Graph) -> tuple[Graph, bool]:
@@ -417,6 +502,9 @@ def fold_constants(graph: Graph) -> tuple[Graph, bool]:
     computed_ids = {id(op) for op in computed}
     changed = False
     candidates: list[Operator] = list(computed)
+    for op in list(graph.operators):
+        if id(op) not in computed_ids and op.inputs:
+            changed |= _fold_value_inputs(op, values)
     for op in computed:
         changed |= _materialise(graph, op, values, computed_ids)
     for op in list(graph.operators):

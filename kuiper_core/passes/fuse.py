@@ -70,19 +70,23 @@ def _aten_tree(op: Operator) -> Node | None:
     if out is None or out.shape is None or out.dtype is None:
         return None
     refs: list[Node] = [OperandRef(i) for i in range(len(op.inputs))]
-    if op.type in _ATEN_UNARY and len(refs) == 1:
+    # A positional argument FoldConstantParams made a param (alpha=2, rounding_mode='floor')
+    # changes what the op computes: only alpha is expressible, rounding_mode only when None.
+    params = {k: v for k, v in op.params.items() if not (k == "rounding_mode" and v is None)}
+    if op.type in _ATEN_UNARY and len(refs) == 1 and not params:
         return Call(_ATEN_UNARY[op.type], refs)
-    if op.type in _ATEN_BINARY and len(refs) == 2:
+    if op.type in _ATEN_BINARY and len(refs) == 2 and not params:
         return Call(_ATEN_BINARY[op.type], refs)
-    if op.type in ("aten::add", "aten::sub", "aten::rsub") and len(refs) in (2, 3):
+    if op.type in ("aten::add", "aten::sub", "aten::rsub") and len(refs) in (2, 3) and set(params) <= {"alpha"}:
         a, b = (refs[1], refs[0]) if op.type == "aten::rsub" else (refs[0], refs[1])
-        if len(refs) == 3:
+        alpha: object = params.get("alpha", 1)
+        if len(refs) == 3 and "alpha" not in params:  # (a line param beats an operand)
             producer = op.inputs[2].producer
-            ok, alpha = constant_param(producer) if producer is not None else (False, None)
-            if not ok or isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-                return None
-            if alpha != 1:
-                b = Call("mul", [b, Constant(alpha)])
+            alpha = constant_param(producer)[1] if producer is not None else None
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+            return None
+        if alpha != 1:
+            b = Call("mul", [b, Constant(alpha)])
         return Call("add" if op.type == "aten::add" else "sub", [a, b])
     return None
 
