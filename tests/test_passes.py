@@ -83,6 +83,53 @@ def test_sizes_of_static_operands_fold_but_dynamic_dims_stay():
     assert after.operator("t").params["expr"] == "div(@0,size(@0,2))"  # dynamic: kept
 
 
+def test_optlevel0_size_arithmetic_of_static_dims_becomes_a_param():
+    """optlevel 0 writes `t[:, : t.size(1) // 2]` as Tensor.size → prim::NumToTensor →
+    aten::floor_divide → aten::Int → the slice's `$end`: a static dim makes it all `end=4`."""
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(1,8,4,?)f32",
+        "Tensor.size s 1 1 0 1 dim=1 $input=0 #0=(1,8,4,?)f32",
+        "prim::NumToTensor n 1 1 1 2",
+        "prim::Constant k 0 1 3 value=2",
+        "aten::floor_divide d 2 1 2 3 4",
+        "aten::Int i 1 1 4 5",
+        "Tensor.slice sl 2 1 0 5 6 dim=1 start=0 step=1 $input=0 $end=5 #0=(1,8,4,?)f32 #6=(1,4,4,?)f32",
+        "Tensor.size s3 1 1 6 7 dim=3 $input=6 #6=(1,4,4,?)f32",
+        "Tensor.slice v 2 1 6 7 8 dim=3 start=0 step=1 $input=6 $end=7 #6=(1,4,4,?)f32 #8=(1,4,4,?)f32",
+        "pnnx.Output out 1 0 8 #8=(1,4,4,?)f32",
+    )
+    after, _ = run_passes(g, "FoldStaticShapes", "FoldConstants", "FoldConstantParams", level=2)
+    assert types(after) == ["pnnx.Input", "Tensor.slice", "Tensor.size", "Tensor.slice", "pnnx.Output"]
+    assert after.operator("sl").params["end"] == 4
+    assert after.operator("s3").params == {"dim": 3}  # a dim of the input that varies: kept
+    x = np.random.default_rng(0).standard_normal((1, 8, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(run(after, x)[0], run(g, x)[0])
+
+
+def test_folded_scalar_arithmetic_stays_a_python_number_and_keeps_float32():
+    """`1 / x.size(1) * -9.2` is TorchScript number arithmetic: folded, it must not become a
+    float64 0-d array that turns the f32 tensor it scales into f64 (tools/fuzz_passes.py)."""
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(2,4)f32",
+        "Tensor.size s 1 1 0 1 dim=1 $input=0 #0=(2,4)f32",
+        "prim::NumToTensor n 1 1 1 2",
+        "aten::reciprocal r 1 1 2 3",
+        "prim::Constant k 0 1 4 value=-9.2",
+        "aten::mul m 2 1 3 4 5",
+        "torch.arange a 0 1 6 end=4 dtype=torch.float #6=(4)f32",
+        "aten::mul f 2 1 6 5 7 #6=(4)f32 #7=(4)f32",
+        "aten::exp e 1 1 7 8 #7=(4)f32 #8=(4)f32",
+        "aten::mul y 2 1 0 8 9 #0=(2,4)f32 #8=(4)f32 #9=(2,4)f32",
+        "pnnx.Output out 1 0 9 #9=(2,4)f32",
+    )
+    from kuiper_core.passes import optimize
+
+    after = optimize(g, 2).after
+    assert [op.type for op in after.operators] == ["pnnx.Input", "pnnx.Attribute", "pnnx.Expression", "pnnx.Output"]
+    assert [op for op in after.operators if op.type == "pnnx.Attribute"][0].attrs["data"].data.dtype == np.float32
+    assert_equivalent(g, after)
+
+
 # -- FoldConstants --------------------------------------------------------------------------------
 def test_constant_subgraph_becomes_one_attribute():
     g = graph_of(
@@ -775,6 +822,43 @@ def test_list_plumbing_of_optlevel_0_is_unpacked():
     assert [o.name for o in after.operator("s").outputs] == ["a", "b"]
     assert [o.name for o in after.operator("cat").inputs] == ["b", "a"]
     assert [o.name for o in after.operator("out").inputs] == ["1", "a"]
+    assert_equivalent(g, after)
+
+
+def test_any_operator_whose_tuple_output_is_unpacked_gets_the_outputs_itself():
+    """optlevel 0 writes aten::var_mean (or nn.MultiheadAttention, nn.GRU) as one tuple that
+    prim::TupleUnpack splits; optlevel 1 gives the operator its two outputs, as here. A
+    tuple the graph returns as it is stays a tuple."""
+    g = graph_of(
+        IN4,
+        "aten::var_mean v 1 1 0 t dim=(2,3) unbiased=True keepdim=False #0=(1,4,6,6)f32",
+        "prim::TupleUnpack u 1 2 t a b #a=(1,4)f32 #b=(1,4)f32",
+        "pnnx.Expression e 2 1 a b 1 expr=add(@0,@1) #a=(1,4)f32 #b=(1,4)f32 #1=(1,4)f32",
+        "pnnx.Output out 1 0 1 #1=(1,4)f32",
+    )
+    after, log = run_passes(g, "UnpackLists", level=1)
+    assert types(after) == ["pnnx.Input", "aten::var_mean", "pnnx.Expression", "pnnx.Output"]
+    assert [o.name for o in after.operator("v").outputs] == ["a", "b"]
+    assert_equivalent(g, after)
+    kept = graph_of(IN4, "aten::var_mean v 1 1 0 t dim=(2,3) unbiased=True keepdim=False #0=(1,4,6,6)f32",
+                    "pnnx.Output out 1 0 t")
+    after, log = run_passes(kept, "UnpackLists", level=1)
+    assert not log.rows[0].changed
+
+
+def test_a_constant_list_of_tensors_feeds_a_constant_meshgrid_at_optlevel_0():
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(4,5)i64",
+        "torch.arange a 0 1 1 end=4 dtype=None #1=(4)i64",
+        "torch.arange b 0 1 2 end=5 dtype=None #2=(5)i64",
+        "prim::ListConstruct l 2 1 1 2 3 #1=(4)i64 #2=(5)i64",
+        "aten::meshgrid m 1 1 3 4 indexing=ij",
+        "prim::ListUnpack u 1 2 4 yv xv #yv=(4,5)i64 #xv=(4,5)i64",
+        "pnnx.Expression e 3 1 0 yv xv 5 expr=add(@0,mul(@1,@2)) #0=(4,5)i64 #yv=(4,5)i64 #xv=(4,5)i64 #5=(4,5)i64",
+        "pnnx.Output out 1 0 5 #5=(4,5)i64",
+    )
+    after, _ = run_passes(g, "FoldConstants")
+    assert types(after) == ["pnnx.Input", "pnnx.Attribute", "pnnx.Attribute", "pnnx.Expression", "pnnx.Output"]
     assert_equivalent(g, after)
 
 

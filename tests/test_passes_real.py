@@ -52,8 +52,7 @@ CASES = _cases()
 OVER_PNNX_FROM_O1: frozenset[str] = frozenset()
 # From optlevel 0 (aten::*, prim::Constant, list plumbing; not required by the criterion).
 OVER_PNNX_FROM_O0 = frozenset({
-    "encoder_block", "gpt_block", "gru_text", "indexing", "recurrent_states", "shape_arith", "spatial_ops",
-    "swin_windows", "tensor_ops", "text_transformer", "two_inputs", "unet_pad", "yolo_decode",
+    "tensor_ops",
 })
 # Exports where pnnx itself wrote a wrong model (tests/test_optlevels.py PNNX_BUGS).
 PNNX_WRONG = {"indexing/dyn", "scalars_casts/dyn", "recurrent_states/o2"}
@@ -175,15 +174,17 @@ def test_style_cases_use_the_pass_meant_for_them(case, fragment):
     assert any(fragment in c for c in changes), changes
 
 
-@pytest.mark.parametrize("model, fragments", [
+@pytest.mark.parametrize("export, fragments", [
     # the anchor grid: meshgrid's positional indexing folds, then arange → meshgrid →
     # ListUnpack → stack → view → float is one weight
-    ("yolo_decode", ("pnnx_47: indexing='ij'", "Tensor.to_10: constant subgraph → pnnx.Attribute f32(1, 1, 4, 5, 2)")),
-    ("indexing", ("Tensor.index_11: expr='[None,[0,2]]' (constant index list",)),  # x[:, [0, 2]]
-    ("two_inputs", ("pnnx_45: dim=(2,3)", "pnnx_45: unbiased=True", "pnnx_40: sizes=(1,4,6,7)")),  # var_mean, broadcast_to
+    ("yolo_decode/o1", ("pnnx_47: indexing='ij'", "Tensor.to_10: constant subgraph → pnnx.Attribute f32(1, 1, 4, 5, 2)")),
+    ("indexing/o1", ("Tensor.index_11: expr='[None,[0,2]]' (constant index list",)),  # x[:, [0, 2]]
+    ("two_inputs/o1", ("pnnx_45: dim=(2,3)", "pnnx_45: unbiased=True", "pnnx_40: sizes=(1,4,6,7)")),  # var_mean, broadcast_to
+    # optlevel 0's t.size(1) // 2: Tensor.size → literal, NumToTensor → floor_divide → Int → literal
+    ("shape_arith/o0", ("Tensor.size_5: size of t.1 → expr='96'", "pnnx_65: constant aten::Int → literal '48'")),
 ])
-def test_optlevel1_exports_use_the_folds_meant_for_them(model, fragments):
-    result = optimize(load_graph(OPTLEVEL / model / "o1" / "model.pnnx.param"), 2)
+def test_real_exports_use_the_folds_meant_for_them(export, fragments):
+    result = optimize(load_graph(OPTLEVEL / export / "model.pnnx.param"), 2)
     changes = [str(c) for r in result.log.rows for c in r.changes]
     for fragment in fragments:
         assert any(fragment in c for c in changes), (fragment, changes)

@@ -211,6 +211,30 @@ def _batch_first(shape_operand: Operand) -> bool:
     return is_dim0(first) and not any(is_dim0(n) for item in ast.items[1:] for n in walk(item))
 
 
+def _static_size_op(op: Operator, static: bool) -> bool:
+    """optlevel 0's `Tensor.size dim=2` of a dim that cannot vary becomes the literal
+    (`pnnx.Expression expr=4`), as optlevel 1's `size(@0,2)` does in an expression."""
+    if op.type != "Tensor.size" or len(op.inputs) != 1 or len(op.outputs) != 1 or op.outputs[0].shape is not None:
+        return False
+    operand, dim = op.inputs[0], op.params.get("dim")
+    if operand.shape is None or (dim is not None and (isinstance(dim, bool) or not isinstance(dim, int))):
+        return False
+    dims = [_trusted_dim(operand, d, static) for d in (range(len(operand.shape)) if dim is None else [dim])]
+    if any(d is None for d in dims):
+        return False
+    literal = to_text(Constant(dims[0]) if dim is not None else ListExpr([Constant(d) for d in dims]))
+    _become_literal(op, literal)
+    record("folded", op.name, f"size of {operand.name} → expr={_short(literal, 60)}")
+    return True
+
+
+def _become_literal(op: Operator, text: str) -> None:
+    """`op` (same name, same output operand) becomes `pnnx.Expression expr=text`, no inputs."""
+    for i in reversed(range(len(op.inputs))):
+        remove_input(op, i)
+    op.type, op.params, op.input_names, op.attrs = "pnnx.Expression", {"expr": text}, [], {}
+
+
 @graph_pass("FoldStaticShapes", 2, description="static size(…) values and reshape shapes baked in, as pnnx does")
 def fold_static_shapes(graph: Graph) -> tuple[Graph, bool]:
     static = static_export(graph)
@@ -219,6 +243,8 @@ def fold_static_shapes(graph: Graph) -> tuple[Graph, bool]:
     for op in list(graph.operators):
         if op.type in _SHAPE_PARAM:
             changed |= _static_shape_param(op)
+        elif op.type == "Tensor.size":
+            changed |= _static_size_op(op, static)
     for op in list(graph.operators):
         if op.type == "pnnx.Expression" and op.inputs:
             changed |= _fold_sizes(op, static)
@@ -268,6 +294,9 @@ def _evaluate(op: Operator, args: list[Any]) -> list[Any]:
     # A TorchScript op returning several tensors (aten::meshgrid) writes one list operand
     # that a prim::ListUnpack splits: its value is that list.
     return [outs] if b.packed else outs
+
+
+_CONSTRUCTS = ("prim::ListConstruct",)  # (a TupleConstruct is how a model returns several outputs)
 
 
 def _unpacked(op: Operator, values: dict[str, Any]) -> list[Any] | None:
@@ -324,7 +353,12 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
             values.update((o.name, v) for o, v in zip(op.outputs, items))
             computed.append(op)
             continue
-        if not is_pure(op) or op.type.startswith("prim::") or not op.outputs:
+        if op.type in _CONSTRUCTS and len(op.outputs) == 1 and all(o.name in values for o in op.inputs):
+            values[op.outputs[0].name] = [values[o.name] for o in op.inputs]  # (tensors: optlevel 0's meshgrid input)
+            computed.append(op)
+            continue
+        # prim:: ops pack and unpack (above); NumToTensor only passes a number on
+        if not is_pure(op) or (op.type.startswith("prim::") and op.type != "prim::NumToTensor") or not op.outputs:
             continue
         if any(o.name not in values for o in op.inputs):
             continue
@@ -334,7 +368,9 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
             record("kept", op.name, f"constant but not computable now ({type(e).__name__}: {str(e)[:80]})")
             continue
         for o, v in zip(op.outputs, outs):
-            values[o.name] = v
+            # an unannotated output is a TorchScript number: a Python scalar, whose type
+            # never promotes a tensor's (a 0-d float64 array would make f32 arithmetic f64)
+            values[o.name] = v.item() if o.shape is None and isinstance(v, (np.ndarray, np.generic)) and np.ndim(v) == 0 else v
         computed.append(op)
     return values, computed
 
@@ -348,13 +384,14 @@ def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_id
             continue
         value = values[o.name]
         if not isinstance(value, np.ndarray):
+            # a number or list of numbers (shape arithmetic: an expression, or optlevel 0's
+            # aten::floor_divide / aten::Int / prim::NumToTensor of sizes)
             node = _literal_node(value)
-            if node is None or op.type != "pnnx.Expression":
+            if node is None or len(op.outputs) != 1 or (o.shape is not None and op.type != "pnnx.Expression"):
                 continue
-            for i in reversed(range(len(op.inputs))):
-                remove_input(op, i)
-            op.params["expr"] = to_text(node)
-            record("folded", op.name, f"constant expression → literal {_short(to_text(node), 60)}")
+            what = "expression" if op.type == "pnnx.Expression" else op.type
+            _become_literal(op, to_text(node))
+            record("folded", op.name, f"constant {what} → literal {_short(to_text(node), 60)}")
             return True
         if not _fits(o, value):
             record("kept", op.name, f"computed {value.dtype}{tuple(value.shape)} does not match the declared {o.dtype}{o.shape}")

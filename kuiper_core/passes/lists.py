@@ -2,8 +2,10 @@
 optlevel 1 (exact, so level 1).
 
 - `prim::ListUnpack(prim::ListConstruct(a, b))` (or the tuple pair) reads a and b directly.
-- A split whose one list output only a `prim::ListUnpack` reads (`torch.tensor_split`,
-  `torch.split`, `torch.chunk`, `torch.unbind`) gets the unpacked outputs itself.
+- An operator whose one list/tuple output only a `prim::ListUnpack`/`TupleUnpack` reads
+  (`torch.split`, `torch.chunk`, `nn.MultiheadAttention`'s (output, weights), `nn.GRU`'s
+  (output, h)) gets the unpacked outputs itself — the runtime makes its layer with those
+  outputs either way (runtime/binding.py's `packed`).
 - `torch.cat` / `torch.stack` of a `prim::ListConstruct` read only there take its tensors
   as their own inputs.
 """
@@ -11,11 +13,11 @@ optlevel 1 (exact, so level 1).
 from __future__ import annotations
 
 from ..graph import Graph, Operator
+from ..runtime.binding import UNPACKERS, is_value
 from .manager import graph_pass, record
 from .rewrite import add_input, remove_input, remove_operator, replace_all_uses, sole_consumer
 
 _CONSTRUCT = {"prim::ListUnpack": "prim::ListConstruct", "prim::TupleUnpack": "prim::TupleConstruct"}
-_SPLITS = frozenset({"torch.tensor_split", "torch.split", "torch.chunk", "torch.unbind"})
 _VARIADIC = frozenset({"torch.cat", "torch.stack"})
 
 
@@ -33,22 +35,24 @@ def _unpack_of_construct(graph: Graph, op: Operator) -> bool:
 
 
 def _split_into_outputs(graph: Graph, op: Operator) -> bool:
-    if op.type != "prim::ListUnpack" or len(op.inputs) != 1:
+    if op.type not in UNPACKERS or len(op.inputs) != 1:
         return False
-    split = op.inputs[0].producer
-    if split is None or split.type not in _SPLITS or len(split.outputs) != 1 or sole_consumer(op.inputs[0]) is not op:
+    producer = op.inputs[0].producer
+    if producer is None or producer.type.startswith(("prim::", "pnnx.")) or len(producer.outputs) != 1 or not is_value(producer.outputs[0]):
         return False
-    listed = split.outputs[0]
+    if sole_consumer(op.inputs[0]) is not op:
+        return False
+    listed = producer.outputs[0]
     outs = list(op.outputs)
     remove_input(op, 0)
     op.outputs.clear()
     graph.operators.remove(op)
     graph.operands.pop(listed.name, None)
     listed.producer = None
-    split.outputs = outs
+    producer.outputs = outs
     for o in outs:
-        o.producer = split
-    record("changed", split.name, f"{len(outs)} outputs of its own instead of a list unpacked by {op.name}")
+        o.producer = producer
+    record("changed", producer.name, f"{len(outs)} outputs of its own instead of a list unpacked by {op.name}")
     return True
 
 
