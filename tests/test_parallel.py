@@ -77,3 +77,17 @@ def test_concurrent_callers_share_the_helper() -> None:
         t.join()
     for s, o in zip(srcs, outs):
         np.testing.assert_array_equal(o, s * 2)
+
+
+def test_the_helper_keeps_no_array_after_a_pass() -> None:
+    """steps() reuses memory that nothing refers to (runtime/step_arena.py): a half-pass
+    must not leave the helper holding views of it."""
+    import sys
+
+    src = np.ones((8, 64), np.float32)
+    dst = np.empty_like(src)
+    before = sys.getrefcount(dst), sys.getrefcount(src)
+    parallel.copyto(dst, src)
+    helper = parallel._get_helper()
+    assert helper is not None and helper._job is None
+    assert (sys.getrefcount(dst), sys.getrefcount(src)) == before

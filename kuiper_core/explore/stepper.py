@@ -9,7 +9,7 @@ stepper with the engine's message in `error` instead of raising into the page.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ class ForwardStepper:
         self.graph = graph
         self.inputs = [np.asarray(a) for a in inputs]
         self.events: list[StepEvent] = []  # finished steps, in execution order
-        self.values: dict[str, Any] = {}  # every operand computed so far
+        self.values: Mapping[str, Any] = {}  # every operand computed so far (steps()' values)
         self.cursor = -1  # index into events of the step on view (-1: nothing run yet)
         self.error: str | None = None
         self.failure: KuiperError | None = None  # the exception behind `error`

@@ -52,6 +52,8 @@ class _Helper:
                 fn(*args, **kwargs)
             except BaseException as e:  # handed back to the caller
                 self._error = e
+            # Hold no array between jobs: steps() reuses memory nothing refers to (step_arena.py).
+            self._job = fn = args = kwargs = None  # type: ignore[assignment]
             self._done.release()
 
     def run_pair(self, fn: Callable[..., Any], first: tuple[tuple, dict], second: tuple[tuple, dict]) -> None:

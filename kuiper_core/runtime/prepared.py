@@ -55,7 +55,7 @@ class NotPreparable(Exception):
 
 
 @dataclass
-class _Record:
+class Record:
     shapes: dict[str, ShapeDtype]  # operand -> shape and dtype of the array it held
     views: set[str]  # operators whose outputs are views of their inputs or constants
 
@@ -85,7 +85,7 @@ def _is_view(a: np.ndarray, of: list[np.ndarray]) -> bool:
     return any(np.may_share_memory(a, b) for b in of)
 
 
-def _record(rt: "RuntimeGraph", inputs: list[np.ndarray]) -> _Record:
+def record(rt: "RuntimeGraph", inputs: list[np.ndarray]) -> Record:
     """The checked first run (RuntimeGraph._run), noting what every operator returns."""
     for rop in rt._run_order:
         if rop.computed:
@@ -115,7 +115,7 @@ def _record(rt: "RuntimeGraph", inputs: list[np.ndarray]) -> _Record:
             raise NotPreparable(f"operator '{rop.name}' returns views and new arrays together")
 
     rt._run(inputs, planned=False, check=True, record=note)
-    return _Record(shapes, views)
+    return Record(shapes, views)
 
 
 class PreparedForward:
@@ -129,14 +129,15 @@ class PreparedForward:
         self.output_values: list[Any] = []  # graph outputs: buffers (or tuples of them)
         self.first_outputs: list[np.ndarray] = []  # the binding run's results
         self.plan: BufferPlan | None = None
-        # operand -> (call index, layer, args, outs) of the prepared call that writes it
+        self.record: Record | None = None  # what the record run saw (steps' arenas reuse it)
+        # operand -> (call index, layer, args, outs) of the bound call that writes it
         self._writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
 
     @classmethod
     def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray]) -> "PreparedForward":
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result."""
         assert rt.graph is not None
-        rec = _record(rt, inputs)
+        rec = record(rt, inputs)
         ops = []
         for r in rt._run_order:
             assert r.binding is not None
@@ -148,6 +149,7 @@ class PreparedForward:
         plan.allocate(rt.limits)
         self = cls()
         self.plan = plan
+        self.record = rec
         values: dict[str, Any] = dict(rt._seed)  # constants folded at build
         feeds = rt._feeds(inputs)
         input_index = {op.name: k for k, op in enumerate(rt.graph.inputs)}
@@ -175,56 +177,17 @@ class PreparedForward:
         self.first_outputs = self._outputs()
         return self
 
-    def _bind(
-        self,
-        rt: "RuntimeGraph",
-        rop: "RuntimeOperator",
-        args: list[Any],
-        buffer: Callable[[str], np.ndarray | None],
-        rec: _Record,
-        values: dict[str, Any],
-    ) -> None:
-        """Run one operator on its buffers and add the call that repeats it."""
-        op, layer = rop.op, rop.layer
-        assert layer is not None and rop.binding is not None
-        operands = rop.binding.outputs
-        view = rop.key in rec.views
-        outs = [buffer(o.name) for o in operands]
-        call: Callable[[], Any] | None = None
-        if not view and all(b is not None for b in outs):
-            f = layer.prepare(args, outs)  # type: ignore[arg-type]
-            call = None if f is None else partial(f, args, outs)
-            if call is not None and len(outs) == 1:
-                self._writers[operands[0].name] = (len(self.calls), layer, args, outs)  # type: ignore[assignment]
+    def _bind(self, rt: "RuntimeGraph", rop: "RuntimeOperator", args: list[Any],
+              buffer: Callable[[str], np.ndarray | None], rec: Record, values: dict[str, Any]) -> None:
+        assert rop.binding is not None
+        outs = [buffer(o.name) for o in rop.binding.outputs]
+        call = bind_operator(rt, rop, args, outs, rop.key in rec.views, values)
+        if call is not None and len(outs) == 1:
+            self._writers[rop.binding.outputs[0].name] = (len(self.calls), rop.layer, args, outs)  # type: ignore[assignment]
         if call is not None:
-            call()
-            results: list[Any] = list(outs)
-        else:
-            results = rt._call(rop, layer, args, outs)
-        copies = []
-        arg_arrays = [a for v in args for a in (_arrays(v) or [])]
-        for k, (o, r, b) in enumerate(zip(operands, results, outs)):
-            if view:
-                arrays = _arrays(r)
-                if arrays is None or (op.inputs and not all(_is_view(a, arg_arrays) for a in arrays)):
-                    raise NotPreparable(f"operator '{op.name}' returned a view before, a new array now")
-                values[o.name] = r
-            elif r is b:
-                values[o.name] = r
-            elif isinstance(r, np.ndarray) and b is not None and r.shape == b.shape and r.dtype == b.dtype:
-                np.copyto(b, r)  # the layer allocates its own result: copy it into the buffer
-                values[o.name] = b
-                copies.append(k)
-            else:
-                raise NotPreparable(f"operator '{op.name}' output {o.name}: nowhere to keep it")
-        if view:
-            return  # views of buffers and constants stay valid: nothing to repeat
-        if call is None:
-            forward = partial(layer.forward, args, outs)
-            call = partial(_copy_results, forward, [(k, outs[k]) for k in copies]) if copies else forward
-        self.calls.append(call)
-        self.names.append(op.name)
-        self.types.append(op.type)
+            self.calls.append(call)
+            self.names.append(rop.name)
+            self.types.append(rop.type)
 
     def _fuse_relu(self, rop: "RuntimeOperator", plan: BufferPlan, readers: Counter, outputs: set[str],
                    values: dict[str, Any]) -> bool:
@@ -266,6 +229,53 @@ class PreparedForward:
         for v in self.output_values:
             result.extend(a.copy() for a in (_arrays(v) or []))
         return result
+
+
+def bind_operator(
+    rt: "RuntimeGraph",
+    rop: "RuntimeOperator",
+    args: list[Any],
+    outs: list[np.ndarray | None],
+    view: bool,
+    values: dict[str, Any],
+) -> Callable[[], Any] | None:
+    """Run one operator on its buffers `outs`, put its results into `values`, and return the
+    call that repeats it (None for a view operator: its views of buffers and constants stay
+    valid, nothing to repeat). NotPreparable where a result has nowhere to stay."""
+    op, layer = rop.op, rop.layer
+    assert layer is not None and rop.binding is not None
+    operands = rop.binding.outputs
+    call: Callable[[], Any] | None = None
+    if not view and all(b is not None for b in outs):
+        f = layer.prepare(args, outs)  # type: ignore[arg-type]
+        call = None if f is None else partial(f, args, outs)
+    if call is not None:
+        call()
+        results: list[Any] = list(outs)
+    else:
+        results = rt._call(rop, layer, args, outs)
+    copies = []
+    arg_arrays = [a for v in args for a in (_arrays(v) or [])]
+    for k, (o, r, b) in enumerate(zip(operands, results, outs)):
+        if view:
+            arrays = _arrays(r)
+            if arrays is None or (op.inputs and not all(_is_view(a, arg_arrays) for a in arrays)):
+                raise NotPreparable(f"operator '{op.name}' returned a view before, a new array now")
+            values[o.name] = r
+        elif r is b:
+            values[o.name] = r
+        elif isinstance(r, np.ndarray) and b is not None and r.shape == b.shape and r.dtype == b.dtype:
+            np.copyto(b, r)  # the layer allocates its own result: copy it into the buffer
+            values[o.name] = b
+            copies.append(k)
+        else:
+            raise NotPreparable(f"operator '{op.name}' output {o.name}: nowhere to keep it")
+    if view:
+        return None
+    if call is None:
+        forward = partial(layer.forward, args, outs)
+        call = partial(_copy_results, forward, [(k, outs[k]) for k in copies]) if copies else forward
+    return call
 
 
 _UNSEEN = object()

@@ -8,11 +8,12 @@ build() links each operator to its consumers, orders execution (reverse-topologi
         against their `#` shapes, plans output buffers        (NeedBuild -> Complete)
 forward(*arrays) runs the operators that were not folded; steps(*arrays) runs one operator
 per iteration (folded ones show their value) and exposes every input and output (the app's
-stepper). Consumers read their producers' output arrays by reference: nothing is copied.
+stepper), as a flat run on a step arena (step_arena.py) or, where there is none, operator by
+operator. Consumers read their producers' output arrays by reference: nothing is copied.
 
-Shape truth (shape_check.py): the first forward() for each distinct set of input shapes,
-and every step, checks each produced tensor against its annotation; later runs at those
-shapes skip the check.
+Shape truth (shape_check.py): the first forward() or steps() for each distinct set of input
+shapes checks each produced tensor against its annotation (steps() without an arena: every
+step); later runs at those shapes write into buffers of the checked shapes.
 
 Operators are keyed by `Graph.operator_keys()` (the pnnx name, `name#2`… for a name that
 optlevel 0 repeats); `RuntimeOperator.name` and events keep pnnx's names.
@@ -25,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from .memory import BufferPlan, plan_buffers
 from .order import ALGORITHMS, Trace
 from .prepared import NotPreparable, PreparedForward, PreparedSteps, raise_for_operator
 from .shape_check import Batch, batch_of, check_outputs
+from .step_arena import StepArenas
 
 # Layers kept per operator for parameter values computed at run time (one per distinct
 # value set); beyond this many the cache starts again.
@@ -100,19 +102,57 @@ class RuntimeOperator:
         return layer, made
 
 
-@dataclass
 class StepEvent:
-    """What one operator did during `steps()`."""
+    """What one operator did during `steps()`: the operator, its wall time, and its input and
+    output arrays. Those are read from the run's values when asked (building two dicts per
+    step would cost more than a small operator); every operand is written once per run, so
+    they are the arrays the operator read and wrote."""
 
-    index: int
-    name: str
-    type: str
-    operator: Operator
-    inputs: dict[str, Any]  # PNNX operand name -> array (a tuple for prim::TupleConstruct)
-    outputs: dict[str, Any]
-    seconds: float
-    key: str = ""  # the operator's unique key (RuntimeGraph.operators)
-    folded: bool = False  # computed at build from constants (its value is shown, not recomputed)
+    __slots__ = ("_rop", "_values", "seconds")
+
+    def __init__(self, rop: RuntimeOperator, values: Mapping[str, Any], seconds: float) -> None:
+        self._rop = rop
+        self._values = values
+        self.seconds = seconds
+
+    @property
+    def index(self) -> int:
+        return self._rop.index
+
+    @property
+    def name(self) -> str:
+        return self._rop.op.name
+
+    @property
+    def type(self) -> str:
+        return self._rop.op.type
+
+    @property
+    def operator(self) -> Operator:
+        return self._rop.op
+
+    @property
+    def key(self) -> str:
+        """The operator's unique key (RuntimeGraph.operators)."""
+        return self._rop.key
+
+    @property
+    def folded(self) -> bool:
+        """Computed at build from constants (its value is shown, not recomputed)."""
+        return self._rop.folded
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """PNNX operand name -> array (a tuple for prim::TupleConstruct); none for pnnx.Input."""
+        op = self._rop.op
+        return {} if op.type == "pnnx.Input" else {o.name: self._values[o.name] for o in op.inputs}
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        return {o.name: self._values[o.name] for o in self._rop.op.outputs}
+
+    def __repr__(self) -> str:
+        return f"StepEvent({self.index}, {self.name!r}, {self.type!r}, {self.seconds * 1e3:.3f} ms)"
 
 
 Value = Any  # np.ndarray, or a tuple of them for prim::TupleConstruct
@@ -146,10 +186,10 @@ class RuntimeGraph:
         self.algorithm = "dfs"
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
-        self.values: dict[str, Value] = {}  # operand values of the latest steps() run
+        self.values: Mapping[str, Value] = {}  # operand values of the latest steps() run
         # The fast paths by input signature (prepared.py); None: this graph cannot be prepared.
         self._prepared: dict[tuple, PreparedForward | None] = {}
-        self._prepared_steps: dict[tuple, PreparedSteps] = {}
+        self._prepared_steps: dict[tuple, tuple[PreparedSteps, StepArenas]] = {}
         # Planned buffers are shared state: one planned forward at a time (the app caches
         # one RuntimeGraph for every browser session).
         self._run_lock = threading.Lock()
@@ -317,29 +357,39 @@ class RuntimeGraph:
         outputs, prepared.first_outputs = prepared.first_outputs, []
         return outputs
 
-    def _steps_for(self, inputs: list[np.ndarray]) -> PreparedSteps:
-        signature = tuple((a.shape, a.dtype.str) for a in inputs)
+    def _steps_for(self, signature: tuple) -> tuple[PreparedSteps, StepArenas]:
         prepared = self._prepared_steps.get(signature)
         if prepared is None:
             if len(self._prepared_steps) >= MAX_PREPARED:
                 self._prepared_steps.pop(next(iter(self._prepared_steps)))
-            prepared = self._prepared_steps[signature] = PreparedSteps()
+            prepared = self._prepared_steps[signature] = (PreparedSteps(), StepArenas(StepEvent))
         return prepared
 
     def steps(self, *arrays: np.ndarray) -> "StepRun":
         """Run one operator per iteration. The returned iterator's `.values` holds every
-        operand computed so far (also `self.values` until the next steps() call). Steps
-        allocate fresh outputs, so concurrent runs never share buffers."""
+        operand computed so far (also `self.values` until the next steps() call). Every
+        operand of a run has memory of its own, which no later run writes while anything
+        still holds it (step_arena.py), so concurrent runs never share buffers."""
         self._require_built()
         inputs = self._check_inputs(arrays)
-        values: dict[str, Value] = {}
+        self.values = {}  # let go of the last run's values: its arena may be free now
+        signature = tuple((a.shape, a.dtype.str) for a in inputs)
+        prepared, arenas = self._steps_for(signature)
+        forward = self._prepared.get(signature)
+        started = arenas.start(self, inputs, forward.record if forward is not None else None)
+        if started is not None:  # a free arena's flat run (step_arena.py)
+            run, values = started
+        else:  # one operator at a time
+            values = {}
+            run = self._step_iter(inputs, values, prepared)
         self.values = values
-        return StepRun(self._step_iter(inputs, values), values)
+        return StepRun(run, values)
 
-    def _step_iter(self, inputs: list[np.ndarray], values: dict[str, Value]) -> Iterator[StepEvent]:
+    def _step_iter(self, inputs: list[np.ndarray], values: dict[str, Value], prepared: PreparedSteps) -> Iterator[StepEvent]:
+        """Each operator on fresh outputs (its prepared function where it has one), each
+        output checked against its annotation."""
         feeds = self._feeds(inputs)
         batch = self._batch(inputs)
-        prepared = self._steps_for(inputs)
         for rop in self.order:
             op = rop.op
             b = rop.binding
@@ -359,21 +409,10 @@ class RuntimeGraph:
                 if op.type != "pnnx.Input":  # the inputs were checked by _check_inputs
                     check_outputs(op, b.outputs, results, batch)
                 self._store(rop, results, values)
-            dt = time.perf_counter() - t0
-            yield StepEvent(
-                rop.index,
-                op.name,
-                op.type,
-                op,
-                {o.name: values[o.name] for o in op.inputs} if op.type != "pnnx.Input" else {},
-                {o.name: values[o.name] for o in op.outputs},
-                dt,
-                rop.key,
-                rop.folded,
-            )
+            yield StepEvent(rop, values, time.perf_counter() - t0)
 
-    def outputs_of(self, values: dict[str, Value]) -> list[np.ndarray]:
-        """The graph outputs from a dict of operand values (e.g. after steps())."""
+    def outputs_of(self, values: Mapping[str, Value]) -> list[np.ndarray]:
+        """The graph outputs from operand values (e.g. after steps())."""
         return self._collect_outputs(values)
 
     def _run(
@@ -456,7 +495,7 @@ class RuntimeGraph:
                     raise e.at_operator(rop.name, rop.type) from None
         return results
 
-    def _collect_outputs(self, values: dict[str, Value]) -> list[np.ndarray]:
+    def _collect_outputs(self, values: Mapping[str, Value]) -> list[np.ndarray]:
         result: list[np.ndarray] = []
 
         def flat(v: Value) -> None:
@@ -515,9 +554,12 @@ class RuntimeGraph:
 class StepRun(Iterator[StepEvent]):
     """The iterator returned by steps(), with this run's operand values."""
 
-    def __init__(self, events: Iterator[StepEvent], values: dict[str, Value]) -> None:
+    def __init__(self, events: Iterator[StepEvent], values: Mapping[str, Value]) -> None:
         self._events = events
         self.values = values
+
+    def __iter__(self) -> Iterator[StepEvent]:
+        return self._events  # a for loop runs the generator itself, without __next__ below
 
     def __next__(self) -> StepEvent:
         return next(self._events)

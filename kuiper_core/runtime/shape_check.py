@@ -3,7 +3,8 @@
 pnnx writes the shape and dtype it saw for every tensor operand (`#5=(1,16)f32`). The
 runtime checks each operator's outputs against those annotations — for values folded at
 build, and on the first Forward for each distinct set of input shapes (then never again
-for those shapes, so the check costs nothing on later runs); `steps()` checks every step.
+for those shapes, so the check costs nothing on later runs); `steps()` checks every step
+when it runs operator by operator (its step arenas are laid out from a checked run).
 A mismatch is a ShapeError naming the operator, the operand, the declared and the produced
 shape: no result may silently differ from what the file declares.
 
@@ -86,7 +87,7 @@ def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[An
             continue  # a value (int, list) or a tuple: nothing declared
         if (isinstance(value, np.ndarray) and value.shape == operand.shape and operand.dtype is not None
                 and operand.dtype != "bf16" and value.dtype == numpy_dtype(operand.dtype)):
-            continue  # the common case, quickly: exactly as declared (steps() checks every step)
+            continue  # the common case, quickly: exactly as declared
         shape, dtype = _produced(value)
         same_dtype = operand.dtype is None or _dtype_ok(operand.dtype, value)
         if shape_matches(operand.shape, shape, batch) and same_dtype:

@@ -1,0 +1,255 @@
+"""steps()' fast path: every operand in an arena of its own, every operator one bound call.
+
+The stepper shows every intermediate tensor, so a step run cannot share buffers by liveness
+or run ReLU in place as forward does (prepared.py): each operand needs memory of its own
+that outlives the run. Allocating it afresh per operator costs more than a small operator
+(deep1500: ~10 µs per step against forward's ~6) and, on big tensors, the first touch of
+fresh pages (ResNet-18 at batch 4: 88 MB per run).
+
+A `StepArena` is one allocation holding every operand the run computes, at fixed offsets,
+and the operators bound to it as prepared.py binds forward's (`bind_operator`: the layer's
+prepared kernel, or its forward with the argument lists fixed). A run is then, per operator,
+one call, a counter moved on and a `StepEvent`. Views and constants need no call: views of
+fixed buffers stay valid. The run's values are a `StepValues` mapping over the arena's
+operands that shows those of the steps done (filling a dict per step cost 0.7 µs a step on
+deep1500: its objects are out of cache after each operator's arrays went through).
+
+An arena is reused only when nothing outside it still holds its values or any of its arrays:
+while a run is going on it is busy, and afterwards the mapping, every array it holds and the
+memory block are checked by reference count against the counts they had when nobody else
+held them. Views of its arrays hold the block, containers hold the arrays, events hold the
+mapping: any holder shows. A caller that keeps a run's values (the app's stepper does)
+therefore gets another arena next time (up to `MAX_ARENAS` per input signature, within
+`MAX_ARENA_BYTES`: arenas stay with the graph between runs), or the per-operator path (RuntimeGraph._step_iter), which allocates fresh outputs: never another
+run's memory.
+
+Built (one run of the model on the arena, after the shape-checked record run that forward's
+preparation made, or one of its own) when a steps() run at these input shapes finds no free
+arena. Graphs that cannot be prepared (prepared.NotPreparable) always take the per-operator path.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+import weakref
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+import numpy as np
+
+from .. import limits as _limits
+from .prepared import NotPreparable, Record, _arrays, _feed, bind_operator, raise_for_operator
+
+if TYPE_CHECKING:
+    from .runtime_graph import RuntimeGraph, RuntimeOperator, StepEvent
+
+# Arenas kept per input signature: two let a caller hold one run (a loop variable keeping
+# the last event) while the next one runs.
+MAX_ARENAS = 2
+# At most this many bytes of arenas per input signature: a graph keeps its arenas between
+# runs, so a big model at a big batch steps one operator at a time instead.
+MAX_ARENA_BYTES = 256 << 20
+ALIGN = 64  # bytes: every operand starts on a cache line
+
+
+class StepArena:
+    """See the module docstring."""
+
+    def __init__(self, rt: "RuntimeGraph", memory: np.ndarray) -> None:
+        self.memory = memory
+        self.rops: list["RuntimeOperator"] = list(rt.order)
+        self.calls: list[Callable[[], Any] | None] = []  # per operator in rt.order
+        self.feeds: list[Any] = [None] * len(rt.input_operands)  # this run's input arrays
+        self.input_names = list(rt.input_operands)  # their operands, in the same order
+        self.values = StepValues()
+        self.watched: list[Any] = []  # the block and every published value in it
+        self.baseline: list[int] = []  # their reference counts when nobody else holds them
+        self.running: Callable[[], Any] = lambda: None  # a weak reference to the run using it
+
+    @classmethod
+    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record, room: int = MAX_ARENA_BYTES) -> "StepArena":
+        """Lay out the operands, run the model once on them, bind every call."""
+        assert rt.graph is not None
+        layout: dict[str, tuple[int, tuple[int, ...], np.dtype]] = {}
+        total = 0
+        for rop in rt._run_order:
+            if rop.key in rec.views:
+                continue
+            assert rop.binding is not None
+            for o in rop.binding.outputs:
+                if o.name not in rec.shapes:
+                    raise NotPreparable(f"operand '{o.name}' is not an array")
+                shape, dtype = rec.shapes[o.name]
+                layout[o.name] = (total, shape, dtype)
+                nbytes = _limits.elements(shape) * dtype.itemsize
+                total += -(-nbytes // ALIGN) * ALIGN
+        if total > min(rt.limits.max_planned_bytes, room):
+            raise NotPreparable(f"the operands need {total:,} bytes")
+        memory = np.empty(max(total, 1), np.uint8)
+
+        def buffer(name: str) -> np.ndarray | None:
+            if name not in layout:
+                return None
+            start, shape, dtype = layout[name]
+            return memory[start:start + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
+
+        self = cls(rt, memory)
+        values: dict[str, Any] = dict(rt._seed)
+        feeds = rt._feeds(inputs)
+        input_number = {op.name: k for k, op in enumerate(rt.graph.inputs)}
+        for position, rop in enumerate(self.rops):
+            op = rop.op
+            call = None
+            if rop.folded:
+                values.update((o.name, rt.constants[o.name]) for o in op.outputs)
+            elif op.type == "pnnx.Input":
+                buf = buffer(op.outputs[0].name)
+                assert buf is not None
+                np.copyto(buf, feeds[op.name])
+                values[op.outputs[0].name] = buf
+                call = partial(_feed, self.feeds, input_number[op.name], buf)
+            else:
+                assert rop.binding is not None
+                args = [values[o.name] for o in rop.binding.inputs]
+                outs = [buffer(o.name) for o in rop.binding.outputs]
+                call = bind_operator(rt, rop, args, outs, rop.key in rec.views, values)
+            self.calls.append(call)
+            self.values.add(position, {o.name: values[o.name] for o in op.outputs})
+        seen: set[int] = set()
+        for _, v in self.values.index.values():
+            arrays = _arrays(v) or []
+            if id(v) not in seen and any(a.base is memory for a in arrays):
+                seen.add(id(v))
+                self.watched.append(v)
+                if isinstance(v, (tuple, list)):  # a holder of the tuple holds its arrays
+                    self.watched += arrays
+        self.watched += [memory, self.values]
+        return self
+
+    def counts(self) -> list[int]:
+        getrefcount = sys.getrefcount
+        return [getrefcount(v) for v in self.watched]
+
+    def settle(self) -> None:
+        """Note the reference counts now that only the arena holds its arrays (called by the
+        builder's caller, after the building frame and its locals are gone; garbage that
+        still refers to them is collected first)."""
+        gc.collect(1)  # young garbage: made while building
+        self.baseline = self.counts()
+
+    def free(self) -> bool:
+        """Not running, and nothing outside holds its values or any of its arrays."""
+        if self.running() is not None:
+            return False
+        counts = self.counts()
+        if counts == self.baseline:
+            return True
+        if any(n < b for n, b in zip(counts, self.baseline)):
+            # Something held an array when the baseline was taken: the counts cannot tell
+            # whether it is free. Never reuse it (StepArenas drops it).
+            self.baseline = []
+        return False
+
+    def run(self, inputs: list[np.ndarray], event: type["StepEvent"]) -> Iterator["StepEvent"]:
+        """A step run on these inputs (StepArenas.start hands it out); `self.values` shows
+        nothing of earlier runs from now on."""
+        values = self.values
+        values.done = 0
+        # The stepper shows the caller's array itself (consumers read the copy).
+        values.inputs = dict(zip(self.input_names, inputs))
+        self.feeds[:] = inputs  # pnnx.Input's calls copy them into their buffers
+        return self._steps(self.calls, event)
+
+    def _steps(self, calls: list[Callable[[], Any] | None], event: type["StepEvent"]) -> Iterator["StepEvent"]:
+        values = self.values
+        clock = time.perf_counter
+        for rop, call in zip(self.rops, calls):
+            t0 = clock()
+            if call is not None:
+                try:
+                    call()
+                except Exception as e:
+                    raise_for_operator(e, rop.name, rop.type)
+            values.done += 1
+            yield event(rop, values, clock() - t0)
+
+
+class StepValues(Mapping[str, Any]):
+    """The operands of an arena run that its steps so far have computed (read-only)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, tuple[int, Any]] = {}  # operand -> (step making it, value)
+        self.names: list[str] = []  # operands in the order the steps make them
+        self.ends: list[int] = [0]  # ends[n]: how many of `names` the first n steps make
+        self.inputs: dict[str, np.ndarray] = {}  # pnnx.Input operands: this run's arrays
+        self.done = 0  # steps finished
+
+    def add(self, step: int, outputs: dict[str, Any]) -> None:
+        for name, value in outputs.items():
+            self.index[name] = (step, value)
+        self.names += outputs
+        self.ends.append(len(self.names))
+
+    def __getitem__(self, name: str) -> Any:
+        step, value = self.index[name]
+        if step >= self.done:
+            raise KeyError(name)
+        return self.inputs[name] if name in self.inputs else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names[:self.ends[self.done]])
+
+    def __len__(self) -> int:
+        return self.ends[self.done]
+
+
+class StepArenas:
+    """The arenas of one input signature (at most MAX_ARENAS), handed out one run at a time."""
+
+    def __init__(self, event: type["StepEvent"]) -> None:
+        self.event = event
+        self.arenas: list[StepArena] = []
+        self.preparable = True
+        self.lock = threading.Lock()
+
+    def start(
+        self, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record | None,
+    ) -> tuple[Iterator["StepEvent"], StepValues] | None:
+        """A run and its values on a free arena (or a new one, if there is room), else None
+        (the caller takes the per-operator path). Busy while the run's generator exists."""
+        with self.lock:
+            arena = next((a for a in self.arenas if a.free()), None)
+            if arena is None:
+                self.arenas = [a for a in self.arenas if a.baseline]  # drop the retired ones
+            if arena is None and self.preparable and len(self.arenas) < MAX_ARENAS:
+                arena = self._build(rt, inputs, rec)
+                if arena is not None:
+                    arena.settle()
+                    self.arenas.append(arena)
+            if arena is None:
+                return None
+            run = arena.run(inputs, self.event)
+            arena.running = weakref.ref(run)
+            return run, arena.values
+
+    def _build(self, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record | None) -> StepArena | None:
+        from .prepared import record
+
+        used = sum(a.memory.nbytes for a in self.arenas)
+        if self.arenas and used + self.arenas[0].memory.nbytes > MAX_ARENA_BYTES:
+            return None  # another would be as big as the first: no room for it
+        try:
+            with np.errstate(all="ignore"), _limits.use(rt.limits):  # the run after it warns
+                return StepArena.build(rt, inputs, rec if rec is not None else record(rt, inputs), MAX_ARENA_BYTES - used)
+        except NotPreparable:
+            if not self.arenas:
+                self.preparable = False
+            return None
+        except Exception:
+            # A layer error: the per-operator path reports it at its operator, after the
+            # steps before it (the stepper shows them).
+            self.preparable = False
+            return None

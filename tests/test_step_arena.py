@@ -1,0 +1,220 @@
+"""steps()' arenas (runtime/step_arena.py): the flat step run against the per-operator path,
+and the rule that no run ever writes memory that anything still holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kuiper_core
+from kuiper_core import RuntimeGraph
+from kuiper_core.errors import ModelError
+from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.runtime.step_arena import MAX_ARENAS, StepValues
+
+from conftest import SAMPLES
+
+CASES = ["tiny_mlp", "digits_cnn", "expr_zoo", "mobilenetv3"]
+
+
+def _load(name: str) -> tuple[RuntimeGraph, np.ndarray]:
+    param = SAMPLES / f"{name}.pnnx.param"
+    if not param.exists():
+        pytest.skip(f"sample model {name} not exported")
+    return kuiper_core.load(param), np.load(SAMPLES / f"{name}.input.npy")
+
+
+def _arenas(g: RuntimeGraph, x: np.ndarray) -> list[Any]:
+    return g._prepared_steps[((x.shape, x.dtype.str),)][1].arenas
+
+
+def _snapshot(values: Any) -> dict[str, Any]:
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
+
+
+def _inputs(x: np.ndarray, n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(5)
+    return [x] + [rng.standard_normal(x.shape).astype(x.dtype) for _ in range(n - 1)]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_arena_runs_match_the_per_operator_path(name: str) -> None:
+    """Every operand of an arena run equals the per-operator path's (the reference: fresh
+    outputs, each checked against its annotation), and the outputs equal forward()'s."""
+    g, x = _load(name)
+    held = [g.steps(x) for _ in range(MAX_ARENAS)]  # every arena taken: the next run cannot have one
+    for run in held:
+        assert isinstance(run.values, StepValues)
+        for _ in run:
+            pass
+    reference = g.steps(x)
+    assert isinstance(reference.values, dict)
+    events = list(reference)
+    assert [e.key for e in events] == [r.key for r in g.order]
+    for run in held:
+        assert list(run.values) == list(reference.values)  # same operands, in step order
+        for k, ref in reference.values.items():
+            got = run.values[k]
+            if isinstance(ref, np.ndarray):
+                assert got.shape == ref.shape and got.dtype == ref.dtype, k
+                np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6 * max(1.0, float(np.abs(ref).max(initial=0))))
+        for y, f in zip(g.outputs_of(run.values), g.forward(x)):
+            np.testing.assert_allclose(y, f, rtol=1e-5, atol=1e-6)
+
+
+def test_an_arena_is_reused_when_nothing_holds_its_arrays() -> None:
+    g, x = _load("digits_cnn")
+    x1, x2 = _inputs(x, 2)
+    for event in g.steps(x1):
+        pass
+    del event  # the last event holds its run's values
+    arena = _arenas(g, x1)[0]
+    want = g.forward(x2)[0]
+    run = g.steps(x2)  # the last run's values were only g.values: let go by this call
+    for _ in run:
+        pass
+    assert _arenas(g, x1) == [arena]  # no second arena was made
+    np.testing.assert_allclose(g.outputs_of(run.values)[0], want, rtol=1e-6, atol=1e-7)
+
+
+def test_held_runs_are_never_overwritten() -> None:
+    """A run whose values someone keeps (the app's stepper does) keeps its arrays: later runs
+    take another arena, or the per-operator path once every arena is held."""
+    g, x = _load("expr_zoo")
+    xs = _inputs(x, MAX_ARENAS + 2)
+    runs, saved = [], []
+    for xi in xs:
+        run = g.steps(xi)
+        for _ in run:
+            pass
+        runs.append(run)
+        saved.append(_snapshot(run.values))
+    assert len(_arenas(g, x)) == MAX_ARENAS
+    for xi, run, before in zip(xs, runs, saved):
+        now = _snapshot(run.values)
+        assert list(now) == list(before)
+        for k in before:
+            np.testing.assert_array_equal(now[k], before[k])
+        for y, f in zip(g.outputs_of(run.values), g.forward(xi)):
+            np.testing.assert_allclose(y, f, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("holder", ["array", "view", "event", "tuple"])
+def test_anything_that_holds_an_arena_array_keeps_it(holder: str) -> None:
+    g, x = _load("tiny_mlp")
+    x1, x2 = _inputs(x, 2)
+    run = g.steps(x1)
+    events = list(run)
+    name = g.order[len(g.order) // 2].op.outputs[0].name
+    kept: Any = {
+        "array": lambda: run.values[name],
+        "view": lambda: run.values[name][..., :1],  # its base is the arena's memory block
+        "event": lambda: events[-1],  # events read the run's values
+        "tuple": lambda: (run.values[name],),
+    }[holder]()
+    before = run.values[name].copy()
+    del run, events
+    for _ in g.steps(x2):
+        pass
+    for _ in g.steps(x2):
+        pass
+    if holder == "event":
+        np.testing.assert_array_equal(kept._values[name], before)
+    else:
+        np.testing.assert_array_equal(kept[0] if holder == "tuple" else kept, before if holder != "view" else before[..., :1])
+
+
+def test_step_values_show_only_the_steps_done() -> None:
+    g, x = _load("digits_cnn")
+    for _ in g.steps(x):  # the second run is an arena's reused run
+        pass
+    run = g.steps(x)
+    values = run.values
+    assert isinstance(values, StepValues)
+    assert len(values) == 0 and list(values) == []
+    last = g.order[-2].op.outputs[0].name
+    for n, event in enumerate(run, 1):
+        assert all(o.name in values for o in event.operator.outputs)
+        assert len(values) == len(list(values)) == sum(len(r.op.outputs) for r in g.order[:n])
+        if n < len(g.order) - 1:
+            assert last not in values
+            with pytest.raises(KeyError):
+                values[last]
+    assert values[g.input_operands[0]] is x  # the caller's array, as the per-operator path shows it
+
+
+def test_a_failing_operator_in_an_arena_run_is_named_and_the_steps_before_it_shown() -> None:
+    g, x = _load("digits_cnn")
+    for event in g.steps(x):
+        pass
+    del event
+    arena = _arenas(g, x)[0]
+    k = next(i for i, r in enumerate(g.order) if r.type == "nn.ReLU")
+
+    def broken() -> None:
+        raise ValueError("broken kernel")
+
+    kept = arena.calls[k]  # (dropping it would drop its arrays' counts: the arena would retire)
+    arena.calls[k] = broken
+    stepper = ForwardStepper(g, [x])
+    stepper.run_all()
+    assert stepper.failed_operator == g.order[k].name
+    assert isinstance(stepper.failure, ModelError) and "broken kernel" in str(stepper.failure)
+    assert len(stepper.events) == k
+    assert _arenas(g, x) == [arena]  # the broken one ran
+    del kept
+
+
+def test_graphs_that_cannot_be_prepared_step_one_operator_at_a_time() -> None:
+    """Here a parameter computed at run time: every run takes the per-operator path (the
+    optlevel zoo's tests check its operands against PyTorch's)."""
+    param = Path(__file__).parent / "data" / "optlevel" / "shape_arith" / "o0" / "model.pnnx.param"
+    g = kuiper_core.load(param)
+    d = np.load(param.parent / "inputs.npz")
+    ins = [d[k] for k in sorted(d.files)]
+    assert any(r.computed for r in g.order)
+    for _ in range(2):
+        run = g.steps(*ins)
+        for _ in run:
+            pass
+        assert isinstance(run.values, dict)
+        for y, f in zip(g.outputs_of(run.values), g.forward(*ins)):
+            np.testing.assert_array_equal(y, f)
+
+
+def test_arenas_stay_within_their_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kuiper_core.runtime import step_arena
+
+    g, x = _load("digits_cnn")
+    first = g.steps(x)
+    for _ in first:
+        pass
+    size = _arenas(g, x)[0].memory.nbytes
+    monkeypatch.setattr(step_arena, "MAX_ARENA_BYTES", size + size // 2)  # room for one
+    second = g.steps(x)  # `first` holds the arena: no room for another
+    assert isinstance(second.values, dict)
+    for _ in second:
+        pass
+    np.testing.assert_array_equal(g.outputs_of(second.values)[0], g.outputs_of(first.values)[0])
+    monkeypatch.setattr(step_arena, "MAX_ARENA_BYTES", size - 1)
+    g2, _ = _load("digits_cnn")
+    assert isinstance(g2.steps(x).values, dict)  # not even one fits
+
+
+def test_an_arena_whose_counts_fall_below_its_baseline_is_never_reused() -> None:
+    """Had something held an array when the baseline was taken, a count below it later means
+    the counts can no longer tell whether the arena is free: it retires."""
+    g, x = _load("digits_cnn")
+    for event in g.steps(x):
+        pass
+    del event
+    arena = _arenas(g, x)[0]
+    arena.baseline[0] += 1  # as if a holder had been counted in
+    run = g.steps(x)
+    for _ in run:
+        pass
+    assert arena not in _arenas(g, x) and len(_arenas(g, x)) == 1
+    np.testing.assert_allclose(g.outputs_of(run.values)[0], g.forward(x)[0], rtol=1e-6, atol=1e-7)
