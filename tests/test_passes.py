@@ -695,6 +695,37 @@ def test_a_positional_literal_before_an_operand_stays_so_the_slots_keep_their_po
     assert_equivalent(g, after)
 
 
+def test_optlevel0_einsum_takes_its_operand_list_then_its_equation_as_a_param():
+    """optlevel 0: `torch.einsum equation operands`, both positional. The list in the last
+    slot becomes the operator's last inputs (the runtime splices it there anyway); then the
+    tensors after the equation no longer block folding it."""
+    g = graph_of(
+        "pnnx.Input in 0 1 0 #0=(2,3)f32",
+        "pnnx.Input in2 0 1 1 #1=(3,4)f32",
+        "prim::Constant eq 0 1 e value=ij,jk->ik",
+        "prim::ListConstruct l 2 1 0 1 ops #0=(2,3)f32 #1=(3,4)f32",
+        "torch.einsum es 2 1 e ops 2 #2=(2,4)f32",
+        "pnnx.Output out 1 0 2 #2=(2,4)f32",
+    )
+    after, _ = run_passes(g, "UnpackLists", "FoldConstantParams", level=1)
+    assert types(after) == ["pnnx.Input", "pnnx.Input", "torch.einsum", "pnnx.Output"]
+    es = after.operator("es")
+    assert es.params == {"equation": "ij,jk->ik"} and [o.name for o in es.inputs] == ["0", "1"]
+    assert_equivalent(g, after)
+    # a list the layer reads whole (Tensor.index's $expr) is no argument list to splice
+    g = graph_of(
+        IN4,
+        "pnnx.Attribute w 0 1 i @data=(2)i64 #i=(2)i64",
+        "prim::Constant n 0 1 none value=None",
+        "prim::ListConstruct l 2 1 none i 2",
+        "Tensor.index x 2 1 0 2 3 $input=0 $expr=2 #0=(1,4,6,6)f32 #3=(1,2,6,6)f32",
+        out("3", "(1,2,6,6)f32"),
+    )
+    g.operator("w").attrs["data"].data = np.array([3, 1], np.int64)
+    after, log = run_passes(g, "UnpackLists", level=1)
+    assert types(after) == types(g) and not log.rows[0].changed
+
+
 def test_a_string_literal_read_by_an_expression_or_as_the_main_input_stays():
     g = graph_of(
         "pnnx.Input in 0 1 0 #0=(2,3)f32",

@@ -50,10 +50,8 @@ CASES = _cases()
 # count fails its test until it is taken off, so the lists say exactly what is left.
 # From optlevel 1 (the done-criterion): none left.
 OVER_PNNX_FROM_O1: frozenset[str] = frozenset()
-# From optlevel 0 (aten::*, prim::Constant, list plumbing; not required by the criterion).
-OVER_PNNX_FROM_O0 = frozenset({
-    "tensor_ops",
-})
+# From optlevel 0 (aten::*, prim::Constant, list plumbing; not required by the criterion): none left.
+OVER_PNNX_FROM_O0: frozenset[str] = frozenset()
 # Exports where pnnx itself wrote a wrong model (tests/test_optlevels.py PNNX_BUGS).
 PNNX_WRONG = {"indexing/dyn", "scalars_casts/dyn", "recurrent_states/o2"}
 

@@ -23,6 +23,7 @@ import numpy as np
 from ..expression import evaluate, to_text, walk
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
 from ..graph import Graph, Operand, Operator, numpy_dtype
+from ..runtime.binding import UNPACKERS, is_value
 from .expr_tools import (
     constant_param,
     copy_node,
@@ -34,7 +35,6 @@ from .expr_tools import (
 )
 from .manager import graph_pass, record
 from .op_kinds import IO_TYPES, RESHAPE_TYPES, is_pure
-from ..runtime.binding import UNPACKERS
 from .rewrite import add_input, add_weight, attribute_of, remove_input, remove_operator, replace_all_uses
 
 # A folded tensor larger than this stays computed at run time (it would bloat the .bin).
@@ -71,8 +71,8 @@ def _param_slots(op: Operator, operand: Operand) -> list[tuple[int, str]]:
     """(slot, param name) of every slot of `op` where the literal `operand` is a parameter
     (runtime/binding.py's rule): a `$key` slot, or a positional slot of a TorchScript op
     that the layer names with `arg_names` (`aten::meshgrid tensors indexing`). A positional
-    slot is folded only when every slot after it goes too, so the slots left keep their
-    positions; `$input`/`$self` stay inputs even when they are numbers (a layer reads them
+    slot is folded only when every value slot after it goes too, so the values left keep
+    their positional names (a tensor is an input wherever it stands); `$input`/`$self` stay inputs even when they are numbers (a layer reads them
     as its first input), and so do the layer's `value_inputs` (index lists)."""
     from ..layers.registry import layer_class
 
@@ -88,8 +88,8 @@ def _param_slots(op: Operator, operand: Operand) -> list[tuple[int, str]]:
                     and key not in op.params and (named != "" or trailing))
         if foldable:
             slots.append((i, key))
-        elif named == "":
-            trailing = False
+        elif named == "" and is_value(op.inputs[i]):
+            trailing = False  # (a tensor stays an input at any position: it does not block)
     return sorted(slots)
 
 

@@ -13,7 +13,7 @@ optlevel 1 (exact, so level 1).
 from __future__ import annotations
 
 from ..graph import Graph, Operator
-from ..runtime.binding import UNPACKERS, is_value
+from ..runtime.binding import UNPACKERS, bind, is_value
 from .manager import graph_pass, record
 from .rewrite import add_input, remove_input, remove_operator, replace_all_uses, sole_consumer
 
@@ -77,6 +77,33 @@ def _variadic_of_list(graph: Graph, op: Operator) -> bool:
     return False
 
 
+def _last_argument_list(graph: Graph, op: Operator) -> bool:
+    """A list of tensors in an operator's last slot, where the runtime splices it into the
+    layer's inputs (torch.einsum's positional `operands` at optlevel 0): the tensors become
+    the operator's own last inputs, as optlevel 1 writes them. Only the last slot: the
+    slots before keep their positions."""
+    from ..layers.registry import layer_class
+
+    if not op.inputs or op.type.startswith(("prim::", "pnnx.")) or op.type in _VARIADIC:
+        return False
+    k = len(op.inputs) - 1
+    lst = op.inputs[k].producer
+    if lst is None or lst.type != "prim::ListConstruct" or sole_consumer(op.inputs[k]) is not op:
+        return False
+    cls = layer_class(op.type)
+    b = bind(op, cls)
+    spliced = b.inputs[len(b.inputs) - len(lst.inputs):]
+    if not lst.inputs or op.inputs[k] in b.inputs or op.inputs[k] in b.params.values() or spliced != list(lst.inputs):
+        return False  # the runtime reads it as one list, or as a parameter: not spliced
+    items = list(lst.inputs)
+    remove_input(op, k)
+    for item in items:
+        add_input(op, item)
+    remove_operator(graph, lst)
+    record("changed", op.name, f"takes the {len(items)} tensors of {lst.name} as its last inputs")
+    return True
+
+
 @graph_pass("UnpackLists", 1, description="optlevel 0's list/tuple construct-unpack plumbing removed")
 def unpack_lists(graph: Graph) -> tuple[Graph, bool]:
     changed = False
@@ -84,5 +111,5 @@ def unpack_lists(graph: Graph) -> tuple[Graph, bool]:
         if op.type in _CONSTRUCT:
             changed |= _unpack_of_construct(graph, op) or _split_into_outputs(graph, op)
         else:
-            changed |= _variadic_of_list(graph, op)
+            changed |= _variadic_of_list(graph, op) or _last_argument_list(graph, op)
     return graph, changed
