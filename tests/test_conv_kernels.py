@@ -4,7 +4,9 @@ random shapes, strides, paddings, dilations, groups and padding modes (hypothesi
 The reference itself is checked against PyTorch's outputs by the exported conv cases
 (tests/test_ops.py) and by the torch sweeps in test_layers_conv.py; here every kernel
 (Pointwise, Im2col with own or scratch buffers, wide rows or not, Winograd F(2,3)/F(4,3))
-must agree with it, and so must the kernel the layer picks.
+must agree with it, and so must the kernel the layer picks. Each kernel may also apply a
+ReLU the prepared forward fused into it (`relu=True`): then it must agree with
+max(reference, 0).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ def arrays(seed: int, *shapes: tuple[int, ...]) -> list[np.ndarray]:
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
+def relu_of(ref: np.ndarray, relu: bool) -> np.ndarray:
+    return np.maximum(ref, 0) if relu else ref
+
+
 def weight_matrix(w: np.ndarray, b: np.ndarray | None, groups: int) -> np.ndarray:
     """The GEMM layout conv.py builds: (G, Og, Cg*KH*KW [+ bias])."""
     o = w.shape[0]
@@ -53,7 +59,7 @@ def conv_cases(draw):
     n = draw(st.integers(1, 3))
     bias = draw(st.booleans())
     return dict(groups=groups, c=cg * groups, o=og * groups, k=k, stride=stride, dil=dil, mode=mode, pads=pads,
-                x_shape=(n, cg * groups, h, w), bias=bias, seed=draw(st.integers(0, 1000)))
+                x_shape=(n, cg * groups, h, w), bias=bias, relu=draw(st.booleans()), seed=draw(st.integers(0, 1000)))
 
 
 @pytest.mark.parametrize("own, bias_column", [(True, True), (False, True), (True, False)])
@@ -67,11 +73,12 @@ def test_im2col_matches_reference(own: bool, bias_column: bool, case: dict) -> N
     out_hw = (out_size(h, k[0], s[0], p[0], p[1], d[0]), out_size(w, k[1], s[1], p[2], p[3], d[1]))
     wmat = weight_matrix(wt, bias if bias_column else None, case["groups"])
     kernel = Im2col(wmat, k, s, d, p, case["mode"], case["x_shape"], out_hw, np.dtype(np.float32), own_buffers=own,
-                    bias_after=None if bias_column else bias)
+                    bias_after=None if bias_column else bias, relu=case["relu"])
     y = np.full((n, case["o"]) + out_hw, np.nan, np.float32)
     for _ in range(2):  # a second call reuses the buffers (zero borders, ones row)
         kernel.run(x, y)
-        assert_close(y, conv2d_reference(x, wt, bias, s, p, d, case["groups"], case["mode"]), str(case))
+        ref = conv2d_reference(x, wt, bias, s, p, d, case["groups"], case["mode"])
+        assert_close(y, relu_of(ref, case["relu"]), str(case))
         x = x[::-1].copy()
 
 
@@ -91,54 +98,58 @@ def test_im2col_in_bands_of_rows_matches_reference(bias_column: bool, case: dict
     conv_kernels.BAND_MAX_ELEMENTS = 1
     try:
         kernel = Im2col(weight_matrix(wt, bias if bias_column else None, case["groups"]), k, s, d, p, case["mode"],
-                        case["x_shape"], out_hw, np.dtype(np.float32), bias_after=None if bias_column else bias)
+                        case["x_shape"], out_hw, np.dtype(np.float32), bias_after=None if bias_column else bias,
+                        relu=case["relu"])
     finally:
         conv_kernels.BAND_MAX_ELEMENTS = saved
     assert kernel.band == 1 or kernel.wide or kernel.across
     y = np.full((n, case["o"]) + out_hw, np.nan, np.float32)
     for _ in range(2):
         kernel.run(x, y)
-        assert_close(y, conv2d_reference(x, wt, bias, s, p, d, case["groups"], case["mode"]), str(case))
+        ref = conv2d_reference(x, wt, bias, s, p, d, case["groups"], case["mode"])
+        assert_close(y, relu_of(ref, case["relu"]), str(case))
         x = x[::-1].copy()
 
 
-@pytest.mark.parametrize("own, bias_column", [(True, True), (False, True), (False, False)])
+@pytest.mark.parametrize("own, bias_column, relu", [(True, True, False), (False, True, True), (False, False, True)])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_im2col_across_the_batch_matches_reference(own: bool, bias_column: bool, stride: int) -> None:
+def test_im2col_across_the_batch_matches_reference(own: bool, bias_column: bool, relu: bool, stride: int) -> None:
     """Small images of a batch: one GEMM over all their columns (Im2col.across)."""
     x, wt, b = arrays(7, (3, 6, 9, 8), (20, 6, 3, 3), (20,))
     out_hw = (out_size(9, 3, stride, 1, 1), out_size(8, 3, stride, 1, 1))
     kernel = Im2col(weight_matrix(wt, b if bias_column else None, 1), (3, 3), (stride, stride), (1, 1), (1, 1, 1, 1),
-                    "zeros", x.shape, out_hw, np.dtype(np.float32), own_buffers=own, bias_after=None if bias_column else b)
+                    "zeros", x.shape, out_hw, np.dtype(np.float32), own_buffers=own, bias_after=None if bias_column else b,
+                    relu=relu)
     assert kernel.across
     y = np.full((3, 20) + out_hw, np.nan, np.float32)
     for _ in range(2):
         kernel.run(x, y)
-        assert_close(y, conv2d_reference(x, wt, b, (stride, stride), (1, 1, 1, 1)), "across the batch")
+        ref = conv2d_reference(x, wt, b, (stride, stride), (1, 1, 1, 1))
+        assert_close(y, relu_of(ref, relu), "across the batch")
         x = x[::-1].copy()
 
 
 @SETTINGS
 @given(n=st.integers(1, 3), groups=st.sampled_from([1, 2]), cg=st.integers(1, 5), og=st.integers(1, 5),
-       h=st.integers(1, 6), w=st.integers(1, 6), bias=st.booleans(), seed=st.integers(0, 1000))
-def test_pointwise_matches_reference(n, groups, cg, og, h, w, bias, seed) -> None:
+       h=st.integers(1, 6), w=st.integers(1, 6), bias=st.booleans(), relu=st.booleans(), seed=st.integers(0, 1000))
+def test_pointwise_matches_reference(n, groups, cg, og, h, w, bias, relu, seed) -> None:
     x, wt, b = arrays(seed, (n, cg * groups, h, w), (og * groups, cg, 1, 1), (og * groups,))
-    kernel = Pointwise(weight_matrix(wt, None, groups), b if bias else None, x.shape)
+    kernel = Pointwise(weight_matrix(wt, None, groups), b if bias else None, x.shape, relu)
     y = np.empty((n, og * groups, h, w), np.float32)
     kernel.run(x, y)
-    assert_close(y, conv2d_reference(x, wt, b if bias else None, groups=groups), "pointwise")
+    assert_close(y, relu_of(conv2d_reference(x, wt, b if bias else None, groups=groups), relu), "pointwise")
 
 
 @pytest.mark.parametrize("m", [2, 4])
 @SETTINGS
 @given(n=st.integers(1, 3), c=st.integers(1, 6), o=st.integers(1, 6), h=st.integers(1, 11), w=st.integers(1, 11),
-       pads=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), seed=st.integers(0, 1000))
-def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, seed) -> None:
+       pads=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), relu=st.booleans(), seed=st.integers(0, 1000))
+def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, relu, seed) -> None:
     if h + pads[0] + pads[1] < 3 or w + pads[2] + pads[3] < 3:
         return
     x, wt, b = arrays(seed, (n, c, h, w), (o, c, 3, 3), (o,))
-    kernel = WinogradConv(transform_weights(wt, m), b if bias else None, m, x.shape, pads, np.dtype(np.float32))
-    ref = conv2d_reference(x, wt, b if bias else None, pads=pads)
+    kernel = WinogradConv(transform_weights(wt, m), b if bias else None, m, x.shape, pads, np.dtype(np.float32), relu)
+    ref = relu_of(conv2d_reference(x, wt, b if bias else None, pads=pads), relu)
     y = np.full(ref.shape, np.nan, np.float32)
     for _ in range(2):
         kernel.run(x, y)
@@ -153,11 +164,11 @@ def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch, bu
     monkeypatch.setattr(winograd, "WORK_BUDGET", budget)
     monkeypatch.setattr(winograd, "MIN_TILES", min_tiles)  # 4 tiles an image: 2 images for 8
     x, wt, b = arrays(3, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
-    kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
+    kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32), relu=True)
     assert kernel.chunk == chunk  # 5 images: chunks of 1, or 2 + 2 + 1
     y = np.empty((5, 3, 6, 7), np.float32)
     kernel.run(x, y)
-    assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "chunked")
+    assert_close(y, np.maximum(conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), 0), "chunked")
 
 
 def test_winograd_is_chosen_for_resnet_layers_only() -> None:
@@ -220,3 +231,24 @@ def test_padded_slack_is_zeros_even_in_a_reused_dirty_buffer() -> None:
     flat = scratch("test.pad", (xp.size + 4,), np.dtype(np.float32))
     assert np.array_equal(flat[xp.size :], np.zeros(4, np.float32))
     assert xp.sum() == x.sum()
+
+
+def test_winograd_writes_a_strided_output_and_shares_its_work_buffer() -> None:
+    """Two kernels of different shapes take turns on the per-thread work buffer (their views
+    are remade when it moves, the padded borders zeroed each call); the output may be a
+    strided view (blocks_view's as_strided path)."""
+    x1, w1, b1 = arrays(11, (1, 5, 8, 8), (6, 5, 3, 3), (6,))  # 8 x 8: exact tiles, written in place
+    x2, w2, b2 = arrays(12, (2, 7, 20, 21), (4, 7, 3, 3), (4,))
+    k1 = WinogradConv(transform_weights(w1, 4), b1, 4, x1.shape, (1, 1, 1, 1), np.dtype(np.float32))
+    k2 = WinogradConv(transform_weights(w2, 2), b2, 2, x2.shape, (0, 1, 1, 0), np.dtype(np.float32))
+    assert k1.exact and not k2.exact
+    ref1 = conv2d_reference(x1, w1, b1, pads=(1, 1, 1, 1))
+    ref2 = conv2d_reference(x2, w2, b2, pads=(0, 1, 1, 0))
+    wide = np.full((1, 6, 8, 16), np.nan, np.float32)
+    y2 = np.empty(ref2.shape, np.float32)
+    for _ in range(2):
+        k1.run(x1, wide[..., ::2])
+        k2.run(x2, y2)
+        assert_close(wide[..., ::2], ref1, "strided output")
+        assert np.isnan(wide[..., 1::2]).all()
+        assert_close(y2, ref2, "second shape")

@@ -15,7 +15,11 @@ import pytest
 
 import kuiper_core
 from conftest import OPS, SAMPLES, max_err_ok
+from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.runtime.prepared import PreparedForward
+from kuiper_core.graph import Attribute
+from kuiper_core.pnnx import parse_param
+from layer_testing import param_text
 
 # The op corpus at optlevel 2, 1 and 0 (TorchScript-style operators, parameters given as
 # operands, packed outputs: the graphs that cannot be prepared run operator by operator).
@@ -85,6 +89,36 @@ def test_resnet_runs_relu_and_residual_add_in_place() -> None:
     # ...so the plan needs fewer bytes than one buffer per operand, and fewer than the
     # declared-shape plan without in-place reuse.
     assert g.plan is not None and prepared.plan.total_bytes < 0.8 * g.plan.total_bytes
+
+
+def test_relu_after_a_convolution_joins_its_call() -> None:
+    """ResNet-18: the ReLU after the stem and after each block's first conv (the conv's
+    only reader, in place) has no call of its own; the 8 after residual adds keep theirs.
+    The outputs stay PyTorch's (test_model_runs_prepared)."""
+    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
+    prepared = PreparedForward.build(g, [np.load(SAMPLES / "resnet18.input.npy")])
+    assert prepared.types.count("nn.ReLU") == 8
+    assert prepared.types.count("nn.Conv2d") == 20
+
+
+def test_relu_is_not_fused_when_another_operator_reads_the_conv_output() -> None:
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    graph = parse_param(param_text(
+        "pnnx.Input in 0 1 0 #0=(1,3,6,6)f32",
+        "nn.Conv2d conv 1 1 0 1 bias=False dilation=(1,1) groups=1 in_channels=3 kernel_size=(3,3) out_channels=4 "
+        "padding=(1,1) padding_mode=zeros stride=(1,1) @weight=(4,3,3,3)f32 #1=(1,4,6,6)f32",
+        "nn.ReLU relu 1 1 1 2 #2=(1,4,6,6)f32",
+        "pnnx.Expression add 2 1 2 1 3 expr=add(@0,@1) #3=(1,4,6,6)f32",
+        "pnnx.Output out 1 0 3",
+    ))
+    graph.operator("conv").attrs["weight"] = Attribute("f32", w.shape, w)
+    g = kuiper_core.RuntimeGraph.from_graph(graph).build()
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    conv = conv2d_reference(x, w, pads=(1, 1, 1, 1))
+    for _ in range(2):  # the record run, then the prepared one
+        assert max_err_ok(g.forward(x)[0], np.maximum(conv, 0) + conv)[0]
+    assert "nn.ReLU" in next(iter(g._prepared.values())).types
 
 
 def test_batch_change_gets_its_own_prepared_forward() -> None:

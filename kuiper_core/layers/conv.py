@@ -237,7 +237,8 @@ class Convolution(_ConvBase):
             plan = plans[key] = self._make_kernel(x_shape, dtype)
         return plan
 
-    def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype) -> ConvKernel:
+    def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> ConvKernel:
+        """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu)."""
         assert self.weight_data is not None and self.kernel is not None
         n, c, h, w = x_shape
         if c != self.in_channels:
@@ -252,18 +253,24 @@ class Convolution(_ConvBase):
             u = self._winograd_weights.get(m)
             if u is None:
                 u = self._winograd_weights[m] = transform_weights(self.weight_data, m)
-            return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype)
+            return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             w, bias = self._gemm_weights(bias_column=False)
-            return Pointwise(w.astype(dtype, copy=False), bias, x_shape)
+            return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
         # while the weight is smaller than the output (not for ResNet's 512-channel convs).
         k = self.weight_data[0].size
         wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
         return Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation, pads, self.padding_mode,
-                      x_shape, out_hw, dtype, bias_after=bias)
+                      x_shape, out_hw, dtype, bias_after=bias, relu=relu)
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        return self._prepare(inputs, out, relu=False)
+
+    def prepare_with_relu(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        return self._prepare(inputs, out, relu=True)
+
+    def _prepare(self, inputs: list[np.ndarray], out: list[np.ndarray], relu: bool) -> Prepared | None:
         if self.weight_data is None:
             return None
         x4, prefix = self._lift(inputs[0])
@@ -274,7 +281,8 @@ class Convolution(_ConvBase):
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
         # A kernel of its own (not this thread's cached one): the caller owns its buffers.
-        return partial(_run_kernel, self._make_kernel(x4.shape, dtype), x4.shape, (x4.shape[0], o, oh, ow))  # type: ignore[arg-type]
+        kernel = self._make_kernel(x4.shape, dtype, relu)  # type: ignore[arg-type]
+        return partial(_run_kernel, kernel, x4.shape, (x4.shape[0], o, oh, ow))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])

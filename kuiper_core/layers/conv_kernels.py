@@ -17,6 +17,10 @@ the arithmetic, writing y (N, O, OH, OW) for x (N, C, H, W).
   columns stay in cache between the gather and the GEMM (ResNet's 7x7 stem: 3.6 -> 2.6 ms).
 - `WinogradConv` (winograd.py): stride-1 3x3 convolutions, 2.25-4x fewer multiplications.
 
+Every kernel takes `relu`: it then writes max(conv, 0), a ReLU the prepared forward fused
+into the convolution (runtime/prepared.py), applied while the output is in cache (per band,
+in Winograd's scatter for free) instead of in a pass of its own.
+
 `choose` estimates each candidate's time with a cost model fitted to single-thread
 measurements of this project's kernels (bench/README.md) and takes the cheapest.
 conv_reference.py holds the plain definitions every kernel here is tested against.
@@ -29,7 +33,7 @@ from typing import Protocol
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import parallel
+from . import clamp, parallel
 from .winograd import WinogradConv
 from .windows import batch_chunks, pad_spatial, scratch, window_view
 
@@ -52,8 +56,10 @@ BAND_MAX_ELEMENTS = 1 << 18
 class Pointwise:
     """1x1, stride 1, unpadded: y[n, g] = W[g] @ x[n, g] (+ bias)."""
 
-    def __init__(self, w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int]) -> None:
+    def __init__(self, w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int],
+                 relu: bool = False) -> None:
         """w: (G, Og, Cg), e.g. a view of the layer's weight; bias: (G*Og,) or None."""
+        self.relu = relu
         n, c, h, width = x_shape
         self.g, self.og, self.cg = w.shape
         self.w = w
@@ -66,6 +72,8 @@ class Pointwise:
         np.matmul(self.w, x.reshape(self.x_shape), out=y3)
         if self.bias is not None:
             y3 += self.bias
+        if self.relu:
+            clamp.maximum(y3, y3.dtype.type(0), out=y3)
 
 
 class Im2col:
@@ -84,6 +92,7 @@ class Im2col:
         dtype: np.dtype,
         own_buffers: bool | None = None,
         bias_after: np.ndarray | None = None,
+        relu: bool = False,
     ) -> None:
         """wmat: (G, Og, Cg·KH·KW), with the bias as an extra last column (added by the GEMM
         through a row of ones in the columns) or without, then `bias_after` (G*Og,) if any
@@ -97,6 +106,7 @@ class Im2col:
         self.has_bias = wmat.shape[2] == self.k + 1
         self.wmat = wmat
         self.bias_after = None if bias_after is None else bias_after.reshape(g, og, 1)
+        self.relu = relu
         self.kernel, self.stride, self.dilation, self.pads, self.mode = kernel, stride, dilation, pads, padding_mode
         self.out_hw = out_hw
         self.dtype = dtype
@@ -205,8 +215,7 @@ class Im2col:
             self._ones_row(part)
             y4 = np.reshape(y[:, :, r0 : r0 + rows], (n, g, og, rows * ow), copy=False)
             np.matmul(self.wmat, part, out=y4)
-            if self.bias_after is not None:
-                y4 += self.bias_after
+            self._finish(y4)
 
     def _gemm(self, cols: np.ndarray, y: np.ndarray, work: np.ndarray | None) -> None:
         """y = wmat @ cols (+ bias); `work`: the wide-rows grid or the across-batch result."""
@@ -222,8 +231,14 @@ class Im2col:
         else:  # wide rows: computed on an OH x Wp grid, crop the columns that wrapped around
             np.matmul(self.wmat, cols, out=work.reshape(n, g, og, -1))
             parallel.copyto(y.reshape(n, g, og, oh, ow), work[..., :ow])
+        self._finish(y4)
+
+    def _finish(self, y4: np.ndarray) -> None:
+        """The bias when it was not in the GEMM, and a fused ReLU."""
         if self.bias_after is not None:
             y4 += self.bias_after
+        if self.relu:
+            clamp.maximum(y4, y4.dtype.type(0), out=y4)
 
 
 class ConvKernel(Protocol):

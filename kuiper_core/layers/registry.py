@@ -45,6 +45,10 @@ Optional, for speed (runtime/prepared.py):
 - `overwritable_inputs()` lists the inputs an elementwise layer's output may overwrite:
   when such an input has the output's shape and dtype and dies at this operator, the
   runtime gives the output the input's buffer (`out[0] is inputs[k]`).
+- `prepare_with_relu(inputs, out)`: as prepare, for f that also applies ReLU to the
+  output. When a ReLU is the only reader of this layer's output and runs in place on it,
+  the prepared forward calls that f and drops the ReLU's call (convolutions: the ReLU is
+  applied while the output is in cache, or in Winograd's scatter for nothing).
 """
 
 from __future__ import annotations
@@ -171,6 +175,12 @@ class Layer:
 
     def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         """f(inputs, out) doing forward for arrays shaped like these, or None (see above)."""
+        return None
+
+    def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        """Like prepare, for a function that also applies ReLU to its output: the prepared
+        forward fuses a ReLU that runs in place on this layer's output into it. None: no such
+        function (convolutions have one)."""
         return None
 
     def overwritable_inputs(self) -> tuple[int, ...]:

@@ -13,7 +13,9 @@ Built once per set of input shapes (`PreparedForward.build`), from two runs:
    non-view operator becomes one call bound to its arrays: the function `layer.prepare`
    returns when the layer offers one (its kernel made for these shapes), else its forward,
    with the argument lists fixed. A view of a buffer stays valid as long as the buffer does, so
-   view operators drop out of the list entirely.
+   view operators drop out of the list entirely. A ReLU that runs in place on the output of
+   a layer it alone reads joins that layer's call (`Layer.prepare_with_relu`: convolutions
+   apply it while their output is in cache) and has no call of its own.
 
 `run` makes the calls in order (pnnx.Input's copies the caller's array into its buffer)
 and returns copies of the outputs (their buffers are reused by the next run). One run at a time
@@ -27,6 +29,7 @@ and steps() still runs every operator on its own, so the stepper shows every ope
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
@@ -41,6 +44,10 @@ from .memory import NEVER, BufferPlan, ShapeDtype, plan_buffers
 if TYPE_CHECKING:
     from ..layers.registry import Layer
     from .runtime_graph import RuntimeGraph, RuntimeOperator
+
+
+# Operators the prepared forward may fuse into the call of the layer whose output they read.
+RELU_TYPES = ("nn.ReLU", "F.relu")
 
 
 class NotPreparable(Exception):
@@ -123,6 +130,8 @@ class PreparedForward:
         self.first_outputs: list[np.ndarray] = []  # the binding run's results
         self.plan: BufferPlan | None = None
         self.record: Record | None = None  # what the record run saw (steps' arenas reuse it)
+        # operand -> (call index, layer, args, outs) of the bound call that writes it
+        self._writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
 
     @classmethod
     def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray]) -> "PreparedForward":
@@ -144,6 +153,7 @@ class PreparedForward:
         values: dict[str, Any] = dict(rt._seed)  # constants folded at build
         feeds = rt._feeds(inputs)
         input_index = {op.name: k for k, op in enumerate(rt.graph.inputs)}
+        readers = Counter(o.name for op in ops for o in op.inputs)
         self.feeds = [None] * len(input_index)
         for rop in rt._run_order:
             op = rop.op
@@ -161,7 +171,8 @@ class PreparedForward:
                 self.types.append(op.type)
                 values[op.outputs[0].name] = buf
                 continue
-            self._bind(rt, rop, [values[o.name] for o in rop.binding.inputs], plan.buffer, rec, values)
+            if not self._fuse_relu(rop, plan, readers, outputs, values):
+                self._bind(rt, rop, [values[o.name] for o in rop.binding.inputs], plan.buffer, rec, values)
         self.output_values = [values[o.name] for op in rt.graph.outputs for o in op.inputs]
         self.first_outputs = self._outputs()
         return self
@@ -171,10 +182,34 @@ class PreparedForward:
         assert rop.binding is not None
         outs = [buffer(o.name) for o in rop.binding.outputs]
         call = bind_operator(rt, rop, args, outs, rop.key in rec.views, values)
+        if call is not None and len(outs) == 1:
+            self._writers[rop.binding.outputs[0].name] = (len(self.calls), rop.layer, args, outs)  # type: ignore[assignment]
         if call is not None:
             self.calls.append(call)
             self.names.append(rop.name)
             self.types.append(rop.type)
+
+    def _fuse_relu(self, rop: "RuntimeOperator", plan: BufferPlan, readers: Counter, outputs: set[str],
+                   values: dict[str, Any]) -> bool:
+        """Fold a ReLU into the call that writes its input (module docstring); False: bind it."""
+        binding = rop.binding
+        assert binding is not None
+        if rop.type not in RELU_TYPES or len(binding.inputs) != 1 or len(binding.outputs) != 1:
+            return False
+        src, dst = binding.inputs[0].name, binding.outputs[0].name
+        writer = self._writers.get(src)
+        buf = plan.buffer(dst)
+        # Only reader (no one sees the values before the ReLU) and in place (same array).
+        if writer is None or readers[src] != 1 or src in outputs or buf is None or not _same_array(buf, writer[3][0]):
+            return False
+        k, layer, args, outs = writer
+        f = layer.prepare_with_relu(args, outs)
+        if f is None:
+            return False
+        self.calls[k] = partial(f, args, outs)
+        self.calls[k]()  # the binding run: the buffer now holds the ReLU's output
+        values[dst] = buf
+        return True
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         self.feeds[:] = inputs
@@ -286,6 +321,11 @@ class PreparedSteps:
             return None
         f = layer.prepare(args, results)
         return None if f is None else (f, [(r.shape, r.dtype) for r in results])
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.strides == b.strides and a.dtype == b.dtype)
 
 
 def _feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
