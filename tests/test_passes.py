@@ -762,12 +762,16 @@ def test_a_constant_grid_through_a_list_output_and_its_unpack_folds():
     assert_equivalent(g, after)
 
 
-def test_a_constant_unpacked_item_read_at_run_time_becomes_an_attribute():
+@pytest.mark.parametrize("make_list", [
+    "pnnx.Expression l 2 1 1 2 3 expr=[@0,@1] #1=(3)f32 #2=(2)f32",  # optlevel 1
+    "prim::ListConstruct l 2 1 1 2 3 #1=(3)f32 #2=(2)f32",  # optlevel 0
+])
+def test_a_constant_unpacked_item_read_at_run_time_becomes_an_attribute(make_list):
     g = graph_of(
         "pnnx.Input in 0 1 0 #0=(3,2)f32",
         "torch.arange a 0 1 1 end=3 dtype=torch.float #1=(3)f32",
         "torch.arange b 0 1 2 end=2 dtype=torch.float #2=(2)f32",
-        "pnnx.Expression l 2 1 1 2 3 expr=[@0,@1] #1=(3)f32 #2=(2)f32",
+        make_list,
         "aten::meshgrid m 1 1 3 4 indexing=ij",
         "prim::ListUnpack u 1 2 4 yv xv #yv=(3,2)f32 #xv=(3,2)f32",
         "pnnx.Expression e 3 1 0 yv xv 8 expr=add(mul(@0,@1),@2) #0=(3,2)f32 #yv=(3,2)f32 #xv=(3,2)f32 #8=(3,2)f32",
@@ -875,22 +879,6 @@ def test_any_operator_whose_tuple_output_is_unpacked_gets_the_outputs_itself():
                     "pnnx.Output out 1 0 t")
     after, log = run_passes(kept, "UnpackLists", level=1)
     assert not log.rows[0].changed
-
-
-def test_a_constant_list_of_tensors_feeds_a_constant_meshgrid_at_optlevel_0():
-    g = graph_of(
-        "pnnx.Input in 0 1 0 #0=(4,5)i64",
-        "torch.arange a 0 1 1 end=4 dtype=None #1=(4)i64",
-        "torch.arange b 0 1 2 end=5 dtype=None #2=(5)i64",
-        "prim::ListConstruct l 2 1 1 2 3 #1=(4)i64 #2=(5)i64",
-        "aten::meshgrid m 1 1 3 4 indexing=ij",
-        "prim::ListUnpack u 1 2 4 yv xv #yv=(4,5)i64 #xv=(4,5)i64",
-        "pnnx.Expression e 3 1 0 yv xv 5 expr=add(@0,mul(@1,@2)) #0=(4,5)i64 #yv=(4,5)i64 #xv=(4,5)i64 #5=(4,5)i64",
-        "pnnx.Output out 1 0 5 #5=(4,5)i64",
-    )
-    after, _ = run_passes(g, "FoldConstants")
-    assert types(after) == ["pnnx.Input", "pnnx.Attribute", "pnnx.Attribute", "pnnx.Expression", "pnnx.Output"]
-    assert_equivalent(g, after)
 
 
 def test_lone_aten_arithmetic_becomes_an_expression():

@@ -72,15 +72,16 @@ def _param_slots(op: Operator, operand: Operand) -> list[tuple[int, str]]:
     (runtime/binding.py's rule): a `$key` slot, or a positional slot of a TorchScript op
     that the layer names with `arg_names` (`aten::meshgrid tensors indexing`). A positional
     slot is folded only when every value slot after it goes too, so the values left keep
-    their positional names (a tensor is an input wherever it stands); `$input`/`$self` stay inputs even when they are numbers (a layer reads them
-    as its first input), and so do the layer's `value_inputs` (index lists)."""
+    their positional names (a tensor is an input wherever it stands); `$input`/`$self` stay
+    inputs even when they are numbers (a layer reads them as its first input), and so do the
+    layer's `value_inputs` (index lists)."""
     from ..layers.registry import layer_class
 
     cls = layer_class(op.type)
     arg_names = cls.arg_names if cls is not None else None
     value_inputs = cls.value_inputs if cls is not None else ()
     slots: list[tuple[int, str]] = []
-    trailing = True  # every later positional slot is folded
+    trailing = True  # every later positional value slot is folded
     for i in reversed(range(len(op.inputs))):
         named = op.input_name(i)
         key = named or (arg_names[i] if arg_names is not None and i < len(arg_names) else "")

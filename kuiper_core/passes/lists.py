@@ -7,7 +7,8 @@ optlevel 1 (exact, so level 1).
   (output, h)) gets the unpacked outputs itself — the runtime makes its layer with those
   outputs either way (runtime/binding.py's `packed`).
 - `torch.cat` / `torch.stack` of a `prim::ListConstruct` read only there take its tensors
-  as their own inputs.
+  as their own inputs; so does any operator whose last slot holds a list the runtime
+  splices into its layer's inputs (`torch.einsum equation operands`).
 """
 
 from __future__ import annotations
