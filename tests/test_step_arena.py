@@ -85,14 +85,17 @@ def test_held_runs_are_never_overwritten() -> None:
     take another arena, or the per-operator path once every arena is held."""
     g, x = _load("expr_zoo")
     xs = _inputs(x, MAX_ARENAS + 2)
-    runs, saved = [], []
+    runs, saved, events = [], [], []
     for xi in xs:
         run = g.steps(xi)
-        for _ in run:
-            pass
+        events.append([(e, e.seconds, e.outputs) for e in run])
         runs.append(run)
         saved.append(_snapshot(run.values))
     assert len(_arenas(g, x)) == MAX_ARENAS
+    for run_events in events:  # each run's events are its own and keep their times
+        for e, seconds, outputs in run_events:
+            assert e.seconds == seconds and e.outputs.keys() == outputs.keys()
+            assert all(e.outputs[k] is v for k, v in outputs.items())
     for xi, run, before in zip(xs, runs, saved):
         now = _snapshot(run.values)
         assert list(now) == list(before)

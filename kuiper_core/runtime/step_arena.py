@@ -9,16 +9,17 @@ fresh pages (ResNet-18 at batch 4: 88 MB per run).
 A `StepArena` is one allocation holding every operand the run computes, at fixed offsets,
 and the operators bound to it as prepared.py binds forward's (`bind_operator`: the layer's
 prepared kernel, or its forward with the argument lists fixed). A run is then, per operator,
-one call, a counter moved on and a `StepEvent`. Views and constants need no call: views of
+one call, a counter moved on and the operator's `StepEvent` (made once with the arena: a new
+object per step cost ~0.1 µs) with its time set. Views and constants need no call: views of
 fixed buffers stay valid. The run's values are a `StepValues` mapping over the arena's
 operands that shows those of the steps done (filling a dict per step cost 0.7 µs a step on
 deep1500: its objects are out of cache after each operator's arrays went through).
 
-An arena is reused only when nothing outside it still holds its values or any of its arrays:
-while a run is going on it is busy, and afterwards the mapping, every array it holds and the
-memory block are checked by reference count against the counts they had when nobody else
-held them. Views of its arrays hold the block, containers hold the arrays, events hold the
-mapping: any holder shows. A caller that keeps a run's values (the app's stepper does)
+An arena is reused only when nothing outside it still holds its values, events or arrays:
+while a run is going on it is busy, and afterwards the mapping, the events, every array it
+holds and the memory block are checked by reference count against the counts they had when
+nobody else held them. Views of its arrays hold the block, containers hold the arrays: any
+holder shows. A caller that keeps a run's values (the app's stepper does)
 therefore gets another arena next time (up to `MAX_ARENAS` per input signature, within
 `MAX_ARENA_BYTES`: arenas stay with the graph between runs), or the per-operator path (RuntimeGraph._step_iter), which allocates fresh outputs: never another
 run's memory.
@@ -65,12 +66,13 @@ class StepArena:
         self.feeds: list[Any] = [None] * len(rt.input_operands)  # this run's input arrays
         self.input_names = list(rt.input_operands)  # their operands, in the same order
         self.values = StepValues()
-        self.watched: list[Any] = []  # the block and every published value in it
+        self.watched: list[Any] = []  # the block, its values' mapping, events and arrays
         self.baseline: list[int] = []  # their reference counts when nobody else holds them
         self.running: Callable[[], Any] = lambda: None  # a weak reference to the run using it
 
     @classmethod
-    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record, room: int = MAX_ARENA_BYTES) -> "StepArena":
+    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record, event: type["StepEvent"],
+              room: int = MAX_ARENA_BYTES) -> "StepArena":
         """Lay out the operands, run the model once on them, bind every call."""
         assert rt.graph is not None
         layout: dict[str, tuple[int, tuple[int, ...], np.dtype]] = {}
@@ -126,7 +128,9 @@ class StepArena:
                 self.watched.append(v)
                 if isinstance(v, (tuple, list)):  # a holder of the tuple holds its arrays
                     self.watched += arrays
-        self.watched += [memory, self.values]
+        # One event per operator, reused by every run (a held event holds its run's arena).
+        self.events = [event(rop, self.values, 0.0) for rop in self.rops]
+        self.watched += [memory, self.values, *self.events]
         return self
 
     def counts(self) -> list[int]:
@@ -153,7 +157,7 @@ class StepArena:
             self.baseline = []
         return False
 
-    def run(self, inputs: list[np.ndarray], event: type["StepEvent"]) -> Iterator["StepEvent"]:
+    def run(self, inputs: list[np.ndarray]) -> Iterator["StepEvent"]:
         """A step run on these inputs (StepArenas.start hands it out); `self.values` shows
         nothing of earlier runs from now on."""
         values = self.values
@@ -161,20 +165,21 @@ class StepArena:
         # The stepper shows the caller's array itself (consumers read the copy).
         values.inputs = dict(zip(self.input_names, inputs))
         self.feeds[:] = inputs  # pnnx.Input's calls copy them into their buffers
-        return self._steps(self.calls, event)
+        return self._steps()
 
-    def _steps(self, calls: list[Callable[[], Any] | None], event: type["StepEvent"]) -> Iterator["StepEvent"]:
+    def _steps(self) -> Iterator["StepEvent"]:
         values = self.values
         clock = time.perf_counter
-        for rop, call in zip(self.rops, calls):
+        for event, call in zip(self.events, self.calls):
             t0 = clock()
             if call is not None:
                 try:
                     call()
                 except Exception as e:
-                    raise_for_operator(e, rop.name, rop.type)
+                    raise_for_operator(e, event.name, event.type)
             values.done += 1
-            yield event(rop, values, clock() - t0)
+            event.seconds = clock() - t0
+            yield event
 
 
 class StepValues(Mapping[str, Any]):
@@ -231,7 +236,7 @@ class StepArenas:
                     self.arenas.append(arena)
             if arena is None:
                 return None
-            run = arena.run(inputs, self.event)
+            run = arena.run(inputs)
             arena.running = weakref.ref(run)
             return run, arena.values
 
@@ -243,7 +248,8 @@ class StepArenas:
             return None  # another would be as big as the first: no room for it
         try:
             with np.errstate(all="ignore"), _limits.use(rt.limits):  # the run after it warns
-                return StepArena.build(rt, inputs, rec if rec is not None else record(rt, inputs), MAX_ARENA_BYTES - used)
+                return StepArena.build(rt, inputs, rec if rec is not None else record(rt, inputs), self.event,
+                                       MAX_ARENA_BYTES - used)
         except NotPreparable:
             if not self.arenas:
                 self.preparable = False
