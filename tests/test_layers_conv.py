@@ -77,6 +77,27 @@ def test_bad_bias_shape() -> None:
         conv_layer(weight=w32(6, 4, 3, 3), bias_data=w32(5), **conv2d_params(4, 6, 3, bias=True))
 
 
+@pytest.mark.parametrize(
+    "op_type, weight, params",
+    [
+        ("nn.Conv2d", (6, 4, 3, 3), conv2d_params(4, 6, 3)),
+        ("nn.ConvTranspose2d", (4, 6, 3, 3), conv2d_params(4, 6, 3, output_padding=[0, 0])),
+        ("nn.Conv3d", (6, 4, 3, 3, 3), dict(in_channels=4, out_channels=6, kernel_size=[3, 3, 3], stride=[1, 1, 1],
+                                            padding=[0, 0, 0], dilation=[1, 1, 1], groups=1, bias=False)),
+        ("nn.Linear", (6, 4), dict(in_features=4, out_features=6, bias=False)),
+    ],
+)
+def test_bias_flag_and_bias_weight_must_agree(op_type, weight, params) -> None:
+    # bias=False beside a @bias weight: Conv2d used to add it and Conv3d to ignore it (a
+    # passes fuzz mutant showed the two answers); now neither guesses.
+    with pytest.raises(ModelError, match="bias=False but the file has a '@bias' weight") as e:
+        conv_layer(op_type, weight=w32(*weight), bias_data=w32(6), **params)
+    assert e.value.operator == "conv"
+    with pytest.raises(ModelError, match="missing weight '@bias'"):
+        conv_layer(op_type, weight=w32(*weight), **{**params, "bias": True})
+    assert conv_layer(op_type, weight=w32(*weight), bias_data=w32(6), **{**params, "bias": True}) is not None
+
+
 def test_missing_weight() -> None:
     with pytest.raises(ModelError, match="missing weight '@weight'"):
         conv_layer(**conv2d_params(4, 6, 3))

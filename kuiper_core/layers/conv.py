@@ -98,7 +98,7 @@ class _ConvBase(Layer):
                 self._check_weight_shape(shape, None, None)
             return None
         weight = self.weight("weight")
-        bias = self.weight("bias", required=bool(self.param("bias", False)))
+        bias = self.bias_weight()
         self.in_channels, out_channels = self.int_param("in_channels"), self.int_param("out_channels")
         self._check_weight_shape(weight.shape, self.in_channels, out_channels)
         ks = self._pair("kernel_size", required=True)

@@ -84,7 +84,7 @@ class Linear(Layer):
         in_f, out_f = self.int_param("in_features"), self.int_param("out_features")
         if weight.shape != (out_f, in_f):
             raise self.error(f"weight shape {weight.shape}: expected (out_features, in_features) = ({out_f}, {in_f})")
-        bias = self.weight("bias", required=bool(self.param("bias", False)))
+        bias = self.bias_weight()
         if bias is not None and bias.shape != (out_f,):
             raise self.error(f"bias shape {bias.shape}: expected ({out_f},)")
         self.wt = np.ascontiguousarray(weight.T)

@@ -169,6 +169,16 @@ class Layer:
             return None
         return attr.data
 
+    def bias_weight(self) -> np.ndarray | None:
+        """`@bias` as the `bias` flag says: required with bias=True, optional without a flag.
+        pnnx never writes bias=False beside a `@bias` weight; a file that does contradicts
+        itself, and guessing which is meant would give one of two answers silently."""
+        flag = self.param("bias", None)
+        bias = self.weight("bias", required=bool(flag))
+        if bias is not None and flag is not None and not flag:
+            raise self.error("bias=False but the file has a '@bias' weight: expected bias=True with it, or neither")
+        return bias
+
     # -- the contract ----------------------------------------------------------------
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         raise NotImplementedError

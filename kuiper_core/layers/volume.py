@@ -37,7 +37,7 @@ def _grouped_weight(layer: Layer, layout: str, split: str) -> None:
     if w.shape[0] % layer.groups:
         raise layer.error(f"{split} {w.shape[0]} is not divisible by groups={layer.groups}")
     layer.w = w.reshape(layer.groups, w.shape[0] // layer.groups, *w.shape[1:])
-    layer.b = layer.weight("bias", required=False) if layer.param("bias", True) else None
+    layer.b = layer.bias_weight()
     layer.k = tuple(w.shape[2:])
     layer.s = layer.ints_param("stride", 3, 1, low=1)
 
