@@ -361,6 +361,15 @@ def test_batchnorm_after_a_shared_conv_is_not_folded():
     assert "nn.BatchNorm2d" in types(after) and not log.rows[-1].changed
 
 
+def test_batchnorm_is_not_folded_into_a_conv_whose_bias_param_contradicts_its_weight():
+    """`bias=False` with an @bias (a hand-edited file; tools/fuzz_passes.py): Conv2d reads
+    the weight, Conv3d does not, so folding could change the answer either way."""
+    line = conv("c", "0", "1").replace("bias=True", "bias=False")
+    g = graph_of(IN4, line, BN.format(a="1", b="2", c=4, s="(1,4,6,6)f32"), out("2"))
+    after, log = run_passes(g, "FoldBatchNorm")
+    assert "nn.BatchNorm2d" in types(after) and not log.rows[-1].changed
+
+
 # -- FoldPadIntoConv ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "pad, conv_mode, folds",
