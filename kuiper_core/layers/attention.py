@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Operand, Shape
+from .activation import softmax
 from .module_outputs import match_outputs
 from .registry import Layer, register
 
@@ -32,9 +33,7 @@ NEG_INF = F32(-np.inf)
 
 def softmax_(x: np.ndarray) -> np.ndarray:
     """Softmax over the last axis, in place, stable for large scores."""
-    x -= x.max(axis=-1, keepdims=True)
-    np.exp(x, out=x)
-    x /= x.sum(axis=-1, keepdims=True)
+    softmax(x, x, x.ndim - 1)
     return x
 
 
