@@ -54,7 +54,7 @@ def _fold(prev: Operator, scale: np.ndarray, shift: np.ndarray) -> bool:
         new_w = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
     b_attr = prev.attrs.get("bias")
     if b_attr is not None and "bias" in prev.params and not prev.params["bias"]:
-        return False  # `bias=False` yet an @bias: layers disagree whether it counts (Conv2d yes, Conv3d no)
+        return False  # `bias=False` yet an @bias: the layers refuse that file (Layer.bias_weight); a fold would hide it
     bias = b_attr.data.astype(np.float64) if b_attr is not None and b_attr.data is not None else np.zeros(scale.size)
     new_b = bias * scale + shift
     set_weight(prev, "weight", new_w.astype(w_attr.data.dtype))
