@@ -221,3 +221,28 @@ def test_an_arena_whose_counts_fall_below_its_baseline_is_never_reused() -> None
         pass
     assert arena not in _arenas(g, x) and len(_arenas(g, x)) == 1
     np.testing.assert_allclose(g.outputs_of(run.values)[0], g.forward(x)[0], rtol=1e-6, atol=1e-7)
+
+
+def test_arenas_are_kept_for_the_latest_input_shapes_only() -> None:
+    """A graph keeps at most MAX_ARENA_BYTES of arenas, not that much per input shape: new
+    shapes let go of the older shapes' arenas, and a run that still holds one is unharmed."""
+    g, x = _load("digits_cnn")
+    first = g.steps(x)
+    for _ in first:
+        pass
+    kept = _snapshot(first.values)
+    assert len(_arenas(g, x)) == 1
+    x2 = np.concatenate([x, x[::-1] * 0.5])  # batch 2: another signature
+    second = g.steps(x2)
+    for _ in second:
+        pass
+    assert isinstance(second.values, StepValues) and len(_arenas(g, x2)) == 1
+    assert _arenas(g, x) == []  # let go of
+    for k, v in kept.items():  # the held run's values: untouched
+        np.testing.assert_array_equal(first.values[k], v)
+    np.testing.assert_allclose(g.outputs_of(second.values)[0], g.forward(x2)[0], rtol=1e-6, atol=1e-6)
+    third = g.steps(x)  # back to batch 1: a new arena (the old one is held by `first`, and gone)
+    for _ in third:
+        pass
+    assert len(_arenas(g, x)) == 1 and _arenas(g, x2) == []
+    np.testing.assert_array_equal(g.outputs_of(third.values)[0], g.outputs_of(first.values)[0])

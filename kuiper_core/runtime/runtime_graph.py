@@ -190,6 +190,7 @@ class RuntimeGraph:
         # The fast paths by input signature (prepared.py); None: this graph cannot be prepared.
         self._prepared: dict[tuple, PreparedForward | None] = {}
         self._prepared_steps: dict[tuple, tuple[PreparedSteps, StepArenas]] = {}
+        self._step_signature: tuple | None = None  # the input shapes of the latest steps()
         # Planned buffers are shared state: one planned forward at a time (the app caches
         # one RuntimeGraph for every browser session).
         self._run_lock = threading.Lock()
@@ -363,6 +364,13 @@ class RuntimeGraph:
             if len(self._prepared_steps) >= MAX_PREPARED:
                 self._prepared_steps.pop(next(iter(self._prepared_steps)))
             prepared = self._prepared_steps[signature] = (PreparedSteps(), StepArenas(StepEvent))
+        if signature != self._step_signature:
+            # Arenas are kept for the latest input shapes only: up to MAX_ARENA_BYTES per
+            # graph, not per signature (a run still holding an older arena keeps its memory).
+            for other, (_, arenas) in self._prepared_steps.items():
+                if other != signature:
+                    arenas.release()
+            self._step_signature = signature
         return prepared
 
     def steps(self, *arrays: np.ndarray) -> "StepRun":

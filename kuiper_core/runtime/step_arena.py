@@ -21,7 +21,7 @@ holds and the memory block are checked by reference count against the counts the
 nobody else held them. Views of its arrays hold the block, containers hold the arrays: any
 holder shows. A caller that keeps a run's values (the app's stepper does)
 therefore gets another arena next time (up to `MAX_ARENAS` per input signature, within
-`MAX_ARENA_BYTES`: arenas stay with the graph between runs), or the per-operator path (RuntimeGraph._step_iter), which allocates fresh outputs: never another
+`MAX_ARENA_BYTES`: arenas stay with the graph between runs, for its latest input shapes only), or the per-operator path (RuntimeGraph._step_iter), which allocates fresh outputs: never another
 run's memory.
 
 Built (one run of the model on the arena, after the shape-checked record run that forward's
@@ -239,6 +239,11 @@ class StepArenas:
             run = arena.run(inputs)
             arena.running = weakref.ref(run)
             return run, arena.values
+
+    def release(self) -> None:
+        """Let go of every arena (runs that hold one keep it alive; it is never reused)."""
+        with self.lock:
+            self.arenas = []
 
     def _build(self, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record | None) -> StepArena | None:
         from .prepared import record
