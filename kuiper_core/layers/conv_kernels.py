@@ -35,7 +35,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
 from .winograd import WinogradConv
-from .windows import batch_chunks, pad_spatial, scratch, window_view
+from .windows import PADDED, RESULT, WORK, batch_chunks, pad_spatial, scratch, window_view
 
 Pads = tuple[int, int, int, int]  # top, bottom, left, right
 
@@ -186,8 +186,8 @@ class Im2col:
 
     def _run_scratch(self, x: np.ndarray, y: np.ndarray) -> None:
         n = x.shape[0]
-        xp = pad_spatial(x, self.pads, self.mode, slot="conv.pad", slack=self.slack)
-        cols = scratch("conv.cols", self._cols_shape(n), self.dtype)
+        xp = pad_spatial(x, self.pads, self.mode, slot=PADDED, slack=self.slack)
+        cols = scratch(WORK, self._cols_shape(n), self.dtype)
         if self.band < self.out_hw[0]:
             self._run_bands(xp, cols, y)
             return
@@ -196,9 +196,9 @@ class Im2col:
         self._ones_row(cols)
         work = None
         if self.wide:
-            work = scratch("conv.wide", (n, self.g, self.wmat.shape[1], self.out_hw[0], xp.shape[3]), self.dtype)
+            work = scratch(RESULT, (n, self.g, self.wmat.shape[1], self.out_hw[0], xp.shape[3]), self.dtype)
         elif self.across:
-            work = scratch("conv.across", (self.g, self.wmat.shape[1], cols.shape[2]), self.dtype)
+            work = scratch(RESULT, (self.g, self.wmat.shape[1], cols.shape[2]), self.dtype)
         self._gemm(cols, y, work)
 
     def _run_bands(self, xp: np.ndarray, cols: np.ndarray, y: np.ndarray) -> None:

@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .windows import scratch
+from .windows import WORK, scratch
 
 # A batch runs in chunks of whole images: as few images as give the GEMMs this many tiles
 # (columns), and never work buffers over WORK_BUDGET elements (4 MB of float32; six such
@@ -145,7 +145,7 @@ class WinogradConv:
 
     def _work(self) -> _Work:
         """This thread's work buffer seen as this kernel's arrays (made again when it moved)."""
-        flat = scratch("winograd", (sum(self.sizes),), self.dtype)
+        flat = scratch(WORK, (sum(self.sizes),), self.dtype)
         address = flat.__array_interface__["data"][0]
         if address != self._address:
             self._views = _Work(self, flat)
