@@ -15,6 +15,12 @@ fixed buffers stay valid. The run's values are a `StepValues` mapping over the a
 operands that shows those of the steps done (filling a dict per step cost 0.7 µs a step on
 deep1500: its objects are out of cache after each operator's arrays went through).
 
+A concatenation whose inputs can lie one after another in its output's block (torch.cat on
+an axis with only size-1 axes before it: UNet's and YOLOv5's channel concatenations at batch
+1) has no call: its inputs are laid out inside its output, their producers write there, and
+its step shows the block (`_plan_joins`; checked against the layer's own result at build).
+Every operand still has its own values, written once per run: nothing runs in place.
+
 An arena is reused only when nothing outside it still holds its values, events or arrays:
 while a run is going on it is busy, and afterwards the mapping, the events and the memory
 block are checked by reference count against the counts they had when nobody else held
@@ -76,6 +82,7 @@ class StepArena:
               room: int = MAX_ARENA_BYTES) -> "StepArena":
         """Lay out the operands, run the model once on them, bind every call."""
         assert rt.graph is not None
+        joined, joins = _plan_joins(rt, rec)
         layout: dict[str, tuple[int, tuple[int, ...], np.dtype]] = {}
         total = 0
         for rop in rt._run_order:
@@ -85,6 +92,8 @@ class StepArena:
             for o in rop.binding.outputs:
                 if o.name not in rec.shapes:
                     raise NotPreparable(f"operand '{o.name}' is not an array")
+                if o.name in joined:
+                    continue  # laid out inside its concatenation's block
                 shape, dtype = rec.shapes[o.name]
                 layout[o.name] = (total, shape, dtype)
                 nbytes = _limits.elements(shape) * dtype.itemsize
@@ -93,11 +102,18 @@ class StepArena:
             raise NotPreparable(f"the operands need {total:,} bytes")
         memory = np.empty(max(total, 1), np.uint8)
 
+        def start(name: str) -> int:
+            if name in joined:
+                outer, offset = joined[name]
+                return start(outer) + offset
+            return layout[name][0]
+
         def buffer(name: str) -> np.ndarray | None:
-            if name not in layout:
+            if name not in layout and name not in joined:
                 return None
-            start, shape, dtype = layout[name]
-            return memory[start:start + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
+            shape, dtype = rec.shapes[name]
+            begin = start(name)
+            return memory[begin:begin + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
 
         self = cls(rt, memory)
         values: dict[str, Any] = dict(rt._seed)
@@ -114,6 +130,13 @@ class StepArena:
                 np.copyto(buf, feeds[op.name])
                 values[op.outputs[0].name] = buf
                 call = partial(_feed, self.feeds, input_number[op.name], buf)
+            elif rop.key in joins:
+                assert rop.binding is not None
+                args = [values[o.name] for o in rop.binding.inputs]
+                out = buffer(rop.binding.outputs[0].name)
+                assert out is not None
+                _check_join(rt, rop, args, out)
+                values[rop.binding.outputs[0].name] = out
             else:
                 assert rop.binding is not None
                 args = [values[o.name] for o in rop.binding.inputs]
@@ -223,6 +246,51 @@ class StepValues(Mapping[str, Any]):
 
 
 _AS_IS, _VIEW, _VIEWS = 0, 1, 2  # how StepValues hands out a value
+
+
+def _plan_joins(rt: "RuntimeGraph", rec: Record) -> tuple[dict[str, tuple[str, int]], set[str]]:
+    """Concatenations that need no copy: a torch.cat whose inputs, laid out one after another
+    in its output's block, are its output (the axis has only size-1 axes before it, e.g.
+    channels at batch 1), each input an operand of its own that no other concatenation
+    takes. Returns operand -> (the concatenation's output, byte offset in it) and the keys of
+    those operators: they need no call, their producers write in place."""
+    made = {o.name for r in rt._run_order if r.key not in rec.views and r.binding is not None
+            for o in r.binding.outputs if o.name in rec.shapes}
+    joined: dict[str, tuple[str, int]] = {}
+    joins: set[str] = set()
+    for rop in rt._run_order:
+        b = rop.binding
+        if rop.type != "torch.cat" or rop.key in rec.views or b is None or len(b.outputs) != 1 or not b.inputs:
+            continue
+        out = b.outputs[0].name
+        names = [o.name for o in b.inputs]
+        if out not in rec.shapes or len(set(names)) != len(names) or any(n not in made or n in joined for n in names):
+            continue
+        shape, dtype = rec.shapes[out]
+        dim = getattr(rop.layer, "dim", None)
+        if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+            continue
+        axis = dim % len(shape)
+        parts = [rec.shapes[n] for n in names]
+        if _limits.elements(shape[:axis]) != 1 or any(
+            d != dtype or len(s) != len(shape) or s[:axis] + s[axis + 1:] != shape[:axis] + shape[axis + 1:]
+            for s, d in parts
+        ) or sum(s[axis] for s, _ in parts) != shape[axis]:
+            continue
+        offset = 0
+        for n, (s, d) in zip(names, parts):
+            joined[n] = (out, offset)
+            offset += _limits.elements(s) * d.itemsize
+        joins.add(rop.key)
+    return joined, joins
+
+
+def _check_join(rt: "RuntimeGraph", rop: "RuntimeOperator", args: list[Any], out: np.ndarray) -> None:
+    """At build: the block its inputs were written into is what the layer makes of them."""
+    made = rt._call(rop, rop.layer, args, [None])[0]  # type: ignore[arg-type]
+    if not (isinstance(made, np.ndarray) and made.shape == out.shape and made.dtype == out.dtype
+            and made.tobytes() == out.tobytes()):
+        raise NotPreparable(f"operator '{rop.name}': its inputs laid out in a row are not its output")
 
 
 class StepArenas:
