@@ -7,15 +7,13 @@ big float array is clipped to [bound, +inf] (or [-inf, bound]) instead: the same
 stays NaN; only a -0.0 against a bound of 0.0 may keep its sign (it compares equal to 0.0).
 Small arrays keep the plain ufunc: np.clip's Python wrapper costs ~1.5 us more per call.
 
-`maximum(x, s, out)` / `minimum(x, s, out)` do what np.maximum(x, s, out=out) does; big
-passes are split over two cores (parallel.py).
+`maximum(x, s, out)` / `minimum(x, s, out)` do what np.maximum(x, s, out=out) does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import parallel
 
 # From this many elements np.clip's fixed cost is paid back (measured: even at ~2,000).
 CLIP_MIN_ELEMENTS = 4096
@@ -29,14 +27,14 @@ def _by_clip(x: np.ndarray, out: np.ndarray) -> bool:
 def maximum(x: np.ndarray, bound: np.floating, out: np.ndarray) -> None:
     """np.maximum(x, bound, out=out); bound: a float scalar of x's dtype or narrower."""
     if _by_clip(x, out):
-        parallel.ufunc(np.clip, x, bound, x.dtype.type(np.inf), out=out)
+        np.clip(x, bound, x.dtype.type(np.inf), out=out)
     else:
-        parallel.ufunc(np.maximum, x, bound, out=out)
+        np.maximum(x, bound, out=out)
 
 
 def minimum(x: np.ndarray, bound: np.floating, out: np.ndarray) -> None:
     """np.minimum(x, bound, out=out); bound: a float scalar of x's dtype or narrower."""
     if _by_clip(x, out):
-        parallel.ufunc(np.clip, x, x.dtype.type(-np.inf), bound, out=out)
+        np.clip(x, x.dtype.type(-np.inf), bound, out=out)
     else:
-        parallel.ufunc(np.minimum, x, bound, out=out)
+        np.minimum(x, bound, out=out)
