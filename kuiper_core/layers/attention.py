@@ -31,12 +31,6 @@ F32 = np.float32
 NEG_INF = F32(-np.inf)
 
 
-def softmax_(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in place, stable for large scores."""
-    softmax(x, x, x.ndim - 1)
-    return x
-
-
 def additive_mask(mask: np.ndarray, true_means_masked: bool) -> np.ndarray:
     """A float32 mask to add to the scores: bool masks become 0 / -inf, float masks pass."""
     if mask.dtype == np.bool_:
@@ -50,7 +44,8 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None)
     scores = np.matmul(q, np.swapaxes(k, -1, -2))
     if mask is not None:
         scores += mask
-    probs = softmax_(scores)
+    probs = np.empty_like(scores)
+    softmax(scores, probs, scores.ndim - 1)  # not in place: its fast path needs the scores
     return np.matmul(probs, v), probs
 
 
