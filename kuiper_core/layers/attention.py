@@ -26,6 +26,7 @@ import numpy as np
 
 from ..graph import Operand, Shape
 from .activation import softmax
+from .broadcast import expanded
 from .module_outputs import match_outputs
 from .registry import Layer, Prepared, register
 from .windows import scratch
@@ -231,7 +232,9 @@ class MultiheadAttention(Layer):
                 or y.shape != x.shape or y.dtype != F32 or not y.flags.c_contiguous):
             return None
         perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)  # (B, L, h, d) or (L, B, h, d) -> (B, h, L, d)
-        return partial(self_attention, self.w_fused, self.b_fused, self.wo, self.bo, self.num_heads, perm)
+        rows = x.shape[0] * x.shape[1]
+        b_qkv, bo = expanded(self.b_fused, (rows, 3 * self.embed_dim)), expanded(self.bo, (rows, self.embed_dim))
+        return partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, perm)
 
     def _project(self, ops, query, key, value):  # type: ignore[no-untyped-def]
         """q, k, v projections (B, seq, E), with one matmul for operands that coincide."""
