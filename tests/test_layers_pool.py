@@ -140,3 +140,42 @@ def test_adaptive_pool_sweep_matches_torch() -> None:
             ref = fn(torch.from_numpy(x), out).numpy()
             (y,) = pool_layer(f"nn.AdaptiveAvgPool{dims}d", output_size=out).forward([x], [None])
         assert_close(y, ref, f"adaptive {kind} {out} x{shape}")
+
+
+def test_window_pool_matches_its_reference() -> None:
+    """The phase/flat-offset fast path (`_WindowPool._reduce`) against the readable reference
+    (combine over a strided view of every window): max exactly (NaN too), average to rounding.
+    Runs without torch; strides up to 3 make row and column phases, dilation their offsets."""
+    from kuiper_core.layers.pool import window_pool_reference
+    from kuiper_core.layers.windows import pad_spatial
+
+    rng = random.Random(5)
+    for case in range(300):
+        kind = rng.choice(["max", "avg"])
+        k = [rng.randint(1, 5) for _ in range(2)]
+        s = [rng.randint(1, 3) for _ in range(2)]
+        p = [rng.randint(0, kk // 2) for kk in k]
+        d = [rng.randint(1, 3) for _ in range(2)] if kind == "max" else [1, 1]
+        ceil = rng.random() < 0.3
+        shape = (rng.randint(1, 2), rng.randint(1, 5), rng.randint(1, 14), rng.randint(1, 14))
+        x = x32(*shape, seed=case)
+        if rng.random() < 0.2:
+            x.reshape(-1)[rng.randrange(x.size)] = np.nan
+        params = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil)
+        if kind == "max":
+            params.update(dilation=d, return_indices=False)
+        layer = pool_layer(f"nn.{kind.capitalize()}Pool2d", **params)
+        try:
+            pads, out_hw = layer._geometry(*shape[2:])
+        except ModelError:
+            continue
+        combine, fill = (np.maximum, -np.inf) if kind == "max" else (np.add, 0.0)
+        xp = pad_spatial(x, pads, value=fill).copy()
+        ref = window_pool_reference(xp, tuple(k), tuple(s), tuple(d), out_hw, combine)
+        (y,) = layer.forward([x], [None])
+        where = f"{kind} {params} x{shape}"
+        if kind == "max":
+            np.testing.assert_array_equal(y, ref, err_msg=where)
+        else:
+            ref = ref * layer._scale(*shape[2:], out_hw, x.dtype)
+            np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6, err_msg=where)

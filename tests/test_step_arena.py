@@ -17,7 +17,7 @@ from kuiper_core.runtime.step_arena import MAX_ARENAS, StepValues
 
 from conftest import SAMPLES
 
-CASES = ["tiny_mlp", "digits_cnn", "expr_zoo", "mobilenetv3"]
+CASES = ["tiny_mlp", "digits_cnn", "expr_zoo", "mobilenetv3", "unet"]
 
 
 def _load(name: str) -> tuple[RuntimeGraph, np.ndarray]:
@@ -33,6 +33,15 @@ def _arenas(g: RuntimeGraph, x: np.ndarray) -> list[Any]:
 
 def _snapshot(values: Any) -> dict[str, Any]:
     return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
+
+
+def _same_arrays(a: Any, b: Any) -> bool:
+    """The same memory, shape and dtype (arena runs hand out a new view per access)."""
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same_arrays, a, b))
+    if not isinstance(a, np.ndarray):
+        return a is b
+    return (isinstance(b, np.ndarray) and a.__array_interface__ == b.__array_interface__)
 
 
 def _inputs(x: np.ndarray, n: int) -> list[np.ndarray]:
@@ -65,6 +74,45 @@ def test_arena_runs_match_the_per_operator_path(name: str) -> None:
             np.testing.assert_allclose(y, f, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("name, joined", [("unet", 3), ("yolov5s_mini", 13), ("expr_zoo", 1)])
+def test_concatenations_are_laid_out_in_place(name: str, joined: int) -> None:
+    """A torch.cat whose inputs can sit one after another in its output's block has no call:
+    its producers write there. Its output is still the concatenation of its inputs, every
+    input keeps its own values, and nothing else shares the block."""
+    g, x = _load(name)
+    for event in g.steps(x):
+        pass
+    del event
+    arena = _arenas(g, x)[0]
+    cats = [(r, c) for r, c in zip(arena.rops, arena.calls) if r.type == "torch.cat"]
+    assert sum(c is None for _, c in cats) == joined
+    held = [g.steps(x) for _ in range(MAX_ARENAS)]
+    run = held[0]
+    events = list(run)
+    reference = g.steps(x)  # per-operator: every arena is held
+    assert isinstance(reference.values, dict)
+    list(reference)
+    for e in events:
+        if e.type == "torch.cat":
+            ins, out = list(e.inputs.values()), list(e.outputs.values())[0]
+            np.testing.assert_array_equal(out, np.concatenate(ins, axis=g.operators[e.key].layer.dim))
+            for k, v in {**e.inputs, **e.outputs}.items():
+                np.testing.assert_array_equal(v, reference.values[k])
+    # No two operands that operators write overlap unless one is a concatenation holding the
+    # other (view operators' outputs are views of their inputs).
+    written = {o.name for r, c in zip(arena.rops, arena.calls) if c is not None or r.type == "torch.cat"
+               for o in r.op.outputs}
+    spans = []
+    for k, v in run.values.items():
+        if k in written and isinstance(v, np.ndarray) and v.base is arena.memory:
+            lo = v.__array_interface__["data"][0]
+            spans.append((lo, lo + v.nbytes, k))
+    spans.sort()
+    cat_outputs = {o.name for r, c in cats if c is None for o in r.op.outputs}
+    for (a0, a1, ka), (b0, b1, kb) in zip(spans, spans[1:]):
+        assert b0 >= a1 or ka in cat_outputs or kb in cat_outputs, (ka, kb)
+
+
 def test_an_arena_is_reused_when_nothing_holds_its_arrays() -> None:
     g, x = _load("digits_cnn")
     x1, x2 = _inputs(x, 2)
@@ -95,7 +143,7 @@ def test_held_runs_are_never_overwritten() -> None:
     for run_events in events:  # each run's events are its own and keep their times
         for e, seconds, outputs in run_events:
             assert e.seconds == seconds and e.outputs.keys() == outputs.keys()
-            assert all(e.outputs[k] is v for k, v in outputs.items())
+            assert all(_same_arrays(e.outputs[k], v) for k, v in outputs.items())
     for xi, run, before in zip(xs, runs, saved):
         now = _snapshot(run.values)
         assert list(now) == list(before)

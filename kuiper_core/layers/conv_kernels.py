@@ -33,7 +33,7 @@ from typing import Protocol
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import clamp, parallel
+from . import clamp
 from .winograd import WinogradConv
 from .windows import batch_chunks, pad_spatial, scratch, window_view
 
@@ -174,8 +174,8 @@ class Im2col:
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         if self.own:
-            parallel.copyto(self.interior, x)
-            parallel.copyto(self.cols_view, self.taps)
+            np.copyto(self.interior, x)
+            np.copyto(self.cols_view, self.taps)
             self._gemm(self.cols, y, self.wide_out if self.wide else self.across_out)
             return
         n = x.shape[0]
@@ -192,7 +192,7 @@ class Im2col:
             self._run_bands(xp, cols, y)
             return
         taps, cols_view = self._views(xp, cols)
-        parallel.copyto(cols_view, taps)
+        np.copyto(cols_view, taps)
         self._ones_row(cols)
         work = None
         if self.wide:
@@ -211,7 +211,7 @@ class Im2col:
             rows = min(self.band, oh - r0)
             part = cols[..., : rows * ow]
             band_taps = taps[..., r0 : r0 + rows, :]
-            parallel.copyto(np.reshape(part[:, :, : self.k], band_taps.shape, copy=False), band_taps)
+            np.copyto(np.reshape(part[:, :, : self.k], band_taps.shape, copy=False), band_taps)
             self._ones_row(part)
             y4 = np.reshape(y[:, :, r0 : r0 + rows], (n, g, og, rows * ow), copy=False)
             np.matmul(self.wmat, part, out=y4)
@@ -225,12 +225,12 @@ class Im2col:
         if self.across:
             assert work is not None
             np.matmul(self.wmat, cols, out=work)
-            parallel.copyto(y4, work.reshape(g, og, n, oh * ow).transpose(2, 0, 1, 3))
+            np.copyto(y4, work.reshape(g, og, n, oh * ow).transpose(2, 0, 1, 3))
         elif work is None:
             np.matmul(self.wmat, cols, out=y4)
         else:  # wide rows: computed on an OH x Wp grid, crop the columns that wrapped around
             np.matmul(self.wmat, cols, out=work.reshape(n, g, og, -1))
-            parallel.copyto(y.reshape(n, g, og, oh, ow), work[..., :ow])
+            np.copyto(y.reshape(n, g, og, oh, ow), work[..., :ow])
         self._finish(y4)
 
     def _finish(self, y4: np.ndarray) -> None:

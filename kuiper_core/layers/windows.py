@@ -17,7 +17,6 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import parallel
 
 from ..limits import check_elements
 
@@ -124,7 +123,7 @@ def pad_spatial(
         dst[:, :, t + h :] = fill
         dst[:, :, t : t + h, :l] = fill
         dst[:, :, t : t + h, l + w :] = fill
-        parallel.copyto(dst[:, :, t : t + h, l : l + w], x)
+        np.copyto(dst[:, :, t : t + h, l : l + w], x)
         return dst
     rows = pad_index(h, t, b, mode)
     cols = pad_index(w, l, r, mode)

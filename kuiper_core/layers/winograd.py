@@ -36,7 +36,6 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import parallel
 from .windows import scratch
 
 # A batch runs in chunks of whole images: as few images as give the GEMMs this many tiles
@@ -157,8 +156,8 @@ class WinogradConv:
         w = self._work()
         for border in w.borders:  # other kernels share the buffer: zero the borders each call
             border.fill(0)
-        parallel.copyto(w.interior, x)
-        parallel.copyto(w.d6, w.tile_view)
+        np.copyto(w.interior, x)
+        np.copyto(w.d6, w.tile_view)
         # B^T d B: transform every tile's rows (a -> xi), then its columns (b -> nu).
         np.matmul(self.bt, w.d, out=w.r)
         np.matmul(self.bt, w.r3, out=w.v)
@@ -171,9 +170,9 @@ class WinogradConv:
         np.matmul(self.at, w.r23, out=w.blocks)
         # grid[n, o, i*m + a, j*m + b] = blocks[a, b, o, n, i, j], clipped (see above)
         dst = blocks_view(y if self.exact else w.grid, self.m)
-        parallel.ufunc(np.clip, w.blocks6, self.low, self.high, out=dst)
+        np.clip(w.blocks6, self.low, self.high, out=dst)
         if not self.exact:
-            parallel.copyto(y, w.grid[:, :, : self.out_hw[0], : self.out_hw[1]])
+            np.copyto(y, w.grid[:, :, : self.out_hw[0], : self.out_hw[1]])
 
 
 def blocks_view(grid: np.ndarray, m: int) -> np.ndarray:

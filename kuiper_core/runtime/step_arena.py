@@ -15,14 +15,21 @@ fixed buffers stay valid. The run's values are a `StepValues` mapping over the a
 operands that shows those of the steps done (filling a dict per step cost 0.7 µs a step on
 deep1500: its objects are out of cache after each operator's arrays went through).
 
+A concatenation whose inputs can lie one after another in its output's block (torch.cat on
+an axis with only size-1 axes before it: UNet's and YOLOv5's channel concatenations at batch
+1) has no call: its inputs are laid out inside its output, their producers write there, and
+its step shows the block (`_plan_joins`; checked against the layer's own result at build).
+Every operand still has its own values, written once per run: nothing runs in place.
+
 An arena is reused only when nothing outside it still holds its values, events or arrays:
-while a run is going on it is busy, and afterwards the mapping, the events, every array it
-holds and the memory block are checked by reference count against the counts they had when
-nobody else held them. Views of its arrays hold the block, containers hold the arrays: any
-holder shows. A caller that keeps a run's values (the app's stepper does)
-therefore gets another arena next time (up to `MAX_ARENAS` per input signature, within
-`MAX_ARENA_BYTES`: arenas stay with the graph between runs, for its latest input shapes only), or the per-operator path (RuntimeGraph._step_iter), which allocates fresh outputs: never another
-run's memory.
+while a run is going on it is busy, and afterwards the mapping, the events and the memory
+block are checked by reference count against the counts they had when nobody else held
+them. The mapping hands out new views of its arrays (StepValues), and views hold the block,
+containers the views: any holder shows. A caller that keeps a run's values (the app's
+stepper does) therefore gets another arena next time (up to `MAX_ARENAS` per input
+signature, within `MAX_ARENA_BYTES`: arenas stay with the graph between runs, for its
+latest input shapes only), or the per-operator path (RuntimeGraph._step_iter), which
+allocates fresh outputs: never another run's memory.
 
 Built (one run of the model on the arena, after the shape-checked record run that forward's
 preparation made, or one of its own) when a steps() run at these input shapes finds no free
@@ -66,7 +73,7 @@ class StepArena:
         self.feeds: list[Any] = [None] * len(rt.input_operands)  # this run's input arrays
         self.input_names = list(rt.input_operands)  # their operands, in the same order
         self.values = StepValues()
-        self.watched: list[Any] = []  # the block, its values' mapping, events and arrays
+        self.watched: list[Any] = []  # the block, its values' mapping and events
         self.baseline: list[int] = []  # their reference counts when nobody else holds them
         self.running: Callable[[], Any] = lambda: None  # a weak reference to the run using it
 
@@ -75,6 +82,7 @@ class StepArena:
               room: int = MAX_ARENA_BYTES) -> "StepArena":
         """Lay out the operands, run the model once on them, bind every call."""
         assert rt.graph is not None
+        joined, joins = _plan_joins(rt, rec)
         layout: dict[str, tuple[int, tuple[int, ...], np.dtype]] = {}
         total = 0
         for rop in rt._run_order:
@@ -84,6 +92,8 @@ class StepArena:
             for o in rop.binding.outputs:
                 if o.name not in rec.shapes:
                     raise NotPreparable(f"operand '{o.name}' is not an array")
+                if o.name in joined:
+                    continue  # laid out inside its concatenation's block
                 shape, dtype = rec.shapes[o.name]
                 layout[o.name] = (total, shape, dtype)
                 nbytes = _limits.elements(shape) * dtype.itemsize
@@ -92,11 +102,18 @@ class StepArena:
             raise NotPreparable(f"the operands need {total:,} bytes")
         memory = np.empty(max(total, 1), np.uint8)
 
+        def start(name: str) -> int:
+            if name in joined:
+                outer, offset = joined[name]
+                return start(outer) + offset
+            return layout[name][0]
+
         def buffer(name: str) -> np.ndarray | None:
-            if name not in layout:
+            if name not in layout and name not in joined:
                 return None
-            start, shape, dtype = layout[name]
-            return memory[start:start + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
+            shape, dtype = rec.shapes[name]
+            begin = start(name)
+            return memory[begin:begin + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
 
         self = cls(rt, memory)
         values: dict[str, Any] = dict(rt._seed)
@@ -113,6 +130,13 @@ class StepArena:
                 np.copyto(buf, feeds[op.name])
                 values[op.outputs[0].name] = buf
                 call = partial(_feed, self.feeds, input_number[op.name], buf)
+            elif rop.key in joins:
+                assert rop.binding is not None
+                args = [values[o.name] for o in rop.binding.inputs]
+                out = buffer(rop.binding.outputs[0].name)
+                assert out is not None
+                _check_join(rt, rop, args, out)
+                values[rop.binding.outputs[0].name] = out
             else:
                 assert rop.binding is not None
                 args = [values[o.name] for o in rop.binding.inputs]
@@ -120,22 +144,14 @@ class StepArena:
                 call = bind_operator(rt, rop, args, outs, rop.key in rec.views, values)
             self.calls.append(call)
             self.values.add(position, {o.name: values[o.name] for o in op.outputs})
-        seen: set[int] = set()
-        for _, v in self.values.index.values():
-            arrays = _arrays(v) or []
-            if id(v) not in seen and any(a.base is memory for a in arrays):
-                seen.add(id(v))
-                self.watched.append(v)
-                if isinstance(v, (tuple, list)):  # a holder of the tuple holds its arrays
-                    self.watched += arrays
+        self.values.hand_out_views(memory)
         # One event per operator, reused by every run (a held event holds its run's arena).
         self.events = [event(rop, self.values, 0.0) for rop in self.rops]
         self.watched += [memory, self.values, *self.events]
         return self
 
     def counts(self) -> list[int]:
-        getrefcount = sys.getrefcount
-        return [getrefcount(v) for v in self.watched]
+        return list(map(sys.getrefcount, self.watched))
 
     def settle(self) -> None:
         """Note the reference counts now that only the arena holds its arrays (called by the
@@ -183,10 +199,15 @@ class StepArena:
 
 
 class StepValues(Mapping[str, Any]):
-    """The operands of an arena run that its steps so far have computed (read-only)."""
+    """The operands of an arena run that its steps so far have computed (read-only).
+
+    An operand in the arena is handed out as a new view of its array (a tuple of new views
+    for a tuple): whoever keeps it holds the arena's memory block, so the block's reference
+    count alone tells whether anything outside holds an array (checking every array's own
+    count cost ~0.1 µs each after a run, cache-cold: 130 µs a walk on deep1500)."""
 
     def __init__(self) -> None:
-        self.index: dict[str, tuple[int, Any]] = {}  # operand -> (step making it, value)
+        self.index: dict[str, tuple[int, Any, int]] = {}  # operand -> (step making it, value, kind)
         self.names: list[str] = []  # operands in the order the steps make them
         self.ends: list[int] = [0]  # ends[n]: how many of `names` the first n steps make
         self.inputs: dict[str, np.ndarray] = {}  # pnnx.Input operands: this run's arrays
@@ -194,21 +215,82 @@ class StepValues(Mapping[str, Any]):
 
     def add(self, step: int, outputs: dict[str, Any]) -> None:
         for name, value in outputs.items():
-            self.index[name] = (step, value)
+            self.index[name] = (step, value, _AS_IS)
         self.names += outputs
         self.ends.append(len(self.names))
 
+    def hand_out_views(self, memory: np.ndarray) -> None:
+        """Hand out views of the values that are (or hold) arrays on `memory`."""
+        for name, (step, value, _) in self.index.items():
+            arrays = _arrays(value) or []
+            if any(a.base is memory for a in arrays):
+                self.index[name] = (step, value, _VIEW if isinstance(value, np.ndarray) else _VIEWS)
+
     def __getitem__(self, name: str) -> Any:
-        step, value = self.index[name]
+        step, value, kind = self.index[name]
         if step >= self.done:
             raise KeyError(name)
-        return self.inputs[name] if name in self.inputs else value
+        if name in self.inputs:
+            return self.inputs[name]
+        if kind == _VIEW:
+            return value[...]
+        if kind == _VIEWS:
+            return type(value)(a[...] for a in value)
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names[:self.ends[self.done]])
 
     def __len__(self) -> int:
         return self.ends[self.done]
+
+
+_AS_IS, _VIEW, _VIEWS = 0, 1, 2  # how StepValues hands out a value
+
+
+def _plan_joins(rt: "RuntimeGraph", rec: Record) -> tuple[dict[str, tuple[str, int]], set[str]]:
+    """Concatenations that need no copy: a torch.cat whose inputs, laid out one after another
+    in its output's block, are its output (the axis has only size-1 axes before it, e.g.
+    channels at batch 1), each input an operand of its own that no other concatenation
+    takes. Returns operand -> (the concatenation's output, byte offset in it) and the keys of
+    those operators: they need no call, their producers write in place."""
+    made = {o.name for r in rt._run_order if r.key not in rec.views and r.binding is not None
+            for o in r.binding.outputs if o.name in rec.shapes}
+    joined: dict[str, tuple[str, int]] = {}
+    joins: set[str] = set()
+    for rop in rt._run_order:
+        b = rop.binding
+        if rop.type != "torch.cat" or rop.key in rec.views or b is None or len(b.outputs) != 1 or not b.inputs:
+            continue
+        out = b.outputs[0].name
+        names = [o.name for o in b.inputs]
+        if out not in rec.shapes or len(set(names)) != len(names) or any(n not in made or n in joined for n in names):
+            continue
+        shape, dtype = rec.shapes[out]
+        dim = getattr(rop.layer, "dim", None)
+        if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+            continue
+        axis = dim % len(shape)
+        parts = [rec.shapes[n] for n in names]
+        if _limits.elements(shape[:axis]) != 1 or any(
+            d != dtype or len(s) != len(shape) or s[:axis] + s[axis + 1:] != shape[:axis] + shape[axis + 1:]
+            for s, d in parts
+        ) or sum(s[axis] for s, _ in parts) != shape[axis]:
+            continue
+        offset = 0
+        for n, (s, d) in zip(names, parts):
+            joined[n] = (out, offset)
+            offset += _limits.elements(s) * d.itemsize
+        joins.add(rop.key)
+    return joined, joins
+
+
+def _check_join(rt: "RuntimeGraph", rop: "RuntimeOperator", args: list[Any], out: np.ndarray) -> None:
+    """At build: the block its inputs were written into is what the layer makes of them."""
+    made = rt._call(rop, rop.layer, args, [None])[0]  # type: ignore[arg-type]
+    if not (isinstance(made, np.ndarray) and made.shape == out.shape and made.dtype == out.dtype
+            and made.tobytes() == out.tobytes()):
+        raise NotPreparable(f"operator '{rop.name}': its inputs laid out in a row are not its output")
 
 
 class StepArenas:
