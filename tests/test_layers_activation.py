@@ -105,6 +105,18 @@ def test_gelu_in_place_non_contiguous_and_float64() -> None:
     np.testing.assert_array_equal(layer.forward([x64], [None])[0], ref)
 
 
+@pytest.mark.parametrize("shape", [(1, 65, 128), (3, 7001), (0, 4)])  # one block, three, none
+def test_gelu_prepared_matches_forward(shape: tuple[int, ...]) -> None:
+    layer = make_layer("nn.GELU")
+    x = (np.random.default_rng(4).standard_normal(shape) * 3).astype(np.float32)
+    expected = layer.forward([x], [None])[0]
+    y = np.full(shape, np.nan, np.float32)
+    f = layer.prepare([x], [y])
+    assert f is not None
+    f([x], [y])
+    np.testing.assert_array_equal(y, expected)
+
+
 def test_silu_matches_its_reference_to_float32_rounding() -> None:
     x = np.concatenate([EXTREMES, np.linspace(-30, 30, 60001, dtype=np.float32)]).reshape(1, -1)
     y = make_layer("nn.SiLU").forward([x], [None])[0]

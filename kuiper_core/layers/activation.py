@@ -11,7 +11,7 @@ np.float32; GELU's float64 reference (erfc) serves float64 inputs and the tests.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -580,16 +580,35 @@ class GELU(Elementwise):
         elif x.dtype != np.float32:
             gelu_reference(x, y)  # float64 (and float16) inputs: the float64 path
         else:
-            xf = x.reshape(-1)
             yf = y.reshape(-1) if y.flags.c_contiguous else np.empty(x.size, y.dtype)
-            blocks = -(-xf.size // self.BLOCK)
-            step = -(-xf.size // max(blocks, 1))  # equal blocks: no short last one
-            work = scratch("gelu.work", (_GELU_COEFFS.size + 3, step), F32)
-            for start in range(0, xf.size, step):
-                stop = min(start + step, xf.size)
-                gelu_float32(xf[start:stop], yf[start:stop], work[:, : stop - start])
+            gelu_blocks(self.blocks(x.size), [x.reshape(-1)], [yf])
             if not y.flags.c_contiguous:
                 np.copyto(y, yf.reshape(y.shape))
+
+    def blocks(self, n: int) -> tuple[tuple[int, int], ...]:
+        """(start, stop) of equal blocks of at most BLOCK elements (no short last one)."""
+        if n == 0:
+            return ()
+        step = -(-n // -(-n // self.BLOCK))
+        return tuple((start, min(start + step, n)) for start in range(0, n, step))
+
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        x, y = inputs[0], out[0]
+        if self.tanh or x.dtype != F32 or y.shape != x.shape or y.dtype != F32 or not (
+                x.flags.c_contiguous and y.flags.c_contiguous):
+            return super().prepare(inputs, out)
+        return partial(gelu_blocks, self.blocks(x.size))
+
+
+def gelu_blocks(blocks: tuple[tuple[int, int], ...], inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """gelu_float32 over contiguous float32 inputs[0] into out[0], block by block."""
+    xf, yf = inputs[0].reshape(-1), out[0].reshape(-1)
+    work = scratch("gelu.work", (_GELU_COEFFS.size + 3, blocks[0][1] if blocks else 0), F32)
+    if len(blocks) == 1:
+        gelu_float32(xf, yf, work)
+        return
+    for start, stop in blocks:
+        gelu_float32(xf[start:stop], yf[start:stop], work[:, : stop - start])
 
 
 # -- along one dim ---------------------------------------------------------------------
