@@ -103,7 +103,7 @@ class Hardtanh(Elementwise):
         return F32(float_param(self, "min_val", -1.0)), F32(float_param(self, "max_val", 1.0))
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        np.clip(x, self.lo, self.hi, out=y)
+        clamp.clip(x, self.lo, self.hi, y)
 
 
 @register("nn.ReLU6", "F.relu6")
@@ -255,9 +255,9 @@ class Hardsigmoid(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        np.add(x, F32(3), out=y)
-        np.clip(y, F32(0), F32(6), out=y)
-        np.divide(y, F32(6), out=y)
+        np.add(x, F32(3), y)
+        clamp.clip(y, F32(0), F32(6), y)
+        np.divide(y, F32(6), y)
 
 
 @register("nn.Hardswish", "F.hardswish")
@@ -268,10 +268,10 @@ class Hardswish(Elementwise):
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         t = scratch("act.tmp", x.shape, x.dtype)
-        np.add(x, F32(3), out=t)
-        np.clip(t, F32(0), F32(6), out=t)
-        np.multiply(t, x, out=y)
-        np.divide(y, F32(6), out=y)
+        np.add(x, F32(3), t)
+        clamp.clip(t, F32(0), F32(6), t)
+        np.multiply(t, x, y)
+        np.divide(y, F32(6), y)
 
 
 # -- exponential family ----------------------------------------------------------------
