@@ -496,6 +496,8 @@ _GELU_COEFFS = np.array((
     -0.01955328346698651, 0.003932344128662925, 0.0044551321875370975, -0.0008956167818568381,
     -0.0009100096474540381, 0.0003265899183508836,
 ), F32)  # fmt: skip
+_GELU_EXPONENT = np.append(_GELU_COEFFS, F32(-0.5))  # over 1, s, ..., s^9 and a^2
+GELU_WORK_ROWS = _GELU_EXPONENT.size + 3  # those rows, then a, 1 + K a, 1 - K a
 _GELU_A_MAX = 15.0  # a * Phi(-a) < 1e-46 beyond: 0 in float32
 _F32 = {v: np.array(v, F32) for v in (1.0, -0.5, _GELU_K)}  # 0-d operands: the cheapest ufunc calls
 
@@ -512,34 +514,32 @@ def gelu_float32(x: np.ndarray, y: np.ndarray, work: np.ndarray) -> None:
     """y = x * Phi(x) for contiguous 1-D float32 x, y (y may be x), as
     max(x, 0) - a t exp(P(s) - a^2/2) with a = min(|x|, 15) (see _GELU_COEFFS).
 
-    15 NumPy passes over float32 (P as one matrix-vector product over the rows s^0..s^9 of
-    `work`, (13, n)), against ~32 over float64 for `gelu_reference`: 23 us against 48 us on
-    the ViT's (1, 65, 128). The price is the float32 exp and its rounded argument: relative
-    error <= 4.5e-7 * (1 + x^2/2) against the exact value (tests/test_layers_activation.py),
-    so ~7e-7 for |x| <= 3 and up to ~4e-5 in the far negative tail x ~ -13, where PyTorch's
-    own float32 GELU (0.5 x (1 + erf)) cancels to 100 % error. +inf gives inf and -inf 0
-    (the limits); NaN stays NaN (np.maximum propagates it).
+    21 NumPy calls over float32: the exponent P(s) - a^2/2 is one matrix-vector product over
+    the rows 1, s, ..., s^9, a^2 of `work` ((GELU_WORK_ROWS, n)), against ~32 passes over
+    float64 for `gelu_reference`: 22 us against 48 us on the ViT's (1, 65, 128), one thread.
+    The price is the float32 exp and its rounded argument: relative error <= 4.5e-7 *
+    (1 + x^2/2) against the exact value (tests/test_layers_activation.py), so ~7e-7 for
+    |x| <= 3 and up to ~8e-6 in the far negative tail x ~ -13, where PyTorch's own float32
+    GELU (0.5 x (1 + erf)) cancels to 100 % error. +inf gives inf and -inf 0 (the limits);
+    NaN stays NaN (np.maximum propagates it).
     """
     n = x.shape[0]
-    degree = _GELU_COEFFS.size - 1
-    powers, (a, u, m) = work[: degree + 1], work[degree + 1 :]
+    rows, (a, u, m) = work[:-3], work[-3:]
+    s = rows[1]
     np.abs(x, a)
     np.fmin(a, _filled(_GELU_A_MAX, n), a)  # no inf/NaN below (NaN comes back through np.maximum)
     np.multiply(a, _F32[_GELU_K], m)
     np.add(m, _F32[1.0], u)  # 1 + K a
     np.subtract(_F32[1.0], m, m)  # 1 - K a
-    s = powers[1]
     np.divide(m, u, s)
-    for j in range(2, degree + 1):
-        np.multiply(powers[j - 1], s, powers[j])
-    powers[0].fill(1.0)
-    p = powers[1]  # s^1 is no longer needed: the polynomial goes there
-    np.matmul(_GELU_COEFFS, powers, m)
-    np.multiply(a, _F32[-0.5], p)
-    p *= a
-    p += m  # P(s) - a^2/2
-    np.exp(p, p)
-    np.divide(a, u, m)  # a t
+    for j in range(2, rows.shape[0] - 1):
+        np.multiply(rows[j - 1], s, rows[j])
+    rows[0].fill(1.0)
+    np.multiply(a, a, rows[-1])
+    p = rows[1]  # s is no longer needed once the product is made
+    np.matmul(_GELU_EXPONENT, rows, m)  # P(s) - a^2/2
+    np.exp(m, m)
+    np.divide(a, u, p)  # a t
     p *= m
     np.maximum(x, _filled(0.0, n), out=y)
     y -= p
@@ -550,7 +550,7 @@ class GELU(Elementwise):
     """x * Phi(x), exactly (approximate='none', see gelu_float32) or with torch's tanh formula."""
 
     SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-    BLOCK = 1 << 14  # elements per pass: the work rows (13 x 64 KB) stay in L2
+    BLOCK = 1 << 14  # elements per pass: the work rows (14 x 64 KB) stay in L2
 
     inplace_safe = True
 
@@ -603,7 +603,7 @@ class GELU(Elementwise):
 def gelu_blocks(blocks: tuple[tuple[int, int], ...], inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
     """gelu_float32 over contiguous float32 inputs[0] into out[0], block by block."""
     xf, yf = inputs[0].reshape(-1), out[0].reshape(-1)
-    work = scratch("gelu.work", (_GELU_COEFFS.size + 3, blocks[0][1] if blocks else 0), F32)
+    work = scratch("gelu.work", (GELU_WORK_ROWS, blocks[0][1] if blocks else 0), F32)
     if len(blocks) == 1:
         gelu_float32(xf, yf, work)
         return
