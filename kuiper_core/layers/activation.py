@@ -688,10 +688,21 @@ def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
         softmax_reference(x, y, axis)
         return
     x2, y2 = x.reshape(-1, n), y.reshape(-1, n)
+    sums = softmax_exps(x2, y2)
+    if sums is None:
+        softmax_reference(x, y, axis)
+    else:
+        np.divide(y2, sums[:, None], y2)
+
+
+def softmax_exps(x2: np.ndarray, y2: np.ndarray) -> np.ndarray | None:
+    """softmax's first part (see there) on 2-D C-contiguous rows, y2 not x2: y2 = exp(x2 -
+    shift), each row's shift within SOFTMAX_SPREAD of its max; returns the row sums, or None
+    (y2 unspecified) where the reference path must run (a NaN, +inf or a max above 1e30)."""
     m = np.max(x2)
     if not m < 1e30:
-        softmax_reference(x, y, axis)
-        return
+        return None
+    n = x2.shape[1]
     np.subtract(x2, m, y2)
     np.exp(y2, y2)
     ones = np.ones(n, y2.dtype)
@@ -703,7 +714,7 @@ def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
         np.exp(rows, rows)
         y2[low] = rows
         sums[low] = np.matmul(rows, ones)
-    np.divide(y2, sums[:, None], y2)
+    return sums
 
 
 @register("nn.Softmax", "F.softmax")
