@@ -60,6 +60,22 @@ def test_linear_writes_the_buffer() -> None:
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(1, 5), (1, 1, 5), (2, 3, 5), (40000, 5)])  # one row: W @ x; many: expanded bias
+def test_linear_prepared_matches_forward(shape: tuple[int, ...], bias: bool) -> None:
+    w, b = f32(4, 5), f32(4)
+    layer = make_layer("nn.Linear", 1, weights={"weight": w, "bias": b} if bias else {"weight": w},
+                       in_features=5, out_features=4, bias=bias)
+    x = f32(*shape)
+    expected = layer.forward([x], [None])[0]
+    y = np.full(expected.shape, np.nan, np.float32)
+    f = layer.prepare([x], [y])
+    assert f is not None
+    f([x], [y])
+    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(y, x @ w.T + (b if bias else 0), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "op_type, shapes, message",
     [

@@ -137,3 +137,19 @@ def test_functional_norms_read_tensor_inputs() -> None:
 def test_bad_models_are_model_errors(op_type, shape, weights, params, message) -> None:
     with pytest.raises(ModelError, match=message):
         make_layer(op_type, shape, weights, **params)
+
+
+@pytest.mark.parametrize("shape", [(1, 65, 64), (300, 256, 8)])  # small: weights expanded; big: broadcast
+@pytest.mark.parametrize("op_type", ["nn.LayerNorm", "nn.RMSNorm"])
+def test_trailing_norm_prepared_matches_forward(op_type: str, shape: tuple[int, ...]) -> None:
+    size = shape[-1]
+    w, b = rand(size, seed=1), rand(size, seed=2)
+    weights = {"weight": w, "bias": b} if op_type == "nn.LayerNorm" else {"weight": w}
+    layer = make_layer(op_type, shape, weights, normalized_shape=[size], eps=1e-5, elementwise_affine=True)
+    x = rand(*shape, loc=1e3)
+    expected = run(layer, x)
+    y = np.full(shape, np.nan, np.float32)
+    f = layer.prepare([x], [y])
+    assert f is not None
+    f([x], [y])
+    np.testing.assert_array_equal(y, expected)

@@ -165,3 +165,24 @@ def test_flops_are_macs() -> None:
     assert create_layer(op).flops([(6, 2, 10)], []) == 6 * 2 * (10 * 64 + 16 * 64)
     _, op, _, _ = _case("attn_sdpa")  # (2,4,5,8) x (2,4,7,8) -> v (2,4,7,6)
     assert create_layer(op).flops([(2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 6)], []) == 8 * 5 * 7 * (8 + 6)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_prepared_matches_forward(batch_first: bool, bias: bool) -> None:
+    """MultiheadAttention's prepared self-attention (strided head views, scratch arrays)
+    against its forward, both layouts, with and without biases."""
+    op = _case("attn_mha_self_bf_output")[1]
+    layer = create_layer(op)
+    layer.batch_first = batch_first
+    if not bias:
+        layer.b_fused = layer.bo = None
+    x = np.random.default_rng(3).standard_normal((3, 5, 16)).astype(np.float32)
+    expected = layer.forward([x], [None])[0]
+    y = np.full_like(x, np.nan)
+    f = layer.prepare([x], [y])
+    assert f is not None
+    f([x], [y])
+    f([x], [y])  # again: the scratch arrays hold the last call's values
+    np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
+    assert layer.prepare([x.astype(np.float64)], [y.astype(np.float64)]) is None

@@ -20,21 +20,19 @@ projection at build time, and the softmax subtracts the row max.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..graph import Operand, Shape
 from .activation import softmax
+from .broadcast import expanded
 from .module_outputs import match_outputs
-from .registry import Layer, register
+from .registry import Layer, Prepared, register
+from .windows import scratch
 
 F32 = np.float32
 NEG_INF = F32(-np.inf)
-
-
-def softmax_(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in place, stable for large scores."""
-    softmax(x, x, x.ndim - 1)
-    return x
 
 
 def additive_mask(mask: np.ndarray, true_means_masked: bool) -> np.ndarray:
@@ -50,7 +48,8 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None)
     scores = np.matmul(q, np.swapaxes(k, -1, -2))
     if mask is not None:
         scores += mask
-    probs = softmax_(scores)
+    probs = np.empty_like(scores)
+    softmax(scores, probs, scores.ndim - 1)  # not in place: its fast path needs the scores
     return np.matmul(probs, v), probs
 
 
@@ -222,6 +221,21 @@ class MultiheadAttention(Layer):
             values["weights"] = probs.mean(axis=-3, dtype=F32)  # averaged over heads
         return [values[name] for name in self.outputs]
 
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        """Plain batched self-attention (one float32 input, no mask or extra keys, only the
+        output): `self_attention`, its work arrays in scratch and the output written in place."""
+        if (self.w_fused is None or len(self.qkv_index) != 1 or self.mask_index is not None or self.extra_keys
+                or self.outputs != ("output",) or len(inputs) != 1 or len(out) != 1):
+            return None
+        x, y = inputs[0], out[0]
+        if (x.ndim != 3 or x.shape[-1] != self.embed_dim or x.dtype != F32 or not x.flags.c_contiguous
+                or y.shape != x.shape or y.dtype != F32 or not y.flags.c_contiguous):
+            return None
+        perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)  # (B, L, h, d) or (L, B, h, d) -> (B, h, L, d)
+        rows = x.shape[0] * x.shape[1]
+        b_qkv, bo = expanded(self.b_fused, (rows, 3 * self.embed_dim)), expanded(self.bo, (rows, self.embed_dim))
+        return partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, perm)
+
     def _project(self, ops, query, key, value):  # type: ignore[no-untyped-def]
         """q, k, v projections (B, seq, E), with one matmul for operands that coincide."""
         E = self.embed_dim
@@ -269,6 +283,34 @@ class MultiheadAttention(Layer):
         proj = B * (L * E * E + S * (self.kdim + self.vdim) * E + L * E * E)
         scores = B * L * (S + self.extra_keys) * E * 2  # q k^T and probs v over all heads
         return int(proj + scores)
+
+
+def self_attention(w_qkv: np.ndarray, b_qkv: np.ndarray | None, wo: np.ndarray, bo: np.ndarray | None, heads: int,
+                   perm: tuple[int, ...], inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """MultiheadAttention.forward for one 3-D float32 input (query = key = value), no mask:
+    the same products, with the heads as strided views of the q/k/v projection, the
+    attention written straight into (.., heads, head_dim) order, and no per-call checks."""
+    x = inputs[0]
+    s0, s1, E = x.shape
+    d = E // heads
+    rows = s0 * s1
+    qkv = scratch("mha.qkv", (rows, 3 * E), F32)
+    np.matmul(x.reshape(rows, E), w_qkv, qkv)
+    if b_qkv is not None:
+        qkv += b_qkv
+    parts = qkv.reshape(s0, s1, 3, heads, d)
+    q, k, v = (parts[:, :, i].transpose(perm) for i in range(3))  # (B, h, L, d) views
+    B, L = q.shape[0], q.shape[2]
+    scores = scratch("mha.scores", (B, heads, L, L), F32)
+    probs = scratch("mha.probs", (B, heads, L, L), F32)
+    np.matmul(q, k.swapaxes(-1, -2), scores)
+    softmax(scores, probs, 3)
+    attn = scratch("mha.attn", (s0, s1, heads, d), F32)
+    np.matmul(probs, v, attn.transpose(perm))
+    y = out[0].reshape(rows, E)
+    np.matmul(attn.reshape(rows, E), wo, y)
+    if bo is not None:
+        y += bo
 
 
 @register("F.scaled_dot_product_attention")

@@ -21,6 +21,7 @@ from functools import partial
 import numpy as np
 
 from ..graph import Operator
+from .broadcast import expanded
 from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype
 from .windows import output_buffer
@@ -73,6 +74,7 @@ class Linear(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.wt: np.ndarray | None = None  # (in, out)
+        self.w: np.ndarray | None = None  # (out, in)
         self.bias: np.ndarray | None = None
         if op.type == "F.linear":
             self.positions = _named_inputs(self, ("input", "weight"), ("bias",))
@@ -88,6 +90,7 @@ class Linear(Layer):
         if bias is not None and bias.shape != (out_f,):
             raise self.error(f"bias shape {bias.shape}: expected ({out_f},)")
         self.wt = np.ascontiguousarray(weight.T)
+        self.w = weight  # (out, in), the file's: a single row's product is a matrix-vector one
         self.bias = bias
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -101,7 +104,9 @@ class Linear(Layer):
             raise self.error(f"input shape {x.shape}: last dim must be in_features = {wt.shape[0]}")
         out_shape = x.shape[:-1] + wt.shape[1:]
         y = output_buffer(out, out_shape, np.result_type(x.dtype, wt.dtype))
-        if wt.ndim == 2:
+        if self._one_row(x, y):  # as the prepared call does (same numbers)
+            np.matmul(self.w, x.reshape(-1), y.reshape(-1))
+        elif wt.ndim == 2:
             np.matmul(x.reshape(-1, wt.shape[0]), wt, out=y.reshape(-1, wt.shape[1]))
         else:
             matmul(x, wt, y)
@@ -116,8 +121,19 @@ class Linear(Layer):
             return None
         if y.shape != x.shape[:-1] + wt.shape[1:] or y.dtype != np.result_type(x.dtype, wt.dtype) or x.dtype != y.dtype:
             return None
-        # One GEMM on the flattened rows, then the bias: no checks or lookups per call.
-        return partial(_linear, wt, self.bias, (-1, wt.shape[0]), (-1, wt.shape[1]))
+        # One GEMM on the flattened rows, then the bias (expanded to the rows: one flat
+        # pass): no checks or lookups per call.
+        rows = (x.size // wt.shape[0], wt.shape[1])
+        if self._one_row(x, y):
+            return partial(_linear_row, self.w, self.bias)
+        return partial(_linear, wt, expanded(self.bias, rows), (-1, wt.shape[0]), rows)
+
+    def _one_row(self, x: np.ndarray, y: np.ndarray) -> bool:
+        """A single row of a module weight's dtype: W @ x on the (out, in) weight (BLAS's
+        gemv), 24 against 30 us for MobileNetV3's (576 -> 1024) under OPENBLAS_CORETYPE=Haswell."""
+        w = self.w
+        return (w is not None and x.size == w.shape[1] and x.dtype == w.dtype == y.dtype and w.flags.c_contiguous
+                and x.flags.c_contiguous and y.flags.c_contiguous)
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         return int(np.prod(outputs[0])) * int(inputs[0][-1]) if inputs and inputs[0] else 0
@@ -126,7 +142,14 @@ class Linear(Layer):
 def _linear(wt: np.ndarray, bias: np.ndarray | None, x_rows: tuple[int, int], y_rows: tuple[int, int],
             inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
     y = out[0].reshape(y_rows)
-    np.matmul(inputs[0].reshape(x_rows), wt, out=y)
+    np.matmul(inputs[0].reshape(x_rows), wt, y)
+    if bias is not None:
+        y += bias
+
+
+def _linear_row(w: np.ndarray, bias: np.ndarray | None, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    y = out[0].reshape(-1)
+    np.matmul(w, inputs[0].reshape(-1), y)
     if bias is not None:
         y += bias
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..graph import Operator
 from .activation import float_param, output_like
+from .broadcast import expanded
 from .reduce import vector_norm
 from .registry import Layer, Prepared, register
 from .torch_args import input_index
@@ -37,23 +38,29 @@ def channel_shaped(vec: np.ndarray, ndim: int) -> np.ndarray:
     return vec.reshape((-1,) + (1,) * max(ndim - 2, 0))
 
 
-def normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: F32) -> None:
+def normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: F32, avg: np.ndarray | None = None) -> None:
     """y2 = (x2 - mean) / sqrt(var + eps) for each row of 2-D x2 (biased var).
 
     Two passes for the mean, in the input's dtype: with a large offset (x ~ 1000 +- 2) the
     first mean is off in its last digits, but x - mean is then exact and small, so the mean
     of those residuals corrects it (the digits the normalised output is made of survive).
     Row means are matrix-vector products (BLAS, many accumulators): cheaper than NumPy's
-    reductions over short rows.
+    reductions over short rows. `avg`: the vector of 1/n in x2's dtype, when the caller keeps one.
     """
     n = x2.shape[1]
-    avg = np.full(n, 1.0 / n if n else 0.0, x2.dtype)
+    if avg is None:
+        avg = row_average_vector(n, x2.dtype)
     np.subtract(x2, np.matmul(x2, avg)[:, None], out=y2)
     y2 -= np.matmul(y2, avg)[:, None]  # the residual correction
     var = np.matmul(np.square(y2), avg)
     var += eps
     np.sqrt(var, out=var)
     np.divide(y2, var[:, None], out=y2)
+
+
+def row_average_vector(n: int, dtype: np.dtype) -> np.ndarray:
+    """(1/n, ..., 1/n): a row's mean as a matrix-vector product."""
+    return np.full(n, 1.0 / n if n else 0.0, dtype)
 
 
 def rows_view(y: np.ndarray, rows: int) -> np.ndarray:
@@ -396,7 +403,8 @@ class TrailingNorm(Norm):
             return None
         self.check_trailing(x.shape)
         rows = x.size // self.size if self.size else 0
-        return partial(_norm_rows, self.normalize, (rows, self.size), self.w, self.b)
+        # The weight and bias expanded to the whole output: one flat pass each (broadcast.py).
+        return partial(_norm_rows, self.normalize, (rows, self.size), expanded(self.w, x.shape), expanded(self.b, x.shape))
 
     def normalize(self, x2: np.ndarray, y2: np.ndarray) -> None:
         raise NotImplementedError
@@ -421,8 +429,15 @@ class LayerNorm(TrailingNorm):
     a pnnx limitation this layer cannot undo.
     """
 
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self._avg: dict[np.dtype, np.ndarray] = {}
+
     def normalize(self, x2: np.ndarray, y2: np.ndarray) -> None:
-        normalize_rows(x2, y2, self.eps)
+        avg = self._avg.get(x2.dtype)
+        if avg is None:
+            avg = self._avg[x2.dtype] = row_average_vector(self.size, x2.dtype)
+        normalize_rows(x2, y2, self.eps, avg)
 
 
 @register("nn.RMSNorm", "F.rms_norm")
