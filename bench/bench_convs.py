@@ -4,6 +4,7 @@
     python bench/bench_convs.py --batch 4 --threads 1
     python bench/bench_convs.py --threads 1 --clock cpu    # a busy shared machine
     python bench/bench_convs.py --shape 256 256 14 3 1   # in, out, size, kernel, stride
+    python bench/bench_convs.py --param /tmp/kb/unet/model.pnnx.param --threads 1 --clock cpu  # a model's nn.Conv2d
 
 The kernel is the one the layer picks for that input (conv_kernels.choose: Winograd F(m,3),
 im2col or pointwise GEMM), made once as the prepared forward makes it, and timed on the
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall time, or this process's CPU time (a busy machine: use with --threads 1)")
     ap.add_argument("--shape", type=int, nargs=5, metavar=("IN", "OUT", "SIZE", "K", "STRIDE"))
+    ap.add_argument("--param", help="a .pnnx.param: time each of its nn.Conv2d (its weights, its declared input shape)")
     args = ap.parse_args(argv)
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)  # read when NumPy loads
     sys.path.insert(0, str(ROOT))
@@ -56,52 +58,88 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.nn.functional as F
 
-    from kuiper_core.graph import Attribute, Graph
-    from kuiper_core.layers import create_layer
 
     torch.set_num_threads(args.threads)
     shapes = [tuple(args.shape) + (1,)] if args.shape else RESNET18_CONVS
     rng = np.random.default_rng(0)
-    print(f"batch {args.batch}, {args.threads} thread(s); OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print(f"{args.param or f'batch {args.batch}'}, {args.threads} thread(s); OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     print(f"{'in, out, size, k, s':22s} {'kernel':20s} {'pytorch ms':>10s} {'kuiper ms':>10s} {'ratio':>6s}")
     total = np.zeros(2)
-    for c, o, size, k, s, count in shapes:
-        p = k // 2
-        x = rng.standard_normal((args.batch, c, size, size), dtype=np.float32)
-        w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
-        b = rng.standard_normal(o).astype(np.float32)
-        g = Graph()
-        src = g.add_operand("x")
-        src.shape, src.dtype = (args.batch, c, size, size), "f32"
-        op = g.add_operator("nn.Conv2d", "conv", [src], [g.add_operand("y")], in_channels=c, out_channels=o,
-                            kernel_size=[k, k], stride=[s, s], padding=[p, p], dilation=[1, 1], groups=1, bias=True,
-                            padding_mode="zeros")
-        op.attrs = {"weight": Attribute("f32", w.shape, w), "bias": Attribute("f32", b.shape, b)}
-        layer = create_layer(op)
-        oh = (size + 2 * p - k) // s + 1
-        y = np.empty((args.batch, o, oh, oh), np.float32)
+    cases = model_convs(args.param) if args.param else [synthetic_conv(rng, args.batch, *shape) for shape in shapes]
+    for label, layer, x, y, conv_args, count in cases:
         run = layer.prepare([x], [y])
         assert run is not None
         kernel = type(run.args[0]).__name__ + (f" F({run.args[0].m},3)" if hasattr(run.args[0], "m") else "")  # type: ignore[attr-defined]
-        xt, wt, bt = (torch.from_numpy(a) for a in (x, w, b))
+        xt = torch.from_numpy(x)
+        targs = [torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in conv_args]
         with torch.inference_mode():
-            ref = F.conv2d(xt, wt, bt, s, p).numpy()
+            ref = F.conv2d(xt, *targs).numpy()
         run([x], [y])
         err = float(np.abs(y - ref).max())
         assert err <= 1e-4 * max(1.0, float(np.abs(ref).max())), f"mismatch {err}"
 
         def torch_conv() -> None:
             with torch.inference_mode():
-                F.conv2d(xt, wt, bt, s, p)
+                F.conv2d(xt, *targs)
 
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         times = timed_blocks({"torch": torch_conv, "kuiper": lambda: run([x], [y])}, args.runs, args.rounds, clock=clock)
         tt, tk = 1e3 * median(times["torch"]), 1e3 * median(times["kuiper"])
         total += np.array([tt, tk]) * count
-        print(f"{str((c, o, size, k, s)):22s} {kernel:20s} {tt:10.3f} {tk:10.3f} {tk / tt:6.2f}  (x{count})")
-    if len(shapes) > 1:
+        print(f"{label:22s} {kernel:20s} {tt:10.3f} {tk:10.3f} {tk / tt:6.2f}  (x{count})")
+    if len(cases) > 1:
         print(f"{'all':22s} {'':20s} {total[0]:10.2f} {total[1]:10.2f} {total[1] / total[0]:6.2f}")
     return 0
+
+
+def synthetic_conv(rng, batch: int, c: int, o: int, size: int, k: int, s: int, count: int) -> tuple:
+    """A ResNet-style conv (padding k // 2, random weights): (label, layer, x, y, F.conv2d args, count)."""
+    import numpy as np
+
+
+    p = k // 2
+    x = rng.standard_normal((batch, c, size, size), dtype=np.float32)
+    w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    g = Graph()
+    src = g.add_operand("x")
+    src.shape, src.dtype = (batch, c, size, size), "f32"
+    op = g.add_operator("nn.Conv2d", "conv", [src], [g.add_operand("y")], in_channels=c, out_channels=o,
+                        kernel_size=[k, k], stride=[s, s], padding=[p, p], dilation=[1, 1], groups=1, bias=True,
+                        padding_mode="zeros")
+    op.attrs = {"weight": Attribute("f32", w.shape, w), "bias": Attribute("f32", b.shape, b)}
+    oh = (size + 2 * p - k) // s + 1
+    y = np.empty((batch, o, oh, oh), np.float32)
+    return str((c, o, size, k, s)), create_layer(op), x, y, (w, b, s, p), count
+
+
+def model_convs(param: str) -> list[tuple]:
+    """Every nn.Conv2d of a model at its declared input shape, with its weights (one forward
+    first, so that shapes and layers are the ones a run makes)."""
+    import numpy as np
+
+    import kuiper_core
+
+    rg = kuiper_core.load(param)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(op.outputs[0].shape, dtype=np.float32)
+              for op in rg.graph.operators if op.type == "pnnx.Input"]
+    rg.forward(*inputs)
+    cases = []
+    for rop in rg.order:
+        if rop.type != "nn.Conv2d" or rop.layer is None:
+            continue
+        layer = rop.layer
+        x = rng.standard_normal(rop.op.inputs[0].shape, dtype=np.float32)
+        y = np.empty(rop.op.outputs[0].shape, np.float32)
+        pads = layer._geometry(x.shape[2], x.shape[3], layer.kernel)[0]  # type: ignore[attr-defined]
+        if pads[0] != pads[1] or pads[2] != pads[3] or layer.padding_mode != "zeros":  # type: ignore[attr-defined]
+            continue  # F.conv2d pads symmetrically with zeros
+        conv_args = (layer.weight_data, layer.bias_data, layer.stride, (pads[0], pads[2]), layer.dilation,  # type: ignore[attr-defined]
+                     layer.groups)  # type: ignore[attr-defined]
+        label = f"{rop.name} {x.shape[1]}>{y.shape[1]} {x.shape[2]}x{x.shape[3]} k{layer.kernel[0]}s{layer.stride[0]}"  # type: ignore[attr-defined]
+        cases.append((label[:22], layer, x, y, conv_args, 1))
+    return cases
 
 
 if __name__ == "__main__":

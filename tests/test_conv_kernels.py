@@ -3,10 +3,10 @@ random shapes, strides, paddings, dilations, groups and padding modes (hypothesi
 
 The reference itself is checked against PyTorch's outputs by the exported conv cases
 (tests/test_ops.py) and by the torch sweeps in test_layers_conv.py; here every kernel
-(Pointwise, Im2col with own or scratch buffers, wide rows or not, Winograd F(2,3)/F(4,3))
-must agree with it, and so must the kernel the layer picks. Each kernel may also apply a
-ReLU the prepared forward fused into it (`relu=True`): then it must agree with
-max(reference, 0).
+(Pointwise, Im2col with own or scratch buffers, wide rows or not, Winograd F(2,3)/F(4,3),
+F(2,3) along the rows) must agree with it, and so must the kernel the layer picks. Each
+kernel may also apply a ReLU the prepared forward fused into it (`relu=True`): then it
+must agree with max(reference, 0).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuiper_core.graph import Attribute, Graph
-from kuiper_core.layers.conv_kernels import Im2col, Pointwise, winograd_tile
+from kuiper_core.layers.conv_kernels import ROWS, Im2col, Pointwise, winograd_tile
 from kuiper_core.layers.conv_reference import conv2d_reference, conv_transpose2d_reference
 from kuiper_core.layers.registry import create_layer
 from kuiper_core.layers.windows import out_size
-from kuiper_core.layers.winograd import WinogradConv, transform_weights
+from kuiper_core.layers.winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
 from layer_testing import assert_close
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -156,6 +156,35 @@ def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, relu, seed) ->
         assert_close(y, ref, f"F({m},3)")
 
 
+@SETTINGS
+@given(n=st.integers(1, 3), c=st.integers(1, 6), o=st.integers(1, 6), h=st.integers(1, 11), w=st.integers(1, 11),
+       pads=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), relu=st.booleans(), seed=st.integers(0, 1000))
+def test_winograd_rows_matches_reference(n, c, o, h, w, pads, bias, relu, seed) -> None:
+    """F(2,3) along the rows only (the kernel rows summed in the GEMM), odd and even widths."""
+    if h + pads[0] + pads[1] < 3 or w + pads[2] + pads[3] < 3:
+        return
+    x, wt, b = arrays(seed, (n, c, h, w), (o, c, 3, 3), (o,))
+    kernel = WinogradRowsConv(transform_weights_rows(wt), b if bias else None, x.shape, pads, np.dtype(np.float32), relu)
+    ref = relu_of(conv2d_reference(x, wt, b if bias else None, pads=pads), relu)
+    y = np.full(ref.shape, np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, ref, "F(2,3) rows")
+
+
+def test_winograd_rows_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kuiper_core.layers.winograd as winograd
+
+    x, wt, b = arrays(4, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
+    one_image = sum(WinogradRowsConv(transform_weights_rows(wt), b, (1, 4, 6, 7), (1, 1, 1, 1), np.dtype(np.float32)).sizes)
+    monkeypatch.setattr(winograd, "ROWS_WORK_BUDGET", 2 * one_image)
+    kernel = WinogradRowsConv(transform_weights_rows(wt), b, x.shape, (1, 1, 1, 1), np.dtype(np.float32), relu=True)
+    assert kernel.chunk == 2  # 5 images: 2 + 2 + 1
+    y = np.empty((5, 3, 6, 7), np.float32)
+    kernel.run(x, y)
+    assert_close(y, np.maximum(conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), 0), "chunked rows")
+
+
 @pytest.mark.parametrize("budget, min_tiles, chunk", [(1, 196, 1), (1 << 20, 8, 2)])
 def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch, budget: int, min_tiles: int,
                                              chunk: int) -> None:
@@ -177,6 +206,18 @@ def test_winograd_is_chosen_for_resnet_layers_only() -> None:
     assert winograd_tile((1, 256, 14, 14), 256, out_hw=(14, 14), **geometry) == 2  # U of F(4,3) is 2.25x bigger
     assert winograd_tile((1, 8, 8, 8), 8, out_hw=(8, 8), **geometry) is None  # transforms cost more
     assert winograd_tile((1, 64, 56, 56), 64, out_hw=(28, 28), **{**geometry, "stride": (2, 2)}) is None
+    # 512 channels: any 2-D U is too big to keep; from batch 2, F(2,3) along the rows (U 12 MiB)
+    assert winograd_tile((1, 512, 7, 7), 512, out_hw=(7, 7), **geometry) is None
+    assert winograd_tile((4, 512, 7, 7), 512, out_hw=(7, 7), **geometry) == ROWS
+
+
+def test_layer_picks_winograd_rows_at_batch_4_and_matches_reference() -> None:
+    x, wt, b = arrays(9, (4, 512, 7, 7), (512, 512, 3, 3), (512,))
+    wt *= 1 / np.sqrt(9 * 512)
+    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
+    assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), WinogradRowsConv)
+    (y,) = layer.forward([x], [None])
+    assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "layer, rows")
 
 
 def conv_layer(weight: np.ndarray, bias: np.ndarray | None, in_shape: tuple[int, ...] | None, **params) -> object:

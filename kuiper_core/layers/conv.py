@@ -31,10 +31,10 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..graph import Operator
-from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise, winograd_tile
+from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, winograd_tile
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
-from .winograd import WinogradConv, transform_weights
+from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
 
 PaddingSpec = Union[str, Pads]  # "same" or explicit pads
 
@@ -133,7 +133,7 @@ class Convolution(_ConvBase):
         # out its own way, once: the GEMM matrix (`_gemm_weights`) or Winograd's U.
         self.weight_data, self.bias_data = self._read_weights() or (None, None)
         self._wmat: np.ndarray | None = None
-        self._winograd_weights: dict[int, np.ndarray] = {}  # m -> U (t*t, O, C)
+        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C)
         self._local = threading.local()  # this thread's kernels by input shape
         declared = op.inputs[0].static_shape if op.inputs else None
         if self.weight_data is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
@@ -252,8 +252,11 @@ class Convolution(_ConvBase):
         if m is not None:
             u = self._winograd_weights.get(m)
             if u is None:
-                u = self._winograd_weights[m] = transform_weights(self.weight_data, m)
-            return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)
+                transformed = transform_weights_rows(self.weight_data) if m == ROWS else transform_weights(self.weight_data, m)  # type: ignore[arg-type]
+                u = self._winograd_weights[m] = transformed
+            if m == ROWS:
+                return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
+            return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             w, bias = self._gemm_weights(bias_column=False)
             return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)

@@ -15,7 +15,9 @@ the arithmetic, writing y (N, O, OH, OW) for x (N, C, H, W).
   per image: a (512, 4608) weight streamed once instead of 4 times (11.2 -> 8.8 ms). Big
   column buffers are filled and multiplied a band of output rows at a time, so that the
   columns stay in cache between the gather and the GEMM (ResNet's 7x7 stem: 3.6 -> 2.6 ms).
-- `WinogradConv` (winograd.py): stride-1 3x3 convolutions, 2.25-4x fewer multiplications.
+- `WinogradConv` (winograd.py): stride-1 3x3 convolutions, 2.25-4x fewer multiplications;
+  `WinogradRowsConv`: F(2,3) along the rows only (1.5x fewer, a U of 1.33x the weight) for
+  big layers whose 2-D U would take too much memory, from batch 2.
 
 Every kernel takes `relu`: it then writes max(conv, 0), a ReLU the prepared forward fused
 into the convolution (runtime/prepared.py), applied while the output is in cache (per band,
@@ -34,8 +36,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
-from .winograd import WinogradConv
-from .windows import batch_chunks, pad_spatial, scratch, window_view
+from .windows import PADDED, RESULT, WORK, batch_chunks, pad_spatial, scratch, window_view
 
 Pads = tuple[int, int, int, int]  # top, bottom, left, right
 
@@ -186,8 +187,8 @@ class Im2col:
 
     def _run_scratch(self, x: np.ndarray, y: np.ndarray) -> None:
         n = x.shape[0]
-        xp = pad_spatial(x, self.pads, self.mode, slot="conv.pad", slack=self.slack)
-        cols = scratch("conv.cols", self._cols_shape(n), self.dtype)
+        xp = pad_spatial(x, self.pads, self.mode, slot=PADDED, slack=self.slack)
+        cols = scratch(WORK, self._cols_shape(n), self.dtype)
         if self.band < self.out_hw[0]:
             self._run_bands(xp, cols, y)
             return
@@ -196,9 +197,9 @@ class Im2col:
         self._ones_row(cols)
         work = None
         if self.wide:
-            work = scratch("conv.wide", (n, self.g, self.wmat.shape[1], self.out_hw[0], xp.shape[3]), self.dtype)
+            work = scratch(RESULT, (n, self.g, self.wmat.shape[1], self.out_hw[0], xp.shape[3]), self.dtype)
         elif self.across:
-            work = scratch("conv.across", (self.g, self.wmat.shape[1], cols.shape[2]), self.dtype)
+            work = scratch(RESULT, (self.g, self.wmat.shape[1], cols.shape[2]), self.dtype)
         self._gemm(cols, y, work)
 
     def _run_bands(self, xp: np.ndarray, cols: np.ndarray, y: np.ndarray) -> None:
@@ -275,6 +276,15 @@ WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (me
 # would hold 150 MB of F(4,3) weights in its 512-channel layers).
 WINOGRAD_FREE_WEIGHTS = 1 << 20
 WINOGRAD_MAX_WEIGHTS = 1 << 21
+# From batch 2 a U may hold up to 12 MiB (3 << 20 elements): it is paid once per layer, its
+# saving once per image. ResNet-18's 512-channel layers then take F(2,3) along the rows at
+# batch 4 (U 12 MiB a layer: peak 145 -> 183 MB, 0.48x PyTorch's; 2-D F(2,3)'s 16 MiB
+# would pass half) and stay im2col at batch 1 (peak 118 MB against PyTorch's 312).
+WINOGRAD_BATCH_MAX_WEIGHTS = 3 << 20
+# WinogradRowsConv's GEMMs (K = 3C, one per transform point) run faster per
+# multiply-accumulate than the 2-D kernel's 16-36 small ones: measured 5.7-5.9 ms for
+# ResNet-18's 512-channel 7x7 layer at batch 4 (352 M MACs).
+_ROWS_MAC = 1.65e-8
 
 
 def _cold(weights: int) -> float:
@@ -293,20 +303,40 @@ def winograd_cost(m: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
             + _WINO_IN * tiles * c * t * t + _WINO_OUT * tiles * o * m * m + _WINO_FIXED)
 
 
+def winograd_rows_cost(n: int, c: int, o: int, oh: int, ow: int) -> float:
+    """WinogradRowsConv: four GEMMs with K = 3C over N*OH*ceil(OW/2) columns; its input
+    side is copies and flat adds (priced as im2col's column copies), its output side as
+    WinogradConv's."""
+    cols = n * oh * -(-ow // 2)
+    u = 12 * o * c
+    return (_ROWS_MAC * 12 * o * c * cols + _WINO_WEIGHT * u + _cold(u)
+            + _COL_COPY * (8 * c * n * (oh + 2) * -(-ow // 2) + 12 * c * cols) + _WINO_OUT * o * n * oh * ow + _WINO_FIXED)
+
+
+# winograd_tile's answer for F(2,3) along the rows only (WinogradRowsConv).
+ROWS = "rows"
+
+
 def winograd_tile(
     x_shape: tuple[int, int, int, int], out_channels: int, kernel: tuple[int, int], stride: tuple[int, int],
     dilation: tuple[int, int], groups: int, padding_mode: str, out_hw: tuple[int, int],
-) -> int | None:
-    """m of the Winograd F(m, 3) that beats im2col for this convolution, or None."""
+) -> int | str | None:
+    """m of the Winograd F(m, 3) that beats im2col for this convolution, ROWS for F(2,3)
+    along the rows only, or None.
+
+    A U bigger than WINOGRAD_FREE_WEIGHTS must be at most twice the weight and at most
+    WINOGRAD_MAX_WEIGHTS (WINOGRAD_BATCH_MAX_WEIGHTS from batch 2)."""
     n, c = x_shape[:2]
     if (kernel, stride, dilation, groups, padding_mode) != ((3, 3), (1, 1), (1, 1), 1, "zeros"):
         return None
     if min(c, out_channels) < WINOGRAD_MIN_CHANNELS:
         return None
     raw = 9 * c * out_channels
-    sizes = {m: (m + 2) ** 2 * c * out_channels for m in (2, 4)}
-    costs = {m: winograd_cost(m, n, c, out_channels, *out_hw) for m, u in sizes.items()
-             if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= WINOGRAD_MAX_WEIGHTS)}
+    most = WINOGRAD_BATCH_MAX_WEIGHTS if n >= 2 else WINOGRAD_MAX_WEIGHTS
+    sizes: dict[int | str, int] = {m: (m + 2) ** 2 * c * out_channels for m in (2, 4)}
+    sizes[ROWS] = 12 * c * out_channels
+    costs = {m: winograd_rows_cost(n, c, out_channels, *out_hw) if m == ROWS else winograd_cost(m, n, c, out_channels, *out_hw)  # type: ignore[arg-type]
+             for m, u in sizes.items() if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= most)}
     if not costs:
         return None
     best = min(costs, key=costs.__getitem__)

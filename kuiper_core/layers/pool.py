@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import short
 from ..graph import Operator
 from .registry import Layer, register
-from .windows import out_size, output_buffer, pad_spatial, scratch, window_view
+from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
 
 
 def _lowest(dtype: np.dtype) -> float | int:
@@ -138,7 +138,7 @@ class _WindowPool(_Pool):
         hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
         # 1. The padded input as sh row phases (sh, P, HQ, Wp): padded row f + sh*q is [f, :, q].
         hq = -(-hp // sh)
-        phases = scratch("pool.pad", (sh, p, hq, wp), x.dtype)
+        phases = scratch(PADDED, (sh, p, hq, wp), x.dtype)
         for f in range(sh):
             dst = phases[f]
             q0 = max(0, -(-(top - f) // sh))  # the first q whose padded row is an input row
@@ -151,9 +151,9 @@ class _WindowPool(_Pool):
             np.copyto(dst[:, q0:q1, left : left + w], x[:, r0 : r0 + sh * (q1 - q0) : sh])
         # 2. Rows: rows[P, o, :] = combine over i of padded row o*sh + i*dh (o < OH are real).
         if kh == 1:
-            rows, wide_slot = phases[0], "pool.rows"
+            rows, wide_slot = phases[0], WORK
         else:
-            rows, wide_slot = scratch("pool.rows", (p, hq, wp), x.dtype), "pool.pad"  # the phases are read by then
+            rows, wide_slot = scratch(WORK, (p, hq, wp), x.dtype), PADDED  # the phases are read by then
             taps = [((i * dh) % sh, (i * dh) // sh * wp) for i in range(kh)]
             _combine_taps(phases.reshape(sh, -1), taps, rows.reshape(-1)[: p * hq * wp - taps[-1][1]], combine)
         # 3. Columns at every column (a tap is a flat offset), then 4. the strided crop.
@@ -201,7 +201,7 @@ class MaxPool(_WindowPool):
         if not self.return_indices:
             self._pool(x, pads, (oh, ow), y.reshape(1, p, oh, ow), np.maximum, _lowest(x.dtype))
             return [y]
-        xp = pad_spatial(x, pads, value=_lowest(x.dtype), slot="pool.pad")
+        xp = pad_spatial(x, pads, value=_lowest(x.dtype), slot=PADDED)
         # Indices: gather every window, argmax, and map to flat h*W + w input positions.
         taps = window_view(xp, self.kernel, self.stride, self.dilation, (oh, ow)).reshape(p, -1, oh, ow)
         pos = np.full((1, 1) + xp.shape[2:], -1, np.int64)

@@ -41,6 +41,13 @@ def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return buf[:n].reshape(shape)
 
 
+# Work-buffer slots shared by the sliding-window layers (convolution, Winograd, pooling):
+# every call uses each slot at most once and holds nothing across calls, so one buffer per
+# slot serves them all instead of one per layer type (ResNet-18 at batch 4: 21 -> 13 MB).
+PADDED = "window.padded"  # the padded input (pad_spatial), pooling's row phases
+WORK = "window.work"  # im2col columns, Winograd's work buffer, pooling's row pass
+RESULT = "window.result"  # a GEMM's result before its copy to the output (im2col)
+
 # Work buffers hold at most this many elements (16 MB of float32) unless one batch item
 # needs more: bigger batches are processed in chunks (ResNet-18's stem at batch 4: two
 # items at a time). Work buffers are kept per thread and count in the peak memory.

@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .windows import scratch
+from .windows import WORK, scratch
 
 # A batch runs in chunks of whole images: as few images as give the GEMMs this many tiles
 # (columns), and never work buffers over WORK_BUDGET elements (4 MB of float32; six such
@@ -145,7 +145,7 @@ class WinogradConv:
 
     def _work(self) -> _Work:
         """This thread's work buffer seen as this kernel's arrays (made again when it moved)."""
-        flat = scratch("winograd", (sum(self.sizes),), self.dtype)
+        flat = scratch(WORK, (sum(self.sizes),), self.dtype)
         address = flat.__array_interface__["data"][0]
         if address != self._address:
             self._views = _Work(self, flat)
@@ -216,3 +216,118 @@ class _Work:
         self.blocks = b[: m * m * o * tiles].reshape(m, m, o * tiles)
         self.blocks6 = self.blocks.reshape(m, m, o, *k.tiles_shape[3:])
         self.grid = a[: math.prod(k.grid)].reshape(k.grid)  # after r2 is read
+
+
+# -- F(2,3) along the rows only -----------------------------------------------------------
+# For layers whose 2-D U is too big to keep (ResNet-18's 512-channel 7x7 layers: F(2,3)'s U
+# is 16.8 MB a layer), Winograd along the width alone: each kernel row is a 1-D 3-tap filter
+# done as F(2,3) (4 multiplications per 2 outputs instead of 6), and the three kernel rows
+# are summed by the GEMM itself (its K runs over (kernel row, channel)). U is (4, O, 3C):
+# 12 O C elements, 1.33x the weight; multiplications 2/3 of a direct convolution's.
+ROWS_WORK_BUDGET = 1 << 21  # elements of work arrays per chunk of images (8 MB of float32)
+
+
+def transform_weights_rows(weight: np.ndarray) -> np.ndarray:
+    """U[β, o, a*C + c] = Σ_b G[β, b] g[o, c, a, b] for a (O, C, 3, 3) weight: (4, O, 3C)."""
+    _, g, _ = TRANSFORMS[2]
+    o, c = weight.shape[:2]
+    taps = np.ascontiguousarray(weight.transpose(3, 0, 2, 1)).reshape(3, o * 3 * c)  # [b, (o, a, c)]
+    return np.matmul(g.astype(weight.dtype), taps).reshape(4, o, 3 * c)
+
+
+class WinogradRowsConv:
+    """One stride-1 3x3 convolution as F(2,3) along the rows (see above), at one input shape.
+
+    Per call: the zero-padded input; its 4-wide column windows at every second column
+    (one strided copy), transformed by B^T (four flat adds); each kernel row's view of
+    them (rows a .. a + OH) copied under the next as the GEMM's K rows; four GEMMs
+    (O x 3C) @ (3C x N*OH*TW), one per transform point; A^T (one small GEMM); the two
+    output columns of every tile scattered into the output (a fused ReLU in the clip).
+    The bias is added at the point x = 1 as in WinogradConv."""
+
+    m = 2
+
+    def __init__(self, u: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int],
+                 pads: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> None:
+        """A batch runs in chunks of images whose work arrays fit ROWS_WORK_BUDGET."""
+        batch, c, h, w = x_shape
+        self.u, self.o, self.c = u, u.shape[1], c
+        self.bias = None if bias is None else bias.astype(dtype).reshape(-1, 1)
+        self.relu = relu
+        self.low, self.high = dtype.type(0 if relu else -np.inf), dtype.type(np.inf)
+        self.pads, self.dtype = pads, dtype
+        self.at = TRANSFORMS[2][2].astype(dtype)
+        self.out_hw = oh, ow = h + pads[0] + pads[1] - 2, w + pads[2] + pads[3] - 2
+        self.tw = tw = -(-ow // 2)  # tiles across (the last may overhang)
+        per_image = [c * (oh + 2) * (2 * tw + 2), 4 * c * (oh + 2) * tw, 4 * c * (oh + 2) * tw,
+                     12 * c * oh * tw, 4 * self.o * oh * tw, 2 * self.o * oh * tw]
+        self.chunk = n = max(1, min(batch, ROWS_WORK_BUDGET // sum(per_image)))
+        self.x_shape = (n, c, h, w)
+        self.padded_shape = (n, c, oh + 2, 2 * tw + 2)
+        self.sizes = tuple(n * size for size in per_image)
+        self._address = -1
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        """y (N, O, OH, OW) = conv3x3(x (N, C, H, W)) + bias."""
+        n = self.chunk
+        for i in range(0, x.shape[0], n):
+            part = slice(i, i + n)
+            if x[part].shape[0] == n:
+                self._run(x[part], y[part])
+            else:  # the last, smaller chunk
+                rest = WinogradRowsConv(self.u, self.bias, x[part].shape, self.pads, self.dtype, self.relu)
+                rest._run(x[part], y[part])
+
+    def _run(self, x: np.ndarray, y: np.ndarray) -> None:
+        flat = scratch(WORK, (sum(self.sizes),), self.dtype)
+        address = flat.__array_interface__["data"][0]
+        if address != self._address:  # views made once per buffer, as WinogradConv's
+            self._views = _RowsWork(self, flat)
+            self._address = address
+        v = self._views
+        for border in v.borders:  # other kernels share the buffer: zero the borders each call
+            border.fill(0)
+        np.copyto(v.interior, x)
+        np.copyto(v.d, v.taps)  # d[b, c, n, r, j] = padded[n, c, r, 2j + b]
+        d0, d1, d2, d3 = v.d
+        s0, s1, s2, s3 = v.s  # B^T d at the points 0, 1, -1, infinity: flat adds
+        np.subtract(d0, d2, out=s0)
+        np.add(d1, d2, out=s1)
+        np.subtract(d2, d1, out=s2)
+        np.subtract(d1, d3, out=s3)
+        for a in range(3):  # kernel row a reads the rows a .. a + OH
+            np.copyto(v.k_rows[:, a], v.s[:, :, :, a : a + self.out_hw[0]])
+        np.matmul(self.u, v.k, out=v.mm)
+        if self.bias is not None:
+            np.add(v.mm[1], self.bias, out=v.mm[1])
+        np.matmul(self.at, v.mm.reshape(4, -1), out=v.z.reshape(2, -1))
+        yt = y.transpose(1, 0, 2, 3)
+        for e in range(2):  # y[n, o, h, 2j + e] = z[e, o, n, h, j], clipped (WinogradConv's scatter)
+            dst = yt[..., e::2]
+            np.clip(v.z[e, ..., : dst.shape[-1]], self.low, self.high, out=dst)
+
+
+class _RowsWork:
+    """A WinogradRowsConv's arrays in one flat work buffer (see WinogradRowsConv.sizes)."""
+
+    def __init__(self, k: WinogradRowsConv, flat: np.ndarray) -> None:
+        n, c, hp, _ = k.padded_shape
+        (oh, _), tw, o = k.out_hw, k.tw, k.o
+        parts, start = [], 0
+        for size in k.sizes:
+            parts.append(flat[start : start + size])
+            start += size
+        padded = parts[0].reshape(k.padded_shape)
+        top, left = k.pads[0], k.pads[2]
+        h, w = k.x_shape[2:]
+        self.interior = padded[:, :, top : top + h, left : left + w]
+        self.borders = [padded[:, :, :top], padded[:, :, top + h :], padded[:, :, top : top + h, :left],
+                        padded[:, :, top : top + h, left + w :]]
+        s = padded.strides
+        self.taps = as_strided(padded, (4, c, n, hp, tw), (s[3], s[1], s[0], s[2], 2 * s[3]), writeable=False)
+        self.d = parts[1].reshape(4, c, n, hp, tw)
+        self.s = parts[2].reshape(4, c, n, hp, tw)
+        self.k = parts[3].reshape(4, 3 * c, n * oh * tw)
+        self.k_rows = parts[3].reshape(4, 3, c, n, oh, tw)
+        self.mm = parts[4].reshape(4, o, n * oh * tw)
+        self.z = parts[5].reshape(2, o, n, oh, tw)
