@@ -253,7 +253,8 @@ def test_prelu_checks_weight_and_channels_at_build() -> None:
 @pytest.mark.parametrize("scale", [1.0, 30.0])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_softmax_rows_match_the_reference(dtype: type, scale: float) -> None:
-    """The last-axis fast path (one shift for all rows, row sums by BLAS) against
+    """The last-axis fast path (no shift up to a max of 80 (scale 1), else one shift for all
+    rows (scale 30); row sums by BLAS) against
     softmax_reference: random rows, rows far below the others (redone with their own max),
     huge and tiny scores, rows masked with -inf (an all -inf row is NaN in both, as in torch)."""
     from kuiper_core.layers.activation import SOFTMAX_SPREAD, softmax, softmax_reference

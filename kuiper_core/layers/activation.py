@@ -664,18 +664,22 @@ def softmax_reference(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
 # Rows whose sum under the global shift is below n * exp(-SOFTMAX_SPREAD) are redone with their
 # own max (see softmax): the shift of every other row is within SOFTMAX_SPREAD of its row max.
 SOFTMAX_SPREAD = 4.0
+# Up to this global max no shift is needed: exp(x) <= e^80 and a row's sum stay finite.
+SOFTMAX_UNSHIFTED_MAX = 80.0
 
 
 def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     """softmax_reference; along the last axis of C-contiguous float arrays (y not x), faster:
 
-    - one shift for all rows, the global max m (1.4 us against 10 us for the row maxima of
-      the ViT's (1, 4, 65, 65) attention): exp(x - m) cannot overflow; a row whose sum is
-      below n e^-4 (its max may be more than 4 below m: its exps lose precision or underflow)
-      is redone with its own max. The shifts then differ from the row maxima by at most 4,
-      which adds at most 2 * 4 units of float rounding (x - m is rounded where the reference
-      rounds x - max) to each value's relative error: 4.8e-7 in float32 (the ViT's rows are
-      within 2 of m: none is redone);
+    - no per-row max (10 us for the ViT's 260 rows of 65, the global max 1.4 us): where the
+      global max m is at most 80, y = exp(x) itself (no overflow; no rounding of x - max,
+      so each value is as accurate as the reference's); a row whose sum is below 1 (its max
+      below -log n: its exps may lose digits to underflow) is redone with its own max;
+    - above 80, one shift for all rows, m: exp(x - m) cannot overflow; a row whose sum is
+      below n e^-4 (its max may be more than 4 below m) is redone with its own max. The
+      shifts then differ from the row maxima by at most 4, which adds at most 2 * 4 units of
+      float rounding (x - m is rounded where the reference rounds x - max) to each value's
+      relative error;
     - each row's sum is a matrix-vector product with ones (BLAS: 1.5 us against NumPy's
       6.8 us); its summation order differs by float rounding only.
     A NaN or +inf anywhere takes the reference path, which confines NaN to its rows as torch
@@ -697,17 +701,22 @@ def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
 
 def softmax_exps(x2: np.ndarray, y2: np.ndarray) -> np.ndarray | None:
     """softmax's first part (see there) on 2-D C-contiguous rows, y2 not x2: y2 = exp(x2 -
-    shift), each row's shift within SOFTMAX_SPREAD of its max; returns the row sums, or None
-    (y2 unspecified) where the reference path must run (a NaN, +inf or a max above 1e30)."""
+    shift) (shift 0, the global max or the row's max); returns the row sums, or None (y2
+    unspecified) where the reference path must run (a NaN, +inf or a max above 1e30)."""
     m = np.max(x2)
     if not m < 1e30:
         return None
     n = x2.shape[1]
-    np.subtract(x2, m, y2)
-    np.exp(y2, y2)
+    if m <= SOFTMAX_UNSHIFTED_MAX:
+        np.exp(x2, y2)
+        floor = 1.0
+    else:
+        np.subtract(x2, m, y2)
+        np.exp(y2, y2)
+        floor = n * math.exp(-SOFTMAX_SPREAD)
     ones = np.ones(n, y2.dtype)
     sums = np.matmul(y2, ones)
-    low = np.flatnonzero(sums < n * math.exp(-SOFTMAX_SPREAD))
+    low = np.flatnonzero(sums < floor)
     if low.size:
         rows = x2[low]
         rows -= np.maximum.reduce(rows, axis=1)[:, None]
