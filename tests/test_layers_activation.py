@@ -282,3 +282,15 @@ def test_softmax_rows_match_the_reference(dtype: type, scale: float) -> None:
     huge[1, 2, 7, 9] = 1e30  # a global max this large: the reference path
     softmax(np.nan_to_num(huge, neginf=-1e4), fast, 3)
     np.testing.assert_allclose(fast[1, 2, 7], np.eye(65, dtype=dtype)[9])
+
+
+@pytest.mark.parametrize("op_type", ["nn.ReLU", "nn.Hardswish", "nn.Hardsigmoid", "nn.SiLU", "nn.GELU", "nn.Sigmoid", "nn.ReLU6"])
+def test_inplace_safe_layers_give_the_same_values_in_place(op_type: str) -> None:
+    """Layers the runtime may run in place (inplace_safe) compute the same values when y is x."""
+    layer = make_layer(op_type)
+    assert layer.overwritable_inputs() == (0,)
+    x = (np.random.default_rng(6).standard_normal((2, 8, 5, 5)) * 4).astype(np.float32)
+    expected = layer.forward([x], [None])[0]
+    y = x.copy()
+    layer.compute(y, y)
+    np.testing.assert_array_equal(y, expected)

@@ -267,7 +267,8 @@ class Hardswish(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        t = scratch("act.tmp", x.shape, x.dtype)
+        # In y itself unless y is x (in place): no work array to fetch.
+        t = scratch("act.tmp", x.shape, x.dtype) if np.may_share_memory(x, y) else y
         np.add(x, F32(3), t)
         clamp.clip(t, F32(0), F32(6), t)
         np.multiply(t, x, y)
@@ -699,6 +700,13 @@ def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
         np.divide(y2, sums[:, None], y2)
 
 
+@lru_cache(maxsize=16)
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    ones = np.ones(n, dtype)
+    ones.flags.writeable = False
+    return ones
+
+
 def softmax_exps(x2: np.ndarray, y2: np.ndarray) -> np.ndarray | None:
     """softmax's first part (see there) on 2-D C-contiguous rows, y2 not x2: y2 = exp(x2 -
     shift) (shift 0, the global max or the row's max); returns the row sums, or None (y2
@@ -714,10 +722,10 @@ def softmax_exps(x2: np.ndarray, y2: np.ndarray) -> np.ndarray | None:
         np.subtract(x2, m, y2)
         np.exp(y2, y2)
         floor = n * math.exp(-SOFTMAX_SPREAD)
-    ones = np.ones(n, y2.dtype)
+    ones = _ones(n, y2.dtype)
     sums = np.matmul(y2, ones)
-    low = np.flatnonzero(sums < floor)
-    if low.size:
+    if sums.min() < floor:  # (NaN cannot be here: m is finite)
+        low = np.flatnonzero(sums < floor)
         rows = x2[low]
         rows -= np.maximum.reduce(rows, axis=1)[:, None]
         np.exp(rows, rows)
