@@ -437,3 +437,20 @@ def test_float_functions_of_python_ints_are_floats() -> None:
     assert ex.evaluate(ex.parse("reciprocal(size(@0,2))"), [x]) == 0.125
     assert ex.evaluate(ex.parse("sqrt(9)"), []) == 3.0 and isinstance(ex.evaluate(ex.parse("sqrt(9)"), []), float)
     assert ex.evaluate(ex.parse("add(size(@0,2),1)"), [x]) == 9
+
+
+@pytest.mark.parametrize("text", ["add(@0,@1)", "mul(@1,@0)", "neg(@0)", "add(@0,2)", "mul(add(@0,@1),@1)", "sub(@1,@0)"])
+def test_bound_plans_match_run(text: str) -> None:
+    """Plan.bind (one kernel on the inputs called directly, or the general loop) gives what
+    Plan.run gives, into the caller's buffer, call after call."""
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((1, 4)).astype(np.float32)]
+    plan = ex.compile_plan(ex.parse(text), [np.float32, np.float32])
+    expected = plan.run(xs)
+    out = np.full(expected.shape, np.nan, expected.dtype)
+    f = plan.bind(xs, out)
+    if f is None:
+        pytest.skip(f"{text}: not bindable")
+    for _ in range(2):
+        f(xs, [out])
+        np.testing.assert_array_equal(out, expected)

@@ -105,6 +105,18 @@ def test_gelu_in_place_non_contiguous_and_float64() -> None:
     np.testing.assert_array_equal(layer.forward([x64], [None])[0], ref)
 
 
+@pytest.mark.parametrize("shape", [(1, 65, 128), (3, 7001), (0, 4)])  # one block, three, none
+def test_gelu_prepared_matches_forward(shape: tuple[int, ...]) -> None:
+    layer = make_layer("nn.GELU")
+    x = (np.random.default_rng(4).standard_normal(shape) * 3).astype(np.float32)
+    expected = layer.forward([x], [None])[0]
+    y = np.full(shape, np.nan, np.float32)
+    f = layer.prepare([x], [y])
+    assert f is not None
+    f([x], [y])
+    np.testing.assert_array_equal(y, expected)
+
+
 def test_silu_matches_its_reference_to_float32_rounding() -> None:
     x = np.concatenate([EXTREMES, np.linspace(-30, 30, 60001, dtype=np.float32)]).reshape(1, -1)
     y = make_layer("nn.SiLU").forward([x], [None])[0]
@@ -241,7 +253,8 @@ def test_prelu_checks_weight_and_channels_at_build() -> None:
 @pytest.mark.parametrize("scale", [1.0, 30.0])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_softmax_rows_match_the_reference(dtype: type, scale: float) -> None:
-    """The last-axis fast path (one shift for all rows, row sums by BLAS) against
+    """The last-axis fast path (no shift up to a max of 80 (scale 1), else one shift for all
+    rows (scale 30); row sums by BLAS) against
     softmax_reference: random rows, rows far below the others (redone with their own max),
     huge and tiny scores, rows masked with -inf (an all -inf row is NaN in both, as in torch)."""
     from kuiper_core.layers.activation import SOFTMAX_SPREAD, softmax, softmax_reference
@@ -269,3 +282,15 @@ def test_softmax_rows_match_the_reference(dtype: type, scale: float) -> None:
     huge[1, 2, 7, 9] = 1e30  # a global max this large: the reference path
     softmax(np.nan_to_num(huge, neginf=-1e4), fast, 3)
     np.testing.assert_allclose(fast[1, 2, 7], np.eye(65, dtype=dtype)[9])
+
+
+@pytest.mark.parametrize("op_type", ["nn.ReLU", "nn.Hardswish", "nn.Hardsigmoid", "nn.SiLU", "nn.GELU", "nn.Sigmoid", "nn.ReLU6"])
+def test_inplace_safe_layers_give_the_same_values_in_place(op_type: str) -> None:
+    """Layers the runtime may run in place (inplace_safe) compute the same values when y is x."""
+    layer = make_layer(op_type)
+    assert layer.overwritable_inputs() == (0,)
+    x = (np.random.default_rng(6).standard_normal((2, 8, 5, 5)) * 4).astype(np.float32)
+    expected = layer.forward([x], [None])[0]
+    y = x.copy()
+    layer.compute(y, y)
+    np.testing.assert_array_equal(y, expected)

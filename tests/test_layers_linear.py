@@ -126,3 +126,27 @@ def test_addmm_beta_zero_ignores_nan_input() -> None:
     a, b = f32(3, 5), f32(5, 4)
     (y,) = layer.forward([np.full((3, 4), np.nan, np.float32), a, b], [None])
     np.testing.assert_allclose(y, 2 * (a @ b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op_type, shapes", [
+    ("torch.matmul", [(1, 4, 65, 16), (1, 4, 16, 65)]),
+    ("torch.matmul", [(2, 3, 5), (5, 4)]),  # N-D @ 2-D: one flattened GEMM
+    ("torch.matmul", [(3, 5), (2, 5, 4)]),
+    ("torch.mm", [(3, 5), (5, 4)]),
+    ("torch.bmm", [(2, 3, 5), (2, 5, 4)]),
+])
+def test_products_prepared_match_forward(op_type: str, shapes: list[tuple[int, ...]]) -> None:
+    layer = make_layer(op_type, 2)
+    a, b = f32(*shapes[0], seed=1), f32(*shapes[1], seed=2)
+    expected = layer.forward([a, b], [None])[0]
+    y = np.full(expected.shape, np.nan, np.float32)
+    f = layer.prepare([a, b], [y])
+    assert f is not None
+    f([a, b], [y])
+    np.testing.assert_array_equal(y, expected)
+    np.testing.assert_allclose(y, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_addmm_is_not_prepared_as_a_plain_product() -> None:
+    layer = make_layer("torch.addmm", 3, alpha=1, beta=1)
+    assert layer.prepare([f32(3, 4), f32(3, 5), f32(5, 4)], [np.empty((3, 4), np.float32)]) is None

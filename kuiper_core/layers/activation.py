@@ -11,7 +11,7 @@ np.float32; GELU's float64 reference (erfc) serves float64 inputs and the tests.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -103,7 +103,7 @@ class Hardtanh(Elementwise):
         return F32(float_param(self, "min_val", -1.0)), F32(float_param(self, "max_val", 1.0))
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        np.clip(x, self.lo, self.hi, out=y)
+        clamp.clip(x, self.lo, self.hi, y)
 
 
 @register("nn.ReLU6", "F.relu6")
@@ -255,9 +255,9 @@ class Hardsigmoid(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        np.add(x, F32(3), out=y)
-        np.clip(y, F32(0), F32(6), out=y)
-        np.divide(y, F32(6), out=y)
+        np.add(x, F32(3), y)
+        clamp.clip(y, F32(0), F32(6), y)
+        np.divide(y, F32(6), y)
 
 
 @register("nn.Hardswish", "F.hardswish")
@@ -267,11 +267,12 @@ class Hardswish(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        t = scratch("act.tmp", x.shape, x.dtype)
-        np.add(x, F32(3), out=t)
-        np.clip(t, F32(0), F32(6), out=t)
-        np.multiply(t, x, out=y)
-        np.divide(y, F32(6), out=y)
+        # In y itself unless y is x (in place): no work array to fetch.
+        t = scratch("act.tmp", x.shape, x.dtype) if np.may_share_memory(x, y) else y
+        np.add(x, F32(3), t)
+        clamp.clip(t, F32(0), F32(6), t)
+        np.multiply(t, x, y)
+        np.divide(y, F32(6), y)
 
 
 # -- exponential family ----------------------------------------------------------------
@@ -496,6 +497,8 @@ _GELU_COEFFS = np.array((
     -0.01955328346698651, 0.003932344128662925, 0.0044551321875370975, -0.0008956167818568381,
     -0.0009100096474540381, 0.0003265899183508836,
 ), F32)  # fmt: skip
+_GELU_EXPONENT = np.append(_GELU_COEFFS, F32(-0.5))  # over 1, s, ..., s^9 and a^2
+GELU_WORK_ROWS = _GELU_EXPONENT.size + 3  # those rows, then a, 1 + K a, 1 - K a
 _GELU_A_MAX = 15.0  # a * Phi(-a) < 1e-46 beyond: 0 in float32
 _F32 = {v: np.array(v, F32) for v in (1.0, -0.5, _GELU_K)}  # 0-d operands: the cheapest ufunc calls
 
@@ -512,34 +515,32 @@ def gelu_float32(x: np.ndarray, y: np.ndarray, work: np.ndarray) -> None:
     """y = x * Phi(x) for contiguous 1-D float32 x, y (y may be x), as
     max(x, 0) - a t exp(P(s) - a^2/2) with a = min(|x|, 15) (see _GELU_COEFFS).
 
-    15 NumPy passes over float32 (P as one matrix-vector product over the rows s^0..s^9 of
-    `work`, (13, n)), against ~32 over float64 for `gelu_reference`: 23 us against 48 us on
-    the ViT's (1, 65, 128). The price is the float32 exp and its rounded argument: relative
-    error <= 4.5e-7 * (1 + x^2/2) against the exact value (tests/test_layers_activation.py),
-    so ~7e-7 for |x| <= 3 and up to ~4e-5 in the far negative tail x ~ -13, where PyTorch's
-    own float32 GELU (0.5 x (1 + erf)) cancels to 100 % error. +inf gives inf and -inf 0
-    (the limits); NaN stays NaN (np.maximum propagates it).
+    21 NumPy calls over float32: the exponent P(s) - a^2/2 is one matrix-vector product over
+    the rows 1, s, ..., s^9, a^2 of `work` ((GELU_WORK_ROWS, n)), against ~32 passes over
+    float64 for `gelu_reference`: 22 us against 48 us on the ViT's (1, 65, 128), one thread.
+    The price is the float32 exp and its rounded argument: relative error <= 4.5e-7 *
+    (1 + x^2/2) against the exact value (tests/test_layers_activation.py), so ~7e-7 for
+    |x| <= 3 and up to ~8e-6 in the far negative tail x ~ -13, where PyTorch's own float32
+    GELU (0.5 x (1 + erf)) cancels to 100 % error. +inf gives inf and -inf 0 (the limits);
+    NaN stays NaN (np.maximum propagates it).
     """
     n = x.shape[0]
-    degree = _GELU_COEFFS.size - 1
-    powers, (a, u, m) = work[: degree + 1], work[degree + 1 :]
+    rows, (a, u, m) = work[:-3], work[-3:]
+    s = rows[1]
     np.abs(x, a)
     np.fmin(a, _filled(_GELU_A_MAX, n), a)  # no inf/NaN below (NaN comes back through np.maximum)
     np.multiply(a, _F32[_GELU_K], m)
     np.add(m, _F32[1.0], u)  # 1 + K a
     np.subtract(_F32[1.0], m, m)  # 1 - K a
-    s = powers[1]
     np.divide(m, u, s)
-    for j in range(2, degree + 1):
-        np.multiply(powers[j - 1], s, powers[j])
-    powers[0].fill(1.0)
-    p = powers[1]  # s^1 is no longer needed: the polynomial goes there
-    np.matmul(_GELU_COEFFS, powers, m)
-    np.multiply(a, _F32[-0.5], p)
-    p *= a
-    p += m  # P(s) - a^2/2
-    np.exp(p, p)
-    np.divide(a, u, m)  # a t
+    for j in range(2, rows.shape[0] - 1):
+        np.multiply(rows[j - 1], s, rows[j])
+    rows[0].fill(1.0)
+    np.multiply(a, a, rows[-1])
+    p = rows[1]  # s is no longer needed once the product is made
+    np.matmul(_GELU_EXPONENT, rows, m)  # P(s) - a^2/2
+    np.exp(m, m)
+    np.divide(a, u, p)  # a t
     p *= m
     np.maximum(x, _filled(0.0, n), out=y)
     y -= p
@@ -550,7 +551,7 @@ class GELU(Elementwise):
     """x * Phi(x), exactly (approximate='none', see gelu_float32) or with torch's tanh formula."""
 
     SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-    BLOCK = 1 << 14  # elements per pass: the work rows (13 x 64 KB) stay in L2
+    BLOCK = 1 << 14  # elements per pass: the work rows (14 x 64 KB) stay in L2
 
     inplace_safe = True
 
@@ -580,16 +581,35 @@ class GELU(Elementwise):
         elif x.dtype != np.float32:
             gelu_reference(x, y)  # float64 (and float16) inputs: the float64 path
         else:
-            xf = x.reshape(-1)
             yf = y.reshape(-1) if y.flags.c_contiguous else np.empty(x.size, y.dtype)
-            blocks = -(-xf.size // self.BLOCK)
-            step = -(-xf.size // max(blocks, 1))  # equal blocks: no short last one
-            work = scratch("gelu.work", (_GELU_COEFFS.size + 3, step), F32)
-            for start in range(0, xf.size, step):
-                stop = min(start + step, xf.size)
-                gelu_float32(xf[start:stop], yf[start:stop], work[:, : stop - start])
+            gelu_blocks(self.blocks(x.size), [x.reshape(-1)], [yf])
             if not y.flags.c_contiguous:
                 np.copyto(y, yf.reshape(y.shape))
+
+    def blocks(self, n: int) -> tuple[tuple[int, int], ...]:
+        """(start, stop) of equal blocks of at most BLOCK elements (no short last one)."""
+        if n == 0:
+            return ()
+        step = -(-n // -(-n // self.BLOCK))
+        return tuple((start, min(start + step, n)) for start in range(0, n, step))
+
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        x, y = inputs[0], out[0]
+        if self.tanh or x.dtype != F32 or y.shape != x.shape or y.dtype != F32 or not (
+                x.flags.c_contiguous and y.flags.c_contiguous):
+            return super().prepare(inputs, out)
+        return partial(gelu_blocks, self.blocks(x.size))
+
+
+def gelu_blocks(blocks: tuple[tuple[int, int], ...], inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """gelu_float32 over contiguous float32 inputs[0] into out[0], block by block."""
+    xf, yf = inputs[0].reshape(-1), out[0].reshape(-1)
+    work = scratch("gelu.work", (GELU_WORK_ROWS, blocks[0][1] if blocks else 0), F32)
+    if len(blocks) == 1:
+        gelu_float32(xf, yf, work)
+        return
+    for start, stop in blocks:
+        gelu_float32(xf[start:stop], yf[start:stop], work[:, : stop - start])
 
 
 # -- along one dim ---------------------------------------------------------------------
@@ -645,18 +665,22 @@ def softmax_reference(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
 # Rows whose sum under the global shift is below n * exp(-SOFTMAX_SPREAD) are redone with their
 # own max (see softmax): the shift of every other row is within SOFTMAX_SPREAD of its row max.
 SOFTMAX_SPREAD = 4.0
+# Up to this global max no shift is needed: exp(x) <= e^80 and a row's sum stay finite.
+SOFTMAX_UNSHIFTED_MAX = 80.0
 
 
 def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     """softmax_reference; along the last axis of C-contiguous float arrays (y not x), faster:
 
-    - one shift for all rows, the global max m (1.4 us against 10 us for the row maxima of
-      the ViT's (1, 4, 65, 65) attention): exp(x - m) cannot overflow; a row whose sum is
-      below n e^-4 (its max may be more than 4 below m: its exps lose precision or underflow)
-      is redone with its own max. The shifts then differ from the row maxima by at most 4,
-      which adds at most 2 * 4 units of float rounding (x - m is rounded where the reference
-      rounds x - max) to each value's relative error: 4.8e-7 in float32 (the ViT's rows are
-      within 2 of m: none is redone);
+    - no per-row max (10 us for the ViT's 260 rows of 65, the global max 1.4 us): where the
+      global max m is at most 80, y = exp(x) itself (no overflow; no rounding of x - max,
+      so each value is as accurate as the reference's); a row whose sum is below 1 (its max
+      below -log n: its exps may lose digits to underflow) is redone with its own max;
+    - above 80, one shift for all rows, m: exp(x - m) cannot overflow; a row whose sum is
+      below n e^-4 (its max may be more than 4 below m) is redone with its own max. The
+      shifts then differ from the row maxima by at most 4, which adds at most 2 * 4 units of
+      float rounding (x - m is rounded where the reference rounds x - max) to each value's
+      relative error;
     - each row's sum is a matrix-vector product with ones (BLAS: 1.5 us against NumPy's
       6.8 us); its summation order differs by float rounding only.
     A NaN or +inf anywhere takes the reference path, which confines NaN to its rows as torch
@@ -669,22 +693,45 @@ def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
         softmax_reference(x, y, axis)
         return
     x2, y2 = x.reshape(-1, n), y.reshape(-1, n)
+    sums = softmax_exps(x2, y2)
+    if sums is None:
+        softmax_reference(x, y, axis)
+    else:
+        np.divide(y2, sums[:, None], y2)
+
+
+@lru_cache(maxsize=16)
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    ones = np.ones(n, dtype)
+    ones.flags.writeable = False
+    return ones
+
+
+def softmax_exps(x2: np.ndarray, y2: np.ndarray) -> np.ndarray | None:
+    """softmax's first part (see there) on 2-D C-contiguous rows, y2 not x2: y2 = exp(x2 -
+    shift) (shift 0, the global max or the row's max); returns the row sums, or None (y2
+    unspecified) where the reference path must run (a NaN, +inf or a max above 1e30)."""
     m = np.max(x2)
     if not m < 1e30:
-        softmax_reference(x, y, axis)
-        return
-    np.subtract(x2, m, y2)
-    np.exp(y2, y2)
-    ones = np.ones(n, y2.dtype)
+        return None
+    n = x2.shape[1]
+    if m <= SOFTMAX_UNSHIFTED_MAX:
+        np.exp(x2, y2)
+        floor = 1.0
+    else:
+        np.subtract(x2, m, y2)
+        np.exp(y2, y2)
+        floor = n * math.exp(-SOFTMAX_SPREAD)
+    ones = _ones(n, y2.dtype)
     sums = np.matmul(y2, ones)
-    low = np.flatnonzero(sums < n * math.exp(-SOFTMAX_SPREAD))
-    if low.size:
+    if sums.min() < floor:  # (NaN cannot be here: m is finite)
+        low = np.flatnonzero(sums < floor)
         rows = x2[low]
         rows -= np.maximum.reduce(rows, axis=1)[:, None]
         np.exp(rows, rows)
         y2[low] = rows
         sums[low] = np.matmul(rows, ones)
-    np.divide(y2, sums[:, None], y2)
+    return sums
 
 
 @register("nn.Softmax", "F.softmax")

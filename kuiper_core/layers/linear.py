@@ -142,7 +142,7 @@ class Linear(Layer):
 def _linear(wt: np.ndarray, bias: np.ndarray | None, x_rows: tuple[int, int], y_rows: tuple[int, int],
             inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
     y = out[0].reshape(y_rows)
-    np.matmul(inputs[0].reshape(x_rows), wt, y)
+    np.dot(inputs[0].reshape(x_rows), wt, y)  # np.dot: 0.1-0.3 us less per call than np.matmul
     if bias is not None:
         y += bias
 
@@ -181,9 +181,21 @@ class _Product(Layer):
         matmul(a, b, y)
         return [y]
 
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        """matmul on the bound arrays, its shape checks done once (3 of the ViT's 10 us)."""
+        a, b, shape = self._operands(inputs)
+        y = out[0]
+        if y.shape != shape or y.dtype != np.result_type(a.dtype, b.dtype) or not y.flags.c_contiguous or y.ndim == 0:
+            return None
+        return partial(_matmul_call, self.positions[0], self.positions[1])
+
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         a = inputs[self.positions[0]]  # type: ignore[index]
         return int(np.prod(outputs[0])) * int(a[-1]) if a else 0
+
+
+def _matmul_call(ia: int, ib: int, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    matmul(inputs[ia], inputs[ib], out[0])
 
 
 @register("torch.matmul")
@@ -205,6 +217,8 @@ class BMM(_Product):
 
 class _AddProduct(_Product):
     """beta * input + alpha * (m1 @ m2) (torch.addmm / torch.baddbmm)."""
+
+    prepare = Layer.prepare  # not _Product's: the addition is forward's
 
     def __init__(self, op: Operator) -> None:
         Layer.__init__(self, op)
