@@ -142,12 +142,17 @@ def test_adaptive_pool_sweep_matches_torch() -> None:
         assert_close(y, ref, f"adaptive {kind} {out} x{shape}")
 
 
-def test_window_pool_matches_its_reference() -> None:
-    """The phase/flat-offset fast path (`_WindowPool._reduce`) against the readable reference
-    (combine over a strided view of every window): max exactly (NaN too), average to rounding.
-    Runs without torch; strides up to 3 make row and column phases, dilation their offsets."""
+@pytest.mark.parametrize("flat_min", [0, 1 << 30])
+def test_window_pool_matches_its_reference(monkeypatch: pytest.MonkeyPatch, flat_min: int) -> None:
+    """Both pooling paths (the phase/flat-offset `_reduce` for any size, `_reduce_small`'s
+    strided views for every strided pool) against the readable reference (combine over a
+    strided view of every window): max exactly (NaN too), average to rounding. Runs without
+    torch; strides up to 3 make row phases, dilation their offsets."""
+    import kuiper_core.layers.pool as pool
     from kuiper_core.layers.pool import window_pool_reference
     from kuiper_core.layers.windows import pad_spatial
+
+    monkeypatch.setattr(pool, "POOL_FLAT_MIN", flat_min)
 
     rng = random.Random(5)
     for case in range(300):
