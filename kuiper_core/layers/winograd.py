@@ -32,6 +32,7 @@ about one more decimal digit than a direct float32 convolution (relative error ~
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -75,7 +76,56 @@ def transform_weights(weight: np.ndarray, m: int) -> np.ndarray:
     return np.matmul(gg, columns).reshape((m + 2) ** 2, o, c)
 
 
-class WinogradConv:
+class _WorkKernel:
+    """What both Winograd kernels share: a batch run in chunks of `chunk` images (the last,
+    smaller one by a kernel made for it), and the per-thread work buffer seen as the
+    kernel's arrays, made again only when the buffer moved (making them on every call cost
+    20-45 us, 10-15 % of UNet's convolutions)."""
+
+    chunk: int
+    sizes: tuple[int, ...]
+    dtype: np.dtype
+    _address = -1
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        """y (N, O, OH, OW) = conv3x3(x (N, C, H, W)) + bias."""
+        n = self.chunk
+        if x.shape[0] == n:
+            self._run(x, y)
+            return
+        for i in range(0, x.shape[0], n):
+            part = slice(i, i + n)
+            kernel = self if x[part].shape[0] == n else self._for_shape(x[part].shape)
+            kernel._run(x[part], y[part])
+
+    def _work(self) -> Any:
+        flat = scratch(WORK, (sum(self.sizes),), self.dtype)
+        address = flat.__array_interface__["data"][0]
+        if address != self._address:
+            self._views = self._make_views(flat)
+            self._address = address
+        return self._views
+
+    def _for_shape(self, x_shape: tuple[int, ...]) -> _WorkKernel:
+        raise NotImplementedError
+
+    def _make_views(self, flat: np.ndarray) -> object:
+        raise NotImplementedError
+
+    def _run(self, x: np.ndarray, y: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+def padded_parts(padded: np.ndarray, top: int, left: int, h: int, w: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The (N, C, H, W) interior of a padded buffer at (top, left) and its four borders (other
+    kernels share the buffer: the borders are zeroed on every call)."""
+    interior = padded[:, :, top : top + h, left : left + w]
+    borders = [padded[:, :, :top], padded[:, :, top + h :], padded[:, :, top : top + h, :left],
+               padded[:, :, top : top + h, left + w :]]
+    return interior, borders
+
+
+class WinogradConv(_WorkKernel):
     """One stride-1 3x3 convolution at one input shape: buffers and views made once.
 
     Batches run in chunks of `self.chunk` images (MIN_TILES, WORK_BUDGET)."""
@@ -123,38 +173,18 @@ class WinogradConv:
         # Work memory: the padded input, then two regions the passes write in turn (each
         # reads the other): A holds the tiles d, then V, then the half-transformed output
         # (and the uncropped grid); B holds B^T d, then M, then the output blocks. One
-        # per-thread buffer (a kernel owning one would hold ~2 MB per layer at batch 4);
-        # the views into it are made once per buffer (`_work`): making them on every call
-        # cost 20-45 us, 10-15 % of UNet's convolutions.
+        # per-thread buffer (a kernel owning one would hold ~2 MB per layer at batch 4).
         self.sizes = (math.prod(self.padded_shape), max(t * t * c, m * t * o) * self.tiles, t * t * max(c, o) * self.tiles)
-        self._address = -1
 
-    def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        """y (N, O, OH, OW) = conv3x3(x (N, C, H, W)) + bias."""
-        n = self.chunk
-        if x.shape[0] == n:
-            self._run(x, y)
-            return
-        for i in range(0, x.shape[0], n):
-            part = slice(i, i + n)
-            if x[part].shape[0] == n:
-                self._run(x[part], y[part])
-            else:  # the last, smaller chunk
-                rest = WinogradConv(self.u, self.bias, self.m, x[part].shape, self.pads, self.dtype, self.relu)
-                rest._run(x[part], y[part])
+    def _for_shape(self, x_shape: tuple[int, ...]) -> WinogradConv:
+        return WinogradConv(self.u, self.bias, self.m, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
 
-    def _work(self) -> _Work:
-        """This thread's work buffer seen as this kernel's arrays (made again when it moved)."""
-        flat = scratch(WORK, (sum(self.sizes),), self.dtype)
-        address = flat.__array_interface__["data"][0]
-        if address != self._address:
-            self._views = _Work(self, flat)
-            self._address = address
-        return self._views
+    def _make_views(self, flat: np.ndarray) -> _Work:
+        return _Work(self, flat)
 
     def _run(self, x: np.ndarray, y: np.ndarray) -> None:
-        w = self._work()
-        for border in w.borders:  # other kernels share the buffer: zero the borders each call
+        w: _Work = self._work()
+        for border in w.borders:
             border.fill(0)
         np.copyto(w.interior, x)
         np.copyto(w.d6, w.tile_view)
@@ -194,9 +224,8 @@ class _Work:
         padded = flat[:p_size].reshape(k.padded_shape)
         a, b = flat[p_size : p_size + a_size], flat[p_size + a_size :]
         rows, cols = k.at_input
-        self.interior = padded[:, :, rows, cols]
-        self.borders = [padded[:, :, : rows.start], padded[:, :, rows.stop :],
-                        padded[:, :, rows, : cols.start], padded[:, :, rows, cols.stop :]]
+        self.interior, self.borders = padded_parts(padded, rows.start, cols.start, rows.stop - rows.start,
+                                                   cols.stop - cols.start)
         s = padded.strides
         # tiles[a, b, c, n, i, j] = padded[n, c, i*m + a, j*m + b]
         self.tile_view = as_strided(padded, k.tiles_shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]),
@@ -235,7 +264,7 @@ def transform_weights_rows(weight: np.ndarray) -> np.ndarray:
     return np.matmul(g.astype(weight.dtype), taps).reshape(4, o, 3 * c)
 
 
-class WinogradRowsConv:
+class WinogradRowsConv(_WorkKernel):
     """One stride-1 3x3 convolution as F(2,3) along the rows (see above), at one input shape.
 
     Per call: the zero-padded input; its 4-wide column windows at every second column
@@ -265,27 +294,16 @@ class WinogradRowsConv:
         self.x_shape = (n, c, h, w)
         self.padded_shape = (n, c, oh + 2, 2 * tw + 2)
         self.sizes = tuple(n * size for size in per_image)
-        self._address = -1
 
-    def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        """y (N, O, OH, OW) = conv3x3(x (N, C, H, W)) + bias."""
-        n = self.chunk
-        for i in range(0, x.shape[0], n):
-            part = slice(i, i + n)
-            if x[part].shape[0] == n:
-                self._run(x[part], y[part])
-            else:  # the last, smaller chunk
-                rest = WinogradRowsConv(self.u, self.bias, x[part].shape, self.pads, self.dtype, self.relu)
-                rest._run(x[part], y[part])
+    def _for_shape(self, x_shape: tuple[int, ...]) -> WinogradRowsConv:
+        return WinogradRowsConv(self.u, self.bias, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
+
+    def _make_views(self, flat: np.ndarray) -> _RowsWork:
+        return _RowsWork(self, flat)
 
     def _run(self, x: np.ndarray, y: np.ndarray) -> None:
-        flat = scratch(WORK, (sum(self.sizes),), self.dtype)
-        address = flat.__array_interface__["data"][0]
-        if address != self._address:  # views made once per buffer, as WinogradConv's
-            self._views = _RowsWork(self, flat)
-            self._address = address
-        v = self._views
-        for border in v.borders:  # other kernels share the buffer: zero the borders each call
+        v: _RowsWork = self._work()
+        for border in v.borders:
             border.fill(0)
         np.copyto(v.interior, x)
         np.copyto(v.d, v.taps)  # d[b, c, n, r, j] = padded[n, c, r, 2j + b]
@@ -318,11 +336,7 @@ class _RowsWork:
             parts.append(flat[start : start + size])
             start += size
         padded = parts[0].reshape(k.padded_shape)
-        top, left = k.pads[0], k.pads[2]
-        h, w = k.x_shape[2:]
-        self.interior = padded[:, :, top : top + h, left : left + w]
-        self.borders = [padded[:, :, :top], padded[:, :, top + h :], padded[:, :, top : top + h, :left],
-                        padded[:, :, top : top + h, left + w :]]
+        self.interior, self.borders = padded_parts(padded, k.pads[0], k.pads[2], *k.x_shape[2:])
         s = padded.strides
         self.taps = as_strided(padded, (4, c, n, hp, tw), (s[3], s[1], s[0], s[2], 2 * s[3]), writeable=False)
         self.d = parts[1].reshape(4, c, n, hp, tw)
