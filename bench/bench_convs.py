@@ -96,6 +96,8 @@ def synthetic_conv(rng, batch: int, c: int, o: int, size: int, k: int, s: int, c
     """A ResNet-style conv (padding k // 2, random weights): (label, layer, x, y, F.conv2d args, count)."""
     import numpy as np
 
+    from kuiper_core.graph import Attribute, Graph
+    from kuiper_core.layers import create_layer
 
     p = k // 2
     x = rng.standard_normal((batch, c, size, size), dtype=np.float32)
