@@ -69,7 +69,8 @@ class Pointwise:
         self.y_shape = (n, self.g, self.og, h * width)
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
-        y3 = y.reshape(self.y_shape)
+        # copy=False: a band of rows (conv_split.py) must be written in place, not in a copy
+        y3 = np.reshape(y, self.y_shape, copy=False)
         np.matmul(self.w, x.reshape(self.x_shape), out=y3)
         if self.bias is not None:
             y3 += self.bias
@@ -222,7 +223,7 @@ class Im2col:
         """y = wmat @ cols (+ bias); `work`: the wide-rows grid or the across-batch result."""
         n, g, og = y.shape[0], self.g, self.wmat.shape[1]
         oh, ow = self.out_hw
-        y4 = y.reshape(n, g, og, oh * ow)
+        y4 = np.reshape(y, (n, g, og, oh * ow), copy=False)  # a band of rows too (conv_split.py)
         if self.across:
             assert work is not None
             np.matmul(self.wmat, cols, out=work)
@@ -231,7 +232,7 @@ class Im2col:
             np.matmul(self.wmat, cols, out=y4)
         else:  # wide rows: computed on an OH x Wp grid, crop the columns that wrapped around
             np.matmul(self.wmat, cols, out=work.reshape(n, g, og, -1))
-            np.copyto(y.reshape(n, g, og, oh, ow), work[..., :ow])
+            np.copyto(np.reshape(y, (n, g, og, oh, ow), copy=False), work[..., :ow])
         self._finish(y4)
 
     def _finish(self, y4: np.ndarray) -> None:
