@@ -31,10 +31,11 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..graph import Operator
-from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, winograd_tile
+from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
+from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 
 PaddingSpec = Union[str, Pads]  # "same" or explicit pads
 
@@ -133,7 +134,7 @@ class Convolution(_ConvBase):
         # out its own way, once: the GEMM matrix (`_gemm_weights`) or Winograd's U.
         self.weight_data, self.bias_data = self._read_weights() or (None, None)
         self._wmat: np.ndarray | None = None
-        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C)
+        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C); 'stride2 m=..'
         self._local = threading.local()  # this thread's kernels by input shape
         declared = op.inputs[0].static_shape if op.inputs else None
         if self.weight_data is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
@@ -257,6 +258,14 @@ class Convolution(_ConvBase):
             if m == ROWS:
                 return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
             return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
+        m2 = stride2_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
+                          self.padding_mode, out_hw)
+        if m2 is not None:
+            key = f"stride2 m={m2}"
+            if key not in self._winograd_weights:
+                self._winograd_weights[key] = transform_weights_stride2(self.weight_data, m2)
+            u = self._winograd_weights[key].astype(dtype, copy=False)
+            return Stride2RowsConv(u, self.bias_data, m2, self.kernel[0], x_shape, pads, dtype, relu)
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             w, bias = self._gemm_weights(bias_column=False)
             return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)
