@@ -80,19 +80,37 @@ def test_stride2_rows_in_bands_and_chunks(monkeypatch: pytest.MonkeyPatch, k: in
         assert np.isnan(wide[..., 1::2]).all()
 
 
-def test_stride2_rows_is_chosen_where_it_wins() -> None:
-    """ResNet-18's 7x7 stem and the 3x3 stride-2 convs of layers 2-3 (bench/README.md); not
-    its 256->512 conv on 14x14 (7 output columns: GEMMs too narrow), nor other geometries."""
+@pytest.fixture
+def blas_at():
+    """Set the BLAS's thread count for a test (restored after it)."""
+    from kuiper_core import threads
+
+    before = threads.blas_threads()
+    if threads._blas is None:
+        pytest.skip("the BLAS's thread count cannot be set here")
+    yield threads.set_blas_threads
+    threads.set_blas_threads(before)
+
+
+def test_stride2_rows_is_chosen_where_it_wins(blas_at) -> None:
+    """With one BLAS thread: ResNet-18's 7x7 stem and 3x3 stride-2 convs of layers 2-3
+    (bench/README.md); not its 256->512 conv on 14x14 (7 output columns: GEMMs too narrow),
+    nor other geometries. Nothing with two BLAS threads."""
     geometry = dict(stride=(2, 2), dilation=(1, 1), groups=1, padding_mode="zeros")
+    blas_at(1)
     assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) == 4
     assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **geometry) is not None
     assert stride2_tile((1, 256, 14, 14), 512, kernel=(3, 3), out_hw=(7, 7), **geometry) is None
     assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(56, 56), **{**geometry, "stride": (1, 1)}) is None
     assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **{**geometry, "groups": 2}) is None
     assert stride2_tile((1, 64, 56, 56), 128, kernel=(1, 1), out_hw=(28, 28), **geometry) is None
+    blas_at(2)
+    assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) is None
+    assert stride2_tile((4, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **geometry) is None
 
 
-def test_layer_picks_stride2_rows_and_matches_reference() -> None:
+def test_layer_picks_stride2_rows_and_matches_reference(blas_at) -> None:
+    blas_at(1)
     x, wt, b = arrays(5, (2, 64, 56, 55), (128, 64, 3, 3), (128,))
     wt *= 1 / np.sqrt(9 * 64)
     layer = conv_layer(wt, b, x.shape, stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=1)

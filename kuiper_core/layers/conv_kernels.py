@@ -39,6 +39,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
 from .windows import PADDED, RESULT, WORK, batch_chunks, pad_spatial, scratch, window_view
+from ..threads import blas_threads
 from .winograd_stride2 import phase_points
 
 Pads = tuple[int, int, int, int]  # top, bottom, left, right
@@ -392,7 +393,11 @@ def stride2_tile(
     x_shape: tuple[int, int, int, int], out_channels: int, kernel: tuple[int, int], stride: tuple[int, int],
     dilation: tuple[int, int], groups: int, padding_mode: str, out_hw: tuple[int, int],
 ) -> int | None:
-    """m of the Stride2RowsConv that beats im2col for this convolution, or None.
+    """m of the Stride2RowsConv that beats im2col for this convolution, or None; only while
+    the BLAS runs one thread. With two, its GEMMs (the stem's K = 21, or 9 GEMMs of a few
+    hundred columns) thread worse than im2col's one big GEMM: measured in the model, with
+    the choice patched on and off in one process (two threads, wall clock), ResNet-18 b1
+    1.015-1.028x, b4 1.015-1.039x (the 7x7 stem alone 1.74 vs 1.75-1.85 ms at batch 1).
 
     A U bigger than WINOGRAD_FREE_WEIGHTS must be at most 1.5x the weight (3x3: m = 2) and
     within winograd_tile's totals: ResNet-18's 256->512 conv at batch 4 took m = 4 (U 2x
@@ -401,7 +406,7 @@ def stride2_tile(
     k = kernel[0]
     if (stride, dilation, groups, padding_mode) != ((2, 2), (1, 1), 1, "zeros") or kernel != (k, k) or k not in STRIDE2_KERNELS:
         return None
-    if out_hw[1] < STRIDE2_MIN_WIDTH:
+    if out_hw[1] < STRIDE2_MIN_WIDTH or blas_threads() > 1:
         return None
     raw = k * k * c * out_channels
     most = WINOGRAD_BATCH_MAX_WEIGHTS if n >= 2 else WINOGRAD_MAX_WEIGHTS
