@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, layer, x, y, conv_args, count in cases:
         run = layer.prepare([x], [y])
         assert run is not None
-        kernel = type(run.args[0]).__name__ + (f" F({run.args[0].m},3)" if hasattr(run.args[0], "m") else "")  # type: ignore[attr-defined]
+        k = run.args[0]  # type: ignore[attr-defined]
+        kernel = type(k).__name__.replace("Conv", "") + (f" m={k.m}" if hasattr(k, "odd_shared") else f" F({k.m},3)" if hasattr(k, "m") else "")
         xt = torch.from_numpy(x)
         targs = [torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in conv_args]
         with torch.inference_mode():

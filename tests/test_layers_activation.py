@@ -294,3 +294,15 @@ def test_inplace_safe_layers_give_the_same_values_in_place(op_type: str) -> None
     y = x.copy()
     layer.compute(y, y)
     np.testing.assert_array_equal(y, expected)
+
+
+def test_small_softmax_is_the_reference_exactly() -> None:
+    """Under SOFTMAX_FAST_MIN_ELEMENTS the reference's plain calls run (cheaper there)."""
+    from kuiper_core.layers.activation import SOFTMAX_FAST_MIN_ELEMENTS, softmax, softmax_reference
+
+    x = (np.random.default_rng(3).standard_normal((3, 10)) * 5).astype(np.float32)
+    assert x.size < SOFTMAX_FAST_MIN_ELEMENTS
+    fast, ref = np.empty_like(x), np.empty_like(x)
+    softmax(x, fast, 1)
+    softmax_reference(x, ref, 1)
+    np.testing.assert_array_equal(fast, ref)

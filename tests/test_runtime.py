@@ -12,7 +12,7 @@ import pytest
 
 import kuiper_core
 from kuiper_core import GraphState, RuntimeGraph
-from kuiper_core.errors import CycleError, InputError, UnsupportedOperatorError
+from kuiper_core.errors import CycleError, InputError, LimitError, UnsupportedOperatorError
 from kuiper_core.graph import Graph
 from kuiper_core.pnnx import parse_param, read_param
 from kuiper_core.runtime.order import (
@@ -218,6 +218,24 @@ def test_input_checks() -> None:
     # Same kind, other width: cast explicitly, the result is right.
     s, p = g.forward(a + 1, np.ones((2, 3), np.float64))
     assert s.dtype == np.float32 and np.all(s == 2)
+
+
+def test_accepted_inputs_are_checked_again_when_anything_differs() -> None:
+    """Signatures that passed are remembered (the checks are skipped for them), but another
+    shape, dtype, array type or the graph's limits get the full checks again."""
+    g = kuiper_core.load(OPS / "io_two_inputs" / "model.pnnx.param")
+    a = np.zeros((2, 3), np.float32)
+    g.forward(a, a)
+    g.forward(a, a)  # from the remembered signature
+    with pytest.raises(InputError, match="dim 1 must be 3"):
+        g.forward(a, np.zeros((2, 4), np.float32))
+    with pytest.raises(InputError, match="expected dtype float32"):
+        g.forward(a, np.zeros((2, 3), np.int64))
+    with pytest.raises(InputError, match="expected rank 2"):
+        g.forward(a, np.zeros((2, 3), np.float32).view(np.ma.MaskedArray)[None])
+    g.limits = g.limits.replace(max_tensor_elements=4)
+    with pytest.raises(LimitError):
+        g.forward(a, a)
 
 
 def test_models_json_lists_every_sample() -> None:

@@ -667,6 +667,9 @@ def softmax_reference(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
 SOFTMAX_SPREAD = 4.0
 # Up to this global max no shift is needed: exp(x) <= e^80 and a row's sum stay finite.
 SOFTMAX_UNSHIFTED_MAX = 80.0
+# Below this many elements the reference's five plain calls cost less than the fast path's
+# checks and calls: (1, 10) 3.2 against 5.5 us; (16, 64) 5.9 against 6.6; (260, 65) 29 against 18.
+SOFTMAX_FAST_MIN_ELEMENTS = 1024
 
 
 def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
@@ -687,7 +690,7 @@ def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     does; so does m > 1e30, where x - m could overflow for x near -3.4e38.
     """
     n = x.shape[-1] if x.ndim else 0
-    if (axis is None or axis != x.ndim - 1 or n < 2 or x.size == 0 or x.dtype != y.dtype
+    if (x.size < SOFTMAX_FAST_MIN_ELEMENTS or axis is None or axis != x.ndim - 1 or n < 2 or x.dtype != y.dtype
             or x.dtype not in (np.float32, np.float64) or not (x.flags.c_contiguous and y.flags.c_contiguous)
             or np.may_share_memory(x, y)):
         softmax_reference(x, y, axis)

@@ -4,7 +4,8 @@ Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 
 
 This module reads and checks the params and weights (at build) and picks a kernel per input
 shape: conv_kernels.py holds the kernels and the rule that picks one (im2col GEMM, plain
-GEMM for pointwise convs, Winograd for stride-1 3x3 convs; winograd.py), conv_reference.py
+GEMM for pointwise convs, Winograd for stride-1 3x3 convs (winograd.py) and along the rows
+for stride-2 ones (winograd_stride2.py)), conv_reference.py
 the readable definitions they are tested against. Weights are laid out for the kernel at
 build: (G, Og, Cg·KH·KW [+ bias column]) for the GEMMs, Winograd's transformed weights when
 the input shape is declared (else on first use). A kernel (buffers, views) is made once per
@@ -31,11 +32,12 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..graph import Operator
-from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, winograd_tile
+from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .conv_split import how_to_split, split_conv
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
+from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 
 PaddingSpec = Union[str, Pads]  # "same" or explicit pads
 
@@ -134,7 +136,7 @@ class Convolution(_ConvBase):
         # out its own way, once: the GEMM matrix (`_gemm_weights`) or Winograd's U.
         self.weight_data, self.bias_data = self._read_weights() or (None, None)
         self._wmat: np.ndarray | None = None
-        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C)
+        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C); 'stride2 m=..'
         self._local = threading.local()  # this thread's kernels by input shape
         declared = op.inputs[0].static_shape if op.inputs else None
         if self.weight_data is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
@@ -276,6 +278,14 @@ class Convolution(_ConvBase):
             if m == ROWS:
                 return WinogradRowsConv(u, bias_data, x_shape, pads, dtype, relu)
             return WinogradConv(u, bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
+        m2 = stride2_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
+                          self.padding_mode, out_hw)
+        if m2 is not None and outs == slice(None):  # (one thread only: never a split's half)
+            key = f"stride2 m={m2}"
+            if key not in self._winograd_weights:
+                self._winograd_weights[key] = transform_weights_stride2(self.weight_data, m2)
+            u = self._winograd_weights[key].astype(dtype, copy=False)
+            return Stride2RowsConv(u, self.bias_data, m2, self.kernel[0], x_shape, pads, dtype, relu)
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             w, bias = self._gemm_weights(bias_column=False)
             return Pointwise(w[:, outs].astype(dtype, copy=False), None if bias is None else bias[outs], x_shape, relu)

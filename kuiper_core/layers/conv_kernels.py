@@ -18,6 +18,8 @@ the arithmetic, writing y (N, O, OH, OW) for x (N, C, H, W).
 - `WinogradConv` (winograd.py): stride-1 3x3 convolutions, 2.25-4x fewer multiplications;
   `WinogradRowsConv`: F(2,3) along the rows only (1.5x fewer, a U of 1.33x the weight) for
   big layers whose 2-D U would take too much memory, from batch 2.
+- `Stride2RowsConv` (winograd_stride2.py): stride-2 3x3/5x5/7x7 convolutions as Winograd
+  along the rows on the input's even and odd columns (1.3-2x fewer multiplications).
 
 Every kernel takes `relu`: it then writes max(conv, 0), a ReLU the prepared forward fused
 into the convolution (runtime/prepared.py), applied while the output is in cache (per band,
@@ -37,6 +39,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
 from .windows import PADDED, RESULT, WORK, batch_chunks, pad_spatial, scratch, window_view
+from ..threads import blas_threads
+from .winograd_stride2 import phase_points
 
 Pads = tuple[int, int, int, int]  # top, bottom, left, right
 
@@ -342,3 +346,74 @@ def winograd_tile(
         return None
     best = min(costs, key=costs.__getitem__)
     return best if costs[best] < im2col_cost(n, c, out_channels, *out_hw, 9) else None
+
+
+# -- stride-2 convolutions: Winograd along the rows on the column phases ------------------
+# Stride2RowsConv (winograd_stride2.py): least-squares fit over 52 measured (shape, m) pairs
+# (stride-2 3x3/5x5/6x6/7x7, C 3-256, O 16-512, 4-128 outputs across, N 1 and 4; one thread,
+# CPU time; bench/README.md): per GEMM multiply-accumulate, per element gathered or
+# B^T-transformed, per element of the GEMMs' results and of the output blocks; one call's
+# fixed cost. Chosen only when 5 % cheaper than im2col: both models err by a few percent
+# on small convs, where the two kernels are within 10 % (then 1.1 % off the fastest on
+# average over those pairs, never more than 1 % slower than im2col where it is chosen).
+_S2_MAC = 1.64e-8
+_S2_IN = 3.60e-7
+_S2_OUT = 2.21e-7
+_S2_FIXED = _CALL
+STRIDE2_MARGIN = 0.95
+STRIDE2_KERNELS = (3, 4, 5, 6, 7)
+# m = 7 (3x3: 15 points per 7 outputs) was at best as fast as m = 4 and much slower on
+# small maps; bigger m also costs accuracy (F(7,2)'s points up to ±3).
+STRIDE2_TILES = (2, 4)
+# Narrower outputs stay im2col: its GEMM over the whole batch reads the weight once, and the
+# model misjudged ResNet-18's 256->512 conv (7 wide) at batch 4: m = 2 4.47 vs 4.27 ms.
+# Of 10 measured convs with 4-7 outputs across, none gained more than 4 %.
+STRIDE2_MIN_WIDTH = 8
+
+
+def stride2_cost(m: int, k: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
+    """Stride2RowsConv's estimated time: the GEMMs, the gather and B^T (X and the even/odd
+    operands), [A^T | ...] and the scatter, reading U."""
+    ne, no = phase_points(m, k)
+    shared = k // 2 == 1  # one odd tap: no transform, one U for its m points
+    cols = n * oh * -(-ow // m)
+    kc = k * c
+    span = max(2 * ne - 1, 2 * no)
+    u = (ne + (1 if shared else no)) * o * kc
+    return (_S2_MAC * (ne + no) * o * kc * cols + _S2_IN * (span + ne + (0 if shared else no)) * kc * cols
+            + _S2_OUT * (ne + no + m) * o * cols + _WINO_WEIGHT * u + _cold(u) + _S2_FIXED)
+
+
+def stride2_weights(m: int, k: int, c: int, o: int) -> int:
+    """Elements of Stride2RowsConv's U."""
+    ne, no = phase_points(m, k)
+    return (ne + (1 if k // 2 == 1 else no)) * o * k * c
+
+
+def stride2_tile(
+    x_shape: tuple[int, int, int, int], out_channels: int, kernel: tuple[int, int], stride: tuple[int, int],
+    dilation: tuple[int, int], groups: int, padding_mode: str, out_hw: tuple[int, int],
+) -> int | None:
+    """m of the Stride2RowsConv that beats im2col for this convolution, or None; only while
+    the BLAS runs one thread. With two, its GEMMs (the stem's K = 21, or 9 GEMMs of a few
+    hundred columns) thread worse than im2col's one big GEMM: measured in the model, with
+    the choice patched on and off in one process (two threads, wall clock), ResNet-18 b1
+    1.015-1.028x, b4 1.015-1.039x (the 7x7 stem alone 1.74 vs 1.75-1.85 ms at batch 1).
+
+    A U bigger than WINOGRAD_FREE_WEIGHTS must be at most 1.5x the weight (3x3: m = 2) and
+    within winograd_tile's totals: ResNet-18's 256->512 conv at batch 4 took m = 4 (U 2x
+    the weight, 9.4 MB) for 0-1 % (4.28 vs 4.31 ms)."""
+    n, c = x_shape[:2]
+    k = kernel[0]
+    if (stride, dilation, groups, padding_mode) != ((2, 2), (1, 1), 1, "zeros") or kernel != (k, k) or k not in STRIDE2_KERNELS:
+        return None
+    if out_hw[1] < STRIDE2_MIN_WIDTH or blas_threads() > 1:
+        return None
+    raw = k * k * c * out_channels
+    most = WINOGRAD_BATCH_MAX_WEIGHTS if n >= 2 else WINOGRAD_MAX_WEIGHTS
+    costs = {m: stride2_cost(m, k, n, c, out_channels, *out_hw) for m in STRIDE2_TILES
+             if (u := stride2_weights(m, k, c, out_channels)) <= WINOGRAD_FREE_WEIGHTS or (2 * u <= 3 * raw and u <= most)}
+    if not costs:
+        return None
+    best = min(costs, key=costs.__getitem__)
+    return best if costs[best] < STRIDE2_MARGIN * im2col_cost(n, c, out_channels, *out_hw, k * k) else None

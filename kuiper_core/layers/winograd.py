@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .windows import WORK, scratch
+from .windows import WORK, hold_scratch, scratch
 
 # A batch runs in chunks of whole images: as few images as give the GEMMs this many tiles
 # (columns), and never work buffers over WORK_BUDGET elements (4 MB of float32; six such
@@ -77,10 +77,10 @@ def transform_weights(weight: np.ndarray, m: int) -> np.ndarray:
 
 
 class _WorkKernel:
-    """What both Winograd kernels share: a batch run in chunks of `chunk` images (the last,
+    """What the Winograd kernels share: a batch run in chunks of `chunk` images (the last,
     smaller one by a kernel made for it), and the per-thread work buffer seen as the
     kernel's arrays, made again only when the buffer moved (making them on every call cost
-    20-45 us, 10-15 % of UNet's convolutions)."""
+    20-45 us, 10-15 % of UNet's convolutions); dropped when a bigger buffer replaces it."""
 
     chunk: int
     sizes: tuple[int, ...]
@@ -104,7 +104,13 @@ class _WorkKernel:
         if address != self._address:
             self._views = self._make_views(flat)
             self._address = address
+            hold_scratch(WORK, self.dtype, self)
         return self._views
+
+    def release_scratch(self) -> None:
+        """The work buffer was replaced by a bigger one: drop the views of the old one."""
+        self._views = None
+        self._address = -1
 
     def _for_shape(self, x_shape: tuple[int, ...]) -> _WorkKernel:
         raise NotImplementedError

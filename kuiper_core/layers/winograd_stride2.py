@@ -1,0 +1,283 @@
+"""Stride-2 3x3 convolutions with fewer multiplications: Winograd along the rows on the
+input's column phases.
+
+Along a row, a stride-2 3-tap filter w0, w1, w2 reads the columns 2j, 2j+1, 2j+2 for output
+j: the even columns E (E[k] = x[2k]) meet (w0, w2) as a stride-1 2-tap filter, the odd ones
+O (O[k] = x[2k+1]) meet w1 alone:
+
+    y[j] = w0 E[j] + w2 E[j+1] + w1 O[j]
+
+The 2-tap part is done as Winograd F(m, 2) (m + 1 multiplications per m outputs), the
+1-tap part directly (m): 2m + 1 instead of 3m (1.33x fewer for m = 4, 1.4x for m = 7).
+The three kernel rows are summed by the GEMM, as in winograd.WinogradRowsConv (its K runs
+over (kernel row, channel): 3C). So one output tile of m columns takes the 2m + 1 input
+columns 2tm .. 2tm + 2m, and per tile:
+
+    z = [A^T | I] [U_even ⊙ B^T d_even ; U_odd d_odd]     (m + 1 + m points)
+
+Unlike a 2-D Winograd over all four phases ((2m+1)^2 points, 9x9 transforms for m = 4:
+measured slower than im2col, bench/README.md), the transforms here are 1-D and only the
+even columns are transformed.
+
+The transform matrices come from `toom_cook` (interpolation points 0, ±1, ±2, ±1/2, ...
+and infinity), exact (rational arithmetic), made once per (m, r).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .winograd import ROWS_WORK_BUDGET, _WorkKernel, padded_parts
+
+# Interpolation points in the order they are taken (F(m, 2) uses the first m, plus infinity).
+POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2),
+          Fraction(3), Fraction(-3))
+
+
+@lru_cache(maxsize=None)
+def toom_cook(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B^T, G, A^T) of Winograd F(m, r): y[i] = Σ_k g[k] d[i + k] (i < m) equals
+    A^T [(G g) ⊙ (B^T d)] for d of m + r - 1 samples; points POINTS[:m + r - 2] and infinity.
+
+    A^T evaluates the output polynomial at the points (its column for infinity picks the top
+    coefficient), G the filter's, and B^T is the solution of the resulting exact linear
+    system, found in rational arithmetic (no rounding; asserted)."""
+    n = m + r - 1
+    pts = POINTS[: n - 1]
+    at = [[p**i for p in pts] + [Fraction(int(i == m - 1))] for i in range(m)]
+    g = []
+    for j, p in enumerate(pts):
+        f = math.prod((p - q for k, q in enumerate(pts) if k != j), start=Fraction(1))
+        g.append([p**k / f for k in range(r)])
+    g.append([Fraction(int(k == r - 1)) for k in range(r)])
+    # Σ_j A^T[i, j] G[j, k] B^T[j, s] = [s == i + k] for all i, k, s: for each s a square-or-
+    # taller system in B^T[:, s], solved exactly on n independent equations.
+    phi = [[at[i][j] * g[j][k] for j in range(n)] for i in range(m) for k in range(r)]
+    rows = _independent_rows(phi, n)
+    bt = [[Fraction(0)] * n for _ in range(n)]
+    for s in range(n):
+        rhs = [Fraction(int(s == i + k)) for i in range(m) for k in range(r)]
+        sol = _solve([phi[q] for q in rows], [rhs[q] for q in rows])
+        for j in range(n):
+            bt[j][s] = sol[j]
+        for q, row in enumerate(phi):  # every equation holds, not only the ones solved
+            assert sum(a * b for a, b in zip(row, sol)) == rhs[q]
+    out = (np.array(bt, np.float64), np.array(g, np.float64), np.array(at, np.float64))
+    for a in out:  # cached: shared by every caller
+        a.setflags(write=False)
+    return out
+
+
+def _independent_rows(a: list[list[Fraction]], n: int) -> list[int]:
+    chosen: list[int] = []
+    basis: list[list[Fraction]] = []
+    for q, row in enumerate(a):
+        v = list(row)
+        for b in basis:  # reduce against the basis (each b has a leading 1 at its pivot)
+            piv = next(i for i, x in enumerate(b) if x != 0)
+            if v[piv] != 0:
+                v = [x - v[piv] * y for x, y in zip(v, b)]
+        piv = next((i for i, x in enumerate(v) if x != 0), None)
+        if piv is not None:
+            basis.append([x / v[piv] for x in v])
+            chosen.append(q)
+            if len(chosen) == n:
+                return chosen
+    raise ValueError("singular Toom-Cook system")
+
+
+def _solve(a: list[list[Fraction]], b: list[Fraction]) -> list[Fraction]:
+    """Gauss-Jordan elimination on an n x n rational system."""
+    n = len(a)
+    aug = [list(row) + [rhs] for row, rhs in zip(a, b)]
+    for col in range(n):
+        piv = next(i for i in range(col, n) if aug[i][col] != 0)
+        aug[col], aug[piv] = aug[piv], aug[col]
+        aug[col] = [x / aug[col][col] for x in aug[col]]
+        for i in range(n):
+            if i != col and aug[i][col] != 0:
+                aug[i] = [x - aug[i][col] * y for x, y in zip(aug[i], aug[col])]
+    return [row[n] for row in aug]
+
+
+def phase_points(m: int, k: int) -> tuple[int, int]:
+    """Transform points of the even and the odd columns for m outputs of a k-tap stride-2
+    filter: F(m, ceil(k/2)) on the even ones, F(m, floor(k/2)) on the odd ones (m points
+    and no transform for a single odd tap)."""
+    return m + (k + 1) // 2 - 1, m + k // 2 - 1
+
+
+def transform_weights_stride2(weight: np.ndarray, m: int) -> np.ndarray:
+    """U (P, O, k·C) for a (O, C, k, k) weight: the even taps' points (U[β, o, a*C + c] =
+    Σ_q G_even[β, q] w[o, c, a, 2q]), then the odd taps' (G_odd on w[..., 2q + 1]; for a
+    single odd tap its plain weights once: all its m products use them)."""
+    o, c, k = weight.shape[:3]
+    taps = np.ascontiguousarray(weight.transpose(3, 0, 2, 1)).reshape(k, o * k * c)  # [b, (o, a, c)]
+    even = np.matmul(toom_cook(m, (k + 1) // 2)[1].astype(weight.dtype), taps[0::2])
+    odd = taps[1::2] if k // 2 == 1 else np.matmul(toom_cook(m, k // 2)[1].astype(weight.dtype), taps[1::2])
+    return np.concatenate([even, odd]).reshape(-1, o, k * c)
+
+
+class Stride2RowsConv(_WorkKernel):
+    """One k x k stride-2 convolution as Winograd along the rows on the even and the odd
+    columns (module docstring), at one input shape.
+
+    Per call (a batch in chunks of images): the zero-padded input; then per band of output
+    rows (big images: bands within BAND_BUDGET): every tile's
+    columns 2tm .. 2tm + span - 1 of the k kernel rows gathered in one strided copy,
+    X[s, a, c, (n, t, i)] = padded[n, c, 2i + a, 2tm + s]; B^T of the even (and odd)
+    columns (small GEMMs) into the GEMM operands; one GEMM (O x kC) @ (kC x N·TW·rows) per
+    transform point; [A_even^T | A_odd^T] over all the points' results (one small GEMM);
+    the m output columns of every tile scattered into the output (a fused ReLU in the
+    clip, as WinogradConv). The bias is added at the even columns' point x = 1, whose A^T
+    column is all ones."""
+
+    def __init__(self, u: np.ndarray, bias: np.ndarray | None, m: int, k: int, x_shape: tuple[int, int, int, int],
+                 pads: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> None:
+        """u: transform_weights_stride2(weight, m)."""
+        batch, c, h, w = x_shape
+        self.m, self.k, self.u, self.o, self.c = m, k, u, u.shape[1], c
+        self.ne, self.no = ne, no = phase_points(m, k)
+        bt_even, _, at_even = toom_cook(m, (k + 1) // 2)
+        self.bt_even = bt_even.astype(dtype)
+        self.odd_shared = k // 2 == 1  # one odd tap: no transform, one U for its m points
+        if self.odd_shared:
+            self.bt_odd, at_odd = None, np.eye(m)
+        else:
+            bt_odd, _, at_odd = toom_cook(m, k // 2)
+            self.bt_odd = bt_odd.astype(dtype)
+        self.u_even, self.u_odd = u[:ne], (u[ne] if self.odd_shared else u[ne:])
+        self.at_full = np.concatenate([at_even, at_odd], axis=1).astype(dtype)  # [A_even^T | A_odd^T]
+        self.bias = None if bias is None else bias.astype(dtype).reshape(-1, 1)
+        self.bias_point = 1  # POINTS[1] = 1
+        self.relu = relu
+        self.low, self.high = dtype.type(0 if relu else -np.inf), dtype.type(np.inf)
+        self.pads, self.dtype = pads, dtype
+        self.out_hw = oh, ow = (h + pads[0] + pads[1] - k) // 2 + 1, (w + pads[2] + pads[3] - k) // 2 + 1
+        self.tw = tw = -(-ow // m)
+        self.exact = tw * m == ow
+        self.span = span = max(2 * ne - 1, 2 * no)  # input columns a tile reads
+        hp, wp = 2 * oh + k - 2, 2 * (tw - 1) * m + span  # rows and columns the tiles read
+        # Work elements per output row and image: the gathered columns, the transformed ones
+        # (B^T), the GEMMs' results and the output blocks.
+        per_row = tw * (span * k * c + (ne + (0 if self.odd_shared else no)) * k * c + (ne + no + m) * self.o)
+        # Whole images up to ROWS_WORK_BUDGET, in chunks of equal size (a last chunk of one
+        # image made ResNet-18's 256->512 conv at batch 4 10 % slower: its GEMMs narrow, U
+        # read again); an image bigger than BAND_BUDGET in bands of output rows.
+        most = max(1, min(batch, ROWS_WORK_BUDGET // (per_row * oh)))
+        self.chunk = n = -(-batch // -(-batch // most))
+        self.band = oh if n > 1 else min(oh, max(1, BAND_BUDGET // per_row))
+        self.x_shape = (n, c, h, w)
+        self.padded_shape = (n, c, hp, wp)
+        self.sizes = (n * c * hp * wp, n * per_row * self.band)
+
+    def _for_shape(self, x_shape: tuple[int, ...]) -> Stride2RowsConv:
+        return Stride2RowsConv(self.u, self.bias, self.m, self.k, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
+
+    def _make_views(self, flat: np.ndarray) -> _Stride2Work:
+        return _Stride2Work(self, flat)
+
+    def _run(self, x: np.ndarray, y: np.ndarray) -> None:
+        w: _Stride2Work = self._work()
+        for border in w.borders:
+            border.fill(0)
+        np.copyto(w.interior, w.crop(x))
+        for r0, v in w.bands:
+            self._band(v, y[:, :, r0 : r0 + v.rows])
+
+    def _band(self, v: _BandViews, y: np.ndarray) -> None:
+        m, ne = self.m, self.ne
+        np.copyto(v.x, v.taps)
+        np.matmul(self.bt_even, v.x_even, out=v.k_even)  # B^T d of the even columns
+        np.matmul(self.u_even, v.k_even3, out=v.mm[:ne])
+        if self.bt_odd is not None:
+            np.matmul(self.bt_odd, v.x_odd2, out=v.k_odd)
+        np.matmul(self.u_odd, v.k_odd3, out=v.mm[ne:])
+        if self.bias is not None:
+            np.add(v.mm[self.bias_point], self.bias, out=v.mm[self.bias_point])
+        np.matmul(self.at_full, v.mm.reshape(len(v.mm), -1), out=v.z.reshape(m, -1))
+        # y[n, o, i, t*m + e] = z[e, o, n, t, i] (or z[e, o, n, i, t]), clipped (a fused ReLU)
+        if self.exact:
+            np.clip(v.z, self.low, self.high, out=v.blocks(y))
+            return
+        for e in range(m):
+            dst = v.column_blocks(y, e)
+            np.clip(v.z[e, :, :, : dst.shape[2]] if v.tiles_outer else v.z[e, ..., : dst.shape[3]],
+                    self.low, self.high, out=dst)
+
+
+# Work elements (gathered columns to output blocks) of one band of output rows: 4 MB of
+# float32. Bands of fewer rows were no faster (the stem) or slower (narrower GEMMs).
+BAND_BUDGET = 1 << 20
+
+
+class _Stride2Work:
+    """A Stride2RowsConv's padded input and its bands' arrays in one flat work buffer."""
+
+    def __init__(self, kn: Stride2RowsConv, flat: np.ndarray) -> None:
+        padded = flat[: kn.sizes[0]].reshape(kn.padded_shape)
+        top, left = kn.pads[0], kn.pads[2]
+        # The input rows/columns past the last tile's reach are never read: not copied.
+        h, w = min(kn.x_shape[2], kn.padded_shape[2] - top), min(kn.x_shape[3], kn.padded_shape[3] - left)
+        self.interior, self.borders = padded_parts(padded, top, left, h, w)
+        self.crop = lambda x: x[:, :, :h, :w]
+        work = flat[kn.sizes[0] :]
+        oh = kn.out_hw[0]
+        self.bands = [(r0, _BandViews(kn, padded[:, :, 2 * r0 :], work, min(kn.band, oh - r0)))
+                      for r0 in range(0, oh, kn.band)]
+
+
+class _BandViews:
+    """One band's arrays: `rows` output rows from `padded` (starting at the band's first
+    input row). The gather's innermost axis is the longer of the tiles across and the
+    rows (long runs copy faster: with runs of 7 tiles instead of 28 rows, ResNet-18's
+    64->128 gather took 0.21 instead of 0.12 ms)."""
+
+    def __init__(self, kn: Stride2RowsConv, padded: np.ndarray, work: np.ndarray, rows: int) -> None:
+        n, c = padded.shape[:2]
+        tw, o, m, k, ne, no = kn.tw, kn.o, kn.m, kn.k, kn.ne, kn.no
+        self.rows = rows
+        self.tiles_outer = rows >= tw  # (t, i) order of the columns, else (i, t)
+        s = padded.strides
+        inner = ((tw, rows), (2 * m * s[3], 2 * s[2])) if self.tiles_outer else ((rows, tw), (2 * s[2], 2 * m * s[3]))
+        # taps[s, a, c, n, (t, i) or (i, t)] = padded[n, c, 2i + a, 2tm + s]
+        self.taps = as_strided(padded, (kn.span, k, c, n, *inner[0]), (s[3], s[2], s[1], s[0], *inner[1]),
+                               writeable=False)
+        cols = n * rows * tw
+        kc = k * c
+        parts, start = [], 0
+        for size in (kn.span * kc * cols, (ne + (0 if kn.odd_shared else no)) * kc * cols, (ne + no) * o * cols,
+                     m * o * cols):
+            parts.append(work[start : start + size])
+            start += size
+        self.x = parts[0].reshape(kn.span, k, c, n, *inner[0])
+        x2 = parts[0].reshape(kn.span, kc * cols)
+        self.x_even = x2[0::2][:ne]  # (ne, kC·cols), rows 2 apart
+        self.x_odd2 = x2[1::2][:no]
+        self.k_even = parts[1][: ne * kc * cols].reshape(ne, kc * cols)
+        self.k_even3 = self.k_even.reshape(ne, kc, cols)
+        if kn.odd_shared:  # the odd columns are the GEMM's operands themselves
+            self.k_odd3 = parts[0].reshape(kn.span, kc, cols)[1::2][:no]
+        else:
+            self.k_odd = parts[1][ne * kc * cols :].reshape(no, kc * cols)
+            self.k_odd3 = self.k_odd.reshape(no, kc, cols)
+        self.mm = parts[2].reshape(ne + no, o, cols)
+        self.z = parts[3].reshape(m, o, n, *inner[0])
+        self.m = m
+
+    def blocks(self, y: np.ndarray) -> np.ndarray:
+        """y (N, O, rows, TW*m) seen as z's (m, O, N, ...) layout."""
+        s = y.strides
+        tiles, rows = (self.m * s[3], s[2])
+        return as_strided(y, self.z.shape, (s[3], s[1], s[0], tiles, rows) if self.tiles_outer
+                          else (s[3], s[1], s[0], rows, tiles))
+
+    def column_blocks(self, y: np.ndarray, e: int) -> np.ndarray:
+        """The output columns e, e + m, ... in z[e]'s (O, N, ...) order."""
+        part = y[..., e :: self.m].transpose(1, 0, 2, 3)  # (O, N, rows, tiles)
+        return part.transpose(0, 1, 3, 2) if self.tiles_outer else part

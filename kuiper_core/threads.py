@@ -1,0 +1,49 @@
+"""The BLAS's thread count: NumPy's bundled OpenBLAS, read through its own C API.
+
+Kernel choice needs it where a kernel's GEMMs are too small for OpenBLAS to spread over its
+threads (conv_kernels.stride2_tile: its cost model is for one thread). Read by ctypes
+(~0.1 us); threadpoolctl's inspection of the loaded libraries takes ~ms. A BLAS this module
+cannot reach (not NumPy's bundled OpenBLAS) counts as one thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+from typing import Callable
+
+import numpy as np
+
+_SET_NAMES = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads")
+_GET_NAMES = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads")
+
+
+def _load_blas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    """set/get_num_threads of NumPy's bundled OpenBLAS (the wheel's numpy.libs), if found."""
+    libs_dir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs_dir, "lib*openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for set_name, get_name in zip(_SET_NAMES, _GET_NAMES):
+            if hasattr(lib, set_name) and hasattr(lib, get_name):
+                setter, getter = getattr(lib, set_name), getattr(lib, get_name)
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                getter.argtypes, getter.restype = [], ctypes.c_int
+                return setter, getter
+    return None
+
+
+_blas = _load_blas()
+
+
+def blas_threads() -> int:
+    """The BLAS's current thread count (1 when it cannot be read)."""
+    return _blas[1]() if _blas is not None else 1
+
+
+def set_blas_threads(n: int) -> None:
+    if _blas is not None:
+        _blas[0](n)

@@ -1,0 +1,143 @@
+"""Stride2RowsConv (winograd_stride2.py): stride-2 convolutions as Winograd along the rows on
+the input's column phases, checked against the reference convolution (conv_reference.py);
+its Toom-Cook transforms against a direct correlation; the cost model's choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kuiper_core.layers.conv_kernels import stride2_tile
+from kuiper_core.layers.conv_reference import conv2d_reference
+from kuiper_core.layers.winograd_stride2 import Stride2RowsConv, toom_cook, transform_weights_stride2
+from layer_testing import assert_close
+from test_conv_kernels import arrays, conv_layer, relu_of
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+F32 = np.dtype(np.float32)
+
+
+@pytest.mark.parametrize("m, r", [(2, 1), (2, 2), (4, 2), (7, 2), (4, 3), (4, 4), (6, 4), (3, 3)])
+def test_toom_cook_is_a_correlation(m: int, r: int) -> None:
+    bt, g, at = toom_cook(m, r)
+    d, w = np.random.default_rng(m * 10 + r).standard_normal((2, m + r - 1))
+    w = w[:r]
+    direct = [sum(w[k] * d[i + k] for k in range(r)) for i in range(m)]
+    np.testing.assert_allclose(at @ ((g @ w) * (bt @ d)), direct, rtol=1e-12, atol=1e-12)
+
+
+@st.composite
+def stride2_cases(draw):
+    k = draw(st.sampled_from([3, 3, 4, 5, 6, 7]))
+    m = draw(st.sampled_from([2, 4]))
+    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h = draw(st.integers(max(1, k - pads[0] - pads[1]), 17))
+    w = draw(st.integers(max(1, k - pads[2] - pads[3]), 17))
+    return dict(k=k, m=m, n=draw(st.integers(1, 3)), c=draw(st.integers(1, 6)), o=draw(st.integers(1, 6)), h=h, w=w,
+                pads=pads, bias=draw(st.booleans()), relu=draw(st.booleans()), seed=draw(st.integers(0, 1000)))
+
+
+@SETTINGS
+@given(case=stride2_cases())
+def test_stride2_rows_matches_reference(case: dict) -> None:
+    """k x k stride 2 (odd and even k, any padding, widths that are and are not whole tiles)."""
+    k, m, n, c, o, h, w, pads = (case[key] for key in ("k", "m", "n", "c", "o", "h", "w", "pads"))
+    x, wt, b = arrays(case["seed"], (n, c, h, w), (o, c, k, k), (o,))
+    bias = b if case["bias"] else None
+    kernel = Stride2RowsConv(transform_weights_stride2(wt, m), bias, m, k, x.shape, pads, F32, case["relu"])
+    ref = relu_of(conv2d_reference(x, wt, bias, stride=(2, 2), pads=pads), case["relu"])
+    y = np.full(ref.shape, np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, ref, f"stride 2, {k}x{k}, m={m}")
+
+
+@pytest.mark.parametrize("k, m, size", [(3, 4, (30, 29)), (7, 4, (40, 44)), (3, 2, (21, 28))])
+def test_stride2_rows_in_bands_and_chunks(monkeypatch: pytest.MonkeyPatch, k: int, m: int, size: tuple[int, int]) -> None:
+    """A batch of 5 in chunks of 2, 2 and 1, the last image in bands of output rows (both
+    gather orders: tiles or rows innermost); a strided output; another kernel taking turns
+    on the per-thread work buffer."""
+    import kuiper_core.layers.winograd_stride2 as ws
+
+    x, wt, b = arrays(k, (5, 4, *size), (5, 4, k, k), (5,))
+    pads = (k // 2,) * 4
+    u = transform_weights_stride2(wt, m)
+    one_image = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32).sizes[1]
+    monkeypatch.setattr(ws, "ROWS_WORK_BUDGET", 2 * one_image)
+    monkeypatch.setattr(ws, "BAND_BUDGET", one_image // 3)
+    kernel = Stride2RowsConv(u, b, m, k, x.shape, pads, F32, relu=True)
+    last = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32)
+    assert kernel.chunk == 2 and kernel.band == kernel.out_hw[0] and 1 < last.band < last.out_hw[0]
+    other = Stride2RowsConv(u, b, m, k, (1, 4, 9, 9), pads, F32)
+    ref = np.maximum(conv2d_reference(x, wt, b, stride=(2, 2), pads=pads), 0)
+    wide = np.full(ref.shape[:3] + (2 * ref.shape[3],), np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, wide[..., ::2])
+        other.run(x[:1, :, :9, :9], np.empty((1, 5) + other.out_hw, np.float32))
+        assert_close(wide[..., ::2], ref, "chunks and bands")
+        assert np.isnan(wide[..., 1::2]).all()
+
+
+@pytest.fixture
+def blas_at():
+    """Set the BLAS's thread count for a test (restored after it)."""
+    from kuiper_core import threads
+
+    before = threads.blas_threads()
+    if threads._blas is None:
+        pytest.skip("the BLAS's thread count cannot be set here")
+    yield threads.set_blas_threads
+    threads.set_blas_threads(before)
+
+
+def test_stride2_rows_is_chosen_where_it_wins(blas_at) -> None:
+    """With one BLAS thread: ResNet-18's 7x7 stem and 3x3 stride-2 convs of layers 2-3
+    (bench/README.md); not its 256->512 conv on 14x14 (7 output columns: GEMMs too narrow),
+    nor other geometries. Nothing with two BLAS threads."""
+    geometry = dict(stride=(2, 2), dilation=(1, 1), groups=1, padding_mode="zeros")
+    blas_at(1)
+    assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) == 4
+    assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **geometry) is not None
+    assert stride2_tile((1, 256, 14, 14), 512, kernel=(3, 3), out_hw=(7, 7), **geometry) is None
+    assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(56, 56), **{**geometry, "stride": (1, 1)}) is None
+    assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **{**geometry, "groups": 2}) is None
+    assert stride2_tile((1, 64, 56, 56), 128, kernel=(1, 1), out_hw=(28, 28), **geometry) is None
+    blas_at(2)
+    assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) is None
+    assert stride2_tile((4, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **geometry) is None
+
+
+def test_layer_picks_stride2_rows_and_matches_reference(blas_at) -> None:
+    blas_at(1)
+    x, wt, b = arrays(5, (2, 64, 56, 55), (128, 64, 3, 3), (128,))
+    wt *= 1 / np.sqrt(9 * 64)
+    layer = conv_layer(wt, b, x.shape, stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=1)
+    assert isinstance(layer._kernel(x.shape, F32), Stride2RowsConv)
+    (y,) = layer.forward([x], [None])
+    assert_close(y, conv2d_reference(x, wt, b, stride=(2, 2), pads=(1, 1, 1, 1)), "layer, stride 2")
+
+
+def test_winograd_kernels_let_go_of_a_replaced_work_buffer() -> None:
+    """A kernel's cached work views would keep the per-thread work buffer alive after a
+    bigger one replaced it (ResNet-18 at batch 4: +16 MB of peak with the stride-2 stem
+    holding the first one); they are dropped then, and remade on the next call."""
+    import weakref
+
+    from kuiper_core.layers.windows import WORK, scratch
+    from kuiper_core.layers.winograd import WinogradConv, transform_weights
+
+    x, wt, b = arrays(6, (1, 4, 12, 13), (5, 4, 3, 3), (5,))
+    kernels = [Stride2RowsConv(transform_weights_stride2(wt, 4), b, 4, 3, x.shape, (1, 1, 1, 1), F32),
+               WinogradConv(transform_weights(wt, 2), b, 2, x.shape, (1, 1, 1, 1), F32)]
+    refs = [conv2d_reference(x, wt, b, stride=(2, 2), pads=(1, 1, 1, 1)), conv2d_reference(x, wt, b, pads=(1, 1, 1, 1))]
+    for kernel, ref in zip(kernels, refs):
+        y = np.empty(ref.shape, np.float32)
+        kernel.run(x, y)
+        old = weakref.ref(scratch(WORK, (1,), F32).base)
+        assert kernel._views is not None
+        scratch(WORK, (old().size + 1,), F32)  # a bigger buffer replaces it
+        assert kernel._views is None and old() is None
+        kernel.run(x, y)
+        assert_close(y, ref, type(kernel).__name__)
