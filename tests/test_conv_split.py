@@ -148,15 +148,19 @@ def test_row_bands_read_what_their_outputs_need(h: int, k: int, s: int, d: int, 
 
 
 def test_how_to_split_follows_the_blas_thread_count(blas_count: int) -> None:
-    geometry = dict(kernel=(3, 3), groups=1, padding_mode="zeros")
-    big = ((1, 64, 56, 56), 64, geometry, (56, 56), 4)
-    batch = ((4, 64, 56, 56), 64, geometry, (56, 56), 4)
-    small = ((1, 16, 8, 8), 16, geometry, (8, 8), None)  # far below SPLIT_MIN_MS
-    for (x_shape, o, geo, out_hw, m), want in ((big, ROW_BANDS), (batch, IMAGES), (small, None)):
+    k3 = dict(kernel=(3, 3), groups=1, padding_mode="zeros")
+    cases = [  # (input, out channels, kernel args, output size, winograd m) -> at two threads
+        (((1, 64, 56, 56), 64, k3, (56, 56), 4), ROW_BANDS),  # transforms cost more than its GEMM
+        (((1, 3, 224, 224), 64, dict(k3, kernel=(7, 7)), (112, 112), None), ROW_BANDS),  # small weight
+        (((1, 64, 56, 56), 128, k3, (28, 28), None), None),  # a GEMM: OpenBLAS's threads do as well
+        (((1, 256, 14, 14), 256, k3, (14, 14), 2), None),  # mostly GEMM
+        (((4, 64, 56, 56), 64, k3, (56, 56), 4), None),  # batches run whole
+        (((1, 16, 8, 8), 16, k3, (8, 8), None), None),  # far below SPLIT_MIN_MS
+        (((1, 64, 56, 56), 64, dict(k3, padding_mode="reflect"), (56, 56), None), None),  # bands pad with zeros
+    ]
+    for (x_shape, o, geo, out_hw, m), want in cases:
         got = how_to_split(x_shape, o, geo["kernel"], geo["groups"], geo["padding_mode"], out_hw, m)
-        assert got == (want if blas_count >= 2 else None)
-    # one image and a padding other than zeros: row bands would pad inside the input
-    assert how_to_split((1, 64, 56, 56), 64, (3, 3), 1, "reflect", (56, 56), None) is None
+        assert got == (want if blas_count >= 2 else None), (x_shape, o, geo)
 
 
 def test_run_pair_uses_a_second_thread_with_the_blas_at_one(blas_count: int) -> None:
