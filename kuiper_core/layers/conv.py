@@ -33,7 +33,6 @@ import numpy as np
 from ..errors import KuiperError
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
-from .conv_split import how_to_split, split_conv
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
@@ -241,8 +240,7 @@ class Convolution(_ConvBase):
         return plan
 
     def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> ConvKernel:
-        """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu). Big
-        convs are split in two halves for two threads (conv_split.py) when worth it."""
+        """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu)."""
         assert self.weight_data is not None and self.kernel is not None
         n, c, h, w = x_shape
         if c != self.in_channels:
@@ -253,34 +251,17 @@ class Convolution(_ConvBase):
         self.check_size((n, self.weight_data.shape[0]) + tuple(out_hw))
         m = winograd_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
                           self.padding_mode, out_hw)
-        make = partial(self._kernel_of, m=m, dtype=dtype, relu=relu)
-        o = self.weight_data.shape[0]
-        how = how_to_split(x_shape, o, self.kernel, self.groups, self.padding_mode, out_hw, m)
-        if how is not None:
-            split = split_conv(how, x_shape, pads, out_hw, o, self.kernel[0], self.stride[0], self.dilation[0],
-                               m if isinstance(m, int) else 1, make)
-            if split is not None:
-                return split
-        return make(x_shape, pads, out_hw)
-
-    def _kernel_of(self, x_shape: tuple[int, int, int, int], pads: Pads, out_hw: tuple[int, int],
-                   outs: slice = slice(None), *, m: int | str | None, dtype: np.dtype, relu: bool) -> ConvKernel:
-        """The kernel for one input shape and geometry; m: winograd_tile's choice; outs: the
-        output channels it computes (a half of a split conv; one group only)."""
-        assert self.weight_data is not None and self.kernel is not None
-        bias_data = None if self.bias_data is None else self.bias_data[outs]
         if m is not None:
             u = self._winograd_weights.get(m)
             if u is None:
                 transformed = transform_weights_rows(self.weight_data) if m == ROWS else transform_weights(self.weight_data, m)  # type: ignore[arg-type]
                 u = self._winograd_weights[m] = transformed
-            u = u[:, outs].astype(dtype, copy=False)
             if m == ROWS:
-                return WinogradRowsConv(u, bias_data, x_shape, pads, dtype, relu)
-            return WinogradConv(u, bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
+                return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
+            return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
         m2 = stride2_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
                           self.padding_mode, out_hw)
-        if m2 is not None and outs == slice(None):  # (one thread only: never a split's half)
+        if m2 is not None:
             key = f"stride2 m={m2}"
             if key not in self._winograd_weights:
                 self._winograd_weights[key] = transform_weights_stride2(self.weight_data, m2)
@@ -288,14 +269,13 @@ class Convolution(_ConvBase):
             return Stride2RowsConv(u, self.bias_data, m2, self.kernel[0], x_shape, pads, dtype, relu)
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             w, bias = self._gemm_weights(bias_column=False)
-            return Pointwise(w[:, outs].astype(dtype, copy=False), None if bias is None else bias[outs], x_shape, relu)
+            return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
         # while the weight is smaller than the output (not for ResNet's 512-channel convs).
         k = self.weight_data[0].size
         wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
-        return Im2col(wmat[:, outs].astype(dtype, copy=False), self.kernel, self.stride, self.dilation, pads,
-                      self.padding_mode, x_shape, out_hw, dtype, bias_after=None if bias is None else bias[outs],
-                      relu=relu)
+        return Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation, pads, self.padding_mode,
+                      x_shape, out_hw, dtype, bias_after=bias, relu=relu)
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         return self._prepare(inputs, out, relu=False)
