@@ -359,6 +359,15 @@ _S2_MAC = 1.64e-8
 _S2_IN = 3.60e-7
 _S2_OUT = 2.21e-7
 _S2_FIXED = _CALL
+# The same for kernels over 3x3 (Stride2RowsConv's "rows first" path), fitted over 18 convs
+# (5x5/6x6/7x7, C 3-32, N 1/4; 36 (shape, m) pairs), taken only for outputs at least
+# STRIDE2_ROWS_FIRST_MIN_WIDTH wide: image stems. On narrower ones (32-48 across) it lost
+# to im2col by up to 20 % (k = 5, C = 8-32) and the fit misjudged 3 of 10.
+_S2R_MAC = 2.46e-8
+_S2R_IN = 2.95e-7
+_S2R_OUT = 7.9e-8
+_S2R_FIXED = 2.9e-2
+STRIDE2_ROWS_FIRST_MIN_WIDTH = 56
 STRIDE2_MARGIN = 0.95
 STRIDE2_KERNELS = (3, 4, 5, 6, 7)
 # m = 7 (3x3: 15 points per 7 outputs) was at best as fast as m = 4 and much slower on
@@ -374,13 +383,20 @@ def stride2_cost(m: int, k: int, n: int, c: int, o: int, oh: int, ow: int) -> fl
     """Stride2RowsConv's estimated time: the GEMMs, the gather and B^T (X and the even/odd
     operands), [A^T | ...] and the scatter, reading U."""
     ne, no = phase_points(m, k)
-    shared = k // 2 == 1  # one odd tap: no transform, one U for its m points
-    cols = n * oh * -(-ow // m)
+    shared = k // 2 == 1  # one odd tap (3x3): no odd transform, one U for its m points
+    tw = -(-ow // m)
+    cols = n * oh * tw
     kc = k * c
     span = max(2 * ne - 1, 2 * no)
     u = (ne + (1 if shared else no)) * o * kc
-    return (_S2_MAC * (ne + no) * o * kc * cols + _S2_IN * (span + ne + (0 if shared else no)) * kc * cols
-            + _S2_OUT * (ne + no + m) * o * cols + _WINO_WEIGHT * u + _cold(u) + _S2_FIXED)
+    weights = _WINO_WEIGHT * u + _cold(u)
+    if shared:  # the gathered columns and B^T of the even ones
+        return (_S2_MAC * (ne + no) * o * kc * cols + _S2_IN * (span + ne) * kc * cols
+                + _S2_OUT * (ne + no + m) * o * cols + weights + _S2_FIXED)
+    # rows first: each input row's tiles and their transform, then the operands copied
+    moved = (span + ne + no) * c * n * (2 * oh + k - 2) * tw + (ne + no) * kc * cols
+    return (_S2R_MAC * (ne + no) * o * kc * cols + _S2R_IN * moved + _S2R_OUT * (ne + no + m) * o * cols
+            + weights + _S2R_FIXED)
 
 
 def stride2_weights(m: int, k: int, c: int, o: int) -> int:
@@ -406,7 +422,7 @@ def stride2_tile(
     k = kernel[0]
     if (stride, dilation, groups, padding_mode) != ((2, 2), (1, 1), 1, "zeros") or kernel != (k, k) or k not in STRIDE2_KERNELS:
         return None
-    if out_hw[1] < STRIDE2_MIN_WIDTH or blas_threads() > 1:
+    if out_hw[1] < (STRIDE2_MIN_WIDTH if k == 3 else STRIDE2_ROWS_FIRST_MIN_WIDTH) or blas_threads() > 1:
         return None
     raw = k * k * c * out_channels
     most = WINOGRAD_BATCH_MAX_WEIGHTS if n >= 2 else WINOGRAD_MAX_WEIGHTS
