@@ -64,9 +64,9 @@ def test_stride2_rows_in_bands_and_chunks(monkeypatch: pytest.MonkeyPatch, k: in
     x, wt, b = arrays(k, (5, 4, *size), (5, 4, k, k), (5,))
     pads = (k // 2,) * 4
     u = transform_weights_stride2(wt, m)
-    one_image = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32).sizes[1]
-    monkeypatch.setattr(ws, "ROWS_WORK_BUDGET", 2 * one_image)
-    monkeypatch.setattr(ws, "BAND_BUDGET", one_image // 3)
+    _, rows, bands = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32).sizes  # one image, one band
+    monkeypatch.setattr(ws, "ROWS_WORK_BUDGET", 2 * (rows + bands))
+    monkeypatch.setattr(ws, "BAND_BUDGET", bands // 3)
     kernel = Stride2RowsConv(u, b, m, k, x.shape, pads, F32, relu=True)
     last = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32)
     assert kernel.chunk == 2 and kernel.band == kernel.out_hw[0] and 1 < last.band < last.out_hw[0]

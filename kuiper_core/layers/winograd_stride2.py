@@ -127,15 +127,20 @@ class Stride2RowsConv(_WorkKernel):
     """One k x k stride-2 convolution as Winograd along the rows on the even and the odd
     columns (module docstring), at one input shape.
 
-    Per call (a batch in chunks of images): the zero-padded input; then per band of output
-    rows (big images: bands within BAND_BUDGET): every tile's
-    columns 2tm .. 2tm + span - 1 of the k kernel rows gathered in one strided copy,
-    X[s, a, c, (n, t, i)] = padded[n, c, 2i + a, 2tm + s]; B^T of the even (and odd)
-    columns (small GEMMs) into the GEMM operands; one GEMM (O x kC) @ (kC x N·TW·rows) per
-    transform point; [A_even^T | A_odd^T] over all the points' results (one small GEMM);
-    the m output columns of every tile scattered into the output (a fused ReLU in the
-    clip, as WinogradConv). The bias is added at the even columns' point x = 1, whose A^T
-    column is all ones."""
+    Per call (a batch in chunks of images): the zero-padded input; the GEMMs' operands
+    K[β, (a, c), (n, i, t)] = (B^T d)[β] of tile t's columns in input row 2i + a; one GEMM
+    (O x kC) @ (kC x N·rows·TW) per transform point β; [A_even^T | A_odd^T] over all the
+    points' results (one small GEMM); the m output columns of every tile scattered into
+    the output (a fused ReLU in the clip, as WinogradConv). Big images go in bands of
+    output rows (BAND_BUDGET). The bias is added at the even columns' point x = 1, whose
+    A^T column is all ones. K is made one of two ways:
+
+    - 3x3 (one odd tap, no odd transform): the k kernel rows' tile columns gathered in one
+      strided copy, X[s, a, c, cols] = padded[n, c, 2i + a, 2tm + s], then B^T over the
+      even s; the odd s are the odd GEMMs' operands as they are.
+    - k > 3 ("rows first"): B^T of every padded row's tiles once, T[β, c, n, r, t], then K
+      copied from T's rows 2i + a: the k-fold copy of the kernel rows comes after the
+      transform (the 7x7 stem: 0.54 -> 0.30 ms of its 2.4)."""
 
     def __init__(self, u: np.ndarray, bias: np.ndarray | None, m: int, k: int, x_shape: tuple[int, int, int, int],
                  pads: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> None:
@@ -151,6 +156,7 @@ class Stride2RowsConv(_WorkKernel):
         else:
             bt_odd, _, at_odd = toom_cook(m, k // 2)
             self.bt_odd = bt_odd.astype(dtype)
+        self.rows_first = not self.odd_shared
         self.u_even, self.u_odd = u[:ne], (u[ne] if self.odd_shared else u[ne:])
         self.at_full = np.concatenate([at_even, at_odd], axis=1).astype(dtype)  # [A_even^T | A_odd^T]
         self.bias = None if bias is None else bias.astype(dtype).reshape(-1, 1)
@@ -163,18 +169,22 @@ class Stride2RowsConv(_WorkKernel):
         self.exact = tw * m == ow
         self.span = span = max(2 * ne - 1, 2 * no)  # input columns a tile reads
         hp, wp = 2 * oh + k - 2, 2 * (tw - 1) * m + span  # rows and columns the tiles read
-        # Work elements per output row and image: the gathered columns, the transformed ones
-        # (B^T), the GEMMs' results and the output blocks.
-        per_row = tw * (span * k * c + (ne + (0 if self.odd_shared else no)) * k * c + (ne + no + m) * self.o)
+        kc = k * c
+        # Work elements per output row and image: the GEMMs' operands (3x3: the gathered
+        # columns and the even ones' transform), their results and the output blocks; rows
+        # first, per input row and image: the tiles and their transform.
+        operands = (ne + no) * kc if self.rows_first else (span + ne) * kc
+        per_row = tw * (operands + (ne + no + m) * self.o)
+        per_input_row = tw * (span + ne + no) * c if self.rows_first else 0
         # Whole images up to ROWS_WORK_BUDGET, in chunks of equal size (a last chunk of one
         # image made ResNet-18's 256->512 conv at batch 4 10 % slower: its GEMMs narrow, U
         # read again); an image bigger than BAND_BUDGET in bands of output rows.
-        most = max(1, min(batch, ROWS_WORK_BUDGET // (per_row * oh)))
+        most = max(1, min(batch, ROWS_WORK_BUDGET // (per_row * oh + per_input_row * hp)))
         self.chunk = n = -(-batch // -(-batch // most))
         self.band = oh if n > 1 else min(oh, max(1, BAND_BUDGET // per_row))
         self.x_shape = (n, c, h, w)
         self.padded_shape = (n, c, hp, wp)
-        self.sizes = (n * c * hp * wp, n * per_row * self.band)
+        self.sizes = (n * c * hp * wp, n * per_input_row * hp, n * per_row * self.band)
 
     def _for_shape(self, x_shape: tuple[int, ...]) -> Stride2RowsConv:
         return Stride2RowsConv(self.u, self.bias, self.m, self.k, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
@@ -187,16 +197,19 @@ class Stride2RowsConv(_WorkKernel):
         for border in w.borders:
             border.fill(0)
         np.copyto(w.interior, w.crop(x))
+        if self.rows_first:  # B^T of every input row's tiles, even and odd columns
+            np.copyto(w.d, w.taps)
+            np.matmul(self.bt_even, w.d_even, out=w.t_even)
+            np.matmul(self.bt_odd, w.d_odd, out=w.t_odd)
         for r0, v in w.bands:
             self._band(v, y[:, :, r0 : r0 + v.rows])
 
     def _band(self, v: _BandViews, y: np.ndarray) -> None:
         m, ne = self.m, self.ne
         np.copyto(v.x, v.taps)
-        np.matmul(self.bt_even, v.x_even, out=v.k_even)  # B^T d of the even columns
+        if not self.rows_first:
+            np.matmul(self.bt_even, v.x_even, out=v.k_even)  # B^T d of the even columns
         np.matmul(self.u_even, v.k_even3, out=v.mm[:ne])
-        if self.bt_odd is not None:
-            np.matmul(self.bt_odd, v.x_odd2, out=v.k_odd)
         np.matmul(self.u_odd, v.k_odd3, out=v.mm[ne:])
         if self.bias is not None:
             np.add(v.mm[self.bias_point], self.bias, out=v.mm[self.bias_point])
@@ -217,58 +230,80 @@ BAND_BUDGET = 1 << 20
 
 
 class _Stride2Work:
-    """A Stride2RowsConv's padded input and its bands' arrays in one flat work buffer."""
+    """A Stride2RowsConv's padded input, its rows' transforms (rows first) and its bands'
+    arrays in one flat work buffer."""
 
     def __init__(self, kn: Stride2RowsConv, flat: np.ndarray) -> None:
+        n, c, hp, wp = kn.padded_shape
         padded = flat[: kn.sizes[0]].reshape(kn.padded_shape)
         top, left = kn.pads[0], kn.pads[2]
         # The input rows/columns past the last tile's reach are never read: not copied.
-        h, w = min(kn.x_shape[2], kn.padded_shape[2] - top), min(kn.x_shape[3], kn.padded_shape[3] - left)
+        h, w = min(kn.x_shape[2], hp - top), min(kn.x_shape[3], wp - left)
         self.interior, self.borders = padded_parts(padded, top, left, h, w)
         self.crop = lambda x: x[:, :, :h, :w]
-        work = flat[kn.sizes[0] :]
-        oh = kn.out_hw[0]
-        self.bands = [(r0, _BandViews(kn, padded[:, :, 2 * r0 :], work, min(kn.band, oh - r0)))
-                      for r0 in range(0, oh, kn.band)]
+        rows = flat[kn.sizes[0] : kn.sizes[0] + kn.sizes[1]]
+        work = flat[kn.sizes[0] + kn.sizes[1] :]
+        oh, tw, m = kn.out_hw[0], kn.tw, kn.m
+        source = padded
+        if kn.rows_first:
+            s = padded.strides
+            # taps[s, c, n, r, t] = padded[n, c, r, 2tm + s]
+            self.taps = as_strided(padded, (kn.span, c, n, hp, tw), (s[3], s[1], s[0], s[2], 2 * m * s[3]),
+                                   writeable=False)
+            d_size = kn.span * c * n * hp * tw
+            self.d = rows[:d_size].reshape(kn.span, c, n, hp, tw)
+            d2 = rows[:d_size].reshape(kn.span, -1)
+            self.d_even, self.d_odd = d2[0::2][: kn.ne], d2[1::2][: kn.no]
+            transformed = rows[d_size:].reshape(kn.ne + kn.no, c, n, hp, tw)  # T[β, c, n, r, t]
+            self.t_even = transformed[: kn.ne].reshape(kn.ne, -1)
+            self.t_odd = transformed[kn.ne :].reshape(kn.no, -1)
+            source = transformed
+        self.bands = [(r0, _BandViews(kn, source, 2 * r0, work, min(kn.band, oh - r0))) for r0 in range(0, oh, kn.band)]
 
 
 class _BandViews:
-    """One band's arrays: `rows` output rows from `padded` (starting at the band's first
-    input row). The gather's innermost axis is the longer of the tiles across and the
-    rows (long runs copy faster: with runs of 7 tiles instead of 28 rows, ResNet-18's
-    64->128 gather took 0.21 instead of 0.12 ms)."""
+    """One band's arrays: `rows` output rows, from input row `first` of `source` (the padded
+    input; rows first, its rows' transforms T). The gather's innermost axis is the longer of
+    the tiles across and the rows (long runs copy faster: with runs of 7 tiles instead of 28
+    rows, ResNet-18's 64->128 gather took 0.21 instead of 0.12 ms); rows first, the tiles
+    (T's contiguous runs)."""
 
-    def __init__(self, kn: Stride2RowsConv, padded: np.ndarray, work: np.ndarray, rows: int) -> None:
-        n, c = padded.shape[:2]
+    def __init__(self, kn: Stride2RowsConv, source: np.ndarray, first: int, work: np.ndarray, rows: int) -> None:
+        c, n = kn.c, kn.padded_shape[0]
         tw, o, m, k, ne, no = kn.tw, kn.o, kn.m, kn.k, kn.ne, kn.no
-        self.rows = rows
-        self.tiles_outer = rows >= tw  # (t, i) order of the columns, else (i, t)
-        s = padded.strides
-        inner = ((tw, rows), (2 * m * s[3], 2 * s[2])) if self.tiles_outer else ((rows, tw), (2 * s[2], 2 * m * s[3]))
-        # taps[s, a, c, n, (t, i) or (i, t)] = padded[n, c, 2i + a, 2tm + s]
-        self.taps = as_strided(padded, (kn.span, k, c, n, *inner[0]), (s[3], s[2], s[1], s[0], *inner[1]),
-                               writeable=False)
+        self.rows, self.m = rows, m
         cols = n * rows * tw
         kc = k * c
+        points = ne + no if kn.rows_first else kn.span
         parts, start = [], 0
-        for size in (kn.span * kc * cols, (ne + (0 if kn.odd_shared else no)) * kc * cols, (ne + no) * o * cols,
-                     m * o * cols):
+        for size in (points * kc * cols, 0 if kn.rows_first else ne * kc * cols, (ne + no) * o * cols, m * o * cols):
             parts.append(work[start : start + size])
             start += size
-        self.x = parts[0].reshape(kn.span, k, c, n, *inner[0])
-        x2 = parts[0].reshape(kn.span, kc * cols)
-        self.x_even = x2[0::2][:ne]  # (ne, kC·cols), rows 2 apart
-        self.x_odd2 = x2[1::2][:no]
-        self.k_even = parts[1][: ne * kc * cols].reshape(ne, kc * cols)
-        self.k_even3 = self.k_even.reshape(ne, kc, cols)
-        if kn.odd_shared:  # the odd columns are the GEMM's operands themselves
-            self.k_odd3 = parts[0].reshape(kn.span, kc, cols)[1::2][:no]
+        if kn.rows_first:
+            self.tiles_outer = False
+            s = source.strides  # T[β, c, n, r, t]
+            # taps[β, a, c, n, i, t] = T[β, c, n, first + 2i + a, t]
+            self.taps = as_strided(source[:, :, :, first:], (points, k, c, n, rows, tw),
+                                   (s[0], s[3], s[1], s[2], 2 * s[3], s[4]), writeable=False)
+            self.x = parts[0].reshape(points, k, c, n, rows, tw)
+            operands = parts[0].reshape(points, kc, cols)
+            self.k_even3, self.k_odd3 = operands[:ne], operands[ne:]
         else:
-            self.k_odd = parts[1][ne * kc * cols :].reshape(no, kc * cols)
-            self.k_odd3 = self.k_odd.reshape(no, kc, cols)
+            self.tiles_outer = rows >= tw  # (t, i) order of the columns, else (i, t)
+            padded = source[:, :, first:]
+            s = padded.strides
+            inner = ((tw, rows), (2 * m * s[3], 2 * s[2])) if self.tiles_outer else ((rows, tw), (2 * s[2], 2 * m * s[3]))
+            # taps[s, a, c, n, (t, i) or (i, t)] = padded[n, c, 2i + a, 2tm + s]
+            self.taps = as_strided(padded, (points, k, c, n, *inner[0]), (s[3], s[2], s[1], s[0], *inner[1]),
+                                   writeable=False)
+            self.x = parts[0].reshape(points, k, c, n, *inner[0])
+            x2 = parts[0].reshape(points, kc * cols)
+            self.x_even = x2[0::2][:ne]  # (ne, kC·cols), rows 2 apart
+            self.k_even = parts[1].reshape(ne, kc * cols)
+            self.k_even3 = self.k_even.reshape(ne, kc, cols)
+            self.k_odd3 = parts[0].reshape(points, kc, cols)[1::2][:no]  # the odd columns as they are
         self.mm = parts[2].reshape(ne + no, o, cols)
-        self.z = parts[3].reshape(m, o, n, *inner[0])
-        self.m = m
+        self.z = parts[3].reshape(m, o, n, *((tw, rows) if self.tiles_outer else (rows, tw)))
 
     def blocks(self, y: np.ndarray) -> np.ndarray:
         """y (N, O, rows, TW*m) seen as z's (m, O, N, ...) layout."""
