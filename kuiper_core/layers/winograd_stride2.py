@@ -1,5 +1,6 @@
-"""Stride-2 3x3 convolutions with fewer multiplications: Winograd along the rows on the
-input's column phases.
+"""Stride-2 convolutions with fewer multiplications: Winograd along the rows on the input's
+column phases (3x3 below; any k x k likewise, with F(m, ceil(k/2)) on the even columns and
+F(m, floor(k/2)) on the odd ones).
 
 Along a row, a stride-2 3-tap filter w0, w1, w2 reads the columns 2j, 2j+1, 2j+2 for output
 j: the even columns E (E[k] = x[2k]) meet (w0, w2) as a stride-1 2-tap filter, the odd ones
@@ -8,7 +9,8 @@ O (O[k] = x[2k+1]) meet w1 alone:
     y[j] = w0 E[j] + w2 E[j+1] + w1 O[j]
 
 The 2-tap part is done as Winograd F(m, 2) (m + 1 multiplications per m outputs), the
-1-tap part directly (m): 2m + 1 instead of 3m (1.33x fewer for m = 4, 1.4x for m = 7).
+1-tap part directly (m): 2m + 1 instead of 3m (1.33x fewer for m = 4; the 7x7 stem's
+m = 4: 13 instead of 28, 2.15x fewer).
 The three kernel rows are summed by the GEMM, as in winograd.WinogradRowsConv (its K runs
 over (kernel row, channel): 3C). So one output tile of m columns takes the 2m + 1 input
 columns 2tm .. 2tm + 2m, and per tile:
@@ -34,7 +36,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from .winograd import ROWS_WORK_BUDGET, _WorkKernel, padded_parts
 
-# Interpolation points in the order they are taken (F(m, 2) uses the first m, plus infinity).
+# Interpolation points in the order they are taken (F(m, r) uses the first m + r - 2, plus
+# infinity).
 POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2),
           Fraction(3), Fraction(-3))
 
