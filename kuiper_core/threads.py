@@ -11,7 +11,9 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-from typing import Callable
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -47,3 +49,28 @@ def blas_threads() -> int:
 def set_blas_threads(n: int) -> None:
     if _blas is not None:
         _blas[0](n)
+
+
+_one_lock = threading.Lock()
+_one_depth = 0  # how many callers are inside one_blas_thread()
+_one_saved = 1  # the count to restore when the last leaves
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """The BLAS at one thread inside, restored on leaving (even on error). The count is
+    process-wide: callers nest and overlap (two graphs' sharded forwards at once), and the
+    last to leave restores the count the first found."""
+    global _one_depth, _one_saved
+    with _one_lock:
+        if _one_depth == 0:
+            _one_saved = blas_threads()
+            set_blas_threads(1)
+        _one_depth += 1
+    try:
+        yield
+    finally:
+        with _one_lock:
+            _one_depth -= 1
+            if _one_depth == 0:
+                set_blas_threads(_one_saved)

@@ -1,0 +1,166 @@
+"""A forward at batch >= 2 as two half-batch forwards on two threads (shards).
+
+Why: with two BLAS threads only OpenBLAS's GEMMs use the second core; the im2col gathers,
+Winograd transforms and elementwise passes run on one (ResNet-18 batch 4: 1.5x from one
+thread to two, PyTorch 1.8x). Splitting each convolution over a worker never paid: a
+hand-off costs 14-110 us and the worker often starts 1-5 ms late (bench/README.md). So the
+forward is split by images instead: each shard is a complete PreparedForward (its own
+buffers and kernels) for its part of the batch, run with OpenBLAS at one thread, one on the
+caller's thread and one on a persistent worker, so a hand-off covers tens of ms.
+
+When (RuntimeGraph._forward): the BLAS runs >= 2 threads, every input has the same batch
+>= 2 in dim 0, and `ShardedForward.build` found, at prepare, that
+- the graph keeps images apart (`keeps_images_apart`): every operand computed from the
+  inputs is batch-major at the whole batch and at the shard's (dim 0 the batch, the other
+  dims the same), and no operator takes a dim parameter naming dim 0 (softmax over the
+  batch keeps every shape), and every graph output is batch-major (outputs are concatenated);
+  as a last guard, the sharded outputs match the whole forward's on the caller's input;
+- the sharded run is faster than the whole one, both timed there (small models stay whole:
+  the hand-off and a late-starting worker cost more than they win).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .. import limits as _limits
+from ..errors import KuiperError
+from ..threads import one_blas_thread
+from .memory import ShapeDtype
+from .prepared import NotPreparable, PreparedForward, Record
+
+if TYPE_CHECKING:
+    from .runtime_graph import RuntimeGraph
+
+# Parameters that name a dimension: an operator naming dim 0 may mix images even where every
+# shape stays batch-major (softmax, cumsum, flip over the batch).
+DIM_PARAMS = ("dim", "dims", "axis", "axes", "dimension")
+# Shard only when the sharded run takes at most this share of the whole one (both timed at
+# prepare): below the gain, noise and a late worker decide.
+MAX_SHARDED_SHARE = 0.9
+# Sharded and whole outputs differ only by kernel choice (Winograd vs im2col at another batch):
+# far below this share of the output's largest magnitude; mixed images differ by far more.
+MATCH_TOLERANCE = 1e-3
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _worker() -> ThreadPoolExecutor:
+    """The persistent thread that runs the second shard (made at the first sharded forward)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(1, thread_name_prefix="kuiper-shard")
+    return _pool
+
+
+def batch_size(inputs: Sequence[np.ndarray]) -> int:
+    """The batch every input shares in dim 0 (0 when they do not, or there is no input)."""
+    sizes = {a.shape[0] if a.ndim else -1 for a in inputs}
+    return sizes.pop() if len(sizes) == 1 and inputs and inputs[0].ndim else 0
+
+
+def _names_dim0(value: Any, rank: int) -> bool:
+    dims = value if isinstance(value, list) else [value]
+    return any(isinstance(d, int) and not isinstance(d, bool) and (d == 0 or d == -rank) for d in dims)
+
+
+def keeps_images_apart(rt: "RuntimeGraph", whole: dict[str, ShapeDtype], shard: dict[str, ShapeDtype],
+                       n: int, m: int) -> bool:
+    """True if every operand computed from the inputs is batch-major at batch n (`whole`) and
+    at batch m (`shard`), and no operator's dim parameter names dim 0 (module docstring)."""
+    fixed = set(rt._seed)  # constants: the same for every image
+    for rop in rt._run_order:
+        op = rop.op
+        ins = [o.name for o in op.inputs]
+        if op.type != "pnnx.Input" and all(i in fixed for i in ins):
+            fixed.update(o.name for o in op.outputs)  # pnnx.Attribute: a constant of its own
+            continue
+        rank = len(whole[ins[0]][0]) if ins and ins[0] in whole else 0
+        if any(k in DIM_PARAMS and _names_dim0(v, rank) for k, v in op.params.items()):
+            return False
+        for o in op.outputs:
+            a, b = whole.get(o.name), shard.get(o.name)
+            if a is None or b is None or not a[0] or a[0][0] != n or b[0][0] != m or a[0][1:] != b[0][1:]:
+                return False
+    assert rt.graph is not None
+    return not any(o.name in fixed for op in rt.graph.outputs for o in op.inputs)  # concatenated by image
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind != "f":
+        return bool(np.array_equal(a, b))
+    scale = float(np.abs(a).max()) if a.size else 0.0
+    return bool(np.all(np.abs(a - b) <= MATCH_TOLERANCE * scale + 1e-6))
+
+
+def best_time(run: Any, inputs: list[np.ndarray], repeats: int = 2) -> tuple[float, list[np.ndarray]]:
+    best, out = float("inf"), []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = run(inputs)
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+class ShardedForward:
+    """Two PreparedForwards, each for its slice of the batch (see the module docstring)."""
+
+    def __init__(self, shards: list[PreparedForward], splits: list[slice], limits: _limits.Limits) -> None:
+        self.shards = shards
+        self.splits = splits
+        self.limits = limits
+
+    @classmethod
+    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], record: Record | None, ref: list[np.ndarray],
+              t_whole: float) -> tuple["ShardedForward | None", list[np.ndarray]]:
+        """The sharded forward at these inputs if it keeps images apart and pays, else None,
+        with its outputs. `record`, `ref`, `t_whole`: the whole forward's record run, outputs
+        on these inputs and best time. Under the graph's lock."""
+        n = batch_size(inputs)
+        if n < 2 or record is None:
+            return None, []
+        half = (n + 1) // 2
+        splits = [slice(0, half), slice(half, n)]
+        try:
+            with one_blas_thread():  # the kernels' cost models see the thread count they will run at
+                shards = [PreparedForward.build(rt, [a[s] for a in inputs]) for s in splits]
+        except (NotPreparable, KuiperError):
+            return None, []  # e.g. a reshape with the traced batch written in
+        for s in shards:
+            s.first_outputs = []
+        first = shards[0].record
+        if first is None or not keeps_images_apart(rt, record.shapes, first.shapes, n, half):
+            return None, []
+        sharded = cls(shards, splits, rt.limits)
+        t_sharded, out = best_time(sharded.run, inputs)
+        if len(out) != len(ref) or not all(_close(a, b) for a, b in zip(ref, out)):
+            return None, []
+        if t_sharded > MAX_SHARDED_SHARE * t_whole:
+            return None, []
+        return sharded, out
+
+    def _run_shard(self, k: int, part: list[np.ndarray]) -> list[np.ndarray]:
+        with _limits.use(self.limits):  # the worker thread does not see the caller's context
+            return self.shards[k].run(part)
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        parts = [[a[s] for a in inputs] for s in self.splits]
+        with one_blas_thread():
+            second = _worker().submit(self._run_shard, 1, parts[1])
+            try:
+                first = self.shards[0].run(parts[0])
+            finally:
+                # Wait even when shard 0 failed: the BLAS count is restored only after both.
+                rest = second.result() if second.exception() is None else None
+            if rest is None:
+                raise second.exception()  # type: ignore[misc]  # names its operator (PreparedForward.run)
+        return [np.concatenate([a, b]) for a, b in zip(first, rest)]
+
+
+__all__ = ["ShardedForward", "batch_size", "keeps_images_apart"]

@@ -1,0 +1,166 @@
+"""forward() at batch >= 2 split by images over two threads (runtime/sharded.py): the same
+numbers as each half run alone, only at >= 2 BLAS threads, never for a graph that mixes
+images, errors naming their operator, concurrent forwards apart. Speed lives in bench/."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+import kuiper_core
+from kuiper_core import threads
+from kuiper_core.errors import ModelError
+from kuiper_core.runtime import sharded
+from conftest import OPS, SAMPLES, max_err_ok
+
+pytestmark = pytest.mark.skipif(threads._blas is None, reason="NumPy's OpenBLAS thread count is out of reach")
+
+
+@pytest.fixture
+def two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The BLAS at two threads, and sharding chosen wherever it is allowed (whether it pays
+    is the bench's question, not the tests')."""
+    monkeypatch.setattr(sharded, "MAX_SHARDED_SHARE", float("inf"))
+    before = threads.blas_threads()
+    threads.set_blas_threads(2)
+    yield
+    threads.set_blas_threads(before)
+
+
+def _unet_batch(n: int) -> tuple[kuiper_core.RuntimeGraph, np.ndarray, np.ndarray]:
+    param = SAMPLES / "unet.pnnx.param"
+    if not param.exists():
+        pytest.skip("sample model unet not exported")
+    x = np.load(SAMPLES / "unet.input.npy")
+    rng = np.random.default_rng(0)
+    xs = np.concatenate([x] + [rng.standard_normal(x.shape).astype(np.float32) for _ in range(n - 1)])
+    return kuiper_core.load(param), xs, np.load(SAMPLES / "unet.expected.npz")["out0"]
+
+
+def _signature(x: np.ndarray) -> tuple:
+    return ((x.shape, x.dtype.str),)
+
+
+@pytest.mark.parametrize("n", [4, 3])
+def test_sharded_forward_equals_each_half_run_alone(two_threads: None, n: int) -> None:
+    g, xs, expected = _unet_batch(n)
+    whole = g.forward(xs)[0]  # prepared whole
+    second = g.forward(xs)[0]  # decides: sharded
+    assert isinstance(g._sharded[_signature(xs)], sharded.ShardedForward)
+    y = g.forward(xs)[0]
+    assert threads.blas_threads() == 2  # restored
+    assert np.array_equal(y, second)
+    # Each shard is a whole forward of its images at one BLAS thread: the same kernels, the same
+    # bits, given the same Winograd weights (transformed by a GEMM, on first use: at the whole
+    # batch at two threads, as in g; at one thread its bits may differ by 1e-6).
+    alone = kuiper_core.load(SAMPLES / "unet.pnnx.param")
+    alone.forward(xs)
+    half = (n + 1) // 2
+    with threads.one_blas_thread():
+        parts = [alone.forward(xs[:half])[0], alone.forward(xs[half:])[0]]
+    assert np.array_equal(y, np.concatenate(parts))
+    assert max_err_ok(y, whole)[0]
+    assert max_err_ok(y[:1], expected)[0]  # PyTorch's output for the sample image
+
+
+def test_one_blas_thread_or_one_image_runs_whole(two_threads: None) -> None:
+    g, xs, _ = _unet_batch(4)
+    threads.set_blas_threads(1)
+    for _ in range(3):
+        g.forward(xs)
+    assert g._sharded == {}
+    threads.set_blas_threads(2)
+    for _ in range(3):
+        g.forward(xs[:1])
+    assert g._sharded == {}
+    g.forward(xs)
+    g.forward(xs)
+    assert g._sharded[_signature(xs)] is not None
+
+
+def test_one_blas_thread_nests_and_restores() -> None:
+    before = threads.blas_threads()
+    threads.set_blas_threads(2)
+    try:
+        with threads.one_blas_thread():
+            with threads.one_blas_thread():
+                assert threads.blas_threads() == 1
+            assert threads.blas_threads() == 1
+        assert threads.blas_threads() == 2
+        with pytest.raises(RuntimeError), threads.one_blas_thread():
+            raise RuntimeError
+        assert threads.blas_threads() == 2
+    finally:
+        threads.set_blas_threads(before)
+
+
+def test_softmax_over_the_batch_is_never_sharded(two_threads: None) -> None:
+    """Every shape stays batch-major, but each output mixes every image."""
+    g = kuiper_core.load(OPS / "act_softmax_dim0" / "model.pnnx.param")
+    x = np.random.default_rng(1).standard_normal((4, 10)).astype(np.float32)
+    for _ in range(3):
+        y = g.forward(x)[0]
+    assert g._sharded[_signature(x)] is None
+    e = np.exp(x - x.max(0))
+    assert max_err_ok(y, e / e.sum(0))[0]
+    whole = g._prepared[_signature(x)]
+    assert whole is not None and whole.record is not None
+    shard = kuiper_core.load(OPS / "act_softmax_dim0" / "model.pnnx.param")
+    shard.forward(x[:2])
+    half = shard._prepared[_signature(x[:2])]
+    assert half is not None and half.record is not None
+    assert not sharded.keeps_images_apart(g, whole.record.shapes, half.record.shapes, 4, 2)
+
+
+def test_a_batch_reduction_fails_the_batch_major_rule() -> None:
+    g = kuiper_core.load(SAMPLES / "unet.pnnx.param") if (SAMPLES / "unet.pnnx.param").exists() else None
+    if g is None:
+        pytest.skip("sample model unet not exported")
+    _, xs, _ = _unet_batch(4)
+    g.forward(xs)
+    g.forward(xs[:2])
+    whole, half = g._prepared[_signature(xs)], g._prepared[_signature(xs[:2])]
+    assert whole is not None and half is not None and whole.record and half.record
+    assert sharded.keeps_images_apart(g, whole.record.shapes, half.record.shapes, 4, 2)
+    # An operand whose dim 0 does not follow the batch (as a mean over it would make).
+    shapes = dict(half.record.shapes)
+    name = next(iter(k for k in shapes if k not in g._seed and k != g.input_operands[0]))
+    shapes[name] = ((1,) + shapes[name][0][1:], shapes[name][1])
+    assert not sharded.keeps_images_apart(g, whole.record.shapes, shapes, 4, 2)
+
+
+@pytest.mark.parametrize("failing", [0, 1])
+def test_an_error_inside_a_shard_names_its_operator(two_threads: None, failing: int) -> None:
+    g, xs, _ = _unet_batch(4)
+    g.forward(xs)
+    g.forward(xs)
+    sf = g._sharded[_signature(xs)]
+    assert sf is not None
+    shard = sf.shards[failing]
+    k = len(shard.calls) // 2
+
+    def broken() -> None:
+        raise ValueError("broken kernel")
+
+    shard.calls[k] = broken
+    with pytest.raises(ModelError, match="broken kernel") as info:
+        g.forward(xs)
+    assert info.value.operator == shard.names[k]
+    assert threads.blas_threads() == 2
+
+
+def test_concurrent_sharded_forwards_do_not_mix(two_threads: None) -> None:
+    g, xs, _ = _unet_batch(4)
+    rng = np.random.default_rng(3)
+    batches = [rng.standard_normal(xs.shape).astype(np.float32) for _ in range(4)]
+    serial = [g.forward(b)[0].copy() for b in batches]
+    serial = [g.forward(b)[0].copy() for b in batches]  # sharded from the second run on
+    assert g._sharded[_signature(xs)] is not None
+    with ThreadPoolExecutor(3) as pool:
+        parallel = list(pool.map(lambda b: g.forward(b)[0], batches * 2))
+    for i, y in enumerate(parallel):
+        assert np.array_equal(y, serial[i % 4])
+    assert threads.blas_threads() == 2
