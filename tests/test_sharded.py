@@ -4,6 +4,7 @@ images, errors naming their operator, concurrent forwards apart. Speed lives in 
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -164,3 +165,23 @@ def test_concurrent_sharded_forwards_do_not_mix(two_threads: None) -> None:
     for i, y in enumerate(parallel):
         assert np.array_equal(y, serial[i % 4])
     assert threads.blas_threads() == 2
+
+
+def test_a_forked_child_runs_sharded_forwards(two_threads: None) -> None:
+    """The parent's worker thread does not exist in a fork: the child makes its own."""
+    import multiprocessing
+
+    g, xs, _ = _unet_batch(4)
+    g.forward(xs)
+    expected = g.forward(xs)[0]
+    assert g._sharded[_signature(xs)] is not None
+
+    def child() -> None:
+        os._exit(0 if np.array_equal(g.forward(xs)[0], expected) else 1)
+
+    p = multiprocessing.get_context("fork").Process(target=child)
+    p.start()
+    p.join(30)
+    if p.exitcode is None:
+        p.kill()
+    assert p.exitcode == 0

@@ -21,6 +21,7 @@ When (RuntimeGraph._forward): the BLAS runs >= 2 threads, every input has the sa
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Sequence
@@ -46,15 +47,16 @@ MAX_SHARDED_SHARE = 0.9
 # far below this share of the output's largest magnitude; mixed images differ by far more.
 MATCH_TOLERANCE = 1e-3
 
-_pool: ThreadPoolExecutor | None = None
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
 
 
 def _worker() -> ThreadPoolExecutor:
-    """The persistent thread that runs the second shard (made at the first sharded forward)."""
+    """The persistent thread that runs the second shard (made at the first sharded forward;
+    again in a forked child, where the parent's thread does not exist)."""
     global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(1, thread_name_prefix="kuiper-shard")
-    return _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="kuiper-shard"))
+    return _pool[1]
 
 
 def batch_size(inputs: Sequence[np.ndarray]) -> int:
