@@ -378,8 +378,8 @@ class RuntimeGraph:
     def _shard(self, signature: tuple, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Decide, at the second forward at this signature, whether it runs sharded (under the
         lock); this call's outputs. The whole forward is let go of first, so that the shards'
-        buffers reuse its memory (ResNet-18 b4 peak RSS 220 -> 202 MiB); made again at the next
-        call if the graph stays whole or the BLAS runs one thread."""
+        buffers reuse its memory (ResNet-18 b4 peak RSS 220 -> 202 MiB); made again here if the
+        graph stays whole, or at the next call at one BLAS thread."""
         whole = self._prepared.pop(signature)
         assert whole is not None
         t_whole, outputs = best_time(whole.run, inputs)
@@ -389,7 +389,9 @@ class RuntimeGraph:
         if len(self._sharded) >= MAX_PREPARED:
             self._sharded.pop(next(iter(self._sharded)))
         self._sharded[signature] = sharded
-        return outputs if sharded is None else sharded_outputs
+        if sharded is None:  # whole again, prepared now: later calls take the hot path
+            return self._prepare(signature, inputs) or outputs
+        return sharded_outputs
 
     def _steps_for(self, signature: tuple) -> tuple[PreparedSteps, StepArenas]:
         prepared = self._prepared_steps.get(signature)
