@@ -185,3 +185,40 @@ def test_a_forked_child_runs_sharded_forwards(two_threads: None) -> None:
     if p.exitcode is None:
         p.kill()
     assert p.exitcode == 0
+
+
+
+def test_sequence_first_attention_is_never_sharded(two_threads: None, tmp_path) -> None:
+    """nn.MultiheadAttention without batch_first: dim 0 is the sequence, which attention
+    mixes, yet with only its attention output every shape follows dim 0. The last guard
+    (sharded outputs against the whole forward's) keeps it whole; PyTorch's outputs still."""
+    import shutil
+
+    case = OPS / "attn_mha_self"
+    lines = (case / "model.pnnx.param").read_text().splitlines()
+    attn = next(line for line in lines if line.startswith("nn.MultiheadAttention"))
+    fields = attn.split()
+    fields[2:7] = ["1", "1", "0", "1"]  # one input, one output: the attention output only
+    fields = [f for f in fields if not f.startswith("#2=")]
+    (tmp_path / "model.pnnx.param").write_text("\n".join([
+        "7767517", "3 2", lines[2], " ".join(fields),
+        "pnnx.Output              pnnx_output_0            1 0 1", ""]))
+    shutil.copy(case / "model.pnnx.bin", tmp_path / "model.pnnx.bin")
+    with np.load(case / "inputs.npz") as z:
+        x = z["in0"]
+    with np.load(case / "expected.npz") as z:
+        expected = z["out0"]
+    g = kuiper_core.load(tmp_path / "model.pnnx.param")
+    g.forward(x)
+    whole = g._prepared[_signature(x)]
+    assert whole is not None and whole.record is not None
+    half = kuiper_core.load(tmp_path / "model.pnnx.param")
+    half.forward(x[:3])
+    part = half._prepared[_signature(x[:3])]
+    assert part is not None and part.record is not None
+    # The shape rule alone would allow it: the guard is what refuses.
+    assert sharded.keeps_images_apart(g, whole.record.shapes, part.record.shapes, 5, 3)
+    for _ in range(2):
+        y = g.forward(x)[0]
+    assert g._sharded[_signature(x)] is None
+    assert max_err_ok(y, expected)[0]
