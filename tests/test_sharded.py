@@ -1,12 +1,15 @@
 """forward() at batch >= 2 split by images over two threads (runtime/sharded.py): the same
 numbers as each half run alone, only at >= 2 BLAS threads, never for a graph that mixes
-images, errors naming their operator, concurrent forwards apart. Speed lives in bench/."""
+images, errors naming their operator, concurrent forwards apart; in turn on the caller's
+thread while another thread of the process runs (running_threads.py). Speed lives in bench/."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -14,7 +17,7 @@ import pytest
 import kuiper_core
 from kuiper_core import threads
 from kuiper_core.errors import ModelError
-from kuiper_core.runtime import sharded
+from kuiper_core.runtime import running_threads, sharded
 from conftest import OPS, SAMPLES, max_err_ok
 
 pytestmark = pytest.mark.skipif(threads._blas is None, reason="NumPy's OpenBLAS thread count is out of reach")
@@ -23,8 +26,10 @@ pytestmark = pytest.mark.skipif(threads._blas is None, reason="NumPy's OpenBLAS 
 @pytest.fixture
 def two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The BLAS at two threads, and sharding chosen wherever it is allowed (whether it pays
-    is the bench's question, not the tests')."""
+    is the bench's question, not the tests'), its shards always in parallel: no other thread
+    seen running (the tests below that are about that check patch or restore it)."""
     monkeypatch.setattr(sharded, "MAX_SHARDED_SHARE", float("inf"))
+    monkeypatch.setattr(sharded, "other_thread_running", lambda exclude=(): False)
     before = threads.blas_threads()
     threads.set_blas_threads(2)
     yield
@@ -222,3 +227,149 @@ def test_sequence_first_attention_is_never_sharded(two_threads: None, tmp_path) 
         y = g.forward(x)[0]
     assert g._sharded[_signature(x)] is None
     assert max_err_ok(y, expected)[0]
+
+
+# -- another thread running: the shards in turn on the caller (running_threads.py) --------------
+
+# In turn, each shard's GEMMs run at the BLAS's two threads, in parallel at one: OpenBLAS's
+# 1- and 2-thread sgemm differ in the last bits (measured: most shapes from (64, 100, 700) up;
+# the UNet's outputs by 5.7e-6 of their largest magnitude, ResNet-18 b4's by 3.4e-6), so the two
+# paths agree to the project's tolerance (max_err_ok: 1e-4 of it), not bit for bit. Shards in
+# the wrong order or mixed images differ by far more.
+
+
+def _watch_shards(sf: sharded.ShardedForward) -> list[list[tuple[int, int]]]:
+    """Per shard, (thread ident, BLAS thread count) at each of its runs (its first call wrapped)."""
+    seen: list[list[tuple[int, int]]] = [[] for _ in sf.shards]
+    for k, shard in enumerate(sf.shards):
+        def watched(first: Callable[[], Any] = shard.calls[0], log: list = seen[k]) -> Any:
+            log.append((threading.get_ident(), threads.blas_threads()))
+            return first()
+
+        shard.calls[0] = watched
+    return seen
+
+
+@pytest.mark.parametrize("n", [4, 3])
+def test_another_running_thread_runs_the_shards_in_turn(two_threads: None, monkeypatch: pytest.MonkeyPatch,
+                                                        n: int) -> None:
+    g, xs, expected = _unet_batch(n)
+    g.forward(xs)
+    g.forward(xs)
+    sf = g._sharded[_signature(xs)]
+    assert sf is not None
+    sf.in_turn_pays = True  # whether it does is measured at build: the test after this one
+    seen = _watch_shards(sf)
+    parallel = g.forward(xs)[0]
+    me = threading.get_ident()
+    assert seen[0][-1] == (me, 1) and seen[1][-1][0] != me and seen[1][-1][1] == 1
+    asked: list[Any] = []
+    monkeypatch.setattr(sharded, "other_thread_running", lambda exclude=(): asked.append(exclude) or True)
+    # Right after a sharded forward (a loop of them): in parallel, unchecked.
+    assert np.array_equal(g.forward(xs)[0], parallel)
+    assert asked == [] and seen[1][-1][0] != me and seen[1][-1][1] == 1
+    # After a pause: checked, and with another thread running both shards run on the caller's
+    # thread, at the BLAS's two threads; the shard worker is never counted.
+    time.sleep(2 * sharded.BACK_TO_BACK)
+    in_turn = g.forward(xs)[0]
+    assert seen[0][-1] == (me, 2) and seen[1][-1] == (me, 2)
+    assert asked == [(sharded._worker()[1],)]
+    assert threads.blas_threads() == 2
+    time.sleep(2 * sharded.BACK_TO_BACK)
+    assert np.array_equal(in_turn, g.forward(xs)[0])  # in turn again: the same bits
+    assert len(asked) == 2 and seen[1][-1] == (me, 2)
+    # A loop after it: in parallel again, unchecked (OpenBLAS's pool thread spins after the
+    # in-turn run's GEMMs: checked, every run of the loop would go in turn).
+    g.forward(xs)
+    assert len(asked) == 2 and seen[1][-1][0] != me and seen[1][-1][1] == 1
+    assert max_err_ok(in_turn, parallel)[0]
+    assert max_err_ok(in_turn[:1], expected)[0]  # PyTorch's output for the sample image
+
+
+@pytest.mark.parametrize("t_sharded, pays", [(1.0, True), (1e-6, False)])
+def test_in_turn_only_where_the_whole_forward_was_fast_enough(two_threads: None, monkeypatch: pytest.MonkeyPatch,
+                                                              t_sharded: float, pays: bool) -> None:
+    """MAX_IN_TURN_SHARE: the in-turn run is as fast as the whole forward (two BLAS threads);
+    where that was slow against the sharded one, a thread seen running changes nothing."""
+    g, xs, _ = _unet_batch(4)
+    g.forward(xs)
+    monkeypatch.setattr(sharded, "best_time", lambda run, inputs: (t_sharded, run(inputs)))
+    g.forward(xs)
+    sf = g._sharded[_signature(xs)]
+    assert sf is not None and sf.in_turn_pays is pays
+    seen = _watch_shards(sf)
+    monkeypatch.setattr(sharded, "other_thread_running", lambda exclude=(): True)
+    time.sleep(2 * sharded.BACK_TO_BACK)
+    g.forward(xs)
+    me = threading.get_ident()
+    assert (seen[1][-1][0] == me) is pays
+
+
+def test_back_to_back_sharded_forwards_stay_parallel(two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the real check: neither the caller nor the shard worker counts as another thread."""
+    g, xs, _ = _unet_batch(4)
+    g.forward(xs)
+    g.forward(xs)
+    sf = g._sharded[_signature(xs)]
+    assert sf is not None
+    seen = _watch_shards(sf)
+    monkeypatch.setattr(sharded, "other_thread_running", running_threads.other_thread_running)
+    time.sleep(0.5)  # OpenBLAS's pool thread stops spinning after the whole forward's GEMMs (~0.1 s)
+    for _ in range(4):
+        g.forward(xs)
+    me = threading.get_ident()
+    assert all(t == me for t, _ in seen[0]) and not any(t == me for t, _ in seen[1])
+    assert {c for log in seen for _, c in log} == {1}
+
+
+def _poll(check: Callable[[], bool], seconds: float = 3.0) -> bool:
+    """Whether `check` held at least once within `seconds` (states change by the microsecond)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def test_a_busy_thread_is_seen_running_the_caller_is_not() -> None:
+    if not os.path.isdir(running_threads.TASKS):
+        pytest.skip("no /proc/self/task")
+    stop = threading.Event()
+    tid: list[int] = []
+
+    def busy() -> None:  # NumPy loops let go of the GIL: the thread stays on its core
+        tid.append(threading.get_native_id())
+        a = np.ones(1 << 21, np.float32)
+        while not stop.is_set():
+            np.multiply(a, 1.0001, out=a)
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        assert _poll(running_threads.other_thread_running)
+        assert _poll(lambda: not running_threads.other_thread_running(exclude=tid))
+    finally:
+        stop.set()
+        t.join()
+    assert _poll(lambda: not running_threads.other_thread_running())  # the caller itself runs
+
+
+def test_openblas_pool_thread_spins_after_a_two_thread_gemm() -> None:
+    """The trap itself: right after a two-thread GEMM, OpenBLAS's pool thread is on a core."""
+    if not os.path.isdir(running_threads.TASKS):
+        pytest.skip("no /proc/self/task")
+    before = threads.blas_threads()
+    threads.set_blas_threads(2)
+    try:
+        a = np.ones((512, 1024), np.float32)
+        assert _poll(lambda: not running_threads.other_thread_running())
+        a @ a.T
+        assert running_threads.other_thread_running()
+    finally:
+        threads.set_blas_threads(before)
+
+
+def test_no_proc_sees_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(running_threads, "TASKS", "/nonexistent/task")
+    assert running_threads.other_thread_running() is False

@@ -17,11 +17,20 @@ When (RuntimeGraph._forward): the BLAS runs >= 2 threads, every input has the sa
   as a last guard, the sharded outputs match the whole forward's on the caller's input;
 - the sharded run is faster than the whole one, both timed there (small models stay whole:
   the hand-off and a late-starting worker cost more than they win).
+
+In turn: after any two-thread BLAS call OpenBLAS's pool thread spins ~0.1 s on a core, and
+the worker then shares one core with it (ResNet-18 b4 right after a GEMM: 85 ms in parallel,
+54 back to back). So a forward that starts after a pause first looks for another running
+thread of the process (running_threads.py, ~13 us); if one runs, both shards run on the
+caller's thread one after the other at the BLAS's own thread count (70 ms; the whole forward
+67), the spinning pool thread computing part of each GEMM. Outputs then differ from the
+parallel run's by GEMM rounding (OpenBLAS's 1- and 2-thread sgemm differ in the last bits).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Sequence
@@ -33,6 +42,7 @@ from ..errors import KuiperError
 from ..threads import one_blas_thread
 from .memory import ShapeDtype
 from .prepared import NotPreparable, PreparedForward, Record
+from .running_threads import other_thread_running
 
 if TYPE_CHECKING:
     from .runtime_graph import RuntimeGraph
@@ -46,17 +56,27 @@ MAX_SHARDED_SHARE = 0.9
 # Sharded and whole outputs differ only by kernel choice (Winograd vs im2col at another batch):
 # far below this share of the output's largest magnitude; mixed images differ by far more.
 MATCH_TOLERANCE = 1e-3
+# A forward starting within this time (s) of the previous one's end (a loop of forwards) runs in
+# parallel without looking for other running threads (ShardedForward.run).
+BACK_TO_BACK = 0.02
+# Beside a spinning thread the parallel run takes ~1.55x its time, the in-turn run ~1.05x the
+# whole forward's (ResNet-18 b4, measured): in turn only where the whole forward took under
+# this share of the sharded one at build. The 2-thread whole forward's own gain varies with
+# the machine (ResNet-18 b4 67 ms, and 90 on the same VM minutes later: 1.24x, 1.63x).
+MAX_IN_TURN_SHARE = 1.4
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None  # (the process it belongs to, the pool)
+# (the process it belongs to, the pool, its thread's native id)
+_pool: tuple[int, ThreadPoolExecutor, int] | None = None
 
 
-def _worker() -> ThreadPoolExecutor:
-    """The persistent thread that runs the second shard (made at the first sharded forward;
-    again in a forked child, where the parent's thread does not exist)."""
+def _worker() -> tuple[ThreadPoolExecutor, int]:
+    """The persistent thread that runs the second shard, and its native id (made at the first
+    sharded forward; again in a forked child, where the parent's thread does not exist)."""
     global _pool
     if _pool is None or _pool[0] != os.getpid():
-        _pool = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="kuiper-shard"))
-    return _pool[1]
+        pool = ThreadPoolExecutor(1, thread_name_prefix="kuiper-shard")
+        _pool = (os.getpid(), pool, pool.submit(threading.get_native_id).result())
+    return _pool[1], _pool[2]
 
 
 def batch_size(inputs: Sequence[np.ndarray]) -> int:
@@ -117,6 +137,8 @@ class ShardedForward:
         self.shards = shards
         self.splits = splits
         self.limits = limits
+        self._last_end = 0.0  # perf_counter() at the end of the last run()
+        self.in_turn_pays = False  # set by build (MAX_IN_TURN_SHARE)
 
     @classmethod
     def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], record: Record | None, ref: list[np.ndarray],
@@ -140,11 +162,12 @@ class ShardedForward:
         if first is None or not keeps_images_apart(rt, record.shapes, first.shapes, n, half):
             return None, []
         sharded = cls(shards, splits, rt.limits)
-        t_sharded, out = best_time(sharded.run, inputs)
+        t_sharded, out = best_time(sharded.run_in_parallel, inputs)
         if len(out) != len(ref) or not all(_close(a, b) for a, b in zip(ref, out)):
             return None, []
         if t_sharded > MAX_SHARDED_SHARE * t_whole:
             return None, []
+        sharded.in_turn_pays = t_whole < MAX_IN_TURN_SHARE * t_sharded
         return sharded, out
 
     def _run_shard(self, k: int, part: list[np.ndarray]) -> list[np.ndarray]:
@@ -152,9 +175,29 @@ class ShardedForward:
             return self.shards[k].run(part)
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        # Another thread on a core (mostly OpenBLAS's pool thread, spinning after someone's
+        # two-thread GEMM) takes the worker's core: then in turn (module docstring). Checked only
+        # after a pause: an in-turn run leaves the pool spinning in its turn, so in a loop of
+        # forwards every check would see it and the loop would stay in turn (69 ms a forward,
+        # 54 in parallel after one slow run).
+        if self.in_turn_pays and time.perf_counter() - self._last_end >= BACK_TO_BACK and \
+                other_thread_running(exclude=(_worker()[1],)):
+            outputs = self.run_in_turn(inputs)
+        else:
+            outputs = self.run_in_parallel(inputs)
+        self._last_end = time.perf_counter()
+        return outputs
+
+    def run_in_turn(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Both shards on the caller's thread, one after the other, at the BLAS's thread count:
+        the same kernels, each GEMM's rounding that of its thread count."""
+        first, rest = (shard.run([a[s] for a in inputs]) for shard, s in zip(self.shards, self.splits))
+        return [np.concatenate([a, b]) for a, b in zip(first, rest)]
+
+    def run_in_parallel(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         parts = [[a[s] for a in inputs] for s in self.splits]
         with one_blas_thread():
-            second = _worker().submit(self._run_shard, 1, parts[1])
+            second = _worker()[0].submit(self._run_shard, 1, parts[1])
             try:
                 first = self.shards[0].run(parts[0])
             finally:
