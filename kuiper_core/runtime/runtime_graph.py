@@ -257,6 +257,9 @@ class RuntimeGraph:
         self._replan()
         self._checked, self._accepted = set(), set()
         self._prepared, self._prepared_steps, self._sharded = {}, {}, {}
+        # The layers hold what they compute with (a view of a weight, or a copy laid out
+        # for their kernel): the graph keeps the rest only while held, read again when asked.
+        graph.release_weights()
         self.state = GraphState.Complete
         return self
 
