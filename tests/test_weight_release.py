@@ -115,11 +115,13 @@ def test_a_changed_or_deleted_file_is_an_error_naming_the_operator(model: Path) 
         attr.data
 
 
-def test_weights_from_bytes_or_rewritten_by_a_pass_are_kept(model: Path) -> None:
+def test_weights_from_bytes_given_or_rewritten_by_a_pass_are_kept(model: Path) -> None:
     bin_path = model.with_name("model.pnnx.bin")
     graph = load_graph_bytes(model.read_bytes(), bin_path.read_bytes())
     rt = RuntimeGraph.from_graph(graph).build()
     assert not any(a.released for _, _, a in _attrs(rt))  # nothing to read them again from
+    own = load_graph(model)  # a graph the caller holds (it may save it over its .bin)
+    assert not any(a.released for _, _, a in _attrs(RuntimeGraph.from_graph(own).build()))
     g = kuiper_core.load(model)
     _, _, attr = _gone(g)[0]
     new = np.zeros(attr.shape, np.float32)
