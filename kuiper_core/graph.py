@@ -11,9 +11,10 @@ str for a symbolic dim (`%name`). An operand with no `#` annotation has `shape i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Union
-
 import math
+import threading
+import weakref
+from typing import Any, Iterator, Protocol, Union
 
 import numpy as np
 
@@ -76,13 +77,90 @@ def dtype_name(dtype: np.dtype) -> str:
     raise KeyError(f"no .param dtype for {dtype}")
 
 
-@dataclass(eq=False)
-class Attribute:
-    """A weight: `@name=(shape)dtype` in .param, its bytes in the .bin entry `op.name`."""
+_RELOAD_LOCK = threading.Lock()
 
-    dtype: str
-    shape: tuple[int, ...]
-    data: np.ndarray | None = None  # row-major array of that shape; None until loaded
+
+class WeightSource(Protocol):
+    """Where a weight's bytes can be read again (the .bin entry it was loaded from)."""
+
+    def read(self) -> np.ndarray:
+        """The weight again, exactly as loaded; an error if the file no longer holds it."""
+        ...
+
+
+class Attribute:
+    """A weight: `@name=(shape)dtype` in .param, its bytes in the .bin entry `op.name`.
+
+    `data` is the row-major array of that shape (None until loaded). A weight loaded from a
+    file knows its `source`; after `release()` the attribute holds it only while someone
+    else does (a layer that computes with it) and reads it again when asked. Why: a layer
+    that keeps only a transformed copy (Winograd's U) would otherwise keep both in memory
+    (ResNet-18 at batch 4: 38 of its 47 MB of weights are then in memory only as U).
+    """
+
+    __slots__ = ("dtype", "shape", "_data", "_weak", "source")
+
+    def __init__(self, dtype: str, shape: tuple[int, ...], data: np.ndarray | None = None) -> None:
+        self.dtype = dtype
+        self.shape = shape
+        self._data = data
+        self._weak: weakref.ref[np.ndarray] | None = None  # after release(): the array while it lives
+        self.source: WeightSource | None = None
+
+    @property
+    def data(self) -> np.ndarray | None:
+        if self._data is not None or self._weak is None:
+            return self._data
+        data = self._weak()
+        if data is None:
+            with _RELOAD_LOCK:  # one read for threads asking at once: they share its array
+                data = self._weak() if self._weak is not None else self._data
+                if data is None:
+                    assert self.source is not None
+                    data = self.source.read()
+                    self._weak = weakref.ref(data)
+        return data
+
+    @data.setter
+    def data(self, value: np.ndarray | None) -> None:
+        """A new array: held, and no longer the file's (a pass may have rewritten it)."""
+        self._data, self._weak, self.source = value, None, None
+
+    def load(self, data: np.ndarray, source: WeightSource | None) -> None:
+        """The array as read from `source` (which can read it again after release())."""
+        self._data, self._weak, self.source = data, None, source
+
+    def release(self) -> None:
+        """Hold the data only while something else does, if it can be read again."""
+        if self.source is not None and self._data is not None:
+            self._weak, self._data = weakref.ref(self._data), None
+
+    @property
+    def released(self) -> bool:
+        return self._weak is not None
+
+    def copy(self) -> "Attribute":
+        """The same weight (the same array, source and release state)."""
+        c = Attribute(self.dtype, self.shape, self._data)
+        c._weak, c.source = self._weak, self.source
+        return c
+
+    @property
+    def identity(self) -> tuple[str, int]:
+        """Equal for copies of one weight, different after `data` is replaced (passes never
+        write into an array, they replace it): a released weight's array comes and goes."""
+        return ("source", id(self.source)) if self._data is None and self.source is not None else ("data", id(self._data))
+
+    def __repr__(self) -> str:
+        held = "released" if self.released else "loaded" if self._data is not None else "not loaded"
+        return f"Attribute({self.dtype!r}, {self.shape}, {held})"
+
+    def __getstate__(self) -> dict[str, Any]:  # a weakref cannot be pickled: the array itself
+        return {"dtype": self.dtype, "shape": self.shape, "_data": self.data, "_weak": None, "source": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
 
     @property
     def nbytes(self) -> int:
@@ -94,9 +172,12 @@ class Attribute:
             return NotImplemented
         if self.dtype != other.dtype or tuple(self.shape) != tuple(other.shape):
             return False
-        if self.data is None or other.data is None:
-            return self.data is None and other.data is None
-        return self.data.tobytes() == other.data.tobytes()
+        a, b = self.data, other.data
+        if a is None or b is None:
+            return a is None and b is None
+        return a.tobytes() == b.tobytes()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
 
 @dataclass(eq=False)
@@ -254,6 +335,12 @@ class Graph:
 
     def weight_bytes(self) -> int:
         return sum(a.nbytes for op in self.operators for a in op.attrs.values())
+
+    def release_weights(self) -> None:
+        """Hold the weights read from a file only while something else does (Attribute)."""
+        for op in self.operators:
+            for attr in op.attrs.values():
+                attr.release()
 
     def equals(self, other: "Graph") -> bool:
         """Structural equality: same operators, operands, params (with their Python types),

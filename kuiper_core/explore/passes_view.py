@@ -86,7 +86,7 @@ def _signature(op: Operator) -> tuple[Any, ...]:
     return (
         op.type,
         repr(sorted(op.params.items())),
-        tuple((k, a.dtype, tuple(a.shape), id(a.data)) for k, a in sorted(op.attrs.items())),
+        tuple((k, a.dtype, tuple(a.shape), a.identity) for k, a in sorted(op.attrs.items())),
         tuple(o.name for o in op.inputs),
         tuple(o.name for o in op.outputs),
     )

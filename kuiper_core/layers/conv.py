@@ -133,30 +133,43 @@ class Convolution(_ConvBase):
 
         # nn.* weights (F.* convs get theirs as inputs: None here). Each kernel lays them
         # out its own way, once: the GEMM matrix (`_gemm_weights`) or Winograd's U.
-        self.weight_data, self.bias_data = self._read_weights() or (None, None)
+        weights = self._read_weights()
+        # Only the layer's own layouts are kept (a view of the weight for GEMMs, Winograd's
+        # U): the weight itself is asked of the graph when a kernel needs it, so the graph
+        # may let go of it after build (Attribute.release) where the layouts replace it.
+        self._weight_attr = None if weights is None else op.attrs["weight"]
+        self.bias_data = None if weights is None else weights[1]
+        self.out_channels = 0 if weights is None else weights[0].shape[0]
+        self.weight_dtype = None if weights is None else weights[0].dtype
+        del weights
         self._wmat: np.ndarray | None = None
         self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C); 'stride2 m=..'
         self._local = threading.local()  # this thread's kernels by input shape
         declared = op.inputs[0].static_shape if op.inputs else None
-        if self.weight_data is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
+        if self.weight_dtype is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
             # Decide at build: the kernel for the declared shape, and its weight layout.
             lifted = (1,) * (self.dims + 2 - len(declared)) + declared
             lifted = lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]
             try:
-                self._kernel(lifted, self.weight_data.dtype)  # type: ignore[arg-type]
+                self._kernel(lifted, self.weight_dtype)  # type: ignore[arg-type]
             except KuiperError:
                 pass  # e.g. the kernel does not fit the declared size: forward says so
+
+    @property
+    def weight_data(self) -> np.ndarray | None:
+        """nn.*: the weight (from the graph: read again if it was let go of); F.*: None."""
+        return None if self._weight_attr is None else self._weight_attr.data
 
     def _gemm_weights(self, bias_column: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """The im2col/pointwise GEMM's left operand (G, Og, Cg·KH·KW) and the bias left to add
         after it: with `bias_column`, the bias rides in the GEMM as an extra column (a copy
         of the weight, made once); else the matrix is a view of the weight itself."""
-        assert self.weight_data is not None
         if not bias_column or self.bias_data is None:
-            g = self.groups
-            return self.weight_data.reshape(g, self.weight_data.shape[0] // g, -1), self.bias_data
+            weight = self.weight_data
+            assert weight is not None
+            return weight.reshape(self.groups, weight.shape[0] // self.groups, -1), self.bias_data
         if self._wmat is None:
-            self._wmat = self._weight_matrix(self.weight_data, self.bias_data)
+            self._wmat = self._weight_matrix(self.weight_data, self.bias_data)  # type: ignore[arg-type]
         return self._wmat, None
 
     def _padding_spec(self) -> PaddingSpec:
@@ -241,15 +254,15 @@ class Convolution(_ConvBase):
 
     def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> ConvKernel:
         """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu)."""
-        assert self.weight_data is not None and self.kernel is not None
+        assert self.weight_dtype is not None and self.kernel is not None
         n, c, h, w = x_shape
         if c != self.in_channels:
             raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
         pads, out_hw = self._geometry(h, w, self.kernel)
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         self.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
-        self.check_size((n, self.weight_data.shape[0]) + tuple(out_hw))
-        m = winograd_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
+        self.check_size((n, self.out_channels) + tuple(out_hw))
+        m = winograd_tile(x_shape, self.out_channels, self.kernel, self.stride, self.dilation, self.groups,
                           self.padding_mode, out_hw)
         if m is not None:
             u = self._winograd_weights.get(m)
@@ -259,7 +272,7 @@ class Convolution(_ConvBase):
             if m == ROWS:
                 return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
             return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
-        m2 = stride2_tile(x_shape, self.weight_data.shape[0], self.kernel, self.stride, self.dilation, self.groups,
+        m2 = stride2_tile(x_shape, self.out_channels, self.kernel, self.stride, self.dilation, self.groups,
                           self.padding_mode, out_hw)
         if m2 is not None:
             key = f"stride2 m={m2}"
@@ -272,7 +285,7 @@ class Convolution(_ConvBase):
             return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
         # while the weight is smaller than the output (not for ResNet's 512-channel convs).
-        k = self.weight_data[0].size
+        k = c // self.groups * self.kernel[0] * self.kernel[1]
         wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
         return Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation, pads, self.padding_mode,
                       x_shape, out_hw, dtype, bias_after=bias, relu=relu)
@@ -284,12 +297,12 @@ class Convolution(_ConvBase):
         return self._prepare(inputs, out, relu=True)
 
     def _prepare(self, inputs: list[np.ndarray], out: list[np.ndarray], relu: bool) -> Prepared | None:
-        if self.weight_data is None:
+        if self.weight_dtype is None:
             return None
         x4, prefix = self._lift(inputs[0])
-        dtype = np.result_type(x4.dtype, self.weight_data.dtype)
+        dtype = np.result_type(x4.dtype, self.weight_dtype)
         pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
-        o = self.weight_data.shape[0]
+        o = self.out_channels
         y = out[0]
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
@@ -300,7 +313,7 @@ class Convolution(_ConvBase):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])
         n = x4.shape[0]
-        if self.weight_data is None:  # F.conv*: weights arrive as inputs, laid out per call
+        if self.weight_dtype is None:  # F.conv*: weights arrive as inputs, laid out per call
             weight = inputs[self.w_index]
             bias = inputs[self.b_index] if self.b_index is not None else None
             self._check_weight_shape(weight.shape, x4.shape[1], None)
@@ -311,10 +324,10 @@ class Convolution(_ConvBase):
                                         pads, self.padding_mode, x4.shape, (oh, ow), dtype)
             o = wmat.shape[0] * wmat.shape[1]
         else:
-            dtype = np.result_type(x4.dtype, self.weight_data.dtype)
+            dtype = np.result_type(x4.dtype, self.weight_dtype)
             kernel = self._kernel(x4.shape, dtype)  # type: ignore[arg-type]
             pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
-            o = self.weight_data.shape[0]
+            o = self.out_channels
         y = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
         kernel.run(x4 if x4.dtype == dtype else x4.astype(dtype), y.reshape(n, o, oh, ow))
         return [y]

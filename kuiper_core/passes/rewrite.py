@@ -26,7 +26,7 @@ def clone_graph(graph: Graph) -> Graph:
     new = Graph(source=graph.source)
     operands = {name: Operand(o.name, o.shape, o.dtype) for name, o in graph.operands.items()}
     for op in graph.operators:
-        attrs = {k: Attribute(a.dtype, tuple(a.shape), a.data) for k, a in op.attrs.items()}
+        attrs = {k: a.copy() for k, a in op.attrs.items()}
         c = Operator(op.type, op.name, [], [], copy.deepcopy(op.params), attrs, list(op.input_names), op.line)
         for o in op.inputs:
             operand = operands.setdefault(o.name, Operand(o.name, o.shape, o.dtype))

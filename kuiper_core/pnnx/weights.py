@@ -11,7 +11,11 @@ its weight), so writing into one must fail rather than change later runs.
 from __future__ import annotations
 
 import io
+import mmap
+import struct
 import zipfile
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Union
 
@@ -86,23 +90,96 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> 
                         f"past the end of {where} ({archive_size:,} bytes)",
                         **at,
                     )
+                offset = _data_offset(fp, info, where, at)
                 try:
-                    raw = zf.read(info)
-                except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError, ValueError) as e:
-                    raise WeightError(f"entry '{entry}' in {where} is unreadable: {e}", **at) from None
-                if len(raw) != expected:  # a truncated archive can lie in its directory
-                    raise WeightError(f"entry '{entry}' is short: {len(raw):,} of {expected:,} bytes", **at)
-                attr.data = _to_array(raw, attr.dtype, attr.shape)
+                    data = _read_array(fp, offset, expected, info.CRC, attr.dtype, tuple(attr.shape))
+                except _Unreadable as e:
+                    raise WeightError(f"entry '{entry}' in {where} {e}", **at) from None
+                source = None
+                if not isinstance(bin_path, (bytes, bytearray)):
+                    source = BinEntry(Path(bin_path), entry, offset, expected, info.CRC, attr.dtype,
+                                      tuple(attr.shape), op.name, op.type)
+                attr.load(data, source)
 
 
-def _to_array(raw: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """One copy into an aligned array (zip payloads are not 4-byte aligned), read-only;
-    bf16 bit patterns widened to float32."""
-    data = np.frombuffer(bytearray(raw), dtype=file_dtype(dtype)).reshape(shape)
+class _Unreadable(Exception):
+    """Why an entry's bytes are not its weight (the caller says which entry)."""
+
+
+# Weights from this size get pages of their own (an anonymous mmap), given back to the
+# system as soon as the array goes: malloc would keep freed blocks in its heap, and raise
+# its mmap threshold past every later allocation below the largest block it freed
+# (ResNet-18 at batch 1 kept 50 MiB of freed weights resident that way).
+OWN_PAGES_MIN_BYTES = 1 << 16
+
+
+def _read_array(fp: BinaryIO, offset: int, size: int, crc: int, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The weight at `offset`: read straight into an aligned buffer of its own, checked
+    against the archive's CRC-32, read-only; bf16 bit patterns widened to float32."""
+    buf: mmap.mmap | bytearray = mmap.mmap(-1, size) if size >= OWN_PAGES_MIN_BYTES else bytearray(size)
+    fp.seek(offset)
+    try:
+        got = fp.readinto(buf)  # type: ignore[attr-defined]
+    except OSError as e:
+        raise _Unreadable(f"is unreadable: {e.strerror or e}") from None
+    if got != size:  # a truncated archive can lie in its directory
+        raise _Unreadable(f"is short: {got:,} of {size:,} bytes")
+    if zlib.crc32(buf) != crc:
+        raise _Unreadable("does not match its CRC-32: the bytes are not what was written")
+    # An array made on the buffer is its views' base: a layer's view keeps it alive, so the
+    # attribute's weak reference sees the memory in use (a reshape would be a view itself).
+    data = np.ndarray(shape, file_dtype(dtype), buffer=buf)
     if dtype == "bf16":
-        data = bf16_to_float32(data)
+        data = bf16_to_float32(data).copy()  # the copy owns its memory (not a view of u4 bits)
     data.setflags(write=False)
     return data
+
+
+@dataclass(frozen=True)
+class BinEntry:
+    """Where a weight's bytes lie in its .bin, to read them again after the runtime let go
+    of them (Attribute.release). The CRC-32 from load time tells a changed file."""
+
+    path: Path
+    entry: str
+    offset: int  # of the data, past the local header
+    size: int
+    crc: int
+    dtype: str
+    shape: tuple[int, ...]
+    operator: str
+    op_type: str
+
+    def read(self) -> np.ndarray:
+        def changed(why: str) -> WeightError:
+            return WeightError(
+                f"weight '{self.entry}' was let go of after build and must be read again from {self.path}, "
+                f"but {why}; load the model again", operator=self.operator, op_type=self.op_type)
+
+        try:
+            check_regular(self.path, lambda why: changed(f"it cannot be read ({why})"))
+            with open(self.path, "rb") as f:
+                return _read_array(f, self.offset, self.size, self.crc, self.dtype, self.shape)
+        except OSError as e:
+            raise changed(f"it cannot be read ({e.strerror or e})") from None
+        except _Unreadable:
+            raise changed("the file has changed since it was loaded") from None
+
+
+def _data_offset(fp: BinaryIO, info: zipfile.ZipInfo, where: str, at: dict[str, str]) -> int:
+    """Where an entry's data starts: past its local header, whose name and extra field may
+    differ in length from the central directory's; its name must be the directory's (as
+    zipfile checks: otherwise the entry is not what the directory says it is)."""
+    fp.seek(info.header_offset)
+    header = fp.read(30)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        raise WeightError(f"entry '{info.filename}' in {where} has no local header at offset {info.header_offset:,}", **at)
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    name = fp.read(name_len)
+    expected = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437", errors="replace")
+    if name != expected:
+        raise WeightError(f"entry '{info.filename}' in {where}: its local header names {name!r}", **at)
+    return info.header_offset + 30 + name_len + extra_len
 
 
 def _entries(zf: zipfile.ZipFile, where: str, wanted: list[str]) -> dict[str, list[zipfile.ZipInfo]]:

@@ -174,6 +174,10 @@ class RuntimeGraph:
         self.param_path = Path(param_path) if param_path is not None else None
         self.bin_path = Path(bin_path) if bin_path is not None else None
         self.graph: Graph | None = graph
+        # A graph this runtime read itself is nobody else's: its weights may be let go of
+        # after build. A graph given to it stays as its owner keeps it (a pass pipeline
+        # may still save it, over the very .bin it was read from).
+        self._owns_graph = graph is None
         self.state = GraphState.NeedBuild if graph is not None else GraphState.NeedInit
         self.operators: dict[str, RuntimeOperator] = {}  # by key (see the module docstring)
         self.order: list[RuntimeOperator] = []
@@ -257,6 +261,10 @@ class RuntimeGraph:
         self._replan()
         self._checked, self._accepted = set(), set()
         self._prepared, self._prepared_steps, self._sharded = {}, {}, {}
+        if self._owns_graph:
+            # The layers hold what they compute with (a view of a weight, or a copy laid out
+            # for their kernel): the graph keeps the rest only while held, read again when asked.
+            graph.release_weights()
         self.state = GraphState.Complete
         return self
 

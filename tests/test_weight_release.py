@@ -1,0 +1,175 @@
+"""Weights the runtime does not hold are let go of after build and read again when asked
+(Attribute.release, pnnx/weights.py BinEntry): the same bytes, or an error naming the
+operator when the file changed; never a silent other weight."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kuiper_core
+from kuiper_core.errors import WeightError
+from kuiper_core.explore.passes_view import diff_graphs
+from kuiper_core.passes.rewrite import clone_graph
+from kuiper_core.pnnx import load_graph, load_graph_bytes
+from kuiper_core.pnnx import weights as weights_module
+from kuiper_core.runtime import RuntimeGraph
+from conftest import SAMPLES
+
+MODEL = "resnet18"
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """A copy of the sample (the tests change and delete its .bin)."""
+    for suffix in (".pnnx.param", ".pnnx.bin"):
+        shutil.copy(SAMPLES / f"{MODEL}{suffix}", tmp_path / f"model{suffix}")
+    return tmp_path / "model.pnnx.param"
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The entries read again after load, in order."""
+    seen: list[str] = []
+    original = weights_module.BinEntry.read
+
+    def read(self: weights_module.BinEntry) -> np.ndarray:
+        seen.append(self.entry)
+        return original(self)
+
+    monkeypatch.setattr(weights_module.BinEntry, "read", read)
+    return seen
+
+
+def _attrs(graph: kuiper_core.RuntimeGraph) -> list[tuple[str, str, kuiper_core.Attribute]]:
+    assert graph.graph is not None
+    return [(op.name, k, a) for op in graph.graph.operators for k, a in op.attrs.items()]
+
+
+def _gone(graph: kuiper_core.RuntimeGraph) -> list[tuple[str, str, kuiper_core.Attribute]]:
+    """Weights no longer in memory (released, and no layer holds them)."""
+    return [t for t in _attrs(graph) if t[2].released and t[2]._weak() is None]  # type: ignore[misc]
+
+
+def _expected() -> tuple[np.ndarray, np.ndarray]:
+    x = np.load(SAMPLES / f"{MODEL}.input.npy")
+    with np.load(SAMPLES / f"{MODEL}.expected.npz") as z:
+        return x, z[z.files[0]]
+
+
+def test_winograd_weights_are_let_go_of_and_read_back_bit_for_bit(model: Path, reads: list[str]) -> None:
+    g = kuiper_core.load(model)
+    gone = _gone(g)
+    # ResNet-18 at batch 1: every 3x3 conv of layers 1-3 keeps only Winograd's U (~10 MB of
+    # weights); layer4's im2col computes with views of its weights, which stay.
+    assert sum(a.nbytes for _, _, a in gone) > 9e6
+    fresh = load_graph(model)
+    for name, key, attr in gone:
+        data = attr.data
+        assert data is not None and data is attr.data  # held here: read once
+        np.testing.assert_array_equal(data, fresh.operator(name).attrs[key].data)
+        assert not data.flags.writeable and data.flags.aligned
+    assert len(reads) == len(gone)
+    x, expected = _expected()
+    out = g.forward(x)[0]
+    assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def test_held_weights_stay_one_array_and_forwards_read_nothing(model: Path, reads: list[str]) -> None:
+    g = kuiper_core.load(model)
+    x, _ = _expected()
+    g.forward(x)
+    first = len(reads)
+    for _ in range(3):
+        g.forward(x)
+    list(g.steps(x))
+    assert len(reads) == first  # every kernel made at the first forward holds what it needs
+    held = [a for _, _, a in _attrs(g) if a.released and a._weak() is not None]  # type: ignore[misc]
+    assert held and all(a.data is a.data for a in held)  # a layer's array, shared: no copy
+    assert len(reads) == first
+
+
+def test_a_changed_or_deleted_file_is_an_error_naming_the_operator(model: Path) -> None:
+    g = kuiper_core.load(model)
+    name, key, attr = _gone(g)[0]
+    bin_path = model.with_name("model.pnnx.bin")
+    raw = bytearray(bin_path.read_bytes())
+    source = attr.source
+    assert isinstance(source, weights_module.BinEntry)
+    raw[source.offset + 5] ^= 0x40  # one bit of that weight's bytes
+    bin_path.write_bytes(bytes(raw))
+    with pytest.raises(WeightError) as info:
+        attr.data
+    msg = str(info.value)
+    assert f"operator '{name}'" in msg and "changed since it was loaded" in msg and f"{name}.{key}" in msg, msg
+    x, expected = _expected()
+    out = g.forward(x)[0]  # kernels built at load hold what they need: no read
+    assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
+    bin_path.unlink()
+    with pytest.raises(WeightError, match="no such file"):
+        attr.data
+
+
+def test_weights_from_bytes_given_or_rewritten_by_a_pass_are_kept(model: Path) -> None:
+    bin_path = model.with_name("model.pnnx.bin")
+    graph = load_graph_bytes(model.read_bytes(), bin_path.read_bytes())
+    rt = RuntimeGraph.from_graph(graph).build()
+    assert not any(a.released for _, _, a in _attrs(rt))  # nothing to read them again from
+    own = load_graph(model)  # a graph the caller holds (it may save it over its .bin)
+    assert not any(a.released for _, _, a in _attrs(RuntimeGraph.from_graph(own).build()))
+    g = kuiper_core.load(model)
+    _, _, attr = _gone(g)[0]
+    new = np.zeros(attr.shape, np.float32)
+    attr.data = new  # what a pass does: a new array, no longer the file's
+    assert attr.data is new and attr.source is None
+    g.graph.release_weights()  # type: ignore[union-attr]
+    assert attr.data is new
+
+
+def test_copies_pickles_and_diffs_of_released_weights(model: Path) -> None:
+    g = kuiper_core.load(model)
+    assert g.graph is not None
+    clone = clone_graph(g.graph)
+    diff = diff_graphs(g.graph, clone)
+    assert not (diff.changed or diff.added or diff.removed)
+    name, key, attr = _gone(g)[0]
+    copied = clone.operator(name).attrs[key]
+    assert copied.released and copied.identity == attr.identity
+    np.testing.assert_array_equal(copied.data, attr.data)
+    back = pickle.loads(pickle.dumps(attr))
+    assert not back.released
+    np.testing.assert_array_equal(back.data, attr.data)
+    assert back == attr
+
+
+def test_a_corrupt_payload_is_caught_at_load(model: Path) -> None:
+    g = load_graph(model)
+    attr = g.operator("convbn2d_3").attrs["weight"]
+    source = attr.source
+    assert isinstance(source, weights_module.BinEntry)
+    bin_path = model.with_name("model.pnnx.bin")
+    raw = bytearray(bin_path.read_bytes())
+    raw[source.offset + source.size - 1] ^= 1  # the last bit of its data
+    bin_path.write_bytes(bytes(raw))
+    with pytest.raises(WeightError) as err:
+        load_graph(model)
+    msg = str(err.value)
+    assert "'convbn2d_3.weight'" in msg and "CRC-32" in msg and "operator 'convbn2d_3'" in msg, msg
+
+
+def test_a_local_header_naming_another_entry_is_refused(model: Path) -> None:
+    bin_path = model.with_name("model.pnnx.bin")
+    with zipfile.ZipFile(bin_path) as zf:
+        info = zf.infolist()[0]
+    raw = bytearray(bin_path.read_bytes())
+    at = info.header_offset + 30
+    name = info.filename.encode()
+    raw[at:at + len(name)] = name[:-1] + b"X"
+    bin_path.write_bytes(bytes(raw))
+    with pytest.raises(WeightError, match="local header names"):
+        load_graph(model)
