@@ -20,11 +20,13 @@ When (RuntimeGraph._forward): the BLAS runs >= 2 threads, every input has the sa
 
 In turn: after any two-thread BLAS call OpenBLAS's pool thread spins ~0.1 s on a core, and
 the worker then shares one core with it (ResNet-18 b4 right after a GEMM: 85 ms in parallel,
-54 back to back). So a forward that starts after a pause first looks for another running
-thread of the process (running_threads.py, ~13 us); if one runs, both shards run on the
-caller's thread one after the other at the BLAS's own thread count (70 ms; the whole forward
-67), the spinning pool thread computing part of each GEMM. Outputs then differ from the
-parallel run's by GEMM rounding (OpenBLAS's 1- and 2-thread sgemm differ in the last bits).
+54 back to back). So a forward that starts after a pause (BACK_TO_BACK) first looks for
+another running thread of the process (running_threads.py, ~13 us); if one runs, both shards
+run on the caller's thread one after the other at the BLAS's own thread count (71 ms; the
+whole forward 69), the spinning pool thread computing part of each GEMM. Only where that pays:
+the whole forward timed at build under MAX_IN_TURN_SHARE of the sharded one. Outputs then
+differ from the parallel run's by GEMM rounding (OpenBLAS's 1- and 2-thread sgemm differ in
+the last bits).
 """
 
 from __future__ import annotations
