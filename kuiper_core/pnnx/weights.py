@@ -97,7 +97,8 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> 
                     raise WeightError(f"entry '{entry}' in {where} {e}", **at) from None
                 source = None
                 if not isinstance(bin_path, (bytes, bytearray)):
-                    source = BinEntry(Path(bin_path), entry, offset, expected, info.CRC, attr.dtype,
+                    # absolute: a later working directory must not change which file is read
+                    source = BinEntry(Path(bin_path).absolute(), entry, offset, expected, info.CRC, attr.dtype,
                                       tuple(attr.shape), op.name, op.type)
                 attr.load(data, source)
 
