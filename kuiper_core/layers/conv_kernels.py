@@ -17,7 +17,7 @@ the arithmetic, writing y (N, O, OH, OW) for x (N, C, H, W).
   columns stay in cache between the gather and the GEMM (ResNet's 7x7 stem: 3.6 -> 2.6 ms).
 - `WinogradConv` (winograd.py): stride-1 3x3 convolutions, 2.25-4x fewer multiplications;
   `WinogradRowsConv`: F(2,3) along the rows only (1.5x fewer, a U of 1.33x the weight) for
-  big layers whose 2-D U would take too much memory, from batch 2.
+  big layers whose 2-D U would take too much memory (ResNet-18's 512-channel 7x7 layers).
 - `Stride2RowsConv` (winograd_stride2.py): stride-2 3x3/5x5/7x7 convolutions as Winograd
   along the rows on the input's even and odd columns (1.3-2x fewer multiplications).
 
@@ -273,18 +273,27 @@ _WINO_FIXED = 2 * _CALL
 # F(2,3)'s smaller U wins.
 _COLD_WEIGHT = 2.0e-7
 _CACHED_WEIGHTS = 1 << 18
+# im2col's GEMM also reads (packs) its whole weight every call, whatever its width: per
+# weight element. The fit above had few GEMMs narrow enough to see it (it went into the
+# per-MAC term). Fitted at batch 1 (16 stride-1 3x3 shapes, C and O 64-512, 4x4 to 14x14;
+# one thread, CPU time, the caches flushed before each call as in a model whose weights
+# pass L3: least squares of the measured minus the old estimate on the weight's size, with
+# an intercept for the flushed code and buffers, which every kernel pays): 0.82e-7; the old
+# estimate was 18 % low on those shapes on average, now 13 %. It is what makes ResNet-18's
+# 512-channel 7x7 layers at batch 1 take F(2,3) along the rows (2.94 vs 2.86 ms
+# estimated; measured 2.85-2.91 vs 2.95-3.01; the whole model 0.98x, see bench/README.md).
+_GEMM_WEIGHT = 8.2e-8
 WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
 # Winograd's transformed weights U are (m+2)^2/9 times the weight (4x for F(4,3)) and stay
-# in memory beside it: up to this many elements (4 MB) any U is fine; beyond, U may be at
-# most twice the weight and 8 MB (peak memory stays half of PyTorch's: ResNet-18 at batch 4
-# would hold 150 MB of F(4,3) weights in its 512-channel layers).
+# in memory instead of it: up to this many elements (4 MB) any U is fine; beyond, U may be
+# at most twice the weight and 12 MiB (3 << 20 elements; peak memory stays well under half
+# of PyTorch's: ResNet-18 at batch 4 would hold 150 MB of F(4,3) weights in its 512-channel
+# layers). ResNet-18's 512-channel layers then take F(2,3) along the rows (U 12 MiB a layer,
+# 1.33x the weight it replaces): batch 4 peak 145 -> 183 MB (0.48x PyTorch's; 2-D F(2,3)'s
+# 16 MiB would pass half), batch 1 ~109 -> ~118 MiB (0.38x of 313; until 2026-11-26 batch 1
+# had a cap of 8 MiB and kept im2col: the rows take 2 % off its whole model).
 WINOGRAD_FREE_WEIGHTS = 1 << 20
-WINOGRAD_MAX_WEIGHTS = 1 << 21
-# From batch 2 a U may hold up to 12 MiB (3 << 20 elements): it is paid once per layer, its
-# saving once per image. ResNet-18's 512-channel layers then take F(2,3) along the rows at
-# batch 4 (U 12 MiB a layer: peak 145 -> 183 MB, 0.48x PyTorch's; 2-D F(2,3)'s 16 MiB
-# would pass half) and stay im2col at batch 1 (peak 118 MB against PyTorch's 312).
-WINOGRAD_BATCH_MAX_WEIGHTS = 3 << 20
+WINOGRAD_MAX_WEIGHTS = 3 << 20
 # WinogradRowsConv's GEMMs (K = 3C, one per transform point) run faster per
 # multiply-accumulate than the 2-D kernel's 16-36 small ones: measured 5.7-5.9 ms for
 # ResNet-18's 512-channel 7x7 layer at batch 4 (352 M MACs).
@@ -297,7 +306,8 @@ def _cold(weights: int) -> float:
 
 def im2col_cost(n: int, c: int, o: int, oh: int, ow: int, taps: int) -> float:
     p = n * oh * ow
-    return _GEMM_MAC * taps * c * o * p + _COL_COPY * taps * c * p + _cold(taps * c * o) + _CALL
+    weights = taps * c * o
+    return _GEMM_MAC * weights * p + _COL_COPY * taps * c * p + _GEMM_WEIGHT * weights + _cold(weights) + _CALL
 
 
 def winograd_cost(m: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
@@ -329,18 +339,17 @@ def winograd_tile(
     along the rows only, or None.
 
     A U bigger than WINOGRAD_FREE_WEIGHTS must be at most twice the weight and at most
-    WINOGRAD_MAX_WEIGHTS (WINOGRAD_BATCH_MAX_WEIGHTS from batch 2)."""
+    WINOGRAD_MAX_WEIGHTS."""
     n, c = x_shape[:2]
     if (kernel, stride, dilation, groups, padding_mode) != ((3, 3), (1, 1), (1, 1), 1, "zeros"):
         return None
     if min(c, out_channels) < WINOGRAD_MIN_CHANNELS:
         return None
     raw = 9 * c * out_channels
-    most = WINOGRAD_BATCH_MAX_WEIGHTS if n >= 2 else WINOGRAD_MAX_WEIGHTS
     sizes: dict[int | str, int] = {m: (m + 2) ** 2 * c * out_channels for m in (2, 4)}
     sizes[ROWS] = 12 * c * out_channels
     costs = {m: winograd_rows_cost(n, c, out_channels, *out_hw) if m == ROWS else winograd_cost(m, n, c, out_channels, *out_hw)  # type: ignore[arg-type]
-             for m, u in sizes.items() if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= most)}
+             for m, u in sizes.items() if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= WINOGRAD_MAX_WEIGHTS)}
     if not costs:
         return None
     best = min(costs, key=costs.__getitem__)
@@ -425,9 +434,8 @@ def stride2_tile(
     if out_hw[1] < (STRIDE2_MIN_WIDTH if k == 3 else STRIDE2_ROWS_FIRST_MIN_WIDTH) or blas_threads() > 1:
         return None
     raw = k * k * c * out_channels
-    most = WINOGRAD_BATCH_MAX_WEIGHTS if n >= 2 else WINOGRAD_MAX_WEIGHTS
     costs = {m: stride2_cost(m, k, n, c, out_channels, *out_hw) for m in STRIDE2_TILES
-             if (u := stride2_weights(m, k, c, out_channels)) <= WINOGRAD_FREE_WEIGHTS or (2 * u <= 3 * raw and u <= most)}
+             if (u := stride2_weights(m, k, c, out_channels)) <= WINOGRAD_FREE_WEIGHTS or (2 * u <= 3 * raw and u <= WINOGRAD_MAX_WEIGHTS)}
     if not costs:
         return None
     best = min(costs, key=costs.__getitem__)

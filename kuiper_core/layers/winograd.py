@@ -46,6 +46,8 @@ from .windows import WORK, hold_scratch, scratch
 # 14x14 layer (49 tiles) 7.0 -> 6.2 ms four at a time instead of two.
 MIN_TILES = 196
 WORK_BUDGET = 1 << 20
+# Weight elements transformed at a time by transform_weights_rows.
+TRANSFORM_BLOCK = 1 << 16
 # m -> (B^T, G, A^T) for interpolation points 0, ±1 (F(2,3)) and 0, ±1, ±2 (F(4,3)).
 TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
     2: (
@@ -266,8 +268,15 @@ def transform_weights_rows(weight: np.ndarray) -> np.ndarray:
     """U[β, o, a*C + c] = Σ_b G[β, b] g[o, c, a, b] for a (O, C, 3, 3) weight: (4, O, 3C)."""
     _, g, _ = TRANSFORMS[2]
     o, c = weight.shape[:2]
-    taps = np.ascontiguousarray(weight.transpose(3, 0, 2, 1)).reshape(3, o * 3 * c)  # [b, (o, a, c)]
-    return np.matmul(g.astype(weight.dtype), taps).reshape(4, o, 3 * c)
+    u = np.empty((4, o, 3 * c), weight.dtype)
+    # In blocks of output channels: a whole transposed copy of the weight (9 MiB for 512
+    # channels) would stay in malloc's heap after it is freed.
+    step = max(1, TRANSFORM_BLOCK // (9 * c))
+    for o0 in range(0, o, step):
+        block = weight[o0 : o0 + step]
+        taps = np.ascontiguousarray(block.transpose(3, 0, 2, 1)).reshape(3, -1)  # [b, (o, a, c)]
+        np.matmul(g.astype(weight.dtype), taps, out=u[:, o0 : o0 + step].reshape(4, -1))
+    return u
 
 
 class WinogradRowsConv(_WorkKernel):
