@@ -5,6 +5,7 @@
     python bench/bench_convs.py --threads 1 --clock cpu    # a busy shared machine
     python bench/bench_convs.py --shape 256 256 14 3 1   # in, out, size, kernel, stride
     python bench/bench_convs.py --param /tmp/kb/unet/model.pnnx.param --threads 1 --clock cpu  # a model's nn.Conv2d
+    python bench/bench_convs.py --candidates --param sample_models/unet.pnnx.param   # every kernel the chooser weighs
 
 The kernel is the one the layer picks for that input (conv_kernels.choose: Winograd F(m,3),
 im2col or pointwise GEMM), made once as the prepared forward makes it. With one thread it
@@ -14,6 +15,12 @@ torch), the two alternating `--rounds` times, and the best round's median of eac
 in one process PyTorch's OpenMP threads keep spinning after its turn and took the second
 core from kuiper's (our convs measured slower at 2 threads than at 1). Use it to check the
 cost model's choices and a kernel change; bench/compare.py times whole models.
+
+`--candidates` (kuiper only, one thread, CPU time of this thread): every kernel the chooser
+weighs for each conv that has more than one (im2col, F(2,3), F(4,3), F(2,3) along the rows,
+stride-2 rows m=2/4), whatever the memory caps say, timed warm and with the caches flushed
+before each call (a 96 MiB read: in a model whose weights pass L3, as ResNet-18's 45 MB do,
+each conv's weights come from memory), beside the cost model's estimate; `*` marks the pick.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="wall time, or this process's CPU time (a busy machine: use with --threads 1)")
     ap.add_argument("--shape", type=int, nargs=5, metavar=("IN", "OUT", "SIZE", "K", "STRIDE"))
     ap.add_argument("--param", help="a .pnnx.param: time each of its nn.Conv2d (its weights, its declared input shape)")
+    ap.add_argument("--candidates", action="store_true",
+                    help="time every kernel the chooser weighs, warm and flushed (kuiper only, one thread)")
     ap.add_argument("--engine", choices=["kuiper", "torch"],
                     help="time this engine only and print JSON (the child processes of a run with --threads > 1)")
     args = ap.parse_args(argv)
@@ -64,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     if args.engine:
         return time_one_engine(args)
+    if args.candidates:
+        return time_candidates(args)
     import numpy as np
 
     print(f"{args.param or f'batch {args.batch}'}, {args.threads} thread(s); OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
@@ -140,6 +151,79 @@ def timed_cases(args: argparse.Namespace, engines: list[str]) -> list[tuple[str,
             fns["kuiper"] = lambda run=run, x=x, y=y: run([x], [y])
         out.append((label, kernel, timed_blocks(fns, args.runs, args.rounds, clock=clock), count))
     return out
+
+
+def time_candidates(args: argparse.Namespace) -> int:
+    """--candidates: each conv's candidate kernels, median ms warm and flushed, and estimated."""
+    import numpy as np
+
+    if args.threads != 1:
+        raise SystemExit("--candidates times one thread (the cost model's fit)")
+    shapes = [tuple(args.shape) + (1,)] if args.shape else RESNET18_CONVS
+    rng = np.random.default_rng(0)
+    cases = model_convs(args.param) if args.param else [synthetic_conv(rng, args.batch, *shape) for shape in shapes]
+    flush = np.ones(24 << 20, np.float32)  # 96 MiB: three times L3
+    print(f"{args.param or f'batch {args.batch}'}, 1 thread, CPU time; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print(f"{'conv':22s} {'kernel':12s} {'warm ms':>8s} {'flushed':>8s} {'estimate':>8s}")
+    seen = set()
+    for label, layer, x, y, _, _ in cases:
+        key = (x.shape, y.shape, layer.kernel, layer.stride, layer.dilation, layer.groups)  # type: ignore[attr-defined]
+        kernels = candidate_kernels(layer, x.shape)
+        if len(kernels) < 2 or key in seen:
+            continue
+        seen.add(key)
+        picked = kernel_name(layer._make_kernel(x.shape, np.dtype(np.float32)))  # type: ignore[attr-defined]
+        times: dict[str, dict[str, list[float]]] = {name: {"warm": [], "flushed": []} for name in kernels}
+        for _ in range(args.rounds):
+            for name, (kernel, _) in kernels.items():
+                for mode in times[name]:
+                    kernel.run(x, y)
+                    for _ in range(args.runs):
+                        if mode == "flushed":
+                            flush.sum()
+                        t0 = time.thread_time()
+                        kernel.run(x, y)
+                        times[name][mode].append(time.thread_time() - t0)
+        for name, (kernel, estimate) in kernels.items():
+            mark = "*" if kernel_name(kernel) == picked else " "
+            warm, cold = (1e3 * median(times[name][mode]) for mode in ("warm", "flushed"))
+            print(f"{label:22s}{mark}{name:12s} {warm:8.3f} {cold:8.3f} {estimate:8.3f}")
+    return 0
+
+
+def candidate_kernels(layer, x_shape: tuple[int, ...]) -> dict[str, tuple[object, float]]:
+    """name -> (kernel, the cost model's estimate in ms) for every kernel `choose` weighs for
+    this conv (Winograd's memory caps aside), each made by the layer with the choice forced."""
+    import numpy as np
+
+    import kuiper_core.layers.conv as conv
+    from kuiper_core.layers import conv_kernels as ck
+
+    n, c = x_shape[:2]
+    o, kernel, stride = layer.out_channels, layer.kernel, layer.stride
+    pads, (oh, ow) = layer._geometry(x_shape[2], x_shape[3], kernel)
+    geometry = (kernel, stride, layer.dilation, layer.groups, layer.padding_mode)
+    choices: dict[str, tuple[object, object, float]] = {}  # name -> (winograd tile, stride-2 tile, estimate)
+    if layer.groups == 1 and not (kernel == (1, 1) and stride == (1, 1) and not any(pads)):
+        choices["im2col"] = (None, None, ck.im2col_cost(n, c, o, oh, ow, kernel[0] * kernel[1]))
+    if geometry == ((3, 3), (1, 1), (1, 1), 1, "zeros") and min(c, o) >= ck.WINOGRAD_MIN_CHANNELS:
+        for m in (2, 4):
+            choices[f"F({m},3)"] = (m, None, ck.winograd_cost(m, n, c, o, oh, ow))
+        choices["rows F(2,3)"] = (ck.ROWS, None, ck.winograd_rows_cost(n, c, o, oh, ow))
+    k = kernel[0]
+    if geometry[1:] == ((2, 2), (1, 1), 1, "zeros") and kernel == (k, k) and k in ck.STRIDE2_KERNELS:
+        for m in ck.STRIDE2_TILES:
+            choices[f"stride2 m={m}"] = (None, m, ck.stride2_cost(m, k, n, c, o, oh, ow))
+    made = {}
+    saved = conv.winograd_tile, conv.stride2_tile
+    try:
+        for name, (tile, tile2, estimate) in choices.items():
+            conv.winograd_tile = lambda *a, tile=tile: tile  # type: ignore[assignment]
+            conv.stride2_tile = lambda *a, tile2=tile2: tile2  # type: ignore[assignment]
+            made[name] = (layer._make_kernel(x_shape, np.dtype(np.float32)), estimate)
+    finally:
+        conv.winograd_tile, conv.stride2_tile = saved
+    return made
 
 
 def kernel_name(k: object) -> str:

@@ -281,7 +281,7 @@ _CACHED_WEIGHTS = 1 << 18
 # an intercept for the flushed code and buffers, which every kernel pays): 0.82e-7; the old
 # estimate was 18 % low on those shapes on average, now 13 %. It is what makes ResNet-18's
 # 512-channel 7x7 layers at batch 1 take F(2,3) along the rows (2.94 vs 2.86 ms
-# estimated; measured 2.85-2.91 vs 2.95-3.01; the whole model 0.98x, see bench/README.md).
+# estimated; measured flushed 2.84-2.91 vs 2.93-3.01; the whole model 0.97-0.98x, bench/README.md).
 _GEMM_WEIGHT = 8.2e-8
 WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
 # Winograd's transformed weights U are (m+2)^2/9 times the weight (4x for F(4,3)) and stay
@@ -290,8 +290,8 @@ WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (me
 # of PyTorch's: ResNet-18 at batch 4 would hold 150 MB of F(4,3) weights in its 512-channel
 # layers). ResNet-18's 512-channel layers then take F(2,3) along the rows (U 12 MiB a layer,
 # 1.33x the weight it replaces): batch 4 peak 145 -> 183 MB (0.48x PyTorch's; 2-D F(2,3)'s
-# 16 MiB would pass half), batch 1 ~109 -> ~118 MiB (0.38x of 313; until 2026-11-26 batch 1
-# had a cap of 8 MiB and kept im2col: the rows take 2 % off its whole model).
+# 16 MiB would pass half), batch 1 112.7 -> 122.4 MiB (0.39x of 313; until 2026-11-26 batch 1
+# had a cap of 8 MiB and kept im2col: the rows take 2-3 % off its whole model).
 WINOGRAD_FREE_WEIGHTS = 1 << 20
 WINOGRAD_MAX_WEIGHTS = 3 << 20
 # WinogradRowsConv's GEMMs (K = 3C, one per transform point) run faster per
