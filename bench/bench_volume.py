@@ -38,6 +38,14 @@ CASES = [
     ("F.avg_pool3d", 64, 64, 2, 2, 0, 1, (1, 64, 16, 56, 56)),
     ("F.avg_pool3d", 64, 64, 3, 1, 1, 1, (1, 64, 16, 56, 56)),
 ]
+# op type, output size, input shape
+ADAPTIVE = [
+    ("F.adaptive_avg_pool3d", [1, 1, 1], (1, 64, 16, 56, 56)),
+    ("F.adaptive_avg_pool3d", [4, 7, 7], (1, 64, 16, 56, 56)),
+    ("F.adaptive_avg_pool3d", [8, 28, 28], (1, 64, 16, 56, 56)),
+    ("F.adaptive_max_pool3d", [4, 7, 7], (1, 64, 16, 56, 56)),
+    ("F.adaptive_max_pool3d", [5, 9, 9], (1, 64, 16, 56, 56)),
+]
 
 
 def _pair(op_type: str, cin: int, cout: int, k: int, s: int, p: int, g: int):
@@ -63,6 +71,18 @@ def _pair(op_type: str, cin: int, cout: int, k: int, s: int, p: int, g: int):
     return layer, module
 
 
+def _adaptive(op_type: str, size: list[int]):
+    import torch.nn.functional as F
+
+    from kuiper_core.graph import Operand, Operator
+    from kuiper_core.layers.registry import create_layer
+
+    fn = F.adaptive_max_pool3d if "max" in op_type else F.adaptive_avg_pool3d
+    layer = create_layer(Operator(op_type, "v", inputs=[Operand("x")], outputs=[Operand("y")],
+                                  params={"output_size": size}))
+    return layer, lambda x: fn(x, size)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=7)
@@ -73,8 +93,10 @@ def main() -> int:
     torch.set_num_threads(1)
     print("| layer | input | PyTorch ms | kuiper ms | kuiper / PyTorch | max rel. error |")
     print("|---|---|---|---|---|---|")
-    for op_type, cin, cout, k, s, p, g, shape in CASES:
-        layer, module = _pair(op_type, cin, cout, k, s, p, g)
+    rows = [(_pair(t, cin, cout, k, s, p, g), _label(t, cin, cout, k, s, p, g), shape)
+            for t, cin, cout, k, s, p, g, shape in CASES]
+    rows += [(_adaptive(t, size), f"{t} to {'x'.join(map(str, size))}", shape) for t, size, shape in ADAPTIVE]
+    for (layer, module), what, shape in rows:
         x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
         tx = torch.from_numpy(x)
         with torch.inference_mode():
@@ -84,10 +106,13 @@ def main() -> int:
             times = timed_blocks({"torch": lambda: module(tx), "kuiper": lambda: layer.forward([x], [None])},
                                  args.runs, args.rounds, clock=time.process_time)
         t, ours = median(times["torch"]) * 1e3, median(times["kuiper"]) * 1e3
-        what = (op_type if op_type.startswith("F.") else f"{op_type} {cin}→{cout}") + f" k{k} s{s} p{p}"
-        what += f" g{g}" if g > 1 else ""
         print(f"| {what} | {'x'.join(map(str, shape))} | {t:.2f} | {ours:.2f} | {ours / t:.2f}x | {err:.1e} |")
     return 0
+
+
+def _label(op_type: str, cin: int, cout: int, k: int, s: int, p: int, g: int) -> str:
+    what = (op_type if op_type.startswith("F.") else f"{op_type} {cin}→{cout}") + f" k{k} s{s} p{p}"
+    return what + (f" g{g}" if g > 1 else "")
 
 
 if __name__ == "__main__":

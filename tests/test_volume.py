@@ -14,7 +14,7 @@ from kuiper_core.errors import ModelError
 from kuiper_core.graph import Attribute, Operand, Operator
 from kuiper_core.layers.conv_reference import conv3d_reference, conv_transpose3d_reference
 from kuiper_core.layers.registry import create_layer
-from kuiper_core.layers.volume import pool3d_reference
+from kuiper_core.layers.volume import adaptive_pool3d_reference, pool3d_reference
 
 
 def _layer(op_type: str, weight: np.ndarray, bias: np.ndarray | None, in_shape: tuple[int, ...] | None, **params):
@@ -147,3 +147,14 @@ def test_avg_pool3d_matches_the_reference(k, s, p, d, ceil, include_pad: bool, d
     x = np.random.default_rng(4).standard_normal((2, 3, 7, 8, 9)).astype(np.float32)
     layer = _pool("F.avg_pool3d", k, s, p, d, ceil, count_include_pad=include_pad, divisor_override=divisor)
     _close(layer.forward([x], [None])[0], pool3d_reference(x, "avg", k, s, p, (1, 1, 1), ceil, include_pad, divisor))
+
+
+@pytest.mark.parametrize("size", [(1, 1, 1), (2, 3, 4), (3, 4, 3), (7, None, 2), (5, 8, 9)])
+@pytest.mark.parametrize("op_type, fn", [("F.adaptive_avg_pool3d", np.mean), ("F.adaptive_max_pool3d", np.max)])
+def test_adaptive_pool3d_matches_the_cell_walk(size, op_type: str, fn) -> None:
+    """Divisible (max: a max pool), uneven bins, a kept dim, bins of one."""
+    x = np.random.default_rng(5).standard_normal((2, 3, 7, 8, 9)).astype(np.float32)
+    layer = create_layer(Operator(op_type, "a", inputs=[Operand("x")], outputs=[Operand("y")],
+                                  params={"output_size": list(size)}))
+    shape = (2, 3) + tuple(s or n for s, n in zip(size, x.shape[2:]))
+    _close(layer.forward([x], [None])[0], adaptive_pool3d_reference(x, shape, fn))
