@@ -84,7 +84,8 @@ class ParseError(KuiperError):
         self.column = column
         self.source_line = source_line
         self.length = max(1, length)
-        super().__init__(self.render())
+        # Not super(): a located ModelError (ir/validate.py) has ModelError's __init__ next.
+        KuiperError.__init__(self, self.render())
 
     @property
     def location(self) -> str:

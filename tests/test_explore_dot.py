@@ -301,3 +301,14 @@ def test_focus_inside_a_big_graph_is_drawn_in_detail() -> None:
     name = g.operators[700].name
     view = graph_view(g, focus=name, hops=3)
     assert name in view.shown and len(view.shown) < 40 and view.closed_groups == 0
+
+
+def test_edges_whose_size_follows_the_values_say_so() -> None:
+    """x[x > 0]: pnnx wrote (10) for the selection from its dummy data; the edge says it varies."""
+    from conftest import DATA
+
+    graph = read_param(DATA / "value_shapes" / "bool_mask" / "model.pnnx.param")
+    dot = graph_view(graph).dot
+    assert '"Tensor.index_1" -> "pnnx_expr_0" [label="10 (varies)"' in dot
+    assert "its size follows the input values" in dot
+    assert '[label="2x5"' in dot and "2x5 (varies)" not in dot  # the input's edges are exact

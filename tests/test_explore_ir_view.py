@@ -139,3 +139,30 @@ def test_edit_errors_point_into_the_text() -> None:
     renamed = text.replace("@fc2 ", "@fc9 ")
     with pytest.raises(ParseError, match="weight 'fc9.bias' is referenced but there is no such weight"):
         V.run_text(renamed, weights, inputs)
+
+
+def test_located_errors_keep_their_class() -> None:
+    """A layer's, the shape check's or the weights' error located in the text is still caught
+    by its own class, with its details, and is not located twice."""
+    from kuiper_core.errors import ModelError, ShapeError, WeightError
+    from kuiper_core.ir.validate import locate_model_error
+
+    _, text, weights, inputs = _edit_setup()
+    lines = text.split("\n")
+    declared = lines[2][: lines[2].rindex("->")] + "-> pnnx.tensor<1x16x8x9xf32>"  # conv's result, 9 wide
+    use = lines[3].replace(": (pnnx.tensor<1x16x8x8xf32>)", ": (pnnx.tensor<1x16x8x9xf32>)")
+    wrong_shape = "\n".join(lines[:2] + [declared, use] + lines[4:])
+    with pytest.raises(ShapeError) as info:
+        V.run_text(wrong_shape, weights, inputs)
+    err = info.value
+    assert isinstance(err, ParseError) and err.line == 3 and err.operator == "convbn2d_0"
+    assert (err.declared, err.produced) == ("(1,16,8,9)f32", "(1,16,8,8)f32")
+    assert isinstance(err.__cause__, ShapeError) and not isinstance(err.__cause__, ParseError)
+    module = ir.parse_module(wrong_shape, "edited.kir", check=False)
+    assert locate_model_error(module, err) is err
+    with pytest.raises(ModelError) as info:
+        V.run_text(text.replace("in_features:(Int32)512", "in_features:(Int32)500"), weights, inputs)
+    assert isinstance(info.value, ParseError) and info.value.operator == "fc1"
+    with pytest.raises(WeightError) as info:
+        V.run_text(text.replace("@fc2 ", "@fc9 "), weights, inputs)
+    assert isinstance(info.value, ParseError) and "fc9.bias" in info.value.message

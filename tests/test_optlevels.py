@@ -85,8 +85,12 @@ def test_forward_matches_pytorch(folder: Path) -> None:
     for label, ins, exp in _runs(folder):
         ys = g.forward(*ins)
         bad += _mismatches(ys, exp, label)
-        again = g.forward(*ins)  # the shape check is off now: same answer
-        assert all(np.array_equal(a, b) for a, b in zip(again, ys))
+        # The shape check is off now: the same answer. Not always the same bits: at batch >= 2
+        # and two BLAS threads the second forward may run sharded (chosen by timing, so under
+        # load even for tiny models), whose kernels round differently (sharded.py).
+        again = g.forward(*ins)
+        assert all(np.array_equal(a, b) or (a.dtype.kind == "f" and np.allclose(a, b, rtol=1e-5, atol=1e-6))
+                   for a, b in zip(again, ys))
     if _key(folder) in PNNX_BUGS:
         assert bad, f"{_key(folder)} now matches PyTorch: was pnnx fixed? ({PNNX_BUGS[_key(folder)]})"
     else:

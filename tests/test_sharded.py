@@ -373,3 +373,19 @@ def test_openblas_pool_thread_spins_after_a_two_thread_gemm() -> None:
 def test_no_proc_sees_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(running_threads, "TASKS", "/nonexistent/task")
     assert running_threads.other_thread_running() is False
+
+
+def test_a_split_that_fails_leaves_the_forward_whole(two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Halves whose outputs cannot be put back together (a bare ValueError from concatenate)
+    must not reach the caller: the whole forward just ran on the same inputs."""
+    g, xs, expected = _unet_batch(2)
+    g.forward(xs)
+
+    def fails(self, inputs):
+        raise ValueError("all the input array dimensions except for the concatenation axis must match")
+
+    monkeypatch.setattr(sharded.ShardedForward, "run_in_parallel", fails)
+    y = g.forward(xs)[0]  # the second forward tries the split
+    assert g._sharded[_signature(xs)] is None
+    assert max_err_ok(y[:1], expected)[0]
+    assert max_err_ok(g.forward(xs)[0][:1], expected)[0]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..graph import Graph, Operator
+from ..layers.registry import follows_values, value_shaped_operands
 from .categories import CATEGORY_COLORS, category
 from .modules import ModuleGroup, ancestors, default_expanded, module_tree, unit_count
 from .overlay import category_legend
@@ -230,16 +231,20 @@ def _dot(
     # closed module are merged per pair of nodes and counted.
     merged: Counter[tuple[str, str]] = Counter()
     seen: set[tuple[str, str, str]] = set()
+    loose = value_shaped_operands(o for o in graph.operators if follows_values(o))
     for op in ops:
         for operand in op.outputs:
             tip = f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
+            if operand.name in loose:
+                tip += (": its size follows the input values (one_hot, a mask's selection…); pnnx wrote the "
+                        "size it saw with its own dummy data")
             for consumer in operand.consumers:
                 if consumer.name not in by_name or (op.name, consumer.name, operand.name) in seen:
                     continue
                 seen.add((op.name, consumer.name, operand.name))
                 a, b = unit_of[op.name], unit_of[consumer.name]
                 if a == op.name and b == consumer.name:
-                    label = shape_text(operand.shape) if edge_labels else None
+                    label = shape_text(operand.shape) + (" (varies)" if operand.name in loose else "") if edge_labels else None
                     out.append(f"{quote(a)} -> {quote(b)} [{_attrs(label=label, tooltip=tip)}];")
                 elif a != b:
                     merged[(a, b)] += 1

@@ -19,7 +19,7 @@ from ..graph import numpy_dtype
 from .dialects import DialectRegistry
 from .lexer import Span
 from .parser import IRModule, Parser
-from .validate import IRError, check_layers, locate_model_error
+from .validate import check_layers, locate_model_error, located_type
 
 SUFFIX = ".kir"
 
@@ -67,13 +67,14 @@ def bind_arrays(module: IRModule, arrays: Mapping[str, np.ndarray]) -> None:
             data = arrays.get(entry)
             span = _weight_span(module, index, key)
             if data is None:
-                raise IRError(module, span, f"weight '{entry}' is referenced but there is no such weight",
-                              operator=op.name, op_type=op.type)
+                raise located_type(WeightError)(module, span, f"weight '{entry}' is referenced but there is no "
+                                                "such weight", operator=op.name, op_type=op.type)
             want = numpy_dtype(attr.dtype)
             if tuple(data.shape) != tuple(attr.shape) or data.dtype != want:
                 have = f"({','.join(map(str, data.shape))}){data.dtype}"
-                raise IRError(module, span, f"weight '{entry}' is {have}, the text declares "
-                              f"({','.join(map(str, attr.shape))}){attr.dtype}", operator=op.name, op_type=op.type)
+                raise located_type(WeightError)(module, span, f"weight '{entry}' is {have}, the text declares "
+                                                f"({','.join(map(str, attr.shape))}){attr.dtype}",
+                                                operator=op.name, op_type=op.type)
             attr.data = data
 
 
@@ -90,10 +91,12 @@ def bind_bin(module: IRModule, bin_path: str | Path) -> None:
             if index is None:
                 raise
             key = next(iter(module.graph.operators[index].attrs))
-            raise IRError(module, _weight_span(module, index, key), e.message, operator=None, op_type=None) from e
+            raise located_type(type(e))(module, _weight_span(module, index, key), e.message, operator=None,
+                                        op_type=None) from e
         op = module.graph.operators[index]
         key = next((k for k in op.attrs if f"@{k}" in e.message or f".{k}'" in e.message), next(iter(op.attrs)))
-        raise IRError(module, _weight_span(module, index, key), e.message, operator=op.name, op_type=op.type) from e
+        raise located_type(type(e))(module, _weight_span(module, index, key), e.message, operator=op.name,
+                                    op_type=op.type) from e
 
 
 def default_bin(path: str | Path) -> Path | None:
@@ -126,10 +129,11 @@ def load_ir(path: str | Path, bin_path: str | Path | None = None, *, algorithm: 
         if bin_file is None:
             first = next(i for i, op in enumerate(module.graph.operators) if op.attrs)
             key = next(iter(module.graph.operators[first].attrs))
-            raise IRError(module, _weight_span(module, first, key),
-                          f"the text references weights but no .bin was given (looked for "
-                          f"{Path(path).with_suffix('.bin').name}, {Path(path).with_suffix('.pnnx.bin').name}): "
-                          "pass --bin", operator=None, op_type=None)
+            raise located_type(WeightError)(
+                module, _weight_span(module, first, key),
+                f"the text references weights but no .bin was given (looked for "
+                f"{Path(path).with_suffix('.bin').name}, {Path(path).with_suffix('.pnnx.bin').name}): pass --bin",
+                operator=None, op_type=None)
         bind_bin(module, bin_file)
     return build(module, algorithm)
 

@@ -23,7 +23,10 @@ STAND_IN_LIMIT = 1 << 30  # bytes of zero weights one operator's check may alloc
 
 
 class IRError(ParseError):
-    """A located error about one operator of a module (keeps `operator`, like ModelError)."""
+    """A located error about one operator of a module (keeps `operator`, like ModelError).
+
+    A layer's or the runtime's ModelError located in the text keeps its class too (`located`):
+    `except ShapeError` catches a shape refusal from a .kir as it does from a .param."""
 
     def __init__(self, module: IRModule, span: Span, message: str, *, operator: str | None, op_type: str | None) -> None:
         base = module.error(span, message)
@@ -33,6 +36,17 @@ class IRError(ParseError):
         )
         self.operator = operator
         self.op_type = op_type
+
+
+_LOCATED_TYPES: dict[type, type] = {}
+
+
+def located_type(cls: type[ModelError]) -> type[IRError]:
+    """An IRError that is also a `cls` (ShapeError, WeightError, ...), made once per class."""
+    if cls not in _LOCATED_TYPES:
+        _LOCATED_TYPES[cls] = type(f"Located{cls.__name__}", (IRError, cls),
+                                   {"__init__": IRError.__init__, "__module__": __name__})
+    return _LOCATED_TYPES[cls]
 
 
 def culprit_span(module: IRModule, index: int, message: str) -> Span:
@@ -49,18 +63,27 @@ def culprit_span(module: IRModule, index: int, message: str) -> Span:
     return loc.type_span
 
 
-def locate(module: IRModule, index: int, message: str) -> IRError:
+def locate(module: IRModule, index: int, message: str, like: ModelError | None = None) -> IRError:
+    """An error at the culprit of operator `index`; of `like`'s class too, with its details
+    (ShapeError's operand and shapes, CycleError's cycle), when given."""
     op = module.graph.operators[index]
     span = culprit_span(module, index, message)
-    return IRError(module, span, f"{op.type} @{op.name}: {message}", operator=op.name, op_type=op.type)
+    cls = IRError if like is None else located_type(type(like))
+    located = cls(module, span, f"{op.type} @{op.name}: {message}", operator=op.name, op_type=op.type)
+    if like is not None:
+        for key, value in vars(like).items():
+            located.__dict__.setdefault(key, value)
+    return located
 
 
 def locate_model_error(module: IRModule, err: ModelError) -> KuiperError:
     """A ModelError naming an operator of the module, as a located error (others unchanged)."""
+    if isinstance(err, IRError):
+        return err  # located already
     index = module.op_index(err.operator) if err.operator is not None else None
     if index is None:
         return err
-    located = locate(module, index, err.message)
+    located = locate(module, index, err.message, like=err)
     located.__cause__ = err
     return located
 
@@ -83,7 +106,7 @@ def check_layers(module: IRModule) -> None:
         try:
             create_layer(bound_operator(binding, {}))
         except ModelError as e:
-            raise locate(module, index, e.message) from e
+            raise locate(module, index, e.message, like=e) from e
         except KuiperError:
             raise
         except Exception as e:  # a layer that does not check what it reads: still located

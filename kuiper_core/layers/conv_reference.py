@@ -3,9 +3,11 @@
 `conv2d_reference` is a convolution as it is written on the blackboard: for every kernel tap
 (i, j), take the padded input shifted by that tap (a strided slice), multiply it by the tap's
 weights and add it up, group by group. `conv_transpose2d_reference` is the transpose: every
-input pixel scatters its weighted kernel onto the output. Both accumulate in float64 and are
+input pixel scatters its weighted kernel onto the output. `conv3d_reference` and
+`conv_transpose3d_reference` are the same over (D, H, W). All accumulate in float64 and are
 slow on purpose; conv.py, conv_kernels.py and winograd.py hold the fast paths (im2col GEMM,
-Winograd, pointwise GEMM), and tests/test_conv_kernels.py checks them against these.
+Winograd, pointwise GEMM), volume.py the 3-D ones built on them, and
+tests/test_conv_kernels.py and tests/test_volume.py check them against these.
 """
 
 from __future__ import annotations
@@ -77,4 +79,72 @@ def conv_transpose2d_reference(
     y = canvas[:, :, ph : full_h - ph, pw : full_w - pw]
     if bias is not None:
         y = y + bias.reshape(1, -1, 1, 1)
+    return y.astype(np.result_type(x.dtype, weight.dtype))
+
+
+def conv3d_reference(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    stride: tuple[int, int, int] = (1, 1, 1),
+    padding: tuple[int, int, int] = (0, 0, 0),
+    dilation: tuple[int, int, int] = (1, 1, 1),
+    groups: int = 1,
+) -> np.ndarray:
+    """y (N, O, OD, OH, OW) = conv3d(x (N, C, D, H, W), weight (O, C/groups, KD, KH, KW)), zero padding."""
+    o, cg, *k = weight.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + tuple((p, p) for p in padding))
+    size = [out_size(x.shape[2 + i], k[i], stride[i], padding[i], padding[i], dilation[i]) for i in range(3)]
+    og = o // groups
+    y = np.zeros((x.shape[0], o, *size))
+    for g in range(groups):
+        xg = xp[:, g * cg : (g + 1) * cg]
+        wg = weight[g * og : (g + 1) * og].astype(np.float64)
+        for a in range(k[0]):
+            for b in range(k[1]):
+                for c in range(k[2]):
+                    # The input every output position sees through tap (a, b, c).
+                    at = [t * dilation[i] for i, t in enumerate((a, b, c))]
+                    shifted = xg[:, :, at[0] : at[0] + stride[0] * (size[0] - 1) + 1 : stride[0],
+                                 at[1] : at[1] + stride[1] * (size[1] - 1) + 1 : stride[1],
+                                 at[2] : at[2] + stride[2] * (size[2] - 1) + 1 : stride[2]]
+                    y[:, g * og : (g + 1) * og] += np.einsum("ncdhw,oc->nodhw", shifted, wg[:, :, a, b, c])
+    if bias is not None:
+        y += bias.reshape(1, o, 1, 1, 1)
+    return y.astype(np.result_type(x.dtype, weight.dtype))
+
+
+def conv_transpose3d_reference(
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None = None,
+    stride: tuple[int, int, int] = (1, 1, 1),
+    padding: tuple[int, int, int] = (0, 0, 0),
+    output_padding: tuple[int, int, int] = (0, 0, 0),
+    dilation: tuple[int, int, int] = (1, 1, 1),
+    groups: int = 1,
+) -> np.ndarray:
+    """y = conv_transpose3d(x (N, C, D, H, W), weight (C, O/groups, KD, KH, KW)), as torch defines it."""
+    n, c, *size = x.shape
+    _, og, *k = weight.shape
+    full = [(size[i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1 + output_padding[i] for i in range(3)]
+    cg = c // groups
+    canvas = np.zeros((n, og * groups, *full))
+    for g in range(groups):
+        xg = x[:, g * cg : (g + 1) * cg].astype(np.float64)
+        wg = weight[g * cg : (g + 1) * cg].astype(np.float64)
+        for a in range(k[0]):
+            for b in range(k[1]):
+                for c_ in range(k[2]):
+                    # Tap (a, b, c) of every input voxel lands at (i·stride + a·dilation, …).
+                    at = [t * dilation[i] for i, t in enumerate((a, b, c_))]
+                    canvas[:, g * og : (g + 1) * og,
+                           at[0] : at[0] + (size[0] - 1) * stride[0] + 1 : stride[0],
+                           at[1] : at[1] + (size[1] - 1) * stride[1] + 1 : stride[1],
+                           at[2] : at[2] + (size[2] - 1) * stride[2] + 1 : stride[2]] += (
+                        np.einsum("ncdhw,co->nodhw", xg, wg[:, :, a, b, c_]))
+    p = padding
+    y = canvas[:, :, p[0] : full[0] - p[0], p[1] : full[1] - p[1], p[2] : full[2] - p[2]]
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1, 1)
     return y.astype(np.result_type(x.dtype, weight.dtype))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import Operator
+from ..graph import Operand, Operator
 from .registry import Layer, register
 from .torch_args import axes_param, input_index, normalize_axis
 
@@ -99,6 +99,17 @@ class Index(Layer):
                     raise self.error(f"cannot read the index list expr={expr!r}") from None
             self.key = self._key(expr)
 
+    @classmethod
+    def shape_follows_values(cls, op: Operator) -> bool:
+        """A bool mask selects as many entries as it holds True. A list given at run time
+        holds the operands its maker (pnnx.Expression, prim::ListConstruct) reads: any of
+        them bool, or of undeclared dtype and not a constant (None, an int), may be a mask."""
+        k = input_index(op, "expr")
+        if k is None:  # a constant key: its masks are fixed
+            return False
+        maker = op.inputs[k].producer
+        return maker is None or any(_may_be_mask(o) for o in maker.inputs)
+
     def _key(self, entries: Any) -> tuple[Any, ...]:
         if not isinstance(entries, (list, tuple)):
             raise self.error(f"expected a list of indices, got {entries!r}")
@@ -125,6 +136,13 @@ class Index(Layer):
             return [np.asarray(x[key])]
         except IndexError as e:
             raise self.error(f"cannot index an input of shape {x.shape}: {e}") from None
+
+
+def _may_be_mask(o: Operand) -> bool:
+    if o.dtype is not None:
+        return o.dtype == "bool"
+    p = o.producer
+    return p is None or not (p.type == "prim::Constant" or (p.type == "pnnx.Expression" and not p.inputs))
 
 
 @register("torch.flip", "Tensor.flip")

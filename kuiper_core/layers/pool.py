@@ -305,6 +305,13 @@ class _AdaptivePool(_Pool):
 
 @register("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d")
 class AdaptiveAvgPool(_AdaptivePool):
+    def _uniform(self, n: int, dtype: np.dtype) -> np.ndarray:
+        key = ("uniform", n, np.dtype(dtype).str)
+        v = self._cache.get(key)  # type: ignore[arg-type]
+        if v is None:
+            v = self._cache[key] = np.full(n, 1 / n, dtype)  # type: ignore[index]
+        return v  # type: ignore[return-value]
+
     def _matrices(self, h: int, w: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """Averaging matrices (OH, H) and (W, OW): out = Ah @ x @ Aw."""
         key = (h, w, np.dtype(dtype).str)
@@ -328,8 +335,9 @@ class AdaptiveAvgPool(_AdaptivePool):
         _, p, h, w = x.shape
         oh, ow = self._out_hw(h, w)
         y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
-        if (oh, ow) == (1, 1):  # global average pooling
-            np.mean(x.reshape(p, h * w), axis=1, out=y.reshape(p))
+        if (oh, ow) == (1, 1):  # global average pooling: a GEMV by 1/size
+            # (MobileNetV3's SE blocks: 1-2 us against np.mean's 5-14: its pairwise sum per row)
+            np.matmul(x.reshape(p, h * w), self._uniform(h * w, x.dtype), out=y.reshape(p))
             return [y]
         ah, aw = self._matrices(h, w, x.dtype)
         rows = np.matmul(x.reshape(p * h, w), aw).reshape(p, h, ow)

@@ -33,7 +33,10 @@ Contract:
 - Never mutate an input array: it is the producer's output, shared by reference.
 - Given inputs of the same shapes, dtypes and strides, forward takes the same path (writes
   into `out`, or returns a view), whatever the values: the runtime's prepared forward
-  (runtime/prepared.py) relies on it.
+  (runtime/prepared.py) relies on it. A layer whose output shape follows the input's
+  values (one_hot without num_classes, a bool mask's selection) says so in
+  `shape_follows_values(op)`: the runtime then never prepares or plans the graph, and
+  checks the dims of those outputs, and of everything computed from them, loosely.
 
 Optional, for speed (runtime/prepared.py):
 - `prepare(inputs, out)` returns a function f(inputs, out) that does what forward does for
@@ -54,7 +57,7 @@ Optional, for speed (runtime/prepared.py):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 import numpy as np
 
@@ -95,6 +98,14 @@ class Layer:
     def extra_inputs(cls, op: Operator) -> dict[str, Operand]:
         """Operands this layer also reads, by input name (see the contract); none by default."""
         return {}
+
+    @classmethod
+    def shape_follows_values(cls, op: Operator) -> bool:
+        """True if an output's shape may depend on the input values, not only on their shapes
+        (see the contract). `op` is bound, with the params known at build (a param computed
+        at run time is absent); the file's annotations were made by pnnx from its own dummy
+        data there, so they say nothing about such an output's size."""
+        return False
 
     def __init__(self, op: Operator) -> None:
         self.op = op
@@ -273,6 +284,31 @@ def check_supported(operators: list[Operator]) -> None:
 def layer_class(op_type: str) -> type[Layer] | None:
     _load_for(op_type)
     return _REGISTRY.get(op_type)
+
+
+def value_shaped_operands(follows: Iterable[Operator]) -> frozenset[str]:
+    """The operands whose size follows the input values: the outputs of the operators in
+    `follows` (those whose layer says so: Layer.shape_follows_values) and every operand
+    computed from one, through the graph's consumers (in any order of the operators)."""
+    loose: set[str] = set()
+    seen: set[int] = set()
+    todo = list(follows)
+    while todo:
+        op = todo.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        for o in op.outputs:
+            loose.add(o.name)
+            todo.extend(o.consumers)
+    return frozenset(loose)
+
+
+def follows_values(op: Operator) -> bool:
+    """`op` may make an output whose size follows the values (Layer.shape_follows_values;
+    for a file's operator, params given as operands count as unknown: it errs on that side)."""
+    cls = layer_class(op.type)
+    return cls is not None and cls.shape_follows_values(op)
 
 
 def module_index() -> dict[str, str]:

@@ -485,6 +485,10 @@ class RepeatInterleave(Layer):
         dim = self.param("dim", None)
         self.dim = None if dim is None else self.int_param("dim")
 
+    @classmethod
+    def shape_follows_values(cls, op: Operator) -> bool:
+        return input_index(op, "repeats") is not None  # a tensor of counts: their sum
+
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
         reps: Any = self.repeats if self.repeats_input is None else np.asarray(inputs[self.repeats_input])

@@ -563,6 +563,11 @@ class OneHot(Layer):
         super().__init__(op)
         self.classes = self.int_param("num_classes", -1, low=-1, high=self.size_limit)
 
+    @classmethod
+    def shape_follows_values(cls, op: Operator) -> bool:
+        classes = op.params.get("num_classes", -1)  # absent: computed at run time
+        return not (isinstance(classes, int) and classes >= 0)
+
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         ids = np.asarray(inputs[0])
         if ids.dtype.kind not in "iu":

@@ -119,10 +119,10 @@ def static_export(graph: Graph) -> bool:
     return all(op.outputs and op.outputs[0].static_shape is not None for op in graph.inputs)
 
 
-def _trusted_dim(operand: Operand, dim: int, static: bool) -> int | None:
+def _trusted_dim(operand: Operand, dim: int, static: bool, loose: frozenset[str]) -> int | None:
     shape = operand.shape
-    if shape is None or not -len(shape) <= dim < len(shape):
-        return None
+    if shape is None or not -len(shape) <= dim < len(shape) or operand.name in loose:
+        return None  # `loose`: a size that follows the values, annotated from pnnx's dummy data
     d = shape[dim]
     if not isinstance(d, int):
         return None
@@ -131,7 +131,7 @@ def _trusted_dim(operand: Operand, dim: int, static: bool) -> int | None:
     return d if static or producer in ("pnnx.Input", "pnnx.Attribute") else None
 
 
-def _fold_sizes(op: Operator, static: bool) -> bool:
+def _fold_sizes(op: Operator, static: bool, loose: frozenset[str]) -> bool:
     ast = expr_of(op)
     if ast is None:
         return False
@@ -145,12 +145,12 @@ def _fold_sizes(op: Operator, static: bool) -> bool:
             if operand is None:
                 return new
             if len(new.args) == 2 and isinstance(new.args[1], Constant) and isinstance(new.args[1].value, int):
-                d = _trusted_dim(operand, new.args[1].value, static)
+                d = _trusted_dim(operand, new.args[1].value, static, loose)
                 if d is not None:
                     replaced += 1
                     return Constant(d)
             elif len(new.args) == 1 and operand.shape is not None:
-                dims = [_trusted_dim(operand, i, static) for i in range(len(operand.shape))]
+                dims = [_trusted_dim(operand, i, static, loose) for i in range(len(operand.shape))]
                 if all(d is not None for d in dims):
                     replaced += 1
                     return ListExpr([Constant(d) for d in dims])
@@ -171,10 +171,10 @@ def _fold_sizes(op: Operator, static: bool) -> bool:
 _SHAPE_PARAM = {"Tensor.reshape": "shape", "Tensor.view": "shape", "Tensor.expand": "sizes"}
 
 
-def _static_shape_param(op: Operator) -> bool:
+def _static_shape_param(op: Operator, loose: frozenset[str]) -> bool:
     """reshape/view/expand whose shape is an operand: use the declared output shape."""
     key = _SHAPE_PARAM.get(op.type)
-    if key is None or key in op.params or not op.outputs or op.outputs[0].shape is None:
+    if key is None or key in op.params or not op.outputs or op.outputs[0].shape is None or op.outputs[0].name in loose:
         return False
     slots = [i for i in range(len(op.inputs)) if op.input_name(i) == key]
     if len(slots) != 1:
@@ -212,7 +212,7 @@ def _batch_first(shape_operand: Operand) -> bool:
     return is_dim0(first) and not any(is_dim0(n) for item in ast.items[1:] for n in walk(item))
 
 
-def _static_size_op(op: Operator, static: bool) -> bool:
+def _static_size_op(op: Operator, static: bool, loose: frozenset[str]) -> bool:
     """optlevel 0's `Tensor.size dim=2` of a dim that cannot vary becomes the literal
     (`pnnx.Expression expr=4`), as optlevel 1's `size(@0,2)` does in an expression."""
     if op.type != "Tensor.size" or len(op.inputs) != 1 or len(op.outputs) != 1 or op.outputs[0].shape is not None:
@@ -220,7 +220,7 @@ def _static_size_op(op: Operator, static: bool) -> bool:
     operand, dim = op.inputs[0], op.params.get("dim")
     if operand.shape is None or (dim is not None and (isinstance(dim, bool) or not isinstance(dim, int))):
         return False
-    dims = [_trusted_dim(operand, d, static) for d in (range(len(operand.shape)) if dim is None else [dim])]
+    dims = [_trusted_dim(operand, d, static, loose) for d in (range(len(operand.shape)) if dim is None else [dim])]
     if any(d is None for d in dims):
         return False
     literal = to_text(Constant(dims[0]) if dim is not None else ListExpr([Constant(d) for d in dims]))
@@ -238,17 +238,20 @@ def _become_literal(op: Operator, text: str) -> None:
 
 @graph_pass("FoldStaticShapes", 2, description="static size(…) values and reshape shapes baked in, as pnnx does")
 def fold_static_shapes(graph: Graph) -> tuple[Graph, bool]:
+    from ..layers.registry import follows_values, value_shaped_operands
+
     static = static_export(graph)
+    loose = value_shaped_operands(op for op in graph.operators if follows_values(op))
     changed = False
     # Shapes first (they read the expressions that compute them), then sizes in expressions.
     for op in list(graph.operators):
         if op.type in _SHAPE_PARAM:
-            changed |= _static_shape_param(op)
+            changed |= _static_shape_param(op, loose)
         elif op.type == "Tensor.size":
-            changed |= _static_size_op(op, static)
+            changed |= _static_size_op(op, static, loose)
     for op in list(graph.operators):
         if op.type == "pnnx.Expression" and op.inputs:
-            changed |= _fold_sizes(op, static)
+            changed |= _fold_sizes(op, static, loose)
     changed |= _remove_dead(graph, [op for op in graph.operators if op.type == "pnnx.Expression"])
     return graph, changed
 

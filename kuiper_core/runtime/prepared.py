@@ -297,7 +297,9 @@ class PreparedSteps:
 
     def call(self, rt: "RuntimeGraph", rop: "RuntimeOperator", layer: "Layer", args: list[Any]) -> list[Any]:
         assert rop.binding is not None
-        entry = None if rop.computed else self.fns.get(rop.key, _UNSEEN)  # computed params: layers vary
+        # Computed params: the layers vary; sizes that follow the values: the shapes do.
+        varies = rop.computed or (rt.value_shaped and any(o.name in rt.value_shaped for o in rop.binding.outputs))
+        entry = None if varies else self.fns.get(rop.key, _UNSEEN)
         if entry is _UNSEEN or entry is None:
             results = rt._call(rop, layer, args, [None] * len(rop.binding.outputs))
             if entry is _UNSEEN:

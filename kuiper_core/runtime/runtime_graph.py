@@ -34,7 +34,7 @@ from .. import limits as _limits
 from .. import threads
 from ..errors import InputError, KuiperError, LimitError, ModelError
 from ..graph import Graph, Operator, ParamValue, numpy_dtype
-from ..layers.registry import Layer, check_supported, create_layer, layer_class
+from ..layers.registry import Layer, check_supported, create_layer, follows_values, layer_class, value_shaped_operands
 from .binding import Binding, bind, bound_operator, freeze, to_param
 from .memory import BufferPlan, plan_buffers
 from .order import ALGORITHMS, Trace
@@ -204,6 +204,7 @@ class RuntimeGraph:
         self._prepared_steps: dict[tuple, tuple[PreparedSteps, StepArenas]] = {}
         # forward()'s split by images at >= 2 BLAS threads (sharded.py); None: runs whole.
         self._sharded: dict[tuple, ShardedForward | None] = {}
+        self.value_shaped: frozenset[str] = frozenset()  # set at build: see _value_shaped
         self._step_signature: tuple | None = None  # the input shapes of the latest steps()
         # Planned buffers are shared state: one planned forward at a time (the app caches
         # one RuntimeGraph for every browser session).
@@ -304,6 +305,15 @@ class RuntimeGraph:
         needed = {o.name for r in self._run_order if r.binding for o in r.binding.reads}
         needed |= {o.name for op in self.graph.outputs for o in op.inputs}
         self._seed = {n: v for n, v in constants.items() if n in needed}
+        self.value_shaped = self._value_shaped()
+
+    def _value_shaped(self) -> frozenset[str]:
+        """Operands whose size follows the input values (Layer.shape_follows_values, asked of
+        the operator as bound at build) and every operand computed from one: their dims are
+        checked loosely (shape_check.py), and forward() runs such a graph unplanned, since its
+        shapes change from run to run."""
+        return value_shaped_operands(r.op for r in self._run_order
+                                     if r.binding is not None and follows_values(bound_operator(r.binding, r.params)))
 
     def _replan(self) -> None:
         """Buffers for the operators forward() runs (by step, keyed by operator key)."""
@@ -335,6 +345,8 @@ class RuntimeGraph:
             return self._forward(self._check_inputs(arrays))
 
     def _forward(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if self.value_shaped:  # shapes that change with the values: no plan fits every run
+            return self._collect_outputs(self._run(inputs, planned=False, check=True))
         signature = tuple((a.shape, a.dtype.str) for a in inputs)
         with self._run_lock:  # the prepared forward (prepared.py), made by the first run
             shard = threads.blas_threads() >= 2 and batch_size(inputs) >= 2
@@ -432,7 +444,8 @@ class RuntimeGraph:
         signature = tuple((a.shape, a.dtype.str) for a in inputs)
         prepared, arenas = self._steps_for(signature)
         forward = self._prepared.get(signature)
-        started = arenas.start(self, inputs, forward.record if forward is not None else None)
+        # An arena is laid out from one run's shapes: not for shapes that follow the values.
+        started = None if self.value_shaped else arenas.start(self, inputs, forward.record if forward is not None else None)
         if started is not None:  # a free arena's flat run (step_arena.py)
             run, values = started
         else:  # one operator at a time
@@ -463,7 +476,7 @@ class RuntimeGraph:
                     args = [feeds[op.name]] if op.type == "pnnx.Input" else [values[o.name] for o in b.inputs]
                     results = prepared.call(self, rop, layer, args)
                 if op.type != "pnnx.Input":  # the inputs were checked by _check_inputs
-                    check_outputs(op, b.outputs, results, batch)
+                    check_outputs(op, b.outputs, results, batch, self.value_shaped)
                 self._store(rop, results, values)
             yield StepEvent(rop, values, time.perf_counter() - t0)
 
@@ -495,7 +508,7 @@ class RuntimeGraph:
                 out = [None] * len(b.outputs)
             results = self._call(rop, layer, args, out)
             if (check or made) and op.type != "pnnx.Input":  # inputs: see _check_inputs
-                check_outputs(op, b.outputs, results, batch)
+                check_outputs(op, b.outputs, results, batch, self.value_shaped)
             if plan is not None and rop.key not in self._view_ops:
                 for r, buf in zip(results, out):
                     if isinstance(r, np.ndarray) and r is not buf and any(

@@ -21,11 +21,16 @@ What "declared" means:
   is an error. The traced-batch run checks every dim exactly.
 - The graph inputs themselves are checked before anything runs (RuntimeGraph's input
   check, with the same batch freedom), not here.
+- Where an output's size follows the input values (one_hot without num_classes, a bool
+  mask's selection, repeat_interleave by a tensor of counts: Layer.shape_follows_values),
+  pnnx annotated it from its own dummy data (a mask selecting all ten entries of a (2,5)
+  input: `#3=(10)f32`), so that operand and every operand computed from it (`loose`)
+  keep their rank and dtype checked, not their dims.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Container, Sequence
 
 import numpy as np
 
@@ -80,8 +85,10 @@ def shape_matches(declared: Shape, shape: tuple[int, ...], batch: Batch = None) 
     return len(declared) == len(shape) and all(_dim_ok(d, n, batch) for d, n in zip(declared, shape))
 
 
-def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[Any], batch: Batch) -> None:
-    """Raise ShapeError for the first value that differs from its operand's annotation."""
+def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[Any], batch: Batch,
+                  loose: Container[str] = ()) -> None:
+    """Raise ShapeError for the first value that differs from its operand's annotation;
+    operands in `loose` (their size follows the values) by rank and dtype only."""
     for operand, value in zip(operands, values):
         if operand.shape is None or isinstance(value, (tuple, list)) or value is None:
             continue  # a value (int, list) or a tuple: nothing declared
@@ -90,13 +97,16 @@ def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[An
             continue  # the common case, quickly: exactly as declared
         shape, dtype = _produced(value)
         same_dtype = operand.dtype is None or _dtype_ok(operand.dtype, value)
-        if shape_matches(operand.shape, shape, batch) and same_dtype:
+        want: Shape = (None,) * len(operand.shape) if operand.name in loose else operand.shape
+        if shape_matches(want, shape, batch) and same_dtype:
             continue
         declared = format_shape(operand.shape, operand.dtype)
         produced = "(" + ",".join(map(str, shape)) + ")" + _short_dtype(dtype)
-        what = "shape" if same_dtype else "dtype" if shape_matches(operand.shape, shape, batch) else "shape and dtype"
+        what = "shape" if same_dtype else "dtype" if shape_matches(want, shape, batch) else "shape and dtype"
         at = ""
-        if batch is not None and what != "dtype":
+        if operand.name in loose and what != "dtype":
+            at = " (its dims follow the input values, its rank does not)"
+        elif batch is not None and what != "dtype":
             at = f" (inputs at batch {batch[1]}, traced at {batch[0]}: batch-sized dims may follow)"
         raise ShapeError(
             f"produced {produced} for operand '{operand.name}', the file declares {declared}: wrong {what}{at}",

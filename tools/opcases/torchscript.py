@@ -19,7 +19,7 @@ CASES = {
     "aten_tril_neg": dynamic(lambda x: torch.tril(x, -1) + x, [(4, 4)], [(6, 3)]),
     "aten_one_hot": _ids(lambda i: F.one_hot(i, 5) * 2, (2, 3), 5),
     # F.one_hot(i) without num_classes: pnnx annotates the class count of its own dummy
-    # input (#=(2,6,2)), so the engine's shape check refuses PyTorch's (2,6,4): not a case.
+    # input (#=(2,6,2)); tools/export_value_shapes.py exports it with several input sets.
     "aten_broadcast_to": case(lambda x: torch.broadcast_to(x, (2, 3, 4)) * 2, (3, 1)),
     "aten_var_mean": case(lambda x: torch.cat(torch.var_mean(x, dim=1, keepdim=True), 1) * 2, (2, 3, 4)),
     "aten_std_mean_unbiased_false": case(lambda x: torch.stack(torch.std_mean(x, dim=(1, 2), unbiased=False)) * 2,

@@ -21,6 +21,16 @@ CASES = {
                                       padding=(0, 1, 1)),
     "volume_conv3d_groups_dilation_nobias": _conv(in_channels=4, out_channels=6, kernel_size=2, groups=2, dilation=2,
                                                   bias=False),
+    # numbers, 'same' and every padding_mode since Conv3d runs on conv.py's 2-D kernels
+    "volume_conv3d_same_reflect": _conv(in_channels=3, out_channels=4, kernel_size=(3, 3, 2), padding="same",
+                                        padding_mode="reflect"),
+    "volume_conv3d_pad_circular": _conv(in_channels=2, out_channels=3, kernel_size=3, padding=(1, 2, 1),
+                                        padding_mode="circular"),
+    "volume_conv3d_pad_replicate_stride": _conv(in_channels=2, out_channels=3, kernel_size=3, stride=2, padding=1,
+                                                padding_mode="replicate"),
+    "volume_conv3d_depthwise": _conv(in_channels=8, out_channels=8, kernel_size=3, padding=1, groups=8),
+    "volume_conv3d_valid_dilation": _conv(in_channels=3, out_channels=5, kernel_size=2, padding="valid",
+                                          dilation=(2, 1, 2)),
     "volume_conv_transpose3d": lambda: (Wrap(nn.ConvTranspose3d(3, 2, 2, stride=2)), [torch.randn(2, 3, 2, 3, 4)]),
     "volume_conv_transpose3d_pad_outpad_groups": lambda: (
         Wrap(nn.ConvTranspose3d(4, 6, 3, stride=(1, 2, 2), padding=1, output_padding=(0, 1, 0), groups=2)),
