@@ -54,16 +54,15 @@ def _grouped_weight(layer: Layer, layout: str, split: str) -> None:
 _DEPTH_PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-def _plane(op: Operator, op_type: str, name: str, weight: np.ndarray, bias: np.ndarray | None,
-           params: dict, in_shape: tuple[int, ...] | None) -> Layer:
+def _plane(op: Operator, op_type: str, weight: np.ndarray, bias: np.ndarray | None, params: dict,
+           in_shape: tuple[int, ...] | None) -> Layer:
     """The 2-D layer (conv.py's, with its tuned kernels) a 3-D one runs its planes on: a
     convolution of its own, not in the graph, over the 4-D weight and declared input shape."""
     attrs = {"weight": Attribute(dtype_name(weight.dtype), weight.shape, weight)}
     if bias is not None:
         attrs["bias"] = Attribute(dtype_name(bias.dtype), bias.shape, bias)
-    x = Operand(f"{name}.planes", in_shape)
-    return create_layer(Operator(op_type, f"{op.name}{name}", inputs=[x], outputs=[Operand(f"{name}.y")],
-                                 params={**params, "bias": bias is not None}, attrs=attrs))
+    return create_layer(Operator(op_type, f"{op.name}.planes", inputs=[Operand("planes", in_shape)],
+                                 outputs=[Operand("y")], params={**params, "bias": bias is not None}, attrs=attrs))
 
 
 @register("nn.Conv3d")
@@ -114,7 +113,7 @@ class Conv3d(Layer):
                   "stride": list(self.s[1:]), "padding": plane_padding, "dilation": list(self.d[1:]), "groups": g,
                   "padding_mode": self.mode}
         # w is contiguous (O, Cg, kd, kh, kw): (O, Cg·kd, kh, kw) is a view of it
-        self.plane = _plane(op, "nn.Conv2d", ".planes", self.w.reshape(g * og, cg * kd, kh, kw), self.b, params, planes)
+        self.plane = _plane(op, "nn.Conv2d", self.w.reshape(g * og, cg * kd, kh, kw), self.b, params, planes)
 
     def _out_depth(self, depth: int) -> int:
         return out_size(depth, self.k[0], self.s[0], *self.pads[0], self.d[0])
@@ -170,8 +169,7 @@ class ConvTranspose3d(Layer):
         params = {"in_channels": g * cg, "out_channels": g * og * kd, "kernel_size": [kh, kw],
                   "stride": list(self.s[1:]), "padding": list(self.p[1:]), "output_padding": list(self.op_[1:]),
                   "dilation": list(self.d[1:]), "groups": g}
-        self.plane = _plane(op, "nn.ConvTranspose2d", ".planes", self.w.reshape(g * cg, og * kd, kh, kw), None,
-                            params, planes)
+        self.plane = _plane(op, "nn.ConvTranspose2d", self.w.reshape(g * cg, og * kd, kh, kw), None, params, planes)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
