@@ -158,3 +158,13 @@ def test_adaptive_pool3d_matches_the_cell_walk(size, op_type: str, fn) -> None:
                                   params={"output_size": list(size)}))
     shape = (2, 3) + tuple(s or n for s, n in zip(size, x.shape[2:]))
     _close(layer.forward([x], [None])[0], adaptive_pool3d_reference(x, shape, fn))
+
+
+def test_a_huge_depth_padding_is_a_limit_error_before_anything_big() -> None:
+    from kuiper_core.errors import LimitError
+
+    w = np.ones((2, 2, 3, 1, 1), np.float32)
+    layer = _layer("nn.Conv3d", w, None, None, kernel_size=[3, 1, 1], stride=[100000, 1, 1],
+                   padding=[10**8, 0, 0], dilation=[1, 1, 1], groups=1)
+    with pytest.raises(LimitError, match="the padded input"):
+        layer.forward([np.ones((1, 2, 4, 64, 64), np.float32)], [None])

@@ -130,6 +130,7 @@ class Conv3d(Layer):
                      for i in range(2))) < 1:
             padded = tuple(size + sum(p) for size, p in zip(x.shape[2:], self.pads))
             raise self.error(f"the {self.k} kernel (dilation {self.d}) does not fit the padded input {padded}")
+        self.check_size((n, c, depth + sum(self.pads[0]), h, w), "the padded input")
         self.check_size((n * od, c * kd, h, w), "the planes")
         if any(self.pads[0]):
             pads = ((0, 0), (0, 0), self.pads[0], (0, 0), (0, 0))
