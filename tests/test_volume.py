@@ -168,3 +168,17 @@ def test_a_huge_depth_padding_is_a_limit_error_before_anything_big() -> None:
                    padding=[10**8, 0, 0], dilation=[1, 1, 1], groups=1)
     with pytest.raises(LimitError, match="the padded input"):
         layer.forward([np.ones((1, 2, 4, 64, 64), np.float32)], [None])
+
+
+def test_adaptive_max_with_many_bins_matches_the_cell_walk() -> None:
+    """More bins than the input has along an axis (bins of one or two, overlapping: the
+    gathered path, volume.BINS_LOOP_MAX), as the cell walk gives them; and 10^6 bins."""
+    x = np.random.default_rng(6).standard_normal((1, 2, 7, 3, 5)).astype(np.float32)
+    layer = create_layer(Operator("F.adaptive_max_pool3d", "a", inputs=[Operand("x")], outputs=[Operand("y")],
+                                  params={"output_size": [300, 2, 70]}))
+    _close(layer.forward([x], [None])[0], adaptive_pool3d_reference(x, (1, 2, 300, 2, 70), np.max))
+    big = create_layer(Operator("F.adaptive_max_pool3d", "a", inputs=[Operand("x")], outputs=[Operand("y")],
+                                params={"output_size": [10**6, 1, 1]}))
+    y = big.forward([x[:, :1, :2, :1, :1]], [None])[0][0, 0, :, 0, 0]
+    half = 10**6 // 2  # bins before the middle see x[0], after it x[1]; the middle one both
+    assert y.shape == (10**6,) and (y[:half] == x[0, 0, 0, 0, 0]).all() and (y[half + 1 :] == x[0, 0, 1, 0, 0]).all()

@@ -412,13 +412,23 @@ class AdaptiveAvgPool3d(_Adaptive3d):
         return [y]
 
 
+# Up to this many bins along an axis, adaptive max loops over them; beyond, it gathers each
+# bin's (then few) positions at once: an output of 1e6 along an axis of 2 was a 1e6-step loop.
+BINS_LOOP_MAX = 64
+
+
 def _max_over_bins(x: np.ndarray, axis: int, o: int) -> np.ndarray:
     """x with `axis` reduced to its o adaptive bins by max (torch's bounds)."""
     if x.shape[axis] == o:
         return x
+    start, end = adaptive_bounds(x.shape[axis], o)
+    if o > BINS_LOOP_MAX:
+        k = int((end - start).max())  # short bins repeat their last position: harmless for max
+        positions = np.minimum(start[:, None] + np.arange(k), end[:, None] - 1)  # (o, k)
+        return np.take(x, positions, axis=axis).max(axis=axis + 1)
     y = np.empty(x.shape[:axis] + (o,) + x.shape[axis + 1 :], x.dtype)
     lead = (slice(None),) * axis
-    for i, (a, b) in enumerate(zip(*adaptive_bounds(x.shape[axis], o))):
+    for i, (a, b) in enumerate(zip(start, end)):
         np.max(x[lead + (slice(a, b),)], axis=axis, out=y[lead + (i,)])
     return y
 
