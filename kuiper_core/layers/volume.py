@@ -405,6 +405,7 @@ class AdaptiveAvgPool3d(_Adaptive3d):
                       out=y.reshape(n * c))
             return [y]
         od = shape[2]
+        self.check_size((od, depth), "an averaging matrix")
         start, end = adaptive_bounds(depth, od)
         j = np.arange(depth)
         average = (((j >= start[:, None]) & (j < end[:, None])) / (end - start)[:, None]).astype(x.dtype)  # (OD, D)
