@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from ..graph import Graph, Operator
-from ..layers.registry import follows_values, value_shaped_operands
+from ..layers.registry import value_shaped_operands
 from .categories import CATEGORY_COLORS, category
 from .modules import ModuleGroup, ancestors, default_expanded, module_tree, unit_count
 from .overlay import category_legend
@@ -231,7 +231,7 @@ def _dot(
     # closed module are merged per pair of nodes and counted.
     merged: Counter[tuple[str, str]] = Counter()
     seen: set[tuple[str, str, str]] = set()
-    loose = value_shaped_operands(o for o in graph.operators if follows_values(o))
+    loose = value_shaped_operands(graph.operators)
     for op in ops:
         for operand in op.outputs:
             tip = f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")

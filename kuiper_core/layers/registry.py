@@ -286,13 +286,14 @@ def layer_class(op_type: str) -> type[Layer] | None:
     return _REGISTRY.get(op_type)
 
 
-def value_shaped_operands(follows: Iterable[Operator]) -> frozenset[str]:
-    """The operands whose size follows the input values: the outputs of the operators in
-    `follows` (those whose layer says so: Layer.shape_follows_values) and every operand
-    computed from one, through the graph's consumers (in any order of the operators)."""
+def value_shaped_operands(ops: Iterable[Operator]) -> frozenset[str]:
+    """The operands whose size follows the input values: the outputs of those of `ops` whose
+    layer says so (Layer.shape_follows_values; a file's operator, or one bound by the runtime
+    with the params it knows at build) and every operand computed from one, through the
+    graph's consumers (in any order of the operators)."""
     loose: set[str] = set()
     seen: set[int] = set()
-    todo = list(follows)
+    todo = [op for op in ops if _follows_values(op)]
     while todo:
         op = todo.pop()
         if id(op) in seen:
@@ -304,9 +305,8 @@ def value_shaped_operands(follows: Iterable[Operator]) -> frozenset[str]:
     return frozenset(loose)
 
 
-def follows_values(op: Operator) -> bool:
-    """`op` may make an output whose size follows the values (Layer.shape_follows_values;
-    for a file's operator, params given as operands count as unknown: it errs on that side)."""
+def _follows_values(op: Operator) -> bool:
+    """For a file's operator, params given as operands count as unknown: it errs on that side."""
     cls = layer_class(op.type)
     return cls is not None and cls.shape_follows_values(op)
 

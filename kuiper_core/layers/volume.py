@@ -4,10 +4,10 @@ Each runs on the 2-D layers (conv.py's and pool.py's tuned kernels) over the (H,
 Conv3d as one 2-D convolution whose input channels are (channel, depth tap) pairs,
 ConvTranspose3d as one 2-D transposed convolution whose output channels are, then a
 scatter-add along the depth; max and average pooling as a 2-D pool of every plane, then the
-depth taps combined (boxes are separable). The readable definitions they are tested against:
-conv3d_reference / conv_transpose3d_reference (conv_reference.py) and pool3d_reference here.
-Adaptive pooling walks the output cells with torch's bounds (start = floor(i·n/o),
-end = ceil((i+1)·n/o)).
+depth taps combined (boxes are separable); adaptive pooling likewise, with torch's bins
+(start = floor(i·n/o), end = ceil((i+1)·n/o)). The readable definitions they are tested
+against: conv3d_reference / conv_transpose3d_reference (conv_reference.py),
+pool3d_reference and adaptive_pool3d_reference (the cell walk) here.
 
 What pnnx writes (pnnx 20261020): nn.Conv3d with kernel_size/stride/padding/dilation
 triples, groups, bias, padding_mode (padding as 6 ints in F.pad order for an asymmetric
@@ -72,8 +72,8 @@ class Conv3d(Layer):
     (O, Cg·kd, kh, kw) (a view: channel c's taps are contiguous, so groups stay groups),
     run on every output depth as an image (N·OD of them), and the output put back in NCDHW
     order. So Conv3d gets conv.py's tuned kernels (Winograd, im2col in bands, grouped
-    GEMMs): 0.4-0.8x PyTorch's time on one thread where one tensordot per group took
-    1.2-1.7x, and 25x for a depthwise one (bench/README.md). `conv3d_reference`
+    GEMMs): 0.4-0.9x PyTorch's time on one thread where one tensordot per group took
+    1.1-1.8x (a depthwise one 30x, now 4.3x; bench/README.md). `conv3d_reference`
     (conv_reference.py) is the readable definition it is tested against. Padding: numbers,
     'same' (stride 1) or 'valid', in any padding_mode: the depth is padded here, the planes by
     the 2-D layer."""
@@ -267,14 +267,24 @@ class _Pool3d(Layer):
         y = self.plane.forward([np.ascontiguousarray(x).reshape(n, c * depth, h, w)], [None])[0]
         return y.reshape(n, c, depth, *y.shape[2:])
 
-    def depth_taps(self, planes: np.ndarray, od: int, fill: float) -> list[np.ndarray]:
-        """Per depth tap, the (N, C, OD, OH, OW) view of the planes it brings to each output
-        depth, the planes padded with `fill` (and ceil_mode's overhang past the end)."""
+    def combine_depth_taps(self, x: np.ndarray, out: list[np.ndarray | None], combine: np.ufunc,
+                           fill: float) -> np.ndarray:
+        """The 2-D pool of every plane, then its depth taps combined (np.maximum, np.add) into
+        (N, C, OD, OH, OW): the planes padded with `fill` along the depth (and ceil_mode's
+        overhang past the end)."""
+        _check_5d(self, x)
+        od = self.out_sizes(x)[0]
+        planes = self.pooled_planes(x)
         k, s, p, d = self.k[0], self.s[0], self.p[0], self.d[0]
         back = max(p, (od - 1) * s + d * (k - 1) + 1 - planes.shape[2] - p)
         if p or back:
             planes = np.pad(planes, ((0, 0), (0, 0), (p, back), (0, 0), (0, 0)), constant_values=fill)
-        return [planes[:, :, a * d : a * d + (od - 1) * s + 1 : s] for a in range(k)]
+        taps = [planes[:, :, a * d : a * d + (od - 1) * s + 1 : s] for a in range(k)]
+        y = output_buffer(out, taps[0].shape, x.dtype)
+        np.copyto(y, taps[0])
+        for t in taps[1:]:
+            combine(y, t, out=y)
+        return y
 
 
 @register("nn.MaxPool3d", "F.max_pool3d")
@@ -291,15 +301,8 @@ class MaxPool3d(_Pool3d):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        _check_5d(self, x)
-        od = self.out_sizes(x)[0]
         low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-        taps = self.depth_taps(self.pooled_planes(x), od, low)
-        y = output_buffer(out, taps[0].shape, x.dtype)
-        np.copyto(y, taps[0])
-        for t in taps[1:]:
-            np.maximum(y, t, out=y)
-        return [y]
+        return [self.combine_depth_taps(x, out, np.maximum, low)]
 
 
 @register("nn.AvgPool3d", "F.avg_pool3d")
@@ -319,17 +322,12 @@ class AvgPool3d(_Pool3d):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        _check_5d(self, x)
-        od = self.out_sizes(x)[0]
-        taps = self.depth_taps(self.pooled_planes(x), od, 0)
-        y = output_buffer(out, taps[0].shape, x.dtype)
-        np.copyto(y, taps[0])
-        for t in taps[1:]:
-            y += t
+        y = self.combine_depth_taps(x, out, np.add, 0)
         if self.divisor is not None:
             y /= y.dtype.type(self.divisor)
             return [y]
         # torch's count along the depth (the planes are already divided by theirs)
+        od = y.shape[2]
         start = np.arange(od) * self.s[0] - self.p[0]
         depth = x.shape[2]
         end = np.minimum(start + self.k[0], depth + self.p[0])

@@ -238,10 +238,10 @@ def _become_literal(op: Operator, text: str) -> None:
 
 @graph_pass("FoldStaticShapes", 2, description="static size(…) values and reshape shapes baked in, as pnnx does")
 def fold_static_shapes(graph: Graph) -> tuple[Graph, bool]:
-    from ..layers.registry import follows_values, value_shaped_operands
+    from ..layers.registry import value_shaped_operands
 
     static = static_export(graph)
-    loose = value_shaped_operands(op for op in graph.operators if follows_values(op))
+    loose = value_shaped_operands(graph.operators)
     changed = False
     # Shapes first (they read the expressions that compute them), then sizes in expressions.
     for op in list(graph.operators):

@@ -34,7 +34,7 @@ from .. import limits as _limits
 from .. import threads
 from ..errors import InputError, KuiperError, LimitError, ModelError
 from ..graph import Graph, Operator, ParamValue, numpy_dtype
-from ..layers.registry import Layer, check_supported, create_layer, follows_values, layer_class, value_shaped_operands
+from ..layers.registry import Layer, check_supported, create_layer, layer_class, value_shaped_operands
 from .binding import Binding, bind, bound_operator, freeze, to_param
 from .memory import BufferPlan, plan_buffers
 from .order import ALGORITHMS, Trace
@@ -312,8 +312,7 @@ class RuntimeGraph:
         the operator as bound at build) and every operand computed from one: their dims are
         checked loosely (shape_check.py), and forward() runs such a graph unplanned, since its
         shapes change from run to run."""
-        return value_shaped_operands(r.op for r in self._run_order
-                                     if r.binding is not None and follows_values(bound_operator(r.binding, r.params)))
+        return value_shaped_operands(bound_operator(r.binding, r.params) for r in self._run_order if r.binding is not None)
 
     def _replan(self) -> None:
         """Buffers for the operators forward() runs (by step, keyed by operator key)."""
