@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import KuiperError
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
+from .depthwise import DepthwiseChannelsLast, channels_last_wins
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
@@ -280,6 +281,10 @@ class Convolution(_ConvBase):
                 self._winograd_weights[key] = transform_weights_stride2(self.weight_data, m2)
             u = self._winograd_weights[key].astype(dtype, copy=False)
             return Stride2RowsConv(u, self.bias_data, m2, self.kernel[0], x_shape, pads, dtype, relu)
+        if (self.groups == c == self.out_channels and self.padding_mode == "zeros"
+                and channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw)):
+            return DepthwiseChannelsLast(self.weight_data, self.bias_data, self.kernel, self.stride, self.dilation, pads,
+                                         x_shape, out_hw, dtype, relu)
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             w, bias = self._gemm_weights(bias_column=False)
             return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)

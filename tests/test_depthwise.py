@@ -1,0 +1,124 @@
+"""Depthwise convolutions computed channels last (layers/depthwise.py) against the readable
+reference, and the rule that picks them over im2col.
+
+The reference is checked against PyTorch's outputs by the exported conv cases and the
+bundled MobileNetV3 (whose 5x5 depthwise layers on 3x3 and 6x6 maps take this kernel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kuiper_core.layers import windows
+from kuiper_core.layers.conv_kernels import Im2col
+from kuiper_core.layers.conv_reference import conv2d_reference
+from kuiper_core.layers.depthwise import DepthwiseChannelsLast, channels_last_wins
+from kuiper_core.layers.windows import out_size
+from layer_testing import assert_close
+from test_conv_kernels import conv_layer
+
+
+@st.composite
+def depthwise_cases(draw):
+    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dil = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h = draw(st.integers(max(1, dil[0] * (k[0] - 1) + 1 - pads[0] - pads[1]), 12))
+    w = draw(st.integers(max(1, dil[1] * (k[1] - 1) + 1 - pads[2] - pads[3]), 12))
+    return dict(x_shape=(draw(st.integers(1, 3)), draw(st.integers(1, 40)), h, w), k=k, stride=stride, dil=dil, pads=pads,
+                bias=draw(st.booleans()), relu=draw(st.booleans()), dtype=draw(st.sampled_from([np.float32, np.float64])),
+                seed=draw(st.integers(0, 1000)))
+
+
+def run_kernel(case: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(the kernel's output, the reference's) for a case."""
+    rng = np.random.default_rng(case["seed"])
+    n, c, h, w = case["x_shape"]
+    dtype = np.dtype(case["dtype"])
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((c, 1, *case["k"])).astype(dtype)
+    b = rng.standard_normal(c).astype(dtype) if case["bias"] else None
+    pads, stride, dil = case["pads"], case["stride"], case["dil"]
+    out_hw = (out_size(h, case["k"][0], stride[0], pads[0], pads[1], dil[0]),
+              out_size(w, case["k"][1], stride[1], pads[2], pads[3], dil[1]))
+    kernel = DepthwiseChannelsLast(wt, b, case["k"], stride, dil, pads, x.shape, out_hw, dtype, case["relu"])
+    y = np.full((n, c, *out_hw), np.nan, dtype)
+    kernel.run(x, y)
+    kernel.run(x * 2, y)  # a second call reuses the buffers: nothing of the first is left
+    ref = conv2d_reference(x * 2, wt, b, stride=stride, pads=pads, dilation=dil, groups=c)
+    return y, np.maximum(ref, 0) if case["relu"] else ref
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(depthwise_cases())
+def test_channels_last_matches_reference(case: dict) -> None:
+    y, ref = run_kernel(case)
+    assert y.dtype == np.dtype(case["dtype"])
+    assert_close(y, ref, f"depthwise {case}")
+
+
+def test_big_batches_run_in_chunks_of_the_work_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 4 images of 6x6x25 taps x 24 channels: a budget of two images' columns makes two chunks
+    monkeypatch.setattr(windows, "SCRATCH_BUDGET", 2 * 36 * 25 * 24)
+    case = dict(x_shape=(4, 24, 6, 6), k=(5, 5), stride=(1, 1), dil=(1, 1), pads=(2, 2, 2, 2), bias=True, relu=False,
+                dtype=np.float32, seed=3)
+    n, c, h, w = case["x_shape"]
+    kernel = DepthwiseChannelsLast(np.ones((c, 1, 5, 5), np.float32), None, (5, 5), (1, 1), (1, 1), (2, 2, 2, 2),
+                                   case["x_shape"], (h, w), np.dtype(np.float32))
+    assert len(kernel.parts) == 2
+    y, ref = run_kernel(case)
+    assert_close(y, ref, "chunked")
+
+
+# MobileNetV3's depthwise convs (1 thread, measured: bench/README.md "Depthwise convolutions"):
+# (x_shape, kernel, stride, pads, out_hw, channels last?)
+MOBILENET_DEPTHWISE = [
+    ((1, 576, 3, 3), (5, 5), (1, 1), (2, 2, 2, 2), (3, 3), True),  # 140 -> 33 us
+    ((1, 240, 6, 6), (5, 5), (1, 1), (2, 2, 2, 2), (6, 6), True),  # 96 -> 58 us
+    ((1, 288, 6, 6), (5, 5), (2, 2), (2, 2, 2, 2), (3, 3), True),  # 93 -> 22 us
+    ((1, 96, 12, 12), (5, 5), (2, 2), (2, 2, 2, 2), (6, 6), True),  # 60 -> 39 us
+    ((1, 16, 48, 48), (3, 3), (1, 1), (1, 1, 1, 1), (48, 48), False),  # im2col's whole rows: 7x faster
+    ((1, 72, 24, 24), (3, 3), (1, 1), (1, 1, 1, 1), (24, 24), False),  # 2x
+    ((1, 128, 12, 12), (3, 3), (1, 1), (1, 1, 1, 1), (12, 12), False),  # 44 vs 80 us
+]
+
+
+@pytest.mark.parametrize("x_shape, kernel, stride, pads, out_hw, expected", MOBILENET_DEPTHWISE)
+def test_channels_last_is_chosen_for_small_maps_with_many_channels(x_shape, kernel, stride, pads, out_hw,
+                                                                     expected) -> None:
+    assert channels_last_wins(x_shape, kernel, stride, pads, out_hw) == expected
+
+
+@pytest.mark.parametrize("x_shape, kernel, stride, pads, out_hw, expected", MOBILENET_DEPTHWISE[::3])
+def test_layer_picks_the_depthwise_kernel_and_matches_reference(x_shape, kernel, stride, pads, out_hw,
+                                                                 expected) -> None:
+    rng = np.random.default_rng(1)
+    c = x_shape[1]
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    wt = rng.standard_normal((c, 1, *kernel)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    layer = conv_layer(wt, b, x.shape, stride=list(stride), padding=[pads[0], pads[2]], dilation=[1, 1], groups=c)
+    picked = layer._kernel(x.shape, np.dtype(np.float32))
+    assert isinstance(picked, DepthwiseChannelsLast if expected else Im2col)
+    (y,) = layer.forward([x], [None])
+    assert_close(y, conv2d_reference(x, wt, b, stride=stride, pads=pads, groups=c), "layer")
+    # A fused ReLU (the prepared forward's) as well
+    out = np.empty_like(y)
+    layer.prepare_with_relu([x], [out])([x], [out])
+    assert_close(out, np.maximum(y, 0), "layer with ReLU")
+
+
+def test_other_padding_modes_and_grouped_convs_stay_im2col() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 576, 3, 3)).astype(np.float32)
+    wt = rng.standard_normal((576, 1, 5, 5)).astype(np.float32)
+    layer = conv_layer(wt, None, x.shape, stride=[1, 1], padding=[2, 2], dilation=[1, 1], groups=576)
+    layer.padding_mode = "reflect"
+    assert isinstance(layer._make_kernel(x.shape, np.dtype(np.float32)), Im2col)
+    # two input channels per group: not depthwise
+    wt2 = rng.standard_normal((288, 2, 5, 5)).astype(np.float32)
+    layer2 = conv_layer(wt2, None, x.shape, stride=[1, 1], padding=[2, 2], dilation=[1, 1], groups=288)
+    assert isinstance(layer2._kernel(x.shape, np.dtype(np.float32)), Im2col)
