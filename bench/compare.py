@@ -89,6 +89,7 @@ class Worker:
 
     def __init__(self, tag: str, engine: str, env: dict[str, str], log: Path) -> None:
         self.tag = tag
+        self.engine = engine
         self.log = open(log, "w")
         self.proc = subprocess.Popen(
             [sys.executable, str(BENCH / "engines.py"), "worker", engine],
@@ -179,6 +180,8 @@ def time_case(workers: list[Worker], folder: Path, rounds: int, runs: int) -> di
         if w.tag.startswith("kuiper"):
             steps[w.tag] = w.ask(cmd="steps", case=str(folder), runs=max(5, rounds * runs // 2))
     result["steps"] = steps
+    result["torch_profile"] = {w.tag: w.ask(cmd="profile", case=str(folder), runs=max(5, runs))
+                               for w in workers if w.engine == "torch"}
     for w in workers:
         w.ask(cmd="unload", case=str(folder))
     return result

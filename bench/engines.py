@@ -195,6 +195,24 @@ def _steps_compare(eng: Kuiper, runs: int) -> dict[str, Any]:
     return {"forward": fwd, "steps": stp, "per_type": per_type, "per_op": per_op, "counts": counts}
 
 
+def _torch_profile(eng: Torch, runs: int) -> dict[str, Any]:
+    """PyTorch's time per aten operator type over `runs` forwards (torch.profiler's self
+    time, which counts the profiler's own ~µs per operator): seconds per forward, and calls
+    per forward. The counterpart of kuiper_core's per-type profile in the report."""
+    from torch.profiler import ProfilerActivity, profile
+
+    eng.run()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(runs):
+            eng.run()
+    per_type: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for event in prof.key_averages():
+        per_type[event.key] = event.self_cpu_time_total / 1e6 / runs  # µs in total -> s per forward
+        counts[event.key] = event.count // runs
+    return {"per_type": per_type, "counts": counts}
+
+
 def _parse_times(param: str, runs: int) -> list[float]:
     from kuiper_core.pnnx.param import parse_param
 
@@ -237,6 +255,10 @@ def worker(engine: str) -> None:
                 eng = loaded[cmd["case"]]
                 assert isinstance(eng, Kuiper)
                 reply = _steps_compare(eng, cmd["runs"])
+            elif cmd["cmd"] == "profile":
+                eng = loaded[cmd["case"]]
+                assert isinstance(eng, Torch)
+                reply = _torch_profile(eng, cmd["runs"])
             elif cmd["cmd"] == "parse":
                 reply = {"times": _parse_times(cmd["param"], cmd["runs"])}
             else:

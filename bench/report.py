@@ -211,7 +211,8 @@ def _profiles(res: dict[str, Any]) -> list[str]:
              "From a steps() walk (unfused, fresh outputs), each operator timed by the run's clock "
              f"({'CPU' if res.get('clock') == 'cpu' else 'wall'} time; pnnx.Input's includes the walk's setup). "
              "Per operator type: count, "
-             f"median ms per forward and share; then the {TOP_OPERATORS} slowest operators.", ""]
+             f"median ms per forward and share; then the {TOP_OPERATORS} slowest operators. Below each, "
+             "PyTorch's: self time per aten operator type over forwards run under torch.profiler.", ""]
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]
         per_type = {k: 1e3 * median(v) for k, v in st["per_type"].items()}
@@ -220,6 +221,13 @@ def _profiles(res: dict[str, Any]) -> list[str]:
         types = "; ".join(f"{k} x{st['counts'].get(k, 0)} {_ms(ms)} ms ({100 * ms / total:.0f}%)" for k, ms in top)
         ops = sorted(((k, 1e3 * median(v)) for k, v in st["per_op"].items()), key=lambda kv: -kv[1])[:TOP_OPERATORS]
         lines.append(f"- **{name}**: {types}. Slowest: " + ", ".join(f"{k} {_ms(ms)} ms" for k, ms in ops) + ".")
+        for tag, prof in case.get("torch_profile", {}).items():  # PyTorch's, for comparison
+            per_type = {k: 1e3 * v for k, v in prof["per_type"].items()}
+            total = sum(per_type.values()) or 1.0
+            top = sorted(per_type.items(), key=lambda kv: -kv[1])[:TOP_TYPES]
+            lines.append(f"  - PyTorch ({tag}, torch.profiler self time, {_ms(total)} ms a forward with the "
+                         "profiler's overhead): " + "; ".join(
+                             f"{k} x{prof['counts'].get(k, 0)} {_ms(ms)} ms ({100 * ms / total:.0f}%)" for k, ms in top) + ".")
     return lines + [""]
 
 
