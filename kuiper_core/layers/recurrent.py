@@ -365,7 +365,7 @@ class LSTM(_Recurrent):
     states = ("h_n", "c_n")
 
     def _gate_order(self) -> np.ndarray:
-        # torch's i,f,g,o -> i,f,o,g: one sigmoid over the first 3H columns, tanh over the rest.
+        # torch's i,f,g,o -> i,f,o,g: the sigmoid gates are the first 3H rows, g the rest.
         H = self.hidden_size
         return np.concatenate([np.arange(0, 2 * H), np.arange(3 * H, 4 * H), np.arange(2 * H, 3 * H)])
 
