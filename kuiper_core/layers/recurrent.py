@@ -221,7 +221,8 @@ class _Recurrent(Layer):
             tm = buf.transpose(1, 0, 2) if batch_first else buf
             # Every timestep's input projection, both directions, in one 2-D GEMM over the
             # layer input in its own layout (a 3-D matmul over the time-major view of a
-            # batch-first input ran T small GEMMs: LSTM batch 8, 100 steps, 3.9 -> 1.2 ms).
+            # batch-first input ran T small GEMMs: a 2-layer LSTM at batch 8 over 100 steps
+            # spent 3.9 ms outside its steps, now 2.7).
             xp = np.matmul(np.ascontiguousarray(seq).reshape(-1, seq.shape[-1]), layer.w_ih)
             if layer.b_x is not None:
                 xp += layer.b_x
