@@ -16,7 +16,9 @@ st.title(f"Profile of `{model.name}`")
 st.caption(
     f"Input: {common.input_description()}. Each operator is timed on its own while stepping through the model; "
     "with several runs the fastest time of each operator is kept. MACs are multiply-accumulates as each layer "
-    "counts them (0 where a layer does no arithmetic worth counting)."
+    "counts them (0 where a layer does no arithmetic worth counting). *algorithm*: how the engine computes a "
+    "layer where it picks among ways, e.g. a convolution's kernel (Winograd, im2col + GEMM, channels last), "
+    "chosen per input shape by a cost model."
 )
 
 c1, c2 = st.columns([1, 3])
@@ -60,7 +62,8 @@ st.bar_chart(chart, x="operator", y=unit, horizontal=True, sort=f"-{unit}", heig
 st.subheader("All operators (click a column header to sort)")
 table = pd.DataFrame(profile_table(rows))
 st.dataframe(
-    table[["#", "name", "type", "category", "time_ms", "time_%", "macs", "parameters", "output_KiB", "output_shapes"]],
+    table[["#", "name", "type", "algorithm", "category", "time_ms", "time_%", "macs", "parameters", "output_KiB",
+           "output_shapes"]],
     hide_index=True,
     width="stretch",
     column_config={

@@ -299,3 +299,14 @@ def test_picture_upload_becomes_the_input() -> None:
     at.file_uploader(key="home_img").upload("notapicture.png", b"GIF89a-but-not-really", "image/png").run()
     no_exception(at)
     assert any("Cannot use notapicture.png" in e.value for e in at.error)
+
+
+def test_profile_names_each_convolutions_kernel() -> None:
+    at = app("digits_cnn")
+    at.switch_page(PROFILE).run()
+    no_exception(at)
+    table = at.dataframe[0].value
+    convs = table[table["type"] == "nn.Conv2d"]
+    assert len(convs) == 2 and set(convs["algorithm"]) <= {"im2col + GEMM", "1x1: one GEMM"}, convs["algorithm"]
+    assert set(table[table["type"] != "nn.Conv2d"]["algorithm"]) == {""}
+    assert any("*algorithm*" in c.value for c in at.caption)

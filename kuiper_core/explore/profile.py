@@ -1,4 +1,5 @@
-"""Per-operator profile: time, parameters, multiply-accumulates and output memory.
+"""Per-operator profile: time, parameters, multiply-accumulates, output memory, and how the
+layer computes where it picks among ways (a convolution's kernel: Winograd, im2col, ...).
 
 Times come from `RuntimeGraph.steps()` (each operator timed on its own); with several
 repeats the fastest run of each operator is kept, the usual way to damp scheduler noise
@@ -28,6 +29,7 @@ class OperatorProfile:
     macs: int
     output_bytes: int  # bytes of the output arrays (tuples of other outputs count 0)
     output_shapes: str
+    algorithm: str = ""  # Layer.algorithm at the shapes seen, e.g. "Winograd F(4x4, 3x3)"
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -56,6 +58,7 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
             outs = [event.outputs[o.name] for o in op.outputs]
             out_shapes = [_shape(v) for v in outs]
             macs = rop.layer.flops(in_shapes, out_shapes) if rop.layer is not None else 0
+            algorithm = rop.layer.algorithm(in_shapes) if rop.layer is not None else ""
             rows.append(
                 OperatorProfile(
                     index=event.index,
@@ -67,6 +70,7 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
                     macs=int(macs),
                     output_bytes=sum(_nbytes(v) for v in outs),
                     output_shapes=", ".join(shape_text(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)),
+                    algorithm=algorithm,
                 )
             )
     return rows

@@ -253,6 +253,37 @@ class Convolution(_ConvBase):
             plan = plans[key] = self._make_kernel(x_shape, dtype)
         return plan
 
+    def _choose_kernel(self, x_shape: tuple[int, int, int, int]) -> tuple[str, int | str | None]:
+        """Which kernel runs this input shape: ("winograd", m or ROWS), ("stride2", m),
+        ("depthwise", None), ("pointwise", None) or ("im2col", None); see conv_kernels.py."""
+        assert self.kernel is not None
+        n, c, h, w = x_shape
+        pads, out_hw = self._geometry(h, w, self.kernel)
+        geometry = (self.out_channels, self.kernel, self.stride, self.dilation, self.groups, self.padding_mode, out_hw)
+        m = winograd_tile(x_shape, *geometry)
+        if m is not None:
+            return "winograd", m
+        m2 = stride2_tile(x_shape, *geometry)
+        if m2 is not None:
+            return "stride2", m2
+        if (self.groups == c == self.out_channels and self.padding_mode == "zeros"
+                and channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw)):
+            return "depthwise", None
+        if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
+            return "pointwise", None
+        return "im2col", None
+
+    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
+        if self.weight_dtype is None or not inputs or len(inputs[0]) not in (self.dims + 1, self.dims + 2):
+            return "im2col + GEMM"  # F.conv*: weights arrive as inputs, laid out per call
+        shape = (1,) * (self.dims + 2 - len(inputs[0])) + tuple(inputs[0])
+        x_shape = shape if self.dims == 2 else shape[:2] + (1,) + shape[2:]
+        kind, m = self._choose_kernel(x_shape)  # type: ignore[arg-type]
+        if kind == "winograd":
+            return "Winograd F(2, 3) along the rows" if m == ROWS else f"Winograd F({m}x{m}, 3x3)"
+        return {"stride2": f"Winograd along the rows, stride 2 (m={m})", "depthwise": "depthwise, channels last",
+                "pointwise": "1x1: one GEMM", "im2col": "im2col + GEMM"}[kind]
+
     def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> ConvKernel:
         """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu)."""
         assert self.weight_dtype is not None and self.kernel is not None
@@ -263,29 +294,25 @@ class Convolution(_ConvBase):
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         self.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
         self.check_size((n, self.out_channels) + tuple(out_hw))
-        m = winograd_tile(x_shape, self.out_channels, self.kernel, self.stride, self.dilation, self.groups,
-                          self.padding_mode, out_hw)
-        if m is not None:
-            u = self._winograd_weights.get(m)
+        kind, m = self._choose_kernel(x_shape)
+        if kind == "winograd":
+            u = self._winograd_weights.get(m)  # type: ignore[arg-type]
             if u is None:
                 transformed = transform_weights_rows(self.weight_data) if m == ROWS else transform_weights(self.weight_data, m)  # type: ignore[arg-type]
-                u = self._winograd_weights[m] = transformed
+                u = self._winograd_weights[m] = transformed  # type: ignore[index]
             if m == ROWS:
                 return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
             return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
-        m2 = stride2_tile(x_shape, self.out_channels, self.kernel, self.stride, self.dilation, self.groups,
-                          self.padding_mode, out_hw)
-        if m2 is not None:
-            key = f"stride2 m={m2}"
+        if kind == "stride2":
+            key = f"stride2 m={m}"
             if key not in self._winograd_weights:
-                self._winograd_weights[key] = transform_weights_stride2(self.weight_data, m2)
+                self._winograd_weights[key] = transform_weights_stride2(self.weight_data, m)  # type: ignore[arg-type]
             u = self._winograd_weights[key].astype(dtype, copy=False)
-            return Stride2RowsConv(u, self.bias_data, m2, self.kernel[0], x_shape, pads, dtype, relu)
-        if (self.groups == c == self.out_channels and self.padding_mode == "zeros"
-                and channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw)):
+            return Stride2RowsConv(u, self.bias_data, m, self.kernel[0], x_shape, pads, dtype, relu)  # type: ignore[arg-type]
+        if kind == "depthwise":
             return DepthwiseChannelsLast(self.weight_data, self.bias_data, self.kernel, self.stride, self.dilation, pads,
                                          x_shape, out_hw, dtype, relu)
-        if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
+        if kind == "pointwise":
             w, bias = self._gemm_weights(bias_column=False)
             return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
@@ -351,6 +378,9 @@ def _run_kernel(kernel: ConvKernel, x_shape: tuple[int, ...], y_shape: tuple[int
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")
 class TransposedConvolution(_ConvBase):
+    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
+        return "GEMM + col2im (scatter-add of the taps)"
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         pad = self._pair("padding", 0)

@@ -208,6 +208,11 @@ class Layer:
         """Inputs the output may overwrite in place (elementwise layers; see above)."""
         return ()
 
+    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
+        """How this layer computes for these input shapes, in a few words, where it picks
+        among ways (the convolutions' kernels); "" otherwise. The app's profile shows it."""
+        return ""
+
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         """Multiply-accumulates for one forward at these shapes (0 where negligible)."""
         return 0
