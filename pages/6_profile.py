@@ -68,6 +68,7 @@ st.dataframe(
     width="stretch",
     column_config={
         "#": st.column_config.NumberColumn(width="small"),
+        "algorithm": st.column_config.TextColumn("algorithm", width="medium"),
         "time_ms": st.column_config.NumberColumn("time (ms)", format="%.3f"),
         "time_%": st.column_config.ProgressColumn("share of time", format="%.1f%%", min_value=0, max_value=100),
         "macs": st.column_config.NumberColumn("MACs", format="localized"),
