@@ -20,6 +20,7 @@ from kuiper_core.explore import compare as C
 from kuiper_core.explore import tensors as T
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.overlay import Overlay, roll_up, state_overlay
+from kuiper_core.explore.profile import event_algorithm
 from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
 from pages.graph_viewer import ModuleState, show_graph
@@ -207,9 +208,10 @@ def _body() -> None:
         st.info(f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →).")
     else:
         line, link = st.columns([5, 1])
+        how = event_algorithm(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
         line.markdown(
-            f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}), "
-            f"{event.seconds * 1e3:.3f} ms"
+            f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}"
+            + (f", {how}" if how else "") + f"), {event.seconds * 1e3:.3f} ms"
             + (f" · next: `{stepper.next_name}`" if stepper.next_name else " · the last operator")
         )
         if link.button("Details in Graph", key="fw_to_graph", width="stretch", help="its params and weights on the Graph page"):

@@ -190,6 +190,8 @@ def test_forward_go_to_an_operator_and_tensor_views() -> None:
     no_exception(at)
     assert highlight(at) == conv and keyed(at.selectbox, "fw_target_").value == conv
     assert any(f"`{conv}`" in m.value for m in at.markdown)
+    # the status line says which kernel ran the conv (8x8 maps, few channels: im2col)
+    assert any(f"`{conv}`** (nn.Conv2d, im2col + GEMM), " in m.value for m in at.markdown)
     tensors = next(g for g in at.get("button_group") if g.key == f"fw_tensor_{[r.name for r in runtime('digits_cnn').order].index(conv)}")
     assert [o.content for o in tensors.proto.options][-1].startswith("out %")  # its inputs and output, output shown
     assert at.get("image"), "a C×H×W map shows its channels as a mosaic"

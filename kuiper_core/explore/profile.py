@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..runtime import RuntimeGraph
+from ..runtime import RuntimeGraph, StepEvent
 from .categories import category
 from .summary import operator_parameters, shape_text
 
@@ -40,6 +40,13 @@ def _nbytes(value: Any) -> int:
     return int(value.nbytes) if isinstance(value, np.ndarray) else 0
 
 
+def event_algorithm(runtime: RuntimeGraph, event: StepEvent) -> str:
+    """How the operator of a step computed, at the shapes it saw (Layer.algorithm; "" where
+    its layer has no choice to make)."""
+    layer = runtime.order[event.index].layer
+    return layer.algorithm([_shape(event.inputs[o.name]) for o in event.operator.inputs]) if layer is not None else ""
+
+
 def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: int = 1) -> list[OperatorProfile]:
     """Run the model `repeats` times through steps() and profile every operator."""
     if repeats < 1:
@@ -58,7 +65,6 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
             outs = [event.outputs[o.name] for o in op.outputs]
             out_shapes = [_shape(v) for v in outs]
             macs = rop.layer.flops(in_shapes, out_shapes) if rop.layer is not None else 0
-            algorithm = rop.layer.algorithm(in_shapes) if rop.layer is not None else ""
             rows.append(
                 OperatorProfile(
                     index=event.index,
@@ -70,7 +76,7 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
                     macs=int(macs),
                     output_bytes=sum(_nbytes(v) for v in outs),
                     output_shapes=", ".join(shape_text(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)),
-                    algorithm=algorithm,
+                    algorithm=event_algorithm(runtime, event),
                 )
             )
     return rows
