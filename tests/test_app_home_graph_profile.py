@@ -79,6 +79,7 @@ def test_graph_detail_panel_highlights_the_chosen_operator() -> None:
     assert highlight(at) == conv.name and viewers(at)[0]["highlight_label"] == "selected"
     assert detail_picker(at).value == conv.name
     assert any(conv.name == h.value for h in at.subheader)
+    assert any("Runs as **im2col + GEMM** at the declared input shape" in c.value for c in at.caption)
     weights = next(df.value for df in at.dataframe if "weight" in df.value.columns)
     assert set(weights.columns) == {"", "weight", "bias"}  # a column per weight: nothing cut in the narrow panel
     assert weights.set_index("").loc["shape", "weight"] == "x".join(map(str, conv.attrs["weight"].shape))
@@ -92,6 +93,7 @@ def test_graph_detail_panel_highlights_the_chosen_operator() -> None:
     nxt.click().run()
     no_exception(at)
     assert highlight(at) == nxt.label and detail_picker(at).value == nxt.label
+    assert not any(c.value.startswith("Runs as") for c in at.caption)  # a ReLU has no kernel to choose
 
 
 def test_graph_filters_and_focus() -> None:

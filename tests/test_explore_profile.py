@@ -7,7 +7,14 @@ import pytest
 from conftest import SAMPLES
 
 import kuiper_core
-from kuiper_core.explore.profile import by_type, profile_model, profile_table, profile_totals, top_operators
+from kuiper_core.explore.profile import (
+    by_type,
+    declared_algorithm,
+    profile_model,
+    profile_table,
+    profile_totals,
+    top_operators,
+)
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +106,10 @@ def test_depthwise_convolutions_on_small_maps_run_channels_last() -> None:
     rows = profile_model(g, [np.load(SAMPLES / "mobilenetv3.input.npy")])
     algorithms = [r.algorithm for r in rows if r.type == "nn.Conv2d"]
     assert "depthwise, channels last" in algorithms and "1x1: one GEMM" in algorithms
+
+
+def test_the_declared_shapes_give_the_same_kernel_as_a_run() -> None:
+    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
+    rows = profile_model(g, [np.load(SAMPLES / "resnet18.input.npy")])
+    assert all(declared_algorithm(g, r.name) == r.algorithm for r in rows)
+    assert declared_algorithm(g, "no such operator") == ""

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import KuiperError
 from ..runtime import RuntimeGraph, StepEvent
 from .categories import category
 from .summary import operator_parameters, shape_text
@@ -45,6 +46,21 @@ def event_algorithm(runtime: RuntimeGraph, event: StepEvent) -> str:
     its layer has no choice to make)."""
     layer = runtime.order[event.index].layer
     return layer.algorithm([_shape(event.inputs[o.name]) for o in event.operator.inputs]) if layer is not None else ""
+
+
+def declared_algorithm(runtime: RuntimeGraph, name: str) -> str:
+    """How an operator will compute at the input shapes its .param declares ("" where it has
+    no choice, or a declared shape is missing or has `?` dims)."""
+    rop = next((r for r in runtime.order if r.name == name), None)
+    if rop is None or rop.layer is None:
+        return ""
+    shapes = [o.static_shape for o in rop.op.inputs]
+    if any(s is None for s in shapes):
+        return ""
+    try:
+        return rop.layer.algorithm(shapes)  # type: ignore[arg-type]
+    except KuiperError:  # declared shapes the layer cannot run (its forward would say so)
+        return ""
 
 
 def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: int = 1) -> list[OperatorProfile]:
