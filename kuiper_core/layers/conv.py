@@ -3,10 +3,11 @@
 Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 case.
 
 This module reads and checks the params and weights (at build) and picks a kernel per input
-shape: conv_kernels.py holds the kernels and the rule that picks one (im2col GEMM, plain
-GEMM for pointwise convs, Winograd for stride-1 3x3 convs (winograd.py) and along the rows
-for stride-2 ones (winograd_stride2.py)), conv_reference.py
-the readable definitions they are tested against. Weights are laid out for the kernel at
+shape (`_choose_kernel`, which `Layer.algorithm` names for the app): conv_kernels.py holds
+the kernels and the cost models that weigh them (im2col GEMM, plain GEMM for pointwise convs,
+Winograd for stride-1 3x3 convs (winograd.py) and along the rows for stride-2 ones
+(winograd_stride2.py), depthwise convs on small maps channels last (depthwise.py)),
+conv_reference.py the readable definitions they are tested against. Weights are laid out for the kernel at
 build: (G, Og, Cg·KH·KW [+ bias column]) for the GEMMs, Winograd's transformed weights when
 the input shape is declared (else on first use). A kernel (buffers, views) is made once per
 input shape and thread.
