@@ -215,20 +215,21 @@ def _profiles(res: dict[str, Any]) -> list[str]:
              "PyTorch's: self time per aten operator type over forwards run under torch.profiler.", ""]
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]
-        per_type = {k: 1e3 * median(v) for k, v in st["per_type"].items()}
-        total = sum(per_type.values()) or 1.0
-        top = sorted(per_type.items(), key=lambda kv: -kv[1])[:TOP_TYPES]
-        types = "; ".join(f"{k} x{st['counts'].get(k, 0)} {_ms(ms)} ms ({100 * ms / total:.0f}%)" for k, ms in top)
+        types = _top_types({k: 1e3 * median(v) for k, v in st["per_type"].items()}, st["counts"])
         ops = sorted(((k, 1e3 * median(v)) for k, v in st["per_op"].items()), key=lambda kv: -kv[1])[:TOP_OPERATORS]
         lines.append(f"- **{name}**: {types}. Slowest: " + ", ".join(f"{k} {_ms(ms)} ms" for k, ms in ops) + ".")
         for tag, prof in case.get("torch_profile", {}).items():  # PyTorch's, for comparison
             per_type = {k: 1e3 * v for k, v in prof["per_type"].items()}
-            total = sum(per_type.values()) or 1.0
-            top = sorted(per_type.items(), key=lambda kv: -kv[1])[:TOP_TYPES]
-            lines.append(f"  - PyTorch ({tag}, torch.profiler self time, {_ms(total)} ms a forward with the "
-                         "profiler's overhead): " + "; ".join(
-                             f"{k} x{prof['counts'].get(k, 0)} {_ms(ms)} ms ({100 * ms / total:.0f}%)" for k, ms in top) + ".")
+            lines.append(f"  - PyTorch ({tag}, torch.profiler self time, {_ms(sum(per_type.values()))} ms a forward "
+                         "with the profiler's overhead): " + _top_types(per_type, prof["counts"]) + ".")
     return lines + [""]
+
+
+def _top_types(per_type_ms: dict[str, float], counts: dict[str, int]) -> str:
+    """The TOP_TYPES slowest operator types: count, ms per forward and share of the total."""
+    total = sum(per_type_ms.values()) or 1.0
+    top = sorted(per_type_ms.items(), key=lambda kv: -kv[1])[:TOP_TYPES]
+    return "; ".join(f"{k} x{counts.get(k, 0)} {_ms(ms)} ms ({100 * ms / total:.0f}%)" for k, ms in top)
 
 
 if __name__ == "__main__":

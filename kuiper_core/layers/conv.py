@@ -67,6 +67,11 @@ class _ConvBase(Layer):
         v = self.ints_param(key, self.dims, high=high) if required else self.ints_param(key, self.dims, default=default, high=high)
         return (default, v[0]) if self.dims == 1 else (v[0], v[1])
 
+    def _lift_shape(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+        """A declared (possibly unbatched, possibly 1-D) input shape as (N, C, H, W)."""
+        lifted = (1,) * (self.dims + 2 - len(shape)) + tuple(shape)
+        return lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]  # type: ignore[return-value]
+
     def _lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
         """x as (N, C, H, W) and the output shape prefix to restore: unbatched and 1-D inputs."""
         if x.ndim == self.dims + 1:  # unbatched, as torch allows
@@ -150,10 +155,8 @@ class Convolution(_ConvBase):
         declared = op.inputs[0].static_shape if op.inputs else None
         if self.weight_dtype is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
             # Decide at build: the kernel for the declared shape, and its weight layout.
-            lifted = (1,) * (self.dims + 2 - len(declared)) + declared
-            lifted = lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]
             try:
-                self._kernel(lifted, self.weight_dtype)  # type: ignore[arg-type]
+                self._kernel(self._lift_shape(declared), self.weight_dtype)
             except KuiperError:
                 pass  # e.g. the kernel does not fit the declared size: forward says so
 
@@ -277,9 +280,7 @@ class Convolution(_ConvBase):
     def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
         if self.weight_dtype is None or not inputs or len(inputs[0]) not in (self.dims + 1, self.dims + 2):
             return "im2col + GEMM"  # F.conv*: weights arrive as inputs, laid out per call
-        shape = (1,) * (self.dims + 2 - len(inputs[0])) + tuple(inputs[0])
-        x_shape = shape if self.dims == 2 else shape[:2] + (1,) + shape[2:]
-        kind, m = self._choose_kernel(x_shape)  # type: ignore[arg-type]
+        kind, m = self._choose_kernel(self._lift_shape(inputs[0]))
         if kind == "winograd":
             return "Winograd F(2, 3) along the rows" if m == ROWS else f"Winograd F({m}x{m}, 3x3)"
         return {"stride2": f"Winograd along the rows, stride 2 (m={m})", "depthwise": "depthwise, channels last",

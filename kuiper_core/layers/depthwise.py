@@ -22,9 +22,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
+from .conv_kernels import Pads
 from .windows import WORK, batch_chunks, scratch
-
-Pads = tuple[int, int, int, int]  # top, bottom, left, right
 
 # Cost models (milliseconds, one thread), least-squares fits (relative error) over 356
 # depthwise convs (N 1/4, C 16-576, maps 3-24, 3x3 and 5x5, stride 1 and 2) timed on this
