@@ -60,14 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="wall time, or this process's CPU time (a busy machine: use with --threads 1)")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall time, or this process's CPU time (a busy machine: use with --threads 1)",
+    )
     ap.add_argument("--shape", type=int, nargs=5, metavar=("IN", "OUT", "SIZE", "K", "STRIDE"))
     ap.add_argument("--param", help="a .pnnx.param: time each of its nn.Conv2d (its weights, its declared input shape)")
-    ap.add_argument("--candidates", action="store_true",
-                    help="time every kernel the chooser weighs, warm and flushed (kuiper only, one thread)")
-    ap.add_argument("--engine", choices=["kuiper", "torch"],
-                    help="time this engine only and print JSON (the child processes of a run with --threads > 1)")
+    ap.add_argument(
+        "--candidates",
+        action="store_true",
+        help="time every kernel the chooser weighs, warm and flushed (kuiper only, one thread)",
+    )
+    ap.add_argument(
+        "--engine",
+        choices=["kuiper", "torch"],
+        help="time this engine only and print JSON (the child processes of a run with --threads > 1)",
+    )
     args = ap.parse_args(argv)
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)  # read when NumPy loads
     sys.path.insert(0, str(ROOT))
@@ -77,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         return time_candidates(args)
     import numpy as np
 
-    print(f"{args.param or f'batch {args.batch}'}, {args.threads} thread(s); OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print(
+        f"{args.param or f'batch {args.batch}'}, {args.threads} thread(s); OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}"
+    )
     print(f"{'in, out, size, k, s':22s} {'kernel':20s} {'pytorch ms':>10s} {'kuiper ms':>10s} {'ratio':>6s}")
     if args.threads > 1:  # each engine in its own process (see the module docstring)
         runs: dict[str, list[list[float]]] = {"torch": [], "kuiper": []}
@@ -90,11 +102,21 @@ def main(argv: list[str] | None = None) -> int:
                 runs[engine].append([row["ms"] for row in rows])
         # The best round of each: another process on the shared cores only adds time, and
         # PyTorch's OpenMP threads suffer most (a 0.6 ms conv took 24 ms in a busy round).
-        table = [(row["label"], row["kernel"], min(r[i] for r in runs["torch"]), min(r[i] for r in runs["kuiper"]), row["count"])
-                 for i, row in enumerate(rows)]
+        table = [
+            (
+                row["label"],
+                row["kernel"],
+                min(r[i] for r in runs["torch"]),
+                min(r[i] for r in runs["kuiper"]),
+                row["count"],
+            )
+            for i, row in enumerate(rows)
+        ]
     else:
-        table = [(label, kernel, 1e3 * median(times["torch"]), 1e3 * median(times["kuiper"]), count)
-                 for label, kernel, times, count in timed_cases(args, ["torch", "kuiper"])]
+        table = [
+            (label, kernel, 1e3 * median(times["torch"]), 1e3 * median(times["kuiper"]), count)
+            for label, kernel, times, count in timed_cases(args, ["torch", "kuiper"])
+        ]
     total = np.zeros(2)
     for label, kernel, tt, tk, count in table:
         total += np.array([tt, tk]) * count
@@ -106,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def time_one_engine(args: argparse.Namespace) -> int:
     """--engine: one engine's median per conv, as JSON on stdout (no torch imported for kuiper)."""
-    rows = [{"label": label, "kernel": kernel, "ms": 1e3 * median(times[args.engine]), "count": count}
-            for label, kernel, times, count in timed_cases(args, [args.engine])]
+    rows = [
+        {"label": label, "kernel": kernel, "ms": 1e3 * median(times[args.engine]), "count": count}
+        for label, kernel, times, count in timed_cases(args, [args.engine])
+    ]
     print(json.dumps(rows))
     return 0
 
@@ -163,7 +187,9 @@ def time_candidates(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(0)
     cases = model_convs(args.param) if args.param else [synthetic_conv(rng, args.batch, *shape) for shape in shapes]
     flush = np.ones(24 << 20, np.float32)  # 96 MiB: three times L3
-    print(f"{args.param or f'batch {args.batch}'}, 1 thread, CPU time; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print(
+        f"{args.param or f'batch {args.batch}'}, 1 thread, CPU time; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}"
+    )
     print(f"{'conv':22s} {'kernel':12s} {'warm ms':>8s} {'flushed':>8s} {'estimate':>8s}")
     seen = set()
     for label, layer, x, y, _, _ in cases:
@@ -246,9 +272,21 @@ def synthetic_conv(rng, batch: int, c: int, o: int, size: int, k: int, s: int, c
     g = Graph()
     src = g.add_operand("x")
     src.shape, src.dtype = (batch, c, size, size), "f32"
-    op = g.add_operator("nn.Conv2d", "conv", [src], [g.add_operand("y")], in_channels=c, out_channels=o,
-                        kernel_size=[k, k], stride=[s, s], padding=[p, p], dilation=[1, 1], groups=1, bias=True,
-                        padding_mode="zeros")
+    op = g.add_operator(
+        "nn.Conv2d",
+        "conv",
+        [src],
+        [g.add_operand("y")],
+        in_channels=c,
+        out_channels=o,
+        kernel_size=[k, k],
+        stride=[s, s],
+        padding=[p, p],
+        dilation=[1, 1],
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+    )
     op.attrs = {"weight": Attribute("f32", w.shape, w), "bias": Attribute("f32", b.shape, b)}
     oh = (size + 2 * p - k) // s + 1
     y = np.empty((batch, o, oh, oh), np.float32)
@@ -264,8 +302,11 @@ def model_convs(param: str) -> list[tuple]:
 
     rg = kuiper_core.load(param)
     rng = np.random.default_rng(0)
-    inputs = [rng.standard_normal(op.outputs[0].shape, dtype=np.float32)
-              for op in rg.graph.operators if op.type == "pnnx.Input"]
+    inputs = [
+        rng.standard_normal(op.outputs[0].shape, dtype=np.float32)
+        for op in rg.graph.operators
+        if op.type == "pnnx.Input"
+    ]
     rg.forward(*inputs)
     cases = []
     for rop in rg.order:
@@ -277,8 +318,14 @@ def model_convs(param: str) -> list[tuple]:
         pads = layer._geometry(x.shape[2], x.shape[3], layer.kernel)[0]  # type: ignore[attr-defined]
         if pads[0] != pads[1] or pads[2] != pads[3] or layer.padding_mode != "zeros":  # type: ignore[attr-defined]
             continue  # F.conv2d pads symmetrically with zeros
-        conv_args = (layer.weight_data, layer.bias_data, layer.stride, (pads[0], pads[2]), layer.dilation,  # type: ignore[attr-defined]
-                     layer.groups)  # type: ignore[attr-defined]
+        conv_args = (
+            layer.weight_data,
+            layer.bias_data,
+            layer.stride,
+            (pads[0], pads[2]),
+            layer.dilation,  # type: ignore[attr-defined]
+            layer.groups,
+        )  # type: ignore[attr-defined]
         label = f"{rop.name} {x.shape[1]}>{y.shape[1]} {x.shape[2]}x{x.shape[3]} k{layer.kernel[0]}s{layer.stride[0]}"  # type: ignore[attr-defined]
         cases.append((label[:22], layer, x, y, conv_args, 1))
     return cases

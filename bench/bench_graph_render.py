@@ -89,7 +89,8 @@ def step_seconds(page, n: int) -> list[float]:
         page.get_by_text(re.compile(rf"^Operator {k + 1} of")).wait_for()
         page.wait_for_function(
             f"""() => {{ const v = document.querySelector('{VIEW}'); return v && v.dataset.highlight &&
-                        [...v.querySelectorAll('g.node.kx-current')].length > 0; }}""")
+                        [...v.querySelectorAll('g.node.kx-current')].length > 0; }}"""
+        )
         out.append(time.perf_counter() - t0)
         wait_idle(page)
     return out
@@ -124,7 +125,9 @@ def main() -> int:
             page.goto(url + "/graph?model=resnet18")
             page.wait_for_selector(f"{VIEW_SVG} g.node")
             wait_idle(page)
-            resnet = detail_seconds(page, ["convbn2d_1", "layer2.0.relu", "pnnx_expr_10", "fc", "convbn2d_17", "maxpool"])
+            resnet = detail_seconds(
+                page, ["convbn2d_1", "layer2.0.relu", "pnnx_expr_10", "fc", "convbn2d_17", "maxpool"]
+            )
             graph = read_param(ROOT / "sample_models" / "deep1500.pnnx.param")
             paths = module_paths(graph)
             link = graph.operators[800].name
@@ -133,8 +136,10 @@ def main() -> int:
             page.wait_for_selector(f"{VIEW_SVG} g.node")
             wait_idle(page)
             deep = detail_seconds(page, near)
-            print(f"detail panel after a click: resnet18 median {statistics.median(resnet):.2f} s "
-                  f"(max {max(resnet):.2f}), deep1500 median {statistics.median(deep):.2f} s (max {max(deep):.2f})")
+            print(
+                f"detail panel after a click: resnet18 median {statistics.median(resnet):.2f} s "
+                f"(max {max(resnet):.2f}), deep1500 median {statistics.median(deep):.2f} s (max {max(deep):.2f})"
+            )
             result.update(detail_resnet18_s=resnet, detail_deep1500_s=deep)
             for model in ("resnet18", "deep1500"):
                 page.goto(url + f"/forward?model={model}")

@@ -81,8 +81,12 @@ def main() -> int:
             ref = module(tx).numpy()
             y = model.forward(x)
             err = float(np.abs(y - ref).max() / np.abs(ref).max())
-            times = timed_blocks({"torch": lambda: module(tx), "kuiper": lambda: model.forward(x)},
-                                 args.runs, args.rounds, clock=time.process_time)
+            times = timed_blocks(
+                {"torch": lambda module=module, tx=tx: module(tx), "kuiper": lambda model=model, x=x: model.forward(x)},
+                args.runs,
+                args.rounds,
+                clock=time.process_time,
+            )
         t, ours = median(times["torch"]) * 1e3, median(times["kuiper"]) * 1e3
         what = f"{kind} {64}→{HIDDEN} x{layers}" + (" bidirectional" if bidir else "")
         print(f"| {what} | {'x'.join(map(str, shape))} | {t:.2f} | {ours:.2f} | {ours / t:.2f}x | {err:.1e} |")

@@ -62,12 +62,23 @@ def _pair(op_type: str, cin: int, cout: int, k: int, s: int, p: int, g: int):
         layer = create_layer(Operator(op_type, "v", inputs=[Operand("x")], outputs=[Operand("y")], params=params))
         return layer, lambda x: fn(x, k, s, p)
     transposed = "Transpose" in op_type
-    module = (torch.nn.ConvTranspose3d(cin, cout, k, s, p, groups=g) if transposed
-              else torch.nn.Conv3d(cin, cout, k, s, p, groups=g)).eval()
+    module = (
+        torch.nn.ConvTranspose3d(cin, cout, k, s, p, groups=g)
+        if transposed
+        else torch.nn.Conv3d(cin, cout, k, s, p, groups=g)
+    ).eval()
     w, b = module.weight.detach().numpy(), module.bias.detach().numpy()
     params.update(in_channels=cin, out_channels=cout, groups=g, bias=True, dilation=[1, 1, 1])
-    layer = create_layer(Operator(op_type, "v", inputs=[Operand("x")], outputs=[Operand("y")], params=params,
-                                  attrs={"weight": Attribute("f32", w.shape, w), "bias": Attribute("f32", b.shape, b)}))
+    layer = create_layer(
+        Operator(
+            op_type,
+            "v",
+            inputs=[Operand("x")],
+            outputs=[Operand("y")],
+            params=params,
+            attrs={"weight": Attribute("f32", w.shape, w), "bias": Attribute("f32", b.shape, b)},
+        )
+    )
     return layer, module
 
 
@@ -78,8 +89,9 @@ def _adaptive(op_type: str, size: list[int]):
     from kuiper_core.layers.registry import create_layer
 
     fn = F.adaptive_max_pool3d if "max" in op_type else F.adaptive_avg_pool3d
-    layer = create_layer(Operator(op_type, "v", inputs=[Operand("x")], outputs=[Operand("y")],
-                                  params={"output_size": size}))
+    layer = create_layer(
+        Operator(op_type, "v", inputs=[Operand("x")], outputs=[Operand("y")], params={"output_size": size})
+    )
     return layer, lambda x: fn(x, size)
 
 
@@ -93,8 +105,10 @@ def main() -> int:
     torch.set_num_threads(1)
     print("| layer | input | PyTorch ms | kuiper ms | kuiper / PyTorch | max rel. error |")
     print("|---|---|---|---|---|---|")
-    rows = [(_pair(t, cin, cout, k, s, p, g), _label(t, cin, cout, k, s, p, g), shape)
-            for t, cin, cout, k, s, p, g, shape in CASES]
+    rows = [
+        (_pair(t, cin, cout, k, s, p, g), _label(t, cin, cout, k, s, p, g), shape)
+        for t, cin, cout, k, s, p, g, shape in CASES
+    ]
     rows += [(_adaptive(t, size), f"{t} to {'x'.join(map(str, size))}", shape) for t, size, shape in ADAPTIVE]
     for (layer, module), what, shape in rows:
         x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
@@ -103,8 +117,15 @@ def main() -> int:
             ref = module(tx).numpy()
             y = layer.forward([x], [None])[0]
             err = float(np.abs(y - ref).max() / np.abs(ref).max())
-            times = timed_blocks({"torch": lambda: module(tx), "kuiper": lambda: layer.forward([x], [None])},
-                                 args.runs, args.rounds, clock=time.process_time)
+            times = timed_blocks(
+                {
+                    "torch": lambda module=module, tx=tx: module(tx),
+                    "kuiper": lambda layer=layer, x=x: layer.forward([x], [None]),
+                },
+                args.runs,
+                args.rounds,
+                clock=time.process_time,
+            )
         t, ours = median(times["torch"]) * 1e3, median(times["kuiper"]) * 1e3
         print(f"| {what} | {'x'.join(map(str, shape))} | {t:.2f} | {ours:.2f} | {ours / t:.2f}x | {err:.1e} |")
     return 0

@@ -79,8 +79,13 @@ def prepare(case: Case, folder: Path) -> dict:
     torch.backends.mha.set_fastpath_enabled(True)
 
     lines = (folder / "model.pnnx.param").read_text().splitlines()
-    meta = {"name": case.name, "sample": case.sample, "batch": case.batch, "input_shape": list(x.shape),
-            "operators": int(lines[1].split()[0])}
+    meta = {
+        "name": case.name,
+        "sample": case.sample,
+        "batch": case.batch,
+        "input_shape": list(x.shape),
+        "operators": int(lines[1].split()[0]),
+    }
     (folder / "case.json").write_text(json.dumps(meta))
     return meta
 
@@ -102,14 +107,20 @@ def write_wide_param(path: Path, operators: int = 10_000) -> int:
     i = 0
     while n_ops < operators - 1:
         conv, relu = blob, blob + 1
-        emit(f"nn.Conv2d                conv_{i}                 1 1 {prev} {conv} bias=True dilation=(1,1) groups=1 "
-             f"in_channels=8 kernel_size=(3,3) out_channels=8 padding=(1,1) padding_mode=zeros stride=(1,1) "
-             f"@bias=(8)f32 @weight=(8,8,3,3)f32 #{prev}=(1,8,8,8)f32 #{conv}=(1,8,8,8)f32")
-        emit(f"nn.ReLU                  relu_{i}                 1 1 {conv} {relu} #{conv}=(1,8,8,8)f32 #{relu}=(1,8,8,8)f32")
+        emit(
+            f"nn.Conv2d                conv_{i}                 1 1 {prev} {conv} bias=True dilation=(1,1) groups=1 "
+            f"in_channels=8 kernel_size=(3,3) out_channels=8 padding=(1,1) padding_mode=zeros stride=(1,1) "
+            f"@bias=(8)f32 @weight=(8,8,3,3)f32 #{prev}=(1,8,8,8)f32 #{conv}=(1,8,8,8)f32"
+        )
+        emit(
+            f"nn.ReLU                  relu_{i}                 1 1 {conv} {relu} #{conv}=(1,8,8,8)f32 #{relu}=(1,8,8,8)f32"
+        )
         blob += 2
         if n_ops < operators - 1:
-            emit(f"pnnx.Expression          add_{i}                  2 1 {relu} {prev} {blob} expr=add(@0,@1) "
-                 f"#{relu}=(1,8,8,8)f32 #{prev}=(1,8,8,8)f32 #{blob}=(1,8,8,8)f32")
+            emit(
+                f"pnnx.Expression          add_{i}                  2 1 {relu} {prev} {blob} expr=add(@0,@1) "
+                f"#{relu}=(1,8,8,8)f32 #{prev}=(1,8,8,8)f32 #{blob}=(1,8,8,8)f32"
+            )
             relu = blob
             blob += 1
         prev = relu

@@ -54,14 +54,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=10, help="timed runs per engine and round (default 10)")
     ap.add_argument("--probes", type=int, default=3, help="fresh-process load/memory probes per engine (default 3)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                    help="time runs by wall clock (default) or by the process's CPU time: on a busy shared "
-                         "machine, with --threads 1, CPU time compares the engines where wall time cannot")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="time runs by wall clock (default) or by the process's CPU time: on a busy shared "
+        "machine, with --threads 1, CPU time compares the engines where wall time cannot",
+    )
     ap.add_argument("--quick", action="store_true", help="2 rounds x 5 runs, 1 probe")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md", help="the report ('-': none)")
     ap.add_argument("--json", type=Path, default=BENCH / "results" / "compare.json")
-    ap.add_argument("--workdir", type=Path, help="keep the converted models here (default: a temp dir); "
-                    "cases already converted there are reused")
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep the converted models here (default: a temp dir); cases already converted there are reused",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.runs, args.probes = 2, 5, 1
@@ -75,8 +82,15 @@ def variants(threads: int, clock: str = "wall") -> list[tuple[str, str, dict[str
     environment's PYTHONDONTWRITEBYTECODE would make every fresh process compile
     kuiper_core from source and the load times measure the compiler."""
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    base.update({"OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
-                 "KUIPER_BENCH_THREADS": str(threads), "KUIPER_BENCH_CLOCK": clock, "PYTHONPATH": str(ROOT)})
+    base.update(
+        {
+            "OPENBLAS_NUM_THREADS": str(threads),
+            "OMP_NUM_THREADS": str(threads),
+            "KUIPER_BENCH_THREADS": str(threads),
+            "KUIPER_BENCH_CLOCK": clock,
+            "PYTHONPATH": str(ROOT),
+        }
+    )
     out = [("kuiper", "kuiper", base), ("torch", "torch", base), ("ort", "ort", base)]
     if any(v in os.environ for v in BLAS_VARS):
         unset = {k: v for k, v in base.items() if k not in BLAS_VARS}
@@ -93,7 +107,11 @@ class Worker:
         self.log = open(log, "w")
         self.proc = subprocess.Popen(
             [sys.executable, str(BENCH / "engines.py"), "worker", engine],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+            text=True,
         )
 
     def ask(self, **cmd: Any) -> dict[str, Any]:
@@ -126,21 +144,29 @@ def prepare_cases(cases: list[Case], workdir: Path) -> dict[str, dict]:
             continue
         t0 = time.perf_counter()
         with open(workdir / f"{case.name}.prepare.log", "w") as log:
-            code = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); from pathlib import Path; import cases; "
-                    f"cases.prepare(cases.Case({case.name!r}, {case.sample!r}, {case.batch}), Path({str(folder)!r}))")
+            code = (
+                f"import sys; sys.path.insert(0, {str(BENCH)!r}); from pathlib import Path; import cases; "
+                f"cases.prepare(cases.Case({case.name!r}, {case.sample!r}, {case.batch}), Path({str(folder)!r}))"
+            )
             res = subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
         if res.returncode != 0:
             raise RuntimeError(f"converting {case.name} failed: see {workdir / (case.name + '.prepare.log')}")
         metas[case.name] = json.loads((folder / "case.json").read_text())
-        print(f"  converted {case.name} ({metas[case.name]['operators']} operators) in {time.perf_counter() - t0:.1f} s",
-              flush=True)
+        print(
+            f"  converted {case.name} ({metas[case.name]['operators']} operators) in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
     return metas
 
 
 def probe(engine: str, env: dict[str, str], folder: Path) -> dict[str, Any]:
     spawned = time.time()
-    res = subprocess.run([sys.executable, str(BENCH / "engines.py"), "probe", engine, str(folder)],
-                         capture_output=True, text=True, env=env)
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "engines.py"), "probe", engine, str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if res.returncode != 0:
         raise RuntimeError(f"{engine} probe on {folder.name} failed:\n{res.stderr[-2000:]}")
     out = json.loads(res.stdout.strip().splitlines()[-1])
@@ -180,8 +206,9 @@ def time_case(workers: list[Worker], folder: Path, rounds: int, runs: int) -> di
         if w.tag.startswith("kuiper"):
             steps[w.tag] = w.ask(cmd="steps", case=str(folder), runs=max(5, rounds * runs // 2))
     result["steps"] = steps
-    result["torch_profile"] = {w.tag: w.ask(cmd="profile", case=str(folder), runs=max(5, runs))
-                               for w in workers if w.engine == "torch"}
+    result["torch_profile"] = {
+        w.tag: w.ask(cmd="profile", case=str(folder), runs=max(5, runs)) for w in workers if w.engine == "torch"
+    }
     for w in workers:
         w.ask(cmd="unload", case=str(folder))
     return result
@@ -190,12 +217,17 @@ def time_case(workers: list[Worker], folder: Path, rounds: int, runs: int) -> di
 def machine() -> dict[str, Any]:
     import numpy as np
 
-    info: dict[str, Any] = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                            "python": platform.python_version(), "platform": platform.platform(),
-                            "cores": os.cpu_count()}
+    info: dict[str, Any] = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cores": os.cpu_count(),
+    }
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
-        info["cpu"] = next(line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name"))
+        info["cpu"] = next(
+            line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")
+        )
         flags = next(line for line in cpuinfo.splitlines() if line.startswith("flags")).split()
         info["simd"] = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
     except (OSError, StopIteration):
@@ -215,13 +247,15 @@ def machine() -> dict[str, Any]:
 
 def blas_kernels(env: dict[str, str]) -> str:
     """The kernel set OpenBLAS picks in a process with this environment."""
-    code = ("import ctypes, numpy\n"
-            "p = next(l.split()[-1] for l in open('/proc/self/maps') if 'openblas' in l.lower() and l.rstrip().endswith('.so'))\n"
-            "lib = ctypes.CDLL(p)\n"
-            "for s in ('scipy_openblas_get_corename64_', 'scipy_openblas_get_corename', 'openblas_get_corename64_', 'openblas_get_corename'):\n"
-            "    f = getattr(lib, s, None)\n"
-            "    if f is not None:\n"
-            "        f.restype = ctypes.c_char_p; print(f().decode()); break\n")
+    code = (
+        "import ctypes, numpy\n"
+        "p = next(l.split()[-1] for l in open('/proc/self/maps') if 'openblas' in l.lower() and l.rstrip().endswith('.so'))\n"
+        "lib = ctypes.CDLL(p)\n"
+        "for s in ('scipy_openblas_get_corename64_', 'scipy_openblas_get_corename', 'openblas_get_corename64_', 'openblas_get_corename'):\n"
+        "    f = getattr(lib, s, None)\n"
+        "    if f is not None:\n"
+        "        f.restype = ctypes.c_char_p; print(f().decode()); break\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     return res.stdout.strip() or "?"
 
@@ -234,14 +268,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cases = [c for c in CASES if args.cases is None or c.name in args.cases]
     kinds = variants(args.threads, args.clock)
-    results: dict[str, Any] = {"machine": machine(), "threads": args.threads, "clock": args.clock,
-                               "rounds": args.rounds, "runs": args.runs,
-                               "load_before": loadavg(), "kernels": {}, "cases": {}, "probes": {}}
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "threads": args.threads,
+        "clock": args.clock,
+        "rounds": args.rounds,
+        "runs": args.runs,
+        "load_before": loadavg(),
+        "kernels": {},
+        "cases": {},
+        "probes": {},
+    }
     for tag, engine, env in kinds:
         if engine == "kuiper":
             results["kernels"][tag] = blas_kernels(env)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kuiper_core")], check=True,
-                   env=kinds[0][2], stdout=subprocess.DEVNULL)  # the bytecode (see variants)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "kuiper_core")],
+        check=True,
+        env=kinds[0][2],
+        stdout=subprocess.DEVNULL,
+    )  # the bytecode (see variants)
     tmp = None
     if args.workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="kuiper-bench-")
@@ -260,9 +306,16 @@ def main(argv: list[str] | None = None) -> int:
             for case in cases:
                 t0 = time.perf_counter()
                 results["cases"][case.name] = time_case(workers, workdir / case.name, args.rounds, args.runs)
-                meds = {t: 1e3 * median([x for blk in v for x in blk]) for t, v in results["cases"][case.name]["times"].items()}
-                print(f"  {case.name:14s} " + "  ".join(f"{t} {m:.2f} ms" for t, m in meds.items())
-                      + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+                meds = {
+                    t: 1e3 * median([x for blk in v for x in blk])
+                    for t, v in results["cases"][case.name]["times"].items()
+                }
+                print(
+                    f"  {case.name:14s} "
+                    + "  ".join(f"{t} {m:.2f} ms" for t, m in meds.items())
+                    + f"  ({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
             wide = workdir / "wide10000.pnnx.param"
             n = write_wide_param(wide)
             kuiper = next(w for w in workers if w.tag == "kuiper")

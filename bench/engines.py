@@ -24,7 +24,8 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # no `typing`/`pathlib` at run time: the probe's clock counts every import
-    from typing import Any, Callable
+    from typing import Any
+    from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THREADS = int(os.environ.get("KUIPER_BENCH_THREADS", "2"))
@@ -70,7 +71,9 @@ class Torch(Engine):
         import torch
 
         torch.set_num_threads(THREADS)
-        spec = importlib.util.spec_from_file_location(f"pnnx_model_{abs(hash(str(case_dir)))}", os.path.join(case_dir, "model_pnnx.py"))
+        spec = importlib.util.spec_from_file_location(
+            f"pnnx_model_{abs(hash(str(case_dir)))}", os.path.join(case_dir, "model_pnnx.py")
+        )
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
@@ -97,7 +100,9 @@ class Ort(Engine):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = THREADS
         opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(os.path.join(case_dir, "model.onnx"), opts, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            os.path.join(case_dir, "model.onnx"), opts, providers=["CPUExecutionProvider"]
+        )
         feed = {self.session.get_inputs()[0].name: np.load(os.path.join(case_dir, "input.npy"))}
         self.run = lambda: self.session.run(None, feed)
 
@@ -133,8 +138,14 @@ def probe(engine: str, case_dir: str) -> dict[str, Any]:
     loaded_at = time.time()  # the parent subtracts its spawn time: interpreter start included
     for _ in range(3):
         eng.run()
-    return {"loaded_at": loaded_at, "import_s": t_import, "load_s": t_load, "first_load_s": t_import + t_load,
-            "rss_imported_kib": rss_imported, "peak_rss_kib": _rss_kib("VmHWM")}
+    return {
+        "loaded_at": loaded_at,
+        "import_s": t_import,
+        "load_s": t_load,
+        "first_load_s": t_import + t_load,
+        "rss_imported_kib": rss_imported,
+        "peak_rss_kib": _rss_kib("VmHWM"),
+    }
 
 
 def _warm_up(run: Callable[[], Any]) -> None:
@@ -162,17 +173,16 @@ def _steps_compare(eng: Kuiper, runs: int) -> dict[str, Any]:
     fwd, stp = [], []
     per_type: dict[str, list[float]] = {}
     per_op: dict[str, list[float]] = {}
-    for ev in graph.steps(x):  # untimed: the first walks at a signature make its arenas
+    for _ in graph.steps(x):  # untimed: the first walks at a signature make its arenas
         pass
     for _ in range(runs):
         t0 = CLOCK()
         graph.forward(x)
         fwd.append(CLOCK() - t0)
         t0 = CLOCK()
-        for ev in graph.steps(x):  # step mode as a caller walks it
+        for _ in graph.steps(x):  # step mode as a caller walks it
             pass
         stp.append(CLOCK() - t0)
-        ev = None
         # Each operator's time by CLOCK (StepEvent.seconds is wall time): from one event to
         # the next, i.e. the generator's work for that operator. A walk of its own: the
         # clock calls cost ~1 us a step.

@@ -77,14 +77,24 @@ def write_report(res: dict[str, Any], out: Path) -> None:
         f"- Timing: warm-up, then {res['rounds']} rounds in which each engine in turn (order rotated) does one "
         f"untimed and {res['runs']} timed runs; medians of all {res['rounds'] * res['runs']} runs. Ratios are "
         "ratios of medians; in brackets the lowest and highest per-round ratio. Clock: "
-        + ("each process's **CPU time** (`--clock cpu`: the machine was busy; with one thread per engine "
-           "CPU time is what the run costs)" if res.get("clock") == "cpu" else "wall time") + ".",
+        + (
+            "each process's **CPU time** (`--clock cpu`: the machine was busy; with one thread per engine "
+            "CPU time is what the run costs)"
+            if res.get("clock") == "cpu"
+            else "wall time"
+        )
+        + ".",
         "- PyTorch runs pnnx's generated `model_pnnx.py` in eager mode (inference_mode); onnxruntime runs "
         "`torch.onnx.export` of the same torch module; kuiper_core runs pnnx's `.pnnx.param`. All three come "
         "from one conversion of tools/samples/ "
-        + ("made by an earlier run into the same `--workdir` (reused: "
-           + ", ".join(k for k, meta in res["meta"].items() if meta.get("reused")) + ")"
-           if any(meta.get("reused") for meta in res.get("meta", {}).values()) else "made at the start of the run") + ".",
+        + (
+            "made by an earlier run into the same `--workdir` (reused: "
+            + ", ".join(k for k, meta in res["meta"].items() if meta.get("reused"))
+            + ")"
+            if any(meta.get("reused") for meta in res.get("meta", {}).values())
+            else "made at the start of the run"
+        )
+        + ".",
         "",
         "## Speed",
         "",
@@ -100,9 +110,11 @@ def write_report(res: dict[str, Any], out: Path) -> None:
     for name, case in res["cases"].items():
         meta = res["meta"][name]
         med = {t: 1e3 * median(_flat(case["times"][t])) for t in tags}
-        row = (f"| {name} | {'x'.join(map(str, meta['input_shape']))} | {meta['operators']} | {_ms(med['torch'])} | "
-               f"{_ms(med['ort'])} | {_ms(med['kuiper'])} | {_fmt_ratio(_ratio(case, 'kuiper', 'torch'))} | "
-               f"{_fmt_ratio(_ratio(case, 'kuiper', 'ort'))} |")
+        row = (
+            f"| {name} | {'x'.join(map(str, meta['input_shape']))} | {meta['operators']} | {_ms(med['torch'])} | "
+            f"{_ms(med['ort'])} | {_ms(med['kuiper'])} | {_fmt_ratio(_ratio(case, 'kuiper', 'torch'))} | "
+            f"{_fmt_ratio(_ratio(case, 'kuiper', 'ort'))} |"
+        )
         if auto:
             row += f" {_ms(med['kuiper_blas_auto'])} | {_fmt_ratio(_ratio(case, 'kuiper_blas_auto', 'torch'))} |"
         spread = "/".join(f"{iqr_percent(_flat(case['times'][t])):.0f}%" for t in ("kuiper", "torch", "ort"))
@@ -119,8 +131,12 @@ def write_report(res: dict[str, Any], out: Path) -> None:
 
 
 def _targets(res: dict[str, Any], auto: bool) -> list[str]:
-    lines = ["## Targets (issue 10)", "", "| target | measured | |" + (" with OpenBLAS variables unset |" if auto else ""),
-             "|---|---|---|" + ("---|" if auto else "")]
+    lines = [
+        "## Targets (issue 10)",
+        "",
+        "| target | measured | |" + (" with OpenBLAS variables unset |" if auto else ""),
+        "|---|---|---|" + ("---|" if auto else ""),
+    ]
 
     def row(text: str, value: str, ok: bool, alt: str = "") -> None:
         lines.append(f"| {text} | {value} | {_met(ok)} |" + (f" {alt} |" if auto else ""))
@@ -141,16 +157,24 @@ def _targets(res: dict[str, Any], auto: bool) -> list[str]:
         n = res["meta"][per_op]["operators"]
         us = {t: 1e6 * median(_flat(res["cases"][per_op]["times"][t])) / n for t in ("kuiper", "torch", "ort")}
         alt = f"{1e6 * median(_flat(res['cases'][per_op]['times']['kuiper_blas_auto'])) / n:.1f} µs" if auto else ""
-        row(f"per-operator overhead ({per_op} forward / {n} operators) <= {PER_OPERATOR_US:.0f} µs",
-            f"{us['kuiper']:.1f} µs (PyTorch {us['torch']:.1f}, onnxruntime {us['ort']:.1f})", us["kuiper"] <= PER_OPERATOR_US, alt)
+        row(
+            f"per-operator overhead ({per_op} forward / {n} operators) <= {PER_OPERATOR_US:.0f} µs",
+            f"{us['kuiper']:.1f} µs (PyTorch {us['torch']:.1f}, onnxruntime {us['ort']:.1f})",
+            us["kuiper"] <= PER_OPERATOR_US,
+            alt,
+        )
     for name, limit in LOAD_TARGETS.items():
         probes = res["probes"].get(name)
         if probes:
             s = median([p["first_load_s"] for p in probes["kuiper"]])
             spawn = median([p["since_spawn_s"] for p in probes["kuiper"]])
             alt = f"{median([p['first_load_s'] for p in probes['kuiper_blas_auto']]):.3f} s" if auto else ""
-            row(f"first load of {name} in a fresh process, imports included, <= {limit} s",
-                f"{s:.3f} s ({spawn:.3f} s from process start)", s <= limit, alt)
+            row(
+                f"first load of {name} in a fresh process, imports included, <= {limit} s",
+                f"{s:.3f} s ({spawn:.3f} s from process start)",
+                s <= limit,
+                alt,
+            )
     worst = None
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]
@@ -158,8 +182,11 @@ def _targets(res: dict[str, Any], auto: bool) -> list[str]:
         if worst is None or r > worst[0]:
             worst = (r, name)
     if worst is not None:
-        row(f"step mode <= {STEP_RATIO}x plain forward (worst case)", f"{worst[0]:.2f}x ({worst[1]}; all in 'Step mode')",
-            worst[0] <= STEP_RATIO)
+        row(
+            f"step mode <= {STEP_RATIO}x plain forward (worst case)",
+            f"{worst[0]:.2f}x ({worst[1]}; all in 'Step mode')",
+            worst[0] <= STEP_RATIO,
+        )
     if "parse" in res:
         s = median(res["parse"]["times"])
         row(f"parsing a {res['parse']['operators']:,}-operator .param <= {PARSE_S} s", f"{s:.3f} s", s <= PARSE_S)
@@ -170,35 +197,49 @@ def _targets(res: dict[str, Any], auto: bool) -> list[str]:
         if worst_mem is None or k / t > worst_mem[0]:
             worst_mem = (k / t, name)
     if worst_mem is not None:
-        row("peak memory (process VmHWM) <= half of PyTorch's (worst case)", f"{worst_mem[0]:.2f}x ({worst_mem[1]})",
-            worst_mem[0] <= 0.5)
+        row(
+            "peak memory (process VmHWM) <= half of PyTorch's (worst case)",
+            f"{worst_mem[0]:.2f}x ({worst_mem[1]})",
+            worst_mem[0] <= 0.5,
+        )
     return lines + [""]
 
 
 def _load_memory(res: dict[str, Any]) -> list[str]:
     clock = "CPU time" if res.get("clock") == "cpu" else "wall time"
-    lines = ["## First load and memory (fresh process per probe; medians)", "",
-             "First load: from before the engine's import to a loaded model (kuiper_core: `import kuiper_core; "
-             "kuiper_core.load(param)`; PyTorch: `import torch`, build pnnx's Model, read its weights; onnxruntime: "
-             "`import onnxruntime`, InferenceSession). Peak: the process's VmHWM after 3 forwards; model memory: "
-             f"peak minus RSS after the imports. First load is {clock}; 'from process start' is wall time from "
-             "spawning the process (interpreter start included).", "",
-             "| case | first load k/t/o s | kuiper from process start s | peak RSS k/t/o MiB | model memory k/t/o MiB |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "## First load and memory (fresh process per probe; medians)",
+        "",
+        "First load: from before the engine's import to a loaded model (kuiper_core: `import kuiper_core; "
+        "kuiper_core.load(param)`; PyTorch: `import torch`, build pnnx's Model, read its weights; onnxruntime: "
+        "`import onnxruntime`, InferenceSession). Peak: the process's VmHWM after 3 forwards; model memory: "
+        f"peak minus RSS after the imports. First load is {clock}; 'from process start' is wall time from "
+        "spawning the process (interpreter start included).",
+        "",
+        "| case | first load k/t/o s | kuiper from process start s | peak RSS k/t/o MiB | model memory k/t/o MiB |",
+        "|---|---|---|---|---|",
+    ]
     for name, probes in res["probes"].items():
         load = "/".join(f"{median([p['first_load_s'] for p in probes[t]]):.3f}" for t in ("kuiper", "torch", "ort"))
         spawn = median([p["since_spawn_s"] for p in probes["kuiper"]])
-        peak = "/".join(f"{median([p['peak_rss_kib'] for p in probes[t]]) / 1024:.0f}" for t in ("kuiper", "torch", "ort"))
+        peak = "/".join(
+            f"{median([p['peak_rss_kib'] for p in probes[t]]) / 1024:.0f}" for t in ("kuiper", "torch", "ort")
+        )
         model = "/".join(
-            f"{median([p['peak_rss_kib'] - p['rss_imported_kib'] for p in probes[t]]) / 1024:.0f}" for t in ("kuiper", "torch", "ort")
+            f"{median([p['peak_rss_kib'] - p['rss_imported_kib'] for p in probes[t]]) / 1024:.0f}"
+            for t in ("kuiper", "torch", "ort")
         )
         lines.append(f"| {name} | {load} | {spawn:.3f} | {peak} | {model} |")
     return lines + [""]
 
 
 def _steps(res: dict[str, Any], auto: bool) -> list[str]:
-    lines = ["## Step mode (kuiper_core: a full steps() walk against forward(), alternated)", "",
-             "| case | forward ms | steps() ms | ratio |", "|---|---|---|---|"]
+    lines = [
+        "## Step mode (kuiper_core: a full steps() walk against forward(), alternated)",
+        "",
+        "| case | forward ms | steps() ms | ratio |",
+        "|---|---|---|---|",
+    ]
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]
         f, s = 1e3 * median(st["forward"]), 1e3 * median(st["steps"])
@@ -207,12 +248,16 @@ def _steps(res: dict[str, Any], auto: bool) -> list[str]:
 
 
 def _profiles(res: dict[str, Any]) -> list[str]:
-    lines = ["## Where kuiper_core's time goes", "",
-             "From a steps() walk (unfused, fresh outputs), each operator timed by the run's clock "
-             f"({'CPU' if res.get('clock') == 'cpu' else 'wall'} time; pnnx.Input's includes the walk's setup). "
-             "Per operator type: count, "
-             f"median ms per forward and share; then the {TOP_OPERATORS} slowest operators. Below each, "
-             "PyTorch's: self time per aten operator type over forwards run under torch.profiler.", ""]
+    lines = [
+        "## Where kuiper_core's time goes",
+        "",
+        "From a steps() walk (unfused, fresh outputs), each operator timed by the run's clock "
+        f"({'CPU' if res.get('clock') == 'cpu' else 'wall'} time; pnnx.Input's includes the walk's setup). "
+        "Per operator type: count, "
+        f"median ms per forward and share; then the {TOP_OPERATORS} slowest operators. Below each, "
+        "PyTorch's: self time per aten operator type over forwards run under torch.profiler.",
+        "",
+    ]
     for name, case in res["cases"].items():
         st = case["steps"]["kuiper"]
         types = _top_types({k: 1e3 * median(v) for k, v in st["per_type"].items()}, st["counts"])
@@ -220,8 +265,10 @@ def _profiles(res: dict[str, Any]) -> list[str]:
         lines.append(f"- **{name}**: {types}. Slowest: " + ", ".join(f"{k} {_ms(ms)} ms" for k, ms in ops) + ".")
         for tag, prof in case.get("torch_profile", {}).items():  # PyTorch's, for comparison
             per_type = {k: 1e3 * v for k, v in prof["per_type"].items()}
-            lines.append(f"  - PyTorch ({tag}, torch.profiler self time, {_ms(sum(per_type.values()))} ms a forward "
-                         "with the profiler's overhead): " + _top_types(per_type, prof["counts"]) + ".")
+            lines.append(
+                f"  - PyTorch ({tag}, torch.profiler self time, {_ms(sum(per_type.values()))} ms a forward "
+                "with the profiler's overhead): " + _top_types(per_type, prof["counts"]) + "."
+            )
     return lines + [""]
 
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
-def timed_blocks(engines: dict[str, Callable[[], object]], runs: int, rounds: int, warmup: int = 3,
-                 warmup_seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+def timed_blocks(
+    engines: dict[str, Callable[[], object]],
+    runs: int,
+    rounds: int,
+    warmup: int = 3,
+    warmup_seconds: float = 0.3,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, list[float]]:
     """Seconds per run of each engine in one process, measured in alternating blocks: after
     a warm-up, `rounds` times each engine does one untimed and `runs` timed runs (load from
     other processes hits all alike; idle worker threads of one do not steal the other's

@@ -1,10 +1,10 @@
 """Kuiper Explorer's engine: load PNNX models and run them with NumPy, step by step.
 
-    import kuiper_core
-    g = kuiper_core.load("sample_models/resnet18.pnnx.param")
-    (y,) = g.forward(x)
-    for event in g.steps(x): ...
-    text = kuiper_core.print_ir(g.graph)     # the textual IR (docs/ir.md); parse_ir(text) reads it back
+import kuiper_core
+g = kuiper_core.load("sample_models/resnet18.pnnx.param")
+(y,) = g.forward(x)
+for event in g.steps(x): ...
+text = kuiper_core.print_ir(g.graph)     # the textual IR (docs/ir.md); parse_ir(text) reads it back
 """
 
 from __future__ import annotations
@@ -52,7 +52,23 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "load", "RuntimeGraph", "GraphState", "StepEvent", "Graph", "Operand", "Operator", "Attribute",
-    "KuiperError", "ParseError", "ModelError", "WeightError", "UnsupportedOperatorError", "CycleError",
-    "InputError", "LimitError", "ShapeError", "print_ir", "parse_ir",
+    "load",
+    "RuntimeGraph",
+    "GraphState",
+    "StepEvent",
+    "Graph",
+    "Operand",
+    "Operator",
+    "Attribute",
+    "KuiperError",
+    "ParseError",
+    "ModelError",
+    "WeightError",
+    "UnsupportedOperatorError",
+    "CycleError",
+    "InputError",
+    "LimitError",
+    "ShapeError",
+    "print_ir",
+    "parse_ir",
 ]

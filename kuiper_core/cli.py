@@ -18,7 +18,7 @@ import argparse
 import sys
 import traceback
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -142,18 +142,25 @@ def _cmd_opt(args: argparse.Namespace) -> int:
 
     if args.list:
         for row in pass_table():
-            print(f"{row['name']:<24} O{row['level']}  {row['what']}" + (f" (requires {row['requires']})" if row["requires"] else ""))
+            print(
+                f"{row['name']:<24} O{row['level']}  {row['what']}"
+                + (f" (requires {row['requires']})" if row["requires"] else "")
+            )
         return 0
     if args.model is None or args.output is None:
         raise InputError("give the model to optimise and -o OUTPUT (or --list)")
     graph = _read_graph(args.model, args.bin)
     instruments = [PrintAfter(args.print_after, sys.stdout)] if args.print_after else []
     passes = [n for item in args.passes for n in item.split(",") if n] if args.passes else None
-    result = optimize(graph, args.O, disabled=args.disable, required=args.require, passes=passes, instruments=instruments)
+    result = optimize(
+        graph, args.O, disabled=args.disable, required=args.require, passes=passes, instruments=instruments
+    )
     sys.stdout.write(result.log.text(changes_per_pass=None if args.verbose else 5, only_changed=not args.verbose))
     written = _write_graph(result.after, args.output)
-    print(f"\n{len(graph.operators)} → {len(result.after.operators)} operators "
-          f"({result.log.total_seconds * 1000:.1f} ms in passes); wrote {', '.join(map(str, written))}")
+    print(
+        f"\n{len(graph.operators)} → {len(result.after.operators)} operators "
+        f"({result.log.total_seconds * 1000:.1f} ms in passes); wrote {', '.join(map(str, written))}"
+    )
     if args.check:
         from .runtime import RuntimeGraph
 
@@ -206,8 +213,14 @@ def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kuiper", description="Run and inspect PNNX models with NumPy.")
     ap.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    ap.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE", type=_limit_arg,
-                    help="change a safety limit, e.g. --limit max_tensor_elements=1000000000 (docs/limits.md)")
+    ap.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_limit_arg,
+        help="change a safety limit, e.g. --limit max_tensor_elements=1000000000 (docs/limits.md)",
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model on .npy inputs")
     run.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
@@ -222,8 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
     ins.set_defaults(func=_cmd_inspect)
     pr = sub.add_parser("print", help="print the model as textual IR (docs/ir.md)")
     pr.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
-    pr.add_argument("--allow-unregistered", action="store_true",
-                    help="accept op types and dialects the engine does not know (printed as they are)")
+    pr.add_argument(
+        "--allow-unregistered",
+        action="store_true",
+        help="accept op types and dialects the engine does not know (printed as they are)",
+    )
     pr.set_defaults(func=_cmd_print)
     opt = _add_opt_command(sub)
     for p in (run, ins, pr, opt):

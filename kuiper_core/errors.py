@@ -7,7 +7,7 @@ them to a person without a traceback.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 # A located error shows a source line of up to EXCERPT_WHOLE characters whole; a longer one
 # is cut to EXCERPT_CONTEXT characters on each side of the culprit (an error on a 15 MB
@@ -142,8 +142,16 @@ class ShapeError(ModelError):
     the app marks `operator` in the graph. No result may silently differ from the file.
     """
 
-    def __init__(self, message: str, *, operator: str, op_type: str | None = None,
-                 operand: str | None = None, declared: str | None = None, produced: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        operator: str,
+        op_type: str | None = None,
+        operand: str | None = None,
+        declared: str | None = None,
+        produced: str | None = None,
+    ) -> None:
         self.operand = operand
         self.declared = declared
         self.produced = produced
@@ -212,7 +220,7 @@ class LimitError(KuiperError):
         caret = excerpt(self.source_line, self.column, self.length) if self.line is not None else ""
         return f"{head}\n{caret}" if caret else head
 
-    def at_operator(self, operator: str, op_type: str | None) -> "LimitError":
+    def at_operator(self, operator: str, op_type: str | None) -> LimitError:
         """The same error naming the operator it happened in (the runtime adds it)."""
         if self.operator is not None:
             return self

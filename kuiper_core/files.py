@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .errors import KuiperError, LimitError, ParseError
 
@@ -63,4 +64,6 @@ def decode_utf8(raw: bytes, path: str | None, **error_args: Any) -> str:
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ParseError("not a text file: invalid UTF-8 byte", path=path, line=line, column=col, **error_args) from None
+        raise ParseError(
+            "not a text file: invalid UTF-8 byte", path=path, line=line, column=col, **error_args
+        ) from None

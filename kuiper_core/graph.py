@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 import math
 import threading
 import weakref
-from typing import Any, Iterator, Protocol, Union
+from typing import Any, Protocol
+from collections.abc import Iterator
 
 import numpy as np
 
-Dim = Union[int, None, str]
+Dim = int | None | str
 Shape = tuple[Dim, ...]
 # Parameter values as .param writes them: None, bool, int, float, str, or a list of
 # ints/floats/strs (written as a tuple "(1,2)").
-ParamValue = Union[None, bool, int, float, str, list]
+ParamValue = None | bool | int | float | str | list
 
 # .param dtype names <-> NumPy dtypes of the bytes in the .bin. bf16 has no NumPy dtype:
 # its bytes are uint16 bit patterns, widened to float32 when loaded (see numpy_dtype).
@@ -139,7 +140,7 @@ class Attribute:
     def released(self) -> bool:
         return self._weak is not None
 
-    def copy(self) -> "Attribute":
+    def copy(self) -> Attribute:
         """The same weight (the same array, source and release state)."""
         c = Attribute(self.dtype, self.shape, self._data)
         c._weak, c.source = self._weak, self.source
@@ -149,7 +150,9 @@ class Attribute:
     def identity(self) -> tuple[str, int]:
         """Equal for copies of one weight, different after `data` is replaced (passes never
         write into an array, they replace it): a released weight's array comes and goes."""
-        return ("source", id(self.source)) if self._data is None and self.source is not None else ("data", id(self._data))
+        return (
+            ("source", id(self.source)) if self._data is None and self.source is not None else ("data", id(self._data))
+        )
 
     def __repr__(self) -> str:
         held = "released" if self.released else "loaded" if self._data is not None else "not loaded"
@@ -187,8 +190,8 @@ class Operand:
     name: str
     shape: Shape | None = None
     dtype: str | None = None
-    producer: "Operator | None" = None
-    consumers: list["Operator"] = field(default_factory=list)
+    producer: Operator | None = None
+    consumers: list[Operator] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return f"Operand({self.name!r}, shape={self.shape}, dtype={self.dtype})"
@@ -342,7 +345,7 @@ class Graph:
             for attr in op.attrs.values():
                 attr.release()
 
-    def equals(self, other: "Graph") -> bool:
+    def equals(self, other: Graph) -> bool:
         """Structural equality: same operators, operands, params (with their Python types),
         attrs (incl. data)."""
         if len(self.operators) != len(other.operators) or set(self.operands) != set(other.operands):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
-from typing import Iterable
+from collections.abc import Iterable
 
 from .errors import LimitError
 
@@ -40,7 +40,7 @@ class Limits:
     max_param_depth: int = 64  # nesting depth of an array parameter in the textual IR (pnnx writes flat ones)
     max_upload_bytes: int = 200 * MiB  # one file uploaded to the app
 
-    def replace(self, **changes: int) -> "Limits":
+    def replace(self, **changes: int) -> Limits:
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise TypeError(f"unknown limit(s): {', '.join(sorted(unknown))}")
@@ -122,10 +122,22 @@ def check_text(text: str, path: str | None = None, limits: Limits | None = None)
     before it is tokenized (a 130 MB line cost 3 GB of tokens)."""
     lim = limits or current()
     if len(text) > lim.max_param_bytes:
-        raise LimitError(f"the text is {len(text):,} characters long", limit="max_param_bytes",
-                         maximum=lim.max_param_bytes, value=len(text), path=path)
+        raise LimitError(
+            f"the text is {len(text):,} characters long",
+            limit="max_param_bytes",
+            maximum=lim.max_param_bytes,
+            value=len(text),
+            path=path,
+        )
     for number, line in enumerate(text.split("\n"), start=1):
         if len(line) > lim.max_line_chars:
-            raise LimitError(f"line {number} is {len(line):,} characters long", limit="max_line_chars",
-                             maximum=lim.max_line_chars, value=len(line), path=path, line=number,
-                             column=lim.max_line_chars + 1, source_line=line)
+            raise LimitError(
+                f"line {number} is {len(line):,} characters long",
+                limit="max_line_chars",
+                maximum=lim.max_line_chars,
+                value=len(line),
+                path=path,
+                line=number,
+                column=lim.max_line_chars + 1,
+                source_line=line,
+            )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from . import limits as _limits
 from .errors import InputError
 from .files import check_regular
 
-NpySource = Union[str, Path, bytes]
+NpySource = str | Path | bytes
 
 
 def read_npy(source: NpySource, name: str | None = None, limits: _limits.Limits | None = None) -> np.ndarray:
@@ -58,7 +58,10 @@ def _read(fp: BinaryIO, where: str, size: int, limits: _limits.Limits | None) ->
         dims = ",".join(map(str, shape))
         raise InputError(f"{where}: its header says ({dims}) {dtype}, {need:,} bytes, but only {have:,} follow")
     data = np.frombuffer(bytearray(fp.read(need)), dtype=dtype, count=count)
-    return data.reshape(shape, order="F" if fortran_order else "C")
+    try:
+        return data.reshape(shape, order="F" if fortran_order else "C")
+    except ValueError as e:  # an empty array whose other dims overflow (0, 2**62): NumPy refuses it
+        raise InputError(f"{where} has a shape NumPy cannot hold {shape!r} ({e})") from None
 
 
 def read_npz(data: bytes, name: str = "the .npz", limits: _limits.Limits | None = None) -> dict[str, np.ndarray]:

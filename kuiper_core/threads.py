@@ -13,7 +13,7 @@ import glob
 import os
 import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 

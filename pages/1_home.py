@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -186,7 +185,15 @@ kind = st.radio(
     on_change=_on_kind,
 )
 if kind == "random":
-    st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=int(spec.get("seed", 0)), step=1, key="home_seed", on_change=_on_seed)
+    st.number_input(
+        "Seed",
+        min_value=0,
+        max_value=2**31 - 1,
+        value=int(spec.get("seed", 0)),
+        step=1,
+        key="home_seed",
+        on_change=_on_seed,
+    )
 elif kind == "example":
     labels_ = model.example_labels
     n = len(model.examples)
@@ -201,11 +208,21 @@ elif kind == "example":
 elif kind in ("npy", "image"):
     name, shape, _ = specs[0]
     if kind == "npy":
-        st.file_uploader(f"A .npy array of shape {shape_text(shape)}", type=["npy"], key="home_npy",
-                         on_change=_on_file, args=("npy", "home_npy"))
+        st.file_uploader(
+            f"A .npy array of shape {shape_text(shape)}",
+            type=["npy"],
+            key="home_npy",
+            on_change=_on_file,
+            args=("npy", "home_npy"),
+        )
     else:
-        st.file_uploader(f"A picture (resized to {shape[-1]}×{shape[-2]})", type=["png", "jpg", "jpeg", "bmp", "gif"],
-                         key="home_img", on_change=_on_file, args=("image", "home_img"))
+        st.file_uploader(
+            f"A picture (resized to {shape[-1]}×{shape[-2]})",
+            type=["png", "jpg", "jpeg", "bmp", "gif"],
+            key="home_img",
+            on_change=_on_file,
+            args=("image", "home_img"),
+        )
         pp = model.meta.get("preprocess")
         if pp and pp.get("text"):
             st.caption(f"Preprocessing: {pp['text']}")
@@ -223,13 +240,21 @@ if resolved.note:
 for (name, _, _), a in zip(specs, resolved.arrays):
     values = (
         f", min {float(a.min()):.3g}, max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
-        if a.size and a.dtype.kind in "biuf" else ""
+        if a.size and a.dtype.kind in "biuf"
+        else ""
     )
     st.caption(f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}{values}")
 if resolved.kind in ("image", "example", "drawing", "sample") and is_image:
     a = resolved.arrays[0][0]
     shown = a.transpose(1, 2, 0) if a.shape[0] == 3 else a[0]
     lo, hi = float(shown.min()), float(shown.max())
-    st.image(((shown - lo) / (hi - lo + 1e-12)), caption="the tensor the model sees (rescaled for display)", width=160, clamp=True)
+    st.image(
+        ((shown - lo) / (hi - lo + 1e-12)),
+        caption="the tensor the model sees (rescaled for display)",
+        width=160,
+        clamp=True,
+    )
 
-st.success("Ready. Open **Graph**, **Execution order**, **Expressions**, **Step through Forward** or **Profile** in the sidebar.")
+st.success(
+    "Ready. Open **Graph**, **Execution order**, **Expressions**, **Step through Forward** or **Profile** in the sidebar."
+)

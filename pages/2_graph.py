@@ -62,8 +62,14 @@ focus = c3.selectbox("Focus on operator", names, index=None, key="graph_focus", 
 hops = c4.number_input("Hops", min_value=1, max_value=20, value=2, key="graph_hops", disabled=focus is None)
 with c5.popover("Modules", width="stretch"):
     max_nodes = int(
-        st.number_input("Open every module up to this many operators", min_value=20, max_value=3000, value=400, step=20,
-                        key="graph_max")
+        st.number_input(
+            "Open every module up to this many operators",
+            min_value=20,
+            max_value=3000,
+            value=400,
+            step=20,
+            key="graph_max",
+        )
     )
     edge_labels = st.toggle("Shapes on edges", value=True, key="graph_edge_labels")
     st.button("Open all modules", key="graph_open_all", on_click=modules.set_all, args=(True,), width="stretch")
@@ -88,9 +94,17 @@ common.set_url(op=selected)
 closed = view.closed_groups
 st.caption(
     f"Showing {len(view.shown):,} of {view.selected:,} selected operators ({view.total:,} in the model)"
-    + (f"; {closed} closed module(s): click a folder to open it, click a module's frame to close it." if closed else ".")
+    + (
+        f"; {closed} closed module(s): click a folder to open it, click a module's frame to close it."
+        if closed
+        else "."
+    )
     + " Dashed border: more graph beyond this node. Click an operator for its details."
-    + ("" if view.frames else f" Above {CLUSTER_LIMIT} nodes the modules' frames are left out (their layout would take minutes).")
+    + (
+        ""
+        if view.frames
+        else f" Above {CLUSTER_LIMIT} nodes the modules' frames are left out (their layout would take minutes)."
+    )
 )
 
 graph_col, detail_col = st.columns([3, 2])
@@ -101,7 +115,11 @@ with graph_col:
         show_graph(
             view.dot,
             "graph",
-            Overlay(highlight=view.node_for(selected), legend=view.legend(), highlight_label="selected" if selected else None),
+            Overlay(
+                highlight=view.node_for(selected),
+                legend=view.legend(),
+                highlight_label="selected" if selected else None,
+            ),
             height=640,
             on_click=_on_click,
         )
@@ -111,14 +129,22 @@ with graph_col:
 with detail_col:
     # Keyed by the selection: a click in the graph makes a new picker showing it.
     widget = f"graph_detail_{names.index(selected) if selected else 'none'}"
-    st.selectbox("Operator details", names, index=names.index(selected) if selected else None, key=widget,
-                 placeholder="click a node, or choose", on_change=_on_detail, args=(widget,))
+    st.selectbox(
+        "Operator details",
+        names,
+        index=names.index(selected) if selected else None,
+        key=widget,
+        placeholder="click a node, or choose",
+        on_change=_on_detail,
+        args=(widget,),
+    )
     if selected is not None:
         d = operator_details(graph, selected)
         head, go = st.columns([3, 2])
         head.subheader(d.name)
-        if model.ok and go.button("Run to here", key="graph_to_forward", width="stretch",
-                                  help="Step through Forward up to this operator"):
+        if model.ok and go.button(
+            "Run to here", key="graph_to_forward", width="stretch", help="Step through Forward up to this operator"
+        ):
             st.session_state["fw_pending"] = ("name", selected)  # applied when the Forward page opens
             st.switch_page("pages/5_forward.py")
         st.markdown(f"`{d.type}` · category **{d.category}**" + (f" · .param line {d.line}" if d.line else ""))

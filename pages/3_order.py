@@ -179,8 +179,12 @@ def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
         st.code(_names(event.output), language=None, wrap_lines=True)
         if len(w.nodes) <= 200 and not compact:
             st.markdown("**In-degree table**")
-            st.dataframe(pd.DataFrame(W.indegree_rows(w, shown - 1)), hide_index=True, width="stretch",
-                         height=min(300, 38 + 35 * len(w.nodes)))
+            st.dataframe(
+                pd.DataFrame(W.indegree_rows(w, shown - 1)),
+                hide_index=True,
+                width="stretch",
+                height=min(300, 38 + 35 * len(w.nodes)),
+            )
 
 
 def _lesson(w: W.Walkthrough) -> None:
@@ -191,7 +195,9 @@ def _lesson(w: W.Walkthrough) -> None:
         )
     else:
         st.success(f"Done: {len(w.order or [])} nodes in execution order.")
-        st.dataframe(pd.DataFrame(W.order_rows(w)), hide_index=True, width="stretch", height=min(320, 38 + 35 * len(w.nodes)))
+        st.dataframe(
+            pd.DataFrame(W.order_rows(w)), hide_index=True, width="stretch", height=min(320, 38 + 35 * len(w.nodes))
+        )
 
 
 def _walkthrough() -> None:
@@ -209,7 +215,15 @@ def _walkthrough() -> None:
     b = st.columns([1, 1, 1, 1, 1, 1.3, 5])
     b[0].button("Reset", key="order_reset", width="stretch", on_click=_move, kwargs={"to": 0}, disabled=step == 0)
     b[1].button("Back", key="order_back", width="stretch", on_click=_move, kwargs={"by": -1}, disabled=step == 0)
-    b[2].button("Step", key="order_step", width="stretch", on_click=_move, kwargs={"by": 1}, disabled=step >= total, type="primary")
+    b[2].button(
+        "Step",
+        key="order_step",
+        width="stretch",
+        on_click=_move,
+        kwargs={"by": 1},
+        disabled=step >= total,
+        type="primary",
+    )
     b[3].button("End", key="order_end", width="stretch", on_click=_move, kwargs={"to": total}, disabled=step >= total)
     if state["playing"]:
         b[4].button("Pause", key="order_pause", width="stretch", on_click=_play, args=(False,))
@@ -217,10 +231,20 @@ def _walkthrough() -> None:
         b[4].button("Play", key="order_play", width="stretch", on_click=_play, args=(True,), disabled=step >= total)
     with b[5]:
         speed_picker("order_speed")
-    b[6].slider(f"Step (of {total})", 0, total, step, key=f"order_pos_{step}", on_change=_on_slider,
-                args=(f"order_pos_{step}", step), label_visibility="collapsed")
+    b[6].slider(
+        f"Step (of {total})",
+        0,
+        total,
+        step,
+        key=f"order_pos_{step}",
+        on_change=_on_slider,
+        args=(f"order_pos_{step}", step),
+        label_visibility="collapsed",
+    )
     step_keys("order_keys", lambda: _move(by=1), lambda: _move(by=-1))
-    st.markdown(f"**Step {step} of {total}**" + (" (the numbers count each algorithm's own events)" if len(walks) > 1 else ""))
+    st.markdown(
+        f"**Step {step} of {total}**" + (" (the numbers count each algorithm's own events)" if len(walks) > 1 else "")
+    )
 
     if len(walks) == 1:
         left, right = st.columns([3, 2])
@@ -234,7 +258,9 @@ def _walkthrough() -> None:
     cols = st.columns(2)
     for col, w in zip(cols, walks):
         with col:
-            st.markdown(f"**{'Reverse-topological DFS (KuiperInfer)' if w.algorithm == 'dfs' else 'Kahn’s algorithm'}**")
+            st.markdown(
+                f"**{'Reverse-topological DFS (KuiperInfer)' if w.algorithm == 'dfs' else 'Kahn’s algorithm'}**"
+            )
             _graph(w, min(step, len(w.events)), w.algorithm, 400)
             _state_panel(w, step, compact=True)
     if step >= total:
@@ -243,8 +269,10 @@ def _walkthrough() -> None:
             with col:
                 _lesson(w)
         if all(w.order for w in walks) and walks[0].order != walks[1].order:
-            st.info("Both orders are valid: every operator comes after the ones it reads. They differ because DFS "
-                    "finishes a branch before starting the next, while Kahn takes nodes in the order they become ready.")
+            st.info(
+                "Both orders are valid: every operator comes after the ones it reads. They differ because DFS "
+                "finishes a branch before starting the next, while Kahn takes nodes in the order they become ready."
+            )
 
 
 # Play re-runs only this fragment on a timer; the buttons are inside it so a click is quick too.

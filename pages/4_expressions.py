@@ -57,8 +57,13 @@ if mode == "From the model":
     ]
     text = V.expression_text(op)
 else:
-    text = c_what.text_input("Type an expression", DEFAULT_TEXT, key="expr_text", label_visibility="collapsed",
-                             placeholder="e.g. mul(add(@0,1.5),neg(@1))")
+    text = c_what.text_input(
+        "Type an expression",
+        DEFAULT_TEXT,
+        key="expr_text",
+        label_visibility="collapsed",
+        placeholder="e.g. mul(add(@0,1.5),neg(@1))",
+    )
     if not ops:
         c_what.caption("The current model has no pnnx.Expression: type one (@0, @1, … are small example tensors).")
 
@@ -80,8 +85,10 @@ def _model_values() -> tuple[list[np.ndarray], np.ndarray | None, str]:
     if not model.ok:
         rng = np.random.default_rng(0)
         shapes = [tuple(d if isinstance(d, int) else 1 for d in (o.shape or (2, 3))) for o in op.inputs]
-        return [rng.standard_normal(s).astype(np.float32) for s in shapes], None, (
-            "seeded random tensors of the declared shapes (the model cannot run: " + (model.error or "") + ")"
+        return (
+            [rng.standard_normal(s).astype(np.float32) for s in shapes],
+            None,
+            ("seeded random tensors of the declared shapes (the model cannot run: " + (model.error or "") + ")"),
         )
     resolved = common.resolve_input(model)
     key = (model.key, T.arrays_digest(resolved.arrays))
@@ -128,9 +135,18 @@ step = st.session_state[STEP] - 1
 b = st.columns([1, 1, 1, 1, 5])
 b[0].button("Reset", key="expr_reset", width="stretch", on_click=_move, kwargs={"to": 1}, disabled=step == 0)
 b[1].button("Back", key="expr_back", width="stretch", on_click=_move, kwargs={"by": -1}, disabled=step == 0)
-b[2].button("Step", key="expr_step_btn", width="stretch", on_click=_move, kwargs={"by": 1}, disabled=step >= n_steps - 1,
-            type="primary")
-b[3].button("End", key="expr_end", width="stretch", on_click=_move, kwargs={"to": n_steps}, disabled=step >= n_steps - 1)
+b[2].button(
+    "Step",
+    key="expr_step_btn",
+    width="stretch",
+    on_click=_move,
+    kwargs={"by": 1},
+    disabled=step >= n_steps - 1,
+    type="primary",
+)
+b[3].button(
+    "End", key="expr_end", width="stretch", on_click=_move, kwargs={"to": n_steps}, disabled=step >= n_steps - 1
+)
 if n_steps > 1:
     b[4].slider("Step", 1, n_steps, key=STEP, label_visibility="collapsed")
 step_keys("expr_keys", lambda: _move(by=1), lambda: _move(by=-1))
@@ -140,16 +156,26 @@ tree_col, stack_col = st.columns([3, 2])
 with tree_col:
     view = V.ast_dot(ast, labels)
     colors, node = view.overlay_colors(trace, step)
-    overlay = Overlay(highlight=node, colors=colors, neutral=True, legend=V.STACK_LEGEND, highlight_label="this step",
-                      note="grey: not evaluated yet · #N: place in reverse Polish order")
+    overlay = Overlay(
+        highlight=node,
+        colors=colors,
+        neutral=True,
+        legend=V.STACK_LEGEND,
+        highlight_label="this step",
+        note="grey: not evaluated yet · #N: place in reverse Polish order",
+    )
     show_graph(view.dot, "ast", overlay, height=340, follow=True)
     if view.shown < view.total:
         st.caption(f"Showing the top {view.shown} of {view.total} nodes.")
 with stack_col:
     st.info(f"**Step {step + 1} of {n_steps}:** {current.describe()}")
     st.markdown("**The stack** (top first, with its values)")
-    st.code(V.stack_text(trace, step, labels, width=40), language=None, wrap_lines=True,
-            height=min(240, 40 + 44 * len(current.stack)))
+    st.code(
+        V.stack_text(trace, step, labels, width=40),
+        language=None,
+        wrap_lines=True,
+        height=min(240, 40 + 44 * len(current.stack)),
+    )
     st.caption(f"Evaluated on {where}.")
 
 # -- details below the first screen -----------------------------------------------------------------
@@ -164,23 +190,42 @@ with tabs[0]:
                 same = C.compare(result, layer_out)
                 (st.success if same.status == C.OK else st.error)(
                     "The stack machine and the engine's pnnx.Expression layer agree: " + same.text()
-                    if same.status == C.OK else "The stack machine and the pnnx.Expression layer differ: " + same.text()
+                    if same.status == C.OK
+                    else "The stack machine and the pnnx.Expression layer differ: " + same.text()
                 )
             resolved_sample = model is not None and model.ok and common.resolve_input(model).is_sample
-            ref = model.operands.get(op.outputs[0].name) if op is not None and model is not None and resolved_sample else None
-            show_tensor(result, "expr_result", ref=ref, ref_source="PyTorch's tensor for this operand", view_key="expr_view_result")
+            ref = (
+                model.operands.get(op.outputs[0].name)
+                if op is not None and model is not None and resolved_sample
+                else None
+            )
+            show_tensor(
+                result,
+                "expr_result",
+                ref=ref,
+                ref_source="PyTorch's tensor for this operand",
+                view_key="expr_view_result",
+            )
         else:
             st.markdown(f"A Python `{type(result).__name__}`: `{result!r}`")
 with tabs[1]:
-    arrays = [(f"stack[{i}] {e.label}", e.value) for i, e in enumerate(reversed(current.stack)) if isinstance(e.value, np.ndarray)]
+    arrays = [
+        (f"stack[{i}] {e.label}", e.value)
+        for i, e in enumerate(reversed(current.stack))
+        if isinstance(e.value, np.ndarray)
+    ]
     if not arrays:
         st.caption("No tensor on the stack at this step.")
     else:
-        pick = st.selectbox("Stack entry (top first)", range(len(arrays)), format_func=lambda i: arrays[i][0], key="expr_stack_pick")
+        pick = st.selectbox(
+            "Stack entry (top first)", range(len(arrays)), format_func=lambda i: arrays[i][0], key="expr_stack_pick"
+        )
         show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}", view_key="expr_view_stack")
 with tabs[2]:
     rows = V.trace_rows(trace, labels)
-    st.dataframe(pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1)))
+    st.dataframe(
+        pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1))
+    )
 with tabs[3]:
     st.code(ex.rpn_text(ast), language=None, wrap_lines=True)
     rpn = V.rpn_rows(ast, labels)

@@ -168,14 +168,18 @@ def _body() -> None:
             state["playing"] = False
             st.rerun(scope="app")
     _apply_pending(st.empty())  # always present, so the elements below keep their places
-    at_end = stepper.cursor + 1 >= len(names) or (stepper.error is not None and stepper.cursor + 1 >= len(stepper.events))
+    at_end = stepper.cursor + 1 >= len(names) or (
+        stepper.error is not None and stepper.cursor + 1 >= len(stepper.events)
+    )
     event = stepper.current
     pos = stepper.cursor + 1  # the slider and the picker show it (new widgets per position)
     common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
     common.write_url()
 
     b = st.columns([1, 1, 1, 1.2, 1.1, 1.4, 4.2])
-    b[0].button("Reset", key="fw_reset", width="stretch", on_click=_reset, disabled=stepper.cursor < 0 and not stepper.events)
+    b[0].button(
+        "Reset", key="fw_reset", width="stretch", on_click=_reset, disabled=stepper.cursor < 0 and not stepper.events
+    )
     b[1].button("Back", key="fw_back", width="stretch", on_click=_back, disabled=stepper.cursor < 0)
     b[2].button("Step", key="fw_step", width="stretch", on_click=_step, disabled=at_end, type="primary")
     b[3].button("Run all", key="fw_run_all", width="stretch", on_click=_go, args=(len(names),), disabled=at_end)
@@ -196,8 +200,17 @@ def _body() -> None:
         placeholder="go to an operator (or click it in the graph)",
         label_visibility="collapsed",
     )
-    st.slider("Position in the execution order", 0, len(names), pos, key=f"fw_pos_{pos}", on_change=_on_slider,
-              args=(f"fw_pos_{pos}", pos), label_visibility="collapsed", help="0 = before the first operator")
+    st.slider(
+        "Position in the execution order",
+        0,
+        len(names),
+        pos,
+        key=f"fw_pos_{pos}",
+        on_change=_on_slider,
+        args=(f"fw_pos_{pos}", pos),
+        label_visibility="collapsed",
+        help="0 = before the first operator",
+    )
     step_keys("fw_keys", _step, _back)
 
     failure = stepper.failure
@@ -211,10 +224,13 @@ def _body() -> None:
         how = event_algorithm(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
         line.markdown(
             f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}"
-            + (f", {how}" if how else "") + f"), {event.seconds * 1e3:.3f} ms"
+            + (f", {how}" if how else "")
+            + f"), {event.seconds * 1e3:.3f} ms"
             + (f" · next: `{stepper.next_name}`" if stepper.next_name else " · the last operator")
         )
-        if link.button("Details in Graph", key="fw_to_graph", width="stretch", help="its params and weights on the Graph page"):
+        if link.button(
+            "Details in Graph", key="fw_to_graph", width="stretch", help="its params and weights on the Graph page"
+        ):
             st.session_state["graph_selected"] = (model.key, event.name)
             st.switch_page("pages/2_graph.py")
     checks = C.check_events(stepper.events, refs) if refs else []
@@ -233,8 +249,17 @@ def _show_failure(failure: BaseException | None) -> None:
     common.show_error(stepper.error or "", title=title + f" ({type(failure).__name__})")
     if isinstance(failure, ShapeError):
         st.dataframe(
-            pd.DataFrame([{"operand": failure.operand, "the .param declares": failure.declared, "the layer produced": failure.produced}]),
-            hide_index=True, width="stretch",
+            pd.DataFrame(
+                [
+                    {
+                        "operand": failure.operand,
+                        "the .param declares": failure.declared,
+                        "the layer produced": failure.produced,
+                    }
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
         )
     if op in position_of:
         st.caption("The operator is marked dark red in the graph.")
@@ -244,7 +269,11 @@ def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: Ba
     failed_op = getattr(failure, "operator", None)
     modes = (["errors"] if refs else []) + ["progress", "categories"]
     mode = st.radio(
-        "Colour nodes by", modes, horizontal=True, key="fw_color_mode", label_visibility="collapsed",
+        "Colour nodes by",
+        modes,
+        horizontal=True,
+        key="fw_color_mode",
+        label_visibility="collapsed",
         format_func={"errors": "error vs reference", "progress": "run so far", "categories": "operator category"}.get,
     )
     view = graph_view(model.graph, show=[current, failed_op], expanded=modules.expanded)
@@ -287,13 +316,25 @@ def _tensors_panel(event: Any) -> None:
     labels = model.meta.get("labels")
     # One tensor at a time (drawing every tab would make each step slow); the output first.
     names_ = [label for label, _, _ in items]
-    pick = st.segmented_control("Tensor", names_, default=names_[-1], key=f"fw_tensor_{event.index}", required=True,
-                                label_visibility="collapsed")
+    pick = st.segmented_control(
+        "Tensor",
+        names_,
+        default=names_[-1],
+        key=f"fw_tensor_{event.index}",
+        required=True,
+        label_visibility="collapsed",
+    )
     label, name, a = items[names_.index(pick)]
     st.markdown(f"`{name}`: shape `{'×'.join(map(str, a.shape)) or 'scalar'}`, `{a.dtype}`, {a.size:,} values")
     ref = refs.get(name) if label.startswith("out") else None
-    show_tensor(a, f"fw_{event.index}_{label}", ref=ref, ref_source=refs_source, view_key="fw_view",
-                labels=labels if labels and a.size == len(labels) else None)
+    show_tensor(
+        a,
+        f"fw_{event.index}_{label}",
+        ref=ref,
+        ref_source=refs_source,
+        view_key="fw_view",
+        labels=labels if labels and a.size == len(labels) else None,
+    )
 
 
 def _references_panel() -> None:
@@ -315,14 +356,18 @@ def _references_panel() -> None:
                 f"nothing can be compared. Keys must be operand names such as {example}, or out0, out1, …"
             )
         else:
-            st.warning(f"{len(match.unmatched)} of {match.keys} arrays name no operand of this model and are ignored: {some}.")
+            st.warning(
+                f"{len(match.unmatched)} of {match.keys} arrays name no operand of this model and are ignored: {some}."
+            )
 
 
 def _errors_panel(checks: list[C.OperatorCheck]) -> None:
     _references_panel()
     if not refs:
         if model.operands or model.expected:
-            st.caption("Per-operator errors are shown for the sample input (the bundled references are PyTorch's for it).")
+            st.caption(
+                "Per-operator errors are shown for the sample input (the bundled references are PyTorch's for it)."
+            )
         return
     st.subheader("Error against the reference, per operator")
     summary = C.summarize(checks)
@@ -330,8 +375,12 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
     getattr(st, level)(sentence)
     bad = C.first_bad(checks)
     if bad is not None:
-        st.button(f"Go to the first failure: {bad.name} (operator {bad.index + 1})", key="fw_show_bad",
-                  on_click=_go, args=(bad.index + 1,))
+        st.button(
+            f"Go to the first failure: {bad.name} (operator {bad.index + 1})",
+            key="fw_show_bad",
+            on_click=_go,
+            args=(bad.index + 1,),
+        )
     if not checks:
         return
     rows = C.check_rows(checks)
@@ -342,7 +391,10 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
     if not table["detail"].astype(bool).any():
         table = table.drop(columns=["detail"])
     st.dataframe(
-        table, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(rows)),
+        table,
+        hide_index=True,
+        width="stretch",
+        height=min(400, 38 + 35 * len(rows)),
         column_config={
             "#": st.column_config.NumberColumn(width="small"),
             "max |error|": st.column_config.NumberColumn(format="%.3g"),
@@ -351,36 +403,71 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
         },
     )
     d1, d2 = st.columns(2)
-    d1.download_button("Download the error table (.csv)", C.rows_csv(rows), file_name=f"{model.name}.errors.csv",
-                       mime="text/csv", key="fw_dl_csv")
-    d2.download_button("Download every tensor computed so far (.npz)", _all_tensors_npz,
-                       file_name=f"{model.name}.tensors.npz", mime="application/octet-stream", key="fw_dl_npz")
+    d1.download_button(
+        "Download the error table (.csv)",
+        C.rows_csv(rows),
+        file_name=f"{model.name}.errors.csv",
+        mime="text/csv",
+        key="fw_dl_csv",
+    )
+    d2.download_button(
+        "Download every tensor computed so far (.npz)",
+        _all_tensors_npz,
+        file_name=f"{model.name}.tensors.npz",
+        mime="application/octet-stream",
+        key="fw_dl_npz",
+    )
 
 
 def _error_plot(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, Any]]:
     """error / tolerance along the execution order (log scale; above 1 fails; shape
     mismatches drawn at the top)."""
-    df = pd.DataFrame({"n": [r["#"] for r in rows], "operator": [r["operator"] for r in rows],
-                       "type": [r["type"] for r in rows], "status": [r["status"] for r in rows],
-                       "err": [r["max |error|"] for r in rows], "tol": [r["tolerance"] for r in rows],
-                       "ratio": [r["error / tolerance"] for r in rows]})
+    df = pd.DataFrame(
+        {
+            "n": [r["#"] for r in rows],
+            "operator": [r["operator"] for r in rows],
+            "type": [r["type"] for r in rows],
+            "status": [r["status"] for r in rows],
+            "err": [r["max |error|"] for r in rows],
+            "tol": [r["tolerance"] for r in rows],
+            "ratio": [r["error / tolerance"] for r in rows],
+        }
+    )
     top = max(10.0, float(df["ratio"].max(skipna=True) or 1) * 2)
     df["y"] = df["ratio"].fillna(top).clip(lower=1e-6)
     x = {"field": "n", "type": "quantitative", "axis": {"title": "operator (execution order)", "format": "d"}}
-    y = {"field": "y", "type": "quantitative", "scale": {"type": "log"}, "axis": {"title": "max |error| / tolerance", "format": ".4~g"}}
+    y = {
+        "field": "y",
+        "type": "quantitative",
+        "scale": {"type": "log"},
+        "axis": {"title": "max |error| / tolerance", "format": ".4~g"},
+    }
     states = [C.OK, C.OVER, C.SHAPE]
     spec = {
         "height": 220,
         "layer": [
             {"mark": {"type": "line", "color": "#bbbbbb"}, "encoding": {"x": x, "y": y}},
-            {"mark": {"type": "circle", "size": 60, "stroke": "#555", "strokeWidth": 0.5},
-             "encoding": {"x": x, "y": y,
-                          "color": {"field": "status", "type": "nominal",
-                                    "scale": {"domain": states, "range": [C.ERROR_COLORS[k] for k in states]},
-                                    "legend": {"orient": "top", "title": None}},
-                          "tooltip": [{"field": "n", "title": "#"}, {"field": "operator"}, {"field": "type"}, {"field": "status"},
-                                      {"field": "err", "title": "max |error|", "format": ".3g"},
-                                      {"field": "tol", "title": "tolerance", "format": ".3g"}]}},
+            {
+                "mark": {"type": "circle", "size": 60, "stroke": "#555", "strokeWidth": 0.5},
+                "encoding": {
+                    "x": x,
+                    "y": y,
+                    "color": {
+                        "field": "status",
+                        "type": "nominal",
+                        "scale": {"domain": states, "range": [C.ERROR_COLORS[k] for k in states]},
+                        "legend": {"orient": "top", "title": None},
+                    },
+                    "tooltip": [
+                        {"field": "n", "title": "#"},
+                        {"field": "operator"},
+                        {"field": "type"},
+                        {"field": "status"},
+                        {"field": "err", "title": "max |error|", "format": ".3g"},
+                        {"field": "tol", "title": "tolerance", "format": ".3g"},
+                    ],
+                },
+            },
             {"mark": {"type": "rule", "color": "#d62728", "strokeDash": [4, 3]}, "encoding": {"y": {"datum": 1}}},
         ],
     }
@@ -407,7 +494,11 @@ def _outputs() -> None:
     labels = model.meta.get("labels")
     for i, y in enumerate(outputs):
         s = T.tensor_stats(y)
-        line = f"out{i}: shape {'×'.join(map(str, s['shape']))}, {s['dtype']}, min {s['min']:.6g}, max {s['max']:.6g}" if s["min"] is not None else f"out{i}: shape {s['shape']}"
+        line = (
+            f"out{i}: shape {'×'.join(map(str, s['shape']))}, {s['dtype']}, min {s['min']:.6g}, max {s['max']:.6g}"
+            if s["min"] is not None
+            else f"out{i}: shape {s['shape']}"
+        )
         if labels and y.ndim == 2 and y.shape[-1] == len(labels):
             line += f" · top class: **{labels[int(np.argmax(y[0]))]}**"
         st.markdown(line)

@@ -56,14 +56,29 @@ metric = st.radio(
 top = top_operators(rows, metric, n=15)
 scale = {"seconds": 1e3, "macs": 1e-6, "parameters": 1.0, "output_bytes": 1 / 1024}[metric]
 unit = {"seconds": "time (ms)", "macs": "MACs (M)", "parameters": "parameters", "output_bytes": "output (KiB)"}[metric]
-chart = pd.DataFrame({"operator": [f"{r.index + 1}. {r.name}" for r in top], unit: [getattr(r, metric) * scale for r in top]})
+chart = pd.DataFrame(
+    {"operator": [f"{r.index + 1}. {r.name}" for r in top], unit: [getattr(r, metric) * scale for r in top]}
+)
 st.bar_chart(chart, x="operator", y=unit, horizontal=True, sort=f"-{unit}", height=max(220, 26 * len(top)))
 
 st.subheader("All operators (click a column header to sort)")
 table = pd.DataFrame(profile_table(rows))
 st.dataframe(
-    table[["#", "name", "type", "algorithm", "category", "time_ms", "time_%", "macs", "parameters", "output_KiB",
-           "output_shapes"]],
+    table[
+        [
+            "#",
+            "name",
+            "type",
+            "algorithm",
+            "category",
+            "time_ms",
+            "time_%",
+            "macs",
+            "parameters",
+            "output_KiB",
+            "output_shapes",
+        ]
+    ],
     hide_index=True,
     width="stretch",
     column_config={
@@ -83,4 +98,6 @@ st.dataframe(
     width="stretch",
     column_config={"time_ms": st.column_config.NumberColumn("time (ms)", format="%.3f")},
 )
-st.download_button("Download profile (.csv)", table.to_csv(index=False), file_name=f"{model.name}.profile.csv", mime="text/csv")
+st.download_button(
+    "Download profile (.csv)", table.to_csv(index=False), file_name=f"{model.name}.profile.csv", mime="text/csv"
+)

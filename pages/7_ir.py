@@ -28,7 +28,7 @@ def _module(key: str, text: str) -> ir.IRModule:
 
 st.title("IR")
 st.caption(
-    "The model as textual IR: one operation a line in execution order, `(results) = \"type\" @name (operands) "
+    'The model as textual IR: one operation a line in execution order, `(results) = "type" @name (operands) '
     "{typed attributes} : (operand types) -> result types`. Every value is typed (`(Int32)3`, `(Bool)true`) so "
     "the parser never guesses; weights appear by name, shape and dtype. `kuiper print MODEL` prints it, "
     "`kuiper run FILE.kir` runs it. The format is in docs/ir.md."
@@ -50,10 +50,17 @@ if model.ok:
         if wanted is not None and wanted.isdigit() and stepper.cursor < 0 and not stepper.events:
             stepper.go_to(int(wanted))
     # Callbacks move the cursor before the buttons are drawn: never one click out of date.
-    at_end = stepper.cursor + 1 >= stepper.total or (stepper.error is not None and stepper.cursor + 1 >= len(stepper.events))
+    at_end = stepper.cursor + 1 >= stepper.total or (
+        stepper.error is not None and stepper.cursor + 1 >= len(stepper.events)
+    )
     b = st.columns([1, 1, 1, 5])
-    b[0].button("Reset", key="ir_reset", width="stretch", on_click=stepper.reset,
-                 disabled=stepper.cursor < 0 and not stepper.events)
+    b[0].button(
+        "Reset",
+        key="ir_reset",
+        width="stretch",
+        on_click=stepper.reset,
+        disabled=stepper.cursor < 0 and not stepper.events,
+    )
     b[1].button("Back", key="ir_back", width="stretch", on_click=stepper.back, disabled=stepper.cursor < 0)
     b[2].button("Step", key="ir_step", width="stretch", on_click=stepper.step, disabled=at_end)
     common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
@@ -62,7 +69,9 @@ if model.ok:
     if stepper.error is not None:
         common.show_error(stepper.error, title="Forward stopped")
     if event is None:
-        b[3].markdown(f"Nothing has run yet: **Step** runs `{stepper.next_name}` (the Forward page shares this cursor).")
+        b[3].markdown(
+            f"Nothing has run yet: **Step** runs `{stepper.next_name}` (the Forward page shares this cursor)."
+        )
     else:
         b[3].markdown(
             f"**Operator {event.index + 1} of {stepper.total}: `{event.name}`** ({event.type}), line "
@@ -71,7 +80,9 @@ if model.ok:
 else:
     st.warning(f"The model cannot run ({model.error_kind}); its text is shown without a Forward cursor.")
 
-tab_text, tab_edit, tab_tokens, tab_ways = st.tabs(["Text", "Edit and run", "Tokens of a line", "Three ways to write it"])
+tab_text, tab_edit, tab_tokens, tab_ways = st.tabs(
+    ["Text", "Edit and run", "Tokens of a line", "Three ways to write it"]
+)
 
 # -- the text ------------------------------------------------------------------------------------------
 with tab_text:
@@ -100,7 +111,11 @@ with tab_edit:
                 result = V.run_text(edited, V.weight_arrays(model.graph), inputs)
                 assert model.runtime is not None
                 original = model.runtime.forward(*inputs)
-            expected = model.expected if (st.session_state.get(common.INPUT_KEY) or {}).get("kind", "sample") == "sample" else None
+            expected = (
+                model.expected
+                if (st.session_state.get(common.INPUT_KEY) or {}).get("kind", "sample") == "sample"
+                else None
+            )
             st.session_state[RUN] = {
                 "model": model.key,
                 "rows": V.output_rows(result.outputs, original, expected or None),
@@ -123,7 +138,9 @@ with tab_edit:
 with tab_tokens:
     follow = min((V.line_of_operator(module, current) if current is not None else None) or 2, len(lines))
     # Keyed by the cursor's line: the chosen line follows the Forward cursor when it moves.
-    n = int(st.number_input("Line (follows the current operator)", 1, len(lines), follow, key=f"ir_token_line_{follow}"))
+    n = int(
+        st.number_input("Line (follows the current operator)", 1, len(lines), follow, key=f"ir_token_line_{follow}")
+    )
     line = lines[n - 1].text
     st.code(line or " ", language=None)
     try:
@@ -139,12 +156,16 @@ with tab_ways:
         "Write the operators as", ["Dataflow", "Let-bound (A-normal form)", "Nested"], horizontal=True, key="ir_way"
     )
     if way == "Dataflow":
-        st.caption("One operator a line; every value is named once and referred to by name, so a value used twice "
-                   "is computed once. This is the IR above without attributes and types.")
+        st.caption(
+            "One operator a line; every value is named once and referred to by name, so a value used twice "
+            "is computed once. This is the IR above without attributes and types."
+        )
         view = V.dataflow_lines(model.graph)
     elif way.startswith("Let"):
-        st.caption("The same lines as `let` bindings. The text barely changes, but the tree does: each `let` holds "
-                   "the rest of the program as its body, which fixes where (in which scope) a value is computed.")
+        st.caption(
+            "The same lines as `let` bindings. The text barely changes, but the tree does: each `let` holds "
+            "the rest of the program as its body, which fixes where (in which scope) a value is computed."
+        )
         view = V.let_lines(model.graph)
     else:
         nested = V.nested_view(model.graph)
@@ -157,6 +178,8 @@ with tab_ways:
             + (" Most repeated: " + ", ".join(f"`{k}` ×{v:,}" for k, v in shared) + "." if shared else "")
         )
         if nested.cut:
-            st.info(f"Cut after {nested.calls_printed} calls or {V.NESTED_DEPTH_LIMIT} levels (`…`): the whole tree "
-                    "is too big to print.")
+            st.info(
+                f"Cut after {nested.calls_printed} calls or {V.NESTED_DEPTH_LIMIT} levels (`…`): the whole tree "
+                "is too big to print."
+            )
     st.html(V.html_block(view, current, numbers=False, max_height="70vh"))

@@ -43,14 +43,22 @@ source = st.radio(
     key="passes_source",
 )
 c1, c2, c3 = st.columns([1, 2, 2])
-level = c1.radio("Opt level", [0, 1, 2], horizontal=True, key="passes_level",
-                 help="0: nothing. 1: safe clean-ups that never change a number. 2: everything.")
+level = c1.radio(
+    "Opt level",
+    [0, 1, 2],
+    horizontal=True,
+    key="passes_level",
+    help="0: nothing. 1: safe clean-ups that never change a number. 2: everything.",
+)
 common.set_url(start=source, level=level)
 names = pass_names()
 disabled = c2.multiselect("Disable passes", names, key="passes_disabled")
 required = c3.multiselect("Require passes (run whatever the level)", names, key="passes_required")
-only = st.multiselect("Or run only these passes (in pipeline order; each still needs its level or to be required)",
-                      names, key="passes_only")
+only = st.multiselect(
+    "Or run only these passes (in pipeline order; each still needs its level or to be required)",
+    names,
+    key="passes_only",
+)
 only_passes = [n for n in names if n in only] or None
 with st.expander("The passes, in pipeline order"):
     st.dataframe(pd.DataFrame(pass_table()), hide_index=True, width="stretch")
@@ -85,8 +93,11 @@ n0, n1 = len(view.before.operators), len(view.after.operators)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Operators before", f"{n0:,}")
 m2.metric("Operators after", f"{n1:,}", delta=f"{n1 - n0:,}", delta_color="inverse")
-m3.metric("pnnx optlevel 2", f"{pnnx_o2:,}" if pnnx_o2 is not None else "—",
-          help="Operators in pnnx's own optlevel-2 export of the same model")
+m3.metric(
+    "pnnx optlevel 2",
+    f"{pnnx_o2:,}" if pnnx_o2 is not None else "—",
+    help="Operators in pnnx's own optlevel-2 export of the same model",
+)
 m4.metric("Time in passes", f"{view.result.log.total_seconds * 1e3:.1f} ms")
 
 # -- the two graphs ----------------------------------------------------------------------------
@@ -111,12 +122,16 @@ else:
     every = st.toggle("Show the passes that changed nothing too", key="passes_every")
     rows = view.rows if every else [r for r in view.rows if r["what changed"] != "no change"]
     st.dataframe(
-        pd.DataFrame(rows), hide_index=True, width="stretch",
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
         column_config={"time_ms": st.column_config.NumberColumn("time (ms)", format="%.2f")},
     )
 if view.pass_diffs:
     pick = st.selectbox(
-        "What a pass did", range(len(view.pass_diffs)), key="passes_pick",
+        "What a pass did",
+        range(len(view.pass_diffs)),
+        key="passes_pick",
         format_func=lambda i: f"{i + 1}. {view.pass_diffs[i][0]}",
     )
     name, diff = view.pass_diffs[pick]
@@ -134,13 +149,22 @@ except KuiperError as e:
     common.show_error(e, title="The optimised model failed while running")
     st.stop()
 if original_error:
-    st.info(f"The original graph does not run in this engine ({original_error}); "
-            "the optimised one is compared with PyTorch's outputs instead.")
-table = pd.DataFrame([
-    {"output": c.index, "shape": "×".join(map(str, c.shape)), "max |after − before|": c.vs_original,
-     "max |after − PyTorch|": c.vs_reference, "equal": {True: "yes", False: "NO", None: "not checked"}[c.ok]}
-    for c in checks
-])
+    st.info(
+        f"The original graph does not run in this engine ({original_error}); "
+        "the optimised one is compared with PyTorch's outputs instead."
+    )
+table = pd.DataFrame(
+    [
+        {
+            "output": c.index,
+            "shape": "×".join(map(str, c.shape)),
+            "max |after − before|": c.vs_original,
+            "max |after − PyTorch|": c.vs_reference,
+            "equal": {True: "yes", False: "NO", None: "not checked"}[c.ok],
+        }
+        for c in checks
+    ]
+)
 st.dataframe(table, hide_index=True, width="stretch")
 if all(c.ok for c in checks):
     st.success("The optimised model computes the same outputs.")

@@ -26,7 +26,8 @@ import json
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
@@ -37,6 +38,9 @@ from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
+
+if TYPE_CHECKING:
+    from kuiper_core.explore.stepper import ForwardStepper
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_models"
@@ -137,7 +141,9 @@ def _file_digest(paths: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) ->
 
 def _bundled_digest(name: str) -> str:
     paths = tuple(str(SAMPLES / f"{name}.pnnx.{ext}") for ext in ("param", "bin"))
-    stamps = tuple((Path(p).stat().st_size, int(Path(p).stat().st_mtime)) if Path(p).exists() else (0, 0) for p in paths)
+    stamps = tuple(
+        (Path(p).stat().st_size, int(Path(p).stat().st_mtime)) if Path(p).exists() else (0, 0) for p in paths
+    )
     return _file_digest(paths, stamps)
 
 
@@ -212,8 +218,9 @@ def check_upload_size(what: str, data: bytes | None) -> None:
     """An upload over APP_LIMITS.max_upload_bytes is refused before it is read."""
     n = len(data or b"")
     if n > APP_LIMITS.max_upload_bytes:
-        raise LimitError(f"{what} upload is {n:,} bytes", limit="max_upload_bytes",
-                         maximum=APP_LIMITS.max_upload_bytes, value=n)
+        raise LimitError(
+            f"{what} upload is {n:,} bytes", limit="max_upload_bytes", maximum=APP_LIMITS.max_upload_bytes, value=n
+        )
 
 
 def display_name(name: str, limit: int = 120) -> str:
@@ -357,7 +364,9 @@ def resolve_input(model: LoadedModel | None = None) -> ResolvedInput:
         kind = "random"
     try:
         with limits.use(APP_LIMITS):  # a 3-line upload may declare a (1,3,16000,16000) input
-            arrays = [kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
+            arrays = [
+                kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)
+            ]
     except KuiperError as e:
         show_error(e, title="Cannot make an input for this model")
         st.stop()
@@ -425,7 +434,7 @@ def write_url() -> None:
         st.query_params.from_dict(wanted)
 
 
-def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> "ForwardStepper":
+def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> ForwardStepper:
     """The session's Forward stepper for this model and input (a new one when either changed)."""
     from kuiper_core.explore import tensors
     from kuiper_core.explore.stepper import ForwardStepper
@@ -481,8 +490,12 @@ def picture_to_input(data: bytes, model: LoadedModel, shape: tuple[int, ...]) ->
         img = Image.open(io.BytesIO(data))
         pixels = img.size[0] * img.size[1]
         if pixels > APP_LIMITS.max_tensor_elements:  # before decoding: a tiny PNG can inflate to gigabytes
-            raise LimitError(f"the picture is {img.size[0]}x{img.size[1]} pixels", limit="max_tensor_elements",
-                             maximum=APP_LIMITS.max_tensor_elements, value=pixels)
+            raise LimitError(
+                f"the picture is {img.size[0]}x{img.size[1]} pixels",
+                limit="max_tensor_elements",
+                maximum=APP_LIMITS.max_tensor_elements,
+                value=pixels,
+            )
         img.load()
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as e:
         raise KuiperError(f"not a picture this app can read: {e}") from None

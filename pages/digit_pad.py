@@ -58,7 +58,7 @@ export default function (component) {
   }
   s.setState = setStateValue;
 }
-""" % {"side": SIDE, "n": SIDE * SIDE}
+""" % {"side": SIDE, "n": SIDE * SIDE}  # noqa: UP031  (JavaScript braces: no str.format)
 _CSS = """
 .kx-pad canvas { border: 1px solid #999; border-radius: 6px; touch-action: none; cursor: crosshair; width: 224px; height: 224px; }
 .kx-pad button { margin: 4px 8px 0 0; padding: 2px 10px; border-radius: 6px; border: 1px solid #aaa; background: #fff; cursor: pointer; }

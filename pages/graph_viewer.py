@@ -11,7 +11,7 @@ a new layout, and reports the node or cluster clicked.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import streamlit as st
 

@@ -31,8 +31,14 @@ def size_picker(model: Any, specs: list[tuple[str, tuple[int, ...], str]]) -> No
     current = {name: dims for name, dims, _ in specs}
     sizes: dict[str, dict[int, int]] = {}
     for col, (name, dim) in zip(st.columns(min(len(free), 6)), free):
-        value = col.number_input(f"`{name}` dim {dim}", min_value=1, max_value=4096, value=int(current[name][dim]),
-                                 step=1, key=f"home_size_{model.key}_{name}_{dim}")
+        value = col.number_input(
+            f"`{name}` dim {dim}",
+            min_value=1,
+            max_value=4096,
+            value=int(current[name][dim]),
+            step=1,
+            key=f"home_size_{model.key}_{name}_{dim}",
+        )
         sizes.setdefault(name, {})[dim] = int(value)
     if sizes != chosen_sizes(model):
         st.session_state[SIZES_KEY] = {"model": model.key, "sizes": sizes}

@@ -7,7 +7,7 @@ viewer's own keys. The page maps the key to its Step/Back callbacks.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import streamlit as st
 

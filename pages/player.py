@@ -21,8 +21,14 @@ DEFAULT = "2/s"
 
 def speed_picker(key: str) -> int:
     """Steps per second while playing."""
-    label = st.selectbox("Play speed (steps per second)", list(SPEEDS), index=list(SPEEDS).index(DEFAULT), key=key,
-                         label_visibility="collapsed", help="Play speed, in steps per second")
+    label = st.selectbox(
+        "Play speed (steps per second)",
+        list(SPEEDS),
+        index=list(SPEEDS).index(DEFAULT),
+        key=key,
+        label_visibility="collapsed",
+        help="Play speed, in steps per second",
+    )
     return SPEEDS[label]
 
 

@@ -8,7 +8,8 @@ channels as a mosaic), always with a value table; with a reference, the differen
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -38,14 +39,19 @@ def histogram_chart(a: np.ndarray, height: int = 160) -> tuple[pd.DataFrame, dic
             "x": {"field": "start", "type": "quantitative", "bin": "binned", "axis": _axis("value", tickCount=6)},
             "x2": {"field": "end"},
             "y": {"field": "count", "type": "quantitative", "axis": _axis("count", "~s", tickCount=4)},
-            "tooltip": [{"field": "start", "type": "quantitative", "format": NUMBER},
-                        {"field": "end", "type": "quantitative", "format": NUMBER}, {"field": "count", "type": "quantitative"}],
+            "tooltip": [
+                {"field": "start", "type": "quantitative", "format": NUMBER},
+                {"field": "end", "type": "quantitative", "format": NUMBER},
+                {"field": "count", "type": "quantitative"},
+            ],
         },
     }
     return hist, spec
 
 
-def heatmap_chart(m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis") -> tuple[pd.DataFrame, dict[str, Any], str]:
+def heatmap_chart(
+    m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis"
+) -> tuple[pd.DataFrame, dict[str, Any], str]:
     """A capped heatmap of a 2-D array (data, spec) and a caption saying what was averaged."""
     cells, (fr, fc) = V.block_reduce(m, V.MAX_HEATMAP, V.MAX_HEATMAP)
     rows, cols = cells.shape
@@ -54,25 +60,49 @@ def heatmap_chart(m: np.ndarray, row_title: str, col_title: str, scheme: str = "
     df = pd.DataFrame(V.heatmap_rows(cells, (fr, fc)))
     nrows, ncols = m.shape if m.ndim == 2 else (1, m.shape[0])
     enc = {
-        "x": {"field": "col", "type": "quantitative", "scale": {"domain": [0, ncols], "nice": False},
-              "axis": _axis(col_title, "d", tickMinStep=1)},
+        "x": {
+            "field": "col",
+            "type": "quantitative",
+            "scale": {"domain": [0, ncols], "nice": False},
+            "axis": _axis(col_title, "d", tickMinStep=1),
+        },
         "x2": {"field": "col_end"},
-        "y": {"field": "row", "type": "quantitative", "scale": {"domain": [0, nrows], "nice": False, "reverse": True},
-              "axis": _axis(row_title, "d", tickMinStep=1)},
+        "y": {
+            "field": "row",
+            "type": "quantitative",
+            "scale": {"domain": [0, nrows], "nice": False, "reverse": True},
+            "axis": _axis(row_title, "d", tickMinStep=1),
+        },
         "y2": {"field": "row_end"},
-        "tooltip": [{"field": "row", "type": "quantitative", "title": row_title},
-                    {"field": "col", "type": "quantitative", "title": col_title},
-                    {"field": "value", "type": "quantitative", "format": NUMBER}],
+        "tooltip": [
+            {"field": "row", "type": "quantitative", "title": row_title},
+            {"field": "col", "type": "quantitative", "title": col_title},
+            {"field": "value", "type": "quantitative", "format": NUMBER},
+        ],
     }
     spec = {
         "width": min(HEAT_W, round(cols * cell_w) + 90),  # + the row axis and the colour legend
         "height": round(rows * cell_h) + 45,  # + the column axis
         "autosize": {"type": "fit", "contains": "padding"},  # the axes and legend inside that box
         "layer": [
-            {"mark": {"type": "rect"}, "transform": [{"filter": "datum.value !== null"}],
-             "encoding": {**enc, "color": {"field": "value", "type": "quantitative", "scale": {"scheme": scheme},
-                                           "legend": {"title": None, "format": ".4~g"}}}},
-            {"mark": {"type": "rect", "color": "#ff00ff"}, "transform": [{"filter": "datum.nonfinite"}], "encoding": enc},
+            {
+                "mark": {"type": "rect"},
+                "transform": [{"filter": "datum.value !== null"}],
+                "encoding": {
+                    **enc,
+                    "color": {
+                        "field": "value",
+                        "type": "quantitative",
+                        "scale": {"scheme": scheme},
+                        "legend": {"title": None, "format": ".4~g"},
+                    },
+                },
+            },
+            {
+                "mark": {"type": "rect", "color": "#ff00ff"},
+                "transform": [{"filter": "datum.nonfinite"}],
+                "encoding": enc,
+            },
         ],
     }
     notes = []
@@ -94,7 +124,10 @@ def vector_chart(v: np.ndarray) -> tuple[pd.DataFrame, dict[str, Any]]:
         "encoding": {
             "x": {"field": "index", "type": "ordinal" if short else "quantitative", "axis": _axis("index", "d")},
             "y": {"field": "value", "type": "quantitative", "axis": _axis("value")},
-            "tooltip": [{"field": "index", "type": "quantitative"}, {"field": "value", "type": "quantitative", "format": NUMBER}],
+            "tooltip": [
+                {"field": "index", "type": "quantitative"},
+                {"field": "value", "type": "quantitative", "format": NUMBER},
+            ],
         },
     }
     return df, spec
@@ -109,7 +142,9 @@ def value_table(m: np.ndarray) -> None:
     part, cut = V.table_slice(m)
     st.dataframe(pd.DataFrame(part), width="stretch", height=min(320, 38 + 35 * part.shape[0]))
     if cut:
-        st.caption(f"Table shows the first {part.shape[0]:,} rows and {part.shape[1]} columns; download the .npy for all.")
+        st.caption(
+            f"Table shows the first {part.shape[0]:,} rows and {part.shape[1]} columns; download the .npy for all."
+        )
 
 
 def _axis_name(ndim: int, axis: int, size: int) -> str:
@@ -125,8 +160,13 @@ def _pick_slice(a: np.ndarray, lay: V.Layout, key: str) -> tuple[np.ndarray, str
     names = {ax: _axis_name(full.ndim, ax, full.shape[ax]) for ax in range(full.ndim)}
     c1, c2 = st.columns(2)
     rows = c1.selectbox("Rows", axes, index=len(axes) - 2, format_func=names.get, key=f"{key}_rows")
-    cols = c2.selectbox("Columns", [ax for ax in axes if ax != rows], index=len(axes) - 2 if axes[-1] != rows else len(axes) - 2,
-                        format_func=names.get, key=f"{key}_cols")
+    cols = c2.selectbox(
+        "Columns",
+        [ax for ax in axes if ax != rows],
+        index=len(axes) - 2 if axes[-1] != rows else len(axes) - 2,
+        format_func=names.get,
+        key=f"{key}_cols",
+    )
     index = {}
     others = [ax for ax in range(full.ndim) if ax not in (rows, cols)]
     pickers = [ax for ax in others if full.shape[ax] > 1]
@@ -142,8 +182,15 @@ def _pick_slice(a: np.ndarray, lay: V.Layout, key: str) -> tuple[np.ndarray, str
 VIEWS = ["picture", "values", "histogram", "difference"]
 
 
-def show_tensor(a: np.ndarray, key: str, *, ref: np.ndarray | None = None, labels: Sequence[str] | None = None,
-                ref_source: str = "the reference", view_key: str | None = None) -> None:
+def show_tensor(
+    a: np.ndarray,
+    key: str,
+    *,
+    ref: np.ndarray | None = None,
+    labels: Sequence[str] | None = None,
+    ref_source: str = "the reference",
+    view_key: str | None = None,
+) -> None:
     """Stats, then one view: a picture chosen by shape, the values, the histogram, or the
     difference to `ref`. Only the chosen view is drawn (a step stays quick); `view_key`
     keeps the choice across tensors and steps."""
@@ -177,8 +224,13 @@ def show_tensor(a: np.ndarray, key: str, *, ref: np.ndarray | None = None, label
             chart(vector_chart(shown))
             if view == "picture" and core.size >= 10:
                 top = V.top_entries(core, 5, labels)
-                st.caption("Largest entries: " + ", ".join(
-                    (f"class {r['label']}" if "label" in r else f"[{r['index']}]") + f" = {r['value']:.4g}" for r in top))
+                st.caption(
+                    "Largest entries: "
+                    + ", ".join(
+                        (f"class {r['label']}" if "label" in r else f"[{r['index']}]") + f" = {r['value']:.4g}"
+                        for r in top
+                    )
+                )
     else:
         if lay.kind == "matrix":
             m, row_title, col_title = core, "row", "column"
@@ -189,25 +241,41 @@ def show_tensor(a: np.ndarray, key: str, *, ref: np.ndarray | None = None, label
                 more = f" (first {len(shown_ch)} of {lay.core[0]})" if len(shown_ch) < lay.core[0] else ""
                 st.image(mosaic, caption=f"channels{more}, each on its own scale (viridis; magenta = NaN/Inf)")
             m, row_title, col_title = _pick_slice(a, lay, key)
-            diff_m = (V.slice_2d(C.difference(a, ref), *_current_axes(key, lay),
-                                 {ax: st.session_state.get(f"{key}_ix{ax}", 0) for ax in range(a.ndim)})
-                      if view == "difference" and ref is not None else None)
+            diff_m = (
+                V.slice_2d(
+                    C.difference(a, ref),
+                    *_current_axes(key, lay),
+                    {ax: st.session_state.get(f"{key}_ix{ax}", 0) for ax in range(a.ndim)},
+                )
+                if view == "difference" and ref is not None
+                else None
+            )
         if view == "values":
             value_table(m)
         else:
-            data, spec, note = heatmap_chart(m if diff_m is None else diff_m, row_title, col_title,
-                                             scheme="viridis" if diff_m is None else "reds")
+            data, spec, note = heatmap_chart(
+                m if diff_m is None else diff_m, row_title, col_title, scheme="viridis" if diff_m is None else "reds"
+            )
             chart((data, spec), width="content")
             if diff_m is not None:
-                note = "|engine − reference| of this slice" + (f"; {note}" if note else "") + f"; tolerance {comparison.tolerance:.3g}"
+                note = (
+                    "|engine − reference| of this slice"
+                    + (f"; {note}" if note else "")
+                    + f"; tolerance {comparison.tolerance:.3g}"
+                )
             if note:
                 st.caption(note[0].upper() + note[1:] + ".")
     if view == "difference" and ref is not None and a.size:
         diff = C.difference(a, ref)
         worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
         st.caption(f"Largest difference {float(diff[worst]):.3g} at index {tuple(int(i) for i in worst)}.")
-    st.download_button("Download .npy", lambda: T.npy_bytes(a), file_name=f"{key}.npy", mime="application/octet-stream",
-                       key=f"{key}_dl")
+    st.download_button(
+        "Download .npy",
+        lambda: T.npy_bytes(a),
+        file_name=f"{key}.npy",
+        mime="application/octet-stream",
+        key=f"{key}_dl",
+    )
 
 
 def _current_axes(key: str, lay: V.Layout) -> tuple[int, int]:

@@ -17,7 +17,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -56,12 +56,21 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="kx_streamlit_", suffix=".log", delete=False)
     cmd = [
-        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-        "--server.headless", "true",
-        "--server.port", str(port),
-        "--server.address", "127.0.0.1",
-        "--browser.gatherUsageStats", "false",
-        "--server.fileWatcherType", "none",
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -119,9 +128,7 @@ def chromium_page(width: int = 1400, height: int = 1300) -> Iterator[object]:
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:
     """Until the script has finished running (no 'Running…' status widget)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_function(
-        """() => !document.querySelector('[data-testid="stStatusWidget"]')""", timeout=timeout_ms
-    )
+    page.wait_for_function("""() => !document.querySelector('[data-testid="stStatusWidget"]')""", timeout=timeout_ms)
 
 
 # -- driving the app ----------------------------------------------------------------------------
@@ -167,12 +174,20 @@ def exception_boxes(page) -> list[str]:
 
 
 def svg_node_titles(page, view: int = 0) -> set[str]:
-    return set(page.locator(VIEW).nth(view).evaluate("v => [...v.querySelectorAll('svg g.node > title')].map(t => t.textContent)"))
+    return set(
+        page.locator(VIEW)
+        .nth(view)
+        .evaluate("v => [...v.querySelectorAll('svg g.node > title')].map(t => t.textContent)")
+    )
 
 
 def current_highlight(page, view: int = 0) -> list[str]:
     """Titles of the nodes the viewer draws as current (the red border)."""
-    return page.locator(VIEW).nth(view).evaluate("v => [...v.querySelectorAll('svg g.node.kx-current > title')].map(t => t.textContent)")
+    return (
+        page.locator(VIEW)
+        .nth(view)
+        .evaluate("v => [...v.querySelectorAll('svg g.node.kx-current > title')].map(t => t.textContent)")
+    )
 
 
 def wait_highlight(page, name: str, view: int = 0, timeout_ms: int = 30_000) -> None:
@@ -187,8 +202,11 @@ def click_node(page, title: str, view: int = 0, kind: str = "node") -> None:
     """Click, with the mouse, the node (or cluster label) titled `title` in a graph viewer.
     It must be visible inside the viewer's box, as a user would see it."""
     page.locator(VIEW).nth(view).scroll_into_view_if_needed()
-    box = page.locator(VIEW).nth(view).evaluate(
-        f"""(v, title) => {{
+    box = (
+        page.locator(VIEW)
+        .nth(view)
+        .evaluate(
+            f"""(v, title) => {{
             const g = [...v.querySelectorAll('svg g.{kind}')].find(g => g.querySelector(':scope > title').textContent === title);
             if (!g) return null;
             const target = g.querySelector('{"text" if kind == "cluster" else "path, polygon, ellipse"}');
@@ -200,7 +218,8 @@ def click_node(page, title: str, view: int = 0, kind: str = "node") -> None:
             }}
             return {{x, y, hit: g.contains(document.elementFromPoint(x, y))}};
         }}""",
-        title,
+            title,
+        )
     )
     assert box is not None, f"no {kind} titled {title!r} in the viewer"
     assert box["hit"], f"{title!r} cannot be reached with the mouse in the viewer"

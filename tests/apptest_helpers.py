@@ -28,7 +28,11 @@ def _navigation_mode_init(self, *args, **kwargs) -> None:  # type: ignore[no-unt
 
 PagesManager.__init__ = _navigation_mode_init  # type: ignore[method-assign]
 HOME, GRAPH, ORDER, EXPR, FORWARD, PROFILE = (
-    "pages/1_home.py", "pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py",
+    "pages/1_home.py",
+    "pages/2_graph.py",
+    "pages/3_order.py",
+    "pages/4_expressions.py",
+    "pages/5_forward.py",
     "pages/6_profile.py",
 )
 
@@ -66,7 +70,9 @@ def dots(at: AppTest) -> list[str]:
 
 def viewers(at: AppTest) -> list[dict[str, Any]]:
     """The overlay each graph viewer was given (highlight, colors, legend, …), in page order."""
-    return [json.loads(el.proto.json) for el in at.get("bidi_component") if el.proto.component_name == "kx_graph_viewer"]
+    return [
+        json.loads(el.proto.json) for el in at.get("bidi_component") if el.proto.component_name == "kx_graph_viewer"
+    ]
 
 
 def highlight(at: AppTest, i: int = 0) -> str | None:

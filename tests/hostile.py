@@ -1,7 +1,7 @@
 """Helpers for hostile-input tests: write small .param/.bin pairs by hand.
 
-    p = write_model(tmp_path, ["pnnx.Input in 0 1 x #x=(1,3)f32", "pnnx.Output out 1 0 x"])
-    p = write_model(tmp_path, lines, {"lin.weight": w.tobytes()})
+p = write_model(tmp_path, ["pnnx.Input in 0 1 x #x=(1,3)f32", "pnnx.Output out 1 0 x"])
+p = write_model(tmp_path, lines, {"lin.weight": w.tobytes()})
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ compared with PyTorch's output (expected.npz).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -71,7 +71,8 @@ def check_batch_stacking(case: str, parts: int = 3, out_axes: Sequence[int] | No
     b0 = ins[0].shape[0]
     batched = [x.ndim > 0 and x.shape[0] == b0 for x in ins]
     groups = [ins] + [
-        [rng.standard_normal(x.shape).astype(x.dtype) if b else x for x, b in zip(ins, batched)] for _ in range(parts - 1)
+        [rng.standard_normal(x.shape).astype(x.dtype) if b else x for x, b in zip(ins, batched)]
+        for _ in range(parts - 1)
     ]
     big = [np.concatenate([grp[i] for grp in groups]) if b else x for i, (x, b) in enumerate(zip(ins, batched))]
     separate = [[np.array(y) for y in g.forward(*grp)] for grp in groups]

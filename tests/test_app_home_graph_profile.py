@@ -22,7 +22,6 @@ from apptest_helpers import (  # noqa: E402
     highlight,
     no_exception,
     operator_nodes,
-    texts,
     viewers,
 )
 
@@ -113,7 +112,9 @@ def test_graph_filters_and_focus() -> None:
     at.number_input(key="graph_hops").set_value(1).run()
     no_exception(at)
     (dot,) = graphviz_specs(at)
-    near = {centre.name} | {o.producer.name for o in centre.inputs} | {c.name for o in centre.outputs for c in o.consumers}
+    near = (
+        {centre.name} | {o.producer.name for o in centre.inputs} | {c.name for o in centre.outputs for c in o.consumers}
+    )
     assert operator_nodes(dot) == near
 
 
@@ -159,9 +160,11 @@ def test_bad_param_upload_shows_the_located_error_with_caret() -> None:
     code = "\n".join(c.value for c in at.code)
     assert "broken.pnnx.param:5:" in code and "^" in code
     assert "/tmp" not in code and "kx_" not in code  # the temp dir is not shown
-    caret_line = code.splitlines()[code.splitlines().index(next(l for l in code.splitlines() if l.strip().startswith("^")))]
+    caret_line = code.splitlines()[
+        code.splitlines().index(next(l for l in code.splitlines() if l.strip().startswith("^")))
+    ]
     source_line = code.splitlines()[code.splitlines().index(caret_line) - 1]
-    assert source_line[caret_line.index("^"):].startswith("6x4")
+    assert source_line[caret_line.index("^") :].startswith("6x4")
     # Other pages stop with the same message instead of failing.
     at.switch_page(PROFILE).run()
     no_exception(at)
@@ -211,7 +214,7 @@ def test_good_upload_loads_and_profiles() -> None:
 def sidebar_input(at) -> str:
     """The input the sidebar names (drawn after the page ran, so it is this run's)."""
     (line,) = [c.value for c in at.sidebar.caption if c.value.startswith("Input: ")]  # one badge, this run's
-    return line[len("Input: "):]
+    return line[len("Input: ") :]
 
 
 def test_input_choices_reach_the_sidebar_and_the_profile_in_the_same_run() -> None:

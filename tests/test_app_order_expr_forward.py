@@ -139,7 +139,9 @@ def test_order_of_each_bundled_model(name: str) -> None:
 def expected_compared(name: str, n_run: int) -> int:
     """How many of the first n_run operators have a PyTorch reference in the bundled files."""
     g = runtime(name)
-    keys = set(np.load(SAMPLES / f"{name}.operands.npz").files) if (SAMPLES / f"{name}.operands.npz").exists() else set()
+    keys = (
+        set(np.load(SAMPLES / f"{name}.operands.npz").files) if (SAMPLES / f"{name}.operands.npz").exists() else set()
+    )
     keys |= set(C.output_operand_names(g.graph)[: len(np.load(SAMPLES / f"{name}.expected.npz").files)])
     return sum(any(o.name in keys for o in r.op.outputs) for r in g.order[:n_run])
 
@@ -166,8 +168,9 @@ def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> N
     k = expected_compared(name, len(names))
     assert k >= 1  # every bundled model has at least PyTorch's outputs
     every = "within tolerance" if k == 1 else f"all {k} within tolerance"
-    assert any(f"{k} of {len(names)} operators run so far compared" in s.value and f": {every}" in s.value
-               for s in at.success), texts(at.success)
+    assert any(
+        f"{k} of {len(names)} operators run so far compared" in s.value and f": {every}" in s.value for s in at.success
+    ), texts(at.success)
     assert any(h.value == "Outputs" for h in at.subheader)
     click(at, "fw_back")
     assert not disabled(at, "fw_step")
@@ -180,7 +183,9 @@ def test_forward_on_resnet18_never_claims_what_it_did_not_compare() -> None:
     no_exception(at)
     assert any("Operator 44 of 51" in m.value for m in at.markdown)
     assert not any("within tolerance" in s.value for s in at.success)
-    assert any("0 of 44 operators run so far have a reference tensor: nothing was compared" in w.value for w in at.warning)
+    assert any(
+        "0 of 44 operators run so far have a reference tensor: nothing was compared" in w.value for w in at.warning
+    )
 
 
 def test_forward_go_to_an_operator_and_tensor_views() -> None:
@@ -192,7 +197,11 @@ def test_forward_go_to_an_operator_and_tensor_views() -> None:
     assert any(f"`{conv}`" in m.value for m in at.markdown)
     # the status line says which kernel ran the conv (8x8 maps, few channels: im2col)
     assert any(f"`{conv}`** (nn.Conv2d, im2col + GEMM), " in m.value for m in at.markdown)
-    tensors = next(g for g in at.get("button_group") if g.key == f"fw_tensor_{[r.name for r in runtime('digits_cnn').order].index(conv)}")
+    tensors = next(
+        g
+        for g in at.get("button_group")
+        if g.key == f"fw_tensor_{[r.name for r in runtime('digits_cnn').order].index(conv)}"
+    )
     assert [o.content for o in tensors.proto.options][-1].startswith("out %")  # its inputs and output, output shown
     assert at.get("image"), "a C×H×W map shows its channels as a mosaic"
     assert at.get("vega_lite_chart"), "a heatmap / histogram chart"
@@ -260,9 +269,14 @@ def test_forward_marks_the_operator_a_shape_error_names() -> None:
     click(at, "fw_run_all")
     order = [r.name for r in runtime("digits_cnn").order]
     position = order.index("pool") + 1
-    assert any(f"Forward stopped at operator {position}: `pool` (ShapeError)" in e.value for e in at.error), texts(at.error)
+    assert any(f"Forward stopped at operator {position}: `pool` (ShapeError)" in e.value for e in at.error), texts(
+        at.error
+    )
     table = next(df.value for df in at.dataframe if "the .param declares" in df.value.columns)
-    assert table.iloc[0]["the .param declares"] == "(1,32,3,3)f32" and table.iloc[0]["the layer produced"] == "(1,32,4,4)f32"
+    assert (
+        table.iloc[0]["the .param declares"] == "(1,32,3,3)f32"
+        and table.iloc[0]["the layer produced"] == "(1,32,4,4)f32"
+    )
     viewer = viewers(at)[0]
     assert viewer["colors"]["pool"] == "#7a0000" and ["stopped here", "#7a0000"] in viewer["legend"]
     assert disabled(at, "fw_step") and disabled(at, "fw_run_all")

@@ -45,7 +45,7 @@ def test_seed_preset_folds_batchnorm_and_shows_both_graphs():
     log = at.dataframe[1].value
     assert list(log["pass"]) == ["FoldBatchNorm"] and list(log["what changed"]) == ["1 folded"]
     assert any("folded bn: nn.BatchNorm2d into conv" in c.value for c in at.code)
-    assert any(c.language == "diff" and "-  (%10) = \"nn.BatchNorm2d\"" in c.value for c in at.code)
+    assert any(c.language == "diff" and '-  (%10) = "nn.BatchNorm2d"' in c.value for c in at.code)
     assert any("same outputs" in s.value for s in at.success)
     checks = at.dataframe[2].value
     assert list(checks["equal"]) == ["yes"]
@@ -93,7 +93,8 @@ def test_current_model_is_optimised_and_checked_against_the_original():
     checks = at.dataframe[-1].value
     assert (checks["equal"] == "yes").all() and np.isfinite(checks["max |after − before|"]).all()
     assert [b.label for b in at.get("download_button")] == [
-        "Download digits_cnn.opt.pnnx.param", "Download digits_cnn.opt.pnnx.bin"
+        "Download digits_cnn.opt.pnnx.param",
+        "Download digits_cnn.opt.pnnx.bin",
     ]
 
 

@@ -10,7 +10,11 @@ from pathlib import Path
 from conftest import ROOT
 
 # Every string the app can show comes from pages/, app.py or kuiper_core/explore/.
-SOURCES = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "kuiper_core" / "explore").glob("*.py"))]
+SOURCES = [
+    ROOT / "app.py",
+    *sorted((ROOT / "pages").glob("*.py")),
+    *sorted((ROOT / "kuiper_core" / "explore").glob("*.py")),
+]
 INTERNAL = re.compile(r"\bseeds?\s*0\d\d\b|\bseed'?s\b|\bthe seeds?\b", re.I)
 
 
@@ -23,13 +27,20 @@ def shown_strings(path: Path) -> list[tuple[int, str]]:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 docstrings.add(id(first.value))
-    return [(n.lineno, n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+    ]
 
 
 def test_no_internal_seed_names_in_what_the_app_shows() -> None:
-    found = [f"{p.relative_to(ROOT)}:{line}: {text[:80]!r}" for p in SOURCES for line, text in shown_strings(p)
-             if INTERNAL.search(text)]
+    found = [
+        f"{p.relative_to(ROOT)}:{line}: {text[:80]!r}"
+        for p in SOURCES
+        for line, text in shown_strings(p)
+        if INTERNAL.search(text)
+    ]
     assert not found, "\n".join(found)
 
 

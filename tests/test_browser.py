@@ -72,7 +72,11 @@ def shot(page, name: str) -> None:
 
 
 def status_line(page) -> str:
-    return page.locator('[data-testid="stMarkdown"]').filter(has_text=re.compile(r"^Operator \d+ of \d+")).first.inner_text()
+    return (
+        page.locator('[data-testid="stMarkdown"]')
+        .filter(has_text=re.compile(r"^Operator \d+ of \d+"))
+        .first.inner_text()
+    )
 
 
 def button(page, name: str):
@@ -94,14 +98,18 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 def upload(page, label: str, name: str, data: bytes) -> None:
     """Give the file uploader whose label starts with `label` one file, as a user's drop would."""
     box = page.locator('[data-testid="stFileUploader"]').filter(has_text=label)
-    box.locator('input[type="file"]').set_input_files(files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
+    box.locator('input[type="file"]').set_input_files(
+        files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}]
+    )
     box.get_by_text(name).wait_for()  # uploaded: the rerun it starts comes next
     wait_idle(page)
 
 
 def sideways(page) -> int:
     """How many px the main area scrolls sideways (something wider than the screen)."""
-    return page.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]'); return m.scrollWidth - m.clientWidth; }")
+    return page.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]'); return m.scrollWidth - m.clientWidth; }"
+    )
 
 
 def alerts(page) -> list[str]:
@@ -165,7 +173,9 @@ def test_graph_viewer_zooms_keeps_text_readable_and_goes_fullscreen(page) -> Non
     page.wait_for_timeout(200)
     assert float(view_data(page)["scale"]) > float(data["scale"])
     page.locator(f"{VIEW} .kx-tools button[data-act=full]").click()
-    page.wait_for_function("() => document.fullscreenElement && document.fullscreenElement.classList.contains('kx-wrap')")
+    page.wait_for_function(
+        "() => document.fullscreenElement && document.fullscreenElement.classList.contains('kx-wrap')"
+    )
     height = page.locator(VIEW).evaluate("v => v.clientHeight")
     assert height >= page.viewport_size["height"] - 80  # the whole screen but the legend strip
     before = float(view_data(page)["scale"])
@@ -186,15 +196,17 @@ def test_modules_open_and_close_with_clicks(page) -> None:
     page.locator(f"{VIEW} .kx-tools button[data-act=fit]").click()
     target = groups[0]
     click_node(page, target)
-    inside = target[len("group "):]
+    inside = target[len("group ") :]
     page.wait_for_function(
-        f"""() => [...document.querySelectorAll('{VIEW} svg g.cluster > title')].some(t => t.textContent === 'cluster {inside}')""")
+        f"""() => [...document.querySelectorAll('{VIEW} svg g.cluster > title')].some(t => t.textContent === 'cluster {inside}')"""
+    )
     wait_idle(page)
     assert target not in svg_node_titles(page)
     page.locator(f"{VIEW} .kx-tools button[data-act=fit]").click()
     click_node(page, f"cluster {inside}", kind="cluster")  # its name closes it again
     page.wait_for_function(
-        f"""() => [...document.querySelectorAll('{VIEW} svg g.node > title')].some(t => t.textContent === {target!r})""")
+        f"""() => [...document.querySelectorAll('{VIEW} svg g.node > title')].some(t => t.textContent === {target!r})"""
+    )
     assert exception_boxes(page) == []
 
 
@@ -208,7 +220,9 @@ def test_forward_buttons_keys_clicks_and_url_stay_in_step(page) -> None:
     button(page, "Step").click()
     page.get_by_text(re.compile(r"^Operator 1 of 12")).wait_for()
     wait_idle(page)
-    assert page.get_by_role("combobox", name="Go to operator").input_value().startswith(f"1. {names[0]} ")  # follows Step
+    assert (
+        page.get_by_role("combobox", name="Go to operator").input_value().startswith(f"1. {names[0]} ")
+    )  # follows Step
     page.keyboard.press("ArrowRight")  # the keyboard steps too (→ / PageDown for clickers)
     page.get_by_text(re.compile(r"^Operator 2 of 12")).wait_for()
     page.keyboard.press("PageDown")
@@ -250,9 +264,13 @@ def test_forward_vector_and_tall_tensor_views(page) -> None:
     page.keyboard.press("Enter")
     page.get_by_text(re.compile(r"^Operator \d+ of \d+: torch.cat_34")).wait_for()
     wait_idle(page)  # the operator's output (1x1008x8) is the tensor shown first
-    images = page.locator('[data-testid="stImage"] img').evaluate_all("imgs => imgs.map(i => [i.naturalWidth, i.naturalHeight])")
+    images = page.locator('[data-testid="stImage"] img').evaluate_all(
+        "imgs => imgs.map(i => [i.naturalWidth, i.naturalHeight])"
+    )
     assert all(h <= 2000 for _, h in images), images  # never a 33,845 px strip
-    charts = page.locator('[data-testid="stVegaLiteChart"]').evaluate_all("cs => cs.map(c => c.getBoundingClientRect().height)")
+    charts = page.locator('[data-testid="stVegaLiteChart"]').evaluate_all(
+        "cs => cs.map(c => c.getBoundingClientRect().height)"
+    )
     assert charts and max(charts) < 700
     assert sideways(page) <= 0
     # A 64×64 map: its heatmap (axes and legend included) stays inside its column.
@@ -319,7 +337,9 @@ def test_play_keeps_its_speed_and_stops_at_the_end(page) -> None:
     wait_idle(page)
     button(page, "Play").click()
     page.get_by_text(re.compile(r"^Operator 12 of 12")).wait_for(timeout=60_000)
-    page.wait_for_function("() => [...document.querySelectorAll('button')].some(b => b.innerText.trim() === 'Play' && b.disabled)")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('button')].some(b => b.innerText.trim() === 'Play' && b.disabled)"
+    )
     wait_idle(page)
     page.wait_for_timeout(1500)  # a late rerun must not move it back (stale slider values)
     assert page.get_by_text(re.compile(r"^Operator 12 of 12")).count() == 1
@@ -447,7 +467,9 @@ def test_forward_on_resnet18_says_nothing_was_compared(page) -> None:
     page.get_by_text(re.compile(r"^Operator 51 of 51")).wait_for()
     wait_idle(page)
     said = alerts(page)  # the output is compared with PyTorch's: 1 of 51, not 51 of 51
-    assert any("1 of 51 operators run so far compared with PyTorch" in a and "50 have no reference" in a for a in said), said
+    assert any(
+        "1 of 51 operators run so far compared with PyTorch" in a and "50 have no reference" in a for a in said
+    ), said
     assert exception_boxes(page) == []
 
 
@@ -457,14 +479,22 @@ def test_forward_uploaded_references_no_match_and_wrong_shape(page) -> None:
     pick_bundled_model(page, "digits_cnn")
     goto_page(page, "forward")
     page.get_by_text("Reference tensors (.npz)").click()
-    upload(page, "Reference .npz", "mine.npz", npz_bytes({"conv1.weight": np.zeros(3, np.float32), "logits": np.zeros((1, 10), np.float32)}))
+    upload(
+        page,
+        "Reference .npz",
+        "mine.npz",
+        npz_bytes({"conv1.weight": np.zeros(3, np.float32), "logits": np.zeros((1, 10), np.float32)}),
+    )
     if not button(page, "Run all").is_disabled():
         button(page, "Run all").click()
     page.get_by_text(re.compile(r"^Operator 12 of 12")).wait_for()
     wait_idle(page)
     said = alerts(page)
-    assert any("None of the 2 arrays in the uploaded .npz names an operand of `digits_cnn`" in a or
-               "None of the 2 arrays in the uploaded .npz names an operand of digits_cnn" in a for a in said), said
+    assert any(
+        "None of the 2 arrays in the uploaded .npz names an operand of `digits_cnn`" in a
+        or "None of the 2 arrays in the uploaded .npz names an operand of digits_cnn" in a
+        for a in said
+    ), said
     assert not any("within tolerance" in a for a in said), said
     with np.load(SAMPLES / "digits_cnn.operands.npz") as z:
         refs = dict(z)
@@ -493,7 +523,9 @@ def test_forward_exports_every_tensor_and_the_error_table(page, tmp_path) -> Non
     with np.load(path) as got, np.load(SAMPLES / "digits_cnn.operands.npz") as ref:
         assert set(ref.files) <= set(got.files)
         for k in ref.files:
-            np.testing.assert_allclose(got[k], ref[k], rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref[k]).max())), err_msg=k)
+            np.testing.assert_allclose(
+                got[k], ref[k], rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref[k]).max())), err_msg=k
+            )
     with page.expect_download() as d:
         button(page, "Download the error table (.csv)").click()
     d.value.save_as(tmp_path / "errors.csv")
@@ -507,7 +539,9 @@ def test_forward_exports_every_tensor_and_the_error_table(page, tmp_path) -> Non
     page.keyboard.press("Enter")
     page.get_by_text(re.compile(rf"^Operator \d+ of 12: {re.escape(conv)}")).wait_for()
     wait_idle(page)
-    page.locator('[data-testid="stButtonGroup"]').filter(has_text="histogram").get_by_text("difference", exact=True).click()
+    page.locator('[data-testid="stButtonGroup"]').filter(has_text="histogram").get_by_text(
+        "difference", exact=True
+    ).click()
     page.get_by_text("Largest difference").wait_for()
     page.get_by_text(re.compile(r"^\|engine − reference\| of this slice")).wait_for()
     assert exception_boxes(page) == []
@@ -543,7 +577,10 @@ def test_a_parse_error_caret_is_on_screen_on_a_projector(page) -> None:
         box.press("Enter")
         page.get_by_text("Cannot parse").first.wait_for()
         wait_idle(page)
-        where = page.locator('[data-testid="stCode"]').filter(has_text="^").first.evaluate("""el => {
+        where = (
+            page.locator('[data-testid="stCode"]')
+            .filter(has_text="^")
+            .first.evaluate("""el => {
             const pre = el.querySelector('pre') || el;
             const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
             const rect = (node, i) => { const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1); return r.getBoundingClientRect(); };
@@ -559,8 +596,11 @@ def test_a_parse_error_caret_is_on_screen_on_a_projector(page) -> None:
             return {caret: caret && [caret.left, caret.right], dollar: dollar && [dollar.left, dollar.right],
                     box: [box.left, box.right], scroll: pre.scrollLeft, screen: window.innerWidth};
         }""")
+        )
         assert where["caret"] and where["dollar"], where
-        assert where["box"][0] <= where["caret"][0] and where["caret"][1] <= min(where["box"][1], where["screen"]), where
+        assert where["box"][0] <= where["caret"][0] and where["caret"][1] <= min(where["box"][1], where["screen"]), (
+            where
+        )
         assert abs(where["caret"][0] - where["dollar"][0]) < 2, where  # under the '$' it points at
         assert exception_boxes(page) == []
     finally:
@@ -583,5 +623,10 @@ def test_an_uploaded_model_is_not_said_to_run_on_a_sample(page) -> None:
     assert "Model: mine.pnnx.param" in sidebar.inner_text()
     assert "Input: seeded random numbers (seed 0)" in sidebar.inner_text() and "sample" not in sidebar.inner_text()
     goto_page(page, "forward")
-    assert page.locator('[data-testid="stMain"]').get_by_text(re.compile(r"input: seeded random numbers \(seed 0\)")).count() == 1
+    assert (
+        page.locator('[data-testid="stMain"]')
+        .get_by_text(re.compile(r"input: seeded random numbers \(seed 0\)"))
+        .count()
+        == 1
+    )
     assert exception_boxes(page) == []

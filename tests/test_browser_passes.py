@@ -5,7 +5,16 @@ without them."""
 from __future__ import annotations
 
 import pytest
-from app_server import GRAPH_SVG, SCREENSHOTS, browser_missing, chromium_page, exception_boxes, goto_page, streamlit_server, wait_idle
+from app_server import (
+    GRAPH_SVG,
+    SCREENSHOTS,
+    browser_missing,
+    chromium_page,
+    exception_boxes,
+    goto_page,
+    streamlit_server,
+    wait_idle,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -16,8 +25,11 @@ if _why:
 
 def svg_titles(page, index: int) -> set[str]:
     """Node titles of the index-th graph on the page."""
-    return set(page.eval_on_selector_all(
-        GRAPH_SVG, f"svgs => Array.from(svgs[{index}].querySelectorAll('g.node > title')).map(t => t.textContent)"))
+    return set(
+        page.eval_on_selector_all(
+            GRAPH_SVG, f"svgs => Array.from(svgs[{index}].querySelectorAll('g.node > title')).map(t => t.textContent)"
+        )
+    )
 
 
 def test_passes_page_renders_both_graphs():

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from conftest import OPS, ROOT, max_err_ok
 
@@ -17,7 +16,9 @@ CASE = OPS / "io_two_inputs"
 
 def kuiper(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "kuiper_core.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kuiper_core.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
 
 
 def test_run_writes_outputs_equal_to_pytorch(tmp_path: Path) -> None:
@@ -25,8 +26,18 @@ def test_run_writes_outputs_equal_to_pytorch(tmp_path: Path) -> None:
     exp = np.load(CASE / "expected.npz")
     np.save(tmp_path / "a.npy", ins["in0"])
     np.save(tmp_path / "b.npy", ins["in1"])
-    r = kuiper("run", str(CASE / "model.pnnx.param"), "--input", str(tmp_path / "a.npy"), "--input",
-               str(tmp_path / "b.npy"), "--output", str(tmp_path / "s.npy"), "--output", str(tmp_path / "p.npy"))
+    r = kuiper(
+        "run",
+        str(CASE / "model.pnnx.param"),
+        "--input",
+        str(tmp_path / "a.npy"),
+        "--input",
+        str(tmp_path / "b.npy"),
+        "--output",
+        str(tmp_path / "s.npy"),
+        "--output",
+        str(tmp_path / "p.npy"),
+    )
     assert r.returncode == 0, r.stderr
     for name, key in (("s", "out0"), ("p", "out1")):
         assert max_err_ok(np.load(tmp_path / f"{name}.npy"), exp[key])[0]
@@ -49,7 +60,9 @@ def test_bad_param_exits_2_with_location(tmp_path: Path) -> None:
 
 def test_bad_input_exits_2_naming_the_input(tmp_path: Path) -> None:
     np.save(tmp_path / "a.npy", np.zeros((2, 5), np.float32))
-    r = kuiper("run", str(CASE / "model.pnnx.param"), "--input", str(tmp_path / "a.npy"), "--input", str(tmp_path / "a.npy"))
+    r = kuiper(
+        "run", str(CASE / "model.pnnx.param"), "--input", str(tmp_path / "a.npy"), "--input", str(tmp_path / "a.npy")
+    )
     assert r.returncode == 2 and "dim 1 must be 3" in r.stderr and "Traceback" not in r.stderr
     (tmp_path / "p.npy").write_bytes(b"not numpy")
     r = kuiper("run", str(CASE / "model.pnnx.param"), "--input", str(tmp_path / "p.npy"))

@@ -50,7 +50,10 @@ def test_print_param_then_print_the_text_again_is_identical(capsys, kir: Path) -
 
 def test_run_kir_gives_the_same_outputs_as_the_param(capsys, kir: Path, x: Path, tmp_path: Path) -> None:
     assert run_main(capsys, "run", str(PARAM), "--input", str(x), "--output", str(tmp_path / "a.npy"))[0] == 0
-    assert run_main(capsys, "run", str(kir), "--bin", str(BIN), "--input", str(x), "--output", str(tmp_path / "b.npy"))[0] == 0
+    assert (
+        run_main(capsys, "run", str(kir), "--bin", str(BIN), "--input", str(x), "--output", str(tmp_path / "b.npy"))[0]
+        == 0
+    )
     assert np.array_equal(np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy"))
     with np.load(SAMPLES / f"{NAME}.expected.npz") as z:
         assert np.allclose(np.load(tmp_path / "b.npy"), z["out0"], atol=1e-5)
@@ -93,8 +96,11 @@ def test_a_weight_missing_from_the_bin_is_located(capsys, kir: Path, x: Path) ->
 
 def test_a_weight_of_another_shape_is_located(capsys, kir: Path, x: Path) -> None:
     # 16 -> 17 bias values: the layer would notice too, but the .bin entry's size is checked first.
-    kir.write_text(kir.read_text().replace("out_channels:(Int32)16,", "out_channels:(Int32)17,", 1)
-                   .replace("@bias:(pnnx.weight)<16xf32>", "@bias:(pnnx.weight)<17xf32>", 1))
+    kir.write_text(
+        kir.read_text()
+        .replace("out_channels:(Int32)16,", "out_channels:(Int32)17,", 1)
+        .replace("@bias:(pnnx.weight)<16xf32>", "@bias:(pnnx.weight)<17xf32>", 1)
+    )
     head, source, caret = _error(capsys, "run", str(kir), "--bin", str(BIN), "--input", str(x))
     assert "convbn2d_0.bias" in head and "68" in head
     _points_at(head, source, caret, "(pnnx.weight)<17xf32>")

@@ -57,8 +57,18 @@ def test_disable_require_and_levels(tmp_path, capsys):
 def test_print_after_and_check(tmp_path, capsys):
     x = tmp_path / "x.npy"
     np.save(x, np.load(SAMPLES / "passes" / "conv_bn_relu.input.npy"))
-    code, stdout, _ = opt(capsys, str(SEED), "-o", str(tmp_path / "o.pnnx.param"), "--print-after", "FoldBatchNorm",
-                          "--print-after", "FuseSlices", "--check", str(x))
+    code, stdout, _ = opt(
+        capsys,
+        str(SEED),
+        "-o",
+        str(tmp_path / "o.pnnx.param"),
+        "--print-after",
+        "FoldBatchNorm",
+        "--print-after",
+        "FuseSlices",
+        "--check",
+        str(x),
+    )
     assert code == 0
     assert '// ----- after FoldBatchNorm -----\n{\n  (%x.1) = "pnnx.Input"' in stdout  # the textual IR
     assert "FuseSlices changed nothing" in stdout

@@ -58,8 +58,20 @@ def conv_cases(draw):
     w = draw(st.integers(max(2, dil[1] * (k[1] - 1) + 1 - pads[2] - pads[3]), 9))
     n = draw(st.integers(1, 3))
     bias = draw(st.booleans())
-    return dict(groups=groups, c=cg * groups, o=og * groups, k=k, stride=stride, dil=dil, mode=mode, pads=pads,
-                x_shape=(n, cg * groups, h, w), bias=bias, relu=draw(st.booleans()), seed=draw(st.integers(0, 1000)))
+    return dict(
+        groups=groups,
+        c=cg * groups,
+        o=og * groups,
+        k=k,
+        stride=stride,
+        dil=dil,
+        mode=mode,
+        pads=pads,
+        x_shape=(n, cg * groups, h, w),
+        bias=bias,
+        relu=draw(st.booleans()),
+        seed=draw(st.integers(0, 1000)),
+    )
 
 
 @pytest.mark.parametrize("own, bias_column", [(True, True), (False, True), (True, False)])
@@ -72,8 +84,20 @@ def test_im2col_matches_reference(own: bool, bias_column: bool, case: dict) -> N
     p, k, s, d = case["pads"], case["k"], case["stride"], case["dil"]
     out_hw = (out_size(h, k[0], s[0], p[0], p[1], d[0]), out_size(w, k[1], s[1], p[2], p[3], d[1]))
     wmat = weight_matrix(wt, bias if bias_column else None, case["groups"])
-    kernel = Im2col(wmat, k, s, d, p, case["mode"], case["x_shape"], out_hw, np.dtype(np.float32), own_buffers=own,
-                    bias_after=None if bias_column else bias, relu=case["relu"])
+    kernel = Im2col(
+        wmat,
+        k,
+        s,
+        d,
+        p,
+        case["mode"],
+        case["x_shape"],
+        out_hw,
+        np.dtype(np.float32),
+        own_buffers=own,
+        bias_after=None if bias_column else bias,
+        relu=case["relu"],
+    )
     y = np.full((n, case["o"]) + out_hw, np.nan, np.float32)
     for _ in range(2):  # a second call reuses the buffers (zero borders, ones row)
         kernel.run(x, y)
@@ -97,9 +121,19 @@ def test_im2col_in_bands_of_rows_matches_reference(bias_column: bool, case: dict
     saved = conv_kernels.BAND_MAX_ELEMENTS
     conv_kernels.BAND_MAX_ELEMENTS = 1
     try:
-        kernel = Im2col(weight_matrix(wt, bias if bias_column else None, case["groups"]), k, s, d, p, case["mode"],
-                        case["x_shape"], out_hw, np.dtype(np.float32), bias_after=None if bias_column else bias,
-                        relu=case["relu"])
+        kernel = Im2col(
+            weight_matrix(wt, bias if bias_column else None, case["groups"]),
+            k,
+            s,
+            d,
+            p,
+            case["mode"],
+            case["x_shape"],
+            out_hw,
+            np.dtype(np.float32),
+            bias_after=None if bias_column else bias,
+            relu=case["relu"],
+        )
     finally:
         conv_kernels.BAND_MAX_ELEMENTS = saved
     assert kernel.band == 1 or kernel.wide or kernel.across
@@ -117,9 +151,20 @@ def test_im2col_across_the_batch_matches_reference(own: bool, bias_column: bool,
     """Small images of a batch: one GEMM over all their columns (Im2col.across)."""
     x, wt, b = arrays(7, (3, 6, 9, 8), (20, 6, 3, 3), (20,))
     out_hw = (out_size(9, 3, stride, 1, 1), out_size(8, 3, stride, 1, 1))
-    kernel = Im2col(weight_matrix(wt, b if bias_column else None, 1), (3, 3), (stride, stride), (1, 1), (1, 1, 1, 1),
-                    "zeros", x.shape, out_hw, np.dtype(np.float32), own_buffers=own, bias_after=None if bias_column else b,
-                    relu=relu)
+    kernel = Im2col(
+        weight_matrix(wt, b if bias_column else None, 1),
+        (3, 3),
+        (stride, stride),
+        (1, 1),
+        (1, 1, 1, 1),
+        "zeros",
+        x.shape,
+        out_hw,
+        np.dtype(np.float32),
+        own_buffers=own,
+        bias_after=None if bias_column else b,
+        relu=relu,
+    )
     assert kernel.across
     y = np.full((3, 20) + out_hw, np.nan, np.float32)
     for _ in range(2):
@@ -130,8 +175,17 @@ def test_im2col_across_the_batch_matches_reference(own: bool, bias_column: bool,
 
 
 @SETTINGS
-@given(n=st.integers(1, 3), groups=st.sampled_from([1, 2]), cg=st.integers(1, 5), og=st.integers(1, 5),
-       h=st.integers(1, 6), w=st.integers(1, 6), bias=st.booleans(), relu=st.booleans(), seed=st.integers(0, 1000))
+@given(
+    n=st.integers(1, 3),
+    groups=st.sampled_from([1, 2]),
+    cg=st.integers(1, 5),
+    og=st.integers(1, 5),
+    h=st.integers(1, 6),
+    w=st.integers(1, 6),
+    bias=st.booleans(),
+    relu=st.booleans(),
+    seed=st.integers(0, 1000),
+)
 def test_pointwise_matches_reference(n, groups, cg, og, h, w, bias, relu, seed) -> None:
     x, wt, b = arrays(seed, (n, cg * groups, h, w), (og * groups, cg, 1, 1), (og * groups,))
     kernel = Pointwise(weight_matrix(wt, None, groups), b if bias else None, x.shape, relu)
@@ -142,8 +196,17 @@ def test_pointwise_matches_reference(n, groups, cg, og, h, w, bias, relu, seed) 
 
 @pytest.mark.parametrize("m", [2, 4])
 @SETTINGS
-@given(n=st.integers(1, 3), c=st.integers(1, 6), o=st.integers(1, 6), h=st.integers(1, 11), w=st.integers(1, 11),
-       pads=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), relu=st.booleans(), seed=st.integers(0, 1000))
+@given(
+    n=st.integers(1, 3),
+    c=st.integers(1, 6),
+    o=st.integers(1, 6),
+    h=st.integers(1, 11),
+    w=st.integers(1, 11),
+    pads=st.tuples(*[st.integers(0, 2)] * 4),
+    bias=st.booleans(),
+    relu=st.booleans(),
+    seed=st.integers(0, 1000),
+)
 def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, relu, seed) -> None:
     if h + pads[0] + pads[1] < 3 or w + pads[2] + pads[3] < 3:
         return
@@ -157,14 +220,25 @@ def test_winograd_matches_reference(m, n, c, o, h, w, pads, bias, relu, seed) ->
 
 
 @SETTINGS
-@given(n=st.integers(1, 3), c=st.integers(1, 6), o=st.integers(1, 6), h=st.integers(1, 11), w=st.integers(1, 11),
-       pads=st.tuples(*[st.integers(0, 2)] * 4), bias=st.booleans(), relu=st.booleans(), seed=st.integers(0, 1000))
+@given(
+    n=st.integers(1, 3),
+    c=st.integers(1, 6),
+    o=st.integers(1, 6),
+    h=st.integers(1, 11),
+    w=st.integers(1, 11),
+    pads=st.tuples(*[st.integers(0, 2)] * 4),
+    bias=st.booleans(),
+    relu=st.booleans(),
+    seed=st.integers(0, 1000),
+)
 def test_winograd_rows_matches_reference(n, c, o, h, w, pads, bias, relu, seed) -> None:
     """F(2,3) along the rows only (the kernel rows summed in the GEMM), odd and even widths."""
     if h + pads[0] + pads[1] < 3 or w + pads[2] + pads[3] < 3:
         return
     x, wt, b = arrays(seed, (n, c, h, w), (o, c, 3, 3), (o,))
-    kernel = WinogradRowsConv(transform_weights_rows(wt), b if bias else None, x.shape, pads, np.dtype(np.float32), relu)
+    kernel = WinogradRowsConv(
+        transform_weights_rows(wt), b if bias else None, x.shape, pads, np.dtype(np.float32), relu
+    )
     ref = relu_of(conv2d_reference(x, wt, b if bias else None, pads=pads), relu)
     y = np.full(ref.shape, np.nan, np.float32)
     for _ in range(2):
@@ -176,7 +250,9 @@ def test_winograd_rows_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatc
     import kuiper_core.layers.winograd as winograd
 
     x, wt, b = arrays(4, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
-    one_image = sum(WinogradRowsConv(transform_weights_rows(wt), b, (1, 4, 6, 7), (1, 1, 1, 1), np.dtype(np.float32)).sizes)
+    one_image = sum(
+        WinogradRowsConv(transform_weights_rows(wt), b, (1, 4, 6, 7), (1, 1, 1, 1), np.dtype(np.float32)).sizes
+    )
     monkeypatch.setattr(winograd, "ROWS_WORK_BUDGET", 2 * one_image)
     kernel = WinogradRowsConv(transform_weights_rows(wt), b, x.shape, (1, 1, 1, 1), np.dtype(np.float32), relu=True)
     assert kernel.chunk == 2  # 5 images: 2 + 2 + 1
@@ -186,8 +262,9 @@ def test_winograd_rows_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize("budget, min_tiles, chunk", [(1, 196, 1), (1 << 20, 8, 2)])
-def test_winograd_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch, budget: int, min_tiles: int,
-                                             chunk: int) -> None:
+def test_winograd_runs_big_batches_in_chunks(
+    monkeypatch: pytest.MonkeyPatch, budget: int, min_tiles: int, chunk: int
+) -> None:
     import kuiper_core.layers.winograd as winograd
 
     monkeypatch.setattr(winograd, "WORK_BUDGET", budget)
@@ -233,9 +310,18 @@ def conv_layer(weight: np.ndarray, bias: np.ndarray | None, in_shape: tuple[int,
     g = Graph()
     x = g.add_operand("x")
     x.shape, x.dtype = (list(in_shape) if in_shape else None), "f32"
-    op = g.add_operator("nn.Conv2d", "conv", [x], [g.add_operand("y")], in_channels=weight.shape[1] * params["groups"],
-                        out_channels=weight.shape[0], kernel_size=list(weight.shape[2:]), bias=bias is not None,
-                        padding_mode="zeros", **params)
+    op = g.add_operator(
+        "nn.Conv2d",
+        "conv",
+        [x],
+        [g.add_operand("y")],
+        in_channels=weight.shape[1] * params["groups"],
+        out_channels=weight.shape[0],
+        kernel_size=list(weight.shape[2:]),
+        bias=bias is not None,
+        padding_mode="zeros",
+        **params,
+    )
     op.attrs["weight"] = Attribute("f32", weight.shape, weight)
     if bias is not None:
         op.attrs["bias"] = Attribute("f32", bias.shape, bias)
@@ -254,16 +340,31 @@ def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: i
     assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "layer")
 
 
-@pytest.mark.parametrize("kernel, stride, padding, output_padding, dilation", [
-    ((3, 2), (2, 3), (1, 0), (1, 2), (1, 2)),  # overlapping taps: scatter-add
-    ((2, 3), (2, 3), (0, 0), (0, 0), (1, 1)),  # taps tiling the output: copied into place
-])
+@pytest.mark.parametrize(
+    "kernel, stride, padding, output_padding, dilation",
+    [
+        ((3, 2), (2, 3), (1, 0), (1, 2), (1, 2)),  # overlapping taps: scatter-add
+        ((2, 3), (2, 3), (0, 0), (0, 0), (1, 1)),  # taps tiling the output: copied into place
+    ],
+)
 def test_transposed_conv_matches_reference(kernel, stride, padding, output_padding, dilation) -> None:
     x, wt, b = arrays(5, (2, 4, 5, 6), (4, 3) + kernel, (6,))
     g = Graph()
-    op = g.add_operator("nn.ConvTranspose2d", "convt", [g.add_operand("x")], [g.add_operand("y")], in_channels=4,
-                        out_channels=6, kernel_size=list(kernel), stride=list(stride), padding=list(padding),
-                        output_padding=list(output_padding), dilation=list(dilation), groups=2, bias=True)
+    op = g.add_operator(
+        "nn.ConvTranspose2d",
+        "convt",
+        [g.add_operand("x")],
+        [g.add_operand("y")],
+        in_channels=4,
+        out_channels=6,
+        kernel_size=list(kernel),
+        stride=list(stride),
+        padding=list(padding),
+        output_padding=list(output_padding),
+        dilation=list(dilation),
+        groups=2,
+        bias=True,
+    )
     op.attrs = {"weight": Attribute("f32", wt.shape, wt), "bias": Attribute("f32", b.shape, b)}
     (y,) = create_layer(op).forward([x], [None])
     ref = conv_transpose2d_reference(x, wt, b, stride, padding, output_padding, dilation, 2)

@@ -28,9 +28,17 @@ def depthwise_cases(draw):
     pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
     h = draw(st.integers(max(1, dil[0] * (k[0] - 1) + 1 - pads[0] - pads[1]), 12))
     w = draw(st.integers(max(1, dil[1] * (k[1] - 1) + 1 - pads[2] - pads[3]), 12))
-    return dict(x_shape=(draw(st.integers(1, 3)), draw(st.integers(1, 40)), h, w), k=k, stride=stride, dil=dil, pads=pads,
-                bias=draw(st.booleans()), relu=draw(st.booleans()), dtype=draw(st.sampled_from([np.float32, np.float64])),
-                seed=draw(st.integers(0, 1000)))
+    return dict(
+        x_shape=(draw(st.integers(1, 3)), draw(st.integers(1, 40)), h, w),
+        k=k,
+        stride=stride,
+        dil=dil,
+        pads=pads,
+        bias=draw(st.booleans()),
+        relu=draw(st.booleans()),
+        dtype=draw(st.sampled_from([np.float32, np.float64])),
+        seed=draw(st.integers(0, 1000)),
+    )
 
 
 def run_kernel(case: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -42,8 +50,10 @@ def run_kernel(case: dict) -> tuple[np.ndarray, np.ndarray]:
     wt = rng.standard_normal((c, 1, *case["k"])).astype(dtype)
     b = rng.standard_normal(c).astype(dtype) if case["bias"] else None
     pads, stride, dil = case["pads"], case["stride"], case["dil"]
-    out_hw = (out_size(h, case["k"][0], stride[0], pads[0], pads[1], dil[0]),
-              out_size(w, case["k"][1], stride[1], pads[2], pads[3], dil[1]))
+    out_hw = (
+        out_size(h, case["k"][0], stride[0], pads[0], pads[1], dil[0]),
+        out_size(w, case["k"][1], stride[1], pads[2], pads[3], dil[1]),
+    )
     kernel = DepthwiseChannelsLast(wt, b, case["k"], stride, dil, pads, x.shape, out_hw, dtype, case["relu"])
     y = np.full((n, c, *out_hw), np.nan, dtype)
     kernel.run(x, y)
@@ -63,11 +73,29 @@ def test_channels_last_matches_reference(case: dict) -> None:
 def test_big_batches_run_in_chunks_of_the_work_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     # 4 images of 6x6x25 taps x 24 channels: a budget of two images' columns makes two chunks
     monkeypatch.setattr(windows, "SCRATCH_BUDGET", 2 * 36 * 25 * 24)
-    case = dict(x_shape=(4, 24, 6, 6), k=(5, 5), stride=(1, 1), dil=(1, 1), pads=(2, 2, 2, 2), bias=True, relu=False,
-                dtype=np.float32, seed=3)
+    case = dict(
+        x_shape=(4, 24, 6, 6),
+        k=(5, 5),
+        stride=(1, 1),
+        dil=(1, 1),
+        pads=(2, 2, 2, 2),
+        bias=True,
+        relu=False,
+        dtype=np.float32,
+        seed=3,
+    )
     n, c, h, w = case["x_shape"]
-    kernel = DepthwiseChannelsLast(np.ones((c, 1, 5, 5), np.float32), None, (5, 5), (1, 1), (1, 1), (2, 2, 2, 2),
-                                   case["x_shape"], (h, w), np.dtype(np.float32))
+    kernel = DepthwiseChannelsLast(
+        np.ones((c, 1, 5, 5), np.float32),
+        None,
+        (5, 5),
+        (1, 1),
+        (1, 1),
+        (2, 2, 2, 2),
+        case["x_shape"],
+        (h, w),
+        np.dtype(np.float32),
+    )
     assert len(kernel.parts) == 2
     y, ref = run_kernel(case)
     assert_close(y, ref, "chunked")
@@ -88,14 +116,16 @@ MOBILENET_DEPTHWISE = [
 
 
 @pytest.mark.parametrize("x_shape, kernel, stride, pads, out_hw, expected", MOBILENET_DEPTHWISE)
-def test_channels_last_is_chosen_for_small_maps_with_many_channels(x_shape, kernel, stride, pads, out_hw,
-                                                                     expected) -> None:
+def test_channels_last_is_chosen_for_small_maps_with_many_channels(
+    x_shape, kernel, stride, pads, out_hw, expected
+) -> None:
     assert channels_last_wins(x_shape, kernel, stride, pads, out_hw) == expected
 
 
 @pytest.mark.parametrize("x_shape, kernel, stride, pads, out_hw, expected", MOBILENET_DEPTHWISE[::3])
-def test_layer_picks_the_depthwise_kernel_and_matches_reference(x_shape, kernel, stride, pads, out_hw,
-                                                                 expected) -> None:
+def test_layer_picks_the_depthwise_kernel_and_matches_reference(
+    x_shape, kernel, stride, pads, out_hw, expected
+) -> None:
     rng = np.random.default_rng(1)
     c = x_shape[1]
     x = rng.standard_normal(x_shape).astype(np.float32)

@@ -106,7 +106,9 @@ def test_nothing_compared_is_never_all_within_tolerance() -> None:
     assert level == "warning" and "nothing was compared" in text and "within tolerance" not in text
     one = C.CheckSummary(run=51, compared=1, ok=1, over=0, shape=0)
     assert C.verdict(one, "PyTorch") == (
-        "success", "1 of 51 operators run so far compared with PyTorch: within tolerance; 50 have no reference.")
+        "success",
+        "1 of 51 operators run so far compared with PyTorch: within tolerance; 50 have no reference.",
+    )
 
 
 def test_rows_csv() -> None:

@@ -25,7 +25,7 @@ def tokens(dot: str) -> list[str]:
     out, i = [], 0
     while i < len(dot):
         m = _TOKEN.match(dot, i)
-        assert m is not None, f"untokenisable DOT at {i}: {dot[i:i + 40]!r}"
+        assert m is not None, f"untokenisable DOT at {i}: {dot[i : i + 40]!r}"
         if m.group("html"):
             depth, j = 0, i
             while True:
@@ -99,16 +99,32 @@ def load(name: str) -> Graph:
 @pytest.mark.parametrize(
     "op_type, expected",
     [
-        ("nn.Conv2d", "conv"), ("nn.ConvTranspose2d", "conv"), ("F.conv2d", "conv"),
-        ("nn.BatchNorm2d", "norm"), ("nn.LayerNorm", "norm"), ("F.group_norm", "norm"),
-        ("nn.ReLU", "activation"), ("F.softmax", "activation"), ("nn.Hardswish", "activation"),
-        ("nn.MaxPool2d", "pool"), ("nn.AdaptiveAvgPool2d", "pool"),
-        ("torch.flatten", "shape"), ("Tensor.view", "shape"), ("torch.cat", "shape"), ("nn.Upsample", "shape"),
+        ("nn.Conv2d", "conv"),
+        ("nn.ConvTranspose2d", "conv"),
+        ("F.conv2d", "conv"),
+        ("nn.BatchNorm2d", "norm"),
+        ("nn.LayerNorm", "norm"),
+        ("F.group_norm", "norm"),
+        ("nn.ReLU", "activation"),
+        ("F.softmax", "activation"),
+        ("nn.Hardswish", "activation"),
+        ("nn.MaxPool2d", "pool"),
+        ("nn.AdaptiveAvgPool2d", "pool"),
+        ("torch.flatten", "shape"),
+        ("Tensor.view", "shape"),
+        ("torch.cat", "shape"),
+        ("nn.Upsample", "shape"),
         ("pnnx.Expression", "expression"),
-        ("pnnx.Input", "io"), ("pnnx.Output", "io"), ("pnnx.Attribute", "io"), ("prim::TupleConstruct", "io"),
-        ("nn.Linear", "linear"), ("torch.matmul", "linear"),
-        ("torch.mean", "reduce"), ("torch.sum", "reduce"),
-        ("nn.MultiheadAttention", "attention"), ("nn.LSTM", "recurrent"),
+        ("pnnx.Input", "io"),
+        ("pnnx.Output", "io"),
+        ("pnnx.Attribute", "io"),
+        ("prim::TupleConstruct", "io"),
+        ("nn.Linear", "linear"),
+        ("torch.matmul", "linear"),
+        ("torch.mean", "reduce"),
+        ("torch.sum", "reduce"),
+        ("nn.MultiheadAttention", "attention"),
+        ("nn.LSTM", "recurrent"),
         ("nn.SomethingNew", "other"),
     ],
 )
@@ -292,7 +308,9 @@ def test_full_detail_of_deep1500_is_still_fast_and_complete() -> None:
     nodes, edges = parse(full.dot)
     assert len(nodes) == len(g.operators)
     assert not full.frames and "subgraph" not in full.dot  # no frames: dot would take ~45 s
-    n_links = len({(o.name, c.name, operand.name) for o in g.operators for operand in o.outputs for c in operand.consumers})
+    n_links = len(
+        {(o.name, c.name, operand.name) for o in g.operators for operand in o.outputs for c in operand.consumers}
+    )
     assert len(edges) == n_links
 
 

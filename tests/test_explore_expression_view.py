@@ -31,7 +31,12 @@ def test_expression_operators_and_operand_labels_come_from_the_model() -> None:
 def test_token_rows_have_kinds_and_columns() -> None:
     rows = V.token_rows("add(@0, 1.5)")
     assert [(r["kind"], r["text"]) for r in rows] == [
-        ("name", "add"), ("(", "("), ("operand", "@0"), (",", ","), ("number", "1.5"), (")", ")")
+        ("name", "add"),
+        ("(", "("),
+        ("operand", "@0"),
+        (",", ","),
+        ("number", "1.5"),
+        (")", ")"),
     ]
     assert rows[4]["columns"] == "9-11"
 

@@ -25,7 +25,7 @@ def test_lines_are_tied_to_their_operators() -> None:
     assert lines[0].text == "{" and lines[-1].text == "}"
     tagged = [line.op for line in lines if line.op is not None]
     assert tagged == [op.name for op in module.graph.operators]
-    assert V.line_of_operator(module, "fc1") == 4 and '@fc1 ' in lines[3].text
+    assert V.line_of_operator(module, "fc1") == 4 and "@fc1 " in lines[3].text
 
 
 def test_window_and_html_highlight() -> None:
@@ -76,8 +76,15 @@ def _residual_chain(blocks: int) -> Graph:
 def test_nested_form_repeats_shared_values() -> None:
     g = _residual_chain(1)  # add(relu(%y0), %y0)
     view = V.nested_view(g)
-    assert [line.text for line in view.lines] == ["out0 =", "  pnnx.Expression(", "    nn.ReLU(", "      %y0",
-                                                   "    ),", "    %y0", "  )"]
+    assert [line.text for line in view.lines] == [
+        "out0 =",
+        "  pnnx.Expression(",
+        "    nn.ReLU(",
+        "      %y0",
+        "    ),",
+        "    %y0",
+        "  )",
+    ]
     g2 = _residual_chain(2)  # add(relu(y1), y1) with y1 = add(relu(y0), y0): y1's tree written twice
     view2 = V.nested_view(g2)
     assert sum(line.op == "relu0" and line.text.strip() == "nn.ReLU(" for line in view2.lines) == 2

@@ -39,7 +39,9 @@ def test_step_back_and_forward_again_reuses_results() -> None:
     s.back()
     assert s.current is first and len(s.events) == 2
     assert s.step() is second  # not recomputed
-    s.back(); s.back(); s.back()
+    s.back()
+    s.back()
+    s.back()
     assert s.cursor == -1 and s.current is None
     s.run_all()
     assert s.done and s.cursor == len(g.order) - 1 and s.step() is None
@@ -63,7 +65,8 @@ def test_run_to_an_operator_and_progress() -> None:
 def test_lost_or_closed_generator_is_recreated_and_fast_forwarded() -> None:
     g, x, expected = _load()
     s = ForwardStepper(g, x)
-    s.step(); s.step()
+    s.step()
+    s.step()
     s._gen.close()  # what an interrupted rerun leaves behind
     s.step()
     assert [e.name for e in s.events] == [r.name for r in g.order[:3]]
@@ -75,7 +78,9 @@ def test_lost_or_closed_generator_is_recreated_and_fast_forwarded() -> None:
 def test_two_steppers_on_one_cached_graph_do_not_share_values() -> None:
     g, x, expected = _load()
     a, b = ForwardStepper(g, x), ForwardStepper(g, [np.zeros_like(x[0])])
-    a.step(); b.run_all(); a.run_all()
+    a.step()
+    b.run_all()
+    a.run_all()
     _check_outputs(a, expected)
     assert not np.allclose(b.outputs()[0], a.outputs()[0])
 

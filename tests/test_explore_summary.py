@@ -34,7 +34,12 @@ def test_tiny_mlp_summary() -> None:
     assert s.parameters == 64 * 32 + 32 + 32 * 10 + 10
     assert s.weight_bytes == 4 * s.parameters
     assert dict(s.by_type) == {
-        "pnnx.Input": 1, "torch.flatten": 1, "nn.Linear": 2, "nn.ReLU": 1, "F.softmax": 1, "pnnx.Output": 1,
+        "pnnx.Input": 1,
+        "torch.flatten": 1,
+        "nn.Linear": 2,
+        "nn.ReLU": 1,
+        "F.softmax": 1,
+        "pnnx.Output": 1,
     }
     assert s.by_type[0] == ("nn.Linear", 2)  # most frequent first
     assert dict(s.by_category) == {"io": 2, "shape": 1, "linear": 2, "activation": 2}
@@ -44,7 +49,15 @@ def test_tiny_mlp_summary() -> None:
 
 def test_operator_table_rows() -> None:
     rows = operator_table(tiny())
-    assert [r["name"] for r in rows] == ["pnnx_input_0", "torch.flatten_0", "fc1", "act", "fc2", "F.softmax_1", "pnnx_output_0"]
+    assert [r["name"] for r in rows] == [
+        "pnnx_input_0",
+        "torch.flatten_0",
+        "fc1",
+        "act",
+        "fc2",
+        "F.softmax_1",
+        "pnnx_output_0",
+    ]
     fc1 = rows[2]
     assert fc1["type"] == "nn.Linear" and fc1["inputs"] == "1x64" and fc1["outputs"] == "1x32"
     assert fc1["weights"] == 64 * 32 + 32

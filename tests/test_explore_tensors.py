@@ -78,5 +78,6 @@ def test_arrays_digest_sees_values_shapes_and_dtypes() -> None:
     assert T.arrays_digest([a]) == T.arrays_digest([a.copy()])
     assert T.arrays_digest([a]) != T.arrays_digest([a.reshape(3, 2)])
     assert T.arrays_digest([a]) != T.arrays_digest([a.astype(np.float64)])
-    b = a.copy(); b[1, 2] = 1
+    b = a.copy()
+    b[1, 2] = 1
     assert T.arrays_digest([a]) != T.arrays_digest([b])

@@ -107,7 +107,17 @@ def test_typed_graph_syntax_and_located_errors() -> None:
     from kuiper_core.errors import LimitError, ParseError
 
     g = W.parse_edges("a -> b -> c\nb -> d, e   # two successors\nf\nx, y -> z; z -> a")
-    assert g == {"a": ["b"], "b": ["c", "d", "e"], "c": [], "d": [], "e": [], "f": [], "x": ["z"], "y": ["z"], "z": ["a"]}
+    assert g == {
+        "a": ["b"],
+        "b": ["c", "d", "e"],
+        "c": [],
+        "d": [],
+        "e": [],
+        "f": [],
+        "x": ["z"],
+        "y": ["z"],
+        "z": ["a"],
+    }
     assert W.parse_edges(W.edges_text(W.PRESETS["A small diamond"])) == W.PRESETS["A small diamond"]
     for text, line, col, words in [
         ("a -> b\nc - > d", 2, 2, "edge is written '->'"),
@@ -123,4 +133,3 @@ def test_typed_graph_syntax_and_located_errors() -> None:
         W.parse_edges(" -> ".join(f"n{i}" for i in range(W.MAX_TYPED_NODES + 1)))
     w = W.walkthrough(W.parse_edges("in -> a -> out\nin -> b -> out"), "kahn")
     assert w.order is not None and w.order[0] == "in" and w.order[-1] == "out"
-

@@ -33,7 +33,22 @@ def test_tokens_kinds_text_and_columns() -> None:
 
 def test_tokens_names_with_dots_lists_and_literals() -> None:
     toks = ex.tokens("[torch.float(@0),True,None,inf,-inf]")
-    assert [t.text for t in toks] == ["[", "torch.float", "(", "@0", ")", ",", "True", ",", "None", ",", "inf", ",", "-inf", "]"]
+    assert [t.text for t in toks] == [
+        "[",
+        "torch.float",
+        "(",
+        "@0",
+        ")",
+        ",",
+        "True",
+        ",",
+        "None",
+        ",",
+        "inf",
+        ",",
+        "-inf",
+        "]",
+    ]
     assert [t.kind.value for t in toks if t.text in ("inf", "-inf")] == ["number", "number"]
 
 
@@ -99,7 +114,13 @@ def test_seed_in_order_display() -> None:
     # Seed 000: ShowNodes prints the in-order traversal of the binary tree.
     assert ex.inorder(ex.parse("add(mul(@0,@1),@2)")) == ["NUM: 0", "MUL", "NUM: 1", "ADD", "NUM: 2"]
     assert ex.inorder(ex.parse("add(mul(@0,@1),mul(@2,@3))")) == [
-        "NUM: 0", "MUL", "NUM: 1", "ADD", "NUM: 2", "MUL", "NUM: 3",
+        "NUM: 0",
+        "MUL",
+        "NUM: 1",
+        "ADD",
+        "NUM: 2",
+        "MUL",
+        "NUM: 3",
     ]
     # The seed's lab exercise: `div`, which KuiperInfer's tokenizer could not read.
     assert ex.inorder(ex.parse("add(@0,div(@1,@2))")) == ["NUM: 0", "ADD", "NUM: 1", "DIV", "NUM: 2"]
@@ -291,7 +312,11 @@ def test_traced_evaluation_records_every_push_and_apply() -> None:
     a, b, c = np.float32([1, 2]), np.float32([3, 4]), np.float32([10, 20])
     tr = ex.evaluate_traced("add(mul(@0,@1),@2)", [a, b, c])
     assert [(s.kind, s.token) for s in tr.steps] == [
-        ("push", "@0"), ("push", "@1"), ("apply", "mul"), ("push", "@2"), ("apply", "add"),
+        ("push", "@0"),
+        ("push", "@1"),
+        ("apply", "mul"),
+        ("push", "@2"),
+        ("apply", "add"),
     ]
     mul = tr.steps[2]
     assert [list(v) for v in mul.args] == [[1, 2], [3, 4]]
@@ -439,7 +464,9 @@ def test_float_functions_of_python_ints_are_floats() -> None:
     assert ex.evaluate(ex.parse("add(size(@0,2),1)"), [x]) == 9
 
 
-@pytest.mark.parametrize("text", ["add(@0,@1)", "mul(@1,@0)", "neg(@0)", "add(@0,2)", "mul(add(@0,@1),@1)", "sub(@1,@0)"])
+@pytest.mark.parametrize(
+    "text", ["add(@0,@1)", "mul(@1,@0)", "neg(@0)", "add(@0,2)", "mul(add(@0,@1),@1)", "sub(@1,@0)"]
+)
 def test_bound_plans_match_run(text: str) -> None:
     """Plan.bind (one kernel on the inputs called directly, or the general loop) gives what
     Plan.run gives, into the caller's buffer, call after call."""

@@ -50,9 +50,39 @@ def test_the_expr_cases_are_exported() -> None:
     names = {p.name for p in OPS.glob("expr_*")}
     assert len(names) >= 12, "run: python tools/export_opcases.py expression"
     texts = " ".join(op.params["expr"] for (_, _, op, _, _) in EXPRESSIONS)
-    for fn in ["add", "sub", "mul", "div", "pow", "rsqrt", "exp", "neg", "abs", "floor", "remainder", "fmod",
-               "floor_divide", "maximum", "minimum", "sqrt", "round", "trunc", "ceil", "sign", "atan2", "log10",
-               "reciprocal", "square", "and", "or", "xor", "lshift", "rshift", "size", "["]:
+    for fn in [
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "pow",
+        "rsqrt",
+        "exp",
+        "neg",
+        "abs",
+        "floor",
+        "remainder",
+        "fmod",
+        "floor_divide",
+        "maximum",
+        "minimum",
+        "sqrt",
+        "round",
+        "trunc",
+        "ceil",
+        "sign",
+        "atan2",
+        "log10",
+        "reciprocal",
+        "square",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+        "size",
+        "[",
+    ]:
         assert fn + "(" in texts or (fn == "[" and "[" in texts), f"no real export uses {fn}"
 
 
@@ -67,7 +97,9 @@ def _graph_output(graph: Graph, name: str, expected: Path | None) -> np.ndarray 
 
 
 @pytest.mark.parametrize("ident,graph,op,operands,expected", EXPRESSIONS, ids=[e[0] for e in EXPRESSIONS])
-def test_real_expression_matches_pytorch(ident: str, graph: Graph, op: Operator, operands: Path, expected: Path | None) -> None:
+def test_real_expression_matches_pytorch(
+    ident: str, graph: Graph, op: Operator, operands: Path, expected: Path | None
+) -> None:
     text = op.params["expr"]
     assert ex.to_text(ex.parse(text)) == text  # pnnx's text is canonical
     refs = np.load(operands)

@@ -27,16 +27,35 @@ F32 = np.float32
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 REF_UNARY: dict[str, Any] = {
-    "abs": np.abs, "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
-    "atan": np.arctan, "atanh": np.arctanh, "ceil": np.ceil, "cos": np.cos, "cosh": np.cosh,
+    "abs": np.abs,
+    "acos": np.arccos,
+    "acosh": np.arccosh,
+    "asin": np.arcsin,
+    "asinh": np.arcsinh,
+    "atan": np.arctan,
+    "atanh": np.arctanh,
+    "ceil": np.ceil,
+    "cos": np.cos,
+    "cosh": np.cosh,
     "erf": lambda x: _erf(x.astype(np.float64)).astype(x.dtype),
-    "exp": np.exp, "expm1": np.expm1, "floor": np.floor, "log": np.log, "log10": np.log10,
-    "log1p": np.log1p, "neg": lambda x: -x, "reciprocal": lambda x: F32(1) / x,
+    "exp": np.exp,
+    "expm1": np.expm1,
+    "floor": np.floor,
+    "log": np.log,
+    "log10": np.log10,
+    "log1p": np.log1p,
+    "neg": lambda x: -x,
+    "reciprocal": lambda x: F32(1) / x,
     "round": np.round,  # half to even
     "rsqrt": lambda x: F32(1) / np.sqrt(x),
     "sign": lambda x: np.where(np.isnan(x), F32(0), np.sign(x)).astype(x.dtype),
-    "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "square": lambda x: x * x, "tan": np.tan,
-    "tanh": np.tanh, "trunc": np.trunc,
+    "sin": np.sin,
+    "sinh": np.sinh,
+    "sqrt": np.sqrt,
+    "square": lambda x: x * x,
+    "tan": np.tan,
+    "tanh": np.tanh,
+    "trunc": np.trunc,
 }
 
 
@@ -50,15 +69,32 @@ def _pow(a: Any, b: Any) -> Any:
 
 
 REF_BINARY: dict[str, Any] = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b, "floor_divide": np.floor_divide, "remainder": np.remainder,
-    "fmod": np.fmod, "pow": lambda a, b: _pow(a, b), "atan2": np.arctan2, "max": np.maximum, "maximum": np.maximum,
-    "min": np.minimum, "minimum": np.minimum, "logaddexp": np.logaddexp,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+    "fmod": np.fmod,
+    "pow": lambda a, b: _pow(a, b),
+    "atan2": np.arctan2,
+    "max": np.maximum,
+    "maximum": np.maximum,
+    "min": np.minimum,
+    "minimum": np.minimum,
+    "logaddexp": np.logaddexp,
 }
 REF_INT_BINARY: dict[str, Any] = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floor_divide": np.floor_divide, "remainder": np.remainder, "fmod": np.fmod,
-    "max": np.maximum, "minimum": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+    "fmod": np.fmod,
+    "max": np.maximum,
+    "minimum": np.minimum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
     "xor": np.bitwise_xor,
 }
 REF_INT_UNARY: dict[str, Any] = {"neg": lambda x: -x, "abs": np.abs, "square": lambda x: x * x, "sign": np.sign}

@@ -6,7 +6,8 @@ expand_expression: `add` -> `+`, `floor_divide` -> `//`, `max` -> torch.max, ...
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pytest

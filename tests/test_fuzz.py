@@ -30,11 +30,29 @@ def _limit_memory() -> None:
 def test_fuzz(module: str) -> None:
     if module == "fuzz_app.py":
         pytest.importorskip("streamlit")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "fuzz")]))
+    env = dict(
+        os.environ,
+        OPENBLAS_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "fuzz")]),
+    )
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::RuntimeWarning",
-         str(ROOT / "tests" / "fuzz" / module)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, preexec_fn=_limit_memory,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::RuntimeWarning",
+            str(ROOT / "tests" / "fuzz" / module),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=_limit_memory,
     )
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]

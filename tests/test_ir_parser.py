@@ -36,10 +36,21 @@ def test_corpus_is_large_and_pins_columns() -> None:
 def test_verifier_reports_a_wrong_expectation() -> None:
     """The harness could fail: a wrong column, a wrong message, a case that parses."""
     module = '{\n  (%0) = "pnnx.Input" @in () : () -> pnnx.tensor<1x4xf32>\n'
-    bad_col = module + '  // expected-error@+1:5 {{use of undefined value %7}}\n  () = "pnnx.Output" @o (%7) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
-    bad_msg = module + '  // expected-error@+1:26 {{no such thing}}\n  () = "pnnx.Output" @o (%7) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
-    parses = module + '  // expected-error@+1 {{anything}}\n  () = "pnnx.Output" @o (%0) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
-    right = module + '  // expected-error@+1:26 {{use of undefined value %7}}\n  () = "pnnx.Output" @o (%7) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
+    bad_col = (
+        module
+        + '  // expected-error@+1:5 {{use of undefined value %7}}\n  () = "pnnx.Output" @o (%7) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
+    )
+    bad_msg = (
+        module
+        + '  // expected-error@+1:26 {{no such thing}}\n  () = "pnnx.Output" @o (%7) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
+    )
+    parses = (
+        module + '  // expected-error@+1 {{anything}}\n  () = "pnnx.Output" @o (%0) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
+    )
+    right = (
+        module
+        + '  // expected-error@+1:26 {{use of undefined value %7}}\n  () = "pnnx.Output" @o (%7) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
+    )
     assert "expected the error at 4:5" in verify_text(bad_col)[0].problem
     assert "no such thing" in verify_text(bad_msg)[0].problem
     assert "but the text parsed" in verify_text(parses)[0].problem
@@ -83,11 +94,40 @@ def _round_trip(g: Graph) -> Graph:
 @pytest.mark.parametrize(
     "value",
     [
-        True, False, None, 0, -1, 2**31 - 1, -(2**31), 2**31, -(2**63), 2**63 - 1,
-        0.1, 1e-05, 1.000001e-05, -0.0, 1e300, 5e-324, float("inf"), float("-inf"), 1.0, 3.0e20,
-        "", "zeros", "add(@0,mul(@1,1.000000e-05))", 'quote " backslash \\ tab \t newline \n', "ünïcødé ✓",
-        "\u2028 line separator", "\x00\x1f", "[int(size(@0,0)),-1]",
-        [], [1, 2], [0.5, -1.5], ["a", "b"], [True, None, 1, 1.0, "1"], [[1, [2, []]], [[]]],
+        True,
+        False,
+        None,
+        0,
+        -1,
+        2**31 - 1,
+        -(2**31),
+        2**31,
+        -(2**63),
+        2**63 - 1,
+        0.1,
+        1e-05,
+        1.000001e-05,
+        -0.0,
+        1e300,
+        5e-324,
+        float("inf"),
+        float("-inf"),
+        1.0,
+        3.0e20,
+        "",
+        "zeros",
+        "add(@0,mul(@1,1.000000e-05))",
+        'quote " backslash \\ tab \t newline \n',
+        "ünïcødé ✓",
+        "\u2028 line separator",
+        "\x00\x1f",
+        "[int(size(@0,0)),-1]",
+        [],
+        [1, 2],
+        [0.5, -1.5],
+        ["a", "b"],
+        [True, None, 1, 1.0, "1"],
+        [[1, [2, []]], [[]]],
     ],
     ids=repr,
 )
@@ -107,7 +147,7 @@ def test_nan_round_trips() -> None:
 
 def test_bools_and_ints_are_never_confused() -> None:
     text = ir.print_graph(_one_op_graph({"a": True, "b": 1, "c": 1.0, "d": "1", "e": None})[0])
-    assert "a:(Bool)true, b:(Int32)1, c:(Double)1.0, d:(String)\"1\", e:(None)none" in text
+    assert 'a:(Bool)true, b:(Int32)1, c:(Double)1.0, d:(String)"1", e:(None)none' in text
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -201,7 +241,9 @@ def test_tokens_have_spans() -> None:
 def test_comments_anywhere() -> None:
     g = read_param(SAMPLES / "tiny_mlp.pnnx.param")
     text = ir.print_graph(g)
-    commented = "// a model\n" + text.replace("\n  (", "\n  // the next operation\n  (").replace(" : ", " // no\n : ", 1)
+    commented = "// a model\n" + text.replace("\n  (", "\n  // the next operation\n  (").replace(
+        " : ", " // no\n : ", 1
+    )
     assert ir.parse_ir(commented).equals(g)
 
 

@@ -17,7 +17,9 @@ from kuiper_core.graph import Attribute, Graph
 from kuiper_core.layers.activation import erfc_nonneg, gelu_reference, silu_reference
 from kuiper_core.layers.registry import create_layer
 
-EXTREMES = np.array([-1e30, -1e4, -100.0, -88.0, -20.0, -5.0, -1e-30, 0.0, 1e-30, 5.0, 20.0, 88.0, 100.0, 1e4, 1e30], np.float32)
+EXTREMES = np.array(
+    [-1e30, -1e4, -100.0, -88.0, -20.0, -5.0, -1e-30, 0.0, 1e-30, 5.0, 20.0, 88.0, 100.0, 1e4, 1e30], np.float32
+)
 
 
 def make_layer(op_type: str, in_shape: tuple | None = None, **params):
@@ -87,7 +89,9 @@ def test_gelu_nan_and_infinities() -> None:
     x = np.array([np.nan, np.inf, -np.inf, 3e38, -3e38], np.float32)
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         y = make_layer("nn.GELU").forward([x], [None])[0]
-    np.testing.assert_array_equal(y, np.array([np.nan, np.inf, 0.0, 3e38, 0.0], np.float32))  # the limits (torch: NaN for +-inf)
+    np.testing.assert_array_equal(
+        y, np.array([np.nan, np.inf, 0.0, 3e38, 0.0], np.float32)
+    )  # the limits (torch: NaN for +-inf)
 
 
 def test_gelu_in_place_non_contiguous_and_float64() -> None:
@@ -177,10 +181,16 @@ def test_extreme_inputs_match_torch_without_warnings(op_type: str, params: dict,
 @pytest.mark.parametrize("op_type", ["nn.Softmax", "nn.LogSoftmax", "nn.Softmin"])
 def test_softmax_family_is_numerically_stable(op_type: str) -> None:
     torch = pytest.importorskip("torch")
-    x = np.array([[1e30, -1e30, 0.0, 88.0], [-1e4, -1e4 + 1, -1e4 + 2, -3e38], [100.0, 100.0, 100.0, 100.0]], np.float32)
+    x = np.array(
+        [[1e30, -1e30, 0.0, 88.0], [-1e4, -1e4 + 1, -1e4 + 2, -3e38], [100.0, 100.0, 100.0, 100.0]], np.float32
+    )
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         y = make_layer(op_type, x.shape, dim=1).forward([x], [None])[0]
-    fn = {"nn.Softmax": torch.softmax, "nn.LogSoftmax": torch.log_softmax, "nn.Softmin": lambda t, dim: torch.softmax(-t, dim)}[op_type]
+    fn = {
+        "nn.Softmax": torch.softmax,
+        "nn.LogSoftmax": torch.log_softmax,
+        "nn.Softmin": lambda t, dim: torch.softmax(-t, dim),
+    }[op_type]
     ref = fn(torch.from_numpy(x), dim=1).numpy()
     finite = np.isfinite(ref)
     assert np.array_equal(np.isfinite(y), finite)
@@ -284,7 +294,9 @@ def test_softmax_rows_match_the_reference(dtype: type, scale: float) -> None:
     np.testing.assert_allclose(fast[1, 2, 7], np.eye(65, dtype=dtype)[9])
 
 
-@pytest.mark.parametrize("op_type", ["nn.ReLU", "nn.Hardswish", "nn.Hardsigmoid", "nn.SiLU", "nn.GELU", "nn.Sigmoid", "nn.ReLU6"])
+@pytest.mark.parametrize(
+    "op_type", ["nn.ReLU", "nn.Hardswish", "nn.Hardsigmoid", "nn.SiLU", "nn.GELU", "nn.Sigmoid", "nn.ReLU6"]
+)
 def test_inplace_safe_layers_give_the_same_values_in_place(op_type: str) -> None:
     """Layers the runtime may run in place (inplace_safe) compute the same values when y is x."""
     layer = make_layer(op_type)

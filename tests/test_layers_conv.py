@@ -43,8 +43,17 @@ def conv_layer(op_type: str = "nn.Conv2d", weight=None, bias_data=None, in_shape
 
 
 def conv2d_params(cin: int, cout: int, k: int, **kw) -> dict:
-    p = dict(in_channels=cin, out_channels=cout, kernel_size=[k, k], stride=[1, 1], padding=[0, 0],
-             dilation=[1, 1], groups=1, bias=False, padding_mode="zeros")
+    p = dict(
+        in_channels=cin,
+        out_channels=cout,
+        kernel_size=[k, k],
+        stride=[1, 1],
+        padding=[0, 0],
+        dilation=[1, 1],
+        groups=1,
+        bias=False,
+        padding_mode="zeros",
+    )
     p.update(kw)
     return p
 
@@ -82,8 +91,20 @@ def test_bad_bias_shape() -> None:
     [
         ("nn.Conv2d", (6, 4, 3, 3), conv2d_params(4, 6, 3)),
         ("nn.ConvTranspose2d", (4, 6, 3, 3), conv2d_params(4, 6, 3, output_padding=[0, 0])),
-        ("nn.Conv3d", (6, 4, 3, 3, 3), dict(in_channels=4, out_channels=6, kernel_size=[3, 3, 3], stride=[1, 1, 1],
-                                            padding=[0, 0, 0], dilation=[1, 1, 1], groups=1, bias=False)),
+        (
+            "nn.Conv3d",
+            (6, 4, 3, 3, 3),
+            dict(
+                in_channels=4,
+                out_channels=6,
+                kernel_size=[3, 3, 3],
+                stride=[1, 1, 1],
+                padding=[0, 0, 0],
+                dilation=[1, 1, 1],
+                groups=1,
+                bias=False,
+            ),
+        ),
         ("nn.Linear", (6, 4), dict(in_features=4, out_features=6, bias=False)),
     ],
 )
@@ -117,8 +138,17 @@ def test_forward_checks_channels_and_size() -> None:
 
 
 def test_transposed_errors() -> None:
-    params = dict(in_channels=4, out_channels=6, kernel_size=[3, 3], stride=[2, 2], padding=[1, 1],
-                  output_padding=[2, 0], dilation=[1, 1], groups=2, bias=False)
+    params = dict(
+        in_channels=4,
+        out_channels=6,
+        kernel_size=[3, 3],
+        stride=[2, 2],
+        padding=[1, 1],
+        output_padding=[2, 0],
+        dilation=[1, 1],
+        groups=2,
+        bias=False,
+    )
     with pytest.raises(ModelError, match="output_padding"):
         conv_layer("nn.ConvTranspose2d", weight=w32(4, 3, 3, 3), **params)
     params["output_padding"] = [1, 1]
@@ -141,8 +171,19 @@ def test_writes_into_the_given_buffer_and_keeps_float32() -> None:
 def test_flops_are_macs() -> None:
     layer = conv_layer(weight=w32(64, 32, 3, 3), **conv2d_params(64, 64, 3, groups=2))
     assert layer.flops([(1, 64, 56, 56)], [(1, 64, 54, 54)]) == 64 * 54 * 54 * 32 * 9
-    t = conv_layer("nn.ConvTranspose2d", weight=w32(8, 3, 2, 2), in_channels=8, out_channels=3, kernel_size=[2, 2],
-                   stride=[2, 2], padding=[0, 0], output_padding=[0, 0], dilation=[1, 1], groups=1, bias=False)
+    t = conv_layer(
+        "nn.ConvTranspose2d",
+        weight=w32(8, 3, 2, 2),
+        in_channels=8,
+        out_channels=3,
+        kernel_size=[2, 2],
+        stride=[2, 2],
+        padding=[0, 0],
+        output_padding=[0, 0],
+        dilation=[1, 1],
+        groups=1,
+        bias=False,
+    )
     assert t.flops([(1, 8, 5, 5)], [(1, 3, 10, 10)]) == 8 * 25 * 3 * 4
 
 
@@ -158,8 +199,18 @@ def random_conv(rng: random.Random) -> tuple[dict, tuple[int, ...], tuple[int, .
     mode = rng.choice(["zeros", "zeros", "reflect", "replicate", "circular"])
     pad = tuple(rng.randint(0, (d * (kk - 1)) // 2 + 1) for kk, d in zip(k, dil))
     size = tuple(max(d * (kk - 1) + 1, p + 1) + rng.randint(0, 8) for kk, d, p in zip(k, dil, pad))
-    params = conv2d_params(cg * groups, og * groups, 1, kernel_size=list(k), stride=list(stride), padding=list(pad),
-                           dilation=list(dil), groups=groups, bias=rng.random() < 0.7, padding_mode=mode)
+    params = conv2d_params(
+        cg * groups,
+        og * groups,
+        1,
+        kernel_size=list(k),
+        stride=list(stride),
+        padding=list(pad),
+        dilation=list(dil),
+        groups=groups,
+        bias=rng.random() < 0.7,
+        padding_mode=mode,
+    )
     return params, (rng.randint(1, 3), cg * groups) + size, (og * groups, cg) + k
 
 
@@ -171,9 +222,17 @@ def test_conv2d_sweep_matches_torch() -> None:
         x, w, b = w32(*x_shape), w32(*w_shape) * 0.5, w32(w_shape[0])
         layer = conv_layer(weight=w, bias_data=b if params["bias"] else None, **params)
         (y,) = layer.forward([x], [None])
-        ref_mod = torch.nn.Conv2d(params["in_channels"], params["out_channels"], tuple(params["kernel_size"]),
-                                  tuple(params["stride"]), tuple(params["padding"]), tuple(params["dilation"]),
-                                  params["groups"], params["bias"], params["padding_mode"])
+        ref_mod = torch.nn.Conv2d(
+            params["in_channels"],
+            params["out_channels"],
+            tuple(params["kernel_size"]),
+            tuple(params["stride"]),
+            tuple(params["padding"]),
+            tuple(params["dilation"]),
+            params["groups"],
+            params["bias"],
+            params["padding_mode"],
+        )
         with torch.no_grad():
             ref_mod.weight.copy_(torch.from_numpy(w))
             if params["bias"]:
@@ -199,13 +258,31 @@ def test_conv_transpose2d_sweep_matches_torch() -> None:
         with torch.no_grad():
             try:
                 ref = torch.nn.functional.conv_transpose2d(
-                    torch.from_numpy(x), torch.from_numpy(w), None if bias is None else torch.from_numpy(bias),
-                    stride, pad, opad, groups, dil).numpy()
+                    torch.from_numpy(x),
+                    torch.from_numpy(w),
+                    None if bias is None else torch.from_numpy(bias),
+                    stride,
+                    pad,
+                    opad,
+                    groups,
+                    dil,
+                ).numpy()
             except RuntimeError:  # an empty output: torch refuses, so must we
                 continue
-        layer = conv_layer("nn.ConvTranspose2d", weight=w, bias_data=bias, in_channels=cg * groups,
-                           out_channels=og * groups, kernel_size=list(k), stride=list(stride), padding=list(pad),
-                           output_padding=list(opad), dilation=list(dil), groups=groups, bias=bias is not None)
+        layer = conv_layer(
+            "nn.ConvTranspose2d",
+            weight=w,
+            bias_data=bias,
+            in_channels=cg * groups,
+            out_channels=og * groups,
+            kernel_size=list(k),
+            stride=list(stride),
+            padding=list(pad),
+            output_padding=list(opad),
+            dilation=list(dil),
+            groups=groups,
+            bias=bias is not None,
+        )
         (y,) = layer.forward([x], [None])
         assert_close(y, ref, f"conv_transpose2d k{k} s{stride} p{pad} op{opad} d{dil} g{groups} x{x.shape}")
 
@@ -216,8 +293,19 @@ def test_large_batches_run_in_chunks(monkeypatch) -> None:
 
     x = w32(5, 4, 9, 7)
     conv = conv_layer(weight=w32(6, 4, 3, 3), bias_data=w32(6), **conv2d_params(4, 6, 3, padding=[1, 1], bias=True))
-    convt = conv_layer("nn.ConvTranspose2d", weight=w32(4, 3, 3, 3), in_channels=4, out_channels=3, kernel_size=[3, 3],
-                       stride=[2, 2], padding=[1, 1], output_padding=[1, 0], dilation=[1, 1], groups=1, bias=False)
+    convt = conv_layer(
+        "nn.ConvTranspose2d",
+        weight=w32(4, 3, 3, 3),
+        in_channels=4,
+        out_channels=3,
+        kernel_size=[3, 3],
+        stride=[2, 2],
+        padding=[1, 1],
+        output_padding=[1, 0],
+        dilation=[1, 1],
+        groups=1,
+        bias=False,
+    )
     whole = [conv.forward([x], [None])[0], convt.forward([x], [None])[0]]
     monkeypatch.setattr(windows, "SCRATCH_BUDGET", 1)
     assert len(windows.batch_chunks(5, 100)) == 5

@@ -16,7 +16,14 @@ from kuiper_core.layers.registry import create_layer
 from layer_testing import assert_close, check_batch_stacking
 
 # Cases whose first input's dim 0 is not a batch the outputs stack along (linear_addmm adds row 0 of its input).
-NOT_BATCHABLE = {"linear_addmm", "linear_1d_input", "linear_matmul_1d_1d", "linear_matmul_1d_2d", "linear_matmul_1d_nd", "linear_matmul_2d_nd"}
+NOT_BATCHABLE = {
+    "linear_addmm",
+    "linear_1d_input",
+    "linear_matmul_1d_1d",
+    "linear_matmul_1d_2d",
+    "linear_matmul_1d_nd",
+    "linear_matmul_2d_nd",
+}
 CASES = sorted(p.name for p in OPS.glob("linear_*") if p.name not in NOT_BATCHABLE)
 
 
@@ -27,7 +34,9 @@ def test_batch_stacking(case: str) -> None:
 
 def make_layer(op_type: str, n_inputs: int, names: list[str] | None = None, weights: dict | None = None, **params):
     g = Graph()
-    op = g.add_operator(op_type, "mm", [g.add_operand(f"in{i}") for i in range(n_inputs)], [g.add_operand("out")], **params)
+    op = g.add_operator(
+        op_type, "mm", [g.add_operand(f"in{i}") for i in range(n_inputs)], [g.add_operand("out")], **params
+    )
     if names is not None:
         op.input_names = names
     for key, data in (weights or {}).items():
@@ -43,7 +52,9 @@ def test_linear_checks_weights_and_input() -> None:
     with pytest.raises(ModelError, match=r"weight shape \(4, 5\): expected \(out_features, in_features\) = \(5, 4\)"):
         make_layer("nn.Linear", 1, weights={"weight": f32(4, 5)}, in_features=4, out_features=5, bias=False)
     with pytest.raises(ModelError, match=r"bias shape \(3,\)"):
-        make_layer("nn.Linear", 1, weights={"weight": f32(4, 5), "bias": f32(3)}, in_features=5, out_features=4, bias=True)
+        make_layer(
+            "nn.Linear", 1, weights={"weight": f32(4, 5), "bias": f32(3)}, in_features=5, out_features=4, bias=True
+        )
     layer = make_layer("nn.Linear", 1, weights={"weight": f32(4, 5)}, in_features=5, out_features=4, bias=False)
     with pytest.raises(KuiperError, match="last dim must be in_features = 5"):
         layer.forward([f32(2, 6)], [None])
@@ -64,8 +75,14 @@ def test_linear_writes_the_buffer() -> None:
 @pytest.mark.parametrize("shape", [(1, 5), (1, 1, 5), (2, 3, 5), (40000, 5)])  # one row: W @ x; many: expanded bias
 def test_linear_prepared_matches_forward(shape: tuple[int, ...], bias: bool) -> None:
     w, b = f32(4, 5), f32(4)
-    layer = make_layer("nn.Linear", 1, weights={"weight": w, "bias": b} if bias else {"weight": w},
-                       in_features=5, out_features=4, bias=bias)
+    layer = make_layer(
+        "nn.Linear",
+        1,
+        weights={"weight": w, "bias": b} if bias else {"weight": w},
+        in_features=5,
+        out_features=4,
+        bias=bias,
+    )
     x = f32(*shape)
     expected = layer.forward([x], [None])[0]
     y = np.full(expected.shape, np.nan, np.float32)
@@ -128,13 +145,16 @@ def test_addmm_beta_zero_ignores_nan_input() -> None:
     np.testing.assert_allclose(y, 2 * (a @ b), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("op_type, shapes", [
-    ("torch.matmul", [(1, 4, 65, 16), (1, 4, 16, 65)]),
-    ("torch.matmul", [(2, 3, 5), (5, 4)]),  # N-D @ 2-D: one flattened GEMM
-    ("torch.matmul", [(3, 5), (2, 5, 4)]),
-    ("torch.mm", [(3, 5), (5, 4)]),
-    ("torch.bmm", [(2, 3, 5), (2, 5, 4)]),
-])
+@pytest.mark.parametrize(
+    "op_type, shapes",
+    [
+        ("torch.matmul", [(1, 4, 65, 16), (1, 4, 16, 65)]),
+        ("torch.matmul", [(2, 3, 5), (5, 4)]),  # N-D @ 2-D: one flattened GEMM
+        ("torch.matmul", [(3, 5), (2, 5, 4)]),
+        ("torch.mm", [(3, 5), (5, 4)]),
+        ("torch.bmm", [(2, 3, 5), (2, 5, 4)]),
+    ],
+)
 def test_products_prepared_match_forward(op_type: str, shapes: list[tuple[int, ...]]) -> None:
     layer = make_layer(op_type, 2)
     a, b = f32(*shapes[0], seed=1), f32(*shapes[1], seed=2)

@@ -56,14 +56,22 @@ def test_layernorm_groupnorm_instancenorm_match_torch(loc: float) -> None:
     torch = pytest.importorskip("torch")
     x = rand(3, 6, 4, 5, loc=loc)  # a large mean must not cost precision
     cases = [
-        ("nn.LayerNorm", torch.nn.LayerNorm((4, 5)), {"normalized_shape": [4, 5], "eps": 1e-5, "elementwise_affine": True}),
+        (
+            "nn.LayerNorm",
+            torch.nn.LayerNorm((4, 5)),
+            {"normalized_shape": [4, 5], "eps": 1e-5, "elementwise_affine": True},
+        ),
         ("nn.GroupNorm", torch.nn.GroupNorm(3, 6), {"num_groups": 3, "num_channels": 6, "eps": 1e-5, "affine": True}),
         (
             "nn.InstanceNorm2d",
             torch.nn.InstanceNorm2d(6, affine=True),
             {"num_features": 6, "eps": 1e-5, "affine": True, "track_running_stats": False},
         ),
-        ("nn.RMSNorm", torch.nn.RMSNorm(5, eps=1e-6), {"normalized_shape": [5], "eps": 1e-6, "elementwise_affine": True}),
+        (
+            "nn.RMSNorm",
+            torch.nn.RMSNorm(5, eps=1e-6),
+            {"normalized_shape": [5], "eps": 1e-6, "elementwise_affine": True},
+        ),
     ]
     for op_type, module, params in cases:
         with torch.no_grad():
@@ -119,10 +127,28 @@ def test_functional_norms_read_tensor_inputs() -> None:
 @pytest.mark.parametrize(
     "op_type, shape, weights, params, message",
     [
-        ("nn.BatchNorm2d", (1, 4, 2, 2), {"running_mean": np.zeros(3), "running_var": np.ones(3)}, {"num_features": 4}, "4 entries"),
-        ("nn.BatchNorm2d", (1, 3, 2, 2), {"running_mean": np.zeros(4), "running_var": np.ones(4)}, {"num_features": 4}, "4 channels"),
+        (
+            "nn.BatchNorm2d",
+            (1, 4, 2, 2),
+            {"running_mean": np.zeros(3), "running_var": np.ones(3)},
+            {"num_features": 4},
+            "4 entries",
+        ),
+        (
+            "nn.BatchNorm2d",
+            (1, 3, 2, 2),
+            {"running_mean": np.zeros(4), "running_var": np.ones(4)},
+            {"num_features": 4},
+            "4 channels",
+        ),
         ("nn.BatchNorm1d", (1, 4), {"running_var": np.ones(4)}, {"num_features": 4}, "missing weight '@running_mean'"),
-        ("nn.BatchNorm1d", (1, 4), {"running_mean": np.zeros(4), "running_var": np.ones(4)}, {"num_features": 4, "affine": True}, "affine=True"),
+        (
+            "nn.BatchNorm1d",
+            (1, 4),
+            {"running_mean": np.zeros(4), "running_var": np.ones(4)},
+            {"num_features": 4, "affine": True},
+            "affine=True",
+        ),
         ("nn.GroupNorm", (1, 6, 2, 2), {}, {"num_groups": 4}, "do not split"),
         ("nn.GroupNorm", (1, 6, 2, 2), {}, {"num_groups": 0}, "num_groups >= 1"),
         ("nn.LayerNorm", (1, 4, 5), {}, {"normalized_shape": [4]}, "ending in dims"),

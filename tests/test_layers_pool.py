@@ -26,7 +26,9 @@ def test_batch_stacking(case: str) -> None:
 
 def pool_layer(op_type: str, n_outputs: int = 1, **params):
     g = Graph()
-    op = g.add_operator(op_type, "pool", [g.add_operand("in")], [g.add_operand(f"out{i}") for i in range(n_outputs)], **params)
+    op = g.add_operator(
+        op_type, "pool", [g.add_operand("in")], [g.add_operand(f"out{i}") for i in range(n_outputs)], **params
+    )
     return create_layer(op)
 
 

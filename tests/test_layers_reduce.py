@@ -12,14 +12,44 @@ from layer_testing import case_io, check_batch_stacking, layer_of
 
 # Every exported reduce_ case whose reduction leaves dim 0 alone.
 PER_SAMPLE = [
-    "reduce_mean", "reduce_mean_keepdim", "reduce_mean_neg", "reduce_sum", "reduce_sum_keepdim",
-    "reduce_sum_int", "reduce_prod", "reduce_prod_keepdim", "reduce_max_dim", "reduce_max_keepdim",
-    "reduce_max_values", "reduce_max_indices", "reduce_min_dim", "reduce_min_keepdim", "reduce_amax",
-    "reduce_amax_keepdim", "reduce_amin", "reduce_argmax", "reduce_argmax_keepdim", "reduce_argmin",
-    "reduce_clamp", "reduce_clamp_min", "reduce_clamp_max", "reduce_clamp_method", "reduce_clip",
-    "reduce_clamp_tensor", "reduce_clamp_repeated", "reduce_norm", "reduce_norm_p1", "reduce_norm_p3",
-    "reduce_norm_fro", "reduce_norm_inf", "reduce_linalg_vector_norm", "reduce_std",
-    "reduce_std_unbiased_false", "reduce_var", "reduce_var_correction", "reduce_logsumexp",
+    "reduce_mean",
+    "reduce_mean_keepdim",
+    "reduce_mean_neg",
+    "reduce_sum",
+    "reduce_sum_keepdim",
+    "reduce_sum_int",
+    "reduce_prod",
+    "reduce_prod_keepdim",
+    "reduce_max_dim",
+    "reduce_max_keepdim",
+    "reduce_max_values",
+    "reduce_max_indices",
+    "reduce_min_dim",
+    "reduce_min_keepdim",
+    "reduce_amax",
+    "reduce_amax_keepdim",
+    "reduce_amin",
+    "reduce_argmax",
+    "reduce_argmax_keepdim",
+    "reduce_argmin",
+    "reduce_clamp",
+    "reduce_clamp_min",
+    "reduce_clamp_max",
+    "reduce_clamp_method",
+    "reduce_clip",
+    "reduce_clamp_tensor",
+    "reduce_clamp_repeated",
+    "reduce_norm",
+    "reduce_norm_p1",
+    "reduce_norm_p3",
+    "reduce_norm_fro",
+    "reduce_norm_inf",
+    "reduce_linalg_vector_norm",
+    "reduce_std",
+    "reduce_std_unbiased_false",
+    "reduce_var",
+    "reduce_var_correction",
+    "reduce_logsumexp",
 ]
 
 
@@ -29,7 +59,8 @@ def test_batch_equals_stacked_runs(case: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "case", ["reduce_mean_all", "reduce_sum_all", "reduce_max_all", "reduce_min_all", "reduce_argmax_all", "reduce_norm_all"]
+    "case",
+    ["reduce_mean_all", "reduce_sum_all", "reduce_max_all", "reduce_min_all", "reduce_argmax_all", "reduce_norm_all"],
 )
 def test_reductions_over_everything_give_pytorchs_dtype(case: str) -> None:
     """Their 0-d result has no `#` annotation, so the runtime cannot check its dtype."""

@@ -38,8 +38,14 @@ def _run(op, feeds):  # type: ignore[no-untyped-def]
 
 # -- batch sizes other than the declared one ---------------------------------------------------
 RNN_TILED = [
-    "rnn_lstm_basic", "rnn_lstm_bf_bidir_2l_state", "rnn_lstm_proj", "rnn_lstm_hn_only", "rnn_lstm_shared_state",
-    "rnn_gru_bf_bidir_3l_state", "rnn_gru_nobias_2l", "rnn_rnn_relu_bidir_2l_state",
+    "rnn_lstm_basic",
+    "rnn_lstm_bf_bidir_2l_state",
+    "rnn_lstm_proj",
+    "rnn_lstm_hn_only",
+    "rnn_lstm_shared_state",
+    "rnn_gru_bf_bidir_3l_state",
+    "rnn_gru_nobias_2l",
+    "rnn_rnn_relu_bidir_2l_state",
 ]
 
 
@@ -57,8 +63,14 @@ def test_recurrent_batch_tiled(name: str) -> None:
         assert ok, f"{out_name}: err {err:.3g} > {bound:.3g}"
 
 
-MHA_TILED = ["attn_mha_self", "attn_mha_cross_bf_nobias", "attn_mha_kdim_vdim", "attn_mha_float_mask",
-             "attn_mha_head_weights", "attn_mha_bias_kv_zero_attn"]
+MHA_TILED = [
+    "attn_mha_self",
+    "attn_mha_cross_bf_nobias",
+    "attn_mha_kdim_vdim",
+    "attn_mha_float_mask",
+    "attn_mha_head_weights",
+    "attn_mha_bias_kv_zero_attn",
+]
 
 
 @pytest.mark.parametrize("name", MHA_TILED)

@@ -68,7 +68,9 @@ def test_reshape_that_cannot_follow_the_batch_is_a_clear_error() -> None:
     )
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     assert np.array_equal(g.forward(x)[0], x.reshape(3, 8))
-    with pytest.raises(ModelError, match=r"operator 'r'.*cannot reshape an input of shape \(4, 3, 4\) to \(3, 8\).*traced"):
+    with pytest.raises(
+        ModelError, match=r"operator 'r'.*cannot reshape an input of shape \(4, 3, 4\) to \(3, 8\).*traced"
+    ):
         g.forward(np.zeros((4, 3, 4), np.float32))
 
 
@@ -155,7 +157,10 @@ BAD = [
     ("Tensor.permute r 1 1 0 1 dims=(0,1) #0=(2,3,4)f32", "must list all 3 axes"),
     ("Tensor.permute r 1 1 0 1 dims=(0,1,1) #0=(2,3,4)f32", "same axis twice"),
     ("Tensor.slice r 1 1 0 1 dim=1 end=3 start=0 step=0 #0=(2,3)f32", "step on dim 1 must be >= 1"),
-    ("Tensor.slice r 1 1 0 1 dims=(1,1) ends=(1,2) selects=(2147483647,2147483647) starts=(0,0) steps=(1,1) #0=(2,3)f32", "repeat an axis"),
+    (
+        "Tensor.slice r 1 1 0 1 dims=(1,1) ends=(1,2) selects=(2147483647,2147483647) starts=(0,0) steps=(1,1) #0=(2,3)f32",
+        "repeat an axis",
+    ),
     ("Tensor.slice r 1 1 0 1 dims=(0,1) ends=(1) starts=(0,0) #0=(2,3)f32", "'ends' must have 2 entries"),
     ("Tensor.select r 1 1 0 1 dim=1 #0=(2,3)f32", "missing parameter 'index'"),
     ("Tensor.to r 1 1 0 1 dtype=torch.quint8 #0=(2,3)f32", "must be a torch dtype"),

@@ -110,9 +110,7 @@ def test_chunk_gives_fewer_pieces_than_chunks_like_pytorch() -> None:
 
 
 def test_split_sections_that_do_not_add_up_are_named() -> None:
-    layer = layer_of(
-        "torch.split r 1 2 0 1 2 dim=1 split_size_or_sections=(2,2) #0=(2,5)f32", "#0=(2,5)f32"
-    )
+    layer = layer_of("torch.split r 1 2 0 1 2 dim=1 split_size_or_sections=(2,2) #0=(2,5)f32", "#0=(2,5)f32")
     with pytest.raises(ModelError, match=r"operator 'r'.*sections \(2, 2\) add up to 4, dim 1 has size 5"):
         layer.forward([np.zeros((2, 5), np.float32)], [None, None])
 
@@ -137,9 +135,7 @@ def test_cat_writes_into_out_and_handles_repeated_inputs() -> None:
 
 
 def test_where_with_two_scalars_is_float32() -> None:
-    layer = layer_of(
-        "torch.where w 1 1 0 1 input=1.0 other=0.0 $condition=0 #0=(3)bool #1=(3)f32", "#0=(3)bool"
-    )
+    layer = layer_of("torch.where w 1 1 0 1 input=1.0 other=0.0 $condition=0 #0=(3)bool #1=(3)f32", "#0=(3)bool")
     (y,) = layer.forward([np.array([True, False, True])], [None])
     assert y.dtype == np.float32 and y.tolist() == [1.0, 0.0, 1.0]
 

@@ -89,8 +89,10 @@ def test_forward_matches_pytorch(folder: Path) -> None:
         # and two BLAS threads the second forward may run sharded (chosen by timing, so under
         # load even for tiny models), whose kernels round differently (sharded.py).
         again = g.forward(*ins)
-        assert all(np.array_equal(a, b) or (a.dtype.kind == "f" and np.allclose(a, b, rtol=1e-5, atol=1e-6))
-                   for a, b in zip(again, ys))
+        assert all(
+            np.array_equal(a, b) or (a.dtype.kind == "f" and np.allclose(a, b, rtol=1e-5, atol=1e-6))
+            for a, b in zip(again, ys)
+        )
     if _key(folder) in PNNX_BUGS:
         assert bad, f"{_key(folder)} now matches PyTorch: was pnnx fixed? ({PNNX_BUGS[_key(folder)]})"
     else:
@@ -127,8 +129,13 @@ def test_optlevel0_constants_are_folded_at_build() -> None:
     assert constants and all(r.folded for r in constants)
     assert all(r.folded for r in g.order if r.type == "pnnx.Attribute")
     # Shape arithmetic depends on the input: it runs at forward time, in order.
-    assert not any(r.folded for r in g.order if r.type in ("Tensor.size", "prim::ListConstruct") and r.op.inputs
-                   and any(o.producer is not None and o.producer.type == "Tensor.size" for o in r.op.inputs))
+    assert not any(
+        r.folded
+        for r in g.order
+        if r.type in ("Tensor.size", "prim::ListConstruct")
+        and r.op.inputs
+        and any(o.producer is not None and o.producer.type == "Tensor.size" for o in r.op.inputs)
+    )
     ins = _arrays(OPTLEVEL / "vit_tiny" / "o0" / "inputs.npz", "in")
     events = list(g.steps(*ins))
     folded = [e for e in events if e.folded]
@@ -164,24 +171,37 @@ def test_an_ignored_operand_would_be_caught_by_the_shape_check(tmp_path: Path) -
     """The old bug, replayed: a flatten without its start_dim (torch's default 0) makes
     (16,) where the file declares (1,16). That is now a ShapeError, never an answer."""
     folder = OPTLEVEL / "tiny_cnn" / "o1"
-    param = _rewrite(tmp_path, folder, "3 1 14 15 16 input0.1 $input=14 $start_dim=15 $end_dim=16",
-                     "2 1 14 16 input0.1 $input=14 $end_dim=16")
+    param = _rewrite(
+        tmp_path,
+        folder,
+        "3 1 14 15 16 input0.1 $input=14 $start_dim=15 $end_dim=16",
+        "2 1 14 16 input0.1 $input=14 $end_dim=16",
+    )
     g = kuiper_core.load(param)
     with pytest.raises(ShapeError) as info:
         g.forward(*_arrays(folder / "inputs.npz", "in"))
     e = info.value
     assert (e.operator, e.op_type, e.operand, e.declared, e.produced) == (
-        "torch.flatten_0", "torch.flatten", "input0.1", "(1,16)f32", "(16)f32")
+        "torch.flatten_0",
+        "torch.flatten",
+        "input0.1",
+        "(1,16)f32",
+        "(16)f32",
+    )
     assert "operator 'torch.flatten_0'" in str(e) and "(1,16)f32" in str(e) and "(16)f32" in str(e)
 
 
-@pytest.mark.parametrize("declared, produced, what", [
-    ("(1,15)f32", "(1,16)f32", "wrong shape"),
-    ("(1,16)i64", "(1,16)f32", "wrong dtype"),
-    ("(1,4,4)f32", "(1,16)f32", "wrong shape"),
-])
-def test_a_wrong_annotation_is_a_shape_error_in_forward_and_steps(tmp_path: Path, declared: str, produced: str,
-                                                                   what: str) -> None:
+@pytest.mark.parametrize(
+    "declared, produced, what",
+    [
+        ("(1,15)f32", "(1,16)f32", "wrong shape"),
+        ("(1,16)i64", "(1,16)f32", "wrong dtype"),
+        ("(1,4,4)f32", "(1,16)f32", "wrong shape"),
+    ],
+)
+def test_a_wrong_annotation_is_a_shape_error_in_forward_and_steps(
+    tmp_path: Path, declared: str, produced: str, what: str
+) -> None:
     folder = OPTLEVEL / "tiny_cnn" / "o2"
     text = (folder / "model.pnnx.param").read_text()
     param = _rewrite(tmp_path, folder, "#4=(1,16)f32", f"#4={declared}")
@@ -287,10 +307,16 @@ def test_operand_count_is_tolerated_like_pnnx_and_said_in_inspect() -> None:
     assert param.read_text().splitlines()[1] == "6 6"
     g = kuiper_core.load(param)
     assert len(g.graph.operands) == 5
-    assert g.graph.notes == ["line 2 declares 6 operands, the operators use 5; pnnx's own loader ignores this count, "
-                             "and so does Kuiper"]
-    out = subprocess.run([sys.executable, "-m", "kuiper_core.cli", "inspect", str(param)], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+    assert g.graph.notes == [
+        "line 2 declares 6 operands, the operators use 5; pnnx's own loader ignores this count, and so does Kuiper"
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "kuiper_core.cli", "inspect", str(param)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     assert "note: line 2 declares 6 operands, the operators use 5" in out
 
 

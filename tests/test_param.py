@@ -37,11 +37,24 @@ def test_good_text_parses_into_the_data_model() -> None:
 @pytest.mark.parametrize(
     "value, parsed",
     [
-        ("None", None), ("True", True), ("False", False), ("3", 3), ("-2", -2),
-        ("1.000000e-05", 1e-05), ("0.5", 0.5), ("1.0", 1.0), ("-1.5e+03", -1500.0),
-        ("bilinear", "bilinear"), ("(1)", [1]), ("(1,2)", [1, 2]), ("(0.5,2.0)", [0.5, 2.0]),
-        ("(a,b)", ["a", "b"]), ("()", []), ("add(@0,@1)", "add(@0,@1)"),
-        ("[int(size(@0,0)),-1]", "[int(size(@0,0)),-1]"), ("%batch", "%batch"),
+        ("None", None),
+        ("True", True),
+        ("False", False),
+        ("3", 3),
+        ("-2", -2),
+        ("1.000000e-05", 1e-05),
+        ("0.5", 0.5),
+        ("1.0", 1.0),
+        ("-1.5e+03", -1500.0),
+        ("bilinear", "bilinear"),
+        ("(1)", [1]),
+        ("(1,2)", [1, 2]),
+        ("(0.5,2.0)", [0.5, 2.0]),
+        ("(a,b)", ["a", "b"]),
+        ("()", []),
+        ("add(@0,@1)", "add(@0,@1)"),
+        ("[int(size(@0,0)),-1]", "[int(size(@0,0)),-1]"),
+        ("%batch", "%batch"),
     ],
 )
 def test_param_values(value: str, parsed: object) -> None:
@@ -59,7 +72,7 @@ def test_shapes_with_unknown_and_symbolic_dims() -> None:
 
 @pytest.mark.parametrize("dtype", ["f32", "f64", "f16", "bf16", "i64", "i32", "i16", "i8", "u8", "bool", "c64", "c128"])
 def test_all_dtypes(dtype: str) -> None:
-    g = parse_param(f"7767517\n2 1\npnnx.Input in 0 1 0 #0=(2)" + dtype + "\npnnx.Output out 1 0 0\n")
+    g = parse_param("7767517\n2 1\npnnx.Input in 0 1 0 #0=(2)" + dtype + "\npnnx.Output out 1 0 0\n")
     assert g.operands["0"].dtype == dtype
 
 
@@ -75,27 +88,99 @@ BAD = [
     ("empty file", "", 1, 1, "magic"),
     ("counts not ints", "7767517\n2 x\n", 2, 1, "operator count"),
     ("counts missing", "7767517\n2\n", 2, 1, "operator count"),
-    ("fewer operators than declared", "7767517\n3 1\npnnx.Input in 0 1 0\npnnx.Output out 1 0 0\n", 2, 1, "declares 3 operators"),
-    ("more operators than declared", "7767517\n1 1\npnnx.Input in 0 1 0\npnnx.Output out 1 0 0\n", 4, 1, "more operators"),
+    (
+        "fewer operators than declared",
+        "7767517\n3 1\npnnx.Input in 0 1 0\npnnx.Output out 1 0 0\n",
+        2,
+        1,
+        "declares 3 operators",
+    ),
+    (
+        "more operators than declared",
+        "7767517\n1 1\npnnx.Input in 0 1 0\npnnx.Output out 1 0 0\n",
+        4,
+        1,
+        "more operators",
+    ),
     ("n_in not an int", "7767517\n2 1\npnnx.Input in 0 1 0\npnnx.Output out x 0 0\n", 4, 17, "input count"),
-    ("n_in larger than names", "7767517\n2 1\npnnx.Input in 0 1 0\npnnx.Output out 2 0 0 k=1\n", 4, 23, "need 2 operand"),
-    ("n_out smaller than names", "7767517\n2 1\npnnx.Input in 0 1 0 1\npnnx.Output out 1 0 0\n", 3, 21, "need 1 operand"),
+    (
+        "n_in larger than names",
+        "7767517\n2 1\npnnx.Input in 0 1 0\npnnx.Output out 2 0 0 k=1\n",
+        4,
+        23,
+        "need 2 operand",
+    ),
+    (
+        "n_out smaller than names",
+        "7767517\n2 1\npnnx.Input in 0 1 0 1\npnnx.Output out 1 0 0\n",
+        3,
+        21,
+        "need 1 operand",
+    ),
     ("used before produced", "7767517\n2 2\npnnx.Input in 0 1 0\npnnx.Output out 1 0 7\n", 4, 21, "used before"),
     ("produced twice", "7767517\n2 1\npnnx.Input in 0 1 0\nnn.ReLU r 1 1 0 0\n", 4, 17, "already produced on line 3"),
-    ("malformed number", "7767517\n2 1\npnnx.Input in 0 1 0 k=1.2.3\npnnx.Output out 1 0 0\n", 3, 23, "malformed number"),
-    ("malformed list element", "7767517\n2 1\npnnx.Input in 0 1 0 k=(1,2x)\npnnx.Output out 1 0 0\n", 3, 26, "malformed number"),
-    ("empty list element", "7767517\n2 1\npnnx.Input in 0 1 0 k=(1,,2)\npnnx.Output out 1 0 0\n", 3, 26, "empty element"),
+    (
+        "malformed number",
+        "7767517\n2 1\npnnx.Input in 0 1 0 k=1.2.3\npnnx.Output out 1 0 0\n",
+        3,
+        23,
+        "malformed number",
+    ),
+    (
+        "malformed list element",
+        "7767517\n2 1\npnnx.Input in 0 1 0 k=(1,2x)\npnnx.Output out 1 0 0\n",
+        3,
+        26,
+        "malformed number",
+    ),
+    (
+        "empty list element",
+        "7767517\n2 1\npnnx.Input in 0 1 0 k=(1,,2)\npnnx.Output out 1 0 0\n",
+        3,
+        26,
+        "empty element",
+    ),
     ("unclosed list", "7767517\n2 1\npnnx.Input in 0 1 0 k=(1,2\npnnx.Output out 1 0 0\n", 3, 26, "close the list"),
     ("no value", "7767517\n2 1\npnnx.Input in 0 1 0 k=\npnnx.Output out 1 0 0\n", 3, 22, "expected a value"),
     ("not key=value", "7767517\n2 1\npnnx.Input in 0 1 0 k=1 junk\npnnx.Output out 1 0 0\n", 3, 25, "key=value"),
     ("bad dtype", "7767517\n2 1\npnnx.Input in 0 1 0 #0=(1,3)f33\npnnx.Output out 1 0 0\n", 3, 29, "unknown dtype"),
     ("bad dim", "7767517\n2 1\npnnx.Input in 0 1 0 #0=(1,-3)f32\npnnx.Output out 1 0 0\n", 3, 27, "bad dimension"),
-    ("unclosed shape", "7767517\n2 1\npnnx.Input in 0 1 0 #0=(1,3f32\npnnx.Output out 1 0 0\n", 3, 30, "close the shape"),
-    ("shape without paren", "7767517\n2 1\npnnx.Input in 0 1 0 #0=1,3f32\npnnx.Output out 1 0 0\n", 3, 24, "expected '('"),
-    ("weight with ? dim", "7767517\n2 1\npnnx.Input in 0 1 0 @w=(?,3)f32\npnnx.Output out 1 0 0\n", 3, 25, "bad dimension"),
-    ("# of a foreign operand", "7767517\n2 1\npnnx.Input in 0 1 0 #9=(1)f32\npnnx.Output out 1 0 0\n", 3, 21, "not an input or output"),
+    (
+        "unclosed shape",
+        "7767517\n2 1\npnnx.Input in 0 1 0 #0=(1,3f32\npnnx.Output out 1 0 0\n",
+        3,
+        30,
+        "close the shape",
+    ),
+    (
+        "shape without paren",
+        "7767517\n2 1\npnnx.Input in 0 1 0 #0=1,3f32\npnnx.Output out 1 0 0\n",
+        3,
+        24,
+        "expected '('",
+    ),
+    (
+        "weight with ? dim",
+        "7767517\n2 1\npnnx.Input in 0 1 0 @w=(?,3)f32\npnnx.Output out 1 0 0\n",
+        3,
+        25,
+        "bad dimension",
+    ),
+    (
+        "# of a foreign operand",
+        "7767517\n2 1\npnnx.Input in 0 1 0 #9=(1)f32\npnnx.Output out 1 0 0\n",
+        3,
+        21,
+        "not an input or output",
+    ),
     ("$ of a foreign operand", "7767517\n2 1\npnnx.Input in 0 1 0\nnn.ReLU r 1 0 0 $input=4\n", 4, 24, "not an input"),
-    ("conflicting shapes", "7767517\n2 1\npnnx.Input in 0 1 0 #0=(1,3)f32\npnnx.Output out 1 0 0 #0=(1,4)f32\n", 4, 26, "declared (1,3)f32 earlier"),
+    (
+        "conflicting shapes",
+        "7767517\n2 1\npnnx.Input in 0 1 0 #0=(1,3)f32\npnnx.Output out 1 0 0 #0=(1,4)f32\n",
+        4,
+        26,
+        "declared (1,3)f32 earlier",
+    ),
     ("short operator line", "7767517\n1 0\npnnx.Input in\n", 3, 14, "type name n_in n_out"),
 ]
 
@@ -134,6 +219,9 @@ def test_real_exports_print_back(param: Path) -> None:
     g = parse_param(text)
     printed = format_param(g)
     assert parse_param(printed).equals(g)
-    if not any(isinstance(v, float) or (isinstance(v, list) and any(isinstance(x, float) for x in v))
-               for op in g.operators for v in op.params.values()):
+    if not any(
+        isinstance(v, float) or (isinstance(v, list) and any(isinstance(x, float) for x in v))
+        for op in g.operators
+        for v in op.params.values()
+    ):
         assert printed == text

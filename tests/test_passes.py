@@ -17,12 +17,25 @@ def out(name: str, shape: str = "(1,4,6,6)f32") -> str:
     return f"pnnx.Output out 1 0 {name} #{name}={shape}"
 
 
-def conv(name: str, src: str, dst: str, cin: int = 4, cout: int = 4, *, k: int = 3, pad: int = 1, hw: int = 6,
-         ohw: int | None = None, extra: str = "") -> str:
+def conv(
+    name: str,
+    src: str,
+    dst: str,
+    cin: int = 4,
+    cout: int = 4,
+    *,
+    k: int = 3,
+    pad: int = 1,
+    hw: int = 6,
+    ohw: int | None = None,
+    extra: str = "",
+) -> str:
     ohw = hw if ohw is None else ohw
-    return (f"nn.Conv2d {name} 1 1 {src} {dst} bias=True dilation=(1,1) groups=1 in_channels={cin} out_channels={cout} "
-            f"kernel_size=({k},{k}) padding=({pad},{pad}) padding_mode=zeros stride=(1,1) {extra} "
-            f"@weight=({cout},{cin},{k},{k})f32 @bias=({cout})f32 #{src}=(1,{cin},{hw},{hw})f32 #{dst}=(1,{cout},{ohw},{ohw})f32")
+    return (
+        f"nn.Conv2d {name} 1 1 {src} {dst} bias=True dilation=(1,1) groups=1 in_channels={cin} out_channels={cout} "
+        f"kernel_size=({k},{k}) padding=({pad},{pad}) padding_mode=zeros stride=(1,1) {extra} "
+        f"@weight=({cout},{cin},{k},{k})f32 @bias=({cout})f32 #{src}=(1,{cin},{hw},{hw})f32 #{dst}=(1,{cout},{ohw},{ohw})f32"
+    )
 
 
 # -- FoldConstantParams -------------------------------------------------------------------------
@@ -162,7 +175,9 @@ def test_constant_parts_of_an_expression_are_folded():
     # exp(@1) over a weight → a new weight; the literal input 3.0 and sqrt(4.0) → numbers
     assert e.params["expr"] == "add(mul(@0,@1),6.0)"
     assert [o.producer.type for o in e.inputs] == ["pnnx.Input", "pnnx.Attribute"]
-    np.testing.assert_allclose(e.inputs[1].producer.attrs["data"].data, np.exp(g.operator("w").attrs["data"].data), rtol=1e-6)
+    np.testing.assert_allclose(
+        e.inputs[1].producer.attrs["data"].data, np.exp(g.operator("w").attrs["data"].data), rtol=1e-6
+    )
     assert "c" not in [op.name for op in after.operators] and "w" not in [op.name for op in after.operators]
     assert_equivalent(g, after)
 
@@ -189,7 +204,10 @@ NOOPS = [
     ("Tensor.slice d 1 1 0 1 dim=2 start=0 end=6 step=1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "full slice"),
     ("torch.cat d 1 1 0 1 dim=1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "cat of one input"),
     ("F.upsample_nearest d 1 1 0 1 scale_factor=(1.0,1.0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "×1 upsample"),
-    ("F.interpolate d 1 1 0 1 mode=bilinear align_corners=False size=(6,6) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "same size"),
+    (
+        "F.interpolate d 1 1 0 1 mode=bilinear align_corners=False size=(6,6) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+        "same size",
+    ),
     ("F.pad d 1 1 0 1 mode=constant pad=(0,0,0,0) value=0.0 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "zero padding"),
     ("nn.ZeroPad2d d 1 1 0 1 padding=(0,0,0,0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "zero padding"),
     ("pnnx.Expression d 1 1 0 1 expr=mul(@0,1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "mul(@0,1)"),
@@ -238,7 +256,9 @@ def test_cancelling_permutes_vanish_and_others_compose():
         out("4", "(1,6,4,6)f32"),
     )
     after, _ = run_passes(g, "RemoveNoOps", level=1)
-    perms = [op for op in after.operators if op.type != "pnnx.Input" and op.type != "pnnx.Output" and op.type != "nn.ReLU"]
+    perms = [
+        op for op in after.operators if op.type != "pnnx.Input" and op.type != "pnnx.Output" and op.type != "nn.ReLU"
+    ]
     assert len(perms) == 1 and perms[0].type == "Tensor.permute"  # three orders → one
     assert perms[0].inputs[0].name == "0"
     assert_equivalent(g, after)
@@ -283,8 +303,13 @@ def test_same_operator_on_same_input_is_computed_once():
     assert after.operator("add").params["expr"] == "add(@0,@0)" and len(after.operator("add").inputs) == 1
     assert_equivalent(g, after)
     # different weights → both stay
-    g2 = graph_of(IN4, conv("c1", "0", "1"), conv("c2", "0", "2"),
-                  "pnnx.Expression add 2 1 1 2 3 expr=add(@0,@1) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32 #3=(1,4,6,6)f32", out("3"))
+    g2 = graph_of(
+        IN4,
+        conv("c1", "0", "1"),
+        conv("c2", "0", "2"),
+        "pnnx.Expression add 2 1 1 2 3 expr=add(@0,@1) #1=(1,4,6,6)f32 #2=(1,4,6,6)f32 #3=(1,4,6,6)f32",
+        out("3"),
+    )
     after2, log2 = run_passes(g2, "EliminateCommonSubexpr", level=1)
     assert types(after2) == types(g2) and not log2.rows[-1].changed
 
@@ -304,7 +329,9 @@ def test_random_ops_and_the_skip_hook_are_respected():
     after, _ = run_passes(g, "EliminateCommonSubexpr", level=1)
     assert [op.name for op in after.operators if op.type == "nn.ReLU"] == ["a"]
     assert [op.name for op in after.operators if op.type == "torch.rand_like"] == ["r1", "r2"]  # never merged
-    skipped, log = run_passes(g, "EliminateCommonSubexpr", level=1, config={"cse.fskip": lambda op: op.type == "nn.ReLU"})
+    skipped, log = run_passes(
+        g, "EliminateCommonSubexpr", level=1, config={"cse.fskip": lambda op: op.type == "nn.ReLU"}
+    )
     assert [op.name for op in skipped.operators if op.type == "nn.ReLU"] == ["a", "b"]
 
 
@@ -319,7 +346,10 @@ def test_repeated_subtrees_inside_one_expression():
     assert after.operator("e").params["expr"] == "square(exp(@0))"
     hoisted = after.operator("f_cse")  # tanh(add(@0,1.0)) has two calls: computed once
     assert hoisted.params["expr"] == "tanh(add(@0,1.0))"
-    assert after.operator("f").params["expr"] == "add(@0,mul(@0,3))" and after.operator("f").inputs[0] is hoisted.outputs[0]
+    assert (
+        after.operator("f").params["expr"] == "add(@0,mul(@0,3))"
+        and after.operator("f").inputs[0] is hoisted.outputs[0]
+    )
     assert hoisted.outputs[0].shape == (1, 4, 6, 6) and hoisted.outputs[0].dtype == "f32"
     assert_equivalent(g, after)
 
@@ -385,10 +415,11 @@ def test_batchnorm_is_not_folded_into_a_conv_whose_bias_param_contradicts_its_we
 def test_pad_folds_into_the_following_conv(pad, conv_mode, folds):
     h, w = (int(d) for d in pad.split("#1=(1,4,")[1].split(")")[0].split(","))
     g = graph_of(
-        IN4, pad,
+        IN4,
+        pad,
         f"nn.Conv2d c 1 1 1 2 bias=True dilation=(1,1) groups=1 in_channels=4 out_channels=2 kernel_size=(3,3) "
-        f"padding=(0,0) padding_mode=zeros stride=(1,1) @weight=(2,4,3,3)f32 @bias=(2)f32 #1=(1,4,{h},{w})f32 #2=(1,2,{h-2},{w-2})f32",
-        out("2", f"(1,2,{h-2},{w-2})f32"),
+        f"padding=(0,0) padding_mode=zeros stride=(1,1) @weight=(2,4,3,3)f32 @bias=(2)f32 #1=(1,4,{h},{w})f32 #2=(1,2,{h - 2},{w - 2})f32",
+        out("2", f"(1,2,{h - 2},{w - 2})f32"),
     )
     after, log = run_passes(g, "FoldPadIntoConv")
     assert (len(after.operators) == 3) is folds
@@ -496,7 +527,12 @@ def test_functional_layers_with_constant_weights_become_modules():
     after, log = run_passes(g, "FoldStaticWeights")
     assert types(after) == ["pnnx.Input", "nn.Conv2d", "nn.BatchNorm2d", "torch.flatten", "nn.Linear", "pnnx.Output"]
     c = after.operator("c")
-    assert (c.params["in_channels"], c.params["out_channels"], c.params["kernel_size"], c.params["bias"]) == (4, 5, [3, 3], True)
+    assert (c.params["in_channels"], c.params["out_channels"], c.params["kernel_size"], c.params["bias"]) == (
+        4,
+        5,
+        [3, 3],
+        True,
+    )
     assert after.operator("l").params == {"in_features": 180, "out_features": 3, "bias": False}
     assert_equivalent(g, after)
     both, _ = run_passes(g, "FoldStaticWeights", "FoldBatchNorm")  # now the BN folds into the conv
@@ -530,9 +566,15 @@ def test_selects_of_every_index_become_unbind_and_slice_chains_one_slice():
     )
     after, log = run_passes(g, "FuseSlices")
     unbind = [op for op in after.operators if op.type == "torch.unbind"]
-    assert len(unbind) == 1 and unbind[0].params == {"dim": 1} and [o.name for o in unbind[0].outputs] == ["o0", "o1", "o2", "o3"]
+    assert (
+        len(unbind) == 1
+        and unbind[0].params == {"dim": 1}
+        and [o.name for o in unbind[0].outputs] == ["o0", "o1", "o2", "o3"]
+    )
     sl = after.operator("b")
-    assert sl.params == {"dims": [1, 3], "starts": [1, 0], "ends": [3, 6], "steps": [1, 2]} and "a" not in [o.name for o in after.operators]
+    assert sl.params == {"dims": [1, 3], "starts": [1, 0], "ends": [3, 6], "steps": [1, 2]} and "a" not in [
+        o.name for o in after.operators
+    ]
     assert sl.inputs[0].name == "0"
     assert_equivalent(g, after)
 
@@ -544,7 +586,8 @@ def test_a_slice_read_by_several_slices_is_copied_into_each():
     col = "Tensor.slice {n} 1 1 {i} {o} dim=3 start={s} end=2147483647 step=2 #{i}=(1,4,3,6)f32 #{o}=(1,4,3,3)f32"
     g = graph_of(
         IN4,
-        row.format(n="r0", o="r0o", s=0), row.format(n="r1", o="r1o", s=1),
+        row.format(n="r0", o="r0o", s=0),
+        row.format(n="r1", o="r1o", s=1),
         *[col.format(n=f"c{k}", i=f"r{k // 2}o", o=f"c{k}o", s=k % 2) for k in range(4)],
         "torch.cat cat 4 1 c0o c1o c2o c3o y dim=1 #c0o=(1,4,3,3)f32 #c1o=(1,4,3,3)f32 #c2o=(1,4,3,3)f32 "
         "#c3o=(1,4,3,3)f32 #y=(1,16,3,3)f32",
@@ -556,7 +599,12 @@ def test_a_slice_read_by_several_slices_is_copied_into_each():
     names = [op.name for op in after.operators]
     assert "r0" not in names and "r1" not in names and "kept" in names
     c3 = after.operator("c3")
-    assert c3.inputs[0].name == "0" and c3.params == {"dims": [2, 3], "starts": [1, 1], "ends": [2**31 - 1] * 2, "steps": [2, 2]}
+    assert c3.inputs[0].name == "0" and c3.params == {
+        "dims": [2, 3],
+        "starts": [1, 1],
+        "ends": [2**31 - 1] * 2,
+        "steps": [2, 2],
+    }
     assert after.operator("tail").inputs[0].name == "k"
     assert_equivalent(g, after)
 
@@ -575,22 +623,32 @@ def test_reshape_transpose_reshape_is_a_channel_shuffle():
     assert after.operator("c").params == {"groups": 3}
     assert_equivalent(g, after)
     # a transpose of other axes is not a shuffle
-    other = graph_of(*(line.replace("dim0=1 dim1=2", "dim0=3 dim1=4") for line in [
-        "pnnx.Input in 0 1 0 #0=(1,6,4,4)f32",
-        "Tensor.view a 1 1 0 1 shape=(1,3,2,4,4) #0=(1,6,4,4)f32 #1=(1,3,2,4,4)f32",
-        "torch.transpose b 1 1 1 2 dim0=1 dim1=2 #1=(1,3,2,4,4)f32 #2=(1,3,2,4,4)f32",
-        "Tensor.reshape c 1 1 2 3 shape=(1,-1,4,4) #2=(1,3,2,4,4)f32 #3=(1,6,4,4)f32",
-        "pnnx.Output out 1 0 3 #3=(1,6,4,4)f32",
-    ]))
+    other = graph_of(
+        *(
+            line.replace("dim0=1 dim1=2", "dim0=3 dim1=4")
+            for line in [
+                "pnnx.Input in 0 1 0 #0=(1,6,4,4)f32",
+                "Tensor.view a 1 1 0 1 shape=(1,3,2,4,4) #0=(1,6,4,4)f32 #1=(1,3,2,4,4)f32",
+                "torch.transpose b 1 1 1 2 dim0=1 dim1=2 #1=(1,3,2,4,4)f32 #2=(1,3,2,4,4)f32",
+                "Tensor.reshape c 1 1 2 3 shape=(1,-1,4,4) #2=(1,3,2,4,4)f32 #3=(1,6,4,4)f32",
+                "pnnx.Output out 1 0 3 #3=(1,6,4,4)f32",
+            ]
+        )
+    )
     after, log = run_passes(other, "FusePatterns")
     assert types(after) == types(other) and not log.rows[-1].changed
 
 
-@pytest.mark.parametrize("shape6, perm, out_shape, op_type, params", [
-    ("(1,2,3,2,3,2)", "(0,1,3,5,2,4)", "(1,8,3,3)", "nn.PixelUnshuffle", {"downscale_factor": 2}),
-    ("(1,2,2,2,6,6)", "(0,1,4,2,5,3)", "(1,2,12,12)", "nn.PixelShuffle", {"upscale_factor": 2}),
-])
-def test_space_to_depth_and_back_written_out_become_pixel_unshuffle_and_shuffle(shape6, perm, out_shape, op_type, params):
+@pytest.mark.parametrize(
+    "shape6, perm, out_shape, op_type, params",
+    [
+        ("(1,2,3,2,3,2)", "(0,1,3,5,2,4)", "(1,8,3,3)", "nn.PixelUnshuffle", {"downscale_factor": 2}),
+        ("(1,2,2,2,6,6)", "(0,1,4,2,5,3)", "(1,2,12,12)", "nn.PixelShuffle", {"upscale_factor": 2}),
+    ],
+)
+def test_space_to_depth_and_back_written_out_become_pixel_unshuffle_and_shuffle(
+    shape6, perm, out_shape, op_type, params
+):
     x = "(1,2,6,6)f32" if op_type == "nn.PixelUnshuffle" else "(1,8,6,6)f32"
     permuted = "(" + ",".join(str(eval(shape6)[p]) for p in eval(perm)) + ")"
     lines = [
@@ -605,7 +663,12 @@ def test_space_to_depth_and_back_written_out_become_pixel_unshuffle_and_shuffle(
     assert types(after) == ["pnnx.Input", op_type, "pnnx.Output"] and after.operator("c").params == params
     assert_equivalent(g, after)
     # another permutation of the same shapes moves other elements: it stays
-    other = graph_of(*(line.replace(f"dims={perm}", "dims=(0,1,2,3,4,5)").replace(f"#2={permuted}", f"#2={shape6}") for line in lines))
+    other = graph_of(
+        *(
+            line.replace(f"dims={perm}", "dims=(0,1,2,3,4,5)").replace(f"#2={permuted}", f"#2={shape6}")
+            for line in lines
+        )
+    )
     after, log = run_passes(other, "FusePatterns")
     assert types(after) == types(other) and not log.rows[-1].changed
 
@@ -620,26 +683,34 @@ RMS_LINES = [
 ]
 
 
-@pytest.mark.parametrize("square, dim, expr", [
-    ("pow(@0,2)", -1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),
-    ("mul(@0,@0)", 2, "mul(@2,mul(@0,rsqrt(add(1.000000e-6,@1))))"),
-    ("pow(@0,2)", -1, "mul(div(@0,sqrt(add(@1,1.000000e-6))),@2)"),
-])
+@pytest.mark.parametrize(
+    "square, dim, expr",
+    [
+        ("pow(@0,2)", -1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),
+        ("mul(@0,@0)", 2, "mul(@2,mul(@0,rsqrt(add(1.000000e-6,@1))))"),
+        ("pow(@0,2)", -1, "mul(div(@0,sqrt(add(@1,1.000000e-6))),@2)"),
+    ],
+)
 def test_rmsnorm_written_out_becomes_nn_rmsnorm(square, dim, expr):
     g = graph_of(*(line.format(square=square, dim=dim, expr=expr) for line in RMS_LINES))
     after, _ = run_passes(g, "FusePatterns")
     assert types(after) == ["pnnx.Input", "nn.RMSNorm", "pnnx.Output"]
     e = after.operator("e")
-    assert e.params == {"elementwise_affine": True, "eps": 1e-6, "normalized_shape": [16]} and e.attrs["weight"].shape == (16,)
+    assert e.params == {"elementwise_affine": True, "eps": 1e-6, "normalized_shape": [16]} and e.attrs[
+        "weight"
+    ].shape == (16,)
     assert_equivalent(g, after)
 
 
-@pytest.mark.parametrize("square, dim, expr", [
-    ("pow(@0,3)", -1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # not a square
-    ("pow(@0,2)", 1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # the mean of another dim
-    ("pow(@0,2)", -1, "add(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # the weight added
-    ("pow(@0,2)", -1, "mul(mul(@2,rsqrt(add(@1,1.000000e-6))),@2)"),  # normalises another tensor
-])
+@pytest.mark.parametrize(
+    "square, dim, expr",
+    [
+        ("pow(@0,3)", -1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # not a square
+        ("pow(@0,2)", 1, "mul(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # the mean of another dim
+        ("pow(@0,2)", -1, "add(mul(@0,rsqrt(add(@1,1.000000e-6))),@2)"),  # the weight added
+        ("pow(@0,2)", -1, "mul(mul(@2,rsqrt(add(@1,1.000000e-6))),@2)"),  # normalises another tensor
+    ],
+)
 def test_rmsnorm_look_alikes_stay(square, dim, expr):
     lines = [line.format(square=square, dim=dim, expr=expr) for line in RMS_LINES]
     if dim == 1:
@@ -771,10 +842,13 @@ def test_a_constant_grid_through_a_list_output_and_its_unpack_folds():
     assert_equivalent(g, after)
 
 
-@pytest.mark.parametrize("make_list", [
-    "pnnx.Expression l 2 1 1 2 3 expr=[@0,@1] #1=(3)f32 #2=(2)f32",  # optlevel 1
-    "prim::ListConstruct l 2 1 1 2 3 #1=(3)f32 #2=(2)f32",  # optlevel 0
-])
+@pytest.mark.parametrize(
+    "make_list",
+    [
+        "pnnx.Expression l 2 1 1 2 3 expr=[@0,@1] #1=(3)f32 #2=(2)f32",  # optlevel 1
+        "prim::ListConstruct l 2 1 1 2 3 #1=(3)f32 #2=(2)f32",  # optlevel 0
+    ],
+)
 def test_a_constant_unpacked_item_read_at_run_time_becomes_an_attribute(make_list):
     g = graph_of(
         "pnnx.Input in 0 1 0 #0=(3,2)f32",
@@ -805,9 +879,13 @@ def test_a_constant_index_list_becomes_tensor_index_text_as_pnnx_writes_it():
     assert after.operator("x").params["expr"] == "[None,[3,1]]"
     assert_equivalent(g, after)
     # a computed index list stays an operand; so does one too long to be text
-    lines = ["pnnx.Input in 0 1 0 #0=(1,2000)f32", "pnnx.Input in2 0 1 i #i=(1500)i64",
-             "pnnx.Expression l 1 1 i 2 expr=[None,@0] #i=(1500)i64",
-             "Tensor.index x 2 1 0 2 3 $input=0 $expr=2 #0=(1,2000)f32 #3=(1,1500)f32", out("3", "(1,1500)f32")]
+    lines = [
+        "pnnx.Input in 0 1 0 #0=(1,2000)f32",
+        "pnnx.Input in2 0 1 i #i=(1500)i64",
+        "pnnx.Expression l 1 1 i 2 expr=[None,@0] #i=(1500)i64",
+        "Tensor.index x 2 1 0 2 3 $input=0 $expr=2 #0=(1,2000)f32 #3=(1,1500)f32",
+        out("3", "(1,1500)f32"),
+    ]
     after, log = run_passes(graph_of(*lines), "FoldConstants")
     assert "l" in [op.name for op in after.operators]
     lines[1] = "pnnx.Attribute w 0 1 i @data=(1500)i64 #i=(1500)i64"
@@ -839,11 +917,20 @@ def test_deep_expressions_and_long_chains_stay_linear():
     expr = "@0"
     for i in range(10_000):
         expr = f"add({expr},1.0)" if i % 2 else f"mul({expr},2.0)"
-    deep = parse_param(param_text("pnnx.Input in 0 1 0 #0=(1,4)f32",
-                                  f"pnnx.Expression e 1 1 0 1 expr={expr} #0=(1,4)f32 #1=(1,4)f32", "pnnx.Output out 1 0 1"))
-    chain = parse_param(param_text("pnnx.Input in 0 1 0 #0=(1,4)f32",
-                                   *[f"nn.ReLU r{i} 1 1 {i} {i + 1} #{i}=(1,4)f32 #{i + 1}=(1,4)f32" for i in range(500)],
-                                   "pnnx.Output out 1 0 500"))
+    deep = parse_param(
+        param_text(
+            "pnnx.Input in 0 1 0 #0=(1,4)f32",
+            f"pnnx.Expression e 1 1 0 1 expr={expr} #0=(1,4)f32 #1=(1,4)f32",
+            "pnnx.Output out 1 0 1",
+        )
+    )
+    chain = parse_param(
+        param_text(
+            "pnnx.Input in 0 1 0 #0=(1,4)f32",
+            *[f"nn.ReLU r{i} 1 1 {i} {i + 1} #{i}=(1,4)f32 #{i + 1}=(1,4)f32" for i in range(500)],
+            "pnnx.Output out 1 0 500",
+        )
+    )
     assert len(optimize(deep, 2).after.operators) == 3
     after = optimize(chain, 2).after
     assert 3 < len(after.operators) < 12  # fused into a few expressions of at most 256 nodes each
@@ -884,8 +971,9 @@ def test_any_operator_whose_tuple_output_is_unpacked_gets_the_outputs_itself():
     assert types(after) == ["pnnx.Input", "aten::var_mean", "pnnx.Expression", "pnnx.Output"]
     assert [o.name for o in after.operator("v").outputs] == ["a", "b"]
     assert_equivalent(g, after)
-    kept = graph_of(IN4, "aten::var_mean v 1 1 0 t dim=(2,3) unbiased=True keepdim=False #0=(1,4,6,6)f32",
-                    "pnnx.Output out 1 0 t")
+    kept = graph_of(
+        IN4, "aten::var_mean v 1 1 0 t dim=(2,3) unbiased=True keepdim=False #0=(1,4,6,6)f32", "pnnx.Output out 1 0 t"
+    )
     after, log = run_passes(kept, "UnpackLists", level=1)
     assert not log.rows[0].changed
 

@@ -183,6 +183,7 @@ def test_contexts_are_per_thread():
             barrier.wait(timeout=10)  # both threads inside a pass at the same time
             record("ran", name)
             return graph, False
+
         return fn
 
     def work(name: str) -> None:

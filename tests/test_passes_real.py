@@ -35,11 +35,25 @@ def _cases() -> list[tuple[str, Path, Path, Path, Path]]:
     cases = []
     folders = [p for root in (OPTLEVEL, STYLES) for p in sorted(root.iterdir())]
     for d in (p for p in folders if (p / "o1").is_dir() and (p / "o2").is_dir()):
-        cases.append((d.name, d / "o1" / "model.pnnx.param", d / "o2" / "model.pnnx.param", d / "o1" / "inputs.npz",
-                      d / "o1" / "expected.npz"))
+        cases.append(
+            (
+                d.name,
+                d / "o1" / "model.pnnx.param",
+                d / "o2" / "model.pnnx.param",
+                d / "o1" / "inputs.npz",
+                d / "o1" / "expected.npz",
+            )
+        )
     for name in ("conv_bn_relu", "pass_zoo"):
-        cases.append((f"preset:{name}", PRESETS / f"{name}.o1.pnnx.param", PRESETS / f"{name}.o2.pnnx.param",
-                      PRESETS / f"{name}.input.npy", PRESETS / f"{name}.expected.npz"))
+        cases.append(
+            (
+                f"preset:{name}",
+                PRESETS / f"{name}.o1.pnnx.param",
+                PRESETS / f"{name}.o2.pnnx.param",
+                PRESETS / f"{name}.input.npy",
+                PRESETS / f"{name}.expected.npz",
+            )
+        )
     return cases
 
 
@@ -58,8 +72,10 @@ PNNX_WRONG = {"indexing/dyn", "scalars_casts/dyn", "recurrent_states/o2"}
 
 def _at_most_pnnx(name: str, ours: int, pnnx_ops: int, over: frozenset[str]) -> None:
     if name in over:
-        assert ours > pnnx_ops, (f"{name}: -O2 now leaves {ours} operators, pnnx's optlevel 2 has {pnnx_ops}: "
-                                 "take it off the over-count list")
+        assert ours > pnnx_ops, (
+            f"{name}: -O2 now leaves {ours} operators, pnnx's optlevel 2 has {pnnx_ops}: "
+            "take it off the over-count list"
+        )
         pytest.xfail(f"{name}: -O2 leaves {ours} operators, pnnx's optlevel 2 has {pnnx_ops}")
     assert ours <= pnnx_ops, f"{name}: {ours} operators after -O2, pnnx's optlevel 2 has {pnnx_ops}"
 
@@ -123,9 +139,23 @@ def test_the_pass_zoo_gives_every_pass_work():
     expected = set(PIPELINE_ORDER) - {"UnpackLists"}
     assert changed == expected, f"no work for: {sorted(expected - changed)}"
     actions = {str(c) for r in result.log.rows for c in r.changes}
-    for fragment in ("into conv1 (nn.Conv2d)", "F.conv2d with constant weights → nn.Conv2d", "F.batch_norm with constant", "into up (nn.ConvTranspose2d)", "into fc (nn.Linear)",
-                     "(reflect) into conv2", "same nn.Conv2d as shared", "written as square", "tensor_split dim=1", "nn.ChannelShuffle(groups=2)",
-                     "nn.Dropout: dropout", "×1 upsample", "cat of one input", "full slice", "cancels"):
+    for fragment in (
+        "into conv1 (nn.Conv2d)",
+        "F.conv2d with constant weights → nn.Conv2d",
+        "F.batch_norm with constant",
+        "into up (nn.ConvTranspose2d)",
+        "into fc (nn.Linear)",
+        "(reflect) into conv2",
+        "same nn.Conv2d as shared",
+        "written as square",
+        "tensor_split dim=1",
+        "nn.ChannelShuffle(groups=2)",
+        "nn.Dropout: dropout",
+        "×1 upsample",
+        "cat of one input",
+        "full slice",
+        "cancels",
+    ):
         assert any(fragment in a for a in actions), fragment
 
 
@@ -140,7 +170,9 @@ def test_dynamic_exports_stay_dynamic(folder):
     after = optimize(load_graph(folder / "model.pnnx.param"), 2).after
     k = 1
     while (folder / f"inputs_{k}.npz").exists():
-        _check_against_pytorch(after, folder / f"inputs_{k}.npz", folder / f"expected_{k}.npz", f"{folder.parent.name}[{k}]")
+        _check_against_pytorch(
+            after, folder / f"inputs_{k}.npz", folder / f"expected_{k}.npz", f"{folder.parent.name}[{k}]"
+        )
         k += 1
 
 
@@ -154,33 +186,45 @@ def test_an_optimised_model_still_runs_at_another_batch_size():
     np.testing.assert_allclose(run(after, np.concatenate(parts))[0], stacked, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("case, fragment", [
-    ("focus", "one slice on dims (2, 3)"),
-    ("spatial", "nn.PixelUnshuffle(downscale_factor=2)"),
-    ("pixel_shuffle", "nn.PixelShuffle(upscale_factor=2)"),
-    ("norms", "nn.RMSNorm(normalized_shape=(16), eps=1e-06)"),
-    ("bn_after", "into ct2 (nn.ConvTranspose2d)"),
-    ("pads", "nn.ReflectionPad2d (reflect) into c2: padding=(2, 2)"),
-    ("attention", "3 selects"),  # qkv[0], qkv[1], qkv[2] → unbind
-    ("shuffle", "nn.ChannelShuffle(groups=2)"),
-    ("functional_weights", "F.conv_transpose2d with constant weights → nn.ConvTranspose2d"),
-    ("view_mlp", "into a (nn.Linear)"),
-])
+@pytest.mark.parametrize(
+    "case, fragment",
+    [
+        ("focus", "one slice on dims (2, 3)"),
+        ("spatial", "nn.PixelUnshuffle(downscale_factor=2)"),
+        ("pixel_shuffle", "nn.PixelShuffle(upscale_factor=2)"),
+        ("norms", "nn.RMSNorm(normalized_shape=(16), eps=1e-06)"),
+        ("bn_after", "into ct2 (nn.ConvTranspose2d)"),
+        ("pads", "nn.ReflectionPad2d (reflect) into c2: padding=(2, 2)"),
+        ("attention", "3 selects"),  # qkv[0], qkv[1], qkv[2] → unbind
+        ("shuffle", "nn.ChannelShuffle(groups=2)"),
+        ("functional_weights", "F.conv_transpose2d with constant weights → nn.ConvTranspose2d"),
+        ("view_mlp", "into a (nn.Linear)"),
+    ],
+)
 def test_style_cases_use_the_pass_meant_for_them(case, fragment):
     result = optimize(load_graph(STYLES / case / "o1" / "model.pnnx.param"), 2)
     changes = [str(c) for r in result.log.rows for c in r.changes]
     assert any(fragment in c for c in changes), changes
 
 
-@pytest.mark.parametrize("export, fragments", [
-    # the anchor grid: meshgrid's positional indexing folds, then arange → meshgrid →
-    # ListUnpack → stack → view → float is one weight
-    ("yolo_decode/o1", ("pnnx_47: indexing='ij'", "Tensor.to_10: constant subgraph → pnnx.Attribute f32(1, 1, 4, 5, 2)")),
-    ("indexing/o1", ("Tensor.index_11: expr='[None,[0,2]]' (constant index list",)),  # x[:, [0, 2]]
-    ("two_inputs/o1", ("pnnx_45: dim=(2,3)", "pnnx_45: unbiased=True", "pnnx_40: sizes=(1,4,6,7)")),  # var_mean, broadcast_to
-    # optlevel 0's t.size(1) // 2: Tensor.size → literal, NumToTensor → floor_divide → Int → literal
-    ("shape_arith/o0", ("Tensor.size_5: size of t.1 → expr='96'", "pnnx_65: constant aten::Int → literal '48'")),
-])
+@pytest.mark.parametrize(
+    "export, fragments",
+    [
+        # the anchor grid: meshgrid's positional indexing folds, then arange → meshgrid →
+        # ListUnpack → stack → view → float is one weight
+        (
+            "yolo_decode/o1",
+            ("pnnx_47: indexing='ij'", "Tensor.to_10: constant subgraph → pnnx.Attribute f32(1, 1, 4, 5, 2)"),
+        ),
+        ("indexing/o1", ("Tensor.index_11: expr='[None,[0,2]]' (constant index list",)),  # x[:, [0, 2]]
+        (
+            "two_inputs/o1",
+            ("pnnx_45: dim=(2,3)", "pnnx_45: unbiased=True", "pnnx_40: sizes=(1,4,6,7)"),
+        ),  # var_mean, broadcast_to
+        # optlevel 0's t.size(1) // 2: Tensor.size → literal, NumToTensor → floor_divide → Int → literal
+        ("shape_arith/o0", ("Tensor.size_5: size of t.1 → expr='96'", "pnnx_65: constant aten::Int → literal '48'")),
+    ],
+)
 def test_real_exports_use_the_folds_meant_for_them(export, fragments):
     result = optimize(load_graph(OPTLEVEL / export / "model.pnnx.param"), 2)
     changes = [str(c) for r in result.log.rows for c in r.changes]
@@ -198,8 +242,9 @@ def test_optlevel0_exports_too_match_pytorch_with_no_more_operators_than_pnnx(fo
     whose one input is a list is not a no-op)."""
     result = optimize(load_graph(folder / "model.pnnx.param"), 2)
     pnnx_ops = len(read_param(folder.parent / "o2" / "model.pnnx.param").operators)
-    _check_against_pytorch(result.after, folder / "inputs.npz", folder / "expected.npz",
-                           f"{folder.parent.name} optlevel 0 -O2")
+    _check_against_pytorch(
+        result.after, folder / "inputs.npz", folder / "expected.npz", f"{folder.parent.name} optlevel 0 -O2"
+    )
     _at_most_pnnx(folder.parent.name, len(result.after.operators), pnnx_ops, OVER_PNNX_FROM_O0)
     if folder.parent.name in ("expr_zoo", "unet", "yolov5s_mini"):
         assert any(r.name == "UnpackLists" and r.changed for r in result.log.rows)
@@ -213,5 +258,6 @@ def test_every_op_case_still_matches_pytorch_after_O2(case):
     """Every operator case (optlevel 2 and 1, dynamic shapes, unbatched inputs, operands as
     parameters): the passes keep PyTorch's answer — the widest check that no rewrite
     misreads an operator (a slice whose end is an operand is not a full slice)."""
-    _check_against_pytorch(optimize(load_graph(case / "model.pnnx.param"), 2).after, case / "inputs.npz",
-                           case / "expected.npz", case.name)
+    _check_against_pytorch(
+        optimize(load_graph(case / "model.pnnx.param"), 2).after, case / "inputs.npz", case / "expected.npz", case.name
+    )

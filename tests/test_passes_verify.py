@@ -65,7 +65,7 @@ def test_read_before_produced_and_cycles():
     ops[1], ops[2] = ops[2], ops[1]  # relu before conv
     expect(g, "reads '1' before 'conv' produces it", operator="relu")
     g = base()
-    conv, relu = g.operator("conv"), g.operator("relu")
+    conv = g.operator("conv")
     conv.inputs[0].consumers.remove(conv)
     conv.inputs[0] = g.operands["2"]
     g.operands["2"].consumers.append(conv)
@@ -94,16 +94,28 @@ def test_input_names_and_weights():
     "line, fragment",
     [
         ("nn.ReLU bad 1 1 1 3 #1=(1,4,8,8)f32 #3=(1,4,8,9)f32", "should have the input's shape"),
-        ("nn.Conv2d bad 1 1 1 3 bias=False groups=1 in_channels=4 out_channels=5 kernel_size=(1,1) padding=(0,0) "
-         "stride=(1,1) dilation=(1,1) @weight=(5,4,1,1)f32 #1=(1,4,8,8)f32 #3=(1,6,8,8)f32", "output has 6 channels"),
-        ("nn.Conv2d bad 1 1 1 3 bias=False groups=2 in_channels=4 out_channels=4 kernel_size=(1,1) padding=(0,0) "
-         "stride=(1,1) dilation=(1,1) @weight=(4,1,1,1)f32 #1=(1,4,8,8)f32 #3=(1,4,8,8)f32", "the weight (4, 1, 1, 1) (groups=2) takes 2"),
+        (
+            "nn.Conv2d bad 1 1 1 3 bias=False groups=1 in_channels=4 out_channels=5 kernel_size=(1,1) padding=(0,0) "
+            "stride=(1,1) dilation=(1,1) @weight=(5,4,1,1)f32 #1=(1,4,8,8)f32 #3=(1,6,8,8)f32",
+            "output has 6 channels",
+        ),
+        (
+            "nn.Conv2d bad 1 1 1 3 bias=False groups=2 in_channels=4 out_channels=4 kernel_size=(1,1) padding=(0,0) "
+            "stride=(1,1) dilation=(1,1) @weight=(4,1,1,1)f32 #1=(1,4,8,8)f32 #3=(1,4,8,8)f32",
+            "the weight (4, 1, 1, 1) (groups=2) takes 2",
+        ),
         ("Tensor.reshape bad 1 1 1 3 shape=(1,200) #1=(1,4,8,8)f32 #3=(1,200)f32", "has 256 elements"),
         ("Tensor.permute bad 1 1 1 3 dims=(0,2,3,1) #1=(1,4,8,8)f32 #3=(1,4,8,8)f32", "gives (1,8,8,4)"),
         ("torch.cat bad 2 1 1 1 3 dim=1 #1=(1,4,8,8)f32 #3=(1,9,8,8)f32", "add up to 8 along dim 1"),
-        ("pnnx.Expression bad 2 1 1 0 3 expr=add(@0,@1) #1=(1,4,8,8)f32 #0=(1,3,8,8)f32 #3=(1,4,8,8)f32", "do not broadcast"),
-        ("nn.BatchNorm2d bad 1 1 1 3 num_features=5 eps=1e-5 @running_mean=(5)f32 @running_var=(5)f32 "
-         "#1=(1,4,8,8)f32 #3=(1,4,8,8)f32", "running_mean (5,) does not match 4 channels"),
+        (
+            "pnnx.Expression bad 2 1 1 0 3 expr=add(@0,@1) #1=(1,4,8,8)f32 #0=(1,3,8,8)f32 #3=(1,4,8,8)f32",
+            "do not broadcast",
+        ),
+        (
+            "nn.BatchNorm2d bad 1 1 1 3 num_features=5 eps=1e-5 @running_mean=(5)f32 @running_var=(5)f32 "
+            "#1=(1,4,8,8)f32 #3=(1,4,8,8)f32",
+            "running_mean (5,) does not match 4 channels",
+        ),
     ],
 )
 def test_shape_rules(line, fragment):
@@ -124,8 +136,10 @@ def test_attribute_must_match_its_operand():
 
 
 def _real_params() -> list[Path]:
-    return sorted(SAMPLES.glob("*.pnnx.param")) + sorted((DATA / "optlevel").glob("*/*/model.pnnx.param")) + sorted(
-        (SAMPLES / "passes").glob("*.pnnx.param")
+    return (
+        sorted(SAMPLES.glob("*.pnnx.param"))
+        + sorted((DATA / "optlevel").glob("*/*/model.pnnx.param"))
+        + sorted((SAMPLES / "passes").glob("*.pnnx.param"))
     )
 
 

@@ -23,8 +23,20 @@ from layer_testing import param_text
 
 # The op corpus at optlevel 2, 1 and 0 (TorchScript-style operators, parameters given as
 # operands, packed outputs: the graphs that cannot be prepared run operator by operator).
-CASES = sorted(p.parent for d in (OPS, OPS.parent / "ops_o1", OPS.parent / "ops_o0") for p in d.glob("*/model.pnnx.param"))
-MODELS = ["digits_cnn", "tiny_mlp", "resnet18", "mobilenetv3", "unet", "yolov5s_mini", "vit_tiny", "expr_zoo", "deep1500"]
+CASES = sorted(
+    p.parent for d in (OPS, OPS.parent / "ops_o1", OPS.parent / "ops_o0") for p in d.glob("*/model.pnnx.param")
+)
+MODELS = [
+    "digits_cnn",
+    "tiny_mlp",
+    "resnet18",
+    "mobilenetv3",
+    "unet",
+    "yolov5s_mini",
+    "vit_tiny",
+    "expr_zoo",
+    "deep1500",
+]
 
 
 def _npz(path: Path, prefix: str) -> list[np.ndarray]:
@@ -104,14 +116,16 @@ def test_relu_after_a_convolution_joins_its_call() -> None:
 def test_relu_is_not_fused_when_another_operator_reads_the_conv_output() -> None:
     rng = np.random.default_rng(0)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    graph = parse_param(param_text(
-        "pnnx.Input in 0 1 0 #0=(1,3,6,6)f32",
-        "nn.Conv2d conv 1 1 0 1 bias=False dilation=(1,1) groups=1 in_channels=3 kernel_size=(3,3) out_channels=4 "
-        "padding=(1,1) padding_mode=zeros stride=(1,1) @weight=(4,3,3,3)f32 #1=(1,4,6,6)f32",
-        "nn.ReLU relu 1 1 1 2 #2=(1,4,6,6)f32",
-        "pnnx.Expression add 2 1 2 1 3 expr=add(@0,@1) #3=(1,4,6,6)f32",
-        "pnnx.Output out 1 0 3",
-    ))
+    graph = parse_param(
+        param_text(
+            "pnnx.Input in 0 1 0 #0=(1,3,6,6)f32",
+            "nn.Conv2d conv 1 1 0 1 bias=False dilation=(1,1) groups=1 in_channels=3 kernel_size=(3,3) out_channels=4 "
+            "padding=(1,1) padding_mode=zeros stride=(1,1) @weight=(4,3,3,3)f32 #1=(1,4,6,6)f32",
+            "nn.ReLU relu 1 1 1 2 #2=(1,4,6,6)f32",
+            "pnnx.Expression add 2 1 2 1 3 expr=add(@0,@1) #3=(1,4,6,6)f32",
+            "pnnx.Output out 1 0 3",
+        )
+    )
     graph.operator("conv").attrs["weight"] = Attribute("f32", w.shape, w)
     g = kuiper_core.RuntimeGraph.from_graph(graph).build()
     x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)

@@ -73,7 +73,11 @@ def test_bf16_writer_rounds_to_nearest_even() -> None:
     assert float32_to_bf16(x).tolist() == [0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F80, 0x7FC0]
 
 
-INT8_MODEL = ["pnnx.Input in 0 1 x #x=(3)i8", "pnnx.Expression e 1 1 x y expr=add(@0,1) #y=(3)i8", "pnnx.Output out 1 0 y"]
+INT8_MODEL = [
+    "pnnx.Input in 0 1 x #x=(3)i8",
+    "pnnx.Expression e 1 1 x y expr=add(@0,1) #y=(3)i8",
+    "pnnx.Output out 1 0 y",
+]
 
 
 def test_int64_input_out_of_i8_range_is_refused_not_wrapped(tmp_path: Path) -> None:
@@ -126,8 +130,12 @@ def test_forward_never_hands_out_a_weight_array() -> None:
 def _one_weight_model(tmp_path: Path, entries: list[tuple[object, bytes]]) -> Path:
     return write_model(
         tmp_path,
-        ["pnnx.Input in 0 1 x #x=(1,4)f32", "pnnx.Attribute w 0 1 c @data=(1,4)f32 #c=(1,4)f32",
-         "pnnx.Expression e 2 1 x c y expr=add(@0,@1) #y=(1,4)f32", "pnnx.Output out 1 0 y"],
+        [
+            "pnnx.Input in 0 1 x #x=(1,4)f32",
+            "pnnx.Attribute w 0 1 c @data=(1,4)f32 #c=(1,4)f32",
+            "pnnx.Expression e 2 1 x c y expr=add(@0,@1) #y=(1,4)f32",
+            "pnnx.Output out 1 0 y",
+        ],
         entries,
     )
 
@@ -209,14 +217,21 @@ def _build(tmp_path: Path, lines: list[str], seconds: float = 2.0) -> kuiper_cor
 
 def test_select_on_dim_3e8_is_refused_at_build(tmp_path: Path) -> None:
     """Tensor.select dim=300000000 built 3e8 slices."""
-    lines = ["pnnx.Input in 0 1 x #x=(2,3)f32", "Tensor.select s 1 1 x y dim=300000000 index=0", "pnnx.Output out 1 0 y"]
+    lines = [
+        "pnnx.Input in 0 1 x #x=(2,3)f32",
+        "Tensor.select s 1 1 x y dim=300000000 index=0",
+        "pnnx.Output out 1 0 y",
+    ]
     with pytest.raises(ModelError, match="'s'.*dim"):
         _build(tmp_path, lines)
 
 
 def test_upsample_to_20000_squared_is_a_limit_not_a_3gb_table(tmp_path: Path) -> None:
-    lines = ["pnnx.Input in 0 1 x #x=(1,1,4,4)f32", "nn.Upsample up 1 1 x y mode=nearest size=(20000,20000)",
-             "pnnx.Output out 1 0 y"]
+    lines = [
+        "pnnx.Input in 0 1 x #x=(1,1,4,4)f32",
+        "nn.Upsample up 1 1 x y mode=nearest size=(20000,20000)",
+        "pnnx.Output out 1 0 y",
+    ]
     with pytest.raises(LimitError, match="operator 'up'.*400,000,000 elements.*max_tensor_elements"):
         _build(tmp_path, lines)
 
@@ -242,8 +257,10 @@ def test_long_line_is_refused_before_it_costs_memory(tmp_path: Path) -> None:
 
 
 def test_expand_to_4e10_elements_is_a_limit_not_a_hang(tmp_path: Path) -> None:
-    p = write_model(tmp_path, ["pnnx.Input in 0 1 x #x=(1,1)f32",
-                               "Tensor.expand e 1 1 x y sizes=(200000,200000)", "pnnx.Output out 1 0 y"])
+    p = write_model(
+        tmp_path,
+        ["pnnx.Input in 0 1 x #x=(1,1)f32", "Tensor.expand e 1 1 x y sizes=(200000,200000)", "pnnx.Output out 1 0 y"],
+    )
     g = kuiper_core.load(p)
     t0 = time.perf_counter()
     with pytest.raises(LimitError, match="operator 'e'.*40,000,000,000 elements"):
@@ -294,8 +311,9 @@ def test_limits_defaults_and_overrides() -> None:
 
 
 def test_graph_keeps_the_limits_it_was_loaded_under(tmp_path: Path) -> None:
-    p = write_model(tmp_path, ["pnnx.Input in 0 1 x #x=(2,8)f32", "Tensor.repeat r 1 1 x y sizes=(1,4)",
-                               "pnnx.Output out 1 0 y"])
+    p = write_model(
+        tmp_path, ["pnnx.Input in 0 1 x #x=(2,8)f32", "Tensor.repeat r 1 1 x y sizes=(1,4)", "pnnx.Output out 1 0 y"]
+    )
     with limits.use(max_tensor_elements=40):
         g = kuiper_core.load(p)
     with pytest.raises(LimitError, match="operator 'r'.*64 elements"):
@@ -335,8 +353,12 @@ def test_zip_entries_with_refused_flags(tmp_path: Path, flag: int, what: str) ->
 
 
 def test_zero_d_weight(tmp_path: Path) -> None:
-    lines = ["pnnx.Input in 0 1 x #x=(3)f32", "pnnx.Attribute s 0 1 c @data=()f32 #c=()f32",
-             "pnnx.Expression e 2 1 x c y expr=mul(@0,@1) #y=(3)f32", "pnnx.Output out 1 0 y"]
+    lines = [
+        "pnnx.Input in 0 1 x #x=(3)f32",
+        "pnnx.Attribute s 0 1 c @data=()f32 #c=()f32",
+        "pnnx.Expression e 2 1 x c y expr=mul(@0,@1) #y=(3)f32",
+        "pnnx.Output out 1 0 y",
+    ]
     with pytest.raises(WeightError, match="has 0 bytes.*needs 4"):
         kuiper_core.load(write_model(tmp_path, lines, {"s.data": b""}))
     g = kuiper_core.load(write_model(tmp_path, lines, {"s.data": f32(2.5)}, name="ok"))
@@ -391,7 +413,9 @@ def test_npy_header_claiming_a_huge_array(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("array", [np.zeros(3, dtype=[("a", "f4"), ("b", "i4")]), np.array(["x"]), np.array([{}], object)])
+@pytest.mark.parametrize(
+    "array", [np.zeros(3, dtype=[("a", "f4"), ("b", "i4")]), np.array(["x"]), np.array([{}], object)]
+)
 def test_npy_of_no_numbers_is_refused(tmp_path: Path, array: np.ndarray) -> None:
     path = tmp_path / "odd.npy"
     np.save(path, array, allow_pickle=True)
@@ -479,18 +503,24 @@ def test_special_files_are_refused_not_read(tmp_path: Path, kind: str) -> None:
     x = tmp_path / "x.npy"
     np.save(x, np.load(case / "inputs.npz")["in0"])
     param = case / "model.pnnx.param"
-    for argv in (["run", str(target), "--input", str(x)],
-                 ["run", str(param), "--bin", str(target), "--input", str(x)],
-                 ["run", str(param), "--input", str(target)]):
-        r = subprocess.run([sys.executable, "-m", "kuiper_core.cli", *argv], capture_output=True, text=True,
-                           cwd=ROOT, timeout=30)
+    for argv in (
+        ["run", str(target), "--input", str(x)],
+        ["run", str(param), "--bin", str(target), "--input", str(x)],
+        ["run", str(param), "--input", str(target)],
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "kuiper_core.cli", *argv], capture_output=True, text=True, cwd=ROOT, timeout=30
+        )
         assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr, r.stderr
 
 
 def test_non_ascii_whitespace_belongs_to_a_name(tmp_path: Path) -> None:
     """pnnx splits tokens on ASCII whitespace only: a NBSP is part of an operand's name."""
-    lines = ["pnnx.Input in 0 1 a\u00a0x #a\u00a0x=(1,3)f32", "nn.ReLU r 1 1 a\u00a0x y #y=(1,3)f32",
-             "pnnx.Output out 1 0 y"]
+    lines = [
+        "pnnx.Input in 0 1 a\u00a0x #a\u00a0x=(1,3)f32",
+        "nn.ReLU r 1 1 a\u00a0x y #y=(1,3)f32",
+        "pnnx.Output out 1 0 y",
+    ]
     g = kuiper_core.load(write_model(tmp_path, lines, counts=(3, 2)))
     assert "a\u00a0x" in g.graph.operands
     assert g.forward(np.float32([[-1, 0, 2]]))[0].tolist() == [[0, 0, 2]]
@@ -526,10 +556,12 @@ def test_cli_opt_output_that_cannot_be_written(tmp_path: Path, where: str) -> No
 def test_repeated_operator_names(tmp_path: Path) -> None:
     """pnnx writes repeated names at optlevel 0 (and repeated .bin entries, in operator order):
     both operators run, each with its own weight. (Support landed with the optlevel work.)"""
-    lines = ["pnnx.Input in 0 1 x #x=(1,2)f32",
-             "nn.Linear lin 1 1 x a bias=False in_features=2 out_features=2 @weight=(2,2)f32 #a=(1,2)f32",
-             "nn.Linear lin 1 1 a b bias=False in_features=2 out_features=2 @weight=(2,2)f32 #b=(1,2)f32",
-             "pnnx.Output out 1 0 b"]
+    lines = [
+        "pnnx.Input in 0 1 x #x=(1,2)f32",
+        "nn.Linear lin 1 1 x a bias=False in_features=2 out_features=2 @weight=(2,2)f32 #a=(1,2)f32",
+        "nn.Linear lin 1 1 a b bias=False in_features=2 out_features=2 @weight=(2,2)f32 #b=(1,2)f32",
+        "pnnx.Output out 1 0 b",
+    ]
     entries = [("lin.weight", f32(2, 0, 0, 2)), ("lin.weight", f32(3, 0, 0, 3))]
     with pytest.warns(UserWarning, match="Duplicate name"):
         p = write_model(tmp_path, lines, entries)
@@ -566,9 +598,14 @@ def test_fusing_a_long_relu_chain_stays_fast(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "array",
-    [np.array([[[[1e308, -1e308], [0.0, np.nan]]]]), np.zeros((1, 0, 4, 4), np.float32),
-     np.zeros((1, 2, 0, 3), np.float32), np.full((1, 2, 3, 3), np.inf, np.float32),
-     np.full((1, 2, 3, 3), 3e38, np.float32), np.full((1, 1, 2, 2), np.finfo(np.float64).max)],
+    [
+        np.array([[[[1e308, -1e308], [0.0, np.nan]]]]),
+        np.zeros((1, 0, 4, 4), np.float32),
+        np.zeros((1, 2, 0, 3), np.float32),
+        np.full((1, 2, 3, 3), np.inf, np.float32),
+        np.full((1, 2, 3, 3), 3e38, np.float32),
+        np.full((1, 1, 2, 2), np.finfo(np.float64).max),
+    ],
     ids=["range_overflows", "no_channels", "empty_planes", "all_inf", "constant_3e38", "constant_max"],
 )
 def test_tensor_pictures_of_odd_tensors(array: np.ndarray) -> None:
@@ -617,8 +654,15 @@ def test_ir_arrays_nesting_deeper_than_any_layer_reads(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr and len(r.stderr) < 1000
 
 
-@pytest.mark.parametrize("old, new", [("(Int32)3", "(Double)" + "9" * 5000), ("(Int32)3", "(Double)1e" + "9" * 5000),
-                                      ("tensor<1x3", "tensor<" + "9" * 5000 + "x3"), ("(Int32)3", "(Int32)3" + "x" * 5000)])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("(Int32)3", "(Double)" + "9" * 5000),
+        ("(Int32)3", "(Double)1e" + "9" * 5000),
+        ("tensor<1x3", "tensor<" + "9" * 5000 + "x3"),
+        ("(Int32)3", "(Int32)3" + "x" * 5000),
+    ],
+)
 def test_ir_huge_numbers_are_cut_in_messages(old: str, new: str) -> None:
     from kuiper_core import ir
 
@@ -627,8 +671,10 @@ def test_ir_huge_numbers_are_cut_in_messages(old: str, new: str) -> None:
     assert len(info.value.message) < 200 and "…" in info.value.message and len(str(info.value)) < 700
 
 
-@pytest.mark.parametrize("case", ["ops/shape_dyn_slice_end", "ops_o0/tensor_constant_to", "ops/conv_2d_unbatched",
-                                  "ops_o0/linear_einsum_param"])
+@pytest.mark.parametrize(
+    "case",
+    ["ops/shape_dyn_slice_end", "ops_o0/tensor_constant_to", "ops/conv_2d_unbatched", "ops_o0/linear_einsum_param"],
+)
 @pytest.mark.parametrize("level", [1, 2])
 def test_passes_keep_pytorchs_answer_on_real_exports(case: str, level: int) -> None:
     """Found by differential fuzzing of `kuiper opt` (op cases and their mutants, optimised and
@@ -671,33 +717,67 @@ def _run_with(case: str, old: str, new: str) -> None:
     "case, old, new, message",
     [
         # a $src that does not broadcast to the view it is copied into (raw ValueError from NumPy)
-        ("ops_o1/tensor_arange_posenc", "pnnx_expr_22             0 1 129 expr=0", "pnnx_expr_22 0 1 129 expr=2",
-         r"Tensor.copy_8.*cannot copy a source of shape \(5, 4\) into \$self of shape \(3, 4\)"),
+        (
+            "ops_o1/tensor_arange_posenc",
+            "pnnx_expr_22             0 1 129 expr=0",
+            "pnnx_expr_22 0 1 129 expr=2",
+            r"Tensor.copy_8.*cannot copy a source of shape \(5, 4\) into \$self of shape \(3, 4\)",
+        ),
         # a string constant as torch.where's $input (could not convert string to float)
-        ("ops_o0/tensor_where_scalars", "pnnx_2                   0 1 5 value=1.0", "pnnx_2 0 1 5 value=tanh",
-         r"torch.where_1.*\$input must be a tensor or a number, got str"),
+        (
+            "ops_o0/tensor_where_scalars",
+            "pnnx_2                   0 1 5 value=1.0",
+            "pnnx_2 0 1 5 value=tanh",
+            r"torch.where_1.*\$input must be a tensor or a number, got str",
+        ),
         # int(inf) (OverflowError)
-        ("ops_o0/shape_dyn_select", "pnnx_7                   0 1 33 value=1", "pnnx_7 0 1 33 value=1e309",
-         r"pnnx_9.*cannot convert -inf to an integer"),
+        (
+            "ops_o0/shape_dyn_select",
+            "pnnx_7                   0 1 33 value=1",
+            "pnnx_7 0 1 33 value=1e309",
+            r"pnnx_9.*cannot convert -inf to an integer",
+        ),
         # arange to infinity: at build from a constant, at run time from a computed bound (OverflowError)
-        ("ops_o0/tensor_arange_posenc", "pnnx_16                  0 1 112 value=2", "pnnx_16 0 1 112 value=1e309",
-         r"torch.arange_6.*must be finite"),
-        ("ops_o1/tensor_arange_posenc", "pnnx_expr_42             1 1 x.1 7 expr=size(@0,1)",
-         "pnnx_expr_42 1 1 x.1 7 expr=mul(size(@0,1),1e309)", r"torch.arange_5.*must be finite, got \[0, inf, 1\]"),
+        (
+            "ops_o0/tensor_arange_posenc",
+            "pnnx_16                  0 1 112 value=2",
+            "pnnx_16 0 1 112 value=1e309",
+            r"torch.arange_6.*must be finite",
+        ),
+        (
+            "ops_o1/tensor_arange_posenc",
+            "pnnx_expr_42             1 1 x.1 7 expr=size(@0,1)",
+            "pnnx_expr_42 1 1 x.1 7 expr=mul(size(@0,1),1e309)",
+            r"torch.arange_5.*must be finite, got \[0, inf, 1\]",
+        ),
         # return_indices not a bool, or a (values, indices) tuple read as a tensor (AttributeError downstream)
-        ("optlevel/digits_cnn/dyn", "return_indices=False", "return_indices=(0,0)", r"'pool'.*return_indices must be True or False"),
-        ("optlevel/digits_cnn/dyn", "return_indices=False", "return_indices=True",
-         r"'pool'.*one \(values, indices\) tuple, but operator 'torch.flatten_0' \(torch.flatten\) reads it as a tensor"),
+        (
+            "optlevel/digits_cnn/dyn",
+            "return_indices=False",
+            "return_indices=(0,0)",
+            r"'pool'.*return_indices must be True or False",
+        ),
+        (
+            "optlevel/digits_cnn/dyn",
+            "return_indices=False",
+            "return_indices=True",
+            r"'pool'.*one \(values, indices\) tuple, but operator 'torch.flatten_0' \(torch.flatten\) reads it as a tensor",
+        ),
         # Winograd's padded input was allocated before any size check: 95 GiB, the out-of-memory net caught it
-        ("optlevel/digits_cnn/dyn", "padding=(1,1) padding_mode=zeros stride=(1,1) @bias=(32)f32",
-         "padding=(20000,20000) padding_mode=zeros stride=(1,1) @bias=(32)f32",
-         r"convbn2d_1.*the padded input of shape \(1,16,40008,40008\).*max_tensor_elements"),
+        (
+            "optlevel/digits_cnn/dyn",
+            "padding=(1,1) padding_mode=zeros stride=(1,1) @bias=(32)f32",
+            "padding=(20000,20000) padding_mode=zeros stride=(1,1) @bias=(32)f32",
+            r"convbn2d_1.*the padded input of shape \(1,16,40008,40008\).*max_tensor_elements",
+        ),
     ],
 )
 def test_optlevel0_layers_refuse_hostile_operands(case: str, old: str, new: str, message: str) -> None:
     with pytest.raises(KuiperError, match=message) as info:
         _run_with(case, old, new)
-    assert info.value.__cause__ is None or isinstance(info.value.__cause__, KuiperError), "caught only by the safety net"
+    assert info.value.__cause__ is None or isinstance(info.value.__cause__, KuiperError), (
+        "caught only by the safety net"
+    )
     assert "ran out of memory" not in str(info.value)
 
 
@@ -707,23 +787,55 @@ _CLI_CASES = {
     # name: (.param lines, .bin entries or None, input array)
     "int64_into_i8": (INT8_MODEL, None, np.array([1, 2, 300], np.int64)),
     "duplicate_entries": (None, "dup", np.ones((1, 4), np.float32)),
-    "shape_overflows_int64": (["pnnx.Input in 0 1 x #x=(4294967296,4294967296,4)f32", "pnnx.Output out 1 0 x"], None,
-                              np.ones((1, 4), np.float32)),
-    "select_dim_3e8": (_X + ["Tensor.select s 1 1 x y dim=300000000 index=0", "pnnx.Output out 1 0 y"], None,
-                       np.ones((1, 4), np.float32)),
-    "upsample_20000": (["pnnx.Input in 0 1 x #x=(1,1,4,4)f32", "nn.Upsample up 1 1 x y mode=nearest size=(20000,20000)",
-                        "pnnx.Output out 1 0 y"], None, np.ones((1, 1, 4, 4), np.float32)),
-    "expand_4e10": (["pnnx.Input in 0 1 x #x=(1,1)f32", "Tensor.expand e 1 1 x y sizes=(200000,200000)",
-                     "pnnx.Output out 1 0 y"], None, np.ones((1, 1), np.float32)),
-    "int_of_4400_digits": (_X + ["nn.ReLU r 1 1 x y alpha=" + "9" * 4400, "pnnx.Output out 1 0 y"], None,
-                           np.ones((1, 4), np.float32)),
-    "expression_operand_3e6": (_X + ["pnnx.Expression e 1 1 x y expr=add(@0,@3000000)", "pnnx.Output out 1 0 y"], None,
-                               np.ones((1, 4), np.float32)),
-    "zero_d_weight_0_bytes": (["pnnx.Input in 0 1 x #x=(3)f32", "pnnx.Attribute s 0 1 c @data=()f32 #c=()f32",
-                               "pnnx.Expression e 2 1 x c y expr=mul(@0,@1) #y=(3)f32", "pnnx.Output out 1 0 y"],
-                              {"s.data": b""}, np.ones(3, np.float32)),
-    "input_without_output": (["pnnx.Input in 0 0", "pnnx.Input in2 0 1 x", "pnnx.Output out 1 0 x"], None,
-                             np.ones((1, 4), np.float32)),
+    "shape_overflows_int64": (
+        ["pnnx.Input in 0 1 x #x=(4294967296,4294967296,4)f32", "pnnx.Output out 1 0 x"],
+        None,
+        np.ones((1, 4), np.float32),
+    ),
+    "select_dim_3e8": (
+        _X + ["Tensor.select s 1 1 x y dim=300000000 index=0", "pnnx.Output out 1 0 y"],
+        None,
+        np.ones((1, 4), np.float32),
+    ),
+    "upsample_20000": (
+        [
+            "pnnx.Input in 0 1 x #x=(1,1,4,4)f32",
+            "nn.Upsample up 1 1 x y mode=nearest size=(20000,20000)",
+            "pnnx.Output out 1 0 y",
+        ],
+        None,
+        np.ones((1, 1, 4, 4), np.float32),
+    ),
+    "expand_4e10": (
+        ["pnnx.Input in 0 1 x #x=(1,1)f32", "Tensor.expand e 1 1 x y sizes=(200000,200000)", "pnnx.Output out 1 0 y"],
+        None,
+        np.ones((1, 1), np.float32),
+    ),
+    "int_of_4400_digits": (
+        _X + ["nn.ReLU r 1 1 x y alpha=" + "9" * 4400, "pnnx.Output out 1 0 y"],
+        None,
+        np.ones((1, 4), np.float32),
+    ),
+    "expression_operand_3e6": (
+        _X + ["pnnx.Expression e 1 1 x y expr=add(@0,@3000000)", "pnnx.Output out 1 0 y"],
+        None,
+        np.ones((1, 4), np.float32),
+    ),
+    "zero_d_weight_0_bytes": (
+        [
+            "pnnx.Input in 0 1 x #x=(3)f32",
+            "pnnx.Attribute s 0 1 c @data=()f32 #c=()f32",
+            "pnnx.Expression e 2 1 x c y expr=mul(@0,@1) #y=(3)f32",
+            "pnnx.Output out 1 0 y",
+        ],
+        {"s.data": b""},
+        np.ones(3, np.float32),
+    ),
+    "input_without_output": (
+        ["pnnx.Input in 0 0", "pnnx.Input in2 0 1 x", "pnnx.Output out 1 0 x"],
+        None,
+        np.ones((1, 4), np.float32),
+    ),
     "batch_0": (_X + ["nn.ReLU r 1 1 x y #y=(1,4)f32", "pnnx.Output out 1 0 y"], None, np.ones((0, 4), np.float32)),
     "encrypted_entry": (None, "encrypted", np.ones((1, 4), np.float32)),
 }
@@ -752,8 +864,14 @@ def test_issue_cases_exit_2_from_the_cli(tmp_path: Path, name: str, capsys: pyte
 
 
 # -- a 15 MB line: the message shows a window around the caret, through every parser -------------------------
-@pytest.mark.parametrize("bad, what", [("#x=(1)f99", "unknown dtype 'f99'"), ("a=" + "9" * 5000, "does not fit in 64 bits"),
-                                       ("#x=(1,2", "expected ')' to close the shape")])
+@pytest.mark.parametrize(
+    "bad, what",
+    [
+        ("#x=(1)f99", "unknown dtype 'f99'"),
+        ("a=" + "9" * 5000, "does not fit in 64 bits"),
+        ("#x=(1,2", "expected ')' to close the shape"),
+    ],
+)
 def test_error_on_a_15mb_param_line_is_cut_around_the_caret(bad: str, what: str) -> None:
     line = "pnnx.Input in 0 1 x " + " " * 15_000_000 + " " + bad
     with limits.use(max_line_chars=16_000_000), pytest.raises(ParseError, match=re.escape(what)) as info:
@@ -781,14 +899,34 @@ def test_error_on_a_15mb_expression_or_ir_line_is_cut_around_the_caret() -> None
 @pytest.mark.parametrize(
     "case, old, new, error, message",
     [
-        ("ops_o0/tensor_constant_to", "pnnx_1                   0 1 22 value=2.0", "pnnx_1 0 1 22 value=relu", ModelError,
-         r"Tensor.to_2.*expected a tensor or a number to convert, got str"),
-        ("ops_o1/tensor_arange_posenc", "pnnx_expr_38             0 1 112 expr=2", "pnnx_expr_38 0 1 112 expr=1e-320",
-         ModelError, r"torch.arange_6.*arange\(0, 8, 1e-320\) has no finite length"),
-        ("ops_o1/tensor_arange_posenc", "pnnx_expr_46             0 1 18 expr=0", "pnnx_expr_46 0 1 18 expr=-1e308",
-         LimitError, r"torch.arange_6.*arange\(-1e\+308, 8, 2\) would have 5e\+307 elements"),
-        ("ops_o1/tensor_arange_posenc", "pnnx_expr_46             0 1 18 expr=0", "pnnx_expr_46 0 1 18 expr=-2147483647",
-         LimitError, r"torch.arange_6.*1.074e\+09 elements"),
+        (
+            "ops_o0/tensor_constant_to",
+            "pnnx_1                   0 1 22 value=2.0",
+            "pnnx_1 0 1 22 value=relu",
+            ModelError,
+            r"Tensor.to_2.*expected a tensor or a number to convert, got str",
+        ),
+        (
+            "ops_o1/tensor_arange_posenc",
+            "pnnx_expr_38             0 1 112 expr=2",
+            "pnnx_expr_38 0 1 112 expr=1e-320",
+            ModelError,
+            r"torch.arange_6.*arange\(0, 8, 1e-320\) has no finite length",
+        ),
+        (
+            "ops_o1/tensor_arange_posenc",
+            "pnnx_expr_46             0 1 18 expr=0",
+            "pnnx_expr_46 0 1 18 expr=-1e308",
+            LimitError,
+            r"torch.arange_6.*arange\(-1e\+308, 8, 2\) would have 5e\+307 elements",
+        ),
+        (
+            "ops_o1/tensor_arange_posenc",
+            "pnnx_expr_46             0 1 18 expr=0",
+            "pnnx_expr_46 0 1 18 expr=-2147483647",
+            LimitError,
+            r"torch.arange_6.*1.074e\+09 elements",
+        ),
     ],
 )
 def test_optlevel0_constants_of_the_wrong_kind(case: str, old: str, new: str, error: type, message: str) -> None:

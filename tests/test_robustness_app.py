@@ -16,8 +16,15 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from test_app_home_graph_profile import app, no_exception, upload  # noqa: E402
 
-PAGES = ["pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py", "pages/6_profile.py",
-         "pages/7_ir.py", "pages/8_passes.py"]
+PAGES = [
+    "pages/2_graph.py",
+    "pages/3_order.py",
+    "pages/4_expressions.py",
+    "pages/5_forward.py",
+    "pages/6_profile.py",
+    "pages/7_ir.py",
+    "pages/8_passes.py",
+]
 
 
 def tiny_mlp() -> tuple[bytes, bytes]:
@@ -170,7 +177,7 @@ def test_picture_claiming_gigapixels_is_refused_before_decoding() -> None:
 def test_hostile_names_on_every_page() -> None:
     """Operator and operand names are any tokens: quotes, backslashes, HTML, DOT record syntax,
     right-to-left marks, emoji, 3,000 characters. Every page lays them out without raising."""
-    names = ['<b>"x\\y\'</b>', "{a|b}<c>", "\u202eevil\u200d", "🙂" * 3, "n" * 3000, "a\u00a0b", "%&$#@!"]
+    names = ["<b>\"x\\y'</b>", "{a|b}<c>", "\u202eevil\u200d", "🙂" * 3, "n" * 3000, "a\u00a0b", "%&$#@!"]
     ops = [f"pnnx.Input {names[0]} 0 1 {names[1]} #{names[1]}=(1,4)f32"]
     prev = names[1]
     for k, name in enumerate(names[2:]):
@@ -180,7 +187,7 @@ def test_hostile_names_on_every_page() -> None:
     ops.append(f"pnnx.Expression {names[0]}e 1 1 {prev} y expr=add(@0,1.5) #y=(1,4)f32")
     ops.append(f"pnnx.Output {names[1]}o 1 0 y")
     text = "7767517\n" + f"{len(ops)} {len(ops) - 1}\n" + "\n".join(ops) + "\n"
-    at = upload(app(), text.encode(), name='<img src=x onerror=alert(1)>.pnnx.param')
+    at = upload(app(), text.encode(), name="<img src=x onerror=alert(1)>.pnnx.param")
     no_exception(at)
     assert not at.error, shown(at)
     for page in PAGES + ["pages/1_home.py"]:

@@ -16,7 +16,13 @@ from kuiper_core.errors import CycleError, InputError, LimitError, UnsupportedOp
 from kuiper_core.graph import Graph
 from kuiper_core.pnnx import parse_param, read_param
 from kuiper_core.runtime.order import (
-    SEED_004_EXAMPLE, WITH_CYCLE, dfs_order, dfs_trace, is_topological, kahn_order, kahn_trace,
+    SEED_004_EXAMPLE,
+    WITH_CYCLE,
+    dfs_order,
+    dfs_trace,
+    is_topological,
+    kahn_order,
+    kahn_trace,
 )
 from conftest import OPS, SAMPLES, max_err_ok
 

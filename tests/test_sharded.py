@@ -9,7 +9,8 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -192,7 +193,6 @@ def test_a_forked_child_runs_sharded_forwards(two_threads: None) -> None:
     assert p.exitcode == 0
 
 
-
 def test_sequence_first_attention_is_never_sharded(two_threads: None, tmp_path) -> None:
     """nn.MultiheadAttention without batch_first: dim 0 is the sequence, which attention
     mixes, yet with only its attention output every shape follows dim 0. The last guard
@@ -205,9 +205,18 @@ def test_sequence_first_attention_is_never_sharded(two_threads: None, tmp_path) 
     fields = attn.split()
     fields[2:7] = ["1", "1", "0", "1"]  # one input, one output: the attention output only
     fields = [f for f in fields if not f.startswith("#2=")]
-    (tmp_path / "model.pnnx.param").write_text("\n".join([
-        "7767517", "3 2", lines[2], " ".join(fields),
-        "pnnx.Output              pnnx_output_0            1 0 1", ""]))
+    (tmp_path / "model.pnnx.param").write_text(
+        "\n".join(
+            [
+                "7767517",
+                "3 2",
+                lines[2],
+                " ".join(fields),
+                "pnnx.Output              pnnx_output_0            1 0 1",
+                "",
+            ]
+        )
+    )
     shutil.copy(case / "model.pnnx.bin", tmp_path / "model.pnnx.bin")
     with np.load(case / "inputs.npz") as z:
         x = z["in0"]
@@ -242,6 +251,7 @@ def _watch_shards(sf: sharded.ShardedForward) -> list[list[tuple[int, int]]]:
     """Per shard, (thread ident, BLAS thread count) at each of its runs (its first call wrapped)."""
     seen: list[list[tuple[int, int]]] = [[] for _ in sf.shards]
     for k, shard in enumerate(sf.shards):
+
         def watched(first: Callable[[], Any] = shard.calls[0], log: list = seen[k]) -> Any:
             log.append((threading.get_ident(), threads.blas_threads()))
             return first()
@@ -251,8 +261,9 @@ def _watch_shards(sf: sharded.ShardedForward) -> list[list[tuple[int, int]]]:
 
 
 @pytest.mark.parametrize("n", [4, 3])
-def test_another_running_thread_runs_the_shards_in_turn(two_threads: None, monkeypatch: pytest.MonkeyPatch,
-                                                        n: int) -> None:
+def test_another_running_thread_runs_the_shards_in_turn(
+    two_threads: None, monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
     g, xs, expected = _unet_batch(n)
     g.forward(xs)
     g.forward(xs)
@@ -287,8 +298,9 @@ def test_another_running_thread_runs_the_shards_in_turn(two_threads: None, monke
 
 
 @pytest.mark.parametrize("t_sharded, pays", [(1.0, True), (1e-6, False)])
-def test_in_turn_only_where_the_whole_forward_was_fast_enough(two_threads: None, monkeypatch: pytest.MonkeyPatch,
-                                                              t_sharded: float, pays: bool) -> None:
+def test_in_turn_only_where_the_whole_forward_was_fast_enough(
+    two_threads: None, monkeypatch: pytest.MonkeyPatch, t_sharded: float, pays: bool
+) -> None:
     """MAX_IN_TURN_SHARE: the in-turn run is as fast as the whole forward (two BLAS threads);
     where that was slow against the sharded one, a thread seen running changes nothing."""
     g, xs, _ = _unet_batch(4)

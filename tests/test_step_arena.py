@@ -41,7 +41,7 @@ def _same_arrays(a: Any, b: Any) -> bool:
         return type(a) is type(b) and len(a) == len(b) and all(map(_same_arrays, a, b))
     if not isinstance(a, np.ndarray):
         return a is b
-    return (isinstance(b, np.ndarray) and a.__array_interface__ == b.__array_interface__)
+    return isinstance(b, np.ndarray) and a.__array_interface__ == b.__array_interface__
 
 
 def _inputs(x: np.ndarray, n: int) -> list[np.ndarray]:
@@ -100,8 +100,9 @@ def test_concatenations_are_laid_out_in_place(name: str, joined: int) -> None:
                 np.testing.assert_array_equal(v, reference.values[k])
     # No two operands that operators write overlap unless one is a concatenation holding the
     # other (view operators' outputs are views of their inputs).
-    written = {o.name for r, c in zip(arena.rops, arena.calls) if c is not None or r.type == "torch.cat"
-               for o in r.op.outputs}
+    written = {
+        o.name for r, c in zip(arena.rops, arena.calls) if c is not None or r.type == "torch.cat" for o in r.op.outputs
+    }
     spans = []
     for k, v in run.values.items():
         if k in written and isinstance(v, np.ndarray) and v.base is arena.memory:
@@ -160,12 +161,14 @@ def test_anything_that_holds_an_arena_array_keeps_it(holder: str) -> None:
     run = g.steps(x1)
     events = list(run)
     name = g.order[len(g.order) // 2].op.outputs[0].name
-    kept: Any = {
-        "array": lambda: run.values[name],
-        "view": lambda: run.values[name][..., :1],  # its base is the arena's memory block
-        "event": lambda: events[-1],  # events read the run's values
-        "tuple": lambda: (run.values[name],),
-    }[holder]()
+    # The closures read `run` and `events` before the del below (ruff sees only the del).
+    holders: dict[str, Any] = {
+        "array": lambda: run.values[name],  # noqa: F821
+        "view": lambda: run.values[name][..., :1],  # noqa: F821  (its base is the arena's memory block)
+        "event": lambda: events[-1],  # noqa: F821  (events read the run's values)
+        "tuple": lambda: (run.values[name],),  # noqa: F821
+    }
+    kept = holders[holder]()
     before = run.values[name].copy()
     del run, events
     for _ in g.steps(x2):
@@ -175,7 +178,9 @@ def test_anything_that_holds_an_arena_array_keeps_it(holder: str) -> None:
     if holder == "event":
         np.testing.assert_array_equal(kept._values[name], before)
     else:
-        np.testing.assert_array_equal(kept[0] if holder == "tuple" else kept, before if holder != "view" else before[..., :1])
+        np.testing.assert_array_equal(
+            kept[0] if holder == "tuple" else kept, before if holder != "view" else before[..., :1]
+        )
 
 
 def test_step_values_show_only_the_steps_done() -> None:

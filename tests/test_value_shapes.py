@@ -27,8 +27,11 @@ def _runs(name: str) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
     """(inputs, PyTorch's outputs) per input set."""
     with np.load(CASES / name / "runs.npz") as z:
         sets = sorted({int(k.split("_")[1]) for k in z.files})
-        pick = lambda prefix, k: [z[f"{prefix}{i}_{k}"] for i in range(len(z.files))  # noqa: E731
-                                  if f"{prefix}{i}_{k}" in z.files]
+        pick = lambda prefix, k: [
+            z[f"{prefix}{i}_{k}"]
+            for i in range(len(z.files))  # noqa: E731
+            if f"{prefix}{i}_{k}" in z.files
+        ]
         return [(pick("in", k), pick("out", k)) for k in sets]
 
 

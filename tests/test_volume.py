@@ -21,8 +21,14 @@ def _layer(op_type: str, weight: np.ndarray, bias: np.ndarray | None, in_shape: 
     attrs = {"weight": Attribute("f32", weight.shape, weight)}
     if bias is not None:
         attrs["bias"] = Attribute("f32", bias.shape, bias)
-    op = Operator(op_type, "v", inputs=[Operand("x", in_shape)], outputs=[Operand("y")],
-                  params={"bias": bias is not None, **params}, attrs=attrs)
+    op = Operator(
+        op_type,
+        "v",
+        inputs=[Operand("x", in_shape)],
+        outputs=[Operand("y")],
+        params={"bias": bias is not None, **params},
+        attrs=attrs,
+    )
     return create_layer(op)
 
 
@@ -47,8 +53,19 @@ def test_conv3d_matches_the_reference(shape, o, k, s, p, d, g, declared: bool) -
     x = rng.standard_normal(shape, dtype=np.float32)
     w = rng.standard_normal((o, shape[1] // g, *k), dtype=np.float32)
     b = rng.standard_normal(o, dtype=np.float32)
-    layer = _layer("nn.Conv3d", w, b, shape if declared else None, in_channels=shape[1], out_channels=o,
-                   kernel_size=list(k), stride=list(s), padding=list(p), dilation=list(d), groups=g)
+    layer = _layer(
+        "nn.Conv3d",
+        w,
+        b,
+        shape if declared else None,
+        in_channels=shape[1],
+        out_channels=o,
+        kernel_size=list(k),
+        stride=list(s),
+        padding=list(p),
+        dilation=list(d),
+        groups=g,
+    )
     ref = conv3d_reference(x, w, b, s, p, d, g)
     _close(layer.forward([x], [None])[0], ref)
     out = np.empty(ref.shape, np.float32)
@@ -62,8 +79,17 @@ def test_conv3d_same_pads_each_axis_as_torch_does() -> None:
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 2, 5, 6, 7), dtype=np.float32)
     w = rng.standard_normal((3, 2, 2, 3, 4), dtype=np.float32)
-    layer = _layer("nn.Conv3d", w, None, None, kernel_size=[2, 3, 4], stride=[1, 1, 1], padding="same",
-                   dilation=[1, 1, 1], groups=1)
+    layer = _layer(
+        "nn.Conv3d",
+        w,
+        None,
+        None,
+        kernel_size=[2, 3, 4],
+        stride=[1, 1, 1],
+        padding="same",
+        dilation=[1, 1, 1],
+        groups=1,
+    )
     padded = np.pad(x, ((0, 0), (0, 0), (0, 1), (1, 1), (1, 2)))
     _close(layer.forward([x], [None])[0], conv3d_reference(padded, w))
 
@@ -82,8 +108,20 @@ def test_conv_transpose3d_matches_the_reference(shape, o, k, s, p, op_, d, g) ->
     x = rng.standard_normal(shape, dtype=np.float32)
     w = rng.standard_normal((shape[1], o // g, *k), dtype=np.float32)
     b = rng.standard_normal(o, dtype=np.float32)
-    layer = _layer("nn.ConvTranspose3d", w, b, shape, in_channels=shape[1], out_channels=o, kernel_size=list(k),
-                   stride=list(s), padding=list(p), output_padding=list(op_), dilation=list(d), groups=g)
+    layer = _layer(
+        "nn.ConvTranspose3d",
+        w,
+        b,
+        shape,
+        in_channels=shape[1],
+        out_channels=o,
+        kernel_size=list(k),
+        stride=list(s),
+        padding=list(p),
+        output_padding=list(op_),
+        dilation=list(d),
+        groups=g,
+    )
     _close(layer.forward([x], [None])[0], conv_transpose3d_reference(x, w, b, s, p, op_, d, g))
 
 
@@ -93,20 +131,41 @@ def test_conv3d_padding_modes(mode: str, numpy_mode: str) -> None:
     x = rng.standard_normal((2, 2, 5, 6, 7), dtype=np.float32)
     w = rng.standard_normal((3, 2, 3, 3, 3), dtype=np.float32)
     for p in itertools.islice(itertools.product((0, 1, 2), repeat=3), 0, 27, 5):
-        layer = _layer("nn.Conv3d", w, None, None, kernel_size=[3, 3, 3], stride=[1, 2, 1], padding=list(p),
-                       dilation=[1, 1, 1], groups=1, padding_mode=mode)
+        layer = _layer(
+            "nn.Conv3d",
+            w,
+            None,
+            None,
+            kernel_size=[3, 3, 3],
+            stride=[1, 2, 1],
+            padding=list(p),
+            dilation=[1, 1, 1],
+            groups=1,
+            padding_mode=mode,
+        )
         padded = np.pad(x, ((0, 0), (0, 0)) + tuple((q, q) for q in p), mode=numpy_mode)
         _close(layer.forward([x], [None])[0], conv3d_reference(padded, w, stride=(1, 2, 1)))
 
 
 def test_conv3d_errors_speak_in_three_dimensions() -> None:
     w = np.ones((4, 2, 3, 3, 3), np.float32)
-    layer = _layer("nn.Conv3d", w, None, None, kernel_size=[3, 3, 3], stride=[1, 1, 1], padding=[0, 0, 0],
-                   dilation=[1, 1, 1], groups=1)
+    layer = _layer(
+        "nn.Conv3d",
+        w,
+        None,
+        None,
+        kernel_size=[3, 3, 3],
+        stride=[1, 1, 1],
+        padding=[0, 0, 0],
+        dilation=[1, 1, 1],
+        groups=1,
+    )
     with pytest.raises(ModelError, match=r"input has 3 channels, the weight expects 2"):
         layer.forward([np.ones((1, 3, 4, 4, 4), np.float32)], [None])
     for small in [(2, 4, 4), (4, 2, 4), (4, 4, 2)]:
-        with pytest.raises(ModelError, match=rf"does not fit the padded input \({', '.join(map(str, small))}\)") as info:
+        with pytest.raises(
+            ModelError, match=rf"does not fit the padded input \({', '.join(map(str, small))}\)"
+        ) as info:
             layer.forward([np.ones((1, 2, *small), np.float32)], [None])
         assert info.value.operator == "v"
     with pytest.raises(ModelError, match="padding='same' needs stride 1"):
@@ -154,8 +213,9 @@ def test_avg_pool3d_matches_the_reference(k, s, p, d, ceil, include_pad: bool, d
 def test_adaptive_pool3d_matches_the_cell_walk(size, op_type: str, fn) -> None:
     """Divisible (max: a max pool), uneven bins, a kept dim, bins of one."""
     x = np.random.default_rng(5).standard_normal((2, 3, 7, 8, 9)).astype(np.float32)
-    layer = create_layer(Operator(op_type, "a", inputs=[Operand("x")], outputs=[Operand("y")],
-                                  params={"output_size": list(size)}))
+    layer = create_layer(
+        Operator(op_type, "a", inputs=[Operand("x")], outputs=[Operand("y")], params={"output_size": list(size)})
+    )
     shape = (2, 3) + tuple(s or n for s, n in zip(size, x.shape[2:]))
     _close(layer.forward([x], [None])[0], adaptive_pool3d_reference(x, shape, fn))
 
@@ -164,8 +224,17 @@ def test_a_huge_depth_padding_is_a_limit_error_before_anything_big() -> None:
     from kuiper_core.errors import LimitError
 
     w = np.ones((2, 2, 3, 1, 1), np.float32)
-    layer = _layer("nn.Conv3d", w, None, None, kernel_size=[3, 1, 1], stride=[100000, 1, 1],
-                   padding=[10**8, 0, 0], dilation=[1, 1, 1], groups=1)
+    layer = _layer(
+        "nn.Conv3d",
+        w,
+        None,
+        None,
+        kernel_size=[3, 1, 1],
+        stride=[100000, 1, 1],
+        padding=[10**8, 0, 0],
+        dilation=[1, 1, 1],
+        groups=1,
+    )
     with pytest.raises(LimitError, match="the padded input"):
         layer.forward([np.ones((1, 2, 4, 64, 64), np.float32)], [None])
 
@@ -174,11 +243,25 @@ def test_adaptive_max_with_many_bins_matches_the_cell_walk() -> None:
     """More bins than the input has along an axis (bins of one or two, overlapping: the
     gathered path, volume.BINS_LOOP_MAX), as the cell walk gives them; and 10^6 bins."""
     x = np.random.default_rng(6).standard_normal((1, 2, 7, 3, 5)).astype(np.float32)
-    layer = create_layer(Operator("F.adaptive_max_pool3d", "a", inputs=[Operand("x")], outputs=[Operand("y")],
-                                  params={"output_size": [300, 2, 70]}))
+    layer = create_layer(
+        Operator(
+            "F.adaptive_max_pool3d",
+            "a",
+            inputs=[Operand("x")],
+            outputs=[Operand("y")],
+            params={"output_size": [300, 2, 70]},
+        )
+    )
     _close(layer.forward([x], [None])[0], adaptive_pool3d_reference(x, (1, 2, 300, 2, 70), np.max))
-    big = create_layer(Operator("F.adaptive_max_pool3d", "a", inputs=[Operand("x")], outputs=[Operand("y")],
-                                params={"output_size": [10**6, 1, 1]}))
+    big = create_layer(
+        Operator(
+            "F.adaptive_max_pool3d",
+            "a",
+            inputs=[Operand("x")],
+            outputs=[Operand("y")],
+            params={"output_size": [10**6, 1, 1]},
+        )
+    )
     y = big.forward([x[:, :1, :2, :1, :1]], [None])[0][0, 0, :, 0, 0]
     half = 10**6 // 2  # bins before the middle see x[0], after it x[1]; the middle one both
     assert y.shape == (10**6,) and (y[:half] == x[0, 0, 0, 0, 0]).all() and (y[half + 1 :] == x[0, 0, 1, 0, 0]).all()

@@ -169,14 +169,15 @@ def test_a_local_header_naming_another_entry_is_refused(model: Path) -> None:
     raw = bytearray(bin_path.read_bytes())
     at = info.header_offset + 30
     name = info.filename.encode()
-    raw[at:at + len(name)] = name[:-1] + b"X"
+    raw[at : at + len(name)] = name[:-1] + b"X"
     bin_path.write_bytes(bytes(raw))
     with pytest.raises(WeightError, match="local header names"):
         load_graph(model)
 
 
 def test_a_model_loaded_by_a_relative_path_reads_its_own_file_after_a_chdir(
-        model: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    model: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     monkeypatch.chdir(model.parent)
     g = kuiper_core.load("model.pnnx.param")
     monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))  # no model.pnnx.bin here

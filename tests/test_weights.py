@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import kuiper_core
 from kuiper_core.errors import KuiperError, WeightError
 from kuiper_core.pnnx import load_graph, save
 from conftest import OPS

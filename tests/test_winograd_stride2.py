@@ -35,8 +35,19 @@ def stride2_cases(draw):
     pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
     h = draw(st.integers(max(1, k - pads[0] - pads[1]), 17))
     w = draw(st.integers(max(1, k - pads[2] - pads[3]), 17))
-    return dict(k=k, m=m, n=draw(st.integers(1, 3)), c=draw(st.integers(1, 6)), o=draw(st.integers(1, 6)), h=h, w=w,
-                pads=pads, bias=draw(st.booleans()), relu=draw(st.booleans()), seed=draw(st.integers(0, 1000)))
+    return dict(
+        k=k,
+        m=m,
+        n=draw(st.integers(1, 3)),
+        c=draw(st.integers(1, 6)),
+        o=draw(st.integers(1, 6)),
+        h=h,
+        w=w,
+        pads=pads,
+        bias=draw(st.booleans()),
+        relu=draw(st.booleans()),
+        seed=draw(st.integers(0, 1000)),
+    )
 
 
 @SETTINGS
@@ -55,7 +66,9 @@ def test_stride2_rows_matches_reference(case: dict) -> None:
 
 
 @pytest.mark.parametrize("k, m, size", [(3, 4, (30, 29)), (7, 4, (40, 44)), (3, 2, (21, 28))])
-def test_stride2_rows_in_bands_and_chunks(monkeypatch: pytest.MonkeyPatch, k: int, m: int, size: tuple[int, int]) -> None:
+def test_stride2_rows_in_bands_and_chunks(
+    monkeypatch: pytest.MonkeyPatch, k: int, m: int, size: tuple[int, int]
+) -> None:
     """A batch of 5 in chunks of 2, 2 and 1, the last image in bands of output rows (both
     gather orders: tiles or rows innermost); a strided output; another kernel taking turns
     on the per-thread work buffer."""
@@ -129,8 +142,10 @@ def test_winograd_kernels_let_go_of_a_replaced_work_buffer() -> None:
     from kuiper_core.layers.winograd import WinogradConv, transform_weights
 
     x, wt, b = arrays(6, (1, 4, 12, 13), (5, 4, 3, 3), (5,))
-    kernels = [Stride2RowsConv(transform_weights_stride2(wt, 4), b, 4, 3, x.shape, (1, 1, 1, 1), F32),
-               WinogradConv(transform_weights(wt, 2), b, 2, x.shape, (1, 1, 1, 1), F32)]
+    kernels = [
+        Stride2RowsConv(transform_weights_stride2(wt, 4), b, 4, 3, x.shape, (1, 1, 1, 1), F32),
+        WinogradConv(transform_weights(wt, 2), b, 2, x.shape, (1, 1, 1, 1), F32),
+    ]
     refs = [conv2d_reference(x, wt, b, stride=(2, 2), pads=(1, 1, 1, 1)), conv2d_reference(x, wt, b, pads=(1, 1, 1, 1))]
     for kernel, ref in zip(kernels, refs):
         y = np.empty(ref.shape, np.float32)

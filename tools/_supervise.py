@@ -15,7 +15,7 @@ import select
 import subprocess
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 
 def serve(jobs: Sequence[dict], start: int, mem_mb: int, run_one: Callable[[dict], dict]) -> None:

@@ -38,7 +38,10 @@ def check(folder: Path) -> tuple[str, str]:
     try:
         g = kuiper_core.load(folder / "model.pnnx.param")
         runs = [("", folder / "inputs.npz", folder / "expected.npz")]
-        runs += [(f" size {p.stem[7:]}", p, folder / f"expected_{p.stem[7:]}.npz") for p in sorted(folder.glob("inputs_*.npz"))]
+        runs += [
+            (f" size {p.stem[7:]}", p, folder / f"expected_{p.stem[7:]}.npz")
+            for p in sorted(folder.glob("inputs_*.npz"))
+        ]
         for label, ins, exp in runs:
             ys = g.forward(*_arrays(ins, "in"))
             refs = _arrays(exp, "out")
@@ -47,7 +50,10 @@ def check(folder: Path) -> tuple[str, str]:
             for k, (y, ref) in enumerate(zip(ys, refs)):
                 ok, err, bound = max_err_ok(y, ref)
                 if not ok:
-                    return "wrong", f"out{k}{label}: shape {np.shape(y)} vs {ref.shape}, max abs err {err:.3g} > {bound:.3g}"
+                    return (
+                        "wrong",
+                        f"out{k}{label}: shape {np.shape(y)} vs {ref.shape}, max abs err {err:.3g} > {bound:.3g}",
+                    )
         return "ok", ""
     except kuiper_core.KuiperError as e:
         return "error", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
@@ -58,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--quiet", action="store_true", help="print only what is not ok, and the totals")
     args = ap.parse_args(argv)
-    exports = sorted({p.parent for f in args.folders for p in f.glob("**/model.pnnx.param") if (p.parent / "expected.npz").exists()})
+    exports = sorted(
+        {p.parent for f in args.folders for p in f.glob("**/model.pnnx.param") if (p.parent / "expected.npz").exists()}
+    )
     totals: Counter[str] = Counter()
     t0 = time.perf_counter()
     for folder in exports:
@@ -66,8 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         totals[status] += 1
         if status != "ok" or not args.quiet:
             print(f"{status:5s} {folder}" + (f": {detail}" if detail else ""))
-    print(f"{len(exports)} exports: " + ", ".join(f"{n} {s}" for s, n in sorted(totals.items()))
-          + f" ({time.perf_counter() - t0:.1f} s)")
+    print(
+        f"{len(exports)} exports: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(totals.items()))
+        + f" ({time.perf_counter() - t0:.1f} s)"
+    )
     return 0 if totals["ok"] == len(exports) else 1
 
 

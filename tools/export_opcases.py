@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("families", nargs="*", help="opcases modules to export (default: all)")
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     ap.add_argument("-f", "--force", action="store_true", help="re-export existing cases")
-    ap.add_argument("--optlevel", type=int, choices=(0, 1, 2), help="pnnx optlevel for every case (default: the case's own)")
+    ap.add_argument(
+        "--optlevel", type=int, choices=(0, 1, 2), help="pnnx optlevel for every case (default: the case's own)"
+    )
     ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default: {OUT.relative_to(ROOT)})")
     ap.add_argument("--cases", type=Path, help="a file naming the cases to export, one a line")
     args = ap.parse_args(argv)

@@ -252,7 +252,9 @@ def build_cases():
             self.tw = nn.Parameter(torch.randn(8, 4, 2, 2))
 
         def forward(self, x):
-            x = F.batch_norm(F.conv2d(x, self.w, self.b, padding=1), self.rm, self.rv, self.g, self.beta, False, 0.1, 1e-5)
+            x = F.batch_norm(
+                F.conv2d(x, self.w, self.b, padding=1), self.rm, self.rv, self.g, self.beta, False, 0.1, 1e-5
+            )
             x = F.group_norm(F.conv_transpose2d(x, self.tw, None, stride=2), 2)
             return F.layer_norm(x.mean(dim=(2, 3)), (4,))
 
@@ -286,7 +288,14 @@ def _export_levels(module, x, name: str) -> tuple[Path, Path]:
     one input tensor or a list of them."""
     tmp = Path(tempfile.mkdtemp(prefix=f"kx_pass_{name}_"))
     for level in (1, 2):
-        export_module(module.eval(), x if isinstance(x, list) else [x], tmp / f"o{level}", name=name, capture_operands=False, optlevel=level)
+        export_module(
+            module.eval(),
+            x if isinstance(x, list) else [x],
+            tmp / f"o{level}",
+            name=name,
+            capture_operands=False,
+            optlevel=level,
+        )
     return tmp / "o1", tmp / "o2"
 
 
@@ -307,8 +316,10 @@ def main(argv: list[str] | None = None) -> int:
                 np.save(OUT / f"{name}.input.npy", z["in0"])
             shutil.copy(o1 / "expected.npz", OUT / f"{name}.expected.npz")
             shutil.rmtree(o1.parent)
-            print(f"ok {name}: optlevel 1 has {_count(OUT / f'{name}.o1.pnnx.param')} operators, "
-                  f"pnnx's optlevel 2 {_count(OUT / f'{name}.o2.pnnx.param')}")
+            print(
+                f"ok {name}: optlevel 1 has {_count(OUT / f'{name}.o1.pnnx.param')} operators, "
+                f"pnnx's optlevel 2 {_count(OUT / f'{name}.o2.pnnx.param')}"
+            )
     cases = {**build_cases(), **build_style_cases()}
     for name, (module, x) in cases.items():
         if "cases" not in which and name not in which:
@@ -325,8 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         for f in ("inputs.npz", "expected.npz"):
             shutil.copy(o1 / f, dest / "o1" / f)
         shutil.rmtree(o1.parent)
-        print(f"ok {name}: optlevel 1 has {_count(dest / 'o1' / 'model.pnnx.param')} operators, "
-              f"pnnx's optlevel 2 {_count(dest / 'o2' / 'model.pnnx.param')}")
+        print(
+            f"ok {name}: optlevel 1 has {_count(dest / 'o1' / 'model.pnnx.param')} operators, "
+            f"pnnx's optlevel 2 {_count(dest / 'o2' / 'model.pnnx.param')}"
+        )
     return 0
 
 

@@ -35,23 +35,42 @@ def cases() -> dict:
     g = torch.Generator().manual_seed(0)
     return {
         # num_classes = max + 1: 4, 2, 7 classes, and another batch
-        "one_hot_free": (lambda i: F.one_hot(i) * 2,
-                         [[ids([0, 3, 1], [2, 1, 0])], [ids([0, 1, 1], [1, 0, 0])], [ids([6, 0, 1], [2, 5, 0])],
-                          [ids([0, 1, 2], [2, 1, 0], [4, 4, 4], [0, 0, 0])]], 2),
+        "one_hot_free": (
+            lambda i: F.one_hot(i) * 2,
+            [
+                [ids([0, 3, 1], [2, 1, 0])],
+                [ids([0, 1, 1], [1, 0, 0])],
+                [ids([6, 0, 1], [2, 5, 0])],
+                [ids([0, 1, 2], [2, 1, 0], [4, 4, 4], [0, 0, 0])],
+            ],
+            2,
+        ),
         # the class count flows on: (2, classes) after the sum
-        "one_hot_sum": (lambda i, x: F.one_hot(i).float().sum(1) + x.sum(),
-                        [[ids([0, 3, 1], [2, 1, 0]), torch.randn(2, generator=g)],
-                         [ids([0, 1, 1], [1, 0, 0]), torch.randn(2, generator=g)],
-                         [ids([5, 1, 1], [1, 0, 5]), torch.randn(2, generator=g)]], 2),
+        "one_hot_sum": (
+            lambda i, x: F.one_hot(i).float().sum(1) + x.sum(),
+            [
+                [ids([0, 3, 1], [2, 1, 0]), torch.randn(2, generator=g)],
+                [ids([0, 1, 1], [1, 0, 0]), torch.randn(2, generator=g)],
+                [ids([5, 1, 1], [1, 0, 5]), torch.randn(2, generator=g)],
+            ],
+            2,
+        ),
         # a tensor of counts: sum(counts) rows, none at all in the last set
-        "repeat_tensor": (lambda x, r: torch.repeat_interleave(x, r, dim=0) * 2,
-                          [[torch.randn(3, 4, generator=g), ids(1, 0, 2)],
-                           [torch.randn(3, 4, generator=g), ids(3, 3, 3)],
-                           [torch.randn(3, 4, generator=g), ids(0, 0, 0)]], 2),
+        "repeat_tensor": (
+            lambda x, r: torch.repeat_interleave(x, r, dim=0) * 2,
+            [
+                [torch.randn(3, 4, generator=g), ids(1, 0, 2)],
+                [torch.randn(3, 4, generator=g), ids(3, 3, 3)],
+                [torch.randn(3, 4, generator=g), ids(0, 0, 0)],
+            ],
+            2,
+        ),
         # x[x > 0]: as many entries as are positive, none in the last set
-        "bool_mask": (lambda x: x[x > 0] * 2,
-                      [[torch.randn(2, 5, generator=g)], [torch.randn(2, 5, generator=g) + 1],
-                       [-torch.rand(2, 5, generator=g)]], 2),
+        "bool_mask": (
+            lambda x: x[x > 0] * 2,
+            [[torch.randn(2, 5, generator=g)], [torch.randn(2, 5, generator=g) + 1], [-torch.rand(2, 5, generator=g)]],
+            2,
+        ),
         # the selection's size read back: optlevel 2 bakes pnnx's dummy count in (shape=(10,1),
         # +10: wrong for every other input, pnnx's doing); optlevel 0 keeps Tensor.size, which
         # FoldStaticShapes must then not fold from the annotation either

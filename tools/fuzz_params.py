@@ -36,15 +36,81 @@ CASE_GLOBS = ("ops/*/model.pnnx.param", "ops_o*/*/model.pnnx.param", "optlevel/*
 
 HUGE_DIGITS = "9" * 4400  # past Python's 4,300-digit int-conversion limit
 
-INT_VALUES = ["0", "-1", "1", "2", "-2", "3", "7", "-7", "64", "1000", "300000000", "-300000000", "2147483648",
-              "9223372036854775807", "9223372036854775808", "-9223372036854775809", "100000000000000000000",
-              HUGE_DIGITS, "-" + HUGE_DIGITS]
-FLOAT_VALUES = ["0.0", "-0.0", "-1.0", "0.5", "1e-30", "1e308", "1e309", "-1e308", "nan", "inf", "-inf", "3e8",
-                "20000.0", "1.0e-05"]
-OTHER_VALUES = ["None", "True", "False", "abc", "", "()", "(,)", "(1,)", "(())", "[]", "(None)", "(a,b)", "(1.5,2.5)",
-                "(0,0)", "(-1,-1)", "(20000,20000)", "(300000000)", "(1,1,1,1,1,1,1,1,1)", "(nan)", "(inf,-inf)",
-                f"({HUGE_DIGITS})", "%x", "@0", "mul(@0,@0)", "(1,2,3,4,5,6,7,8,9,10,11,12)", "(0)", "(-1)",
-                "nearest", "bilinear", "reflect", "circular", "replicate", "constant", "tanh", "relu", "x" * 5000]
+INT_VALUES = [
+    "0",
+    "-1",
+    "1",
+    "2",
+    "-2",
+    "3",
+    "7",
+    "-7",
+    "64",
+    "1000",
+    "300000000",
+    "-300000000",
+    "2147483648",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "100000000000000000000",
+    HUGE_DIGITS,
+    "-" + HUGE_DIGITS,
+]
+FLOAT_VALUES = [
+    "0.0",
+    "-0.0",
+    "-1.0",
+    "0.5",
+    "1e-30",
+    "1e308",
+    "1e309",
+    "-1e308",
+    "nan",
+    "inf",
+    "-inf",
+    "3e8",
+    "20000.0",
+    "1.0e-05",
+]
+OTHER_VALUES = [
+    "None",
+    "True",
+    "False",
+    "abc",
+    "",
+    "()",
+    "(,)",
+    "(1,)",
+    "(())",
+    "[]",
+    "(None)",
+    "(a,b)",
+    "(1.5,2.5)",
+    "(0,0)",
+    "(-1,-1)",
+    "(20000,20000)",
+    "(300000000)",
+    "(1,1,1,1,1,1,1,1,1)",
+    "(nan)",
+    "(inf,-inf)",
+    f"({HUGE_DIGITS})",
+    "%x",
+    "@0",
+    "mul(@0,@0)",
+    "(1,2,3,4,5,6,7,8,9,10,11,12)",
+    "(0)",
+    "(-1)",
+    "nearest",
+    "bilinear",
+    "reflect",
+    "circular",
+    "replicate",
+    "constant",
+    "tanh",
+    "relu",
+    "x" * 5000,
+]
 
 
 def mutations_of(value: str, rng: random.Random, per_param: int) -> list[str]:
@@ -57,7 +123,7 @@ def mutations_of(value: str, rng: random.Random, per_param: int) -> list[str]:
         items = value[1:-1].split(",") if value != "()" else []
         for i in range(len(items)):
             for v in INT_VALUES + FLOAT_VALUES + ["None", "abc", ""]:
-                out.add("(" + ",".join(items[:i] + [v] + items[i + 1:]) + ")")
+                out.add("(" + ",".join(items[:i] + [v] + items[i + 1 :]) + ")")
         out.add("(" + ",".join(items[:-1]) + ")")
         out.add("(" + ",".join(items + items[-1:]) + ")")
         out.add("(" + ",".join(items * 3) + ")")
@@ -159,8 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-param", type=int, default=40, help="mutations per param (default 40)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mem-mb", type=int, default=2000, help="worker address-space limit (MB)")
-    ap.add_argument("--max-elements", type=int, default=1 << 24,
-                    help="the engine's max_tensor_elements in the worker (default 2^24, a few such tensors fit --mem-mb)")
+    ap.add_argument(
+        "--max-elements",
+        type=int,
+        default=1 << 24,
+        help="the engine's max_tensor_elements in the worker (default 2^24, a few such tensors fit --mem-mb)",
+    )
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds one mutation may take")
     ap.add_argument("--slow", type=float, default=2.0, help="report mutations slower than this")
     ap.add_argument("--json", help="write every finding here")
@@ -181,8 +251,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(jobs)} mutations of {len(cases)} cases", flush=True)
 
     def worker_argv(start: int) -> list[str]:
-        return [sys.executable, __file__, "--worker", str(start), "--mem-mb", str(args.mem_mb), "--seed", str(args.seed),
-                "--per-param", str(args.per_param), "--max-elements", str(args.max_elements)] + [f"-k{k}" for k in args.k]
+        return [
+            sys.executable,
+            __file__,
+            "--worker",
+            str(start),
+            "--mem-mb",
+            str(args.mem_mb),
+            "--seed",
+            str(args.seed),
+            "--per-param",
+            str(args.per_param),
+            "--max-elements",
+            str(args.max_elements),
+        ] + [f"-k{k}" for k in args.k]
 
     def show(r: dict) -> None:
         if args.verbose and _is_finding(r, args.slow):
@@ -192,14 +274,19 @@ def main(argv: list[str] | None = None) -> int:
     results = supervise(len(jobs), worker_argv, timeout=args.timeout, on_result=show)
     kinds = Counter(r["kind"] for r in results.values())
     findings = [(jobs[i], r) for i, r in sorted(results.items()) if _is_finding(r, args.slow)]
-    print(f"\n{len(jobs)} mutations in {time.time() - t_start:.0f}s: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
+    print(
+        f"\n{len(jobs)} mutations in {time.time() - t_start:.0f}s: "
+        + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+    )
     groups: dict[tuple, list] = defaultdict(list)
     for job, r in findings:
         groups[(r["kind"], r.get("stage", "?"), job["op"], job["key"])].append((job, r))
     print(f"{len(findings)} findings in {len(groups)} groups")
     for (kind, stage, op_type, key), items in sorted(groups.items()):
         job, r = items[0]
-        print(f"  {kind:22} {stage:8} {op_type:24} {key:16} x{len(items):<4} {Path(job['case']).relative_to(DATA)}  e.g. {key}={job['value'][:40]!r}: {r['msg'][:120]}")
+        print(
+            f"  {kind:22} {stage:8} {op_type:24} {key:16} x{len(items):<4} {Path(job['case']).relative_to(DATA)}  e.g. {key}={job['value'][:40]!r}: {r['msg'][:120]}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps([{**j, **r} for j, r in findings], indent=1))
     return 1 if findings else 0
@@ -210,8 +297,11 @@ def _is_finding(r: dict, slow: float) -> bool:
 
 
 def _print_finding(job: dict, r: dict) -> None:
-    print(f"  {r['kind']} {r.get('stage', '?')} {Path(job['case']).relative_to(DATA)} {job['key']}={job['value'][:40]!r} "
-          f"({r['seconds']}s): {r['msg'][:160]}", flush=True)
+    print(
+        f"  {r['kind']} {r.get('stage', '?')} {Path(job['case']).relative_to(DATA)} {job['key']}={job['value'][:40]!r} "
+        f"({r['seconds']}s): {r['msg'][:160]}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

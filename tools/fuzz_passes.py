@@ -97,8 +97,14 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception as e:  # noqa: BLE001  -- a finding
                         findings.append(f"{what} -O{level}: {type(e).__name__}: {str(e)[:200]}")
                         continue
-                    bad = f"{len(before)} outputs became {len(after)}" if len(after) != len(before) else next(
-                        (f"out{i} {d}" for i, (a, b) in enumerate(zip(before, after)) if (d := _differs(a, b))), None)
+                    bad = (
+                        f"{len(before)} outputs became {len(after)}"
+                        if len(after) != len(before)
+                        else next(
+                            (f"out{i} {d}" for i, (a, b) in enumerate(zip(before, after)) if (d := _differs(a, b))),
+                            None,
+                        )
+                    )
                     if bad:
                         findings.append(f"{what} -O{level}: {bad}")
     print(f"{graphs} graphs ({len(cases)} cases), {ran} ran, {len(findings)} findings in {time.time() - t0:.0f}s")

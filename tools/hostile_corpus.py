@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -80,8 +79,13 @@ def _op_base(case: str) -> Base:
 def _sample_base(name: str) -> Base:
     with np.load(SAMPLES / f"{name}.expected.npz") as z:
         expected = [z[k] for k in sorted(z.files)]
-    return Base(name, (SAMPLES / f"{name}.pnnx.param").read_text(), (SAMPLES / f"{name}.pnnx.bin").read_bytes(),
-                [np.load(SAMPLES / f"{name}.input.npy")], expected)
+    return Base(
+        name,
+        (SAMPLES / f"{name}.pnnx.param").read_text(),
+        (SAMPLES / f"{name}.pnnx.bin").read_bytes(),
+        [np.load(SAMPLES / f"{name}.input.npy")],
+        expected,
+    )
 
 
 class Corpus:
@@ -185,12 +189,23 @@ def _rename_operators(text: str, new: callable, only_weightless: bool = True) ->
 
 
 def build(c: Corpus) -> None:
-    bases = [_op_base(n) for n in ("linear_addmm", "conv_2d_basic", "io_attribute_const", "io_tuple_outputs",
-                                   "expr_int_bitwise")]
+    bases = [
+        _op_base(n)
+        for n in ("linear_addmm", "conv_2d_basic", "io_attribute_const", "io_tuple_outputs", "expr_int_bitwise")
+    ]
     bases += [_sample_base(n) for n in ("tiny_mlp", "digits_cnn", "expr_zoo")]
     # optlevel 0 and 1 (prim::/aten:: layers, values computed at run time) and a dynamic slice
-    bases += [_op_base(n) for n in ("ops_o0/tensor_arange_posenc", "ops_o0/shape_dyn_select", "ops_o0/tensor_where_scalars",
-                                    "ops_o0/tensor_constant_to", "ops_o1/tensor_arange_posenc", "shape_dyn_slice_end")]
+    bases += [
+        _op_base(n)
+        for n in (
+            "ops_o0/tensor_arange_posenc",
+            "ops_o0/shape_dyn_select",
+            "ops_o0/tensor_where_scalars",
+            "ops_o0/tensor_constant_to",
+            "ops_o1/tensor_arange_posenc",
+            "shape_dyn_slice_end",
+        )
+    ]
     by_name = {b.name: b for b in bases}
 
     # 1. Format variants of real exports: the same model, so PyTorch's answer.
@@ -228,10 +243,34 @@ def build(c: Corpus) -> None:
                 c.model(f"truncate_bin/{b.name}/{k}", t, b, "error", bin_bytes=b.bin[:k])
 
     # 3. Huge and odd numbers in every kind of token, one at a time.
-    numbers = [HUGE, "-" + HUGE, "9223372036854775808", "9223372036854775807", "2147483648", "-1", "0", "1e309",
-               "nan", "-inf", "3e8", "0x10", "1_000", "١٢", "1.5", "+1", "--1", ""]
-    for b in (by_name["linear_addmm"], by_name["conv_2d_basic"], by_name["tiny_mlp"], by_name["ops_o0.shape_dyn_select"],
-              by_name["ops_o0.tensor_arange_posenc"], by_name["ops_o1.tensor_arange_posenc"]):
+    numbers = [
+        HUGE,
+        "-" + HUGE,
+        "9223372036854775808",
+        "9223372036854775807",
+        "2147483648",
+        "-1",
+        "0",
+        "1e309",
+        "nan",
+        "-inf",
+        "3e8",
+        "0x10",
+        "1_000",
+        "١٢",
+        "1.5",
+        "+1",
+        "--1",
+        "",
+    ]
+    for b in (
+        by_name["linear_addmm"],
+        by_name["conv_2d_basic"],
+        by_name["tiny_mlp"],
+        by_name["ops_o0.shape_dyn_select"],
+        by_name["ops_o0.tensor_arange_posenc"],
+        by_name["ops_o1.tensor_arange_posenc"],
+    ):
         lines = b.param.split("\n")
         slots = [(1, 0), (1, 1)]  # the counts
         for i in range(2, len(lines)):
@@ -250,7 +289,7 @@ def build(c: Corpus) -> None:
                     if k[0] in "@#":  # a dim inside the shape
                         inner = val[1 : val.index(")")].split(",")
                         inner[0] = v
-                        t[j] = f"{k}=({','.join(inner)}){val[val.index(')') + 1:]}"
+                        t[j] = f"{k}=({','.join(inner)}){val[val.index(')') + 1 :]}"
                     else:
                         t[j] = f"{k}={v}"
                 else:
@@ -266,8 +305,12 @@ def build(c: Corpus) -> None:
             for tag, junk in (("nul", "\0"), ("ctrl", "\x01\x1b"), ("del", "\x7f"), ("ls", "\u2028")):
                 c.model(f"chars/{b.name}/{k}/{tag}", t[:pos] + junk + t[pos:], b, "either")
             raw = t.encode()
-            c.model(f"chars/{b.name}/{k}/bad_utf8", raw[: len(raw) * k // 9] + b"\xff\xc0" + raw[len(raw) * k // 9 :],
-                    b, "error")
+            c.model(
+                f"chars/{b.name}/{k}/bad_utf8",
+                raw[: len(raw) * k // 9] + b"\xff\xc0" + raw[len(raw) * k // 9 :],
+                b,
+                "error",
+            )
 
     # 5. Graph structure.
     x = np.ones((1, 4), np.float32)
@@ -288,27 +331,45 @@ def build(c: Corpus) -> None:
         "use_before_produce": (head + "3 2\npnnx.Input i 0 1 x\nnn.ReLU r 1 1 y z\npnnx.Output o 1 0 z\n", "error"),
         "produced_twice": (head + "3 1\npnnx.Input i 0 1 x\nnn.ReLU r 1 1 x x\npnnx.Output o 1 0 x\n", "error"),
         "self_input": (head + "3 2\npnnx.Input i 0 1 x\nnn.ReLU r 2 1 x y y\npnnx.Output o 1 0 y\n", "error"),
-        "duplicate_names": (head + "4 3\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.ReLU r 1 1 x a\nnn.ReLU r 1 1 a b\n"
-                            "pnnx.Output o 1 0 b\n", "match"),
-        "output_twice": (head + "3 1\npnnx.Input i 0 1 x #x=(1,4)f32\npnnx.Output o 1 0 x\npnnx.Output p 1 0 x\n",
-                         "either"),
+        "duplicate_names": (
+            head + "4 3\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.ReLU r 1 1 x a\nnn.ReLU r 1 1 a b\npnnx.Output o 1 0 b\n",
+            "match",
+        ),
+        "output_twice": (
+            head + "3 1\npnnx.Input i 0 1 x #x=(1,4)f32\npnnx.Output o 1 0 x\npnnx.Output p 1 0 x\n",
+            "either",
+        ),
         "shape_of_stranger": (head + "2 1\npnnx.Input i 0 1 x #y=(1,4)f32\npnnx.Output o 1 0 x\n", "error"),
-        "dollar_stranger": (head + "3 2\npnnx.Input i 0 1 x\nnn.ReLU r 1 1 x y $input=q\npnnx.Output o 1 0 y\n", "error"),
+        "dollar_stranger": (
+            head + "3 2\npnnx.Input i 0 1 x\nnn.ReLU r 1 1 x y $input=q\npnnx.Output o 1 0 y\n",
+            "error",
+        ),
         "empty_key": (head + "3 2\npnnx.Input i 0 1 x\nnn.ReLU r 1 1 x y =1\npnnx.Output o 1 0 y\n", "error"),
         "empty_value": (head + "3 2\npnnx.Input i 0 1 x\nnn.ReLU r 1 1 x y k=\npnnx.Output o 1 0 y\n", "error"),
-        "double_equals": (head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.ReLU r 1 1 x y k==1\npnnx.Output o 1 0 y\n",
-                          "either"),
-        "key_twice": (head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.LeakyReLU r 1 1 x y negative_slope=0.5 "
-                      "negative_slope=0.5\npnnx.Output o 1 0 y\n", "match"),
+        "double_equals": (
+            head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.ReLU r 1 1 x y k==1\npnnx.Output o 1 0 y\n",
+            "either",
+        ),
+        "key_twice": (
+            head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.LeakyReLU r 1 1 x y negative_slope=0.5 "
+            "negative_slope=0.5\npnnx.Output o 1 0 y\n",
+            "match",
+        ),
         "unknown_type": (head + "3 2\npnnx.Input i 0 1 x\nnn.Nope r 1 1 x y\npnnx.Output o 1 0 y\n", "error"),
         "too_many_lines": (head + "1 1\npnnx.Input i 0 1 x\npnnx.Output o 1 0 x\n", "error"),
         "operand_count_wrong": (head + "2 5\npnnx.Input i 0 1 x #x=(1,4)f32\npnnx.Output o 1 0 x\n", "either"),
-        "attr_without_bin": (head + "3 2\npnnx.Input i 0 1 x\npnnx.Attribute a 0 1 y @data=(1,4)f32\n"
-                             "pnnx.Output o 2 0 x y\n", "error"),
-        "zero_d_attr": (head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\npnnx.Attribute a 0 1 y @data=()f32\n"
-                        "pnnx.Output o 2 0 x y\n", "error"),
-        "huge_attr": (head + "3 2\npnnx.Input i 0 1 x\npnnx.Attribute a 0 1 y @data=(100000,100000)f32\n"
-                      "pnnx.Output o 2 0 x y\n", "error"),
+        "attr_without_bin": (
+            head + "3 2\npnnx.Input i 0 1 x\npnnx.Attribute a 0 1 y @data=(1,4)f32\npnnx.Output o 2 0 x y\n",
+            "error",
+        ),
+        "zero_d_attr": (
+            head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\npnnx.Attribute a 0 1 y @data=()f32\npnnx.Output o 2 0 x y\n",
+            "error",
+        ),
+        "huge_attr": (
+            head + "3 2\npnnx.Input i 0 1 x\npnnx.Attribute a 0 1 y @data=(100000,100000)f32\npnnx.Output o 2 0 x y\n",
+            "error",
+        ),
         "rank9_shape": (head + "2 1\npnnx.Input i 0 1 x #x=(1,1,1,1,1,1,1,1,4)f32\npnnx.Output o 1 0 x\n", "error"),
     }
     ident = [np.ones((1, 4), np.float32)]
@@ -333,19 +394,34 @@ def build(c: Corpus) -> None:
     for n in (1000, 20000):
         lines = ["pnnx.Input i 0 1 x0 #x0=(1,4)f32"] + [f"nn.ReLU r{k} 1 1 x{k} x{k + 1}" for k in range(n)]
         lines.append(f"pnnx.Output o 1 0 x{n}")
-        c.model(f"graph/chain_{n}", head + f"{n + 2} {n + 1}\n" + "\n".join(lines) + "\n", None, "match",
-                bin_bytes=None, inputs=ident, expected=ident)
+        c.model(
+            f"graph/chain_{n}",
+            head + f"{n + 2} {n + 1}\n" + "\n".join(lines) + "\n",
+            None,
+            "match",
+            bin_bytes=None,
+            inputs=ident,
+            expected=ident,
+        )
     fan = ["pnnx.Input i 0 1 x #x=(1,4)f32"] + [f"nn.ReLU r{k} 1 1 x y{k}" for k in range(5000)]
     fan.append("pnnx.Output o 5000 0 " + " ".join(f"y{k}" for k in range(5000)))
-    c.model("graph/fan_5000", head + f"5002 5001\n" + "\n".join(fan) + "\n", None, "ok", bin_bytes=None, inputs=ident)
-    c.model("graph/line_over_1mib", head + "2 1\npnnx.Input i 0 1 x " + "k=1 " * 300_000 + "\npnnx.Output o 1 0 x\n",
-            None, "error", bin_bytes=None, inputs=ident)
+    c.model("graph/fan_5000", head + "5002 5001\n" + "\n".join(fan) + "\n", None, "ok", bin_bytes=None, inputs=ident)
+    c.model(
+        "graph/line_over_1mib",
+        head + "2 1\npnnx.Input i 0 1 x " + "k=1 " * 300_000 + "\npnnx.Output o 1 0 x\n",
+        None,
+        "error",
+        bin_bytes=None,
+        inputs=ident,
+    )
     c.model("graph/declares_200000_operators", head + "200000 1\n", None, "error", bin_bytes=None, inputs=ident)
 
     # 6. .bin zip tricks (on a model with two weights).
     b = by_name["conv_2d_basic"]
     assert b.bin is not None
-    entries = {i.filename: zipfile.ZipFile(io.BytesIO(b.bin)).read(i) for i in zipfile.ZipFile(io.BytesIO(b.bin)).infolist()}
+    entries = {
+        i.filename: zipfile.ZipFile(io.BytesIO(b.bin)).read(i) for i in zipfile.ZipFile(io.BytesIO(b.bin)).infolist()
+    }
 
     def zip_of(items: list[tuple[str, bytes]], method: int = zipfile.ZIP_STORED, comment: bytes = b"") -> bytes:
         buf = io.BytesIO()
@@ -389,8 +465,12 @@ def build(c: Corpus) -> None:
     # Headers pointing elsewhere: sizes, offsets, name lengths.
     zf = zipfile.ZipFile(io.BytesIO(b.bin))
     for info in zf.infolist()[:1]:
-        for field_name, off, width in (("local_size", 22, 4), ("local_name_len", 26, 2), ("local_extra_len", 28, 2),
-                                       ("method", 8, 2)):
+        for field_name, off, width in (
+            ("local_size", 22, 4),
+            ("local_name_len", 26, 2),
+            ("local_extra_len", 28, 2),
+            ("method", 8, 2),
+        ):
             for value in (0, 0xFFFF, 0xFFFFFFFF if width == 4 else 0x7FFF):
                 data = bytearray(b.bin)
                 data[info.header_offset + off : info.header_offset + off + width] = value.to_bytes(width, "little")
@@ -403,17 +483,39 @@ def build(c: Corpus) -> None:
     os.mkfifo(special / "fifo")
     (special / "adir").mkdir()
     p = c.write("bin/sym/m.pnnx.param", b.param)
-    for tag, target in (("dev_zero", "/dev/zero"), ("fifo", special / "fifo"), ("dir", special / "adir"),
-                        ("loop", special / "loop_a"), ("missing", special / "nothing")):
-        c.add(f"special/bin_{tag}", ["run", p, "--bin", target, "--input", c.npy(f"special/bin_{tag}/x.npy", b.inputs[0])],
-              "error")
-        c.add(f"special/param_{tag}", ["run", target, "--input", c.npy(f"special/param_{tag}/x.npy", b.inputs[0])],
-              "error")
+    for tag, target in (
+        ("dev_zero", "/dev/zero"),
+        ("fifo", special / "fifo"),
+        ("dir", special / "adir"),
+        ("loop", special / "loop_a"),
+        ("missing", special / "nothing"),
+    ):
+        c.add(
+            f"special/bin_{tag}",
+            ["run", p, "--bin", target, "--input", c.npy(f"special/bin_{tag}/x.npy", b.inputs[0])],
+            "error",
+        )
+        c.add(
+            f"special/param_{tag}",
+            ["run", target, "--input", c.npy(f"special/param_{tag}/x.npy", b.inputs[0])],
+            "error",
+        )
         c.add(f"special/npy_{tag}", ["run", p, "--bin", c.write("special/good.bin", b.bin), "--input", target], "error")
     link = c.root / "special" / "link.pnnx.param"
     link.symlink_to(c.write("special/real/m.pnnx.param", b.param))
-    c.add("special/symlinked_param", ["run", link, "--bin", c.write("special/real/m.pnnx.bin", b.bin), "--input",
-                                      c.npy("special/symlinked_param/x.npy", b.inputs[0])], "match", b.expected)
+    c.add(
+        "special/symlinked_param",
+        [
+            "run",
+            link,
+            "--bin",
+            c.write("special/real/m.pnnx.bin", b.bin),
+            "--input",
+            c.npy("special/symlinked_param/x.npy", b.inputs[0]),
+        ],
+        "match",
+        b.expected,
+    )
 
     # 7. .npy inputs.
     lin = by_name["tiny_mlp"]
@@ -446,18 +548,46 @@ def build(c: Corpus) -> None:
         want = [np.concatenate([lin.expected[0]] * 3)] if tag == "batch3" else None
         c.model(f"npy/{tag}", lin.param, lin, expect, inputs=[a], expected=want)
     header = np.lib.format.header_data_from_array_1_0(x0)
-    for tag, shape, body in (("claims_huge", (100000, 100000), b"\0" * 64), ("claims_more", x0.shape, b"\0" * 16),
-                             ("negative_dim", (-1, 1, 8, 8), b"\0" * 256), ("truncated", x0.shape, x0.tobytes()[:-1])):
+    for tag, shape, body in (
+        ("claims_huge", (100000, 100000), b"\0" * 64),
+        ("claims_more", x0.shape, b"\0" * 16),
+        ("negative_dim", (-1, 1, 8, 8), b"\0" * 256),
+        ("truncated", x0.shape, x0.tobytes()[:-1]),
+    ):
         buf = io.BytesIO()
         np.lib.format.write_array_header_1_0(buf, dict(header, shape=shape))
         path = c.write(f"npy_raw/{tag}.npy", buf.getvalue() + body)
-        c.add(f"npy/{tag}", ["run", c.write("npy_raw/m.pnnx.param", lin.param), "--bin",
-                             c.write("npy_raw/m.pnnx.bin", lin.bin or b""), "--input", path], "error")
-    for tag, raw in (("empty_file", b""), ("magic_only", b"\x93NUMPY"), ("text", b"1 2 3"),
-                     ("pickle", b"\x80\x04K\x01."), ("huge_header_len", b"\x93NUMPY\x01\x00\xff\xff" + b" " * 100)):
-        c.add(f"npy/{tag}", ["run", c.write("npy_raw/m.pnnx.param", lin.param), "--bin",
-                             c.write("npy_raw/m.pnnx.bin", lin.bin or b""), "--input", c.write(f"npy_raw/{tag}.npy", raw)],
-              "error")
+        c.add(
+            f"npy/{tag}",
+            [
+                "run",
+                c.write("npy_raw/m.pnnx.param", lin.param),
+                "--bin",
+                c.write("npy_raw/m.pnnx.bin", lin.bin or b""),
+                "--input",
+                path,
+            ],
+            "error",
+        )
+    for tag, raw in (
+        ("empty_file", b""),
+        ("magic_only", b"\x93NUMPY"),
+        ("text", b"1 2 3"),
+        ("pickle", b"\x80\x04K\x01."),
+        ("huge_header_len", b"\x93NUMPY\x01\x00\xff\xff" + b" " * 100),
+    ):
+        c.add(
+            f"npy/{tag}",
+            [
+                "run",
+                c.write("npy_raw/m.pnnx.param", lin.param),
+                "--bin",
+                c.write("npy_raw/m.pnnx.bin", lin.bin or b""),
+                "--input",
+                c.write(f"npy_raw/{tag}.npy", raw),
+            ],
+            "error",
+        )
 
     # 8. Command lines.
     p = c.write("cli/m.pnnx.param", lin.param)
@@ -470,46 +600,120 @@ def build(c: Corpus) -> None:
         ("output_missing_dir", ["run", p, "--input", xin, "--output", c.root / "cli" / "no" / "y.npy"], "error"),
         ("output_fifo", ["run", p, "--input", xin, "--output", c.root / "cli" / "out.fifo"], "error"),
         ("output_no_suffix", ["run", p, "--input", xin, "--output", c.root / "cli" / "y.out"], "ok"),
-        ("output_over_input", ["run", p, "--input", c.npy("cli/x2.npy", x0), "--output", c.root / "cli" / "x2.npy"], "ok"),
-        ("two_outputs_for_one", ["run", p, "--input", xin, "--output", c.root / "cli/a.npy", "--output",
-                                 c.root / "cli/b.npy"], "error"),
+        (
+            "output_over_input",
+            ["run", p, "--input", c.npy("cli/x2.npy", x0), "--output", c.root / "cli" / "x2.npy"],
+            "ok",
+        ),
+        (
+            "two_outputs_for_one",
+            ["run", p, "--input", xin, "--output", c.root / "cli/a.npy", "--output", c.root / "cli/b.npy"],
+            "error",
+        ),
         ("two_inputs_for_one", ["run", p, "--input", xin, "--input", xin], "error"),
         ("model_is_dir", ["run", c.root / "cli", "--input", xin], "error"),
         ("model_missing", ["run", c.root / "cli" / "nope.pnnx.param", "--input", xin], "error"),
         ("bin_is_param", ["run", p, "--bin", p, "--input", xin], "error"),
         ("param_is_bin", ["run", c.root / "cli" / "m.pnnx.bin", "--input", xin], "error"),
         ("inspect_kahn", ["inspect", p, "--order", "kahn"], "ok"),
-        ("unicode_path", ["run", c.write("cli/模型 ü/m.pnnx.param", lin.param), "--bin", c.write("cli/模型 ü/m.pnnx.bin",
-                          lin.bin or b""), "--input", xin], "ok"),
+        (
+            "unicode_path",
+            [
+                "run",
+                c.write("cli/模型 ü/m.pnnx.param", lin.param),
+                "--bin",
+                c.write("cli/模型 ü/m.pnnx.bin", lin.bin or b""),
+                "--input",
+                xin,
+            ],
+            "ok",
+        ),
     ):
         c.add(f"cli/{tag}", argv, expect)
 
     # 9. Expressions in a model, on float and int inputs.
-    exprs = ["add(@0,@1)", "div(@0,0)", "floor_divide(@0,0)", "remainder(@0,0)", "fmod(@0,0)", "pow(@0,-1)",
-             "lshift(@0,70)", "rshift(@0,-1)", "int(@0)", "size(@0,5)", "size(@0,-9)", "torch.long(@0)",
-             "neg(" * 3000 + "@0" + ")" * 3000, "add(@0,@7)", "add(@0," + HUGE + ")", "mul(@0,1e309)", "atan2(@0,@1)",
-             "logaddexp(@0,@1)", "max(@0,nan)", "sqrt(neg(@0))", "[@0,@1]", "size(@0)", "True", "None", "and(@0,1.5)",
-             "neg(torch.bool(@0))", "round(@0)", "1.0e+00+2.0e+00j", "add(@0)", "nosuch(@0)", "add(@0,@1", ""]
-    for dtype, a0, a1 in (("f32", np.float32([[1.5, -2.0, 0.0]]), np.float32([[0.5, 0.0, -1.0]])),
-                          ("i64", np.int64([[7, -3, 0]]), np.int64([[2, 0, -1]]))):
+    exprs = [
+        "add(@0,@1)",
+        "div(@0,0)",
+        "floor_divide(@0,0)",
+        "remainder(@0,0)",
+        "fmod(@0,0)",
+        "pow(@0,-1)",
+        "lshift(@0,70)",
+        "rshift(@0,-1)",
+        "int(@0)",
+        "size(@0,5)",
+        "size(@0,-9)",
+        "torch.long(@0)",
+        "neg(" * 3000 + "@0" + ")" * 3000,
+        "add(@0,@7)",
+        "add(@0," + HUGE + ")",
+        "mul(@0,1e309)",
+        "atan2(@0,@1)",
+        "logaddexp(@0,@1)",
+        "max(@0,nan)",
+        "sqrt(neg(@0))",
+        "[@0,@1]",
+        "size(@0)",
+        "True",
+        "None",
+        "and(@0,1.5)",
+        "neg(torch.bool(@0))",
+        "round(@0)",
+        "1.0e+00+2.0e+00j",
+        "add(@0)",
+        "nosuch(@0)",
+        "add(@0,@1",
+        "",
+    ]
+    for dtype, a0, a1 in (
+        ("f32", np.float32([[1.5, -2.0, 0.0]]), np.float32([[0.5, 0.0, -1.0]])),
+        ("i64", np.int64([[7, -3, 0]]), np.int64([[2, 0, -1]])),
+    ):
         for k, e in enumerate(exprs):
-            text = (head + f"4 3\npnnx.Input i 0 1 a #a=(1,3){dtype}\npnnx.Input j 0 1 b #b=(1,3){dtype}\n"
-                    f"pnnx.Expression e 2 1 a b y expr={e}\npnnx.Output o 1 0 y\n")
+            text = (
+                head + f"4 3\npnnx.Input i 0 1 a #a=(1,3){dtype}\npnnx.Input j 0 1 b #b=(1,3){dtype}\n"
+                f"pnnx.Expression e 2 1 a b y expr={e}\npnnx.Output o 1 0 y\n"
+            )
             c.model(f"expr/{dtype}/{k}", text, None, "either", bin_bytes=None, inputs=[a0, a1])
 
     # 10. Declared dtypes on inputs and outputs, fed matching and other arrays.
-    for dt, npdt in (("f32", np.float32), ("f64", np.float64), ("f16", np.float16), ("bf16", np.float32),
-                     ("i64", np.int64), ("i32", np.int32), ("i16", np.int16), ("i8", np.int8), ("u8", np.uint8),
-                     ("bool", np.bool_), ("c64", np.complex64), ("c128", np.complex128)):
+    for dt, npdt in (
+        ("f32", np.float32),
+        ("f64", np.float64),
+        ("f16", np.float16),
+        ("bf16", np.float32),
+        ("i64", np.int64),
+        ("i32", np.int32),
+        ("i16", np.int16),
+        ("i8", np.int8),
+        ("u8", np.uint8),
+        ("bool", np.bool_),
+        ("c64", np.complex64),
+        ("c128", np.complex128),
+    ):
         a = np.array([[0, 1, 2]]).astype(npdt)
         text = head + f"2 1\npnnx.Input i 0 1 x #x=(1,3){dt}\npnnx.Output o 1 0 x #x=(1,3){dt}\n"
         c.model(f"dtype/{dt}/same", text, None, "match", bin_bytes=None, inputs=[a], expected=[a])
         for other in (np.float64, np.int64, np.uint8, np.bool_):
-            c.model(f"dtype/{dt}/from_{np.dtype(other).name}", text, None, "either", bin_bytes=None,
-                    inputs=[np.array([[0, 1, 2]]).astype(other)])
+            c.model(
+                f"dtype/{dt}/from_{np.dtype(other).name}",
+                text,
+                None,
+                "either",
+                bin_bytes=None,
+                inputs=[np.array([[0, 1, 2]]).astype(other)],
+            )
         relu = head + f"3 2\npnnx.Input i 0 1 x #x=(1,3)f32\nnn.ReLU r 1 1 x y #y=(1,3){dt}\npnnx.Output o 1 0 y\n"
-        c.model(f"dtype/{dt}/declared_relu_output", relu, None, "match" if dt in ("f32", "bf16") else "error",
-                bin_bytes=None, inputs=[np.float32([[-1, 0, 2]])], expected=[np.float32([[0, 0, 2]])])
+        c.model(
+            f"dtype/{dt}/declared_relu_output",
+            relu,
+            None,
+            "match" if dt in ("f32", "bf16") else "error",
+            bin_bytes=None,
+            inputs=[np.float32([[-1, 0, 2]])],
+            expected=[np.float32([[0, 0, 2]])],
+        )
 
     # 11. The textual IR (.kir): the same hostility in the other text format.
     sys.path.insert(0, str(ROOT))
@@ -518,14 +722,24 @@ def build(c: Corpus) -> None:
 
     for b in (by_name["tiny_mlp"], by_name["conv_2d_basic"]):
         kir = print_ir(parse_param(b.param))
-        variants = {"plain": (kir, "match"), "crlf": (kir.replace("\n", "\r\n"), "match"),
-                    "bom": ("\ufeff" + kir, "match"), "tabs": (kir.replace("  (", "\t("), "match")}
+        variants = {
+            "plain": (kir, "match"),
+            "crlf": (kir.replace("\n", "\r\n"), "match"),
+            "bom": ("\ufeff" + kir, "match"),
+            "tabs": (kir.replace("  (", "\t("), "match"),
+        }
         for k in range(1, 10):
             variants[f"truncate_{k}"] = (kir[: len(kir) * k // 10], "error")
-        for tag, old, new in (("huge_dim", "x8x8x", f"x{HUGE}x8x"), ("huge_int", ")1", ")" + HUGE),
-                              ("big_shape", "1x1x8x8", "100000x100000x8x8"), ("neg_dim", "1x64", "-1x64"),
-                              ("nul", "nn.", "n\0n."), ("long_line", "{", "{" + " " * 1_100_000),
-                              ("zero_dim", "1x1x8x8", "0x1x8x8"), ("huge_weight", "<32x64", "<3200000x6400000")):
+        for tag, old, new in (
+            ("huge_dim", "x8x8x", f"x{HUGE}x8x"),
+            ("huge_int", ")1", ")" + HUGE),
+            ("big_shape", "1x1x8x8", "100000x100000x8x8"),
+            ("neg_dim", "1x64", "-1x64"),
+            ("nul", "nn.", "n\0n."),
+            ("long_line", "{", "{" + " " * 1_100_000),
+            ("zero_dim", "1x1x8x8", "0x1x8x8"),
+            ("huge_weight", "<32x64", "<3200000x6400000"),
+        ):
             if old in kir:  # (each pattern is one model's)
                 variants[tag] = (kir.replace(old, new, 1), "error" if tag != "zero_dim" else "either")
         if "(Array)[" in kir:  # arrays nested past max_param_depth (layers and passes would recurse)
@@ -541,7 +755,9 @@ def build(c: Corpus) -> None:
     # More operations than max_operators (lowered: parsing 100,000 takes a while before the limit)
     ops = "\n".join(f'  (%{i}) = "pnnx.Input" @i{i} () : () -> pnnx.tensor<1xf32>' for i in range(2000))
     p = c.write("kir/ops_2000/m.kir", "{\n" + ops + "\n}\n")
-    c.add("kir/ops_2000", ["--limit", "max_operators=1000", "run", p, "--input", c.npy("kir/ops_2000/x.npy", x)], "error")
+    c.add(
+        "kir/ops_2000", ["--limit", "max_operators=1000", "run", p, "--input", c.npy("kir/ops_2000/x.npy", x)], "error"
+    )
 
     # 12. Layers with sizes from params: refused before allocating.
     for tag, line in (
@@ -559,8 +775,14 @@ def build(c: Corpus) -> None:
     ):
         hw = 1 if tag.startswith("expand") else 4  # expand grows size-1 dims only
         text = head + f"3 2\npnnx.Input i 0 1 x #x=(1,1,{hw},{hw})f32\n{line}\npnnx.Output o 1 0 y\n"
-        c.model(f"sizes/{tag}", text, None, "ok" if tag.startswith("lrn") else "error", bin_bytes=None,
-                inputs=[np.ones((1, 1, hw, hw), np.float32)])
+        c.model(
+            f"sizes/{tag}",
+            text,
+            None,
+            "ok" if tag.startswith("lrn") else "error",
+            bin_bytes=None,
+            inputs=[np.ones((1, 1, hw, hw), np.float32)],
+        )
 
 
 # -- running -----------------------------------------------------------------------------------------
@@ -669,8 +891,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(cases)} cases in {root}", flush=True)
 
         def worker_argv(start: int) -> list[str]:
-            return [sys.executable, __file__, "--worker", str(start), "--manifest", str(manifest),
-                    "--mem-mb", str(args.mem_mb)]
+            return [
+                sys.executable,
+                __file__,
+                "--worker",
+                str(start),
+                "--manifest",
+                str(manifest),
+                "--mem-mb",
+                str(args.mem_mb),
+            ]
 
         def show(r: dict) -> None:
             if args.verbose and (r["kind"] not in FINE or r["seconds"] > args.slow):
@@ -679,8 +909,12 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         results = supervise(len(cases), worker_argv, timeout=args.timeout, on_result=show)
         kinds = Counter(r["kind"] for r in results.values())
-        findings = [(cases[i], r) for i, r in sorted(results.items()) if r["kind"] not in FINE or r["seconds"] > args.slow]
-        print(f"\n{len(cases)} cases in {time.time() - t0:.0f}s: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
+        findings = [
+            (cases[i], r) for i, r in sorted(results.items()) if r["kind"] not in FINE or r["seconds"] > args.slow
+        ]
+        print(
+            f"\n{len(cases)} cases in {time.time() - t0:.0f}s: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+        )
         by_category = Counter(c.name.split("/")[0] for c in cases)
         print("by category: " + ", ".join(f"{k} {n}" for k, n in sorted(by_category.items())))
         print(f"{len(findings)} findings")

@@ -64,16 +64,16 @@ class TensorOpsZoo(nn.Module):
         self.proj = nn.Parameter(torch.randn(4, 5))
 
     def forward(self, x):
-        y = self.gn(self.conv(x))                                # (1,8,8,8)
+        y = self.gn(self.conv(x))  # (1,8,8,8)
         a, b = torch.split(y, [3, 5], dim=1)
-        c1, c2 = torch.chunk(b, 2, dim=2)                        # (1,5,4,8) each
-        s = torch.stack([c1, c2], dim=0).sum(0)                  # (1,5,4,8)
-        idx = torch.argmax(s, dim=3, keepdim=True)               # (1,5,4,1)
-        g = torch.gather(s, 3, idx)                              # (1,5,4,1)
+        c1, c2 = torch.chunk(b, 2, dim=2)  # (1,5,4,8) each
+        s = torch.stack([c1, c2], dim=0).sum(0)  # (1,5,4,8)
+        idx = torch.argmax(s, dim=3, keepdim=True)  # (1,5,4,1)
+        g = torch.gather(s, 3, idx)  # (1,5,4,1)
         w = torch.where(s > g * 0.5, s, torch.zeros_like(s))
-        e = torch.einsum("bchw,hk->bckw", w, self.proj)          # (1,5,5,8)
+        e = torch.einsum("bchw,hk->bckw", w, self.proj)  # (1,5,5,8)
         up = F.interpolate(a, scale_factor=2, mode="bilinear", align_corners=False)  # (1,3,16,16)
-        ps = F.pixel_shuffle(y[:, :4], 2)                        # (1,1,16,16)
+        ps = F.pixel_shuffle(y[:, :4], 2)  # (1,1,16,16)
         m = torch.cat([up, ps], 1)
         pooled = F.avg_pool2d(m, 2) + F.adaptive_max_pool2d(m, (8, 8))
         att = torch.softmax(pooled.flatten(2), dim=-1).view_as(pooled)
@@ -92,8 +92,8 @@ class ShapeArithmetic(nn.Module):
         x = self.conv(x)
         b, c, h, w = x.size()
         y = x.reshape(b, c // 2, 2, h, w).transpose(1, 2).reshape(b, c, h, w)  # channel shuffle
-        z = y.view(b, c, -1).permute(0, 2, 1)                    # (b, h*w, c)
-        z = self.fc(z)                                           # (b, h*w, 4)
+        z = y.view(b, c, -1).permute(0, 2, 1)  # (b, h*w, c)
+        z = self.fc(z)  # (b, h*w, 4)
         z = z.transpose(1, 2).contiguous().view(x.size(0), 4, h, w)
         t = torch.flatten(z, 1)
         n = t.shape[1] // 2
@@ -112,11 +112,14 @@ class DenseNetMini(nn.Module):
         for _ in range(2):
             block = nn.ModuleList()
             for _ in range(layers):
-                block.append(nn.Sequential(nn.BatchNorm2d(ch), nn.ReLU(), nn.Conv2d(ch, growth, 3, padding=1, bias=False)))
+                block.append(
+                    nn.Sequential(nn.BatchNorm2d(ch), nn.ReLU(), nn.Conv2d(ch, growth, 3, padding=1, bias=False))
+                )
                 ch += growth
             self.blocks.append(block)
-            self.trans.append(nn.Sequential(nn.BatchNorm2d(ch), nn.ReLU(), nn.Conv2d(ch, ch // 2, 1, bias=False),
-                                            nn.AvgPool2d(2)))
+            self.trans.append(
+                nn.Sequential(nn.BatchNorm2d(ch), nn.ReLU(), nn.Conv2d(ch, ch // 2, 1, bias=False), nn.AvgPool2d(2))
+            )
             ch //= 2
         self.norm = nn.BatchNorm2d(ch)
         self.fc = nn.Linear(ch, classes)
@@ -148,10 +151,15 @@ class InvertedResidual(nn.Module):
         mid = cin * expand
         self.use_res = stride == 1 and cin == cout
         self.body = nn.Sequential(
-            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), act(),
-            nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), nn.BatchNorm2d(mid), act(),
+            nn.Conv2d(cin, mid, 1, bias=False),
+            nn.BatchNorm2d(mid),
+            act(),
+            nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False),
+            nn.BatchNorm2d(mid),
+            act(),
             SqueezeExcite(mid) if se else nn.Identity(),
-            nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout),
+            nn.Conv2d(mid, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
         )
 
     def forward(self, x):
@@ -170,8 +178,14 @@ class MobileNetV2Mini(nn.Module):
             InvertedResidual(8, 12, 2, 3, True, nn.Hardswish),
             InvertedResidual(12, 12, 1, 2, True, nn.Hardswish),
         )
-        self.head = nn.Sequential(nn.Conv2d(12, 16, 1), nn.Hardswish(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                                  nn.Dropout(0.2), nn.Linear(16, classes))
+        self.head = nn.Sequential(
+            nn.Conv2d(12, 16, 1),
+            nn.Hardswish(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Dropout(0.2),
+            nn.Linear(16, classes),
+        )
 
     def forward(self, x):
         return self.head(self.blocks(self.stem(x)))
@@ -185,15 +199,15 @@ class IndexingZoo(nn.Module):
         super().__init__()
         self.register_buffer("order", torch.tensor([2, 0, 1]))
 
-    def forward(self, x):                                        # (1,3,6,8)
-        a = x[:, :, 1:-1:2, ::3]                                 # (1,3,2,3)
-        b = torch.flip(x, dims=[3])[..., -3:]                    # (1,3,6,3)
-        c = torch.index_select(x, 1, self.order)                 # (1,3,6,8)
-        d = c[:, -1, :, :].unsqueeze(1).expand(-1, 2, -1, -1)    # (1,2,6,8)
+    def forward(self, x):  # (1,3,6,8)
+        a = x[:, :, 1:-1:2, ::3]  # (1,3,2,3)
+        b = torch.flip(x, dims=[3])[..., -3:]  # (1,3,6,3)
+        c = torch.index_select(x, 1, self.order)  # (1,3,6,8)
+        d = c[:, -1, :, :].unsqueeze(1).expand(-1, 2, -1, -1)  # (1,2,6,8)
         e = d.masked_fill(d < 0, 0.0).cumsum(dim=-1)
-        f = torch.roll(x, shifts=2, dims=2).narrow(3, 2, 4)      # (1,3,6,4)
-        g = x.select(2, -1).squeeze(0).repeat(1, 2)              # (3,16)
-        h = x[:, [0, 2]]                                         # (1,2,6,8)
+        f = torch.roll(x, shifts=2, dims=2).narrow(3, 2, 4)  # (1,3,6,4)
+        g = x.select(2, -1).squeeze(0).repeat(1, 2)  # (3,16)
+        h = x[:, [0, 2]]  # (1,2,6,8)
         return a.sum((2, 3)) + b.mean((2, 3)), e + h, f, g
 
 
@@ -208,16 +222,23 @@ class AudioConv1d(nn.Module):
         self.up = nn.ConvTranspose1d(6, 4, 4, stride=2, padding=1)
         self.head = nn.Conv1d(4, 2, 1)
 
-    def forward(self, x):                                        # (1,2,32)
-        x = F.max_pool1d(F.silu(self.bn(self.c1(x))), 2)         # (1,6,16)
-        x = self.c2(F.pad(x, (2, 2), mode="reflect"))            # (1,6,16)
-        x = self.up(F.leaky_relu(x, 0.1))                        # (1,4,32)
+    def forward(self, x):  # (1,2,32)
+        x = F.max_pool1d(F.silu(self.bn(self.c1(x))), 2)  # (1,6,16)
+        x = self.c2(F.pad(x, (2, 2), mode="reflect"))  # (1,6,16)
+        x = self.up(F.leaky_relu(x, 0.1))  # (1,4,32)
         x = F.interpolate(x, scale_factor=0.5, mode="nearest")  # (1,4,16)
         return torch.tanh(self.head(x))
 
 
-def build(cls: type[nn.Module], seed: int, shape: tuple[Any, ...], *, ids: int | None = None,
-          bn_shape: tuple[int, ...] | None = None, **kwargs: Any) -> tuple[nn.Module, Any]:
+def build(
+    cls: type[nn.Module],
+    seed: int,
+    shape: tuple[Any, ...],
+    *,
+    ids: int | None = None,
+    bn_shape: tuple[int, ...] | None = None,
+    **kwargs: Any,
+) -> tuple[nn.Module, Any]:
     """(module in eval mode, example input): random float input of `shape` (a tuple of
     shapes: one input each), or token ids below `ids`; BatchNorm statistics calibrated on
     inputs of `bn_shape` when given."""
@@ -244,7 +265,11 @@ class GptBlock(nn.Module):
         self.heads = heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
-        self.w1, self.w2, self.w3 = nn.Linear(dim, 24, bias=False), nn.Linear(24, dim, bias=False), nn.Linear(dim, 24, bias=False)
+        self.w1, self.w2, self.w3 = (
+            nn.Linear(dim, 24, bias=False),
+            nn.Linear(24, dim, bias=False),
+            nn.Linear(dim, 24, bias=False),
+        )
         self.g = nn.Parameter(torch.rand(dim) + 0.5)
         self.register_buffer("tril", torch.tril(torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
 
@@ -298,13 +323,13 @@ class SwinWindows(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.mlp = nn.Sequential(nn.Linear(dim, 16), nn.GELU(approximate="tanh"), nn.Linear(16, dim))
 
-    def forward(self, x):                                        # (B, H, W, C)
+    def forward(self, x):  # (B, H, W, C)
         B, H, W, C = x.shape
         ws = self.ws
         s = torch.roll(self.norm(x), shifts=(-1, -1), dims=(1, 2))
         win = s.view(B, H // ws, ws, W // ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, C)
         q, k, v = self.qkv(win).chunk(3, dim=-1)
-        a = torch.softmax(q @ k.transpose(1, 2) / C ** 0.5, dim=-1) @ v
+        a = torch.softmax(q @ k.transpose(1, 2) / C**0.5, dim=-1) @ v
         a = a.view(B, H // ws, W // ws, ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(B, H, W, C)
         x = x + torch.roll(a, shifts=(1, 1), dims=(1, 2))
         return x + self.mlp(x)
@@ -352,13 +377,12 @@ class NormActZoo(nn.Module):
         b, c, h, w = y.shape
         y = y.view(b, 4, c // 4, h, w).transpose(1, 2).reshape(b, c, h, w)
         y = F.normalize(F.mish(y) + F.softplus(y), dim=1)
-        t = self.tconv(y).clamp(-1.0, 1.0)                      # (b,4,2h,2w)
-        u = self.up(y[:, :4])                                    # (b,4,2h,2w)
+        t = self.tconv(y).clamp(-1.0, 1.0)  # (b,4,2h,2w)
+        u = self.up(y[:, :4])  # (b,4,2h,2w)
         m, idx = torch.max(t + u, dim=1)
         top, _ = torch.topk(m.flatten(1), 5, dim=1)
         srt, order = torch.sort(m.flatten(1)[:, :7], dim=1, descending=True)
         return m, idx, top, srt, order
-
 
 
 class RecurrentStates(nn.Module):
@@ -373,7 +397,7 @@ class RecurrentStates(nn.Module):
         self.gru_cell = nn.GRUCell(hidden, hidden)
         self.fc = nn.Linear(3 * hidden, 2)
 
-    def forward(self, x):                                        # (B, T, dim)
+    def forward(self, x):  # (B, T, dim)
         b = x.size(0)
         h0 = torch.zeros(2, b, self.hidden)
         c0 = torch.ones(2, b, self.hidden) * 0.5
@@ -396,14 +420,14 @@ class SpatialOps(nn.Module):
         self.w = nn.Parameter(torch.randn(5, 12) * 0.3)
         self.theta = nn.Linear(12, 6)
 
-    def forward(self, x):                                        # (B, 3, 6, 6)
-        p = self.pads[0](x) + self.pads[2](x)                    # (B,3,8,8)
-        q = self.pads[1](x)                                      # (B,3,9,7)
-        cols = F.unfold(p, kernel_size=2, stride=2)              # (B,12,16)
+    def forward(self, x):  # (B, 3, 6, 6)
+        p = self.pads[0](x) + self.pads[2](x)  # (B,3,8,8)
+        q = self.pads[1](x)  # (B,3,9,7)
+        cols = F.unfold(p, kernel_size=2, stride=2)  # (B,12,16)
         back = F.fold(cols * 2, output_size=(8, 8), kernel_size=2, stride=2)
-        un = F.pixel_unshuffle(p, 2)                             # (B,12,4,4)
-        lin = F.linear(un.flatten(2).transpose(1, 2), self.w)    # (B,16,5)
-        gram = torch.bmm(lin.transpose(1, 2), lin)               # (B,5,5)
+        un = F.pixel_unshuffle(p, 2)  # (B,12,4,4)
+        lin = F.linear(un.flatten(2).transpose(1, 2), self.w)  # (B,16,5)
+        gram = torch.bmm(lin.transpose(1, 2), lin)  # (B,5,5)
         theta = torch.tanh(self.theta(un.mean((2, 3)))).view(-1, 2, 3)
         grid = F.affine_grid(theta, [x.size(0), 3, 6, 6], align_corners=False)
         warped = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
@@ -419,11 +443,11 @@ class ScalarsAndCasts(nn.Module):
         super().__init__()
         self.conv = nn.Conv2d(2, 3, 1)
 
-    def forward(self, x):                                        # (B, 2, H, W)
+    def forward(self, x):  # (B, 2, H, W)
         y = self.conv(x)
         b = y.size(0)
-        extra = torch.tensor([0.5]).expand(b, 1)                 # a constant scalar joined on
-        m = y.max(dim=1)[0]                                      # (B,H,W)
+        extra = torch.tensor([0.5]).expand(b, 1)  # a constant scalar joined on
+        m = y.max(dim=1)[0]  # (B,H,W)
         feat = torch.cat([extra, m.flatten(1).norm(dim=1, keepdim=True), y.std(dim=(2, 3))], dim=1)
         mask = torch.logical_and(y > 0, y.abs() < 1.0)
         z = torch.where(mask, torch.sign(y), F.hardtanh(y * 2.0)).float()
@@ -444,7 +468,7 @@ class Video3d(nn.Module):
         self.c2 = nn.Conv3d(4, 4, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
         self.fc = nn.Linear(4, 3)
 
-    def forward(self, x):                                        # (B, 2, T, H, W)
+    def forward(self, x):  # (B, 2, T, H, W)
         x = F.max_pool3d(F.relu(self.bn(self.c1(x))), (1, 2, 2))
         x = F.adaptive_avg_pool3d(self.c2(x), 1)
         return self.fc(torch.flatten(x, 1))
@@ -459,11 +483,12 @@ class TextTransformer(nn.Module):
         super().__init__()
         self.tok = nn.Embedding(vocab, dim)
         self.pos = nn.Embedding(max_len, dim)
-        self.enc = nn.TransformerEncoderLayer(dim, 2, dim_feedforward=24, dropout=0.0, activation="gelu",
-                                              batch_first=True)
+        self.enc = nn.TransformerEncoderLayer(
+            dim, 2, dim_feedforward=24, dropout=0.0, activation="gelu", batch_first=True
+        )
         self.fc = nn.Linear(dim + 4, classes)
 
-    def forward(self, ids):                                      # (B, T) int64
+    def forward(self, ids):  # (B, T) int64
         t = ids.size(1)
         pos = torch.arange(t).unsqueeze(0)
         x = self.tok(ids) + self.pos(pos)
@@ -488,13 +513,13 @@ class TwoInputs(nn.Module):
         self.logsm = nn.LogSoftmax(dim=1)
         self.sm2d = nn.Softmax2d()
 
-    def forward(self, img, v):                                   # (B,3,H,W), (B,5)
-        y = self.circ(F.relu(self.same(img)))                    # (B,4,H,W)
-        gate = torch.sigmoid(self.vec(v))[:, :, None, None]     # (B,4,1,1)
+    def forward(self, img, v):  # (B,3,H,W), (B,5)
+        y = self.circ(F.relu(self.same(img)))  # (B,4,H,W)
+        gate = torch.sigmoid(self.vec(v))[:, :, None, None]  # (B,4,1,1)
         y = y * gate.broadcast_to(y.shape)
-        var, mean = torch.var_mean(y, dim=(2, 3))                # (B,4) each
-        rep = torch.repeat_interleave(mean, 2, dim=1)            # (B,8)
-        tiled = torch.tile(v[:, :2], (1, 4))                     # (B,8)
+        var, mean = torch.var_mean(y, dim=(2, 3))  # (B,4) each
+        rep = torch.repeat_interleave(mean, 2, dim=1)  # (B,8)
+        tiled = torch.tile(v[:, :2], (1, 4))  # (B,8)
         z = F.layer_norm(rep * tiled, rep.shape[-1:]) / (rep.size(-1) ** 0.5)
         return (self.logsm(z), (self.sm2d(y), var))
 
@@ -512,13 +537,13 @@ class MetricHead(nn.Module):
         self.proto = nn.Parameter(torch.randn(4, 8))
         self.acts = nn.ModuleList([nn.SELU(), nn.CELU(0.5), nn.Softsign(), nn.Tanhshrink(), nn.LogSigmoid()])
 
-    def forward(self, x):                                        # (B,3,H,W)
+    def forward(self, x):  # (B,3,H,W)
         f = self.lrn(self.conv(x))
-        p = self.lp(F.relu(f))                                   # (B,8,H/2,W/2)
+        p = self.lp(F.relu(f))  # (B,8,H/2,W/2)
         up = F.interpolate(p, scale_factor=2, mode="bicubic", align_corners=False)
         area = F.interpolate(f, size=(3, 3), mode="area")
-        emb = f.mean((2, 3))                                     # (B,8)
-        d = torch.cdist(emb.unsqueeze(0), self.proto.unsqueeze(0)).squeeze(0)   # (B,4)
+        emb = f.mean((2, 3))  # (B,8)
+        d = torch.cdist(emb.unsqueeze(0), self.proto.unsqueeze(0)).squeeze(0)  # (B,4)
         cos = F.cosine_similarity(emb.unsqueeze(1), self.proto.unsqueeze(0), dim=-1)
         pd = F.pairwise_distance(emb, self.proto[:1].expand_as(emb))
         order = torch.argsort(d, dim=1)
@@ -545,7 +570,7 @@ class UNet3dMini(nn.Module):
         self.up_t = nn.ConvTranspose3d(4, 2, 2, stride=2)
         self.out = nn.Conv3d(4 + 2 + 4, 2, 1)
 
-    def forward(self, x):                                        # (B,1,D,H,W), even sizes
+    def forward(self, x):  # (B,1,D,H,W), even sizes
         e = self.enc(x)
         m = F.relu(self.mid(self.down(e)))
         u1 = self.up_t(m)
@@ -568,13 +593,13 @@ class ModulesZoo(nn.Module):
         self.acts = nn.Sequential(nn.Softmin(dim=1), nn.Hardshrink(0.1), nn.Threshold(0.05, -1.0))
         self.glu = nn.GLU(dim=1)
 
-    def forward(self, x):                                        # (B, 3, 4, 6)
-        cols = self.unfold(x)                                    # (B, 12, 6)
-        back = self.fold(cols * 0.5)                             # (B, 3, 4, 6)
-        un = self.shuffle(self.unshuffle(x))                     # (B, 12, 2, 3)
-        u = self.unflatten(un.flatten(2).mean(2))                # (B, 2, 6)
+    def forward(self, x):  # (B, 3, 4, 6)
+        cols = self.unfold(x)  # (B, 12, 6)
+        back = self.fold(cols * 0.5)  # (B, 3, 4, 6)
+        un = self.shuffle(self.unshuffle(x))  # (B, 12, 2, 3)
+        u = self.unflatten(un.flatten(2).mean(2))  # (B, 2, 6)
         a, b = u[:, 0], u[:, 1]
-        bil = self.bilinear(a, b)                                # (B, 3)
+        bil = self.bilinear(a, b)  # (B, 3)
         return back, self.acts(bil), self.cos(a, b) + self.dist(a, b), self.glu(cols)
 
 
@@ -582,7 +607,7 @@ class DtypeZoo(nn.Module):
     """Dtypes and special values: float64 arithmetic (.double()), isnan/isinf, nan_to_num,
     ~mask (bitwise_not), erf, pow(0.5), int division, a sum in float64, casts back."""
 
-    def forward(self, x):                                        # (B, 4, 5)
+    def forward(self, x):  # (B, 4, 5)
         d = x.double() * 1e-3
         y = torch.where(x > 0, torch.log(x), torch.full_like(x, float("nan")))
         bad = torch.isnan(y) | torch.isinf(y)

@@ -47,8 +47,13 @@ def build_style_cases():  # torch is imported here so the module docstring reads
             layers = []
             if expand != 1:
                 layers += [nn.Conv2d(cin, hid, 1, bias=False), nn.BatchNorm2d(hid), nn.ReLU6(inplace=True)]
-            layers += [nn.Conv2d(hid, hid, 3, stride, 1, groups=hid, bias=False), nn.BatchNorm2d(hid), nn.ReLU6(inplace=True),
-                       nn.Conv2d(hid, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+            layers += [
+                nn.Conv2d(hid, hid, 3, stride, 1, groups=hid, bias=False),
+                nn.BatchNorm2d(hid),
+                nn.ReLU6(inplace=True),
+                nn.Conv2d(hid, cout, 1, bias=False),
+                nn.BatchNorm2d(cout),
+            ]
             self.conv = nn.Sequential(*layers)
 
         def forward(self, x):
@@ -58,7 +63,9 @@ def build_style_cases():  # torch is imported here so the module docstring reads
         def __init__(self):
             super().__init__()
             self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(inplace=True))
-            self.blocks = nn.Sequential(InvertedResidual(8, 8, 1, 1), InvertedResidual(8, 12, 2, 4), InvertedResidual(12, 12, 1, 4))
+            self.blocks = nn.Sequential(
+                InvertedResidual(8, 8, 1, 1), InvertedResidual(8, 12, 2, 4), InvertedResidual(12, 12, 1, 4)
+            )
             self.head = nn.Sequential(nn.Conv2d(12, 32, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6(inplace=True))
             self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(32, 10))
 
@@ -279,6 +286,7 @@ def build_style_cases():  # torch is imported here so the module docstring reads
             a = x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + 1e-5)
             b = self.g * (x * torch.rsqrt(x.pow(2).mean(dim=2, keepdim=True) + 1e-6))
             return a + b
+
     class LinearBN3D(nn.Module):
         """nn.Linear on the last dim of (N, 4, 4), then BatchNorm1d over dim 1: the BN's
         channels are not the Linear's outputs, so it must not fold (pnnx's optlevel 2 folds it)."""

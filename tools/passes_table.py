@@ -30,16 +30,29 @@ from kuiper_core.runtime import RuntimeGraph  # noqa: E402
 
 # What the style cases are (tools/export_pass_models.py, tools/pass_style_cases.py), for the README.
 NOTES = {
-    "attention": "qkv[0..2], softmax", "encoder": "nn.TransformerEncoderLayer", "functional_weights": "F.conv2d on parameters",
-    "shuffle": "ShuffleNet unit", "bn_after": "BN after ConvTranspose1d/2d, Conv1d, Linear", "chain": "elementwise chains",
-    "focus": "YOLOv5's Focus slices, SPP-like cat", "mobilenetv2": "inverted residuals, ReLU6, dropout",
-    "noops": "every no-op kind", "norms": "F.layer_norm · w + b, RMSNorm written out", "pads": "pads before convs, every kind",
-    "pixel_shuffle": "depth-to-space written out", "rms_variants": "two RMSNorms in one expression",
-    "sdpa": "F.scaled_dot_product_attention, nn.MultiheadAttention", "se_block": "squeeze-excitation on nn.Linear",
-    "size_arith": "shapes computed from x.shape", "spatial": "space-to-depth written out, einsum, max-pool indices",
-    "timm_attention": "timm's Attention", "conv_bn_relu": "preset: TVM's Conv+BN+ReLU example",
-    "pass_zoo": "preset: every pass has work", "linear_bn_3d": "Linear, then BatchNorm1d over dim 1",
-    "shared_outputs": "a conv read by its BN and others", "two_in_two_out": "two inputs, two outputs",
+    "attention": "qkv[0..2], softmax",
+    "encoder": "nn.TransformerEncoderLayer",
+    "functional_weights": "F.conv2d on parameters",
+    "shuffle": "ShuffleNet unit",
+    "bn_after": "BN after ConvTranspose1d/2d, Conv1d, Linear",
+    "chain": "elementwise chains",
+    "focus": "YOLOv5's Focus slices, SPP-like cat",
+    "mobilenetv2": "inverted residuals, ReLU6, dropout",
+    "noops": "every no-op kind",
+    "norms": "F.layer_norm · w + b, RMSNorm written out",
+    "pads": "pads before convs, every kind",
+    "pixel_shuffle": "depth-to-space written out",
+    "rms_variants": "two RMSNorms in one expression",
+    "sdpa": "F.scaled_dot_product_attention, nn.MultiheadAttention",
+    "se_block": "squeeze-excitation on nn.Linear",
+    "size_arith": "shapes computed from x.shape",
+    "spatial": "space-to-depth written out, einsum, max-pool indices",
+    "timm_attention": "timm's Attention",
+    "conv_bn_relu": "preset: TVM's Conv+BN+ReLU example",
+    "pass_zoo": "preset: every pass has work",
+    "linear_bn_3d": "Linear, then BatchNorm1d over dim 1",
+    "shared_outputs": "a conv read by its BN and others",
+    "two_in_two_out": "two inputs, two outputs",
 }
 
 
@@ -51,8 +64,14 @@ def row(name: str, o1: Path, o2: Path, inputs: list[np.ndarray], expected: list[
         float(np.max(np.abs(y.astype(np.float64) - r.astype(np.float64)))) / max(1.0, float(np.max(np.abs(r))))
         for y, r in zip(ys, expected)
     )
-    return {"model": name, "before": len(graph.operators), "ours": len(after.operators),
-            "pnnx": len(read_param(o2).operators), "rel_err": rel, "pnnx_wrong": (o2.parent.parent / "PNNX_O2_WRONG").exists()}
+    return {
+        "model": name,
+        "before": len(graph.operators),
+        "ours": len(after.operators),
+        "pnnx": len(read_param(o2).operators),
+        "rel_err": rel,
+        "pnnx_wrong": (o2.parent.parent / "PNNX_O2_WRONG").exists(),
+    }
 
 
 def _npz(path: Path, prefix: str) -> list[np.ndarray]:
@@ -68,14 +87,28 @@ def committed_rows(start: str = "o1") -> list[dict[str, object]]:
     folders = sorted((data / "optlevel").iterdir()) + (sorted((data / "passes").iterdir()) if start == "o1" else [])
     for d in folders:
         if (d / start).is_dir() and (d / "o2").is_dir():
-            rows.append(row(d.name, d / start / "model.pnnx.param", d / "o2" / "model.pnnx.param",
-                            _npz(d / start / "inputs.npz", "in"), _npz(d / start / "expected.npz", "out")))
+            rows.append(
+                row(
+                    d.name,
+                    d / start / "model.pnnx.param",
+                    d / "o2" / "model.pnnx.param",
+                    _npz(d / start / "inputs.npz", "in"),
+                    _npz(d / start / "expected.npz", "out"),
+                )
+            )
     if start != "o1":
         return rows
     presets = ROOT / "sample_models" / "passes"
     for name in ("conv_bn_relu", "pass_zoo"):
-        rows.append(row(name, presets / f"{name}.o1.pnnx.param", presets / f"{name}.o2.pnnx.param",
-                        [np.load(presets / f"{name}.input.npy")], _npz(presets / f"{name}.expected.npz", "out")))
+        rows.append(
+            row(
+                name,
+                presets / f"{name}.o1.pnnx.param",
+                presets / f"{name}.o2.pnnx.param",
+                [np.load(presets / f"{name}.input.npy")],
+                _npz(presets / f"{name}.expected.npz", "out"),
+            )
+        )
     return rows
 
 
@@ -96,8 +129,15 @@ def full_rows() -> list[dict[str, object]]:
                 module, x = sample.build()
                 dirs[level] = Path(tmp) / f"{name}_o{level}"
                 export_module(module.eval(), [x], dirs[level], name=name, capture_operands=False, optlevel=level)
-            rows.append(row(name, dirs[1] / f"{name}.pnnx.param", dirs[2] / f"{name}.pnnx.param",
-                            _npz(dirs[1] / "inputs.npz", "in"), _npz(dirs[1] / "expected.npz", "out")))
+            rows.append(
+                row(
+                    name,
+                    dirs[1] / f"{name}.pnnx.param",
+                    dirs[2] / f"{name}.pnnx.param",
+                    _npz(dirs[1] / "inputs.npz", "in"),
+                    _npz(dirs[1] / "expected.npz", "out"),
+                )
+            )
             print(f"  {rows[-1]}", file=sys.stderr)
     return rows
 
@@ -108,8 +148,10 @@ def _worse(r: dict[str, object]) -> bool:
 
 
 def markdown(rows: list[dict[str, object]], start: str = "optlevel 1") -> str:
-    lines = [f"| model | {start} | `kuiper opt -O2` | pnnx optlevel 2 | max error vs PyTorch (relative) |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"| model | {start} | `kuiper opt -O2` | pnnx optlevel 2 | max error vs PyTorch (relative) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
         mark = " ⚠" if _worse(r) else ""
         label = f"{r['model']} ({NOTES[str(r['model'])]})" if r["model"] in NOTES else r["model"]

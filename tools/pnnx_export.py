@@ -14,14 +14,14 @@ For a module `m` and example inputs, `export_module` writes into `out_dir`:
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -107,7 +107,13 @@ def export_module(
             traced = torch.jit.trace(module, tuple(inputs))
             traced.save(str(pt))
             # Each shape carries its dtype (pnnx assumes f32 otherwise and fails on int inputs).
-            pnnx_type = {torch.float32: "f32", torch.int64: "i64", torch.int32: "i32", torch.float64: "f64", torch.bool: "bool"}
+            pnnx_type = {
+                torch.float32: "f32",
+                torch.int64: "i64",
+                torch.int32: "i32",
+                torch.float64: "f64",
+                torch.bool: "bool",
+            }
             shapes = ",".join("[" + ",".join(str(d) for d in x.shape) + "]" + pnnx_type[x.dtype] for x in inputs)
             cmd = [pnnx.EXEC_PATH, str(pt), f"inputshape={shapes}", f"optlevel={2 if optlevel is None else optlevel}"]
             if inputshape2 is not None:
@@ -122,8 +128,10 @@ def export_module(
                 # NAME_pnnx.py: when that script exists, the .pnnx files are complete.
                 if not (tmp_path / f"{name}_pnnx.py").exists():
                     raise RuntimeError(f"pnnx failed ({res.returncode}): {res.stderr[-2000:]}")
-                print(f"note: pnnx aborted ({res.returncode}) after writing {name}.pnnx.*, in its onnx/ncnn writer",
-                      file=sys.stderr)
+                print(
+                    f"note: pnnx aborted ({res.returncode}) after writing {name}.pnnx.*, in its onnx/ncnn writer",
+                    file=sys.stderr,
+                )
         param = tmp_path / f"{name}.pnnx.param"
         binf = tmp_path / f"{name}.pnnx.bin"
         if not param.exists() or not binf.exists():
@@ -136,12 +144,18 @@ def export_module(
             try:
                 refs = _capture_operands(pnnx_py, inputs)
             except Exception as e:  # pnnx's own script can be wrong (e.g. a 4-tuple Conv2d padding)
-                print(f"warning: {name}_pnnx.py failed ({type(e).__name__}: {str(e)[:200]}); no operands.npz", file=sys.stderr)
+                print(
+                    f"warning: {name}_pnnx.py failed ({type(e).__name__}: {str(e)[:200]}); no operands.npz",
+                    file=sys.stderr,
+                )
 
     np.savez(out_dir / "inputs.npz", **{f"in{i}": x.numpy() for i, x in enumerate(inputs)})
     np.savez(
         out_dir / "expected.npz",
-        **{f"out{i}": (y.detach().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)) for i, y in enumerate(expected)},
+        **{
+            f"out{i}": (y.detach().numpy() if isinstance(y, torch.Tensor) else np.asarray(y))
+            for i, y in enumerate(expected)
+        },
     )
     (out_dir / "operands.npz").unlink(missing_ok=True)  # a re-export must not keep stale references
     if refs:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -182,12 +183,11 @@ class OperatorCheck:
         return self.status in (OVER, SHAPE)
 
 
-def check_operator(index: int, name: str, op_type: str, outputs: Mapping[str, Any],
-                   references: Mapping[str, np.ndarray]) -> OperatorCheck:
+def check_operator(
+    index: int, name: str, op_type: str, outputs: Mapping[str, Any], references: Mapping[str, np.ndarray]
+) -> OperatorCheck:
     per = {
-        o: compare(v, references[o])
-        for o, v in outputs.items()
-        if o in references and not isinstance(v, (tuple, list))
+        o: compare(v, references[o]) for o, v in outputs.items() if o in references and not isinstance(v, (tuple, list))
     }
     status = max((c.status for c in per.values()), key=_RANK.__getitem__, default=NO_REF)
     return OperatorCheck(index, name, op_type, status, per)
@@ -248,16 +248,18 @@ def check_rows(checks: Sequence[OperatorCheck]) -> list[dict[str, Any]]:
     rows = []
     for c in checks:
         w = c.worst
-        rows.append({
-            "#": c.index + 1,
-            "operator": c.name,
-            "type": c.type,
-            "status": c.status,
-            "max |error|": None if w is None else w.max_error,
-            "tolerance": None if w is None else w.tolerance,
-            "error / tolerance": None if w is None else w.ratio,
-            "detail": "" if w is None or w.status != SHAPE else w.text(),
-        })
+        rows.append(
+            {
+                "#": c.index + 1,
+                "operator": c.name,
+                "type": c.type,
+                "status": c.status,
+                "max |error|": None if w is None else w.max_error,
+                "tolerance": None if w is None else w.tolerance,
+                "error / tolerance": None if w is None else w.ratio,
+                "detail": "" if w is None or w.status != SHAPE else w.text(),
+            }
+        )
     return rows
 
 
@@ -271,7 +273,9 @@ def error_colors(checks: Sequence[OperatorCheck]) -> dict[str, str]:
 
 
 ERROR_LEGEND = [
-    (OK, ERROR_COLORS[OK]), (OVER, ERROR_COLORS[OVER]), (SHAPE, ERROR_COLORS[SHAPE]),
+    (OK, ERROR_COLORS[OK]),
+    (OVER, ERROR_COLORS[OVER]),
+    (SHAPE, ERROR_COLORS[SHAPE]),
     ("first failure", ERROR_COLORS["first bad"]),
 ]
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 from ..graph import Graph, Operator
 from ..layers.registry import value_shaped_operands
@@ -26,8 +27,15 @@ from .overlay import category_legend
 from .summary import param_text, shape_text
 
 __all__ = [
-    "graph_dot", "graph_view", "GraphView", "neighbourhood", "select_operators", "quote",
-    "group_id", "cluster_id", "parse_click",
+    "graph_dot",
+    "graph_view",
+    "GraphView",
+    "neighbourhood",
+    "select_operators",
+    "quote",
+    "group_id",
+    "cluster_id",
+    "parse_click",
 ]
 
 OVERVIEW_BUDGET = 60  # a big model opens with whole module levels while this many nodes are drawn
@@ -37,10 +45,36 @@ GROUP_PREFIX, CLUSTER_PREFIX = "group ", "cluster "  # PNNX names never contain 
 
 # Params worth a place in a node label, in the order they are shown.
 KEY_PARAMS = (
-    "out_channels", "kernel_size", "stride", "padding", "groups", "dilation", "out_features", "num_features",
-    "normalized_shape", "embed_dim", "num_heads", "hidden_size", "num_layers", "output_size", "scale_factor",
-    "size", "mode", "dim", "start_dim", "end_dim", "shape", "dims", "sections", "indices", "chunks", "p",
-    "negative_slope", "min_val", "max_val", "expr",
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "groups",
+    "dilation",
+    "out_features",
+    "num_features",
+    "normalized_shape",
+    "embed_dim",
+    "num_heads",
+    "hidden_size",
+    "num_layers",
+    "output_size",
+    "scale_factor",
+    "size",
+    "mode",
+    "dim",
+    "start_dim",
+    "end_dim",
+    "shape",
+    "dims",
+    "sections",
+    "indices",
+    "chunks",
+    "p",
+    "negative_slope",
+    "min_val",
+    "max_val",
+    "expr",
 )
 MAX_LABEL_PARAMS = 3
 MAX_PARAM_CHARS = 36
@@ -121,7 +155,10 @@ def select_operators(
             op
             for op in ops
             if op.name == focus
-            or ((not types or op.type in types) and (not needle or needle in op.name.lower() or needle in op.type.lower()))
+            or (
+                (not types or op.type in types)
+                and (not needle or needle in op.name.lower() or needle in op.type.lower())
+            )
         ]
     return ops
 
@@ -140,9 +177,9 @@ def cluster_id(group: ModuleGroup) -> str:
 def parse_click(title: str) -> tuple[str, str]:
     """What a click in the viewer hit: ('open', module), ('close', module) or ('operator', name)."""
     if title.startswith(GROUP_PREFIX):
-        return "open", title[len(GROUP_PREFIX):]
+        return "open", title[len(GROUP_PREFIX) :]
     if title.startswith(CLUSTER_PREFIX):
-        return "close", title[len(CLUSTER_PREFIX):]
+        return "close", title[len(CLUSTER_PREFIX) :]
     return "operator", title
 
 
@@ -202,7 +239,9 @@ def _dot(
             style["style"] = "rounded,filled,dashed"  # more graph beyond this node
         if op.name == focus:
             style["peripheries"] = 2
-        out.append(f"{indent}{quote(op.name)} [{_attrs(label=node_label(op), tooltip=f'{op.type} {op.name}', **style)}];")
+        out.append(
+            f"{indent}{quote(op.name)} [{_attrs(label=node_label(op), tooltip=f'{op.type} {op.name}', **style)}];"
+        )
 
     def emit(g: ModuleGroup, indent: str) -> None:
         for name in g.direct:
@@ -222,8 +261,13 @@ def _dot(
                 for n in c.ops:
                     unit_of[n] = node
                 cats.append(c.category)
-                attrs = _attrs(label=_group_label(c), tooltip=f"{c.id}: click to open", shape="folder", style="filled",
-                               fillcolor=CATEGORY_COLORS[c.category])
+                attrs = _attrs(
+                    label=_group_label(c),
+                    tooltip=f"{c.id}: click to open",
+                    shape="folder",
+                    style="filled",
+                    fillcolor=CATEGORY_COLORS[c.category],
+                )
                 out.append(f"{indent}{quote(node)} [{attrs}];")
 
     emit(tree, "")
@@ -236,15 +280,21 @@ def _dot(
         for operand in op.outputs:
             tip = f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
             if operand.name in loose:
-                tip += (": its size follows the input values (one_hot, a mask's selection…); pnnx wrote the "
-                        "size it saw with its own dummy data")
+                tip += (
+                    ": its size follows the input values (one_hot, a mask's selection…); pnnx wrote the "
+                    "size it saw with its own dummy data"
+                )
             for consumer in operand.consumers:
                 if consumer.name not in by_name or (op.name, consumer.name, operand.name) in seen:
                     continue
                 seen.add((op.name, consumer.name, operand.name))
                 a, b = unit_of[op.name], unit_of[consumer.name]
                 if a == op.name and b == consumer.name:
-                    label = shape_text(operand.shape) + (" (varies)" if operand.name in loose else "") if edge_labels else None
+                    label = (
+                        shape_text(operand.shape) + (" (varies)" if operand.name in loose else "")
+                        if edge_labels
+                        else None
+                    )
                     out.append(f"{quote(a)} -> {quote(b)} [{_attrs(label=label, tooltip=tip)}];")
                 elif a != b:
                     merged[(a, b)] += 1
@@ -277,7 +327,9 @@ def graph_view(
     operators that must be visible (their modules are opened too: the current step, the
     selection).
     """
-    ops = select_operators(graph, focus=focus, hops=hops, type_filter=type_filter, name_filter=name_filter, window=window)
+    ops = select_operators(
+        graph, focus=focus, hops=hops, type_filter=type_filter, name_filter=name_filter, window=window
+    )
     tree = module_tree(graph, ops)
     if expanded is None:
         if len(ops) <= max_nodes:

@@ -8,7 +8,8 @@ operator's real input operands (`@0 = %17 (1,4,16,16)`) so the tree reads like t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -134,8 +135,12 @@ def ast_dot(ast: ex.Node, labels: Sequence[str] = (), *, max_nodes: int = 300) -
 
 
 def kind_legend() -> list[tuple[str, str]]:
-    return [("call", AST_COLORS["call"]), ("input @N", AST_COLORS["operand"]), ("constant", AST_COLORS["constant"]),
-            ("list", AST_COLORS["list"])]
+    return [
+        ("call", AST_COLORS["call"]),
+        ("input @N", AST_COLORS["operand"]),
+        ("constant", AST_COLORS["constant"]),
+        ("list", AST_COLORS["list"]),
+    ]
 
 
 def rpn_rows(ast: ex.Node, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -179,13 +184,19 @@ def stack_rows(trace: ex.Trace, step: int, labels: Sequence[str] = ()) -> list[d
     for depth, e in enumerate(reversed(entries)):
         v = e.value
         node = e.node
-        what = f"@{node.index} {labels[node.index]}" if isinstance(node, ex.OperandRef) and node.index < len(labels) else e.label
-        rows.append({
-            "": "top" if depth == 0 else "",
-            "value of": what,
-            "type": f"{v.dtype}[{','.join(map(str, v.shape))}]" if isinstance(v, np.ndarray) else type(v).__name__,
-            "values": value_preview(v),
-        })
+        what = (
+            f"@{node.index} {labels[node.index]}"
+            if isinstance(node, ex.OperandRef) and node.index < len(labels)
+            else e.label
+        )
+        rows.append(
+            {
+                "": "top" if depth == 0 else "",
+                "value of": what,
+                "type": f"{v.dtype}[{','.join(map(str, v.shape))}]" if isinstance(v, np.ndarray) else type(v).__name__,
+                "values": value_preview(v),
+            }
+        )
     return rows
 
 

@@ -8,7 +8,8 @@ HWC -> NCHW float32.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -115,7 +116,9 @@ def check_array(array: np.ndarray, shape: Sequence[int], name: str) -> np.ndarra
     if a.dtype.kind not in "biufc" or a.dtype.fields is not None:
         raise InputError(f"uploaded array for input '{name}' has dtype {a.dtype}: expected numbers")
     if a.ndim != len(shape) or tuple(a.shape[1:]) != tuple(shape[1:]):
-        raise InputError(f"uploaded array for input '{name}' has shape {a.shape}, expected {tuple(shape)} (batch may vary)")
+        raise InputError(
+            f"uploaded array for input '{name}' has shape {a.shape}, expected {tuple(shape)} (batch may vary)"
+        )
     if a.ndim and a.shape[0] == 0:
         raise InputError(f"uploaded array for input '{name}' has batch 0 (shape {a.shape}): it needs at least one item")
     return a

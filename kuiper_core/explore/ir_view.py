@@ -17,7 +17,8 @@ from __future__ import annotations
 import difflib
 import html
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -64,8 +65,15 @@ def window(lines: Sequence[ViewLine], current: str | None, radius: int) -> tuple
     return max(0, at - radius), min(len(lines), at + radius + 1)
 
 
-def html_block(lines: Sequence[ViewLine], current: str | None, *, start: int = 0, end: int | None = None,
-               numbers: bool = True, max_height: str | None = None) -> str:
+def html_block(
+    lines: Sequence[ViewLine],
+    current: str | None,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    numbers: bool = True,
+    max_height: str | None = None,
+) -> str:
     """A <pre> of the lines; those of the current operator carry class `kx-ir-current`.
     `max_height` (CSS, e.g. "70vh") makes a long block scroll."""
     end = len(lines) if end is None else end
@@ -97,7 +105,11 @@ def _signature(graph: Graph) -> tuple[list[str], str]:
 
 
 def _type(o: Operand) -> str:
-    return ir.default_registry().print_type(ir.TensorType(o.shape, o.dtype)) if (o.shape is None) == (o.dtype is None) else "?"
+    return (
+        ir.default_registry().print_type(ir.TensorType(o.shape, o.dtype))
+        if (o.shape is None) == (o.dtype is None)
+        else "?"
+    )
 
 
 def _call(op: Operator) -> str:
@@ -203,7 +215,9 @@ class EditRun:
     outputs: list[np.ndarray]
 
 
-def run_text(text: str, weights: Mapping[str, np.ndarray], inputs: Sequence[np.ndarray], path: str = "edited.kir") -> EditRun:
+def run_text(
+    text: str, weights: Mapping[str, np.ndarray], inputs: Sequence[np.ndarray], path: str = "edited.kir"
+) -> EditRun:
     """Parse edited IR, take its weights from `weights` by name, build and run it. Every
     error an operator causes (at build or while running) points into the text."""
     from ..errors import ModelError
@@ -222,13 +236,17 @@ def run_text(text: str, weights: Mapping[str, np.ndarray], inputs: Sequence[np.n
     return EditRun(module, outputs)
 
 
-def output_rows(edited: Sequence[np.ndarray], original: Sequence[np.ndarray] | None,
-                expected: Sequence[np.ndarray] | None = None) -> list[dict[str, Any]]:
+def output_rows(
+    edited: Sequence[np.ndarray], original: Sequence[np.ndarray] | None, expected: Sequence[np.ndarray] | None = None
+) -> list[dict[str, Any]]:
     """Per output: shape, dtype, and the largest difference to the unedited model and PyTorch."""
     rows = []
     for i, y in enumerate(edited):
-        row: dict[str, Any] = {"output": f"out{i}", "shape": "×".join(map(str, np.shape(y))) or "scalar",
-                               "dtype": str(np.asarray(y).dtype)}
+        row: dict[str, Any] = {
+            "output": f"out{i}",
+            "shape": "×".join(map(str, np.shape(y))) or "scalar",
+            "dtype": str(np.asarray(y).dtype),
+        }
         for label, refs in (("max |Δ| vs the model as loaded", original), ("max |Δ| vs PyTorch", expected)):
             if refs is None:
                 continue
@@ -251,13 +269,28 @@ def _max_diff(y: np.ndarray, ref: np.ndarray | None) -> str:
 
 def text_diff(before: str, after: str, limit: int = 80) -> str:
     """A unified diff of two IR texts (at most `limit` lines)."""
-    diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(), "model.kir", "edited.kir", lineterm="", n=0))
+    diff = list(
+        difflib.unified_diff(before.splitlines(), after.splitlines(), "model.kir", "edited.kir", lineterm="", n=0)
+    )
     if len(diff) > limit:
         diff = diff[:limit] + [f"… {len(diff) - limit} more diff lines"]
     return "\n".join(diff)
 
 
 __all__ = [
-    "ViewLine", "ir_lines", "line_of_operator", "token_rows", "window", "html_block", "dataflow_lines", "let_lines",
-    "NestedView", "nested_view", "weight_arrays", "EditRun", "run_text", "output_rows", "text_diff",
+    "ViewLine",
+    "ir_lines",
+    "line_of_operator",
+    "token_rows",
+    "window",
+    "html_block",
+    "dataflow_lines",
+    "let_lines",
+    "NestedView",
+    "nested_view",
+    "weight_arrays",
+    "EditRun",
+    "run_text",
+    "output_rows",
+    "text_diff",
 ]

@@ -62,4 +62,3 @@ def error_text(error: BaseException | str) -> str:
         if hints:
             text += "\n" + "\n".join(hints)
     return text
-

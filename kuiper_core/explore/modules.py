@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..graph import Graph, Operator
 from .categories import category
@@ -54,7 +54,12 @@ def module_paths(graph: Graph, ops: Sequence[Operator] | None = None) -> dict[st
         reads_it = nxt_path is not None and any(c is ops[named[j]] for c in graph.successors(op))
         # Entering a module (its first conv feeds its named relu): the next one's path;
         # leaving one (the last relu feeds the parent's pool): stay in the previous one.
-        leaving = prev_path is not None and nxt_path is not None and prev_path[: len(nxt_path)] == nxt_path and prev_path != nxt_path
+        leaving = (
+            prev_path is not None
+            and nxt_path is not None
+            and prev_path[: len(nxt_path)] == nxt_path
+            and prev_path != nxt_path
+        )
         if reads_it and not leaving:
             paths[op.name] = nxt_path  # type: ignore[assignment]
         else:
@@ -71,11 +76,11 @@ class ModuleGroup:
     depth: int
     ops: list[str] = field(default_factory=list)  # every operator under it, file order
     direct: list[str] = field(default_factory=list)  # operators directly in it
-    children: list["ModuleGroup"] = field(default_factory=list)
+    children: list[ModuleGroup] = field(default_factory=list)
     by_type: list[tuple[str, int]] = field(default_factory=list)
     category: str = "other"  # the most common category (the collapsed node's colour)
 
-    def walk(self) -> Iterable["ModuleGroup"]:
+    def walk(self) -> Iterable[ModuleGroup]:
         yield self
         for c in self.children:
             yield from c.walk()

@@ -11,7 +11,7 @@ neutral grey, so each colour on screen means exactly one thing and the legend li
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .categories import CATEGORY_COLORS
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -67,7 +68,13 @@ def load_preset(directory: Path, name: str) -> tuple[Preset, Graph]:
     with np.load(directory / f"{name}.expected.npz") as z:
         expected = [z[f"out{i}"] for i in range(len(z.files))]
     preset = Preset(
-        name, meta["title"], meta["text"], param, bin_path, np.load(directory / f"{name}.input.npy"), expected,
+        name,
+        meta["title"],
+        meta["text"],
+        param,
+        bin_path,
+        np.load(directory / f"{name}.input.npy"),
+        expected,
         len(read_param(o2).operators) if o2.exists() else None,
     )
     return preset, load_graph(param, bin_path)
@@ -103,7 +110,9 @@ def diff_graphs(before: Graph, after: Graph) -> GraphDiff:
 
 def text_diff(before: str, after: str, name: str, context: int = 2) -> str:
     return "".join(
-        difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"before {name}", f"after {name}", n=context)
+        difflib.unified_diff(
+            before.splitlines(True), after.splitlines(True), f"before {name}", f"after {name}", n=context
+        )
     )
 
 
@@ -139,9 +148,15 @@ class PassesView:
     def overlay(self, side: str) -> Overlay:
         """What the viewer paints on one side: the changed operators in their colours, the
         rest neutral, and the legend."""
-        gone_or_new = ("removed by the passes", REMOVED_COLOR) if side == "before" else ("added by the passes", ADDED_COLOR)
-        return Overlay(colors=self.colors(side), neutral=True, legend=[gone_or_new, ("rewritten", CHANGED_COLOR)],
-                       note="grey: unchanged")
+        gone_or_new = (
+            ("removed by the passes", REMOVED_COLOR) if side == "before" else ("added by the passes", ADDED_COLOR)
+        )
+        return Overlay(
+            colors=self.colors(side),
+            neutral=True,
+            legend=[gone_or_new, ("rewritten", CHANGED_COLOR)],
+            note="grey: unchanged",
+        )
 
     def changes_of(self, pass_name: str) -> list[str]:
         return [str(c) for r in self.result.log.rows if r.name == pass_name for c in r.changes]
@@ -183,7 +198,10 @@ class OutputCheck:
 
 
 def check_outputs(
-    before: Graph, after: Graph, inputs: Sequence[np.ndarray], expected: Sequence[np.ndarray] | None = None,
+    before: Graph,
+    after: Graph,
+    inputs: Sequence[np.ndarray],
+    expected: Sequence[np.ndarray] | None = None,
     rel: float = 1e-4,
 ) -> tuple[list[OutputCheck], str | None]:
     """Run both graphs on `inputs`; each output of the optimised graph against the

@@ -9,7 +9,8 @@ on a shared machine. MACs come from each layer's `flops()` at the shapes actuall
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -91,7 +92,9 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
                     parameters=operator_parameters(op),
                     macs=int(macs),
                     output_bytes=sum(_nbytes(v) for v in outs),
-                    output_shapes=", ".join(shape_text(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)),
+                    output_shapes=", ".join(
+                        shape_text(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)
+                    ),
                     algorithm=event_algorithm(runtime, event),
                 )
             )

@@ -9,7 +9,8 @@ stepper with the engine's message in `error` instead of raising into the page.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -134,7 +135,7 @@ class ForwardStepper:
                 # is still marked running (ValueError): start again and fast-forward.
                 self._gen = None
                 if attempt:
-                    raise KuiperError("the stepper could not resume Forward")
+                    raise KuiperError("the stepper could not resume Forward") from None
         raise AssertionError("unreachable")
 
     def _restart(self) -> None:

@@ -11,7 +11,8 @@ default). Every view has a value table of the same slice.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -76,7 +77,9 @@ def slice_2d(a: np.ndarray, rows: int, cols: int, index: Mapping[int, int]) -> n
     return m if rows < cols else m.T
 
 
-def block_reduce(m: np.ndarray, max_rows: int = MAX_HEATMAP, max_cols: int = MAX_HEATMAP) -> tuple[np.ndarray, tuple[int, int]]:
+def block_reduce(
+    m: np.ndarray, max_rows: int = MAX_HEATMAP, max_cols: int = MAX_HEATMAP
+) -> tuple[np.ndarray, tuple[int, int]]:
     """Average blocks so the matrix has at most max_rows x max_cols cells.
 
     Returns (cells, (rows per cell, cols per cell)). Non-finite values stay visible: a
@@ -142,7 +145,9 @@ def vector_rows(v: np.ndarray) -> dict[str, list[Any]]:
     return {"index": list(range(v.size)), "value": [float(x) if np.isfinite(x) else None for x in vals]}
 
 
-def table_slice(m: np.ndarray, max_rows: int = MAX_TABLE_ROWS, max_cols: int = MAX_TABLE_COLS) -> tuple[np.ndarray, bool]:
+def table_slice(
+    m: np.ndarray, max_rows: int = MAX_TABLE_ROWS, max_cols: int = MAX_TABLE_COLS
+) -> tuple[np.ndarray, bool]:
     """The part of a 1-D/2-D array a value table shows, and whether it was cut."""
     m = np.asarray(m)
     if m.ndim == 0:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -81,8 +82,18 @@ def histogram_table(a: np.ndarray, bins: int = 40) -> dict[str, list[float]]:
 def _viridis_lut() -> np.ndarray:
     """A 256-entry RGB table interpolated from viridis' anchor colours (dark blue -> yellow)."""
     anchors = np.array(
-        [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
-         [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]],
+        [
+            [68, 1, 84],
+            [72, 40, 120],
+            [62, 74, 137],
+            [49, 104, 142],
+            [38, 130, 142],
+            [31, 158, 137],
+            [53, 183, 121],
+            [109, 205, 89],
+            [180, 222, 44],
+            [253, 231, 37],
+        ],
         dtype=np.float64,
     )
     x = np.linspace(0, len(anchors) - 1, 256)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..errors import CycleError, LimitError, ParseError
 from ..graph import Graph
@@ -119,10 +119,17 @@ def parse_edges(text: str, source: str = "<your graph>") -> dict[str, list[str]]
             start += len(stmt) + 1
     if not succ:
         first = text.splitlines()[0] if text.strip() else ""
-        raise ParseError("the graph is empty: type edges such as 'a -> b'", path=source, line=1, column=1, source_line=first)
+        raise ParseError(
+            "the graph is empty: type edges such as 'a -> b'", path=source, line=1, column=1, source_line=first
+        )
     if len(succ) > MAX_TYPED_NODES:
-        raise LimitError(f"{len(succ)} nodes: a typed graph may have at most {MAX_TYPED_NODES}",
-                         limit="typed graph nodes", maximum=MAX_TYPED_NODES, value=len(succ), path=source)
+        raise LimitError(
+            f"{len(succ)} nodes: a typed graph may have at most {MAX_TYPED_NODES}",
+            limit="typed graph nodes",
+            maximum=MAX_TYPED_NODES,
+            value=len(succ),
+            path=source,
+        )
     return succ
 
 
@@ -138,14 +145,21 @@ def _statement(stmt: str, offset: int, line: str, lineno: int, source: str, succ
             cpos += len(item) + 1
             if not name:
                 what = "a node name" + (" after '->'" if pos else "")
-                raise ParseError(f"expected {what}", path=source, line=lineno, column=min(col, len(line) + 1), source_line=line)
+                raise ParseError(
+                    f"expected {what}", path=source, line=lineno, column=min(col, len(line) + 1), source_line=line
+                )
             bad = _NAME.fullmatch(name) is None
             if bad:
                 m = re.search(r"[^A-Za-z0-9_.:]", name)
                 at = col + (m.start() if m else 0)
                 hint = " (an edge is written '->')" if "-" in name or ">" in name else ""
-                raise ParseError(f"unexpected character {name[m.start()] if m else name!r} in a node name{hint}",
-                                 path=source, line=lineno, column=at, source_line=line)
+                raise ParseError(
+                    f"unexpected character {name[m.start()] if m else name!r} in a node name{hint}",
+                    path=source,
+                    line=lineno,
+                    column=at,
+                    source_line=line,
+                )
             names.append(name)
         parts.append(names)
         pos += len(chunk) + 2
@@ -217,7 +231,9 @@ def toy_dot(w: Walkthrough, step: int | None) -> str:
     DFS labels nodes with their position in the order.
     """
     event = w.events[step] if step is not None and w.events else None
-    colors = node_colors(w, step) if event is not None and step is not None else {n: COLORS["not visited"] for n in w.nodes}
+    colors = (
+        node_colors(w, step) if event is not None and step is not None else {n: COLORS["not visited"] for n in w.nodes}
+    )
     edge = current_edge(w, event) if event is not None else None
     removed = _removed_edges(w, step) if event is not None and step is not None and w.algorithm == "kahn" else set()
     position = {n: i + 1 for i, n in enumerate(event.output)} if event is not None and event.kind == "reverse" else {}

@@ -21,7 +21,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Sequence, Union
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -103,7 +104,7 @@ def promote(types: Sequence[VType]) -> np.dtype:
 
 # -- the plan ----------------------------------------------------------------------------
 
-StepFn = Callable[[list, Union[np.ndarray, None]], Value]
+StepFn = Callable[[list, np.ndarray | None], Value]
 
 
 @dataclass(eq=False)
@@ -319,7 +320,7 @@ class _Compiler:
     def where(self, node: Node) -> str:
         if self.source is None:
             return f"in '{_short(to_text(node))}'"
-        return f"in '{_short(self.source[node.span[0]:node.span[1]])}' at column {node.span[0] + 1}"
+        return f"in '{_short(self.source[node.span[0] : node.span[1]])}' at column {node.span[0] + 1}"
 
     def type_error(self, node: Node, message: str) -> InputError:
         return InputError(f"{message} ({self.where(node)})")
@@ -440,7 +441,9 @@ class _Compiler:
                 cat = 2
             if fn.rule == BITWISE and cat == 2:
                 raise self.type_error(node, f"bitwise '{node.name}' needs integers or bools, got a float")
-            return self.add_step(node, _scalar_call(fn.kernel, cat == 2), args, VType("scalar", pytype=_PY_OF_CATEGORY[cat]))
+            return self.add_step(
+                node, _scalar_call(fn.kernel, cat == 2), args, VType("scalar", pytype=_PY_OF_CATEGORY[cat])
+            )
 
         dtype = promote(types)
         if fn.rule in (FLOAT, TRUE_DIV) and dtype.kind in "biu":
@@ -462,9 +465,7 @@ class _Compiler:
                 return self.add_step(
                     node, _elementwise(_first_arg(special), converters), args, VType("tensor", dtype), elementwise=True
                 )
-        return self.add_step(
-            node, _elementwise(fn.kernel, converters), args, VType("tensor", dtype), elementwise=True
-        )
+        return self.add_step(node, _elementwise(fn.kernel, converters), args, VType("tensor", dtype), elementwise=True)
 
     def size(self, node: Call, args: list, types: list[VType]) -> tuple:
         if types[0].kind != "tensor":
@@ -478,7 +479,9 @@ class _Compiler:
         def size(a: list, dst: None) -> int:
             x, dim = a
             if not -x.ndim <= dim < max(x.ndim, 1):
-                raise InputError(f"size(): dim {dim} is out of range for a {x.ndim}-d tensor of shape {x.shape} ({where})")
+                raise InputError(
+                    f"size(): dim {dim} is out of range for a {x.ndim}-d tensor of shape {x.shape} ({where})"
+                )
             return int(x.shape[dim]) if x.ndim else 1
 
         return self.add_step(node, size, args, VType("scalar", pytype=int))
@@ -567,7 +570,7 @@ class _Cons:
 
     __slots__ = ("entry", "below", "size")
 
-    def __init__(self, entry: StackEntry, below: "_Cons | None") -> None:
+    def __init__(self, entry: StackEntry, below: _Cons | None) -> None:
         self.entry = entry
         self.below = below
         self.size = 1 + (below.size if below is not None else 0)

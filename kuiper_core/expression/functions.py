@@ -10,7 +10,8 @@ compute dtype, and writes into `out` when given, like a ufunc.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -177,8 +178,17 @@ _BINARY: list[tuple[str, str, Kernel, str]] = [
 _CASTS: dict[str, np.dtype] = {
     name: TORCH_DTYPES[name]
     for name in (
-        "torch.float", "torch.float32", "torch.double", "torch.float64", "torch.half", "torch.float16",
-        "torch.long", "torch.int64", "torch.int", "torch.int32", "torch.bool",
+        "torch.float",
+        "torch.float32",
+        "torch.double",
+        "torch.float64",
+        "torch.half",
+        "torch.float16",
+        "torch.long",
+        "torch.int64",
+        "torch.int",
+        "torch.int32",
+        "torch.bool",
     )
 }
 

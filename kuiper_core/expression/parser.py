@@ -17,7 +17,7 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from collections.abc import Iterator
 
 from .. import limits as _limits
 from ..errors import LimitError, ParseError
@@ -42,7 +42,7 @@ class OperandRef:
 class Constant:
     """A number or True/False/None, with its source text kept for exact printing."""
 
-    value: Union[int, float, bool, None]
+    value: int | float | bool | None
     text: str = ""
     span: Span = (0, 0)
 
@@ -59,7 +59,7 @@ class Call:
     """`name(arg, ...)`: a function of the language applied to sub-expressions."""
 
     name: str
-    args: list["Node"] = field(default_factory=list)
+    args: list[Node] = field(default_factory=list)
     span: Span = (0, 0)
 
     def __repr__(self) -> str:
@@ -70,14 +70,14 @@ class Call:
 class ListExpr:
     """`[a, b, ...]`: pnnx's list expressions (shapes such as `[int(size(@0,0)),-1]`)."""
 
-    items: list["Node"] = field(default_factory=list)
+    items: list[Node] = field(default_factory=list)
     span: Span = (0, 0)
 
     def __repr__(self) -> str:
         return to_text(self)
 
 
-Node = Union[OperandRef, Constant, Call, ListExpr]
+Node = OperandRef | Constant | Call | ListExpr
 
 
 def _format_constant(value: object) -> str:
@@ -147,8 +147,11 @@ def _describe(tok: Token) -> str:
 def _unknown_function(text: str, tok: Token) -> ParseError:
     names = list(FUNCTIONS) + list(LITERAL_NAMES)
     near = difflib.get_close_matches(tok.text, names, n=5, cutoff=0.6)
+
     # Ties in similarity go to the longest common prefix: 'ad' -> 'add', not 'and'.
-    key = lambda n: (difflib.SequenceMatcher(None, tok.text, n).ratio(), len(os.path.commonprefix([tok.text, n])))
+    def key(n: str) -> tuple[float, int]:
+        return difflib.SequenceMatcher(None, tok.text, n).ratio(), len(os.path.commonprefix([tok.text, n]))
+
     near.sort(key=key, reverse=True)
     hint = f"; did you mean '{near[0]}'?" if near else ""
     return error_at(text, tok.start, tok.end, f"unknown function '{tok.text}'{hint}")
@@ -235,7 +238,7 @@ def parse(text: str, limits: _limits.Limits | None = None) -> Node:
             if not stack:
                 end = toks[i]
                 if end.kind is not Kind.END:
-                    raise error_at(text, end.start, len(text), f"unexpected trailing text {text[end.start:]!r}")
+                    raise error_at(text, end.start, len(text), f"unexpected trailing text {text[end.start :]!r}")
                 return value
             frame = stack[-1]
             frame.items.append(value)

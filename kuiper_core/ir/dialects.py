@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
 from ..graph import Attribute
 from .lexer import Kind, Span, Token
@@ -60,7 +61,7 @@ class Dialect:
         return op_type in set(self.op_names())
 
     # -- types -----------------------------------------------------------------------------
-    def parse_type(self, parser: "Parser", name: str, tok: Token) -> TensorType:
+    def parse_type(self, parser: Parser, name: str, tok: Token) -> TensorType:
         """Called after the type's IDENT token `dialect.name` was read."""
         raise parser.error(tok.span, f"dialect '{self.name}' has no type '{name}'")
 
@@ -68,7 +69,7 @@ class Dialect:
         return None
 
     # -- attributes --------------------------------------------------------------------------
-    def parse_attribute(self, parser: "Parser", kind: str, kind_span: Span) -> Any:
+    def parse_attribute(self, parser: Parser, kind: str, kind_span: Span) -> Any:
         """Called after `(dialect.kind)` was read; reads the value's tokens."""
         raise parser.error(kind_span, f"dialect '{self.name}' has no attribute kind '{kind}'")
 
@@ -101,7 +102,7 @@ class PnnxDialect(OpsDialect):
     def __init__(self) -> None:
         super().__init__("pnnx")
 
-    def parse_type(self, parser: "Parser", name: str, tok: Token) -> TensorType:
+    def parse_type(self, parser: Parser, name: str, tok: Token) -> TensorType:
         if name == "any":
             return ANY
         if name == "tensor":
@@ -116,7 +117,7 @@ class PnnxDialect(OpsDialect):
         assert t.dtype is not None
         return f"pnnx.tensor<{format_body(t.shape, t.dtype)}>"
 
-    def parse_attribute(self, parser: "Parser", kind: str, kind_span: Span) -> Any:
+    def parse_attribute(self, parser: Parser, kind: str, kind_span: Span) -> Any:
         if kind != "weight":
             raise parser.error(kind_span, f"dialect 'pnnx' has no attribute kind '{kind}': expected pnnx.weight")
         body = parser.parse_token(Kind.BODY, "'<' to start the weight's shape and dtype, like <16x3x3x3xf32>")
@@ -144,7 +145,7 @@ class DialectRegistry:
         self._dialects[dialect.name] = dialect
         return dialect
 
-    def copy(self) -> "DialectRegistry":
+    def copy(self) -> DialectRegistry:
         return DialectRegistry(self._dialects.values())
 
     def get(self, name: str) -> Dialect | None:
@@ -181,4 +182,3 @@ class DialectRegistry:
 def default_registry() -> DialectRegistry:
     """pnnx and the PNNX type prefixes (a fresh registry: register test dialects freely)."""
     return DialectRegistry([PnnxDialect(), *(OpsDialect(p) for p in PNNX_PREFIXES)])
-

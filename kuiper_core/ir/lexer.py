@@ -109,8 +109,15 @@ class Token:
 
 
 _PUNCT = {
-    "(": Kind.LPAREN, ")": Kind.RPAREN, "{": Kind.LBRACE, "}": Kind.RBRACE, "[": Kind.LBRACKET,
-    "]": Kind.RBRACKET, ",": Kind.COMMA, ":": Kind.COLON, "=": Kind.EQUAL,
+    "(": Kind.LPAREN,
+    ")": Kind.RPAREN,
+    "{": Kind.LBRACE,
+    "}": Kind.RBRACE,
+    "[": Kind.LBRACKET,
+    "]": Kind.RBRACKET,
+    ",": Kind.COMMA,
+    ":": Kind.COLON,
+    "=": Kind.EQUAL,
 }
 _SIGILS = {"%": Kind.VALUE, "@": Kind.SYMBOL, "$": Kind.ARG}
 _SPACE = re.compile(r"(?:[ \t\r\n]+|//[^\n]*)+")
@@ -194,7 +201,8 @@ class Lexer:
         if m is None:
             what = {Kind.VALUE: "a value", Kind.SYMBOL: "a name", Kind.ARG: "an argument name"}[kind]
             raise self.error(
-                Span(start, start + 1), f"expected {what} after '{text[start]}' (a name like {text[start]}x or {text[start]}\"any text\")"
+                Span(start, start + 1),
+                f"expected {what} after '{text[start]}' (a name like {text[start]}x or {text[start]}\"any text\")",
             )
         return self._make(kind, start, m.end(), m.group())
 
@@ -237,7 +245,9 @@ class Lexer:
                 n = 4 if esc == "u" else 8
                 digits = text[j + 2 : j + 2 + n]
                 if len(digits) != n or not re.fullmatch(r"[0-9a-fA-F]+", digits) or int(digits, 16) > 0x10FFFF:
-                    raise self.error(Span(j, min(j + 2 + n, self.end)), f"bad escape: expected \\{esc} and {n} hex digits")
+                    raise self.error(
+                        Span(j, min(j + 2 + n, self.end)), f"bad escape: expected \\{esc} and {n} hex digits"
+                    )
                 out.append(chr(int(digits, 16)))
                 i = j + 2 + n
             else:

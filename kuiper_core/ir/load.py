@@ -7,7 +7,7 @@ another size than the text declares is an error at its `@name:(pnnx.weight)<…>
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -44,8 +44,12 @@ def read_text(path: str | Path) -> str:
     """A text file's content, or a located error for unreadable or non-UTF-8 bytes (only
     regular files, at most max_param_bytes: a FIFO or /dev/zero would never end)."""
     where = str(path)
-    raw = read_regular(path, lambda why: ParseError(f"cannot read {where}: {why}", path=where, severity="error"),
-                       max_bytes=current_limits().max_param_bytes, limit="max_param_bytes")
+    raw = read_regular(
+        path,
+        lambda why: ParseError(f"cannot read {where}: {why}", path=where, severity="error"),
+        max_bytes=current_limits().max_param_bytes,
+        limit="max_param_bytes",
+    )
     return decode_utf8(raw, where, severity="error")
 
 
@@ -67,14 +71,23 @@ def bind_arrays(module: IRModule, arrays: Mapping[str, np.ndarray]) -> None:
             data = arrays.get(entry)
             span = _weight_span(module, index, key)
             if data is None:
-                raise located_type(WeightError)(module, span, f"weight '{entry}' is referenced but there is no "
-                                                "such weight", operator=op.name, op_type=op.type)
+                raise located_type(WeightError)(
+                    module,
+                    span,
+                    f"weight '{entry}' is referenced but there is no such weight",
+                    operator=op.name,
+                    op_type=op.type,
+                )
             want = numpy_dtype(attr.dtype)
             if tuple(data.shape) != tuple(attr.shape) or data.dtype != want:
                 have = f"({','.join(map(str, data.shape))}){data.dtype}"
-                raise located_type(WeightError)(module, span, f"weight '{entry}' is {have}, the text declares "
-                                                f"({','.join(map(str, attr.shape))}){attr.dtype}",
-                                                operator=op.name, op_type=op.type)
+                raise located_type(WeightError)(
+                    module,
+                    span,
+                    f"weight '{entry}' is {have}, the text declares ({','.join(map(str, attr.shape))}){attr.dtype}",
+                    operator=op.name,
+                    op_type=op.type,
+                )
             attr.data = data
 
 
@@ -91,12 +104,14 @@ def bind_bin(module: IRModule, bin_path: str | Path) -> None:
             if index is None:
                 raise
             key = next(iter(module.graph.operators[index].attrs))
-            raise located_type(type(e))(module, _weight_span(module, index, key), e.message, operator=None,
-                                        op_type=None) from e
+            raise located_type(type(e))(
+                module, _weight_span(module, index, key), e.message, operator=None, op_type=None
+            ) from e
         op = module.graph.operators[index]
         key = next((k for k in op.attrs if f"@{k}" in e.message or f".{k}'" in e.message), next(iter(op.attrs)))
-        raise located_type(type(e))(module, _weight_span(module, index, key), e.message, operator=op.name,
-                                    op_type=op.type) from e
+        raise located_type(type(e))(
+            module, _weight_span(module, index, key), e.message, operator=op.name, op_type=op.type
+        ) from e
 
 
 def default_bin(path: str | Path) -> Path | None:
@@ -130,12 +145,12 @@ def load_ir(path: str | Path, bin_path: str | Path | None = None, *, algorithm: 
             first = next(i for i, op in enumerate(module.graph.operators) if op.attrs)
             key = next(iter(module.graph.operators[first].attrs))
             raise located_type(WeightError)(
-                module, _weight_span(module, first, key),
+                module,
+                _weight_span(module, first, key),
                 f"the text references weights but no .bin was given (looked for "
                 f"{Path(path).with_suffix('.bin').name}, {Path(path).with_suffix('.pnnx.bin').name}): pass --bin",
-                operator=None, op_type=None)
+                operator=None,
+                op_type=None,
+            )
         bind_bin(module, bin_file)
     return build(module, algorithm)
-
-
-

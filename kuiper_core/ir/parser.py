@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..errors import LimitError, ParseError, short
 from ..graph import Attribute, Graph, Operand, Operator
@@ -92,8 +93,17 @@ class Parser:
     def limit_error(self, span: Span, message: str, limit: str, value: int) -> LimitError:
         """A LimitError located like `error`."""
         e = self.source.error(span, message)
-        return LimitError(message, limit=limit, maximum=getattr(self.limits, limit), value=value, path=e.path,
-                          line=e.line, column=e.column, source_line=e.source_line, length=e.length)
+        return LimitError(
+            message,
+            limit=limit,
+            maximum=getattr(self.limits, limit),
+            value=value,
+            path=e.path,
+            line=e.line,
+            column=e.column,
+            source_line=e.source_line,
+            length=e.length,
+        )
 
     def parse_optional_token(self, kind: Kind) -> Token | None:
         return self.lexer.next() if self.peek().kind is kind else None
@@ -120,11 +130,18 @@ class Parser:
         locations: list[OpLocation] = []
         while self.parse_optional_token(Kind.RBRACE) is None:
             if self.peek().kind is Kind.EOF:
-                raise self.error(self.peek().span, f"expected '}}' to close the module opened on line "
-                                 f"{self.source.line_col(opening.span.start)[0]}, got end of input")
+                raise self.error(
+                    self.peek().span,
+                    f"expected '}}' to close the module opened on line "
+                    f"{self.source.line_col(opening.span.start)[0]}, got end of input",
+                )
             if len(graph.operators) >= self.limits.max_operators:  # checked before each one is read
-                raise self.limit_error(self.peek().span, f"more than {self.limits.max_operators:,} operations",
-                                       "max_operators", len(graph.operators) + 1)
+                raise self.limit_error(
+                    self.peek().span,
+                    f"more than {self.limits.max_operators:,} operations",
+                    "max_operators",
+                    len(graph.operators) + 1,
+                )
             op, loc = self.parse_operation(graph)
             graph.operators.append(op)
             locations.append(loc)
@@ -139,7 +156,7 @@ class Parser:
         so_far: list[Token] = []
         results = self._parse_list(Kind.RPAREN, lambda: self._parse_result(so_far), "a result value like %1")
         self.parse_token(Kind.EQUAL, "'=' after the result list")
-        type_tok = self.parse_token(Kind.STRING, "the op type in quotes, like \"nn.Conv2d\"")
+        type_tok = self.parse_token(Kind.STRING, 'the op type in quotes, like "nn.Conv2d"')
         self._check_op(type_tok)
         name_tok = self.parse_token(Kind.SYMBOL, "the operator's name, like @conv1")
         self.parse_token(Kind.LPAREN, "'(' to start the operand list")
@@ -209,7 +226,9 @@ class Parser:
         op_type = tok.value
         prefix = op_dialect(op_type)
         if prefix is None:
-            raise self.error(tok.span, f"op type '{op_type}' has no dialect prefix (like nn.Conv2d or prim::TupleConstruct)")
+            raise self.error(
+                tok.span, f"op type '{op_type}' has no dialect prefix (like nn.Conv2d or prim::TupleConstruct)"
+            )
         dialect = self.registry.get(prefix)
         prefix_span = Span(tok.span.start + 1, tok.span.start + 1 + max(1, len(prefix)))
         if dialect is None:
@@ -226,7 +245,9 @@ class Parser:
             self.parse_token(Kind.EQUAL, f"'=' after the argument name ${arg.value}")
         tok = self.parse_token(Kind.VALUE, "an operand value like %0" if arg is None else "a value like %0")
         if tok.value not in self._defined:
-            raise self.error(tok.span, f"use of undefined value %{tok.value} (values are defined by an earlier operation)")
+            raise self.error(
+                tok.span, f"use of undefined value %{tok.value} (values are defined by an earlier operation)"
+            )
         return arg, tok
 
     # -- attributes --------------------------------------------------------------------------------
@@ -238,7 +259,9 @@ class Parser:
         def entry() -> tuple[Token, Any, Span]:
             key = self.peek()
             if key.kind not in (Kind.IDENT, Kind.STRING, Kind.SYMBOL):
-                raise self.error(key.span, f"expected an attribute name (like kernel_size, or @weight), got {key.describe()}")
+                raise self.error(
+                    key.span, f"expected an attribute name (like kernel_size, or @weight), got {key.describe()}"
+                )
             self.lexer.next()
             written = _written_key(key)
             if written in seen:
@@ -273,16 +296,21 @@ class Parser:
                 self.parse_token(Kind.LBRACKET, "'[' to start the array")
                 if self.parse_optional_token(Kind.RBRACKET) is None:
                     if len(stack) >= self.limits.max_param_depth:  # layers, writers and passes recurse
-                        raise self.limit_error(kind_span, f"arrays nest deeper than {len(stack):,} levels",
-                                               "max_param_depth", len(stack) + 1)
+                        raise self.limit_error(
+                            kind_span,
+                            f"arrays nest deeper than {len(stack):,} levels",
+                            "max_param_depth",
+                            len(stack) + 1,
+                        )
                     stack.append([])
                     continue
                 value: Any = []
             else:
                 value = self._parse_attribute_value(kind, kind_span)
                 if stack and isinstance(value, Attribute):  # weights belong to the operator, one per @name
-                    raise self.error(Span(kind_span.start - 1, self.lexer.last_end),
-                                     "a (pnnx.weight) cannot be an array element")
+                    raise self.error(
+                        Span(kind_span.start - 1, self.lexer.last_end), "a (pnnx.weight) cannot be an array element"
+                    )
             while True:  # hand the finished value to its enclosing arrays
                 if not stack:
                     return value, Span(start, self.lexer.last_end)
@@ -319,9 +347,11 @@ class Parser:
                 if math.isinf(value) and "inf" not in tok.text:
                     raise self.error(tok.span, f"{short(tok.text)} is out of range for (Double)")
                 return value
-            raise self.error(tok.span, f"expected a number (like 0.5, 1e-05, inf or nan) after (Double), got {tok.describe()}")
+            raise self.error(
+                tok.span, f"expected a number (like 0.5, 1e-05, inf or nan) after (Double), got {tok.describe()}"
+            )
         if kind == "String":
-            return self.parse_token(Kind.STRING, "a quoted string after (String), like \"zeros\"").value
+            return self.parse_token(Kind.STRING, 'a quoted string after (String), like "zeros"').value
         if kind == "None":
             if tok.kind is Kind.IDENT and tok.text == "none":
                 self.lexer.next()

@@ -126,9 +126,7 @@ class Printer:
         ins = ", ".join(self.type_of(o) for o in op.inputs)
         outs = [self.type_of(o) for o in op.outputs]
         out_text = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
-        return (
-            f"({results}) = {quote(op.type)} {sigil_name('@', op.name)} ({operands}){attrs} : ({ins}) -> {out_text}"
-        )
+        return f"({results}) = {quote(op.type)} {sigil_name('@', op.name)} ({operands}){attrs} : ({ins}) -> {out_text}"
 
     def module(self, graph: Graph) -> str:
         lines = ["{"]

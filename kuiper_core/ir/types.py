@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import ParseError, short
 from ..graph import DTYPES, Dim, Shape
@@ -52,9 +52,7 @@ def format_body(shape: Shape, dtype: str) -> str:
     return "".join(f"{format_dim(d)}x" for d in shape) + dtype
 
 
-def parse_body(
-    body: str, error: Callable[[int, int, str], ParseError], *, symbolic: bool
-) -> tuple[Shape, str]:
+def parse_body(body: str, error: Callable[[int, int, str], ParseError], *, symbolic: bool) -> tuple[Shape, str]:
     """Dims and dtype of a body; `error(start, end, message)` locates offsets within it.
 
     symbolic=False (weights) allows only non-negative ints."""
@@ -91,11 +89,11 @@ def parse_body(
             word = m.group()
             head = word.split("x")[0]
             if word not in DTYPES and head in DTYPES:  # `f32x2`: something after the dtype
-                raise error(i + len(head), n, f"unexpected '{body[i + len(head):]}' after the dtype '{head}'")
+                raise error(i + len(head), n, f"unexpected '{body[i + len(head) :]}' after the dtype '{head}'")
             if word not in DTYPES:
                 raise error(i, m.end(), f"unknown dtype '{word}': expected one of {' '.join(DTYPES)}")
             if m.end() != n:
-                raise error(m.end(), n, f"unexpected '{body[m.end():]}' after the dtype '{m.group()}'")
+                raise error(m.end(), n, f"unexpected '{body[m.end() :]}' after the dtype '{m.group()}'")
             return tuple(dims), m.group()
         if i >= n or body[i] != "x":
             got = repr(body[i]) if i < n else "'>'"

@@ -28,11 +28,18 @@ class IRError(ParseError):
     A layer's or the runtime's ModelError located in the text keeps its class too (`located`):
     `except ShapeError` catches a shape refusal from a .kir as it does from a .param."""
 
-    def __init__(self, module: IRModule, span: Span, message: str, *, operator: str | None, op_type: str | None) -> None:
+    def __init__(
+        self, module: IRModule, span: Span, message: str, *, operator: str | None, op_type: str | None
+    ) -> None:
         base = module.error(span, message)
         super().__init__(
-            base.message, path=base.path, line=base.line, column=base.column, source_line=base.source_line,
-            length=base.length, severity=base.severity,
+            base.message,
+            path=base.path,
+            line=base.line,
+            column=base.column,
+            source_line=base.source_line,
+            length=base.length,
+            severity=base.severity,
         )
         self.operator = operator
         self.op_type = op_type
@@ -44,8 +51,9 @@ _LOCATED_TYPES: dict[type, type] = {}
 def located_type(cls: type[ModelError]) -> type[IRError]:
     """An IRError that is also a `cls` (ShapeError, WeightError, ...), made once per class."""
     if cls not in _LOCATED_TYPES:
-        _LOCATED_TYPES[cls] = type(f"Located{cls.__name__}", (IRError, cls),
-                                   {"__init__": IRError.__init__, "__module__": __name__})
+        _LOCATED_TYPES[cls] = type(
+            f"Located{cls.__name__}", (IRError, cls), {"__init__": IRError.__init__, "__module__": __name__}
+        )
     return _LOCATED_TYPES[cls]
 
 
@@ -56,8 +64,12 @@ def culprit_span(module: IRModule, index: int, message: str) -> Span:
     tries = [(r"'{}'", k, k) for k in loc.attr_spans] + [(r"(?<![\w@]){}(?!\w)", k, k) for k in loc.attr_spans]
     tries += [(r"(?<![\w@]){}(?!\w)", k, k[1:]) for k in loc.attr_spans if k.startswith("@")]
     for group in (tries[: len(loc.attr_spans)], tries[len(loc.attr_spans) :]):
-        hits = [(m.start(), -len(word), key) for pattern, key, word in group
-                for m in [re.search(pattern.format(re.escape(word)), message)] if m]
+        hits = [
+            (m.start(), -len(word), key)
+            for pattern, key, word in group
+            for m in [re.search(pattern.format(re.escape(word)), message)]
+            if m
+        ]
         if hits:
             return loc.attr_spans[min(hits)[2]][1]
     return loc.type_span

@@ -595,8 +595,13 @@ class GELU(Elementwise):
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         x, y = inputs[0], out[0]
-        if self.tanh or x.dtype != F32 or y.shape != x.shape or y.dtype != F32 or not (
-                x.flags.c_contiguous and y.flags.c_contiguous):
+        if (
+            self.tanh
+            or x.dtype != F32
+            or y.shape != x.shape
+            or y.dtype != F32
+            or not (x.flags.c_contiguous and y.flags.c_contiguous)
+        ):
             return super().prepare(inputs, out)
         return partial(gelu_blocks, self.blocks(x.size))
 
@@ -690,9 +695,16 @@ def softmax(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     does; so does m > 1e30, where x - m could overflow for x near -3.4e38.
     """
     n = x.shape[-1] if x.ndim else 0
-    if (x.size < SOFTMAX_FAST_MIN_ELEMENTS or axis is None or axis != x.ndim - 1 or n < 2 or x.dtype != y.dtype
-            or x.dtype not in (np.float32, np.float64) or not (x.flags.c_contiguous and y.flags.c_contiguous)
-            or np.may_share_memory(x, y)):
+    if (
+        x.size < SOFTMAX_FAST_MIN_ELEMENTS
+        or axis is None
+        or axis != x.ndim - 1
+        or n < 2
+        or x.dtype != y.dtype
+        or x.dtype not in (np.float32, np.float64)
+        or not (x.flags.c_contiguous and y.flags.c_contiguous)
+        or np.may_share_memory(x, y)
+    ):
         softmax_reference(x, y, axis)
         return
     x2, y2 = x.reshape(-1, n), y.reshape(-1, n)

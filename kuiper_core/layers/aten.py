@@ -21,9 +21,19 @@ from .expression import Expression
 from .registry import BoundOperator, Layer, register
 
 # aten name -> expression function, where the names differ.
-_RENAMED = {"__and__": "and", "__or__": "or", "__xor__": "xor", "__lshift__": "lshift", "__rshift__": "rshift",
-            "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor", "true_divide": "div",
-            "clamp_min": "max", "clamp_max": "min"}
+_RENAMED = {
+    "__and__": "and",
+    "__or__": "or",
+    "__xor__": "xor",
+    "__lshift__": "lshift",
+    "__rshift__": "rshift",
+    "bitwise_and": "and",
+    "bitwise_or": "or",
+    "bitwise_xor": "xor",
+    "true_divide": "div",
+    "clamp_min": "max",
+    "clamp_max": "min",
+}
 _UNARY = {f"aten::{n}": n for n in UNARY_NAMES}
 _WITH_ALPHA = ("aten::add", "aten::sub", "aten::rsub")
 _BINARY = {f"aten::{n}": n for n in BINARY_NAMES if n not in ("and", "or", "xor", "lshift", "rshift")}

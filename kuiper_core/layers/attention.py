@@ -72,7 +72,9 @@ class MultiheadAttention(Layer):
         # Projection weights, transposed for `x @ w`, the query's scaled by 1/sqrt(head_dim).
         if "in_proj_weight" in op.attrs:
             if self.kdim != E or self.vdim != E:
-                raise self.error(f"@in_proj_weight needs kdim == vdim == embed_dim, got kdim={self.kdim} vdim={self.vdim}")
+                raise self.error(
+                    f"@in_proj_weight needs kdim == vdim == embed_dim, got kdim={self.kdim} vdim={self.vdim}"
+                )
             w = self._expect("in_proj_weight", (3 * E, E))
             wq, wk, wv = w[:E], w[E : 2 * E], w[2 * E :]
         else:
@@ -109,7 +111,9 @@ class MultiheadAttention(Layer):
             if q.shape is not None and not self._fits(q, E) and self._fits(m, E):
                 self.mask_index, self.qkv_index = self.qkv_index[0], [self.mask_index]
         if not 1 <= len(self.qkv_index) <= 3:
-            raise self.error(f"expected 1 to 3 inputs (query[, key[, value]]) besides attn_mask, got {len(self.qkv_index)}")
+            raise self.error(
+                f"expected 1 to 3 inputs (query[, key[, value]]) besides attn_mask, got {len(self.qkv_index)}"
+            )
         n = len(self.qkv_index)
         self.roles = {1: (0, 0, 0), 2: (0, 1, 1), 3: (0, 1, 2)}[n]  # query, key, value -> qkv_index slot
         # Fused projections where operands coincide: one matmul instead of two or three.
@@ -224,12 +228,26 @@ class MultiheadAttention(Layer):
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         """Plain batched self-attention (one float32 input, no mask or extra keys, only the
         output): `self_attention`, its work arrays in scratch and the output written in place."""
-        if (self.w_fused is None or len(self.qkv_index) != 1 or self.mask_index is not None or self.extra_keys
-                or self.outputs != ("output",) or len(inputs) != 1 or len(out) != 1):
+        if (
+            self.w_fused is None
+            or len(self.qkv_index) != 1
+            or self.mask_index is not None
+            or self.extra_keys
+            or self.outputs != ("output",)
+            or len(inputs) != 1
+            or len(out) != 1
+        ):
             return None
         x, y = inputs[0], out[0]
-        if (x.ndim != 3 or x.shape[-1] != self.embed_dim or x.dtype != F32 or not x.flags.c_contiguous
-                or y.shape != x.shape or y.dtype != F32 or not y.flags.c_contiguous):
+        if (
+            x.ndim != 3
+            or x.shape[-1] != self.embed_dim
+            or x.dtype != F32
+            or not x.flags.c_contiguous
+            or y.shape != x.shape
+            or y.dtype != F32
+            or not y.flags.c_contiguous
+        ):
             return None
         perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)  # (B, L, h, d) or (L, B, h, d) -> (B, h, L, d)
         rows = x.shape[0] * x.shape[1]
@@ -285,8 +303,16 @@ class MultiheadAttention(Layer):
         return int(proj + scores)
 
 
-def self_attention(w_qkv: np.ndarray, b_qkv: np.ndarray | None, wo: np.ndarray, bo: np.ndarray | None, heads: int,
-                   perm: tuple[int, ...], inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+def self_attention(
+    w_qkv: np.ndarray,
+    b_qkv: np.ndarray | None,
+    wo: np.ndarray,
+    bo: np.ndarray | None,
+    heads: int,
+    perm: tuple[int, ...],
+    inputs: list[np.ndarray],
+    out: list[np.ndarray],
+) -> None:
     """MultiheadAttention.forward for one 3-D float32 input (query = key = value), no mask:
     the same products, with the heads as strided views of the q/k/v projection, the
     attention written straight into (.., heads, head_dim) order, and no per-call checks."""
@@ -334,15 +360,25 @@ class ScaledDotProductAttention(Layer):
         else:  # positional
             self.index = dict(zip(names, range(len(op.inputs))))
         if any(n not in self.index for n in names[:3]) or len(op.inputs) > 4:
-            raise self.error(f"expected inputs query, key, value and optionally attn_mask, got {len(op.inputs)} input(s)")
+            raise self.error(
+                f"expected inputs query, key, value and optionally attn_mask, got {len(op.inputs)} input(s)"
+            )
         if self.is_causal and "attn_mask" in self.index:
             raise self.error("is_causal=True together with an attn_mask input is not allowed (as in PyTorch)")
         self._causal: dict[tuple[int, int], np.ndarray] = {}
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         q, k, v = (inputs[self.index[n]] for n in ("query", "key", "value"))
-        if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-            raise self.error(f"query {q.shape}, key {k.shape}, value {v.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)")
+        if (
+            q.ndim < 2
+            or k.ndim != q.ndim
+            or v.ndim != q.ndim
+            or q.shape[-1] != k.shape[-1]
+            or k.shape[-2] != v.shape[-2]
+        ):
+            raise self.error(
+                f"query {q.shape}, key {k.shape}, value {v.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)"
+            )
         scale = self.scale if self.scale is not None else F32(1.0 / np.sqrt(q.shape[-1]))
         if self.enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
             if q.shape[-3] % k.shape[-3]:
@@ -353,7 +389,9 @@ class ScaledDotProductAttention(Layer):
             np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         except ValueError:
             gqa = "" if self.enable_gqa else " (different head counts need enable_gqa=True)"
-            raise self.error(f"query {q.shape}, key {k.shape} and value {v.shape} have batch dims that do not broadcast{gqa}") from None
+            raise self.error(
+                f"query {q.shape}, key {k.shape} and value {v.shape} have batch dims that do not broadcast{gqa}"
+            ) from None
         L, S = q.shape[-2], k.shape[-2]
         mask = None
         if "attn_mask" in self.index:

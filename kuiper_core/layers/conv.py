@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import threading
 from functools import partial
-from typing import Union
 
 import numpy as np
 
@@ -40,7 +39,7 @@ from .windows import batch_chunks, out_size, output_buffer, same_padding, scratc
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
 from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 
-PaddingSpec = Union[str, Pads]  # "same" or explicit pads
+PaddingSpec = str | Pads  # "same" or explicit pads
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -64,7 +63,11 @@ class _ConvBase(Layer):
     def _pair(self, key: str, default: int = 1, required: bool = False) -> tuple[int, int]:
         """(H, W) values; a 1-D param gets `default` as the H entry (1 for sizes, 0 for pads)."""
         high = self.size_limit  # every pair is a size: kernel, stride, dilation, padding
-        v = self.ints_param(key, self.dims, high=high) if required else self.ints_param(key, self.dims, default=default, high=high)
+        v = (
+            self.ints_param(key, self.dims, high=high)
+            if required
+            else self.ints_param(key, self.dims, default=default, high=high)
+        )
         return (default, v[0]) if self.dims == 1 else (v[0], v[1])
 
     def _lift_shape(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -150,7 +153,9 @@ class Convolution(_ConvBase):
         self.weight_dtype = None if weights is None else weights[0].dtype
         del weights
         self._wmat: np.ndarray | None = None
-        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C); 'stride2 m=..'
+        self._winograd_weights: dict[
+            int | str, np.ndarray
+        ] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C); 'stride2 m=..'
         self._local = threading.local()  # this thread's kernels by input shape
         declared = op.inputs[0].static_shape if op.inputs else None
         if self.weight_dtype is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
@@ -240,7 +245,7 @@ class Convolution(_ConvBase):
             if oh < 1 or ow < 1:
                 raise self.error(
                     f"kernel {kernel[1] if self.dims == 1 else kernel} (dilation {self.dilation}) is larger than "
-                    f"the padded input {(h, w)[2 - self.dims:]}"
+                    f"the padded input {(h, w)[2 - self.dims :]}"
                 )
             geo = (pads, (oh, ow))
             self._geometry_cache[key] = geo
@@ -270,8 +275,11 @@ class Convolution(_ConvBase):
         m2 = stride2_tile(x_shape, *geometry)
         if m2 is not None:
             return "stride2", m2
-        if (self.groups == c == self.out_channels and self.padding_mode == "zeros"
-                and channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw)):
+        if (
+            self.groups == c == self.out_channels
+            and self.padding_mode == "zeros"
+            and channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw)
+        ):
             return "depthwise", None
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             return "pointwise", None
@@ -283,8 +291,12 @@ class Convolution(_ConvBase):
         kind, m = self._choose_kernel(self._lift_shape(inputs[0]))
         if kind == "winograd":
             return "Winograd F(2, 3) along the rows" if m == ROWS else f"Winograd F({m}x{m}, 3x3)"
-        return {"stride2": f"Winograd along the rows, stride 2 (m={m})", "depthwise": "depthwise, channels last",
-                "pointwise": "1x1: one GEMM", "im2col": "im2col + GEMM"}[kind]
+        return {
+            "stride2": f"Winograd along the rows, stride 2 (m={m})",
+            "depthwise": "depthwise, channels last",
+            "pointwise": "1x1: one GEMM",
+            "im2col": "im2col + GEMM",
+        }[kind]
 
     def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> ConvKernel:
         """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu)."""
@@ -300,7 +312,9 @@ class Convolution(_ConvBase):
         if kind == "winograd":
             u = self._winograd_weights.get(m)  # type: ignore[arg-type]
             if u is None:
-                transformed = transform_weights_rows(self.weight_data) if m == ROWS else transform_weights(self.weight_data, m)  # type: ignore[arg-type]
+                transformed = (
+                    transform_weights_rows(self.weight_data) if m == ROWS else transform_weights(self.weight_data, m)
+                )  # type: ignore[arg-type]
                 u = self._winograd_weights[m] = transformed  # type: ignore[index]
             if m == ROWS:
                 return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
@@ -312,8 +326,18 @@ class Convolution(_ConvBase):
             u = self._winograd_weights[key].astype(dtype, copy=False)
             return Stride2RowsConv(u, self.bias_data, m, self.kernel[0], x_shape, pads, dtype, relu)  # type: ignore[arg-type]
         if kind == "depthwise":
-            return DepthwiseChannelsLast(self.weight_data, self.bias_data, self.kernel, self.stride, self.dilation, pads,
-                                         x_shape, out_hw, dtype, relu)
+            return DepthwiseChannelsLast(
+                self.weight_data,
+                self.bias_data,
+                self.kernel,
+                self.stride,
+                self.dilation,
+                pads,
+                x_shape,
+                out_hw,
+                dtype,
+                relu,
+            )
         if kind == "pointwise":
             w, bias = self._gemm_weights(bias_column=False)
             return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)
@@ -321,8 +345,19 @@ class Convolution(_ConvBase):
         # while the weight is smaller than the output (not for ResNet's 512-channel convs).
         k = c // self.groups * self.kernel[0] * self.kernel[1]
         wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
-        return Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation, pads, self.padding_mode,
-                      x_shape, out_hw, dtype, bias_after=bias, relu=relu)
+        return Im2col(
+            wmat.astype(dtype, copy=False),
+            self.kernel,
+            self.stride,
+            self.dilation,
+            pads,
+            self.padding_mode,
+            x_shape,
+            out_hw,
+            dtype,
+            bias_after=bias,
+            relu=relu,
+        )
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         return self._prepare(inputs, out, relu=False)
@@ -354,8 +389,17 @@ class Convolution(_ConvBase):
             wmat = self._weight_matrix(weight, bias)
             dtype = np.result_type(x4.dtype, wmat.dtype)
             pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
-            kernel: ConvKernel = Im2col(wmat.astype(dtype, copy=False), self.kernel, self.stride, self.dilation,  # type: ignore[arg-type]
-                                        pads, self.padding_mode, x4.shape, (oh, ow), dtype)
+            kernel: ConvKernel = Im2col(
+                wmat.astype(dtype, copy=False),
+                self.kernel,
+                self.stride,
+                self.dilation,  # type: ignore[arg-type]
+                pads,
+                self.padding_mode,
+                x4.shape,
+                (oh, ow),
+                dtype,
+            )
             o = wmat.shape[0] * wmat.shape[1]
         else:
             dtype = np.result_type(x4.dtype, self.weight_dtype)
@@ -373,8 +417,13 @@ class Convolution(_ConvBase):
         return int(np.prod(outputs[0])) * cg * self.kernel[0] * self.kernel[1]
 
 
-def _run_kernel(kernel: ConvKernel, x_shape: tuple[int, ...], y_shape: tuple[int, ...], inputs: list[np.ndarray],
-                out: list[np.ndarray]) -> None:
+def _run_kernel(
+    kernel: ConvKernel,
+    x_shape: tuple[int, ...],
+    y_shape: tuple[int, ...],
+    inputs: list[np.ndarray],
+    out: list[np.ndarray],
+) -> None:
     kernel.run(inputs[0].reshape(x_shape), out[0].reshape(y_shape))
 
 
@@ -425,10 +474,14 @@ class TransposedConvolution(_ConvBase):
         if geo is None:
             size = [
                 (n - 1) * s - 2 * p + d * (k - 1) + op_ + 1
-                for n, s, p, d, k, op_ in zip((h, w), self.stride, self.pads, self.dilation, kernel, self.output_padding)
+                for n, s, p, d, k, op_ in zip(
+                    (h, w), self.stride, self.pads, self.dilation, kernel, self.output_padding
+                )
             ]
             if min(size) < 0:  # torch allows an empty (size 0) output, not a negative one
-                raise self.error(f"the output size {tuple(size)} is negative: input {(h, w)}, padding {self.pads}, kernel {kernel}")
+                raise self.error(
+                    f"the output size {tuple(size)} is negative: input {(h, w)}, padding {self.pads}, kernel {kernel}"
+                )
             geo = (self.pads, (size[0], size[1]))
             self._geometry_cache[key] = geo  # type: ignore[assignment]
         return geo  # type: ignore[return-value]
@@ -505,6 +558,8 @@ def conv_transpose2d_gemm(
     canvas[...] = 0
     for i in range(kh):
         for j in range(kw):
-            canvas[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (w - 1) * sw + 1 : sw] += taps[:, :, i, j]
+            canvas[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (w - 1) * sw + 1 : sw] += taps[
+                :, :, i, j
+            ]
     if not direct:
         y[...] = canvas[:, :, pt : pt + oh, pl : pl + ow]

@@ -61,8 +61,9 @@ BAND_MAX_ELEMENTS = 1 << 18
 class Pointwise:
     """1x1, stride 1, unpadded: y[n, g] = W[g] @ x[n, g] (+ bias)."""
 
-    def __init__(self, w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int],
-                 relu: bool = False) -> None:
+    def __init__(
+        self, w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int], relu: bool = False
+    ) -> None:
         """w: (G, Og, Cg), e.g. a view of the layer's weight; bias: (G*Og,) or None."""
         self.relu = relu
         n, c, h, width = x_shape
@@ -167,11 +168,16 @@ class Im2col:
         oh, ow = self.out_hw
         if self.wide:
             item = xp.itemsize
-            taps = as_strided(xp, (n, g, cg, kh, kw, oh * wp),
-                              (c * hp * wp * item, cg * hp * wp * item, hp * wp * item, dh * wp * item, dw * item, item),
-                              writeable=False)
+            taps = as_strided(
+                xp,
+                (n, g, cg, kh, kw, oh * wp),
+                (c * hp * wp * item, cg * hp * wp * item, hp * wp * item, dh * wp * item, dw * item, item),
+                writeable=False,
+            )
         else:
-            taps = window_view(xp, self.kernel, self.stride, self.dilation, self.out_hw).reshape(n, g, cg, kh, kw, oh, ow)
+            taps = window_view(xp, self.kernel, self.stride, self.dilation, self.out_hw).reshape(
+                n, g, cg, kh, kw, oh, ow
+            )
         if self.across:  # (G, K, N·P) seen as (N, G, Cg, KH, KW, OH, OW)
             per_k = np.reshape(cols[:, : self.k], (g, cg, kh, kw, n, oh, ow), copy=False)
             return taps, np.moveaxis(per_k, 4, 0)
@@ -313,8 +319,14 @@ def im2col_cost(n: int, c: int, o: int, oh: int, ow: int, taps: int) -> float:
 def winograd_cost(m: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
     t = m + 2
     tiles = n * -(-oh // m) * -(-ow // m)
-    return (_WINO_MAC * t * t * o * c * tiles + _WINO_WEIGHT * t * t * o * c + _cold(t * t * o * c)
-            + _WINO_IN * tiles * c * t * t + _WINO_OUT * tiles * o * m * m + _WINO_FIXED)
+    return (
+        _WINO_MAC * t * t * o * c * tiles
+        + _WINO_WEIGHT * t * t * o * c
+        + _cold(t * t * o * c)
+        + _WINO_IN * tiles * c * t * t
+        + _WINO_OUT * tiles * o * m * m
+        + _WINO_FIXED
+    )
 
 
 def winograd_rows_cost(n: int, c: int, o: int, oh: int, ow: int) -> float:
@@ -323,8 +335,14 @@ def winograd_rows_cost(n: int, c: int, o: int, oh: int, ow: int) -> float:
     WinogradConv's."""
     cols = n * oh * -(-ow // 2)
     u = 12 * o * c
-    return (_ROWS_MAC * 12 * o * c * cols + _WINO_WEIGHT * u + _cold(u)
-            + _COL_COPY * (8 * c * n * (oh + 2) * -(-ow // 2) + 12 * c * cols) + _WINO_OUT * o * n * oh * ow + _WINO_FIXED)
+    return (
+        _ROWS_MAC * 12 * o * c * cols
+        + _WINO_WEIGHT * u
+        + _cold(u)
+        + _COL_COPY * (8 * c * n * (oh + 2) * -(-ow // 2) + 12 * c * cols)
+        + _WINO_OUT * o * n * oh * ow
+        + _WINO_FIXED
+    )
 
 
 # winograd_tile's answer for F(2,3) along the rows only (WinogradRowsConv).
@@ -332,8 +350,14 @@ ROWS = "rows"
 
 
 def winograd_tile(
-    x_shape: tuple[int, int, int, int], out_channels: int, kernel: tuple[int, int], stride: tuple[int, int],
-    dilation: tuple[int, int], groups: int, padding_mode: str, out_hw: tuple[int, int],
+    x_shape: tuple[int, int, int, int],
+    out_channels: int,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    groups: int,
+    padding_mode: str,
+    out_hw: tuple[int, int],
 ) -> int | str | None:
     """m of the Winograd F(m, 3) that beats im2col for this convolution, ROWS for F(2,3)
     along the rows only, or None.
@@ -348,8 +372,13 @@ def winograd_tile(
     raw = 9 * c * out_channels
     sizes: dict[int | str, int] = {m: (m + 2) ** 2 * c * out_channels for m in (2, 4)}
     sizes[ROWS] = 12 * c * out_channels
-    costs = {m: winograd_rows_cost(n, c, out_channels, *out_hw) if m == ROWS else winograd_cost(m, n, c, out_channels, *out_hw)  # type: ignore[arg-type]
-             for m, u in sizes.items() if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= WINOGRAD_MAX_WEIGHTS)}
+    costs = {
+        m: winograd_rows_cost(n, c, out_channels, *out_hw)
+        if m == ROWS
+        else winograd_cost(m, n, c, out_channels, *out_hw)  # type: ignore[arg-type]
+        for m, u in sizes.items()
+        if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= WINOGRAD_MAX_WEIGHTS)
+    }
     if not costs:
         return None
     best = min(costs, key=costs.__getitem__)
@@ -400,12 +429,22 @@ def stride2_cost(m: int, k: int, n: int, c: int, o: int, oh: int, ow: int) -> fl
     u = (ne + (1 if shared else no)) * o * kc
     weights = _WINO_WEIGHT * u + _cold(u)
     if shared:  # the gathered columns and B^T of the even ones
-        return (_S2_MAC * (ne + no) * o * kc * cols + _S2_IN * (span + ne) * kc * cols
-                + _S2_OUT * (ne + no + m) * o * cols + weights + _S2_FIXED)
+        return (
+            _S2_MAC * (ne + no) * o * kc * cols
+            + _S2_IN * (span + ne) * kc * cols
+            + _S2_OUT * (ne + no + m) * o * cols
+            + weights
+            + _S2_FIXED
+        )
     # rows first: each input row's tiles and their transform, then the operands copied
     moved = (span + ne + no) * c * n * (2 * oh + k - 2) * tw + (ne + no) * kc * cols
-    return (_S2R_MAC * (ne + no) * o * kc * cols + _S2R_IN * moved + _S2R_OUT * (ne + no + m) * o * cols
-            + weights + _S2R_FIXED)
+    return (
+        _S2R_MAC * (ne + no) * o * kc * cols
+        + _S2R_IN * moved
+        + _S2R_OUT * (ne + no + m) * o * cols
+        + weights
+        + _S2R_FIXED
+    )
 
 
 def stride2_weights(m: int, k: int, c: int, o: int) -> int:
@@ -415,8 +454,14 @@ def stride2_weights(m: int, k: int, c: int, o: int) -> int:
 
 
 def stride2_tile(
-    x_shape: tuple[int, int, int, int], out_channels: int, kernel: tuple[int, int], stride: tuple[int, int],
-    dilation: tuple[int, int], groups: int, padding_mode: str, out_hw: tuple[int, int],
+    x_shape: tuple[int, int, int, int],
+    out_channels: int,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    groups: int,
+    padding_mode: str,
+    out_hw: tuple[int, int],
 ) -> int | None:
     """m of the Stride2RowsConv that beats im2col for this convolution, or None; only while
     the BLAS runs one thread. With two, its GEMMs (the stem's K = 21, or 9 GEMMs of a few
@@ -429,13 +474,21 @@ def stride2_tile(
     the weight, 9.4 MB) for 0-1 % (4.28 vs 4.31 ms)."""
     n, c = x_shape[:2]
     k = kernel[0]
-    if (stride, dilation, groups, padding_mode) != ((2, 2), (1, 1), 1, "zeros") or kernel != (k, k) or k not in STRIDE2_KERNELS:
+    if (
+        (stride, dilation, groups, padding_mode) != ((2, 2), (1, 1), 1, "zeros")
+        or kernel != (k, k)
+        or k not in STRIDE2_KERNELS
+    ):
         return None
     if out_hw[1] < (STRIDE2_MIN_WIDTH if k == 3 else STRIDE2_ROWS_FIRST_MIN_WIDTH) or blas_threads() > 1:
         return None
     raw = k * k * c * out_channels
-    costs = {m: stride2_cost(m, k, n, c, out_channels, *out_hw) for m in STRIDE2_TILES
-             if (u := stride2_weights(m, k, c, out_channels)) <= WINOGRAD_FREE_WEIGHTS or (2 * u <= 3 * raw and u <= WINOGRAD_MAX_WEIGHTS)}
+    costs = {
+        m: stride2_cost(m, k, n, c, out_channels, *out_hw)
+        for m in STRIDE2_TILES
+        if (u := stride2_weights(m, k, c, out_channels)) <= WINOGRAD_FREE_WEIGHTS
+        or (2 * u <= 3 * raw and u <= WINOGRAD_MAX_WEIGHTS)
+    }
     if not costs:
         return None
     best = min(costs, key=costs.__getitem__)

@@ -73,9 +73,12 @@ def conv_transpose2d_reference(
         for i in range(kh):
             for j in range(kw):
                 # Tap (i, j) of every input pixel lands at (row * sh + i * dh, col * sw + j * dw).
-                canvas[:, g * og : (g + 1) * og, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (w - 1) * sw + 1 : sw] += (
-                    np.einsum("nchw,co->nohw", xg, wg[:, :, i, j])
-                )
+                canvas[
+                    :,
+                    g * og : (g + 1) * og,
+                    i * dh : i * dh + (h - 1) * sh + 1 : sh,
+                    j * dw : j * dw + (w - 1) * sw + 1 : sw,
+                ] += np.einsum("nchw,co->nohw", xg, wg[:, :, i, j])
     y = canvas[:, :, ph : full_h - ph, pw : full_w - pw]
     if bias is not None:
         y = y + bias.reshape(1, -1, 1, 1)
@@ -105,9 +108,13 @@ def conv3d_reference(
                 for c in range(k[2]):
                     # The input every output position sees through tap (a, b, c).
                     at = [t * dilation[i] for i, t in enumerate((a, b, c))]
-                    shifted = xg[:, :, at[0] : at[0] + stride[0] * (size[0] - 1) + 1 : stride[0],
-                                 at[1] : at[1] + stride[1] * (size[1] - 1) + 1 : stride[1],
-                                 at[2] : at[2] + stride[2] * (size[2] - 1) + 1 : stride[2]]
+                    shifted = xg[
+                        :,
+                        :,
+                        at[0] : at[0] + stride[0] * (size[0] - 1) + 1 : stride[0],
+                        at[1] : at[1] + stride[1] * (size[1] - 1) + 1 : stride[1],
+                        at[2] : at[2] + stride[2] * (size[2] - 1) + 1 : stride[2],
+                    ]
                     y[:, g * og : (g + 1) * og] += np.einsum("ncdhw,oc->nodhw", shifted, wg[:, :, a, b, c])
     if bias is not None:
         y += bias.reshape(1, o, 1, 1, 1)
@@ -138,11 +145,13 @@ def conv_transpose3d_reference(
                 for c_ in range(k[2]):
                     # Tap (a, b, c) of every input voxel lands at (i·stride + a·dilation, …).
                     at = [t * dilation[i] for i, t in enumerate((a, b, c_))]
-                    canvas[:, g * og : (g + 1) * og,
-                           at[0] : at[0] + (size[0] - 1) * stride[0] + 1 : stride[0],
-                           at[1] : at[1] + (size[1] - 1) * stride[1] + 1 : stride[1],
-                           at[2] : at[2] + (size[2] - 1) * stride[2] + 1 : stride[2]] += (
-                        np.einsum("ncdhw,co->nodhw", xg, wg[:, :, a, b, c_]))
+                    canvas[
+                        :,
+                        g * og : (g + 1) * og,
+                        at[0] : at[0] + (size[0] - 1) * stride[0] + 1 : stride[0],
+                        at[1] : at[1] + (size[1] - 1) * stride[1] + 1 : stride[1],
+                        at[2] : at[2] + (size[2] - 1) * stride[2] + 1 : stride[2],
+                    ] += np.einsum("ncdhw,co->nodhw", xg, wg[:, :, a, b, c_])
     p = padding
     y = canvas[:, :, p[0] : full[0] - p[0], p[1] : full[1] - p[1], p[2] : full[2] - p[2]]
     if bias is not None:

@@ -46,8 +46,13 @@ _LAST_FIXED = 4.7e-3
 MARGIN = 0.9
 
 
-def channels_last_wins(x_shape: tuple[int, int, int, int], kernel: tuple[int, int], stride: tuple[int, int],
-                       pads: Pads, out_hw: tuple[int, int]) -> bool:
+def channels_last_wins(
+    x_shape: tuple[int, int, int, int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    pads: Pads,
+    out_hw: tuple[int, int],
+) -> bool:
     """Whether DepthwiseChannelsLast beats Im2col for this depthwise convolution (zero padding).
 
     Only for 2-D maps, where the models were fitted: on 1-D ones (H = 1) im2col's rows are
@@ -60,19 +65,37 @@ def channels_last_wins(x_shape: tuple[int, int, int, int], kernel: tuple[int, in
     taps = kernel[0] * kernel[1]
     wide = stride == (1, 1)  # Im2col's wide rows: OH x padded width columns per tap
     cols = oh * (w + pads[2] + pads[3]) if wide else oh * ow
-    im2col = (_IM2COL_CALL * n * c + _IM2COL_COLUMN * n * c * (taps + 1) * cols
-              + (0 if wide else _IM2COL_ROW * n * c * taps * oh) + _IM2COL_FIXED)
-    last = (_LAST_COLUMN * n * oh * ow * taps * c + _LAST_RUN * n * oh * ow * taps + _LAST_INPUT * n * c * h * w
-            + _LAST_FIXED)
+    im2col = (
+        _IM2COL_CALL * n * c
+        + _IM2COL_COLUMN * n * c * (taps + 1) * cols
+        + (0 if wide else _IM2COL_ROW * n * c * taps * oh)
+        + _IM2COL_FIXED
+    )
+    last = (
+        _LAST_COLUMN * n * oh * ow * taps * c
+        + _LAST_RUN * n * oh * ow * taps
+        + _LAST_INPUT * n * c * h * w
+        + _LAST_FIXED
+    )
     return last < MARGIN * im2col
 
 
 class DepthwiseChannelsLast:
     """y = depthwise conv of x, channels last (module docstring); zero padding."""
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, kernel: tuple[int, int], stride: tuple[int, int],
-                 dilation: tuple[int, int], pads: Pads, x_shape: tuple[int, int, int, int], out_hw: tuple[int, int],
-                 dtype: np.dtype, relu: bool = False) -> None:
+    def __init__(
+        self,
+        weight: np.ndarray,
+        bias: np.ndarray | None,
+        kernel: tuple[int, int],
+        stride: tuple[int, int],
+        dilation: tuple[int, int],
+        pads: Pads,
+        x_shape: tuple[int, int, int, int],
+        out_hw: tuple[int, int],
+        dtype: np.dtype,
+        relu: bool = False,
+    ) -> None:
         """weight: (C, 1, KH, KW); bias: (C,) or None."""
         n, c, h, w = x_shape
         kh, kw = kernel
@@ -89,8 +112,12 @@ class DepthwiseChannelsLast:
         oh, ow = out_hw
         (sh, sw), (dh, dw), item = stride, dilation, self.padded.itemsize
         row, pix = wp * c * item, c * item
-        self.tap_view = as_strided(self.padded, (n, oh, ow, kh, kw, c),
-                                   (hp * row, sh * row, sw * pix, dh * row, dw * pix, item), writeable=False)
+        self.tap_view = as_strided(
+            self.padded,
+            (n, oh, ow, kh, kw, c),
+            (hp * row, sh * row, sw * pix, dh * row, dw * pix, item),
+            writeable=False,
+        )
         self.result = np.empty((n, oh, ow, c), dtype)
         self.per_item = oh * ow * self.taps * c
         self.parts = batch_chunks(n, self.per_item)

@@ -94,4 +94,8 @@ class PairwiseDistance(Layer):
         except ValueError:
             raise self.error(f"inputs of shapes {a.shape} and {b.shape} do not broadcast") from None
         axis = -1 if diff.ndim else 0
-        return [np.asarray(_p_norm(self, diff.reshape(diff.shape or (1,)), self.p, axis, self.keepdim)).astype(np.result_type(a, b))]
+        return [
+            np.asarray(_p_norm(self, diff.reshape(diff.shape or (1,)), self.p, axis, self.keepdim)).astype(
+                np.result_type(a, b)
+            )
+        ]

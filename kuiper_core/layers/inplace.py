@@ -26,10 +26,22 @@ from .tensor_ops import number_param
 from .torch_args import input_index
 
 # Operators whose output is a view of their first input (what a Tensor.copy's $self may be cut with).
-VIEW_TYPES = frozenset({
-    "Tensor.slice", "Tensor.select", "torch.narrow", "Tensor.view", "Tensor.reshape", "torch.transpose",
-    "Tensor.permute", "torch.permute", "torch.squeeze", "torch.unsqueeze", "torch.flatten", "Tensor.expand",
-})
+VIEW_TYPES = frozenset(
+    {
+        "Tensor.slice",
+        "Tensor.select",
+        "torch.narrow",
+        "Tensor.view",
+        "Tensor.reshape",
+        "torch.transpose",
+        "Tensor.permute",
+        "torch.permute",
+        "torch.squeeze",
+        "torch.unsqueeze",
+        "torch.flatten",
+        "Tensor.expand",
+    }
+)
 
 
 def _usable(out: np.ndarray | None, like: np.ndarray) -> bool:
@@ -118,8 +130,10 @@ class Copy(Layer):
             raise self.error("expected the inputs $self (a view of a tensor) and $src")
         base, declared = op.inputs[self.base], op.outputs[0].shape if op.outputs else None
         if declared is not None and base.shape is not None and len(declared) != len(base.shape):
-            raise self.error(f"the tensor $self is cut from ({base.name}) has rank {len(base.shape)}, "
-                             f"the output is declared with rank {len(declared)}")
+            raise self.error(
+                f"the tensor $self is cut from ({base.name}) has rank {len(base.shape)}, "
+                f"the output is declared with rank {len(declared)}"
+            )
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         view, src, base = inputs[self.target], inputs[self.src], inputs[self.base]

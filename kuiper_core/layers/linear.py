@@ -132,15 +132,27 @@ class Linear(Layer):
         """A single row of a module weight's dtype: W @ x on the (out, in) weight (BLAS's
         gemv), 24 against 30 us for MobileNetV3's (576 -> 1024) under OPENBLAS_CORETYPE=Haswell."""
         w = self.w
-        return (w is not None and x.size == w.shape[1] and x.dtype == w.dtype == y.dtype and w.flags.c_contiguous
-                and x.flags.c_contiguous and y.flags.c_contiguous)
+        return (
+            w is not None
+            and x.size == w.shape[1]
+            and x.dtype == w.dtype == y.dtype
+            and w.flags.c_contiguous
+            and x.flags.c_contiguous
+            and y.flags.c_contiguous
+        )
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         return int(np.prod(outputs[0])) * int(inputs[0][-1]) if inputs and inputs[0] else 0
 
 
-def _linear(wt: np.ndarray, bias: np.ndarray | None, x_rows: tuple[int, int], y_rows: tuple[int, int],
-            inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+def _linear(
+    wt: np.ndarray,
+    bias: np.ndarray | None,
+    x_rows: tuple[int, int],
+    y_rows: tuple[int, int],
+    inputs: list[np.ndarray],
+    out: list[np.ndarray],
+) -> None:
     y = out[0].reshape(y_rows)
     np.dot(inputs[0].reshape(x_rows), wt, y)  # np.dot: 0.1-0.3 us less per call than np.matmul
     if bias is not None:
@@ -280,7 +292,9 @@ class Einsum(Layer):
         self.equation = eq.replace(" ", "")
         given = self.equation.split("->")[0].split(",")
         if len(given) != len(op.inputs):
-            raise self.error(f"equation {eq!r} names {len(given)} operand(s), the operator has {len(op.inputs)} input(s)")
+            raise self.error(
+                f"equation {eq!r} names {len(given)} operand(s), the operator has {len(op.inputs)} input(s)"
+            )
         self.dtype = declared_dtype(op)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:

@@ -12,7 +12,7 @@ earlier one wins, which is pnnx's own positional reading.
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..graph import Shape
 from .registry import Layer

@@ -16,7 +16,7 @@ F.* forms take their tensors either as `$weight=` / `$bias=` / `$running_mean=` 
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -203,7 +203,9 @@ class FunctionalBatchNorm(Norm):
         super().__init__(op)
         if self.param("training", False) is True:
             raise self.error("training=True batch statistics are not supported at inference")
-        self.tensors = OptionalTensors(self, ("running_mean", "running_var", "weight", "bias"), ("running_mean", "running_var"))
+        self.tensors = OptionalTensors(
+            self, ("running_mean", "running_var", "weight", "bias"), ("running_mean", "running_var")
+        )
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = as_float(inputs[0])
@@ -211,7 +213,9 @@ class FunctionalBatchNorm(Norm):
             raise self.error(f"expected an input of rank >= 2 (N, C, ...), got shape {x.shape}")
         n = x.shape[1]
         vec = {k: check_vector(self, k, self.tensors.get(inputs, k), n) for k in self.tensors.index}
-        scale, shift = fold_running_stats(vec["running_mean"], vec["running_var"], vec["weight"], vec["bias"], float(self.eps))  # type: ignore[arg-type]
+        scale, shift = fold_running_stats(
+            vec["running_mean"], vec["running_var"], vec["weight"], vec["bias"], float(self.eps)
+        )  # type: ignore[arg-type]
         y = output_like(x, out[0])
         apply_channel_affine(x, y, scale, shift)
         return [y]
@@ -377,7 +381,9 @@ class TrailingNorm(Norm):
         k = len(self.norm_shape)
         tail = shape[-k:] if len(shape) >= k else None
         if tail is None or any(isinstance(d, int) and d != n for d, n in zip(tail, self.norm_shape)):
-            raise self.error(f"expected an input ending in dims {self.norm_shape} (normalized_shape), got shape {shape}")
+            raise self.error(
+                f"expected an input ending in dims {self.norm_shape} (normalized_shape), got shape {shape}"
+            )
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = as_float(inputs[0])
@@ -404,14 +410,22 @@ class TrailingNorm(Norm):
         self.check_trailing(x.shape)
         rows = x.size // self.size if self.size else 0
         # The weight and bias expanded to the whole output: one flat pass each (broadcast.py).
-        return partial(_norm_rows, self.normalize, (rows, self.size), expanded(self.w, x.shape), expanded(self.b, x.shape))
+        return partial(
+            _norm_rows, self.normalize, (rows, self.size), expanded(self.w, x.shape), expanded(self.b, x.shape)
+        )
 
     def normalize(self, x2: np.ndarray, y2: np.ndarray) -> None:
         raise NotImplementedError
 
 
-def _norm_rows(normalize: Callable[[np.ndarray, np.ndarray], None], rows: tuple[int, int], w: np.ndarray | None,
-               b: np.ndarray | None, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+def _norm_rows(
+    normalize: Callable[[np.ndarray, np.ndarray], None],
+    rows: tuple[int, int],
+    w: np.ndarray | None,
+    b: np.ndarray | None,
+    inputs: list[np.ndarray],
+    out: list[np.ndarray],
+) -> None:
     """TrailingNorm's prepared call (nn.* weights): normalise the rows, then the affine."""
     y = out[0]
     normalize(inputs[0].reshape(rows), y.reshape(rows))

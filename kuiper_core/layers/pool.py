@@ -64,10 +64,14 @@ class _Pool(Layer):
             return True, False
         if n == 1:
             # a (values, indices) tuple: only prim:: ops (TupleUnpack, ...) and the graph output take one
-            readers = [c for c in self.op.outputs[0].consumers if not c.type.startswith("prim::") and c.type != "pnnx.Output"]
+            readers = [
+                c for c in self.op.outputs[0].consumers if not c.type.startswith("prim::") and c.type != "pnnx.Output"
+            ]
             if return_indices and readers:
-                raise self.error(f"return_indices=True makes one (values, indices) tuple, but operator "
-                                 f"'{readers[0].name}' ({readers[0].type}) reads it as a tensor")
+                raise self.error(
+                    f"return_indices=True makes one (values, indices) tuple, but operator "
+                    f"'{readers[0].name}' ({readers[0].type}) reads it as a tensor"
+                )
             return return_indices, return_indices
         raise self.error(f"return_indices={return_indices} cannot give {n} outputs")
 
@@ -96,7 +100,9 @@ class _WindowPool(_Pool):
         self.dilation = self._pair("dilation", 1, 1)
         self.ceil_mode = bool(self.param("ceil_mode", False))
         if min(self.kernel + self.stride + self.dilation) < 1:
-            raise self.error(f"kernel_size, stride and dilation must be >= 1, got {self.kernel}, {self.stride}, {self.dilation}")
+            raise self.error(
+                f"kernel_size, stride and dilation must be >= 1, got {self.kernel}, {self.stride}, {self.dilation}"
+            )
         for p, k in zip(self.padding, self.kernel):
             if p > k // 2:
                 raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
@@ -115,8 +121,15 @@ class _WindowPool(_Pool):
         pads = (ph, max(ph, need_h - h - ph), pw, max(pw, need_w - w - pw))
         return pads, (oh, ow)
 
-    def _pool(self, x: np.ndarray, pads: tuple[int, int, int, int], out_hw: tuple[int, int], y: np.ndarray,
-              combine: np.ufunc, fill: float = 0.0) -> None:
+    def _pool(
+        self,
+        x: np.ndarray,
+        pads: tuple[int, int, int, int],
+        out_hw: tuple[int, int],
+        y: np.ndarray,
+        combine: np.ufunc,
+        fill: float = 0.0,
+    ) -> None:
         """y (1, P, OH, OW) = combine over the windows of x (1, P, H, W) padded with `fill`, a
         chunk of planes at a time: the work buffers stay small (in cache)."""
         p, hp, wp = x.shape[1], x.shape[2] + pads[0] + pads[1], x.shape[3] + pads[2] + pads[3]
@@ -139,8 +152,15 @@ class _WindowPool(_Pool):
         for i in range(1, kh):
             combine(y, rows[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh], out=y)
 
-    def _reduce(self, x: np.ndarray, pads: tuple[int, int, int, int], out_hw: tuple[int, int], y: np.ndarray,
-                combine: np.ufunc, fill: np.generic) -> None:
+    def _reduce(
+        self,
+        x: np.ndarray,
+        pads: tuple[int, int, int, int],
+        out_hw: tuple[int, int],
+        y: np.ndarray,
+        combine: np.ufunc,
+        fill: np.generic,
+    ) -> None:
         """y (P, OH, OW) = combine over the kernel taps of x (P, H, W) padded: rows, then columns.
 
         NumPy's binary ufuncs run ~3x slower on arrays whose rows are not contiguous with each
@@ -163,8 +183,12 @@ class _WindowPool(_Pool):
             dst = phases[f]
             q0 = max(0, -(-(top - f) // sh))  # the first q whose padded row is an input row
             q1 = max(q0, min(hq, -(-(top + h - f) // sh)))
-            for rows, cols in ((slice(0, q0), slice(0, wp)), (slice(q1, hq), slice(0, wp)),
-                               (slice(q0, q1), slice(0, left)), (slice(q0, q1), slice(left + w, wp))):
+            for rows, cols in (
+                (slice(0, q0), slice(0, wp)),
+                (slice(q1, hq), slice(0, wp)),
+                (slice(q0, q1), slice(0, left)),
+                (slice(q0, q1), slice(left + w, wp)),
+            ):
                 if rows.stop > rows.start and cols.stop > cols.start:  # a call costs ~1 us: small pools
                     dst[:, rows, cols] = fill
             r0 = f + sh * q0 - top
@@ -199,8 +223,14 @@ def _combine_taps(src: np.ndarray, taps: list[tuple[int, int]], out: np.ndarray,
         combine(out, src[f, o : o + n], out=out)
 
 
-def window_pool_reference(xp: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
-                          dilation: tuple[int, int], out_hw: tuple[int, int], combine: np.ufunc) -> np.ndarray:
+def window_pool_reference(
+    xp: np.ndarray,
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+    out_hw: tuple[int, int],
+    combine: np.ufunc,
+) -> np.ndarray:
     """The readable definition `_WindowPool._reduce` is tested against: combine over every
     window of the padded xp (N, C, Hp, Wp), (N, C, OH, OW)."""
     return combine.reduce(window_view(xp, kernel, stride, dilation, out_hw), axis=(2, 3))
@@ -290,7 +320,8 @@ class _AdaptivePool(_Pool):
         if len(size) == 1 and self.dims == 2:
             size = size * 2
         if len(size) != self.dims or any(
-            s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= self.size_limit) for s in size
+            s is not None and (isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= self.size_limit)
+            for s in size
         ):
             raise self.error(
                 f"output_size must be {self.dims} int(s) from 0 to {self.size_limit:,} or None, got {self.param('output_size')!r}"

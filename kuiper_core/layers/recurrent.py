@@ -17,7 +17,7 @@ directions at once); only the recurrence loops over time, as it must.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -99,7 +99,9 @@ class _Recurrent(Layer):
                 f"got {len(op.inputs)}"
             )
         self._check_input_shapes()
-        self.outputs = match_outputs(self, self._output_shapes(), ordered_subsets(("output",) + self.states, len(op.outputs)))
+        self.outputs = match_outputs(
+            self, self._output_shapes(), ordered_subsets(("output",) + self.states, len(op.outputs))
+        )
 
     # -- build --------------------------------------------------------------------------
     def _load_layer(self, k: int) -> _Layer:
@@ -127,7 +129,9 @@ class _Recurrent(Layer):
                 b_x, b_hn = self._fold_bias(b_ih, b_hh)
             w_ihs.append(w_ih.T)
             b_xs.append(b_x)
-            directions.append(_Direction(w_hh, np.ascontiguousarray(w_hh.T), None if b_hn is None else b_hn[:, None], w_hr))
+            directions.append(
+                _Direction(w_hh, np.ascontiguousarray(w_hh.T), None if b_hn is None else b_hn[:, None], w_hr)
+            )
         w_ih_all = np.ascontiguousarray(np.concatenate(w_ihs, axis=1))
         b_all = np.concatenate(b_xs) if self.bias else None
         return _Layer(w_ih_all, b_all, directions)
@@ -201,7 +205,9 @@ class _Recurrent(Layer):
         x = np.asarray(inputs[0], dtype=F32)
         unbatched = x.ndim == 2
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
-            raise self.error(f"input has shape {x.shape}, expected 3-D (or unbatched 2-D) with last dim {self.input_size}")
+            raise self.error(
+                f"input has shape {x.shape}, expected 3-D (or unbatched 2-D) with last dim {self.input_size}"
+            )
         if unbatched:
             seq = x[:, None, :]  # (T, 1, F); torch ignores batch_first for unbatched input
             batch_first = False

@@ -107,7 +107,9 @@ class Norm(_Reduce):
         elif isinstance(p, str) and p.lstrip("+-") == "inf":
             p = -math.inf if p.startswith("-") else math.inf
         if isinstance(p, bool) or not isinstance(p, (int, float)):
-            raise self.error(f"parameter 'p' must be a number, inf, -inf or 'fro', got {p!r} (matrix norms like 'nuc' are not supported)")
+            raise self.error(
+                f"parameter 'p' must be a number, inf, -inf or 'fro', got {p!r} (matrix norms like 'nuc' are not supported)"
+            )
         self.p = float(p)
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...] | None, keepdims: bool) -> Any:
@@ -208,7 +210,9 @@ class _MaxMin(_ArgReduce):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         if len(op.inputs) != 1:
-            raise self.error(f"expected one input (the two-input form is pnnx.Expression max/min), got {len(op.inputs)}")
+            raise self.error(
+                f"expected one input (the two-input form is pnnx.Expression max/min), got {len(op.inputs)}"
+            )
         if self.dim is None and len(op.outputs) != 1:
             raise self.error(f"without dim it has one output, the graph declares {len(op.outputs)}")
         if len(op.outputs) not in (1, 2):

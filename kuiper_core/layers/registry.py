@@ -57,7 +57,8 @@ Optional, for speed (runtime/prepared.py):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -65,7 +66,7 @@ from .. import limits as _limits
 from ..errors import KuiperError, LimitError, ModelError, UnsupportedOperatorError
 from ..graph import Operand, Operator, ParamValue
 
-_REGISTRY: dict[str, type["Layer"]] = {}
+_REGISTRY: dict[str, type[Layer]] = {}
 
 L = TypeVar("L", bound=type["Layer"])
 Prepared = Callable[[list[Any], list[np.ndarray]], object]  # f(inputs, out), see Layer.prepare
@@ -153,7 +154,13 @@ class Layer:
         return value
 
     def ints_param(
-        self, key: str, n: int | None = None, default: Any = _MISSING, *, low: int | None = None, high: int | None = None
+        self,
+        key: str,
+        n: int | None = None,
+        default: Any = _MISSING,
+        *,
+        low: int | None = None,
+        high: int | None = None,
     ) -> tuple[int, ...]:
         """An int or tuple of ints, broadcast to n entries when n is given (each within
         [low, high] when given)."""
@@ -319,8 +326,11 @@ def _follows_values(op: Operator) -> bool:
 def module_index() -> dict[str, str]:
     """Every registered type -> the layers module registering it: what layers/_index.py holds."""
     _load_all()
-    return {t: cls.__module__.rsplit(".", 1)[-1] for t, cls in sorted(_REGISTRY.items())
-            if cls.__module__.startswith(f"{__package__}.")}
+    return {
+        t: cls.__module__.rsplit(".", 1)[-1]
+        for t, cls in sorted(_REGISTRY.items())
+        if cls.__module__.startswith(f"{__package__}.")
+    }
 
 
 def write_index() -> None:
@@ -330,8 +340,8 @@ def write_index() -> None:
     lines = [f"    {t!r}: {m!r}," for t, m in module_index().items()]
     text = (
         '"""Layer type -> the module under kuiper_core/layers that registers it (generated: run\n'
-        '`python -m kuiper_core.layers.registry` after adding a layer; tests/test_layer_index.py\n'
-        'checks it). registry.py imports only the modules a model needs; a type missing here\n'
+        "`python -m kuiper_core.layers.registry` after adding a layer; tests/test_layer_index.py\n"
+        "checks it). registry.py imports only the modules a model needs; a type missing here\n"
         'still works (every module is imported then), only slower to load."""\n\n'
         "MODULE_OF: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n"
     )

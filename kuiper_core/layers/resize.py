@@ -294,7 +294,11 @@ class Interpolate(Layer):
             return ResizePlan(out, flat_gather_index(index, in_spatial), ())
         axes = []
         for i, (n, o, s) in enumerate(zip(in_spatial, out, scales)):
-            table = cubic_table(n, o, self.align_corners, s) if self.mode == "bicubic" else linear_table(n, o, self.align_corners, s)
+            table = (
+                cubic_table(n, o, self.align_corners, s)
+                if self.mode == "bicubic"
+                else linear_table(n, o, self.align_corners, s)
+            )
             if table is not None:
                 axes.append((i - k, table, o / n))
         axes.sort(key=lambda a: a[2])  # shrinking axes first: later passes touch less data
@@ -312,7 +316,15 @@ class Interpolate(Layer):
         if y is None:
             self.check_size(out_shape)
         if plan.flat is not None:
-            return [gather_trailing(x, plan.flat, len(plan.out_spatial), plan.out_spatial, y if y is not None else np.empty(out_shape, x.dtype))]
+            return [
+                gather_trailing(
+                    x,
+                    plan.flat,
+                    len(plan.out_spatial),
+                    plan.out_spatial,
+                    y if y is not None else np.empty(out_shape, x.dtype),
+                )
+            ]
         if not plan.axes:  # same size: a copy
             y = y if y is not None else np.empty(out_shape, x.dtype)
             np.copyto(y, x)
@@ -356,7 +368,11 @@ class PixelShuffle(Layer):
         n = len(lead)
         perm = list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2]  # (..., C, H, r, W, r)
         out_shape = (*lead, c // (r * r), h * r, w * r)
-        y = out[0] if out[0] is not None and out[0].shape == out_shape and out[0].flags.c_contiguous else np.empty(out_shape, x.dtype)
+        y = (
+            out[0]
+            if out[0] is not None and out[0].shape == out_shape and out[0].flags.c_contiguous
+            else np.empty(out_shape, x.dtype)
+        )
         np.copyto(y.reshape(*lead, c // (r * r), h, r, w, r), blocks.transpose(perm))
         return [y]
 
@@ -383,7 +399,11 @@ class PixelUnshuffle(PixelShuffle):
         pixels = x.reshape(*lead, c, h // r, r, w // r, r)
         perm = list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3]  # (..., C, r, r, H, W)
         out_shape = (*lead, c * r * r, h // r, w // r)
-        y = out[0] if out[0] is not None and out[0].shape == out_shape and out[0].flags.c_contiguous else np.empty(out_shape, x.dtype)
+        y = (
+            out[0]
+            if out[0] is not None and out[0].shape == out_shape and out[0].flags.c_contiguous
+            else np.empty(out_shape, x.dtype)
+        )
         np.copyto(y.reshape(*lead, c, r, r, h // r, w // r), pixels.transpose(perm))
         return [y]
 
@@ -414,7 +434,11 @@ class ChannelShuffle(Layer):
         self.check(x.shape)
         n, c, *rest = x.shape
         g = self.groups
-        y = out[0] if out[0] is not None and out[0].shape == x.shape and out[0].flags.c_contiguous else np.empty(x.shape, x.dtype)
+        y = (
+            out[0]
+            if out[0] is not None and out[0].shape == x.shape and out[0].flags.c_contiguous
+            else np.empty(x.shape, x.dtype)
+        )
         np.copyto(y.reshape(n, c // g, g, *rest), x.reshape(n, g, c // g, *rest).swapaxes(1, 2))
         return [y]
 
@@ -478,7 +502,13 @@ class Pad(Layer):
     nn.CircularPad2d as F.pad mode=circular.
     """
 
-    MODULE_MODES = {"Zero": "constant", "Constant": "constant", "Reflection": "reflect", "Replication": "replicate", "Circular": "circular"}
+    MODULE_MODES = {
+        "Zero": "constant",
+        "Constant": "constant",
+        "Reflection": "reflect",
+        "Replication": "replicate",
+        "Circular": "circular",
+    }
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -536,7 +566,9 @@ class Pad(Layer):
                 raise self.error(f"reflect padding {(b, a)} must be smaller than the input dim {n}")
             kept = n - max(-b, 0) - max(-a, 0)  # circular crops first, then wraps what is left
             if self.mode == "circular" and (b > kept or a > kept):
-                raise self.error(f"circular padding {(b, a)} must not exceed the input dim {n} (after cropping: {kept})")
+                raise self.error(
+                    f"circular padding {(b, a)} must not exceed the input dim {n} (after cropping: {kept})"
+                )
         tables = [pad_source_index(n, b, a, self.mode) for n, (b, a) in zip(tail, self.pairs)]
         return PadPlan(out_tail, (), (), True, flat_gather_index(tables, tail))
 

@@ -91,7 +91,13 @@ class Reshape(Layer):
         if traced is None or in_shape == traced or not shape or not traced or not in_shape:
             return shape
         b0, b = traced[0], in_shape[0]
-        if len(in_shape) == len(traced) and in_shape[1:] == traced[1:] and b0 > 0 and shape[0] > 0 and shape[0] % b0 == 0:
+        if (
+            len(in_shape) == len(traced)
+            and in_shape[1:] == traced[1:]
+            and b0 > 0
+            and shape[0] > 0
+            and shape[0] % b0 == 0
+        ):
             return (shape[0] // b0 * b,) + shape[1:]
         return shape
 
@@ -278,8 +284,15 @@ def slice_key(layer: Layer) -> tuple[Any, ...]:
         items = list(zip(dims, starts, ends, steps, selects))
     else:
         select = optional("select")
-        items = [(layer.int_param("dim"), optional("start"), optional("end"), optional("step"),
-                  INT_MAX if select is None else select)]
+        items = [
+            (
+                layer.int_param("dim"),
+                optional("start"),
+                optional("end"),
+                optional("step"),
+                INT_MAX if select is None else select,
+            )
+        ]
     dims_seen = [d for d, *_ in items]
     if len(set(dims_seen)) != len(dims_seen):
         raise layer.error(f"dims {tuple(dims_seen)} repeat an axis")
@@ -360,7 +373,9 @@ class Narrow(Layer):
         d = normalize_axis(self, self.dim, x.ndim)
         start = self.start + x.shape[d] if self.start < 0 else self.start
         if not 0 <= start <= start + self.length <= x.shape[d]:
-            raise self.error(f"start {self.start} + length {self.length} is out of range for dim {d} of size {x.shape[d]}")
+            raise self.error(
+                f"start {self.start} + length {self.length} is out of range for dim {d} of size {x.shape[d]}"
+            )
         return [x[axis_key({d: slice(start, start + self.length)})]]
 
 
@@ -481,7 +496,9 @@ class RepeatInterleave(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.repeats_input = input_index(op, "repeats")
-        self.repeats = None if self.repeats_input is not None else self.int_param("repeats", low=0, high=self.size_limit)
+        self.repeats = (
+            None if self.repeats_input is not None else self.int_param("repeats", low=0, high=self.size_limit)
+        )
         dim = self.param("dim", None)
         self.dim = None if dim is None else self.int_param("dim")
 

@@ -40,7 +40,12 @@ class _Windows(Layer):
         for i in range(self.k[0]):
             for j in range(self.k[1]):
                 r0, c0 = i * self.d[0], j * self.d[1]
-                yield i, j, slice(r0, r0 + self.s[0] * (oh - 1) + 1, self.s[0]), slice(c0, c0 + self.s[1] * (ow - 1) + 1, self.s[1])
+                yield (
+                    i,
+                    j,
+                    slice(r0, r0 + self.s[0] * (oh - 1) + 1, self.s[0]),
+                    slice(c0, c0 + self.s[1] * (ow - 1) + 1, self.s[1]),
+                )
 
 
 @register("F.unfold", "nn.Unfold")
@@ -159,8 +164,12 @@ class GridSample(Layer):
         else:
             x0, y0 = np.floor(px).astype(np.intp), np.floor(py).astype(np.intp)
             fx, fy = (px - x0)[..., None], (py - y0)[..., None]
-            y = (tap(y0, x0) * ((1 - fx) * (1 - fy)) + tap(y0, x0 + 1) * (fx * (1 - fy))
-                 + tap(y0 + 1, x0) * ((1 - fx) * fy) + tap(y0 + 1, x0 + 1) * (fx * fy))
+            y = (
+                tap(y0, x0) * ((1 - fx) * (1 - fy))
+                + tap(y0, x0 + 1) * (fx * (1 - fy))
+                + tap(y0 + 1, x0) * ((1 - fx) * fy)
+                + tap(y0 + 1, x0 + 1) * (fx * fy)
+            )
         return [np.ascontiguousarray(np.moveaxis(y, -1, 1)).astype(x.dtype)]
 
 

@@ -195,7 +195,9 @@ class Split(_Split):
         if self.size is not None:
             return _cuts_every(self.size, n)
         if sum(self.sections) != n:
-            raise self.error(f"split sections {self.sections} add up to {sum(self.sections)}, dim {self.dim} has size {n}")
+            raise self.error(
+                f"split sections {self.sections} add up to {sum(self.sections)}, dim {self.dim} has size {n}"
+            )
         return list(np.cumsum(self.sections[:-1]))
 
 
@@ -317,7 +319,9 @@ class NanToNum(Layer):
             return [x.copy()]
         info = np.finfo(x.dtype)
         pick = lambda key, default: default if self.param(key, None) is None else self.param(key)  # noqa: E731
-        return [np.nan_to_num(x, nan=pick("nan", 0.0), posinf=pick("posinf", info.max), neginf=pick("neginf", info.min))]
+        return [
+            np.nan_to_num(x, nan=pick("nan", 0.0), posinf=pick("posinf", info.max), neginf=pick("neginf", info.min))
+        ]
 
 
 # -- where --------------------------------------------------------------------------------------------
@@ -369,7 +373,9 @@ class Where(Layer):
         try:
             shape = np.broadcast_shapes(cond.shape, *(np.shape(t) for t in (a, b)))
         except ValueError:
-            raise self.error(f"cannot broadcast condition {cond.shape}, input {np.shape(a)} and other {np.shape(b)}") from None
+            raise self.error(
+                f"cannot broadcast condition {cond.shape}, input {np.shape(a)} and other {np.shape(b)}"
+            ) from None
         y = out[0] if _usable(out[0], shape, dtype) else np.empty(shape, dtype)
         assert y is not None
         np.copyto(y, b, casting="unsafe")
@@ -601,8 +607,13 @@ class Arange(Layer):
         if not np.isfinite(count):
             raise self.error(f"arange({self.start}, {self.end}, {self.step}) has no finite length")
         if count > self.size_limit:  # (said as a float: 5e307 is 308 digits long)
-            raise LimitError(f"arange({self.start}, {self.end}, {self.step}) would have {count:.4g} elements",
-                             limit="max_tensor_elements", maximum=self.size_limit, operator=op.name, op_type=op.type)
+            raise LimitError(
+                f"arange({self.start}, {self.end}, {self.step}) would have {count:.4g} elements",
+                limit="max_tensor_elements",
+                maximum=self.size_limit,
+                operator=op.name,
+                op_type=op.type,
+            )
         self.check_size((max(0, int(count)),))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:

@@ -54,15 +54,29 @@ def _grouped_weight(layer: Layer, layout: str, split: str) -> None:
 _DEPTH_PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-def _plane(op: Operator, op_type: str, weight: np.ndarray, bias: np.ndarray | None, params: dict,
-           in_shape: tuple[int, ...] | None) -> Layer:
+def _plane(
+    op: Operator,
+    op_type: str,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    params: dict,
+    in_shape: tuple[int, ...] | None,
+) -> Layer:
     """The 2-D layer (conv.py's, with its tuned kernels) a 3-D one runs its planes on: a
     convolution of its own, not in the graph, over the 4-D weight and declared input shape."""
     attrs = {"weight": Attribute(dtype_name(weight.dtype), weight.shape, weight)}
     if bias is not None:
         attrs["bias"] = Attribute(dtype_name(bias.dtype), bias.shape, bias)
-    return create_layer(Operator(op_type, f"{op.name}.planes", inputs=[Operand("planes", in_shape)],
-                                 outputs=[Operand("y")], params={**params, "bias": bias is not None}, attrs=attrs))
+    return create_layer(
+        Operator(
+            op_type,
+            f"{op.name}.planes",
+            inputs=[Operand("planes", in_shape)],
+            outputs=[Operand("y")],
+            params={**params, "bias": bias is not None},
+            attrs=attrs,
+        )
+    )
 
 
 @register("nn.Conv3d")
@@ -109,9 +123,16 @@ class Conv3d(Layer):
         planes = None
         if declared is not None and len(declared) == 5:
             planes = (declared[0] * max(1, self._out_depth(declared[2])), declared[1] * kd, declared[3], declared[4])
-        params = {"in_channels": g * cg * kd, "out_channels": g * og, "kernel_size": [kh, kw],
-                  "stride": list(self.s[1:]), "padding": plane_padding, "dilation": list(self.d[1:]), "groups": g,
-                  "padding_mode": self.mode}
+        params = {
+            "in_channels": g * cg * kd,
+            "out_channels": g * og,
+            "kernel_size": [kh, kw],
+            "stride": list(self.s[1:]),
+            "padding": plane_padding,
+            "dilation": list(self.d[1:]),
+            "groups": g,
+            "padding_mode": self.mode,
+        }
         # w is contiguous (O, Cg, kd, kh, kw): (O, Cg·kd, kh, kw) is a view of it
         self.plane = _plane(op, "nn.Conv2d", self.w.reshape(g * og, cg * kd, kh, kw), self.b, params, planes)
 
@@ -126,8 +147,16 @@ class Conv3d(Layer):
         if c != g * cg:
             raise self.error(f"input has {c} channels, the weight expects {g * cg}")
         od = self._out_depth(depth)
-        if min(od, *(out_size(x.shape[3 + i], self.k[1 + i], self.s[1 + i], *self.pads[1 + i], self.d[1 + i])
-                     for i in range(2))) < 1:
+        if (
+            min(
+                od,
+                *(
+                    out_size(x.shape[3 + i], self.k[1 + i], self.s[1 + i], *self.pads[1 + i], self.d[1 + i])
+                    for i in range(2)
+                ),
+            )
+            < 1
+        ):
             padded = tuple(size + sum(p) for size, p in zip(x.shape[2:], self.pads))
             raise self.error(f"the {self.k} kernel (dilation {self.d}) does not fit the padded input {padded}")
         self.check_size((n, c, depth + sum(self.pads[0]), h, w), "the padded input")
@@ -167,9 +196,16 @@ class ConvTranspose3d(Layer):
         planes = None
         if declared is not None and len(declared) == 5:
             planes = (declared[0] * declared[2], declared[1], declared[3], declared[4])
-        params = {"in_channels": g * cg, "out_channels": g * og * kd, "kernel_size": [kh, kw],
-                  "stride": list(self.s[1:]), "padding": list(self.p[1:]), "output_padding": list(self.op_[1:]),
-                  "dilation": list(self.d[1:]), "groups": g}
+        params = {
+            "in_channels": g * cg,
+            "out_channels": g * og * kd,
+            "kernel_size": [kh, kw],
+            "stride": list(self.s[1:]),
+            "padding": list(self.p[1:]),
+            "output_padding": list(self.op_[1:]),
+            "dilation": list(self.d[1:]),
+            "groups": g,
+        }
         self.plane = _plane(op, "nn.ConvTranspose2d", self.w.reshape(g * cg, og * kd, kh, kw), None, params, planes)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -199,16 +235,27 @@ class ConvTranspose3d(Layer):
         return [y]
 
 
-def pool3d_reference(x: np.ndarray, kind: str, kernel: tuple[int, int, int], stride: tuple[int, int, int],
-                     padding: tuple[int, int, int] = (0, 0, 0), dilation: tuple[int, int, int] = (1, 1, 1),
-                     ceil_mode: bool = False, count_include_pad: bool = True, divisor: int | None = None) -> np.ndarray:
+def pool3d_reference(
+    x: np.ndarray,
+    kind: str,
+    kernel: tuple[int, int, int],
+    stride: tuple[int, int, int],
+    padding: tuple[int, int, int] = (0, 0, 0),
+    dilation: tuple[int, int, int] = (1, 1, 1),
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor: int | None = None,
+) -> np.ndarray:
     """3-D max ('max') or average ('avg') pooling as torch defines it, over a strided view of
     every box: readable and slow (the layers below are tested against it)."""
-    sizes = [out_size(x.shape[2 + i], kernel[i], stride[i], padding[i], padding[i], dilation[i], ceil_mode)
-             for i in range(3)]
+    sizes = [
+        out_size(x.shape[2 + i], kernel[i], stride[i], padding[i], padding[i], dilation[i], ceil_mode) for i in range(3)
+    ]
     # Padding, plus ceil_mode's overhang: windows that start inside may reach past the end.
-    extra = [max(0, (o - 1) * s + d * (k - 1) + 1 - n - 2 * p)
-             for o, s, d, k, n, p in zip(sizes, stride, dilation, kernel, x.shape[2:], padding)]
+    extra = [
+        max(0, (o - 1) * s + d * (k - 1) + 1 - n - 2 * p)
+        for o, s, d, k, n, p in zip(sizes, stride, dilation, kernel, x.shape[2:], padding)
+    ]
     pads = ((0, 0), (0, 0)) + tuple((p, p + e) for p, e in zip(padding, extra))
     low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     boxes = lambda a: sliding_window_view(  # noqa: E731  (N, C, OD, OH, OW, kd, kh, kw)
@@ -220,8 +267,11 @@ def pool3d_reference(x: np.ndarray, kind: str, kernel: tuple[int, int, int], str
     if divisor is not None:
         return (sums / divisor).astype(x.dtype)
     # Divisor per box: its taps inside the input (+ the padding when counted, never the overhang).
-    inside = np.pad(np.ones((1, 1) + x.shape[2:]), ((0, 0), (0, 0)) + tuple((p, p) for p in padding),
-                    constant_values=1 if count_include_pad else 0)
+    inside = np.pad(
+        np.ones((1, 1) + x.shape[2:]),
+        ((0, 0), (0, 0)) + tuple((p, p) for p in padding),
+        constant_values=1 if count_include_pad else 0,
+    )
     inside = np.pad(inside, ((0, 0), (0, 0)) + tuple((0, e) for e in extra))
     return (sums / boxes(inside).sum(axis=(5, 6, 7))).astype(x.dtype)
 
@@ -246,17 +296,24 @@ class _Pool3d(Layer):
         if any(2 * p > k for p, k in zip(self.p, self.k)):
             raise self.error(f"padding {self.p} must be at most half the kernel {self.k}")
         self.ceil = bool(self.param("ceil_mode", False))
-        params = {"kernel_size": list(self.k[1:]), "stride": list(self.s[1:]), "padding": list(self.p[1:]),
-                  "ceil_mode": self.ceil, **self.plane_params(op)}
-        self.plane = create_layer(Operator(self.plane_type, f"{op.name}.planes", inputs=[Operand("x")],
-                                           outputs=[Operand("y")], params=params))
+        params = {
+            "kernel_size": list(self.k[1:]),
+            "stride": list(self.s[1:]),
+            "padding": list(self.p[1:]),
+            "ceil_mode": self.ceil,
+            **self.plane_params(op),
+        }
+        self.plane = create_layer(
+            Operator(self.plane_type, f"{op.name}.planes", inputs=[Operand("x")], outputs=[Operand("y")], params=params)
+        )
 
     def plane_params(self, op: Operator) -> dict:
         return {}
 
     def out_sizes(self, x: np.ndarray) -> list[int]:
-        sizes = [out_size(x.shape[2 + i], self.k[i], self.s[i], self.p[i], self.p[i], self.d[i], self.ceil)
-                 for i in range(3)]
+        sizes = [
+            out_size(x.shape[2 + i], self.k[i], self.s[i], self.p[i], self.p[i], self.d[i], self.ceil) for i in range(3)
+        ]
         if min(sizes) < 1:
             raise self.error(f"the {self.k} window does not fit the input {x.shape[2:]} with padding {self.p}")
         return sizes
@@ -267,8 +324,9 @@ class _Pool3d(Layer):
         y = self.plane.forward([np.ascontiguousarray(x).reshape(n, c * depth, h, w)], [None])[0]
         return y.reshape(n, c, depth, *y.shape[2:])
 
-    def combine_depth_taps(self, x: np.ndarray, out: list[np.ndarray | None], combine: np.ufunc,
-                           fill: float) -> np.ndarray:
+    def combine_depth_taps(
+        self, x: np.ndarray, out: list[np.ndarray | None], combine: np.ufunc, fill: float
+    ) -> np.ndarray:
         """The 2-D pool of every plane, then its depth taps combined (np.maximum, np.add) into
         (N, C, OD, OH, OW): the planes padded with `fill` along the depth (and ceil_mode's
         overhang past the end)."""
@@ -317,8 +375,10 @@ class AvgPool3d(_Pool3d):
 
     def plane_params(self, op: Operator) -> dict:
         # With a divisor_override the planes' sums: the divisor is applied once, at the end.
-        return {"count_include_pad": bool(op.params.get("count_include_pad", True)),
-                "divisor_override": None if op.params.get("divisor_override") is None else 1}
+        return {
+            "count_include_pad": bool(op.params.get("count_include_pad", True)),
+            "divisor_override": None if op.params.get("divisor_override") is None else 1,
+        }
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
@@ -359,7 +419,9 @@ class _Adaptive3d(Layer):
         super().__init__(op)
         size = self.param("output_size")
         size = size if isinstance(size, list) else [size] * 3
-        if len(size) != 3 or any(s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0) for s in size):
+        if len(size) != 3 or any(
+            s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0) for s in size
+        ):
             raise self.error(f"output_size must be 3 sizes (int >= 0 or None), got {self.param('output_size')!r}")
         self.size = tuple(s or 0 for s in size)
 
@@ -368,7 +430,6 @@ class _Adaptive3d(Layer):
         shape = x.shape[:2] + tuple(s or n for s, n in zip(self.size, x.shape[2:]))
         self.check_size(shape)
         return shape
-
 
 
 @register("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
@@ -380,8 +441,15 @@ class AdaptiveAvgPool3d(_Adaptive3d):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.plane = create_layer(Operator("F.adaptive_avg_pool2d", f"{op.name}.planes", inputs=[Operand("x")],
-                                           outputs=[Operand("y")], params={"output_size": [s or None for s in self.size[1:]]}))
+        self.plane = create_layer(
+            Operator(
+                "F.adaptive_avg_pool2d",
+                f"{op.name}.planes",
+                inputs=[Operand("x")],
+                outputs=[Operand("y")],
+                params={"output_size": [s or None for s in self.size[1:]]},
+            )
+        )
 
     def pooled_planes(self, x: np.ndarray) -> np.ndarray:
         """The 2-D adaptive average of every plane: (N, C, D, OH, OW)."""
@@ -399,8 +467,11 @@ class AdaptiveAvgPool3d(_Adaptive3d):
         if shape[2:] == (1, 1, 1):  # global average pooling (video classifiers' head)
             # A GEMV by 1/size: 0.15 ms for (64, 16·56·56), np.mean 0.43 (its pairwise sum)
             volume = int(np.prod(x.shape[2:]))
-            np.matmul(np.ascontiguousarray(x).reshape(n * c, volume), np.full(volume, 1 / volume, x.dtype),
-                      out=y.reshape(n * c))
+            np.matmul(
+                np.ascontiguousarray(x).reshape(n * c, volume),
+                np.full(volume, 1 / volume, x.dtype),
+                out=y.reshape(n * c),
+            )
             return [y]
         od = shape[2]
         self.check_size((od, depth), "an averaging matrix")
@@ -450,7 +521,9 @@ class AdaptiveMaxPool3d(_Adaptive3d):
                 y = _max_over_bins(y, axis, shape[axis])
             return [y]
         y = adaptive_pool3d_reference(x, shape, np.max)
-        flat = np.arange(int(np.prod(x.shape[2:])), dtype=np.int64).reshape((1, 1) + x.shape[2:])  # positions in a volume
+        flat = np.arange(int(np.prod(x.shape[2:])), dtype=np.int64).reshape(
+            (1, 1) + x.shape[2:]
+        )  # positions in a volume
         idx = np.empty(y.shape, np.int64)
         for (i, j, k), win in _cells(x, y.shape):
             arg = x[win].reshape(x.shape[:2] + (-1,)).argmax(axis=2)

@@ -138,11 +138,11 @@ def pad_spatial(
     in columns that are cropped away, but a reused buffer's leftovers there (NaN, huge
     values) would make the GEMM warn about overflow.
     """
-    t, b, l, r = pads
-    if t == b == l == r == 0 and not slack:
+    t, b, left, right = pads
+    if t == b == left == right == 0 and not slack:
         return x
     n, c, h, w = x.shape
-    shape = (n, c, h + t + b, w + l + r)
+    shape = (n, c, h + t + b, w + left + right)
     size = check_elements(shape, "the padded input")
     flat = scratch(slot, (size + slack,), x.dtype)
     flat[size:] = 0
@@ -151,12 +151,12 @@ def pad_spatial(
         fill = x.dtype.type(value)
         dst[:, :, :t] = fill
         dst[:, :, t + h :] = fill
-        dst[:, :, t : t + h, :l] = fill
-        dst[:, :, t : t + h, l + w :] = fill
-        np.copyto(dst[:, :, t : t + h, l : l + w], x)
+        dst[:, :, t : t + h, :left] = fill
+        dst[:, :, t : t + h, left + w :] = fill
+        np.copyto(dst[:, :, t : t + h, left : left + w], x)
         return dst
     rows = pad_index(h, t, b, mode)
-    cols = pad_index(w, l, r, mode)
+    cols = pad_index(w, left, right, mode)
     np.take(x.take(rows, axis=2), cols, axis=3, out=dst)
     return dst
 

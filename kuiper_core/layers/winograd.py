@@ -56,10 +56,28 @@ TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
         np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64),
     ),
     4: (
-        np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-                  [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
-        np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-                  [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64),
+        np.array(
+            [
+                [4, 0, -5, 0, 1, 0],
+                [0, -4, -4, 1, 1, 0],
+                [0, 4, -4, -1, 1, 0],
+                [0, -2, -1, 2, 1, 0],
+                [0, 2, -1, -2, 1, 0],
+                [0, 4, 0, -5, 0, 1],
+            ],
+            np.float64,
+        ),
+        np.array(
+            [
+                [1 / 4, 0, 0],
+                [-1 / 6, -1 / 6, -1 / 6],
+                [-1 / 6, 1 / 6, -1 / 6],
+                [1 / 24, 1 / 12, 1 / 6],
+                [1 / 24, -1 / 12, 1 / 6],
+                [0, 0, 1],
+            ],
+            np.float64,
+        ),
         np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float64),
     ),
 }
@@ -128,8 +146,12 @@ def padded_parts(padded: np.ndarray, top: int, left: int, h: int, w: int) -> tup
     """The (N, C, H, W) interior of a padded buffer at (top, left) and its four borders (other
     kernels share the buffer: the borders are zeroed on every call)."""
     interior = padded[:, :, top : top + h, left : left + w]
-    borders = [padded[:, :, :top], padded[:, :, top + h :], padded[:, :, top : top + h, :left],
-               padded[:, :, top : top + h, left + w :]]
+    borders = [
+        padded[:, :, :top],
+        padded[:, :, top + h :],
+        padded[:, :, top : top + h, :left],
+        padded[:, :, top : top + h, left + w :],
+    ]
     return interior, borders
 
 
@@ -182,7 +204,11 @@ class WinogradConv(_WorkKernel):
         # reads the other): A holds the tiles d, then V, then the half-transformed output
         # (and the uncropped grid); B holds B^T d, then M, then the output blocks. One
         # per-thread buffer (a kernel owning one would hold ~2 MB per layer at batch 4).
-        self.sizes = (math.prod(self.padded_shape), max(t * t * c, m * t * o) * self.tiles, t * t * max(c, o) * self.tiles)
+        self.sizes = (
+            math.prod(self.padded_shape),
+            max(t * t * c, m * t * o) * self.tiles,
+            t * t * max(c, o) * self.tiles,
+        )
 
     def _for_shape(self, x_shape: tuple[int, ...]) -> WinogradConv:
         return WinogradConv(self.u, self.bias, self.m, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
@@ -232,12 +258,14 @@ class _Work:
         padded = flat[:p_size].reshape(k.padded_shape)
         a, b = flat[p_size : p_size + a_size], flat[p_size + a_size :]
         rows, cols = k.at_input
-        self.interior, self.borders = padded_parts(padded, rows.start, cols.start, rows.stop - rows.start,
-                                                   cols.stop - cols.start)
+        self.interior, self.borders = padded_parts(
+            padded, rows.start, cols.start, rows.stop - rows.start, cols.stop - cols.start
+        )
         s = padded.strides
         # tiles[a, b, c, n, i, j] = padded[n, c, i*m + a, j*m + b]
-        self.tile_view = as_strided(padded, k.tiles_shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]),
-                                    writeable=False)
+        self.tile_view = as_strided(
+            padded, k.tiles_shape, (s[2], s[3], s[1], s[0], m * s[2], m * s[3]), writeable=False
+        )
         size = t * t * c * tiles
         self.d = a[:size].reshape(t, t * c * tiles)
         self.d6 = self.d.reshape(k.tiles_shape)
@@ -291,8 +319,15 @@ class WinogradRowsConv(_WorkKernel):
 
     m = 2
 
-    def __init__(self, u: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int],
-                 pads: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> None:
+    def __init__(
+        self,
+        u: np.ndarray,
+        bias: np.ndarray | None,
+        x_shape: tuple[int, int, int, int],
+        pads: tuple[int, int, int, int],
+        dtype: np.dtype,
+        relu: bool = False,
+    ) -> None:
         """A batch runs in chunks of images whose work arrays fit ROWS_WORK_BUDGET."""
         batch, c, h, w = x_shape
         self.u, self.o, self.c = u, u.shape[1], c
@@ -303,8 +338,14 @@ class WinogradRowsConv(_WorkKernel):
         self.at = TRANSFORMS[2][2].astype(dtype)
         self.out_hw = oh, ow = h + pads[0] + pads[1] - 2, w + pads[2] + pads[3] - 2
         self.tw = tw = -(-ow // 2)  # tiles across (the last may overhang)
-        per_image = [c * (oh + 2) * (2 * tw + 2), 4 * c * (oh + 2) * tw, 4 * c * (oh + 2) * tw,
-                     12 * c * oh * tw, 4 * self.o * oh * tw, 2 * self.o * oh * tw]
+        per_image = [
+            c * (oh + 2) * (2 * tw + 2),
+            4 * c * (oh + 2) * tw,
+            4 * c * (oh + 2) * tw,
+            12 * c * oh * tw,
+            4 * self.o * oh * tw,
+            2 * self.o * oh * tw,
+        ]
         self.chunk = n = max(1, min(batch, ROWS_WORK_BUDGET // sum(per_image)))
         self.x_shape = (n, c, h, w)
         self.padded_shape = (n, c, oh + 2, 2 * tw + 2)

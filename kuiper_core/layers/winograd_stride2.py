@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -38,11 +38,20 @@ from .winograd import ROWS_WORK_BUDGET, _WorkKernel, padded_parts
 
 # Interpolation points in the order they are taken (F(m, r) uses the first m + r - 2, plus
 # infinity).
-POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2),
-          Fraction(3), Fraction(-3))
+POINTS = (
+    Fraction(0),
+    Fraction(1),
+    Fraction(-1),
+    Fraction(2),
+    Fraction(-2),
+    Fraction(1, 2),
+    Fraction(-1, 2),
+    Fraction(3),
+    Fraction(-3),
+)
 
 
-@lru_cache(maxsize=None)
+@cache
 def toom_cook(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(B^T, G, A^T) of Winograd F(m, r): y[i] = Σ_k g[k] d[i + k] (i < m) equals
     A^T [(G g) ⊙ (B^T d)] for d of m + r - 1 samples; points POINTS[:m + r - 2] and infinity.
@@ -145,8 +154,17 @@ class Stride2RowsConv(_WorkKernel):
       copied from T's rows 2i + a: the k-fold copy of the kernel rows comes after the
       transform (the 7x7 stem: 0.54 -> 0.30 ms of its 2.4)."""
 
-    def __init__(self, u: np.ndarray, bias: np.ndarray | None, m: int, k: int, x_shape: tuple[int, int, int, int],
-                 pads: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> None:
+    def __init__(
+        self,
+        u: np.ndarray,
+        bias: np.ndarray | None,
+        m: int,
+        k: int,
+        x_shape: tuple[int, int, int, int],
+        pads: tuple[int, int, int, int],
+        dtype: np.dtype,
+        relu: bool = False,
+    ) -> None:
         """u: transform_weights_stride2(weight, m)."""
         batch, c, h, w = x_shape
         self.m, self.k, self.u, self.o, self.c = m, k, u, u.shape[1], c
@@ -223,8 +241,12 @@ class Stride2RowsConv(_WorkKernel):
             return
         for e in range(m):
             dst = v.column_blocks(y, e)
-            np.clip(v.z[e, :, :, : dst.shape[2]] if v.tiles_outer else v.z[e, ..., : dst.shape[3]],
-                    self.low, self.high, out=dst)
+            np.clip(
+                v.z[e, :, :, : dst.shape[2]] if v.tiles_outer else v.z[e, ..., : dst.shape[3]],
+                self.low,
+                self.high,
+                out=dst,
+            )
 
 
 # Work elements (gathered columns to output blocks) of one band of output rows: 4 MB of
@@ -251,8 +273,9 @@ class _Stride2Work:
         if kn.rows_first:
             s = padded.strides
             # taps[s, c, n, r, t] = padded[n, c, r, 2tm + s]
-            self.taps = as_strided(padded, (kn.span, c, n, hp, tw), (s[3], s[1], s[0], s[2], 2 * m * s[3]),
-                                   writeable=False)
+            self.taps = as_strided(
+                padded, (kn.span, c, n, hp, tw), (s[3], s[1], s[0], s[2], 2 * m * s[3]), writeable=False
+            )
             d_size = kn.span * c * n * hp * tw
             self.d = rows[:d_size].reshape(kn.span, c, n, hp, tw)
             d2 = rows[:d_size].reshape(kn.span, -1)
@@ -286,8 +309,12 @@ class _BandViews:
             self.tiles_outer = False
             s = source.strides  # T[β, c, n, r, t]
             # taps[β, a, c, n, i, t] = T[β, c, n, first + 2i + a, t]
-            self.taps = as_strided(source[:, :, :, first:], (points, k, c, n, rows, tw),
-                                   (s[0], s[3], s[1], s[2], 2 * s[3], s[4]), writeable=False)
+            self.taps = as_strided(
+                source[:, :, :, first:],
+                (points, k, c, n, rows, tw),
+                (s[0], s[3], s[1], s[2], 2 * s[3], s[4]),
+                writeable=False,
+            )
             self.x = parts[0].reshape(points, k, c, n, rows, tw)
             operands = parts[0].reshape(points, kc, cols)
             self.k_even3, self.k_odd3 = operands[:ne], operands[ne:]
@@ -295,10 +322,13 @@ class _BandViews:
             self.tiles_outer = rows >= tw  # (t, i) order of the columns, else (i, t)
             padded = source[:, :, first:]
             s = padded.strides
-            inner = ((tw, rows), (2 * m * s[3], 2 * s[2])) if self.tiles_outer else ((rows, tw), (2 * s[2], 2 * m * s[3]))
+            inner = (
+                ((tw, rows), (2 * m * s[3], 2 * s[2])) if self.tiles_outer else ((rows, tw), (2 * s[2], 2 * m * s[3]))
+            )
             # taps[s, a, c, n, (t, i) or (i, t)] = padded[n, c, 2i + a, 2tm + s]
-            self.taps = as_strided(padded, (points, k, c, n, *inner[0]), (s[3], s[2], s[1], s[0], *inner[1]),
-                                   writeable=False)
+            self.taps = as_strided(
+                padded, (points, k, c, n, *inner[0]), (s[3], s[2], s[1], s[0], *inner[1]), writeable=False
+            )
             self.x = parts[0].reshape(points, k, c, n, *inner[0])
             x2 = parts[0].reshape(points, kc * cols)
             self.x_even = x2[0::2][:ne]  # (ne, kC·cols), rows 2 apart
@@ -312,8 +342,9 @@ class _BandViews:
         """y (N, O, rows, TW*m) seen as z's (m, O, N, ...) layout."""
         s = y.strides
         tiles, rows = (self.m * s[3], s[2])
-        return as_strided(y, self.z.shape, (s[3], s[1], s[0], tiles, rows) if self.tiles_outer
-                          else (s[3], s[1], s[0], rows, tiles))
+        return as_strided(
+            y, self.z.shape, (s[3], s[1], s[0], tiles, rows) if self.tiles_outer else (s[3], s[1], s[0], rows, tiles)
+        )
 
     def column_blocks(self, y: np.ndarray, e: int) -> np.ndarray:
         """The output columns e, e + m, ... in z[e]'s (O, N, ...) order."""

@@ -11,15 +11,49 @@ one module per pass family, pipeline.py (levels and `optimize`).
 """
 
 from .instruments import IRSnapshots, PassInstrument, PassLog, PassRecord, PrintAfter, ShouldRun, Snapshot
-from .manager import Change, FunctionPass, Pass, PassContext, PassError, PassInfo, Sequential, graph_pass, record, registered_passes
+from .manager import (
+    Change,
+    FunctionPass,
+    Pass,
+    PassContext,
+    PassError,
+    PassInfo,
+    Sequential,
+    graph_pass,
+    record,
+    registered_passes,
+)
 from .pipeline import PIPELINE_ORDER, OptimizeResult, default_pipeline, optimize, pass_names, pass_table
 from .rewrite import clone_graph
 from .text import graph_text
 from .verify import GraphVerifyError, verify_graph
 
 __all__ = [
-    "Change", "FunctionPass", "GraphVerifyError", "IRSnapshots", "OptimizeResult", "PIPELINE_ORDER", "Pass",
-    "PassContext", "PassError", "PassInfo", "PassInstrument", "PassLog", "PassRecord", "PrintAfter", "Sequential",
-    "ShouldRun", "Snapshot", "clone_graph", "default_pipeline", "graph_pass", "graph_text", "optimize",
-    "pass_names", "pass_table", "record", "registered_passes", "verify_graph",
+    "Change",
+    "FunctionPass",
+    "GraphVerifyError",
+    "IRSnapshots",
+    "OptimizeResult",
+    "PIPELINE_ORDER",
+    "Pass",
+    "PassContext",
+    "PassError",
+    "PassInfo",
+    "PassInstrument",
+    "PassLog",
+    "PassRecord",
+    "PrintAfter",
+    "Sequential",
+    "ShouldRun",
+    "Snapshot",
+    "clone_graph",
+    "default_pipeline",
+    "graph_pass",
+    "graph_text",
+    "optimize",
+    "pass_names",
+    "pass_table",
+    "record",
+    "registered_passes",
+    "verify_graph",
 ]

@@ -85,8 +85,13 @@ def _param_slots(op: Operator, operand: Operand) -> list[tuple[int, str]]:
     for i in reversed(range(len(op.inputs))):
         named = op.input_name(i)
         key = named or (arg_names[i] if arg_names is not None and i < len(arg_names) else "")
-        foldable = (op.inputs[i] is operand and key not in ("", "input", "self") and key not in value_inputs
-                    and key not in op.params and (named != "" or trailing))
+        foldable = (
+            op.inputs[i] is operand
+            and key not in ("", "input", "self")
+            and key not in value_inputs
+            and key not in op.params
+            and (named != "" or trailing)
+        )
         if foldable:
             slots.append((i, key))
         elif named == "" and is_value(op.inputs[i]):
@@ -203,8 +208,13 @@ def _batch_first(shape_operand: Operand) -> bool:
         return False
 
     def is_dim0(n: Node) -> bool:
-        return (isinstance(n, Call) and n.name == "size" and len(n.args) == 2 and isinstance(n.args[1], Constant)
-                and n.args[1].value == 0)
+        return (
+            isinstance(n, Call)
+            and n.name == "size"
+            and len(n.args) == 2
+            and isinstance(n.args[1], Constant)
+            and n.args[1].value == 0
+        )
 
     first = ast.items[0]
     if isinstance(first, Call) and first.name == "int" and first.args:
@@ -374,7 +384,9 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
         for o, v in zip(op.outputs, outs):
             # an unannotated output is a TorchScript number: a Python scalar, whose type
             # never promotes a tensor's (a 0-d float64 array would make f32 arithmetic f64)
-            values[o.name] = v.item() if o.shape is None and isinstance(v, (np.ndarray, np.generic)) and np.ndim(v) == 0 else v
+            values[o.name] = (
+                v.item() if o.shape is None and isinstance(v, (np.ndarray, np.generic)) and np.ndim(v) == 0 else v
+            )
         computed.append(op)
     return values, computed
 
@@ -398,7 +410,11 @@ def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_id
             record("folded", op.name, f"constant {what} → literal {_short(to_text(node), 60)}")
             return True
         if not _fits(o, value):
-            record("kept", op.name, f"computed {value.dtype}{tuple(value.shape)} does not match the declared {o.dtype}{o.shape}")
+            record(
+                "kept",
+                op.name,
+                f"computed {value.dtype}{tuple(value.shape)} does not match the declared {o.dtype}{o.shape}",
+            )
             continue
         if len(op.outputs) == 1:
             # The operator itself becomes the weight: same name, same operand.
@@ -427,7 +443,12 @@ def _fold_expression_parts(op: Operator, values: dict[str, Any], graph: Graph) -
     literal_inputs: dict[int, Node | int] = {}
     for i, o in enumerate(op.inputs):
         v = values.get(o.name)
-        if o.producer is not None and constant_param(o.producer)[0] and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if (
+            o.producer is not None
+            and constant_param(o.producer)[0]
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+        ):
             literal_inputs[i] = Constant(v)
     if literal_inputs:
         ast = substitute(ast, literal_inputs)
@@ -536,8 +557,12 @@ def _fold_value_inputs(op: Operator, values: dict[str, Any]) -> bool:
     return changed
 
 
-@graph_pass("FoldConstants", 2, required=("FoldConstantParams",),
-            description="constant subgraphs computed once into pnnx.Attribute; constant parts of expressions folded")
+@graph_pass(
+    "FoldConstants",
+    2,
+    required=("FoldConstantParams",),
+    description="constant subgraphs computed once into pnnx.Attribute; constant parts of expressions folded",
+)
 def fold_constants(graph: Graph) -> tuple[Graph, bool]:
     values, computed = _constant_values(graph)
     computed_ids = {id(op) for op in computed}

@@ -16,12 +16,22 @@ expression operator and read twice (one more operator, its work done once).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Hashable
+from typing import Any
+from collections.abc import Callable, Hashable
 
 from ..expression import to_text, walk
 from ..expression.parser import Call, Constant, Node, OperandRef
 from ..graph import Graph, Operator
-from .expr_tools import copy_node, expr_of, rebuild, result_type, set_expr_dropping_unused, substitute, subtree_ids, used_inputs
+from .expr_tools import (
+    copy_node,
+    expr_of,
+    rebuild,
+    result_type,
+    set_expr_dropping_unused,
+    substitute,
+    subtree_ids,
+    used_inputs,
+)
 from .manager import PassContext, graph_pass, record
 from .op_kinds import IO_TYPES, is_pure
 from .rewrite import insert_operator, new_operand, remove_input, remove_operator, replace_all_uses
@@ -107,8 +117,13 @@ def _expression_cse(graph: Graph, op: Operator) -> bool:
 
     def square(node: Node, kids: list[Node]) -> Node:
         nonlocal n_rewritten
-        if isinstance(node, Call) and len(node.args) == 2 and isinstance(node.args[0], Call) \
-                and same[id(node.args[0])] == same[id(node.args[1])] and node.name in ("mul", "add"):
+        if (
+            isinstance(node, Call)
+            and len(node.args) == 2
+            and isinstance(node.args[0], Call)
+            and same[id(node.args[0])] == same[id(node.args[1])]
+            and node.name in ("mul", "add")
+        ):
             n_rewritten += 1
             return Call("square", [kids[0]]) if node.name == "mul" else Call("mul", [kids[0], Constant(2)])
         return copy_node(node, kids)
@@ -143,8 +158,15 @@ def _hoist_repeats(graph: Graph, op: Operator, ast: Node) -> tuple[Node, bool]:
     inner = substitute(sub, {old: new for new, old in enumerate(refs)})
     shape, dtype = result_type(inner, [op.inputs[i] for i in refs])
     out = new_operand(graph, f"{op.outputs[0].name}_cse", shape, dtype)
-    new_op = insert_operator(graph, "pnnx.Expression", f"{op.name}_cse", [op.inputs[i] for i in refs], [out],
-                             params={"expr": to_text(inner)}, before=op)
+    new_op = insert_operator(
+        graph,
+        "pnnx.Expression",
+        f"{op.name}_cse",
+        [op.inputs[i] for i in refs],
+        [out],
+        params={"expr": to_text(inner)},
+        before=op,
+    )
     index = len(op.inputs)
     op.inputs.append(out)
     op.input_names.append("")

@@ -18,7 +18,9 @@ from .rewrite import remove_operator
 def live_operators(graph: Graph) -> set[int]:
     """ids of the operators the outputs depend on (iterative: deep graphs are long)."""
     live: set[int] = set()
-    todo: list[Operator] = [op for op in graph.operators if op.type == "pnnx.Output" or (op.type != "pnnx.Input" and not is_pure(op))]
+    todo: list[Operator] = [
+        op for op in graph.operators if op.type == "pnnx.Output" or (op.type != "pnnx.Input" and not is_pure(op))
+    ]
     while todo:
         op = todo.pop()
         if id(op) in live:

@@ -8,7 +8,8 @@ cached per text, so no tree is ever modified in place.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -98,8 +99,6 @@ def constant_param(op: Operator) -> tuple[bool, ParamValue]:
     return True, value
 
 
-
-
 def rebuild(root: Node, visit: Callable[[Node, list[Node]], Node]) -> Node:
     """Post-order rebuild: `visit(node, new_children)` returns the node that replaces `node`
     (children already rebuilt)."""
@@ -161,20 +160,26 @@ def fold_constant_calls(root: Node) -> tuple[Node, int]:
             isinstance(new, Call)
             and FUNCTIONS[new.name].rule != SIZE
             and kids
-            and all(isinstance(k, Constant) and isinstance(k.value, (int, float)) and not isinstance(k.value, bool) for k in kids)
+            and all(
+                isinstance(k, Constant) and isinstance(k.value, (int, float)) and not isinstance(k.value, bool)
+                for k in kids
+            )
         ):
             try:
                 value = evaluate(new, [])
             except Exception:
                 return new
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf"):
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and value == value
+                and abs(value) != float("inf")
+            ):
                 folded += 1
                 return Constant(float(value) if isinstance(value, float) else int(value))
         return new
 
     return rebuild(root, visit), folded
-
-
 
 
 def subtree_ids(root: Node) -> tuple[dict[int, int], dict[int, int]]:

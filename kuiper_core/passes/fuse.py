@@ -10,7 +10,7 @@ operators is never inlined (that would compute it twice).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
 from ..expression import walk
@@ -18,6 +18,7 @@ from ..graph import Graph, Operand, Operator
 from .expr_tools import constant_param, copy_node, expr_of, rebuild, set_expr
 from .manager import graph_pass, record
 from .rewrite import remove_operators
+
 
 def _num(value: object) -> Constant | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -48,7 +49,9 @@ _AS_EXPR: dict[str, Callable[[dict], Node | None]] = {
     "F.relu6": lambda p: _clamp(0, 6),
     "nn.Hardtanh": lambda p: _clamp(p.get("min_val", -1.0), p.get("max_val", 1.0)),
     "F.hardtanh": lambda p: _clamp(p.get("min_val", -1.0), p.get("max_val", 1.0)),
-    "torch.clamp": lambda p: _clamp(p.get("min"), p.get("max")) if p.get("min") is not None or p.get("max") is not None else None,
+    "torch.clamp": lambda p: (
+        _clamp(p.get("min"), p.get("max")) if p.get("min") is not None or p.get("max") is not None else None
+    ),
     "nn.Tanh": lambda p: Call("tanh", [OperandRef(0)]),
     "F.tanh": lambda p: Call("tanh", [OperandRef(0)]),
     "torch.tanh": lambda p: Call("tanh", [OperandRef(0)]),
@@ -56,10 +59,39 @@ _AS_EXPR: dict[str, Callable[[dict], Node | None]] = {
 
 
 # optlevel 0 writes arithmetic as aten:: operators (pnnx turns them into expressions at level 1)
-_ATEN_UNARY = {f"aten::{n}": n for n in (
-    "abs", "neg", "exp", "log", "log10", "log1p", "expm1", "sqrt", "rsqrt", "floor", "ceil", "trunc", "sign", "sin",
-    "cos", "tan", "tanh", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "reciprocal",
-    "square")}
+_ATEN_UNARY = {
+    f"aten::{n}": n
+    for n in (
+        "abs",
+        "neg",
+        "exp",
+        "log",
+        "log10",
+        "log1p",
+        "expm1",
+        "sqrt",
+        "rsqrt",
+        "floor",
+        "ceil",
+        "trunc",
+        "sign",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "erf",
+        "reciprocal",
+        "square",
+    )
+}
 _ATEN_BINARY = {f"aten::{n}": n for n in ("mul", "div", "pow", "maximum", "minimum", "atan2", "fmod", "remainder")}
 
 
@@ -185,7 +217,8 @@ def _fuse_upward(consumer: Operator, c_tree: Node) -> tuple[Node, list[Operand],
     for op in reversed(found):  # producers before the operators that absorbed them
         mapping: dict[int, Node | int] = {
             k: built.pop(id(edges[(id(op), k)])) if (id(op), k) in edges else leaves[id(operand)]
-            for k, operand in enumerate(op.inputs) if read[id(op)].get(k)
+            for k, operand in enumerate(op.inputs)
+            if read[id(op)].get(k)
         }
         built[id(op)] = _graft(trees[id(op)], mapping)
     return built[id(consumer)], inputs, found[1:]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, TextIO
+from typing import TextIO
+from collections.abc import Callable, Iterable
 
 from ..graph import Graph
 from .manager import Change, PassInfo
@@ -73,7 +74,9 @@ class PassLog(PassInstrument):
 
     def run_after_pass(self, graph: Graph, info: PassInfo, changed: bool, changes: list[Change]) -> None:
         seconds = time.perf_counter() - self._start
-        self.rows.append(PassRecord(info.name, info.opt_level, seconds, self._ops, len(graph.operators), changed, list(changes)))
+        self.rows.append(
+            PassRecord(info.name, info.opt_level, seconds, self._ops, len(graph.operators), changed, list(changes))
+        )
 
     @property
     def total_seconds(self) -> float:

@@ -39,7 +39,12 @@ def _split_into_outputs(graph: Graph, op: Operator) -> bool:
     if op.type not in UNPACKERS or len(op.inputs) != 1:
         return False
     producer = op.inputs[0].producer
-    if producer is None or producer.type.startswith(("prim::", "pnnx.")) or len(producer.outputs) != 1 or not is_value(producer.outputs[0]):
+    if (
+        producer is None
+        or producer.type.startswith(("prim::", "pnnx."))
+        or len(producer.outputs) != 1
+        or not is_value(producer.outputs[0])
+    ):
         return False
     if sole_consumer(op.inputs[0]) is not op:
         return False
@@ -93,7 +98,7 @@ def _last_argument_list(graph: Graph, op: Operator) -> bool:
         return False
     cls = layer_class(op.type)
     b = bind(op, cls)
-    spliced = b.inputs[len(b.inputs) - len(lst.inputs):]
+    spliced = b.inputs[len(b.inputs) - len(lst.inputs) :]
     if not lst.inputs or op.inputs[k] in b.inputs or op.inputs[k] in b.params.values() or spliced != list(lst.inputs):
         return False  # the runtime reads it as one list, or as a parameter: not spliced
     items = list(lst.inputs)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
 
 from ..errors import KuiperError, ModelError
 from ..graph import Graph
@@ -154,9 +155,9 @@ def register_pass(p: Pass) -> Pass:
     return p
 
 
-def graph_pass(name: str, opt_level: int, required: Iterable[str] = (), description: str = "") -> Callable[
-    [Callable[[Graph], tuple[Graph, bool]]], FunctionPass
-]:
+def graph_pass(
+    name: str, opt_level: int, required: Iterable[str] = (), description: str = ""
+) -> Callable[[Callable[[Graph], tuple[Graph, bool]]], FunctionPass]:
     """Decorator: a registered FunctionPass from `def f(graph) -> (graph, changed)`."""
 
     def deco(fn: Callable[[Graph], tuple[Graph, bool]]) -> FunctionPass:
@@ -206,7 +207,7 @@ class PassContext:
     _local = threading.local()
 
     @classmethod
-    def _active(cls) -> list["PassContext"]:
+    def _active(cls) -> list[PassContext]:
         stack = getattr(cls._local, "stack", None)
         if stack is None:
             stack = cls._local.stack = []
@@ -218,7 +219,7 @@ class PassContext:
         *,
         required: Iterable[str] = (),
         disabled: Iterable[str] = (),
-        instruments: Sequence["PassInstrument"] = (),
+        instruments: Sequence[PassInstrument] = (),
         verify: bool = True,
         config: dict | None = None,
     ) -> None:
@@ -235,7 +236,7 @@ class PassContext:
         self.history: list[str] = []  # names of the passes run so far, in order
         self._changes: list[Change] | None = None
 
-    def __enter__(self) -> "PassContext":
+    def __enter__(self) -> PassContext:
         PassContext._active().append(self)
         for inst in self.instruments:
             inst.enter_pass_ctx()
@@ -249,7 +250,7 @@ class PassContext:
             PassContext._active().remove(self)
 
     @classmethod
-    def current(cls) -> "PassContext":
+    def current(cls) -> PassContext:
         stack = cls._active()
         return stack[-1] if stack else PassContext()
 

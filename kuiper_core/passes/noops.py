@@ -10,7 +10,7 @@ composed order, and disappears when the two cancel.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..expression.parser import Call, Constant, OperandRef
 from ..graph import Graph, Operand, Operator
@@ -24,24 +24,52 @@ INT_MAX = 2**31 - 1  # what pnnx writes for an open-ended slice end (`x[1:]`)
 # Ops that, when the output has exactly the input's shape and dtype, are the identity.
 _VIEW_LIKE = frozenset(
     {
-        "Tensor.reshape", "Tensor.view", "torch.reshape", "torch.flatten", "nn.Flatten", "torch.squeeze",
-        "torch.unsqueeze", "Tensor.expand", "Tensor.expand_as", "Tensor.reshape_as", "Tensor.repeat", "torch.tile",
-        "Tensor.contiguous", "torch.clone", "Tensor.clone", "Tensor.to", "Tensor.type_as", "Tensor.slice",
+        "Tensor.reshape",
+        "Tensor.view",
+        "torch.reshape",
+        "torch.flatten",
+        "nn.Flatten",
+        "torch.squeeze",
+        "torch.unsqueeze",
+        "Tensor.expand",
+        "Tensor.expand_as",
+        "Tensor.reshape_as",
+        "Tensor.repeat",
+        "torch.tile",
+        "Tensor.contiguous",
+        "torch.clone",
+        "Tensor.clone",
+        "Tensor.to",
+        "Tensor.type_as",
+        "Tensor.slice",
         "torch.narrow",  # (not torch.roll: same shape, entries moved)
     }
 )
 _RESIZE_TYPES = frozenset(
     {
-        "nn.Upsample", "F.interpolate", "F.upsample", "F.upsample_nearest", "F.upsample_bilinear",
-        "nn.UpsamplingNearest2d", "nn.UpsamplingBilinear2d",
+        "nn.Upsample",
+        "F.interpolate",
+        "F.upsample",
+        "F.upsample_nearest",
+        "F.upsample_bilinear",
+        "nn.UpsamplingNearest2d",
+        "nn.UpsamplingBilinear2d",
     }
 )
 _PAD_TYPES = frozenset(
-    {"F.pad"} | {f"nn.{k}Pad{d}d" for k in ("Zero", "Constant", "Reflection", "Replication", "Circular") for d in (1, 2, 3)}
+    {"F.pad"}
+    | {f"nn.{k}Pad{d}d" for k in ("Zero", "Constant", "Reflection", "Replication", "Circular") for d in (1, 2, 3)}
 )
 # Views of contiguous data whose element order is row-major: a reshape after them can
 # read their input directly.
-_RESHAPE_LIKE = RESHAPE_TYPES | {"torch.reshape", "torch.flatten", "nn.Flatten", "torch.squeeze", "torch.unsqueeze", "Tensor.unflatten"}
+_RESHAPE_LIKE = RESHAPE_TYPES | {
+    "torch.reshape",
+    "torch.flatten",
+    "nn.Flatten",
+    "torch.squeeze",
+    "torch.unsqueeze",
+    "Tensor.unflatten",
+}
 
 
 def _same_shape_and_dtype(a: Operand, b: Operand) -> bool:
@@ -183,8 +211,12 @@ def _drop_if_unused(graph: Graph, op: Operator) -> None:
 _PAIR_RULES: list[Callable[[Graph, Operator], bool]] = [_fold_permute_pair, _fold_reshape_pair]
 
 
-@graph_pass("RemoveNoOps", 1, required=("FoldConstantParams",),
-            description="dropout, identities, same-shape views, full slices, ×1 resizes, zero pads, cancelling pairs")
+@graph_pass(
+    "RemoveNoOps",
+    1,
+    required=("FoldConstantParams",),
+    description="dropout, identities, same-shape views, full slices, ×1 resizes, zero pads, cancelling pairs",
+)
 def remove_noops(graph: Graph) -> tuple[Graph, bool]:
     changed = False
     for op in list(graph.operators):

@@ -10,16 +10,39 @@ IO_TYPES = frozenset({"pnnx.Input", "pnnx.Output"})
 # Results differ between calls (or are uninitialised): never merged, never folded.
 NONDETERMINISTIC = frozenset(
     {
-        "torch.rand", "torch.randn", "torch.randint", "torch.rand_like", "torch.randn_like", "torch.randint_like",
-        "torch.randperm", "torch.bernoulli", "torch.normal", "torch.multinomial", "torch.poisson",
-        "torch.empty", "torch.empty_like", "Tensor.new_empty", "nn.RReLU", "F.rrelu",
+        "torch.rand",
+        "torch.randn",
+        "torch.randint",
+        "torch.rand_like",
+        "torch.randn_like",
+        "torch.randint_like",
+        "torch.randperm",
+        "torch.bernoulli",
+        "torch.normal",
+        "torch.multinomial",
+        "torch.poisson",
+        "torch.empty",
+        "torch.empty_like",
+        "Tensor.new_empty",
+        "nn.RReLU",
+        "F.rrelu",
     }
 )
 
 DROPOUT_TYPES = frozenset(
     {
-        "nn.Dropout", "nn.Dropout1d", "nn.Dropout2d", "nn.Dropout3d", "nn.AlphaDropout", "nn.FeatureAlphaDropout",
-        "F.dropout", "F.dropout1d", "F.dropout2d", "F.dropout3d", "F.alpha_dropout", "F.feature_alpha_dropout",
+        "nn.Dropout",
+        "nn.Dropout1d",
+        "nn.Dropout2d",
+        "nn.Dropout3d",
+        "nn.AlphaDropout",
+        "nn.FeatureAlphaDropout",
+        "F.dropout",
+        "F.dropout1d",
+        "F.dropout2d",
+        "F.dropout3d",
+        "F.alpha_dropout",
+        "F.feature_alpha_dropout",
     }
 )
 

@@ -13,7 +13,13 @@ from .manager import graph_pass, record
 from .op_kinds import CONV_TYPES
 from .rewrite import remove_operator, set_input, sole_consumer
 
-_MODULE_MODES = {"Zero": "constant", "Constant": "constant", "Reflection": "reflect", "Replication": "replicate", "Circular": "circular"}
+_MODULE_MODES = {
+    "Zero": "constant",
+    "Constant": "constant",
+    "Reflection": "reflect",
+    "Replication": "replicate",
+    "Circular": "circular",
+}
 _CONV_MODE = {"constant": "zeros", "reflect": "reflect", "replicate": "replicate", "circular": "circular"}
 
 

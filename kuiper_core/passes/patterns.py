@@ -47,7 +47,12 @@ def _reshape_permute_reshape(last: Operator) -> _Chain | None:
     if mid is None or len(mid.inputs) != 1 or sole_consumer(last.inputs[0]) is not last:
         return None
     first = mid.inputs[0].producer
-    if first is None or first.type not in RESHAPE_TYPES or len(first.inputs) != 1 or sole_consumer(mid.inputs[0]) is not mid:
+    if (
+        first is None
+        or first.type not in RESHAPE_TYPES
+        or len(first.inputs) != 1
+        or sole_consumer(mid.inputs[0]) is not mid
+    ):
         return None
     perm = _permutation(mid)
     x, split, y = first.inputs[0].static_shape, first.outputs[0].static_shape, last.outputs[0].static_shape
@@ -79,8 +84,11 @@ def _replace_chain(graph: Graph, chain: _Chain, op_type: str, params: dict) -> N
     last.type, last.params, last.input_names = op_type, params, ["input"]
     remove_operator(graph, mid)
     remove_operator(graph, first)
-    record("fused", last.name, f"{first.name} → {mid.name} → {last.name}: {op_type}("
-           + ", ".join(f"{k}={v}" for k, v in params.items()) + ")")
+    record(
+        "fused",
+        last.name,
+        f"{first.name} → {mid.name} → {last.name}: {op_type}(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")",
+    )
 
 
 def _channel_shuffle(graph: Graph, chain: _Chain) -> bool:
@@ -100,12 +108,23 @@ def _pixel_shuffles(graph: Graph, chain: _Chain) -> bool:
     n, c, h, w = x
     if perm == [0, 1, 3, 5, 2, 4]:  # (N, C, H/r, r, W/r, r) → (N, C, r, r, H/r, W/r)
         r = split[3]
-        if r > 1 and split == (n, c, h // r, r, w // r, r) and h % r == 0 and w % r == 0 and y == (n, c * r * r, h // r, w // r):
+        if (
+            r > 1
+            and split == (n, c, h // r, r, w // r, r)
+            and h % r == 0
+            and w % r == 0
+            and y == (n, c * r * r, h // r, w // r)
+        ):
             _replace_chain(graph, chain, "nn.PixelUnshuffle", {"downscale_factor": r})
             return True
     if perm == [0, 1, 4, 2, 5, 3]:  # (N, C, r, r, H, W) → (N, C, H, r, W, r)
         r = split[2]
-        if r > 1 and c % (r * r) == 0 and split == (n, c // (r * r), r, r, h, w) and y == (n, c // (r * r), h * r, w * r):
+        if (
+            r > 1
+            and c % (r * r) == 0
+            and split == (n, c // (r * r), r, r, h, w)
+            and y == (n, c // (r * r), h * r, w * r)
+        ):
             _replace_chain(graph, chain, "nn.PixelShuffle", {"upscale_factor": r})
             return True
     return False
@@ -143,7 +162,12 @@ def _mean_plus_eps(node: Node) -> tuple[int, float] | None:
     a, b = node.args
     if isinstance(b, OperandRef):
         a, b = b, a
-    if isinstance(a, OperandRef) and isinstance(b, Constant) and isinstance(b.value, (int, float)) and not isinstance(b.value, bool):
+    if (
+        isinstance(a, OperandRef)
+        and isinstance(b, Constant)
+        and isinstance(b.value, (int, float))
+        and not isinstance(b.value, bool)
+    ):
         return a.index, float(b.value)
     return None
 
@@ -167,7 +191,12 @@ def _rmsnorm(graph: Graph, op: Operator) -> bool:
     if mean is None or mean.type != "torch.mean" or len(mean.inputs) != 1 or sole_consumer(op.inputs[me[0]]) is not op:
         return False
     square = mean.inputs[0].producer
-    if square is None or square.type != "pnnx.Expression" or len(square.inputs) != 1 or str(square.params.get("expr")) not in _SQUARES:
+    if (
+        square is None
+        or square.type != "pnnx.Expression"
+        or len(square.inputs) != 1
+        or str(square.params.get("expr")) not in _SQUARES
+    ):
         return False
     x = square.inputs[0]
     shape = x.static_shape
@@ -200,11 +229,17 @@ def _rmsnorm(graph: Graph, op: Operator) -> bool:
     remove_operator(graph, square)
     if w_source is not None and not w_source.outputs[0].consumers:
         remove_operator(graph, w_source)
-    record("fused", op.name, f"{square.name} → {mean.name} → {op.name}: nn.RMSNorm(normalized_shape=({shape[-1]}), eps={me[1]:g})")
+    record(
+        "fused",
+        op.name,
+        f"{square.name} → {mean.name} → {op.name}: nn.RMSNorm(normalized_shape=({shape[-1]}), eps={me[1]:g})",
+    )
     return True
 
 
-@graph_pass("FusePatterns", 2, description="channel shuffle, pixel (un)shuffle and RMSNorm written out → one nn.* operator")
+@graph_pass(
+    "FusePatterns", 2, description="channel shuffle, pixel (un)shuffle and RMSNorm written out → one nn.* operator"
+)
 def fuse_patterns(graph: Graph) -> tuple[Graph, bool]:
     changed = False
     for op in list(reversed(graph.operators)):

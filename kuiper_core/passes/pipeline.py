@@ -15,7 +15,7 @@ expressions fuse).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import ModelError
 from ..graph import Graph
@@ -42,7 +42,19 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "RemoveUnused",
 )
 
-_MODULES = (batchnorm, constants, cse, dce, fuse, lists, noops, pad, patterns, slices, static_weights)  # imported: registered
+_MODULES = (
+    batchnorm,
+    constants,
+    cse,
+    dce,
+    fuse,
+    lists,
+    noops,
+    pad,
+    patterns,
+    slices,
+    static_weights,
+)  # imported: registered
 
 
 def default_pipeline(names: Sequence[str] | None = None) -> Sequential:
@@ -84,8 +96,9 @@ def optimize(
     try:
         verify_graph(graph)
     except ModelError as e:
-        raise ModelError(f"the graph to optimise is invalid before any pass: {e.message}",
-                         operator=e.operator, op_type=e.op_type) from e
+        raise ModelError(
+            f"the graph to optimise is invalid before any pass: {e.message}", operator=e.operator, op_type=e.op_type
+        ) from e
     work = clone_graph(graph)
     with PassContext(opt_level, required=required, disabled=disabled, instruments=insts, config=config) as ctx:
         after, changed = default_pipeline(passes)(work)
@@ -103,5 +116,7 @@ def pass_table() -> list[dict[str, object]]:
     rows = []
     for name in PIPELINE_ORDER:
         info = passes[name].info
-        rows.append({"name": name, "level": info.opt_level, "requires": ", ".join(info.required), "what": info.description})
+        rows.append(
+            {"name": name, "level": info.opt_level, "requires": ", ".join(info.required), "what": info.description}
+        )
     return rows

@@ -72,8 +72,12 @@ def _split_tilings(graph: Graph) -> bool:
         first = min(ops, key=graph.operators.index)
         split = Operator("torch.tensor_split", first.name, params={"dim": dim, "indices": [m[1] for m in members[:-1]]})
         _replace_with_multi_output(graph, ops, split)
-        record("fused", split.name, f"{len(ops)} slices ({', '.join(op.name for op in ops)}) → tensor_split dim={dim} "
-               f"indices={tuple(split.params['indices'])}")  # type: ignore[arg-type]
+        record(
+            "fused",
+            split.name,
+            f"{len(ops)} slices ({', '.join(op.name for op in ops)}) → tensor_split dim={dim} "
+            f"indices={tuple(split.params['indices'])}",
+        )  # type: ignore[arg-type]
         changed = True
     return changed
 
@@ -104,7 +108,12 @@ def _unbind_selects(graph: Graph) -> bool:
         if op.type != "Tensor.select" or len(op.inputs) != 1 or len(op.outputs) != 1:
             continue
         dim, index, shape = op.params.get("dim"), op.params.get("index"), op.inputs[0].shape
-        if not isinstance(dim, int) or not isinstance(index, int) or shape is None or not -len(shape) <= dim < len(shape):
+        if (
+            not isinstance(dim, int)
+            or not isinstance(index, int)
+            or shape is None
+            or not -len(shape) <= dim < len(shape)
+        ):
             continue
         size = shape[dim]
         if isinstance(size, int):
@@ -138,8 +147,12 @@ def _fold_slice_chains(graph: Graph) -> bool:
             continue  # the head would stay: folding would not save an operator
         merged = items + [own]  # type: ignore[list-item]
         set_input(op, 0, head.inputs[0])  # type: ignore[union-attr]
-        op.params = {"dims": [i[0] for i in merged], "starts": [i[1] for i in merged],
-                     "ends": [i[2] for i in merged], "steps": [i[3] for i in merged]}
+        op.params = {
+            "dims": [i[0] for i in merged],
+            "starts": [i[1] for i in merged],
+            "ends": [i[2] for i in merged],
+            "steps": [i[3] for i in merged],
+        }
         record("fused", op.name, f"slice of {head.name} ({head.type}) → one slice on dims {tuple(op.params['dims'])}")  # type: ignore[union-attr,arg-type]
         if not head.outputs[0].consumers:  # type: ignore[union-attr]
             remove_operator(graph, head)  # type: ignore[arg-type]
@@ -180,8 +193,12 @@ def _bounds_raw(op: Operator) -> tuple[int, int, int, int] | None:
     return dim % len(shape), start, end, step  # type: ignore[operator,return-value]
 
 
-@graph_pass("FuseSlices", 2, required=("FoldConstantParams",),
-            description="slices tiling a dim → tensor_split, selects of every index → unbind, slice chains → one slice")
+@graph_pass(
+    "FuseSlices",
+    2,
+    required=("FoldConstantParams",),
+    description="slices tiling a dim → tensor_split, selects of every index → unbind, slice chains → one slice",
+)
 def fuse_slices(graph: Graph) -> tuple[Graph, bool]:
     changed = _split_tilings(graph)
     changed |= _unbind_selects(graph)

@@ -72,7 +72,11 @@ def _make(op: Operator, arrays: dict[str, np.ndarray | None]) -> tuple[str, dict
     if t.startswith(("F.conv1d", "F.conv2d", "F.conv_transpose1d", "F.conv_transpose2d")) and w is not None:
         return _conv(op, w, arrays.get("bias"))
     if t == "F.linear" and w is not None:
-        return "nn.Linear", {"in_features": int(w.shape[1]), "out_features": int(w.shape[0]), "bias": arrays.get("bias") is not None}
+        return "nn.Linear", {
+            "in_features": int(w.shape[1]),
+            "out_features": int(w.shape[0]),
+            "bias": arrays.get("bias") is not None,
+        }
     if t == "F.batch_norm" and arrays.get("running_mean") is not None and arrays.get("running_var") is not None:
         if op.params.get("training") is True:
             return None
@@ -80,14 +84,24 @@ def _make(op: Operator, arrays: dict[str, np.ndarray | None]) -> tuple[str, dict
         kind = {2: "1d", 3: "1d", 4: "2d", 5: "3d"}.get(rank or 0)
         if kind is None:
             return None
-        return f"nn.BatchNorm{kind}", {"num_features": int(arrays["running_mean"].size),  # type: ignore[union-attr]
-                                        "eps": op.params.get("eps", 1e-5), "affine": True}
+        return f"nn.BatchNorm{kind}", {
+            "num_features": int(arrays["running_mean"].size),  # type: ignore[union-attr]
+            "eps": op.params.get("eps", 1e-5),
+            "affine": True,
+        }
     if t == "F.layer_norm" and w is not None:
-        return "nn.LayerNorm", {"normalized_shape": op.params.get("normalized_shape"), "eps": op.params.get("eps", 1e-5),
-                                "elementwise_affine": True}
+        return "nn.LayerNorm", {
+            "normalized_shape": op.params.get("normalized_shape"),
+            "eps": op.params.get("eps", 1e-5),
+            "elementwise_affine": True,
+        }
     if t == "F.group_norm" and w is not None:
-        return "nn.GroupNorm", {"num_groups": op.params.get("num_groups"), "num_channels": int(w.size),
-                                "eps": op.params.get("eps", 1e-5), "affine": True}
+        return "nn.GroupNorm", {
+            "num_groups": op.params.get("num_groups"),
+            "num_channels": int(w.size),
+            "eps": op.params.get("eps", 1e-5),
+            "affine": True,
+        }
     return None
 
 
@@ -109,8 +123,12 @@ def _fill(name: str, arrays: dict[str, np.ndarray | None], n: int | None) -> Non
         arrays["bias"] = np.zeros(n if w is None else w.shape, np.float32)
 
 
-@graph_pass("FoldStaticWeights", 2, required=("FoldConstantParams",),
-            description="F.conv*/F.linear/F.*_norm with constant weights become nn.* layers holding them")
+@graph_pass(
+    "FoldStaticWeights",
+    2,
+    required=("FoldConstantParams",),
+    description="F.conv*/F.linear/F.*_norm with constant weights become nn.* layers holding them",
+)
 def fold_static_weights(graph: Graph) -> tuple[Graph, bool]:
     changed = False
     for op in [o for o in graph.operators if _family(o.type) is not None]:
@@ -142,4 +160,3 @@ def fold_static_weights(graph: Graph) -> tuple[Graph, bool]:
         record("folded", op.name, f"{was} with constant weights → {new_type}")
         changed = True
     return graph, changed
-

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from math import prod
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -81,8 +81,7 @@ def _check_structure(graph: Graph) -> None:
                 if _has_cycle(graph):
                     raise _err(f"the graph has a cycle through operand '{o.name}'", op)
                 raise _err(
-                    f"reads '{o.name}' before '{o.producer.name}' produces it "
-                    "(file order must be an execution order)",
+                    f"reads '{o.name}' before '{o.producer.name}' produces it (file order must be an execution order)",
                     op,
                 )
     by_operand: dict[int, Counter[int]] = {}
@@ -302,13 +301,53 @@ def _attribute(op: Operator) -> str | None:
 # Operators whose output has the shape of input 0.
 SAME_SHAPE_TYPES = frozenset(
     {
-        "nn.ReLU", "F.relu", "nn.ReLU6", "F.relu6", "nn.LeakyReLU", "F.leaky_relu", "nn.Sigmoid", "F.sigmoid",
-        "nn.Tanh", "F.tanh", "nn.SiLU", "F.silu", "nn.GELU", "F.gelu", "nn.Hardswish", "F.hardswish",
-        "nn.Hardsigmoid", "F.hardsigmoid", "nn.ELU", "F.elu", "nn.Mish", "F.mish", "nn.Softmax", "F.softmax",
-        "nn.LogSoftmax", "F.log_softmax", "nn.Hardtanh", "F.hardtanh", "nn.Identity", "nn.Dropout",
-        "nn.Dropout1d", "nn.Dropout2d", "nn.Dropout3d", "nn.AlphaDropout", "F.dropout", "F.dropout1d",
-        "F.dropout2d", "F.dropout3d", "nn.LayerNorm", "F.layer_norm", "nn.GroupNorm", "F.group_norm",
-        "nn.InstanceNorm1d", "nn.InstanceNorm2d", "nn.InstanceNorm3d", "Tensor.contiguous", "torch.clone",
+        "nn.ReLU",
+        "F.relu",
+        "nn.ReLU6",
+        "F.relu6",
+        "nn.LeakyReLU",
+        "F.leaky_relu",
+        "nn.Sigmoid",
+        "F.sigmoid",
+        "nn.Tanh",
+        "F.tanh",
+        "nn.SiLU",
+        "F.silu",
+        "nn.GELU",
+        "F.gelu",
+        "nn.Hardswish",
+        "F.hardswish",
+        "nn.Hardsigmoid",
+        "F.hardsigmoid",
+        "nn.ELU",
+        "F.elu",
+        "nn.Mish",
+        "F.mish",
+        "nn.Softmax",
+        "F.softmax",
+        "nn.LogSoftmax",
+        "F.log_softmax",
+        "nn.Hardtanh",
+        "F.hardtanh",
+        "nn.Identity",
+        "nn.Dropout",
+        "nn.Dropout1d",
+        "nn.Dropout2d",
+        "nn.Dropout3d",
+        "nn.AlphaDropout",
+        "F.dropout",
+        "F.dropout1d",
+        "F.dropout2d",
+        "F.dropout3d",
+        "nn.LayerNorm",
+        "F.layer_norm",
+        "nn.GroupNorm",
+        "F.group_norm",
+        "nn.InstanceNorm1d",
+        "nn.InstanceNorm2d",
+        "nn.InstanceNorm3d",
+        "Tensor.contiguous",
+        "torch.clone",
     }
 )
 
@@ -324,7 +363,17 @@ _SHAPE_RULES: dict[str, Callable[[Operator], str | None]] = {
     "Tensor.permute": _permute,
     "torch.permute": _permute,
     "torch.cat": _cat,
-    **{t: _conv for t in ("nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose1d", "nn.ConvTranspose2d", "nn.ConvTranspose3d")},
+    **{
+        t: _conv
+        for t in (
+            "nn.Conv1d",
+            "nn.Conv2d",
+            "nn.Conv3d",
+            "nn.ConvTranspose1d",
+            "nn.ConvTranspose2d",
+            "nn.ConvTranspose3d",
+        )
+    },
 }
 
 

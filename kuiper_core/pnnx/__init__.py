@@ -33,4 +33,14 @@ def load_graph_bytes(param: bytes, bin_bytes: bytes | None, name: str = "model.p
     return graph
 
 
-__all__ = ["load_graph", "load_graph_bytes", "parse_param", "parse_param_bytes", "read_param", "load_weights", "save", "format_param", "default_bin_path"]
+__all__ = [
+    "load_graph",
+    "load_graph_bytes",
+    "parse_param",
+    "parse_param_bytes",
+    "read_param",
+    "load_weights",
+    "save",
+    "format_param",
+    "default_bin_path",
+]

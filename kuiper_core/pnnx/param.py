@@ -138,7 +138,9 @@ class _LineParser:
                 if _INT.match(part) and not part.startswith("-"):
                     dim = _int64(part)
                     if dim is None:
-                        raise self.error(f"dimension '{short(part)}' does not fit in 64 bits", tok.column + pos, len(part))
+                        raise self.error(
+                            f"dimension '{short(part)}' does not fit in 64 bits", tok.column + pos, len(part)
+                        )
                     dims.append(dim)
                 elif allow_unknown and part == "?":
                     dims.append(None)
@@ -146,7 +148,9 @@ class _LineParser:
                     dims.append(part[1:])
                 else:
                     want = "a non-negative int, '?' or '%name'" if allow_unknown else "a non-negative int"
-                    raise self.error(f"bad dimension '{short(part)}': expected {want}", tok.column + pos, max(1, len(part)))
+                    raise self.error(
+                        f"bad dimension '{short(part)}': expected {want}", tok.column + pos, max(1, len(part))
+                    )
                 pos += len(part) + 1
         dtype = text[close + 1 :]
         if dtype not in DTYPES:
@@ -178,14 +182,24 @@ def parse_param(text: str, path: str | None = None, limits: _limits.Limits | Non
     second = lines[1].rstrip("\r") if len(lines) > 1 else ""
     lp = _LineParser(path, 2, second)
     counts = _split(second)
-    if len(counts) != 2 or not all(_INT.match(t.text) and _int64(t.text) is not None and t.text[0] != "-" for t in counts):
+    if len(counts) != 2 or not all(
+        _INT.match(t.text) and _int64(t.text) is not None and t.text[0] != "-" for t in counts
+    ):
         col = counts[0].column if counts else 1
         raise lp.error("expected '<operator count> <operand count>' (two non-negative ints)", col, max(1, len(second)))
     n_ops, n_operands = int(counts[0].text), int(counts[1].text)
     if n_ops > lim.max_operators:
-        raise LimitError(f"line 2 declares {n_ops:,} operators", limit="max_operators", maximum=lim.max_operators,
-                         value=n_ops, path=path, line=2, column=counts[0].column, source_line=second,
-                         length=len(counts[0].text))
+        raise LimitError(
+            f"line 2 declares {n_ops:,} operators",
+            limit="max_operators",
+            maximum=lim.max_operators,
+            value=n_ops,
+            path=path,
+            line=2,
+            column=counts[0].column,
+            source_line=second,
+            length=len(counts[0].text),
+        )
 
     produced_at: dict[str, int] = {}
     lineno = 2
@@ -258,7 +272,6 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
         op.outputs.append(operand)
     op.input_names = [""] * n_in
 
-    declared: dict[str, tuple[Shape, str, _Token]] = {}
     for t in toks[4 + n_in + n_out :]:
         eq = t.text.find("=")
         if eq <= 0:
@@ -269,9 +282,17 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
             lim = _limits.current()
             n = _limits.elements(shape)  # type: ignore[arg-type]
             if n > lim.max_tensor_elements:
-                raise LimitError(f"weight '{key}' has {n:,} elements", limit="max_tensor_elements",
-                                 maximum=lim.max_tensor_elements, value=n, path=lp.path, line=lp.lineno,
-                                 column=t.column, source_line=lp.text, length=len(t.text))
+                raise LimitError(
+                    f"weight '{key}' has {n:,} elements",
+                    limit="max_tensor_elements",
+                    maximum=lim.max_tensor_elements,
+                    value=n,
+                    path=lp.path,
+                    line=lp.lineno,
+                    column=t.column,
+                    source_line=lp.text,
+                    length=len(t.text),
+                )
             op.attrs[key[1:]] = Attribute(dtype, tuple(int(d) for d in shape))  # type: ignore[arg-type]
         elif key[0] == "$":
             # An operand may feed several arguments (`$input=1 $other=1`): name the first
@@ -280,7 +301,7 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
             idx = next((i for i in slots if not op.input_names[i]), slots[0] if slots else None)
             if idx is None:
                 raise lp.token_error(
-                    f"'{key}' names operand '{t.text[eq + 1:]}', which is not an input of this operator", t, eq + 1
+                    f"'{key}' names operand '{t.text[eq + 1 :]}', which is not an input of this operator", t, eq + 1
                 )
             op.input_names[idx] = key[1:]
         elif key[0] == "#":
@@ -318,8 +339,12 @@ def format_shape(shape: Shape | None, dtype: str | None) -> str:
 def read_param(path: str | Path, limits: _limits.Limits | None = None) -> Graph:
     lim = limits or _limits.current()
     where = str(path)
-    raw = read_regular(path, lambda why: ParseError(f"cannot read .param file: {why}", path=where),
-                       max_bytes=lim.max_param_bytes, limit="max_param_bytes")
+    raw = read_regular(
+        path,
+        lambda why: ParseError(f"cannot read .param file: {why}", path=where),
+        max_bytes=lim.max_param_bytes,
+        limit="max_param_bytes",
+    )
     return parse_param_bytes(raw, where, lim)
 
 
@@ -327,6 +352,11 @@ def parse_param_bytes(raw: bytes, path: str | None = None, limits: _limits.Limit
     """Parse the bytes of a .param file (UTF-8, a byte-order mark allowed)."""
     lim = limits or _limits.current()
     if len(raw) > lim.max_param_bytes:
-        raise LimitError(f"the .param file is {len(raw):,} bytes", limit="max_param_bytes",
-                         maximum=lim.max_param_bytes, value=len(raw), path=path)
+        raise LimitError(
+            f"the .param file is {len(raw):,} bytes",
+            limit="max_param_bytes",
+            maximum=lim.max_param_bytes,
+            value=len(raw),
+            path=path,
+        )
     return parse_param(decode_utf8(raw, path), path, lim)

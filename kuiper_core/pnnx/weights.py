@@ -17,7 +17,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 import numpy as np
 
@@ -33,7 +33,7 @@ _REFUSED_FLAGS = {0x1: "encrypted", 0x20: "compressed patched data", 0x40: "stro
 _ENTRIES_PER_WEIGHT = 4
 _MIN_ENTRIES = 1024
 
-BinSource = Union[str, Path, bytes]
+BinSource = str | Path | bytes
 
 
 def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> None:
@@ -75,7 +75,9 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> 
                 if info is None:
                     raise WeightError(f"weight '@{key}' has no entry '{entry}' in {where}", **at)
                 if info.compress_type != zipfile.ZIP_STORED:
-                    raise WeightError(f"entry '{entry}' in {where} is compressed; PNNX .bin entries must be stored", **at)
+                    raise WeightError(
+                        f"entry '{entry}' in {where} is compressed; PNNX .bin entries must be stored", **at
+                    )
                 expected = attr.nbytes
                 if info.file_size != expected:
                     shape = ",".join(map(str, attr.shape))
@@ -98,8 +100,17 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None) -> 
                 source = None
                 if not isinstance(bin_path, (bytes, bytearray)):
                     # absolute: a later working directory must not change which file is read
-                    source = BinEntry(Path(bin_path).absolute(), entry, offset, expected, info.CRC, attr.dtype,
-                                      tuple(attr.shape), op.name, op.type)
+                    source = BinEntry(
+                        Path(bin_path).absolute(),
+                        entry,
+                        offset,
+                        expected,
+                        info.CRC,
+                        attr.dtype,
+                        tuple(attr.shape),
+                        op.name,
+                        op.type,
+                    )
                 attr.load(data, source)
 
 
@@ -155,7 +166,10 @@ class BinEntry:
         def changed(why: str) -> WeightError:
             return WeightError(
                 f"weight '{self.entry}' was let go of after build and must be read again from {self.path}, "
-                f"but {why}; load the model again", operator=self.operator, op_type=self.op_type)
+                f"but {why}; load the model again",
+                operator=self.operator,
+                op_type=self.op_type,
+            )
 
         try:
             check_regular(self.path, lambda why: changed(f"it cannot be read ({why})"))
@@ -174,7 +188,9 @@ def _data_offset(fp: BinaryIO, info: zipfile.ZipInfo, where: str, at: dict[str, 
     fp.seek(info.header_offset)
     header = fp.read(30)
     if len(header) != 30 or header[:4] != b"PK\x03\x04":
-        raise WeightError(f"entry '{info.filename}' in {where} has no local header at offset {info.header_offset:,}", **at)
+        raise WeightError(
+            f"entry '{info.filename}' in {where} has no local header at offset {info.header_offset:,}", **at
+        )
     name_len, extra_len = struct.unpack("<HH", header[26:30])
     name = fp.read(name_len)
     expected = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437", errors="replace")

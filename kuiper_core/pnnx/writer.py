@@ -57,7 +57,11 @@ def save_bin(graph: Graph, bin_path: str | Path) -> None:
         for op in graph.operators:
             for key, attr in sorted(op.attrs.items()):
                 data = attr.data if attr.data is not None else np.zeros(attr.shape, numpy_dtype(attr.dtype))
-                raw = float32_to_bf16(data) if attr.dtype == "bf16" else np.ascontiguousarray(data, file_dtype(attr.dtype))
+                raw = (
+                    float32_to_bf16(data)
+                    if attr.dtype == "bf16"
+                    else np.ascontiguousarray(data, file_dtype(attr.dtype))
+                )
                 zf.writestr(f"{op.name}.{key}", raw.tobytes())
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, NamedTuple, Sequence, overload
+from typing import NamedTuple, overload
+from collections.abc import Iterator, Mapping, Sequence
 
 from ..errors import CycleError
 
@@ -152,7 +153,9 @@ class Trace(Sequence[TraceEvent]):
             stack, visited, output = state
             return TraceEvent(step.kind, step.node, step.message, tuple(stack), tuple(visited), tuple(output))
         queue, order, indeg = state
-        return TraceEvent(step.kind, step.node, step.message, (), (), tuple(order), tuple(queue), dict(indeg), step.edge)
+        return TraceEvent(
+            step.kind, step.node, step.message, (), (), tuple(order), tuple(queue), dict(indeg), step.edge
+        )
 
 
 def _roots(nodes: Sequence[str], succ: Successors) -> list[str]:
@@ -280,8 +283,12 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
                 )
             elif nxt in on_stack:  # a back edge: nxt is still waiting for this node
                 cycle = stack[stack.index(nxt) :]
-                emit("cycle", nxt, f"{nxt} is on the call stack: the path {' -> '.join(cycle + [nxt])} is a cycle, "
-                     "so no order exists.")
+                emit(
+                    "cycle",
+                    nxt,
+                    f"{nxt} is on the call stack: the path {' -> '.join(cycle + [nxt])} is a cycle, "
+                    "so no order exists.",
+                )
                 raise _with_trace(CycleError(cycle), events)
             elif nxt in visited:
                 emit("skip", nxt, f"{nxt} (successor of {node}) is already visited: skip it.")
@@ -296,8 +303,11 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
         unvisited = [n for n in nodes if n not in visited]
         cycle = find_cycle(unvisited, succ) or unvisited
         on_cycle = [n for n in nodes_on_cycles(nodes, succ) if n in set(unvisited)] or cycle
-        emit("cycle", cycle[0], _stuck_message(unvisited, on_cycle, "No node without predecessors reaches "
-                                               + ", ".join(unvisited)))
+        emit(
+            "cycle",
+            cycle[0],
+            _stuck_message(unvisited, on_cycle, "No node without predecessors reaches " + ", ".join(unvisited)),
+        )
         raise _with_trace(CycleError(cycle), events)
     order = output[::-1]
     emit("reverse", None, "Reverse the output list: that is the execution order.")
@@ -337,8 +347,11 @@ def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -
         cycle = find_cycle(nodes, succ) or [n for n in nodes if indeg[n] > 0]
         stuck = [n for n in nodes if indeg[n] > 0]
         on_cycle = nodes_on_cycles(nodes, succ) or cycle
-        emit("cycle", cycle[0], _stuck_message(stuck, on_cycle, f"The queue is empty but {', '.join(stuck)} still "
-                                               "wait for predecessors"))
+        emit(
+            "cycle",
+            cycle[0],
+            _stuck_message(stuck, on_cycle, f"The queue is empty but {', '.join(stuck)} still wait for predecessors"),
+        )
         raise _with_trace(CycleError(cycle), events)
     return order, events
 
@@ -376,5 +389,11 @@ SEED_004_EXAMPLE: dict[str, list[str]] = {
     "op5": ["output"],
     "output": [],
 }
-DIAMOND: dict[str, list[str]] = {"input": ["left", "right"], "left": ["add"], "right": ["add"], "add": ["output"], "output": []}
+DIAMOND: dict[str, list[str]] = {
+    "input": ["left", "right"],
+    "left": ["add"],
+    "right": ["add"],
+    "add": ["output"],
+    "output": [],
+}
 WITH_CYCLE: dict[str, list[str]] = {"input": ["a"], "a": ["b"], "b": ["c"], "c": ["a", "output"], "output": []}

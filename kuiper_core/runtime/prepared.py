@@ -32,7 +32,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def _is_view(a: np.ndarray, of: list[np.ndarray]) -> bool:
     return any(np.may_share_memory(a, b) for b in of)
 
 
-def record(rt: "RuntimeGraph", inputs: list[np.ndarray]) -> Record:
+def record(rt: RuntimeGraph, inputs: list[np.ndarray]) -> Record:
     """The checked first run (RuntimeGraph._run), noting what every operator returns."""
     for rop in rt._run_order:
         if rop.computed:
@@ -95,7 +96,7 @@ def record(rt: "RuntimeGraph", inputs: list[np.ndarray]) -> Record:
     shapes: dict[str, ShapeDtype] = {}
     views: set[str] = set()
 
-    def note(rop: "RuntimeOperator", args: list[Any], results: list[Any]) -> None:
+    def note(rop: RuntimeOperator, args: list[Any], results: list[Any]) -> None:
         assert rop.binding is not None
         arg_arrays = [a for v in args for a in (_arrays(v) or [])]
         shared = []
@@ -134,7 +135,7 @@ class PreparedForward:
         self._writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
 
     @classmethod
-    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray]) -> "PreparedForward":
+    def build(cls, rt: RuntimeGraph, inputs: list[np.ndarray]) -> PreparedForward:
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result."""
         assert rt.graph is not None
         rec = record(rt, inputs)
@@ -143,8 +144,11 @@ class PreparedForward:
             assert r.binding is not None
             ops.append(Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)))
         outputs = {o.name for op in rt.graph.outputs for o in op.inputs}
-        inplace = {r.key: r.layer.overwritable_inputs() for r in rt._run_order
-                   if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()}
+        inplace = {
+            r.key: r.layer.overwritable_inputs()
+            for r in rt._run_order
+            if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()
+        }
         plan = plan_buffers(ops, rec.views, outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
         plan.allocate(rt.limits)
         self = cls()
@@ -177,8 +181,15 @@ class PreparedForward:
         self.first_outputs = self._outputs()
         return self
 
-    def _bind(self, rt: "RuntimeGraph", rop: "RuntimeOperator", args: list[Any],
-              buffer: Callable[[str], np.ndarray | None], rec: Record, values: dict[str, Any]) -> None:
+    def _bind(
+        self,
+        rt: RuntimeGraph,
+        rop: RuntimeOperator,
+        args: list[Any],
+        buffer: Callable[[str], np.ndarray | None],
+        rec: Record,
+        values: dict[str, Any],
+    ) -> None:
         assert rop.binding is not None
         outs = [buffer(o.name) for o in rop.binding.outputs]
         call = bind_operator(rt, rop, args, outs, rop.key in rec.views, values)
@@ -189,8 +200,9 @@ class PreparedForward:
             self.names.append(rop.name)
             self.types.append(rop.type)
 
-    def _fuse_relu(self, rop: "RuntimeOperator", plan: BufferPlan, readers: Counter, outputs: set[str],
-                   values: dict[str, Any]) -> bool:
+    def _fuse_relu(
+        self, rop: RuntimeOperator, plan: BufferPlan, readers: Counter, outputs: set[str], values: dict[str, Any]
+    ) -> bool:
         """Fold a ReLU into the call that writes its input (module docstring); False: bind it."""
         binding = rop.binding
         assert binding is not None
@@ -216,7 +228,7 @@ class PreparedForward:
         i = -1
         try:
             with np.errstate(all="ignore"):  # as torch: silent on overflow, 0/0, log(-1)
-                for i, call in enumerate(self.calls):
+                for i, call in enumerate(self.calls):  # noqa: B007  (i names the failing call below)
                     call()
         except Exception as e:
             raise_for_operator(e, self.names[i], self.types[i])
@@ -232,8 +244,8 @@ class PreparedForward:
 
 
 def bind_operator(
-    rt: "RuntimeGraph",
-    rop: "RuntimeOperator",
+    rt: RuntimeGraph,
+    rop: RuntimeOperator,
     args: list[Any],
     outs: list[np.ndarray | None],
     view: bool,
@@ -295,7 +307,7 @@ class PreparedSteps:
         self.fns: dict[str, Any] = {}  # operator -> (f, output shapes and dtypes) or None
         self.lock = threading.Lock()
 
-    def call(self, rt: "RuntimeGraph", rop: "RuntimeOperator", layer: "Layer", args: list[Any]) -> list[Any]:
+    def call(self, rt: RuntimeGraph, rop: RuntimeOperator, layer: Layer, args: list[Any]) -> list[Any]:
         assert rop.binding is not None
         # Computed params: the layers vary; sizes that follow the values: the shapes do.
         varies = rop.computed or (rt.value_shaped and any(o.name in rt.value_shaped for o in rop.binding.outputs))
@@ -315,10 +327,12 @@ class PreparedSteps:
         return outs
 
     @staticmethod
-    def _prepare(layer: "Layer", args: list[Any], results: list[Any]) -> Any:
+    def _prepare(layer: Layer, args: list[Any], results: list[Any]) -> Any:
         arrays = [a for v in args for a in (_arrays(v) or [])]
-        if layer is None or not results or not all(
-            isinstance(r, np.ndarray) and r.flags.c_contiguous and not _is_view(r, arrays) for r in results
+        if (
+            layer is None
+            or not results
+            or not all(isinstance(r, np.ndarray) and r.flags.c_contiguous and not _is_view(r, arrays) for r in results)
         ):
             return None
         f = layer.prepare(args, results)
@@ -326,8 +340,12 @@ class PreparedSteps:
 
 
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
-            and a.strides == b.strides and a.dtype == b.dtype)
+    return (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.shape == b.shape
+        and a.strides == b.strides
+        and a.dtype == b.dtype
+    )
 
 
 def _feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Container
+from collections.abc import Container
 
 TASKS = "/proc/self/task"
 _RUNNING = ord("R")

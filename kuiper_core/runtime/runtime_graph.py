@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class RuntimeOperator:
     op: Operator
     key: str = ""  # unique among the graph's operators (the name, unless pnnx repeated it)
     layer: Layer | None = None  # the layer last used (one per computed-param value set)
-    successors: dict[str, "RuntimeOperator"] = field(default_factory=dict)
+    successors: dict[str, RuntimeOperator] = field(default_factory=dict)
     index: int = -1  # position in execution order
     binding: Binding | None = None
     folded: bool = False  # computed at build from constants; forward() skips it
@@ -87,7 +88,7 @@ class RuntimeOperator:
         params = {**self.params, **computed} if computed else self.params
         return create_layer(bound_operator(self.binding, params, frozenset(computed or ())))
 
-    def layer_for(self, values: dict[str, "Value"]) -> tuple[Layer, bool]:
+    def layer_for(self, values: dict[str, Value]) -> tuple[Layer, bool]:
         """The layer for this run's computed params (made on first sight); True if new."""
         try:
             computed = {k: to_param(values[n]) for k, n in self.computed.items()}
@@ -211,7 +212,7 @@ class RuntimeGraph:
         self._run_lock = threading.Lock()
 
     @classmethod
-    def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None) -> "RuntimeGraph":
+    def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None) -> RuntimeGraph:
         return cls(graph=graph, limits=limits)
 
     # -- states ---------------------------------------------------------------------------
@@ -226,13 +227,13 @@ class RuntimeGraph:
             self.graph = load_graph(self.param_path, self.bin_path)
         self.state = GraphState.NeedBuild
 
-    def build(self, algorithm: str = "dfs") -> "RuntimeGraph":
+    def build(self, algorithm: str = "dfs") -> RuntimeGraph:
         if self.state == GraphState.Complete and algorithm == self.algorithm:
             return self
         with _limits.use(self.limits):
             return self._build(algorithm)
 
-    def _build(self, algorithm: str) -> "RuntimeGraph":
+    def _build(self, algorithm: str) -> RuntimeGraph:
         if self.state == GraphState.NeedInit:
             self.init()
         graph = self.graph
@@ -312,7 +313,9 @@ class RuntimeGraph:
         the operator as bound at build) and every operand computed from one: their dims are
         checked loosely (shape_check.py), and forward() runs such a graph unplanned, since its
         shapes change from run to run."""
-        return value_shaped_operands(bound_operator(r.binding, r.params) for r in self._run_order if r.binding is not None)
+        return value_shaped_operands(
+            bound_operator(r.binding, r.params) for r in self._run_order if r.binding is not None
+        )
 
     def _replan(self) -> None:
         """Buffers for the operators forward() runs (by step, keyed by operator key)."""
@@ -432,7 +435,7 @@ class RuntimeGraph:
             self._step_signature = signature
         return prepared
 
-    def steps(self, *arrays: np.ndarray) -> "StepRun":
+    def steps(self, *arrays: np.ndarray) -> StepRun:
         """Run one operator per iteration. The returned iterator's `.values` holds every
         operand computed so far (also `self.values` until the next steps() call). Every
         operand of a run has memory of its own, which no later run writes while anything
@@ -444,7 +447,9 @@ class RuntimeGraph:
         prepared, arenas = self._steps_for(signature)
         forward = self._prepared.get(signature)
         # An arena is laid out from one run's shapes: not for shapes that follow the values.
-        started = None if self.value_shaped else arenas.start(self, inputs, forward.record if forward is not None else None)
+        started = (
+            None if self.value_shaped else arenas.start(self, inputs, forward.record if forward is not None else None)
+        )
         if started is not None:  # a free arena's flat run (step_arena.py)
             run, values = started
         else:  # one operator at a time
@@ -453,7 +458,9 @@ class RuntimeGraph:
         self.values = values
         return StepRun(run, values)
 
-    def _step_iter(self, inputs: list[np.ndarray], values: dict[str, Value], prepared: PreparedSteps) -> Iterator[StepEvent]:
+    def _step_iter(
+        self, inputs: list[np.ndarray], values: dict[str, Value], prepared: PreparedSteps
+    ) -> Iterator[StepEvent]:
         """Each operator on fresh outputs (its prepared function where it has one), each
         output checked against its annotation."""
         feeds = self._feeds(inputs)
@@ -484,7 +491,11 @@ class RuntimeGraph:
         return self._collect_outputs(values)
 
     def _run(
-        self, inputs: list[np.ndarray], *, planned: bool, check: bool,
+        self,
+        inputs: list[np.ndarray],
+        *,
+        planned: bool,
+        check: bool,
         record: Callable[[RuntimeOperator, list[Value], list[Value]], None] | None = None,
     ) -> dict[str, Value]:
         """One run over the operators not folded. `record(rop, args, results)`, if given,
@@ -510,8 +521,10 @@ class RuntimeGraph:
                 check_outputs(op, b.outputs, results, batch, self.value_shaped)
             if plan is not None and rop.key not in self._view_ops:
                 for r, buf in zip(results, out):
-                    if isinstance(r, np.ndarray) and r is not buf and any(
-                        isinstance(a, np.ndarray) and np.may_share_memory(r, a) for a in args
+                    if (
+                        isinstance(r, np.ndarray)
+                        and r is not buf
+                        and any(isinstance(a, np.ndarray) and np.may_share_memory(r, a) for a in args)
                     ):
                         raise _ViewDetected(rop.key)
             if record is not None:
@@ -584,13 +597,16 @@ class RuntimeGraph:
     # -- input checks ------------------------------------------------------------------------
     def _check_inputs(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         assert self.graph is not None
-        key = (self.limits, *((a.shape, a.dtype) for a in arrays)) if all(
-            type(a) is np.ndarray for a in arrays) else None
+        key = (
+            (self.limits, *((a.shape, a.dtype) for a in arrays)) if all(type(a) is np.ndarray for a in arrays) else None
+        )
         if key in self._accepted:
             return list(arrays)
         ins = self._input_ops
         if len(arrays) != len(ins):
-            raise InputError(f"the model takes {len(ins)} input(s) ({', '.join(o.name for o in ins)}), got {len(arrays)}")
+            raise InputError(
+                f"the model takes {len(ins)} input(s) ({', '.join(o.name for o in ins)}), got {len(arrays)}"
+            )
         checked = []
         for op, a in zip(ins, arrays):
             operand = op.outputs[0]
@@ -658,9 +674,7 @@ def _cast_input(a: np.ndarray, want: np.dtype, name: str, where: str) -> np.ndar
         info = np.iinfo(want)
         lo, hi = int(a.min()), int(a.max())
         if lo < info.min or hi > info.max:
-            raise InputError(
-                f"{where}: values from {lo} to {hi} do not fit in {want} ({name}: {info.min}..{info.max})"
-            )
+            raise InputError(f"{where}: values from {lo} to {hi} do not fit in {want} ({name}: {info.min}..{info.max})")
     if a.size and want.kind in "fc" and want.itemsize < a.dtype.itemsize:
         finite = a[np.isfinite(a)]
         biggest = float(np.abs(finite).max()) if finite.size else 0.0

@@ -30,7 +30,8 @@ What "declared" means:
 
 from __future__ import annotations
 
-from typing import Any, Container, Sequence
+from typing import Any
+from collections.abc import Container, Sequence
 
 import numpy as np
 
@@ -68,7 +69,9 @@ def _dtype_ok(declared: str, value: Any) -> bool:
             return dt in (np.dtype(np.float32), np.dtype(np.uint16))
         return dt == numpy_dtype(declared)
     # A Python number where a 0-d tensor is declared: the same kind is enough.
-    kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f" if isinstance(value, float) else "?"
+    kind = (
+        "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f" if isinstance(value, float) else "?"
+    )
     return kind == numpy_dtype(declared).kind or (kind == "i" and numpy_dtype(declared).kind == "u")
 
 
@@ -85,15 +88,21 @@ def shape_matches(declared: Shape, shape: tuple[int, ...], batch: Batch = None) 
     return len(declared) == len(shape) and all(_dim_ok(d, n, batch) for d, n in zip(declared, shape))
 
 
-def check_outputs(op: Operator, operands: Sequence[Operand], values: Sequence[Any], batch: Batch,
-                  loose: Container[str] = ()) -> None:
+def check_outputs(
+    op: Operator, operands: Sequence[Operand], values: Sequence[Any], batch: Batch, loose: Container[str] = ()
+) -> None:
     """Raise ShapeError for the first value that differs from its operand's annotation;
     operands in `loose` (their size follows the values) by rank and dtype only."""
     for operand, value in zip(operands, values):
         if operand.shape is None or isinstance(value, (tuple, list)) or value is None:
             continue  # a value (int, list) or a tuple: nothing declared
-        if (isinstance(value, np.ndarray) and value.shape == operand.shape and operand.dtype is not None
-                and operand.dtype != "bf16" and value.dtype == numpy_dtype(operand.dtype)):
+        if (
+            isinstance(value, np.ndarray)
+            and value.shape == operand.shape
+            and operand.dtype is not None
+            and operand.dtype != "bf16"
+            and value.dtype == numpy_dtype(operand.dtype)
+        ):
             continue  # the common case, quickly: exactly as declared
         shape, dtype = _produced(value)
         same_dtype = operand.dtype is None or _dtype_ok(operand.dtype, value)

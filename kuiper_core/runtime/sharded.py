@@ -35,7 +35,8 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -92,8 +93,9 @@ def _names_dim0(value: Any, rank: int) -> bool:
     return any(isinstance(d, int) and not isinstance(d, bool) and (d == 0 or d == -rank) for d in dims)
 
 
-def keeps_images_apart(rt: "RuntimeGraph", whole: dict[str, ShapeDtype], shard: dict[str, ShapeDtype],
-                       n: int, m: int) -> bool:
+def keeps_images_apart(
+    rt: RuntimeGraph, whole: dict[str, ShapeDtype], shard: dict[str, ShapeDtype], n: int, m: int
+) -> bool:
     """True if every operand computed from the inputs is batch-major at batch n (`whole`) and
     at batch m (`shard`), and no operator's dim parameter names dim 0 (module docstring)."""
     fixed = set(rt._seed)  # constants: the same for every image
@@ -143,8 +145,9 @@ class ShardedForward:
         self.in_turn_pays = False  # set by build (MAX_IN_TURN_SHARE)
 
     @classmethod
-    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], record: Record | None, ref: list[np.ndarray],
-              t_whole: float) -> tuple["ShardedForward | None", list[np.ndarray]]:
+    def build(
+        cls, rt: RuntimeGraph, inputs: list[np.ndarray], record: Record | None, ref: list[np.ndarray], t_whole: float
+    ) -> tuple[ShardedForward | None, list[np.ndarray]]:
         """The sharded forward at these inputs if it keeps images apart and pays, else None,
         with its outputs. `record`, `ref`, `t_whole`: the whole forward's record run, outputs
         on these inputs and best time. Under the graph's lock."""
@@ -187,8 +190,11 @@ class ShardedForward:
         # after a pause: an in-turn run leaves the pool spinning in its turn, so in a loop of
         # forwards every check would see it and the loop would stay in turn (69 ms a forward,
         # 54 in parallel after one slow run).
-        if self.in_turn_pays and time.perf_counter() - self._last_end >= BACK_TO_BACK and \
-                other_thread_running(exclude=(_worker()[1],)):
+        if (
+            self.in_turn_pays
+            and time.perf_counter() - self._last_end >= BACK_TO_BACK
+            and other_thread_running(exclude=(_worker()[1],))
+        ):
             outputs = self.run_in_turn(inputs)
         else:
             outputs = self.run_in_parallel(inputs)

@@ -44,7 +44,8 @@ import threading
 import time
 import weakref
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -66,9 +67,9 @@ ALIGN = 64  # bytes: every operand starts on a cache line
 class StepArena:
     """See the module docstring."""
 
-    def __init__(self, rt: "RuntimeGraph", memory: np.ndarray) -> None:
+    def __init__(self, rt: RuntimeGraph, memory: np.ndarray) -> None:
         self.memory = memory
-        self.rops: list["RuntimeOperator"] = list(rt.order)
+        self.rops: list[RuntimeOperator] = list(rt.order)
         self.calls: list[Callable[[], Any] | None] = []  # per operator in rt.order
         self.feeds: list[Any] = [None] * len(rt.input_operands)  # this run's input arrays
         self.input_names = list(rt.input_operands)  # their operands, in the same order
@@ -78,8 +79,14 @@ class StepArena:
         self.running: Callable[[], Any] = lambda: None  # a weak reference to the run using it
 
     @classmethod
-    def build(cls, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record, event: type["StepEvent"],
-              room: int = MAX_ARENA_BYTES) -> "StepArena":
+    def build(
+        cls,
+        rt: RuntimeGraph,
+        inputs: list[np.ndarray],
+        rec: Record,
+        event: type[StepEvent],
+        room: int = MAX_ARENA_BYTES,
+    ) -> StepArena:
         """Lay out the operands, run the model once on them, bind every call."""
         assert rt.graph is not None
         joined, joins = _plan_joins(rt, rec)
@@ -113,7 +120,7 @@ class StepArena:
                 return None
             shape, dtype = rec.shapes[name]
             begin = start(name)
-            return memory[begin:begin + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
+            return memory[begin : begin + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
 
         self = cls(rt, memory)
         values: dict[str, Any] = dict(rt._seed)
@@ -173,7 +180,7 @@ class StepArena:
             self.baseline = []
         return False
 
-    def run(self, inputs: list[np.ndarray]) -> Iterator["StepEvent"]:
+    def run(self, inputs: list[np.ndarray]) -> Iterator[StepEvent]:
         """A step run on these inputs (StepArenas.start hands it out); `self.values` shows
         nothing of earlier runs from now on."""
         values = self.values
@@ -183,7 +190,7 @@ class StepArena:
         self.feeds[:] = inputs  # pnnx.Input's calls copy them into their buffers
         return self._steps()
 
-    def _steps(self) -> Iterator["StepEvent"]:
+    def _steps(self) -> Iterator[StepEvent]:
         values = self.values
         clock = time.perf_counter
         for event, call in zip(self.events, self.calls):
@@ -239,7 +246,7 @@ class StepValues(Mapping[str, Any]):
         return value
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names[:self.ends[self.done]])
+        return iter(self.names[: self.ends[self.done]])
 
     def __len__(self) -> int:
         return self.ends[self.done]
@@ -248,14 +255,19 @@ class StepValues(Mapping[str, Any]):
 _AS_IS, _VIEW, _VIEWS = 0, 1, 2  # how StepValues hands out a value
 
 
-def _plan_joins(rt: "RuntimeGraph", rec: Record) -> tuple[dict[str, tuple[str, int]], set[str]]:
+def _plan_joins(rt: RuntimeGraph, rec: Record) -> tuple[dict[str, tuple[str, int]], set[str]]:
     """Concatenations that need no copy: a torch.cat whose inputs, laid out one after another
     in its output's block, are its output (the axis has only size-1 axes before it, e.g.
     channels at batch 1), each input an operand of its own that no other concatenation
     takes. Returns operand -> (the concatenation's output, byte offset in it) and the keys of
     those operators: they need no call, their producers write in place."""
-    made = {o.name for r in rt._run_order if r.key not in rec.views and r.binding is not None
-            for o in r.binding.outputs if o.name in rec.shapes}
+    made = {
+        o.name
+        for r in rt._run_order
+        if r.key not in rec.views and r.binding is not None
+        for o in r.binding.outputs
+        if o.name in rec.shapes
+    }
     joined: dict[str, tuple[str, int]] = {}
     joins: set[str] = set()
     for rop in rt._run_order:
@@ -272,10 +284,14 @@ def _plan_joins(rt: "RuntimeGraph", rec: Record) -> tuple[dict[str, tuple[str, i
             continue
         axis = dim % len(shape)
         parts = [rec.shapes[n] for n in names]
-        if _limits.elements(shape[:axis]) != 1 or any(
-            d != dtype or len(s) != len(shape) or s[:axis] + s[axis + 1:] != shape[:axis] + shape[axis + 1:]
-            for s, d in parts
-        ) or sum(s[axis] for s, _ in parts) != shape[axis]:
+        if (
+            _limits.elements(shape[:axis]) != 1
+            or any(
+                d != dtype or len(s) != len(shape) or s[:axis] + s[axis + 1 :] != shape[:axis] + shape[axis + 1 :]
+                for s, d in parts
+            )
+            or sum(s[axis] for s, _ in parts) != shape[axis]
+        ):
             continue
         offset = 0
         for n, (s, d) in zip(names, parts):
@@ -285,26 +301,33 @@ def _plan_joins(rt: "RuntimeGraph", rec: Record) -> tuple[dict[str, tuple[str, i
     return joined, joins
 
 
-def _check_join(rt: "RuntimeGraph", rop: "RuntimeOperator", args: list[Any], out: np.ndarray) -> None:
+def _check_join(rt: RuntimeGraph, rop: RuntimeOperator, args: list[Any], out: np.ndarray) -> None:
     """At build: the block its inputs were written into is what the layer makes of them."""
     made = rt._call(rop, rop.layer, args, [None])[0]  # type: ignore[arg-type]
-    if not (isinstance(made, np.ndarray) and made.shape == out.shape and made.dtype == out.dtype
-            and made.tobytes() == out.tobytes()):
+    if not (
+        isinstance(made, np.ndarray)
+        and made.shape == out.shape
+        and made.dtype == out.dtype
+        and made.tobytes() == out.tobytes()
+    ):
         raise NotPreparable(f"operator '{rop.name}': its inputs laid out in a row are not its output")
 
 
 class StepArenas:
     """The arenas of one input signature (at most MAX_ARENAS), handed out one run at a time."""
 
-    def __init__(self, event: type["StepEvent"]) -> None:
+    def __init__(self, event: type[StepEvent]) -> None:
         self.event = event
         self.arenas: list[StepArena] = []
         self.preparable = True
         self.lock = threading.Lock()
 
     def start(
-        self, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record | None,
-    ) -> tuple[Iterator["StepEvent"], StepValues] | None:
+        self,
+        rt: RuntimeGraph,
+        inputs: list[np.ndarray],
+        rec: Record | None,
+    ) -> tuple[Iterator[StepEvent], StepValues] | None:
         """A run and its values on a free arena (or a new one, if there is room), else None
         (the caller takes the per-operator path). Busy while the run's generator exists."""
         with self.lock:
@@ -327,7 +350,7 @@ class StepArenas:
         with self.lock:
             self.arenas = []
 
-    def _build(self, rt: "RuntimeGraph", inputs: list[np.ndarray], rec: Record | None) -> StepArena | None:
+    def _build(self, rt: RuntimeGraph, inputs: list[np.ndarray], rec: Record | None) -> StepArena | None:
         from .prepared import record
 
         used = sum(a.memory.nbytes for a in self.arenas)
@@ -335,8 +358,9 @@ class StepArenas:
             return None  # another would be as big as the first: no room for it
         try:
             with np.errstate(all="ignore"), _limits.use(rt.limits):  # the run after it warns
-                return StepArena.build(rt, inputs, rec if rec is not None else record(rt, inputs), self.event,
-                                       MAX_ARENA_BYTES - used)
+                return StepArena.build(
+                    rt, inputs, rec if rec is not None else record(rt, inputs), self.event, MAX_ARENA_BYTES - used
+                )
         except NotPreparable:
             if not self.arenas:
                 self.preparable = False

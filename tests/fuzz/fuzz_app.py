@@ -14,10 +14,20 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 ROOT = SAMPLES.parent
-UPLOADABLE = [(SAMPLES / f"{n}.pnnx.param", SAMPLES / f"{n}.pnnx.bin", SAMPLES / f"{n}.input.npy")
-              for n in ("tiny_mlp", "digits_cnn", "expr_zoo")]
-PAGES = ["pages/2_graph.py", "pages/3_order.py", "pages/4_expressions.py", "pages/5_forward.py", "pages/6_profile.py",
-         "pages/7_ir.py", "pages/8_passes.py", "pages/1_home.py"]
+UPLOADABLE = [
+    (SAMPLES / f"{n}.pnnx.param", SAMPLES / f"{n}.pnnx.bin", SAMPLES / f"{n}.input.npy")
+    for n in ("tiny_mlp", "digits_cnn", "expr_zoo")
+]
+PAGES = [
+    "pages/2_graph.py",
+    "pages/3_order.py",
+    "pages/4_expressions.py",
+    "pages/5_forward.py",
+    "pages/6_profile.py",
+    "pages/7_ir.py",
+    "pages/8_passes.py",
+    "pages/1_home.py",
+]
 CASE_SECONDS = 30.0
 
 

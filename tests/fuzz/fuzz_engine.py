@@ -41,15 +41,65 @@ SETTINGS = dict(
 # The op cases at optlevel 2, 0 and 1 (prim::/aten:: layers, values computed at run time)
 CASES = sorted(p.parent for d in ("ops", "ops_o0", "ops_o1") for p in (OPS.parent / d).glob("*/model.pnnx.param"))
 MODELS = [(c / "model.pnnx.param", c / "model.pnnx.bin", c / "inputs.npz") for c in CASES]
-MODELS += [(SAMPLES / f"{n}.pnnx.param", SAMPLES / f"{n}.pnnx.bin", SAMPLES / f"{n}.input.npy")
-           for n in ("tiny_mlp", "digits_cnn", "expr_zoo")]
+MODELS += [
+    (SAMPLES / f"{n}.pnnx.param", SAMPLES / f"{n}.pnnx.bin", SAMPLES / f"{n}.input.npy")
+    for n in ("tiny_mlp", "digits_cnn", "expr_zoo")
+]
 
 HUGE = "9" * 4400
-HOSTILE_NUMBERS = ["0", "-1", "1", "2", "-2", "7", "1000", "20000", "300000000", "-300000000", "2147483647",
-                   "2147483648", "9223372036854775807", "9223372036854775808", HUGE, "-" + HUGE, "0.0", "-0.0",
-                   "0.5", "1e308", "1e309", "-1e308", "nan", "inf", "-inf", "1e-45", "3e8"]
-HOSTILE_TOKENS = HOSTILE_NUMBERS + ["", "None", "True", "False", "()", "(,)", "(1,)", "[]", "(()", "(nan)", "abc",
-                                    "%x", "@0", "?", "(?,?)", "\0", "\t", "\ufeff", "é", "🙂", "\u202e", "x" * 300]
+HOSTILE_NUMBERS = [
+    "0",
+    "-1",
+    "1",
+    "2",
+    "-2",
+    "7",
+    "1000",
+    "20000",
+    "300000000",
+    "-300000000",
+    "2147483647",
+    "2147483648",
+    "9223372036854775807",
+    "9223372036854775808",
+    HUGE,
+    "-" + HUGE,
+    "0.0",
+    "-0.0",
+    "0.5",
+    "1e308",
+    "1e309",
+    "-1e308",
+    "nan",
+    "inf",
+    "-inf",
+    "1e-45",
+    "3e8",
+]
+HOSTILE_TOKENS = HOSTILE_NUMBERS + [
+    "",
+    "None",
+    "True",
+    "False",
+    "()",
+    "(,)",
+    "(1,)",
+    "[]",
+    "(()",
+    "(nan)",
+    "abc",
+    "%x",
+    "@0",
+    "?",
+    "(?,?)",
+    "\0",
+    "\t",
+    "\ufeff",
+    "é",
+    "🙂",
+    "\u202e",
+    "x" * 300,
+]
 DTYPES = ["f32", "f64", "f16", "bf16", "i64", "i32", "i16", "i8", "u8", "bool", "c64", "c128", "f99", ""]
 
 
@@ -145,8 +195,11 @@ def mutated_param(
         else:  # CRLF, tabs, a byte-order mark
             fmt = draw(st.sampled_from(["crlf", "tabs", "bom"]))
             joined = "\n".join(lines)
-            joined = {"crlf": joined.replace("\n", "\r\n"), "tabs": joined.replace(" ", "\t"),
-                      "bom": "\ufeff" + joined}[fmt]
+            joined = {
+                "crlf": joined.replace("\n", "\r\n"),
+                "tabs": joined.replace(" ", "\t"),
+                "bom": "\ufeff" + joined,
+            }[fmt]
             lines = joined.split("\n")
             i = 0
             toks = lines[0].split(" ")
@@ -173,8 +226,12 @@ def mildly_mutated_param(draw: st.DrawFn) -> tuple[bytes, Path, Path, str]:
     must keep the meaning of. Hostile values are test_mutated_param's business."""
     param, bin_path, inputs = draw(st.sampled_from(MODELS))
     lines = param.read_text().split("\n")
-    spots = [(i, j) for i, line in enumerate(lines[2:], 2) for j, t in enumerate(line.split(" "))
-             if "=" in t and t[0] not in "@#$" and any(c.isdigit() for c in t)]
+    spots = [
+        (i, j)
+        for i, line in enumerate(lines[2:], 2)
+        for j, t in enumerate(line.split(" "))
+        if "=" in t and t[0] not in "@#$" and any(c.isdigit() for c in t)
+    ]
     what = f"{param.parent.name} intact"
     if spots and draw(st.integers(0, 3)):
         i, j = draw(st.sampled_from(spots))
@@ -232,15 +289,21 @@ def mutated_bin(draw: st.DrawFn, models: list[tuple[Path, Path, Path]] = WEIGHTE
         if kind == "byte" and data:
             data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
         elif kind == "field":  # a header field: flags, method, sizes, name length, offsets
-            sigs = [(b"PK\x03\x04", [6, 8, 18, 22, 26, 28]), (b"PK\x01\x02", [8, 10, 20, 24, 28, 30, 42]),
-                    (b"PK\x05\x06", [8, 10, 12, 16]), (b"PK\x06\x06", [24, 32, 40, 48])]
+            sigs = [
+                (b"PK\x03\x04", [6, 8, 18, 22, 26, 28]),
+                (b"PK\x01\x02", [8, 10, 20, 24, 28, 30, 42]),
+                (b"PK\x05\x06", [8, 10, 12, 16]),
+                (b"PK\x06\x06", [24, 32, 40, 48]),
+            ]
             sig, offsets = draw(st.sampled_from(sigs))
             at = bytes(data).find(sig)
             if at >= 0:
                 off = at + draw(st.sampled_from(offsets))
                 width = draw(st.sampled_from([2, 4]))
                 value = draw(st.sampled_from([0, 1, 8, 0x21, 0x41, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF]))
-                data[off : off + width] = (value % (1 << (8 * width))).to_bytes(width, "little")[: len(data[off : off + width])]
+                data[off : off + width] = (value % (1 << (8 * width))).to_bytes(width, "little")[
+                    : len(data[off : off + width])
+                ]
         elif kind == "truncate":
             del data[draw(st.integers(0, len(data))) :]
         elif kind == "insert":
@@ -296,12 +359,16 @@ def arrays(draw: st.DrawFn) -> np.ndarray:
     shape = draw(st.sampled_from(SHAPES))
     n = int(np.prod(shape))
     if dtype.kind == "f":
-        values = draw(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e30, np.nan, np.inf, -np.inf]), min_size=n, max_size=n))
+        values = draw(
+            st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e30, np.nan, np.inf, -np.inf]), min_size=n, max_size=n)
+        )
     elif dtype.kind == "b":
         values = draw(st.lists(st.booleans(), min_size=n, max_size=n))
     else:
         info = np.iinfo(dtype)
-        values = draw(st.lists(st.sampled_from([0, 1, -1 if info.min < 0 else 2, info.min, info.max]), min_size=n, max_size=n))
+        values = draw(
+            st.lists(st.sampled_from([0, 1, -1 if info.min < 0 else 2, info.min, info.max]), min_size=n, max_size=n)
+        )
     return np.array(values, dtype=dtype).reshape(shape)
 
 
@@ -330,12 +397,17 @@ def test_random_expressions(text: str, inputs: list[np.ndarray]) -> None:
 
 # -- .npy and .npz readers ---------------------------------------------------------------------------------
 @settings(max_examples=200, **SETTINGS)
-@given(st.binary(max_size=200), st.sampled_from(["f4", "<i8", ">f8", "|b1", "<c16", "|O", "V8", "<U3"]),
-       st.lists(st.sampled_from([0, 1, 3, 65536, 1 << 40, -1]), max_size=4), st.integers(0, 3))
+@given(
+    st.binary(max_size=200),
+    st.sampled_from(["f4", "<i8", ">f8", "|b1", "<c16", "|O", "V8", "<U3"]),
+    st.lists(st.sampled_from([0, 1, 3, 65536, 1 << 40, -1]), max_size=4),
+    st.integers(0, 3),
+)
 def test_npy_and_npz_readers(tail: bytes, dtype: str, shape: list[int], cut: int) -> None:
     from kuiper_core.npy import read_npy, read_npz
 
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (dtype, "".join(f"{d}," for d in shape))
+    dims = "".join(f"{d}," for d in shape)
+    header = f"{{'descr': '{dtype}', 'fortran_order': False, 'shape': ({dims}), }}"
     raw = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + tail
     raw = raw[: len(raw) - cut]
     _timed("npy", lambda: read_npy(raw, "fuzz.npy", FUZZ_LIMITS))
@@ -347,10 +419,13 @@ def test_npy_and_npz_readers(tail: bytes, dtype: str, shape: list[int], cut: int
 
 # -- what the Forward page draws of any tensor --------------------------------------------------------------
 @settings(max_examples=200, **SETTINGS)
-@given(st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.int8, np.uint8, np.bool_, np.complex64]),
-       st.sampled_from([(1, 3, 4, 4), (2, 1, 5, 3), (1, 0, 4, 4), (1, 2, 0, 2), (3, 40, 2, 2), (1, 1, 1, 1)]),
-       st.lists(st.sampled_from([0.0, 1.0, -1.0, 1e308, -1e308, 3e38, np.nan, np.inf, -np.inf, 1e-320]),
-                min_size=1, max_size=6))
+@given(
+    st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.int8, np.uint8, np.bool_, np.complex64]),
+    st.sampled_from([(1, 3, 4, 4), (2, 1, 5, 3), (1, 0, 4, 4), (1, 2, 0, 2), (3, 40, 2, 2), (1, 1, 1, 1)]),
+    st.lists(
+        st.sampled_from([0.0, 1.0, -1.0, 1e308, -1e308, 3e38, np.nan, np.inf, -np.inf, 1e-320]), min_size=1, max_size=6
+    ),
+)
 def test_tensor_views(dtype: type, shape: tuple[int, ...], values: list[float]) -> None:
     from kuiper_core.explore import tensors as T
 

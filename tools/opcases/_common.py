@@ -6,7 +6,8 @@ case's layer or function is wrapped in one of these.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch.nn as nn
 

@@ -8,7 +8,7 @@ operand references: {"capture_operands": False}.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn as nn
@@ -40,8 +40,14 @@ class MHA(nn.Module):
     mask=True the last example input is attn_mask. returns: "both", "output" or "weights".
     """
 
-    def __init__(self, attn: nn.MultiheadAttention, pattern: str = "qqq", mask: bool = False,
-                 returns: str = "both", average: bool = True):
+    def __init__(
+        self,
+        attn: nn.MultiheadAttention,
+        pattern: str = "qqq",
+        mask: bool = False,
+        returns: str = "both",
+        average: bool = True,
+    ):
         super().__init__()
         self.attn = attn
         self.pattern, self.mask, self.returns, self.average = pattern, mask, returns, average
@@ -51,8 +57,9 @@ class MHA(nn.Module):
         q, k, v = (named[c] for c in self.pattern)
         mask = xs[-1] if self.mask else None
         with slow_mha():
-            y, w = self.attn(q, k, v, attn_mask=mask, need_weights=self.returns != "output",
-                             average_attn_weights=self.average)
+            y, w = self.attn(
+                q, k, v, attn_mask=mask, need_weights=self.returns != "output", average_attn_weights=self.average
+            )
         return {"both": (y, w), "output": y, "weights": w}[self.returns]
 
 

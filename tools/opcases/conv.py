@@ -98,7 +98,9 @@ CASES = {
     "conv_2d_asym": conv2d(out_channels=5, kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
     "conv_2d_nobias": conv2d(out_channels=6, kernel_size=3, padding=1, bias=False),
     "conv_2d_wide": conv2d(out_channels=24, kernel_size=3, padding=1),
-    "conv_2d_wide_dilation_reflect": conv2d(out_channels=20, kernel_size=3, padding=(2, 1), dilation=(2, 1), padding_mode="reflect"),
+    "conv_2d_wide_dilation_reflect": conv2d(
+        out_channels=20, kernel_size=3, padding=(2, 1), dilation=(2, 1), padding_mode="reflect"
+    ),
     "conv_2d_groups": conv2d(out_channels=6, kernel_size=3, padding=1, groups=2),
     "conv_2d_depthwise": conv2d(x_shape=(2, 6, 11, 9), out_channels=6, kernel_size=3, padding=1, groups=6),
     "conv_2d_depthwise_mult": conv2d(out_channels=8, kernel_size=3, stride=2, padding=1, groups=4),
@@ -112,7 +114,9 @@ CASES = {
     "conv_2d_circular": conv2d(out_channels=5, kernel_size=3, padding=2, padding_mode="circular"),
     "conv_2d_same": conv2d(out_channels=5, kernel_size=3, padding="same"),
     "conv_2d_same_even": conv2d(out_channels=5, kernel_size=4, padding="same"),
-    "conv_2d_same_even_reflect": conv2d(out_channels=5, kernel_size=(2, 3), padding="same", dilation=(1, 2), padding_mode="reflect"),
+    "conv_2d_same_even_reflect": conv2d(
+        out_channels=5, kernel_size=(2, 3), padding="same", dilation=(1, 2), padding_mode="reflect"
+    ),
     "conv_2d_valid": conv2d(out_channels=5, kernel_size=3, padding="valid", padding_mode="circular"),
     "conv_2d_unbatched": lambda: (ConvUnbatched(), [torch.randn(3, 7, 6)]),
     # nn.Conv1d
@@ -127,7 +131,9 @@ CASES = {
         [torch.randn(2, 4, 5, 7)],
     ),
     "conv_transpose_2d_asym_groups": lambda: (
-        Wrap(nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 3), padding=(1, 0), output_padding=(0, 2), groups=2, bias=False)),
+        Wrap(
+            nn.ConvTranspose2d(4, 6, (3, 2), stride=(2, 3), padding=(1, 0), output_padding=(0, 2), groups=2, bias=False)
+        ),
         [torch.randn(2, 4, 5, 7)],
     ),
     "conv_transpose_2d_dilation": lambda: (
@@ -141,7 +147,10 @@ CASES = {
     ),
     # F.* forms
     "conv_f_conv2d_param_weight": lambda: (FConv2dParamWeight(), [torch.randn(2, 4, 9, 8)]),
-    "conv_f_conv2d_inputs": lambda: (FConv2dInputs(), [torch.randn(2, 4, 9, 8), torch.randn(6, 2, 3, 3), torch.randn(6)]),
+    "conv_f_conv2d_inputs": lambda: (
+        FConv2dInputs(),
+        [torch.randn(2, 4, 9, 8), torch.randn(6, 2, 3, 3), torch.randn(6)],
+    ),
     "conv_f_conv2d_computed_weight": lambda: (FConv2dComputedWeight(), [torch.randn(1, 3, 8, 8)]),
     "conv_f_conv2d_shared_weight": lambda: (FConv2dSharedWeight(), [torch.randn(1, 3, 8, 8)]),
     "conv_f_conv1d_inputs": lambda: (FConv1dInputs(), [torch.randn(2, 4, 12), torch.randn(5, 4, 3), torch.randn(5)]),

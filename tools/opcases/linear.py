@@ -104,6 +104,8 @@ CASES = {
     "linear_baddbmm": mm_case(BAddBMM(), (2, 3, 4), (2, 3, 5), (2, 5, 4)),
     # einsum: at optlevel 0 the equation and the operand list are operands
     "linear_einsum_param": mm_case(EinsumParam(), (2, 3, 5)),
-    "linear_einsum_three": mm_case(Fn(lambda a, b, c: torch.einsum("bi,bj,bk->bijk", a, b, c) * 2), (2, 3), (2, 4), (2, 2)),
+    "linear_einsum_three": mm_case(
+        Fn(lambda a, b, c: torch.einsum("bi,bj,bk->bijk", a, b, c) * 2), (2, 3), (2, 4), (2, 2)
+    ),
     "linear_einsum_trace": mm_case(Fn(lambda a: torch.einsum("bii->b", a) + 1), (3, 4, 4)),
 }

@@ -119,7 +119,9 @@ CASES = {
     "shape_expand": case(lambda x: x.expand(2, 3, 4) * 2, (2, 1, 4)),
     "shape_expand_minus1": case(lambda x: (x * 2).expand(-1, 3, -1), (2, 1, 4)),
     "shape_expand_newdim": case(lambda x: (x * 2).expand(5, 2, 3, 4), (2, 3, 4)),
-    "shape_dyn_expand": dynamic(lambda x, y: (x * 2).expand(y.size(0), -1, -1), [(1, 3, 4), (2, 3)], [(1, 3, 4), (5, 3)]),
+    "shape_dyn_expand": dynamic(
+        lambda x, y: (x * 2).expand(y.size(0), -1, -1), [(1, 3, 4), (2, 3)], [(1, 3, 4), (5, 3)]
+    ),
     "shape_expand_as": case(lambda x, y: (x * 2).expand_as(y) + y, (2, 1, 4), (2, 3, 4)),
     "shape_repeat": case(lambda x: x.repeat(1, 2, 3) * 2, (2, 3, 4)),
     "shape_repeat_newdim": case(lambda x: (x * 2).repeat(2, 1, 1, 2), (2, 3, 4)),

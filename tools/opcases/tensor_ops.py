@@ -106,8 +106,11 @@ CASES = {
     "tensor_eq": case(lambda x: torch.eq(torch.round(x), 0).float(), (2, 3, 4)),
     "tensor_ne_tensor": case(lambda x, y: torch.ne(torch.round(x), torch.round(y)).float(), (2, 3, 4), (2, 3, 4)),
     # arange (computed sizes), a constant tensor, writes into slices
-    "tensor_arange_posenc": lambda: (PositionalEncoding(), [torch.randn(2, 5, 8)],  # no operands: see shape_setitem_*
-                                     {"inputshape2": [(3, 7, 8)], "capture_operands": False}),
+    "tensor_arange_posenc": lambda: (
+        PositionalEncoding(),
+        [torch.randn(2, 5, 8)],  # no operands: see shape_setitem_*
+        {"inputshape2": [(3, 7, 8)], "capture_operands": False},
+    ),
     "tensor_constant_to": case(lambda x: torch.cat([x, x.new_zeros(x.size(0), 2)], 1) * torch.tensor(2.0), (3, 4)),
     # masked_fill
     "tensor_masked_fill": case(lambda x: x.masked_fill(x > 0.5, 0.25) * 2, (2, 3, 4)),

@@ -22,8 +22,9 @@ CASES = {
     # input (#=(2,6,2)); tools/export_value_shapes.py exports it with several input sets.
     "aten_broadcast_to": case(lambda x: torch.broadcast_to(x, (2, 3, 4)) * 2, (3, 1)),
     "aten_var_mean": case(lambda x: torch.cat(torch.var_mean(x, dim=1, keepdim=True), 1) * 2, (2, 3, 4)),
-    "aten_std_mean_unbiased_false": case(lambda x: torch.stack(torch.std_mean(x, dim=(1, 2), unbiased=False)) * 2,
-                                         (2, 3, 4)),
+    "aten_std_mean_unbiased_false": case(
+        lambda x: torch.stack(torch.std_mean(x, dim=(1, 2), unbiased=False)) * 2, (2, 3, 4)
+    ),
     # at optlevel 0/1 only: optlevel 2 folds LSTMCell's zero-state half wrongly (a pnnx bug,
     # tests/data/optlevel/README.md), so tests/data/ops has no copy
     "aten_unsafe_chunk_lstm_cell": lambda: (Wrap(nn.LSTMCell(4, 3)), [torch.randn(2, 4)]),
@@ -43,8 +44,9 @@ CASES = {
     "aten_cdist_p1": case(lambda x, y: torch.cdist(x, y, p=1.0) * 2, (3, 3), (4, 3)),
     "aten_cosine_similarity": case(lambda x, y: F.cosine_similarity(x, y, dim=1) * 2, (2, 5, 3), (2, 5, 1)),
     "f_pairwise_distance": case(lambda x, y: F.pairwise_distance(x, y) * 2, (4, 6), (4, 6)),
-    "f_pairwise_distance_p1_keepdim": case(lambda x, y: F.pairwise_distance(x, y, p=1.0, keepdim=True) * 2,
-                                           (4, 6), (1, 6)),
+    "f_pairwise_distance_p1_keepdim": case(
+        lambda x, y: F.pairwise_distance(x, y, p=1.0, keepdim=True) * 2, (4, 6), (1, 6)
+    ),
     "torch_t": case(lambda x: torch.t(x) * 2, (3, 5)),
     "tensor_tile": case(lambda x: torch.tile(x, (2,)) * 2, (2, 3)),
     "tensor_tile_more_dims": case(lambda x: torch.tile(x, (2, 1, 3)) * 2, (3, 2)),

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -30,8 +31,9 @@ class Sample:
     """Optional hook writing extra files (e.g. example inputs); gets the output folder."""
 
 
-def randomize_batchnorm(module: nn.Module, batches: int = 3, batch_size: int = 4,
-                        input_shape: tuple[int, ...] = (3, 32, 32)) -> None:
+def randomize_batchnorm(
+    module: nn.Module, batches: int = 3, batch_size: int = 4, input_shape: tuple[int, ...] = (3, 32, 32)
+) -> None:
     """Give every BatchNorm non-trivial affine weights and realistic running statistics.
 
     Random gamma/beta first, then a few train-mode passes over random data with a

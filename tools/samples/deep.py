@@ -49,14 +49,18 @@ def build() -> tuple[nn.Module, torch.Tensor]:
 
 
 SAMPLES = {
-    "deep1500": Sample(build, {
-        "description": "A deep, narrow residual network (299 blocks of 8 channels on an 8x8 map, about 1,500 "
-                       "operators) to exercise big graphs: ordering, memory planning and the graph view.",
-        "task": "classification",
-        "input_shape": [1, 3, 16, 16],
-        "image": False,
-        "preprocess": None,
-        "labels": None,
-        "trained": False,
-    }, capture_operands=False),
+    "deep1500": Sample(
+        build,
+        {
+            "description": "A deep, narrow residual network (299 blocks of 8 channels on an 8x8 map, about 1,500 "
+            "operators) to exercise big graphs: ordering, memory planning and the graph view.",
+            "task": "classification",
+            "input_shape": [1, 3, 16, 16],
+            "image": False,
+            "preprocess": None,
+            "labels": None,
+            "trained": False,
+        },
+        capture_operands=False,
+    ),
 }

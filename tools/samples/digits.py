@@ -19,7 +19,7 @@ from .common import Sample
 
 DIGITS_PREPROCESS = {
     "text": "greyscale, invert so that ink is bright (the data have ink=16 on paper=0), "
-            "area-resize to 8x8, divide by 255 so values are 0..1 (training used pixel/16)",
+    "area-resize to 8x8, divide by 255 so values are 0..1 (training used pixel/16)",
     "mode": "L",
     "invert": True,
     "resample": "box",
@@ -51,7 +51,7 @@ def _train(model: nn.Module, epochs: int, seed: int) -> float:
         model.train()
         perm = torch.randperm(len(x_tr), generator=g)
         for i in range(0, len(perm), 64):
-            idx = perm[i:i + 64]
+            idx = perm[i : i + 64]
             opt.zero_grad()
             loss_fn(model(x_tr[idx]), y_tr[idx]).backward()
             opt.step()
@@ -135,17 +135,16 @@ _COMMON = {
 _cnn_meta = {
     **_COMMON,
     "description": "A small CNN trained on scikit-learn's 8x8 handwritten digits: two conv+BN+ReLU "
-                   "layers, max pool, two linear layers and softmax. Draw or upload a digit.",
+    "layers, max pool, two linear layers and softmax. Draw or upload a digit.",
     "default": True,
 }
 _mlp_meta = {
     **_COMMON,
     "description": "The smallest model: a two-layer perceptron (flatten, linear, ReLU, linear, softmax) "
-                   "trained on the same 8x8 digits. Every operator fits on one screen.",
+    "trained on the same 8x8 digits. Every operator fits on one screen.",
 }
 
 SAMPLES = {
-    "digits_cnn": Sample(lambda: _trained(DigitsCNN, _cnn_meta, epochs=40, seed=1), _cnn_meta,
-                         extras=write_examples),
+    "digits_cnn": Sample(lambda: _trained(DigitsCNN, _cnn_meta, epochs=40, seed=1), _cnn_meta, extras=write_examples),
     "tiny_mlp": Sample(lambda: _trained(TinyMLP, _mlp_meta, epochs=80, seed=2), _mlp_meta),
 }

@@ -30,7 +30,7 @@ class ExprZoo(nn.Module):
         b0, b1, b2, b3 = torch.tensor_split(self.conv_b(x), 4, dim=1)
         d0, d1, d2, d3, d4 = torch.tensor_split(self.conv_d(x), 5, dim=1)
         # add(div(mul(add(@0,@1),sub(@2,@3)),add(mul(@4,@4),1.0)),pow(@5,2)) and friends
-        y1 = (a0 + a1) * (b0 - b1) / (a2 * a2 + 1.0) + b2 ** 2
+        y1 = (a0 + a1) * (b0 - b1) / (a2 * a2 + 1.0) + b2**2
         y2 = torch.exp(-torch.abs(a3)) * 3.0 - torch.sqrt(torch.abs(b3) + 1.0)
         y3 = torch.rsqrt(d0 * d0 + 1.0) + torch.maximum(d1, d2) - torch.minimum(d3, d4) * 0.5
         y4 = torch.floor(x[:, 0:2] * 4.0) * 0.25 - 2.0 * x[:, 1:3] + 1.0
@@ -48,14 +48,17 @@ def build() -> tuple[nn.Module, torch.Tensor]:
 
 
 SAMPLES = {
-    "expr_zoo": Sample(build, {
-        "description": "A zoo of element-wise arithmetic (add, sub, mul, div, pow, exp, neg, abs, sqrt, rsqrt, "
-                       "floor, maximum, minimum) that pnnx fuses into long pnnx.Expression operators, between convolutions.",
-        "task": "feature-map",
-        "input_shape": [1, 3, 16, 16],
-        "image": False,
-        "preprocess": None,
-        "labels": None,
-        "trained": False,
-    }),
+    "expr_zoo": Sample(
+        build,
+        {
+            "description": "A zoo of element-wise arithmetic (add, sub, mul, div, pow, exp, neg, abs, sqrt, rsqrt, "
+            "floor, maximum, minimum) that pnnx fuses into long pnnx.Expression operators, between convolutions.",
+            "task": "feature-map",
+            "input_shape": [1, 3, 16, 16],
+            "image": False,
+            "preprocess": None,
+            "labels": None,
+            "trained": False,
+        },
+    ),
 }

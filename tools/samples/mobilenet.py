@@ -14,8 +14,9 @@ def _make_divisible(v: float, divisor: int = 8) -> int:
 
 
 class ConvBNAct(nn.Module):
-    def __init__(self, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
-                 act: type[nn.Module] | None = nn.Hardswish) -> None:
+    def __init__(
+        self, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: type[nn.Module] | None = nn.Hardswish
+    ) -> None:
         super().__init__()
         self.conv = nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False)
         self.bn = nn.BatchNorm2d(cout)
@@ -83,12 +84,15 @@ class MobileNetV3Small(nn.Module):
             return _make_divisible(c * width)
 
         layers: list[nn.Module] = [ConvBNAct(3, ch(16), 3, 2)]
-        layers += [InvertedResidual(ch(cin), k, ch(exp), ch(cout), se, act, s) for cin, k, exp, cout, se, act, s in _SMALL]
+        layers += [
+            InvertedResidual(ch(cin), k, ch(exp), ch(cout), se, act, s) for cin, k, exp, cout, se, act, s in _SMALL
+        ]
         layers.append(ConvBNAct(ch(96), ch(576), 1))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(
-            nn.Linear(ch(576), last_channel), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(last_channel, num_classes))
+            nn.Linear(ch(576), last_channel), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(last_channel, num_classes)
+        )
 
     def forward(self, x):
         x = torch.flatten(self.avgpool(self.features(x)), 1)
@@ -103,14 +107,17 @@ def build() -> tuple[nn.Module, torch.Tensor]:
 
 
 SAMPLES = {
-    "mobilenetv3": Sample(build, {
-        "description": "MobileNetV3-Small: depthwise convolutions, squeeze-excite with hardsigmoid, hardswish "
-                       "and ReLU, 1x1 projections, global pool and a dropout classifier. Random weights.",
-        "task": "classification",
-        "input_shape": [1, 3, 96, 96],
-        "image": True,
-        "preprocess": IMAGENET_PREPROCESS,
-        "labels": None,
-        "trained": False,
-    }),
+    "mobilenetv3": Sample(
+        build,
+        {
+            "description": "MobileNetV3-Small: depthwise convolutions, squeeze-excite with hardsigmoid, hardswish "
+            "and ReLU, 1x1 projections, global pool and a dropout classifier. Random weights.",
+            "task": "classification",
+            "input_shape": [1, 3, 96, 96],
+            "image": True,
+            "preprocess": IMAGENET_PREPROCESS,
+            "labels": None,
+            "trained": False,
+        },
+    ),
 }

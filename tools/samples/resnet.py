@@ -53,8 +53,7 @@ class ResNet18(nn.Module):
     def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
         downsample = None
         if stride != 1 or self.inplanes != planes:
-            downsample = nn.Sequential(
-                nn.Conv2d(self.inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+            downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
         layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
         self.inplanes = planes
         layers += [BasicBlock(planes, planes) for _ in range(1, blocks)]
@@ -75,14 +74,18 @@ def build() -> tuple[nn.Module, torch.Tensor]:
 
 
 SAMPLES = {
-    "resnet18": Sample(build, {
-        "description": "ResNet-18 with torchvision's exact layout (BasicBlocks, 7x7 stem, max pool, four "
-                       "stages, global average pool, 1000-way linear). Random weights: the classes mean nothing.",
-        "task": "classification",
-        "input_shape": [1, 3, 224, 224],
-        "image": True,
-        "preprocess": IMAGENET_PREPROCESS,
-        "labels": None,
-        "trained": False,
-    }, capture_operands=True),
+    "resnet18": Sample(
+        build,
+        {
+            "description": "ResNet-18 with torchvision's exact layout (BasicBlocks, 7x7 stem, max pool, four "
+            "stages, global average pool, 1000-way linear). Random weights: the classes mean nothing.",
+            "task": "classification",
+            "input_shape": [1, 3, 224, 224],
+            "image": True,
+            "preprocess": IMAGENET_PREPROCESS,
+            "labels": None,
+            "trained": False,
+        },
+        capture_operands=True,
+    ),
 }

@@ -62,14 +62,17 @@ def build() -> tuple[nn.Module, torch.Tensor]:
 
 
 SAMPLES = {
-    "unet": Sample(build, {
-        "description": "A small UNet for segmentation: three max-pool steps down, three ConvTranspose2d steps "
-                       "up, skip connections joined with torch.cat. Outputs 2-class logits per pixel. Random weights.",
-        "task": "segmentation",
-        "input_shape": [1, 3, 64, 64],
-        "image": True,
-        "preprocess": IMAGENET_PREPROCESS,
-        "labels": ["background", "foreground"],
-        "trained": False,
-    }),
+    "unet": Sample(
+        build,
+        {
+            "description": "A small UNet for segmentation: three max-pool steps down, three ConvTranspose2d steps "
+            "up, skip connections joined with torch.cat. Outputs 2-class logits per pixel. Random weights.",
+            "task": "segmentation",
+            "input_shape": [1, 3, 64, 64],
+            "image": True,
+            "preprocess": IMAGENET_PREPROCESS,
+            "labels": ["background", "foreground"],
+            "trained": False,
+        },
+    ),
 }

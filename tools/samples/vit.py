@@ -19,7 +19,7 @@ class HandAttention(nn.Module):
         super().__init__()
         self.heads, self.head_dim = heads, dim // heads
         # per-head temperature, starting near the usual 1/sqrt(head_dim)
-        self.temperature = nn.Parameter(self.head_dim ** -0.5 * (0.8 + 0.4 * torch.rand(1, heads, 1, 1)))
+        self.temperature = nn.Parameter(self.head_dim**-0.5 * (0.8 + 0.4 * torch.rand(1, heads, 1, 1)))
         self.q = nn.Linear(dim, dim)
         self.k = nn.Linear(dim, dim)
         self.v = nn.Linear(dim, dim)
@@ -60,8 +60,9 @@ class Block(nn.Module):
 
 
 class ViTTiny(nn.Module):
-    def __init__(self, img: int = 32, patch: int = 4, dim: int = 64, depth: int = 4, heads: int = 4,
-                 num_classes: int = 10) -> None:
+    def __init__(
+        self, img: int = 32, patch: int = 4, dim: int = 64, depth: int = 4, heads: int = 4, num_classes: int = 10
+    ) -> None:
         super().__init__()
         n = (img // patch) ** 2
         self.patch_embed = nn.Conv2d(3, dim, patch, patch)
@@ -91,15 +92,18 @@ def build() -> tuple[nn.Module, torch.Tensor]:
 
 
 SAMPLES = {
-    "vit_tiny": Sample(build, {
-        "description": "A tiny Vision Transformer: 4x4 patch embedding, class token and position embedding, "
-                       "four pre-norm blocks (nn.MultiheadAttention and hand-written q/k/v attention "
-                       "alternate) with GELU MLPs, and a 10-way head. Random weights.",
-        "task": "classification",
-        "input_shape": [1, 3, 32, 32],
-        "image": True,
-        "preprocess": IMAGENET_PREPROCESS,
-        "labels": None,
-        "trained": False,
-    }),
+    "vit_tiny": Sample(
+        build,
+        {
+            "description": "A tiny Vision Transformer: 4x4 patch embedding, class token and position embedding, "
+            "four pre-norm blocks (nn.MultiheadAttention and hand-written q/k/v attention "
+            "alternate) with GELU MLPs, and a 10-way head. Random weights.",
+            "task": "classification",
+            "input_shape": [1, 3, 32, 32],
+            "image": True,
+            "preprocess": IMAGENET_PREPROCESS,
+            "labels": None,
+            "trained": False,
+        },
+    ),
 }

@@ -68,8 +68,10 @@ class Detect(nn.Module):
         self.nc, self.no, self.na = nc, nc + 5, len(anchors[0]) // 2
         self.m = nn.ModuleList(nn.Conv2d(c, self.no * self.na, 1) for c in ch)
         self.strides = strides
-        for i, (a, s, n) in enumerate(zip(anchors, strides, sizes)):
-            yv, xv = torch.meshgrid(torch.arange(n, dtype=torch.float32), torch.arange(n, dtype=torch.float32), indexing="ij")
+        for i, (a, _s, n) in enumerate(zip(anchors, strides, sizes)):
+            yv, xv = torch.meshgrid(
+                torch.arange(n, dtype=torch.float32), torch.arange(n, dtype=torch.float32), indexing="ij"
+            )
             grid = torch.stack((xv, yv), 2).expand(1, self.na, n, n, 2) - 0.5
             anchor_grid = torch.tensor(a, dtype=torch.float32).view(1, self.na, 1, 1, 2).expand(1, self.na, n, n, 2)
             self.register_buffer(f"grid{i}", grid.contiguous())
@@ -139,17 +141,30 @@ def build() -> tuple[nn.Module, torch.Tensor]:
 
 
 SAMPLES = {
-    "yolov5s_mini": Sample(build, {
-        "description": "A YOLOv5-style detector at 128x128: Conv+BN+SiLU blocks, C3 bottlenecks, SPPF, an FPN/PAN "
-                       "neck with nearest upsampling, and a Detect head decoding boxes on 3 scales. Random weights.",
-        "task": "detection",
-        "input_shape": [1, 3, 128, 128],
-        "image": True,
-        "preprocess": {"text": "RGB, resize to 128x128, scale to 0..1", "mode": "RGB", "invert": False, "resample": "bilinear",
-                       "mean": [0.0, 0.0, 0.0], "std": [1.0, 1.0, 1.0]},
-        "labels": ["class0", "class1", "class2"],
-        "outputs": ["boxes (1, 1008, 8): cx, cy, w, h in pixels, objectness, 3 class scores",
-                    "raw P3 (1, 3, 16, 16, 8)", "raw P4 (1, 3, 8, 8, 8)", "raw P5 (1, 3, 4, 4, 8)"],
-        "trained": False,
-    }),
+    "yolov5s_mini": Sample(
+        build,
+        {
+            "description": "A YOLOv5-style detector at 128x128: Conv+BN+SiLU blocks, C3 bottlenecks, SPPF, an FPN/PAN "
+            "neck with nearest upsampling, and a Detect head decoding boxes on 3 scales. Random weights.",
+            "task": "detection",
+            "input_shape": [1, 3, 128, 128],
+            "image": True,
+            "preprocess": {
+                "text": "RGB, resize to 128x128, scale to 0..1",
+                "mode": "RGB",
+                "invert": False,
+                "resample": "bilinear",
+                "mean": [0.0, 0.0, 0.0],
+                "std": [1.0, 1.0, 1.0],
+            },
+            "labels": ["class0", "class1", "class2"],
+            "outputs": [
+                "boxes (1, 1008, 8): cx, cy, w, h in pixels, objectness, 3 class scores",
+                "raw P3 (1, 3, 16, 16, 8)",
+                "raw P4 (1, 3, 8, 8, 8)",
+                "raw P5 (1, 3, 4, 4, 8)",
+            ],
+            "trained": False,
+        },
+    ),
 }
