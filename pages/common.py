@@ -8,7 +8,8 @@ files) and shared between sessions; what a user picked lives in ``st.session_sta
     kx_input  {"kind": "sample"|"random"|"zeros"|"ones"|"npy"|"image"|"example"|"drawing",
                "seed": int, "index": int}
               (+ {kind: (array, file name)} in kx_input_arrays for "npy" / "image" / "drawing")
-    kx_refs   {operand name: array} uploaded reference tensors (.npz), or absent
+    kx_refs   {key: array} an uploaded reference .npz as read (kx_refs_name: its file name), or
+              absent; kuiper_core.explore.references maps its keys to operands
     kx_forward {"key": (model key, input digest), "stepper": ForwardStepper}: the Forward
               stepper, shared by the Forward and IR pages (`forward_stepper()`)
 
@@ -50,6 +51,7 @@ UPLOAD_KEY = "kx_upload"
 INPUT_KEY = "kx_input"
 INPUT_ARRAYS_KEY = "kx_input_arrays"
 REFS_KEY = "kx_refs"
+REFS_NAME_KEY = "kx_refs_name"  # the uploaded reference file's name
 LOAD_ERROR_KEY = "kx_load_error"  # why the session's model was dropped (shown on Home)
 
 # One process serves every browser session: lower limits than the engine's defaults
@@ -255,7 +257,15 @@ def _reset_model_state() -> None:
     """A new model invalidates inputs, references and every page's per-model state
     (the Home page's input widgets too, so they show the new model's default)."""
     st.session_state[INPUT_KEY] = {"kind": "sample", "seed": 0}
-    for key in (INPUT_ARRAYS_KEY, REFS_KEY, "home_input_kind", "home_seed", "home_example", "home_input_error"):
+    for key in (
+        INPUT_ARRAYS_KEY,
+        REFS_KEY,
+        REFS_NAME_KEY,
+        "home_input_kind",
+        "home_seed",
+        "home_example",
+        "home_input_error",
+    ):
         st.session_state.pop(key, None)
 
 
@@ -393,13 +403,14 @@ def set_input_array(kind: str, array: np.ndarray | None, name: str | None = None
     st.session_state[INPUT_ARRAYS_KEY] = arrays
 
 
-def set_uploaded_references(data: bytes) -> dict[str, np.ndarray]:
-    """Store an uploaded .npz of reference tensors (operand name -> array)."""
+def set_uploaded_references(data: bytes, name: str = "references.npz") -> dict[str, np.ndarray]:
+    """Store an uploaded .npz of reference tensors (key -> array, keys as in the file)."""
     from kuiper_core.npy import read_npz
 
     check_upload_size("the .npz", data)
-    refs = read_npz(data, "the .npz", APP_LIMITS)
+    refs = read_npz(data, name, APP_LIMITS)
     st.session_state[REFS_KEY] = refs
+    st.session_state[REFS_NAME_KEY] = name
     return refs
 
 

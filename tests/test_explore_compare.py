@@ -91,7 +91,7 @@ def test_operator_checks_against_pytorch_count_what_was_compared() -> None:
 
 
 def test_nothing_compared_is_never_all_within_tolerance() -> None:
-    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")  # no per-operand references bundled
+    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     x = np.load(SAMPLES / "resnet18.input.npy")
     events = []
     for e in g.steps(x):
@@ -99,7 +99,7 @@ def test_nothing_compared_is_never_all_within_tolerance() -> None:
         if len(events) == 44:
             break
     with np.load(SAMPLES / "resnet18.expected.npz") as z:
-        refs = C.references_for(g.graph, dict(z))  # only out0: the last operator's input
+        refs = C.references_for(g.graph, dict(z))  # only out0 (not its operands): the last operator's input
     s = C.summarize(C.check_events(events, refs))
     assert (s.run, s.compared) == (44, 0)
     level, text = C.verdict(s, "PyTorch")

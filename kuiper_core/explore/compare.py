@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..graph import Graph, Operand
+from .references import ReferenceMatch, match_references, output_operand_names, references_for
 from .summary import shape_text
 
 # Comparison statuses, worst last (an operator's status is its worst output's).
@@ -98,69 +98,8 @@ def compare(value: np.ndarray, reference: np.ndarray) -> Comparison:
     return Comparison(OK if err <= tol else OVER, err, tol, tuple(v.shape), tuple(r.shape))
 
 
-# -- which references apply ------------------------------------------------------------------------
-def output_operand_names(graph: Graph) -> list[str]:
-    """The operands behind forward()'s outputs out0, out1, ...: pnnx.Output's inputs in
-    order, a prim::TupleConstruct expanded into its elements (as forward() flattens it)."""
-    names: list[str] = []
-
-    def flat(operand: Operand) -> None:
-        producer = operand.producer
-        if producer is not None and producer.type == "prim::TupleConstruct":
-            for o in producer.inputs:
-                flat(o)
-        else:
-            names.append(operand.name)
-
-    for op in graph.outputs:
-        for o in op.inputs:
-            flat(o)
-    return names
-
-
-def _out_index(key: str) -> int | None:
-    return int(key[3:]) if key.startswith("out") and key[3:].isdigit() else None
-
-
-@dataclass
-class ReferenceMatch:
-    """An .npz's arrays keyed by the operand each one is compared with."""
-
-    refs: dict[str, np.ndarray]
-    keys: int  # arrays in the file
-    unmatched: list[str] = field(default_factory=list)  # keys naming no operand (nor outN)
-
-    @property
-    def matched(self) -> int:
-        return self.keys - len(self.unmatched)
-
-
-def match_references(graph: Graph, npz: Mapping[str, np.ndarray]) -> ReferenceMatch:
-    """Map an .npz of operand names and/or out0, out1, ... (forward()'s outputs, as in
-    NAME.expected.npz) to operand names; keys that name nothing are reported, not dropped
-    silently."""
-    outputs = output_operand_names(graph)
-    refs: dict[str, np.ndarray] = {}
-    unmatched: list[str] = []
-    for k, v in npz.items():
-        i = _out_index(k)
-        if i is None:
-            if k in graph.operands:
-                refs[k] = np.asarray(v)
-            else:
-                unmatched.append(k)
-    for k, v in npz.items():  # operand names win over outN for the same operand
-        i = _out_index(k)
-        if i is not None:
-            if i < len(outputs):
-                refs.setdefault(outputs[i], np.asarray(v))
-            elif k not in graph.operands:
-                unmatched.append(k)
-    return ReferenceMatch(refs, len(npz), unmatched)
-
-
-def references_for(graph: Graph, npz: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return match_references(graph, npz).refs
+# -- which references apply: kuiper_core.explore.references (re-exported for the callers) --------
+__all__ = ["ReferenceMatch", "match_references", "output_operand_names", "references_for"]
 
 
 # -- per operator --------------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""AppTest: debugging your own model on the Forward page (issue 22).
+
+References arriving switch the graph to the error view; the first failure the page offers is
+the operator drawn red; every tensor of a run can be saved (and downloaded) with or without
+references and a later run compared with it; an .npz keyed by PyTorch module paths (forward
+hooks) compares the operators pnnx kept and lists what matched nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import DATA, SAMPLES
+
+import kuiper_core
+from kuiper_core.explore import compare as C
+
+pytest.importorskip("streamlit")
+from apptest_helpers import FORWARD, HOME, app, click, highlight, no_exception, texts, viewers  # noqa: E402
+
+DEBUG = DATA / "debug_models"  # tools/export_debug_fixtures.py
+
+
+def _upload_model(at, stem: str = "small_cnn") -> None:
+    at.file_uploader(key="home_param").upload(f"{stem}.pnnx.param", (DEBUG / f"{stem}.pnnx.param").read_bytes())
+    at.file_uploader(key="home_bin").upload(f"{stem}.pnnx.bin", (DEBUG / f"{stem}.pnnx.bin").read_bytes())
+    next(b for b in at.button if b.label == "Load uploaded model").click().run()
+    no_exception(at)
+
+
+def _use_input(at, array: np.ndarray) -> None:
+    at.session_state["kx_input"] = {"kind": "npy", "seed": 0}
+    at.session_state["kx_input_arrays"] = {"npy": (array, "input.npy")}
+
+
+def test_hook_keyed_references_switch_to_the_error_view_and_compare_what_pnnx_kept() -> None:
+    at = app()
+    _upload_model(at)
+    _use_input(at, np.load(DEBUG / "small_cnn.input.npy"))
+    at.switch_page(FORWARD).run()
+    no_exception(at)
+    assert at.radio(key="fw_color_mode").value == "progress"  # nothing to compare with yet
+    click(at, "fw_run_all")
+    at.file_uploader(key="forward_refs").upload("hooks.npz", (DEBUG / "small_cnn.hooks.npz").read_bytes()).run()
+    no_exception(at)
+    assert at.radio(key="fw_color_mode").value == "errors"  # references arrived: the error view
+    said = " ".join(texts(at.success))
+    assert "5 of 11 operators run so far compared with the uploaded hooks.npz: all 5 within tolerance" in said, said
+    warning = " ".join(texts(at.warning))
+    assert "6 of 10 arrays matched" in warning and "4 match nothing" in warning, warning
+    unmatched = next(df.value for df in at.dataframe if "why" in df.value.columns)
+    assert sorted(unmatched["key"]) == ["block", "bn1", "conv1", "relu#2"]
+    assert any("def save_references" in c.value for c in at.code)  # the hook snippet to copy
+
+
+def test_the_first_failure_offered_is_the_node_drawn_red() -> None:
+    at = app("digits_cnn", FORWARD)
+    at.radio(key="fw_color_mode").set_value("progress").run()
+    g = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param")
+    order = [r.name for r in g.order]
+    with np.load(SAMPLES / "digits_cnn.operands.npz") as z:
+        refs = dict(z)
+    bad = [r for r in g.order if r.type == "nn.Linear"][0]
+    refs[bad.op.outputs[0].name] = refs[bad.op.outputs[0].name] + 0.01  # the issue's injected error
+    at.session_state["kx_refs"], at.session_state["kx_refs_name"] = refs, "off.npz"
+    click(at, "fw_run_all")
+    assert at.radio(key="fw_color_mode").value == "errors"
+    button = next(b for b in at.button if b.key == "fw_show_bad")
+    assert f"{bad.name} (operator {order.index(bad.name) + 1})" in button.label
+    click(at, "fw_show_bad")
+    viewer = viewers(at)[0]
+    assert highlight(at) == bad.name and viewer["colors"][bad.name] == C.ERROR_COLORS["first bad"]
+    later = order[order.index(bad.name) + 1 :]
+    assert all(viewer["colors"].get(n) != C.ERROR_COLORS["first bad"] for n in later)
+
+
+def test_save_a_run_and_compare_another_input_with_it() -> None:
+    at = app("digits_cnn", FORWARD)
+    assert at.button(key="fw_save_run").disabled  # nothing has run yet
+    click(at, "fw_run_all")
+    click(at, "fw_save_run")
+    assert any("Saved 'run 1: digits_cnn, the model's sample input'" in s.value for s in at.success)
+    # the same input against the saved run: every operator equal
+    at.radio(key="fw_ref_choice").set_value("run:run 1: digits_cnn, the model's sample input").run()
+    click(at, "fw_reset")
+    click(at, "fw_run_all")
+    said = " ".join(texts(at.success))
+    assert "11 of 12 operators run so far compared with the saved run 'run 1" in said and "all 11" in said, said
+    # another input: the page compares with the run, and the first difference is the first operator after the input
+    at.switch_page(HOME).run()
+    at.radio(key="home_input_kind").set_value("random").run()
+    at.switch_page(FORWARD).run()
+    no_exception(at)
+    assert at.radio(key="fw_ref_choice").value.startswith("run:run 1")
+    click(at, "fw_run_all")
+    assert any("over tolerance" in e.value for e in at.error), texts(at.error)
+    first = next(b for b in at.button if b.key == "fw_show_bad")
+    assert "(operator 1)" in first.label  # the input itself differs
+
+
+def test_every_tensor_is_downloadable_without_references() -> None:
+    at = app()
+    _upload_model(at)  # an uploaded model on seeded random input: no references at all
+    at.switch_page(FORWARD).run()
+    dl = [d for d in at.get("download_button") if "every tensor" in d.proto.label]
+    assert dl and dl[0].proto.disabled  # nothing computed yet
+    click(at, "fw_step")
+    dl = [d for d in at.get("download_button") if "every tensor" in d.proto.label]
+    assert dl and not dl[0].proto.disabled
+    assert not at.button(key="fw_save_run").disabled
