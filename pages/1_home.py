@@ -74,6 +74,10 @@ model = common.current_model()
 dropped = st.session_state.pop(common.LOAD_ERROR_KEY, None)
 if dropped is not None:
     common.show_error(dropped, title="The model could not be loaded and was closed")
+lost = common.lost_model_message()
+if lost is not None:
+    st.warning(lost)
+common.link_notes()
 if model is None:
     st.stop()
 

@@ -109,16 +109,19 @@ def compare_section(
     runs = saved_runs()
     options = R.reference_choices(bundled, _uploaded() is not None, runs)
     labels = {R.BUNDLED: "PyTorch's tensors for the sample input", R.UPLOADED: "a reference file (.npz)"}
-    st.radio(
-        "Compare with",
-        options,
-        index=options.index(_choice(options)),
-        format_func=lambda o: labels.get(o) or f"saved {o[4:]}",
-        key="fw_ref_choice",
-        on_change=_on_choice,
-        horizontal=True,
-        label_visibility="collapsed",
-    )
+    if len(options) == 1:
+        st.session_state.pop("fw_ref_choice", None)
+    else:
+        st.radio(
+            "Compare with",
+            options,
+            index=options.index(_choice(options)),
+            format_func=lambda o: labels.get(o) or f"saved {o[4:]}",
+            key="fw_ref_choice",
+            on_change=_on_choice,
+            horizontal=True,
+            label_visibility="collapsed",
+        )
     chosen = _choice(options)
     if chosen == R.BUNDLED:
         st.caption(
@@ -179,7 +182,7 @@ def _upload_panel(model: common.LoadedModel) -> None:
         st.caption(
             "Run this next to your model with the same input: it saves every module's output keyed by module "
             "path, which matches the operators pnnx kept by name (fused ones, e.g. Conv2d + BatchNorm2d, are "
-            "listed below as unmatched). Converting the model here computes references for every operand instead."
+            "listed as unmatched). Converting the model here computes references for every operand instead."
         )
         st.code(R.HOOK_SNIPPET, language="python")
 

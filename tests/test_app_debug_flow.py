@@ -108,3 +108,38 @@ def test_every_tensor_is_downloadable_without_references() -> None:
     dl = [d for d in at.get("download_button") if "every tensor" in d.proto.label]
     assert dl and not dl[0].proto.disabled
     assert not at.button(key="fw_save_run").disabled
+
+
+def _param(at, key: str) -> str | None:
+    value = at.query_params.get(key)
+    return value[0] if isinstance(value, list) else value
+
+
+def test_an_uploaded_model_survives_a_reload_by_its_digest_in_the_url() -> None:
+    at = app()
+    _upload_model(at)
+    at.switch_page(FORWARD).run()
+    click(at, "fw_step", 3)
+    digest = _param(at, "upload")
+    assert digest and _param(at, "model") is None and _param(at, "step") == "3"
+    reloaded = app(None, FORWARD, query={"upload": digest, "step": "3"})  # a new session from the same URL
+    assert any("`small_cnn.pnnx.param`: 11 operators" in c.value for c in reloaded.caption)
+    assert highlight(reloaded) == "relu" and not reloaded.warning
+    assert _param(reloaded, "upload") == digest
+
+
+def test_a_link_to_an_upload_the_server_no_longer_has_says_so() -> None:
+    at = app(None, FORWARD, query={"upload": "0123456789abcdef", "step": "2"})
+    said = " ".join(texts(at.warning))
+    assert "no longer has" in said and "0123456789abcdef" in said and "Upload the model again" in said
+    assert not viewers(at)  # no model: not quietly digits_cnn
+    assert _param(at, "upload") == "0123456789abcdef"  # the link stays: re-uploading restores it
+    at.switch_page(HOME).run()
+    no_exception(at)
+    assert any("no longer has" in w.value for w in at.warning)
+    assert "No model loaded" in " ".join([m.value for m in at.sidebar.markdown] + [c.value for c in at.sidebar.caption])
+
+
+def test_a_link_to_a_bundled_model_that_does_not_exist_says_what_opened_instead() -> None:
+    at = app(None, FORWARD, query={"model": "resnet1000"})
+    assert any("'resnet1000' that this app does not have: opened `digits_cnn` instead" in w.value for w in at.warning)

@@ -149,10 +149,7 @@ def _resolve(
                 f"the operator {base.split('#', 1)[0]} runs once in this graph (pnnx renames a module's later calls, "
                 "e.g. pnnx_unique_N)"
             )
-        return (
-            "names no operand, output or operator of this model (pnnx fuses some modules away, e.g. Conv2d + "
-            "BatchNorm2d into one convbn2d_N, and renames others)"
-        )
+        return "no operand, output or operator has this name (pnnx fuses Conv2d + BatchNorm2d into convbn2d_N, inlines others)"
     if index is None:
         if len(op.outputs) == 1:
             return op.outputs[0].name, BY_OPERATOR
