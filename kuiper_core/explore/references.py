@@ -84,7 +84,8 @@ def _common_prefix(keys: list[str], graph: Graph, operators: Mapping[str, Operat
     prefix = f"{heads.pop()}."
 
     def known(name: str) -> bool:
-        return name in operators or (_ELEMENT.match(name) is not None and _ELEMENT.match(name).group(1) in operators)
+        element = _ELEMENT.match(name)
+        return name in operators or (element is not None and element.group(1) in operators)
 
     stripped = sum(known(k[len(prefix) :]) for k in named)
     return prefix if stripped > sum(known(k) for k in named) else ""
@@ -177,7 +178,8 @@ def run_arrays(values: Mapping[str, Any], outputs: list[np.ndarray] | None = Non
 def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     """An uncompressed .npz in memory (fast; float32 activations hardly compress)."""
     buf = io.BytesIO()
-    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    named = {k: np.asarray(v) for k, v in arrays.items()}
+    np.savez(buf, **named)  # type: ignore[arg-type]  # NumPy's stubs match **kwds against allow_pickle: bool
     return buf.getvalue()
 
 
