@@ -208,12 +208,12 @@ def _body() -> None:
         ):
             st.session_state["graph_selected"] = (model.key, event.name)
             st.switch_page("pages/2_graph.py")
-    checks = C.check_events(stepper.events, refs) if refs else []
+    checks = state.setdefault("checks", C.CheckCache()).checks(stepper.events, refs, active.token) if refs else []
     left, right = st.columns([1, 1])
     with left:
         _graph_panel(event.name if event is not None else None, checks, failure)
     with right:
-        _tensors_panel(event)
+        _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
     compare_panel.compare_section(model, resolved, stepper, active)
     _errors_panel(checks)
     _outputs()
@@ -275,7 +275,7 @@ def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: Ba
     show_graph(view.dot, "forward", overlay, height=520, follow=True, on_click=_on_click)
 
 
-def _tensors_panel(event: Any) -> None:
+def _tensors_panel(event: Any, check: C.OperatorCheck | None) -> None:
     if event is None:
         st.caption("The current operator's inputs and outputs show here.")
         return
@@ -297,7 +297,7 @@ def _tensors_panel(event: Any) -> None:
     pick = st.segmented_control(
         "Tensor",
         names_,
-        default=names_[-1],
+        default=_worst_output(items, check) or names_[-1],
         key=f"fw_tensor_{event.index}",
         required=True,
         label_visibility="collapsed",
@@ -312,6 +312,16 @@ def _tensors_panel(event: Any) -> None:
         ref_source=refs_source,
         view_key="fw_view",
         labels=labels if labels and a.size == len(labels) else None,
+    )
+
+
+def _worst_output(items: list[tuple[str, str, np.ndarray]], check: C.OperatorCheck | None) -> str | None:
+    """The label of the output that made the operator fail (what its red node means), if any."""
+    if check is None or not check.failed:
+        return None
+    worst = check.worst
+    return next(
+        (label for label, name, _ in items if label.startswith("out") and check.outputs.get(name) is worst), None
     )
 
 

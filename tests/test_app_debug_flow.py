@@ -143,3 +143,26 @@ def test_a_link_to_an_upload_the_server_no_longer_has_says_so() -> None:
 def test_a_link_to_a_bundled_model_that_does_not_exist_says_what_opened_instead() -> None:
     at = app(None, FORWARD, query={"model": "resnet1000"})
     assert any("'resnet1000' that this app does not have: opened `digits_cnn` instead" in w.value for w in at.warning)
+
+
+def test_a_failing_operator_shows_its_failing_output_first() -> None:
+    """nn.LSTM makes three tensors; its hidden state alone is off: going to the first failure
+    shows that tensor (the one that made the node red), not the operator's last output."""
+    case = DATA / "ops" / "rnn_lstm_proj"
+    at = app()
+    at.file_uploader(key="home_param").upload("lstm.pnnx.param", (case / "model.pnnx.param").read_bytes())
+    at.file_uploader(key="home_bin").upload("lstm.pnnx.bin", (case / "model.pnnx.bin").read_bytes())
+    next(b for b in at.button if b.label == "Load uploaded model").click().run()
+    with np.load(case / "inputs.npz") as z:
+        _use_input(at, z["in0"])
+    with np.load(case / "operands.npz") as z:
+        refs = dict(z)
+    refs["2"] = refs["2"] + 0.01  # the LSTM's second output (h_n)
+    at.session_state["kx_refs"], at.session_state["kx_refs_name"] = refs, "off.npz"
+    at.switch_page(FORWARD).run()
+    click(at, "fw_run_all")
+    click(at, "fw_show_bad")
+    assert highlight(at) == "rnn"
+    tensors = next(g for g in at.get("button_group") if g.key == "fw_tensor_1")
+    assert tensors.value == "out %2", tensors.value
+    assert any("over tolerance" in e.value for e in at.error)
