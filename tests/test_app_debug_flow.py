@@ -22,8 +22,12 @@ DEBUG = DATA / "debug_models"  # tools/export_debug_fixtures.py
 
 
 def _upload_model(at, stem: str = "small_cnn") -> None:
-    at.file_uploader(key="home_param").upload(f"{stem}.pnnx.param", (DEBUG / f"{stem}.pnnx.param").read_bytes())
-    at.file_uploader(key="home_bin").upload(f"{stem}.pnnx.bin", (DEBUG / f"{stem}.pnnx.bin").read_bytes())
+    _upload_model_files(at, DEBUG / f"{stem}.pnnx.param", DEBUG / f"{stem}.pnnx.bin")
+
+
+def _upload_model_files(at, param, bin_path) -> None:
+    at.file_uploader(key="home_param").upload(param.name, param.read_bytes())
+    at.file_uploader(key="home_bin").upload(bin_path.name, bin_path.read_bytes())
     next(b for b in at.button if b.label == "Load uploaded model").click().run()
     no_exception(at)
 
@@ -166,3 +170,31 @@ def test_a_failing_operator_shows_its_failing_output_first() -> None:
     tensors = next(g for g in at.get("button_group") if g.key == "fw_tensor_1")
     assert tensors.value == "out %2", tensors.value
     assert any("over tolerance" in e.value for e in at.error)
+
+
+def test_compare_the_model_after_kuiper_opt_with_a_run_saved_before(tmp_path) -> None:
+    """resnet18 run and saved; `kuiper opt -O2` fuses each ReLU into its convolution; the
+    optimised model uploaded and compared with the saved run: every operator it kept agrees,
+    and the operands the passes removed are listed as such."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    out = tmp_path / "resnet18.opt.pnnx.param"
+    cmd = [sys.executable, "-m", "kuiper_core.cli", "opt", str(SAMPLES / "resnet18.pnnx.param"), "-O2", "-o", str(out)]
+    subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=300)
+    at = app("resnet18", FORWARD)
+    click(at, "fw_run_all")
+    click(at, "fw_save_run")
+    at.switch_page(HOME).run()
+    _upload_model_files(at, out, out.with_suffix(".bin"))
+    _use_input(at, np.load(SAMPLES / "resnet18.input.npy"))
+    at.switch_page(FORWARD).run()
+    at.radio(key="fw_ref_choice").set_value("run:run 1: resnet18, the model's sample input").run()
+    click(at, "fw_run_all")
+    said = " ".join(texts(at.success))
+    assert "42 of 43 operators run so far compared with the saved run 'run 1: resnet18" in said, said
+    assert "all 42 within tolerance" in said
+    unmatched = next(df.value for df in at.dataframe if "why" in df.value.columns)
+    assert len(unmatched) == 8 and unmatched["why"].str.contains("optimisation removed it").all()

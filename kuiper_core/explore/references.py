@@ -150,6 +150,8 @@ def _resolve(
                 f"the operator {base.split('#', 1)[0]} runs once in this graph (pnnx renames a module's later calls, "
                 "e.g. pnnx_unique_N)"
             )
+        if base.isdigit():
+            return "this model has no operand of this number (a run of another model, or an optimisation removed it)"
         return "no operand, output or operator has this name (pnnx fuses Conv2d + BatchNorm2d into convbn2d_N, inlines others)"
     if index is None:
         if len(op.outputs) == 1:
