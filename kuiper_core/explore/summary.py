@@ -65,10 +65,6 @@ def shape_text(shape: tuple | list | None) -> str:
     return "x".join("?" if d is None else str(d) for d in shape)
 
 
-def operand_text(operand: Operand) -> str:
-    return f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
-
-
 def param_text(value: Any) -> str:
     """A param value as .param writes it: (1,1), True, 0.5, strings verbatim."""
     if isinstance(value, (list, tuple)):
