@@ -57,6 +57,14 @@ def test_hook_keyed_references_switch_to_the_error_view_and_compare_what_pnnx_ke
     assert any("def save_references" in c.value for c in at.code)  # the hook snippet to copy
 
 
+def test_the_colour_view_chosen_stays_while_stepping() -> None:
+    at = app("resnet18", FORWARD)
+    assert at.radio(key="fw_color_mode").value == "errors"  # PyTorch's references for the sample
+    at.radio(key="fw_color_mode").set_value("progress").run()
+    click(at, "fw_step", 2)
+    assert at.radio(key="fw_color_mode").value == "progress"
+
+
 def test_the_first_failure_offered_is_the_node_drawn_red() -> None:
     at = app("digits_cnn", FORWARD)
     at.radio(key="fw_color_mode").set_value("progress").run()

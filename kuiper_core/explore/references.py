@@ -263,7 +263,8 @@ BUNDLED, UPLOADED = "bundled", "upload"  # reference choices besides saved runs 
 @dataclass
 class ActiveReferences:
     """The references in use: operand -> array, where they come from (for sentences), how an
-    uploaded file's keys matched (None for bundled ones), and a token that changes when they do."""
+    uploaded file's keys matched (None for bundled ones), and a token that changes when they do
+    (with the model: the bundled references of one model never change)."""
 
     refs: dict[str, np.ndarray]
     source: str
@@ -287,7 +288,7 @@ def choose_references(
     """The references for `choice`. `bundled` (PyTorch's, keyed by operand and outN) applies
     only to the sample input; `uploaded` is (file name, arrays)."""
     if choice == BUNDLED and bundled:
-        return ActiveReferences(references_for(graph, bundled), "PyTorch (sample input)", None, (BUNDLED, id(bundled)))
+        return ActiveReferences(references_for(graph, bundled), "PyTorch (sample input)", None, (BUNDLED,))
     if choice == UPLOADED and uploaded is not None:
         name, arrays = uploaded
         match = match_references(graph, arrays)
