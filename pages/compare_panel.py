@@ -24,7 +24,7 @@ CHOICE = "kx_ref_choice"  # the chosen source; survives page changes (a widget's
 RUNS = "kx_saved_runs"  # [SavedRun], shared by every model of the session (before/after `kuiper opt`)
 TOKEN = "fw_refs_token"  # the references last seen: new ones switch the graph to the error view
 ERROR = "fw_refs_error"
-MAX_RUNS, MAX_RUN_BYTES = 4, 512 * 2**20  # saved runs per session, oldest dropped first
+MAX_RUNS, MAX_RUN_BYTES = 4, 256 * 2**20  # saved runs per session, oldest dropped first
 
 
 def saved_runs() -> list[R.SavedRun]:
