@@ -1,0 +1,86 @@
+"""The `kuiper` command's model opening (every command reads any format through
+kuiper_core.formats) and the `convert` command.
+
+    kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--inputshape2 …] [--optlevel 0|1|2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, KuiperError
+from .formats import OpenedModel, open_model
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The options every command that opens a model takes for .onnx / TorchScript inputs."""
+    group = parser.add_argument_group("ONNX and TorchScript models (converted with pnnx)")
+    group.add_argument(
+        "--inputshape",
+        metavar="SHAPES",
+        help="input shape(s) for the converter, e.g. [1,3,224,224] or [1,3,224,224],[1,10]i64 "
+        "(TorchScript needs it unless traced with torch >= 2; ONNX reads it from the file)",
+    )
+    group.add_argument("--inputshape2", metavar="SHAPES", help="a second size per input: dims that differ stay dynamic")
+    group.add_argument(
+        "--optlevel", type=int, choices=[0, 1, 2], default=None, help="the converter's optimisation level (default 2)"
+    )
+    group.add_argument("--converter-log", action="store_true", help="show the converter's log as it runs (stderr)")
+
+
+def _log_to_stderr(line: str) -> None:
+    print(f"pnnx| {line}", file=sys.stderr, flush=True)
+
+
+def open_from_args(args: argparse.Namespace, **options: Any) -> OpenedModel:
+    """The command's model (args.model, args.bin and the conversion options), any format.
+    A converted model gets one note on stderr (stdout stays the command's own output)."""
+    kwargs: dict[str, Any] = {
+        "bin_path": getattr(args, "bin", None),
+        "inputshape": getattr(args, "inputshape", None),
+        "inputshape2": getattr(args, "inputshape2", None),
+        "optlevel": getattr(args, "optlevel", None),
+        "on_log": _log_to_stderr if getattr(args, "converter_log", False) else None,
+    }
+    model = open_model(args.model, **{**kwargs, **options})
+    if model.conversion is not None:
+        print(f"note: {model.describe()}", file=sys.stderr)
+    return model
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    """Convert an ONNX or TorchScript model to PNNX with the real pnnx converter."""
+    from .formats.convert import export_files
+
+    source = Path(args.model)
+    model = open_from_args(args, on_log=None if args.quiet else _log_to_stderr)
+    if model.conversion is None or model.files is None:
+        raise InputError(
+            f"{args.model} is already {model.format.upper() if model.format == 'pnnx' else 'textual IR'}: "
+            "nothing to convert (`kuiper opt` writes .param or .kir)"
+        )
+    stem = args.name or source.name.split(".")[0] or "model"
+    out_dir = Path(args.output) if args.output else source.parent
+    written = export_files(model.files, out_dir, stem)
+    print(f"wrote {', '.join(map(str, written))}")
+    print(model.describe())
+    print(f"cache: {model.conversion.directory}")
+    try:
+        model.build()
+    except KuiperError as e:
+        print(f"note: the engine cannot run it yet: {e}")
+    return 0
+
+
+def add_convert_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    conv = sub.add_parser("convert", help="convert an ONNX or TorchScript model to PNNX (.param + .bin) with pnnx")
+    conv.add_argument("model", help="IN.onnx or a TorchScript IN.pt")
+    conv.add_argument("-o", "--output", metavar="DIR", help="folder for the files (default: beside the input)")
+    conv.add_argument("--name", help="stem of the written files (default: the input's, e.g. resnet18)")
+    conv.add_argument("-q", "--quiet", action="store_true", help="do not show the converter's log")
+    add_model_options(conv)
+    conv.set_defaults(func=_cmd_convert)
+    return conv
