@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from ..errors import InputError
 from . import kir, onnx, pnnx, torchscript
@@ -31,8 +32,9 @@ from .base import (
     reference_info,
 )
 
-FORMATS: tuple[ModelFormat, ...] = (pnnx, kir, onnx, torchscript)  # type: ignore[assignment]  # modules as factories
-BY_NAME = {f.NAME: f for f in FORMATS}
+# The format modules are the factories (a module satisfies the ModelFormat protocol).
+FORMATS: tuple[ModelFormat, ...] = cast("tuple[ModelFormat, ...]", (pnnx, kir, onnx, torchscript))
+BY_NAME: dict[str, ModelFormat] = {f.NAME: f for f in FORMATS}
 CONVERTED = ("onnx", "torchscript")
 EXPECTED = (
     "a PNNX .param (first line 7767517, weights in its .bin), textual IR (.kir), "
@@ -43,9 +45,9 @@ EXPECTED = (
 def detect(context: Context) -> ModelFormat:
     """The format of the file: by content first, then by a file name suffix."""
     if context.problem is not None:
-        for f in (pnnx, kir):  # their readers say what is wrong, located (as always)
+        for f in (BY_NAME["pnnx"], BY_NAME["kir"]):  # their readers say what is wrong, located (as always)
             if context.suffix_is(*f.SUFFIXES):
-                return f  # type: ignore[return-value]
+                return f
         raise InputError(f"cannot read {context.where}: {context.problem}")
     for f in FORMATS:
         if f.match(context):

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, InputShape, PnnxFiles
@@ -138,7 +139,7 @@ def shape_text(value: InputShape, flag: str = "inputshape") -> str | None:
         if text[0] != "[":
             text = f"[{text}]"
     else:
-        items = list(value)
+        items: list[Any] = list(value)
         if items and all(isinstance(d, int) for d in items):
             items = [items]
         try:

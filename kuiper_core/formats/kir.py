@@ -21,11 +21,12 @@ def open(context: Context) -> OpenedModel:
     from ..ir import bind_weights, parse_module, read_module
 
     opts = context.options
-    kwargs = {"check": opts.check_layers, "allow_unregistered": opts.allow_unregistered}
+    check, unregistered = opts.check_layers, opts.allow_unregistered
     if context.path is not None:
-        module = read_module(context.path, **kwargs)
+        module = read_module(context.path, check=check, allow_unregistered=unregistered)
     else:
-        module = parse_module(decode_utf8(context.data(), context.where, severity="error"), context.where, **kwargs)
+        text = decode_utf8(context.data(), context.where, severity="error")
+        module = parse_module(text, context.where, check=check, allow_unregistered=unregistered)
     bin_source = opts.bin_path
     if opts.weights:
         weights = bytes(bin_source) if isinstance(bin_source, (bytes, bytearray, memoryview)) else bin_source

@@ -29,7 +29,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
 
 def looks_like_onnx(head: bytes) -> bool:
     """True when `head` (a file's start) reads as an ONNX ModelProto's first fields."""
-    pos, seen = 0, []
+    pos, seen = 0, list[int]()
     while pos < len(head):
         tag = _varint(head, pos)
         if tag is None:

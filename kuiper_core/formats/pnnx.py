@@ -50,9 +50,9 @@ def open(context: Context) -> OpenedModel:
         files = PnnxFiles(context.path, bin_file, python if python.is_file() else None)
     else:
         data, bin_source = context.data(), opts.bin_path
-        if not opts.weights or isinstance(bin_source, (str, Path)):
+        if isinstance(bin_source, (str, Path)) or not opts.weights:
             graph = pnnx_io.parse_param_bytes(data, context.where)
-            if opts.weights:
+            if isinstance(bin_source, (str, Path)) and opts.weights:
                 pnnx_io.load_weights(graph, bin_source)
         else:
             graph = pnnx_io.load_graph_bytes(data, None if bin_source is None else bytes(bin_source), context.where)
