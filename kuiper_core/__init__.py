@@ -56,6 +56,10 @@ def __getattr__(name: str) -> object:
         from .formats import open_model
 
         return open_model
+    if name == "compare":
+        from .references.compare import compare
+
+        return compare
     if name in ("print_ir", "parse_ir"):
         from . import ir
 
@@ -84,6 +88,7 @@ __all__ = [
     "ConversionError",
     "ConverterNotFoundError",
     "open_model",
+    "compare",
     "print_ir",
     "parse_ir",
 ]

@@ -7,6 +7,7 @@
                [--passes A,B] [--print-after NAME] [--check X.npy] [-v] [--list]
 
     kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--optlevel N]
+    kuiper compare MODEL --input X.npy [--reference R.npz | --framework] [--against OTHER] [--rtol R --atol A]
 
 MODEL is any format the engine reads, told by content (kuiper_core.formats): a .pnnx.param,
 textual IR (`.kir`, docs/ir.md), an ONNX `.onnx` or a TorchScript `.pt` (converted by the
@@ -28,7 +29,7 @@ import numpy as np
 
 from . import limits
 from .errors import InputError, KuiperError, ParseError
-from .cli_models import add_convert_command, add_model_options, open_from_args
+from .cli_models import add_compare_command, add_convert_command, add_model_options, open_from_args
 from .npy import read_npy, write_npy
 
 
@@ -231,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (run, ins, pr, opt):
         add_model_options(p)
     conv = add_convert_command(sub)
-    for p in (run, ins, pr, opt, conv):
+    cmp = add_compare_command(sub)
+    for p in (run, ins, pr, opt, conv, cmp):
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return ap
 

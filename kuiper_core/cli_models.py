@@ -2,6 +2,10 @@
 kuiper_core.formats) and the `convert` command.
 
     kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--inputshape2 …] [--optlevel 0|1|2]
+    kuiper compare MODEL --input X.npy [--reference R.npz | --framework] [--against OTHER] [--rtol R] [--atol A]
+                   [--failed] [--csv FILE]
+
+`compare` exits 1 when an operand is over tolerance or has the wrong shape, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -84,3 +88,81 @@ def add_convert_command(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     add_model_options(conv)
     conv.set_defaults(func=_cmd_convert)
     return conv
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """Run a model and compare every operand that has a reference (references/compare.py)."""
+    from .npy import read_npy
+    from .references.compare import compare
+
+    if args.reference and args.framework:
+        raise InputError("give --reference or --framework, not both")
+    model = open_from_args(args)
+    inputs = [read_npy(p) for p in args.input]
+    against = None
+    if args.against:
+        other = argparse.Namespace(**{**vars(args), "model": args.against, "bin": args.against_bin})
+        against = open_from_args(other)
+    report = compare(
+        model,
+        inputs,
+        reference=args.reference,
+        framework=args.framework,
+        against=against,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
+    print(report.text(every=not args.failed))
+    if args.csv:
+        from .explore.compare import rows_csv
+
+        rows = [
+            {
+                "#": r.index + 1,
+                "operator": r.operator,
+                "type": r.type,
+                "operand": r.operand,
+                "status": r.comparison.status,
+                "max_abs_error": r.comparison.max_error,
+                "relative_error": r.comparison.relative_error,
+                "tolerance": r.comparison.tolerance,
+                "where": "" if r.comparison.where is None else list(r.comparison.where),
+            }
+            for r in report.rows
+        ]
+        try:
+            Path(args.csv).write_text(rows_csv(rows))
+        except OSError as e:
+            raise InputError(f"cannot write {args.csv}: {e.strerror or e}") from None
+    if not report.rows:
+        return 1  # nothing was compared: no verdict to give
+    return 0 if report.ok else 1
+
+
+def add_compare_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    cmp = sub.add_parser(
+        "compare", help="run a model and compare every operand with references (exit 1 over tolerance)"
+    )
+    cmp.add_argument("model", help="MODEL.pnnx.param, FILE.kir, MODEL.onnx or MODEL.pt")
+    cmp.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
+    cmp.add_argument("--input", action="append", default=[], required=True, help="an input .npy (repeat per input)")
+    cmp.add_argument(
+        "--reference",
+        metavar="R.npz",
+        help="reference tensors keyed by operand number, operator name, module path (forward hooks) or outN",
+    )
+    cmp.add_argument(
+        "--framework",
+        action="store_true",
+        help="compute references with the model's framework (torch for TorchScript and pnnx's code, "
+        "onnxruntime for ONNX); the default when no other reference is given",
+    )
+    cmp.add_argument("--against", metavar="OTHER", help="another model (e.g. after kuiper opt) run on the same input")
+    cmp.add_argument("--against-bin", metavar="BIN", help="the other model's weights")
+    cmp.add_argument("--rtol", type=float, help="tolerance = atol + rtol * max|reference| (default: 1e-4 * max(1, …))")
+    cmp.add_argument("--atol", type=float, help="see --rtol")
+    cmp.add_argument("--failed", action="store_true", help="list only the operands over tolerance")
+    cmp.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
+    add_model_options(cmp)
+    cmp.set_defaults(func=_cmd_compare)
+    return cmp

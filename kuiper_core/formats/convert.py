@@ -43,6 +43,7 @@ ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CACHE_MAX_MB = 2048
 DEFAULT_OPTLEVEL = 2
+CACHE_VERSION = "1"  # bump when what a cache entry holds changes: older entries are not reused
 STEM = "model"  # the converted files' stem in the cache (pnnx's NAME_pnnx.py opens NAME.pnnx.bin)
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 QUOTED_LINES = 12  # of the converter's log in a ConversionError
@@ -185,7 +186,7 @@ def content_digest(source: Path | bytes) -> str:
 def cache_key(
     digest: str, kind: str, inputshape: str | None, inputshape2: str | None, optlevel: int, version: str
 ) -> str:
-    text = "\0".join([digest, kind, inputshape or "", inputshape2 or "", str(optlevel), version])
+    text = "\0".join([CACHE_VERSION, digest, kind, inputshape or "", inputshape2 or "", str(optlevel), version])
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 

@@ -1,0 +1,231 @@
+"""References for a model converted from ONNX: onnxruntime runs the original `.onnx` with
+every intermediate value exposed as an output, and those values are mapped to our operands.
+
+pnnx keeps no ONNX names (`/layer1/conv1/Conv` becomes `conv2d_3`) and folds or fuses some
+operators, so the mapping is by structure: both graphs in execution order, a pair allowed
+only when shape, dtype kind and operator kind agree (a convolution with a convolution, an
+elementwise op with an Expression), the longest order-preserving alignment of such pairs
+taken (a diff of the two op sequences). Where several alignments are as long (same-shape
+activations in a row: Conv → Relu against convbn → relu), the one whose values are closer
+is taken, by a 64-element sample. The outputs always map, by position. What maps nothing is
+reported by name, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..graph import Graph
+
+SAMPLE = 64  # elements of a fingerprint
+MAX_CELLS = 30_000_000  # of the alignment table; past it, shape groups are matched in order
+
+# Operator kinds, first match wins: a keyword found in the type's lower-cased last part.
+_KINDS = [
+    ("conv", ("conv",)),
+    ("linear", ("linear", "gemm", "matmul", "bmm", "addmm", "baddbmm", "einsum")),
+    ("softmax", ("softmax",)),
+    ("norm", ("norm",)),
+    ("pool", ("pool", "reducemean", "reducemax", "mean", "adaptive")),
+    ("resize", ("resize", "upsample", "interpolate")),
+    ("concat", ("concat", "cat", "stack")),
+    ("recurrent", ("lstm", "gru", "rnn")),
+    ("attention", ("attention", "transformer")),
+    (
+        "shape",
+        ("reshape", "view", "flatten", "squeeze", "transpose", "permute", "slice", "split", "chunk", "gather")
+        + ("select", "expand", "tile", "repeat", "pad", "shape", "contiguous", "identity", "cast", "to"),
+    ),
+    ("pointwise", ("relu", "sigmoid", "tanh", "clip", "clamp", "hard", "silu", "swish", "gelu", "elu", "leaky")),
+]
+_POINTWISE_MATH = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "sqrt",
+    "exp",
+    "log",
+    "neg",
+    "abs",
+    "expression",
+    "reciprocal",
+    "where",
+    "max",
+    "min",
+    "erf",
+    "softplus",
+    "mish",
+    "prelu",
+    "dropout",
+)
+
+
+def op_kind(op_type: str) -> str:
+    """A coarse kind shared by ONNX and PNNX operator types ('conv', 'pointwise', …),
+    'other' when unknown (compatible with anything)."""
+    name = op_type.lower().replace("aten::", "").replace("prim::", "").rsplit(".", 1)[-1].replace("_", "")
+    for kind, words in _KINDS:
+        if any(w in name for w in words):
+            return kind
+    if any(w in name for w in _POINTWISE_MATH):
+        return "pointwise"  # activations and arithmetic: pnnx fuses one into the other
+    return "other"
+
+
+def _compatible(a: str, b: str) -> bool:
+    return a == b or "other" in (a, b)
+
+
+@dataclass
+class OnnxRun:
+    """onnxruntime's values: every node output in node order, and the graph's outputs."""
+
+    values: list[tuple[str, str, np.ndarray]]  # (value name, producing op type, array)
+    outputs: list[np.ndarray]
+    version: str
+
+
+def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRun:
+    """Run the ONNX model with every node output made a graph output (needs onnx and
+    onnxruntime)."""
+    import onnx
+    import onnxruntime as ort  # type: ignore[import-untyped]  # onnxruntime ships no type information
+
+    model = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(str(source))
+    graph = model.graph
+    outputs = [o.name for o in graph.output]
+    produced: list[tuple[str, str]] = [(name, node.op_type) for node in graph.node for name in node.output if name]
+    shown = set(outputs)
+    for name, _ in produced:
+        if name not in shown:
+            graph.output.append(onnx.ValueInfoProto(name=name))
+            shown.add(name)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every node's value
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    initializers = {i.name for i in graph.initializer}
+    names = [i.name for i in session.get_inputs() if i.name not in initializers]
+    if len(names) != len(inputs):
+        from ..errors import InputError
+
+        raise InputError(f"the ONNX model takes {len(names)} input(s), {len(inputs)} were given")
+    feed = {n: np.asarray(x) for n, x in zip(names, inputs)}
+    wanted = [o.name for o in session.get_outputs()]
+    got = dict(zip(wanted, session.run(wanted, feed)))
+    values = [(n, t, np.asarray(got[n])) for n, t in produced if n in got and isinstance(got[n], np.ndarray)]
+    return OnnxRun(values, [np.asarray(got[n]) for n in outputs], str(ort.__version__))
+
+
+@dataclass
+class OperandMapping:
+    """Our operands matched to ONNX values."""
+
+    refs: dict[str, np.ndarray]  # our operand -> the ONNX value
+    onnx_names: dict[str, str]  # our operand -> the ONNX value's name ('output 0' for outputs)
+    unmapped: list[str] = field(default_factory=list)  # our computed operands with no ONNX value
+
+    @property
+    def mapped(self) -> int:
+        return len(self.refs)
+
+
+def _fingerprint(a: np.ndarray) -> np.ndarray:
+    flat = a.reshape(-1)
+    if flat.size == 0:
+        return np.zeros(SAMPLE)
+    idx = np.linspace(0, flat.size - 1, SAMPLE).astype(np.int64)
+    return np.nan_to_num(flat[idx].astype(np.float64), nan=0.0, posinf=1e30, neginf=-1e30)
+
+
+def _key(a: np.ndarray) -> tuple:
+    kind = {"f": "f", "c": "f", "i": "i", "u": "i", "b": "b"}.get(a.dtype.kind, a.dtype.kind)
+    return (tuple(a.shape), kind)
+
+
+def map_to_operands(
+    graph: Graph, ours: Mapping[str, object], run: OnnxRun, output_names: Sequence[str]
+) -> OperandMapping:
+    """Map onnxruntime's values to our operands (see the module docstring). `ours`: our
+    engine's value of each operand (to order ties), `output_names`: our output operands."""
+    mine: list[tuple[str, str, np.ndarray]] = []
+    for op in graph.operators:
+        if op.type in ("pnnx.Input", "pnnx.Output"):
+            continue
+        for o in op.outputs:
+            v = ours.get(o.name)
+            if isinstance(v, np.ndarray) and o.name not in output_names:
+                mine.append((o.name, op.type, v))
+    theirs = run.values
+    n, m = len(mine), len(theirs)
+    score = np.full((n, m), -np.inf)
+    groups: dict[tuple, tuple[list[int], list[int]]] = {}
+    for i, (_, _, v) in enumerate(mine):
+        groups.setdefault(_key(v), ([], []))[0].append(i)
+    for j, (_, _, v) in enumerate(theirs):
+        if _key(v) in groups:
+            groups[_key(v)][1].append(j)
+    kinds_mine = [op_kind(t) for _, t, _ in mine]
+    kinds_theirs = [op_kind(t) for _, t, _ in theirs]
+    for rows, cols in groups.values():
+        if not rows or not cols:
+            continue
+        fa = np.stack([_fingerprint(mine[i][2]) for i in rows])
+        fb = np.stack([_fingerprint(theirs[j][2]) for j in cols])
+        tol = 1e-3 * np.maximum(1.0, np.abs(fb).max(axis=1))
+        close = (np.abs(fa[:, None, :] - fb[None, :, :]).max(axis=2) <= tol[None, :]).astype(np.float64)
+        for a, i in enumerate(rows):
+            for b, j in enumerate(cols):
+                if _compatible(kinds_mine[i], kinds_theirs[j]):
+                    score[i, j] = 1.0 + 0.5 * close[a, b]
+    pairs = _align(score) if n * m <= MAX_CELLS else _in_order(score)
+    refs: dict[str, np.ndarray] = {}
+    names: dict[str, str] = {}
+    for i, j in pairs:
+        refs[mine[i][0]] = theirs[j][2]
+        names[mine[i][0]] = theirs[j][0]
+    for k, (name, y) in enumerate(zip(output_names, run.outputs)):
+        refs[name] = y
+        names[name] = f"output {k}"
+    unmapped = [name for name, _, _ in mine if name not in refs]
+    return OperandMapping(refs, names, unmapped)
+
+
+def _align(score: np.ndarray) -> list[tuple[int, int]]:
+    """The order-preserving set of allowed pairs with the highest total score (LCS-style)."""
+    n, m = score.shape
+    dp = np.zeros((n + 1, m + 1))
+    for i in range(1, n + 1):
+        diag = dp[i - 1, :-1] + score[i - 1]
+        row = np.maximum(dp[i - 1, 1:], diag)
+        dp[i, 1:] = np.maximum.accumulate(np.maximum(row, 0.0))
+    pairs = []
+    i, j = n, m
+    while i > 0 and j > 0:
+        if dp[i, j] == dp[i - 1, j]:
+            i -= 1
+        elif dp[i, j] == dp[i, j - 1]:
+            j -= 1
+        else:
+            pairs.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+    return pairs[::-1]
+
+
+def _in_order(score: np.ndarray) -> list[tuple[int, int]]:
+    """A cheap fallback for huge graphs: each operand takes the next allowed value after
+    the previous match."""
+    pairs, j0 = [], 0
+    for i in range(score.shape[0]):
+        allowed = np.flatnonzero(np.isfinite(score[i, j0:]))
+        if allowed.size:
+            j = j0 + int(allowed[0])
+            pairs.append((i, j))
+            j0 = j + 1
+    return pairs
