@@ -1,6 +1,6 @@
 """A snippet a user copies to make a reference .npz from their own PyTorch model.
 
-It registers a forward hook on every submodule and saves each output keyed by the module's
+It registers a forward hook on every leaf module and saves each output keyed by the module's
 path (`layer1.0.conv1`, `fc`; `lstm:0`, `lstm:1`… for a module returning a tuple) and the
 model's outputs as out0, out1, …: the keys kuiper compare / the app's Forward page read
 (kuiper_core.explore.compare.key_operand). For a TorchScript model converted by pnnx the
@@ -15,7 +15,7 @@ import torch
 
 
 def save_references(model, inputs, path="references.npz"):
-    """Run `model` on `inputs` (a list of tensors), saving every submodule's output keyed by
+    """Run `model` on `inputs` (a list of tensors), saving every leaf module's output keyed by
     its module path (as forward hooks see it) and the outputs as out0, out1, ... in `path`."""
     saved = {}
 
@@ -37,7 +37,9 @@ def save_references(model, inputs, path="references.npz"):
 
         return hook
 
-    handles = [m.register_forward_hook(keep(n)) for n, m in model.named_modules() if n]
+    # leaf modules only: a container's output is its last child's
+    leaves = [(n, m) for n, m in model.named_modules() if n and not any(True for _ in m.children())]
+    handles = [m.register_forward_hook(keep(n)) for n, m in leaves]
     try:
         with torch.no_grad():
             result = model.eval()(*inputs)

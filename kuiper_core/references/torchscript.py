@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +16,9 @@ def torchscript_outputs(source: str | Path | bytes, inputs: Sequence[np.ndarray]
     """Run the saved TorchScript module on `inputs`; its outputs flattened in order."""
     import torch
 
-    module = torch.jit.load(io.BytesIO(source) if isinstance(source, bytes) else str(source), map_location="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.load's deprecation notice: TorchScript is what we were given
+        module = torch.jit.load(io.BytesIO(source) if isinstance(source, bytes) else str(source), map_location="cpu")
     module.eval()
     with torch.no_grad():
         result = module(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
