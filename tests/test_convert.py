@@ -40,6 +40,7 @@ def _fake_converter(tmp_path, script: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_onnx_converts_runs_and_matches_torch(tmp_path):
     lines: list[str] = []
@@ -54,6 +55,7 @@ def test_onnx_converts_runs_and_matches_torch(tmp_path):
     np.testing.assert_allclose(y, np.load(USER / "lstm.expected.npz")["out0"], atol=1e-5)
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_second_open_comes_from_the_cache_and_options_change_the_key(private_cache):
     first = open_model(USER / "lstm.pt")
@@ -76,6 +78,7 @@ def test_second_open_comes_from_the_cache_and_options_change_the_key(private_cac
     assert kuiper_core.formats.open_cached("0" * 24) is None
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_cache_is_size_bounded(private_cache, monkeypatch):
     monkeypatch.setenv("KUIPER_CACHE_MAX_MB", "0.2")  # about one lstm conversion
@@ -95,6 +98,7 @@ def _without_traced_inputs(data: bytes) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_torchscript_without_shapes_asks_for_inputshape():
     data = _without_traced_inputs((USER / "lstm.pt").read_bytes())
@@ -104,6 +108,7 @@ def test_torchscript_without_shapes_asks_for_inputshape():
     assert model.format == "torchscript" and model.conversion.inputshape == "[1,12,16]"
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_real_converter_failure_is_quoted(tmp_path):
     bad = tmp_path / "cut.onnx"
@@ -137,6 +142,7 @@ def test_abort_after_valid_files_is_accepted(tmp_path, monkeypatch):
     np.testing.assert_array_equal(y, [[0, 2, 0, 4]])
 
 
+@pytest.mark.slow  # waits for the 1 s limit
 def test_time_limit_stops_the_converter(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, 'echo "thinking"\nsleep 30\n'))
     started = time.perf_counter()
@@ -160,6 +166,7 @@ def test_no_converter_one_clear_message(tmp_path, monkeypatch, capsys):
     assert main(["inspect", str(DATA.parent.parent / "sample_models" / "tiny_mlp.pnnx.param")]) == 0
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_cli_convert_writes_pnnx_files(tmp_path, capsys):
     assert main(["convert", str(USER / "lstm.onnx"), "-o", str(tmp_path / "out"), "-q"]) == 0
@@ -176,6 +183,7 @@ def test_cli_convert_writes_pnnx_files(tmp_path, capsys):
     assert "nothing to convert" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_every_command_opens_onnx_and_torchscript(tmp_path, capsys):
     x = tmp_path / "x.npy"

@@ -43,6 +43,7 @@ def _second_conv(model) -> str:
     return [op.name for op in model.graph.operators if op.type == "nn.Conv2d"][1]
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 @needs_ort
 def test_onnx_references_find_an_injected_error_where_it_is():
@@ -59,6 +60,7 @@ def test_onnx_references_find_an_injected_error_where_it_is():
     assert before and all(not r.failed for r in before)
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 @needs_torch
 def test_torchscript_references_find_an_injected_error_where_it_is():
@@ -68,6 +70,7 @@ def test_torchscript_references_find_an_injected_error_where_it_is():
     assert len(report.rows) == report.computed  # every operand compared
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_reference_info_says_what_applies():
     onnx_model = open_model(USER / "lstm.onnx")
@@ -108,6 +111,7 @@ def test_unmatched_keys_get_a_hint():
 
 
 @needs_torch
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_forward_hook_npz_from_the_snippet(tmp_path):
     """A user's own torch model, traced; its references written by the copyable snippet."""
@@ -142,6 +146,7 @@ def test_forward_hook_npz_from_the_snippet(tmp_path):
     assert report.unmatched_keys == ["head.0"] and len(report.rows) == report.computed - 1
 
 
+@pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_against_the_same_model_after_kuiper_opt(tmp_path, capsys):
     param = SAMPLES / "resnet18.pnnx.param"

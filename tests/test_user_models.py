@@ -19,9 +19,12 @@ from kuiper_core.references.compare import compare
 USER = DATA / "user_models"
 MODELS = list(json.loads((USER / "manifest.json").read_text()))
 
-pytestmark = pytest.mark.skipif(
-    not converter_available(), reason="the pnnx converter is not installed (pip install --no-deps pnnx)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not converter_available(), reason="the pnnx converter is not installed (pip install --no-deps pnnx)"
+    ),
+    pytest.mark.slow,  # a real conversion each (tests/test_formats.py is the fast tier's)
+]
 needs_ort = pytest.mark.skipif(
     not (installed("onnxruntime") and installed("onnx")), reason="onnxruntime and onnx are not installed"
 )
