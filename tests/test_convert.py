@@ -5,17 +5,15 @@ KUIPER_PNNX) play the failures pnnx makes rarely or slowly."""
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 import time
-import zipfile
 
 import numpy as np
 import pytest
 
 import kuiper_core
-from conftest import DATA
+from conftest import DATA, without_traced_inputs
 from kuiper_core import ConversionError, ConverterNotFoundError, InputError
 from kuiper_core.cli import main
 from kuiper_core.formats import converter_available, open_model
@@ -88,20 +86,10 @@ def test_cache_is_size_bounded(private_cache, monkeypatch):
     assert b.conversion.key in keys and a.conversion.key not in keys
 
 
-def _without_traced_inputs(data: bytes) -> bytes:
-    """The TorchScript zip as torch.jit.script or an older torch saves it: no example inputs."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
-        for info in src.infolist():
-            if "traced_inputs" not in info.filename:
-                dst.writestr(info, src.read(info))
-    return out.getvalue()
-
-
 @pytest.mark.slow  # a real conversion
 @needs_pnnx
 def test_torchscript_without_shapes_asks_for_inputshape():
-    data = _without_traced_inputs((USER / "lstm.pt").read_bytes())
+    data = without_traced_inputs((USER / "lstm.pt").read_bytes())
     with pytest.raises(ConversionError, match=r"needs its input shape\(s\).*inputshape, e\.g\. \[1,3,224,224\]"):
         open_model(data, name="scripted.pt")
     model = open_model(data, name="scripted.pt", inputshape=[1, 12, 16])

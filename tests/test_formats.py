@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kuiper_core
-from conftest import DATA, SAMPLES
+from conftest import DATA, SAMPLES, without_traced_inputs
 from kuiper_core import InputError, ParseError, RuntimeGraph, WeightError
 from kuiper_core.formats import Context, OpenOptions, detect, open_model
 from kuiper_core.formats.convert import shape_text
@@ -161,3 +161,11 @@ def test_input_shapes(given, text):
 def test_bad_input_shapes_name_the_flag(bad):
     with pytest.raises(InputError, match=r"inputshape .* expected e\.g\. \[1,3,224,224\]"):
         shape_text(bad)
+
+
+def test_needs_inputshape_only_for_torchscript_without_recorded_shapes():
+    from kuiper_core.formats import needs_inputshape
+
+    traced = (USER / "lstm.pt").read_bytes()
+    assert not needs_inputshape(traced) and not needs_inputshape(USER / "lstm.onnx") and not needs_inputshape(TINY)
+    assert needs_inputshape(without_traced_inputs(traced), name="scripted.pt")

@@ -13,6 +13,7 @@ PyTorch's and onnxruntime's numbers.
 
     python tools/export_user_models.py                 # the committed set
     python tools/export_user_models.py --all --out DIR # also the larger ones (not committed)
+    python tools/export_user_models.py --full --out DIR  # full-size torchvision models (sweep_user_models.py)
 
 Needs torch==2.13.0, torchvision (tools/torchvision_cpu.py) and onnx.
 """
@@ -186,6 +187,103 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
 }
 
 
+# Full-size models as users have them (random weights; tens of MB each: never committed), for
+# tools/sweep_user_models.py: `--full --out DIR`.
+def _tv_model(builder: str, size: int = 224, **kwargs: Any) -> Callable[[], tuple[Any, Any]]:
+    def build() -> tuple[Any, Any]:
+        import torch
+
+        model = getattr(_tv().models, builder)(weights=None, **kwargs)
+        return model, torch.randn(1, 3, size, size)
+
+    return build
+
+
+def _tv_segmentation(builder: str, size: int = 224) -> Callable[[], tuple[Any, Any]]:
+    def build() -> tuple[Any, Any]:
+        import torch
+
+        model = getattr(_tv().models.segmentation, builder)(weights=None, weights_backbone=None, num_classes=21)
+        return _OutOnly(model), torch.randn(1, 3, size, size)
+
+    return build
+
+
+def _vit_small() -> tuple[Any, Any]:
+    import torch
+
+    vt = _tv().models.vision_transformer
+    m = vt.VisionTransformer(image_size=64, patch_size=16, num_layers=4, num_heads=4, hidden_dim=128, mlp_dim=256)
+    return m, torch.randn(1, 3, 64, 64)
+
+
+def _encoder(batch_first: bool, norm_first: bool = False) -> Callable[[], tuple[Any, Any]]:
+    def build() -> tuple[Any, Any]:
+        import torch
+        import torch.nn as nn
+
+        layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=batch_first, norm_first=norm_first)
+        m = nn.TransformerEncoder(layer, num_layers=3, enable_nested_tensor=False)
+        return m, torch.randn(1, 16, 64) if batch_first else torch.randn(16, 1, 64)
+
+    return build
+
+
+def _recurrent(kind: str, bidirectional: bool) -> Callable[[], tuple[Any, Any]]:
+    def build() -> tuple[Any, Any]:
+        import torch
+        import torch.nn as nn
+
+        class Seq(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.rnn = getattr(nn, kind)(32, 64, num_layers=2, batch_first=True, bidirectional=bidirectional)
+                self.fc = nn.Linear(128 if bidirectional else 64, 10)
+
+            def forward(self, x):
+                y, _ = self.rnn(x)
+                return self.fc(y[:, -1])
+
+        return Seq(), torch.randn(1, 20, 32)
+
+    return build
+
+
+FULL: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
+    "squeezenet1_1": (_tv_model("squeezenet1_1"), "torchvision squeezenet1_1, 224x224", False),
+    "shufflenet_v2_x1_0": (_tv_model("shufflenet_v2_x1_0"), "torchvision shufflenet_v2_x1_0, 224x224", False),
+    "mobilenet_v2_full": (_tv_model("mobilenet_v2"), "torchvision mobilenet_v2, 224x224", False),
+    "mobilenet_v3_large": (_tv_model("mobilenet_v3_large"), "torchvision mobilenet_v3_large, 224x224", False),
+    "efficientnet_b0": (_tv_model("efficientnet_b0"), "torchvision efficientnet_b0, 224x224", False),
+    "regnet_y_400mf": (_tv_model("regnet_y_400mf"), "torchvision regnet_y_400mf, 224x224", False),
+    "densenet121": (_tv_model("densenet121"), "torchvision densenet121, 224x224", False),
+    "googlenet_full": (
+        _tv_model("googlenet", aux_logits=False, init_weights=True),
+        "torchvision googlenet, 224x224",
+        False,
+    ),
+    "convnext_tiny": (_tv_model("convnext_tiny"), "torchvision convnext_tiny, 224x224", False),
+    "resnet50": (_tv_model("resnet50"), "torchvision resnet50, 224x224", False),
+    "vit_small": (_vit_small, "torchvision VisionTransformer (4 layers, 128 wide), 64x64", False),
+    "lraspp_mobilenet_v3_large": (
+        _tv_segmentation("lraspp_mobilenet_v3_large"),
+        "torchvision LR-ASPP MobileNetV3-large, 224x224",
+        False,
+    ),
+    "deeplabv3_mobilenet_v3_large": (
+        _tv_segmentation("deeplabv3_mobilenet_v3_large"),
+        "torchvision DeepLabV3 MobileNetV3-large, 224x224",
+        False,
+    ),
+    "fcn_resnet50": (_tv_segmentation("fcn_resnet50", 160), "torchvision FCN ResNet-50, 160x160", False),
+    "encoder_batch_first": (_encoder(True), "nn.TransformerEncoder, 3 layers, d 64, batch_first", False),
+    "encoder_seq_first": (_encoder(False), "nn.TransformerEncoder, 3 layers, d 64, (seq, batch, d)", False),
+    "encoder_norm_first": (_encoder(True, True), "nn.TransformerEncoder, norm_first", False),
+    "lstm_bidirectional": (_recurrent("LSTM", True), "nn.LSTM 2 layers bidirectional + Linear", False),
+    "gru": (_recurrent("GRU", False), "nn.GRU 2 layers + Linear", False),
+}
+
+
 def _flatten(value: Any) -> list[Any]:
     if isinstance(value, (tuple, list)):
         return [v for item in value for v in _flatten(item)]
@@ -195,7 +293,7 @@ def _flatten(value: Any) -> list[Any]:
 def export(name: str, out: Path) -> dict[str, Any]:
     import torch
 
-    build, description, _ = MODELS[name]
+    build, description, _ = {**MODELS, **FULL}[name]
     torch.manual_seed(0)
     model, x = build()
     model = model.eval()
@@ -227,13 +325,19 @@ def _randomise_norms(model: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="models to export (default: the committed set)")
-    ap.add_argument("--all", action="store_true", help="every model, the larger ones too")
+    ap.add_argument("--all", action="store_true", help="every model of the committed kind, the larger ones too")
+    ap.add_argument("--full", action="store_true", help="the full-size models (tens of MB: use --out)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    unknown = set(args.names) - set(MODELS)
+    known = {**MODELS, **FULL}
+    unknown = set(args.names) - set(known)
     if unknown:
-        ap.error(f"unknown model(s): {', '.join(sorted(unknown))}; known: {', '.join(MODELS)}")
-    names = args.names or [n for n, (_, _, committed) in MODELS.items() if committed or args.all]
+        ap.error(f"unknown model(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+    if args.full and args.out == OUT:
+        ap.error("--full models are large: give --out DIR (they are not committed)")
+    names = args.names or (
+        list(FULL) if args.full else [n for n, (_, _, committed) in MODELS.items() if committed or args.all]
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
@@ -247,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         size = sum(manifest[name]["files"].values()) / 1024
         print(f"{name}: {size:.0f} KiB")
-    ordered = {n: manifest[n] for n in MODELS if n in manifest}
+    ordered = {n: manifest[n] for n in known if n in manifest}
     manifest_path.write_text(json.dumps(ordered, indent=1) + "\n")
     return 1 if failed else 0
 

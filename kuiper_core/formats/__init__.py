@@ -106,6 +106,15 @@ def open_model(
     return detect(context).open(context)
 
 
+def needs_inputshape(source: Source, name: str | None = None) -> bool:
+    """Whether opening `source` needs `inputshape` (a TorchScript module that does not record
+    the shapes it was traced with: scripted, or saved by an older torch). The app asks first."""
+    from .convert import records_input_shapes
+
+    context = Context(source, OpenOptions(name=name))
+    return torchscript.match(context) and not records_input_shapes(context.zip_names)
+
+
 def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | None = None) -> OpenedModel | None:
     """A converted model from the conversion cache by its key (Conversion.key), without its
     source: e.g. the app restoring an upload after a reload. None when it is not there."""
@@ -144,4 +153,5 @@ __all__ = [
     "Conversion",
     "ReferenceInfo",
     "converter_available",
+    "needs_inputshape",
 ]

@@ -358,7 +358,7 @@ def _valid_param(path: Path) -> bool:
     return len(head) >= 2 and head[0].strip() == b"7767517" and len(head[1].split()) == 2
 
 
-def _traced_shapes(zip_names: Sequence[str] | None) -> bool:
+def records_input_shapes(zip_names: Sequence[str] | None) -> bool:
     """A TorchScript zip saved by torch.jit.trace (torch >= 2.x) records its example inputs:
     pnnx reads the input shapes from them."""
     return bool(zip_names) and any(n.endswith("/traced_inputs.pkl") for n in zip_names or ())
@@ -390,7 +390,7 @@ def convert(
     level = DEFAULT_OPTLEVEL if optlevel is None else int(optlevel)
     if level not in (0, 1, 2):
         raise InputError(f"optlevel must be 0, 1 or 2, got {optlevel!r}")
-    if kind == "torchscript" and shape1 is None and not _traced_shapes(zip_names):
+    if kind == "torchscript" and shape1 is None and not records_input_shapes(zip_names):
         raise ConversionError(
             f"{name}: a TorchScript model needs its input shape(s) to be converted: give inputshape, "
             "e.g. [1,3,224,224] (several inputs: [1,3,224,224],[1,10]i64; "
