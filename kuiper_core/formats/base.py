@@ -33,20 +33,26 @@ InputShape = str | Sequence[int] | Sequence[Sequence[int]] | None
 
 
 @dataclass(frozen=True)
+class ConversionOptions:
+    """How the pnnx converter runs on an .onnx or TorchScript .pt (convert.py)."""
+
+    inputshape: InputShape = None
+    inputshape2: InputShape = None
+    optlevel: int | None = None  # None: 2
+    timeout: float | None = None  # seconds; None: KUIPER_CONVERT_TIMEOUT or 600
+    on_log: Callable[[str], None] | None = None  # each converter log line, as it is printed
+    cache_dir: str | Path | None = None  # None: KUIPER_CACHE or ~/.cache/kuiper
+
+
+@dataclass(frozen=True)
 class OpenOptions:
-    """How to open a model. Only the converted formats read the conversion fields, only
-    `.kir` the IR ones; `weights=False` reads the graph without its weights (printing)."""
+    """How to open a model. Only the converted formats read `conversion`, only `.kir` the IR
+    fields; `weights=False` reads the graph without its weights (printing)."""
 
     bin_path: Source | None = None  # PNNX weights (.bin) of a .param or .kir: a path or bytes
     name: str | None = None  # what messages call a model given as bytes (its file name)
     weights: bool = True
-    # conversion (.onnx, TorchScript .pt): see convert.py
-    inputshape: InputShape = None
-    inputshape2: InputShape = None
-    optlevel: int | None = None
-    timeout: float | None = None  # seconds; None: KUIPER_CONVERT_TIMEOUT or 600
-    on_log: Callable[[str], None] | None = None  # each converter log line, as it is printed
-    cache_dir: str | Path | None = None  # None: KUIPER_CACHE or ~/.cache/kuiper
+    conversion: ConversionOptions = ConversionOptions()
     # textual IR
     allow_unregistered: bool = False
     check_layers: bool = False

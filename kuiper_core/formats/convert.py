@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConversionError, ConverterNotFoundError, InputError
-from .base import Conversion, InputShape, PnnxFiles
+from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 
 ENV_CONVERTER = "KUIPER_PNNX"
 ENV_CACHE = "KUIPER_CACHE"
@@ -367,21 +367,20 @@ def records_input_shapes(zip_names: Sequence[str] | None) -> bool:
 def convert(
     source: Path | bytes,
     kind: str,
+    options: ConversionOptions | None = None,
     *,
     name: str = "model",
-    inputshape: InputShape = None,
-    inputshape2: InputShape = None,
-    optlevel: int | None = None,
-    timeout: float | None = None,
-    on_log: Callable[[str], None] | None = None,
-    cache_dir: str | Path | None = None,
     zip_names: Sequence[str] | None = None,
 ) -> tuple[PnnxFiles, Conversion]:
     """Convert an ONNX (`kind="onnx"`) or TorchScript (`"torchscript"`) model with pnnx, or
     find the result in the cache. Returns the PNNX files and the record of the conversion.
 
     ConverterNotFoundError without a converter; ConversionError quoting the converter when
-    it fails, runs past `timeout`, or a TorchScript model comes without its input shape."""
+    it fails, runs past its time limit, or a TorchScript model comes without its input shape.
+    `zip_names`: a TorchScript file's entries (whether it records its input shapes)."""
+    options = options or ConversionOptions()
+    inputshape, inputshape2, optlevel = options.inputshape, options.inputshape2, options.optlevel
+    timeout, on_log, cache_dir = options.timeout, options.on_log, options.cache_dir
     if kind not in SUFFIX:
         raise ValueError(f"unknown kind {kind!r}")
     converter = find_converter()

@@ -12,18 +12,7 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
 
     opts = context.options
     source = context.path if context.path is not None else context.data()
-    files, conversion = convert(
-        source,
-        kind,
-        name=context.where,
-        inputshape=opts.inputshape,
-        inputshape2=opts.inputshape2,
-        optlevel=opts.optlevel,
-        timeout=opts.timeout,
-        on_log=opts.on_log,
-        cache_dir=opts.cache_dir,
-        zip_names=context.zip_names,
-    )
+    files, conversion = convert(source, kind, opts.conversion, name=context.where, zip_names=context.zip_names)
     assert files.param is not None and files.bin is not None
     graph = load_graph(files.param, files.bin) if opts.weights else read_param(files.param)
     return OpenedModel(graph, kind, context.where, context.path, files, conversion, reference_info(kind, files))
