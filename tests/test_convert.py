@@ -130,6 +130,21 @@ def test_abort_after_valid_files_is_accepted(tmp_path, monkeypatch):
     np.testing.assert_array_equal(y, [[0, 2, 0, 4]])
 
 
+def test_an_exception_from_on_log_leaves_no_converter_running(tmp_path, monkeypatch):
+    """The app's log callback raises when the browser tab goes away mid-conversion."""
+    pid_file = tmp_path / "pid"
+    monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, f"echo $$ > {pid_file}\necho start\nexec sleep 30\n"))
+
+    def closed(line: str) -> None:
+        if line == "start":
+            raise RuntimeError("the tab was closed")
+
+    with pytest.raises(RuntimeError, match="the tab was closed"):
+        open_model(USER / "lstm.onnx", on_log=closed)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
 @pytest.mark.slow  # waits for the 1 s limit
 def test_time_limit_stops_the_converter(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, 'echo "thinking"\nsleep 30\n'))

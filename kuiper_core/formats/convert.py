@@ -263,11 +263,21 @@ def cached_conversion(key: str, cache_dir: str | Path | None = None) -> tuple[Pn
 
 
 # -- running it --------------------------------------------------------------------------------------
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the converter and everything it started (its own process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
 def _run(
     cmd: Sequence[str], cwd: Path, timeout: float, on_log: Callable[[str], None] | None
 ) -> tuple[int | None, list[str]]:
     """Run `cmd`, passing each line it prints (stdout and stderr) to on_log on this thread.
-    (None, lines) when it ran past `timeout` seconds (it and its children are killed)."""
+    (None, lines) when it ran past `timeout` seconds. However this ends (the time limit, an
+    exception from on_log such as a closed browser tab's, Ctrl-C), nothing it started is left."""
     lines: list[str] = []
     pending = b""
 
@@ -283,38 +293,34 @@ def _run(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: a timeout kills everything it started
+        start_new_session=True,  # its own process group: one kill stops everything it started
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     fd = proc.stdout.fileno()
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-                proc.stdout.close()
-                if pending:
-                    emit(pending)
-                return None, lines
-            if not sel.select(min(left, 0.5)):
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for raw in complete:
-                emit(raw)
-    if pending:
-        emit(pending)
-    proc.stdout.close()
-    return proc.wait(), lines
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if not sel.select(min(left, 0.5)):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for raw in complete:
+                    emit(raw)
+        if pending:
+            emit(pending)
+        code = proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+        proc.stdout.close()
+    return code, lines
 
 
 # pnnx first echoes its options (`optlevel = 2`): no use in an error message.
@@ -466,7 +472,10 @@ def convert(
             "note": "; ".join(notes) or None,
         }
         keep = [param, binf] + ([python] if python.exists() else [])
-        return _store(root, key, keep, model_file, kind, record, log)
+        try:
+            return _store(root, key, keep, model_file, kind, record, log)
+        except OSError as e:  # a full disk, a cache folder made read-only meanwhile
+            raise ConversionError(f"{name}: converted, but the result could not be stored: {e.strerror or e}") from None
 
 
 def _store(
