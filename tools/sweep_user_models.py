@@ -66,9 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("folder", type=Path)
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
-    manifest = json.loads((args.folder / "manifest.json").read_text())
+    listed = args.folder / "manifest.json"
+    names = list(json.loads(listed.read_text())) if listed.exists() else []
+    names = names or sorted(p.name.removesuffix(".input.npy") for p in args.folder.glob("*.input.npy"))
     rows = []
-    for name in args.names or list(manifest):
+    for name in args.names or names:
         for ext in ("onnx", "pt"):
             if (args.folder / f"{name}.{ext}").exists():
                 rows.append(sweep_one(args.folder, name, ext))
