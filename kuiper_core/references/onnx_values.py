@@ -82,6 +82,10 @@ def _compatible(a: str, b: str) -> bool:
     return a == b or "other" in (a, b)
 
 
+# ONNX ops that only reshape their first input: the data is its producer's.
+_VIEWS = {"Squeeze", "Unsqueeze", "Reshape", "Flatten", "Transpose", "Identity"}
+
+
 @dataclass
 class OnnxRun:
     """onnxruntime's values: every node output in node order, and the graph's outputs."""
@@ -89,6 +93,10 @@ class OnnxRun:
     values: list[tuple[str, str, np.ndarray]]  # (value name, producing op type, array)
     outputs: list[np.ndarray]
     version: str
+    # value name -> the op type that made its data: through Squeeze/Reshape/… to their input's
+    # producer (an LSTM's Y is squeezed before use; pnnx's nn.LSTM gives the squeezed tensor)
+    sources: dict[str, str] = field(default_factory=dict)
+    constants: list[tuple[str, np.ndarray]] = field(default_factory=list)  # initializers, by name
 
 
 def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRun:
@@ -101,6 +109,12 @@ def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRu
     graph = model.graph
     outputs = [o.name for o in graph.output]
     produced: list[tuple[str, str]] = [(name, node.op_type) for node in graph.node for name in node.output if name]
+    sources: dict[str, str] = {}
+    for node in graph.node:
+        first = node.input[0] if node.input else ""
+        through = node.op_type in _VIEWS and first in sources
+        for name in node.output:
+            sources[name] = sources[first] if through else node.op_type
     shown = set(outputs)
     for name, _ in produced:
         if name not in shown:
@@ -120,7 +134,8 @@ def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRu
     wanted = [o.name for o in session.get_outputs()]
     got = dict(zip(wanted, session.run(wanted, feed)))
     values = [(n, t, np.asarray(got[n])) for n, t in produced if n in got and isinstance(got[n], np.ndarray)]
-    return OnnxRun(values, [np.asarray(got[n]) for n in outputs], str(ort.__version__))
+    constants = [(i.name, onnx.numpy_helper.to_array(i)) for i in graph.initializer]
+    return OnnxRun(values, [np.asarray(got[n]) for n in outputs], str(ort.__version__), sources, constants)
 
 
 @dataclass
@@ -155,12 +170,17 @@ def map_to_operands(
     """Map onnxruntime's values to our operands (see the module docstring). `ours`: our
     engine's value of each operand (to order ties), `output_names`: our output operands."""
     mine: list[tuple[str, str, np.ndarray]] = []
+    stored: list[tuple[str, np.ndarray]] = []  # pnnx.Attribute: a constant, matched to an initializer
     for op in graph.operators:
         if op.type in ("pnnx.Input", "pnnx.Output"):
             continue
         for o in op.outputs:
             v = ours.get(o.name)
-            if isinstance(v, np.ndarray) and o.name not in output_names:
+            if not isinstance(v, np.ndarray) or o.name in output_names:
+                continue
+            if op.type == "pnnx.Attribute":
+                stored.append((o.name, v))
+            else:
                 mine.append((o.name, op.type, v))
     theirs = run.values
     n, m = len(mine), len(theirs)
@@ -172,7 +192,7 @@ def map_to_operands(
         if _key(v) in groups:
             groups[_key(v)][1].append(j)
     kinds_mine = [op_kind(t) for _, t, _ in mine]
-    kinds_theirs = [op_kind(t) for _, t, _ in theirs]
+    kinds_theirs = [{op_kind(t), op_kind(run.sources.get(n, t))} for n, t, _ in theirs]
     for rows, cols in groups.values():
         if not rows or not cols:
             continue
@@ -182,7 +202,7 @@ def map_to_operands(
         close = (np.abs(fa[:, None, :] - fb[None, :, :]).max(axis=2) <= tol[None, :]).astype(np.float64)
         for a, i in enumerate(rows):
             for b, j in enumerate(cols):
-                if _compatible(kinds_mine[i], kinds_theirs[j]):
+                if any(_compatible(kinds_mine[i], k) for k in kinds_theirs[j]):
                     score[i, j] = 1.0 + 0.5 * close[a, b]
     pairs = _align(score) if n * m <= MAX_CELLS else _in_order(score)
     refs: dict[str, np.ndarray] = {}
@@ -193,8 +213,24 @@ def map_to_operands(
     for k, (name, y) in enumerate(zip(output_names, run.outputs)):
         refs[name] = y
         names[name] = f"output {k}"
-    unmapped = [name for name, _, _ in mine if name not in refs]
+    # A constant is the initializer (or a value folded from constants) holding the same numbers.
+    candidates = run.constants + [(n, a) for n, _, a in theirs]
+    for name, v in stored:
+        same = next((c for c in candidates if _key(c[1]) == _key(v) and _same_values(c[1], v)), None)
+        if same is not None:
+            refs[name], names[name] = same[1], same[0]
+    unmapped = [
+        o.name
+        for op in graph.operators
+        for o in op.outputs
+        if o.name in {n for n, _, _ in mine} | {n for n, _ in stored} and o.name not in refs
+    ]
     return OperandMapping(refs, names, unmapped)
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    with np.errstate(invalid="ignore"):
+        return bool(np.allclose(a, b, rtol=1e-6, atol=0.0, equal_nan=True))
 
 
 def _align(score: np.ndarray) -> list[tuple[int, int]]:
