@@ -160,6 +160,23 @@ def test_against_the_same_model_after_kuiper_opt(tmp_path, capsys):
     assert len(report.rows) > 20  # pnnx's operand names survive the passes
 
 
+def test_against_a_model_that_differs_points_at_the_operator(tmp_path, capsys):
+    from kuiper_core.pnnx import load_graph
+    from kuiper_core.pnnx.writer import save
+
+    param = SAMPLES / "tiny_mlp.pnnx.param"
+    graph = load_graph(param)
+    weight = graph.operator("fc2").attrs["weight"]
+    weight.data = weight.data * np.float32(1.5)
+    save(graph, tmp_path / "changed.pnnx.param")
+    x = str(SAMPLES / "tiny_mlp.input.npy")
+    assert main(["compare", str(param), "--input", x, "--against", str(tmp_path / "changed.pnnx.param")]) == 1
+    out = capsys.readouterr().out
+    assert "first divergence: operator fc2 (nn.Linear)" in out
+    report = compare(param, x, against=tmp_path / "changed.pnnx.param")
+    assert [r.operator for r in report.rows if not r.failed][:2] == ["torch.flatten_0", "fc1"]
+
+
 def test_cli_compare_exit_codes(tmp_path, capsys):
     param = SAMPLES / "tiny_mlp.pnnx.param"
     x = SAMPLES / "tiny_mlp.input.npy"
