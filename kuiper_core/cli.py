@@ -7,7 +7,7 @@
                [--passes A,B] [--print-after NAME] [--check X.npy] [-v] [--list]
 
     kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--optlevel N]
-    kuiper compare MODEL --input X.npy [--reference R.npz | --framework] [--against OTHER] [--rtol R --atol A]
+    kuiper compare MODEL [--input X.npy] [--reference R.npz | --framework] [--against OTHER] [--rtol R --atol A]
 
 MODEL is any format the engine reads, told by content (kuiper_core.formats): a .pnnx.param,
 textual IR (`.kir`, docs/ir.md), an ONNX `.onnx` or a TorchScript `.pt` (converted by the

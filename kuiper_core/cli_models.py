@@ -2,7 +2,7 @@
 kuiper_core.formats) and the `convert` command.
 
     kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--inputshape2 …] [--optlevel 0|1|2]
-    kuiper compare MODEL --input X.npy [--reference R.npz | --framework] [--against OTHER] [--rtol R] [--atol A]
+    kuiper compare MODEL [--input X.npy] [--reference R.npz | --framework] [--against OTHER] [--rtol R] [--atol A]
                    [--failed] [--csv FILE]
 
 `compare` exits 1 when an operand is over tolerance or has the wrong shape, 2 on bad input.
@@ -98,7 +98,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.reference and args.framework:
         raise InputError("give --reference or --framework, not both")
     model = open_from_args(args)
-    inputs = [read_npy(p) for p in args.input]
+    inputs = [read_npy(p) for p in args.input] if args.input else None
     against = None
     if args.against:
         other = argparse.Namespace(**{**vars(args), "model": args.against, "bin": args.against_bin})
@@ -145,7 +145,12 @@ def add_compare_command(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     )
     cmp.add_argument("model", help="MODEL.pnnx.param, FILE.kir, MODEL.onnx or MODEL.pt")
     cmp.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
-    cmp.add_argument("--input", action="append", default=[], required=True, help="an input .npy (repeat per input)")
+    cmp.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        help="an input .npy (repeat per input; default: seeded random inputs of the declared shapes)",
+    )
     cmp.add_argument(
         "--reference",
         metavar="R.npz",

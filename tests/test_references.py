@@ -209,6 +209,15 @@ def test_cli_compare_exit_codes(tmp_path, capsys):
     assert "nothing was compared" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a real conversion
+@needs_pnnx
+@needs_ort
+def test_compare_without_an_input_uses_seeded_random_ones(capsys):
+    assert main(["compare", str(USER / "lstm.onnx"), "--framework"]) == 0
+    out = capsys.readouterr().out
+    assert "input: seeded random (standard normal, seed 0) of shape 1x12x16 f32" in out and "no divergence" in out
+
+
 def test_csv_of_the_table(tmp_path, capsys):
     param = SAMPLES / "tiny_mlp.pnnx.param"
     args = ["compare", str(param), "--input", str(SAMPLES / "tiny_mlp.input.npy")]

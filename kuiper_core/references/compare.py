@@ -51,6 +51,7 @@ class CompareReport:
     unmatched_keys: list[str] = field(default_factory=list)  # reference keys naming nothing here
     unchecked: list[str] = field(default_factory=list)  # computed operands with no reference
     notes: list[str] = field(default_factory=list)
+    input_note: str = ""  # what the input was when none was given
 
     @property
     def first(self) -> Row | None:
@@ -98,6 +99,7 @@ class CompareReport:
             + (f", {over} over tolerance" if over else "")
             + (f", {shape} with a shape mismatch" if shape else "")
         ]
+        lines += [self.input_note] if self.input_note else []
         lines += [f"references: {s}" for s in self.sources]
         first = self.first
         if first is not None:
@@ -155,9 +157,21 @@ def _npz(reference: str | Path | Mapping[str, np.ndarray]) -> dict[str, np.ndarr
         raise InputError(f"cannot read the references {reference}: {e}") from None
 
 
+def random_inputs(graph: Any, seed: int = 0) -> tuple[list[np.ndarray], str]:
+    """Seeded standard-normal inputs of the model's declared shapes (open dims: see
+    explore.inputs.input_specs), and a sentence saying so."""
+    from ..explore.inputs import input_specs, synthetic_input
+    from ..explore.summary import shape_text as text
+
+    specs = input_specs(graph)
+    arrays = [synthetic_input("random", shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
+    shapes = ", ".join(f"{text(shape)} {dtype}" for _, shape, dtype in specs)
+    return arrays, f"input: seeded random (standard normal, seed {seed}) of shape {shapes}"
+
+
 def compare(
     model: ModelLike,
-    inputs: Any,
+    inputs: Any = None,
     *,
     reference: str | Path | Mapping[str, np.ndarray] | None = None,
     framework: bool | Sequence[str] = False,
@@ -167,7 +181,7 @@ def compare(
     **options: Any,
 ) -> CompareReport:
     """Run `model` (a path, bytes or an OpenedModel; `options` go to open_model) on `inputs`
-    and compare every operand that has a reference: from `reference` (an .npz or a mapping
+    (arrays or .npy paths; None: seeded random ones of the declared shapes) and compare every operand that has a reference: from `reference` (an .npz or a mapping
     keyed by operand number, operator name, module path or outN), from the framework
     (`framework=True`, or a list of methods: kuiper_core.references), or from `against`, another model run on the
     same inputs (operands compared where names match, outputs by position). With none of
@@ -175,7 +189,11 @@ def compare(
     tolerance is atol + rtol * max|reference| when either is given, else the project's
     (1e-4 * max(1, max|reference|))."""
     opened = _opened(model, options)
-    arrays = _arrays(inputs)
+    input_note = ""
+    if inputs is None:
+        arrays, input_note = random_inputs(opened.graph)
+    else:
+        arrays = _arrays(inputs)
     if reference is None and against is None and not framework:
         if not opened.references.available:
             raise InputError(
@@ -233,4 +251,4 @@ def compare(
         if operand not in inputs_
     ]
     unchecked = [n for n in computed if n not in refs]
-    return CompareReport(rows, len(events), len(computed), sources, unmatched, unchecked, notes)
+    return CompareReport(rows, len(events), len(computed), sources, unmatched, unchecked, notes, input_note)
