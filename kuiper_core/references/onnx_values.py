@@ -22,7 +22,7 @@ import numpy as np
 from ..graph import Graph
 
 SAMPLE = 64  # elements of a fingerprint
-MAX_CELLS = 30_000_000  # of the alignment table; past it, shape groups are matched in order
+MAX_CELLS = 6_000_000  # of the alignment table (two float64 tables: ~100 MB); past it, a greedy in-order match
 
 # Operator kinds, first match wins: a keyword found in the type's lower-cased last part.
 _KINDS = [
