@@ -62,6 +62,26 @@ def test_onnx_references_find_an_injected_error_where_it_is():
 
 @pytest.mark.slow  # a real conversion
 @needs_pnnx
+@needs_ort
+def test_onnx_graphs_too_big_to_align_map_only_agreeing_values(monkeypatch):
+    """Past the alignment table's size only values that agree are mapped: an operand the engine
+    gets wrong is then unmapped, never compared with the wrong ONNX value; the outputs still are."""
+    from kuiper_core.references import onnx_values
+
+    monkeypatch.setattr(onnx_values, "MAX_CELLS", 10)
+    clean = compare(USER / "convnext.onnx", USER / "convnext.input.npy", framework=["onnxruntime"])
+    assert clean.ok and len(clean.rows) == clean.computed and "too big to align" in clean.summary()
+    model = open_model(USER / "convnext.onnx")
+    name = _second_conv(model)
+    wrong = model.graph.operator(name).outputs[0].name
+    broken = compare(_perturbed(USER / "convnext.onnx", name), USER / "convnext.input.npy", framework=["onnxruntime"])
+    assert wrong in broken.unchecked  # unmapped, not compared with some other value
+    outputs = C.output_operand_names(model.graph)
+    assert all(not r.failed for r in broken.rows if r.operand not in outputs), broken.summary()
+
+
+@pytest.mark.slow  # a real conversion
+@needs_pnnx
 @needs_torch
 def test_torchscript_references_find_an_injected_error_where_it_is():
     name = _second_conv(open_model(USER / "shufflenet.pt"))

@@ -131,7 +131,8 @@ def framework_references(
                 total = mapping.mapped + len(mapping.unmapped)
                 sources.append(
                     f"onnxruntime {run.version} running the original .onnx: {mapping.mapped} of {total} operands "
-                    f"mapped by structure ({len(outputs)} output(s) by position)"
+                    + ("mapped by structure" if mapping.aligned else "mapped where values agree (too big to align)")
+                    + f" ({len(outputs)} output(s) by position)"
                     + (f"; not mapped: {_names(mapping.unmapped)}" if mapping.unmapped else "")
                 )
         except ReferenceError as e:

@@ -13,7 +13,7 @@ reported by name, never guessed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,7 @@ import numpy as np
 from ..graph import Graph
 
 SAMPLE = 64  # elements of a fingerprint
+WINDOW = 64  # values the fallback looks ahead for an operand
 MAX_CELLS = 6_000_000  # of the alignment table (two float64 tables: ~100 MB); past it, a greedy in-order match
 
 # Operator kinds, first match wins: a keyword found in the type's lower-cased last part.
@@ -145,6 +146,7 @@ class OperandMapping:
     refs: dict[str, np.ndarray]  # our operand -> the ONNX value
     onnx_names: dict[str, str]  # our operand -> the ONNX value's name ('output 0' for outputs)
     unmapped: list[str] = field(default_factory=list)  # our computed operands with no ONNX value
+    aligned: bool = True  # False: too big to align, only operands whose values agree were mapped
 
     @property
     def mapped(self) -> int:
@@ -183,28 +185,26 @@ def map_to_operands(
             else:
                 mine.append((o.name, op.type, v))
     theirs = run.values
-    n, m = len(mine), len(theirs)
-    score = np.full((n, m), -np.inf)
-    groups: dict[tuple, tuple[list[int], list[int]]] = {}
-    for i, (_, _, v) in enumerate(mine):
-        groups.setdefault(_key(v), ([], []))[0].append(i)
-    for j, (_, _, v) in enumerate(theirs):
-        if _key(v) in groups:
-            groups[_key(v)][1].append(j)
     kinds_mine = [op_kind(t) for _, t, _ in mine]
-    kinds_theirs = [{op_kind(t), op_kind(run.sources.get(n, t))} for n, t, _ in theirs]
-    for rows, cols in groups.values():
-        if not rows or not cols:
-            continue
-        fa = np.stack([_fingerprint(mine[i][2]) for i in rows])
-        fb = np.stack([_fingerprint(theirs[j][2]) for j in cols])
-        tol = 1e-3 * np.maximum(1.0, np.abs(fb).max(axis=1))
-        close = (np.abs(fa[:, None, :] - fb[None, :, :]).max(axis=2) <= tol[None, :]).astype(np.float64)
-        for a, i in enumerate(rows):
-            for b, j in enumerate(cols):
-                if any(_compatible(kinds_mine[i], k) for k in kinds_theirs[j]):
-                    score[i, j] = 1.0 + 0.5 * close[a, b]
-    pairs = _align(score) if n * m <= MAX_CELLS else _in_order(score)
+    kinds_theirs = [{op_kind(t), op_kind(run.sources.get(name, t))} for name, t, _ in theirs]
+    keys_mine = [_key(v) for _, _, v in mine]
+    keys_theirs = [_key(v) for _, _, v in theirs]
+
+    def allowed(i: int, j: int) -> bool:
+        return keys_mine[i] == keys_theirs[j] and any(_compatible(kinds_mine[i], k) for k in kinds_theirs[j])
+
+    aligned = len(mine) * len(theirs) <= MAX_CELLS
+    if aligned:
+        pairs = _align(_scores(mine, theirs, keys_mine, keys_theirs, allowed))
+    else:  # too big to align: only pairs whose values agree (a wrong one is unmapped, never a false alarm)
+        prints: dict[tuple[int, int], np.ndarray] = {}
+
+        def agree(i: int, j: int) -> bool:
+            a = prints.setdefault((0, i), _fingerprint(mine[i][2]))
+            b = prints.setdefault((1, j), _fingerprint(theirs[j][2]))
+            return bool(np.abs(a - b).max() <= 1e-3 * max(1.0, float(np.abs(b).max())))
+
+        pairs = _in_order(len(mine), len(theirs), lambda i, j: allowed(i, j) and agree(i, j))
     refs: dict[str, np.ndarray] = {}
     names: dict[str, str] = {}
     for i, j in pairs:
@@ -225,12 +225,39 @@ def map_to_operands(
         for o in op.outputs
         if o.name in {n for n, _, _ in mine} | {n for n, _ in stored} and o.name not in refs
     ]
-    return OperandMapping(refs, names, unmapped)
+    return OperandMapping(refs, names, unmapped, aligned)
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
     with np.errstate(invalid="ignore"):
         return bool(np.allclose(a, b, rtol=1e-6, atol=0.0, equal_nan=True))
+
+
+def _scores(
+    mine: Sequence[tuple[str, str, np.ndarray]],
+    theirs: Sequence[tuple[str, str, np.ndarray]],
+    keys_mine: Sequence[tuple],
+    keys_theirs: Sequence[tuple],
+    allowed: Callable[[int, int], bool],
+) -> np.ndarray:
+    """The pair table: -inf where not allowed, 1 where allowed, 1.5 where the values agree too."""
+    score = np.full((len(mine), len(theirs)), -np.inf)
+    cols_of: dict[tuple, list[int]] = {}
+    for j, key in enumerate(keys_theirs):
+        cols_of.setdefault(key, []).append(j)
+    prints: dict[int, np.ndarray] = {}
+    for i, key in enumerate(keys_mine):
+        cols = [j for j in cols_of.get(key, ()) if allowed(i, j)]
+        if not cols:
+            continue
+        for j in cols:
+            if j not in prints:
+                prints[j] = _fingerprint(theirs[j][2])
+        fb = np.stack([prints[j] for j in cols])
+        tol = 1e-3 * np.maximum(1.0, np.abs(fb).max(axis=1))
+        close = np.abs(fb - _fingerprint(mine[i][2])).max(axis=1) <= tol
+        score[i, cols] = 1.0 + 0.5 * close
+    return score
 
 
 def _align(score: np.ndarray) -> list[tuple[int, int]]:
@@ -254,14 +281,13 @@ def _align(score: np.ndarray) -> list[tuple[int, int]]:
     return pairs[::-1]
 
 
-def _in_order(score: np.ndarray) -> list[tuple[int, int]]:
-    """A cheap fallback for huge graphs: each operand takes the next allowed value after
-    the previous match."""
+def _in_order(n: int, m: int, allowed: Callable[[int, int], bool]) -> list[tuple[int, int]]:
+    """The fallback for graphs too big for the table: each operand takes the next allowed
+    value after the previous match (in a window, so one miss does not skip the rest)."""
     pairs, j0 = [], 0
-    for i in range(score.shape[0]):
-        allowed = np.flatnonzero(np.isfinite(score[i, j0:]))
-        if allowed.size:
-            j = j0 + int(allowed[0])
+    for i in range(n):
+        j = next((j for j in range(j0, min(m, j0 + WINDOW)) if allowed(i, j)), None)
+        if j is not None:
             pairs.append((i, j))
             j0 = j + 1
     return pairs
