@@ -36,7 +36,7 @@ from .base import (
 # The format modules are the factories (a module satisfies the ModelFormat protocol).
 FORMATS: tuple[ModelFormat, ...] = cast("tuple[ModelFormat, ...]", (pnnx, kir, onnx, torchscript))
 BY_NAME: dict[str, ModelFormat] = {f.NAME: f for f in FORMATS}
-CONVERTED = ("onnx", "torchscript")
+CONVERTED = ("onnx", "torchscript")  # the formats the pnnx converter turns into PNNX first
 EXPECTED = (
     "a PNNX .param (first line 7767517, weights in its .bin), textual IR (.kir), "
     "an ONNX model (.onnx) or a TorchScript module (.pt, from torch.jit.trace/script)"
@@ -151,4 +151,5 @@ __all__ = [
     "ReferenceInfo",
     "converter_available",
     "needs_inputshape",
+    "CONVERTED",
 ]
