@@ -3,7 +3,7 @@ kuiper_core.formats) and the `convert` command.
 
     kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--inputshape2 …] [--optlevel 0|1|2]
     kuiper compare MODEL [--input X.npy] [--reference R.npz | --framework] [--against OTHER] [--rtol R] [--atol A]
-                   [--failed] [--csv FILE]
+                   [--failed] [--csv FILE] [--save RUN.npz]
 
 `compare` exits 1 when an operand is over tolerance or has the wrong shape, 2 on bad input.
 """
@@ -113,6 +113,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         atol=args.atol,
     )
     print(report.text(every=not args.failed))
+    if args.save:
+        import numpy as np
+
+        try:
+            np.savez(args.save, **report.values)
+        except OSError as e:
+            raise InputError(f"cannot write {args.save}: {e.strerror or e}") from None
+        print(f"wrote {len(report.values)} operand(s) of this run to {args.save} (a --reference for another run)")
     if args.csv:
         from .explore.compare import rows_csv
 
@@ -168,6 +176,7 @@ def add_compare_command(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     cmp.add_argument("--atol", type=float, help="see --rtol")
     cmp.add_argument("--failed", action="store_true", help="list only the operands over tolerance")
     cmp.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
+    cmp.add_argument("--save", metavar="RUN.npz", help="write every operand of this run (keyed by operand name)")
     add_model_options(cmp)
     cmp.set_defaults(func=_cmd_compare)
     return cmp

@@ -238,6 +238,15 @@ def test_compare_without_an_input_uses_seeded_random_ones(capsys):
     assert "input: seeded random (standard normal, seed 0) of shape 1x12x16 f32" in out and "no divergence" in out
 
 
+def test_a_saved_run_is_a_reference_for_another(tmp_path, capsys):
+    param, x = str(SAMPLES / "tiny_mlp.pnnx.param"), str(SAMPLES / "tiny_mlp.input.npy")
+    refs = str(SAMPLES / "tiny_mlp.operands.npz")
+    assert main(["compare", param, "--input", x, "--reference", refs, "--save", str(tmp_path / "run.npz")]) == 0
+    assert "wrote 5 operand(s) of this run" in capsys.readouterr().out
+    assert main(["compare", param, "--input", x, "--reference", str(tmp_path / "run.npz")]) == 0
+    assert "5 of 5 computed operands compared" in capsys.readouterr().out
+
+
 def test_csv_of_the_table(tmp_path, capsys):
     param = SAMPLES / "tiny_mlp.pnnx.param"
     args = ["compare", str(param), "--input", str(SAMPLES / "tiny_mlp.input.npy")]

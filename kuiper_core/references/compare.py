@@ -52,6 +52,7 @@ class CompareReport:
     unchecked: list[str] = field(default_factory=list)  # computed operands with no reference
     notes: list[str] = field(default_factory=list)
     input_note: str = ""  # what the input was when none was given
+    values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # our run: every computed operand
 
     @property
     def first(self) -> Row | None:
@@ -251,4 +252,5 @@ def compare(
         if operand not in inputs_
     ]
     unchecked = [n for n in computed if n not in refs]
-    return CompareReport(rows, len(events), len(computed), sources, unmatched, unchecked, notes, input_note)
+    values = {n: ours[n] for n in computed}
+    return CompareReport(rows, len(events), len(computed), sources, unmatched, unchecked, notes, input_note, values)
