@@ -90,7 +90,11 @@ def test_onnx_layer_by_layer_with_onnxruntime(name, ext, cache):
 @needs_torch
 @pytest.mark.parametrize(("name", "ext"), [c for c in CASES if c.values[1] == "pt"])
 def test_torchscript_every_operand_with_torch(name, ext, cache):
+    model = open_model(USER / f"{name}.pt", cache_dir=cache)
     with known_gap(name, ext):
-        report = compare(USER / f"{name}.pt", USER / f"{name}.input.npy", framework=True, cache_dir=cache)
+        report = compare(model, USER / f"{name}.input.npy", framework=True)
     assert report.ok, report.summary()
-    assert not report.unchecked and len(report.rows) == report.computed, report.summary()
+    if model.files.python is None:  # pnnx's code for it does not run (e.g. it calls an aten:: op)
+        assert "pnnx wrote no runnable model_pnnx.py" in report.summary() and report.rows, report.summary()
+    else:
+        assert not report.unchecked and len(report.rows) == report.computed, report.summary()

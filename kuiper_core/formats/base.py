@@ -257,6 +257,8 @@ def reference_info(fmt: str, files: PnnxFiles | None) -> ReferenceInfo:
     torch = installed("torch")
     if files is not None and files.python is not None:
         (methods if torch else missing).append("pnnx_py" if torch else "torch, to run pnnx's generated code")
+    elif fmt == "torchscript":
+        missing.append("pnnx wrote no runnable model_pnnx.py (see the conversion's note): only outputs are compared")
     if fmt == "onnx":
         if installed("onnxruntime") and installed("onnx"):
             methods.append("onnxruntime")

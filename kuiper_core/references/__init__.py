@@ -88,7 +88,7 @@ def framework_references(
     outputs = _outputs(model.graph)
     refs: dict[str, np.ndarray] = {}
     sources: list[str] = []
-    notes: list[str] = []
+    notes: list[str] = [f"not available: {m}" for m in info.missing]
     computed_names: set[str] | None = None
     arrays = [np.asarray(x) for x in inputs]
     for method in wanted:

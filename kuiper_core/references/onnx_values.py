@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any
+
 import numpy as np
 
 from ..graph import Graph
@@ -79,12 +81,41 @@ def op_kind(op_type: str) -> str:
     return "other"
 
 
+# Kinds one side's single op has where the other side has several: an attention ends with
+# its out-projection (MatMul/Gemm in ONNX).
+_ALSO = {frozenset(("attention", "linear"))}
+
+
 def _compatible(a: str, b: str) -> bool:
-    return a == b or "other" in (a, b)
+    return a == b or "other" in (a, b) or frozenset((a, b)) in _ALSO
 
 
 # ONNX ops that only reshape their first input: the data is its producer's.
 _VIEWS = {"Squeeze", "Unsqueeze", "Reshape", "Flatten", "Transpose", "Identity"}
+# Elementwise ops that, with a constant operand, finish their input's op: a Linear exported as
+# MatMul + Add(bias) is one nn.Linear in PNNX; a BatchNorm as Mul + Add.
+_AFFINE = {"Add", "Sub", "Mul", "Div"}
+
+
+def _data_sources(graph: Any) -> dict[str, str]:
+    """ONNX value name -> the op type that made its data: through views (an LSTM's Y is
+    squeezed before use; pnnx's nn.LSTM gives the squeezed tensor) and through a constant
+    bias or scale (MatMul + Add is a Linear)."""
+    constant = {i.name for i in graph.initializer}
+    sources: dict[str, str] = {}
+    for node in graph.node:
+        computed = [i for i in node.input if i and i not in constant]
+        if not computed:  # Constant, or Identity of a shared initializer: constant too
+            constant.update(o for o in node.output if o)
+            continue
+        through = None
+        if node.op_type in _VIEWS and node.input and node.input[0] in sources:
+            through = node.input[0]
+        elif node.op_type in _AFFINE and len(computed) == 1 and computed[0] in sources:
+            through = computed[0]
+        for name in node.output:
+            sources[name] = sources[through] if through is not None else node.op_type
+    return sources
 
 
 @dataclass
@@ -110,12 +141,7 @@ def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRu
     graph = model.graph
     outputs = [o.name for o in graph.output]
     produced: list[tuple[str, str]] = [(name, node.op_type) for node in graph.node for name in node.output if name]
-    sources: dict[str, str] = {}
-    for node in graph.node:
-        first = node.input[0] if node.input else ""
-        through = node.op_type in _VIEWS and first in sources
-        for name in node.output:
-            sources[name] = sources[first] if through else node.op_type
+    sources = _data_sources(graph)
     shown = set(outputs)
     for name, _ in produced:
         if name not in shown:
