@@ -66,7 +66,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             f"{args.model} is already {model.format.upper() if model.format == 'pnnx' else 'textual IR'}: "
             "nothing to convert (`kuiper opt` writes .param or .kir)"
         )
-    stem = args.name or source.name.split(".")[0] or "model"
+    stem = args.name or source.name.rsplit(".", 1)[0] or "model"
     out_dir = Path(args.output) if args.output else source.parent
     written = export_files(model.files, out_dir, stem)
     print(f"wrote {', '.join(map(str, written))}")
