@@ -40,6 +40,7 @@ from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
 from kuiper_core.explore.upload_store import StoredModel, UploadStore, content_digest
+from kuiper_core.formats import OpenedModel, open_model
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
 
@@ -108,6 +109,9 @@ class LoadedModel:
     operands: dict[str, np.ndarray] = field(default_factory=dict)  # reference tensors
     examples: np.ndarray | None = None  # bundled example inputs (N, ...) e.g. held-out digits
     example_labels: np.ndarray | None = None
+    # What kuiper_core.formats opened: the format, the PNNX files (converted ones included),
+    # the conversion record and which references can be computed. None until it opened.
+    opened: OpenedModel | None = None
 
     @property
     def ok(self) -> bool:
@@ -188,9 +192,12 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
 def load_bundled(name: str, digest: str) -> LoadedModel:
     meta = bundled_models().get(name, {})
     model = LoadedModel(key=digest, name=name, source="bundled", meta=meta)
-    from kuiper_core.pnnx import load_graph
 
-    _read_model(model, lambda: load_graph(SAMPLES / f"{name}.pnnx.param", SAMPLES / f"{name}.pnnx.bin"))
+    def read() -> Graph:
+        model.opened = open_model(SAMPLES / f"{name}.pnnx.param", bin_path=SAMPLES / f"{name}.pnnx.bin", format="pnnx")
+        return model.opened.graph
+
+    _read_model(model, read)
     sample = SAMPLES / f"{name}.input.npy"
     if sample.exists():
         model.sample_input = np.load(sample, allow_pickle=False)
@@ -216,17 +223,28 @@ def upload_store() -> UploadStore:
 
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
-def load_uploaded(digest: str, name: str, _param: bytes, _bin: bytes | None) -> LoadedModel:
-    """An uploaded pair, read from memory (no copies on the server's disk); messages
-    call the files by the uploaded name."""
-    from kuiper_core.pnnx import load_graph_bytes
-
+def load_uploaded(
+    digest: str,
+    name: str,
+    _param: bytes,
+    _bin: bytes | None,
+    inputshape: str | None = None,
+    optlevel: int | None = None,
+    _on_log: Callable[[str], None] | None = None,
+) -> LoadedModel:
+    """An uploaded model of any format (kuiper_core.formats: .pnnx.param + .bin, .kir,
+    .onnx, TorchScript .pt), read from memory; messages call it by the uploaded name.
+    ONNX and TorchScript are converted by pnnx (`inputshape`, `optlevel`; `_on_log` gets
+    each converter line as it is printed), cached on disk by content."""
     model = LoadedModel(key=digest, name=name, source="upload")
 
     def read() -> Graph:
-        for what, data in (("the .param", _param), ("the .bin", _bin)):
+        for what, data in (("the model", _param), ("the .bin", _bin)):
             check_upload_size(what, data)
-        return load_graph_bytes(_param, _bin, name)
+        model.opened = open_model(
+            _param, bin_path=_bin, name=name, inputshape=inputshape, optlevel=optlevel, on_log=_on_log
+        )
+        return model.opened.graph
 
     return _read_model(model, read)
 
@@ -247,24 +265,33 @@ def display_name(name: str, limit: int = 120) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
-def upload_digest(param: bytes, bin_bytes: bytes | None) -> str:
-    return content_digest({"param": param, "bin": bin_bytes})
-
-
 # -- the session's model and input -------------------------------------------------------
 def select_bundled(name: str) -> None:
     st.session_state[MODEL_KEY] = {"source": "bundled", "name": name}
     _reset_model_state()
 
 
-def select_upload(name: str, param: bytes, bin_bytes: bytes | None) -> LoadedModel:
+def select_upload(
+    name: str,
+    data: bytes,
+    bin_bytes: bytes | None,
+    *,
+    inputshape: str | None = None,
+    optlevel: int | None = None,
+    on_log: Callable[[str], None] | None = None,
+) -> LoadedModel:
+    """Make an uploaded model the session's: a .pnnx.param or .kir (+ its .bin), an .onnx or a
+    TorchScript .pt (converted by pnnx with `inputshape`/`optlevel`; `on_log` gets each line
+    the converter prints, when it runs). Kept by content for reloads and links."""
     name = display_name(name)
-    stored = StoredModel(upload_digest(param, bin_bytes), name, {"param": param, "bin": bin_bytes})
+    options = {"inputshape": inputshape, "optlevel": optlevel}
+    files = {"param": data, "bin": bin_bytes}
+    stored = StoredModel(content_digest(files, options), name, files, options)
     kept = upload_store().put(stored)
     _use_stored(stored)
     if not kept:
         st.session_state[UNKEPT_KEY] = stored.nbytes
-    return _load_stored(stored)
+    return _load_stored(stored, on_log)
 
 
 def _use_stored(stored: StoredModel) -> None:
@@ -274,8 +301,16 @@ def _use_stored(stored: StoredModel) -> None:
     _reset_model_state()
 
 
-def _load_stored(stored: StoredModel) -> LoadedModel:
-    return load_uploaded(stored.digest, stored.name, stored.files["param"], stored.files.get("bin"))
+def _load_stored(stored: StoredModel, on_log: Callable[[str], None] | None = None) -> LoadedModel:
+    return load_uploaded(
+        stored.digest,
+        stored.name,
+        stored.files["param"] or b"",
+        stored.files.get("bin"),
+        stored.meta.get("inputshape"),
+        stored.meta.get("optlevel"),
+        on_log,
+    )
 
 
 def _reset_model_state() -> None:
@@ -288,6 +323,7 @@ def _reset_model_state() -> None:
         INPUT_ARRAYS_KEY,
         REFS_KEY,
         REFS_NAME_KEY,
+        "kx_ref_choice",  # what to compare with (pages/compare_panel.py): chosen again per model
         "home_input_kind",
         "home_seed",
         "home_example",

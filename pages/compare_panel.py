@@ -17,11 +17,15 @@ import streamlit as st
 
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import references as R
+from kuiper_core.explore import tensors as T
+from kuiper_core.references import framework_references
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.references.hooks import hook_snippet
 from pages import common
 
 CHOICE = "kx_ref_choice"  # the chosen source; survives page changes (a widget's state does not)
 RUNS = "kx_saved_runs"  # [SavedRun], shared by every model of the session (before/after `kuiper opt`)
+FRAMEWORK_KEY = "kx_framework_refs"  # {"key": (model, input digest), "set": ReferenceSet}: computed references
 TOKEN = "fw_refs_token"  # the references last seen: new ones switch the graph to the error view
 ERROR = "fw_refs_error"
 MAX_RUNS, MAX_RUN_BYTES = 4, 256 * 2**20  # saved runs per session, oldest dropped first
@@ -45,13 +49,39 @@ def _uploaded() -> tuple[str, dict[str, np.ndarray]] | None:
     return None if arrays is None else (st.session_state.get(common.REFS_NAME_KEY) or "references", arrays)
 
 
-def _choice(options: list[str]) -> str:
-    """The chosen source; by default an upload when there is one, else PyTorch's, else the upload."""
+def _framework_offered(model: common.LoadedModel) -> bool:
+    """References can be computed from the model's own framework (torch, onnxruntime) here."""
+    return model.opened is not None and model.opened.references.available
+
+
+def _framework(model: common.LoadedModel, resolved: common.ResolvedInput) -> tuple[str, dict[str, np.ndarray]] | None:
+    """The references computed from the model's framework for this model and input, if any."""
+    state = st.session_state.get(FRAMEWORK_KEY)
+    if state is None or state["key"] != (model.key, T.arrays_digest(resolved.arrays)):
+        return None
+    return _framework_label(state["set"]), state["set"].refs
+
+
+def _framework_label(refs: Any) -> str:
+    """'PyTorch', 'onnxruntime' or 'PyTorch and onnxruntime': what computed the references."""
+    used = [
+        n
+        for n, prefix in (("PyTorch", "torch"), ("onnxruntime", "onnxruntime"))
+        if any(s.startswith(prefix) for s in refs.sources)
+    ]
+    return " and ".join(used) or "the framework"
+
+
+def _choice(options: list[str], computed: bool = False) -> str:
+    """The chosen source; by default an upload when there is one, else references computed
+    from the framework, else the first offered."""
     chosen = st.session_state.get(CHOICE)
     if chosen in options:
         return chosen
     if st.session_state.get(common.REFS_KEY) is not None:
         return R.UPLOADED
+    if computed and R.FRAMEWORK in options:
+        return R.FRAMEWORK
     return options[0]
 
 
@@ -60,9 +90,13 @@ def active_references(model: common.LoadedModel, resolved: common.ResolvedInput)
     'Colour nodes by' moves to the error view: the next thing the user wants to see."""
     bundled = _bundled(model, resolved)
     runs = saved_runs()
-    options = R.reference_choices(bundled is not None, _uploaded() is not None, runs)
+    framework = _framework(model, resolved)
+    options = R.reference_choices(bundled is not None, _uploaded() is not None, runs, _framework_offered(model))
     assert model.graph is not None
-    active = R.choose_references(model.graph, _choice(options), bundled=bundled, uploaded=_uploaded(), runs=runs)
+    chosen = _choice(options, framework is not None)
+    active = R.choose_references(
+        model.graph, chosen, bundled=bundled, uploaded=_uploaded(), runs=runs, framework=framework
+    )
     token = (model.key, *active.token)
     if active.refs and st.session_state.get(TOKEN) != token:
         st.session_state["fw_color_mode"] = "errors"
@@ -107,23 +141,30 @@ def compare_section(
     _run_actions(model, resolved, stepper)
     bundled = _bundled(model, resolved) is not None
     runs = saved_runs()
-    options = R.reference_choices(bundled, _uploaded() is not None, runs)
-    labels = {R.BUNDLED: "PyTorch's tensors for the sample input", R.UPLOADED: "a reference file (.npz)"}
+    framework = _framework(model, resolved)
+    options = R.reference_choices(bundled, _uploaded() is not None, runs, _framework_offered(model))
+    labels = {
+        R.BUNDLED: "PyTorch's tensors for the sample input",
+        R.FRAMEWORK: "computed from the model's framework",
+        R.UPLOADED: "a reference file (.npz)",
+    }
     if len(options) == 1:
         st.session_state.pop("fw_ref_choice", None)
     else:
         st.radio(
             "Compare with",
             options,
-            index=options.index(_choice(options)),
+            index=options.index(_choice(options, framework is not None)),
             format_func=lambda o: labels.get(o) or f"saved {o[4:]}",
             key="fw_ref_choice",
             on_change=_on_choice,
             horizontal=True,
             label_visibility="collapsed",
         )
-    chosen = _choice(options)
-    if chosen == R.BUNDLED:
+    chosen = _choice(options, framework is not None)
+    if chosen == R.FRAMEWORK:
+        _framework_panel(model, resolved, stepper)
+    elif chosen == R.BUNDLED:
         st.caption(
             f"PyTorch computed these tensors for `{model.name}`'s sample input with the original module "
             "(every operand, through pnnx's generated Python). Another input has no references: save a run, "
@@ -184,13 +225,12 @@ def _upload_panel(model: common.LoadedModel) -> None:
             "path, which matches the operators pnnx kept by name (fused ones, e.g. Conv2d + BatchNorm2d, are "
             "listed as unmatched). Converting the model here computes references for every operand instead."
         )
-        st.code(R.HOOK_SNIPPET, language="python")
+        st.code(hook_snippet(), language="python")
 
 
-def _match_report(match: R.ReferenceMatch, model: common.LoadedModel) -> None:
+def _match_report(match: R.KeyMatch, model: common.LoadedModel) -> None:
     """What the file's keys matched, by kind, and every key that matched nothing with why."""
     kinds = ", ".join(f"{n} by {kind}" for kind, n in match.counts().items())
-    stripped = f" (prefix '{match.stripped_prefix}' removed)" if match.stripped_prefix else ""
     if match.matched == 0:
         example = ", ".join(f"'{o}'" for o in list(model.graph.operands)[:4]) if model.graph else ""
         some = ", ".join(f"'{k}'" for k in match.unmatched[:8]) + (" …" if len(match.unmatched) > 8 else "")
@@ -201,11 +241,45 @@ def _match_report(match: R.ReferenceMatch, model: common.LoadedModel) -> None:
         )
     elif match.unmatched:
         st.warning(
-            f"{match.matched} of {match.keys} arrays matched{stripped} ({kinds}); {len(match.unmatched)} match "
+            f"{match.matched} of {match.keys} arrays matched ({kinds}); {len(match.unmatched)} match "
             "nothing and are ignored:"
         )
     else:
-        st.caption(f"All {match.keys} arrays matched{stripped}: {kinds}.")
+        st.caption(f"All {match.keys} arrays matched: {kinds}.")
     if match.unmatched:
         rows: list[dict[str, Any]] = [{"key": k, "why": match.reasons.get(k, "")} for k in match.unmatched[:200]]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rows)))
+
+
+def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, stepper: ForwardStepper) -> None:
+    """Compute references from the model's own framework for this input, or say what they cover."""
+    assert model.opened is not None
+    info = model.opened.references
+    state = st.session_state.get(FRAMEWORK_KEY)
+    key = (model.key, T.arrays_digest(resolved.arrays))
+    if state is None or state["key"] != key:
+        engines = sorted({"onnxruntime" if m == "onnxruntime" else "PyTorch" for m in info.methods})
+        st.caption(f"For `{model.name}` and this input: {info.text()}.")
+        if st.button(f"Compute references with {' and '.join(engines)}", key="fw_framework", type="primary"):
+            with st.spinner(f"Running {' and '.join(engines)} on `{model.name}`…"):
+                try:
+                    computed = framework_references(model.opened, resolved.arrays)
+                except KuiperError as e:
+                    common.show_error(e, title="No references could be computed")
+                    return
+            st.session_state[FRAMEWORK_KEY] = {"key": key, "set": computed}
+            st.session_state[CHOICE] = R.FRAMEWORK
+            st.rerun()
+        return
+    computed = state["set"]
+    covered = computed.computed - len(computed.unmapped)
+    level = st.success if not computed.unmapped else st.warning
+    level(
+        f"{_framework_label(computed)} computed references for {covered} of the {computed.computed} operands this "
+        "model computes: " + "; ".join(computed.sources)
+    )
+    for note in computed.notes:
+        st.caption(note)
+    if computed.unmapped:
+        some = ", ".join(computed.unmapped[:20]) + (" …" if len(computed.unmapped) > 20 else "")
+        st.caption(f"No reference for: {some}")

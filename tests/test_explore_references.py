@@ -28,7 +28,7 @@ def test_module_paths_match_the_operators_pnnx_kept() -> None:
     g = _graph(SAMPLES / "resnet18.pnnx.param")
     z = np.zeros(1, np.float32)
     keys = {"layer1.0.relu": z, "fc": z, "maxpool": z, "layer1.0.conv1": z, "layer1.0.bn1": z, "17": z}
-    match = R.match_references(g, keys)
+    match = R.match_keys(g, keys)
     op = {o.name: o for o in g.operators}
     assert match.refs.keys() == {op["layer1.0.relu"].outputs[0].name, op["fc"].outputs[0].name, "3", "17"}
     assert match.counts() == {R.BY_OPERATOR: 3, R.BY_OPERAND: 1}
@@ -36,19 +36,17 @@ def test_module_paths_match_the_operators_pnnx_kept() -> None:
     assert "convbn2d" in match.reasons["layer1.0.conv1"]
 
 
-def test_a_wrapper_prefix_on_every_key_is_removed() -> None:
+def test_a_wrapper_prefix_is_removed() -> None:
     g = _graph(SAMPLES / "resnet18.pnnx.param")
     z = np.zeros(1, np.float32)
-    match = R.match_references(g, {"module.fc": z, "module.layer1.0.relu": z, "module.layer9": z})
-    assert match.stripped_prefix == "module." and match.matched == 2 and match.unmatched == ["module.layer9"]
-    # keys that do not all share it are taken as they are
-    assert R.match_references(g, {"fc": z, "module.layer1.0.relu": z}).unmatched == ["module.layer1.0.relu"]
+    match = R.match_keys(g, {"module.fc": z, "model.layer1.0.relu": z, "module.layer9": z})
+    assert match.matched == 2 and match.unmatched == ["module.layer9"]
 
 
 def test_tuple_outputs_by_index_and_a_bare_name_says_how_to_key_them() -> None:
     g = _graph(LSTM / "model.pnnx.param")
     z = np.zeros(1, np.float32)
-    match = R.match_references(g, {"rnn:0": z, "rnn:2": z, "rnn:3": z, "rnn": z})
+    match = R.match_keys(g, {"rnn:0": z, "rnn:2": z, "rnn:3": z, "rnn": z})
     assert set(match.refs) == {"1", "3"}
     assert "rnn:0 … rnn:2" in match.reasons["rnn"] and "3 outputs" in match.reasons["rnn:3"]
 
@@ -56,14 +54,14 @@ def test_tuple_outputs_by_index_and_a_bare_name_says_how_to_key_them() -> None:
 def test_an_operand_name_wins_over_other_keys_for_the_same_operand() -> None:
     g = _graph(LSTM / "model.pnnx.param")
     a, b = np.ones(1, np.float32), np.zeros(1, np.float32)
-    match = R.match_references(g, {"out0": b, "rnn:0": b, "1": a})
+    match = R.match_keys(g, {"out0": b, "rnn:0": b, "1": a})
     assert match.refs["1"] is not b and match.refs["1"][0] == 1 and sorted(match.duplicates) == ["out0", "rnn:0"]
     assert match.unmatched == [] and match.matched == 3
 
 
 def test_later_calls_of_a_module_pnnx_renamed_are_explained() -> None:
     g = _graph(SAMPLES / "resnet18.pnnx.param")
-    match = R.match_references(g, {"layer1.0.relu#2": np.zeros(1), "out3": np.zeros(1)})
+    match = R.match_keys(g, {"layer1.0.relu#2": np.zeros(1), "out3": np.zeros(1)})
     assert "runs once in this graph" in match.reasons["layer1.0.relu#2"]
     assert "1 output (out0…out0)" in match.reasons["out3"] or "has 1 output" in match.reasons["out3"]
 
@@ -77,7 +75,7 @@ def test_a_saved_run_matches_itself_completely() -> None:
     arrays = R.run_arrays(run.values, m.outputs_of(run.values))
     assert "out0" in arrays
     back = dict(np.load(io.BytesIO(R.npz_bytes(arrays))))
-    match = R.match_references(m.graph, back)
+    match = R.match_keys(m.graph, back)
     assert match.unmatched == [] and match.duplicates == ["out0"]
     assert set(match.refs) == {k for k in arrays if k != "out0"}
 
@@ -96,17 +94,16 @@ def test_saved_runs_are_bounded_oldest_first() -> None:
 
 
 def test_hook_keyed_references_of_a_users_model_compare_against_pytorch() -> None:
-    """small_cnn.hooks.npz was written by HOOK_SNIPPET from the torch model pnnx converted
+    """small_cnn.hooks.npz was written by the app's hook snippet from the torch model pnnx converted
     (tools/export_debug_fixtures.py): the modules pnnx kept match by name and agree with the
-    engine; the fused Conv2d+BatchNorm2d, the inlined block and the ReLU's second call are
-    listed with reasons."""
+    engine; the fused Conv2d+BatchNorm2d and the ReLU's second call are listed with reasons."""
     from kuiper_core.explore import compare as C
 
     m = kuiper_core.load(DEBUG / "small_cnn.pnnx.param")
     with np.load(DEBUG / "small_cnn.hooks.npz") as z:
         hooks = dict(z)
-    match = R.match_references(m.graph, hooks)
-    assert sorted(match.unmatched) == ["block", "bn1", "conv1", "relu#2"]
+    match = R.match_keys(m.graph, hooks)
+    assert sorted(match.unmatched) == ["bn1", "conv1", "relu#2"]
     assert "runs once" in match.reasons["relu#2"] and "convbn2d" in match.reasons["conv1"]
     assert match.duplicates == ["out0"]  # fc's output, also given as out0
     run = m.steps(np.load(DEBUG / "small_cnn.input.npy"))

@@ -2,17 +2,20 @@
 
 A small conv net as a user would bring it (Conv2d + BatchNorm2d that pnnx fuses, a ReLU module
 called twice, a nested block, a linear head), seeded, written as:
-  small_cnn.pt                       TorchScript (torch.jit.trace), what `pnnx model.pt` reads
+  small_cnn.pt                       TorchScript (torch.jit.trace: it records the example input's shape)
+  small_cnn_untraced.pt              the same without the recorded example input (as older torch
+                                     wrote it): pnnx needs its inputshape
   small_cnn.onnx                     ONNX (opset 17), what `pnnx model.onnx` reads
   small_cnn.pnnx.param, .pnnx.bin    the real pnnx converter's output of small_cnn.pt (optlevel 2)
   small_cnn.input.npy                the example input
   small_cnn.operands.npz             every operand, computed by pnnx's generated small_cnn_pnnx.py
   small_cnn.hooks.npz                every module's output keyed by module path, written by
-                                     kuiper_core.explore.references.HOOK_SNIPPET (what the app shows)
+                                     kuiper_core.references.hooks.hook_snippet() (what the app shows)
 
     python tools/export_debug_fixtures.py
 
-Needs torch, pnnx and onnx (the `export` extra). Fixed seeds: a re-export reproduces the files.
+Needs torch, pnnx and onnx (the `export` extra). Fixed seeds: a re-export reproduces the files
+(the .pt files but for TorchScript's debug records: a random serialization id, source paths).
 """
 
 from __future__ import annotations
@@ -68,10 +71,20 @@ def build():
     return model.eval(), torch.randn(1, 3, 16, 16)
 
 
+def _without_traced_inputs(src: Path, dst: Path) -> None:
+    """A copy of a traced TorchScript zip without traced_inputs*: no input shapes recorded."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            if "/traced_inputs" not in info.filename:
+                zout.writestr(info, zin.read(info.filename))
+
+
 def main() -> int:
     import torch
 
-    from kuiper_core.explore.references import HOOK_SNIPPET
+    from kuiper_core.references.hooks import hook_snippet
     from pnnx_export import export_module
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -79,6 +92,7 @@ def main() -> int:
     name = "small_cnn"
     np.save(OUT / f"{name}.input.npy", x.numpy())
     torch.jit.trace(model, (x,)).save(str(OUT / f"{name}.pt"))
+    _without_traced_inputs(OUT / f"{name}.pt", OUT / f"{name}_untraced.pt")
     torch.onnx.export(
         model, (x,), str(OUT / f"{name}.onnx"), dynamo=False, opset_version=17, input_names=["x"], output_names=["y"]
     )
@@ -88,8 +102,8 @@ def main() -> int:
             shutil.copy(Path(tmp) / f"{name}{suffix}", OUT / f"{name}{suffix}")
         shutil.copy(Path(tmp) / "operands.npz", OUT / f"{name}.operands.npz")
     namespace: dict = {}
-    exec(HOOK_SNIPPET, namespace)  # the snippet the app shows, exactly
-    namespace["save_references"](model, (x,), str(OUT / f"{name}.hooks.npz"))
+    exec(hook_snippet(), namespace)  # the snippet the app shows, exactly
+    namespace["save_references"](model, [x], str(OUT / f"{name}.hooks.npz"))
     for p in sorted(OUT.glob(f"{name}*")):
         print(f"{p.relative_to(ROOT)}: {p.stat().st_size:,} bytes")
     return 0

@@ -1,10 +1,9 @@
-"""Which operand each reference tensor belongs to: the keys of a user's .npz, a saved run.
+"""What the Forward page compares with: a user's .npz, a saved run, PyTorch's tensors.
 
-A reference file is keyed however its author could make it: by pnnx operand number (`"17"`,
-what pnnx's generated `*_pnnx.py` computes), by forward()'s output (`out0`, `out1`, …), or by
-operator name, which for the modules pnnx keeps is the PyTorch module path a forward hook
-sees (`layer1.0.relu`, `fc`). `match_references` maps every key to an operand or says why it
-could not; nothing is dropped silently. `HOOK_SNIPPET` writes such a file from a torch model.
+A reference file is keyed however its author could make it (an operand number, `out0`, an
+operator name or PyTorch module path: compare.key_operand reads them all); `match_keys` adds
+how each key matched and why each other one did not, so nothing is dropped silently.
+kuiper_core.references.hooks writes such a file from a torch model.
 
 A run of the engine (`run_arrays`) is saved keyed by operand name plus `outN`, so the same file
 can be uploaded back as a reference, or compared with a run of another model (before and
@@ -22,44 +21,26 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import Graph, Operand, Operator
+from ..graph import Graph
+from . import compare as C
 
 # How a key was matched (the page counts them).
 BY_OPERAND, BY_OUTPUT, BY_OPERATOR = "operand number", "model output", "operator name or module path"
 _OUT = re.compile(r"out(\d+)$")
-_ELEMENT = re.compile(r"(.+):(\d+)$")  # NAME:i, the i-th output of a module returning a tuple
-
-
-def output_operand_names(graph: Graph) -> list[str]:
-    """The operands behind forward()'s outputs out0, out1, ...: pnnx.Output's inputs in
-    order, a prim::TupleConstruct expanded into its elements (as forward() flattens it)."""
-    names: list[str] = []
-
-    def flat(operand: Operand) -> None:
-        producer = operand.producer
-        if producer is not None and producer.type == "prim::TupleConstruct":
-            for o in producer.inputs:
-                flat(o)
-        else:
-            names.append(operand.name)
-
-    for op in graph.outputs:
-        for o in op.inputs:
-            flat(o)
-    return names
 
 
 @dataclass
-class ReferenceMatch:
-    """An .npz's arrays keyed by the operand each one is compared with."""
+class KeyMatch:
+    """What an .npz's keys matched, for the page: compare.match_references (the one reader of
+    reference keys) plus, per key, how it matched or why it did not."""
 
-    refs: dict[str, np.ndarray]
+    refs: dict[str, np.ndarray]  # operand -> array
     keys: int  # arrays in the file
-    unmatched: list[str] = field(default_factory=list)  # keys naming no operand (nor outN, nor an operator)
+    unmatched: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)  # unmatched key -> why
     how: dict[str, str] = field(default_factory=dict)  # matched key -> BY_*
     duplicates: list[str] = field(default_factory=list)  # keys for an operand another key already gave
-    stripped_prefix: str = ""  # a wrapper's prefix removed from every key ("module." of DataParallel)
+    hint: str | None = None  # compare's word on why many keys matched nothing
 
     @property
     def matched(self) -> int:
@@ -70,100 +51,53 @@ class ReferenceMatch:
         return dict(Counter(self.how.values()))
 
 
-def _operators_by_key(graph: Graph) -> dict[str, Operator]:
-    return dict(zip(graph.operator_keys(), graph.operators))
+def match_keys(graph: Graph, npz: Mapping[str, Any]) -> KeyMatch:
+    """compare.match_references, with how each key matched and why the others did not."""
+    match = C.match_references(graph, npz)
+    outputs = C.output_operand_names(graph)
+    how = {k: _kind(graph, k) for k in match.operands}
+    given: set[str] = set()
+    duplicates = []
+    for k, operand in match.operands.items():  # in compare's order: the first key of an operand gave it
+        if operand in given:
+            duplicates.append(k)
+        given.add(operand)
+    reasons = {k: _why(graph, k, outputs) for k in match.unmatched}
+    return KeyMatch(match.refs, match.keys, match.unmatched, reasons, how, duplicates, match.hint)
 
 
-def _common_prefix(keys: list[str], graph: Graph, operators: Mapping[str, Operator]) -> str:
-    """`module.` when every key but operands and outputs starts with it and removing it
-    names more operators than keeping it (hooks put on a DataParallel or another wrapper)."""
-    named = [k for k in keys if k not in graph.operands and not _OUT.match(k)]
-    heads = {k.split(".", 1)[0] if "." in k else None for k in named}
-    if len(named) < 2 or len(heads) != 1 or None in heads:
-        return ""
-    prefix = f"{heads.pop()}."
-
-    def known(name: str) -> bool:
-        element = _ELEMENT.match(name)
-        return name in operators or (element is not None and element.group(1) in operators)
-
-    stripped = sum(known(k[len(prefix) :]) for k in named)
-    return prefix if stripped > sum(known(k) for k in named) else ""
+def _kind(graph: Graph, key: str) -> str:
+    if key in graph.operands or (key.startswith("v_") and key[2:] in graph.operands):
+        return BY_OPERAND
+    return BY_OUTPUT if _OUT.match(key) else BY_OPERATOR
 
 
-def match_references(graph: Graph, npz: Mapping[str, Any]) -> ReferenceMatch:
-    """Map each key of an .npz to the operand it is a reference for.
-
-    Accepted keys, tried in this order: an operand name (`17`); `outN`, forward()'s N-th
-    output; an operator name or key (`layer1.0.relu`, `detect#2` for the second operator pnnx
-    gave that name), meaning its only output; `NAME:i`, that operator's i-th output. When
-    every key carries one wrapper prefix (`module.layer1.0.relu`) it is removed. Keys that
-    match nothing are listed with the reason; two keys for one operand keep the first (an
-    operand name wins over every other kind)."""
-    operators = _operators_by_key(graph)
-    outputs = output_operand_names(graph)
-    keys = list(npz)
-    prefix = _common_prefix(keys, graph, operators)
-    found: dict[str, tuple[str, str]] = {}  # key -> (operand, how)
-    reasons: dict[str, str] = {}
-    for k in keys:
-        target = _resolve(k, graph, operators, outputs, prefix)
-        if isinstance(target, tuple):
-            found[k] = target
-        else:
-            reasons[k] = target
-    refs: dict[str, np.ndarray] = {}
-    how: dict[str, str] = {}
-    duplicates: list[str] = []
-    for rank in (BY_OPERAND, BY_OPERATOR, BY_OUTPUT):  # an operand's own name wins
-        for k, (operand, kind) in found.items():
-            if kind != rank:
-                continue
-            if operand in refs:
-                duplicates.append(k)
-            else:
-                refs[operand] = np.asarray(npz[k])
-            how[k] = kind
-    unmatched = [k for k in keys if k in reasons]
-    return ReferenceMatch(refs, len(keys), unmatched, reasons, how, duplicates, prefix)
-
-
-def _resolve(
-    key: str, graph: Graph, operators: Mapping[str, Operator], outputs: list[str], prefix: str
-) -> tuple[str, str] | str:
-    """(operand, how) for a key, or the reason it names nothing."""
-    if key in graph.operands:
-        return key, BY_OPERAND
+def _why(graph: Graph, key: str, outputs: list[str]) -> str:
+    """Why `key` names nothing in `graph` (compare.key_operand said so)."""
     out = _OUT.match(key)
     if out is not None:
-        i = int(out.group(1))
-        if i < len(outputs):
-            return outputs[i], BY_OUTPUT
-        return f"the model has {len(outputs)} output{'s' if len(outputs) != 1 else ''} (out0…out{len(outputs) - 1})"
-    name = key[len(prefix) :] if prefix and key.startswith(prefix) else key
-    element = _ELEMENT.match(name)
-    base, index = (element.group(1), int(element.group(2))) if element else (name, None)
-    op = operators.get(base)
-    if op is None:
-        if "#" in base and base.split("#", 1)[0] in operators:
-            return (
-                f"the operator {base.split('#', 1)[0]} runs once in this graph (pnnx renames a module's later calls, "
-                "e.g. pnnx_unique_N)"
-            )
-        if base.isdigit():
-            return "this model has no operand of this number (a run of another model, or an optimisation removed it)"
-        return "no operand, output or operator has this name (pnnx fuses Conv2d + BatchNorm2d into convbn2d_N, inlines others)"
-    if index is None:
-        if len(op.outputs) == 1:
-            return op.outputs[0].name, BY_OPERATOR
-        return f"the operator {base} has {len(op.outputs)} outputs: key them {base}:0 … {base}:{len(op.outputs) - 1}"
-    if index < len(op.outputs):
-        return op.outputs[index].name, BY_OPERATOR
-    return f"the operator {base} has {len(op.outputs)} output{'s' if len(op.outputs) != 1 else ''}"
-
-
-def references_for(graph: Graph, npz: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    return match_references(graph, npz).refs
+        n = len(outputs)
+        return f"the model has {n} output{'s' if n != 1 else ''} (out0…out{n - 1})"
+    base, _, index = key.rpartition(":")
+    if not (base and index.isdigit()):
+        base, index = key, ""
+    names = {op.name: op for op in graph.operators}
+    op = names.get(base)
+    if op is not None:
+        n = len(op.outputs)
+        if index:
+            return f"the operator {base} has {n} output{'s' if n != 1 else ''}"
+        return f"the operator {base} has {n} outputs: key them {base}:0 … {base}:{n - 1}"
+    if "#" in base and base.split("#", 1)[0] in names:
+        return (
+            f"the operator {base.split('#', 1)[0]} runs once in this graph (pnnx renames a module's later calls, "
+            "e.g. pnnx_unique_N)"
+        )
+    if base.isdigit() or (base.startswith("v_") and base[2:].isdigit()):
+        return "this model has no operand of this number (a run of another model, or an optimisation removed it)"
+    return (
+        "no operand, output or operator has this name (pnnx fuses Conv2d + BatchNorm2d into convbn2d_N, inlines others)"
+    )
 
 
 # -- a run as a reference ---------------------------------------------------------------------------
@@ -214,50 +148,8 @@ def keep_runs(runs: list[SavedRun], new: SavedRun, max_runs: int, max_bytes: int
     return kept, dropped
 
 
-HOOK_SNIPPET = '''\
-import numpy as np
-import torch
-
-
-def save_references(model: torch.nn.Module, inputs: tuple, path: str = "references.npz") -> None:
-    """Every module's output for `inputs`, keyed by module path (what Kuiper Explorer matches
-    with operator names), plus out0, out1, ... for the model's outputs."""
-    arrays, calls = {}, {}
-
-    def flat(value):
-        if isinstance(value, torch.Tensor):
-            return [value]
-        if isinstance(value, (tuple, list)):
-            return [t for v in value for t in flat(v)]
-        return []
-
-    def hook(name):
-        def record(module, args, output):
-            calls[name] = calls.get(name, 0) + 1
-            key = name if calls[name] == 1 else f"{name}#{calls[name]}"  # a module called again
-            tensors = flat(output)
-            for i, t in enumerate(tensors):
-                arrays[key if len(tensors) == 1 else f"{key}:{i}"] = t.detach().cpu().numpy()
-
-        return record
-
-    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if n]
-    try:
-        with torch.no_grad():
-            outputs = flat(model.eval()(*inputs))
-    finally:
-        for h in handles:
-            h.remove()
-    arrays.update({f"out{i}": t.detach().cpu().numpy() for i, t in enumerate(outputs)})
-    np.savez(path, **arrays)
-
-
-# e.g. save_references(model, (torch.from_numpy(np.load("input.npy")),))
-'''
-
-
 # -- what the Forward page compares with --------------------------------------------------------------
-BUNDLED, UPLOADED = "bundled", "upload"  # reference choices besides saved runs ("run:LABEL")
+BUNDLED, FRAMEWORK, UPLOADED = "bundled", "framework", "upload"  # the choices besides saved runs ("run:LABEL")
 
 
 @dataclass
@@ -268,13 +160,19 @@ class ActiveReferences:
 
     refs: dict[str, np.ndarray]
     source: str
-    match: ReferenceMatch | None
+    match: KeyMatch | None
     token: tuple[Any, ...]
 
 
-def reference_choices(bundled: bool, uploaded: bool, runs: list[SavedRun]) -> list[str]:
-    """The sources the page offers, the bundled references first; an upload is always offered."""
-    return ([BUNDLED] if bundled else []) + [UPLOADED] + [f"run:{r.label}" for r in runs]
+def reference_choices(bundled: bool, uploaded: bool, runs: list[SavedRun], framework: bool = False) -> list[str]:
+    """The sources the page offers, the bundled references first; an upload is always offered;
+    `framework`: references computed from the model's own framework can be (or were) made."""
+    return (
+        ([BUNDLED] if bundled else [])
+        + ([FRAMEWORK] if framework else [])
+        + [UPLOADED]
+        + [f"run:{r.label}" for r in runs]
+    )
 
 
 def choose_references(
@@ -284,17 +182,22 @@ def choose_references(
     bundled: Mapping[str, np.ndarray] | None,
     uploaded: tuple[str, Mapping[str, np.ndarray]] | None,
     runs: list[SavedRun],
+    framework: tuple[str, dict[str, np.ndarray]] | None = None,
 ) -> ActiveReferences:
     """The references for `choice`. `bundled` (PyTorch's, keyed by operand and outN) applies
-    only to the sample input; `uploaded` is (file name, arrays)."""
+    only to the sample input; `uploaded` is (file name, arrays); `framework` (what computed
+    them, operand -> array) the model's own framework's for this input."""
     if choice == BUNDLED and bundled:
-        return ActiveReferences(references_for(graph, bundled), "PyTorch (sample input)", None, (BUNDLED,))
+        return ActiveReferences(C.references_for(graph, bundled), "PyTorch (sample input)", None, (BUNDLED,))
+    if choice == FRAMEWORK and framework is not None:
+        source, computed = framework
+        return ActiveReferences(computed, source, None, (FRAMEWORK, id(computed)))
     if choice == UPLOADED and uploaded is not None:
         name, arrays = uploaded
-        match = match_references(graph, arrays)
+        match = match_keys(graph, arrays)
         return ActiveReferences(match.refs, f"the uploaded {name}", match, (UPLOADED, name, id(arrays)))
     run = next((r for r in runs if choice == f"run:{r.label}"), None)
     if run is not None:
-        match = match_references(graph, run.arrays)
+        match = match_keys(graph, run.arrays)
         return ActiveReferences(match.refs, f"the saved run '{run.label}'", match, ("run", run.label, id(run.arrays)))
     return ActiveReferences({}, "", None, ())

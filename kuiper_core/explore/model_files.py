@@ -1,0 +1,126 @@
+"""The app's "open your own model" as plain data: what a file is, the bytes to open, the
+TorchScript input-shape field's check, and the sentences about a conversion.
+
+The formats registry (kuiper_core.formats) opens and converts; this module only prepares
+its arguments from an upload or a path typed on the server, and words its records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InputError, KuiperError, LimitError
+from ..files import read_regular
+from ..formats import BY_NAME, Context, Conversion, OpenOptions, detect, needs_inputshape
+from ..formats.base import ConversionOptions
+from ..formats.convert import INSTALL_HINT, convert, shape_text
+from ..pnnx.writer import default_bin_path
+
+CONVERTED = ("onnx", "torchscript")
+DEFAULT_SHAPE = "[1,3,224,224]"  # what most image models take; the field says to change it
+LOG_LINES = 30  # of the converter's log shown while it runs
+NO_CONVERTER = (
+    "Opening ONNX and TorchScript models needs the pnnx converter, which is not installed on this server: "
+    f"{INSTALL_HINT}."
+)
+
+
+def kind_of(data: bytes, name: str) -> str | None:
+    """The format of a file by its content (its name as a hint): 'pnnx', 'kir', 'onnx',
+    'torchscript', or None when it is none of them."""
+    try:
+        return detect(Context(data, OpenOptions(name=name))).NAME
+    except KuiperError:
+        return None
+
+
+def kind_of_name(name: str) -> str | None:
+    """The format a file name suggests (before its content is read), or None."""
+    lowered = name.lower()
+    return next((f for f, m in BY_NAME.items() if any(lowered.endswith(s) for s in m.SUFFIXES)), None)
+
+
+def asks_for_shape(data: bytes, name: str) -> bool:
+    """A TorchScript file that does not record its traced input shapes: pnnx needs them given."""
+    return needs_inputshape(data, name)
+
+
+def shape_problem(text: str | None, *, required: bool) -> str | None:
+    """What is wrong with the input-shape field ('' or None when it is fine)."""
+    if not (text or "").strip():
+        return "A TorchScript model needs its input shape(s) to be converted, e.g. [1,3,224,224]." if required else None
+    try:
+        shape_text(text)
+    except InputError as e:
+        return str(e)
+    return None
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """What to open: the model's bytes, its weights' bytes (.param/.kir), its name and format."""
+
+    name: str
+    data: bytes
+    bin: bytes | None
+    kind: str | None
+
+
+def from_upload(model_file: Any, bin_file: Any) -> OpenRequest | None:
+    """From Streamlit's uploaded files (None when no model file was chosen)."""
+    if model_file is None:
+        return None
+    data = model_file.getvalue()
+    kind = kind_of(data, model_file.name)
+    weights = bin_file.getvalue() if bin_file is not None and kind not in CONVERTED else None
+    return OpenRequest(model_file.name, data, weights, kind)
+
+
+def from_path(text: str, max_bytes: int) -> OpenRequest:
+    """A model file on the server by its path (a .param or .kir with its sibling .bin), read
+    within `max_bytes` per file; the error says what is wrong with the path."""
+    path = Path(text.strip()).expanduser()
+    if not text.strip():
+        raise InputError("type the path of a model file on the server")
+    suffixes = tuple(s for m in BY_NAME.values() for s in m.SUFFIXES)
+    if not path.name.lower().endswith(suffixes):
+        raise InputError(f"{path}: not a model file name; expected one ending in {', '.join(suffixes)}")
+
+    def read(p: Path) -> bytes:
+        try:
+            return read_regular(p, lambda m: InputError(m), max_bytes=max_bytes, limit="max_upload_bytes")
+        except LimitError:
+            raise
+        except OSError as e:  # permissions
+            raise InputError(f"cannot read {p}: {e.strerror or e}") from None
+
+    data = read(path)
+    kind = kind_of(data, path.name)
+    weights = None
+    if kind in ("pnnx", "kir"):
+        sibling = default_bin_path(path)
+        weights = read(sibling) if sibling.is_file() else None
+    return OpenRequest(path.name, data, weights, kind)
+
+
+def conversion_text(conversion: Conversion) -> str:
+    """'converted by pnnx 20261020 in 3.2 s (optlevel 2, inputshape [1,3,224,224])', cached or not."""
+    what = f"optlevel {conversion.optlevel}" + (
+        f", inputshape {conversion.inputshape}" if conversion.inputshape else ""
+    )
+    when = " (from the conversion cache)" if conversion.cached else ""
+    return f"converted from {conversion.kind} by pnnx {conversion.version} in {conversion.seconds:.1f} s ({what}){when}"
+
+
+def convert_request(request: OpenRequest, inputshape: str | None, on_log: Callable[[str], None] | None) -> Conversion:
+    """Run the pnnx converter on an ONNX or TorchScript request (or find it in the conversion
+    cache), `on_log` getting each line; opening the same bytes afterwards finds it cached.
+    ConversionError quoting the converter when it fails; ConverterNotFoundError without one."""
+    assert request.kind in CONVERTED
+    zip_names = Context(request.data, OpenOptions()).zip_names
+    options = ConversionOptions(inputshape=inputshape, on_log=on_log)
+    _, conversion = convert(request.data, request.kind, options, name=request.name, zip_names=zip_names)
+    return conversion
