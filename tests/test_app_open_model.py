@@ -114,3 +114,15 @@ def test_a_path_on_the_server_opens_a_pnnx_model_with_its_weights() -> None:
     at.text_input(key="home_path").set_value("/etc/passwd").run()
     at.button(key="home_load_path").click().run()
     assert any("not a model file name" in c.value for c in at.code), [c.value for c in at.code]
+
+
+@needs_converter
+def test_a_converted_model_survives_a_reload() -> None:
+    at = _load(_choose(app(), DEBUG / "small_cnn.onnx"))
+    value = at.query_params.get("upload")
+    digest = value[0] if isinstance(value, list) else value
+    assert digest
+    reloaded = app(None, FORWARD, query={"upload": digest})
+    no_exception(reloaded)
+    assert any("`small_cnn.onnx`: 11 operators" in c.value for c in reloaded.caption)
+    assert not reloaded.warning
