@@ -126,3 +126,18 @@ def test_a_converted_model_survives_a_reload() -> None:
     no_exception(reloaded)
     assert any("`small_cnn.onnx`: 11 operators" in c.value for c in reloaded.caption)
     assert not reloaded.warning
+
+
+def test_a_textual_ir_model_opens_with_its_weights() -> None:
+    import kuiper_core
+    from conftest import SAMPLES
+
+    text = kuiper_core.print_ir(kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param").graph)
+    at = app()
+    at.file_uploader(key="home_param").upload("digits.kir", text.encode()).run()
+    at.file_uploader(key="home_bin").upload("digits.pnnx.bin", (SAMPLES / "digits_cnn.pnnx.bin").read_bytes()).run()
+    _load(at)
+    assert "Summary of `digits.kir`" in _summary(at), texts(at.error)
+    at.switch_page(FORWARD).run()
+    click(at, "fw_run_all")
+    assert any("Operator 12 of 12" in m.value for m in at.markdown)
