@@ -143,7 +143,7 @@ def conversion_details(model: common.LoadedModel) -> None:
     if opened is None or opened.conversion is None:
         return
     conversion = opened.conversion
-    st.caption(F.conversion_text(conversion) + (f" · {conversion.note}" if conversion.note else ""))
+    st.caption(F.conversion_text(conversion, say_cached=False) + (f" · {conversion.note}" if conversion.note else ""))
     with st.expander("The converter's log and the PNNX files it made"):
         st.code(conversion.log or "(nothing printed)", language=None)
         files = opened.files

@@ -106,12 +106,13 @@ def from_path(text: str, max_bytes: int) -> OpenRequest:
     return OpenRequest(path.name, data, weights, kind)
 
 
-def conversion_text(conversion: Conversion) -> str:
-    """'converted by pnnx 20261020 in 3.2 s (optlevel 2, inputshape [1,3,224,224])', cached or not."""
+def conversion_text(conversion: Conversion, say_cached: bool = True) -> str:
+    """'converted from onnx by pnnx 20261020 in 3.2 s (optlevel 2, inputshape [1,3,224,224])',
+    and whether this open found it in the conversion cache (`say_cached`)."""
     what = f"optlevel {conversion.optlevel}" + (
         f", inputshape {conversion.inputshape}" if conversion.inputshape else ""
     )
-    when = " (from the conversion cache)" if conversion.cached else ""
+    when = " (from the conversion cache)" if conversion.cached and say_cached else ""
     return f"converted from {conversion.kind} by pnnx {conversion.version} in {conversion.seconds:.1f} s ({what}){when}"
 
 
