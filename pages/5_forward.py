@@ -193,7 +193,10 @@ def _body() -> None:
         _show_failure(failure)
 
     if event is None:
-        st.info(f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →).")
+        st.info(
+            f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →)."
+            + ("" if refs else " To check each operator, choose references under **Compare with**, below the graph.")
+        )
     else:
         line, link = st.columns([5, 1])
         how = event_algorithm(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)

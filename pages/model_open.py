@@ -79,6 +79,11 @@ def _conversion_options(kind: str, data: bytes, name: str) -> None:
             st.caption(
                 "This file was saved by torch.jit.trace, which records its example inputs: pnnx uses their shapes."
             )
+        else:
+            st.caption(
+                f"This TorchScript file does not record its input shape, which pnnx needs: {F.DEFAULT_SHAPE} "
+                "(one RGB picture of 224×224) is only a guess, check it."
+            )
     else:
         st.caption("The input shapes are read from the ONNX file.")
 

@@ -206,7 +206,7 @@ def _open_converted(page, path, shape: str | None = None) -> None:
     goto_page(page, "home")
     upload(page, "model.pnnx.param, .kir, .onnx", path.name, path.read_bytes())
     if shape is not None:
-        field = page.get_by_label("Input shape(s) for pnnx")
+        field = page.get_by_role("textbox", name="Input shape(s) for pnnx")
         field.fill(shape)
         field.press("Enter")
         wait_idle(page)
