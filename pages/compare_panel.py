@@ -263,7 +263,9 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
         if st.button(f"Compute references with {' and '.join(engines)}", key="fw_framework", type="primary"):
             with st.spinner(f"Running {' and '.join(engines)} on `{model.name}`…"):
                 try:
-                    computed = framework_references(model.opened, resolved.arrays)
+                    # a finished run's values spare the ONNX mapping a run of its own
+                    ours = dict(stepper.values) if stepper.outputs() is not None else None
+                    computed = framework_references(model.opened, resolved.arrays, ours=ours)
                 except KuiperError as e:
                     common.show_error(e, title="No references could be computed")
                     return
