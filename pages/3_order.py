@@ -96,7 +96,7 @@ if state is None or state.get("key") != key:
     wanted = common.url_param("step")
     state = {"key": key, "step": int(wanted) if wanted and wanted.isdigit() and state is None else 0, "playing": False}
     st.session_state[STATE] = state
-total = max(len(w.events) for w in walks)  # steps are numbered 1..total; 0 is before the first
+total = max(len(w) for w in walks)  # steps are numbered 1..total; 0 is before the first
 state["step"] = max(0, min(total, state["step"]))
 
 
@@ -133,7 +133,7 @@ def _on_click(title: str) -> None:
 
 # -- one walkthrough at one step ---------------------------------------------------------------
 def _graph(w: W.Walkthrough, step: int, slot: str, height: int) -> None:
-    event = w.events[step - 1] if step > 0 else None
+    event = w.state(step - 1) if step > 0 else None
     if source == MODEL_SOURCE and model is not None and model.graph is not None:
         current = event.node if event is not None else None
         assert model_modules is not None
@@ -154,9 +154,9 @@ def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
     if step == 0:
         st.info("Press **Step** (or →) to start, or **Play** to watch it run.")
         return
-    shown = min(step, len(w.events))
-    event = w.events[shown - 1]
-    head = f"**Step {shown} of {len(w.events)}:** {event.message}"
+    shown = min(step, len(w))
+    event = w.state(shown - 1)
+    head = f"**Step {shown} of {len(w)}:** {w.message(shown - 1)}"
     (st.error if event.kind == "cycle" else st.info)(head)
     if w.algorithm == "dfs":
         st.markdown("**Call stack** (bottom → top)")
@@ -165,7 +165,7 @@ def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
             st.markdown("**Visited set**")
             st.code(_names(event.visited), language=None, wrap_lines=True)
         if event.kind == "reverse":
-            before = w.events[shown - 2].output if shown > 1 else ()
+            before = w.state(shown - 2).output if shown > 1 else ()
             st.markdown("**Output list** (in finishing order)")
             st.code(_names(before), language=None, wrap_lines=True)
             st.markdown("**Reversed: the execution order**")
@@ -261,7 +261,7 @@ def _walkthrough() -> None:
             st.markdown(
                 f"**{'Reverse-topological DFS (KuiperInfer)' if w.algorithm == 'dfs' else 'Kahn’s algorithm'}**"
             )
-            _graph(w, min(step, len(w.events)), w.algorithm, 400)
+            _graph(w, min(step, len(w)), w.algorithm, 400)
             _state_panel(w, step, compact=True)
     if step >= total:
         cols = st.columns(2)
