@@ -1,0 +1,72 @@
+"""The parts of a "predict the next step" quiz both classroom pages draw.
+
+A quiz's state lives in session state under one key per page: the question on screen, the
+verdict of the answer given (None until answered), the score. It starts again when what it
+is about (graph, algorithm, expression, question kind) changes. The questions and verdicts
+themselves are plain data from kuiper_core.explore (quiz.py, order_quiz.py,
+expression_quiz.py); this module only lays them out and keeps the score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import streamlit as st
+
+from kuiper_core.explore.quiz import Question, Score, Verdict
+
+
+def quiz_state(key: str, about: tuple) -> dict[str, Any]:
+    """{"about", "index", "verdict", "score"}: fresh when `about` changed."""
+    state = st.session_state.get(key)
+    if state is None or state.get("about") != about:
+        state = {"about": about, "index": 0, "verdict": None, "score": Score()}
+        st.session_state[key] = state
+    return state
+
+
+def answer(state: dict[str, Any], judge: Callable[[Question, str], Verdict], qs: Sequence[Question], pick: str) -> None:
+    """Judge `pick` for the question on screen (a second answer to it is not counted)."""
+    if state["verdict"] is not None or state["index"] >= len(qs):
+        return
+    verdict = judge(qs[state["index"]], pick)
+    state["verdict"] = verdict
+    state["score"].add(verdict)
+
+
+def next_question(state: dict[str, Any]) -> None:
+    state["index"] += 1
+    state["verdict"] = None
+
+
+def restart(state: dict[str, Any]) -> None:
+    state.update(index=0, verdict=None, score=Score())
+
+
+def verdict_box(verdict: Verdict) -> None:
+    """Right (green), valid elsewhere (amber), wrong (red), with the whole explanation."""
+    box = st.success if verdict.correct else st.warning if verdict.valid_elsewhere else st.error
+    box(f"**{verdict.headline}** {verdict.why}" + (f"\n\n{verdict.tie_rule}" if verdict.tie_rule else ""))
+
+
+def controls(state: dict[str, Any], qs: Sequence[Question], prefix: str) -> None:
+    """Score, and the Next question / Start again buttons."""
+    score: Score = state["score"]
+    left, mid, right = st.columns([3, 2, 2])
+    left.markdown(f"**{score.text()}** · question {min(state['index'] + 1, len(qs))} of {len(qs)}")
+    mid.button(
+        "Next question",
+        key=f"{prefix}_next",
+        type="primary",
+        width="stretch",
+        on_click=next_question,
+        args=(state,),
+        disabled=state["verdict"] is None or state["index"] + 1 >= len(qs),
+    )
+    right.button("Start again", key=f"{prefix}_restart", width="stretch", on_click=restart, args=(state,))
+
+
+def finished(state: dict[str, Any], qs: Sequence[Question]) -> bool:
+    """After the last question has been answered."""
+    return state["index"] >= len(qs) - 1 and state["verdict"] is not None
