@@ -90,6 +90,11 @@ class Walkthrough:
     def __len__(self) -> int:
         return len(self.trace)
 
+    @property
+    def events(self) -> OrderTrace:
+        """The trace under its earlier name: `events[i]` is the state after event i."""
+        return self.trace
+
     def state(self, i: int) -> OrderState:
         """The state after event i."""
         return self.trace[i]
