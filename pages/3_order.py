@@ -355,14 +355,10 @@ def _pick_widget(w: W.Walkthrough, index: int) -> None:
 def _quiz() -> None:
     w = walks[0]
     kinds = Q.KINDS[w.algorithm]
-    st.radio(
-        "Question",
-        list(kinds),
-        format_func=Q.KIND_LABELS.get,
-        horizontal=True,
-        key=f"order_quiz_kind_{w.algorithm}",
-        label_visibility="collapsed",
-    )
+    if len(kinds) > 1:
+        st.radio(
+            "Ask for", list(kinds), format_func=Q.KIND_LABELS.get, horizontal=True, key=f"order_quiz_kind_{w.algorithm}"
+        )
     w, qs, qstate = _quiz_setup()
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
     if not qs:

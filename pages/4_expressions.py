@@ -341,6 +341,36 @@ def _quiz() -> None:
     index = min(qstate["index"], len(qs) - 1)
     q, verdict = qs[index], qstate["verdict"]
     kind = q.kind
+    st.markdown(f"#### {q.prompt}")
+    key = f"expr_quiz_pick_{kind}_{index}"
+    if verdict is None:  # the choices span the page: a model's expression has many tokens
+        if kind == "first":
+            stack = trace.steps[q.shown].stack
+            shown_values = QP.unique_labels(
+                [("top: " if i == len(stack) - 1 else "") + e.describe() for i, e in enumerate(stack)]
+            )
+            st.pills(
+                "Click the value on the stack (top first)",
+                list(range(len(stack)))[::-1],
+                format_func=shown_values.__getitem__,
+                key=key,
+                on_change=_pick_value,
+                args=(key,),
+            )
+        else:
+            hint = "Click the node in the tree, or its token:" if kind == "next" else "Click the call's name:"
+            shown_tokens = QP.unique_labels([t.text for t in z.tokens])
+            st.pills(
+                hint,
+                list(range(len(z.tokens))),
+                format_func=shown_tokens.__getitem__,
+                key=key,
+                on_change=_pick_token,
+                args=(key,),
+            )
+        note = st.session_state.pop("expr_quiz_note", None)
+        if note:
+            st.caption(note)
     left, right = st.columns([3, 2])
     with left:
         if kind == "close":
@@ -351,33 +381,7 @@ def _quiz() -> None:
             shown = q.step if verdict is not None else q.shown
             _tree(z, shown, "ast_quiz", 340, "the answer" if verdict else "last step", on_click=_answer)
     with right:
-        st.markdown(f"#### {q.prompt}")
-        key = f"expr_quiz_pick_{kind}_{index}"
-        if verdict is None:
-            if kind == "first":
-                stack = trace.steps[q.shown].stack
-                st.pills(
-                    "Click the value on the stack (top first)",
-                    list(range(len(stack)))[::-1],
-                    format_func=lambda i: f"{'top: ' if i == len(stack) - 1 else ''}{stack[i].describe()}",
-                    key=key,
-                    on_change=_pick_value,
-                    args=(key,),
-                )
-            else:
-                hint = "Click the node in the tree, or its token:" if kind == "next" else "Click the call's name:"
-                st.pills(
-                    hint,
-                    list(range(len(z.tokens))),
-                    format_func=lambda i: z.tokens[i].text,
-                    key=key,
-                    on_change=_pick_token,
-                    args=(key,),
-                )
-            note = st.session_state.pop("expr_quiz_note", None)
-            if note:
-                st.caption(note)
-        else:
+        if verdict is not None:
             QP.verdict_box(verdict)
             if kind != "close":
                 st.markdown(f"**What the machine did:** step {q.step + 1}: {trace.steps[q.step].describe()}")

@@ -54,7 +54,7 @@ def _set(page: str, on: bool) -> None:
 def enter_button(page: str, key: str) -> None:
     """The button that starts presenting (drawn only outside the presenter view)."""
     st.button(
-        "Presenter view",
+        "Present",
         key=key,
         icon=":material/slideshow:",
         on_click=_set,

@@ -53,9 +53,9 @@ def verdict_box(verdict: Verdict) -> None:
 def controls(state: dict[str, Any], qs: Sequence[Question], prefix: str) -> None:
     """Score, and the Next question / Start again buttons."""
     score: Score = state["score"]
-    left, mid, right = st.columns([3, 2, 2])
-    left.markdown(f"**{score.text()}** · question {min(state['index'] + 1, len(qs))} of {len(qs)}")
-    mid.button(
+    st.markdown(f"**{score.text()}** · question {min(state['index'] + 1, len(qs))} of {len(qs)}")
+    left, right = st.columns(2)
+    left.button(
         "Next question",
         key=f"{prefix}_next",
         type="primary",
@@ -65,6 +65,17 @@ def controls(state: dict[str, Any], qs: Sequence[Question], prefix: str) -> None
         disabled=state["verdict"] is None or state["index"] + 1 >= len(qs),
     )
     right.button("Start again", key=f"{prefix}_restart", width="stretch", on_click=restart, args=(state,))
+
+
+def unique_labels(labels: Sequence[str]) -> list[str]:
+    """Labels for pills, made unique by invisible zero-width spaces: a pill's value travels
+    as its label, so a second '(' or '@0' would otherwise come back as the first."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        out.append(label + "\u200b" * seen.get(label, 0))
+        seen[label] = seen.get(label, 0) + 1
+    return out
 
 
 def finished(state: dict[str, Any], qs: Sequence[Question]) -> bool:
