@@ -427,7 +427,7 @@ def _present() -> None:
         presenter.head("Execution order: quiz", title, ALGORITHMS[w.algorithm], f"question {index + 1} of {len(qs)}")
         left, right = st.columns([3, 2])
         with left:
-            _graph(w, shown + 1, "present", 600, highlight_label="the answer" if verdict else "last step")
+            _graph(w, shown + 1, "present", 540, highlight_label="the answer" if verdict else "last step")
         with right:
             presenter.message(f"**{q.prompt}**")
             if verdict is not None:  # the class's answer was spoken: explain the engine's
@@ -443,13 +443,13 @@ def _present() -> None:
     if len(walks) == 1:
         left, right = st.columns([3, 2])
         with left:
-            _graph(walks[0], step, "present", 600)
+            _graph(walks[0], step, "present", 540)
         with right:
             _present_step(walks[0], step, small=False)
     else:
         for col, w in zip(st.columns(2), walks):
             with col:
-                _graph(w, min(step, len(w)), f"present_{w.algorithm}", 380)
+                _graph(w, min(step, len(w)), f"present_{w.algorithm}", 360)
                 _present_step(w, step, small=True)
     presenter.foot()
 

@@ -443,7 +443,7 @@ def _present() -> None:
             if q.kind == "close":
                 st.code(_caret(z, q.step), language=None)
             else:
-                _tree(z, q.step if verdict else q.shown, "ast_present", 560, "the answer" if verdict else "last step")
+                _tree(z, q.step if verdict else q.shown, "ast_present", 540, "the answer" if verdict else "last step")
         with right:
             presenter.message(f"**{q.prompt}**")
             if verdict is not None:  # the class's answer was spoken: explain the engine's
@@ -456,7 +456,7 @@ def _present() -> None:
     presenter.head("Expressions", text[:80], f"step {step + 1} of {n_steps}")
     left, right = st.columns([3, 2])
     with left:
-        _tree(z, step, "ast_present", 560, "this step", numbered=True)
+        _tree(z, step, "ast_present", 540, "this step", numbered=True)
     with right:
         presenter.message(current.describe())
         _present_stack(step)

@@ -24,8 +24,9 @@ _FLAG = "kx_presenting"  # {page name: True} for the pages presenting in this se
 _CSS = """<style>
 section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], header[data-testid='stHeader'],
 [data-testid='stToolbar'], [data-testid='stDecoration'] { display: none !important; }
-[data-testid='stMainBlockContainer'] { padding: 0.6rem 1.4rem 0.4rem !important; max-width: 100% !important; }
-.kx-tools, .kx-hint, [class*='st-key-kx-controls'] { display: none !important; }
+[data-testid='stMainBlockContainer'] { padding: 0.6rem 1.4rem 0.2rem !important; max-width: 100% !important; }
+[data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] { gap: 0.35rem; }
+.kx-tools, .kx-hint, .kx-bar, .kx-map, [class*='st-key-kx-controls'] { display: none !important; }
 .kx-present-head { font-size: 20px; color: #444; margin: 0; }
 .kx-present-head b { color: #111; }
 .kx-present-msg { font-size: 30px; line-height: 1.3; margin: 0.2rem 0 0.8rem; }
