@@ -390,31 +390,15 @@ def _quiz() -> None:
 
 
 # -- the presenter view ------------------------------------------------------------------------------
-def _present_quiz_keys() -> tuple:
-    """→ reveals the answer, then moves to the next question; ← goes back. No score is kept."""
-
-    def forward() -> None:
-        w, qs, qstate = _quiz_setup()
-        if qstate["verdict"] is None and qstate["index"] < len(qs):
-            q = qs[qstate["index"]]
-            qstate["verdict"] = Q.judge(w, q, q.answer)
-        elif qstate["index"] + 1 < len(qs):
-            QP.next_question(qstate)
-
-    def back() -> None:
-        _, qs, qstate = _quiz_setup()
-        if qstate["verdict"] is not None:
-            qstate["verdict"] = None
-        elif qstate["index"] > 0:
-            qstate["index"] -= 1
-
-    return forward, back
+def _judge_setup():
+    w, qs, qstate = _quiz_setup()
+    return (lambda q, p: Q.judge(w, q, p)), qs, qstate
 
 
 def _present() -> None:
     title = source if source != MODEL_SOURCE or model is None else model.name
     if mode == "quiz":
-        presenter.begin("order", "order_present_keys", *_present_quiz_keys())
+        presenter.begin("order", "order_present_keys", *QP.presenter_keys(_judge_setup))
         w, qs, qstate = _quiz_setup()
         common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
         if not qs:

@@ -303,10 +303,15 @@ def _pick_value(key: str) -> None:
         _answer(str(value))
 
 
-def _tree(z: ExpressionQuiz, shown: int, key: str, height: int, label: str, on_click=None, numbered=False) -> None:
-    """The tree after stack step `shown` (-1: before the first); a quiz hides the RPN numbers."""
+def _tree(
+    z: ExpressionQuiz, shown: int, key: str, height: int, label: str, on_click=None, numbered=False, mark=None
+) -> None:
+    """The tree after stack step `shown` (-1: before the first; None: no state, `mark`ed
+    node only); a quiz hides the RPN numbers."""
     view = V.ast_dot(ast, labels, numbered=numbered)
-    colors, node = view.overlay_colors(trace, shown) if shown >= 0 else ({}, None)
+    colors, node = view.overlay_colors(trace, shown) if shown is not None and shown >= 0 else ({}, None)
+    if mark is not None:
+        node = view.ids.get(id(mark))
     overlay = Overlay(
         highlight=node, colors=colors, neutral=True, legend=V.STACK_LEGEND, highlight_label=label if node else None
     )
@@ -375,8 +380,8 @@ def _quiz() -> None:
     with left:
         if kind == "close":
             st.code(_caret(z, q.step), language=None)
-            if verdict is not None:
-                _tree(z, len(trace.steps) - 1, "ast_quiz", 300, "")
+            if verdict is not None:  # the call it closes, in the tree
+                _tree(z, None, "ast_quiz", 300, "the answer", mark=z.node_of_token(int(q.answer)))
         else:
             shown = q.step if verdict is not None else q.shown
             _tree(z, shown, "ast_quiz", 340, "the answer" if verdict else "last step", on_click=_answer)
@@ -395,24 +400,9 @@ def _quiz() -> None:
 
 
 # -- the presenter view ------------------------------------------------------------------------------
-def _present_quiz_keys() -> tuple:
-    """→ reveals the answer, then moves to the next question; ← goes back. No score is kept."""
-
-    def forward() -> None:
-        z, qs, qstate = _quiz_setup()
-        if qstate["verdict"] is None and qstate["index"] < len(qs):
-            qstate["verdict"] = z.judge(qs[qstate["index"]], qs[qstate["index"]].answer)
-        elif qstate["index"] + 1 < len(qs):
-            QP.next_question(qstate)
-
-    def back() -> None:
-        _, _, qstate = _quiz_setup()
-        if qstate["verdict"] is not None:
-            qstate["verdict"] = None
-        elif qstate["index"] > 0:
-            qstate["index"] -= 1
-
-    return forward, back
+def _judge_setup():
+    z, qs, qstate = _quiz_setup()
+    return z.judge, qs, qstate
 
 
 def _present_stack(at: int) -> None:
@@ -428,7 +418,7 @@ def _present_stack(at: int) -> None:
 def _present() -> None:
     z = ExpressionQuiz(text, ast, trace)
     if view_mode == "quiz":
-        presenter.begin("expressions", "expr_present_keys", *_present_quiz_keys())
+        presenter.begin("expressions", "expr_present_keys", *QP.presenter_keys(_judge_setup))
         z, qs, qstate = _quiz_setup()
         common.set_url(op=op.name if op is not None else None, mode="quiz")
         if not qs:

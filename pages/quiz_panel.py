@@ -67,6 +67,29 @@ def controls(state: dict[str, Any], qs: Sequence[Question], prefix: str) -> None
     right.button("Start again", key=f"{prefix}_restart", width="stretch", on_click=restart, args=(state,))
 
 
+def presenter_keys(setup: Callable[[], tuple[Callable[[Question, str], Verdict], Sequence[Question], dict]]):
+    """The presenter's keys for a quiz: → reveals the engine's answer, then moves to the
+    next question; ← goes back. `setup()` gives (judge, questions, state). No score is kept:
+    the class answers aloud."""
+
+    def forward() -> None:
+        judge, qs, state = setup()
+        if state["verdict"] is None and state["index"] < len(qs):
+            q = qs[state["index"]]
+            state["verdict"] = judge(q, q.answer)
+        elif state["index"] + 1 < len(qs):
+            next_question(state)
+
+    def back() -> None:
+        _, _, state = setup()
+        if state["verdict"] is not None:
+            state["verdict"] = None
+        elif state["index"] > 0:
+            state["index"] -= 1
+
+    return forward, back
+
+
 def unique_labels(labels: Sequence[str]) -> list[str]:
     """Labels for pills, made unique by invisible zero-width spaces: a pill's value travels
     as its label, so a second '(' or '@0' would otherwise come back as the first."""

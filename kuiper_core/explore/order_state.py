@@ -98,16 +98,7 @@ class _Working:
         return w
 
     def freeze(self, index: int, event: OrderEvent) -> OrderState:
-        return OrderState(
-            index,
-            event,
-            tuple(self.stack),
-            tuple(self.visited),
-            tuple(self.output),
-            tuple(self.queue),
-            dict(self.indegree),
-            tuple(self.removed),
-        )
+        return OrderState(index, event, *self.snapshot())
 
 
 class OrderTrace(Sequence[OrderState]):
