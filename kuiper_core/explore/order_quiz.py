@@ -218,7 +218,7 @@ def _first_to_finish(w: Walkthrough, prior: OrderState) -> list[str]:
 def _judge_finish(w: Walkthrough, prior: OrderState, q: Question, picked: str) -> Verdict:
     ans = q.answer
     visited, finished = set(prior.visited), {n: i + 1 for i, n in enumerate(prior.output)}
-    entered = [e.node for e in w.trace.events[prior.index + 1 : q.step] if e.kind == "visit"]
+    entered = [e.node for e in w.trace.events[prior.index + 1 : q.step] if e.kind == "visit" and e.node is not None]
     possible = _first_to_finish(w, prior)
     others = [n for n in possible if n != ans]
     rule = (

@@ -60,25 +60,30 @@ class _Working:
         self.removed: list[tuple[str, str]] = []
 
     def apply(self, e: OrderEvent) -> None:
-        kind = e.kind
-        if kind == "visit":
-            self.stack.append(e.node)  # type: ignore[arg-type]  # a visit always names its node
-            self.visited.append(e.node)  # type: ignore[arg-type]
-        elif kind == "finish":
-            self.stack.pop()
-            self.output.append(e.node)  # type: ignore[arg-type]
-        elif kind == "reverse":
+        kind, node = e.kind, e.node
+        if kind == "reverse":
             self.output.reverse()
         elif kind == "indegree":
             self.indegree = dict(e.indegree or {})
-        elif kind == "enqueue":
-            self.queue.append(e.node)  # type: ignore[arg-type]
-        elif kind == "dequeue":
-            self.queue.popleft()
-            self.output.append(e.node)  # type: ignore[arg-type]
-        elif kind == "decrement":
-            self.indegree[e.node] = e.count  # type: ignore[index,assignment]  # a decrement names both
-            self.removed.append(e.edge)  # type: ignore[arg-type]
+        elif kind in ("skip", "cycle", "start"):
+            pass  # nothing changes: a skipped successor, the end
+        else:
+            assert node is not None, f"a {kind!r} event names its node"
+            if kind == "visit":
+                self.stack.append(node)
+                self.visited.append(node)
+            elif kind == "finish":
+                self.stack.pop()
+                self.output.append(node)
+            elif kind == "enqueue":
+                self.queue.append(node)
+            elif kind == "dequeue":
+                self.queue.popleft()
+                self.output.append(node)
+            elif kind == "decrement":
+                assert e.degree is not None and e.edge is not None
+                self.indegree[node] = e.degree
+                self.removed.append(e.edge)
 
     def snapshot(self) -> tuple:
         return (

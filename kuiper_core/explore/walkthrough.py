@@ -167,7 +167,7 @@ def narrate(state: OrderState, prior: OrderState) -> str:
         return f"Dequeue {n} and append it to the order."
     if e.kind == "decrement":
         assert e.edge is not None
-        return f"Remove edge {e.edge[0]} -> {n}: in-degree of {n} drops to {e.count}."
+        return f"Remove edge {e.edge[0]} -> {n}: in-degree of {n} drops to {e.degree}."
     if e.kind == "cycle":
         if e.edge is not None:  # DFS ran into its own call stack
             path = list(e.cycle) + [e.edge[1]]

@@ -37,7 +37,7 @@ class OrderEvent(NamedTuple):
       'indegree'  every node's in-degree counted (`indegree`: the table)
       'enqueue'   `node` (in-degree 0) pushed at the back of the queue
       'dequeue'   `node` popped from the front of the queue and emitted to the order
-      'decrement' `edge` removed: the in-degree of `node` (= edge[1]) is now `count`
+      'decrement' `edge` removed: the in-degree of `node` (= edge[1]) is now `degree`
     Both:
       'cycle'     no order exists: `cycle` lists the nodes around one cycle (path order);
                   `stuck` every node that was never ordered, `on_cycle` those of them on a
@@ -48,7 +48,7 @@ class OrderEvent(NamedTuple):
     kind: str
     node: str | None = None
     edge: tuple[str, str] | None = None
-    count: int | None = None
+    degree: int | None = None
     indegree: Mapping[str, int] | None = None
     cycle: tuple[str, ...] = ()
     stuck: tuple[str, ...] = ()
