@@ -403,12 +403,17 @@ def _present() -> None:
         common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
         if not qs:
             presenter.message("This graph has no such step to predict.")
-            presenter.foot()
             return
         index = min(qstate["index"], len(qs) - 1)
         q, verdict = qs[index], qstate["verdict"]
         shown = q.step if verdict is not None else q.shown
-        presenter.head("Execution order: quiz", title, ALGORITHMS[w.algorithm], f"question {index + 1} of {len(qs)}")
+        presenter.head(
+            "Execution order: quiz",
+            title,
+            ALGORITHMS[w.algorithm],
+            f"question {index + 1} of {len(qs)}",
+            keys="→ reveals the answer, then asks the next",
+        )
         left, right = st.columns([3, 2])
         with left:
             _graph(w, shown + 1, "present", 540, highlight_label="the answer" if verdict else "last step")
@@ -418,7 +423,6 @@ def _present() -> None:
                 reveal = Q.judge(w, q, q.answer)
                 presenter.message(f"**{q.answer}.** {reveal.why} {reveal.tie_rule or ''}", small=True)
             _present_state(w, shown)
-        presenter.foot("→ reveals the answer, then the next question")
         return
     presenter.begin("order", "order_present_keys", lambda: _move(by=1), lambda: _move(by=-1))
     step = state["step"]
@@ -430,12 +434,13 @@ def _present() -> None:
             _graph(walks[0], step, "present", 540)
         with right:
             _present_step(walks[0], step, small=False)
-    else:
+    else:  # the sentences first: the graphs below may grow to the bottom of the window
+        for col, w in zip(st.columns(2), walks):
+            with col:
+                _present_step(w, step, small=True)
         for col, w in zip(st.columns(2), walks):
             with col:
                 _graph(w, min(step, len(w)), f"present_{w.algorithm}", 360)
-                _present_step(w, step, small=True)
-    presenter.foot()
 
 
 def _present_step(w: W.Walkthrough, step: int, small: bool) -> None:

@@ -423,11 +423,15 @@ def _present() -> None:
         common.set_url(op=op.name if op is not None else None, mode="quiz")
         if not qs:
             presenter.message("This expression has no such step to predict.")
-            presenter.foot()
             return
         index = min(qstate["index"], len(qs) - 1)
         q, verdict = qs[index], qstate["verdict"]
-        presenter.head("Expressions: quiz", text[:80], f"question {index + 1} of {len(qs)}")
+        presenter.head(
+            "Expressions: quiz",
+            text[:80],
+            f"question {index + 1} of {len(qs)}",
+            keys="→ reveals the answer, then asks the next",
+        )
         left, right = st.columns([3, 2])
         with left:
             if q.kind == "close":
@@ -440,7 +444,6 @@ def _present() -> None:
                 presenter.message(z.judge(q, q.answer).why, small=True)
             if q.kind != "close":
                 _present_stack(q.step if verdict is not None else q.shown)
-        presenter.foot("→ reveals the answer, then the next question")
         return
     presenter.begin("expressions", "expr_present_keys", lambda: _move(by=1), lambda: _move(by=-1))
     presenter.head("Expressions", text[:80], f"step {step + 1} of {n_steps}")
@@ -450,7 +453,6 @@ def _present() -> None:
     with right:
         presenter.message(current.describe())
         _present_stack(step)
-    presenter.foot()
 
 
 if presenting:

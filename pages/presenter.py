@@ -27,15 +27,16 @@ section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], hea
 [data-testid='stMainBlockContainer'] { padding: 0.6rem 1.4rem 0.2rem !important; max-width: 100% !important; }
 [data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] { gap: 0.35rem; }
 .kx-tools, .kx-hint, .kx-bar, .kx-map, [class*='st-key-kx-controls'] { display: none !important; }
-.kx-present-head { font-size: 20px; color: #444; margin: 0; }
+.kx-present-head { font-size: 20px; color: #444; margin: 0; display: flex; justify-content: space-between;
+  align-items: baseline; gap: 1rem; }
+.kx-present-keys { font-size: 14px; color: #666; white-space: nowrap; }
 .kx-present-head b { color: #111; }
 .kx-present-msg { font-size: 30px; line-height: 1.3; margin: 0.2rem 0 0.8rem; }
 .kx-present-msg.kx-small { font-size: 23px; }
 .kx-present-state { font-size: 23px; line-height: 1.35; margin: 0.15rem 0; }
 .kx-present-state code { font-size: 23px; }
-.kx-present-foot { font-size: 14px; color: #666; margin-top: 0.3rem; }
 </style>"""
-FOOT = "→ / PageDown: next · ← / PageUp: back · Esc: leave the presenter view"
+KEYS = "→ / PageDown: next · ← / PageUp: back · Esc: leave"
 
 
 def presenting(page: str) -> bool:
@@ -78,11 +79,13 @@ def controls(part: str = ""):
     return st.container(key=f"kx-controls{part}")
 
 
-def head(*parts: str) -> None:
-    """One small line: what is shown (the first part in bold)."""
+def head(*parts: str, keys: str = "") -> None:
+    """One small line: what is shown (the first part in bold), and on its right the keys.
+    Nothing goes below the graph: the viewer may grow its box to the bottom of the window."""
     first, *rest = parts
     text = f"<b>{html.escape(first)}</b>" + "".join(f" · {html.escape(p)}" for p in rest)
-    st.html(f"<p class='kx-present-head'>{text}</p>")
+    hint = html.escape(keys + (" · " if keys else "") + KEYS)
+    st.html(f"<p class='kx-present-head'><span>{text}</span><span class='kx-present-keys'>{hint}</span></p>")
 
 
 def message(text: str, *, small: bool = False) -> None:
@@ -92,10 +95,6 @@ def message(text: str, *, small: bool = False) -> None:
 
 def state_line(label: str, value: str) -> None:
     st.html(f"<div class='kx-present-state'><b>{html.escape(label)}</b> <code>{html.escape(value)}</code></div>")
-
-
-def foot(extra: str = "") -> None:
-    st.html(f"<div class='kx-present-foot'>{html.escape(extra + (' · ' if extra else '') + FOOT)}</div>")
 
 
 def _inline(text: str) -> str:

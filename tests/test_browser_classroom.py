@@ -166,12 +166,14 @@ def test_expression_quiz_by_tree_clicks_tokens_and_stack_values(page) -> None:
     assert exception_boxes(page) == []
 
 
-def _check_presenter(page, message_class: str = ".kx-present-msg") -> None:
+def _check_presenter(page, message_class: str = ".kx-present-msg", min_px: float = 28) -> None:
     assert visible_controls(page) == [], visible_controls(page)
     assert page.locator('[data-testid="stSidebar"]').is_hidden()
     msg = page.locator(message_class).first
-    assert on_screen(page, msg) and on_screen(page, page.locator(VIEW).first)
-    assert float(msg.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 28
+    assert on_screen(page, msg) and on_screen(page, page.locator(".kx-present-head"))
+    for i in range(page.locator(VIEW).count()):
+        assert on_screen(page, page.locator(VIEW).nth(i)), f"graph {i} is not on the screen"
+    assert float(msg.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= min_px
     assert page.evaluate("() => document.scrollingElement.scrollHeight <= innerHeight + 1")
     main = "document.querySelector('[data-testid=\"stMain\"]')"
     assert page.evaluate(f"() => {main}.scrollHeight <= {main}.clientHeight + 1"), "the presenter view scrolls"
@@ -185,6 +187,7 @@ def test_order_presenter_fits_the_projector_and_steps_by_keyboard(page) -> None:
     shot(page, "order_presenter.png")
     page.keyboard.press("ArrowRight")
     page.get_by_text("step 8 of 16").wait_for()
+    wait_idle(page)
     assert page.locator(".kx-present-msg").first.inner_text() == "Dequeue left and append it to the order."
     wait_highlight(page, "left")
     page.keyboard.press("PageUp")
@@ -195,6 +198,14 @@ def test_order_presenter_fits_the_projector_and_steps_by_keyboard(page) -> None:
     page.keyboard.press("Escape")
     button(page, "Step").wait_for()
     assert page.get_by_text("Step 8 of 16").count() >= 1  # the walkthrough is where the presenter left it
+
+
+def test_order_side_by_side_presenter_fits(page) -> None:
+    open_page(page, "/order?graph=KuiperInfer%27s+worked+example&algo=both&step=6&present=1")
+    page.get_by_text("step 6 of 18").wait_for()
+    assert page.locator(VIEW).count() == 2
+    _check_presenter(page, ".kx-present-msg.kx-small", min_px=22)
+    shot(page, "order_both_presenter.png")
 
 
 def test_order_quiz_presenter_reveals_by_keyboard(page) -> None:
@@ -220,6 +231,7 @@ def test_expressions_presenter_fits_the_projector_and_steps_by_keyboard(page) ->
     assert page.locator(".kx-present-msg").first.inner_text().startswith("push @0")
     page.keyboard.press("ArrowRight")
     page.get_by_text("step 2 of 6").wait_for()
+    wait_idle(page)
     assert page.locator(".kx-present-msg").first.inner_text().startswith("push 1.5")
     shot(page, "expressions_presenter.png")
     page.keyboard.press("ArrowLeft")
