@@ -34,7 +34,6 @@ TYPED_SOURCE = "Type your own graph"
 QUIZ = "kx_order_quiz"  # quiz_panel state: the question on screen, the verdict, the score
 ALGORITHMS = {"dfs": "DFS (KuiperInfer)", "kahn": "Kahn", "both": "both side by side"}
 MODES = {"walk": "Walk through", "quiz": "Quiz: predict the next step"}
-MAX_PILLS = 60  # more nodes than this (a model): pick from a list instead of pills
 
 presenting = presenter.presenting("order")
 if not presenting:
@@ -334,22 +333,12 @@ def _pick_widget(w: W.Walkthrough, index: int) -> None:
 
     def _picked(key: str) -> None:
         value = st.session_state.get(key)
-        if value:
-            _answer(value)
+        if value is not None:
+            _answer(w.nodes[value])
 
     key = f"order_quiz_pick_{index}"
-    if len(w.nodes) <= MAX_PILLS:
-        st.pills("Or pick it here", w.nodes, key=key, on_change=_picked, args=(key,))
-    else:
-        st.selectbox(
-            "Or pick it from the list",
-            w.nodes,
-            index=None,
-            key=key,
-            placeholder="an operator name…",
-            on_change=_picked,
-            args=(key,),
-        )
+    label = "Or pick it here" if len(w.nodes) <= QP.MAX_PILLS else "Or pick it from the list"
+    QP.choice(label, list(range(len(w.nodes))), w.nodes, key, _picked)
 
 
 def _quiz() -> None:

@@ -351,28 +351,14 @@ def _quiz() -> None:
     if verdict is None:  # the choices span the page: a model's expression has many tokens
         if kind == "first":
             stack = trace.steps[q.shown].stack
-            shown_values = QP.unique_labels(
-                [("top: " if i == len(stack) - 1 else "") + e.describe() for i, e in enumerate(stack)]
-            )
-            st.pills(
-                "Click the value on the stack (top first)",
-                list(range(len(stack)))[::-1],
-                format_func=shown_values.__getitem__,
-                key=key,
-                on_change=_pick_value,
-                args=(key,),
+            values = [("top: " if i == len(stack) - 1 else "") + e.describe() for i, e in enumerate(stack)]
+            QP.choice(
+                "Click the value on the stack (top first)", list(range(len(stack)))[::-1], values, key, _pick_value
             )
         else:
             hint = "Click the node in the tree, or its token:" if kind == "next" else "Click the call's name:"
-            shown_tokens = QP.unique_labels([t.text for t in z.tokens])
-            st.pills(
-                hint,
-                list(range(len(z.tokens))),
-                format_func=shown_tokens.__getitem__,
-                key=key,
-                on_change=_pick_token,
-                args=(key,),
-            )
+            tokens = [t.text if len(z.tokens) <= QP.MAX_PILLS else f"column {t.start + 1}: {t.text}" for t in z.tokens]
+            QP.choice(hint, list(range(len(z.tokens))), tokens, key, _pick_token)
         note = st.session_state.pop("expr_quiz_note", None)
         if note:
             st.caption(note)

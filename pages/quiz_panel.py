@@ -90,6 +90,28 @@ def presenter_keys(setup: Callable[[], tuple[Callable[[Question, str], Verdict],
     return forward, back
 
 
+MAX_PILLS = 120  # more choices than this: a list to pick from (pills would fill the screen)
+
+
+def choice(label: str, options: Sequence[int], labels: Sequence[str], key: str, on_pick: Callable[[str], None]) -> None:
+    """One pick among `options` (labels[option] shows it): pills, or a list when there are many.
+    `on_pick(key)` runs as the widget's callback."""
+    if len(options) <= MAX_PILLS:
+        shown = unique_labels(labels)
+        st.pills(label, options, format_func=shown.__getitem__, key=key, on_change=on_pick, args=(key,))
+    else:
+        st.selectbox(
+            label,
+            options,
+            index=None,
+            format_func=labels.__getitem__,
+            key=key,
+            placeholder=f"one of {len(options):,}…",
+            on_change=on_pick,
+            args=(key,),
+        )
+
+
 def unique_labels(labels: Sequence[str]) -> list[str]:
     """Labels for pills, made unique by invisible zero-width spaces: a pill's value travels
     as its label, so a second '(' or '@0' would otherwise come back as the first."""

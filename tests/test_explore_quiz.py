@@ -209,3 +209,19 @@ def test_close_names_the_innermost_open_call() -> None:
     assert [lists.tokens[int(q.answer)].text for q in closers] == ["size", "int", "["]
     assert lists.node_of_token(0) is lists.ast and lists.node_of_token(2) is lists.ast.items[0]  # '[', '(' of int
     assert lists.node_of_token(8) is None  # ','
+
+
+def test_a_big_expression_is_judged_quickly() -> None:
+    """A 3,000-node expression (a model's folded arithmetic can be long): naming nodes and
+    finding tokens stay linear."""
+    import time
+
+    text = "add(" * 1500 + "@0" + ",1.0)" * 1500
+    t0 = time.perf_counter()
+    z = _quiz(text)
+    for kind in ("next", "first", "close"):
+        qs = z.questions(kind)
+        for q in qs[:: len(qs) // 5]:
+            assert z.judge(q, q.answer).correct and not z.judge(q, "0" if q.answer != "0" else "1").correct
+    assert time.perf_counter() - t0 < 5, time.perf_counter() - t0
+    assert "(column" in z.describe(z.rpn[1])  # every '1.0' reads the same: its column tells them apart

@@ -26,6 +26,7 @@ KINDS = {
 }
 KIND_LABELS = {"next": "next node evaluated", "first": "a call's first argument", "close": "what a ')' closes"}
 _CLOSERS = {")": "(", "]": "["}
+MAX_NAMED_NODES = 400  # larger trees: nodes named by their source text and column (to_text is O(size))
 
 
 class ExpressionQuiz:
@@ -40,14 +41,30 @@ class ExpressionQuiz:
         for n in ex.walk(ast):
             for c in ex.children(n):
                 self.parent[id(c)] = n
+        self._starting = {n.span[0]: n for n in self.rpn}  # every node starts at a token of its own
+        self._closing = {n.span[1]: n for n in self.rpn if isinstance(n, (ex.Call, ex.ListExpr))}
+        self._token_at = {t.start: i for i, t in enumerate(self.tokens)}
+        self._repeated: set[str] | None = None  # texts that occur more than once (small trees only)
 
     # -- naming things the way the student sees them -----------------------------------------------
     def describe(self, node: ex.Node) -> str:
         """`add(@0,1.5)` (and its column where the same text appears twice)."""
-        text = ex.to_text(node)
+        text = ex.span_text(self.text, node) if len(self.rpn) > MAX_NAMED_NODES else ex.to_text(node)
         short = text if len(text) <= 40 else text[:39] + "…"
-        same = sum(1 for n in self.rpn if ex.to_text(n) == text) > 1
-        return f"`{short}`" + (f" (column {node.span[0] + 1})" if same else "")
+        return f"`{short}`" + (f" (column {node.span[0] + 1})" if text in self._repeated_texts() else "")
+
+    def _repeated_texts(self) -> set[str]:
+        """Texts of more than one node; a big tree names every node by its column."""
+        if self._repeated is None:
+            if len(self.rpn) > MAX_NAMED_NODES:
+                self._repeated = {ex.span_text(self.text, n) for n in self.rpn}
+            else:
+                seen: set[str] = set()
+                self._repeated = set()
+                for n in self.rpn:
+                    t = ex.to_text(n)
+                    (self._repeated if t in seen else seen).add(t)
+        return self._repeated
 
     def node_at(self, position: int) -> ex.Node:
         return self.rpn[position]
@@ -60,11 +77,11 @@ class ExpressionQuiz:
             tok = self.tokens[index - 1]  # the '(' of a call stands for the call
         if tok.kind not in (ex.Kind.OPERAND, ex.Kind.NUMBER, ex.Kind.NAME, ex.Kind.LBRACKET):
             return None
-        return next((n for n in self.rpn if n.span[0] == tok.start), None)
+        return self._starting.get(tok.start)
 
     def token_of_node(self, node: ex.Node) -> int:
         """The token a node starts at (its name, operand, number or '[')."""
-        return next(i for i, t in enumerate(self.tokens) if t.start == node.span[0])
+        return self._token_at[node.span[0]]
 
     # -- the questions -------------------------------------------------------------------------------
     def questions(self, kind: str) -> list[Question]:
@@ -83,7 +100,7 @@ class ExpressionQuiz:
             out = []
             for i, t in enumerate(self.tokens):
                 if t.text in _CLOSERS:
-                    node = next(n for n in self.rpn if n.span[1] == t.end and isinstance(n, (ex.Call, ex.ListExpr)))
+                    node = self._closing[t.end]
                     prompt = KINDS[kind].format(closer=t.text) + f" (column {t.start + 1})"
                     out.append(Question(i, i - 1, kind, prompt, str(self.token_of_node(node))))
             return out
