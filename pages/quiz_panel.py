@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from kuiper_core.explore.quiz import Question, Score, Verdict
+from pages.keys import keyboard
 
 
 def quiz_state(key: str, about: tuple) -> dict[str, Any]:
@@ -51,7 +52,13 @@ def verdict_box(verdict: Verdict) -> None:
 
 
 def controls(state: dict[str, Any], qs: Sequence[Question], prefix: str) -> None:
-    """Score, and the Next question / Start again buttons."""
+    """Score, and the Next question / Start again buttons (→ or PageDown: next question)."""
+
+    def forward() -> None:
+        if state["verdict"] is not None and state["index"] + 1 < len(qs):
+            next_question(state)
+
+    keyboard(f"{prefix}_keys", {"ArrowRight": forward, "PageDown": forward})
     score: Score = state["score"]
     st.markdown(f"**{score.text()}** · question {min(state['index'] + 1, len(qs))} of {len(qs)}")
     left, right = st.columns(2)

@@ -107,7 +107,9 @@ def test_order_quiz_by_clicking_nodes_keeps_score_and_says_why(page) -> None:
     wait_idle(page)
     warning = alert(page, "warning")
     assert "Valid, but not this engine's choice" in warning and "left was enqueued before right" in warning
-    next_question(page)
+    page.keyboard.press("ArrowRight")  # the next question, by keyboard
+    page.get_by_text("question 3 of 5").first.wait_for()
+    wait_idle(page)
     click_node(page, "right")
     wait_idle(page)
     assert "right is at the front of the queue" in alert(page, "success")
