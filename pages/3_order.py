@@ -429,7 +429,7 @@ def _present() -> None:
                 _present_step(w, step, small=True)
         for col, w in zip(st.columns(2), walks):
             with col:
-                _graph(w, min(step, len(w)), f"present_{w.algorithm}", 360)
+                _graph(w, min(step, len(w)), f"present_{w.algorithm}", 440)
 
 
 def _present_step(w: W.Walkthrough, step: int, small: bool) -> None:
