@@ -33,7 +33,7 @@ MODEL_SOURCE = "The loaded model"
 TYPED_SOURCE = "Type your own graph"
 QUIZ = "kx_order_quiz"  # quiz_panel state: the question on screen, the verdict, the score
 ALGORITHMS = {"dfs": "DFS (KuiperInfer)", "kahn": "Kahn", "both": "both side by side"}
-MODES = {"walk": "Walk through", "quiz": "Quiz: predict the next step"}
+MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
 presenting = presenter.presenting("order")
 if not presenting:
@@ -71,29 +71,33 @@ if "order_algorithm" not in st.session_state and common.url_param("algo") in ALG
 if "order_mode" not in st.session_state and common.url_param("mode") in MODES:
     st.session_state["order_mode"] = common.url_param("mode")
 controls = presenter.controls()
-c1, c2, c3, c4 = controls.columns([3, 3, 2.4, 1.4], vertical_alignment="bottom")
+# Three columns, the third for a typed graph's text: the drawing stays above the fold at 720 px.
+c1, c2, c3 = controls.columns([3, 3, 4])
 source = c1.selectbox(
     "Graph",
     sources,
     key="order_source",
     format_func=lambda s: f"{s} ({model.name}, {len(model.graph.operators)} operators)" if s == MODEL_SOURCE else s,
 )
+mode = c1.radio(
+    "Mode", list(MODES), horizontal=True, key="order_mode", format_func=MODES.get, help="Quiz: predict the next step"
+)
 algorithm = c2.radio("Algorithm", list(ALGORITHMS), horizontal=True, key="order_algorithm", format_func=ALGORITHMS.get)
-mode = c3.radio("Mode", list(MODES), horizontal=True, key="order_mode", format_func=MODES.get)
-with c4:
+with c2:
     presenter.enter_button("order", "order_present")
 if mode == "quiz" and algorithm == "both":
-    controls.caption("The quiz asks about one algorithm at a time: DFS here (pick Kahn above for Kahn's).")
+    c3.caption("The quiz asks about one algorithm at a time: DFS here (pick Kahn for Kahn's).")
 algorithms = (
     ["dfs", "kahn"] if algorithm == "both" and mode == "walk" else ["dfs" if algorithm == "both" else algorithm]
 )
 
 if source == TYPED_SOURCE:
-    text = controls.text_area(
-        "Your graph: one edge chain per line, e.g. `a -> b -> c` or `b -> d, e` (names: letters, digits, _ . :)",
+    text = c3.text_area(
+        "Your graph, one edge chain per line",
         W.edges_text(W.PRESETS["A small diamond"]),
-        height=130,
+        height=110,
         key="order_typed",
+        help="e.g. `a -> b -> c` or `b -> d, e`; names: letters, digits, _ . : (Ctrl+Enter applies)",
     )
     try:
         typed = W.parse_edges(text)

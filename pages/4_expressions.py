@@ -32,7 +32,7 @@ VALUES = "kx_expr_stepper"  # {"key": (model key, input digest), "stepper": Forw
 STEP = "expr_step"  # the stack-evaluation step on view (1-based)
 QUIZ = "kx_expr_quiz"  # quiz_panel state
 DEFAULT_TEXT = "mul(add(@0,1.5),neg(@1))"
-VIEWS = {"walk": "Walk through", "quiz": "Quiz: predict the next step"}
+VIEWS = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
 presenting = presenter.presenting("expressions")
 if not presenting:
