@@ -37,7 +37,7 @@ MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next s
 
 presenting = presenter.presenting("order")
 if not presenting:
-    st.title("Execution order")
+    presenter.title("order", "Execution order", "order_present")
     st.caption(
         "The engine orders the operators so each runs after the ones it reads. KuiperInfer (its graph-building "
         "article) uses a depth-first search: a node joins an output list once all its successors are done, and the "
@@ -83,8 +83,6 @@ mode = c1.radio(
     "Mode", list(MODES), horizontal=True, key="order_mode", format_func=MODES.get, help="Quiz: predict the next step"
 )
 algorithm = c2.radio("Algorithm", list(ALGORITHMS), horizontal=True, key="order_algorithm", format_func=ALGORITHMS.get)
-with c2:
-    presenter.enter_button("order", "order_present")
 if mode == "quiz" and algorithm == "both":
     c3.caption("The quiz asks about one algorithm at a time: DFS here (pick Kahn for Kahn's).")
 algorithms = (

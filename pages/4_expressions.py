@@ -36,7 +36,7 @@ VIEWS = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next s
 
 presenting = presenter.presenting("expressions")
 if not presenting:
-    st.title("Expressions")
+    presenter.title("expressions", "Expressions", "expr_present")
     st.caption(
         "PNNX folds elementwise arithmetic into `pnnx.Expression` operators: `@N` is the operator's N-th input "
         "(numbered from 0), calls nest. The engine parses the text into a tree, lists it in reverse Polish order "
@@ -52,10 +52,8 @@ if "expr_op" not in st.session_state and common.url_param("op") in by_name:
 if "expr_view" not in st.session_state and common.url_param("mode") in VIEWS:
     st.session_state["expr_view"] = common.url_param("mode")
 controls = presenter.controls()
-c_mode, c_what, c_view, c_present = controls.columns([1, 3.2, 2.2, 1.3], vertical_alignment="center")
+c_mode, c_what, c_view = controls.columns([1, 4, 1.6], vertical_alignment="center")
 view_mode = c_view.radio("View", list(VIEWS), key="expr_view", format_func=VIEWS.get, label_visibility="collapsed")
-with c_present:
-    presenter.enter_button("expressions", "expr_present")
 mode = c_mode.radio("Expression", modes, key="expr_mode", label_visibility="collapsed")
 op = None
 if mode == "From the model":

@@ -53,14 +53,17 @@ def _set(page: str, on: bool) -> None:
     st.session_state.setdefault(_FLAG, {})[page] = on
 
 
-def enter_button(page: str, key: str) -> None:
-    """The button that starts presenting (drawn only outside the presenter view)."""
-    st.button(
+def title(page: str, text: str, key: str) -> None:
+    """The page's title with the button that starts presenting on its right."""
+    left, right = st.columns([5, 1], vertical_alignment="center")
+    left.title(text)
+    right.button(
         "Present",
         key=key,
         icon=":material/slideshow:",
         on_click=_set,
         args=(page, True),
+        width="stretch",
         help="Large type for a projector, no controls: → / PageDown step, ← / PageUp back, Esc leaves.",
     )
 
