@@ -36,8 +36,8 @@ ALGORITHMS = {"dfs": "DFS (KuiperInfer)", "kahn": "Kahn", "both": "both side by 
 MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
 presenting = presenter.presenting("order")
+beside_title = presenter.title("order", "Execution order", "order_present")
 if not presenting:
-    presenter.title("order", "Execution order", "order_present")
     st.caption(
         "The engine orders the operators so each runs after the ones it reads. KuiperInfer (its graph-building "
         "article) uses a depth-first search: a node joins an output list once all its successors are done, and the "
@@ -79,8 +79,14 @@ source = c1.selectbox(
     key="order_source",
     format_func=lambda s: f"{s} ({model.name}, {len(model.graph.operators)} operators)" if s == MODEL_SOURCE else s,
 )
-mode = c1.radio(
-    "Mode", list(MODES), horizontal=True, key="order_mode", format_func=MODES.get, help="Quiz: predict the next step"
+mode = beside_title.radio(
+    "Mode",
+    list(MODES),
+    horizontal=True,
+    key="order_mode",
+    format_func=MODES.get,
+    label_visibility="collapsed",
+    help="Quiz: predict the next step",
 )
 algorithm = c2.radio("Algorithm", list(ALGORITHMS), horizontal=True, key="order_algorithm", format_func=ALGORITHMS.get)
 if mode == "quiz" and algorithm == "both":

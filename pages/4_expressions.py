@@ -35,8 +35,8 @@ DEFAULT_TEXT = "mul(add(@0,1.5),neg(@1))"
 VIEWS = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
 presenting = presenter.presenting("expressions")
+beside_title = presenter.title("expressions", "Expressions", "expr_present")
 if not presenting:
-    presenter.title("expressions", "Expressions", "expr_present")
     st.caption(
         "PNNX folds elementwise arithmetic into `pnnx.Expression` operators: `@N` is the operator's N-th input "
         "(numbered from 0), calls nest. The engine parses the text into a tree, lists it in reverse Polish order "
@@ -52,8 +52,16 @@ if "expr_op" not in st.session_state and common.url_param("op") in by_name:
 if "expr_view" not in st.session_state and common.url_param("mode") in VIEWS:
     st.session_state["expr_view"] = common.url_param("mode")
 controls = presenter.controls()
-c_mode, c_what, c_view = controls.columns([1, 4, 1.6], vertical_alignment="center")
-view_mode = c_view.radio("View", list(VIEWS), key="expr_view", format_func=VIEWS.get, label_visibility="collapsed")
+c_mode, c_what = controls.columns([1, 4], vertical_alignment="center")
+view_mode = beside_title.radio(
+    "View",
+    list(VIEWS),
+    horizontal=True,
+    key="expr_view",
+    format_func=VIEWS.get,
+    label_visibility="collapsed",
+    help="Quiz: predict the next step",
+)
 mode = c_mode.radio("Expression", modes, key="expr_mode", label_visibility="collapsed")
 op = None
 if mode == "From the model":

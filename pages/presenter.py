@@ -53,9 +53,10 @@ def _set(page: str, on: bool) -> None:
     st.session_state.setdefault(_FLAG, {})[page] = on
 
 
-def title(page: str, text: str, key: str) -> None:
-    """The page's title with the button that starts presenting on its right."""
-    left, right = st.columns([5, 1], vertical_alignment="center")
+def title(page: str, text: str, key: str):
+    """The page's title, the button that starts presenting, and between them a slot the page
+    fills (returned): one row, hidden while presenting with the page's other choices."""
+    left, mid, right = controls("-title").columns([3, 2, 1.1], vertical_alignment="center")
     left.title(text)
     right.button(
         "Present",
@@ -66,6 +67,7 @@ def title(page: str, text: str, key: str) -> None:
         width="stretch",
         help="Large type for a projector, no controls: → / PageDown step, ← / PageUp back, Esc leaves.",
     )
+    return mid
 
 
 def begin(page: str, key: str, forward: Callable[[], None], back: Callable[[], None]) -> None:
