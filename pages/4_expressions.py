@@ -319,7 +319,11 @@ def _tree(
     if mark is not None:
         node = view.ids.get(id(mark))
     overlay = Overlay(
-        highlight=node, colors=colors, neutral=True, legend=V.STACK_LEGEND, highlight_label=label if node else None
+        highlight=node,
+        colors=colors,
+        neutral=True,
+        legend=V.STACK_LEGEND if shown is not None else [],
+        highlight_label=label if node else None,
     )
     by_title = {title: z.position[i] for i, title in view.ids.items() if i in z.position}
 

@@ -64,6 +64,9 @@ def button(page, name: str):
 
 
 def next_question(page) -> None:
+    page.wait_for_function(  # the button of the run on screen only (a rerun's old copy may linger)
+        "() => [...document.querySelectorAll('button')].filter(b => b.innerText.trim() === 'Next question').length === 1"
+    )
     button(page, "Next question").click()
     wait_idle(page)
 
