@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import SAMPLES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kuiper_core import expression as ex
 from kuiper_core.explore import expression_view as V
@@ -225,3 +227,38 @@ def test_a_big_expression_is_judged_quickly() -> None:
             assert z.judge(q, q.answer).correct and not z.judge(q, "0" if q.answer != "0" else "1").correct
     assert time.perf_counter() - t0 < 5, time.perf_counter() - t0
     assert "(column" in z.describe(z.rpn[1])  # every '1.0' reads the same: its column tells them apart
+
+
+@st.composite
+def _dags(draw) -> dict[str, list[str]]:
+    """A random graph of up to 9 nodes: edges go forward in a shuffled order, or (rarely) back."""
+    n = draw(st.integers(1, 9))
+    names = [f"n{i}" for i in draw(st.permutations(range(n)))]
+    succ: dict[str, list[str]] = {m: [] for m in names}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if draw(st.integers(0, 3)) == 0:
+                succ[a].append(b)
+    if n > 2 and draw(st.integers(0, 5)) == 0:
+        succ[names[-1]].append(names[0])  # a cycle: the quiz stops where the algorithm does
+    return succ
+
+
+@settings(max_examples=60, deadline=None)
+@given(_dags(), st.sampled_from(["dfs", "kahn"]))
+def test_any_graph_has_exactly_one_right_answer_per_question_and_explains_the_rest(succ, algorithm) -> None:
+    w = W.walkthrough(succ, algorithm)
+    for kind in Q.KINDS[algorithm]:
+        for q in Q.questions(w, kind):
+            prior = state_at(w.trace, q.shown)
+            right = [p for p in w.nodes if Q.judge(w, q, p).correct]
+            assert right == [q.answer]
+            for p in w.nodes:
+                v = Q.judge(w, q, p)
+                assert v.why and (v.correct or p in v.text())
+                if v.valid_elsewhere and kind == "dequeue":
+                    assert prior.indegree[p] == 0 and p in prior.queue
+                if v.valid_elsewhere and kind == "visit":
+                    assert p not in prior.visited
+                if v.valid_elsewhere and kind == "finish":
+                    assert p not in prior.visited and all(s in prior.visited for s in w.successors[p])
