@@ -107,7 +107,7 @@ if source == TYPED_SOURCE:
         typed = W.parse_edges(text)
     except KuiperError as e:
         common.show_error(e, title="Cannot read the graph")
-        st.stop()
+        presenter.stop("order", presenting)
     walks = [W.walkthrough(typed, a) for a in algorithms]
     ident = hashlib.sha1(text.encode()).hexdigest()[:12]
 elif source == MODEL_SOURCE:

@@ -92,7 +92,7 @@ try:
     ast = ex.parse(text, common.APP_LIMITS)  # `add(@0,@3000000)` would ask for 3 million example tensors
 except KuiperError as e:
     common.show_error(e, title="Cannot parse the expression")
-    st.stop()
+    presenter.stop("expressions", presenting)
 
 n_inputs = len(op.inputs) if op is not None else V.max_operand_index(ast) + 1
 labels = V.operand_labels(op, n_inputs)
@@ -134,7 +134,7 @@ try:
         trace = ex.evaluate_traced(ast, values)
 except KuiperError as e:
     common.show_error(e, title="Cannot evaluate the expression")
-    st.stop()
+    presenter.stop("expressions", presenting)
 
 n_steps = len(trace.steps)
 if st.session_state.get("expr_for") != (text, where):

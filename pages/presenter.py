@@ -84,6 +84,15 @@ def controls(part: str = ""):
     return st.container(key=f"kx-controls{part}")
 
 
+def stop(page: str, presenting_now: bool) -> None:
+    """st.stop() after an error; while presenting, Esc and a button still lead back to the
+    page (its choices, where the mistake is to be fixed, are hidden while presenting)."""
+    if presenting_now:
+        keyboard(f"{page}_present_stop_keys", {"Escape": lambda: _set(page, False)})
+        st.button("Leave the presenter view", key=f"{page}_present_leave", on_click=_set, args=(page, False))
+    st.stop()
+
+
 def head(*parts: str, keys: str = "") -> None:
     """One small line: what is shown (the first part in bold), and on its right the keys.
     Nothing goes below the graph: the viewer may grow its box to the bottom of the window."""

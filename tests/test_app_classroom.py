@@ -163,3 +163,14 @@ def test_expressions_presenter_view() -> None:
     assert any("top ▸" in b for b in bodies)
     at = app(page=EXPR, query={"present": "1", "mode": "quiz"})
     assert any("Expressions: quiz" in b for b in _presenting(at))
+
+
+def test_a_mistake_typed_while_presenting_can_be_fixed_and_left() -> None:
+    at = app(page=EXPR, query={"present": "1"})
+    at.text_input(key="expr_text").input("add(@0,").run()  # the choices show again with the error
+    assert "Cannot parse the expression" in at.error[0].value
+    click(at, "expressions_present_leave")
+    assert at.session_state["kx_presenting"] == {"expressions": False}
+    at.text_input(key="expr_text").input("add(@0,1)").run()
+    assert at.button(key="expr_step_btn") and not _presenting(at)  # the page itself, and the link says so
+    assert "present" not in at.query_params
