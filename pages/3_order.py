@@ -361,8 +361,7 @@ def _quiz() -> None:
     if not qs:
         st.info("This graph has no such step to predict (a cycle stops the algorithm first).")
         return
-    index = min(qstate["index"], len(qs) - 1)
-    q, verdict = qs[index], qstate["verdict"]
+    index, q, verdict = QP.current(qstate, qs)
     shown = q.step if verdict is not None else q.shown  # answered: show the step that answers it
     left, right = st.columns([3, 2])
     with left:
@@ -401,8 +400,7 @@ def _present() -> None:
         if not qs:
             presenter.message("This graph has no such step to predict.")
             return
-        index = min(qstate["index"], len(qs) - 1)
-        q, verdict = qs[index], qstate["verdict"]
+        index, q, verdict = QP.current(qstate, qs)
         shown = q.step if verdict is not None else q.shown
         presenter.head(
             "Execution order: quiz",

@@ -353,8 +353,7 @@ def _quiz() -> None:
     if not qs:
         st.info("This expression has no such step to predict (no call takes two or more arguments).")
         return
-    index = min(qstate["index"], len(qs) - 1)
-    q, verdict = qs[index], qstate["verdict"]
+    index, q, verdict = QP.current(qstate, qs)
     kind = q.kind
     st.markdown(f"#### {q.prompt}")
     key = f"expr_quiz_pick_{kind}_{index}"
@@ -420,8 +419,7 @@ def _present() -> None:
         if not qs:
             presenter.message("This expression has no such step to predict.")
             return
-        index = min(qstate["index"], len(qs) - 1)
-        q, verdict = qs[index], qstate["verdict"]
+        index, q, verdict = QP.current(qstate, qs)
         presenter.head(
             "Expressions: quiz",
             text[:80],

@@ -27,6 +27,12 @@ def quiz_state(key: str, about: tuple) -> dict[str, Any]:
     return state
 
 
+def current(state: dict[str, Any], qs: Sequence[Question]) -> tuple[int, Question, Verdict | None]:
+    """The question on screen (its index and itself) and the verdict of its answer, if any."""
+    index = min(state["index"], len(qs) - 1)
+    return index, qs[index], state["verdict"]
+
+
 def answer(state: dict[str, Any], judge: Callable[[Question, str], Verdict], qs: Sequence[Question], pick: str) -> None:
     """Judge `pick` for the question on screen (a second answer to it is not counted)."""
     if state["verdict"] is not None or state["index"] >= len(qs):
