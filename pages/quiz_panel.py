@@ -15,14 +15,18 @@ from typing import Any
 import streamlit as st
 
 from kuiper_core.explore.quiz import Question, Score, Verdict
+from pages import common
 from pages.keys import keyboard
 
 
 def quiz_state(key: str, about: tuple) -> dict[str, Any]:
-    """{"about", "index", "verdict", "score"}: fresh when `about` changed."""
+    """{"about", "index", "verdict", "score"}: fresh when `about` changed. A link's `?q=N`
+    opens question N the first time (the URL carries the question on screen)."""
     state = st.session_state.get(key)
     if state is None or state.get("about") != about:
-        state = {"about": about, "index": 0, "verdict": None, "score": Score()}
+        wanted = common.url_param("q")
+        start = int(wanted) - 1 if state is None and wanted and wanted.isdigit() and int(wanted) > 0 else 0
+        state = {"about": about, "index": start, "verdict": None, "score": Score()}
         st.session_state[key] = state
     return state
 
@@ -30,6 +34,7 @@ def quiz_state(key: str, about: tuple) -> dict[str, Any]:
 def current(state: dict[str, Any], qs: Sequence[Question]) -> tuple[int, Question, Verdict | None]:
     """The question on screen (its index and itself) and the verdict of its answer, if any."""
     index = min(state["index"], len(qs) - 1)
+    common.set_url(q=index + 1)
     return index, qs[index], state["verdict"]
 
 

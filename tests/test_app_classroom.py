@@ -174,3 +174,12 @@ def test_a_mistake_typed_while_presenting_can_be_fixed_and_left() -> None:
     at.text_input(key="expr_text").input("add(@0,1)").run()
     assert at.button(key="expr_step_btn") and not _presenting(at)  # the page itself, and the link says so
     assert "present" not in at.query_params
+
+
+def test_a_quiz_link_opens_the_same_question() -> None:
+    at = _quiz("A small diamond", "kahn")
+    _pick(at, "input")
+    click(at, "order_quiz_next")
+    assert at.query_params["q"] in ("2", ["2"]) and at.query_params["mode"] in ("quiz", ["quiz"])
+    at = app(page=ORDER, query={"graph": "A small diamond", "algo": "kahn", "mode": "quiz", "q": "2"})
+    assert _score(at).startswith("**Score: no answers yet** · question 2 of 5")

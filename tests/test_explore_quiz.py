@@ -262,3 +262,16 @@ def test_any_graph_has_exactly_one_right_answer_per_question_and_explains_the_re
                     assert p not in prior.visited
                 if v.valid_elsewhere and kind == "finish":
                     assert p not in prior.visited and all(s in prior.visited for s in w.successors[p])
+
+
+def test_explanations_stay_short_on_a_deep_model() -> None:
+    """deep1500's first 'which node finishes first' descends ~1,500 calls: the verdict keeps
+    the ends of the path, not every name."""
+    g = read_param(SAMPLES / "deep1500.pnnx.param")
+    succ = {op.name: [s.name for s in g.successors(op)] for op in g.operators}
+    w = W.walkthrough(succ, "dfs", nodes=[op.name for op in g.operators])
+    q = Q.questions(w, "finish")[0]
+    for pick in (q.answer, w.nodes[0], w.nodes[len(w.nodes) // 2]):
+        v = Q.judge(w, q, pick)
+        assert len(v.text()) < 700, (pick, len(v.text()))
+    assert " nodes) … -> " in Q.judge(w, q, q.answer).why

@@ -69,9 +69,18 @@ def _predecessors(w: Walkthrough) -> dict[str, list[str]]:
     return preds
 
 
-def _listing(w: Walkthrough, node: str) -> str:
+def _listing(w: Walkthrough, node: str, limit: int = 8) -> str:
     """'op3 -> op4, op5': a node's successors in the order the engine tries them."""
-    return f"{node} -> {', '.join(w.successors.get(node, ())) or '(none)'}"
+    succ = w.successors.get(node, ())
+    shown = ", ".join(succ[:limit]) + (f", … ({len(succ)} in all)" if len(succ) > limit else "")
+    return f"{node} -> {shown or '(none)'}"
+
+
+def _path(nodes: Sequence[str], limit: int = 8) -> str:
+    """'a -> b -> c'; a long descent keeps its ends: 'a -> b -> … (1,200 nodes) … -> y -> z'."""
+    if len(nodes) <= limit:
+        return " -> ".join(nodes)
+    return " -> ".join(nodes[:3]) + f" -> … ({len(nodes):,} nodes) … -> " + " -> ".join(nodes[-3:])
 
 
 def _is_are(items: Sequence[str], one: str = "has", many: str = "have") -> str:
@@ -229,7 +238,7 @@ def _judge_finish(w: Walkthrough, prior: OrderState, q: Question, picked: str) -
     )
     done = w.successors[ans]
     if picked == ans:
-        how = f"DFS first enters {' -> '.join(entered)}. " if entered else ""
+        how = f"DFS first enters {_path(entered)}. " if entered else ""
         succ = f"Every successor of {ans} ({names(done)}) is visited" if done else f"{ans} has no successors"
         return Verdict(
             picked, ans, True, how + f"{succ}, so ReverseTopo({ans}) returns and {ans} joins the output list.", rule
@@ -257,7 +266,7 @@ def _judge_finish(w: Walkthrough, prior: OrderState, q: Question, picked: str) -
     if picked in others:
         why = f"{picked} could finish first: it is reachable through unvisited nodes and has no unvisited successor."
         rule = (
-            f"But this engine takes successors in the order the graph lists them, so DFS goes {' -> '.join(entered)} "
+            f"But this engine takes successors in the order the graph lists them, so DFS goes {_path(entered)} "
             f"and {ans} finishes first."
         )
         return Verdict(picked, ans, False, why, rule, True)
