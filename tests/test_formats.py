@@ -15,7 +15,7 @@ import kuiper_core
 from conftest import DATA, SAMPLES, without_traced_inputs
 from kuiper_core import InputError, ParseError, RuntimeGraph, WeightError
 from kuiper_core.formats import Context, OpenOptions, detect, open_model
-from kuiper_core.formats.convert import shape_text
+from kuiper_core.formats.convert import inputshape_text
 from kuiper_core.formats.onnx import looks_like_onnx
 
 USER = DATA / "user_models"
@@ -154,13 +154,13 @@ def test_pnnx_sibling_python_is_found(tmp_path):
     ],
 )
 def test_input_shapes(given, text):
-    assert shape_text(given) == text
+    assert inputshape_text(given) == text
 
 
 @pytest.mark.parametrize("bad", ["[1,3,a]", "[1,3]x9", "1;3", [(1, "a")]])
 def test_bad_input_shapes_name_the_flag(bad):
     with pytest.raises(InputError, match=r"inputshape .* expected e\.g\. \[1,3,224,224\]"):
-        shape_text(bad)
+        inputshape_text(bad)
 
 
 def test_needs_inputshape_only_for_torchscript_without_recorded_shapes():

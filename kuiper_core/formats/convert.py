@@ -128,7 +128,7 @@ def converter_available() -> bool:
 
 
 # -- options ----------------------------------------------------------------------------------------
-def shape_text(value: InputShape, flag: str = "inputshape") -> str | None:
+def inputshape_text(value: InputShape, flag: str = "inputshape") -> str | None:
     """pnnx's `[1,3,224,224]` or `[1,3,224,224]f32,[1,10]i64` from a string (brackets
     optional for one shape, spaces ignored) or a sequence of ints or of shapes."""
     if value is None:
@@ -390,8 +390,8 @@ def convert(
     if kind not in SUFFIX:
         raise ValueError(f"unknown kind {kind!r}")
     converter = find_converter()
-    shape1 = shape_text(inputshape, "inputshape")
-    shape2 = shape_text(inputshape2, "inputshape2")
+    shape1 = inputshape_text(inputshape, "inputshape")
+    shape2 = inputshape_text(inputshape2, "inputshape2")
     level = DEFAULT_OPTLEVEL if optlevel is None else int(optlevel)
     if level not in (0, 1, 2):
         raise InputError(f"optlevel must be 0, 1 or 2, got {optlevel!r}")
