@@ -66,10 +66,11 @@ def test_a_plain_script_runs_with_our_weight_loader(tmp_path):
         "torch.load('x.pt')",
         "v_1.__class__.__bases__[0]",
         "getattr(v_1, 'relu')()",
-        "torch.ops.aten.relu(v_1)",
+        "torch.ops.custom.thing(v_1)",
+        "torch.ops.aten.from_file('/etc/passwd')",
         "eval('v_1')",
     ],
-    ids=["import", "open", "torch.load", "dunder", "getattr", "torch.ops", "eval"],
+    ids=["import", "open", "torch.load", "dunder", "getattr", "torch.ops.custom", "aten.from_file", "eval"],
 )
 def test_code_beyond_computing_is_refused(tmp_path, body):
     with pytest.raises(UnsafeCode):
@@ -82,3 +83,15 @@ def test_code_outside_the_model_class_never_runs(tmp_path, monkeypatch):
     tail = "\nopen('HACKED', 'w').write('x')\nif __name__ == '__main__':\n    os.system('touch HACKED2')\n"
     capture_operands(_script(tmp_path, tail=tail), [np.ones((1, 2), np.float32)])
     assert not (tmp_path / "HACKED").exists() and not (tmp_path / "HACKED2").exists()
+
+
+def test_aten_operators_run(tmp_path):
+    """pnnx writes an operator it has no Python for as `aten::op(...)`: repaired to torch.ops.aten."""
+    from kuiper_core.formats.convert import repair_python
+
+    path = _script(tmp_path, "aten::relu(v_1)")
+    fixed = repair_python((tmp_path / "m_pnnx.py").read_text())
+    assert fixed is not None and "torch.ops.aten.relu(v_1)" in fixed
+    (tmp_path / "m_pnnx.py").write_text(fixed)
+    refs, _ = capture_operands(path, [np.array([[-1.0, -1.0]], np.float32)])
+    np.testing.assert_array_equal(refs["2"], [[0.0, 0.0]])

@@ -43,7 +43,7 @@ ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CACHE_MAX_MB = 2048
 DEFAULT_OPTLEVEL = 2
-CACHE_VERSION = "1"  # bump when what a cache entry holds changes: older entries are not reused
+CACHE_VERSION = "2"  # bump when what a cache entry holds changes: older entries are not reused
 STEM = "model"  # the converted files' stem in the cache (pnnx's NAME_pnnx.py opens NAME.pnnx.bin)
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 QUOTED_LINES = 12  # of the converter's log in a ConversionError
@@ -341,17 +341,20 @@ def _parses(text: str) -> bool:
 
 
 _SELF_NAME = re.compile(r"\bself\.([0-9][\w-]*|\w*-[\w-]*)")
+_ATEN_CALL = re.compile(r"(?<![\w.:])aten::(\w+)\(")
 
 
 def repair_python(text: str) -> str | None:
     """pnnx's NAME_pnnx.py names submodules after module paths, which need not be Python
     names (`self.2` for a top-level nn.Sequential, `self.block1-0_f` for torchvision's RegNet):
-    renamed consistently (`m_2`, `block1_0_f`); None when it still does not parse (cut short)."""
+    renamed consistently (`m_2`, `block1_0_f`); an operator it has no Python for is written
+    `aten::op(…)`, which is `torch.ops.aten.op(…)`. None when it still does not parse (cut short)."""
     if _parses(text):
         return text
     fixed = _SELF_NAME.sub(
         lambda m: "self." + ("m_" if m.group(1)[0].isdigit() else "") + m.group(1).replace("-", "_"), text
     )
+    fixed = _ATEN_CALL.sub(r"torch.ops.aten.\1(", fixed)
     return fixed if _parses(fixed) else None
 
 

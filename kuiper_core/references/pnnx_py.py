@@ -10,7 +10,8 @@ The script is written by pnnx from names and values inside the model file, which
 upload to a shared server: it is not run as it is. Only its `Model` class is kept, the
 weight loader is ours (read from the .bin's zip, no temp files), and the class must pass a
 check before it runs: no imports, no dunder attributes, no names such as eval/open/getattr/
-os, no `torch.` reach beyond computing functions (no torch.load/save/hub/ops/jit/…), builtins
+os, no `torch.` reach beyond computing functions (no torch.load/save/hub/jit/…; of torch.ops
+only aten's operators, as pnnx writes an operator it has no Python for), builtins
 limited to a few pure ones. What fails the check raises UnsafeCode and is not run.
 """
 
@@ -155,8 +156,32 @@ def _super_init(node: ast.Attribute) -> bool:
     )
 
 
+# aten operators that touch files (everything else in torch.ops.aten computes).
+_DENIED_ATEN = {"from_file", "save", "load", "_load", "_save"}
+
+
+def _aten_ops(model: ast.ClassDef) -> set[int]:
+    """The `torch.ops` nodes of calls `torch.ops.aten.op(…)` (pnnx's `aten::op`): allowed."""
+    allowed = set()
+    for node in ast.walk(model):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "aten"
+            and isinstance(node.value.value, ast.Attribute)
+            and node.value.value.attr == "ops"
+            and isinstance(node.value.value.value, ast.Name)
+            and node.value.value.value.id == "torch"
+            and node.attr not in _DENIED_ATEN
+            and not node.attr.startswith("__")
+        ):
+            allowed.add(id(node.value.value))
+    return allowed
+
+
 def _check(model: ast.ClassDef) -> None:
     """UnsafeCode unless the class only computes (see the module docstring)."""
+    aten = _aten_ops(model)
     for node in ast.walk(model):
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal)):
             raise UnsafeCode(f"line {node.lineno}: {type(node).__name__}")
@@ -165,7 +190,8 @@ def _check(model: ast.ClassDef) -> None:
         if isinstance(node, ast.Attribute):
             if node.attr.startswith("__") and not _super_init(node):
                 raise UnsafeCode(f"line {node.lineno}: the attribute {node.attr!r}")
-            if isinstance(node.value, ast.Name) and node.value.id == "torch" and node.attr in _DENIED_TORCH:
+            torch_attr = isinstance(node.value, ast.Name) and node.value.id == "torch"
+            if torch_attr and node.attr in _DENIED_TORCH and id(node) not in aten:
                 raise UnsafeCode(f"line {node.lineno}: torch.{node.attr}")
             if isinstance(node.value, ast.Name) and node.value.id == "torchvision" and node.attr != "ops":
                 raise UnsafeCode(f"line {node.lineno}: torchvision.{node.attr}")
