@@ -264,9 +264,12 @@ def cached_conversion(key: str, cache_dir: str | Path | None = None) -> tuple[Pn
 
 # -- running it --------------------------------------------------------------------------------------
 def _kill(proc: subprocess.Popen) -> None:
-    """Kill the converter and everything it started (its own process group)."""
+    """Kill the converter and everything it started (its own process group; on Windows, it)."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
@@ -293,7 +296,7 @@ def _run(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: one kill stops everything it started
+        start_new_session=os.name == "posix",  # its own process group: one kill stops everything it started
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
