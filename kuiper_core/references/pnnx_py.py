@@ -132,13 +132,7 @@ def _model_class(tree: ast.Module) -> ast.ClassDef:
         raise UnsafeCode("no Model class")
     model.body = [n for n in model.body if not (isinstance(n, ast.FunctionDef) and n.name in _LOADERS)]
     for node in ast.walk(model):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "ZipFile"
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "zipfile"
-        ):
+        if isinstance(node, ast.Call) and _dotted(node.func) == "zipfile.ZipFile":
             node.func = ast.Name("pnnx_weights", ast.Load())
             node.args, node.keywords = [], []
     return model
@@ -160,22 +154,23 @@ def _super_init(node: ast.Attribute) -> bool:
 _DENIED_ATEN = {"from_file", "save", "load", "_load", "_save"}
 
 
+def _dotted(node: ast.expr) -> str | None:
+    """`torch.ops.aten.relu` for that chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
 def _aten_ops(model: ast.ClassDef) -> set[int]:
-    """The `torch.ops` nodes of calls `torch.ops.aten.op(…)` (pnnx's `aten::op`): allowed."""
+    """The `torch.ops` nodes of `torch.ops.aten.op` (pnnx's `aten::op`): allowed."""
     allowed = set()
     for node in ast.walk(model):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Attribute)
-            and node.value.attr == "aten"
-            and isinstance(node.value.value, ast.Attribute)
-            and node.value.value.attr == "ops"
-            and isinstance(node.value.value.value, ast.Name)
-            and node.value.value.value.id == "torch"
-            and node.attr not in _DENIED_ATEN
-            and not node.attr.startswith("__")
-        ):
-            allowed.add(id(node.value.value))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            name = _dotted(node) or ""
+            if name.startswith("torch.ops.aten.") and node.attr not in _DENIED_ATEN and name.count(".") == 3:
+                allowed.add(id(node.value.value))
     return allowed
 
 
