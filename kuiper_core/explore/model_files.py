@@ -16,7 +16,7 @@ from ..errors import InputError, KuiperError, LimitError
 from ..files import read_regular
 from ..formats import BY_NAME, Context, Conversion, OpenOptions, detect, needs_inputshape
 from ..formats.base import ConversionOptions
-from ..formats.convert import INSTALL_HINT, convert, shape_text
+from ..formats.convert import INSTALL_HINT, convert, inputshape_text
 from ..pnnx.writer import default_bin_path
 
 CONVERTED = ("onnx", "torchscript")
@@ -53,7 +53,7 @@ def shape_problem(text: str | None, *, required: bool) -> str | None:
     if not (text or "").strip():
         return "A TorchScript model needs its input shape(s) to be converted, e.g. [1,3,224,224]." if required else None
     try:
-        shape_text(text)
+        inputshape_text(text)
     except InputError as e:
         return str(e)
     return None
