@@ -163,3 +163,9 @@ def test_a_model_nobody_here_wrote_is_compared_operator_by_operator(file: str) -
     match = re.search(r"(\d+) of (\d+) operators run so far compared with .*: all \1 within tolerance", said)
     # every operator but pnnx.Output (no tensor) and, where only onnxruntime's values map, pnnx.Input
     assert match and int(match.group(1)) >= int(match.group(2)) - 2, said
+
+
+def test_the_server_path_field_can_be_turned_off(monkeypatch) -> None:
+    monkeypatch.setenv("KUIPER_APP_NO_PATHS", "1")
+    at = app()
+    assert not [t for t in at.text_input if t.key == "home_path"]
