@@ -18,7 +18,7 @@ import streamlit as st
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import references as R
 from kuiper_core.explore import tensors as T
-from kuiper_core.references import framework_references
+from kuiper_core.references import ReferenceSet, framework_references
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.references.hooks import hook_snippet
 from pages import common
@@ -62,7 +62,7 @@ def _framework(model: common.LoadedModel, resolved: common.ResolvedInput) -> tup
     return _framework_label(state["set"]), state["set"].refs
 
 
-def _framework_label(refs: Any) -> str:
+def _framework_label(refs: ReferenceSet) -> str:
     """'PyTorch', 'onnxruntime' or 'PyTorch and onnxruntime': what computed the references."""
     used = [
         n
