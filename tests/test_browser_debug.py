@@ -250,4 +250,8 @@ def test_upload_convert_and_compare_every_operator(page, file: str) -> None:
     assert fills.count(C.ERROR_COLORS[C.OK]) == 10, fills  # every operator that makes a tensor: green
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"forward_{file.replace('.', '_')}.png"), full_page=True)
+    if file.endswith(".onnx"):  # docs/own_model.md's picture: the references and the error table
+        page.get_by_role("heading", name="Compare with").evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(SCREENSHOTS / "forward_compare.png"))
     assert exception_boxes(page) == []
