@@ -20,6 +20,7 @@ from pages import common
 LOAD = "home_load_pending"  # ("upload", None) or ("path", text): what the Load buttons asked for
 SHAPE_KEY = "home_inputshape"
 RESET_PICK = "home_reset_pick"
+SHAPE_FOR = "home_inputshape_for"  # the file the shape field was filled for
 PATHS_ENV = "KUIPER_APP_NO_PATHS"  # set it (to anything) to hide "a path on the server"
 MODEL_TYPES = ["param", "kir", "onnx", "pt", "pth", "torchscript", "ptl"]
 
@@ -47,7 +48,7 @@ def open_panel() -> None:
         if blocked:
             st.warning(F.NO_CONVERTER)  # the one message: nothing to click that could only fail
         elif kind in F.CONVERTED:
-            _conversion_options(kind, f.getvalue(), f.name)
+            _conversion_options(kind, f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
         st.button("Load uploaded model", key="home_load_upload", on_click=_ask, args=("upload",), disabled=blocked)
         if not os.environ.get(PATHS_ENV):
             a, b = st.columns([4, 1], vertical_alignment="bottom")
@@ -62,13 +63,15 @@ def open_panel() -> None:
         _load(*pending)
 
 
-def _conversion_options(kind: str, data: bytes, name: str) -> None:
+def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> None:
     if kind == "torchscript":
         traced = not F.asks_for_shape(data, name)
+        if st.session_state.get(SHAPE_FOR) != upload_id:  # another file: its own first guess
+            st.session_state[SHAPE_FOR] = upload_id
+            st.session_state[SHAPE_KEY] = "" if traced else F.guess_inputshape(data)
         st.text_input(
             "Input shape(s) for pnnx",
             key=SHAPE_KEY,
-            value="" if traced else F.DEFAULT_SHAPE,
             placeholder="from the shapes the file recorded when traced" if traced else F.DEFAULT_SHAPE,
             help="one shape per input, e.g. [1,3,224,224] or [1,3,224,224],[1,10]i64 (dtype f32 unless given)",
         )
@@ -81,8 +84,8 @@ def _conversion_options(kind: str, data: bytes, name: str) -> None:
             )
         else:
             st.caption(
-                f"This TorchScript file does not record its input shape, which pnnx needs: {F.DEFAULT_SHAPE} "
-                "(one RGB picture of 224×224) is only a guess, check it."
+                "This TorchScript file does not record its input shape, which pnnx needs. The field is a guess "
+                "from its first layer's weights (channels or features); check the other sizes."
             )
     else:
         st.caption("The input shapes are read from the ONNX file.")

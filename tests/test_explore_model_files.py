@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import os
+
 import pytest
 from conftest import DATA, SAMPLES
 
@@ -55,3 +58,48 @@ def test_a_bad_server_path_says_what_is_wrong(path: str, says: str) -> None:
 def test_a_server_path_is_read_within_the_upload_limit() -> None:
     with pytest.raises(LimitError):
         F.from_path(str(DEBUG / "small_cnn.onnx"), 1000)
+
+
+def test_the_shape_guess_reads_the_first_layer_of_a_torchscript_file() -> None:
+    assert F._first_layer(F._ShapesOnly(io.BytesIO(_data_pkl(DEBUG / "small_cnn_untraced.pt"))).load()) == (
+        "Conv2d",
+        (8, 3, 3, 3),
+    )
+    assert F.guess_inputshape((DEBUG / "small_cnn_untraced.pt").read_bytes()) == "[1,3,224,224]"
+    assert F.guess_inputshape((DATA / "user_models" / "lstm.pt").read_bytes()) == "[1,16,16]"  # nn.LSTM(16, …)
+    assert F.guess_inputshape(b"not a zip") == F.DEFAULT_SHAPE
+
+
+def test_the_shape_guess_runs_nothing_from_the_file(tmp_path) -> None:
+    """A data.pkl naming any other global (os.system) is refused: the plain guess, nothing run."""
+    import pickle
+    import zipfile
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("m/data.pkl", pickle.dumps(Evil()))
+        z.writestr("m/code/__torch__.py", "")
+    assert F.guess_inputshape(buf.getvalue()) == F.DEFAULT_SHAPE
+    assert not (tmp_path / "ran").exists()
+
+
+def test_the_shape_guess_follows_the_first_layer(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+
+    grey = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU())
+    torch.jit.script(grey).save(str(tmp_path / "grey.pt"))
+    assert F.guess_inputshape((tmp_path / "grey.pt").read_bytes()) == "[1,1,224,224]"
+    words = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 2))
+    torch.jit.script(words).save(str(tmp_path / "words.pt"))
+    assert F.guess_inputshape((tmp_path / "words.pt").read_bytes()) == "[1,16]i64"
+
+
+def _data_pkl(path) -> bytes:
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        return z.read(next(n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1))

@@ -7,6 +7,9 @@ its arguments from an upload or a path typed on the server, and words its record
 
 from __future__ import annotations
 
+import io
+import pickle
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
@@ -46,6 +49,96 @@ def kind_of_name(name: str) -> str | None:
 def asks_for_shape(data: bytes, name: str) -> bool:
     """A TorchScript file that does not record its traced input shapes: pnnx needs them given."""
     return needs_inputshape(data, name)
+
+
+class _Tensor:
+    """A tensor in a TorchScript archive's data.pkl, by its shape only (no data is read)."""
+
+    def __init__(self, shape: Any) -> None:
+        self.shape = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list)) else ()
+
+
+class _Module:
+    """A scripted module's pickled state: its class name and attributes (in definition order)."""
+
+    kind = ""
+
+    def __setstate__(self, state: Any) -> None:
+        self.__dict__["state"] = state if isinstance(state, dict) else {}
+
+
+class _ShapesOnly(pickle.Unpickler):
+    """Reads data.pkl knowing only tensors (as _Tensor), modules (as _Module) and dicts:
+    any other global is refused, so nothing in the file runs."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return lambda storage, offset, size, *rest: _Tensor(size)
+        if (module, name) == ("collections", "OrderedDict"):
+            return dict
+        if module == "torch" and name.endswith("Storage"):
+            return name
+        if module == "torch.jit._pickle":  # a scripted module's typed lists and tags
+            if name.startswith("build_"):
+                return list
+            if name == "restore_type_tag":
+                return lambda value, tag: value
+        if module.startswith("__torch__"):
+            return type(name, (_Module,), {"kind": name})
+        raise pickle.UnpicklingError(f"{module}.{name} is not read")
+
+    def persistent_load(self, pid: Any) -> None:
+        return None
+
+
+_WEIGHTS = ("weight", "weight_ih_l0", "in_proj_weight")  # a layer's first weight: what its input must fit
+
+
+def _first_layer(module: Any, depth: int = 0) -> tuple[str, tuple[int, ...]] | None:
+    """(class name, weight shape) of the first module with a weight, in definition order."""
+    if not isinstance(module, _Module) or depth > 64:
+        return None
+    state = module.__dict__.get("state", {})
+    for key in _WEIGHTS:
+        weight = state.get(key)
+        if isinstance(weight, _Tensor) and weight.shape:
+            return module.kind, weight.shape
+    for value in state.values():
+        found = _first_layer(value, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def guess_inputshape(data: bytes) -> str:
+    """A sensible first guess of a TorchScript model's input shape from its first layer's
+    weight: Conv2d [1,C,224,224], Conv1d [1,C,224], Linear [1,F], a recurrent or attention
+    layer [1,16,F], an Embedding [1,16]i64; else DEFAULT_SHAPE. Sizes other than the channels
+    or features are guesses to check."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            name = next((n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1), None)
+            if name is None or z.getinfo(name).file_size > 64 << 20:
+                return DEFAULT_SHAPE
+            root = _ShapesOnly(io.BytesIO(z.read(name))).load()
+    except Exception:  # noqa: BLE001  -- any archive we cannot read: the plain guess
+        return DEFAULT_SHAPE
+    found = _first_layer(root)
+    if found is None:
+        return DEFAULT_SHAPE
+    kind, shape = found
+    kind = kind.split("___torch_mangle")[0]
+    if kind == "Conv2d" and len(shape) == 4:
+        return f"[1,{shape[1]},224,224]"
+    if kind == "Conv1d" and len(shape) == 3:
+        return f"[1,{shape[1]},224]"
+    if kind == "Linear" and len(shape) == 2:
+        return f"[1,{shape[1]}]"
+    if kind in ("LSTM", "GRU", "RNN", "MultiheadAttention") and len(shape) == 2:
+        return f"[1,16,{shape[1]}]"
+    if kind == "Embedding":
+        return "[1,16]i64"
+    return DEFAULT_SHAPE
 
 
 def shape_problem(text: str | None, *, required: bool) -> str | None:
