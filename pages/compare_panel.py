@@ -162,6 +162,9 @@ def compare_section(
             label_visibility="collapsed",
         )
     chosen = _choice(options, framework is not None)
+    missing = model.opened.references.missing if model.opened is not None and model.opened.converted else ()
+    if missing and not _framework_offered(model):
+        st.caption(f"References from `{model.name}`'s own framework could be computed here with: {'; '.join(missing)}.")
     if chosen == R.FRAMEWORK:
         _framework_panel(model, resolved, stepper)
     elif chosen == R.BUNDLED:

@@ -169,3 +169,16 @@ def test_the_server_path_field_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setenv("KUIPER_APP_NO_PATHS", "1")
     at = app()
     assert not [t for t in at.text_input if t.key == "home_path"]
+
+
+@needs_converter
+def test_without_torch_or_onnxruntime_the_page_says_what_would_compute_references(monkeypatch) -> None:
+    import kuiper_core.formats.base as base
+
+    monkeypatch.setattr(base, "installed", lambda module: False)
+    at = _load(_choose(app(), DEBUG / "small_cnn.onnx", "nothing_installed.onnx"))
+    at.switch_page(FORWARD).run()
+    no_exception(at)
+    assert not [r for r in at.radio if r.key == "fw_ref_choice"]  # only a reference file is offered
+    said = " ".join(c.value for c in at.caption)
+    assert "could be computed here with: torch, to run pnnx's generated code; onnxruntime and onnx" in said, said
