@@ -123,6 +123,8 @@ def framework_references(
                     ours = engine_values(model, arrays)
                 run = run_onnx(source, arrays)
                 mapping = map_to_operands(model.graph, ours, run, outputs)
+                for op, x in zip(model.graph.inputs, arrays):
+                    refs.setdefault(op.outputs[0].name, x)  # what onnxruntime was given (as pnnx's code records)
                 for k, v in mapping.refs.items():
                     if k in outputs:
                         refs[k] = v  # the original model's outputs win
