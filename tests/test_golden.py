@@ -1,0 +1,59 @@
+"""forward() and steps() compute bit-for-bit what they did when tests/data/golden/outputs.json
+was recorded (tools/golden_outputs.py, on the runtime before its rebuild into a Program and
+executors): every bundled sample and export, at 1 and 2 BLAS threads.
+
+Only on the footing the digests were made on: another OpenBLAS core (or NumPy SIMD target)
+runs other kernels, which round differently, so elsewhere the test skips and says why.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import pytest
+
+from conftest import ROOT
+from kuiper_core.threads import blas_threads, set_blas_threads
+from tools.golden_outputs import GOLDEN, THREADS, differences, footing, models, record
+
+GROUPS = ("sample_models", "optlevel", "ops", "ops_o0", "ops_o1", "value_shapes")
+
+
+@cache
+def _golden() -> dict[str, Any]:
+    return json.loads(GOLDEN.read_text())
+
+
+def _group(key: str) -> str:
+    return key.split("/")[0]
+
+
+def test_every_model_has_digests() -> None:
+    assert {key for key, _, _ in models()} == set(_golden()["models"])
+    assert all(set(v) == {str(t) for t in THREADS} for v in _golden()["models"].values())
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_outputs_are_bit_for_bit_as_recorded(group: str) -> None:
+    golden = _golden()
+    if golden["footing"] != footing():
+        pytest.skip(
+            f"digests made on {golden['footing']}, this machine is {footing()}: other CPU kernels round differently"
+        )
+    saved = blas_threads()
+    now: dict[str, dict[str, Any]] = {}
+    try:
+        for threads in THREADS:
+            set_blas_threads(threads)
+            if blas_threads() != threads:
+                pytest.skip(f"the BLAS cannot be set to {threads} threads here")
+            for key, param, inputs in models():
+                if _group(key) == group:
+                    now.setdefault(key, {})[str(threads)] = record(param, inputs, threads)
+    finally:
+        set_blas_threads(saved)
+    assert now, f"no model in {group} ({ROOT})"
+    bad = differences(golden, {"models": now})
+    assert not bad, f"{len(bad)} differ:\n" + "\n".join(bad[:20])
