@@ -38,6 +38,9 @@ from kuiper_core.runtime.step_arena import StepArena
 from tools.golden_outputs import models
 
 MODELS = {key: (param, inputs) for key, param, inputs in models()}
+# The fast tier (pytest -m "not slow") runs these: prepared, arena and sharded on samples, the
+# planned forward (parameters computed at run time), a value-shaped graph. All: ~20 s of CPU.
+FAST = ("sample_models/tiny_mlp", "sample_models/digits_cnn", "optlevel/shape_arith/o0", "value_shapes/bool_mask")
 
 
 @cache
@@ -77,7 +80,7 @@ def _batch_of_two(inputs: list[np.ndarray]) -> list[np.ndarray] | None:
     return [np.concatenate([a, b]) for a, b in zip(inputs, other)]
 
 
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("key", [k if k in FAST else pytest.param(k, marks=pytest.mark.slow) for k in MODELS])
 def test_fast_executors_match_the_interpreter(key: str) -> None:
     program = _program(key)
     inputs = MODELS[key][1]

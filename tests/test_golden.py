@@ -18,6 +18,8 @@ from conftest import ROOT
 from kuiper_core.threads import blas_threads, set_blas_threads
 from tools.golden_outputs import GOLDEN, THREADS, differences, footing, models, record
 
+pytestmark = pytest.mark.slow  # every model at two thread counts: ~15 s of CPU
+
 GROUPS = ("sample_models", "optlevel", "ops", "ops_o0", "ops_o1", "value_shapes")
 
 

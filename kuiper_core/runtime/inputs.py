@@ -9,13 +9,11 @@ survives (an int64 300 must not become the i8 44). Errors name the input and wha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
 import numpy as np
 
 from .. import limits as _limits
 from ..errors import InputError
-from ..graph import numpy_dtype
+from ..graph import format_shape, numpy_dtype
 from .program import Program
 
 # Input signatures accepted unchanged that are remembered; beyond this many, start again.
@@ -62,13 +60,13 @@ def check_inputs(program: Program, arrays: Sequence[np.ndarray]) -> list[np.ndar
         if operand.shape is not None:
             if a.ndim != len(operand.shape):
                 raise InputError(
-                    f"{where}: expected rank {len(operand.shape)} shape {_shape_text(operand.shape)}, "
+                    f"{where}: expected rank {len(operand.shape)} shape {format_shape(operand.shape)}, "
                     f"got rank {a.ndim} shape {a.shape}"
                 )
             for i, (d, n) in enumerate(zip(operand.shape, a.shape)):
                 if i > 0 and isinstance(d, int) and d != n:
                     raise InputError(
-                        f"{where}: dim {i} must be {d} (shape {_shape_text(operand.shape)}, batch may vary), "
+                        f"{where}: dim {i} must be {d} (shape {format_shape(operand.shape)}, batch may vary), "
                         f"got shape {a.shape}"
                     )
             if a.ndim and a.shape[0] == 0 and operand.shape[0] != 0:
@@ -96,7 +94,3 @@ def cast_input(a: np.ndarray, want: np.dtype, name: str, where: str) -> np.ndarr
         if biggest > float(np.finfo(want).max):
             raise InputError(f"{where}: a value of magnitude {biggest:.6g} overflows {want} ({name})")
     return a.astype(want)
-
-
-def _shape_text(shape: Sequence[Any]) -> str:
-    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
