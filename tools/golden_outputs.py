@@ -14,10 +14,13 @@ GEMM rounding, depend on it), and notes a digest of the bytes of:
 
 An export that fails notes its error class instead. Digests depend on the CPU kernels that
 ran: the file records the footing (OpenBLAS core, NumPy version and the SIMD targets NumPy
-dispatches to), and tests/test_golden.py compares only where the footing is the same.
+dispatches to), and tests/test_golden.py compares only where the footing is the same. Each
+model also notes a digest of its files (.param, .bin, inputs): a model exported again, or
+added, since the digests were made is not compared (record it: `--add`).
 
-    python tools/golden_outputs.py            # write tests/data/golden/outputs.json
-    python tools/golden_outputs.py --check    # compare with it; exit 1 on a difference
+    python tools/golden_outputs.py                 # write tests/data/golden/outputs.json
+    python tools/golden_outputs.py --check         # compare with it; exit 1 on a difference
+    python tools/golden_outputs.py --add ops/x     # record these models (new or re-exported)
 """
 
 from __future__ import annotations
@@ -54,6 +57,21 @@ def footing() -> dict[str, Any]:
         "numpy": np.__version__,
         "numpy_simd": [t for t in umath.__cpu_dispatch__ if features.get(t)],
     }
+
+
+def files_digest(param: Path) -> str:
+    """A digest of a model's files: its .param, .bin and inputs (what its outputs follow from)."""
+    h = hashlib.sha256()
+    names = [param.name, param.name.replace(".param", ".bin")]
+    if param.parent.name == "sample_models":
+        names.append(param.name.replace(".pnnx.param", ".input.npy"))
+    else:
+        names += ["inputs.npz", "runs.npz"]
+    for name in names:
+        path = param.with_name(name)
+        if path.exists():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def models() -> Iterator[tuple[str, Path, list[np.ndarray]]]:
@@ -133,18 +151,25 @@ def record_all(selected: set[str] | None = None) -> dict[str, Any]:
             set_blas_threads(threads)
             for key, param, inputs in models():
                 if selected is None or key in selected:
-                    result.setdefault(key, {})[str(threads)] = record(param, inputs, threads)
+                    entry = result.setdefault(key, {"files": files_digest(param)})
+                    entry[str(threads)] = record(param, inputs, threads)
     finally:
         set_blas_threads(saved)
     return {"footing": footing(), "threads": list(THREADS), "models": result}
 
 
+def comparable(golden: dict[str, Any], key: str, param: Path) -> bool:
+    """The model has digests made from the files it has now."""
+    entry = golden["models"].get(key)
+    return entry is not None and entry.get("files") == files_digest(param)
+
+
 def differences(golden: dict[str, Any], now: dict[str, Any]) -> list[str]:
     bad = []
-    for key, by_threads in now["models"].items():
-        for threads, got in by_threads.items():
+    for key, entry in now["models"].items():
+        for threads, got in entry.items():
             want = golden["models"].get(key, {}).get(threads)
-            if want != got:
+            if threads != "files" and want != got:
                 bad.append(f"{key} at {threads} thread(s): {want} != {got}")
     return bad
 
@@ -161,10 +186,18 @@ def to_text(golden: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare with the committed digests")
+    parser.add_argument("--add", action="store_true", help="record only the models named, keep the others")
     parser.add_argument("models", nargs="*", help="only these ids (e.g. sample_models/resnet18)")
     args = parser.parse_args()
     now = record_all(set(args.models) or None)
-    if args.check:
+    if args.add:
+        golden = json.loads(GOLDEN.read_text())
+        if golden["footing"] != now["footing"]:
+            print(f"footing differs: {golden['footing']} vs {now['footing']}: record all models here instead")
+            return 1
+        golden["models"].update(now["models"])
+        now = golden
+    elif args.check:
         golden = json.loads(GOLDEN.read_text())
         if golden["footing"] != now["footing"]:
             print(f"footing differs: {golden['footing']} vs {now['footing']}")
