@@ -2,7 +2,8 @@
 bundled sample and export: the interpreter is their oracle, as conv_reference.py is the
 convolution kernels'.
 
-- prepared forward, step arenas, planned forward: exactly equal (same dtype, shape and
+- prepared forward, step arenas, planned forward, steps() with the layers' prepared
+  functions (PreparedSteps): exactly equal (same dtype, shape and
   bytes; NaN where NaN). They call the same layers' kernels as the interpreter: a prepared
   function is the kernel the layer's forward picks for those shapes (conv._choose_kernel), a
   ReLU fused into a convolution's call computes max(x, 0) on the same sums, in place or not.
@@ -31,7 +32,7 @@ from conftest import max_err_ok
 from kuiper_core import KuiperError
 from kuiper_core.runtime import interpreter
 from kuiper_core.runtime.planned import PlannedForward, ViewNotes
-from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, record
+from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, PreparedSteps, record
 from kuiper_core.runtime.program import Program
 from kuiper_core.runtime.sharded import ShardedForward, close_enough
 from kuiper_core.runtime.step_arena import StepArena
@@ -89,6 +90,14 @@ def test_fast_executors_match_the_interpreter(key: str) -> None:
         stepped: dict[str, Any] = {}
         for _ in interpreter.steps(program, inputs, stepped):
             pass
+        calls = PreparedSteps()
+        for run in range(2):  # the run that prepares the functions, then a run calling them
+            quick: dict[str, Any] = {}
+            for _ in interpreter.steps(program, inputs, quick, calls.call):
+                pass
+            assert set(quick) == set(stepped)
+            for name, value in stepped.items():
+                assert _same(quick[name], value), f"steps with prepared functions, run {run}: operand {name} differs"
         if program.value_shaped:
             return  # only the interpreter runs graphs whose shapes follow the values
         try:

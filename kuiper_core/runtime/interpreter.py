@@ -11,7 +11,9 @@ For each operator, in execution order (program.py):
 No buffer plan, no in-place, no prepared kernels: this is the oracle the fast executors are
 tested against (tests/test_executors.py), and what runs when nothing faster applies (see
 RuntimeGraph.forward). `run` is a forward; `steps` yields one StepEvent per operator (the
-app's stepper shows each), constants folded at build included.
+app's stepper shows each), constants folded at build included. As in torch.fx's Interpreter,
+how an operator's layer is called can be swapped: steps() passes the layers' prepared
+functions (prepared.PreparedSteps.call), the same results sooner.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .. import limits as _limits
+from ..layers.registry import Layer
 from .calls import call_layer, store
 from .events import StepEvent
 from .program import Program
@@ -32,6 +35,13 @@ from .shape_check import Batch, check_outputs
 # note(operator, args, results): called after every operator of a run (prepared.py learns
 # from it which operators return views, and every operand's shape).
 Note = Callable[[RuntimeOperator, list[Value], list[Value]], None]
+# call(program, operator, layer, args) -> results: how a layer is called (call_forward below).
+Call = Callable[[Program, RuntimeOperator, Layer, list[Value]], list[Value]]
+
+
+def call_forward(program: Program, operator: RuntimeOperator, layer: Layer, args: list[Value]) -> list[Value]:
+    """The reference call: the layer's forward, which allocates its outputs."""
+    return call_layer(operator, layer, args, [None] * len(operator.binding.outputs), program.limits)
 
 
 def run(program: Program, inputs: list[np.ndarray], note: Note | None = None) -> dict[str, Value]:
@@ -53,7 +63,9 @@ def run(program: Program, inputs: list[np.ndarray], note: Note | None = None) ->
     return values
 
 
-def steps(program: Program, inputs: list[np.ndarray], values: dict[str, Value]) -> Iterator[StepEvent]:
+def steps(
+    program: Program, inputs: list[np.ndarray], values: dict[str, Value], call: Call = call_forward
+) -> Iterator[StepEvent]:
     """One StepEvent per operator of program.order, after it ran; `values` keeps every operand
     (the caller shows them). A folded operator's step shows the value build computed."""
     feeds = program.feeds(inputs)
@@ -65,7 +77,7 @@ def steps(program: Program, inputs: list[np.ndarray], values: dict[str, Value]) 
                 values[o.name] = program.constants[o.name]
         else:
             with _limits.use(program.limits):  # the caller iterates outside forward()'s context
-                _, results = run_operator(program, operator, values, feeds, batch)
+                _, results = run_operator(program, operator, values, feeds, batch, call)
             store(operator, results, values)
         yield StepEvent(operator, values, time.perf_counter() - start)
 
@@ -76,13 +88,14 @@ def run_operator(
     values: Mapping[str, Value],
     feeds: Mapping[str, np.ndarray],
     batch: Batch,
+    call: Call = call_forward,
 ) -> tuple[list[Value], list[Any]]:
     """Steps 1-3 of the module docstring for one operator: its arguments and its checked results."""
     op = operator.op
     layer, _ = operator.layer_for(values)  # made at build, or for this run's computed parameters
     if op.type == "pnnx.Input":  # the caller's array (RuntimeGraph checked it against the declaration)
-        return [feeds[op.name]], call_layer(operator, layer, [feeds[op.name]], [None], program.limits)
+        return [feeds[op.name]], call(program, operator, layer, [feeds[op.name]])
     args = [values[o.name] for o in operator.binding.inputs]
-    results = call_layer(operator, layer, args, [None] * len(operator.binding.outputs), program.limits)
+    results = call(program, operator, layer, args)
     check_outputs(op, operator.binding.outputs, results, batch, program.value_shaped)
     return args, results

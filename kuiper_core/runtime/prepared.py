@@ -30,6 +30,7 @@ operand.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -263,6 +264,55 @@ def bind_operator(
     return call
 
 
+_UNSEEN = object()
+
+
+class PreparedSteps:
+    """steps()' per-operator run made faster: each operator's prepared function
+    (Layer.prepare), called on fresh output arrays, so every operand of a run stays readable
+    as long as its holder wants, and no operator runs in place. `call` is the interpreter's
+    call (interpreter.steps), the layer's forward replaced.
+
+    Made lazily: the first steps() run at these input shapes calls each layer's forward and
+    prepares it from what it returned; later runs call the prepared functions. A function
+    owns its kernel's buffers, so calls are serialised (one lock, held only for the call:
+    steps() of two threads interleave operator by operator)."""
+
+    def __init__(self) -> None:
+        self.functions: dict[str, Any] = {}  # operator key -> (f, output shapes and dtypes) or None
+        self.lock = threading.Lock()
+
+    def call(self, program: Program, operator: RuntimeOperator, layer: Layer, args: list[Any]) -> list[Any]:
+        outputs = operator.binding.outputs
+        # Computed params: the layers vary; sizes that follow the values: the shapes do.
+        varies = operator.computed or (program.value_shaped and any(o.name in program.value_shaped for o in outputs))
+        entry = None if varies else self.functions.get(operator.key, _UNSEEN)
+        if entry is _UNSEEN or entry is None:
+            results = call_layer(operator, layer, args, [None] * len(outputs), program.limits)
+            if entry is _UNSEEN:
+                self.functions[operator.key] = _prepare_fresh(layer, args, results)
+            return results
+        f, specs = entry
+        outs = [np.empty(shape, dtype) for shape, dtype in specs]
+        try:
+            with self.lock:
+                f(args, outs)
+        except Exception as e:
+            raise_for_operator(e, operator.name, operator.type)
+        return outs
+
+
+def _prepare_fresh(layer: Layer, args: list[Any], results: list[Any]) -> Any:
+    """(the layer's prepared function, its outputs' shapes and dtypes), or None where its
+    results are not fresh contiguous arrays or it has none."""
+    arrays = [a for v in args for a in (arrays_of(v) or [])]
+    fresh = all(isinstance(r, np.ndarray) and r.flags.c_contiguous and not is_view(r, arrays) for r in results)
+    if not results or not fresh:
+        return None
+    f = layer.prepare(args, results)
+    return None if f is None else (f, [(r.shape, r.dtype) for r in results])
+
+
 def feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
     """pnnx.Input's call: the caller's k-th array into its buffer."""
     np.copyto(buf, feeds[k])
@@ -283,4 +333,4 @@ def _copy_results(forward: Callable[[], list[Any]], targets: list[tuple[int, np.
         np.copyto(buf, results[k])
 
 
-__all__ = ["PreparedForward", "NotPreparable", "Record", "record", "bind_operator", "feed"]
+__all__ = ["PreparedForward", "PreparedSteps", "NotPreparable", "Record", "record", "bind_operator", "feed"]

@@ -8,7 +8,7 @@ one executor, chosen by a short policy (`_executor_for`, `steps`):
 
 - the reference interpreter (interpreter.py): the first run at each set of input shapes (its
   outputs checked against their annotations), graphs whose shapes follow the input values,
-  and steps() where no step arena is free;
+  and steps() where no step arena is free (calling the layers' prepared functions there);
 - the prepared forward (prepared.py): later runs, as a flat list of prepared calls on
   planned buffers;
 - the sharded forward (sharded.py): at batch >= 2 with >= 2 BLAS threads, where splitting
@@ -40,7 +40,7 @@ from .inputs import InputCheck
 from .memory import BufferPlan
 from .order import Trace
 from .planned import PlannedForward, ViewNotes
-from .prepared import NotPreparable, PreparedForward
+from .prepared import NotPreparable, PreparedForward, PreparedSteps
 from .program import Program, build
 from .runtime_operator import RuntimeOperator, Value
 from .sharded import ShardedForward, batch_size, best_time
@@ -88,10 +88,11 @@ class RuntimeGraph:
         """Forget every executor's state (after a build, or new limits)."""
         self._check_inputs = InputCheck(self.program) if self.program is not None else None
         # Per input signature: the prepared forward (None: the graph cannot be prepared), the
-        # sharded one (None: it stays whole), the step arenas.
+        # sharded one (None: it stays whole), the step arenas, steps()' prepared functions.
         self._prepared: dict[tuple, PreparedForward | None] = {}
         self._sharded: dict[tuple, ShardedForward | None] = {}
         self._arenas: dict[tuple, StepArenas] = {}
+        self._step_calls: dict[tuple, PreparedSteps] = {}
         self._step_signature: tuple | None = None  # the input shapes of the latest steps()
         # Graphs that cannot be prepared: signatures whose first run was checked, and the
         # planned forward at the declared input shapes.
@@ -287,26 +288,29 @@ class RuntimeGraph:
         with _limits.use(self.limits):
             inputs = self._check_inputs(arrays)
         self.values = {}  # let go of the last run's values: its arena may be free now
+        key = signature(inputs)
+        calls, arenas = self._steps_for(key)
         started = None
         if not program.value_shaped:  # an arena is laid out from one run's shapes
-            key = signature(inputs)
             forward = self._prepared.get(key)
-            started = self._arenas_for(key).start(program, inputs, forward.record if forward is not None else None)
+            started = arenas.start(program, inputs, forward.record if forward is not None else None)
         values: Mapping[str, Value]
         if started is not None:  # a free arena's flat run (step_arena.py)
             run, values = started
-        else:  # the reference interpreter, one operator at a time
+        else:  # the interpreter, one operator at a time, calling the layers' prepared functions
             fresh: dict[str, Value] = {}
-            run, values = interpreter.steps(program, inputs, fresh), fresh
+            run, values = interpreter.steps(program, inputs, fresh, calls.call), fresh
         self.values = values
         return StepRun(run, values)
 
-    def _arenas_for(self, key: tuple) -> StepArenas:
+    def _steps_for(self, key: tuple) -> tuple[PreparedSteps, StepArenas]:
         arenas = self._arenas.get(key)
         if arenas is None:
             if len(self._arenas) >= MAX_PREPARED:
+                self._step_calls.pop(next(iter(self._arenas)), None)
                 self._arenas.pop(next(iter(self._arenas)))
             arenas = self._arenas[key] = StepArenas()
+            self._step_calls[key] = PreparedSteps()
         if key != self._step_signature:
             # Arenas are kept for the latest input shapes only: up to MAX_ARENA_BYTES per
             # graph, not per signature (a run still holding an older arena keeps its memory).
@@ -314,7 +318,7 @@ class RuntimeGraph:
                 if other != key:
                     kept.release()
             self._step_signature = key
-        return arenas
+        return self._step_calls[key], arenas
 
 
 __all__ = ["GraphState", "RuntimeGraph", "RuntimeOperator", "StepEvent", "StepRun"]
