@@ -102,9 +102,9 @@ class RuntimeGraph:
     @classmethod
     def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None, *, owned: bool = False) -> RuntimeGraph:
         """owned: nothing else keeps `graph`, so its weights may go after build (as when read here)."""
-        rt = cls(graph=graph, limits=limits)
-        rt._owns_graph = owned
-        return rt
+        runtime = cls(graph=graph, limits=limits)
+        runtime.owns_graph = owned
+        return runtime
 
     # -- states ---------------------------------------------------------------------------
     def init(self) -> None:
