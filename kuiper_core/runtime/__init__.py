@@ -2,7 +2,7 @@
 the facade that keeps seed 004's states and chooses an executor (docs/architecture.md)."""
 
 from .events import StepEvent, StepRun
-from .order import dfs_order, dfs_trace, is_topological, kahn_order, kahn_trace
+from .order import OrderEvent, dfs_order, execution_order, is_topological, kahn_order
 from .program import Program, build
 from .runtime_graph import GraphState, RuntimeGraph
 from .runtime_operator import RuntimeOperator
@@ -15,9 +15,9 @@ __all__ = [
     "StepEvent",
     "StepRun",
     "build",
+    "OrderEvent",
     "dfs_order",
-    "dfs_trace",
-    "kahn_order",
-    "kahn_trace",
+    "execution_order",
     "is_topological",
+    "kahn_order",
 ]

@@ -27,7 +27,7 @@ from ..layers.registry import check_supported, layer_class, value_shaped_operand
 from .binding import bind, bound_operator, to_param
 from .calls import call_layer, store
 from .memory import BufferPlan, plan_buffers
-from .order import ALGORITHMS, Trace
+from .order import ALGORITHMS, execution_order
 from .runtime_operator import RuntimeOperator, Value, make_layer
 from .shape_check import Batch, batch_of, check_outputs
 
@@ -38,7 +38,6 @@ class Program:
 
     graph: Graph
     algorithm: str  # "dfs" or "kahn"
-    order_trace: Trace  # the ordering algorithm's steps (the app animates them)
     order: tuple[RuntimeOperator, ...]  # every operator, in execution order
     operators: Mapping[str, RuntimeOperator]  # by key
     run_order: tuple[RuntimeOperator, ...]  # the operators a run computes (not folded)
@@ -108,7 +107,7 @@ def _build(graph: Graph, algorithm: str, limits: _limits.Limits, release_weights
     key_of = {id(op): key for key, op in zip(keys, graph.operators)}
     op_of = dict(zip(keys, graph.operators))
     successors = {key: [key_of[id(s)] for s in graph.successors(op)] for key, op in op_of.items()}
-    order_keys, trace = ALGORITHMS[algorithm](keys, successors)
+    order_keys = execution_order(keys, successors, algorithm)
 
     # Bind every operator's inputs; run at build what depends only on constants.
     constants: dict[str, Value] = {}
@@ -171,7 +170,6 @@ def _build(graph: Graph, algorithm: str, limits: _limits.Limits, release_weights
     return Program(
         graph=graph,
         algorithm=algorithm,
-        order_trace=trace,
         order=tuple(order),
         operators=MappingProxyType({key: by_key[key] for key in keys}),  # in file order
         run_order=run_order,

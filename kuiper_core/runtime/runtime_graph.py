@@ -38,7 +38,6 @@ from .calls import signature
 from .events import StepEvent, StepRun
 from .inputs import InputCheck
 from .memory import BufferPlan
-from .order import Trace
 from .planned import PlannedForward, ViewNotes
 from .prepared import NotPreparable, PreparedForward, PreparedSteps
 from .program import Program, build
@@ -166,10 +165,6 @@ class RuntimeGraph:
     def plan(self) -> BufferPlan | None:
         """The buffer plan at the declared shapes (the planned forward's)."""
         return self.program.plan if self.program is not None else None
-
-    @property
-    def order_trace(self) -> Trace:
-        return self.program.order_trace if self.program is not None else Trace("dfs")
 
     @property
     def algorithm(self) -> str:
