@@ -19,10 +19,12 @@ import numpy as np
 
 _SET_NAMES = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads")
 _GET_NAMES = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads")
+_CORE_NAMES = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename")
 
 
-def _load_blas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
-    """set/get_num_threads of NumPy's bundled OpenBLAS (the wheel's numpy.libs), if found."""
+def _load_blas() -> tuple[Callable[[int], None], Callable[[], int], Callable[[], bytes] | None] | None:
+    """set/get_num_threads and get_corename of NumPy's bundled OpenBLAS (the wheel's
+    numpy.libs), if found."""
     libs_dir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     for path in sorted(glob.glob(os.path.join(libs_dir, "lib*openblas*.so*"))):
         try:
@@ -34,7 +36,10 @@ def _load_blas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
                 setter, getter = getattr(lib, set_name), getattr(lib, get_name)
                 setter.argtypes, setter.restype = [ctypes.c_int], None
                 getter.argtypes, getter.restype = [], ctypes.c_int
-                return setter, getter
+                core = next((getattr(lib, n) for n in _CORE_NAMES if hasattr(lib, n)), None)
+                if core is not None:
+                    core.argtypes, core.restype = [], ctypes.c_char_p
+                return setter, getter, core
     return None
 
 
@@ -44,6 +49,14 @@ _blas = _load_blas()
 def blas_threads() -> int:
     """The BLAS's current thread count (1 when it cannot be read)."""
     return _blas[1]() if _blas is not None else 1
+
+
+def blas_core() -> str:
+    """The CPU kernel set OpenBLAS chose (e.g. 'Haswell', 'SkylakeX', 'Zen'); '' when it cannot
+    be read. Kernels of different cores round differently: bit-for-bit comparisons need the same."""
+    if _blas is None or _blas[2] is None:
+        return ""
+    return (_blas[2]() or b"").decode()
 
 
 def set_blas_threads(n: int) -> None:

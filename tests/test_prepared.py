@@ -49,11 +49,11 @@ def _other(x: np.ndarray) -> np.ndarray:
     return (x * np.asarray(0.5, x.dtype) + np.asarray(0.25, x.dtype)) if x.dtype.kind == "f" else x.copy()
 
 
-def _three_runs(g: kuiper_core.RuntimeGraph, inputs: list[np.ndarray], expected: list[np.ndarray]) -> None:
-    first = g.forward(*inputs)
+def _three_runs(runtime: kuiper_core.RuntimeGraph, inputs: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    first = runtime.forward(*inputs)
     kept = [y.copy() for y in first]
-    g.forward(*[_other(x) for x in inputs])
-    last = g.forward(*inputs)
+    runtime.forward(*[_other(x) for x in inputs])
+    last = runtime.forward(*inputs)
     for i, (y0, k, y, ref) in enumerate(zip(first, kept, last, expected)):
         assert np.array_equal(y0, k, equal_nan=True), f"out{i} changed after it was returned"
         ok, err, bound = max_err_ok(y, ref)
@@ -62,36 +62,36 @@ def _three_runs(g: kuiper_core.RuntimeGraph, inputs: list[np.ndarray], expected:
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
 def test_op_case_runs_prepared(case: Path) -> None:
-    g = kuiper_core.load(case / "model.pnnx.param")
-    _three_runs(g, _npz(case / "inputs.npz", "in"), _npz(case / "expected.npz", "out"))
+    runtime = kuiper_core.load(case / "model.pnnx.param")
+    _three_runs(runtime, _npz(case / "inputs.npz", "in"), _npz(case / "expected.npz", "out"))
 
 
 def test_most_op_cases_are_prepared() -> None:
     """Only graphs whose operators pass non-arrays around (size arithmetic) run unprepared."""
     unprepared = []
     for case in CASES:
-        g = kuiper_core.load(case / "model.pnnx.param")
-        g.forward(*_npz(case / "inputs.npz", "in"))
-        if not any(p is not None for p in g._prepared.values()):
+        runtime = kuiper_core.load(case / "model.pnnx.param")
+        runtime.forward(*_npz(case / "inputs.npz", "in"))
+        if not any(p is not None for p in runtime._prepared.values()):
             unprepared.append(f"{case.parent.name}/{case.name}")
     assert len(unprepared) < 0.2 * len(CASES), unprepared
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_model_runs_prepared(name: str) -> None:
-    g = kuiper_core.load(SAMPLES / f"{name}.pnnx.param")
+    runtime = kuiper_core.load(SAMPLES / f"{name}.pnnx.param")
     x = np.load(SAMPLES / f"{name}.input.npy")
-    _three_runs(g, [x], _npz(SAMPLES / f"{name}.expected.npz", "out"))
-    assert all(p is not None for p in g._prepared.values())
+    _three_runs(runtime, [x], _npz(SAMPLES / f"{name}.expected.npz", "out"))
+    assert all(p is not None for p in runtime._prepared.values())
 
 
 def test_resnet_runs_relu_and_residual_add_in_place() -> None:
-    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
+    runtime = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     x = np.load(SAMPLES / "resnet18.input.npy")
-    prepared = PreparedForward.build(g, [x])
-    assert g.graph is not None
-    relus = [op for op in g.graph.operators if op.type == "nn.ReLU"]
-    adds = [op for op in g.graph.operators if op.type == "pnnx.Expression"]
+    prepared = PreparedForward.build(runtime.program, [x])
+    assert runtime.graph is not None
+    relus = [op for op in runtime.graph.operators if op.type == "nn.ReLU"]
+    adds = [op for op in runtime.graph.operators if op.type == "pnnx.Expression"]
     slots = prepared.plan.assignment
 
     def same_buffer(op) -> bool:
@@ -100,15 +100,15 @@ def test_resnet_runs_relu_and_residual_add_in_place() -> None:
     assert all(same_buffer(op) for op in relus + adds)
     # ...so the plan needs fewer bytes than one buffer per operand, and fewer than the
     # declared-shape plan without in-place reuse.
-    assert g.plan is not None and prepared.plan.total_bytes < 0.8 * g.plan.total_bytes
+    assert runtime.plan is not None and prepared.plan.total_bytes < 0.8 * runtime.plan.total_bytes
 
 
 def test_relu_after_a_convolution_joins_its_call() -> None:
     """ResNet-18: the ReLU after the stem and after each block's first conv (the conv's
     only reader, in place) has no call of its own; the 8 after residual adds keep theirs.
     The outputs stay PyTorch's (test_model_runs_prepared)."""
-    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
-    prepared = PreparedForward.build(g, [np.load(SAMPLES / "resnet18.input.npy")])
+    runtime = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
+    prepared = PreparedForward.build(runtime.program, [np.load(SAMPLES / "resnet18.input.npy")])
     assert prepared.types.count("nn.ReLU") == 8
     assert prepared.types.count("nn.Conv2d") == 20
 
@@ -127,21 +127,21 @@ def test_relu_is_not_fused_when_another_operator_reads_the_conv_output() -> None
         )
     )
     graph.operator("conv").attrs["weight"] = Attribute("f32", w.shape, w)
-    g = kuiper_core.RuntimeGraph.from_graph(graph).build()
+    runtime = kuiper_core.RuntimeGraph.from_graph(graph).build()
     x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
     conv = conv2d_reference(x, w, pads=(1, 1, 1, 1))
     for _ in range(2):  # the record run, then the prepared one
-        assert max_err_ok(g.forward(x)[0], np.maximum(conv, 0) + conv)[0]
-    assert "nn.ReLU" in next(iter(g._prepared.values())).types
+        assert max_err_ok(runtime.forward(x)[0], np.maximum(conv, 0) + conv)[0]
+    assert "nn.ReLU" in next(iter(runtime._prepared.values())).types
 
 
 def test_batch_change_gets_its_own_prepared_forward() -> None:
-    g = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param")
+    runtime = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param")
     x = np.load(SAMPLES / "digits_cnn.input.npy")
     x4 = np.concatenate([x, _other(x), x, x], axis=0)
-    y1 = g.forward(x)[0]
-    y4 = g.forward(x4)[0]
-    assert len(g._prepared) == 2
+    y1 = runtime.forward(x)[0]
+    y4 = runtime.forward(x4)[0]
+    assert len(runtime._prepared) == 2
     for i in (0, 2, 3):
-        assert max_err_ok(g.forward(x4)[0][i], y1[0])[0]
-    assert max_err_ok(y4[1], g.forward(_other(x))[0][0])[0]
+        assert max_err_ok(runtime.forward(x4)[0][i], y1[0])[0]
+    assert max_err_ok(y4[1], runtime.forward(_other(x))[0][0])[0]

@@ -53,11 +53,11 @@ def _signature(x: np.ndarray) -> tuple:
 
 @pytest.mark.parametrize("n", [4, 3])
 def test_sharded_forward_equals_each_half_run_alone(two_threads: None, n: int) -> None:
-    g, xs, expected = _unet_batch(n)
-    whole = g.forward(xs)[0]  # prepared whole
-    second = g.forward(xs)[0]  # decides: sharded
-    assert isinstance(g._sharded[_signature(xs)], sharded.ShardedForward)
-    y = g.forward(xs)[0]
+    runtime, xs, expected = _unet_batch(n)
+    whole = runtime.forward(xs)[0]  # prepared whole
+    second = runtime.forward(xs)[0]  # decides: sharded
+    assert isinstance(runtime._sharded[_signature(xs)], sharded.ShardedForward)
+    y = runtime.forward(xs)[0]
     assert threads.blas_threads() == 2  # restored
     assert np.array_equal(y, second)
     # Each shard is a whole forward of its images at one BLAS thread: the same kernels, the same
@@ -74,18 +74,18 @@ def test_sharded_forward_equals_each_half_run_alone(two_threads: None, n: int) -
 
 
 def test_one_blas_thread_or_one_image_runs_whole(two_threads: None) -> None:
-    g, xs, _ = _unet_batch(4)
+    runtime, xs, _ = _unet_batch(4)
     threads.set_blas_threads(1)
     for _ in range(3):
-        g.forward(xs)
-    assert g._sharded == {}
+        runtime.forward(xs)
+    assert runtime._sharded == {}
     threads.set_blas_threads(2)
     for _ in range(3):
-        g.forward(xs[:1])
-    assert g._sharded == {}
-    g.forward(xs)
-    g.forward(xs)
-    assert g._sharded[_signature(xs)] is not None
+        runtime.forward(xs[:1])
+    assert runtime._sharded == {}
+    runtime.forward(xs)
+    runtime.forward(xs)
+    assert runtime._sharded[_signature(xs)] is not None
 
 
 def test_one_blas_thread_nests_and_restores() -> None:
@@ -106,45 +106,45 @@ def test_one_blas_thread_nests_and_restores() -> None:
 
 def test_softmax_over_the_batch_is_never_sharded(two_threads: None) -> None:
     """Every shape stays batch-major, but each output mixes every image."""
-    g = kuiper_core.load(OPS / "act_softmax_dim0" / "model.pnnx.param")
+    runtime = kuiper_core.load(OPS / "act_softmax_dim0" / "model.pnnx.param")
     x = np.random.default_rng(1).standard_normal((4, 10)).astype(np.float32)
     for _ in range(3):
-        y = g.forward(x)[0]
-    assert g._sharded[_signature(x)] is None
+        y = runtime.forward(x)[0]
+    assert runtime._sharded[_signature(x)] is None
     e = np.exp(x - x.max(0))
     assert max_err_ok(y, e / e.sum(0))[0]
-    whole = g._prepared[_signature(x)]
+    whole = runtime._prepared[_signature(x)]
     assert whole is not None and whole.record is not None
     shard = kuiper_core.load(OPS / "act_softmax_dim0" / "model.pnnx.param")
     shard.forward(x[:2])
     half = shard._prepared[_signature(x[:2])]
     assert half is not None and half.record is not None
-    assert not sharded.keeps_images_apart(g, whole.record.shapes, half.record.shapes, 4, 2)
+    assert not sharded.keeps_images_apart(runtime.program, whole.record.shapes, half.record.shapes, 4, 2)
 
 
 def test_a_batch_reduction_fails_the_batch_major_rule() -> None:
-    g = kuiper_core.load(SAMPLES / "unet.pnnx.param") if (SAMPLES / "unet.pnnx.param").exists() else None
-    if g is None:
+    runtime = kuiper_core.load(SAMPLES / "unet.pnnx.param") if (SAMPLES / "unet.pnnx.param").exists() else None
+    if runtime is None:
         pytest.skip("sample model unet not exported")
     _, xs, _ = _unet_batch(4)
-    g.forward(xs)
-    g.forward(xs[:2])
-    whole, half = g._prepared[_signature(xs)], g._prepared[_signature(xs[:2])]
+    runtime.forward(xs)
+    runtime.forward(xs[:2])
+    whole, half = runtime._prepared[_signature(xs)], runtime._prepared[_signature(xs[:2])]
     assert whole is not None and half is not None and whole.record and half.record
-    assert sharded.keeps_images_apart(g, whole.record.shapes, half.record.shapes, 4, 2)
+    assert sharded.keeps_images_apart(runtime.program, whole.record.shapes, half.record.shapes, 4, 2)
     # An operand whose dim 0 does not follow the batch (as a mean over it would make).
     shapes = dict(half.record.shapes)
-    name = next(iter(k for k in shapes if k not in g._seed and k != g.input_operands[0]))
+    name = next(iter(k for k in shapes if k not in runtime.program.run_constants and k != runtime.input_operands[0]))
     shapes[name] = ((1,) + shapes[name][0][1:], shapes[name][1])
-    assert not sharded.keeps_images_apart(g, whole.record.shapes, shapes, 4, 2)
+    assert not sharded.keeps_images_apart(runtime.program, whole.record.shapes, shapes, 4, 2)
 
 
 @pytest.mark.parametrize("failing", [0, 1])
 def test_an_error_inside_a_shard_names_its_operator(two_threads: None, failing: int) -> None:
-    g, xs, _ = _unet_batch(4)
-    g.forward(xs)
-    g.forward(xs)
-    sf = g._sharded[_signature(xs)]
+    runtime, xs, _ = _unet_batch(4)
+    runtime.forward(xs)
+    runtime.forward(xs)
+    sf = runtime._sharded[_signature(xs)]
     assert sf is not None
     shard = sf.shards[failing]
     k = len(shard.calls) // 2
@@ -154,20 +154,20 @@ def test_an_error_inside_a_shard_names_its_operator(two_threads: None, failing: 
 
     shard.calls[k] = broken
     with pytest.raises(ModelError, match="broken kernel") as info:
-        g.forward(xs)
+        runtime.forward(xs)
     assert info.value.operator == shard.names[k]
     assert threads.blas_threads() == 2
 
 
 def test_concurrent_sharded_forwards_do_not_mix(two_threads: None) -> None:
-    g, xs, _ = _unet_batch(4)
+    runtime, xs, _ = _unet_batch(4)
     rng = np.random.default_rng(3)
     batches = [rng.standard_normal(xs.shape).astype(np.float32) for _ in range(4)]
-    serial = [g.forward(b)[0].copy() for b in batches]
-    serial = [g.forward(b)[0].copy() for b in batches]  # sharded from the second run on
-    assert g._sharded[_signature(xs)] is not None
+    serial = [runtime.forward(b)[0].copy() for b in batches]
+    serial = [runtime.forward(b)[0].copy() for b in batches]  # sharded from the second run on
+    assert runtime._sharded[_signature(xs)] is not None
     with ThreadPoolExecutor(3) as pool:
-        parallel = list(pool.map(lambda b: g.forward(b)[0], batches * 2))
+        parallel = list(pool.map(lambda b: runtime.forward(b)[0], batches * 2))
     for i, y in enumerate(parallel):
         assert np.array_equal(y, serial[i % 4])
     assert threads.blas_threads() == 2
@@ -177,13 +177,13 @@ def test_a_forked_child_runs_sharded_forwards(two_threads: None) -> None:
     """The parent's worker thread does not exist in a fork: the child makes its own."""
     import multiprocessing
 
-    g, xs, _ = _unet_batch(4)
-    g.forward(xs)
-    expected = g.forward(xs)[0]
-    assert g._sharded[_signature(xs)] is not None
+    runtime, xs, _ = _unet_batch(4)
+    runtime.forward(xs)
+    expected = runtime.forward(xs)[0]
+    assert runtime._sharded[_signature(xs)] is not None
 
     def child() -> None:
-        os._exit(0 if np.array_equal(g.forward(xs)[0], expected) else 1)
+        os._exit(0 if np.array_equal(runtime.forward(xs)[0], expected) else 1)
 
     p = multiprocessing.get_context("fork").Process(target=child)
     p.start()
@@ -222,19 +222,19 @@ def test_sequence_first_attention_is_never_sharded(two_threads: None, tmp_path) 
         x = z["in0"]
     with np.load(case / "expected.npz") as z:
         expected = z["out0"]
-    g = kuiper_core.load(tmp_path / "model.pnnx.param")
-    g.forward(x)
-    whole = g._prepared[_signature(x)]
+    runtime = kuiper_core.load(tmp_path / "model.pnnx.param")
+    runtime.forward(x)
+    whole = runtime._prepared[_signature(x)]
     assert whole is not None and whole.record is not None
     half = kuiper_core.load(tmp_path / "model.pnnx.param")
     half.forward(x[:3])
     part = half._prepared[_signature(x[:3])]
     assert part is not None and part.record is not None
     # The shape rule alone would allow it: the guard is what refuses.
-    assert sharded.keeps_images_apart(g, whole.record.shapes, part.record.shapes, 5, 3)
+    assert sharded.keeps_images_apart(runtime.program, whole.record.shapes, part.record.shapes, 5, 3)
     for _ in range(2):
-        y = g.forward(x)[0]
-    assert g._sharded[_signature(x)] is None
+        y = runtime.forward(x)[0]
+    assert runtime._sharded[_signature(x)] is None
     assert max_err_ok(y, expected)[0]
 
 
@@ -264,34 +264,34 @@ def _watch_shards(sf: sharded.ShardedForward) -> list[list[tuple[int, int]]]:
 def test_another_running_thread_runs_the_shards_in_turn(
     two_threads: None, monkeypatch: pytest.MonkeyPatch, n: int
 ) -> None:
-    g, xs, expected = _unet_batch(n)
-    g.forward(xs)
-    g.forward(xs)
-    sf = g._sharded[_signature(xs)]
+    runtime, xs, expected = _unet_batch(n)
+    runtime.forward(xs)
+    runtime.forward(xs)
+    sf = runtime._sharded[_signature(xs)]
     assert sf is not None
     sf.in_turn_pays = True  # whether it does is measured at build: the test after this one
     seen = _watch_shards(sf)
-    parallel = g.forward(xs)[0]
+    parallel = runtime.forward(xs)[0]
     me = threading.get_ident()
     assert seen[0][-1] == (me, 1) and seen[1][-1][0] != me and seen[1][-1][1] == 1
     asked: list[Any] = []
     monkeypatch.setattr(sharded, "other_thread_running", lambda exclude=(): asked.append(exclude) or True)
     # Right after a sharded forward (a loop of them): in parallel, unchecked.
-    assert np.array_equal(g.forward(xs)[0], parallel)
+    assert np.array_equal(runtime.forward(xs)[0], parallel)
     assert asked == [] and seen[1][-1][0] != me and seen[1][-1][1] == 1
     # After a pause: checked, and with another thread running both shards run on the caller's
     # thread, at the BLAS's two threads; the shard worker is never counted.
     time.sleep(2 * sharded.BACK_TO_BACK)
-    in_turn = g.forward(xs)[0]
+    in_turn = runtime.forward(xs)[0]
     assert seen[0][-1] == (me, 2) and seen[1][-1] == (me, 2)
     assert asked == [(sharded._worker()[1],)]
     assert threads.blas_threads() == 2
     time.sleep(2 * sharded.BACK_TO_BACK)
-    assert np.array_equal(in_turn, g.forward(xs)[0])  # in turn again: the same bits
+    assert np.array_equal(in_turn, runtime.forward(xs)[0])  # in turn again: the same bits
     assert len(asked) == 2 and seen[1][-1] == (me, 2)
     # A loop after it: in parallel again, unchecked (OpenBLAS's pool thread spins after the
     # in-turn run's GEMMs: checked, every run of the loop would go in turn).
-    g.forward(xs)
+    runtime.forward(xs)
     assert len(asked) == 2 and seen[1][-1][0] != me and seen[1][-1][1] == 1
     assert max_err_ok(in_turn, parallel)[0]
     assert max_err_ok(in_turn[:1], expected)[0]  # PyTorch's output for the sample image
@@ -303,32 +303,32 @@ def test_in_turn_only_where_the_whole_forward_was_fast_enough(
 ) -> None:
     """MAX_IN_TURN_SHARE: the in-turn run is as fast as the whole forward (two BLAS threads);
     where that was slow against the sharded one, a thread seen running changes nothing."""
-    g, xs, _ = _unet_batch(4)
-    g.forward(xs)
+    runtime, xs, _ = _unet_batch(4)
+    runtime.forward(xs)
     monkeypatch.setattr(sharded, "best_time", lambda run, inputs: (t_sharded, run(inputs)))
-    g.forward(xs)
-    sf = g._sharded[_signature(xs)]
+    runtime.forward(xs)
+    sf = runtime._sharded[_signature(xs)]
     assert sf is not None and sf.in_turn_pays is pays
     seen = _watch_shards(sf)
     monkeypatch.setattr(sharded, "other_thread_running", lambda exclude=(): True)
     time.sleep(2 * sharded.BACK_TO_BACK)
-    g.forward(xs)
+    runtime.forward(xs)
     me = threading.get_ident()
     assert (seen[1][-1][0] == me) is pays
 
 
 def test_back_to_back_sharded_forwards_stay_parallel(two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the real check: neither the caller nor the shard worker counts as another thread."""
-    g, xs, _ = _unet_batch(4)
-    g.forward(xs)
-    g.forward(xs)
-    sf = g._sharded[_signature(xs)]
+    runtime, xs, _ = _unet_batch(4)
+    runtime.forward(xs)
+    runtime.forward(xs)
+    sf = runtime._sharded[_signature(xs)]
     assert sf is not None
     seen = _watch_shards(sf)
     monkeypatch.setattr(sharded, "other_thread_running", running_threads.other_thread_running)
     time.sleep(0.5)  # OpenBLAS's pool thread stops spinning after the whole forward's GEMMs (~0.1 s)
     for _ in range(4):
-        g.forward(xs)
+        runtime.forward(xs)
     me = threading.get_ident()
     assert all(t == me for t, _ in seen[0]) and not any(t == me for t, _ in seen[1])
     assert {c for log in seen for _, c in log} == {1}
@@ -390,14 +390,14 @@ def test_no_proc_sees_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_split_that_fails_leaves_the_forward_whole(two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Halves whose outputs cannot be put back together (a bare ValueError from concatenate)
     must not reach the caller: the whole forward just ran on the same inputs."""
-    g, xs, expected = _unet_batch(2)
-    g.forward(xs)
+    runtime, xs, expected = _unet_batch(2)
+    runtime.forward(xs)
 
     def fails(self, inputs):
         raise ValueError("all the input array dimensions except for the concatenation axis must match")
 
     monkeypatch.setattr(sharded.ShardedForward, "run_in_parallel", fails)
-    y = g.forward(xs)[0]  # the second forward tries the split
-    assert g._sharded[_signature(xs)] is None
+    y = runtime.forward(xs)[0]  # the second forward tries the split
+    assert runtime._sharded[_signature(xs)] is None
     assert max_err_ok(y[:1], expected)[0]
-    assert max_err_ok(g.forward(xs)[0][:1], expected)[0]
+    assert max_err_ok(runtime.forward(xs)[0][:1], expected)[0]

@@ -27,8 +27,8 @@ def _load(name: str) -> tuple[RuntimeGraph, np.ndarray]:
     return kuiper_core.load(param), np.load(SAMPLES / f"{name}.input.npy")
 
 
-def _arenas(g: RuntimeGraph, x: np.ndarray) -> list[Any]:
-    return g._prepared_steps[((x.shape, x.dtype.str),)][1].arenas
+def _arenas(runtime: RuntimeGraph, x: np.ndarray) -> list[Any]:
+    return runtime._arenas[((x.shape, x.dtype.str),)].arenas
 
 
 def _snapshot(values: Any) -> dict[str, Any]:
@@ -53,16 +53,16 @@ def _inputs(x: np.ndarray, n: int) -> list[np.ndarray]:
 def test_arena_runs_match_the_per_operator_path(name: str) -> None:
     """Every operand of an arena run equals the per-operator path's (the reference: fresh
     outputs, each checked against its annotation), and the outputs equal forward()'s."""
-    g, x = _load(name)
-    held = [g.steps(x) for _ in range(MAX_ARENAS)]  # every arena taken: the next run cannot have one
+    runtime, x = _load(name)
+    held = [runtime.steps(x) for _ in range(MAX_ARENAS)]  # every arena taken: the next run cannot have one
     for run in held:
         assert isinstance(run.values, StepValues)
         for _ in run:
             pass
-    reference = g.steps(x)
+    reference = runtime.steps(x)
     assert isinstance(reference.values, dict)
     events = list(reference)
-    assert [e.key for e in events] == [r.key for r in g.order]
+    assert [e.key for e in events] == [r.key for r in runtime.order]
     for run in held:
         assert list(run.values) == list(reference.values)  # same operands, in step order
         for k, ref in reference.values.items():
@@ -70,7 +70,7 @@ def test_arena_runs_match_the_per_operator_path(name: str) -> None:
             if isinstance(ref, np.ndarray):
                 assert got.shape == ref.shape and got.dtype == ref.dtype, k
                 np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6 * max(1.0, float(np.abs(ref).max(initial=0))))
-        for y, f in zip(g.outputs_of(run.values), g.forward(x)):
+        for y, f in zip(runtime.outputs_of(run.values), runtime.forward(x)):
             np.testing.assert_allclose(y, f, rtol=1e-5, atol=1e-6)
 
 
@@ -79,29 +79,32 @@ def test_concatenations_are_laid_out_in_place(name: str, joined: int) -> None:
     """A torch.cat whose inputs can sit one after another in its output's block has no call:
     its producers write there. Its output is still the concatenation of its inputs, every
     input keeps its own values, and nothing else shares the block."""
-    g, x = _load(name)
-    for event in g.steps(x):
+    runtime, x = _load(name)
+    for event in runtime.steps(x):
         pass
     del event
-    arena = _arenas(g, x)[0]
-    cats = [(r, c) for r, c in zip(arena.rops, arena.calls) if r.type == "torch.cat"]
+    arena = _arenas(runtime, x)[0]
+    cats = [(r, c) for r, c in zip(runtime.order, arena.calls) if r.type == "torch.cat"]
     assert sum(c is None for _, c in cats) == joined
-    held = [g.steps(x) for _ in range(MAX_ARENAS)]
+    held = [runtime.steps(x) for _ in range(MAX_ARENAS)]
     run = held[0]
     events = list(run)
-    reference = g.steps(x)  # per-operator: every arena is held
+    reference = runtime.steps(x)  # per-operator: every arena is held
     assert isinstance(reference.values, dict)
     list(reference)
     for e in events:
         if e.type == "torch.cat":
             ins, out = list(e.inputs.values()), list(e.outputs.values())[0]
-            np.testing.assert_array_equal(out, np.concatenate(ins, axis=g.operators[e.key].layer.dim))
+            np.testing.assert_array_equal(out, np.concatenate(ins, axis=runtime.operators[e.key].layer.dim))
             for k, v in {**e.inputs, **e.outputs}.items():
                 np.testing.assert_array_equal(v, reference.values[k])
     # No two operands that operators write overlap unless one is a concatenation holding the
     # other (view operators' outputs are views of their inputs).
     written = {
-        o.name for r, c in zip(arena.rops, arena.calls) if c is not None or r.type == "torch.cat" for o in r.op.outputs
+        o.name
+        for r, c in zip(runtime.order, arena.calls)
+        if c is not None or r.type == "torch.cat"
+        for o in r.op.outputs
     }
     spans = []
     for k, v in run.values.items():
@@ -115,32 +118,32 @@ def test_concatenations_are_laid_out_in_place(name: str, joined: int) -> None:
 
 
 def test_an_arena_is_reused_when_nothing_holds_its_arrays() -> None:
-    g, x = _load("digits_cnn")
+    runtime, x = _load("digits_cnn")
     x1, x2 = _inputs(x, 2)
-    for event in g.steps(x1):
+    for event in runtime.steps(x1):
         pass
     del event  # the last event holds its run's values
-    arena = _arenas(g, x1)[0]
-    want = g.forward(x2)[0]
-    run = g.steps(x2)  # the last run's values were only g.values: let go by this call
+    arena = _arenas(runtime, x1)[0]
+    want = runtime.forward(x2)[0]
+    run = runtime.steps(x2)  # the last run's values were only runtime.values: let go by this call
     for _ in run:
         pass
-    assert _arenas(g, x1) == [arena]  # no second arena was made
-    np.testing.assert_allclose(g.outputs_of(run.values)[0], want, rtol=1e-6, atol=1e-7)
+    assert _arenas(runtime, x1) == [arena]  # no second arena was made
+    np.testing.assert_allclose(runtime.outputs_of(run.values)[0], want, rtol=1e-6, atol=1e-7)
 
 
 def test_held_runs_are_never_overwritten() -> None:
     """A run whose values someone keeps (the app's stepper does) keeps its arrays: later runs
     take another arena, or the per-operator path once every arena is held."""
-    g, x = _load("expr_zoo")
+    runtime, x = _load("expr_zoo")
     xs = _inputs(x, MAX_ARENAS + 2)
     runs, saved, events = [], [], []
     for xi in xs:
-        run = g.steps(xi)
+        run = runtime.steps(xi)
         events.append([(e, e.seconds, e.outputs) for e in run])
         runs.append(run)
         saved.append(_snapshot(run.values))
-    assert len(_arenas(g, x)) == MAX_ARENAS
+    assert len(_arenas(runtime, x)) == MAX_ARENAS
     for run_events in events:  # each run's events are its own and keep their times
         for e, seconds, outputs in run_events:
             assert e.seconds == seconds and e.outputs.keys() == outputs.keys()
@@ -150,17 +153,17 @@ def test_held_runs_are_never_overwritten() -> None:
         assert list(now) == list(before)
         for k in before:
             np.testing.assert_array_equal(now[k], before[k])
-        for y, f in zip(g.outputs_of(run.values), g.forward(xi)):
+        for y, f in zip(runtime.outputs_of(run.values), runtime.forward(xi)):
             np.testing.assert_allclose(y, f, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("holder", ["array", "view", "event", "tuple"])
 def test_anything_that_holds_an_arena_array_keeps_it(holder: str) -> None:
-    g, x = _load("tiny_mlp")
+    runtime, x = _load("tiny_mlp")
     x1, x2 = _inputs(x, 2)
-    run = g.steps(x1)
+    run = runtime.steps(x1)
     events = list(run)
-    name = g.order[len(g.order) // 2].op.outputs[0].name
+    name = runtime.order[len(runtime.order) // 2].op.outputs[0].name
     # The closures read `run` and `events` before the del below (ruff sees only the del).
     holders: dict[str, Any] = {
         "array": lambda: run.values[name],  # noqa: F821
@@ -171,12 +174,12 @@ def test_anything_that_holds_an_arena_array_keeps_it(holder: str) -> None:
     kept = holders[holder]()
     before = run.values[name].copy()
     del run, events
-    for _ in g.steps(x2):
+    for _ in runtime.steps(x2):
         pass
-    for _ in g.steps(x2):
+    for _ in runtime.steps(x2):
         pass
     if holder == "event":
-        np.testing.assert_array_equal(kept._values[name], before)
+        np.testing.assert_array_equal(kept.values[name], before)
     else:
         np.testing.assert_array_equal(
             kept[0] if holder == "tuple" else kept, before if holder != "view" else before[..., :1]
@@ -184,43 +187,43 @@ def test_anything_that_holds_an_arena_array_keeps_it(holder: str) -> None:
 
 
 def test_step_values_show_only_the_steps_done() -> None:
-    g, x = _load("digits_cnn")
-    for _ in g.steps(x):  # the second run is an arena's reused run
+    runtime, x = _load("digits_cnn")
+    for _ in runtime.steps(x):  # the second run is an arena's reused run
         pass
-    run = g.steps(x)
+    run = runtime.steps(x)
     values = run.values
     assert isinstance(values, StepValues)
     assert len(values) == 0 and list(values) == []
-    last = g.order[-2].op.outputs[0].name
+    last = runtime.order[-2].op.outputs[0].name
     for n, event in enumerate(run, 1):
         assert all(o.name in values for o in event.operator.outputs)
-        assert len(values) == len(list(values)) == sum(len(r.op.outputs) for r in g.order[:n])
-        if n < len(g.order) - 1:
+        assert len(values) == len(list(values)) == sum(len(r.op.outputs) for r in runtime.order[:n])
+        if n < len(runtime.order) - 1:
             assert last not in values
             with pytest.raises(KeyError):
                 values[last]
-    assert values[g.input_operands[0]] is x  # the caller's array, as the per-operator path shows it
+    assert values[runtime.input_operands[0]] is x  # the caller's array, as the per-operator path shows it
 
 
 def test_a_failing_operator_in_an_arena_run_is_named_and_the_steps_before_it_shown() -> None:
-    g, x = _load("digits_cnn")
-    for event in g.steps(x):
+    runtime, x = _load("digits_cnn")
+    for event in runtime.steps(x):
         pass
     del event
-    arena = _arenas(g, x)[0]
-    k = next(i for i, r in enumerate(g.order) if r.type == "nn.ReLU")
+    arena = _arenas(runtime, x)[0]
+    k = next(i for i, r in enumerate(runtime.order) if r.type == "nn.ReLU")
 
     def broken() -> None:
         raise ValueError("broken kernel")
 
     kept = arena.calls[k]  # (dropping it would drop its arrays' counts: the arena would retire)
     arena.calls[k] = broken
-    stepper = ForwardStepper(g, [x])
+    stepper = ForwardStepper(runtime, [x])
     stepper.run_all()
-    assert stepper.failed_operator == g.order[k].name
+    assert stepper.failed_operator == runtime.order[k].name
     assert isinstance(stepper.failure, ModelError) and "broken kernel" in str(stepper.failure)
     assert len(stepper.events) == k
-    assert _arenas(g, x) == [arena]  # the broken one ran
+    assert _arenas(runtime, x) == [arena]  # the broken one ran
     del kept
 
 
@@ -228,33 +231,33 @@ def test_graphs_that_cannot_be_prepared_step_one_operator_at_a_time() -> None:
     """Here a parameter computed at run time: every run takes the per-operator path (the
     optlevel zoo's tests check its operands against PyTorch's)."""
     param = Path(__file__).parent / "data" / "optlevel" / "shape_arith" / "o0" / "model.pnnx.param"
-    g = kuiper_core.load(param)
+    runtime = kuiper_core.load(param)
     d = np.load(param.parent / "inputs.npz")
     ins = [d[k] for k in sorted(d.files)]
-    assert any(r.computed for r in g.order)
+    assert any(r.computed for r in runtime.order)
     for _ in range(2):
-        run = g.steps(*ins)
+        run = runtime.steps(*ins)
         for _ in run:
             pass
         assert isinstance(run.values, dict)
-        for y, f in zip(g.outputs_of(run.values), g.forward(*ins)):
+        for y, f in zip(runtime.outputs_of(run.values), runtime.forward(*ins)):
             np.testing.assert_array_equal(y, f)
 
 
 def test_arenas_stay_within_their_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     from kuiper_core.runtime import step_arena
 
-    g, x = _load("digits_cnn")
-    first = g.steps(x)
+    runtime, x = _load("digits_cnn")
+    first = runtime.steps(x)
     for _ in first:
         pass
-    size = _arenas(g, x)[0].memory.nbytes
+    size = _arenas(runtime, x)[0].memory.nbytes
     monkeypatch.setattr(step_arena, "MAX_ARENA_BYTES", size + size // 2)  # room for one
-    second = g.steps(x)  # `first` holds the arena: no room for another
+    second = runtime.steps(x)  # `first` holds the arena: no room for another
     assert isinstance(second.values, dict)
     for _ in second:
         pass
-    np.testing.assert_array_equal(g.outputs_of(second.values)[0], g.outputs_of(first.values)[0])
+    np.testing.assert_array_equal(runtime.outputs_of(second.values)[0], runtime.outputs_of(first.values)[0])
     monkeypatch.setattr(step_arena, "MAX_ARENA_BYTES", size - 1)
     g2, _ = _load("digits_cnn")
     assert isinstance(g2.steps(x).values, dict)  # not even one fits
@@ -263,39 +266,39 @@ def test_arenas_stay_within_their_byte_budget(monkeypatch: pytest.MonkeyPatch) -
 def test_an_arena_whose_counts_fall_below_its_baseline_is_never_reused() -> None:
     """Had something held an array when the baseline was taken, a count below it later means
     the counts can no longer tell whether the arena is free: it retires."""
-    g, x = _load("digits_cnn")
-    for event in g.steps(x):
+    runtime, x = _load("digits_cnn")
+    for event in runtime.steps(x):
         pass
     del event
-    arena = _arenas(g, x)[0]
+    arena = _arenas(runtime, x)[0]
     arena.baseline[0] += 1  # as if a holder had been counted in
-    run = g.steps(x)
+    run = runtime.steps(x)
     for _ in run:
         pass
-    assert arena not in _arenas(g, x) and len(_arenas(g, x)) == 1
-    np.testing.assert_allclose(g.outputs_of(run.values)[0], g.forward(x)[0], rtol=1e-6, atol=1e-7)
+    assert arena not in _arenas(runtime, x) and len(_arenas(runtime, x)) == 1
+    np.testing.assert_allclose(runtime.outputs_of(run.values)[0], runtime.forward(x)[0], rtol=1e-6, atol=1e-7)
 
 
 def test_arenas_are_kept_for_the_latest_input_shapes_only() -> None:
     """A graph keeps at most MAX_ARENA_BYTES of arenas, not that much per input shape: new
     shapes let go of the older shapes' arenas, and a run that still holds one is unharmed."""
-    g, x = _load("digits_cnn")
-    first = g.steps(x)
+    runtime, x = _load("digits_cnn")
+    first = runtime.steps(x)
     for _ in first:
         pass
     kept = _snapshot(first.values)
-    assert len(_arenas(g, x)) == 1
+    assert len(_arenas(runtime, x)) == 1
     x2 = np.concatenate([x, x[::-1] * 0.5])  # batch 2: another signature
-    second = g.steps(x2)
+    second = runtime.steps(x2)
     for _ in second:
         pass
-    assert isinstance(second.values, StepValues) and len(_arenas(g, x2)) == 1
-    assert _arenas(g, x) == []  # let go of
+    assert isinstance(second.values, StepValues) and len(_arenas(runtime, x2)) == 1
+    assert _arenas(runtime, x) == []  # let go of
     for k, v in kept.items():  # the held run's values: untouched
         np.testing.assert_array_equal(first.values[k], v)
-    np.testing.assert_allclose(g.outputs_of(second.values)[0], g.forward(x2)[0], rtol=1e-6, atol=1e-6)
-    third = g.steps(x)  # back to batch 1: a new arena (the old one is held by `first`, and gone)
+    np.testing.assert_allclose(runtime.outputs_of(second.values)[0], runtime.forward(x2)[0], rtol=1e-6, atol=1e-6)
+    third = runtime.steps(x)  # back to batch 1: a new arena (the old one is held by `first`, and gone)
     for _ in third:
         pass
-    assert len(_arenas(g, x)) == 1 and _arenas(g, x2) == []
-    np.testing.assert_array_equal(g.outputs_of(third.values)[0], g.outputs_of(first.values)[0])
+    assert len(_arenas(runtime, x)) == 1 and _arenas(runtime, x2) == []
+    np.testing.assert_array_equal(runtime.outputs_of(third.values)[0], runtime.outputs_of(first.values)[0])

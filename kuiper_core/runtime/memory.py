@@ -49,8 +49,8 @@ class BufferPlan:
     def total_bytes(self) -> int:
         return sum(self.slot_bytes)
 
-    def allocate(self, limits: _limits.Limits | None = None) -> None:
-        """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes."""
+    def check_size(self, limits: _limits.Limits | None = None) -> None:
+        """Refuse a plan over max_planned_bytes (a LimitError)."""
         lim = (limits or _limits.current()).max_planned_bytes
         if self.total_bytes > lim:
             raise LimitError(
@@ -60,7 +60,17 @@ class BufferPlan:
                 maximum=lim,
                 value=self.total_bytes,
             )
+
+    def allocate(self, limits: _limits.Limits | None = None) -> None:
+        """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes."""
+        self.check_size(limits)
         self._slots = [np.empty(n, np.uint8) for n in self.slot_bytes]
+
+    def allocated(self, limits: _limits.Limits | None = None) -> BufferPlan:
+        """A copy of this plan with slots of its own (the plan itself stays unallocated)."""
+        plan = BufferPlan(self.assignment, self.slot_bytes, self.last_use)
+        plan.allocate(limits)
+        return plan
 
     def buffer(self, operand: str) -> np.ndarray | None:
         a = self.assignment.get(operand)

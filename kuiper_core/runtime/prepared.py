@@ -2,8 +2,8 @@
 
 Built once per set of input shapes (`PreparedForward.build`), from two runs:
 
-1. The record run: every operator runs as in steps() (fresh outputs), and what it returns
-   is noted: each operand's shape and dtype, and which operators return views of their
+1. The record run: the reference interpreter's checked run (interpreter.py: fresh outputs,
+   each checked against its annotation), and what every operator returns is noted: each operand's shape and dtype, and which operators return views of their
    inputs (shape ops) or a constant of their own (pnnx.Attribute).
 2. The plan: buffers for every operand, shared by liveness (memory.plan_buffers with the
    recorded shapes), and in place where an elementwise operator's input dies at it (its
@@ -19,33 +19,33 @@ Built once per set of input shapes (`PreparedForward.build`), from two runs:
 
 `run` makes the calls in order (pnnx.Input's copies the caller's array into its buffer)
 and returns copies of the outputs (their buffers are reused by the next run). One run at a time
-per PreparedForward (RuntimeGraph holds a lock). Graphs whose operators return anything but
+per PreparedForward (its owner, RuntimeGraph, holds a lock). Made from a Program (program.py)
+and the inputs; it keeps its own buffers and kernels. Graphs whose operators return anything but
 arrays and tuples of arrays (size arithmetic on dynamic shapes) are not prepared.
 
-The memory plan and the in-place choices are the runtime's: the graph is never rewritten,
-and steps() still runs every operator on its own, so the stepper shows every operand.
+The memory plan and the in-place choices are this executor's: the graph is never rewritten,
+and steps() still runs every operator on its own (step_arena.py), so the stepper shows every
+operand.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, NoReturn
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .. import limits as _limits
-from ..errors import KuiperError, LimitError, ModelError
 from ..graph import Operator
-from .memory import NEVER, BufferPlan, ShapeDtype, plan_buffers
-
-if TYPE_CHECKING:
-    from ..layers.registry import Layer
-    from .runtime_graph import RuntimeGraph, RuntimeOperator
-
+from ..layers.registry import Layer
+from . import interpreter
+from .calls import arrays_of, call_layer, is_view, raise_for_operator
+from .memory import BufferPlan, ShapeDtype, plan_buffers
+from .program import Program
+from .runtime_operator import RuntimeOperator
 
 # Operators the prepared forward may fuse into the call of the layer whose output they read.
 RELU_TYPES = ("nn.ReLU", "F.relu")
@@ -55,161 +55,134 @@ class NotPreparable(Exception):
     """The graph cannot run as fixed calls on fixed buffers (e.g. a value that is not an array)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Record:
     shapes: dict[str, ShapeDtype]  # operand -> shape and dtype of the array it held
-    views: set[str]  # operators whose outputs are views of their inputs or constants
+    views: frozenset[str]  # operators whose outputs are views of their inputs or constants
 
 
-def _arrays(value: Any) -> list[np.ndarray] | None:
-    """The arrays of an operand value (one, or a tuple's), None for anything else."""
-    if isinstance(value, np.ndarray):
-        return [value]
-    if isinstance(value, (tuple, list)) and all(isinstance(v, np.ndarray) for v in value):
-        return list(value)
-    return None
-
-
-def raise_for_operator(e: Exception, name: str, op_type: str) -> NoReturn:
-    """Re-raise an exception from a layer as the error that names its operator."""
-    if isinstance(e, LimitError):
-        raise e.at_operator(name, op_type) from None
-    if isinstance(e, KuiperError):
-        raise e
-    if isinstance(e, MemoryError):  # a size no check caught: still an error, not a crash
-        raise _limits.out_of_memory(e, name, op_type) from None
-    # A layer bug or an input the layer cannot take.
-    raise ModelError(f"failed while running: {type(e).__name__}: {e}", operator=name, op_type=op_type) from e
-
-
-def _is_view(a: np.ndarray, of: list[np.ndarray]) -> bool:
-    return any(np.may_share_memory(a, b) for b in of)
-
-
-def record(rt: RuntimeGraph, inputs: list[np.ndarray]) -> Record:
-    """The checked first run (RuntimeGraph._run), noting what every operator returns."""
-    for rop in rt._run_order:
-        if rop.computed:
-            raise NotPreparable(f"operator '{rop.name}' takes parameters computed at run time")
-        if rop.binding is None or rop.binding.packed:
-            raise NotPreparable(f"operator '{rop.name}' packs its outputs into one operand")
+def record(program: Program, inputs: list[np.ndarray]) -> Record:
+    """The checked first run (the interpreter's), noting what every operator returns."""
+    for operator in program.run_order:
+        if operator.computed:
+            raise NotPreparable(f"operator '{operator.name}' takes parameters computed at run time")
+        if operator.binding.packed:
+            raise NotPreparable(f"operator '{operator.name}' packs its outputs into one operand")
     shapes: dict[str, ShapeDtype] = {}
     views: set[str] = set()
 
-    def note(rop: RuntimeOperator, args: list[Any], results: list[Any]) -> None:
-        assert rop.binding is not None
-        arg_arrays = [a for v in args for a in (_arrays(v) or [])]
+    def note(operator: RuntimeOperator, args: list[Any], results: list[Any]) -> None:
+        arg_arrays = [a for v in args for a in (arrays_of(v) or [])]
         shared = []
-        for o, r in zip(rop.binding.outputs, results):
-            arrays = _arrays(r)
+        for o, r in zip(operator.binding.outputs, results):
+            arrays = arrays_of(r)
             if arrays is None:
-                raise NotPreparable(f"operator '{rop.name}' returned a {type(r).__name__}")
+                raise NotPreparable(f"operator '{operator.name}' returned a {type(r).__name__}")
             if isinstance(r, np.ndarray):
                 shapes[o.name] = (r.shape, r.dtype)
-            shared += [_is_view(a, arg_arrays) for a in arrays]
-        constant = rop.layer is not None and rop.layer.returns_views and not args  # pnnx.Attribute
-        if rop.type == "pnnx.Input":
+            shared += [is_view(a, arg_arrays) for a in arrays]
+        layer = operator.layer
+        constant = layer is not None and layer.returns_views and not args  # pnnx.Attribute
+        if operator.type == "pnnx.Input":
             pass  # gets a buffer: its call copies the caller's array into it
         elif constant or (shared and all(shared)):
-            views.add(rop.key)
+            views.add(operator.key)
         elif any(shared) or any(not isinstance(r, np.ndarray) for r in results):
-            raise NotPreparable(f"operator '{rop.name}' returns views and new arrays together")
+            raise NotPreparable(f"operator '{operator.name}' returns views and new arrays together")
 
-    rt._run(inputs, planned=False, check=True, record=note)
-    return Record(shapes, views)
+    interpreter.run(program, inputs, note)
+    return Record(shapes, frozenset(views))
 
 
 class PreparedForward:
     """See the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan: BufferPlan, rec: Record, n_inputs: int) -> None:
         self.calls: list[Callable[[], Any]] = []
         self.names: list[str] = []  # operator of each call, for error messages
         self.types: list[str] = []
-        self.feeds: list[Any] = []  # the caller's arrays during run()
+        self.feeds: list[Any] = [None] * n_inputs  # the caller's arrays during run()
         self.output_values: list[Any] = []  # graph outputs: buffers (or tuples of them)
         self.first_outputs: list[np.ndarray] = []  # the binding run's results
-        self.plan: BufferPlan | None = None
-        self.record: Record | None = None  # what the record run saw (steps' arenas reuse it)
+        self.plan = plan
+        self.record = rec  # what the record run saw (steps' arenas reuse it)
         # operand -> (call index, layer, args, outs) of the bound call that writes it
-        self._writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
+        self.writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
 
     @classmethod
-    def build(cls, rt: RuntimeGraph, inputs: list[np.ndarray]) -> PreparedForward:
+    def build(cls, program: Program, inputs: list[np.ndarray]) -> PreparedForward:
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result."""
-        assert rt.graph is not None
-        rec = record(rt, inputs)
-        ops = []
-        for r in rt._run_order:
-            assert r.binding is not None
-            ops.append(Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)))
-        outputs = {o.name for op in rt.graph.outputs for o in op.inputs}
+        rec = record(program, inputs)
+        ops = [
+            Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)) for r in program.run_order
+        ]
+        outputs = set(program.output_operands)
         inplace = {
             r.key: r.layer.overwritable_inputs()
-            for r in rt._run_order
+            for r in program.run_order
             if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()
         }
-        plan = plan_buffers(ops, rec.views, outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
-        plan.allocate(rt.limits)
-        self = cls()
-        self.plan = plan
-        self.record = rec
-        values: dict[str, Any] = dict(rt._seed)  # constants folded at build
-        feeds = rt._feeds(inputs)
-        input_index = {op.name: k for k, op in enumerate(rt.graph.inputs)}
+        plan = plan_buffers(ops, set(rec.views), outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
+        plan.allocate(program.limits)
+        self = cls(plan, rec, len(program.inputs))
+        values: dict[str, Any] = dict(program.run_constants)  # constants folded at build
+        feeds = program.feeds(inputs)
+        input_index = {op.name: k for k, op in enumerate(program.inputs)}
         readers = Counter(o.name for op in ops for o in op.inputs)
-        self.feeds = [None] * len(input_index)
-        for rop in rt._run_order:
-            op = rop.op
-            assert rop.binding is not None
+        for operator in program.run_order:
+            op = operator.op
             if op.type == "pnnx.Input":
                 # Copied in at its place in the order: its buffer may be another input's
                 # before that (buffers are shared by liveness).
                 buf = plan.buffer(op.outputs[0].name)
                 if buf is None:
                     raise NotPreparable(f"no buffer for input '{op.name}'")
-                k = input_index[op.name]
                 np.copyto(buf, feeds[op.name])
-                self.calls.append(partial(_feed, self.feeds, k, buf))
+                self.calls.append(partial(feed, self.feeds, input_index[op.name], buf))
                 self.names.append(op.name)
                 self.types.append(op.type)
                 values[op.outputs[0].name] = buf
                 continue
-            if not self._fuse_relu(rop, plan, readers, outputs, values):
-                self._bind(rt, rop, [values[o.name] for o in rop.binding.inputs], plan.buffer, rec, values)
-        self.output_values = [values[o.name] for op in rt.graph.outputs for o in op.inputs]
+            if not self._fuse_relu(operator, plan, readers, outputs, values):
+                args = [values[o.name] for o in operator.binding.inputs]
+                self._bind(program, operator, args, plan.buffer, rec, values)
+        self.output_values = [values[name] for name in program.output_operands]
         self.first_outputs = self._outputs()
         return self
 
     def _bind(
         self,
-        rt: RuntimeGraph,
-        rop: RuntimeOperator,
+        program: Program,
+        operator: RuntimeOperator,
         args: list[Any],
         buffer: Callable[[str], np.ndarray | None],
         rec: Record,
         values: dict[str, Any],
     ) -> None:
-        assert rop.binding is not None
-        outs = [buffer(o.name) for o in rop.binding.outputs]
-        call = bind_operator(rt, rop, args, outs, rop.key in rec.views, values)
-        if call is not None and len(outs) == 1:
-            self._writers[rop.binding.outputs[0].name] = (len(self.calls), rop.layer, args, outs)  # type: ignore[assignment]
-        if call is not None:
-            self.calls.append(call)
-            self.names.append(rop.name)
-            self.types.append(rop.type)
+        outs = [buffer(o.name) for o in operator.binding.outputs]
+        call = bind_operator(program, operator, args, outs, operator.key in rec.views, values)
+        if call is None:
+            return
+        if len(outs) == 1 and operator.layer is not None and outs[0] is not None:
+            self.writers[operator.binding.outputs[0].name] = (len(self.calls), operator.layer, args, [outs[0]])
+        self.calls.append(call)
+        self.names.append(operator.name)
+        self.types.append(operator.type)
 
     def _fuse_relu(
-        self, rop: RuntimeOperator, plan: BufferPlan, readers: Counter, outputs: set[str], values: dict[str, Any]
+        self,
+        operator: RuntimeOperator,
+        plan: BufferPlan,
+        readers: Counter,
+        outputs: set[str],
+        values: dict[str, Any],
     ) -> bool:
         """Fold a ReLU into the call that writes its input (module docstring); False: bind it."""
-        binding = rop.binding
-        assert binding is not None
-        if rop.type not in RELU_TYPES or len(binding.inputs) != 1 or len(binding.outputs) != 1:
+        binding = operator.binding
+        if operator.type not in RELU_TYPES or len(binding.inputs) != 1 or len(binding.outputs) != 1:
             return False
         src, dst = binding.inputs[0].name, binding.outputs[0].name
-        writer = self._writers.get(src)
+        writer = self.writers.get(src)
         buf = plan.buffer(dst)
         # Only reader (no one sees the values before the ReLU) and in place (same array).
         if writer is None or readers[src] != 1 or src in outputs or buf is None or not _same_array(buf, writer[3][0]):
@@ -239,13 +212,13 @@ class PreparedForward:
     def _outputs(self) -> list[np.ndarray]:
         result: list[np.ndarray] = []
         for v in self.output_values:
-            result.extend(a.copy() for a in (_arrays(v) or []))
+            result.extend(a.copy() for a in (arrays_of(v) or []))
         return result
 
 
 def bind_operator(
-    rt: RuntimeGraph,
-    rop: RuntimeOperator,
+    program: Program,
+    operator: RuntimeOperator,
     args: list[Any],
     outs: list[np.ndarray | None],
     view: bool,
@@ -254,24 +227,25 @@ def bind_operator(
     """Run one operator on its buffers `outs`, put its results into `values`, and return the
     call that repeats it (None for a view operator: its views of buffers and constants stay
     valid, nothing to repeat). NotPreparable where a result has nowhere to stay."""
-    op, layer = rop.op, rop.layer
-    assert layer is not None and rop.binding is not None
-    operands = rop.binding.outputs
+    op, layer = operator.op, operator.layer
+    assert layer is not None  # record() refused operators with parameters computed at run time
+    operands = operator.binding.outputs
     call: Callable[[], Any] | None = None
-    if not view and all(b is not None for b in outs):
-        f = layer.prepare(args, outs)  # type: ignore[arg-type]
-        call = None if f is None else partial(f, args, outs)
+    buffers = [b for b in outs if b is not None]
+    if not view and len(buffers) == len(outs):
+        f = layer.prepare(args, buffers)
+        call = None if f is None else partial(f, args, buffers)
     if call is not None:
         call()
         results: list[Any] = list(outs)
     else:
-        results = rt._call(rop, layer, args, outs)
-    copies = []
-    arg_arrays = [a for v in args for a in (_arrays(v) or [])]
+        results = call_layer(operator, layer, args, outs, program.limits)
+    copies: list[tuple[int, np.ndarray]] = []  # (output, its buffer) where the layer made its own array
+    arg_arrays = [a for v in args for a in (arrays_of(v) or [])]
     for k, (o, r, b) in enumerate(zip(operands, results, outs)):
         if view:
-            arrays = _arrays(r)
-            if arrays is None or (op.inputs and not all(_is_view(a, arg_arrays) for a in arrays)):
+            arrays = arrays_of(r)
+            if arrays is None or (op.inputs and not all(is_view(a, arg_arrays) for a in arrays)):
                 raise NotPreparable(f"operator '{op.name}' returned a view before, a new array now")
             values[o.name] = r
         elif r is b:
@@ -279,14 +253,14 @@ def bind_operator(
         elif isinstance(r, np.ndarray) and b is not None and r.shape == b.shape and r.dtype == b.dtype:
             np.copyto(b, r)  # the layer allocates its own result: copy it into the buffer
             values[o.name] = b
-            copies.append(k)
+            copies.append((k, b))
         else:
             raise NotPreparable(f"operator '{op.name}' output {o.name}: nowhere to keep it")
     if view:
         return None
     if call is None:
         forward = partial(layer.forward, args, outs)
-        call = partial(_copy_results, forward, [(k, outs[k]) for k in copies]) if copies else forward
+        call = partial(_copy_results, forward, copies) if copies else forward
     return call
 
 
@@ -294,9 +268,10 @@ _UNSEEN = object()
 
 
 class PreparedSteps:
-    """steps()'s fast path: each operator's prepared function (Layer.prepare), called on
-    fresh output arrays, so every operand of a run stays readable as long as its holder
-    wants, and no operator runs in place.
+    """steps()' per-operator run made faster: each operator's prepared function
+    (Layer.prepare), called on fresh output arrays, so every operand of a run stays readable
+    as long as its holder wants, and no operator runs in place. `call` is the interpreter's
+    call (interpreter.steps), the layer's forward replaced.
 
     Made lazily: the first steps() run at these input shapes calls each layer's forward and
     prepares it from what it returned; later runs call the prepared functions. A function
@@ -304,18 +279,18 @@ class PreparedSteps:
     steps() of two threads interleave operator by operator)."""
 
     def __init__(self) -> None:
-        self.fns: dict[str, Any] = {}  # operator -> (f, output shapes and dtypes) or None
+        self.functions: dict[str, Any] = {}  # operator key -> (f, output shapes and dtypes) or None
         self.lock = threading.Lock()
 
-    def call(self, rt: RuntimeGraph, rop: RuntimeOperator, layer: Layer, args: list[Any]) -> list[Any]:
-        assert rop.binding is not None
+    def call(self, program: Program, operator: RuntimeOperator, layer: Layer, args: list[Any]) -> list[Any]:
+        outputs = operator.binding.outputs
         # Computed params: the layers vary; sizes that follow the values: the shapes do.
-        varies = rop.computed or (rt.value_shaped and any(o.name in rt.value_shaped for o in rop.binding.outputs))
-        entry = None if varies else self.fns.get(rop.key, _UNSEEN)
+        varies = operator.computed or (program.value_shaped and any(o.name in program.value_shaped for o in outputs))
+        entry = None if varies else self.functions.get(operator.key, _UNSEEN)
         if entry is _UNSEEN or entry is None:
-            results = rt._call(rop, layer, args, [None] * len(rop.binding.outputs))
+            results = call_layer(operator, layer, args, [None] * len(outputs), program.limits)
             if entry is _UNSEEN:
-                self.fns[rop.key] = self._prepare(layer, args, results)
+                self.functions[operator.key] = _prepare_fresh(layer, args, results)
             return results
         f, specs = entry
         outs = [np.empty(shape, dtype) for shape, dtype in specs]
@@ -323,20 +298,24 @@ class PreparedSteps:
             with self.lock:
                 f(args, outs)
         except Exception as e:
-            raise_for_operator(e, rop.name, rop.type)
+            raise_for_operator(e, operator.name, operator.type)
         return outs
 
-    @staticmethod
-    def _prepare(layer: Layer, args: list[Any], results: list[Any]) -> Any:
-        arrays = [a for v in args for a in (_arrays(v) or [])]
-        if (
-            layer is None
-            or not results
-            or not all(isinstance(r, np.ndarray) and r.flags.c_contiguous and not _is_view(r, arrays) for r in results)
-        ):
-            return None
-        f = layer.prepare(args, results)
-        return None if f is None else (f, [(r.shape, r.dtype) for r in results])
+
+def _prepare_fresh(layer: Layer, args: list[Any], results: list[Any]) -> Any:
+    """(the layer's prepared function, its outputs' shapes and dtypes), or None where its
+    results are not fresh contiguous arrays or it has none."""
+    arrays = [a for v in args for a in (arrays_of(v) or [])]
+    fresh = all(isinstance(r, np.ndarray) and r.flags.c_contiguous and not is_view(r, arrays) for r in results)
+    if not results or not fresh:
+        return None
+    f = layer.prepare(args, results)
+    return None if f is None else (f, [(r.shape, r.dtype) for r in results])
+
+
+def feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
+    """pnnx.Input's call: the caller's k-th array into its buffer."""
+    np.copyto(buf, feeds[k])
 
 
 def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
@@ -348,14 +327,10 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
-def _feed(feeds: list[Any], k: int, buf: np.ndarray) -> None:
-    np.copyto(buf, feeds[k])
-
-
 def _copy_results(forward: Callable[[], list[Any]], targets: list[tuple[int, np.ndarray]]) -> None:
     results = forward()
     for k, buf in targets:
         np.copyto(buf, results[k])
 
 
-__all__ = ["PreparedForward", "PreparedSteps", "NotPreparable", "NEVER"]
+__all__ = ["PreparedForward", "PreparedSteps", "NotPreparable", "Record", "record", "bind_operator", "feed"]

@@ -36,8 +36,7 @@ from collections.abc import Container, Sequence
 import numpy as np
 
 from ..errors import ShapeError
-from ..graph import Operand, Operator, Shape, numpy_dtype
-from ..pnnx.param import format_shape
+from ..graph import Operand, Operator, Shape, format_shape, numpy_dtype
 
 Batch = tuple[int, int] | None  # (traced batch B0, actual batch B); None at the traced batch
 

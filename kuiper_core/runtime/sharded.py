@@ -8,7 +8,7 @@ forward is split by images instead: each shard is a complete PreparedForward (it
 buffers and kernels) for its part of the batch, run with OpenBLAS at one thread, one on the
 caller's thread and one on a persistent worker, so a hand-off covers tens of ms.
 
-When (RuntimeGraph._forward): the BLAS runs >= 2 threads, every input has the same batch
+When (RuntimeGraph.forward's policy): the BLAS runs >= 2 threads, every input has the same batch
 >= 2 in dim 0, and `ShardedForward.build` found, at prepare, that
 - the graph keeps images apart (`keeps_images_apart`): every operand computed from the
   inputs is batch-major at the whole batch and at the shard's (dim 0 the batch, the other
@@ -35,7 +35,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,10 +45,8 @@ from ..errors import KuiperError
 from ..threads import one_blas_thread
 from .memory import ShapeDtype
 from .prepared import NotPreparable, PreparedForward, Record
+from .program import Program
 from .running_threads import other_thread_running
-
-if TYPE_CHECKING:
-    from .runtime_graph import RuntimeGraph
 
 # Parameters that name a dimension: an operator naming dim 0 may mix images even where every
 # shape stays batch-major (softmax, cumsum, flip over the batch).
@@ -94,13 +92,13 @@ def _names_dim0(value: Any, rank: int) -> bool:
 
 
 def keeps_images_apart(
-    rt: RuntimeGraph, whole: dict[str, ShapeDtype], shard: dict[str, ShapeDtype], n: int, m: int
+    program: Program, whole: dict[str, ShapeDtype], shard: dict[str, ShapeDtype], n: int, m: int
 ) -> bool:
     """True if every operand computed from the inputs is batch-major at batch n (`whole`) and
     at batch m (`shard`), and no operator's dim parameter names dim 0 (module docstring)."""
-    fixed = set(rt._seed)  # constants: the same for every image
-    for rop in rt._run_order:
-        op = rop.op
+    fixed = set(program.run_constants)  # constants: the same for every image
+    for operator in program.run_order:
+        op = operator.op
         ins = [o.name for o in op.inputs]
         if op.type != "pnnx.Input" and all(i in fixed for i in ins):
             fixed.update(o.name for o in op.outputs)  # pnnx.Attribute: a constant of its own
@@ -112,11 +110,10 @@ def keeps_images_apart(
             a, b = whole.get(o.name), shard.get(o.name)
             if a is None or b is None or not a[0] or a[0][0] != n or b[0][0] != m or a[0][1:] != b[0][1:]:
                 return False
-    assert rt.graph is not None
-    return not any(o.name in fixed for op in rt.graph.outputs for o in op.inputs)  # concatenated by image
+    return not any(name in fixed for name in program.output_operands)  # concatenated by image
 
 
-def _close(a: np.ndarray, b: np.ndarray) -> bool:
+def close_enough(a: np.ndarray, b: np.ndarray) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.dtype.kind != "f":
@@ -145,35 +142,42 @@ class ShardedForward:
         self.in_turn_pays = False  # set by build (MAX_IN_TURN_SHARE)
 
     @classmethod
-    def build(
-        cls, rt: RuntimeGraph, inputs: list[np.ndarray], record: Record | None, ref: list[np.ndarray], t_whole: float
-    ) -> tuple[ShardedForward | None, list[np.ndarray]]:
-        """The sharded forward at these inputs if it keeps images apart and pays, else None,
-        with its outputs. `record`, `ref`, `t_whole`: the whole forward's record run, outputs
-        on these inputs and best time. Under the graph's lock."""
+    def make(cls, program: Program, inputs: list[np.ndarray], record: Record) -> ShardedForward | None:
+        """Two half-batch prepared forwards, if the graph keeps images apart at these inputs
+        (`record`: the whole forward's record run on them), else None. Not timed: see build."""
         n = batch_size(inputs)
-        if n < 2 or record is None:
-            return None, []
+        if n < 2:
+            return None
         half = (n + 1) // 2
         splits = [slice(0, half), slice(half, n)]
         try:
             with one_blas_thread():  # the kernels' cost models see the thread count they will run at
-                shards = [PreparedForward.build(rt, [a[s] for a in inputs]) for s in splits]
+                shards = [PreparedForward.build(program, [a[s] for a in inputs]) for s in splits]
         except (NotPreparable, KuiperError):
-            return None, []  # e.g. a reshape with the traced batch written in
+            return None  # e.g. a reshape with the traced batch written in
         for s in shards:
             s.first_outputs = []
-        first = shards[0].record
-        if first is None or not keeps_images_apart(rt, record.shapes, first.shapes, n, half):
+        if not keeps_images_apart(program, record.shapes, shards[0].record.shapes, n, half):
+            return None
+        return cls(shards, splits, program.limits)
+
+    @classmethod
+    def build(
+        cls, program: Program, inputs: list[np.ndarray], record: Record | None, ref: list[np.ndarray], t_whole: float
+    ) -> tuple[ShardedForward | None, list[np.ndarray]]:
+        """The sharded forward at these inputs if it keeps images apart and pays, else None,
+        with its outputs. `record`, `ref`, `t_whole`: the whole forward's record run, outputs
+        on these inputs and best time. Under the graph's lock."""
+        sharded = cls.make(program, inputs, record) if record is not None else None
+        if sharded is None:
             return None, []
-        sharded = cls(shards, splits, rt.limits)
         try:
             t_sharded, out = best_time(sharded.run_in_parallel, inputs)
         except Exception:
             # The whole forward just ran on these inputs: a failure here is the split's (halves
             # that do not stack, as one_hot's per-half class counts did), so it stays whole.
             return None, []
-        if len(out) != len(ref) or not all(_close(a, b) for a, b in zip(ref, out)):
+        if len(out) != len(ref) or not all(close_enough(a, b) for a, b in zip(ref, out)):
             return None, []
         if t_sharded > MAX_SHARDED_SHARE * t_whole:
             return None, []

@@ -28,12 +28,12 @@ them. The mapping hands out new views of its arrays (StepValues), and views hold
 containers the views: any holder shows. A caller that keeps a run's values (the app's
 stepper does) therefore gets another arena next time (up to `MAX_ARENAS` per input
 signature, within `MAX_ARENA_BYTES`: arenas stay with the graph between runs, for its
-latest input shapes only), or the per-operator path (RuntimeGraph._step_iter), which
-allocates fresh outputs: never another run's memory.
+latest input shapes only), or the reference interpreter's steps (interpreter.py), which
+allocate fresh outputs: never another run's memory.
 
 Built (one run of the model on the arena, after the shape-checked record run that forward's
 preparation made, or one of its own) when a steps() run at these input shapes finds no free
-arena. Graphs that cannot be prepared (prepared.NotPreparable) always take the per-operator path.
+arena. Graphs that cannot be prepared (prepared.NotPreparable) always take the interpreter's steps.
 """
 
 from __future__ import annotations
@@ -44,16 +44,17 @@ import threading
 import time
 import weakref
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
 from .. import limits as _limits
-from .prepared import NotPreparable, Record, _arrays, _feed, bind_operator, raise_for_operator
-
-if TYPE_CHECKING:
-    from .runtime_graph import RuntimeGraph, RuntimeOperator, StepEvent
+from .calls import arrays_of, call_layer, raise_for_operator
+from .events import StepEvent
+from .prepared import NotPreparable, Record, bind_operator, feed, record
+from .program import Program
+from .runtime_operator import RuntimeOperator
 
 # Arenas kept per input signature: two let a caller hold one run (a loop variable keeping
 # the last event) while the next one runs.
@@ -67,36 +68,27 @@ ALIGN = 64  # bytes: every operand starts on a cache line
 class StepArena:
     """See the module docstring."""
 
-    def __init__(self, rt: RuntimeGraph, memory: np.ndarray) -> None:
+    def __init__(self, program: Program, memory: np.ndarray) -> None:
         self.memory = memory
-        self.rops: list[RuntimeOperator] = list(rt.order)
-        self.calls: list[Callable[[], Any] | None] = []  # per operator in rt.order
-        self.feeds: list[Any] = [None] * len(rt.input_operands)  # this run's input arrays
-        self.input_names = list(rt.input_operands)  # their operands, in the same order
+        self.calls: list[Callable[[], Any] | None] = []  # per operator in program.order
+        self.feeds: list[Any] = [None] * len(program.input_operands)  # this run's input arrays
+        self.input_names = list(program.input_operands)  # their operands, in the same order
+        self.events: list[StepEvent] = []  # one per operator, made at build
         self.values = StepValues()
         self.watched: list[Any] = []  # the block, its values' mapping and events
         self.baseline: list[int] = []  # their reference counts when nobody else holds them
         self.running: Callable[[], Any] = lambda: None  # a weak reference to the run using it
 
     @classmethod
-    def build(
-        cls,
-        rt: RuntimeGraph,
-        inputs: list[np.ndarray],
-        rec: Record,
-        event: type[StepEvent],
-        room: int = MAX_ARENA_BYTES,
-    ) -> StepArena:
+    def build(cls, program: Program, inputs: list[np.ndarray], rec: Record, room: int = MAX_ARENA_BYTES) -> StepArena:
         """Lay out the operands, run the model once on them, bind every call."""
-        assert rt.graph is not None
-        joined, joins = _plan_joins(rt, rec)
+        joined, joins = _plan_joins(program, rec)
         layout: dict[str, tuple[int, tuple[int, ...], np.dtype]] = {}
         total = 0
-        for rop in rt._run_order:
-            if rop.key in rec.views:
+        for operator in program.run_order:
+            if operator.key in rec.views:
                 continue
-            assert rop.binding is not None
-            for o in rop.binding.outputs:
+            for o in operator.binding.outputs:
                 if o.name not in rec.shapes:
                     raise NotPreparable(f"operand '{o.name}' is not an array")
                 if o.name in joined:
@@ -105,7 +97,7 @@ class StepArena:
                 layout[o.name] = (total, shape, dtype)
                 nbytes = _limits.elements(shape) * dtype.itemsize
                 total += -(-nbytes // ALIGN) * ALIGN
-        if total > min(rt.limits.max_planned_bytes, room):
+        if total > min(program.limits.max_planned_bytes, room):
             raise NotPreparable(f"the operands need {total:,} bytes")
         memory = np.empty(max(total, 1), np.uint8)
 
@@ -122,38 +114,36 @@ class StepArena:
             begin = start(name)
             return memory[begin : begin + _limits.elements(shape) * dtype.itemsize].view(dtype).reshape(shape)
 
-        self = cls(rt, memory)
-        values: dict[str, Any] = dict(rt._seed)
-        feeds = rt._feeds(inputs)
-        input_number = {op.name: k for k, op in enumerate(rt.graph.inputs)}
-        for position, rop in enumerate(self.rops):
-            op = rop.op
-            call = None
-            if rop.folded:
-                values.update((o.name, rt.constants[o.name]) for o in op.outputs)
+        self = cls(program, memory)
+        values: dict[str, Any] = dict(program.run_constants)
+        feeds = program.feeds(inputs)
+        input_number = {op.name: k for k, op in enumerate(program.inputs)}
+        for operator in program.order:
+            op = operator.op
+            call: Callable[[], Any] | None = None
+            if operator.folded:
+                values.update((o.name, program.constants[o.name]) for o in op.outputs)
             elif op.type == "pnnx.Input":
                 buf = buffer(op.outputs[0].name)
                 assert buf is not None
                 np.copyto(buf, feeds[op.name])
                 values[op.outputs[0].name] = buf
-                call = partial(_feed, self.feeds, input_number[op.name], buf)
-            elif rop.key in joins:
-                assert rop.binding is not None
-                args = [values[o.name] for o in rop.binding.inputs]
-                out = buffer(rop.binding.outputs[0].name)
+                call = partial(feed, self.feeds, input_number[op.name], buf)
+            elif operator.key in joins:
+                args = [values[o.name] for o in operator.binding.inputs]
+                out = buffer(operator.binding.outputs[0].name)
                 assert out is not None
-                _check_join(rt, rop, args, out)
-                values[rop.binding.outputs[0].name] = out
+                _check_join(program, operator, args, out)
+                values[operator.binding.outputs[0].name] = out
             else:
-                assert rop.binding is not None
-                args = [values[o.name] for o in rop.binding.inputs]
-                outs = [buffer(o.name) for o in rop.binding.outputs]
-                call = bind_operator(rt, rop, args, outs, rop.key in rec.views, values)
+                args = [values[o.name] for o in operator.binding.inputs]
+                outs = [buffer(o.name) for o in operator.binding.outputs]
+                call = bind_operator(program, operator, args, outs, operator.key in rec.views, values)
             self.calls.append(call)
-            self.values.add(position, {o.name: values[o.name] for o in op.outputs})
+            self.values.add(operator.index, {o.name: values[o.name] for o in op.outputs})
         self.values.hand_out_views(memory)
         # One event per operator, reused by every run (a held event holds its run's arena).
-        self.events = [event(rop, self.values, 0.0) for rop in self.rops]
+        self.events = [StepEvent(operator, self.values, 0.0) for operator in program.order]
         self.watched += [memory, self.values, *self.events]
         return self
 
@@ -229,7 +219,7 @@ class StepValues(Mapping[str, Any]):
     def hand_out_views(self, memory: np.ndarray) -> None:
         """Hand out views of the values that are (or hold) arrays on `memory`."""
         for name, (step, value, _) in self.index.items():
-            arrays = _arrays(value) or []
+            arrays = arrays_of(value) or []
             if any(a.base is memory for a in arrays):
                 self.index[name] = (step, value, _VIEW if isinstance(value, np.ndarray) else _VIEWS)
 
@@ -255,31 +245,27 @@ class StepValues(Mapping[str, Any]):
 _AS_IS, _VIEW, _VIEWS = 0, 1, 2  # how StepValues hands out a value
 
 
-def _plan_joins(rt: RuntimeGraph, rec: Record) -> tuple[dict[str, tuple[str, int]], set[str]]:
+def _plan_joins(program: Program, rec: Record) -> tuple[dict[str, tuple[str, int]], set[str]]:
     """Concatenations that need no copy: a torch.cat whose inputs, laid out one after another
     in its output's block, are its output (the axis has only size-1 axes before it, e.g.
     channels at batch 1), each input an operand of its own that no other concatenation
     takes. Returns operand -> (the concatenation's output, byte offset in it) and the keys of
     those operators: they need no call, their producers write in place."""
     made = {
-        o.name
-        for r in rt._run_order
-        if r.key not in rec.views and r.binding is not None
-        for o in r.binding.outputs
-        if o.name in rec.shapes
+        o.name for r in program.run_order if r.key not in rec.views for o in r.binding.outputs if o.name in rec.shapes
     }
     joined: dict[str, tuple[str, int]] = {}
     joins: set[str] = set()
-    for rop in rt._run_order:
-        b = rop.binding
-        if rop.type != "torch.cat" or rop.key in rec.views or b is None or len(b.outputs) != 1 or not b.inputs:
+    for operator in program.run_order:
+        b = operator.binding
+        if operator.type != "torch.cat" or operator.key in rec.views or len(b.outputs) != 1 or not b.inputs:
             continue
         out = b.outputs[0].name
         names = [o.name for o in b.inputs]
         if out not in rec.shapes or len(set(names)) != len(names) or any(n not in made or n in joined for n in names):
             continue
         shape, dtype = rec.shapes[out]
-        dim = getattr(rop.layer, "dim", None)
+        dim = getattr(operator.layer, "dim", None)
         if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
             continue
         axis = dim % len(shape)
@@ -297,36 +283,34 @@ def _plan_joins(rt: RuntimeGraph, rec: Record) -> tuple[dict[str, tuple[str, int
         for n, (s, d) in zip(names, parts):
             joined[n] = (out, offset)
             offset += _limits.elements(s) * d.itemsize
-        joins.add(rop.key)
+        joins.add(operator.key)
     return joined, joins
 
 
-def _check_join(rt: RuntimeGraph, rop: RuntimeOperator, args: list[Any], out: np.ndarray) -> None:
+def _check_join(program: Program, operator: RuntimeOperator, args: list[Any], out: np.ndarray) -> None:
     """At build: the block its inputs were written into is what the layer makes of them."""
-    made = rt._call(rop, rop.layer, args, [None])[0]  # type: ignore[arg-type]
+    layer = operator.layer
+    assert layer is not None  # record() refused operators with parameters computed at run time
+    made = call_layer(operator, layer, args, [None], program.limits)[0]
     if not (
         isinstance(made, np.ndarray)
         and made.shape == out.shape
         and made.dtype == out.dtype
         and made.tobytes() == out.tobytes()
     ):
-        raise NotPreparable(f"operator '{rop.name}': its inputs laid out in a row are not its output")
+        raise NotPreparable(f"operator '{operator.name}': its inputs laid out in a row are not its output")
 
 
 class StepArenas:
     """The arenas of one input signature (at most MAX_ARENAS), handed out one run at a time."""
 
-    def __init__(self, event: type[StepEvent]) -> None:
-        self.event = event
+    def __init__(self) -> None:
         self.arenas: list[StepArena] = []
         self.preparable = True
         self.lock = threading.Lock()
 
     def start(
-        self,
-        rt: RuntimeGraph,
-        inputs: list[np.ndarray],
-        rec: Record | None,
+        self, program: Program, inputs: list[np.ndarray], rec: Record | None
     ) -> tuple[Iterator[StepEvent], StepValues] | None:
         """A run and its values on a free arena (or a new one, if there is room), else None
         (the caller takes the per-operator path). Busy while the run's generator exists."""
@@ -335,7 +319,7 @@ class StepArenas:
             if arena is None:
                 self.arenas = [a for a in self.arenas if a.baseline]  # drop the retired ones
             if arena is None and self.preparable and len(self.arenas) < MAX_ARENAS:
-                arena = self._build(rt, inputs, rec)
+                arena = self._build(program, inputs, rec)
                 if arena is not None:
                     arena.settle()
                     self.arenas.append(arena)
@@ -350,23 +334,20 @@ class StepArenas:
         with self.lock:
             self.arenas = []
 
-    def _build(self, rt: RuntimeGraph, inputs: list[np.ndarray], rec: Record | None) -> StepArena | None:
-        from .prepared import record
-
+    def _build(self, program: Program, inputs: list[np.ndarray], rec: Record | None) -> StepArena | None:
         used = sum(a.memory.nbytes for a in self.arenas)
         if self.arenas and used + self.arenas[0].memory.nbytes > MAX_ARENA_BYTES:
             return None  # another would be as big as the first: no room for it
         try:
-            with np.errstate(all="ignore"), _limits.use(rt.limits):  # the run after it warns
-                return StepArena.build(
-                    rt, inputs, rec if rec is not None else record(rt, inputs), self.event, MAX_ARENA_BYTES - used
-                )
+            with np.errstate(all="ignore"), _limits.use(program.limits):  # the run after it warns
+                rec = rec if rec is not None else record(program, inputs)
+                return StepArena.build(program, inputs, rec, MAX_ARENA_BYTES - used)
         except NotPreparable:
             if not self.arenas:
                 self.preparable = False
             return None
         except Exception:
-            # A layer error: the per-operator path reports it at its operator, after the
+            # A layer error: the interpreter's steps report it at its operator, after the
             # steps before it (the stepper shows them).
             self.preparable = False
             return None

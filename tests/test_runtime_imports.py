@@ -1,0 +1,94 @@
+"""The runtime's modules form no import cycle and reach into no other module's privates.
+
+Read from the source (ast), imports under `if TYPE_CHECKING:` included: a cycle there is
+still a cycle for a reader. A private access is `x._name` where x is not `self` or `cls`
+(the object's class is not known to a grep-like check, so any such access counts), or
+`from .m import _name`. Dunders (`__array_interface__`) are Python's, not a module's.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from conftest import ROOT
+
+RUNTIME = ROOT / "kuiper_core" / "runtime"
+PACKAGE = "kuiper_core.runtime"
+# Private accesses allowed, as (module, expression): none.
+ALLOWED: set[tuple[str, str]] = set()
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {p.stem: ast.parse(p.read_text(), str(p)) for p in sorted(RUNTIME.glob("*.py")) if p.stem != "__init__"}
+
+
+def _runtime_imports(name: str, tree: ast.Module, modules: set[str]) -> set[str]:
+    """The runtime modules `name` imports."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module is None:  # from . import interpreter
+                found |= {a.name for a in node.names if a.name in modules}
+            elif node.level == 1 and node.module is not None:  # from .program import build
+                found.add(node.module.split(".")[0])
+            elif node.level == 0 and node.module and node.module.startswith(PACKAGE + "."):
+                found.add(node.module[len(PACKAGE) + 1 :].split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {a.name[len(PACKAGE) + 1 :].split(".")[0] for a in node.names if a.name.startswith(PACKAGE + ".")}
+    return (found & modules) - {name}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                return path[path.index(m) :] + [m]
+            if m not in state and (found := visit(m)) is not None:
+                return found
+        path.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)) is not None:
+            return found
+    return None
+
+
+def test_no_import_cycle_in_the_runtime() -> None:
+    modules = _modules()
+    graph = {name: _runtime_imports(name, tree, set(modules)) for name, tree in modules.items()}
+    assert graph["runtime_graph"] and graph["interpreter"], "the check found no imports: is it reading the files?"
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_executor_imports_the_facade() -> None:
+    modules = _modules()
+    importers = [n for n, t in modules.items() if "runtime_graph" in _runtime_imports(n, t, set(modules))]
+    assert importers == []
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_module_reaches_into_another_s_privates() -> None:
+    found = []
+    for name, tree in _modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _is_private(node.attr):
+                owner = node.value
+                if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                    continue
+                expression = ast.unparse(node)
+                if (name, expression) not in ALLOWED:
+                    found.append(f"{name}.py:{node.lineno}: {expression}")
+            elif isinstance(node, ast.ImportFrom) and node.level >= 1:
+                found += [f"{name}.py:{node.lineno}: imports {a.name}" for a in node.names if _is_private(a.name)]
+    assert found == []
