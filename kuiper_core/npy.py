@@ -98,15 +98,11 @@ _MAX_NPZ_MEMBERS = 100_000
 
 
 def write_npy(path: str | Path, array: np.ndarray) -> Path:
-    """Write `array` to exactly `path` (no '.npy' appended); an InputError if it cannot."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{path} is a directory: give a file name for the output")
-    if path.exists() and not path.is_file():  # writing into a FIFO would block
-        raise InputError(f"{path} is not a regular file: give a file name for the output")
-    try:
-        with open(path, "wb") as fp:
-            np.save(fp, np.asarray(array), allow_pickle=False)
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
-    return path
+    """Write `array` to exactly `path` (no '.npy' appended), safely (output_files.py: a
+    temporary file renamed into place; a directory or a FIFO refused); an InputError if it cannot."""
+    from .output_files import check_target, write_files
+
+    target = check_target(path, "the output")
+    data = np.asarray(array)
+    write_files([(target, lambda fp: np.save(fp, data, allow_pickle=False))])
+    return Path(path)
