@@ -117,6 +117,10 @@ def _checked_param(op: Operator, key: str, value: ParamValue) -> str:
         except Exception as e:  # noqa: BLE001  -- any reader error: it does not read back
             why = f"it does not read back ({e})"
         else:
+            if key == "expr" and isinstance(value, str) and isinstance(back, (int, float)):
+                # an expression that is a number reads back as the number, the expression's value: pnnx's own text
+                if not isinstance(back, bool) and _same(float(back), float(value)):
+                    back = value
             if not _same(value, back):
                 why = f"it would read back as {type(back).__name__} {short(repr(back), 60)}"
     if why is not None:
