@@ -36,6 +36,10 @@ with badge.container():
 common.begin_url()
 try:
     page.run()
+except MemoryError as e:  # a size no limit foresaw: the page says so, the server keeps serving
+    from kuiper_core import limits
+
+    common.show_error(limits.out_of_memory(e), title="Out of memory")
 finally:  # also after st.stop(): the sidebar and the URL always reflect this run
     with badge.container():
         common.sidebar_model_badge()

@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import threading
+import time
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +38,7 @@ from kuiper_core import limits
 from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
+from kuiper_core.explore.model_cache import ModelCache, give_back_memory
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
 
@@ -60,6 +63,9 @@ APP_LIMITS = limits.DEFAULT.replace(
     max_planned_bytes=1 << 30,
     max_expression_operand=256,
     max_expression_depth=2_000,
+    max_inflated_bytes=512 << 20,  # an uploaded .npz, all members together
+    max_folded_bytes=512 << 20,  # what one model folds at build
+    max_model_cache_bytes=1 << 30,  # every uploaded model the server keeps, together
 )
 FORWARD_KEY = "kx_forward"
 
@@ -152,6 +158,8 @@ def _read_model(model: LoadedModel, read: Callable[[], Graph]) -> LoadedModel:
     a cached load that raised would fail again on every page, for the sidebar's badge."""
 
     def fail(e: BaseException) -> None:
+        if isinstance(e, MemoryError):  # a size no limit foresaw: more than the server has free
+            e = limits.out_of_memory(e)
         if isinstance(e, KuiperError):
             text = error_text(e)
         else:  # an engine bug: say so, without a traceback
@@ -198,20 +206,98 @@ def load_bundled(name: str, digest: str) -> LoadedModel:
     return model
 
 
-@st.cache_resource(show_spinner="Loading model…", max_entries=8)
+# Uploaded models, shared by the sessions that upload the same files, bounded in bytes
+# (APP_LIMITS.max_model_cache_bytes) and dropped when no session holds them any more.
+def _unload(model: LoadedModel) -> None:
+    """Empty a model no session holds any more (a finished page's globals may still name it)."""
+    model.graph = model.runtime = model.sample_input = model.examples = model.example_labels = None
+    model.expected, model.operands = [], {}
+    model.error = "this model was released when the sessions using it ended: load it again"
+
+
+_UPLOADS: ModelCache[LoadedModel] = ModelCache(lambda: APP_LIMITS.max_model_cache_bytes, _unload)
+_SESSION_TOKEN = "_kx_session_token"
+
+
+class _SessionToken:
+    """Held in a session's state only: collected when the session ends, it releases the
+    session's uploaded models (model_cache.py)."""
+
+
+def model_bytes(model: LoadedModel) -> int:
+    """What a loaded model keeps in memory: weights, values folded at build, planned
+    buffers, reference arrays."""
+    total = model.graph.weight_bytes() if model.graph is not None else 0
+    if model.runtime is not None:
+        total += sum(limits.value_bytes(v) for v in model.runtime.constants.values())
+        plan = getattr(model.runtime, "plan", None)
+        total += int(getattr(plan, "total_bytes", 0) or 0)
+    arrays = [model.sample_input, model.examples, *model.expected, *model.operands.values()]
+    return total + sum(limits.value_bytes(a) for a in arrays if a is not None)
+
+
 def load_uploaded(digest: str, name: str, _param: bytes, _bin: bytes | None) -> LoadedModel:
     """An uploaded pair, read from memory (no copies on the server's disk); messages
     call the files by the uploaded name."""
     from kuiper_core.pnnx import load_graph_bytes
 
-    model = LoadedModel(key=digest, name=name, source="upload")
+    def make() -> LoadedModel:
+        def read() -> Graph:
+            for what, data in (("the .param", _param), ("the .bin", _bin)):
+                check_upload_size(what, data)
+            return load_graph_bytes(_param, _bin, name)
 
-    def read() -> Graph:
-        for what, data in (("the .param", _param), ("the .bin", _bin)):
-            check_upload_size(what, data)
-        return load_graph_bytes(_param, _bin, name)
+        with st.spinner("Loading model…"):
+            return _read_model(LoadedModel(key=digest, name=name, source="upload"), read)
 
-    return _read_model(model, read)
+    token = st.session_state.get(_SESSION_TOKEN)
+    if token is None:
+        token = st.session_state[_SESSION_TOKEN] = _SessionToken()
+    model = _UPLOADS.get((digest, name), make, model_bytes)
+    _UPLOADS.hold(token, (digest, name))
+    return model
+
+
+_REAPER: list[threading.Thread] = []
+_REAPER_LOCK = threading.Lock()
+
+
+def _reap_ended_sessions(every: float = 10.0) -> None:
+    """Start (once per server) a thread that drops, every `every` seconds, the state of
+    sessions whose browser left more than server.disconnectedSessionTTL ago. Streamlit's
+    session storage removes them only when another session disconnects, so a closed
+    browser's uploads, references and stepper stayed resident for minutes with nobody else
+    on the server. It asks the storage to reap through an internal API: if that moves, the
+    thread stops and sessions are reaped as Streamlit does."""
+    if _REAPER:
+        return
+    try:
+        from streamlit.runtime import Runtime
+
+        storage = Runtime.instance()._session_mgr._session_storage  # type: ignore[attr-defined]
+        storage._cache.expire  # noqa: B018  -- the API this relies on
+    except Exception:  # noqa: BLE001  -- not under a server (AppTest), or Streamlit changed
+        return
+
+    def reap() -> None:
+        while True:
+            time.sleep(every)
+            try:
+                removed = storage._cache.expire()
+            except Exception:  # noqa: BLE001
+                return
+            for _, info in removed:
+                # Streamlit's runtime loop may still hold the last session it flushed (a loop
+                # variable): empty the state itself, it will never run again.
+                info.session.session_state.clear()
+            if removed:
+                removed.clear()
+                give_back_memory()
+
+    with _REAPER_LOCK:
+        if not _REAPER:
+            _REAPER.append(threading.Thread(target=reap, name="kx-session-reaper", daemon=True))
+            _REAPER[0].start()
 
 
 def check_upload_size(what: str, data: bytes | None) -> None:
@@ -265,6 +351,7 @@ def current_model() -> LoadedModel | None:
     Runs on every page (the sidebar badge): if loading the session's choice fails in a way
     the loader did not catch, the choice is dropped (Home says why), never an error on
     every page until the browser reloads."""
+    _reap_ended_sessions()
     try:
         return _current_model()
     except Exception as e:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import limits
 from ..expression import evaluate, to_text, walk
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
 from ..graph import Graph, Operand, Operator, numpy_dtype
@@ -385,6 +386,7 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
     """Values of every constant operand, and the operators computed from constants only."""
     values: dict[str, Any] = {}
     computed: list[Operator] = []
+    budget = limits.Budget("max_folded_bytes", "the values FoldConstants computes (they depend only on weights)")
     for op in graph.operators:
         if op.type == "pnnx.Attribute":
             attr = op.attrs.get("data")
@@ -416,6 +418,7 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
         except Exception as e:  # no layer, or params still operands: keep it computed
             record("kept", op.name, f"constant but not computable now ({type(e).__name__}: {str(e)[:80]})")
             continue
+        budget.add(outs, op.name, op.type)  # all are kept until the pass ends: a 1.4 KB model folded 2 GB
         for o, v in zip(op.outputs, outs):
             # an unannotated output is a TorchScript number: a Python scalar, whose type
             # never promotes a tensor's (a 0-d float64 array would make f32 arithmetic f64)

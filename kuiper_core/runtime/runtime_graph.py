@@ -273,6 +273,9 @@ class RuntimeGraph:
     def _bind_and_fold(self) -> None:
         """Bind every operator's inputs; run at build what depends only on constants."""
         constants: dict[str, Value] = {}
+        folded = _limits.Budget(
+            "max_folded_bytes", "the values folded at build (they depend only on weights)", self.limits
+        )
         for rop in self.order:
             op = rop.op
             b = rop.binding = bind(op, layer_class(op.type))
@@ -290,6 +293,7 @@ class RuntimeGraph:
                 assert rop.layer is not None
                 results = self._call(rop, rop.layer, [constants[o.name] for o in b.inputs], [None] * len(b.outputs))
                 check_outputs(op, b.outputs, results, None)
+                folded.add(results, op.name, op.type)  # every folded value is kept: their total is bounded
                 self._store(rop, results, constants)
                 rop.folded = True
             if self._owns_graph:

@@ -1,0 +1,88 @@
+"""Issue 27, a real server: a session's uploaded model is released when its browser leaves.
+
+Before: the live server went from 2.2 to 4.3 GB on small uploads and stayed there minutes
+after the browser closed (a count-bounded model cache kept 8 uploads of any size, and
+Streamlit keeps a closed browser's session state until another session disconnects).
+After: the model's memory (here ~150 MB folded at build from a 2 KB upload) is handed back
+within seconds of the session's end (server.disconnectedSessionTTL, set to 2 s here).
+"""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+
+import numpy as np
+import pytest
+
+from app_server import browser_missing, chromium_page, streamlit_server, wait_idle
+from hostile import param_text
+
+pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def _folding_model(n: int = 8, side: int = 2048) -> tuple[bytes, bytes]:
+    """A 4-byte weight expanded to side×side and n-1 steps on it: n·16 MiB folded at build."""
+    lines = [
+        "pnnx.Input i 0 1 x #x=(1)f32",
+        "pnnx.Attribute w 0 1 w0 @data=(1,1)f32 #w0=(1,1)f32",
+        f"Tensor.expand e 1 1 w0 v0 sizes=({side},{side}) #w0=(1,1)f32 #v0=({side},{side})f32",
+    ]
+    shape = f"({side},{side})f32"
+    lines += [
+        f"pnnx.Expression s{k} 1 1 v{k - 1} v{k} expr=add(@0,1.0) #v{k - 1}={shape} #v{k}={shape}"
+        for k in range(1, n)
+    ]
+    lines += [
+        f"pnnx.Expression r 2 1 x v{n - 1} y expr=add(@0,@1) #x=(1)f32 #v{n - 1}={shape} #y={shape}",
+        "pnnx.Output o 1 0 y",
+    ]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("w.data", np.float32([[1.0]]).tobytes())
+    return param_text(lines).encode(), buf.getvalue()
+
+
+def _upload(page, label: str, name: str, data: bytes) -> None:
+    box = page.locator('[data-testid="stFileUploader"]').filter(has_text=label)
+    box.locator('input[type="file"]').set_input_files(
+        files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}]
+    )
+    box.get_by_text(name).wait_for()
+    wait_idle(page)
+
+
+def test_a_closed_session_gives_its_model_memory_back() -> None:
+    param, weights = _folding_model()
+    assert len(param) < 3000 and len(weights) < 200
+    with streamlit_server(timeout=120, extra_args=("--server.disconnectedSessionTTL", "2")) as url:
+        with chromium_page() as page:
+            page.goto(url)
+            page.get_by_text("Kuiper Explorer").first.wait_for()
+            wait_idle(page)
+            base = _rss_mb(url.pid)
+            _upload(page, "model.pnnx.param", "bomb.pnnx.param", param)
+            _upload(page, "model.pnnx.bin", "bomb.pnnx.bin", weights)
+            page.get_by_role("button", name="Load uploaded model", exact=True).click()
+            page.get_by_text("Summary of bomb.pnnx.param").wait_for(timeout=120_000)
+            wait_idle(page)
+            loaded = _rss_mb(url.pid)
+        grown = loaded - base
+        assert grown > 100, f"the model should hold ~150 MB: {base:.0f} -> {loaded:.0f} MB"
+        deadline = time.monotonic() + 90
+        now = loaded
+        while time.monotonic() < deadline:
+            time.sleep(2)
+            now = _rss_mb(url.pid)
+            if now - base < 0.3 * grown:
+                break
+        assert now - base < 0.3 * grown, f"RSS {base:.0f} -> {loaded:.0f} -> {now:.0f} MB after the browser left"
