@@ -9,15 +9,12 @@ within seconds of the session's end (server.disconnectedSessionTTL, set to 2 s h
 
 from __future__ import annotations
 
-import io
 import time
-import zipfile
 
-import numpy as np
 import pytest
 
 from app_server import browser_missing, chromium_page, streamlit_server, wait_idle
-from hostile import param_text
+from hostile import folding_model
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 
@@ -30,28 +27,6 @@ def _rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def _folding_model(n: int = 8, side: int = 2048) -> tuple[bytes, bytes]:
-    """A 4-byte weight expanded to side×side and n-1 steps on it: n·16 MiB folded at build."""
-    lines = [
-        "pnnx.Input i 0 1 x #x=(1)f32",
-        "pnnx.Attribute w 0 1 w0 @data=(1,1)f32 #w0=(1,1)f32",
-        f"Tensor.expand e 1 1 w0 v0 sizes=({side},{side}) #w0=(1,1)f32 #v0=({side},{side})f32",
-    ]
-    shape = f"({side},{side})f32"
-    lines += [
-        f"pnnx.Expression s{k} 1 1 v{k - 1} v{k} expr=add(@0,1.0) #v{k - 1}={shape} #v{k}={shape}"
-        for k in range(1, n)
-    ]
-    lines += [
-        f"pnnx.Expression r 2 1 x v{n - 1} y expr=add(@0,@1) #x=(1)f32 #v{n - 1}={shape} #y={shape}",
-        "pnnx.Output o 1 0 y",
-    ]
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
-        zf.writestr("w.data", np.float32([[1.0]]).tobytes())
-    return param_text(lines).encode(), buf.getvalue()
-
-
 def _upload(page, label: str, name: str, data: bytes) -> None:
     box = page.locator('[data-testid="stFileUploader"]').filter(has_text=label)
     box.locator('input[type="file"]').set_input_files(
@@ -62,7 +37,8 @@ def _upload(page, label: str, name: str, data: bytes) -> None:
 
 
 def test_a_closed_session_gives_its_model_memory_back() -> None:
-    param, weights = _folding_model()
+    text, weights = folding_model(8, 2048)
+    param = text.encode()
     assert len(param) < 3000 and len(weights) < 200
     with streamlit_server(timeout=120, extra_args=("--server.disconnectedSessionTTL", "2")) as url:
         with chromium_page() as page:

@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from hostile import param_text
+from hostile import folding_model
 from kuiper_core import limits
 from kuiper_core.errors import LimitError
 from kuiper_core.npy import read_npz
@@ -80,39 +80,11 @@ def test_an_allocation_that_fails_is_a_limit_error(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(npy.np, "frombuffer", real)
 
 
-def _folding_bomb(n: int, side: int) -> str:
-    """One weight of 4 bytes, expanded to side×side, then n-1 elementwise steps: every value
-    depends only on the weight, so the whole chain folds at build."""
-    lines = [
-        "pnnx.Input i 0 1 x #x=(1)f32",
-        "pnnx.Attribute w 0 1 w0 @data=(1,1)f32 #w0=(1,1)f32",
-        f"Tensor.expand e 1 1 w0 v0 sizes=({side},{side}) #w0=(1,1)f32 #v0=({side},{side})f32",
-    ]
-    lines += [
-        f"pnnx.Expression s{k} 1 1 v{k - 1} v{k} expr=add(@0,1.0) #v{k - 1}=({side},{side})f32 #v{k}=({side},{side})f32"
-        for k in range(1, n)
-    ]
-    lines += [
-        f"pnnx.Expression r 2 1 x v{n - 1} y expr=add(@0,@1) #x=(1)f32 #v{n - 1}=({side},{side})f32 #y=({side},{side})f32",
-        "pnnx.Output o 1 0 y",
-    ]
-    return param_text(lines)
-
-
-def _bin(entries: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
-        for name, raw in entries.items():
-            zf.writestr(name, raw)
-    return buf.getvalue()
-
-
 def test_folded_constants_have_a_total_budget_at_build() -> None:
     """Before: no total (max_planned_bytes does not count folded values): the issue's 1.4 KB
     .param with a 114-byte .bin was 2 GB resident and stayed in the model cache. Here the same
     shape at 1 MiB a value: the fold that crosses the budget is named."""
-    text = _folding_bomb(8, 512)
-    weights = _bin({"w.data": np.float32([[1.0]]).tobytes()})
+    text, weights = folding_model(8, 512)
     assert len(text) < 2000 and len(weights) < 200
     with limits.use(max_folded_bytes=(5 << 20) + 1024):
         graph = load_graph_bytes(text.encode(), weights)
