@@ -16,13 +16,13 @@ import math
 import unicodedata
 import zipfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
 from ..errors import ModelError, short
-from ..graph import DTYPES, Graph, Operator, ParamValue, file_dtype, float32_to_bf16, numpy_dtype
-from .param import MAGIC, _LineParser, _Token, format_shape
+from ..graph import DTYPES, Graph, Operator, ParamValue, file_dtype, float32_to_bf16, format_shape, numpy_dtype
+from .param import MAGIC, _LineParser, _Token
 
 _WHITESPACE = frozenset(" \t\n\r\f\v")  # what pnnx's istream splits tokens at
 
@@ -189,7 +189,7 @@ def save(graph: Graph, param_path: str | Path, bin_path: str | Path | None = Non
     return write_files([(param_path, lambda f: f.write(text)), (bin_path, lambda f: write_bin(graph, f))])
 
 
-def write_bin(graph: Graph, fp: BinaryIO) -> None:
+def write_bin(graph: Graph, fp: IO[bytes]) -> None:
     """The weights as pnnx's store-only zip, into an open binary file."""
     with zipfile.ZipFile(fp, "w", compression=zipfile.ZIP_STORED) as zf:
         for op in graph.operators:
@@ -203,7 +203,7 @@ def write_bin(graph: Graph, fp: BinaryIO) -> None:
                 zf.writestr(f"{op.name}.{key}", raw.tobytes())
 
 
-def save_bin(graph: Graph, bin_path: str | Path | BinaryIO) -> None:
+def save_bin(graph: Graph, bin_path: str | Path | IO[bytes]) -> None:
     """The weights alone (for a graph saved as text elsewhere): to a path (safely), or an open file."""
     if isinstance(bin_path, (str, Path)):
         from ..output_files import check_targets, write_files
