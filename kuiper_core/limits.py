@@ -110,8 +110,9 @@ def check_count(n: int, what: str, limit: str, limits: Limits | None = None) -> 
 
 def value_bytes(value: object) -> int:
     """Bytes of the arrays in a value (an array, a number, or lists/tuples of them)."""
-    if hasattr(value, "nbytes") and hasattr(value, "dtype"):
-        return int(value.nbytes)  # type: ignore[attr-defined]
+    nbytes = getattr(value, "nbytes", None)  # a NumPy array or scalar
+    if isinstance(nbytes, int) and hasattr(value, "dtype"):
+        return nbytes
     if isinstance(value, (list, tuple)):
         return sum(value_bytes(v) for v in value)
     return 0

@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from .errors import InputError
 
-Writer = Callable[[BinaryIO], None]
+Writer = Callable[[BinaryIO], object]
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

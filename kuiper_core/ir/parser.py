@@ -339,11 +339,11 @@ class Parser:
             sign, digits = ("-", tok.text[1:]) if tok.text[:1] in "+-" else ("", tok.text)
             digits = digits.lstrip("0") or "0"  # (Int32)000…01 is 1, however many zeros
             # int() refuses very long digit strings: more than 20 digits is out of any range
-            value = int(sign + digits) if len(digits) <= 20 else None
-            if value is None or not low <= value <= high:
-                shown = value if value is not None else f"{sign}{digits[:12]}… ({len(digits):,} digits)"
+            number = int(sign + digits) if len(digits) <= 20 else None
+            if number is None or not low <= number <= high:
+                shown = number if number is not None else f"{sign}{digits[:12]}… ({len(digits):,} digits)"
                 raise self.error(tok.span, f"{shown} is out of range for ({kind}) [{low}, {high}]")
-            return value
+            return number
         if kind == "Double":
             if tok.kind in (Kind.FLOAT, Kind.INT) or (tok.kind is Kind.IDENT and tok.text in ("inf", "nan")):
                 self.lexer.next()

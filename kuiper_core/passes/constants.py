@@ -193,6 +193,7 @@ def _static_shape_param(graph: Graph, op: Operator, loose: frozenset[str]) -> bo
     if len(slots) != 1:
         return False
     out = op.outputs[0]
+    assert out.shape is not None
     fixed = fixed_dims(graph, out) or [False] * len(out.shape)
     # a dim that follows the batch is no constant: reshape infers it (one -1), expand keeps
     # the input's dim (-1) where that is the same symbol, else it cannot be baked in

@@ -95,8 +95,8 @@ def _same(a: object, b: object) -> bool:
         return b == encode_value(a)
     if type(a) is not type(b):
         return isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and _same(list(a), list(b))
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, float):
         return a == b or (math.isnan(a) and math.isnan(b))  # type: ignore[arg-type]
     return a == b
