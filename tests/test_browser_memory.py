@@ -16,7 +16,11 @@ import pytest
 from app_server import browser_missing, chromium_page, streamlit_server, wait_idle
 from hostile import folding_model
 
-pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or ""),
+]
 
 
 def _rss_mb(pid: int) -> float:
