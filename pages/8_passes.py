@@ -171,7 +171,11 @@ if all(c.ok for c in checks):
 elif any(c.ok is False for c in checks):
     st.error("The optimised model's outputs differ.")
 
-files = pv.saved_files(view.after, label)
+try:
+    files = pv.saved_files(view.after, label)
+except KuiperError as e:  # a name or string .param cannot hold (pnnx/writer.py)
+    common.show_error(e, title="The optimised model cannot be saved as .param")
+    files = {}
 d1, d2 = st.columns(2)
 for col, (fname, data) in zip((d1, d2), files.items()):
     col.download_button(f"Download {fname}", data, file_name=fname, key=f"passes_dl_{fname.rsplit('.', 1)[-1]}")

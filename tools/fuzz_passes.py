@@ -10,6 +10,7 @@ beyond float rounding).
 
     python tools/fuzz_passes.py                  # ~20,000 graphs, a few minutes
     python tools/fuzz_passes.py --per-case 6 -k ops_o0
+    python tools/fuzz_passes.py --per-case 0 --each-pass   # every pass alone on every export
 
 Runs in this process under an address-space limit (the passes are not where sizes blow up;
 tools/fuzz_params.py and tools/hostile_corpus.py isolate each case).
@@ -31,7 +32,7 @@ import numpy as np  # noqa: E402
 
 from kuiper_core import limits  # noqa: E402
 from kuiper_core.errors import KuiperError  # noqa: E402
-from kuiper_core.passes import optimize  # noqa: E402
+from kuiper_core.passes import optimize, pass_table  # noqa: E402
 from kuiper_core.passes.exactness import outputs_difference  # noqa: E402
 from kuiper_core.pnnx import load_weights, parse_param  # noqa: E402
 from kuiper_core.runtime import RuntimeGraph  # noqa: E402
@@ -66,11 +67,12 @@ def input_sets(inputs: list[np.ndarray]) -> dict[str, list[np.ndarray]]:
     return {"batch 1": inputs, "batch 2": [doubled(x) for x in inputs], "-0/inf/nan": [special(x) for x in inputs]}
 
 
-def differences(graph, level: int, inputs: list[np.ndarray]) -> list[str]:  # type: ignore[no-untyped-def]
-    """What -O`level` changes in `graph`'s answers, for each input set on which the original
-    runs (passes/exactness.py: -O1 exactly the same numbers, -O2 within float rounding)."""
+def differences(graph, level: int, inputs: list[np.ndarray], only: str | None = None) -> list[str]:  # type: ignore[no-untyped-def]
+    """What -O`level` (or the pass `only` alone, with the passes it requires) changes in
+    `graph`'s answers, for each input set on which the original runs (passes/exactness.py:
+    -O1 exactly the same numbers, -O2 within float rounding)."""
     found = []
-    optimised = optimize(graph, level).after
+    optimised = optimize(graph, level, passes=[only] if only else None, required=[only] if only else ()).after
     for what, xs in input_sets(inputs).items():
         try:
             before = _outputs(graph, xs)
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", action="append", default=[], help="only cases whose path contains this (repeatable)")
     ap.add_argument("--per-case", type=int, default=30, help="mutants per case (default 30)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--each-pass", action="store_true", help="also run every pass alone on each intact export")
     ap.add_argument("--mem-mb", type=int, default=3000)
     args = ap.parse_args(argv)
     if args.mem_mb:  # 0: no limit (a test calling main in its own process)
@@ -120,19 +123,23 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception:  # noqa: BLE001  -- a mutant that does not run: fuzz_params's business
                     continue
                 ran += 1
-                for level in (1, 2):
+                runs: list[tuple[int, str | None]] = [(1, None), (2, None)]
+                if args.each_pass and job is None:  # every pass alone too, exact at its own level
+                    runs += [(int(row["level"]), str(row["name"])) for row in pass_table()]  # type: ignore[call-overload]
+                for level, only in runs:
+                    what_run = f"-O{level}" if only is None else only
                     try:
-                        bad = differences(graph, level, inputs)
+                        bad = differences(graph, level, inputs, only)
                     except KuiperError as e:
                         if e.__cause__ is not None and not isinstance(e.__cause__, KuiperError):
-                            findings.append(f"{what} -O{level}: wrapped {type(e.__cause__).__name__}: {str(e)[:200]}")
+                            findings.append(f"{what} {what_run}: wrapped {type(e.__cause__).__name__}: {str(e)[:200]}")
                         elif job is None:
-                            findings.append(f"{what} -O{level}: no longer runs: {str(e)[:200]}")
+                            findings.append(f"{what} {what_run}: no longer runs: {str(e)[:200]}")
                         continue
                     except Exception as e:  # noqa: BLE001  -- a finding
-                        findings.append(f"{what} -O{level}: {type(e).__name__}: {str(e)[:200]}")
+                        findings.append(f"{what} {what_run}: {type(e).__name__}: {str(e)[:200]}")
                         continue
-                    findings += [f"{what} -O{level} {b}" for b in bad]
+                    findings += [f"{what} {what_run} {b}" for b in bad]
     print(f"{graphs} graphs ({len(cases)} cases), {ran} ran, {len(findings)} findings in {time.time() - t0:.0f}s")
     for f in findings:
         print("  " + f)

@@ -25,6 +25,7 @@ from ..graph import DTYPES, Graph, Operator, ParamValue, file_dtype, float32_to_
 from .param import MAGIC, _LineParser, _Token
 
 _WHITESPACE = frozenset(" \t\n\r\f\v")  # what pnnx's istream splits tokens at
+_NON_FINITE = frozenset({"nan", "inf", "-inf"})
 
 
 def encode_value(value: ParamValue) -> str:
@@ -93,6 +94,8 @@ def _same(a: object, b: object) -> bool:
     layer reads that string as the float."""
     if isinstance(a, float) and not math.isfinite(a) and isinstance(b, str):
         return b == encode_value(a)
+    if isinstance(a, str) and a in _NON_FINITE and isinstance(b, float):
+        return encode_value(b) == a  # the reader's own spelling of pnnx's `nan.0`: the float, as layers read it
     if type(a) is not type(b):
         return isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and _same(list(a), list(b))
     if isinstance(a, list) and isinstance(b, list):
