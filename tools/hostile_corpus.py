@@ -353,7 +353,7 @@ def build(c: Corpus) -> None:
         "key_twice": (
             head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.LeakyReLU r 1 1 x y negative_slope=0.5 "
             "negative_slope=0.5\npnnx.Output o 1 0 y\n",
-            "match",
+            "error",  # a key given twice is refused (issue 27): pnnx keeps the last
         ),
         "unknown_type": (head + "3 2\npnnx.Input i 0 1 x\nnn.Nope r 1 1 x y\npnnx.Output o 1 0 y\n", "error"),
         "too_many_lines": (head + "1 1\npnnx.Input i 0 1 x\npnnx.Output o 1 0 x\n", "error"),
