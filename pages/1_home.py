@@ -169,7 +169,7 @@ def _on_file(kind: str, widget: str) -> None:
             else:
                 array = common.picture_to_input(f.getvalue(), model, shape)
             common.set_input_array(kind, array, common.display_name(f.name))
-        except KuiperError as e:
+        except (KuiperError, MemoryError) as e:
             common.set_input_array(kind, None)
             errors[kind] = (common.display_name(f.name), e)
     st.session_state[ERR] = errors

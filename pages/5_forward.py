@@ -79,7 +79,7 @@ def _on_refs() -> None:
         return
     try:
         common.set_uploaded_references(f.getvalue())
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         st.session_state["fw_refs_error"] = e
 
 

@@ -454,7 +454,7 @@ def resolve_input(model: LoadedModel | None = None) -> ResolvedInput:
             arrays = [
                 kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)
             ]
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         show_error(e, title="Cannot make an input for this model")
         st.stop()
         raise  # (st.stop raises; this line is for the type checker)
@@ -538,7 +538,10 @@ def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> ForwardStep
 # -- presentation --------------------------------------------------------------------------
 def show_error(error: BaseException | str, title: str = "Error") -> None:
     """An engine error as a red box + the located message in monospace (caret aligned and
-    on screen, "did you mean" for unknown operator types)."""
+    on screen, "did you mean" for unknown operator types). A MemoryError (a size no limit
+    foresaw: more than the server has free) is said so, as a LimitError."""
+    if isinstance(error, MemoryError):
+        error = limits.out_of_memory(error)
     text = error_text(error)
     st.error(f"**{title}**" + (f" — {type(error).__name__}" if isinstance(error, BaseException) else ""))
     st.code(text, language=None)
