@@ -44,9 +44,13 @@ def _same_file(a: Path, b: Path) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
 
-def check_target(path: str | Path, what: str, inputs: Iterable[str | Path] = (), in_place: bool = False) -> Path:
+def check_target(
+    path: str | Path, what: str, inputs: Iterable[str | Path] = (), in_place: bool | None = None
+) -> Path:
     """`path` as a file the command may write (its symlink resolved), or an InputError that
-    says why not. `what` names the option in messages ('-o', '--output')."""
+    says why not. `what` names the option in messages ('-o', '--output'). `in_place`: True
+    allows an input as the target; False refuses it and names --in-place; None (a command
+    without the option) refuses it."""
     path = Path(path)
     try:
         os.fsencode(path)
@@ -76,15 +80,16 @@ def check_target(path: str | Path, what: str, inputs: Iterable[str | Path] = (),
     if not in_place:
         for source in inputs:
             if _same_file(path, Path(source)):
+                offer = " (or --in-place to replace the input on purpose)" if in_place is False else ""
                 raise InputError(
                     f"{what} {path} is an input of this command ({source}): writing it would destroy the input; "
-                    "give another name (or --in-place to replace the input on purpose)"
+                    f"give another name{offer}"
                 )
     return path
 
 
 def check_targets(
-    targets: Sequence[tuple[str, str | Path]], inputs: Iterable[str | Path] = (), in_place: bool = False
+    targets: Sequence[tuple[str, str | Path]], inputs: Iterable[str | Path] = (), in_place: bool | None = None
 ) -> list[Path]:
     """check_target for each (what, path), and no two of them the same file."""
     inputs = list(inputs)

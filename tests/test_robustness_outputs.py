@@ -292,3 +292,45 @@ def test_every_real_export_is_written_as_it_was_read() -> None:
         assert format_param(ir.parse_module(ir.print_graph(g), check=False).graph) == text, f
         written += 1
     assert written > 1000
+
+
+# -- the other commands that write: compare --save/--csv, convert's files -----------------------
+def test_compare_writes_exactly_its_paths_and_never_an_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: `compare --save run` wrote run.npz (np.savez adds it), into a FIFO it blocked,
+    over an input it destroyed it."""
+    model = write_model(tmp_path, DOUBLE)
+    x = tmp_path / "x.npy"
+    np.save(x, np.float32([[1, 2, 3, 4]]))
+    base = ["compare", str(model), "--input", str(x), "--against", str(model)]
+    code, out, err = _cli(capsys, *base, "--save", str(tmp_path / "run"), "--csv", str(tmp_path / "t.csv"))
+    assert code == 0, err
+    assert (tmp_path / "run").exists() and not (tmp_path / "run.npz").exists() and (tmp_path / "t.csv").exists()
+    with np.load(tmp_path / "run") as z:
+        assert z["y"].tolist() == [[2, 4, 6, 8]]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target, words in ((fifo, "not a regular file"), (x, "is an input of this command")):
+        code, _, err = _cli(capsys, *base, "--save", str(target))
+        assert code == 2 and words in err and "--in-place" not in err, err
+    assert np.load(x).tolist() == [[1, 2, 3, 4]]
+
+
+def test_convert_writes_its_files_whole_or_not_at_all(tmp_path: Path) -> None:
+    from kuiper_core.errors import InputError
+    from kuiper_core.formats.base import PnnxFiles
+    from kuiper_core.formats.convert import export_files
+
+    src = tmp_path / "cache"
+    src.mkdir()
+    (src / "model.pnnx.param").write_text("7767517\n0 0\n")
+    (src / "model.pnnx.bin").write_bytes(b"PK\x05\x06" + bytes(18))
+    files = PnnxFiles(src / "model.pnnx.param", src / "model.pnnx.bin")
+    out = tmp_path / "out"
+    assert [p.name for p in export_files(files, out, "net")] == ["net.pnnx.param", "net.pnnx.bin"]
+    assert (out / "net.pnnx.param").read_text() == "7767517\n0 0\n"
+    os.mkfifo(out / "fifo.pnnx.bin")
+    with pytest.raises(InputError, match="not a regular file"):
+        export_files(files, out, "fifo")
+    assert not (out / "fifo.pnnx.param").exists()  # nothing written when one target is refused
