@@ -235,8 +235,9 @@ def model_bytes(model: LoadedModel) -> int:
     """What a loaded model keeps in memory: weights, values folded at build, planned
     buffers, reference arrays."""
     total = model.graph.weight_bytes() if model.graph is not None else 0
-    if model.runtime is not None:
-        total += sum(limits.value_bytes(v) for v in model.runtime.constants.values())
+    if model.runtime is not None:  # (read defensively: the runtime's internals may move)
+        constants = getattr(model.runtime, "constants", None) or {}
+        total += sum(limits.value_bytes(v) for v in constants.values())
         plan = getattr(model.runtime, "plan", None)
         total += int(getattr(plan, "total_bytes", 0) or 0)
     arrays = [model.sample_input, model.examples, *model.expected, *model.operands.values()]
