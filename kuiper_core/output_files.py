@@ -44,9 +44,7 @@ def _same_file(a: Path, b: Path) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
 
-def check_target(
-    path: str | Path, what: str, inputs: Iterable[str | Path] = (), in_place: bool | None = None
-) -> Path:
+def check_target(path: str | Path, what: str, inputs: Iterable[str | Path] = (), in_place: bool | None = None) -> Path:
     """`path` as a file the command may write (its symlink resolved), or an InputError that
     says why not. `what` names the option in messages ('-o', '--output'). `in_place`: True
     allows an input as the target; False refuses it and names --in-place; None (a command
