@@ -298,7 +298,8 @@ def _reap_ended_sessions(every: float = 10.0) -> None:
     try:
         from streamlit.runtime import Runtime
 
-        storage = Runtime.instance()._session_mgr._session_storage  # type: ignore[attr-defined]
+        manager = Runtime.instance()._session_mgr  # type: ignore[attr-defined]
+        storage, lock = manager._session_storage, manager._storage_lock
         storage._cache.expire  # noqa: B018  -- the API this relies on
     except Exception:  # noqa: BLE001  -- not under a server (AppTest), or Streamlit changed
         return
@@ -307,7 +308,10 @@ def _reap_ended_sessions(every: float = 10.0) -> None:
         while True:
             time.sleep(every)
             try:
-                removed = storage._cache.expire()
+                # under the manager's lock: a session being resumed is read then deleted under it
+                # (reaping between the two wiped a live session's state: a KeyError on its page)
+                with lock:
+                    removed = storage._cache.expire()
             except Exception:  # noqa: BLE001
                 return
             for _, info in removed:

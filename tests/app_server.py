@@ -105,7 +105,8 @@ def streamlit_server(timeout: float = 60.0, extra_args: tuple[str, ...] = ()) ->
             proc.kill()
             proc.wait(timeout=10)
         log.close()
-        os.unlink(log.name)
+        if not os.environ.get("KUIPER_KEEP_SERVER_LOG"):  # keep it to read a failure's traceback
+            os.unlink(log.name)
 
 
 @contextlib.contextmanager
