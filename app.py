@@ -36,6 +36,8 @@ with badge.container():
 common.begin_url()
 try:
     page.run()
+except MemoryError as e:  # one no page caught (they catch it with KuiperError): said so, the server keeps serving
+    common.show_error(e, title="Out of memory")
 finally:  # also after st.stop(): the sidebar and the URL always reflect this run
     with badge.container():
         common.sidebar_model_badge()

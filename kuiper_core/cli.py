@@ -28,15 +28,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import limits
-from .errors import InputError, KuiperError, ParseError
+from .errors import InputError, KuiperError, ModelError, ParseError
 from .cli_models import add_compare_command, add_convert_command, add_model_options, open_from_args
 from .npy import read_npy, write_npy
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    for path in args.output:  # before the (maybe long) run
-        if Path(path).is_dir():
-            raise InputError(f"--output {path} is a directory: give a file name")
+    from .output_files import check_targets
+
+    # before the (maybe long) run: no directory, FIFO or input as an output
+    targets = check_targets([("--output", p) for p in args.output], [*_model_files(args.model, args.bin), *args.input])
     graph = open_from_args(args).build(release_weights=True)
     arrays = [read_npy(p) for p in args.input]
     outputs = graph.forward(*arrays)
@@ -47,7 +48,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if y.dtype.kind not in "biufc":
             raise InputError(f"output {i} is {type(value).__name__} {str(value)[:60]!r}, not an array of numbers")
         if args.output:
-            written = write_npy(args.output[i], y)  # exactly this path: np.save would add '.npy'
+            written = write_npy(targets[i], y)  # exactly this path: np.save would add '.npy'
             print(f"{written}: {y.dtype} {tuple(y.shape)}")
         else:
             print(f"output {i}: {y.dtype} {tuple(y.shape)}{_range(y)}")
@@ -104,28 +105,54 @@ def _read_graph(args: argparse.Namespace):
     return open_from_args(args).graph
 
 
-def _write_graph(graph, path: str) -> list[Path]:
+def _model_files(model: str, bin_path: str | None) -> list[Path]:
+    """The files a model is read from: its text and its weights (given, or each sibling it may read)."""
+    from . import ir
+    from .pnnx.writer import default_bin_path
+
+    path = Path(model)
+    if bin_path:
+        return [path, Path(bin_path)]
+    if path.suffix == ir.SUFFIX:
+        return [path, path.with_suffix(".bin"), path.with_suffix(".pnnx.bin")]
+    return [path, default_bin_path(path)]
+
+
+def _opt_targets(path: str) -> list[tuple[str, Path]]:
     """`.kir` → text + `NAME.bin`; anything else → `.param` + its sibling `.bin`."""
     from . import ir
-    from .pnnx.writer import default_bin_path, save, save_bin
+    from .pnnx.writer import default_bin_path
 
     out = Path(path)
-    if out.is_dir():
-        raise InputError(f"-o {out} is a directory: give a file name")
-    try:
-        if out.suffix == ir.SUFFIX:
-            out.write_text(ir.print_graph(graph))
-            save_bin(graph, out.with_suffix(".bin"))
-            return [out, out.with_suffix(".bin")]
-        save(graph, out)
-    except OSError as e:  # a missing folder, no permission, a full disk
-        raise InputError(f"cannot write {e.filename or out}: {e.strerror or e}") from None
-    return [out, default_bin_path(out)]
+    weights = out.with_suffix(".bin") if out.suffix == ir.SUFFIX else default_bin_path(out)
+    return [("-o", out), (f"{out.name}'s weights", weights)]
+
+
+def _encode_graph(graph, text_path: Path) -> bytes:
+    """The model's text as it will be written: `.kir` or a `.param` the reader reads back as the
+    same graph (names and strings `.param` cannot hold are a ModelError, before any file is opened)."""
+    from . import ir
+    from .pnnx import parse_param
+    from .pnnx.writer import format_param
+
+    if text_path.suffix == ir.SUFFIX:
+        return ir.print_graph(graph).encode("utf-8")
+    text = format_param(graph)
+    back = parse_param(text, str(text_path), limits.DEFAULT.replace(max_param_bytes=1 << 62, max_line_chars=1 << 62))
+    if [(op.type, op.name) for op in back.operators] != [(op.type, op.name) for op in graph.operators]:
+        raise ModelError(f"the optimised model does not read back from {text_path} as written (an engine bug)")
+    return text.encode("utf-8")
 
 
 def _cmd_opt(args: argparse.Namespace) -> int:
-    """Optimise a model with the graph passes; print what each pass did; save the result."""
+    """Optimise a model with the graph passes; print what each pass did; save the result.
+
+    Nothing is written unless the optimised model builds and (with --check) gives the
+    original's numbers; the outputs never replace an input without --in-place (output_files.py)."""
+    from .output_files import check_targets, write_files
     from .passes import PrintAfter, optimize, pass_table
+    from .pnnx.writer import write_bin
+    from .runtime import RuntimeGraph
 
     if args.list:
         for row in pass_table():
@@ -136,6 +163,9 @@ def _cmd_opt(args: argparse.Namespace) -> int:
         return 0
     if args.model is None or args.output is None:
         raise InputError("give the model to optimise and -o OUTPUT (or --list)")
+    text_path, bin_path = check_targets(
+        _opt_targets(args.output), [*_model_files(args.model, args.bin), *(args.check or [])], args.in_place
+    )
     graph = _read_graph(args)
     instruments = [PrintAfter(args.print_after, sys.stdout)] if args.print_after else []
     passes = [n for item in args.passes for n in item.split(",") if n] if args.passes else None
@@ -143,24 +173,47 @@ def _cmd_opt(args: argparse.Namespace) -> int:
         graph, args.O, disabled=args.disable, required=args.require, passes=passes, instruments=instruments
     )
     sys.stdout.write(result.log.text(changes_per_pass=None if args.verbose else 5, only_changed=not args.verbose))
-    written = _write_graph(result.after, args.output)
+    try:
+        optimised = RuntimeGraph.from_graph(result.after).build()
+    except KuiperError as e:
+        raise ModelError(f"the optimised model does not build, so nothing was written: {e}") from e
+    if args.check and not _check(args, graph, optimised):
+        return 1
+    text = _encode_graph(result.after, text_path)
+    written = write_files([(text_path, lambda f: f.write(text)), (bin_path, lambda f: write_bin(result.after, f))])
     print(
         f"\n{len(graph.operators)} → {len(result.after.operators)} operators "
         f"({result.log.total_seconds * 1000:.1f} ms in passes); wrote {', '.join(map(str, written))}"
     )
-    if args.check:
-        from .runtime import RuntimeGraph
+    return 0
 
-        x = [read_npy(p) for p in args.check]
-        after = RuntimeGraph.from_graph(result.after).build().forward(*x)
+
+def _check(args: argparse.Namespace, graph, optimised) -> bool:
+    """Run both models on the --check inputs: False (and why, on stderr) when the optimised
+    one changes an answer beyond what the level allows (passes/exactness.py)."""
+    from .passes.exactness import outputs_difference
+    from .runtime import RuntimeGraph
+
+    x = [read_npy(p) for p in args.check]
+    with np.errstate(all="ignore"):
+        after = optimised.forward(*x)
         try:
             before = RuntimeGraph.from_graph(graph).build().forward(*x)
         except KuiperError as e:
             print(f"check: the optimised model runs; the original does not ({e})")
-            return 0
-        worst = max((_difference(a, b) for a, b in zip(after, before)), default=0.0)
-        print(f"check: {len(after)} output(s), max |optimised − original| = {worst:.3g}")
-    return 0
+            return True
+    why = outputs_difference(list(before), list(after), exact=args.O < 2)
+    worst = max((_difference(a, b) for a, b in zip(after, before)), default=0.0)
+    if why is not None:
+        allowed = "the same numbers (-O1)" if args.O < 2 else "the same numbers within float rounding (-O2)"
+        print(
+            f"error: check failed: the optimised model changes an answer, {why}; -O{args.O} promises {allowed}. "
+            "Nothing was written (this is an engine bug: please report it with the model)",
+            file=sys.stderr,
+        )
+        return False
+    print(f"check: {len(after)} output(s), max |optimised − original| = {worst:.3g} (-O{args.O} allows it)")
+    return True
 
 
 def _difference(a: object, b: object) -> float:
@@ -190,7 +243,13 @@ def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     opt.add_argument("--require", action="append", default=[], metavar="NAME", help="run this pass whatever the level")
     opt.add_argument("--passes", action="append", metavar="A,B", help="run only these passes, in this order")
     opt.add_argument("--print-after", action="append", default=[], metavar="NAME", help="print the IR after this pass")
-    opt.add_argument("--check", action="append", metavar="X.npy", help="run both models on this input and compare")
+    opt.add_argument(
+        "--check",
+        action="append",
+        metavar="X.npy",
+        help="run both models on this input; on a difference exit 1 and write nothing",
+    )
+    opt.add_argument("--in-place", action="store_true", help="allow -o to replace the input model or its weights")
     opt.add_argument("-v", "--verbose", action="store_true", help="every pass and every change")
     opt.add_argument("--list", action="store_true", help="list the passes and exit")
     opt.set_defaults(func=_cmd_opt)
@@ -254,6 +313,9 @@ def _limit_arg(text: str) -> tuple[str, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a model's names may hold anything: never a UnicodeEncodeError
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     try:
         with limits.use(**dict(args.limit)):

@@ -97,6 +97,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.reference and args.framework:
         raise InputError("give --reference or --framework, not both")
+    from .output_files import check_targets, write_files
+
+    # the files it writes, checked before the (maybe long) run: no FIFO, directory or input
+    inputs_read = [args.model, args.bin, args.against, args.against_bin, args.reference, *(args.input or [])]
+    wanted = [(flag, path) for flag, path in (("--save", args.save), ("--csv", args.csv)) if path]
+    targets = dict(zip((flag for flag, _ in wanted), check_targets(wanted, [p for p in inputs_read if p])))
     model = open_from_args(args)
     inputs = [read_npy(p) for p in args.input] if args.input else None
     against = None
@@ -117,10 +123,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         import numpy as np
 
         arrays: dict[str, Any] = dict(report.values)  # (NumPy's stub types savez's keywords as allow_pickle's)
-        try:
-            np.savez(args.save, **arrays)
-        except OSError as e:
-            raise InputError(f"cannot write {args.save}: {e.strerror or e}") from None
+        # exactly this path (np.savez would add '.npz'), written whole or not at all
+        write_files([(targets["--save"], lambda f: np.savez(f, **arrays))])
         print(f"wrote {len(report.values)} operand(s) of this run to {args.save} (a --reference for another run)")
     if args.csv:
         from .explore.compare import rows_csv
@@ -139,10 +143,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             }
             for r in report.rows
         ]
-        try:
-            Path(args.csv).write_text(rows_csv(rows))
-        except OSError as e:
-            raise InputError(f"cannot write {args.csv}: {e.strerror or e}") from None
+        csv = rows_csv(rows).encode("utf-8")
+        write_files([(targets["--csv"], lambda f: f.write(csv))])
     if not report.rows:
         return 1  # nothing was compared: no verdict to give
     return 0 if report.ok else 1

@@ -39,6 +39,9 @@ class Limits:
     max_expression_depth: int = 100_000  # nesting depth of an expression
     max_param_depth: int = 64  # nesting depth of an array parameter in the textual IR (pnnx writes flat ones)
     max_upload_bytes: int = 200 * MiB  # one file uploaded to the app
+    max_inflated_bytes: int = 4 * GiB  # all members of an archive (.npz) together, once inflated
+    max_folded_bytes: int = 2 * GiB  # every value a model folds at build (depends only on constants), together
+    max_model_cache_bytes: int = 2 * GiB  # the app's shared cache of uploaded models (weights, folds, buffers)
 
     def replace(self, **changes: int) -> Limits:
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -103,6 +106,39 @@ def check_count(n: int, what: str, limit: str, limits: Limits | None = None) -> 
     lim = getattr(limits or current(), limit)
     if n > lim:
         raise LimitError(f"{what}: {n:,} is more than allowed", limit=limit, maximum=lim, value=n)
+
+
+def value_bytes(value: object) -> int:
+    """Bytes of the arrays in a value (an array, a number, or lists/tuples of them)."""
+    nbytes = getattr(value, "nbytes", None)  # a NumPy array or scalar
+    if isinstance(nbytes, int) and hasattr(value, "dtype"):
+        return nbytes
+    if isinstance(value, (list, tuple)):
+        return sum(value_bytes(v) for v in value)
+    return 0
+
+
+class Budget:
+    """A running total of bytes checked against one limit as it grows (the values a model
+    folds at build: a 1.4 KB .param and a 114-byte .bin folded to 2 GB, each value within
+    max_tensor_elements)."""
+
+    def __init__(self, limit: str, what: str, limits: Limits | None = None) -> None:
+        self.limit, self.what = limit, what
+        self.maximum = getattr(limits or current(), limit)
+        self.total = 0
+
+    def add(self, value: object, operator: str | None = None, op_type: str | None = None) -> None:
+        self.total += value_bytes(value)
+        if self.total > self.maximum:
+            raise LimitError(
+                f"{self.what} reach {self.total:,} bytes here",
+                limit=self.limit,
+                maximum=self.maximum,
+                value=self.total,
+                operator=operator,
+                op_type=op_type,
+            )
 
 
 def out_of_memory(e: MemoryError, operator: str | None = None, op_type: str | None = None) -> LimitError:

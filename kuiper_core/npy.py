@@ -17,7 +17,7 @@ from typing import BinaryIO
 import numpy as np
 
 from . import limits as _limits
-from .errors import InputError
+from .errors import InputError, LimitError
 from .files import check_regular
 
 NpySource = str | Path | bytes
@@ -57,7 +57,10 @@ def _read(fp: BinaryIO, where: str, size: int, limits: _limits.Limits | None) ->
     if have < need:
         dims = ",".join(map(str, shape))
         raise InputError(f"{where}: its header says ({dims}) {dtype}, {need:,} bytes, but only {have:,} follow")
-    data = np.frombuffer(bytearray(fp.read(need)), dtype=dtype, count=count)
+    try:
+        data = np.frombuffer(bytearray(fp.read(need)), dtype=dtype, count=count)
+    except MemoryError as e:  # within the limits, more than this machine has free
+        raise _limits.out_of_memory(e) from None
     try:
         return data.reshape(shape, order="F" if fortran_order else "C")
     except ValueError as e:  # an empty array whose other dims overflow (0, 2**62): NumPy refuses it
@@ -78,6 +81,16 @@ def read_npz(data: bytes, name: str = "the .npz", limits: _limits.Limits | None 
         infos = zf.infolist()
         if len(infos) > _MAX_NPZ_MEMBERS:
             raise InputError(f"{name} has {len(infos):,} members; at most {_MAX_NPZ_MEMBERS:,} are read")
+        # all members together, from the zip's directory, before any is inflated: a 2 MB .npz
+        # of zeros held 2 GiB, a 25 MB one asked for 24 GiB (each member within its own limit)
+        total = sum(info.file_size for info in infos)
+        if total > lim.max_inflated_bytes:
+            raise LimitError(
+                f"{name} inflates to {total:,} bytes ({len(infos):,} members, {len(data):,} bytes compressed)",
+                limit="max_inflated_bytes",
+                maximum=lim.max_inflated_bytes,
+                value=total,
+            )
         for info in infos:
             key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             where = f"{name}: '{key}'"
@@ -98,15 +111,11 @@ _MAX_NPZ_MEMBERS = 100_000
 
 
 def write_npy(path: str | Path, array: np.ndarray) -> Path:
-    """Write `array` to exactly `path` (no '.npy' appended); an InputError if it cannot."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{path} is a directory: give a file name for the output")
-    if path.exists() and not path.is_file():  # writing into a FIFO would block
-        raise InputError(f"{path} is not a regular file: give a file name for the output")
-    try:
-        with open(path, "wb") as fp:
-            np.save(fp, np.asarray(array), allow_pickle=False)
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
-    return path
+    """Write `array` to exactly `path` (no '.npy' appended), safely (output_files.py: a
+    temporary file renamed into place; a directory or a FIFO refused); an InputError if it cannot."""
+    from .output_files import check_target, write_files
+
+    target = check_target(path, "the output")
+    data = np.asarray(array)
+    write_files([(target, lambda fp: np.save(fp, data, allow_pickle=False))])
+    return Path(path)

@@ -131,16 +131,22 @@ def _store(**changes) -> None:
     st.session_state[common.INPUT_KEY] = {**(st.session_state.get(common.INPUT_KEY) or {}), **changes}
 
 
+# The callbacks read their widget's key with .get: a new model pops these keys
+# (common._reset_model_state), and a callback of a run it interrupted may still fire after
+# (16 sessions uploading at once: a KeyError on the page).
 def _on_kind() -> None:
-    _store(kind=st.session_state["home_input_kind"])
+    if st.session_state.get("home_input_kind") is not None:
+        _store(kind=st.session_state["home_input_kind"])
 
 
 def _on_seed() -> None:
-    _store(seed=int(st.session_state["home_seed"]))
+    if st.session_state.get("home_seed") is not None:
+        _store(seed=int(st.session_state["home_seed"]))
 
 
 def _on_example() -> None:
-    _store(index=int(st.session_state["home_example"]))
+    if st.session_state.get("home_example") is not None:
+        _store(index=int(st.session_state["home_example"]))
 
 
 def _on_file(kind: str, widget: str) -> None:
@@ -160,7 +166,7 @@ def _on_file(kind: str, widget: str) -> None:
             else:
                 array = common.picture_to_input(f.getvalue(), model, shape)
             common.set_input_array(kind, array, common.display_name(f.name))
-        except KuiperError as e:
+        except (KuiperError, MemoryError) as e:
             common.set_input_array(kind, None)
             errors[kind] = (common.display_name(f.name), e)
     st.session_state[ERR] = errors

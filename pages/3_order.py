@@ -105,7 +105,7 @@ if source == TYPED_SOURCE:
     )
     try:
         typed = W.parse_edges(text)
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         common.show_error(e, title="Cannot read the graph")
         presenter.stop("order", presenting)
     walks = [W.walkthrough(typed, a) for a in algorithms]

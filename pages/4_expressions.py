@@ -90,7 +90,7 @@ else:
 try:
     token_rows = V.token_rows(text)
     ast = ex.parse(text, common.APP_LIMITS)  # `add(@0,@3000000)` would ask for 3 million example tensors
-except KuiperError as e:
+except (KuiperError, MemoryError) as e:
     common.show_error(e, title="Cannot parse the expression")
     presenter.stop("expressions", presenting)
 
@@ -132,7 +132,7 @@ try:
         values, layer_out, where = V.example_inputs(n_inputs), None, "small example tensors"
     with limits.use(common.APP_LIMITS):
         trace = ex.evaluate_traced(ast, values)
-except KuiperError as e:
+except (KuiperError, MemoryError) as e:
     common.show_error(e, title="Cannot evaluate the expression")
     presenter.stop("expressions", presenting)
 

@@ -31,7 +31,7 @@ if run or cached is None or cached[0] != key:
     try:
         with st.spinner("Profiling…"):
             rows = profile_model(model.runtime, common.current_input(model), repeats=repeats)
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         common.show_error(e, title="The model failed while running")
         st.stop()
     st.session_state["profile_result"] = (key, rows)

@@ -122,7 +122,7 @@ with tab_edit:
                 "diff": V.text_diff(text, edited),
                 "ops": len(result.module.graph.operators),
             }
-        except KuiperError as e:
+        except (KuiperError, MemoryError) as e:
             st.session_state[RUN] = {"model": model.key, "error": e}
     run = st.session_state.get(RUN)
     if run is not None and run["model"] == model.key:
@@ -147,7 +147,7 @@ with tab_tokens:
         rows = V.token_rows(line)
         st.caption(f"{len(rows)} tokens. A `<…>` body is one token; its dialect's hook reads the inside.")
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(420, 38 + 35 * max(1, len(rows))))
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         common.show_error(e, title="The lexer stops on this line")
 
 # -- three ways -------------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ if cached is None or cached[0] != key:
     try:
         with limits.use(common.APP_LIMITS):  # folding computes tensors: the app's limits
             view = pv.optimise_view(graph, level, disabled=disabled, required=required, passes=only_passes)
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         common.show_error(e, title="The passes failed")
         st.stop()
     st.session_state["passes_view"] = (key, view)
@@ -145,7 +145,7 @@ st.subheader("Outputs checked")
 try:
     with limits.use(common.APP_LIMITS):
         checks, original_error = pv.check_outputs(view.before, view.after, inputs, expected)
-except KuiperError as e:
+except (KuiperError, MemoryError) as e:
     common.show_error(e, title="The optimised model failed while running")
     st.stop()
 if original_error:
@@ -171,7 +171,11 @@ if all(c.ok for c in checks):
 elif any(c.ok is False for c in checks):
     st.error("The optimised model's outputs differ.")
 
-files = pv.saved_files(view.after, label)
+try:
+    files = pv.saved_files(view.after, label)
+except (KuiperError, MemoryError) as e:  # a name or string .param cannot hold (pnnx/writer.py)
+    common.show_error(e, title="The optimised model cannot be saved as .param")
+    files = {}
 d1, d2 = st.columns(2)
 for col, (fname, data) in zip((d1, d2), files.items()):
     col.download_button(f"Download {fname}", data, file_name=fname, key=f"passes_dl_{fname.rsplit('.', 1)[-1]}")

@@ -26,6 +26,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import threading
+import time
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,7 @@ from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
 from kuiper_core.explore.upload_store import StoredModel, UploadStore, content_digest
+from kuiper_core.explore.model_cache import ModelCache, give_back_memory
 from kuiper_core.formats import OpenedModel, open_model
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
@@ -66,6 +69,9 @@ APP_LIMITS = limits.DEFAULT.replace(
     max_planned_bytes=1 << 30,
     max_expression_operand=256,
     max_expression_depth=2_000,
+    max_inflated_bytes=512 << 20,  # an uploaded .npz, all members together
+    max_folded_bytes=512 << 20,  # what one model folds at build
+    max_model_cache_bytes=1 << 30,  # every uploaded model the server keeps, together
 )
 FORWARD_KEY = "kx_forward"
 
@@ -161,6 +167,8 @@ def _read_model(model: LoadedModel, read: Callable[[], Graph]) -> LoadedModel:
     a cached load that raised would fail again on every page, for the sidebar's badge."""
 
     def fail(e: BaseException) -> None:
+        if isinstance(e, MemoryError):  # a size no limit foresaw: more than the server has free
+            e = limits.out_of_memory(e)
         if isinstance(e, KuiperError):
             text = error_text(e)
         else:  # an engine bug: say so, without a traceback
@@ -222,7 +230,37 @@ def upload_store() -> UploadStore:
     return UploadStore(UPLOAD_STORE_BYTES)
 
 
-@st.cache_resource(show_spinner="Loading model…", max_entries=8)
+# Uploaded models, shared by the sessions that upload the same files, bounded in bytes
+# (APP_LIMITS.max_model_cache_bytes) and dropped when no session holds them any more.
+def _unload(model: LoadedModel) -> None:
+    """Empty a model no session holds any more (a finished page's globals may still name it)."""
+    model.graph = model.runtime = model.opened = model.sample_input = model.examples = model.example_labels = None
+    model.expected, model.operands = [], {}
+    model.error = "this model was released when the sessions using it ended: load it again"
+
+
+_UPLOADS: ModelCache[LoadedModel] = ModelCache(lambda: APP_LIMITS.max_model_cache_bytes, _unload)
+_SESSION_TOKEN = "_kx_session_token"
+
+
+class _SessionToken:
+    """Held in a session's state only: collected when the session ends, it releases the
+    session's uploaded models (model_cache.py)."""
+
+
+def model_bytes(model: LoadedModel) -> int:
+    """What a loaded model keeps in memory: weights, values folded at build, planned
+    buffers, reference arrays."""
+    total = model.graph.weight_bytes() if model.graph is not None else 0
+    if model.runtime is not None:  # (read defensively: the runtime's internals may move)
+        constants = getattr(model.runtime, "constants", None) or {}
+        total += sum(limits.value_bytes(v) for v in constants.values())
+        plan = getattr(model.runtime, "plan", None)
+        total += int(getattr(plan, "total_bytes", 0) or 0)
+    arrays = [model.sample_input, model.examples, *model.expected, *model.operands.values()]
+    return total + sum(limits.value_bytes(a) for a in arrays if a is not None)
+
+
 def load_uploaded(
     digest: str,
     name: str,
@@ -235,18 +273,76 @@ def load_uploaded(
     """An uploaded model of any format (kuiper_core.formats: .pnnx.param + .bin, .kir,
     .onnx, TorchScript .pt), read from memory; messages call it by the uploaded name.
     ONNX and TorchScript are converted by pnnx (`inputshape`, `optlevel`; `_on_log` gets
-    each converter line as it is printed), cached on disk by content."""
-    model = LoadedModel(key=digest, name=name, source="upload")
+    each converter line as it is printed), cached on disk by content. Kept in _UPLOADS
+    (bytes-bounded, released with the sessions holding it)."""
 
-    def read() -> Graph:
-        for what, data in (("the model", _param), ("the .bin", _bin)):
-            check_upload_size(what, data)
-        model.opened = open_model(
-            _param, bin_path=_bin, name=name, inputshape=inputshape, optlevel=optlevel, on_log=_on_log
-        )
-        return model.opened.graph
+    def make() -> LoadedModel:
+        model = LoadedModel(key=digest, name=name, source="upload")
 
-    return _read_model(model, read)
+        def read() -> Graph:
+            for what, data in (("the model", _param), ("the .bin", _bin)):
+                check_upload_size(what, data)
+            model.opened = open_model(
+                _param, bin_path=_bin, name=name, inputshape=inputshape, optlevel=optlevel, on_log=_on_log
+            )
+            return model.opened.graph
+
+        with st.spinner("Loading model…"):
+            return _read_model(model, read)
+
+    token = st.session_state.get(_SESSION_TOKEN)
+    if token is None:
+        token = st.session_state[_SESSION_TOKEN] = _SessionToken()
+    key = (digest, name, inputshape, optlevel)
+    model = _UPLOADS.get(key, make, model_bytes)
+    _UPLOADS.hold(token, key)
+    return model
+
+
+_REAPER: list[threading.Thread] = []
+_REAPER_LOCK = threading.Lock()
+
+
+def _reap_ended_sessions(every: float = 10.0) -> None:
+    """Start (once per server) a thread that drops, every `every` seconds, the state of
+    sessions whose browser left more than server.disconnectedSessionTTL ago. Streamlit's
+    session storage removes them only when another session disconnects, so a closed
+    browser's uploads, references and stepper stayed resident for minutes with nobody else
+    on the server. It asks the storage to reap through an internal API: if that moves, the
+    thread stops and sessions are reaped as Streamlit does."""
+    if _REAPER:
+        return
+    try:
+        from streamlit.runtime import Runtime
+
+        manager = Runtime.instance()._session_mgr  # type: ignore[attr-defined]
+        storage, lock = manager._session_storage, manager._storage_lock
+        storage._cache.expire  # noqa: B018  -- the API this relies on
+    except Exception:  # noqa: BLE001  -- not under a server (AppTest), or Streamlit changed
+        return
+
+    def reap() -> None:
+        while True:
+            time.sleep(every)
+            try:
+                # under the manager's lock: a session being resumed is read then deleted under it
+                # (reaping between the two wiped a live session's state: a KeyError on its page)
+                with lock:
+                    removed = storage._cache.expire()
+            except Exception:  # noqa: BLE001
+                return
+            for _, info in removed:
+                # Streamlit's runtime loop may still hold the last session it flushed (a loop
+                # variable): empty the state itself, it will never run again.
+                info.session.session_state.clear()
+            if removed:
+                removed.clear()
+                give_back_memory()
+
+    with _REAPER_LOCK:
+        if not _REAPER:
+            _REAPER.append(threading.Thread(target=reap, name="kx-session-reaper", daemon=True))
+            _REAPER[0].start()
 
 
 def check_upload_size(what: str, data: bytes | None) -> None:
@@ -338,6 +434,7 @@ def current_model() -> LoadedModel | None:
     Runs on every page (the sidebar badge): if loading the session's choice fails in a way
     the loader did not catch, the choice is dropped (Home says why), never an error on
     every page until the browser reloads."""
+    _reap_ended_sessions()
     try:
         return _current_model()
     except Exception as e:
@@ -495,7 +592,7 @@ def resolve_input(model: LoadedModel | None = None) -> ResolvedInput:
             arrays = [
                 kx_inputs.synthetic_input(kind, shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)
             ]
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         show_error(e, title="Cannot make an input for this model")
         st.stop()
         raise  # (st.stop raises; this line is for the type checker)
@@ -582,7 +679,10 @@ def forward_stepper(model: LoadedModel, inputs: list[np.ndarray]) -> ForwardStep
 # -- presentation --------------------------------------------------------------------------
 def show_error(error: BaseException | str, title: str = "Error") -> None:
     """An engine error as a red box + the located message in monospace (caret aligned and
-    on screen, "did you mean" for unknown operator types)."""
+    on screen, "did you mean" for unknown operator types). A MemoryError (a size no limit
+    foresaw: more than the server has free) is said so, as a LimitError."""
+    if isinstance(error, MemoryError):
+        error = limits.out_of_memory(error)
     text = error_text(error)
     st.error(f"**{title}**" + (f" — {type(error).__name__}" if isinstance(error, BaseException) else ""))
     st.code(text, language=None)

@@ -114,7 +114,7 @@ def _on_upload() -> None:
     try:
         common.set_uploaded_references(f.getvalue(), common.display_name(f.name))
         st.session_state[CHOICE] = R.UPLOADED
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         st.session_state[ERROR] = e
 
 
@@ -269,7 +269,7 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
                     # a finished run's values spare the ONNX mapping a run of its own
                     ours = dict(stepper.values) if stepper.outputs() is not None else None
                     computed = framework_references(model.opened, resolved.arrays, ours=ours)
-                except KuiperError as e:
+                except (KuiperError, MemoryError) as e:
                     common.show_error(e, title="No references could be computed")
                     return
             st.session_state[FRAMEWORK_KEY] = {"key": key, "set": computed}

@@ -98,7 +98,7 @@ def _load(kind: str, path_text: str | None) -> None:
             if (kind == "upload")
             else F.from_path(path_text or "", common.APP_LIMITS.max_upload_bytes)
         )
-    except KuiperError as e:
+    except (KuiperError, MemoryError) as e:
         common.show_error(e, title="Cannot open this model")
         return
     if request is None:
@@ -124,7 +124,7 @@ def _load(kind: str, path_text: str | None) -> None:
 
         try:
             conversion = F.convert_request(request, shape or None, on_log)
-        except KuiperError as e:
+        except (KuiperError, MemoryError) as e:
             status.update(label=f"pnnx could not convert `{request.name}`", state="error", expanded=True)
             common.show_error(e, title=f"`{request.name}` could not be converted")
             return

@@ -50,9 +50,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class ServerURL(str):
+    """The base URL, and the server's process id (`.pid`) for tests that measure it."""
+
+    pid: int
+
+
 @contextlib.contextmanager
-def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
-    """`streamlit run app.py` on a free port; yields the base URL."""
+def streamlit_server(timeout: float = 60.0, extra_args: tuple[str, ...] = ()) -> Iterator[ServerURL]:
+    """`streamlit run app.py` on a free port (with `extra_args`, e.g. config options); yields the base URL."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="kx_streamlit_", suffix=".log", delete=False)
     cmd = [
@@ -71,9 +77,11 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
         "false",
         "--server.fileWatcherType",
         "none",
+        *extra_args,
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url = ServerURL(f"http://127.0.0.1:{port}")
+    url.pid = proc.pid
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -97,7 +105,8 @@ def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
             proc.kill()
             proc.wait(timeout=10)
         log.close()
-        os.unlink(log.name)
+        if not os.environ.get("KUIPER_KEEP_SERVER_LOG"):  # keep it to read a failure's traceback
+            os.unlink(log.name)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,8 @@ p = write_model(tmp_path, lines, {"lin.weight": w.tobytes()})
 
 from __future__ import annotations
 
+import io
+import struct
 import zipfile
 from pathlib import Path
 
@@ -61,3 +63,26 @@ def patch_zip(data: bytes, *, flags: int = 0, rename: tuple[bytes, bytes] | None
             out[pos + at : pos + at + 2] = value.to_bytes(2, "little")
             pos = out.find(sig, pos + 4)
     return bytes(out)
+
+
+def folding_model(n: int, side: int) -> tuple[str, bytes]:
+    """A .param and its .bin (a 4-byte weight) whose every value depends only on the weight:
+    the weight expanded to side×side, then n-1 elementwise steps, so n·side²·4 bytes fold at
+    build from a file of a kilobyte (issue 27's 1.4 KB .param that folded to 2 GB)."""
+    shape = f"({side},{side})f32"
+    lines = [
+        "pnnx.Input i 0 1 x #x=(1)f32",
+        "pnnx.Attribute w 0 1 w0 @data=(1,1)f32 #w0=(1,1)f32",
+        f"Tensor.expand e 1 1 w0 v0 sizes=({side},{side}) #w0=(1,1)f32 #v0={shape}",
+    ]
+    lines += [
+        f"pnnx.Expression s{k} 1 1 v{k - 1} v{k} expr=add(@0,1.0) #v{k - 1}={shape} #v{k}={shape}" for k in range(1, n)
+    ]
+    lines += [
+        f"pnnx.Expression r 2 1 x v{n - 1} y expr=add(@0,@1) #x=(1)f32 #v{n - 1}={shape} #y={shape}",
+        "pnnx.Output o 1 0 y",
+    ]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("w.data", struct.pack("<f", 1.0))
+    return param_text(lines), buf.getvalue()

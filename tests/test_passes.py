@@ -212,7 +212,7 @@ NOOPS = [
     ("nn.ZeroPad2d d 1 1 0 1 padding=(0,0,0,0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "zero padding"),
     ("pnnx.Expression d 1 1 0 1 expr=mul(@0,1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "mul(@0,1)"),
     ("pnnx.Expression d 1 1 0 1 expr=mul(1.0,@0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "mul(1.0,@0)"),
-    ("pnnx.Expression d 1 1 0 1 expr=add(@0,0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "add(@0,0)"),
+    ("pnnx.Expression d 1 1 0 1 expr=add(@0,-0.0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "add(@0,-0.0)"),
     ("pnnx.Expression d 1 1 0 1 expr=sub(@0,0.0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "sub(@0,0.0)"),
     ("pnnx.Expression d 1 1 0 1 expr=div(@0,1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "div(@0,1)"),
 ]
@@ -234,6 +234,9 @@ NOT_NOOPS = [
     "F.pad d 1 1 0 1 mode=constant pad=(1,-1,0,0) value=0.0 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
     "pnnx.Expression d 1 1 0 1 expr=mul(@0,2) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
     "pnnx.Expression d 1 1 0 1 expr=add(@0,1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+    "pnnx.Expression d 1 1 0 1 expr=add(@0,0.0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",  # -0.0 + 0.0 is +0.0
+    "pnnx.Expression d 1 1 0 1 expr=add(0,@0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
+    "pnnx.Expression d 1 1 0 1 expr=sub(@0,-0.0) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",
     "Tensor.permute d 1 1 0 1 dims=(0,1,3,2) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32",  # same shape, not the identity
 ]
 

@@ -228,3 +228,18 @@ def test_uploads_leave_nothing_in_the_temp_folder(tmp_path, monkeypatch: pytest.
         at.switch_page(page).run()
         no_exception(at)
     assert list(scratch.rglob("*")) == []
+
+
+def test_a_memory_error_on_a_page_is_said_so_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: pages caught only KuiperError; a MemoryError (a size no limit foresaw, e.g. an
+    .npz asking for 24 GiB) escaped as a raw exception. Now it is a LimitError saying so."""
+    import kuiper_core.explore.profile as profile
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise MemoryError("Unable to allocate 24.0 GiB for an array")
+
+    monkeypatch.setattr(profile, "profile_model", no_memory)
+    at = app()
+    at.switch_page("pages/6_profile.py").run()
+    no_exception(at)
+    assert "ran out of memory" in shown(at) and "The model failed while running" in "\n".join(e.value for e in at.error)

@@ -1,12 +1,16 @@
 """Differential fuzzing of the graph passes (`kuiper opt`): every real export with inputs
 (the op cases at each optlevel and the optlevel models, as tools/fuzz_params.py finds them),
 intact and with single-param mutations that still run, is optimised at -O1 and -O2, built and
-run. A finding: anything but a KuiperError out of the passes, an intact model that no longer
-runs, a KuiperError the runtime's safety net made of another exception, or outputs that
-differ from the unoptimised graph's (shape, dtype or values beyond float reordering).
+run. Each graph runs at batch 1, at batch 2 (every input's dim 0 doubled: a rewrite right only at
+the traced size shows there) and with -0.0/±inf/NaN in its float inputs. A finding: anything
+but a KuiperError out of the passes, an intact model that no longer runs, a KuiperError the
+runtime's safety net made of another exception, or outputs that differ from the unoptimised
+graph's (passes/exactness.py: at -O1 any bit, signed zeros and NaN positions included; at -O2
+beyond float rounding).
 
     python tools/fuzz_passes.py                  # ~20,000 graphs, a few minutes
     python tools/fuzz_passes.py --per-case 6 -k ops_o0
+    python tools/fuzz_passes.py --per-case 0 --each-pass   # every pass alone on every export
 
 Runs in this process under an address-space limit (the passes are not where sizes blow up;
 tools/fuzz_params.py and tools/hostile_corpus.py isolate each case).
@@ -28,7 +32,8 @@ import numpy as np  # noqa: E402
 
 from kuiper_core import limits  # noqa: E402
 from kuiper_core.errors import KuiperError  # noqa: E402
-from kuiper_core.passes import optimize  # noqa: E402
+from kuiper_core.passes import optimize, pass_table  # noqa: E402
+from kuiper_core.passes.exactness import outputs_difference  # noqa: E402
 from kuiper_core.pnnx import load_weights, parse_param  # noqa: E402
 from kuiper_core.runtime import RuntimeGraph  # noqa: E402
 
@@ -38,20 +43,50 @@ def _outputs(graph, inputs: list[np.ndarray]) -> list[np.ndarray]:  # type: igno
         return [np.asarray(y) for y in RuntimeGraph.from_graph(graph).build().forward(*inputs)]
 
 
-def _differs(a: np.ndarray, b: np.ndarray) -> str | None:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return f"{a.dtype}{a.shape} became {b.dtype}{b.shape}"
-    if a.dtype.kind not in "fc":
-        return None if np.array_equal(a, b) else "values differ"
-    if not np.array_equal(np.isnan(a), np.isnan(b)):
-        return "NaN positions differ"
-    finite = np.isfinite(a)
-    if not np.array_equal(a[~finite & ~np.isnan(a)], b[~finite & ~np.isnan(a)]):
-        return "infinities differ"
-    # Fused or reordered float arithmetic: relative to the output's scale (squares of ~30 are ~1e3)
-    scale = max(1.0, float(np.abs(a[finite]).max())) if finite.any() else 1.0
-    err = float(np.abs(a[finite].astype(np.float64) - b[finite]).max()) if finite.any() else 0.0
-    return None if err <= 1e-4 * scale else f"values differ: max |Δ| {err:.3g} (max |y| {scale:.3g})"
+def input_sets(inputs: list[np.ndarray]) -> dict[str, list[np.ndarray]]:
+    """The inputs as given (batch 1), at batch 2 (every input's dim 0 doubled: the second half
+    other values) and with IEEE's special values: -0.0, ±inf and NaN in every float input."""
+    rng = np.random.default_rng(7)
+
+    def doubled(x: np.ndarray) -> np.ndarray:
+        if x.ndim == 0:
+            return x
+        other = (x * 0.5 + 0.25).astype(x.dtype) if x.dtype.kind == "f" else x
+        return np.concatenate([x, other], 0)
+
+    def special(x: np.ndarray) -> np.ndarray:
+        if x.dtype.kind != "f" or x.size == 0:
+            return x
+        y = x.copy().reshape(-1)
+        picks = rng.permutation(y.size)
+        for value, at in zip((-0.0, np.inf, -np.inf, np.nan, 0.0), picks):
+            y[at] = value
+        y[picks[5::3]] = -0.0  # zeros of both signs everywhere, not only at one place
+        return y.reshape(x.shape)
+
+    return {"batch 1": inputs, "batch 2": [doubled(x) for x in inputs], "-0/inf/nan": [special(x) for x in inputs]}
+
+
+def differences(graph, level: int, inputs: list[np.ndarray], only: str | None = None) -> list[str]:  # type: ignore[no-untyped-def]
+    """What -O`level` (or the pass `only` alone, with the passes it requires) changes in
+    `graph`'s answers, for each input set on which the original runs (passes/exactness.py:
+    -O1 exactly the same numbers, -O2 within float rounding)."""
+    found = []
+    optimised = optimize(graph, level, passes=[only] if only else None, required=[only] if only else ()).after
+    for what, xs in input_sets(inputs).items():
+        try:
+            before = _outputs(graph, xs)
+        except KuiperError:
+            continue  # the original does not run on these inputs (a fixed batch): nothing to keep
+        try:
+            after = _outputs(optimised, xs)
+        except KuiperError as e:
+            found.append(f"{what}: the original runs, the optimised does not: {str(e)[:200]}")
+            continue
+        why = outputs_difference(before, after, exact=level < 2)
+        if why is not None:
+            found.append(f"{what}: {why}")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,11 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", action="append", default=[], help="only cases whose path contains this (repeatable)")
     ap.add_argument("--per-case", type=int, default=30, help="mutants per case (default 30)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--each-pass", action="store_true", help="also run every pass alone on each intact export")
     ap.add_argument("--mem-mb", type=int, default=3000)
     args = ap.parse_args(argv)
-    resource.setrlimit(resource.RLIMIT_AS, (args.mem_mb << 20, args.mem_mb << 20))
+    if args.mem_mb:  # 0: no limit (a test calling main in its own process)
+        resource.setrlimit(resource.RLIMIT_AS, (args.mem_mb << 20, args.mem_mb << 20))
     rng = random.Random(args.seed)
-    cases = sorted({p.parent for g in CASE_GLOBS for p in DATA.glob(g) if (p.parent / "inputs.npz").exists()})
+    globs = (*CASE_GLOBS, "passes/*/*/model.pnnx.param")  # + the pass-style exports (size_arith …)
+    cases = sorted({p.parent for g in globs for p in DATA.glob(g) if (p.parent / "inputs.npz").exists()})
     cases = [c for c in cases if not args.k or any(k in str(c.relative_to(DATA)) for k in args.k)]
     small = limits.DEFAULT.replace(max_tensor_elements=1 << 22)
     findings: list[str] = []
@@ -81,32 +119,27 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     graph = parse_param(text if job is None else mutate(text, job[0], job[2], job[3]), "m.pnnx.param")
                     load_weights(graph, case / "model.pnnx.bin")
-                    before = _outputs(graph, inputs)
+                    _outputs(graph, inputs)  # a mutant that does not run at batch 1 is not a pass case
                 except Exception:  # noqa: BLE001  -- a mutant that does not run: fuzz_params's business
                     continue
                 ran += 1
-                for level in (1, 2):
+                runs: list[tuple[int, str | None]] = [(1, None), (2, None)]
+                if args.each_pass and job is None:  # every pass alone too, exact at its own level
+                    runs += [(int(row["level"]), str(row["name"])) for row in pass_table()]  # type: ignore[call-overload]
+                for level, only in runs:
+                    what_run = f"-O{level}" if only is None else only
                     try:
-                        after = _outputs(optimize(graph, level).after, inputs)
+                        bad = differences(graph, level, inputs, only)
                     except KuiperError as e:
                         if e.__cause__ is not None and not isinstance(e.__cause__, KuiperError):
-                            findings.append(f"{what} -O{level}: wrapped {type(e.__cause__).__name__}: {str(e)[:200]}")
+                            findings.append(f"{what} {what_run}: wrapped {type(e.__cause__).__name__}: {str(e)[:200]}")
                         elif job is None:
-                            findings.append(f"{what} -O{level}: no longer runs: {str(e)[:200]}")
+                            findings.append(f"{what} {what_run}: no longer runs: {str(e)[:200]}")
                         continue
                     except Exception as e:  # noqa: BLE001  -- a finding
-                        findings.append(f"{what} -O{level}: {type(e).__name__}: {str(e)[:200]}")
+                        findings.append(f"{what} {what_run}: {type(e).__name__}: {str(e)[:200]}")
                         continue
-                    bad = (
-                        f"{len(before)} outputs became {len(after)}"
-                        if len(after) != len(before)
-                        else next(
-                            (f"out{i} {d}" for i, (a, b) in enumerate(zip(before, after)) if (d := _differs(a, b))),
-                            None,
-                        )
-                    )
-                    if bad:
-                        findings.append(f"{what} -O{level}: {bad}")
+                    findings += [f"{what} {what_run} {b}" for b in bad]
     print(f"{graphs} graphs ({len(cases)} cases), {ran} ran, {len(findings)} findings in {time.time() - t0:.0f}s")
     for f in findings:
         print("  " + f)

@@ -353,7 +353,7 @@ def build(c: Corpus) -> None:
         "key_twice": (
             head + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\nnn.LeakyReLU r 1 1 x y negative_slope=0.5 "
             "negative_slope=0.5\npnnx.Output o 1 0 y\n",
-            "match",
+            "error",  # a key given twice is refused (issue 27): pnnx keeps the last
         ),
         "unknown_type": (head + "3 2\npnnx.Input i 0 1 x\nnn.Nope r 1 1 x y\npnnx.Output o 1 0 y\n", "error"),
         "too_many_lines": (head + "1 1\npnnx.Input i 0 1 x\npnnx.Output o 1 0 x\n", "error"),
@@ -600,10 +600,10 @@ def build(c: Corpus) -> None:
         ("output_missing_dir", ["run", p, "--input", xin, "--output", c.root / "cli" / "no" / "y.npy"], "error"),
         ("output_fifo", ["run", p, "--input", xin, "--output", c.root / "cli" / "out.fifo"], "error"),
         ("output_no_suffix", ["run", p, "--input", xin, "--output", c.root / "cli" / "y.out"], "ok"),
-        (
+        (  # an output never replaces an input (output_files.py)
             "output_over_input",
             ["run", p, "--input", c.npy("cli/x2.npy", x0), "--output", c.root / "cli" / "x2.npy"],
-            "ok",
+            "error",
         ),
         (
             "two_outputs_for_one",
@@ -783,6 +783,138 @@ def build(c: Corpus) -> None:
             bin_bytes=None,
             inputs=[np.ones((1, 1, hw, hw), np.float32)],
         )
+
+    _issue_27(c, head, by_name)
+
+
+def _issue_27(c: Corpus, head: str, by_name: dict[str, Base]) -> None:
+    """13. Issue 27: written outputs, the .param writer, exact passes at batch 2 and for
+    signed zeros, folded-value budgets, long lines."""
+    from kuiper_core import print_ir
+    from kuiper_core.pnnx import parse_param
+
+    lin = by_name["tiny_mlp"]
+    d = "w27/outputs"
+    p = c.write(f"{d}/m.pnnx.param", lin.param)
+    c.write(f"{d}/m.pnnx.bin", lin.bin or b"")
+    os.mkfifo(c.path(f"{d}/out.fifo"))
+    for tag, target, extra, expect in (
+        ("kir_over_its_bin", f"{d}/m.pnnx.kir", [], "error"),  # would write m.pnnx.bin
+        ("param_over_itself", f"{d}/m.pnnx.param", [], "error"),
+        ("bin_as_output", f"{d}/m.pnnx.bin", [], "error"),
+        ("in_place", f"{d}/m.pnnx.param", ["--in-place"], "ok"),
+        ("fifo", f"{d}/out.fifo", [], "error"),
+        ("dev_full", "/dev/full", [], "error"),
+        ("directory", d, [], "error"),
+        ("missing_folder", f"{d}/no/o.pnnx.param", [], "error"),
+    ):
+        target_path = target if target.startswith("/") else c.root / target
+        c.add(f"w27/opt_{tag}", ["opt", p, "-O2", "-o", target_path, *extra], expect)
+
+    # names and strings .param cannot hold, from the textual IR (which quotes them)
+    kir = print_ir(parse_param(lin.param))
+    first_name = re.search(r"@(\S+) \(%", kir)
+    assert first_name is not None
+    bare = first_name.group(1)
+    for tag, name, expect in (
+        ("surrogate", '"l\\ud800r"', "error"),
+        ("space", '"l r"', "error"),
+        ("newline", '"l\\nr 1 1 a b"', "error"),
+        ("equals", '"a=b"', "error"),
+        ("bell", '"l\\u0007r"', "error"),
+        ("plain", "plain_name", "ok"),
+    ):
+        text = kir.replace(f"@{bare} (", f"@{name} (", 1)
+        k = c.write(f"w27/names/{tag}/m.kir", text)
+        c.write(f"w27/names/{tag}/m.bin", (lin.bin or b"").replace(bare.encode(), bare.encode()))
+        c.add(f"w27/names/{tag}/to_param", ["opt", k, "-O1", "-o", c.path(f"w27/names/{tag}/o.pnnx.param")], "either")
+        if expect == "error":  # with no weights to look up by the new name, the writer is what refuses
+            text = (
+                '{\n  (%x) = "pnnx.Input" @in0 () : () -> pnnx.tensor<1x4xf32>\n'
+                f'  (%y) = "nn.ReLU" @{name} (%x) : (pnnx.tensor<1x4xf32>) -> pnnx.tensor<1x4xf32>\n'
+                '  () = "pnnx.Output" @out (%y) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
+            )
+            k = c.write(f"w27/names/{tag}/relu.kir", text)
+            c.add(
+                f"w27/names/{tag}/relu_to_param",
+                ["opt", k, "-O1", "-o", c.path(f"w27/names/{tag}/r.pnnx.param")],
+                "error",
+            )
+            c.add(f"w27/names/{tag}/relu_to_kir", ["opt", k, "-O1", "-o", c.path(f"w27/names/{tag}/r.kir")], "ok")
+    # (Int32)000…01 is 1; 25 digits past the zeros are out of range
+    for tag, digits, expect in (("zeros_then_1", "0" * 40 + "1", "ok"), ("long", "9" * 25, "error")):
+        text = (
+            '{\n  (%x) = "pnnx.Input" @in0 () : () -> pnnx.tensor<1x4xf32>\n'
+            f'  (%y) = "F.leaky_relu" @lr (%x) {{negative_slope:(Int32){digits}}} : '
+            "(pnnx.tensor<1x4xf32>) -> pnnx.tensor<1x4xf32>\n"
+            '  () = "pnnx.Output" @out (%y) : (pnnx.tensor<1x4xf32>) -> ()\n}\n'
+        )
+        k = c.write(f"w27/int32/{tag}/m.kir", text)
+        c.add(
+            f"w27/int32/{tag}",
+            ["run", k, "--input", c.npy(f"w27/int32/{tag}/x.npy", np.float32([[1, -2, 3, -4]]))],
+            expect,
+        )
+    # a key given twice on a .param line
+    twice = (
+        head
+        + "3 2\npnnx.Input i 0 1 x #x=(1,4)f32\nF.leaky_relu r 1 1 x y negative_slope=0.1 negative_slope=-5.0\npnnx.Output o 1 0 y\n"
+    )
+    c.model("w27/duplicate_key", twice, None, "error", bin_bytes=None, inputs=[np.float32([[-0.1, 2, -0.3, 4]])])
+
+    # -O1 at batch 2 and with signed zeros: --check compares every bit (exit 1 on a difference)
+    expand_as = (
+        head + "5 5\npnnx.Input i 0 1 x #x=(1,4)f32\npnnx.Attribute w 0 1 c @data=(1,4)f32 #c=(1,4)f32\n"
+        "Tensor.expand_as e 2 1 c x d #c=(1,4)f32 #x=(1,4)f32 #d=(1,4)f32\n"
+        "torch.sum s 1 1 d y dim=(0) keepdim=False #d=(1,4)f32 #y=(4)f32\npnnx.Output o 1 0 y #y=(4)f32\n"
+    )
+    weights = io.BytesIO()
+    with zipfile.ZipFile(weights, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr("w.data", np.float32([[1, 2, 3, 4]]).tobytes())
+    signed = (
+        head + "4 3\npnnx.Input i 0 1 x #x=(1,4)f32\n"
+        "pnnx.Expression a 1 1 x y expr=add(@0,0.0) #x=(1,4)f32 #y=(1,4)f32\n"
+        "pnnx.Expression d 1 1 y z expr=div(1.0,@0) #y=(1,4)f32 #z=(1,4)f32\npnnx.Output o 1 0 z #z=(1,4)f32\n"
+    )
+    for tag, text, b, x in (
+        ("expand_as_batch2", expand_as, weights.getvalue(), np.ones((2, 4), np.float32)),
+        ("signed_zero", signed, None, np.float32([[-0.0, 0.0, np.inf, np.nan]])),
+    ):
+        m = c.write(f"w27/exact/{tag}/m.pnnx.param", text)
+        if b is not None:
+            c.write(f"w27/exact/{tag}/m.pnnx.bin", b)
+        xin = c.npy(f"w27/exact/{tag}/x.npy", x)
+        for level in ("-O1", "-O2"):
+            out = c.path(f"w27/exact/{tag}/o{level}.pnnx.param")
+            c.add(f"w27/exact/{tag}{level}", ["opt", m, level, "-o", out, "--check", xin], "ok")
+
+    # values folded at build: a kilobyte of .param, 128 MiB folded; over a lowered budget
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hostile import folding_model
+
+    text, b = folding_model(8, 2048)
+    m = c.write("w27/folding/m.pnnx.param", text)
+    c.write("w27/folding/m.pnnx.bin", b)
+    xin = c.npy("w27/folding/x.npy", np.float32([1]))
+    c.add("w27/folding/within", ["run", m, "--input", xin], "ok")
+    c.add("w27/folding/over", ["--limit", "max_folded_bytes=50000000", "run", m, "--input", xin], "error")
+    c.add(
+        "w27/folding/opt_over",
+        ["--limit", "max_folded_bytes=50000000", "opt", m, "-o", c.path("w27/folding/o.kir")],
+        "error",
+    )
+
+    # a 0.97 MB line of 40,000 operands, each named by `$` and annotated by `#`: seconds, not minutes
+    n = 40_000
+    big = (
+        f"torch.cat cat {n} 1 {' '.join('x' for _ in range(n))} y dim=0 "
+        + " ".join(f"$a{k}=x" for k in range(n))
+        + " "
+        + " ".join("#x=(1)f32" for _ in range(n))
+        + f" #y=({n})f32"
+    )
+    m = c.write("w27/long_line/m.pnnx.param", head + f"3 3\npnnx.Input i 0 1 x #x=(1)f32\n{big}\npnnx.Output o 1 0 y\n")
+    c.add("w27/long_line/inspect", ["inspect", m], "ok")
 
 
 # -- running -----------------------------------------------------------------------------------------

@@ -181,6 +181,7 @@ def narrate(state: OrderState, prior: OrderState) -> str:
 
 # -- a graph typed by hand ----------------------------------------------------------------------
 MAX_TYPED_NODES = 60
+MAX_TYPED_CHARS = 64_000  # a 60-node graph with every edge and long names fits
 _NAME = re.compile(r"[A-Za-z0-9_.:]+")
 
 
@@ -198,31 +199,42 @@ def parse_edges(text: str, source: str = "<your graph>") -> dict[str, list[str]]
         # a comment
 
     Names are letters, digits, '_', '.', ':'. Errors are ParseErrors with line, column and a
-    caret; more than MAX_TYPED_NODES nodes is a LimitError."""
+    caret; more than MAX_TYPED_CHARS characters or MAX_TYPED_NODES nodes is a LimitError, the
+    nodes counted while reading (a pasted `a1, …, aN -> b1, …, bN` built N² edges before the
+    count was checked: 34 s of server CPU for 20 KB), so reading costs time linear in the text."""
+    if len(text) > MAX_TYPED_CHARS:
+        raise LimitError(
+            f"the graph is {len(text):,} characters long; a typed graph may have at most {MAX_TYPED_CHARS:,}",
+            limit="typed graph characters",
+            maximum=MAX_TYPED_CHARS,
+            value=len(text),
+            path=source,
+        )
     succ: dict[str, list[str]] = {}
+    edges: set[tuple[str, str]] = set()
     for lineno, line in enumerate(text.splitlines(), 1):
         code = line.split("#", 1)[0]
         start = 0
         for stmt in code.split(";"):
-            _statement(stmt, start, line, lineno, source, succ)
+            _statement(stmt, start, line, lineno, source, succ, edges)
             start += len(stmt) + 1
     if not succ:
         first = text.splitlines()[0] if text.strip() else ""
         raise ParseError(
             "the graph is empty: type edges such as 'a -> b'", path=source, line=1, column=1, source_line=first
         )
-    if len(succ) > MAX_TYPED_NODES:
-        raise LimitError(
-            f"{len(succ)} nodes: a typed graph may have at most {MAX_TYPED_NODES}",
-            limit="typed graph nodes",
-            maximum=MAX_TYPED_NODES,
-            value=len(succ),
-            path=source,
-        )
     return succ
 
 
-def _statement(stmt: str, offset: int, line: str, lineno: int, source: str, succ: dict[str, list[str]]) -> None:
+def _statement(
+    stmt: str,
+    offset: int,
+    line: str,
+    lineno: int,
+    source: str,
+    succ: dict[str, list[str]],
+    edges: set[tuple[str, str]],
+) -> None:
     if not stmt.strip():
         return
     parts, pos = [], 0
@@ -249,16 +261,28 @@ def _statement(stmt: str, offset: int, line: str, lineno: int, source: str, succ
                     column=at,
                     source_line=line,
                 )
+            if name not in succ:
+                if len(succ) == MAX_TYPED_NODES:
+                    raise LimitError(
+                        f"node '{name}' is node {len(succ) + 1}: a typed graph may have at most {MAX_TYPED_NODES}",
+                        limit="typed graph nodes",
+                        maximum=MAX_TYPED_NODES,
+                        value=len(succ) + 1,
+                        path=source,
+                        line=lineno,
+                        column=col,
+                        source_line=line,
+                        length=len(name),
+                    )
+                succ[name] = []
             names.append(name)
         parts.append(names)
         pos += len(chunk) + 2
-    for names in parts:
-        for n in names:
-            succ.setdefault(n, [])
-    for a_names, b_names in zip(parts, parts[1:]):
+    for a_names, b_names in zip(parts, parts[1:]):  # at most MAX_TYPED_NODES² pairs: the names are known
         for a in a_names:
             for b in b_names:
-                if b not in succ[a]:
+                if (a, b) not in edges:
+                    edges.add((a, b))
                     succ[a].append(b)
 
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
@@ -514,22 +514,31 @@ def _store(
 
 def export_files(files: PnnxFiles, out_dir: str | Path, stem: str) -> list[Path]:
     """Copy a conversion's files to `out_dir` as STEM.pnnx.param, STEM.pnnx.bin and
-    STEM_pnnx.py (its .bin file name rewritten to match)."""
+    STEM_pnnx.py (its .bin file name rewritten to match), written safely (output_files.py:
+    all complete or none touched; a FIFO, a directory or a missing name refused)."""
+    from ..output_files import check_targets, write_files
+
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out} is a file: give a folder for the converted files")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        written = []
-        for src, dst in ((files.param, out / f"{stem}.pnnx.param"), (files.bin, out / f"{stem}.pnnx.bin")):
-            if src is not None:
-                shutil.copyfile(src, dst)
-                written.append(dst)
-        if files.python is not None:
-            dst = out / f"{stem}_pnnx.py"
-            text = files.python.read_text().replace(f"'{STEM}.pnnx.bin'", repr(f"{stem}.pnnx.bin"))
-            dst.write_text(text)
-            written.append(dst)
     except OSError as e:
         raise InputError(f"cannot write {e.filename or out}: {e.strerror or e}") from None
-    return written
+
+    def copy(src: Path) -> Callable[[IO[bytes]], None]:
+        def write(f: IO[bytes]) -> None:
+            with open(src, "rb") as source:
+                shutil.copyfileobj(source, f)
+
+        return write
+
+    outputs: list[tuple[Path, Callable[[IO[bytes]], object]]] = []
+    for src, dst in ((files.param, out / f"{stem}.pnnx.param"), (files.bin, out / f"{stem}.pnnx.bin")):
+        if src is not None:
+            outputs.append((dst, copy(src)))
+    if files.python is not None:
+        text = files.python.read_text().replace(f"'{STEM}.pnnx.bin'", repr(f"{stem}.pnnx.bin")).encode()
+        outputs.append((out / f"{stem}_pnnx.py", lambda f: f.write(text)))
+    targets = check_targets([("-o", dst) for dst, _ in outputs])
+    return write_files([(dst, write) for dst, (_, write) in zip(targets, outputs)])

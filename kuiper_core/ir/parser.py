@@ -153,7 +153,7 @@ class Parser:
     # -- operation ------------------------------------------------------------------------------
     def parse_operation(self, graph: Graph) -> tuple[Operator, OpLocation]:
         first = self.parse_token(Kind.LPAREN, "an operation: '(' to start its result list, like (%1) = …")
-        so_far: list[Token] = []
+        so_far: dict[str, Token] = {}  # this operation's results by name: a set, not a scan (16,000 results took 5.7 s)
         results = self._parse_list(Kind.RPAREN, lambda: self._parse_result(so_far), "a result value like %1")
         self.parse_token(Kind.EQUAL, "'=' after the result list")
         type_tok = self.parse_token(Kind.STRING, 'the op type in quotes, like "nn.Conv2d"')
@@ -211,14 +211,14 @@ class Parser:
                 self.parse_token(close, f"',' or '{close.value}'")
                 return items
 
-    def _parse_result(self, so_far: list[Token]) -> Token:
+    def _parse_result(self, so_far: dict[str, Token]) -> Token:
         tok = self.parse_token(Kind.VALUE, "a result value like %1")
         earlier = self._defined[tok.value][2] if tok.value in self._defined else None
-        earlier = earlier or next((t.span for t in so_far if t.value == tok.value), None)
+        earlier = earlier or (so_far[tok.value].span if tok.value in so_far else None)
         if earlier is not None:
             line, col = self.source.line_col(earlier.start)
             raise self.error(tok.span, f"value %{tok.value} is already defined at {line}:{col}")
-        so_far.append(tok)
+        so_far[tok.value] = tok
         return tok
 
     def _check_op(self, tok: Token) -> None:
@@ -336,10 +336,14 @@ class Parser:
         if kind in ("Int32", "Int64"):
             tok = self.parse_token(Kind.INT, f"an integer after ({kind})")
             low, high = INT32 if kind == "Int32" else INT64
-            value = int(tok.text) if len(tok.text) <= 21 else high + 1  # int() refuses very long digit strings
-            if not low <= value <= high:
-                raise self.error(tok.span, f"{value} is out of range for ({kind}) [{low}, {high}]")
-            return value
+            sign, digits = ("-", tok.text[1:]) if tok.text[:1] in "+-" else ("", tok.text)
+            digits = digits.lstrip("0") or "0"  # (Int32)000…01 is 1, however many zeros
+            # int() refuses very long digit strings: more than 20 digits is out of any range
+            number = int(sign + digits) if len(digits) <= 20 else None
+            if number is None or not low <= number <= high:
+                shown = number if number is not None else f"{sign}{digits[:12]}… ({len(digits):,} digits)"
+                raise self.error(tok.span, f"{shown} is out of range for ({kind}) [{low}, {high}]")
+            return number
         if kind == "Double":
             if tok.kind in (Kind.FLOAT, Kind.INT) or (tok.kind is Kind.IDENT and tok.text in ("inf", "nan")):
                 self.lexer.next()

@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import limits
 from ..expression import evaluate, to_text, walk
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
 from ..graph import Graph, Operand, Operator, numpy_dtype
 from ..runtime.binding import UNPACKERS, is_value
+from .batch_probe import fixed_dims, shapes_at_batch2
 from .expr_tools import (
     constant_param,
     copy_node,
@@ -124,7 +126,7 @@ def static_export(graph: Graph) -> bool:
     return all(op.outputs and op.outputs[0].static_shape is not None for op in graph.inputs)
 
 
-def _trusted_dim(operand: Operand, dim: int, static: bool, loose: frozenset[str]) -> int | None:
+def _trusted_dim(graph: Graph, operand: Operand, dim: int, static: bool, loose: frozenset[str]) -> int | None:
     shape = operand.shape
     if shape is None or not -len(shape) <= dim < len(shape) or operand.name in loose:
         return None  # `loose`: a size that follows the values, annotated from pnnx's dummy data
@@ -132,11 +134,17 @@ def _trusted_dim(operand: Operand, dim: int, static: bool, loose: frozenset[str]
     if not isinstance(d, int):
         return None
     producer = operand.producer.type if operand.producer else ""
-    # In a dynamic export only inputs and weights have dims that cannot vary (pnnx's rule).
-    return d if static or producer in ("pnnx.Input", "pnnx.Attribute") else None
+    if producer == "pnnx.Attribute":
+        return d
+    if producer == "pnnx.Input" and dim % len(shape) != 0:
+        return d
+    # In a dynamic export only inputs and weights have dims that cannot vary (pnnx's rule); in a
+    # static one, a dim that follows the batch (batch_probe.py) is no constant either.
+    fixed = fixed_dims(graph, operand) if static else None
+    return d if fixed is not None and fixed[dim] else None
 
 
-def _fold_sizes(op: Operator, static: bool, loose: frozenset[str]) -> bool:
+def _fold_sizes(graph: Graph, op: Operator, static: bool, loose: frozenset[str]) -> bool:
     ast = expr_of(op)
     if ast is None:
         return False
@@ -150,12 +158,12 @@ def _fold_sizes(op: Operator, static: bool, loose: frozenset[str]) -> bool:
             if operand is None:
                 return new
             if len(new.args) == 2 and isinstance(new.args[1], Constant) and isinstance(new.args[1].value, int):
-                d = _trusted_dim(operand, new.args[1].value, static, loose)
+                d = _trusted_dim(graph, operand, new.args[1].value, static, loose)
                 if d is not None:
                     replaced += 1
                     return Constant(d)
             elif len(new.args) == 1 and operand.shape is not None:
-                dims = [_trusted_dim(operand, i, static, loose) for i in range(len(operand.shape))]
+                dims = [_trusted_dim(graph, operand, i, static, loose) for i in range(len(operand.shape))]
                 if all(d is not None for d in dims):
                     replaced += 1
                     return ListExpr([Constant(d) for d in dims])
@@ -176,7 +184,7 @@ def _fold_sizes(op: Operator, static: bool, loose: frozenset[str]) -> bool:
 _SHAPE_PARAM = {"Tensor.reshape": "shape", "Tensor.view": "shape", "Tensor.expand": "sizes"}
 
 
-def _static_shape_param(op: Operator, loose: frozenset[str]) -> bool:
+def _static_shape_param(graph: Graph, op: Operator, loose: frozenset[str]) -> bool:
     """reshape/view/expand whose shape is an operand: use the declared output shape."""
     key = _SHAPE_PARAM.get(op.type)
     if key is None or key in op.params or not op.outputs or op.outputs[0].shape is None or op.outputs[0].name in loose:
@@ -184,9 +192,16 @@ def _static_shape_param(op: Operator, loose: frozenset[str]) -> bool:
     slots = [i for i in range(len(op.inputs)) if op.input_name(i) == key]
     if len(slots) != 1:
         return False
-    dims = [d if isinstance(d, int) else -1 for d in op.outputs[0].shape]
-    # reshape infers one -1; expand's -1 keeps the input dim, so it must be fully known
-    if dims.count(-1) > (1 if op.type in RESHAPE_TYPES else 0):
+    out = op.outputs[0]
+    assert out.shape is not None
+    fixed = fixed_dims(graph, out) or [False] * len(out.shape)
+    # a dim that follows the batch is no constant: reshape infers it (one -1), expand keeps
+    # the input's dim (-1) where that is the same symbol, else it cannot be baked in
+    dims = [d if isinstance(d, int) and ok else -1 for d, ok in zip(out.shape, fixed)]
+    if op.type in RESHAPE_TYPES:
+        if dims.count(-1) > 1:
+            return False
+    elif -1 in dims and not _kept_from_input(graph, op, dims):
         return False
     source = op.inputs[slots[0]]
     if op.type in RESHAPE_TYPES and dims and -1 not in dims and _batch_first(source):
@@ -194,6 +209,26 @@ def _static_shape_param(op: Operator, loose: frozenset[str]) -> bool:
     remove_input(op, slots[0])
     op.params[key] = dims
     record("folded", op.name, f"{key}={_short(dims)} from the declared output shape (was operand {source.name})")
+    return True
+
+
+def _kept_from_input(graph: Graph, op: Operator, dims: list[int]) -> bool:
+    """Every -1 of an expand's sizes keeps an input dim that is the output's, as a symbol."""
+    source, out = op.inputs[0], op.outputs[0]
+    if source.shape is None or out.shape is None or len(source.shape) > len(out.shape):
+        return False
+    offset = len(out.shape) - len(source.shape)
+    fixed_in, probe = fixed_dims(graph, source), shapes_at_batch2(graph)
+    for i in (i for i, d in enumerate(dims) if d == -1):
+        j = i - offset
+        if j < 0 or not isinstance(source.shape[j], int) or source.shape[j] != out.shape[i]:
+            return False
+        if probe is not None:
+            a, b = probe.get(source.name), probe.get(out.name)
+            if a is None or b is None or len(a) != len(source.shape) or a[j] != b[i]:
+                return False
+        elif fixed_in is None:
+            return False
     return True
 
 
@@ -222,7 +257,7 @@ def _batch_first(shape_operand: Operand) -> bool:
     return is_dim0(first) and not any(is_dim0(n) for item in ast.items[1:] for n in walk(item))
 
 
-def _static_size_op(op: Operator, static: bool, loose: frozenset[str]) -> bool:
+def _static_size_op(graph: Graph, op: Operator, static: bool, loose: frozenset[str]) -> bool:
     """optlevel 0's `Tensor.size dim=2` of a dim that cannot vary becomes the literal
     (`pnnx.Expression expr=4`), as optlevel 1's `size(@0,2)` does in an expression."""
     if op.type != "Tensor.size" or len(op.inputs) != 1 or len(op.outputs) != 1 or op.outputs[0].shape is not None:
@@ -230,7 +265,9 @@ def _static_size_op(op: Operator, static: bool, loose: frozenset[str]) -> bool:
     operand, dim = op.inputs[0], op.params.get("dim")
     if operand.shape is None or (dim is not None and (isinstance(dim, bool) or not isinstance(dim, int))):
         return False
-    dims = [_trusted_dim(operand, d, static, loose) for d in (range(len(operand.shape)) if dim is None else [dim])]
+    dims = [
+        _trusted_dim(graph, operand, d, static, loose) for d in (range(len(operand.shape)) if dim is None else [dim])
+    ]
     if any(d is None for d in dims):
         return False
     literal = to_text(Constant(dims[0]) if dim is not None else ListExpr([Constant(d) for d in dims]))
@@ -256,12 +293,12 @@ def fold_static_shapes(graph: Graph) -> tuple[Graph, bool]:
     # Shapes first (they read the expressions that compute them), then sizes in expressions.
     for op in list(graph.operators):
         if op.type in _SHAPE_PARAM:
-            changed |= _static_shape_param(op, loose)
+            changed |= _static_shape_param(graph, op, loose)
         elif op.type == "Tensor.size":
-            changed |= _static_size_op(op, static, loose)
+            changed |= _static_size_op(graph, op, static, loose)
     for op in list(graph.operators):
         if op.type == "pnnx.Expression" and op.inputs:
-            changed |= _fold_sizes(op, static, loose)
+            changed |= _fold_sizes(graph, op, static, loose)
     changed |= _remove_dead(graph, [op for op in graph.operators if op.type == "pnnx.Expression"])
     return graph, changed
 
@@ -350,6 +387,7 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
     """Values of every constant operand, and the operators computed from constants only."""
     values: dict[str, Any] = {}
     computed: list[Operator] = []
+    budget = limits.Budget("max_folded_bytes", "the values FoldConstants computes (they depend only on weights)")
     for op in graph.operators:
         if op.type == "pnnx.Attribute":
             attr = op.attrs.get("data")
@@ -381,6 +419,7 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
         except Exception as e:  # no layer, or params still operands: keep it computed
             record("kept", op.name, f"constant but not computable now ({type(e).__name__}: {str(e)[:80]})")
             continue
+        budget.add(outs, op.name, op.type)  # all are kept until the pass ends: a 1.4 KB model folded 2 GB
         for o, v in zip(op.outputs, outs):
             # an unannotated output is a TorchScript number: a Python scalar, whose type
             # never promotes a tensor's (a 0-d float64 array would make f32 arithmetic f64)
@@ -404,6 +443,8 @@ def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_id
             # aten::floor_divide / aten::Int / prim::NumToTensor of sizes)
             node = _literal_node(value)
             if node is None or len(op.outputs) != 1 or (o.shape is not None and op.type != "pnnx.Expression"):
+                continue
+            if o.shape and not isinstance(value, list):  # a literal is 0-d: not what a (1)-shaped operand holds
                 continue
             what = "expression" if op.type == "pnnx.Expression" else op.type
             _become_literal(op, to_text(node))

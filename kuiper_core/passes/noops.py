@@ -1,19 +1,24 @@
 """RemoveNoOps: operators that return their input unchanged, and pairs that cancel.
 
 Removed (readers read the input instead): Dropout and Identity (inference), a reshape or
-other view-like op whose output has the input's shape and dtype, a full slice, a
+other view-like op whose output has the input's shape and dtype as symbols (equal at the
+traced batch and at batch 2, batch_probe.py: an expand_as to a batch-sized operand is no
+no-op though the shapes agree at batch 1), a full slice (of a dim that does not follow the batch), a
 one-input cat, a ×1 upsample, a zero pad, an expression that is `@0`, `x*1`, `x/1`,
-`x+0`, `x-0` (when dtype and shape stay). Rewired: a reshape of a reshape reads the first
+`x-0.0`, `x+(-0.0)` (when dtype and shape stay; `x+0.0` is not `x`: it turns -0.0 into +0.0),
+`x+0` and `x-0` on integers. Rewired: a reshape of a reshape reads the first
 one's input; a permute (or transpose) of a permute reads the first one's input with the
 composed order, and disappears when the two cancel.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..expression.parser import Call, Constant, OperandRef
 from ..graph import Graph, Operand, Operator
+from .batch_probe import fixed_dims, same_symbolic_shape
 from .expr_tools import expr_of
 from .manager import graph_pass, record
 from .op_kinds import DROPOUT_TYPES, PERMUTE_TYPES, RESHAPE_TYPES
@@ -77,8 +82,10 @@ def _same_shape_and_dtype(a: Operand, b: Operand) -> bool:
     return sa is not None and sa == sb and a.dtype is not None and a.dtype == b.dtype
 
 
-def _why_noop(op: Operator) -> str | None:
-    """Why `op` returns input 0 unchanged (None if it does not, or we cannot tell)."""
+def _why_noop(graph: Graph, op: Operator) -> str | None:
+    """Why `op` returns input 0 unchanged at every batch (None if it does not, or we cannot
+    tell). Shapes count as equal only as symbols (batch_probe.py): equal at the traced batch
+    and at batch 2, so an expand_as to a batch-sized operand stays."""
     if len(op.outputs) != 1 or not op.inputs:
         return None
     t, p = op.type, op.params
@@ -88,7 +95,7 @@ def _why_noop(op: Operator) -> str | None:
         if p.get("training") is True or "training" in op.input_names:  # True, or only known at run time
             return None
         return "dropout does nothing at inference"
-    if t == "torch.cat" and len(op.inputs) == 1 and _same_shape_and_dtype(op.inputs[0], op.outputs[0]):
+    if t == "torch.cat" and len(op.inputs) == 1 and _same_symbolic(graph, op.inputs[0], op.outputs[0]):
         return "cat of one input"  # (at optlevel 0 the one input is a list of tensors: shapes differ)
     if t in _PAD_TYPES:
         pads = p.get("pad", p.get("padding"))
@@ -101,19 +108,23 @@ def _why_noop(op: Operator) -> str | None:
         scales = scale if isinstance(scale, list) else [scale]
         if scale is not None and all(isinstance(s, (int, float)) and float(s) == 1.0 for s in scales):
             return "×1 upsample"
-        if _same_shape_and_dtype(op.inputs[0], op.outputs[0]):
+        if _same_symbolic(graph, op.inputs[0], op.outputs[0]):
             return "resize to the same size"
         return None
-    if t == "Tensor.slice" and _full_slice(op):
+    if t == "Tensor.slice" and _full_slice(graph, op):
         return "full slice"
-    if t in _VIEW_LIKE and _same_shape_and_dtype(op.inputs[0], op.outputs[0]):
+    if t in _VIEW_LIKE and _same_symbolic(graph, op.inputs[0], op.outputs[0]):
         return f"output has the input's shape {op.outputs[0].static_shape}"
     if t == "pnnx.Expression" and len(op.inputs) == 1:
         return _noop_expression(op)
     return None
 
 
-def _full_slice(op: Operator) -> bool:
+def _same_symbolic(graph: Graph, a: Operand, b: Operand) -> bool:
+    return _same_shape_and_dtype(a, b) and same_symbolic_shape(graph, a, b)
+
+
+def _full_slice(graph: Graph, op: Operator) -> bool:
     if len(op.inputs) != 1:  # a bound given as an operand ($end=…) is only known at run time
         return False
     p = op.params
@@ -124,10 +135,22 @@ def _full_slice(op: Operator) -> bool:
         return True
     shape = op.inputs[0].shape
     size = shape[dim] if shape is not None and -len(shape) <= dim < len(shape) else None
-    return isinstance(end, int) and isinstance(size, int) and end >= size
+    fixed = fixed_dims(graph, op.inputs[0])  # `end` = the traced size cuts a dim that grows with the batch
+    return isinstance(end, int) and isinstance(size, int) and end >= size and fixed is not None and fixed[dim]
 
 
 _NEUTRAL = {"mul": 1, "div": 1, "add": 0, "sub": 0, "pow": 1}
+
+
+def _neutral(name: str, value: object, floating: bool) -> bool:
+    """`@0 <name> value` is `@0` for every value of @0, IEEE signed zero included: x + 0.0
+    turns -0.0 into +0.0 (so 1/x flips from -inf to +inf), x + (-0.0) and x - 0.0 do not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != _NEUTRAL[name]:
+        return False
+    if name in ("add", "sub") and floating:
+        negative = math.copysign(1.0, value) < 0
+        return negative if name == "add" else not negative
+    return True
 
 
 def _noop_expression(op: Operator) -> str | None:
@@ -138,12 +161,16 @@ def _noop_expression(op: Operator) -> str | None:
         return "expression @0"
     if isinstance(ast, Call) and ast.name in _NEUTRAL and len(ast.args) == 2:
         a, b = ast.args
-        unit = _NEUTRAL[ast.name]
-        if isinstance(a, OperandRef) and isinstance(b, Constant) and b.value == unit and not isinstance(b.value, bool):
+        floating = op.inputs[0].dtype not in _INTEGER_DTYPES
+        if isinstance(a, OperandRef) and isinstance(b, Constant) and _neutral(ast.name, b.value, floating):
             return f"expression {ast.name}(@0,{b.text})"
-        if ast.name in ("mul", "add") and isinstance(b, OperandRef) and isinstance(a, Constant) and a.value == unit:
-            return f"expression {ast.name}({a.text},@0)"
+        if ast.name in ("mul", "add") and isinstance(b, OperandRef) and isinstance(a, Constant):
+            if _neutral(ast.name, a.value, floating):
+                return f"expression {ast.name}({a.text},@0)"
     return None
+
+
+_INTEGER_DTYPES = frozenset({"i8", "i16", "i32", "i64", "u8", "bool"})
 
 
 # -- pairs -------------------------------------------------------------------------------------
@@ -221,7 +248,7 @@ def remove_noops(graph: Graph) -> tuple[Graph, bool]:
     changed = False
     for op in list(graph.operators):
         # Rules remove `op` or operators before it, never one still to come.
-        why = _why_noop(op)
+        why = _why_noop(graph, op)
         if why is not None:
             bypass(graph, op)
             record("removed", op.name, f"{op.type}: {why}")

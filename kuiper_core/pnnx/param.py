@@ -13,6 +13,7 @@ file, line and column of the offending token and a caret under it.
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +116,12 @@ class _LineParser:
                 pos += len(part) + 1
             return items
         return self.scalar(text, tok, offset)
+
+    def param_value(self, key: str, tok: _Token, offset: int) -> ParamValue:
+        """The value of `key=…` in `tok` (from tok.text[offset])."""
+        if key == "expr" and tok.text[offset : offset + 1] == "[":
+            return tok.text[offset:]  # a list-valued expression (`[2,3,4]`, `[None,@0]`): text, as written
+        return self.value(tok, offset)
 
     def shape_dtype(self, tok: _Token, offset: int, allow_unknown: bool) -> tuple[Shape, str]:
         """Parse `(1,3,?,%n)f32` starting at tok.text[offset]."""
@@ -272,11 +279,28 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
         op.outputs.append(operand)
     op.input_names = [""] * n_in
 
+    # Operands by name, once per line: a 1 MB line has ~100,000 of them (a scan per key was quadratic).
+    slots_of: dict[str, list[int]] = {}
+    for i, o in enumerate(op.inputs):
+        slots_of.setdefault(o.name, []).append(i)
+    unnamed_of = {name: deque(slots) for name, slots in slots_of.items()}  # input slots with no `$` name yet
+    own = {o.name for o in op.outputs} | slots_of.keys()
+    seen: dict[str, _Token] = {}
     for t in toks[4 + n_in + n_out :]:
         eq = t.text.find("=")
         if eq <= 0:
             raise lp.token_error("expected key=value", t)
         key = t.text[:eq]
+        if key in seen and key[0] != "#":  # pnnx writes `#x=` once per use of x: the same shape, checked below
+            what = {"@": "weight", "$": "argument name"}.get(key[0], "parameter")
+            raise lp.token_error(
+                f"{what} '{short(key)}' is given twice on this line (first at column {seen[key].column}); "
+                "pnnx keeps the last, Kuiper refuses to guess",
+                t,
+                0,
+                eq,
+            )
+        seen[key] = t
         if key[0] == "@":
             shape, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=False)
             lim = _limits.current()
@@ -297,8 +321,9 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
         elif key[0] == "$":
             # An operand may feed several arguments (`$input=1 $other=1`): name the first
             # input slot holding it that has no name yet.
-            slots = [i for i, o in enumerate(op.inputs) if o.name == t.text[eq + 1 :]]
-            idx = next((i for i in slots if not op.input_names[i]), slots[0] if slots else None)
+            slots = slots_of.get(t.text[eq + 1 :], [])
+            unnamed = unnamed_of.get(t.text[eq + 1 :])
+            idx = unnamed.popleft() if unnamed else (slots[0] if slots else None)
             if idx is None:
                 raise lp.token_error(
                     f"'{key}' names operand '{t.text[eq + 1 :]}', which is not an input of this operator", t, eq + 1
@@ -306,7 +331,7 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
             op.input_names[idx] = key[1:]
         elif key[0] == "#":
             operand_name = key[1:]
-            if not any(o.name == operand_name for o in op.inputs + op.outputs):
+            if operand_name not in own:
                 raise lp.token_error(f"'#{operand_name}' is not an input or output of this operator", t, 0, eq)
             shape, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=True)
             operand = graph.operands[operand_name]
@@ -319,10 +344,7 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
                 )
             operand.shape, operand.dtype = shape, dtype
         else:
-            if key == "expr" and t.text[eq + 1 : eq + 2] == "[":
-                op.params[key] = t.text[eq + 1 :]  # a list-valued expression (`[2,3,4]`, `[None,@0]`): text, as written
-            else:
-                op.params[key] = lp.value(t, eq + 1)
+            op.params[key] = lp.param_value(key, t, eq + 1)
     return op
 
 

@@ -111,6 +111,7 @@ def _build(graph: Graph, algorithm: str, limits: _limits.Limits, release_weights
 
     # Bind every operator's inputs; run at build what depends only on constants.
     constants: dict[str, Value] = {}
+    folded = _limits.Budget("max_folded_bytes", "the values folded at build (they depend only on weights)", limits)
     order: list[RuntimeOperator] = []
     step = 0
     for index, key in enumerate(order_keys):
@@ -145,6 +146,7 @@ def _build(graph: Graph, algorithm: str, limits: _limits.Limits, release_weights
                 operator, layer, [constants[o.name] for o in binding.inputs], [None] * len(binding.outputs), limits
             )
             check_outputs(op, binding.outputs, results, None)
+            folded.add(results, op.name, op.type)  # every folded value is kept: their total is bounded
             store(operator, results, constants)
         else:
             step += 1
