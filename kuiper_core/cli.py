@@ -90,10 +90,20 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_print(args: argparse.Namespace) -> int:
     """The model as textual IR (docs/ir.md); printing the printed text gives the same text."""
     from . import ir
+    from .errors import UnsupportedOperatorError
+    from .layers.registry import check_supported
     from .pnnx import read_param
 
     if Path(args.model).suffix == ".param":
         graph = read_param(args.model)
+        if not args.allow_unregistered:
+            # The check loading makes, and the .kir parser's (an op type needs a layer): a
+            # model that does not load gets this one message, never a .kir the parser refuses.
+            try:
+                check_supported(graph.operators)
+            except UnsupportedOperatorError as e:
+                note = "(loading refuses the model too; --allow-unregistered prints it, for .kir read with that flag)"
+                raise UnsupportedOperatorError(e.missing, note) from None
     else:
         graph = ir.read_module(args.model, allow_unregistered=args.allow_unregistered).graph
     sys.stdout.write(ir.print_graph(graph))

@@ -336,11 +336,11 @@ class _AdaptivePool(_Pool):
 
 @register("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d")
 class AdaptiveAvgPool(_AdaptivePool):
-    def _uniform(self, n: int, dtype: np.dtype) -> np.ndarray:
-        key = ("uniform", n, np.dtype(dtype).str)
+    def _uniform(self, n: int, dtype: np.dtype, value: float) -> np.ndarray:
+        key = ("uniform", n, np.dtype(dtype).str, value)
         v = self._cache.get(key)  # type: ignore[arg-type]
         if v is None:
-            v = self._cache[key] = np.full(n, 1 / n, dtype)  # type: ignore[index]
+            v = self._cache[key] = np.full(n, value, dtype)  # type: ignore[index]
         return v  # type: ignore[return-value]
 
     def _matrices(self, h: int, w: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -366,9 +366,14 @@ class AdaptiveAvgPool(_AdaptivePool):
         _, p, h, w = x.shape
         oh, ow = self._out_hw(h, w)
         y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
-        if (oh, ow) == (1, 1):  # global average pooling: a GEMV by 1/size
-            # (MobileNetV3's SE blocks: 1-2 us against np.mean's 5-14: its pairwise sum per row)
-            np.matmul(x.reshape(p, h * w), self._uniform(h * w, x.dtype), out=y.reshape(p))
+        if (oh, ow) == (1, 1):  # global average pooling: row sums by a GEMV, added up in float64
+            # (MobileNetV3's SE blocks: 1-2 us against np.mean's 5-14: its pairwise sum per row).
+            # One float32 GEMV over the whole plane by 1/size was 2x PyTorch's error on 112x112
+            # maps (a long float32 accumulation, the rounded 1/size in every term): an SE
+            # block's scale is a per-channel factor, so EfficientNet carried that error on.
+            sums = np.matmul(x.reshape(p * h, w), self._uniform(w, x.dtype, 1.0)).reshape(p, h)
+            with np.errstate(invalid="ignore", divide="ignore"):  # an empty plane: NaN, as torch
+                np.divide(sums.sum(axis=1, dtype=np.float64), h * w, out=y.reshape(p), casting="same_kind")
             return [y]
         ah, aw = self._matrices(h, w, x.dtype)
         rows = np.matmul(x.reshape(p * h, w), aw).reshape(p, h, ow)
