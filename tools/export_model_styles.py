@@ -14,6 +14,9 @@ the real pnnx converter at optlevel 0, 1 and 2, for tests/test_models_styles.py:
                     where, scatter, log2 as layers; references in tools/torchvision_ops.py)
     batched_nms     torchvision.ops.batched_nms: a prim::If whose branches pnnx drops (a located
                     error, expected.npz still PyTorch's)
+    efficientnet_precision  efficientnet_b0's layout at width 0.25, depth 0.5, 64x64 (optlevel 2), with
+                    precision.npz: ill-conditioned inputs (randn·2 + 0.5) and the file run by
+                    PyTorch in float64 and in float32
     encoder_*       nn.TransformerEncoder traced with torch.jit.trace in eval mode without grad
                     (PyTorch's fast path: aten::_transformer_encoder_layer_fwd), the .pt converted
                     by the pnnx CLI: relu post-norm, gelu norm_first, a causal float mask, a bool
@@ -223,6 +226,63 @@ def _batched_nms() -> tuple[Any, tuple[Any, ...]]:
     return Batched().eval(), (boxes, scores, torch.arange(16) % 3)
 
 
+def _efficientnet() -> tuple[Any, tuple[Any, ...]]:
+    import torch
+    from samples.common import randomize_batchnorm
+    from torchvision_cpu import torchvision
+
+    eff = torchvision.models.efficientnet
+    torch.manual_seed(0)
+    setting, last = eff._efficientnet_conf("efficientnet_b0", width_mult=0.25, depth_mult=0.5)
+    m = eff.EfficientNet(setting, 0.2, last_channel=last, num_classes=10)
+    randomize_batchnorm(m, batches=2, batch_size=4, input_shape=(3, 64, 64))
+    return m.eval(), (_ill_conditioned(0),)
+
+
+def _ill_conditioned(k: int) -> Any:
+    """randn·2 + 0.5 (issue 25's input): saturates EfficientNet's squeeze-excitation sigmoids."""
+    import torch
+
+    return torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(100 + k)) * 2 + 0.5
+
+
+PRECISION_INPUTS = 8
+
+
+def _precision_references(folder: Path) -> None:
+    """precision.npz beside the export: PRECISION_INPUTS ill-conditioned inputs x{k}, the file run
+    by PyTorch in float64 (ref{k}: pnnx's generated Python, model.double()) and in float32
+    (torch{k}); tests/test_models_styles.py compares our float32 error with PyTorch's."""
+    import importlib.util
+    import os
+
+    import numpy as np
+    import torch
+
+    py = folder / "model_pnnx.py"
+    text = py.read_text()
+    start = text.index("zipfile.ZipFile(") + len("zipfile.ZipFile(")
+    py.write_text(text[:start] + "'model.pnnx.bin'" + text[text.index(",", start) :])  # pnnx wrote its tmp path
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        spec = importlib.util.spec_from_file_location("precision_model", py)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        f32, f64 = module.Model().eval(), module.Model().eval().double()
+        arrays = {}
+        with torch.no_grad():
+            for k in range(PRECISION_INPUTS):
+                x = _ill_conditioned(k)
+                arrays[f"x{k}"] = x.numpy()
+                arrays[f"ref{k}"] = f64(x.double()).numpy()
+                arrays[f"torch{k}"] = f32(x).numpy()
+    finally:
+        os.chdir(cwd)
+        py.unlink()
+    np.savez_compressed(folder / "precision.npz", **arrays)
+
+
 MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
     # name: (builder, traced without grad: PyTorch's fused fast path)
     "swin": (_swin, False),
@@ -230,6 +290,7 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
     "ssdlite_head": (_ssdlite_head, False),
     "detection_post": (_detection_post, False),
     "batched_nms": (_batched_nms, False),
+    "efficientnet_precision": (_efficientnet, False),
     "encoder_relu": (_encoder(), True),
     "encoder_gelu_norm_first": (_encoder(gelu=True, norm_first=True), True),
     "encoder_causal": (_encoder(mask="causal"), True),
@@ -238,7 +299,7 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
 
 
 # Only these levels (the others would add MBs the tests do not need).
-LEVELS_OF = {"ssdlite_head": ("o1", "o2")}
+LEVELS_OF = {"ssdlite_head": ("o1", "o2"), "efficientnet_precision": ("o2",)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,14 +314,18 @@ def main(argv: list[str] | None = None) -> int:
         for level in [lv for lv in args.levels if lv in LEVELS_OF.get(name, LEVELS)]:
             module, inputs = build()
             try:
+                folder = args.out / name / level
                 export_module(
                     module,
                     inputs,
-                    args.out / name / level,
+                    folder,
                     optlevel=LEVELS[level],
                     capture_operands=False,
                     trace_without_grad=no_grad,
+                    keep_python=folder if name == "efficientnet_precision" else None,
                 )
+                if name == "efficientnet_precision":
+                    _precision_references(folder)
                 print(f"ok     {name}/{level}")
             except Exception:
                 failed += 1

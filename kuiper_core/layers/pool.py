@@ -336,6 +336,11 @@ class _AdaptivePool(_Pool):
         return (oh or h, ow or w) if self.dims == 2 else (1, ow or w)
 
 
+# Up to this many elements a plane's average is one float32 GEMV (as accurate as PyTorch's mean
+# there); above, row sums added in float64 (see AdaptiveAvgPool.forward).
+GLOBAL_POOL_GEMV_MAX = 1024
+
+
 @register("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d")
 class AdaptiveAvgPool(_AdaptivePool):
     def _uniform(self, n: int, dtype: np.dtype, value: float) -> np.ndarray:
@@ -368,14 +373,19 @@ class AdaptiveAvgPool(_AdaptivePool):
         _, p, h, w = x.shape
         oh, ow = self._out_hw(h, w)
         y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
-        if (oh, ow) == (1, 1):  # global average pooling: row sums by a GEMV, added up in float64
+        if (oh, ow) == (1, 1):  # global average pooling: a GEMV by 1/size
             # (MobileNetV3's SE blocks: 1-2 us against np.mean's 5-14: its pairwise sum per row).
-            # One float32 GEMV over the whole plane by 1/size was 2x PyTorch's error on 112x112
-            # maps (a long float32 accumulation, the rounded 1/size in every term): an SE
-            # block's scale is a per-channel factor, so EfficientNet carried that error on.
+            # On big planes one float32 GEMV was 2x PyTorch's error (a long float32 sum, the
+            # rounded 1/size in every term; EfficientNet's SE scales carry it on): there row
+            # sums by a GEMV are added up in float64 and divided once.
+            if h * w == 0:  # the mean of nothing: NaN, as torch
+                y.fill(np.nan)
+                return [y]
+            if h * w <= GLOBAL_POOL_GEMV_MAX:
+                np.matmul(x.reshape(p, h * w), self._uniform(h * w, x.dtype, 1.0 / (h * w)), out=y.reshape(p))
+                return [y]
             sums = np.matmul(x.reshape(p * h, w), self._uniform(w, x.dtype, 1.0)).reshape(p, h)
-            with np.errstate(invalid="ignore", divide="ignore"):  # an empty plane: NaN, as torch
-                np.divide(sums.sum(axis=1, dtype=np.float64), h * w, out=y.reshape(p), casting="same_kind")
+            np.divide(sums.sum(axis=1, dtype=np.float64), h * w, out=y.reshape(p), casting="same_kind")
             return [y]
         ah, aw = self._matrices(h, w, x.dtype)
         rows = np.matmul(x.reshape(p * h, w), aw).reshape(p, h, ow)
