@@ -350,7 +350,9 @@ def _literal_node(value: Any) -> Node | None:
 
 # Their output depends on the input's dtype (and for *_like its shape), never its values.
 _SHAPE_ONLY = frozenset({"Tensor.new_zeros", "Tensor.new_ones", "Tensor.new_full"})
-_LIKE = frozenset({"torch.zeros_like", "torch.ones_like", "torch.full_like"})
+_LIKE = frozenset(
+    {"torch.zeros_like", "torch.ones_like", "torch.full_like", "Tensor.fill", "aten::_shape_as_tensor"}
+)  # (Tensor.fill: of torch.empty((), …), torchvision's anchor strides at optlevel 0)
 
 
 def _stand_in(op: Operator, static: bool, loose: frozenset[str]) -> np.ndarray | None:
