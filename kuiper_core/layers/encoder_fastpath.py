@@ -37,48 +37,18 @@ from .norm import normalize_rows
 from .registry import Layer, register
 
 F32 = np.float32
-_TENSORS = (
-    "src",
-    "qkv_weight",
-    "qkv_bias",
-    "proj_weight",
-    "proj_bias",
-    "norm_weight_1",
-    "norm_bias_1",
-    "norm_weight_2",
-    "norm_bias_2",
-    "ffn_weight_1",
-    "ffn_bias_1",
-    "ffn_weight_2",
-    "ffn_bias_2",
-    "mask",
-)
+# The schema's arguments, in order (PyTorch's native_functions.yaml), and the scalars among them.
+_ARGS = (
+    "src embed_dim num_heads qkv_weight qkv_bias proj_weight proj_bias use_gelu norm_first eps norm_weight_1 "
+    "norm_bias_1 norm_weight_2 norm_bias_2 ffn_weight_1 ffn_bias_1 ffn_weight_2 ffn_bias_2 mask mask_type"
+).split()
+_SCALARS = ("embed_dim", "num_heads", "use_gelu", "norm_first", "eps", "mask_type")
+_TENSORS = tuple(a for a in _ARGS if a not in _SCALARS)
 
 
 @register("aten::_transformer_encoder_layer_fwd")
 class TransformerEncoderLayerFastPath(Layer):
-    arg_names = (
-        "src",
-        "embed_dim",
-        "num_heads",
-        "qkv_weight",
-        "qkv_bias",
-        "proj_weight",
-        "proj_bias",
-        "use_gelu",
-        "norm_first",
-        "eps",
-        "norm_weight_1",
-        "norm_bias_1",
-        "norm_weight_2",
-        "norm_bias_2",
-        "ffn_weight_1",
-        "ffn_bias_1",
-        "ffn_weight_2",
-        "ffn_bias_2",
-        "mask",
-        "mask_type",
-    )
+    arg_names = tuple(_ARGS)
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
