@@ -123,15 +123,15 @@ class WeightError(ModelError):
 class UnsupportedOperatorError(ModelError):
     """The model uses operator types that have no layer; lists every one and where."""
 
-    def __init__(self, missing: Iterable[tuple[str, str, int | None]]) -> None:
-        # missing: (type, operator name, .param line or None)
+    def __init__(self, missing: Iterable[tuple[str, str, int | None]], note: str = "") -> None:
+        # missing: (type, operator name, .param line or None); note: a last line (what to do)
         self.missing = list(missing)
         by_type: dict[str, list[str]] = {}
         for op_type, name, line in self.missing:
             where = f"{name} (line {line})" if line else name
             by_type.setdefault(op_type, []).append(where)
         lines = [f"  {t}: {', '.join(names)}" for t, names in sorted(by_type.items())]
-        msg = f"{len(by_type)} unsupported operator type(s):\n" + "\n".join(lines)
+        msg = f"{len(by_type)} unsupported operator type(s):\n" + "\n".join(lines) + (f"\n{note}" if note else "")
         super().__init__(msg)
 
 

@@ -3,7 +3,7 @@ before, after `kuiper opt -O2`, and in pnnx's own optlevel-2 export, with the -O
 largest error against PyTorch's outputs.
 
     python tools/passes_table.py              # committed exports: tests/data/optlevel, tests/data/passes,
-                                              # and the Passes page's presets
+                                              # tests/data/styles and the Passes page's presets
     python tools/passes_table.py --o0         # the same from the optlevel-0 exports of tests/data/optlevel
     python tools/passes_table.py --full       # the bundled sample models at full size, exported now
                                               # at optlevel 1 and 2 (needs torch + pnnx)
@@ -48,6 +48,14 @@ NOTES = {
     "size_arith": "shapes computed from x.shape",
     "spatial": "space-to-depth written out, einsum, max-pool indices",
     "timm_attention": "timm's Attention",
+    "swin": "torchvision's Swin, small: shifted windows",
+    "conv3d_stem": "r3d_18's stem, Conv3DSimple as F.conv3d",
+    "ssdlite_head": "SSDlite's MobileNetV3 backbone and head",
+    "detection_post": "torchvision nms, MultiScaleRoIAlign",
+    "encoder_relu": "traced nn.TransformerEncoder, fast path",
+    "encoder_gelu_norm_first": "the same, gelu, norm_first",
+    "encoder_causal": "the same, a causal mask",
+    "encoder_padding": "the same, a key padding mask",
     "conv_bn_relu": "preset: TVM's Conv+BN+ReLU example",
     "pass_zoo": "preset: every pass has work",
     "linear_bn_3d": "Linear, then BatchNorm1d over dim 1",
@@ -85,8 +93,9 @@ def committed_rows(start: str = "o1") -> list[dict[str, object]]:
     rows = []
     data = ROOT / "tests" / "data"
     folders = sorted((data / "optlevel").iterdir()) + (sorted((data / "passes").iterdir()) if start == "o1" else [])
+    folders += sorted((data / "styles").iterdir())  # other people's styles, at every optlevel
     for d in folders:
-        if (d / start).is_dir() and (d / "o2").is_dir():
+        if (d / start).is_dir() and (d / "o2").is_dir() and not (d / "CANNOT_RUN").exists():
             rows.append(
                 row(
                     d.name,

@@ -13,6 +13,7 @@ For a module `m` and example inputs, `export_module` writes into `out_dir`:
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -48,12 +49,19 @@ def export_module(
     capture_operands: bool = True,
     optlevel: int | None = None,
     inputshape2: Sequence[Sequence[int]] | None = None,
+    trace_without_grad: bool = False,
+    keep_python: str | Path | None = None,
 ) -> Path:
     """Convert `module` with pnnx; write the files listed in the module docstring.
 
     `inputshape2`: a second shape per input; pnnx then keeps shape-dependent values
     dynamic (`?` dims, size expressions, torch.zeros with a `$size` input) instead of
     folding them into constants. Uses the converter CLI like `optlevel`.
+    `trace_without_grad`: trace under torch.no_grad() (with the CLI), as a user exporting for
+    inference does: PyTorch then records its fused fast paths (nn.TransformerEncoderLayer as
+    aten::_transformer_encoder_layer_fwd).
+    `keep_python`: a folder to copy pnnx's generated NAME_pnnx.py into (it opens NAME.pnnx.bin by
+    a relative path: run it from the export folder).
     """
     import torch
     import pnnx
@@ -68,11 +76,12 @@ def export_module(
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         pt = tmp_path / f"{name}.pt"
-        if optlevel is None and inputshape2 is None:
+        if optlevel is None and inputshape2 is None and not trace_without_grad:
             pnnx.export(module, str(pt), tuple(inputs))
         else:
             # The converter CLI, so that optlevel can be chosen; check its exit status.
-            traced = torch.jit.trace(module, tuple(inputs))
+            with torch.no_grad() if trace_without_grad else contextlib.nullcontext():
+                traced = torch.jit.trace(module, tuple(inputs))
             traced.save(str(pt))
             # Each shape carries its dtype (pnnx assumes f32 otherwise and fails on int inputs).
             pnnx_type = {
@@ -108,6 +117,9 @@ def export_module(
         shutil.copy(binf, out_dir / binf.name)
         refs: dict[str, np.ndarray] = {}
         pnnx_py = tmp_path / f"{name}_pnnx.py"
+        if keep_python is not None and pnnx_py.exists():
+            Path(keep_python).mkdir(parents=True, exist_ok=True)
+            shutil.copy(pnnx_py, Path(keep_python) / pnnx_py.name)
         if capture_operands and pnnx_py.exists():
             try:
                 refs = _capture_operands(pnnx_py, inputs)

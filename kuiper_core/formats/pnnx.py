@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import pnnx as pnnx_io  # looked up when called (tests patch kuiper_core.pnnx's readers)
+from ..graph import Graph
 from .base import Context, OpenedModel, PnnxFiles, reference_info
 
 NAME = "pnnx"
@@ -57,4 +58,19 @@ def open(context: Context) -> OpenedModel:
         else:
             graph = pnnx_io.load_graph_bytes(data, None if bin_source is None else bytes(bin_source), context.where)
         files = None
+    if opts.check_layers and not opts.allow_unregistered:
+        _check_layers(graph)
     return OpenedModel(graph, NAME, context.where, context.path, files, references=reference_info(NAME, files))
+
+
+def _check_layers(graph: Graph) -> None:
+    """The check loading makes, and the .kir parser's (an op type needs a layer): `kuiper print`
+    of a model that does not load gives this one message, never a .kir the parser refuses."""
+    from ..errors import UnsupportedOperatorError
+    from ..layers.registry import check_supported
+
+    try:
+        check_supported(graph.operators)
+    except UnsupportedOperatorError as e:
+        note = "(loading refuses the model too; --allow-unregistered prints it, for .kir read with that flag)"
+        raise UnsupportedOperatorError(e.missing, note) from None

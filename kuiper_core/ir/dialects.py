@@ -128,7 +128,7 @@ class PnnxDialect(OpsDialect):
         return f"(pnnx.weight)<{format_body(value.shape, value.dtype)}>"
 
 
-PNNX_PREFIXES = ("nn", "F", "torch", "Tensor", "prim", "aten")
+PNNX_PREFIXES = ("nn", "F", "torch", "Tensor", "prim", "aten", "torchvision")  # torchvision:: at optlevel 0
 
 
 class DialectRegistry:

@@ -7,7 +7,9 @@ How pnnx writes nn.MultiheadAttention (verified with pnnx 20261020 / torch 2.13)
   @k_proj_weight (E, kdim), @v_proj_weight (E, vdim); with bias @in_proj_bias (3E) and
   @out_proj.bias; always @out_proj.weight (E, E); with add_bias_kv @bias_k, @bias_v (1, 1, E).
 - inputs are deduplicated: 1 input = self-attention (q = k = v), 2 = (query, key = value),
-  3 = (query, key, value); an attention mask is an extra input named `$attn_mask`. pnnx writes
+  3 = (query, key, value); an attention mask is an extra input named `$attn_mask`. A
+  self-attention's one input may be named `$input` (Swin at optlevel 2: `$input=7
+  $attn_mask=8`, the mask (windows·heads, L, S) from the shifted windows and position bias). pnnx writes
   q = k != v and q = v != k also as 2 inputs, indistinguishable from (query, key = value).
   pnnx writes key_padding_mask as `$attn_mask` too, so it cannot be supported faithfully.
 - outputs: attn_output and/or attn_weights, unused ones dropped (see module_outputs.py);
@@ -95,10 +97,12 @@ class MultiheadAttention(Layer):
             self.bias_v = self._expect("bias_v", (1, 1, E)).reshape(1, 1, E)
 
         # Which input is which.
+        # Newer pnnx names a self-attention's one input `$input` (its Python passes it as query,
+        # key and value: Swin's windows with their shifted-window mask `$attn_mask`).
         roles = [i for i, n in enumerate(op.input_names) if n == "attn_mask"]
-        unknown = {n for n in op.input_names if n not in ("", "attn_mask")}
+        unknown = {n for n in op.input_names if n not in ("", "input", "attn_mask")}
         if unknown:
-            raise self.error(f"unsupported named input(s) {sorted(unknown)}; expected only $attn_mask")
+            raise self.error(f"unsupported named input(s) {sorted(unknown)}; expected only $input and $attn_mask")
         self.mask_index = roles[0] if roles else None
         self.qkv_index = [i for i in range(len(op.inputs)) if i != self.mask_index]
         if self.mask_index is not None and len(op.inputs) == 2:

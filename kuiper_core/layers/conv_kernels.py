@@ -58,8 +58,31 @@ ACROSS_BATCH_MAX_COLUMNS = 256
 BAND_MAX_ELEMENTS = 1 << 18
 
 
+# Pointwise convolutions over more input channels than this sum them in blocks of at most this
+# many: one float32 accumulation over 480-1152 channels (EfficientNet's projections) had about
+# twice PyTorch's rounding error, which the next squeeze-excitation blocks amplify on
+# ill-conditioned inputs (docs/coverage.md); blocks of <= 64, added, bring it to PyTorch's level.
+POINTWISE_BLOCK = 64
+# Up to this many bytes of partial sums the blocks are one batched matmul and one sum (two calls);
+# above, a loop over the blocks into a scratch buffer (its calls cost nothing next to the GEMMs).
+POINTWISE_PARTIALS_MAX_BYTES = 4 << 20
+
+
+def _channel_blocks(c: int) -> int:
+    """How many equal blocks of <= POINTWISE_BLOCK channels to sum `c` in (1: one GEMM, up to two
+    blocks' worth: each block costs ~3 us of calls on small maps, MobileNetV3's 72-120 channels)."""
+    if c <= 2 * POINTWISE_BLOCK:
+        return 1
+    first = -(-c // POINTWISE_BLOCK)
+    for nb in range(first, 2 * first + 1):  # equal blocks of POINTWISE_BLOCK/2 .. POINTWISE_BLOCK
+        if c % nb == 0:
+            return nb
+    return -(-c // POINTWISE_BLOCK)  # unequal: the loop's last block is shorter
+
+
 class Pointwise:
-    """1x1, stride 1, unpadded: y[n, g] = W[g] @ x[n, g] (+ bias)."""
+    """1x1, stride 1, unpadded: y[n, g] = W[g] @ x[n, g] (+ bias); the channels summed in blocks
+    (see POINTWISE_BLOCK)."""
 
     def __init__(
         self, w: np.ndarray, bias: np.ndarray | None, x_shape: tuple[int, int, int, int], relu: bool = False
@@ -72,10 +95,39 @@ class Pointwise:
         self.bias = None if bias is None else bias.reshape(self.g, self.og, 1)
         self.x_shape = (n, self.g, self.cg, h * width)
         self.y_shape = (n, self.g, self.og, h * width)
+        nb = _channel_blocks(self.cg)
+        self.nb = nb
+        self.stacked: np.ndarray | None = None  # (G, nb, Og, blk): one batched matmul
+        self.blocks: list[tuple[int, int, np.ndarray]] = []  # (start, stop, W block): the loop
+        if nb > 1 and self.cg % nb == 0:
+            blk = self.cg // nb
+            partial_bytes = n * self.g * nb * self.og * h * width * w.itemsize
+            if partial_bytes <= POINTWISE_PARTIALS_MAX_BYTES:
+                self.stacked = np.ascontiguousarray(w.reshape(self.g, self.og, nb, blk).transpose(0, 2, 1, 3))
+                self.split = (n, self.g, nb, blk, h * width)
+        if nb > 1 and self.stacked is None:
+            step = -(-self.cg // nb)
+            self.blocks = [
+                (a, min(a + step, self.cg), np.ascontiguousarray(w[..., a : a + step])) for a in range(0, self.cg, step)
+            ]
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         y3 = y.reshape(self.y_shape)
-        np.matmul(self.w, x.reshape(self.x_shape), out=y3)
+        x4 = x.reshape(self.x_shape)
+        if self.stacked is not None:
+            n, g, nb, _, hw = self.split
+            parts = scratch("pointwise.part", (n, g, nb, self.og, hw), y3.dtype)
+            np.matmul(self.stacked, x4.reshape(self.split), out=parts)
+            np.add.reduce(parts, axis=2, out=y3)
+        elif self.blocks:
+            a, b, wb = self.blocks[0]
+            np.matmul(wb, x4[:, :, a:b], out=y3)
+            part = scratch("pointwise.part", self.y_shape, y3.dtype)
+            for a, b, wb in self.blocks[1:]:
+                np.matmul(wb, x4[:, :, a:b], out=part)
+                y3 += part
+        else:
+            np.matmul(self.w, x4, out=y3)
         if self.bias is not None:
             y3 += self.bias
         if self.relu:

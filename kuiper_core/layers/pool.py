@@ -336,13 +336,18 @@ class _AdaptivePool(_Pool):
         return (oh or h, ow or w) if self.dims == 2 else (1, ow or w)
 
 
+# Up to this many elements a plane's average is one float32 GEMV (as accurate as PyTorch's mean
+# there); above, row sums added in float64 (see AdaptiveAvgPool.forward).
+GLOBAL_POOL_GEMV_MAX = 1024
+
+
 @register("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d")
 class AdaptiveAvgPool(_AdaptivePool):
-    def _uniform(self, n: int, dtype: np.dtype) -> np.ndarray:
-        key = ("uniform", n, np.dtype(dtype).str)
+    def _uniform(self, n: int, dtype: np.dtype, value: float) -> np.ndarray:
+        key = ("uniform", n, np.dtype(dtype).str, value)
         v = self._cache.get(key)  # type: ignore[arg-type]
         if v is None:
-            v = self._cache[key] = np.full(n, 1 / n, dtype)  # type: ignore[index]
+            v = self._cache[key] = np.full(n, value, dtype)  # type: ignore[index]
         return v  # type: ignore[return-value]
 
     def _matrices(self, h: int, w: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -369,8 +374,18 @@ class AdaptiveAvgPool(_AdaptivePool):
         oh, ow = self._out_hw(h, w)
         y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
         if (oh, ow) == (1, 1):  # global average pooling: a GEMV by 1/size
-            # (MobileNetV3's SE blocks: 1-2 us against np.mean's 5-14: its pairwise sum per row)
-            np.matmul(x.reshape(p, h * w), self._uniform(h * w, x.dtype), out=y.reshape(p))
+            # (MobileNetV3's SE blocks: 1-2 us against np.mean's 5-14: its pairwise sum per row).
+            # On big planes one float32 GEMV was 2x PyTorch's error (a long float32 sum, the
+            # rounded 1/size in every term; EfficientNet's SE scales carry it on): there row
+            # sums by a GEMV are added up in float64 and divided once.
+            if h * w == 0:  # the mean of nothing: NaN, as torch
+                y.fill(np.nan)
+                return [y]
+            if h * w <= GLOBAL_POOL_GEMV_MAX:
+                np.matmul(x.reshape(p, h * w), self._uniform(h * w, x.dtype, 1.0 / (h * w)), out=y.reshape(p))
+                return [y]
+            sums = np.matmul(x.reshape(p * h, w), self._uniform(w, x.dtype, 1.0)).reshape(p, h)
+            np.divide(sums.sum(axis=1, dtype=np.float64), h * w, out=y.reshape(p), casting="same_kind")
             return [y]
         ah, aw = self._matrices(h, w, x.dtype)
         rows = np.matmul(x.reshape(p * h, w), aw).reshape(p, h, ow)

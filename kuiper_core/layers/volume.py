@@ -174,6 +174,54 @@ class Conv3d(Layer):
         return [y]
 
 
+@register("F.conv3d")
+class FunctionalConv3d(Layer):
+    """`F.conv3d(input, weight, bias)`: the weight (and bias) arrive as inputs ($weight,
+    $bias). pnnx writes it for a subclass of nn.Conv3d (torchvision's Conv3DSimple in r3d_18)
+    at optlevel 0/1, the weight a pnnx.Attribute. Runs as Conv3d over the arrays given, made
+    again only when they are other arrays (an attribute is the same array every run)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        names, n = op.input_names, len(op.inputs)
+        self.w_index = names.index("weight") if "weight" in names else 1
+        self.b_index = names.index("bias") if "bias" in names else (2 if n > 2 else None)
+        if n < 2 or self.w_index >= n or (self.b_index is not None and self.b_index >= n):
+            raise self.error(f"expected inputs (input, weight[, bias]), got {n} input(s)")
+        shape = op.inputs[self.w_index].shape
+        if shape is not None and len(shape) != 5:
+            raise self.error(f"weight must be 5-D (out, in/groups, kd, kh, kw), got shape {tuple(shape)}")
+        self._made: tuple[np.ndarray, np.ndarray | None, Conv3d] | None = None
+
+    def _conv(self, weight: np.ndarray, bias: np.ndarray | None) -> Conv3d:
+        made = self._made
+        if made is not None and made[0] is weight and made[1] is bias:
+            return made[2]
+        attrs = {"weight": Attribute(dtype_name(weight.dtype), weight.shape, weight)}
+        if bias is not None:
+            attrs["bias"] = Attribute(dtype_name(bias.dtype), bias.shape, bias)
+        params = {k: v for k, v in self.op.params.items() if k in ("stride", "padding", "dilation", "groups")}
+        conv = Conv3d(
+            Operator(
+                self.type,
+                self.name,
+                inputs=[self.op.inputs[0]],
+                outputs=list(self.op.outputs),
+                params={**params, "bias": bias is not None},
+                attrs=attrs,
+            )
+        )
+        self._made = (weight, bias, conv)
+        return conv
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        weight = np.asarray(inputs[self.w_index])
+        bias = None if self.b_index is None else np.asarray(inputs[self.b_index])
+        if weight.ndim != 5:
+            raise self.error(f"weight must be 5-D (out, in/groups, kd, kh, kw), got shape {weight.shape}")
+        return self._conv(weight, bias).forward([inputs[0]], out)
+
+
 @register("nn.ConvTranspose3d")
 class ConvTranspose3d(Layer):
     """The gradient of Conv3d, as one 2-D transposed convolution over planes: each (output

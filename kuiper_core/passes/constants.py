@@ -41,6 +41,7 @@ from .rewrite import add_input, add_weight, attribute_of, remove_input, remove_o
 
 # A folded tensor larger than this stays computed at run time (it would bloat the .bin).
 MAX_FOLDED_ELEMENTS = 1 << 24
+_MISSING = object()
 
 
 # -- FoldConstantParams --------------------------------------------------------------------------
@@ -324,9 +325,10 @@ def _remove_dead(graph: Graph, candidates: list[Operator]) -> bool:
 
 
 # -- FoldConstants ----------------------------------------------------------------------------------
-def _evaluate(op: Operator, args: list[Any]) -> list[Any]:
+def _evaluate(op: Operator, args: list[Any], extra: dict[str, Any] | None = None) -> list[Any]:
     """The outputs of `op` for constant inputs: expressions by the evaluator (scalars stay
-    Python values, lists lists), everything else by the engine's layer."""
+    Python values, lists lists), everything else by the engine's layer. `extra`: values of
+    the operands the layer also reads (`Layer.extra_inputs`: a Tensor.copy's base)."""
     if op.type == "pnnx.Expression":
         ast = expr_of(op)
         if ast is None:
@@ -338,7 +340,7 @@ def _evaluate(op: Operator, args: list[Any]) -> list[Any]:
     # As the runtime does: TorchScript's positional parameters (aten::triu's diagonal) and
     # named value operands become params, the rest inputs (see runtime/binding.py).
     b = bind(op, layer_class(op.type))
-    value = {o.name: a for o, a in zip(op.inputs, args)}
+    value = {**(extra or {}), **{o.name: a for o, a in zip(op.inputs, args)}}
     layer = create_layer(bound_operator(b, {k: to_param(value[o.name]) for k, o in b.params.items()}))
     arrays = [a if isinstance(a, (np.ndarray, list)) else np.asarray(a) for a in (value[o.name] for o in b.inputs)]
     outs = list(layer.forward(arrays, [None] * len(b.outputs)))
@@ -383,8 +385,33 @@ def _literal_node(value: Any) -> Node | None:
     return None
 
 
+# Their output depends on the input's dtype (and for *_like its shape), never its values.
+_SHAPE_ONLY = frozenset({"Tensor.new_zeros", "Tensor.new_ones", "Tensor.new_full"})
+_LIKE = frozenset(
+    {"torch.zeros_like", "torch.ones_like", "torch.full_like", "Tensor.fill", "aten::_shape_as_tensor"}
+)  # (Tensor.fill: of torch.empty((), …), torchvision's anchor strides at optlevel 0)
+
+
+def _stand_in(op: Operator, static: bool, loose: frozenset[str]) -> np.ndarray | None:
+    """For a computed input of a new_*/*_like operator: an array with what the operator reads
+    of it (its dtype; for *_like its shape too, when that cannot vary), else None. Swin's
+    shifted-window mask starts as `x.new_zeros((H, W))` of the activations."""
+    x = op.inputs[0]
+    if op.type not in _SHAPE_ONLY | _LIKE or x.dtype is None or x.dtype == "bf16":
+        return None
+    if op.type in _SHAPE_ONLY:
+        return np.zeros((), numpy_dtype(x.dtype))
+    if x.shape is None:
+        return None
+    dims = [_trusted_dim(x, i, static, loose) for i in range(len(x.shape))]
+    return None if any(d is None for d in dims) else np.zeros(dims, numpy_dtype(x.dtype))
+
+
 def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
     """Values of every constant operand, and the operators computed from constants only."""
+    from ..layers.registry import layer_class, value_shaped_operands
+
+    static, loose = static_export(graph), value_shaped_operands(graph.operators)
     values: dict[str, Any] = {}
     computed: list[Operator] = []
     budget = limits.Budget("max_folded_bytes", "the values FoldConstants computes (they depend only on weights)")
@@ -412,10 +439,18 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
         # prim:: ops pack and unpack (above); NumToTensor only passes a number on
         if not is_pure(op) or (op.type.startswith("prim::") and op.type != "prim::NumToTensor") or not op.outputs:
             continue
-        if any(o.name not in values for o in op.inputs):
+        args = [values.get(o.name, _MISSING) for o in op.inputs]
+        if args and args[0] is _MISSING:
+            stand_in = _stand_in(op, static, loose)
+            args[0] = _MISSING if stand_in is None else stand_in
+        if any(a is _MISSING for a in args):
+            continue
+        cls = layer_class(op.type)
+        extra = cls.extra_inputs(op) if cls is not None else {}
+        if any(o.name not in values for o in extra.values()):
             continue
         try:
-            outs = _evaluate(op, [values[o.name] for o in op.inputs])
+            outs = _evaluate(op, args, {o.name: values[o.name] for o in extra.values()})
         except Exception as e:  # no layer, or params still operands: keep it computed
             record("kept", op.name, f"constant but not computable now ({type(e).__name__}: {str(e)[:80]})")
             continue

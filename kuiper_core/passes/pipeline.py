@@ -5,7 +5,7 @@ Levels (the PassContext's opt level decides which passes run, TVM's rule):
   1  safe clean-ups that never change a number: FoldConstantParams, UnpackLists,
      RemoveNoOps, EliminateCommonSubexpr, RemoveUnused
   2  everything: also FoldStaticShapes, FoldConstants, FoldStaticWeights, FoldBatchNorm,
-     FoldPadIntoConv, FuseSlices, FusePatterns, FuseExpressions
+     FoldPadIntoConv, FuseSlices, FusePatterns, FuseAttention, FuseExpressions
 
 The sequence repeats until a round changes nothing (one pass's result is often another's
 opportunity: a folded shape makes a reshape a no-op, a removed no-op lets two
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import ModelError
 from ..graph import Graph
-from . import batchnorm, constants, cse, dce, fuse, lists, noops, pad, patterns, slices, static_weights
+from . import attention, batchnorm, constants, cse, dce, fuse, lists, noops, pad, patterns, slices, static_weights
 from .instruments import IRSnapshots, PassInstrument, PassLog
 from .manager import Pass, PassContext, Sequential, registered_passes
 from .rewrite import clone_graph
@@ -38,11 +38,13 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "FoldPadIntoConv",
     "FuseSlices",
     "FusePatterns",
+    "FuseAttention",
     "FuseExpressions",
     "RemoveUnused",
 )
 
 _MODULES = (
+    attention,
     batchnorm,
     constants,
     cse,

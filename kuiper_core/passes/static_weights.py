@@ -69,7 +69,7 @@ def _conv(op: Operator, w: np.ndarray, b: np.ndarray | None) -> tuple[str, dict[
 
 def _make(op: Operator, arrays: dict[str, np.ndarray | None]) -> tuple[str, dict[str, ParamValue]] | None:
     t, w = op.type, arrays.get("weight")
-    if t.startswith(("F.conv1d", "F.conv2d", "F.conv_transpose1d", "F.conv_transpose2d")) and w is not None:
+    if t.startswith(("F.conv1d", "F.conv2d", "F.conv3d", "F.conv_transpose1d", "F.conv_transpose2d")) and w is not None:
         return _conv(op, w, arrays.get("bias"))
     if t == "F.linear" and w is not None:
         return "nn.Linear", {
