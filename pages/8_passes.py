@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pandas as pd
 import streamlit as st
 
@@ -128,13 +130,12 @@ else:
         column_config={"time_ms": st.column_config.NumberColumn("time (ms)", format="%.2f")},
     )
 if view.pass_diffs:
-    pick = st.selectbox(
-        "What a pass did",
-        range(len(view.pass_diffs)),
-        key="passes_pick",
-        format_func=lambda i: f"{i + 1}. {view.pass_diffs[i][0]}",
-    )
-    name, diff = view.pass_diffs[pick]
+    # Keyed by the run it shows: another start or level is a new picker, never the old
+    # picker's label over the new run's changes (the frontend keeps a same-key widget's text).
+    labels = [f"{i + 1}. {name}" for i, (name, _) in enumerate(view.pass_diffs)]
+    run_id = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+    pick = st.selectbox("What a pass did", labels, key=f"passes_pick_{run_id}")
+    name, diff = view.pass_diffs[labels.index(pick)]
     changes = view.changes_of(name)
     with st.expander(f"{len(changes)} change(s) recorded by {name}", expanded=len(changes) <= 12):
         st.code("\n".join(changes) or "(none)", language=None)

@@ -1,6 +1,8 @@
 """The graph viewer in Chromium (Playwright): what the user sees agrees with what the page
 says, at every step, on a projector (1280×720) and a 1080p screen.
 
+- Passes: after switching "Start from", the pass picker and the change list under it name
+  the same pass.
 - Execution order: at every step of DFS and Kahn on every preset and on a typed graph,
   the colours, labels and current node of the *visible* drawing match the engine's trace
   (stack, visited, queue, in-degrees, order so far), also in fullscreen.
@@ -10,10 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from urllib.parse import quote_plus
 
 import pytest
-from app_server import VIEW, browser_missing, chromium_page, exception_boxes, streamlit_server, wait_idle
+from app_server import (
+    VIEW,
+    browser_missing,
+    chromium_page,
+    exception_boxes,
+    goto_page,
+    pick_bundled_model,
+    streamlit_server,
+    wait_idle,
+)
 
 from kuiper_core.explore import walkthrough as W
 
@@ -161,4 +173,31 @@ def test_walkthrough_on_a_typed_graph_follows_every_step(page, algorithm: str) -
     wait_idle(page)
     w = W.walkthrough(W.parse_edges(TYPED), algorithm)
     walk_every_step(page, w, f"typed graph, {algorithm}")
+    assert exception_boxes(page) == []
+
+
+# -- Passes: the pass picker and what is shown under it are the same pass ---------------------------
+def _picked_and_shown(page) -> tuple[str, str]:
+    pick = page.locator('[data-testid="stSelectbox"]').filter(has_text="What a pass did").locator("input")
+    summary = page.locator('[data-testid="stExpander"]').filter(has_text="change(s) recorded by").first
+    picked = pick.input_value().split(". ", 1)[1]
+    shown = re.search(r"recorded by (\S+)", summary.locator("summary").inner_text()).group(1)
+    return picked, shown
+
+
+def test_passes_picker_agrees_with_the_changes_after_switching_start(page) -> None:
+    page.goto(page.kx_url)
+    wait_idle(page)
+    pick_bundled_model(page, "resnet18")
+    goto_page(page, "passes")
+    starts = page.locator('[data-testid="stRadio"]').filter(has_text="Start from")
+    labels = starts.locator("label").all_inner_texts()
+    assert len(labels) >= 3
+    for label in labels + labels[:1]:  # every start, then back to the first
+        starts.get_by_text(label, exact=True).click()
+        wait_idle(page)
+        picked, shown = _picked_and_shown(page)
+        assert picked == shown, f"start {label!r}: the picker says {picked}, the changes are {shown}'s"
+        diff = page.locator('[data-testid="stCode"]').filter(has_text="--- before").first
+        assert f"before {shown}" in diff.inner_text()[:300]  # the diff is that pass's too
     assert exception_boxes(page) == []
