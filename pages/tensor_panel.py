@@ -60,20 +60,22 @@ def heatmap_chart(
     df = pd.DataFrame(V.heatmap_rows(cells, (fr, fc)))
     nrows, ncols = m.shape if m.ndim == 2 else (1, m.shape[0])
     enc = {
+        # Cell i spans [i - 0.5, i + 0.5): integer ticks sit on the cells' middles and run
+        # 0..n-1 (edges at 0..n labelled 8 rows 0 to 8).
         "x": {
-            "field": "col",
+            "field": "x0",
             "type": "quantitative",
-            "scale": {"domain": [0, ncols], "nice": False},
+            "scale": {"domain": [-0.5, ncols - 0.5], "nice": False, "zero": False},
             "axis": _axis(col_title, "d", tickMinStep=1),
         },
-        "x2": {"field": "col_end"},
+        "x2": {"field": "x1"},
         "y": {
-            "field": "row",
+            "field": "y0",
             "type": "quantitative",
-            "scale": {"domain": [0, nrows], "nice": False, "reverse": True},
+            "scale": {"domain": [-0.5, nrows - 0.5], "nice": False, "zero": False, "reverse": True},
             "axis": _axis(row_title, "d", tickMinStep=1),
         },
-        "y2": {"field": "row_end"},
+        "y2": {"field": "y1"},
         "tooltip": [
             {"field": "row", "type": "quantitative", "title": row_title},
             {"field": "col", "type": "quantitative", "title": col_title},
@@ -84,6 +86,10 @@ def heatmap_chart(
         "width": min(HEAT_W, round(cols * cell_w) + 90),  # + the row axis and the colour legend
         "height": round(rows * cell_h) + 45,  # + the column axis
         "autosize": {"type": "fit", "contains": "padding"},  # the axes and legend inside that box
+        "transform": [
+            {"calculate": f"datum.{a} - 0.5", "as": b}
+            for a, b in (("col", "x0"), ("col_end", "x1"), ("row", "y0"), ("row_end", "y1"))
+        ],
         "layer": [
             {
                 "mark": {"type": "rect"},

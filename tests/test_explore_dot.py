@@ -152,7 +152,7 @@ def test_tiny_mlp_nodes_edges_labels_and_legend() -> None:
         ("fc2", "F.softmax_1", "1x10"),
         ("F.softmax_1", "pnnx_output_0", "1x10"),
     ]
-    assert ops["fc1"]["label"].split("\n")[:3] == ["fc1", "nn.Linear", "out_features=32"]
+    assert ops["fc1"]["label"].split("\n") == ["fc1", "nn.Linear", "in_features=64", "out_features=32"]
     assert ops["fc1"]["fillcolor"] == CATEGORY_COLORS["linear"]
     assert ops["act"]["fillcolor"] == CATEGORY_COLORS["activation"]
     # The legend (drawn by the viewer, beside the graph) lists exactly the categories present.

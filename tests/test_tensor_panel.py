@@ -1,0 +1,33 @@
+"""The heatmap's axes label its rows and columns 0..n-1 (8 rows: ticks 0 to 7, not 0 to 8)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pages.tensor_panel import heatmap_chart
+
+
+def integer_ticks(domain: list[float]) -> list[int]:
+    """The integers Vega can place as ticks (tickMinStep=1, format 'd') inside a domain."""
+    return list(range(math.ceil(domain[0]), math.floor(domain[1]) + 1))
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (8, 3), (1, 5), (300, 2)])
+def test_heatmap_ticks_match_the_rows_and_columns(shape: tuple[int, int]) -> None:
+    df, spec, _ = heatmap_chart(np.arange(np.prod(shape), dtype=np.float32).reshape(shape), "row", "col")
+    enc = spec["layer"][0]["encoding"]
+    assert integer_ticks(enc["y"]["scale"]["domain"]) == list(range(shape[0]))
+    assert integer_ticks(enc["x"]["scale"]["domain"]) == list(range(shape[1]))
+    assert enc["x"]["axis"]["tickMinStep"] == 1 and enc["x"]["axis"]["format"] == "d"
+    # cell i is drawn centred on i (the transform shifts the data's [i, i + 1) by a half)
+    shift = {t["as"]: t["calculate"] for t in spec["transform"]}
+    assert shift == {
+        "x0": "datum.col - 0.5",
+        "x1": "datum.col_end - 0.5",
+        "y0": "datum.row - 0.5",
+        "y1": "datum.row_end - 0.5",
+    }
+    assert df["row"].min() == 0 and df["row_end"].max() == shape[0]
