@@ -115,7 +115,7 @@ class Attribute:
         data = self._weak()
         if data is None:
             with _RELOAD_LOCK:  # one read for threads asking at once: they share its array
-                data = self._weak() if self._weak is not None else self._data
+                data = self._weak() if self._weak is not None else self._data  # set meanwhile by another thread?
                 if data is None:
                     assert self.source is not None
                     data = self.source.read()
@@ -359,8 +359,8 @@ class Graph:
                 return False
             if a.input_names != b.input_names:
                 return False
-        for name, a in self.operands.items():
-            b = other.operands[name]
-            if (a.shape, a.dtype) != (b.shape, b.dtype):
+        for name, operand in self.operands.items():
+            theirs = other.operands[name]
+            if (operand.shape, operand.dtype) != (theirs.shape, theirs.dtype):
                 return False
         return True

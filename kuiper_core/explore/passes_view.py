@@ -243,5 +243,5 @@ def saved_files(graph: Graph, name: str) -> dict[str, bytes]:
     from ..pnnx.writer import format_param, save_bin
 
     buf = io.BytesIO()
-    save_bin(graph, buf)  # type: ignore[arg-type]  (zipfile takes a file object)
+    save_bin(graph, buf)
     return {f"{name}.opt.pnnx.param": format_param(graph).encode(), f"{name}.opt.pnnx.bin": buf.getvalue()}

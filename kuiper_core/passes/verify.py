@@ -246,17 +246,17 @@ def _cat(op: Operator) -> str | None:
     dim = op.params.get("dim")
     if not isinstance(dim, int) or not op.outputs or op.outputs[0].shape is None:
         return None
-    shapes = [o.shape for o in op.inputs]
+    shapes = [o.shape for o in op.inputs if o.shape is not None]
     out = op.outputs[0].shape
-    if any(s is None or len(s) != len(out) for s in shapes):
+    if out is None or len(shapes) != len(op.inputs) or any(len(s) != len(out) for s in shapes):
         return None
     axis = dim % len(out) if out else 0
     for s in shapes:
-        rest_a = tuple(d for i, d in enumerate(s) if i != axis)  # type: ignore[union-attr]
+        rest_a = tuple(d for i, d in enumerate(s) if i != axis)
         rest_b = tuple(d for i, d in enumerate(out) if i != axis)
         if not _agree(rest_a, rest_b):
             return f"input {_fmt(s)} does not fit the output {_fmt(out)} outside dim {dim}"
-    sizes = [s[axis] for s in shapes]  # type: ignore[index]
+    sizes = [s[axis] for s in shapes]
     if all(isinstance(d, int) for d in sizes) and isinstance(out[axis], int) and sum(sizes) != out[axis]:  # type: ignore[arg-type]
         return f"inputs add up to {sum(sizes)} along dim {dim}, the output has {out[axis]}"  # type: ignore[arg-type]
     return None
