@@ -58,7 +58,7 @@ if "order_source" not in st.session_state and common.url_param("graph") in sourc
     st.session_state["order_source"] = common.url_param("graph")
 if "order_algorithm" not in st.session_state and common.url_param("algo") in ALGORITHMS:
     st.session_state["order_algorithm"] = common.url_param("algo")
-c1, c2 = st.columns([3, 3])
+c1, c2, c3 = st.columns([3, 3, 4])  # c3: a typed graph's text, beside the pickers (the graph stays above the fold)
 source = c1.selectbox(
     "Graph",
     sources,
@@ -69,11 +69,12 @@ algorithm = c2.radio("Algorithm", list(ALGORITHMS), horizontal=True, key="order_
 algorithms = ["dfs", "kahn"] if algorithm == "both" else [algorithm]
 
 if source == TYPED_SOURCE:
-    text = st.text_area(
-        "Your graph: one edge chain per line, e.g. `a -> b -> c` or `b -> d, e` (names: letters, digits, _ . :)",
+    text = c3.text_area(
+        "Your graph, one edge chain per line",
         W.edges_text(W.PRESETS["A small diamond"]),
-        height=130,
+        height=110,
         key="order_typed",
+        help="e.g. `a -> b -> c` or `b -> d, e`; names: letters, digits, _ . : (Ctrl+Enter applies)",
     )
     try:
         typed = W.parse_edges(text)

@@ -23,7 +23,8 @@ const MIN_FIT_FONT_PX = 7;  // Fit never draws node text smaller than this (it s
 const MARGIN = 12;
 const MIN_BOX_PX = 220;  // the box shrinks to this to keep its legend on a 720-px screen
 const MAP_NODES = 40;
-const SMALL_GRAPH_FONT_PX = 10.5;  // the overview map opens by itself on graphs this big that do not fit
+const SMALL_GRAPH_FONT_PX = 10.5;
+const MAP_MIN_PX = 48;  // the overview map opens by itself on graphs this big that do not fit
 const EXPORT_MAX_PX = 16000;  // a PNG side (Chromium's canvas limit is 32767; memory is the real one)
 const EXPORT_MAX_AREA = 1.2e8;
 
@@ -87,6 +88,13 @@ function build(root) {
   // Until the user zooms or pans, a resize (layout settling, fullscreen) re-fits the view.
   s.resize = new ResizeObserver(() => { if (!s.touched && s.svg) initialView(s); else if (s.svg) apply(s); });
   s.resize.observe(s.port);
+  s.legendWatch = new ResizeObserver(() => fitHeight(s));  // a legend that wraps takes a row more
+  s.legendWatch.observe(s.legend);
+  s.pageWatch = new ResizeObserver(() => fitHeight(s));  // the page above the box grows or shrinks
+  s.watchPage = () => {
+    const main = root.closest('[data-testid="stMainBlockContainer"]') || document.body;
+    if (main !== s.watched) { s.watched = main; s.pageWatch.disconnect(); s.pageWatch.observe(main); }
+  };
   return s;
 }
 
@@ -232,43 +240,52 @@ function showMap(s, on) {
   if (on && s.mapFor !== s.svg) {
     s.mapFor = s.svg;
     if (s.mapUrl) URL.revokeObjectURL(s.mapUrl);
-    s.mapUrl = URL.createObjectURL(new Blob([serialise(s, false)], { type: "image/svg+xml" }));
+    s.mapUrl = URL.createObjectURL(new Blob([serialise(s, false, true)], { type: "image/svg+xml" }));
     s.mapImg.src = s.mapUrl;
   }
   if (on) drawMapView(s);
 }
 
+// px of the map per stage px, per axis: uniform, but a chain 1,500 nodes tall is stretched
+// to stay MAP_MIN_PX wide (and a very wide graph tall), so the map is never a hairline.
 function mapScale(s) {
   const { W, H } = viewSize(s);
   const mw = Math.min(180, W * 0.3), mh = Math.min(220, H * 0.45);
-  return Math.min(mw / s.size.w, mh / s.size.h);
+  const k = Math.min(mw / s.size.w, mh / s.size.h);
+  return { x: Math.max(k, Math.min(mw, MAP_MIN_PX) / s.size.w), y: Math.max(k, Math.min(mh, MAP_MIN_PX) / s.size.h) };
 }
 
 function drawMapView(s) {
   if (s.map.hidden || !s.svg) return;
   const m = mapScale(s), { W, H } = viewSize(s);
-  s.mapImg.style.width = s.size.w * m + "px";
-  s.mapImg.style.height = s.size.h * m + "px";
+  s.mapImg.style.width = s.size.w * m.x + "px";
+  s.mapImg.style.height = s.size.h * m.y + "px";
   const x0 = Math.max(0, -s.x / s.k), y0 = Math.max(0, -s.y / s.k);
   const x1 = Math.min(s.size.w, (W - s.x) / s.k), y1 = Math.min(s.size.h, (H - s.y) / s.k);
   Object.assign(s.mapView.style, {
-    left: x0 * m + "px", top: y0 * m + "px",
-    width: Math.max(2, (x1 - x0) * m) + "px", height: Math.max(2, (y1 - y0) * m) + "px",
+    left: x0 * m.x + "px", top: y0 * m.y + "px",
+    width: Math.max(2, (x1 - x0) * m.x) + "px", height: Math.max(2, (y1 - y0) * m.y) + "px",
   });
 }
 
 function mapPan(s, e) {
   const r = s.mapImg.getBoundingClientRect(), m = mapScale(s);
   s.touched = true;
-  centreAt(s, (e.clientX - r.left) / m, (e.clientY - r.top) / m);
+  centreAt(s, (e.clientX - r.left) / m.x, (e.clientY - r.top) / m.y);
+  // the map's ends are the graph's ends: never pan past them into empty space
+  const { W, H } = viewSize(s), w = s.size.w * s.k, h = s.size.h * s.k;
+  if (w > W) s.x = Math.min(MARGIN, Math.max(W - w - MARGIN, s.x));
+  if (h > H) s.y = Math.min(MARGIN, Math.max(H - h - MARGIN, s.y));
+  apply(s);
 }
 
 // -- export: exactly the drawing on screen (colours, highlight), the whole graph, the legend --
-function serialise(s, withLegend) {
+function serialise(s, withLegend, stretch = false) {
   const svg = s.svg.cloneNode(true);
   const w = s.size.w, h = s.size.h;
   svg.setAttribute("xmlns", "http://www.w3.org/2000/svg");
   svg.setAttribute("xmlns:xlink", "http://www.w3.org/1999/xlink");
+  if (stretch) svg.setAttribute("preserveAspectRatio", "none");  // (the map of a tall chain)
   svg.removeAttribute("style");
   svg.removeAttribute("class");
   svg.setAttribute("width", w);
@@ -413,6 +430,8 @@ function wireEvents(s) {
     const b = e.target.closest("button");
     if (b) act_(s, b.dataset.act);
   });
+  s.onResize = () => fitHeight(s);  // (a projector's window, a resized browser)
+  window.addEventListener("resize", s.onResize);
   document.addEventListener("fullscreenchange", () => {
     if (document.fullscreenElement === s.wrap || s.wasFull) {
       s.wasFull = document.fullscreenElement === s.wrap;
@@ -446,6 +465,15 @@ function toggleFull(s) {
 
 // -- following the source drawing ----------------------------------------------------------------
 function sourceSvg(s) {
+  if (s.data.svg) {  // laid out in Python (a big graph): the SVG comes with the data
+    if (s.svgText !== s.data.svg) {
+      const holder = document.createElement("div");
+      holder.innerHTML = s.data.svg;
+      s.svgText = s.data.svg;
+      s.svgEl = holder.querySelector("svg");
+    }
+    return s.svgEl;
+  }
   const block = s.root.closest('[data-testid="stVerticalBlock"]');
   return block && block.querySelector('[data-testid="stGraphVizChart"] svg');
 }
@@ -456,12 +484,13 @@ function sourceSvg(s) {
 function sync(s) {
   const src = sourceSvg(s);
   if (!src) return false;
-  const html = src.outerHTML;
-  if (src === s.src && html === s.srcHtml) return false;
+  const own = !!s.data.svg;  // an SVG given as data is a new element exactly when it changed
+  const html = own ? null : src.outerHTML;
+  if (src === s.src && (own || html === s.srcHtml)) return false;
   s.srcHtml = html;
   s.view.dataset.syncs = String((+s.view.dataset.syncs || 0) + 1);  // how often a new drawing was copied
   const size = naturalSize(src);
-  const clone = src.cloneNode(true);
+  const clone = own ? src : src.cloneNode(true);
   clone.removeAttribute("width");
   clone.removeAttribute("height");
   clone.style.width = size.w + "px";
@@ -528,7 +557,10 @@ function paint(s) {
     s.lastHighlight = h;
   } else if (!h) s.lastHighlight = undefined;
   s.clickedTitle = null;
-  if (s.legendH !== s.legend.offsetHeight) fitHeight(s);
+  // The page may still be settling above the box (a rerun's new elements): measure again.
+  s.watchPage();
+  fitHeight(s);
+  requestAnimationFrame(() => fitHeight(s));
 }
 
 // The box is at least as tall as asked and grows to the window (1080p uses the screen), but
@@ -546,10 +578,11 @@ function fitHeight(s) {
   const want = s.data.height || 560;
   const sp = scrollParent(s.view);
   const top = s.view.getBoundingClientRect().top + (sp ? sp.scrollTop - sp.getBoundingClientRect().top : window.scrollY);
-  s.legendH = s.legend.offsetHeight;
-  const room = window.innerHeight - top - 12 - Math.max(24, s.legendH);
-  const grow = s.data.grow === false ? want : Math.max(want, Math.min(room, want * 1.6));
-  s.view.style.height = Math.round(Math.max(Math.min(MIN_BOX_PX, want), Math.min(grow, room))) + "px";
+  if (document.fullscreenElement === s.wrap) return;
+  const room = window.innerHeight - top - 12 - Math.max(24, s.legend.offsetHeight);
+  const grow = Math.max(want, Math.min(room, want * 1.6));
+  const h = Math.round(Math.max(Math.min(MIN_BOX_PX, want), Math.min(grow, room))) + "px";
+  if (s.view.style.height !== h) s.view.style.height = h;
 }
 
 // The keyed container may not be in the document yet when the component mounts (a rerun
@@ -582,7 +615,6 @@ export default function (component) {
     s.view.style.height = (s.data.height || 560) + "px";
     attach(s);
   } else {
-    if (s.data.height !== s.height) fitHeight(s);
     sync(s);
   }
   s.height = s.data.height;
@@ -590,7 +622,10 @@ export default function (component) {
   return () => {
     if (s.observer) s.observer.disconnect();
     if (s.resize) s.resize.disconnect();
+    if (s.legendWatch) s.legendWatch.disconnect();
+    if (s.pageWatch) s.pageWatch.disconnect();
     if (s.mapUrl) URL.revokeObjectURL(s.mapUrl);
+    window.removeEventListener("resize", s.onResize);
     clearTimeout(s.timer);
     delete parentElement.__kx;
   };

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from kuiper_core.explore.dot import GraphView, parse_click
+from kuiper_core.explore.layout import layout_svg
 from kuiper_core.explore.modules import ancestors
 from kuiper_core.explore.overlay import NEUTRAL, Overlay
 
@@ -25,6 +26,7 @@ _CSS = (_HERE / "graph_viewer.css").read_text()
 _viewer = st.components.v2.component("kx_graph_viewer", js=_JS, css=_CSS, isolate_styles=False)
 
 MIN_FONT_PX = 13  # node text is never drawn smaller at first (a projector at 1280x720)
+LAYOUT_HERE_NODES = 300  # above this many nodes the layout is done in Python
 
 
 def clicked(key: str) -> str | None:
@@ -42,8 +44,13 @@ def show_graph(
     height: int = 560,
     follow: bool = False,
     on_click: Callable[[str], None] | None = None,
+    export_name: str | None = None,
 ) -> None:
-    """Draw `dot` in the viewer. on_click(title) runs as a callback (before the next run)."""
+    """Draw `dot` in the viewer. on_click(title) runs as a callback (before the next run).
+
+    height: the least height in px (the box grows with the window, and shrinks to keep its
+    legend on screen); follow: centre the highlighted node when it changes and is out of
+    view; export_name: the file name (without extension) of the SVG/PNG download."""
     ov = overlay or Overlay()
 
     def _clicked() -> None:
@@ -51,8 +58,12 @@ def show_graph(
         if title is not None and on_click is not None:
             on_click(title)
 
+    # A big graph is laid out here (explore/layout.py, ~0.3 s for 1,500 nodes) instead of by
+    # Graphviz in the browser (5-15 s); frames of open modules need Graphviz's clusters.
+    here = dot.count("[label=") > LAYOUT_HERE_NODES and "subgraph" not in dot
     with st.container(key=f"kxg-{key}"):
-        st.graphviz_chart(dot, width="content")
+        if not here:
+            st.graphviz_chart(dot, width="content")
         _viewer(
             key=f"kxv-{key}",
             data={
@@ -67,6 +78,10 @@ def show_graph(
                 "follow": follow,
                 "clickable": on_click is not None,
                 "min_font_px": MIN_FONT_PX,
+                "svg": layout_svg(dot) if here else None,
+                "marks": list(ov.marks),
+                "marks_label": ov.marks_label,
+                "export_name": export_name or key,
             },
             on_clicked_change=_clicked,
         )
