@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
+import sys
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from ..graph import Operator
@@ -45,15 +46,25 @@ def _is_reader(name: str) -> bool:
 
 
 @cache
+def _module_tree(module: str) -> ast.Module | None:
+    """A module's syntax tree, parsed once (inspect.getsource re-parses the module per class)."""
+    try:
+        path = inspect.getsourcefile(sys.modules[module])
+        return ast.parse(Path(path).read_text()) if path else None
+    except (KeyError, OSError, TypeError, SyntaxError):
+        return None
+
+
+def _class_node(cls: type) -> ast.ClassDef | None:
+    tree = _module_tree(cls.__module__)
+    if tree is None:
+        return None
+    return next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__), None)
+
+
+@cache
 def _class_schema(cls: type) -> tuple[tuple[str, Any], ...]:
-    trees = []
-    for c in cls.__mro__:
-        if c in (Layer, object):
-            continue
-        try:
-            trees.append(ast.parse(textwrap.dedent(inspect.getsource(c))))
-        except (OSError, TypeError, SyntaxError):
-            continue
+    trees = [t for c in cls.__mro__ if c not in (Layer, object) and (t := _class_node(c)) is not None]
     # Helpers defined in the classes: their own `default=` (e.g. `_pair(self, key, default=1)`).
     helper_default: dict[str, Any] = {}
     for tree in trees:
