@@ -19,8 +19,29 @@ from collections.abc import Iterator
 
 import numpy as np
 
-Dim = int | None | str
+Dim = int | None | str  # a size, unknown (None: `?`), or a symbol (`%n`)
 Shape = tuple[Dim, ...]
+
+
+def dim_text(d: Dim) -> str:
+    return "?" if d is None else (f"%{d}" if isinstance(d, str) else str(d))
+
+
+def format_shape(shape: Shape | None, dtype: str | None = None) -> str:
+    """A shape as .param writes it, `(1,3,?,%n)f32` (without a dtype `(1,3,?,%n)`); an unknown
+    shape `?`. The one formatter for messages; the app's labels use `shape_label`."""
+    if shape is None:
+        return "?"
+    return "(" + ",".join(map(dim_text, shape)) + ")" + (dtype or "")
+
+
+def shape_label(shape: Shape | None) -> str:
+    """A shape for a label: `1x3x?x7`; unknown `?`; a scalar `()`."""
+    if shape is None:
+        return "?"
+    return "x".join(map(dim_text, shape)) if shape else "()"
+
+
 # Parameter values as .param writes them: None, bool, int, float, str, or a list of
 # ints/floats/strs (written as a tuple "(1,2)").
 ParamValue = None | bool | int | float | str | list

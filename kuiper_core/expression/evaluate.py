@@ -246,10 +246,6 @@ def _result_shape(args: list, node: Node) -> tuple[int, ...]:
     return shape
 
 
-def _as_array(r: Value) -> np.ndarray:
-    return r if isinstance(r, np.ndarray) else np.asarray(r)
-
-
 def _elementwise(kernel: Callable, converters: list[Callable | None]) -> StepFn:
     if not any(converters):
         if len(converters) == 1:
