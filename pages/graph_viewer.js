@@ -88,9 +88,9 @@ function build(root) {
   // Until the user zooms or pans, a resize (layout settling, fullscreen) re-fits the view.
   s.resize = new ResizeObserver(() => { if (!s.touched && s.svg) initialView(s); else if (s.svg) apply(s); });
   s.resize.observe(s.port);
-  s.legendWatch = new ResizeObserver(() => fitHeight(s));  // a legend that wraps takes a row more
+  s.legendWatch = new ResizeObserver(() => requestFit(s));  // a legend that wraps takes a row more
   s.legendWatch.observe(s.legend);
-  s.pageWatch = new ResizeObserver(() => fitHeight(s));  // the page above the box grows or shrinks
+  s.pageWatch = new ResizeObserver(() => requestFit(s));  // the page above the box grows or shrinks
   s.watchPage = () => {
     const main = root.closest('[data-testid="stMainBlockContainer"]') || document.body;
     if (main !== s.watched) { s.watched = main; s.pageWatch.disconnect(); s.pageWatch.observe(main); }
@@ -430,7 +430,7 @@ function wireEvents(s) {
     const b = e.target.closest("button");
     if (b) act_(s, b.dataset.act);
   });
-  s.onResize = () => fitHeight(s);  // (a projector's window, a resized browser)
+  s.onResize = () => requestFit(s);  // (a projector's window, a resized browser)
   window.addEventListener("resize", s.onResize);
   document.addEventListener("fullscreenchange", () => {
     if (document.fullscreenElement === s.wrap || s.wasFull) {
@@ -547,8 +547,12 @@ function paint(s) {
   const items = legendItems(d).map(([label, colour, stroke]) => stroke
     ? `<span class="kx-chip" style="background:#fff;border:3px solid ${esc(stroke)}">${esc(label)}</span>`
     : `<span class="kx-chip" style="background:${esc(colour)}">${esc(label)}</span>`);
-  s.legend.innerHTML = items.join("") + (d.note ? `<span class="kx-note">${esc(d.note)}</span>` : "");
-  s.legend.style.display = items.length || d.note ? "" : "none";
+  const legend = items.join("") + (d.note ? `<span class="kx-note">${esc(d.note)}</span>` : "");
+  if (legend !== s.legendHtml) {  // (rewriting an equal legend would make the page lay out again)
+    s.legendHtml = legend;
+    s.legend.innerHTML = legend;
+    s.legend.style.display = legend ? "" : "none";
+  }
   const h = d.highlight;
   if (h && h !== s.lastHighlight && s.nodes.has(h)) {
     // A selection made outside the drawing (a picker, a search, a step) is centred when it
@@ -559,8 +563,7 @@ function paint(s) {
   s.clickedTitle = null;
   // The page may still be settling above the box (a rerun's new elements): measure again.
   s.watchPage();
-  fitHeight(s);
-  requestAnimationFrame(() => fitHeight(s));
+  requestFit(s);
 }
 
 // The box is at least as tall as asked and grows to the window (1080p uses the screen), but
@@ -572,6 +575,13 @@ function scrollParent(el) {
     if ((o === "auto" || o === "scroll") && p.scrollHeight > p.clientHeight) return p;
   }
   return null;
+}
+
+// At most one measurement a frame: a rerun resizes the page many times, and each
+// measurement forces the browser to lay the page out.
+function requestFit(s) {
+  if (s.fitQueued) return;
+  s.fitQueued = requestAnimationFrame(() => { s.fitQueued = 0; fitHeight(s); });
 }
 
 function fitHeight(s) {
@@ -614,8 +624,8 @@ export default function (component) {
   if (fresh) {
     s.view.style.height = (s.data.height || 560) + "px";
     attach(s);
-  } else {
-    sync(s);
+  } else if (s.data.svg || sourceSvg(s) !== s.src) {
+    sync(s);  // (Streamlit's drawing changing in place is seen by the observer)
   }
   s.height = s.data.height;
   paint(s);
@@ -624,6 +634,7 @@ export default function (component) {
     if (s.resize) s.resize.disconnect();
     if (s.legendWatch) s.legendWatch.disconnect();
     if (s.pageWatch) s.pageWatch.disconnect();
+    cancelAnimationFrame(s.fitQueued);
     if (s.mapUrl) URL.revokeObjectURL(s.mapUrl);
     window.removeEventListener("resize", s.onResize);
     clearTimeout(s.timer);
