@@ -166,6 +166,17 @@ def walkthrough_steps(page, url: str, source: str, n: int, label: str) -> list[f
     return out
 
 
+def deep1500_module_mates(at: int = 800) -> list[str]:
+    """An operator in the middle of deep1500 and the operators of its module (opened by the link)."""
+    from kuiper_core.explore.modules import module_paths
+    from kuiper_core.pnnx import read_param
+
+    graph = read_param(ROOT / "sample_models" / "deep1500.pnnx.param")
+    paths = module_paths(graph)
+    link = graph.operators[at].name
+    return [link] + [op.name for op in graph.operators if paths[op.name] == paths[link] and op.name != link][:4]
+
+
 def click_details(page, url: str, model: str, names: list[str]) -> list[float]:
     page.goto(f"{url}/graph?model={model}&op={names[0]}")  # the link opens the modules around it
     page.wait_for_selector(f"{VIEW} .kx-stage svg g.node")
@@ -268,7 +279,7 @@ def main() -> int:
             for model, names in (
                 ("digits_cnn", ["convbn2d_0", "relu", "convbn2d_1", "pool", "fc1", "fc2"]),
                 ("resnet18", ["convbn2d_1", "layer2.0.relu", "pnnx_expr_10", "fc", "convbn2d_17", "maxpool"]),
-                ("deep1500", ["convbn2d_319", "blocks.159.relu", "pnnx_expr_278", "pnnx_unique_159", "convbn2d_320"]),
+                ("deep1500", deep1500_module_mates()),
             ):
                 report(
                     f"click -> detail panel ({model})", click_details(page, url, model, names), STEP_MS[model] / 1000
