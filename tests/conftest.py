@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -51,3 +53,13 @@ def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001  (pyte
         nodeid = item.nodeid.removeprefix("tests/")
         if item.get_closest_marker("browser") or nodeid.split("::")[0] in _SLOW_FILES or nodeid in slow:
             item.add_marker(pytest.mark.slow)
+
+
+def without_traced_inputs(data: bytes) -> bytes:
+    """The TorchScript zip as torch.jit.script or an older torch saves it: no example inputs."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            if "traced_inputs" not in info.filename:
+                dst.writestr(info, src.read(info))
+    return out.getvalue()
