@@ -49,10 +49,17 @@ def test_every_node_and_edge_drawn_without_overlap(name: str) -> None:
     b = boxes(svg)
     assert set(b) == {op.name for op in g.operators}
     root = ET.fromstring(svg)
-    edges = [e.find(f"{S}title").text.split("->") for e in root.iter(f"{S}g") if e.get("class") == "edge"]
+    edges = [e for e in root.iter(f"{S}g") if e.get("class") == "edge"]
     assert len(edges) == view.dot.count(" -> ")
-    for a, c in edges:  # every edge points down: the source ends above the target
-        assert b[a][3] < b[c][1], (a, c)
+    for e in edges:  # every edge points down: from the bottom of one box to the top of another
+        path = e.find(f"{S}path").get("d")
+        x0, y0 = (float(t) for t in path[1:].split(" ")[0].split(","))
+        tip = e.find(f"{S}polygon").get("points").split(" ")[1]
+        x1, y1 = (float(t) for t in tip.split(","))
+        assert y0 < y1
+        src = [n for n, box in b.items() if abs(box[3] - y0) < 0.2 and box[0] <= x0 <= box[2]]
+        dst = [n for n, box in b.items() if abs(box[1] - y1) < 0.2 and box[0] <= x1 <= box[2]]
+        assert len(src) == 1 and len(dst) == 1, (src, dst)
     rows: dict[float, list] = {}
     for box in b.values():
         rows.setdefault(round((box[1] + box[3]) / 2, 1), []).append(box)

@@ -256,12 +256,7 @@ def _node_svg(n: _Node, cy: float) -> str:
         f'<text x="{n.x:.1f}" y="{top + k * LINE_PT:.1f}" font-size="{FONT_PT:g}">{escape(line)}</text>'
         for k, line in enumerate(n.lines)
     )
-    tip = escape(a.get("tooltip", ""))
-    return (
-        f'<g class="node" text-anchor="middle"><title>{escape(n.name)}</title>{shape}{texts}'
-        + (f"<desc>{tip}</desc>" if tip else "")
-        + "</g>"
-    )
+    return f'<g class="node" text-anchor="middle"><title>{escape(n.name)}</title>{shape}{texts}</g>'
 
 
 def _edge_svg(e: _Edge, nodes: list[_Node], mid: list[float], show_label: bool) -> str:
@@ -291,10 +286,9 @@ def _edge_svg(e: _Edge, nodes: list[_Node], mid: list[float], show_label: bool) 
         lx = max(pts[0][0], (pts[0][0] + pts[1][0]) / 2) + 4
         ly = pts[0][1] + RANK_SEP / 2 + FONT_PT * 0.35
         text = f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="{FONT_PT:g}" fill="#444444">{escape(label)}</text>'
-    tip = escape(e.attrs.get("tooltip", ""))
+    tip = e.attrs.get("tooltip") or f"{e.a}->{e.b}"  # the <title> is what a hover shows
     return (
-        f'<g class="edge"><title>{escape(e.a)}-&gt;{escape(e.b)}</title>'
-        + (f"<desc>{tip}</desc>" if tip else "")
-        + f'<path fill="none" stroke="#777777" d="{" ".join(parts)}"/>'
+        f'<g class="edge"><title>{escape(tip)}</title>'
+        f'<path fill="none" stroke="#777777" d="{" ".join(parts)}"/>'
         f'<polygon fill="#777777" stroke="#777777" points="{arrow}"/>{text}</g>'
     )
