@@ -187,7 +187,7 @@ def click_details(page, url: str, model: str, names: list[str]) -> list[float]:
         def click(name: str = name) -> None:
             page.locator(VIEW).first.evaluate("(v, t) => v.kxCentre(t)", name)
             g = page.locator(f"{VIEW} .kx-stage svg g.node").filter(has=page.locator(f"title:text-is('{name}')"))
-            g.locator("path, polygon").first.click()
+            g.first.click()
 
         cond = (
             f"[...document.querySelectorAll('h3')].some(h => h.textContent.trim() === {json.dumps(name)})"

@@ -11,8 +11,10 @@
 // data: {highlight, colors {title: fill}, neutral, neutral_color, marks [title], legend
 //        [[label, colour]], highlight_label, note, height (px, the least height: the box
 //        grows to the window), follow (centre the highlight when it changes and is out of
-//        view), min_font_px, clickable, export_name}
-// trigger: clicked = the <title> of the node or cluster clicked.
+//        view), min_font_px, clickable, export_name, svg_id + svg (a graph laid out in
+//        Python: the SVG itself only the first time this session draws it)}
+// trigger: clicked = the <title> of the node or cluster clicked; missing = the id of a
+// big graph's SVG this page does not hold (Python then sends it again).
 // For automation the .kx-view element carries dataset {scale, fontPx, nodes, inView,
 // highlight, syncs} and functions kxCentre(title), kxExport("svg"|"png") (a Promise of the
 // file's text or data URL), kxVisible(title).
@@ -464,12 +466,28 @@ function toggleFull(s) {
 }
 
 // -- following the source drawing ----------------------------------------------------------------
+// A big graph laid out in Python comes as data once per session (svg_id, svg); later runs
+// send only its id and the copy kept here (page-wide: a remounted viewer finds it) is drawn.
+const SVGS = window.__kxSvgs || (window.__kxSvgs = new Map());
+const SVGS_KEPT = 8;
+
 function sourceSvg(s) {
-  if (s.data.svg) {  // laid out in Python (a big graph): the SVG comes with the data
-    if (s.svgText !== s.data.svg) {
+  const id = s.data.svg_id;
+  if (id) {
+    if (s.data.svg) {
+      SVGS.delete(id);
+      SVGS.set(id, s.data.svg);
+      while (SVGS.size > SVGS_KEPT) SVGS.delete(SVGS.keys().next().value);
+    }
+    const text = SVGS.get(id);
+    if (text === undefined) {  // (a run that never reached the browser): ask for it again
+      if (s.askedFor !== id) { s.askedFor = id; s.setTrigger("missing", id); }
+      return null;
+    }
+    if (s.svgId !== id) {
       const holder = document.createElement("div");
-      holder.innerHTML = s.data.svg;
-      s.svgText = s.data.svg;
+      holder.innerHTML = text;
+      s.svgId = id;
       s.svgEl = holder.querySelector("svg");
     }
     return s.svgEl;
@@ -484,7 +502,7 @@ function sourceSvg(s) {
 function sync(s) {
   const src = sourceSvg(s);
   if (!src) return false;
-  const own = !!s.data.svg;  // an SVG given as data is a new element exactly when it changed
+  const own = !!s.data.svg_id;  // an SVG given as data is a new element exactly when it changed
   const html = own ? null : src.outerHTML;
   if (src === s.src && (own || html === s.srcHtml)) return false;
   s.srcHtml = html;
@@ -624,7 +642,7 @@ export default function (component) {
   if (fresh) {
     s.view.style.height = (s.data.height || 560) + "px";
     attach(s);
-  } else if (s.data.svg || sourceSvg(s) !== s.src) {
+  } else if (s.data.svg_id || sourceSvg(s) !== s.src) {
     sync(s);  // (Streamlit's drawing changing in place is seen by the observer)
   }
   s.height = s.data.height;

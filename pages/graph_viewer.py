@@ -51,6 +51,26 @@ MIN_FONT_PX = 13  # node text is never drawn smaller at first (a projector at 12
 LAYOUT_HERE_NODES = 300  # above this many nodes the layout is done in Python
 
 
+SVG_SENT = "kxv_svg_sent"  # ids of the laid-out SVGs this session's browser holds (newest last)
+
+
+def _svg_payload(dot: str) -> tuple[str, str | None]:
+    """(id, SVG or None): a big graph's SVG (1.4 MB for deep1500 all open) goes to the browser
+    once per session; later runs (a click, a step) send its id and graph_viewer.js draws the
+    copy it keeps. If the browser lacks it after all, it says so (`missing`) and gets it."""
+    svg_id = hashlib.blake2b(dot.encode(), digest_size=12).hexdigest()
+    sent = st.session_state.setdefault(SVG_SENT, [])
+    if svg_id in sent:
+        return svg_id, None
+    sent.append(svg_id)
+    del sent[:-4]  # the browser keeps the 8 newest
+    return svg_id, layout_svg(dot)
+
+
+def _svg_missing() -> None:
+    st.session_state[SVG_SENT] = []  # the next run sends the SVG again
+
+
 def _new_drawing(key: str, dot: str) -> bool:
     """Whether an empty element goes before the chart this run. A changed DOT (the next
     step of a walkthrough) redrawn into the same chart makes Streamlit's d3-graphviz morph
@@ -98,6 +118,7 @@ def show_graph(
     # A big graph is laid out here (explore/layout.py, ~0.3 s for 1,500 nodes) instead of by
     # Graphviz in the browser (5-15 s); frames of open modules need Graphviz's clusters.
     here = dot.count("[label=") > LAYOUT_HERE_NODES and "subgraph" not in dot
+    svg_id, svg = _svg_payload(dot) if here else (None, None)
     with st.container(key=f"kxg-{key}"):
         if not here:
             if _new_drawing(key, dot):
@@ -117,12 +138,14 @@ def show_graph(
                 "follow": follow,
                 "clickable": on_click is not None,
                 "min_font_px": MIN_FONT_PX,
-                "svg": layout_svg(dot) if here else None,
+                "svg_id": svg_id,
+                "svg": svg,
                 "marks": list(ov.marks),
                 "marks_label": ov.marks_label,
                 "export_name": export_name or key,
             },
             on_clicked_change=_clicked,
+            on_missing_change=_svg_missing,
         )
 
 

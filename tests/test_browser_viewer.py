@@ -271,6 +271,33 @@ def test_deep1500_open_all_lands_on_readable_nodes_fit_says_what_is_left_out(pag
         assert exception_boxes(page) == []
 
 
+def test_a_big_drawing_is_sent_once_per_session(page) -> None:
+    """deep1500 all open is a 1.4 MB SVG: a click sends its id, not the SVG again; a viewer
+    that lost its copy asks for it and draws it."""
+    received: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda p: received.append(len(p))))
+    _open_app(page, "deep1500", "graph")  # (a new websocket: the listener sees it)
+    page.get_by_role("button", name="Modules").click()
+    page.get_by_role("button", name="Open all modules").click()
+    page.wait_for_function(f"() => +document.querySelector('{VIEW}').dataset.nodes > 1500", timeout=60_000)
+    page.keyboard.press("Escape")
+    wait_idle(page)
+    assert sum(received) > 1_000_000
+    received.clear()
+    page.locator(VIEW).first.evaluate("v => v.kxCentre('relu')")
+    page.locator(f"{VIEW} .kx-stage svg g.node").filter(has=page.locator("title:text-is('relu')")).first.click()
+    page.get_by_role("heading", name="relu").wait_for()
+    wait_idle(page)
+    assert sum(received) < 300_000 and int(_data(page)["nodes"]) == 1502
+    page.evaluate("() => window.__kxSvgs.clear()")  # as if the copy were lost
+    goto_page(page, "profile")
+    goto_page(page, "graph")
+    page.wait_for_function(
+        f"() => (v => v && +v.dataset.nodes === 1502)(document.querySelector('{VIEW}'))", timeout=60_000
+    )
+    assert exception_boxes(page) == []
+
+
 @pytest.mark.parametrize("size", [PROJECTOR, HD], ids=["720p", "1080p"])
 def test_search_and_picker_select_and_centre_in_the_whole_graph(page, size: dict) -> None:
     with viewport(page, size):
