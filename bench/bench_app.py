@@ -11,10 +11,14 @@ budget of issue 23:
 - Home, first load of a new session: <= 1.5 s; any page by its sidebar link: <= 2 s;
 - no queued-click stall: 5 quick clicks on Step settle within 5 budgets.
 
-Also reported (no budget given): a deep link to yolov5s_mini's last step, the Passes page
-at level 2 on deep1500, deep1500's "Open all modules", the Expressions page's first load.
+Also reported: a deep link to yolov5s_mini's last step, the Passes page at level 2 on
+deep1500, deep1500's "Open all modules", the Expressions page by URL (budget 2 s, a page).
 
-    python bench/bench_app.py [--runs 5] [--json bench/results/app_latency.json] [--md docs/app_latency.md]
+The server runs through bench/timed_streamlit.py, which logs each script run's wall and CPU
+time: a measurement's "script run" is the time the server spent running the page script for
+it (the rest is transfer and the browser drawing).
+
+    python bench/bench_app.py [--runs 5] [--json bench/results/app_latency.json] [--md /tmp/table.md]
 
 The machine may be shared: medians of several runs, and the load average is printed.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import re
 import statistics
 import sys
@@ -66,23 +71,26 @@ def settle(page, cond: str, timeout_ms: int = 120_000) -> float:
             return seen
 
 
-FRAMES: list[float] = []  # when each websocket message from the server arrived (perf_counter)
-SPLITS: dict[str, list[tuple[float, float]]] = {}  # label -> per action (to the server's last message, after it)
+RUN_LOG = Path(tempfile.gettempdir()) / f"kx_runs_{os.getpid()}.log"  # bench/timed_streamlit.py writes it
+SPLITS: dict[str, list[tuple[float, float]]] = {}  # label -> per action (script wall s, script CPU s)
 
 
-def listen(page) -> None:
-    """Record the arrival of every message from Streamlit's server (the script's deltas and
-    its 'finished'): the last one before the page settled splits a latency into the server's
-    part (script run + transfer) and the browser's (rendering what arrived)."""
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda _payload: FRAMES.append(time.perf_counter())))
+def script_runs(t0: float, t1: float) -> tuple[float, float]:
+    """Wall and CPU seconds of the script runs that ended between t0 and t1."""
+    wall = cpu = 0.0
+    if RUN_LOG.exists():
+        for line in RUN_LOG.read_text().splitlines():
+            end, w, c = (float(x) for x in line.split())
+            if t0 <= end <= t1:
+                wall, cpu = wall + w, cpu + c
+    return wall, cpu
 
 
 def timed(page, action: Callable[[], None], cond: str, label: str) -> float:
     t0 = time.perf_counter()
     action()
     done = settle(page, cond)
-    last = max((f for f in FRAMES if t0 <= f <= done), default=t0)
-    SPLITS.setdefault(label, []).append((last - t0, done - last))
+    SPLITS.setdefault(label, []).append(script_runs(t0, done + 0.01))
     return done - t0
 
 
@@ -229,17 +237,20 @@ def main() -> int:
     def report(what: str, xs: list[float], budget: float | None, split: bool = True) -> None:
         parts = SPLITS.pop(what, []) if split else []
         server = round(statistics.median(p[0] for p in parts) * 1000) if parts else None
-        browser = round(statistics.median(p[1] for p in parts) * 1000) if parts else None
-        rows.append((what, xs, budget, server, browser))
+        cpu = round(statistics.median(p[1] for p in parts) * 1000) if parts else None
+        rows.append((what, xs, budget, server, cpu))
         verdict = "" if budget is None else ("ok" if statistics.median(xs) <= budget else "OVER")
-        more = f" [server {server} ms, then browser {browser} ms]" if parts else ""
+        more = f" [script {server} ms ({cpu} ms CPU)]" if parts else ""
         print(
             f"{what:58s} median {median_ms(xs):6d} ms  (n={len(xs)}, max {max(xs) * 1000:.0f}){more} {verdict}",
             flush=True,
         )
 
     print(f"load average before: {os.getloadavg()}")
-    with streamlit_server(timeout=120) as url:
+    RUN_LOG.unlink(missing_ok=True)
+    os.environ["KX_RUN_LOG"] = str(RUN_LOG)
+    launcher = [sys.executable, str(ROOT / "bench" / "timed_streamlit.py")]
+    with streamlit_server(timeout=120, launcher=launcher) as url:
         with chromium_page(1280, 720) as page:  # warm the server: imports, model caches
             page.goto(url)
             settle(page, "document.querySelector('h1')")
@@ -254,7 +265,6 @@ def main() -> int:
                 )
         report("Home, first load (new session)", home, 1.5, split=False)
         with chromium_page(1280, 720) as page:
-            listen(page)
             for model in ("digits_cnn", "resnet18"):
                 links: dict[str, list[float]] = {}
                 for _ in range(args.runs):
@@ -322,23 +332,23 @@ def main() -> int:
             "max_ms": round(max(xs) * 1000),
             "n": len(xs),
             "budget_ms": None if b is None else round(b * 1000),
-            "server_ms": server,
-            "browser_ms": browser,
+            "script_ms": server,
+            "script_cpu_ms": cpu,
         }
-        for w, xs, b, server, browser in rows
+        for w, xs, b, server, cpu in rows
     ]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     if args.md:
         lines = [
-            "| measurement | median | max | n | server / browser | budget | |",
+            "| measurement | median | max | n | script run (CPU) | budget | |",
             "|---|---:|---:|---:|---:|---:|---|",
         ]
         for r in result:
             over = r["budget_ms"] is not None and r["median_ms"] > r["budget_ms"]
             ok = "" if r["budget_ms"] is None else f"**over by {r['median_ms'] - r['budget_ms']} ms**" if over else "ok"
-            split = f"{r['server_ms']} / {r['browser_ms']} ms" if r["server_ms"] is not None else "—"
+            split = f"{r['script_ms']} ms ({r['script_cpu_ms']})" if r["script_ms"] is not None else "—"
             budget = f"{r['budget_ms']} ms" if r["budget_ms"] else "—"
             lines.append(
                 f"| {r['what']} | {r['median_ms']} ms | {r['max_ms']} ms | {r['n']} | {split} | {budget} | {ok} |"

@@ -51,14 +51,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(timeout: float = 60.0) -> Iterator[str]:
-    """`streamlit run app.py` on a free port; yields the base URL."""
+def streamlit_server(timeout: float = 60.0, launcher: list[str] | None = None) -> Iterator[str]:
+    """`streamlit run app.py` on a free port; yields the base URL. `launcher` replaces
+    `python -m streamlit` (bench/bench_app.py's timed server)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="kx_streamlit_", suffix=".log", delete=False)
     cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
+        *(launcher or [sys.executable, "-m", "streamlit"]),
         "run",
         str(ROOT / "app.py"),
         "--server.headless",
