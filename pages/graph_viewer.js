@@ -167,7 +167,18 @@ function centreOn(s, name) {
   const b = s.nodes && s.nodes.has(name) && boxes(s).get(name);
   if (!b) return false;
   centreAt(s, b.x + b.w / 2, b.y + b.h / 2);
+  clampView(s);
   return true;
+}
+
+// Never pan past the graph's edges into empty space (a node near the end is shown with the
+// graph's end at the box's edge, not in the middle of a half-empty box); along an axis where
+// the whole graph fits, it is centred.
+function clampView(s) {
+  const { W, H } = viewSize(s), w = s.size.w * s.k, h = s.size.h * s.k;
+  s.x = w > W ? Math.min(MARGIN, Math.max(W - w - MARGIN, s.x)) : (W - w) / 2;
+  s.y = h > H ? Math.min(MARGIN, Math.max(H - h - MARGIN, s.y)) : (H - h) / 2;
+  apply(s);
 }
 
 function isVisible(s, name) {
@@ -274,11 +285,7 @@ function mapPan(s, e) {
   const r = s.mapImg.getBoundingClientRect(), m = mapScale(s);
   s.touched = true;
   centreAt(s, (e.clientX - r.left) / m.x, (e.clientY - r.top) / m.y);
-  // the map's ends are the graph's ends: never pan past them into empty space
-  const { W, H } = viewSize(s), w = s.size.w * s.k, h = s.size.h * s.k;
-  if (w > W) s.x = Math.min(MARGIN, Math.max(W - w - MARGIN, s.x));
-  if (h > H) s.y = Math.min(MARGIN, Math.max(H - h - MARGIN, s.y));
-  apply(s);
+  clampView(s);  // the map's ends are the graph's ends
 }
 
 // -- export: exactly the drawing on screen (colours, highlight), the whole graph, the legend --
