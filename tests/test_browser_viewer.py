@@ -308,7 +308,7 @@ def test_search_and_picker_select_and_centre_in_the_whole_graph(page, size: dict
         search.press("Enter")
         wait_idle(page)
         page.wait_for_function(f"() => document.querySelector('{VIEW}').dataset.highlight === 'fc'")
-        page.wait_for_function(f"() => document.querySelector('{VIEW}').kxVisible('fc')", timeout=10_000)
+        page.wait_for_function(f"() => document.querySelector('{VIEW}').kxVisible('fc')", timeout=30_000)
         assert int(_data(page)["nodes"]) >= before  # the graph around it stays (not a filtered row)
         page.get_by_role("heading", name="fc").wait_for()
         # the picker: an operator far from the view is selected and centred too
@@ -318,7 +318,7 @@ def test_search_and_picker_select_and_centre_in_the_whole_graph(page, size: dict
         page.get_by_role("option", name="stem", exact=True).click()
         wait_idle(page)
         page.wait_for_function(f"() => document.querySelector('{VIEW}').dataset.highlight === 'stem'")
-        page.wait_for_function(f"() => document.querySelector('{VIEW}').kxVisible('stem')", timeout=10_000)
+        page.wait_for_function(f"() => document.querySelector('{VIEW}').kxVisible('stem')", timeout=30_000)
         assert exception_boxes(page) == []
 
 
