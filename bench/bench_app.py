@@ -217,6 +217,12 @@ def page_links(page, url: str, model: str) -> dict[str, float]:
     return out
 
 
+def by_url(page, link: str, cond: str) -> float:
+    t0 = time.perf_counter()
+    page.goto(link)
+    return settle(page, cond) - t0
+
+
 def median_ms(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1000)
 
@@ -294,24 +300,16 @@ def main() -> int:
                 report(
                     f"click -> detail panel ({model})", click_details(page, url, model, names), STEP_MS[model] / 1000
                 )
-            deep = []
-            for _ in range(args.runs):
-                t0 = time.perf_counter()
-                page.goto(f"{url}/forward?model=yolov5s_mini&step=166")
-                deep.append(settle(page, forward_cond(166)) - t0)
-            report("deep link: yolov5s_mini Forward step 166", deep, 2.0, split=False)
-            exprs = []
-            for _ in range(args.runs):
-                t0 = time.perf_counter()
-                page.goto(f"{url}/expressions?model=expr_zoo")
-                exprs.append(settle(page, PAGES["expressions"]) - t0)
-            report("Expressions by URL (expr_zoo)", exprs, 2.0, split=False)
-            passes = []
-            for _ in range(args.runs):
-                t0 = time.perf_counter()
-                page.goto(f"{url}/passes?model=deep1500&start=current&level=2")
-                passes.append(settle(page, PAGES["passes"]) - t0)
-            report("Passes at level 2 on deep1500, by URL", passes, 2.0, split=False)
+            for what, link, cond in (
+                ("deep link: yolov5s_mini Forward step 166", "/forward?model=yolov5s_mini&step=166", forward_cond(166)),
+                ("Expressions by URL (expr_zoo)", "/expressions?model=expr_zoo", PAGES["expressions"]),
+                (
+                    "Passes at level 2 on deep1500, by URL",
+                    "/passes?model=deep1500&start=current&level=2",
+                    PAGES["passes"],
+                ),
+            ):
+                report(what, [by_url(page, url + link, cond) for _ in range(args.runs)], 2.0, split=False)
             opened = []
             for _ in range(args.runs):
                 page.goto(f"{url}/graph?model=deep1500")

@@ -1,6 +1,6 @@
 """Run the Streamlit app on a free localhost port and drive it with Debian's Chromium.
 
-Shared by tests/test_browser.py and bench/bench_graph_render.py. Everything is bounded:
+Shared by the browser tests (tests/test_browser*.py) and bench/bench_app.py. Everything is bounded:
 the server must answer its health check within `timeout` seconds, and it is always
 terminated (then killed) on exit.
 """

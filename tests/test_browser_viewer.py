@@ -298,6 +298,16 @@ def test_a_big_drawing_is_sent_once_per_session(page) -> None:
     assert exception_boxes(page) == []
 
 
+def pick_operator(page, name: str) -> None:
+    """Choose `name` in the Graph page's "Operator details" picker, until the viewer selects it."""
+    picker = page.get_by_role("combobox", name="Operator details")
+    picker.click()
+    picker.fill(name)
+    page.get_by_role("option", name=name, exact=True).click()
+    wait_idle(page)
+    page.wait_for_function(f"() => document.querySelector('{VIEW}').dataset.highlight === {name!r}")
+
+
 @pytest.mark.parametrize("size", [PROJECTOR, HD], ids=["720p", "1080p"])
 def test_search_and_picker_select_and_centre_in_the_whole_graph(page, size: dict) -> None:
     with viewport(page, size):
@@ -312,12 +322,7 @@ def test_search_and_picker_select_and_centre_in_the_whole_graph(page, size: dict
         assert int(_data(page)["nodes"]) >= before  # the graph around it stays (not a filtered row)
         page.get_by_role("heading", name="fc").wait_for()
         # the picker: an operator far from the view is selected and centred too
-        picker = page.get_by_role("combobox", name="Operator details")
-        picker.click()
-        picker.fill("stem")
-        page.get_by_role("option", name="stem", exact=True).click()
-        wait_idle(page)
-        page.wait_for_function(f"() => document.querySelector('{VIEW}').dataset.highlight === 'stem'")
+        pick_operator(page, "stem")
         page.wait_for_function(f"() => document.querySelector('{VIEW}').kxVisible('stem')", timeout=30_000)
         assert exception_boxes(page) == []
 
@@ -326,12 +331,7 @@ def test_search_and_picker_select_and_centre_in_the_whole_graph(page, size: dict
 def test_export_svg_and_png_are_the_drawing_on_screen(page, tmp_path) -> None:
     _open_app(page, "resnet18", "graph")
     names = {op.name for op in read_param(SAMPLES / "resnet18.pnnx.param").operators}
-    picker = page.get_by_role("combobox", name="Operator details")
-    picker.click()
-    picker.fill("fc")
-    page.get_by_role("option", name="fc", exact=True).click()
-    wait_idle(page)
-    page.wait_for_function(f"() => document.querySelector('{VIEW}').dataset.highlight === 'fc'")
+    pick_operator(page, "fc")
     with page.expect_download() as dl:
         page.locator(f"{VIEW} .kx-tools button[data-act=svg]").click()
     path = tmp_path / "g.svg"

@@ -258,7 +258,7 @@ def test_small_models_open_every_module_as_clusters() -> None:
 def test_deep1500_opens_as_its_modules_and_a_module_opens_on_request() -> None:
     g = load("deep1500")
     assert len(g.operators) >= 1500
-    view = graph_view(g, max_nodes=400)  # its time is measured in bench/bench_graph_render.py
+    view = graph_view(g, max_nodes=400)  # the app's time for it: bench/bench_app.py
     nodes, edges = parse(view.dot)
     groups = [n for n in nodes if n.startswith("group ")]
     assert 8 <= len(groups) <= 40 and len(nodes) <= 60
