@@ -50,13 +50,33 @@ def _on_detail(widget: str) -> None:
     _select(st.session_state.get(widget))
 
 
+def _matches(text: str) -> list[str]:
+    needle = text.strip().lower()
+    return (
+        [op.name for op in graph.operators if needle in op.name.lower() or needle in op.type.lower()] if needle else []
+    )
+
+
+def _on_search() -> None:
+    """A search selects its first match (Netron's way): the graph stays whole around it."""
+    found = _matches(st.session_state.get("graph_search", ""))
+    if found:
+        _select(found[0])
+
+
 st.title(f"Graph of `{model.name}`")
 if model.error:
     st.warning(f"This model cannot run ({model.error_kind}); the graph is shown as parsed. See Home for the message.")
 
 # -- controls --------------------------------------------------------------------------------
 c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 0.8, 1.2])
-name_filter = c1.text_input("Search name or type", key="graph_search", placeholder="e.g. conv, relu, blocks.3")
+search = c1.text_input(
+    "Find an operator (name or type)",
+    key="graph_search",
+    placeholder="e.g. conv, relu, blocks.3",
+    on_change=_on_search,
+    help="Selects and centres the first match and rings every match in blue; the graph stays whole.",
+)
 type_filter = c2.multiselect("Only these types", types, key="graph_types")
 focus = c3.selectbox("Focus on operator", names, index=None, key="graph_focus", placeholder="whole graph")
 hops = c4.number_input("Hops", min_value=1, max_value=20, value=2, key="graph_hops", disabled=focus is None)
@@ -83,7 +103,6 @@ view = graph_view(
     hops=int(hops),
     max_nodes=max_nodes,
     type_filter=set(type_filter),
-    name_filter=name_filter,
     expanded=modules.expanded,
     show=[selected] if modules.expanded is None else (),  # a shared link opens the modules around it
     edge_labels=edge_labels,
@@ -91,6 +110,14 @@ view = graph_view(
 modules.remember(view)
 common.set_url(op=selected)
 
+found = _matches(search)
+if search.strip():
+    here = selected if selected in found else None
+    st.caption(
+        f"**{len(found):,}** operator(s) match “{search.strip()}”"
+        + (f"; showing match {found.index(here) + 1}: `{here}`." if here else ".")
+        + (" Pick another in *Operator details*." if len(found) > 1 else "")
+    )
 closed = view.closed_groups
 st.caption(
     f"Showing {len(view.shown):,} of {view.selected:,} selected operators ({view.total:,} in the model)"
@@ -119,20 +146,25 @@ with graph_col:
                 highlight=view.node_for(selected),
                 legend=view.legend(),
                 highlight_label="selected" if selected else None,
+                marks=sorted({m for m in (view.node_for(n) for n in found[:500]) if m}),
+                marks_label="matches the search" if found else None,
             ),
             height=640,
+            follow=True,
             on_click=_on_click,
+            export_name=f"{model.name}-graph",
         )
     st.download_button("Download DOT", view.dot, file_name=f"{model.name}.dot", mime="text/vnd.graphviz")
 
 # -- detail panel ------------------------------------------------------------------------------
 with detail_col:
     # Keyed by the selection: a click in the graph makes a new picker showing it.
-    widget = f"graph_detail_{names.index(selected) if selected else 'none'}"
+    widget = f"graph_detail_{names.index(selected) if selected else 'none'}_{len(found)}"
+    choices = found + [n for n in names if n not in set(found)] if found else names  # matches first
     st.selectbox(
         "Operator details",
-        names,
-        index=names.index(selected) if selected else None,
+        choices,
+        index=choices.index(selected) if selected else None,
         key=widget,
         placeholder="click a node, or choose",
         on_change=_on_detail,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pandas as pd
 import streamlit as st
 
@@ -76,18 +78,30 @@ else:
     label, pnnx_o2, inputs, expected = source, chosen.pnnx_o2_operators, [chosen.input], chosen.expected
     st.caption(chosen.text)
 
-key = (source, id(graph), level, tuple(disabled), tuple(required), tuple(only_passes or ()))
-cached = st.session_state.get("passes_view")
-if cached is None or cached[0] != key:
-    try:
-        with limits.use(common.APP_LIMITS):  # folding computes tensors: the app's limits
-            view = pv.optimise_view(graph, level, disabled=disabled, required=required, passes=only_passes)
-    except (KuiperError, MemoryError) as e:
-        common.show_error(e, title="The passes failed")
-        st.stop()
-    st.session_state["passes_view"] = (key, view)
-else:
-    view = cached[1]
+# The passes and the check of their outputs run once per (model, options, input) for every
+# session (deep1500 at level 2: ~2 s of passes and ~3 s of running both graphs on a busy
+# machine), not at every rerun of the page (a picker, a toggle).
+ident = model.key if source == CURRENT else source
+key = (source, ident, level, tuple(disabled), tuple(required), tuple(only_passes or ()))
+
+
+@st.cache_resource(show_spinner="Running the passes…", max_entries=8)
+def _optimised(run: tuple, _graph) -> pv.PassesView:
+    with limits.use(common.APP_LIMITS):  # folding computes tensors: the app's limits
+        return pv.optimise_view(_graph, level, disabled=disabled, required=required, passes=only_passes)
+
+
+@st.cache_resource(show_spinner="Checking the outputs…", max_entries=8)
+def _checked(run: tuple, inputs_digest: str, with_expected: bool, _view, _inputs, _expected):
+    with limits.use(common.APP_LIMITS):
+        return pv.check_outputs(_view.before, _view.after, _inputs, _expected)
+
+
+try:
+    view = _optimised(key, graph)
+except (KuiperError, MemoryError) as e:
+    common.show_error(e, title="The passes failed")
+    st.stop()
 
 n0, n1 = len(view.before.operators), len(view.after.operators)
 m1, m2, m3, m4 = st.columns(4)
@@ -128,13 +142,12 @@ else:
         column_config={"time_ms": st.column_config.NumberColumn("time (ms)", format="%.2f")},
     )
 if view.pass_diffs:
-    pick = st.selectbox(
-        "What a pass did",
-        range(len(view.pass_diffs)),
-        key="passes_pick",
-        format_func=lambda i: f"{i + 1}. {view.pass_diffs[i][0]}",
-    )
-    name, diff = view.pass_diffs[pick]
+    # Keyed by the run it shows: another start or level is a new picker, never the old
+    # picker's label over the new run's changes (the frontend keeps a same-key widget's text).
+    labels = [f"{i + 1}. {name}" for i, (name, _) in enumerate(view.pass_diffs)]
+    run_id = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+    pick = st.selectbox("What a pass did", labels, key=f"passes_pick_{run_id}")
+    name, diff = view.pass_diffs[labels.index(pick)]
     changes = view.changes_of(name)
     with st.expander(f"{len(changes)} change(s) recorded by {name}", expanded=len(changes) <= 12):
         st.code("\n".join(changes) or "(none)", language=None)
@@ -143,8 +156,8 @@ if view.pass_diffs:
 # -- do both compute the same? ----------------------------------------------------------------------
 st.subheader("Outputs checked")
 try:
-    with limits.use(common.APP_LIMITS):
-        checks, original_error = pv.check_outputs(view.before, view.after, inputs, expected)
+    digest = hashlib.sha1(b"".join(repr((a.shape, a.dtype.str)).encode() + a.tobytes() for a in inputs)).hexdigest()
+    checks, original_error = _checked(key, digest, expected is not None, view, inputs, expected)
 except (KuiperError, MemoryError) as e:
     common.show_error(e, title="The optimised model failed while running")
     st.stop()

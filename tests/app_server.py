@@ -1,6 +1,6 @@
 """Run the Streamlit app on a free localhost port and drive it with Debian's Chromium.
 
-Shared by tests/test_browser.py and bench/bench_graph_render.py. Everything is bounded:
+Shared by the browser tests (tests/test_browser*.py) and bench/bench_app.py. Everything is bounded:
 the server must answer its health check within `timeout` seconds, and it is always
 terminated (then killed) on exit.
 """
@@ -57,14 +57,15 @@ class ServerURL(str):
 
 
 @contextlib.contextmanager
-def streamlit_server(timeout: float = 60.0, extra_args: tuple[str, ...] = ()) -> Iterator[ServerURL]:
-    """`streamlit run app.py` on a free port (with `extra_args`, e.g. config options); yields the base URL."""
+def streamlit_server(
+    timeout: float = 60.0, extra_args: tuple[str, ...] = (), launcher: list[str] | None = None
+) -> Iterator[ServerURL]:
+    """`streamlit run app.py` on a free port (with `extra_args`, e.g. config options); yields the
+    base URL. `launcher` replaces `python -m streamlit` (bench/bench_app.py's timed server)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="kx_streamlit_", suffix=".log", delete=False)
     cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
+        *(launcher or [sys.executable, "-m", "streamlit"]),
         "run",
         str(ROOT / "app.py"),
         "--server.headless",

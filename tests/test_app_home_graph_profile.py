@@ -102,10 +102,13 @@ def test_graph_filters_and_focus() -> None:
     (dot,) = graphviz_specs(at)
     assert operator_nodes(dot) == {op.name for op in ops if op.type == "nn.Conv2d"}
     at.multiselect(key="graph_types").set_value([]).run()
+    # A search selects its first match and keeps the graph whole around it (Netron's way).
     at.text_input(key="graph_search").input("layer4").run()
     (dot,) = graphviz_specs(at)
-    names = operator_nodes(dot)
-    assert names and all("layer4" in n for n in names)
+    layer4 = [op.name for op in ops if "layer4" in op.name.lower()]
+    assert operator_nodes(dot) == {op.name for op in ops}
+    assert at.session_state["graph_selected"][1] == layer4[0]
+    assert any(f"**{len(layer4)}** operator(s) match" in c.value for c in at.caption)
     at.text_input(key="graph_search").input("").run()
     centre = ops[20]
     at.selectbox(key="graph_focus").set_value(centre.name).run()

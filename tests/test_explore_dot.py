@@ -152,7 +152,7 @@ def test_tiny_mlp_nodes_edges_labels_and_legend() -> None:
         ("fc2", "F.softmax_1", "1x10"),
         ("F.softmax_1", "pnnx_output_0", "1x10"),
     ]
-    assert ops["fc1"]["label"].split("\n")[:3] == ["fc1", "nn.Linear", "out_features=32"]
+    assert ops["fc1"]["label"].split("\n") == ["fc1", "nn.Linear", "in_features=64", "out_features=32"]
     assert ops["fc1"]["fillcolor"] == CATEGORY_COLORS["linear"]
     assert ops["act"]["fillcolor"] == CATEGORY_COLORS["activation"]
     # The legend (drawn by the viewer, beside the graph) lists exactly the categories present.
@@ -258,7 +258,7 @@ def test_small_models_open_every_module_as_clusters() -> None:
 def test_deep1500_opens_as_its_modules_and_a_module_opens_on_request() -> None:
     g = load("deep1500")
     assert len(g.operators) >= 1500
-    view = graph_view(g, max_nodes=400)  # its time is measured in bench/bench_graph_render.py
+    view = graph_view(g, max_nodes=400)  # the app's time for it: bench/bench_app.py
     nodes, edges = parse(view.dot)
     groups = [n for n in nodes if n.startswith("group ")]
     assert 8 <= len(groups) <= 40 and len(nodes) <= 60

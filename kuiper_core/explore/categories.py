@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-# Category -> fill colour (light, so black labels stay readable; colour-blind-safe hues).
+# Category -> fill colour: Okabe & Ito's colour-blind-safe hues (orange #E69F00, sky blue
+# #56B4E9, bluish green #009E73, yellow #F0E442, blue #0072B2, vermillion #D55E00, reddish
+# purple #CC79A7), each as a tint chosen so that every pair stays apart for normal,
+# protanope and deuteranope vision (CIEDE2000 >= 8, tests/test_palette.py) and black text
+# keeps a contrast of at least 6.5:1.
 CATEGORY_COLORS: dict[str, str] = {
-    "io": "#e0e0e0",
-    "conv": "#9ecae1",
-    "linear": "#c6dbef",
-    "norm": "#fdd0a2",
-    "activation": "#c7e9c0",
-    "pool": "#dadaeb",
-    "shape": "#fff2ae",
-    "expression": "#fbb4c4",
-    "reduce": "#d9f0d3",
-    "attention": "#f2b7f2",
-    "recurrent": "#b3e2cd",
+    "io": "#d9d9d9",  # grey
+    "conv": "#56b4e9",  # sky blue
+    "linear": "#9ec9e2",  # blue, 38 % tint
+    "norm": "#ebb233",  # orange, 80 %
+    "activation": "#33b18f",  # bluish green, 80 %
+    "pool": "#d694b9",  # reddish purple, 80 %
+    "shape": "#fbf7ca",  # yellow, 28 %
+    "expression": "#dd7e33",  # vermillion, 80 %
+    "reduce": "#f0e442",  # yellow
+    "attention": "#efc29e",  # vermillion, 38 %
+    "recurrent": "#d0eaf9",  # sky blue, 28 %
     "other": "#ffffff",
 }
 

@@ -24,7 +24,8 @@ from ..layers.registry import value_shaped_operands
 from .categories import CATEGORY_COLORS, category
 from .modules import ModuleGroup, ancestors, default_expanded, module_tree, unit_count
 from .overlay import category_legend
-from .summary import param_text, shape_text
+from .labels import param_lines
+from .summary import shape_text
 
 __all__ = [
     "graph_dot",
@@ -43,46 +44,10 @@ CLUSTER_LIMIT = 300  # above this many drawn nodes open modules get no frame (do
 # of 1,500 nodes in 300 nested frames takes ~45 s in the browser; without frames a few seconds)
 GROUP_PREFIX, CLUSTER_PREFIX = "group ", "cluster "  # PNNX names never contain spaces
 
-# Params worth a place in a node label, in the order they are shown.
-KEY_PARAMS = (
-    "out_channels",
-    "kernel_size",
-    "stride",
-    "padding",
-    "groups",
-    "dilation",
-    "out_features",
-    "num_features",
-    "normalized_shape",
-    "embed_dim",
-    "num_heads",
-    "hidden_size",
-    "num_layers",
-    "output_size",
-    "scale_factor",
-    "size",
-    "mode",
-    "dim",
-    "start_dim",
-    "end_dim",
-    "shape",
-    "dims",
-    "sections",
-    "indices",
-    "chunks",
-    "p",
-    "negative_slope",
-    "min_val",
-    "max_val",
-    "expr",
-)
-MAX_LABEL_PARAMS = 3
-MAX_PARAM_CHARS = 36
-
 _GRAPH_HEAD = (
     'graph [rankdir=TB, nodesep=0.25, ranksep=0.35, fontname="Helvetica", bgcolor="transparent"];\n'
     'node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, color="#555555", penwidth=1];\n'
-    'edge [fontname="Helvetica", fontsize=8, color="#777777", fontcolor="#555555", arrowsize=0.6];\n'
+    'edge [fontname="Helvetica", fontsize=10, color="#777777", fontcolor="#444444", arrowsize=0.6];\n'  # node text's size
 )
 
 
@@ -95,19 +60,10 @@ def _attrs(**kw: object) -> str:
     return ", ".join(f"{k}={quote(str(v))}" for k, v in kw.items() if v is not None)
 
 
-def _short(text: str, limit: int = MAX_PARAM_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def node_label(op: Operator) -> str:
-    """name / type / up to three key params (one per line)."""
-    lines = [_short(op.name, 40), op.type]
-    shown = 0
-    for key in KEY_PARAMS:
-        if key in op.params and shown < MAX_LABEL_PARAMS:
-            lines.append(_short(f"{key}={param_text(op.params[key])}"))
-            shown += 1
-    return "\n".join(lines)
+    """name / type / the parameters its layer reads that differ from their defaults (labels.py)."""
+    name = op.name if len(op.name) <= 40 else op.name[:39] + "…"
+    return "\n".join([name, op.type, *param_lines(op)])
 
 
 # -- selection -----------------------------------------------------------------------------

@@ -26,6 +26,8 @@ class Overlay:
     legend: list[tuple[str, str]] = field(default_factory=list)  # (meaning, colour), by the graph
     highlight_label: str | None = None  # what the red border means ("current step")
     note: str = ""
+    marks: list[str] = field(default_factory=list)  # nodes ringed in blue (search matches)
+    marks_label: str | None = None  # what the blue ring means
 
 
 def category_legend(categories: Iterable[str]) -> list[tuple[str, str]]:
