@@ -36,7 +36,11 @@ def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorith
         from .ir import load_ir
 
         return load_ir(param_path, bin_path, algorithm=algorithm)
-    graph = RuntimeGraph(param_path, bin_path)
+    from .pnnx import load_graph
+
+    # Weights read when first used (their .bin checked now): a load parses and plans, and each
+    # convolution's kernel reads and lays out its weight at the first run (bench/README.md).
+    graph = RuntimeGraph.from_graph(load_graph(param_path, bin_path, lazy=True))
     graph.build(algorithm)
     return graph
 

@@ -185,7 +185,9 @@ def load_bundled(name: str, digest: str) -> LoadedModel:
     model = LoadedModel(key=digest, name=name, source="bundled", meta=meta)
     from kuiper_core.pnnx import load_graph
 
-    _read_model(model, lambda: load_graph(SAMPLES / f"{name}.pnnx.param", SAMPLES / f"{name}.pnnx.bin"))
+    # Weights read when first used (the .bin is checked now): kernels keep their own layouts,
+    # so the server holds no second copy of a model's weights (ResNet-18: 45 MB).
+    _read_model(model, lambda: load_graph(SAMPLES / f"{name}.pnnx.param", SAMPLES / f"{name}.pnnx.bin", lazy=True))
     sample = SAMPLES / f"{name}.input.npy"
     if sample.exists():
         model.sample_input = np.load(sample, allow_pickle=False)
