@@ -1,8 +1,9 @@
 """A classroom on one server: N students at once on the app, each acting every few seconds.
 
-    python bench/bench_load.py                          # 30 sessions on one app process; writes docs/classroom_server.md
-    python bench/bench_load.py --processes 2            # two app processes behind nginx (deploy/nginx.conf), sticky by a cookie
-    python bench/bench_load.py --sessions 5 --duration 30 --out -      # a smoke test
+    python bench/bench_load.py                  # 30 students on one app process, then on two behind nginx
+                                                # (~7 min); writes docs/classroom_server.md
+    python bench/bench_load.py --processes 1    # one app process only
+    python bench/bench_load.py --sessions 5 --duration 30 --processes 1 --out -   # a smoke test
     python bench/bench_load.py --url ws://127.0.0.1:8501 --out -       # a server started elsewhere (no RSS)
 
 Each student (one websocket session speaking Streamlit's own protocol, `st_client.py`; no
@@ -71,7 +72,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--session-ttl", type=int, default=5, help="server.disconnectedSessionTTL for the bench")
     ap.add_argument("--probe-actions", type=int, default=12, help="Forward steps of the lone session")
     ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--processes", type=int, default=1, help="app processes; 2+ run behind nginx (deploy/)")
+    ap.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="app processes, one run per value: 1 alone, 2+ behind nginx (deploy/nginx.conf); default 1 then 2",
+    )
     ap.add_argument("--port", type=int, default=8700, help="first port used (nginx, then the apps)")
     ap.add_argument("--url", help="ws://host:port of a running server instead of starting one (no RSS)")
     ap.add_argument("--seed", type=int, default=1, help="students' seeds are seed*1000 + i")
@@ -79,6 +86,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--json", default=str(BENCH / "results" / "load.json"))
     ap.add_argument("--max-seconds", type=float, default=900.0, help="hard limit for the whole run")
     args = ap.parse_args(argv)
+    args.processes_all = list(args.processes)
+    if args.url:
+        args.processes = [1]
     if not 1 <= args.sessions <= 200:
         ap.error("--sessions must be 1..200")
     if args.duration > 1800 or args.ramp > 600:
@@ -667,6 +677,17 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    status = 0
+    for processes in args.processes:  # one server set-up after the other, each its own report
+        one = argparse.Namespace(**{**vars(args), "processes": processes})
+        if processes > 1 and not args.url and not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+            print(f"{processes} processes: skipped, nginx is not installed (Debian: apt-get install nginx-light)")
+            continue
+        status = max(status, run_one(one))
+    return status
+
+
+def run_one(args: argparse.Namespace) -> int:
     servers = start_servers(args)
     try:
         res = asyncio.run(asyncio.wait_for(run_bench(args, servers), args.max_seconds))
@@ -680,10 +701,19 @@ def main(argv: list[str] | None = None) -> int:
         machine=machine(),
         cores=os.cpu_count(),
     )
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+    json_path = Path(args.json)
+    if len(args.processes_all) > 1:
+        json_path = json_path.with_name(f"{json_path.stem}-{args.processes}{json_path.suffix}")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"-- {servers.describe}")
     for name, p in res["phases"].items():
         print(f"{name:60s} n={p['actions']:4d} p50={_ms(p['p50']):>6s} ms p95={_ms(p['p95']):>6s} ms")
+    if res.get("cpu_ms_per_action"):
+        print(
+            f"server CPU per action {res['cpu_ms_per_action']:.0f} ms; server cores busy {res['server_cores_used']:.2f}; "
+            f"client cores busy {res['client_cpu_share']:.2f}"
+        )
     print(
         f"RSS peak {res['rss_peak']} MiB; leaks {len(res['leaks'])}; broken sessions {len(res['errors'])}; "
         f"pictures {res['media_fetched']} fetched, {res['media_failed']} failed; connections {res['connections']}"
@@ -693,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out != "-":
         write_report(res, Path(args.out))
         print(f"report: {args.out}")
-    return 1 if res["leaks"] else 0
+    return 1 if res["leaks"] or res["errors"] else 0
 
 
 if __name__ == "__main__":
