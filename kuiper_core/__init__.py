@@ -10,6 +10,7 @@ text = kuiper_core.print_ir(g.graph)     # the textual IR (docs/ir.md); parse_ir
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .errors import (
     CycleError,
@@ -17,6 +18,8 @@ from .errors import (
     KuiperError,
     LimitError,
     ModelError,
+    ConversionError,
+    ConverterNotFoundError,
     ParseError,
     ShapeError,
     UnsupportedOperatorError,
@@ -28,26 +31,38 @@ from .runtime import GraphState, RuntimeGraph, StepEvent
 __version__ = "0.1.0"
 
 
-def load(param_path: str | Path, bin_path: str | Path | None = None, *, algorithm: str = "dfs") -> RuntimeGraph:
-    """Read `.param` + `.bin` (default: the param's sibling) and build a RuntimeGraph.
+def load(
+    source: str | Path | bytes,
+    bin_path: str | Path | bytes | None = None,
+    *,
+    algorithm: str = "dfs",
+    **options: Any,
+) -> RuntimeGraph:
+    """Open a model of any format the engine reads and build a RuntimeGraph.
 
-    A `.kir` path is read as textual IR (docs/ir.md), its weights from `bin_path`."""
-    if Path(param_path).suffix == ".kir":
-        from .ir import load_ir
+    `source` is a `.pnnx.param` (weights from `bin_path`, default its sibling .bin), a
+    textual IR `.kir`, an ONNX `.onnx` or a TorchScript `.pt` (both converted by the `pnnx`
+    converter; TorchScript needs `inputshape=`), or the bytes of one. The format is told by
+    content. `options` go to kuiper_core.formats.open_model (inputshape, optlevel, on_log, …)."""
+    from .formats import open_model
 
-        return load_ir(param_path, bin_path, algorithm=algorithm)
-    from .pnnx import load_graph
-
-    # Weights read when first used (their .bin checked now): a load parses and plans, and each
-    # convolution's kernel reads and lays out its weight at the first run (bench/README.md).
-    graph = RuntimeGraph.from_graph(load_graph(param_path, bin_path, lazy=True))
-    graph.build(algorithm)
-    return graph
+    # A .pnnx.param's weights are read when first used (the .bin is checked now): a load parses
+    # and plans, and each convolution's kernel reads and lays out its weight at its first run.
+    options.setdefault("weights", "lazy")
+    return open_model(source, bin_path=bin_path, **options).build(algorithm, release_weights=True)
 
 
 def __getattr__(name: str) -> object:
     """print_ir / parse_ir load the textual IR on first use: `import kuiper_core` stays light
     (a fresh process's first load is timed, imports included: bench/README.md)."""
+    if name == "open_model":
+        from .formats import open_model
+
+        return open_model
+    if name == "compare":
+        from .references.compare import compare
+
+        return compare
     if name in ("print_ir", "parse_ir"):
         from . import ir
 
@@ -73,6 +88,10 @@ __all__ = [
     "InputError",
     "LimitError",
     "ShapeError",
+    "ConversionError",
+    "ConverterNotFoundError",
+    "open_model",
+    "compare",
     "print_ir",
     "parse_ir",
 ]

@@ -6,7 +6,12 @@
     kuiper opt IN.pnnx.param [--bin …] [-O 0|1|2] -o OUT.pnnx.param [--disable NAME] [--require NAME]
                [--passes A,B] [--print-after NAME] [--check X.npy] [-v] [--list]
 
-MODEL may also be a textual IR file (`.kir`, docs/ir.md) wherever a .param is accepted.
+    kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--optlevel N]
+    kuiper compare MODEL [--input X.npy] [--reference R.npz | --framework] [--against OTHER] [--rtol R --atol A]
+
+MODEL is any format the engine reads, told by content (kuiper_core.formats): a .pnnx.param,
+textual IR (`.kir`, docs/ir.md), an ONNX `.onnx` or a TorchScript `.pt` (converted by the
+`pnnx` converter: --inputshape, --inputshape2, --optlevel; docs/own_model.md).
 
 Bad input exits with status 2 and `error: <located message>` on stderr, never a
 traceback (`--debug` shows one).
@@ -24,16 +29,15 @@ import numpy as np
 
 from . import limits
 from .errors import InputError, KuiperError, ParseError
+from .cli_models import add_compare_command, add_convert_command, add_model_options, open_from_args
 from .npy import read_npy, write_npy
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from . import load
-
     for path in args.output:  # before the (maybe long) run
         if Path(path).is_dir():
             raise InputError(f"--output {path} is a directory: give a file name")
-    graph = load(args.model, args.bin)
+    graph = open_from_args(args).build(release_weights=True)
     arrays = [read_npy(p) for p in args.input]
     outputs = graph.forward(*arrays)
     if args.output and len(args.output) != len(outputs):
@@ -59,10 +63,9 @@ def _range(y: np.ndarray) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from . import load
     from .pnnx.param import format_shape
 
-    graph = load(args.model, args.bin, algorithm=args.order)
+    graph = open_from_args(args).build(args.order, release_weights=True)
     g = graph.graph
     assert g is not None
     rows = []
@@ -90,31 +93,15 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_print(args: argparse.Namespace) -> int:
     """The model as textual IR (docs/ir.md); printing the printed text gives the same text."""
     from . import ir
-    from .pnnx import read_param
 
-    if Path(args.model).suffix == ".param":
-        graph = read_param(args.model)
-    else:
-        graph = ir.read_module(args.model, allow_unregistered=args.allow_unregistered).graph
-    sys.stdout.write(ir.print_graph(graph))
+    model = open_from_args(args, weights=False, allow_unregistered=args.allow_unregistered, check_layers=True)
+    sys.stdout.write(ir.print_graph(model.graph))
     return 0
 
 
-def _read_graph(path: str, bin_path: str | None):
-    """A Graph with its weights from `.param` (+ .bin) or `.kir` (+ .bin), not built."""
-    from . import ir
-    from .ir.load import bind_bin, default_bin
-    from .pnnx import load_graph
-
-    if Path(path).suffix != ir.SUFFIX:
-        return load_graph(path, bin_path)
-    module = ir.read_module(path, check=False)
-    if any(op.attrs for op in module.graph.operators):
-        weights = bin_path or default_bin(path)
-        if weights is None:
-            raise InputError(f"{path} references weights: give their .bin with --bin")
-        bind_bin(module, weights)
-    return module.graph
+def _read_graph(args: argparse.Namespace):
+    """The model's Graph with its weights, any format (kuiper_core.formats), not built."""
+    return open_from_args(args).graph
 
 
 def _write_graph(graph, path: str) -> list[Path]:
@@ -149,7 +136,7 @@ def _cmd_opt(args: argparse.Namespace) -> int:
         return 0
     if args.model is None or args.output is None:
         raise InputError("give the model to optimise and -o OUTPUT (or --list)")
-    graph = _read_graph(args.model, args.bin)
+    graph = _read_graph(args)
     instruments = [PrintAfter(args.print_after, sys.stdout)] if args.print_after else []
     passes = [n for item in args.passes for n in item.split(",") if n] if args.passes else None
     result = optimize(
@@ -195,7 +182,7 @@ def _difference(a: object, b: object) -> float:
 
 def _add_opt_command(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     opt = sub.add_parser("opt", help="optimise a model with the graph passes and save it")
-    opt.add_argument("model", nargs="?", help="IN.pnnx.param or IN.kir")
+    opt.add_argument("model", nargs="?", help="IN.pnnx.param, IN.kir, IN.onnx or IN.pt")
     opt.add_argument("--bin", help="weights (default: the input's sibling .bin)")
     opt.add_argument("-o", "--output", help="OUT.pnnx.param (+ OUT.pnnx.bin) or OUT.kir (+ OUT.bin)")
     opt.add_argument("-O", type=int, choices=[0, 1, 2], default=2, help="opt level: 0 none, 1 safe clean-ups, 2 all")
@@ -223,18 +210,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model on .npy inputs")
-    run.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
+    run.add_argument("model", help="MODEL.pnnx.param, FILE.kir, MODEL.onnx or MODEL.pt")
     run.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
     run.add_argument("--input", action="append", default=[], required=True, help="an input .npy (repeat per input)")
     run.add_argument("--output", action="append", default=[], help="where to write each output .npy")
     run.set_defaults(func=_cmd_run)
     ins = sub.add_parser("inspect", help="print the operator table in execution order")
-    ins.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
+    ins.add_argument("model", help="MODEL.pnnx.param, FILE.kir, MODEL.onnx or MODEL.pt")
     ins.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
     ins.add_argument("--order", choices=["dfs", "kahn"], default="dfs", help="ordering algorithm")
     ins.set_defaults(func=_cmd_inspect)
     pr = sub.add_parser("print", help="print the model as textual IR (docs/ir.md)")
-    pr.add_argument("model", help="MODEL.pnnx.param or FILE.kir")
+    pr.add_argument("model", help="MODEL.pnnx.param, FILE.kir, MODEL.onnx or MODEL.pt")
     pr.add_argument(
         "--allow-unregistered",
         action="store_true",
@@ -243,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=_cmd_print)
     opt = _add_opt_command(sub)
     for p in (run, ins, pr, opt):
+        add_model_options(p)
+    conv = add_convert_command(sub)
+    cmp = add_compare_command(sub)
+    for p in (run, ins, pr, opt, conv, cmp):
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return ap
 

@@ -227,3 +227,20 @@ class LimitError(KuiperError):
         return LimitError(
             self.message, limit=self.limit, maximum=self.maximum, value=self.value, operator=operator, op_type=op_type
         )
+
+
+class ConversionError(KuiperError):
+    """The `pnnx` converter could not turn a model file (.onnx, TorchScript .pt) into PNNX.
+
+    The message quotes the converter's own last lines; `log` holds all it printed and
+    `exit_code` how it ended (None: it did not run, or was stopped at its time limit)."""
+
+    def __init__(self, message: str, *, log: str = "", exit_code: int | None = None) -> None:
+        self.message = clip(message)
+        self.log = log
+        self.exit_code = exit_code
+        super().__init__(self.message)
+
+
+class ConverterNotFoundError(ConversionError):
+    """No `pnnx` converter binary on this machine: the message says how to install one."""

@@ -19,8 +19,29 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-Dim = int | None | str
+Dim = int | None | str  # a size, unknown (None: `?`), or a symbol (`%n`)
 Shape = tuple[Dim, ...]
+
+
+def dim_text(d: Dim) -> str:
+    return "?" if d is None else (f"%{d}" if isinstance(d, str) else str(d))
+
+
+def format_shape(shape: Shape | None, dtype: str | None = None) -> str:
+    """A shape as .param writes it, `(1,3,?,%n)f32` (without a dtype `(1,3,?,%n)`); an unknown
+    shape `?`. The one formatter for messages; the app's labels use `shape_label`."""
+    if shape is None:
+        return "?"
+    return "(" + ",".join(map(dim_text, shape)) + ")" + (dtype or "")
+
+
+def shape_label(shape: Shape | None) -> str:
+    """A shape for a label: `1x3x?x7`; unknown `?`; a scalar `()`."""
+    if shape is None:
+        return "?"
+    return "x".join(map(dim_text, shape)) if shape else "()"
+
+
 # Parameter values as .param writes them: None, bool, int, float, str, or a list of
 # ints/floats/strs (written as a tuple "(1,2)").
 ParamValue = None | bool | int | float | str | list
@@ -121,7 +142,7 @@ class Attribute:
         data = self._weak()
         if data is None:
             with _RELOAD_LOCK:  # one read for threads asking at once: they share its array
-                data = self._weak() if self._weak is not None else self._data
+                data = self._weak() if self._weak is not None else self._data  # set meanwhile by another thread?
                 if data is None:
                     assert self.source is not None
                     data = self.source.read()
@@ -384,8 +405,8 @@ class Graph:
                 return False
             if a.input_names != b.input_names:
                 return False
-        for name, a in self.operands.items():
-            b = other.operands[name]
-            if (a.shape, a.dtype) != (b.shape, b.dtype):
+        for name, operand in self.operands.items():
+            theirs = other.operands[name]
+            if (operand.shape, operand.dtype) != (theirs.shape, theirs.dtype):
                 return False
         return True

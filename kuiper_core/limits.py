@@ -109,7 +109,7 @@ def out_of_memory(e: MemoryError, operator: str | None = None, op_type: str | No
     """A MemoryError no size check foresaw, as an error naming the operator (not a crash)."""
     lim = current().max_tensor_elements
     return LimitError(
-        f"ran out of memory ({e or 'MemoryError'}): it needs more than this machine has, though within the limits",
+        f"ran out of memory ({str(e) or 'MemoryError'}): it needs more than this machine has, though within the limits",
         limit="max_tensor_elements",
         maximum=lim,
         operator=operator,

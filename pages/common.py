@@ -36,6 +36,7 @@ from kuiper_core import limits
 from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
+from kuiper_core.formats import OpenedModel, open_model
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
 
@@ -103,6 +104,9 @@ class LoadedModel:
     operands: dict[str, np.ndarray] = field(default_factory=dict)  # reference tensors
     examples: np.ndarray | None = None  # bundled example inputs (N, ...) e.g. held-out digits
     example_labels: np.ndarray | None = None
+    # What kuiper_core.formats opened: the format, the PNNX files (converted ones included),
+    # the conversion record and which references can be computed. None until it opened.
+    opened: OpenedModel | None = None
 
     @property
     def ok(self) -> bool:
@@ -183,11 +187,16 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
 def load_bundled(name: str, digest: str) -> LoadedModel:
     meta = bundled_models().get(name, {})
     model = LoadedModel(key=digest, name=name, source="bundled", meta=meta)
-    from kuiper_core.pnnx import load_graph
 
-    # Weights read when first used (the .bin is checked now): kernels keep their own layouts,
-    # so the server holds no second copy of a model's weights (ResNet-18: 45 MB).
-    _read_model(model, lambda: load_graph(SAMPLES / f"{name}.pnnx.param", SAMPLES / f"{name}.pnnx.bin", lazy=True))
+    def read() -> Graph:
+        # Weights read when first used (the .bin is checked now): kernels keep their own
+        # layouts, so the server holds no second copy of a model's weights (ResNet-18: 45 MB).
+        model.opened = open_model(
+            SAMPLES / f"{name}.pnnx.param", bin_path=SAMPLES / f"{name}.pnnx.bin", format="pnnx", weights="lazy"
+        )
+        return model.opened.graph
+
+    _read_model(model, read)
     sample = SAMPLES / f"{name}.input.npy"
     if sample.exists():
         model.sample_input = np.load(sample, allow_pickle=False)
@@ -201,17 +210,28 @@ def load_bundled(name: str, digest: str) -> LoadedModel:
 
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
-def load_uploaded(digest: str, name: str, _param: bytes, _bin: bytes | None) -> LoadedModel:
-    """An uploaded pair, read from memory (no copies on the server's disk); messages
-    call the files by the uploaded name."""
-    from kuiper_core.pnnx import load_graph_bytes
-
+def load_uploaded(
+    digest: str,
+    name: str,
+    _param: bytes,
+    _bin: bytes | None,
+    inputshape: str | None = None,
+    optlevel: int | None = None,
+    _on_log: Callable[[str], None] | None = None,
+) -> LoadedModel:
+    """An uploaded model of any format (kuiper_core.formats: .pnnx.param + .bin, .kir,
+    .onnx, TorchScript .pt), read from memory; messages call it by the uploaded name.
+    ONNX and TorchScript are converted by pnnx (`inputshape`, `optlevel`; `_on_log` gets
+    each converter line as it is printed), cached on disk by content."""
     model = LoadedModel(key=digest, name=name, source="upload")
 
     def read() -> Graph:
-        for what, data in (("the .param", _param), ("the .bin", _bin)):
+        for what, data in (("the model", _param), ("the .bin", _bin)):
             check_upload_size(what, data)
-        return load_graph_bytes(_param, _bin, name)
+        model.opened = open_model(
+            _param, bin_path=_bin, name=name, inputshape=inputshape, optlevel=optlevel, on_log=_on_log
+        )
+        return model.opened.graph
 
     return _read_model(model, read)
 

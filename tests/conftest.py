@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -29,3 +31,35 @@ def max_err_ok(y: np.ndarray, ref: np.ndarray, rel: float = 1e-4) -> tuple[bool,
         diff = np.abs(y.astype(np.float64) - ref.astype(np.float64))
     err = float(np.nanmax(diff)) if np.isfinite(diff).any() else 0.0
     return bool(same_nan and err <= bound), err, bound
+
+
+# -- the fast tier ------------------------------------------------------------------------------
+# `pytest -m "not slow"` runs every module's quick tests (≤ 90 s on a quiet 2-core machine); the
+# README's command runs everything. Slow: the browser tests, the fuzzers (their own subprocesses)
+# and the tests listed in slow_tests.txt (measured; tools/slow_tests.py rewrites the list).
+_SLOW_FILES = ("test_fuzz.py",)
+
+
+def _slow_ids() -> frozenset[str]:
+    lines = (Path(__file__).with_name("slow_tests.txt")).read_text().splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001  (pytest's hook signature)
+    import pytest
+
+    slow = _slow_ids()
+    for item in items:
+        nodeid = item.nodeid.removeprefix("tests/")
+        if item.get_closest_marker("browser") or nodeid.split("::")[0] in _SLOW_FILES or nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+
+
+def without_traced_inputs(data: bytes) -> bytes:
+    """The TorchScript zip as torch.jit.script or an older torch saves it: no example inputs."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            if "traced_inputs" not in info.filename:
+                dst.writestr(info, src.read(info))
+    return out.getvalue()

@@ -16,6 +16,7 @@ import numpy as np
 
 import kuiper_core
 from conftest import OPS, max_err_ok
+from kuiper_core.bundles import open_bundle
 from kuiper_core import RuntimeGraph
 from kuiper_core.layers.registry import Layer, create_layer
 from kuiper_core.pnnx import parse_param
@@ -45,12 +46,8 @@ def layer_of(line: str, *input_shapes: str) -> Layer:
 
 
 def case_io(case: str) -> tuple[Path, list[np.ndarray], list[np.ndarray]]:
-    path = OPS / case
-    with np.load(path / "inputs.npz") as z:
-        ins = [z[f"in{i}"] for i in range(len(z.files))]
-    with np.load(path / "expected.npz") as z:
-        exp = [z[f"out{i}"] for i in range(len(z.files))]
-    return path, ins, exp
+    bundle = open_bundle(OPS / case)
+    return OPS / case, bundle.inputs, bundle.expected
 
 
 def assert_close(y: np.ndarray, ref: np.ndarray, what: str) -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import OPS, SAMPLES, max_err_ok
 
 from kuiper_core import ir
+from kuiper_core.bundles import open_bundle
 from kuiper_core.graph import Graph, same_params
 from kuiper_core.pnnx import read_param
 
@@ -36,9 +36,9 @@ def test_bundled_model_round_trips_and_runs_to_pytorchs_answer(tmp_path: Path, n
     kir = tmp_path / f"{name}.kir"
     kir.write_text(text)
     graph = ir.load_ir(kir, SAMPLES / f"{name}.pnnx.bin")
-    ys = graph.forward(np.load(SAMPLES / f"{name}.input.npy"))
-    with np.load(SAMPLES / f"{name}.expected.npz") as z:
-        expected = [z[f"out{i}"] for i in range(len(z.files))]
+    bundle = open_bundle(SAMPLES / name)
+    ys = graph.forward(*bundle.inputs)
+    expected = bundle.expected
     assert len(ys) == len(expected)
     for i, (y, ref) in enumerate(zip(ys, expected)):
         ok, err, bound = max_err_ok(y, ref)

@@ -17,6 +17,7 @@ import kuiper_core
 from conftest import DATA, ROOT, max_err_ok
 from kuiper_core import ShapeError
 from kuiper_core.errors import ParseError
+from kuiper_core.bundles import numbered
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.runtime import runtime_graph
 
@@ -26,9 +27,7 @@ IDS = [f"{e.parent.name}/{e.name}" for e in EXPORTS]
 MODELS = sorted({e.parent.name for e in EXPORTS})
 
 
-def _arrays(path: Path, prefix: str) -> list[np.ndarray]:
-    with np.load(path) as z:
-        return [z[f"{prefix}{i}"] for i in range(len(z.files))]
+_arrays = numbered  # the bundles' own reader (kuiper_core/bundles.py)
 
 
 def _runs(folder: Path) -> list[tuple[str, list[np.ndarray], list[np.ndarray]]]:

@@ -13,8 +13,6 @@ For a module `m` and example inputs, `export_module` writes into `out_dir`:
 
 from __future__ import annotations
 
-import ast
-import os
 import shutil
 import subprocess
 import sys
@@ -25,50 +23,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # kuiper_core, when run as a script
+
 
 def _flatten(value: Any) -> list[Any]:
-    if isinstance(value, (tuple, list)):
-        out: list[Any] = []
-        for v in value:
-            out.extend(_flatten(v))
-        return out
-    return [value]
+    from kuiper_core.references.pnnx_py import flatten
+
+    return flatten(value)
 
 
 def _capture_operands(pnnx_py: Path, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
-    """Run pnnx's generated NAME_pnnx.py, recording every local `v_N` of forward()."""
-    import torch
+    """Every operand v_N of pnnx's generated NAME_pnnx.py (kuiper_core.references.pnnx_py)."""
+    from kuiper_core.references.pnnx_py import capture_operands
 
-    source = pnnx_py.read_text()
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "forward":
-            # Replace every `return X` in forward with returning (X, locals()).
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Return) and sub.value is not None:
-                    sub.value = ast.Tuple(
-                        elts=[sub.value, ast.Call(func=ast.Name("locals", ast.Load()), args=[], keywords=[])],
-                        ctx=ast.Load(),
-                    )
-    ast.fix_missing_locations(tree)
-    module_name = f"_pnnx_ref_{abs(hash(str(pnnx_py)))}"
-    code = compile(tree, str(pnnx_py), "exec")
-    namespace: dict[str, Any] = {"__name__": module_name}
-    cwd = os.getcwd()
-    os.chdir(pnnx_py.parent)  # the script opens NAME.pnnx.bin by a relative path
-    try:
-        exec(code, namespace)
-        model = namespace["Model"]()
-        model.float().eval()
-        with torch.no_grad():
-            _, local_vars = model(*inputs)
-    finally:
-        os.chdir(cwd)
-    refs: dict[str, np.ndarray] = {}
-    for key, value in local_vars.items():
-        if key.startswith("v_") and isinstance(value, torch.Tensor):
-            refs[key[2:]] = value.detach().cpu().numpy()
-    return refs
+    return capture_operands(pnnx_py, inputs)[0]
 
 
 def export_module(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -22,6 +23,8 @@ from .summary import shape_text
 # Comparison statuses, worst last (an operator's status is its worst output's).
 OK, OVER, SHAPE, NO_REF = "within tolerance", "over tolerance", "shape mismatch", "no reference"
 _RANK = {NO_REF: 0, OK: 1, OVER: 2, SHAPE: 3}
+
+Tolerance = Callable[[np.ndarray], float]  # a reference's tolerance (default: `tolerance`)
 
 # Fill colours of the graph's error view: states only (operators not compared are neutral).
 ERROR_COLORS = {OK: "#9fdf9f", OVER: "#ff9a9a", SHAPE: "#c9a0ff", "first bad": "#d62728"}
@@ -73,6 +76,9 @@ class Comparison:
     tolerance: float
     shape: tuple[int, ...]
     ref_shape: tuple[int, ...]
+    where: tuple[int, ...] | None = None  # index of the largest error (None: no error, or shapes differ)
+    value_at: complex | float | None = None  # ours there
+    reference_at: complex | float | None = None  # the reference's there
 
     @property
     def ratio(self) -> float | None:
@@ -83,19 +89,59 @@ class Comparison:
             return self.max_error / self.tolerance
         return 0.0 if self.max_error == 0 else float("inf")
 
+    @property
+    def relative_error(self) -> float | None:
+        """|error| / |reference| at the largest error (inf where the reference is 0)."""
+        if self.max_error is None or self.reference_at is None:
+            return None
+        if self.max_error == 0:
+            return 0.0
+        ref = abs(self.reference_at)
+        return self.max_error / ref if ref > 0 else float("inf")
+
     def text(self) -> str:
         if self.status == SHAPE:
             return f"shape mismatch: the engine made {shape_text(self.shape)}, the reference is {shape_text(self.ref_shape)}"
         return f"max |error| {self.max_error:.3g} (tolerance {self.tolerance:.3g}): {self.status}"
 
+    def where_text(self) -> str:
+        """'at [0, 3, 5, 1]: ours 1.23, reference 1.11' ('' without an error)."""
+        if self.where is None or not self.max_error:
+            return ""
+        return f"at {list(self.where)}: ours {self.value_at:.6g}, reference {self.reference_at:.6g}"
 
-def compare(value: np.ndarray, reference: np.ndarray) -> Comparison:
+
+def compare(value: np.ndarray, reference: np.ndarray, tol: float | None = None) -> Comparison:
+    """`value` against `reference`: within `tol` (default: the project's tolerance of it)."""
     v, r = np.asarray(value), np.asarray(reference)
-    tol = tolerance(r)
+    tol = tolerance(r) if tol is None else tol
     if v.shape != r.shape:
         return Comparison(SHAPE, None, tol, tuple(v.shape), tuple(r.shape))
-    err = max_abs_error(v, r)
-    return Comparison(OK if err <= tol else OVER, err, tol, tuple(v.shape), tuple(r.shape))
+    if not v.size:
+        return Comparison(OK, 0.0, tol, tuple(v.shape), tuple(r.shape))
+    diff = difference(v, r)
+    flat = int(np.argmax(diff))
+    err = float(diff.reshape(-1)[flat])
+    where = tuple(int(i) for i in np.unravel_index(flat, v.shape))
+    status = OK if err <= tol else OVER
+    return Comparison(status, err, tol, tuple(v.shape), tuple(r.shape), where, v[where].item(), r[where].item())
+
+
+def tolerance_for(rtol: float | None = None, atol: float | None = None) -> Tolerance | None:
+    """A reference's tolerance from --rtol/--atol: atol + rtol * max|reference| (None: the
+    project's default, `tolerance`)."""
+    if rtol is None and atol is None:
+        return None
+    r, a = rtol or 0.0, atol or 0.0
+
+    def bound(reference: np.ndarray) -> float:
+        ref = np.asarray(reference)
+        if ref.dtype.kind not in "fc" or ref.size == 0:
+            return a
+        finite = np.abs(ref[np.isfinite(ref)])
+        return a + r * (float(finite.max()) if finite.size else 0.0)
+
+    return bound
 
 
 # -- which references apply ------------------------------------------------------------------------
@@ -128,35 +174,85 @@ class ReferenceMatch:
 
     refs: dict[str, np.ndarray]
     keys: int  # arrays in the file
-    unmatched: list[str] = field(default_factory=list)  # keys naming no operand (nor outN)
+    unmatched: list[str] = field(default_factory=list)  # keys naming no operand (nor outN, nor an operator)
+    operands: dict[str, str] = field(default_factory=dict)  # each matched key -> the operand it names
+    hint: str | None = None  # why keys may have matched nothing (e.g. pnnx fused a BatchNorm away)
 
     @property
     def matched(self) -> int:
         return self.keys - len(self.unmatched)
 
 
+# The names pnnx gives operators itself (conv2d_0, F.relu_3, torch.mean_0, pnnx_unique_2).
+_PNNX_NAME = re.compile(r"(?:[A-Za-z]+\.)?[A-Za-z0-9_]+_\d+")
+# Prefixes a wrapper adds to PyTorch module paths (nn.DataParallel's `module.`).
+_WRAPPERS = ("module.", "model.", "_orig_mod.")
+
+
+def key_operand(graph: Graph, key: str, outputs: Sequence[str] | None = None) -> str | None:
+    """The operand a reference key names, or None. Keys are, in this order: an operand name
+    ("17"); pnnx's Python name of one ("v_17"); forward()'s N-th output ("out0"); an operator
+    name, which for a TorchScript model converted by pnnx is the module path a PyTorch forward
+    hook sees ("layer1.0.conv1", "fc"): its output, or its i-th output as "NAME:i"; the same
+    with a wrapper's prefix ("module.fc") dropped."""
+    if key in graph.operands:
+        return key
+    if key.startswith("v_") and key[2:] in graph.operands:
+        return key[2:]
+    i = _out_index(key)
+    if i is not None:
+        outs = output_operand_names(graph) if outputs is None else outputs
+        return outs[i] if i < len(outs) else None
+    name, _, index = key.rpartition(":")
+    if not (name and index.isdigit()):
+        name, index = key, ""
+    for candidate in (name, *(name[len(p) :] for p in _WRAPPERS if name.startswith(p))):
+        try:
+            op = graph.operator(candidate)
+        except KeyError:
+            continue
+        if index:
+            return op.outputs[int(index)].name if int(index) < len(op.outputs) else None
+        return op.outputs[0].name if len(op.outputs) == 1 else None
+    return None
+
+
 def match_references(graph: Graph, npz: Mapping[str, np.ndarray]) -> ReferenceMatch:
-    """Map an .npz of operand names and/or out0, out1, ... (forward()'s outputs, as in
-    NAME.expected.npz) to operand names; keys that name nothing are reported, not dropped
-    silently."""
+    """Map an .npz's keys (see key_operand: operand names, outN, operator names and module
+    paths) to operand names; keys that name nothing are reported, not dropped silently. An
+    operand named directly wins over the same operand named another way."""
     outputs = output_operand_names(graph)
     refs: dict[str, np.ndarray] = {}
+    operands: dict[str, str] = {}
     unmatched: list[str] = []
-    for k, v in npz.items():
-        i = _out_index(k)
-        if i is None:
-            if k in graph.operands:
-                refs[k] = np.asarray(v)
-            else:
-                unmatched.append(k)
-    for k, v in npz.items():  # operand names win over outN for the same operand
-        i = _out_index(k)
-        if i is not None:
-            if i < len(outputs):
-                refs.setdefault(outputs[i], np.asarray(v))
-            elif k not in graph.operands:
-                unmatched.append(k)
-    return ReferenceMatch(refs, len(npz), unmatched)
+    direct = [k for k in npz if k in graph.operands]
+    for k in direct + [k for k in npz if k not in graph.operands]:
+        operand = key_operand(graph, k, outputs)
+        if operand is None:
+            unmatched.append(k)
+            continue
+        operands[k] = operand
+        refs.setdefault(operand, np.asarray(npz[k]))
+    return ReferenceMatch(refs, len(npz), unmatched, operands, _unmatched_hint(graph, unmatched))
+
+
+def _unmatched_hint(graph: Graph, unmatched: Sequence[str]) -> str | None:
+    if not unmatched:
+        return None
+    fused = [op.name for op in graph.operators if op.name.startswith("convbn")]
+    if fused and any("bn" in k.lower() or "norm" in k.lower() for k in unmatched):
+        return (
+            "pnnx fused each BatchNorm into the convolution before it (operators "
+            f"{', '.join(fused[:3])}{', …' if len(fused) > 3 else ''}): a BatchNorm's or its convolution's "
+            "module path names no operator; key those tensors by operand number"
+        )
+    named = [op.name for op in graph.operators if op.type not in ("pnnx.Input", "pnnx.Output")]
+    if named and all(_PNNX_NAME.fullmatch(n) for n in named):
+        return (
+            "this model's operator names are pnnx's own (conv2d_0, F.relu_3): module paths match only a "
+            "TorchScript model converted by pnnx; key tensors by operand number (the Graph page shows them)"
+        )
+    return None
 
 
 def references_for(graph: Graph, npz: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -184,18 +280,27 @@ class OperatorCheck:
 
 
 def check_operator(
-    index: int, name: str, op_type: str, outputs: Mapping[str, Any], references: Mapping[str, np.ndarray]
+    index: int,
+    name: str,
+    op_type: str,
+    outputs: Mapping[str, Any],
+    references: Mapping[str, np.ndarray],
+    tolerance_of: Tolerance | None = None,
 ) -> OperatorCheck:
     per = {
-        o: compare(v, references[o]) for o, v in outputs.items() if o in references and not isinstance(v, (tuple, list))
+        o: compare(v, references[o], None if tolerance_of is None else tolerance_of(references[o]))
+        for o, v in outputs.items()
+        if o in references and not isinstance(v, (tuple, list))
     }
     status = max((c.status for c in per.values()), key=_RANK.__getitem__, default=NO_REF)
     return OperatorCheck(index, name, op_type, status, per)
 
 
-def check_events(events: Iterable[Any], references: Mapping[str, np.ndarray]) -> list[OperatorCheck]:
+def check_events(
+    events: Iterable[Any], references: Mapping[str, np.ndarray], tolerance_of: Tolerance | None = None
+) -> list[OperatorCheck]:
     """One OperatorCheck per StepEvent (index, name, type, outputs)."""
-    return [check_operator(e.index, e.name, e.type, e.outputs, references) for e in events]
+    return [check_operator(e.index, e.name, e.type, e.outputs, references, tolerance_of) for e in events]
 
 
 def first_bad(checks: Sequence[OperatorCheck]) -> OperatorCheck | None:

@@ -134,15 +134,6 @@ def ast_dot(ast: ex.Node, labels: Sequence[str] = (), *, max_nodes: int = 300) -
     return AstDot("\n".join(lines), len(order), sum(1 for _ in ex.walk(ast)), ids)
 
 
-def kind_legend() -> list[tuple[str, str]]:
-    return [
-        ("call", AST_COLORS["call"]),
-        ("input @N", AST_COLORS["operand"]),
-        ("constant", AST_COLORS["constant"]),
-        ("list", AST_COLORS["list"]),
-    ]
-
-
 def rpn_rows(ast: ex.Node, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Reverse Polish order: what the stack machine does with each node."""
     rows = []

@@ -181,16 +181,16 @@ def nested_view(graph: Graph, node_limit: int = NESTED_NODE_LIMIT, depth_limit: 
                 lines.append(ViewLine(pad + suffix, owner))
                 continue
             made = producers.get(id(operand))
-            op = made[0] if made else None
-            if op is None or op.type == "pnnx.Input":
-                lines.append(ViewLine(f"{pad}{sigil_name('%', operand.name)}{suffix}", op.name if op else None))
+            if made is None or made[0].type == "pnnx.Input":
+                lines.append(ViewLine(f"{pad}{sigil_name('%', operand.name)}{suffix}", made[0].name if made else None))
                 continue
+            op = made[0]
             if printed >= node_limit or depth > depth_limit:
                 cut = True
                 lines.append(ViewLine(f"{pad}…{suffix}", op.name))
                 continue
             printed += 1
-            index = f"[{made[1]}]" if len(op.outputs) > 1 else ""  # type: ignore[index]
+            index = f"[{made[1]}]" if len(op.outputs) > 1 else ""
             if not op.inputs:
                 lines.append(ViewLine(f"{pad}{op.type}(){index}{suffix}", op.name))
                 continue

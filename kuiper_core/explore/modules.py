@@ -229,7 +229,3 @@ def unit_count(root: ModuleGroup, expanded: set[str]) -> int:
     for c in root.children:
         n += unit_count(c, expanded) if c.id in expanded or c.id == "" else 1
     return n
-
-
-def all_groups(root: ModuleGroup) -> list[ModuleGroup]:
-    return [g for g in root.walk() if g.id]

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..bundles import numbered
 from ..errors import KuiperError
 from ..graph import Graph, Operator
 from ..passes import OptimizeResult, optimize
@@ -65,8 +66,7 @@ def load_preset(directory: Path, name: str) -> tuple[Preset, Graph]:
     meta = PRESETS[name]
     param, bin_path = directory / f"{name}.o1.pnnx.param", directory / f"{name}.o1.pnnx.bin"
     o2 = directory / f"{name}.o2.pnnx.param"
-    with np.load(directory / f"{name}.expected.npz") as z:
-        expected = [z[f"out{i}"] for i in range(len(z.files))]
+    expected = numbered(directory / f"{name}.expected.npz", "out")
     preset = Preset(
         name,
         meta["title"],
@@ -243,5 +243,5 @@ def saved_files(graph: Graph, name: str) -> dict[str, bytes]:
     from ..pnnx.writer import format_param, save_bin
 
     buf = io.BytesIO()
-    save_bin(graph, buf)  # type: ignore[arg-type]  (zipfile takes a file object)
+    save_bin(graph, buf)
     return {f"{name}.opt.pnnx.param": format_param(graph).encode(), f"{name}.opt.pnnx.bin": buf.getvalue()}

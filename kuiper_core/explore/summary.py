@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import Attribute, Graph, Operand, Operator
+from ..graph import Attribute, Graph, Operand, Operator, shape_label
 from .categories import category
 
 
@@ -57,16 +57,8 @@ def model_summary(graph: Graph) -> ModelSummary:
 
 
 def shape_text(shape: tuple | list | None) -> str:
-    """(1,3,224,224) -> '1x3x224x224'; unknown dims '?'; no shape '?'; a scalar '()'."""
-    if shape is None:
-        return "?"
-    if len(shape) == 0:
-        return "()"
-    return "x".join("?" if d is None else str(d) for d in shape)
-
-
-def operand_text(operand: Operand) -> str:
-    return f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
+    """(1,3,224,224) -> '1x3x224x224' (graph.shape_label)."""
+    return shape_label(None if shape is None else tuple(shape))
 
 
 def param_text(value: Any) -> str:

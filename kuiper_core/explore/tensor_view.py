@@ -28,11 +28,6 @@ class Layout:
     lead: int  # leading size-1 dims dropped
     core: tuple[int, ...]  # the shape that is looked at
 
-    @property
-    def slice_axes(self) -> tuple[int, int]:
-        """Default (row axis, column axis) of `core` for a 2-D slice: the last two."""
-        return (len(self.core) - 2, len(self.core) - 1) if len(self.core) >= 2 else (0, 0)
-
 
 def layout(a: np.ndarray) -> Layout:
     a = np.asarray(a)

@@ -89,9 +89,9 @@ def _category(dtype: np.dtype) -> int:
 
 def promote(types: Sequence[VType]) -> np.dtype:
     """torch.result_type for tensors and weak Python scalars (at least one tensor)."""
-    tensors = [t.dtype for t in types if t.kind == "tensor"]
+    tensors = [t.dtype for t in types if t.kind == "tensor" and t.dtype is not None]
     result = tensors[0]
-    for d in tensors[1:]:  # type: ignore[assignment]
+    for d in tensors[1:]:
         if _category(d) > _category(result):
             result = d
         elif _category(d) == _category(result):
@@ -244,10 +244,6 @@ def _result_shape(args: list, node: Node) -> tuple[int, ...]:
         ) from None
     _limits.check_elements(shape, f"the result of '{_short(to_text(node))}'")
     return shape
-
-
-def _as_array(r: Value) -> np.ndarray:
-    return r if isinstance(r, np.ndarray) else np.asarray(r)
 
 
 def _elementwise(kernel: Callable, converters: list[Callable | None]) -> StepFn:
@@ -436,7 +432,7 @@ class _Compiler:
 
         assert fn.kernel is not None
         if all(t.kind == "scalar" for t in types):
-            cat = max(_PY_CATEGORY[t.pytype] for t in types)  # type: ignore[index]
+            cat = max(_PY_CATEGORY[t.pytype] for t in types)
             if fn.rule in (FLOAT, TRUE_DIV):
                 cat = 2
             if fn.rule == BITWISE and cat == 2:
@@ -476,7 +472,7 @@ class _Compiler:
             raise self.type_error(node.args[1], f"'size' needs an int dim, got {types[1]}")
         where = self.where(node)
 
-        def size(a: list, dst: None) -> int:
+        def size(a: list, dst: np.ndarray | None) -> int:
             x, dim = a
             if not -x.ndim <= dim < max(x.ndim, 1):
                 raise InputError(
@@ -493,7 +489,7 @@ _NOT_CONST = object()
 def _make_int(compiler: _Compiler, node: Call) -> StepFn:
     where = compiler.where(node)
 
-    def to_int(a: list, dst: None) -> int:
+    def to_int(a: list, dst: np.ndarray | None) -> int:
         x = a[0]
         if isinstance(x, np.ndarray):
             if x.size != 1:
@@ -573,7 +569,7 @@ class _Cons:
     def __init__(self, entry: StackEntry, below: _Cons | None) -> None:
         self.entry = entry
         self.below = below
-        self.size = 1 + (below.size if below is not None else 0)
+        self.size: int = 1 + (below.size if below is not None else 0)
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,6 @@ def to_rpn(ast: Node) -> list[Node]:
     return out
 
 
-def arity(node: Node) -> int:
-    """How many values the stack machine pops for this node."""
-    return len(children(node))
-
-
 def label(node: Node) -> str:
     """How a node shows in reverse Polish text: `@0`, `3.0`, `add`, `[]/3`."""
     if isinstance(node, OperandRef):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..graph import Graph
 from .dialects import Dialect, DialectRegistry, OpsDialect, PnnxDialect, default_registry
 from .lexer import Kind, Lexer, Source, Span, Token, tokenize
-from .load import SUFFIX, bind_arrays, bind_bin, build, load_ir, parse_module, read_module
+from .load import SUFFIX, bind_arrays, bind_bin, bind_weights, build, load_ir, parse_module, read_module
 from .parser import IRModule, OpLocation, Parser
 from .printer import print_attribute, print_graph
 from .types import ANY, TensorType
@@ -37,6 +37,7 @@ __all__ = [
     "load_ir",
     "bind_arrays",
     "bind_bin",
+    "bind_weights",
     "build",
     "IRModule",
     "OpLocation",

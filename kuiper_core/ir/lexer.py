@@ -52,10 +52,6 @@ class Source:
         end = self.text.find("\n", start)
         return self.text[start : end if end >= 0 else len(self.text)].rstrip("\r")
 
-    def line_span(self, line: int) -> Span:
-        start = self._line_starts[line - 1]
-        return Span(start, start + len(self.line_text(line)))
-
     @property
     def line_count(self) -> int:
         return len(self._line_starts)

@@ -91,7 +91,7 @@ def bind_arrays(module: IRModule, arrays: Mapping[str, np.ndarray]) -> None:
             attr.data = data
 
 
-def bind_bin(module: IRModule, bin_path: str | Path) -> None:
+def bind_bin(module: IRModule, bin_path: str | Path | bytes) -> None:
     """Weights from a PNNX .bin (read by the .bin reader); its errors located in the text."""
     from ..pnnx import load_weights
 
@@ -136,21 +136,30 @@ def build(module: IRModule, algorithm: str = "dfs"):  # -> RuntimeGraph (import 
         raise located from e
 
 
+def bind_weights(module: IRModule, path: str | Path | None, bin_path: str | Path | bytes | None = None) -> None:
+    """Bind the weights the text references from `bin_path` (a path or bytes; default: the
+    sibling .bin of `path`); a located error when there is none."""
+    if not any(op.attrs for op in module.graph.operators):
+        return
+    bin_file = bin_path if bin_path is not None else (default_bin(path) if path is not None else None)
+    if bin_file is None:
+        first = next(i for i, op in enumerate(module.graph.operators) if op.attrs)
+        key = next(iter(module.graph.operators[first].attrs))
+        looked = ""
+        if path is not None:
+            looked = f" (looked for {Path(path).with_suffix('.bin').name}, {Path(path).with_suffix('.pnnx.bin').name})"
+        raise located_type(WeightError)(
+            module,
+            _weight_span(module, first, key),
+            f"the text references weights but no .bin was given{looked}: pass --bin",
+            operator=None,
+            op_type=None,
+        )
+    bind_bin(module, bin_file)
+
+
 def load_ir(path: str | Path, bin_path: str | Path | None = None, *, algorithm: str = "dfs"):
     """Read a `.kir`, bind its weights from `bin_path` (default: the sibling .bin) and build."""
     module = read_module(path, check=False)  # the build below checks the layers, with real weights
-    if any(op.attrs for op in module.graph.operators):
-        bin_file = Path(bin_path) if bin_path is not None else default_bin(path)
-        if bin_file is None:
-            first = next(i for i, op in enumerate(module.graph.operators) if op.attrs)
-            key = next(iter(module.graph.operators[first].attrs))
-            raise located_type(WeightError)(
-                module,
-                _weight_span(module, first, key),
-                f"the text references weights but no .bin was given (looked for "
-                f"{Path(path).with_suffix('.bin').name}, {Path(path).with_suffix('.pnnx.bin').name}): pass --bin",
-                operator=None,
-                op_type=None,
-            )
-        bind_bin(module, bin_file)
+    bind_weights(module, path, bin_path)
     return build(module, algorithm)

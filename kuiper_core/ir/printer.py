@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from ..errors import ModelError
-from ..graph import Attribute, Graph, Operand, Operator
+from ..graph import Graph, Operand, Operator
 from .dialects import INT32, INT64, DialectRegistry, default_registry
 from .types import TensorType
 
@@ -146,8 +146,3 @@ def print_graph(graph: Graph, registry: DialectRegistry | None = None) -> str:
 def print_attribute(value: Any, registry: DialectRegistry | None = None) -> str:
     """One typed value, as it appears in an attribute dictionary."""
     return Printer(registry).attribute(value)
-
-
-def weights_of(graph: Graph) -> dict[str, Attribute]:
-    """`opname.attrname` -> weight: how the .bin names every weight the text references."""
-    return {f"{op.name}.{k}": a for op in graph.operators for k, a in op.attrs.items()}

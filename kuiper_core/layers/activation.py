@@ -12,31 +12,16 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache, partial
-from typing import Any
 
 import numpy as np
 
 from ..graph import Operator
 from . import clamp
+from ._common import output_like
 from .registry import Layer, Prepared, register
 from .windows import scratch
 
 F32 = np.float32
-
-
-def float_param(layer: Layer, key: str, default: Any = None) -> float:
-    """A float param (pnnx may write a whole number as an int: `max_val=6`)."""
-    value = layer.param(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise layer.error(f"parameter '{key}' must be a number, got {value!r}")
-    return float(value)
-
-
-def output_like(x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """The output buffer for an elementwise result: `out` when given, else a new array."""
-    if out is not None and out.shape == x.shape:
-        return out
-    return np.empty(x.shape, x.dtype if x.dtype.kind == "f" else np.float32)
 
 
 class Elementwise(Layer):
@@ -100,7 +85,7 @@ class Hardtanh(Elementwise):
             raise self.error(f"expected min_val <= max_val, got min_val={self.lo}, max_val={self.hi}")
 
     def bounds(self) -> tuple[F32, F32]:
-        return F32(float_param(self, "min_val", -1.0)), F32(float_param(self, "max_val", 1.0))
+        return F32(self.float_param("min_val", -1.0)), F32(self.float_param("max_val", 1.0))
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         clamp.clip(x, self.lo, self.hi, y)
@@ -121,7 +106,7 @@ class LeakyReLU(Elementwise):
         self.slope = F32(self.negative_slope())
 
     def negative_slope(self) -> float:
-        return float_param(self, "negative_slope", 0.01)
+        return self.float_param("negative_slope", 0.01)
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         np.multiply(x, self.slope, out=y)
@@ -133,7 +118,7 @@ class RReLU(LeakyReLU):
     """At inference RReLU is a leaky ReLU with the mean slope (lower + upper) / 2."""
 
     def negative_slope(self) -> float:
-        return (float_param(self, "lower", 1.0 / 8) + float_param(self, "upper", 1.0 / 3)) / 2
+        return (self.float_param("lower", 1.0 / 8) + self.float_param("upper", 1.0 / 3)) / 2
 
 
 @register("nn.PReLU")
@@ -209,8 +194,8 @@ class Threshold(Elementwise):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.threshold = F32(float_param(self, "threshold"))
-        self.value = F32(float_param(self, "value"))
+        self.threshold = F32(self.float_param("threshold"))
+        self.value = F32(self.float_param("value"))
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         np.copyto(y, x)
@@ -225,7 +210,7 @@ class Hardshrink(Elementwise):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.lambd = F32(float_param(self, "lambd", 0.5))
+        self.lambd = F32(self.float_param("lambd", 0.5))
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         np.copyto(y, x)
@@ -238,7 +223,7 @@ class Softshrink(Elementwise):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        lambd = float_param(self, "lambd", 0.5)
+        lambd = self.float_param("lambd", 0.5)
         if lambd < 0:
             raise self.error(f"expected lambd >= 0, got {lambd}")
         self.lambd = F32(lambd)
@@ -293,7 +278,7 @@ class ELU(Elementwise):
 
     def coefficients(self) -> tuple[float, float, float]:
         """(alpha, scale, input_scale)"""
-        return float_param(self, "alpha", 1.0), 1.0, 1.0
+        return self.float_param("alpha", 1.0), 1.0, 1.0
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         np.minimum(x, F32(0), out=y)
@@ -319,7 +304,7 @@ class SELU(ELU):
 @register("nn.CELU", "F.celu")
 class CELU(ELU):
     def coefficients(self) -> tuple[float, float, float]:
-        alpha = float_param(self, "alpha", 1.0)
+        alpha = self.float_param("alpha", 1.0)
         if alpha == 0:
             raise self.error("expected a non-zero alpha for CELU")
         return alpha, 1.0, 1.0 / alpha
@@ -403,11 +388,11 @@ class Softplus(Elementwise):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        beta = float_param(self, "beta", 1.0)
+        beta = self.float_param("beta", 1.0)
         if beta == 0:
             raise self.error("expected a non-zero beta for Softplus")
         self.beta = F32(beta)
-        self.threshold = F32(float_param(self, "threshold", 20.0))
+        self.threshold = F32(self.float_param("threshold", 20.0))
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         bx = x * self.beta if self.beta != 1 else x

@@ -135,13 +135,7 @@ class MultiheadAttention(Layer):
 
     # -- build --------------------------------------------------------------------------
     def _expect(self, key: str, shape: tuple[int, ...]) -> np.ndarray:
-        w = self.weight(key)
-        if tuple(w.shape) != shape:
-            raise self.error(
-                f"weight '{key}' has shape {tuple(w.shape)}, expected {shape} for embed_dim={self.embed_dim} "
-                f"kdim={self.kdim} vdim={self.vdim}"
-            )
-        return np.asarray(w, dtype=F32)
+        return self.shaped_weight(key, shape, f"embed_dim={self.embed_dim} kdim={self.kdim} vdim={self.vdim}")
 
     def _operand_shape(self, role: int) -> Shape | None:
         return self.op.inputs[self.qkv_index[self.roles[role]]].shape

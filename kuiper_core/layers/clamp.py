@@ -14,15 +14,23 @@ floats), which matters where one call is a whole step (steps()' unfused ReLUs).
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import numpy as np
 
-try:  # the ufunc np.clip ends in, without its argument checks
-    from numpy._core.umath import clip as _clip
-except ImportError:  # NumPy 1.x
-    try:
-        from numpy.core.umath import clip as _clip
-    except ImportError:
-        _clip = np.clip
+
+def _find_clip() -> Any:
+    """The ufunc np.clip ends in, without its argument checks (private: not in NumPy's stubs)."""
+    for module in ("numpy._core.umath", "numpy.core.umath"):  # NumPy 2, NumPy 1
+        try:
+            return importlib.import_module(module).clip
+        except (ImportError, AttributeError):
+            continue
+    return np.clip
+
+
+_clip = _find_clip()
 
 # From this many elements the clip ufunc is faster (float32, one thread: 0.63 against
 # 0.76 us at 1,024, 0.83 against 1.7 at 4,096; about even at 256).

@@ -61,7 +61,7 @@ class CosineSimilarity(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.dim = self.int_param("dim", 1)
-        self.eps = float(self.param("eps", 1e-8))
+        self.eps = self.float_param("eps", 1e-8)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         a, b = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
@@ -82,7 +82,7 @@ class PairwiseDistance(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.p = _p(self)
-        self.eps = float(self.param("eps", 1e-6))
+        self.eps = self.float_param("eps", 1e-6)
         self.keepdim = bool(self.param("keepdim", False))
         i1, i2 = input_index(op, "x1"), input_index(op, "x2")
         self.x1, self.x2 = (0 if i1 is None else i1), (1 if i2 is None else i2)

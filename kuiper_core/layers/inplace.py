@@ -15,6 +15,8 @@ YOLOv5's Detect head decodes boxes this way (`y[..., 0:2] = (y[..., 0:2] * 2 + g
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 from numpy.lib.stride_tricks import as_strided
@@ -22,7 +24,6 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import Operand, Operator
 from .registry import Layer, register
 from .shape import slice_key
-from .tensor_ops import number_param
 from .torch_args import input_index
 
 # Operators whose output is a view of their first input (what a Tensor.copy's $self may be cut with).
@@ -44,7 +45,7 @@ VIEW_TYPES = frozenset(
 )
 
 
-def _usable(out: np.ndarray | None, like: np.ndarray) -> bool:
+def _usable(out: np.ndarray | None, like: np.ndarray) -> TypeGuard[np.ndarray]:
     return out is not None and out.shape == like.shape and out.dtype == like.dtype
 
 
@@ -68,7 +69,7 @@ class Fill(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.value_input = input_index(op, "value")
-        self.value = None if self.value_input is not None else number_param(self, "value")
+        self.value = None if self.value_input is not None else self.number_param("value")
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[input_index(self.op, "input") or 0]
@@ -123,11 +124,10 @@ class Copy(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.target = input_index(op, "self")
-        self.src = input_index(op, "src")
-        self.base = input_index(op, "base")
-        if self.target is None or self.src is None or self.base is None:
+        target, src, base_index = input_index(op, "self"), input_index(op, "src"), input_index(op, "base")
+        if target is None or src is None or base_index is None:
             raise self.error("expected the inputs $self (a view of a tensor) and $src")
+        self.target, self.src, self.base = target, src, base_index
         base, declared = op.inputs[self.base], op.outputs[0].shape if op.outputs else None
         if declared is not None and base.shape is not None and len(declared) != len(base.shape):
             raise self.error(

@@ -31,7 +31,7 @@ class Attribute(Layer):
 
     returns_views = True  # returns its weight array itself
 
-    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, op) -> None:
         super().__init__(op)
         if len(op.attrs) != 1:
             raise self.error(f"expected exactly one weight (@data), got {len(op.attrs)}")
@@ -58,7 +58,7 @@ class TupleUnpack(Layer):
 
     returns_views = True
 
-    def forward(self, inputs: list, out: list[np.ndarray | None]) -> list[np.ndarray]:  # type: ignore[override]
+    def forward(self, inputs: list, out: list[np.ndarray | None]) -> list[np.ndarray]:
         value = inputs[0]
         if not isinstance(value, (tuple, list)):
             raise self.error(f"expected a tuple input, got {type(value).__name__}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from ..graph import Shape
+from ..graph import Shape, format_shape
 from .registry import Layer
 
 
@@ -46,12 +46,6 @@ def match_outputs(
     for combo in combos:
         if len(combo) == len(declared) and all(dims_compatible(shapes[n], d) for n, d in zip(combo, declared)):
             return combo
-    possible = ", ".join(f"{n} {_fmt(s)}" for n, s in shapes.items())
-    got = ", ".join(_fmt(d) for d in declared)
+    possible = ", ".join(f"{n} {format_shape(s)}" for n, s in shapes.items())
+    got = ", ".join(format_shape(d) for d in declared)
     raise layer.error(f"{len(declared)} output(s) shaped {got} match none of the module's outputs: {possible}")
-
-
-def _fmt(shape: Shape | None) -> str:
-    if shape is None:
-        return "(?)"
-    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..graph import Operator
-from .activation import float_param, output_like
+from ._common import output_like
 from .broadcast import expanded
 from .reduce import vector_norm
 from .registry import Layer, Prepared, register
@@ -138,7 +138,7 @@ class Norm(Layer):
         if not op.inputs or len(op.outputs) != 1:
             raise self.error(f"expected an input and 1 output, got {len(op.inputs)} and {len(op.outputs)}")
         eps = self.param("eps", 1e-5)
-        self.eps = F32(np.finfo(np.float32).eps if eps is None else float_param(self, "eps", eps))
+        self.eps = F32(np.finfo(np.float32).eps if eps is None else self.float_param("eps", eps))
         self.in_shape = op.inputs[0].shape
 
     def check_channels(self, shape: tuple, n: int, what: str = "channels") -> None:
@@ -213,9 +213,9 @@ class FunctionalBatchNorm(Norm):
             raise self.error(f"expected an input of rank >= 2 (N, C, ...), got shape {x.shape}")
         n = x.shape[1]
         vec = {k: check_vector(self, k, self.tensors.get(inputs, k), n) for k in self.tensors.index}
-        scale, shift = fold_running_stats(
-            vec["running_mean"], vec["running_var"], vec["weight"], vec["bias"], float(self.eps)
-        )  # type: ignore[arg-type]
+        mean, var = vec["running_mean"], vec["running_var"]
+        assert mean is not None and var is not None  # required: OptionalTensors checked them at build
+        scale, shift = fold_running_stats(mean, var, vec["weight"], vec["bias"], float(self.eps))
         y = output_like(x, out[0])
         apply_channel_affine(x, y, scale, shift)
         return [y]
@@ -479,9 +479,9 @@ class LocalResponseNorm(Norm):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.size = self.int_param("size", low=1, high=self.size_limit)
-        self.alpha = F32(float_param(self, "alpha", 1e-4) / self.size)
-        self.beta = F32(float_param(self, "beta", 0.75))
-        self.k = F32(float_param(self, "k", 1.0))
+        self.alpha = F32(self.float_param("alpha", 1e-4) / self.size)
+        self.beta = F32(self.float_param("beta", 0.75))
+        self.k = F32(self.float_param("k", 1.0))
         if self.in_shape is not None and len(self.in_shape) < 3:
             raise self.error(f"expected an input of rank >= 3 (N, C, ...), got shape {tuple(self.in_shape)}")
 
@@ -514,9 +514,9 @@ class Normalize(Norm):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.p = float_param(self, "p", 2.0)
+        self.p = self.float_param("p", 2.0)
         self.dim = self.int_param("dim", 1)
-        self.eps = F32(float_param(self, "eps", 1e-12))
+        self.eps = F32(self.float_param("eps", 1e-12))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = as_float(inputs[0])

@@ -75,6 +75,8 @@ class _Pool(Layer):
             return return_indices, return_indices
         raise self.error(f"return_indices={return_indices} cannot give {n} outputs")
 
+    as_tuple: bool  # set by the subclasses' __init__ from _indices_outputs()
+
     def _with_indices(self, y: np.ndarray, idx: np.ndarray) -> list:
         return [(y, idx)] if self.as_tuple else [y, idx]
 
@@ -183,14 +185,14 @@ class _WindowPool(_Pool):
             dst = phases[f]
             q0 = max(0, -(-(top - f) // sh))  # the first q whose padded row is an input row
             q1 = max(q0, min(hq, -(-(top + h - f) // sh)))
-            for rows, cols in (
+            for band, cols in (
                 (slice(0, q0), slice(0, wp)),
                 (slice(q1, hq), slice(0, wp)),
                 (slice(q0, q1), slice(0, left)),
                 (slice(q0, q1), slice(left + w, wp)),
             ):
-                if rows.stop > rows.start and cols.stop > cols.start:  # a call costs ~1 us: small pools
-                    dst[:, rows, cols] = fill
+                if band.stop > band.start and cols.stop > cols.start:  # a call costs ~1 us: small pools
+                    dst[:, band, cols] = fill
             r0 = f + sh * q0 - top
             np.copyto(dst[:, q0:q1, left : left + w], x[:, r0 : r0 + sh * (q1 - q0) : sh])
         # 2. Rows: rows[P, o, :] = combine over i of padded row o*sh + i*dh (o < OH are real).
@@ -385,7 +387,7 @@ class AdaptiveMaxPool(_AdaptivePool):
     def _positions(self, h: int, w: int) -> np.ndarray:
         """(OH, OW, KHmax·KWmax) flat input positions h*W + w of each window; short windows
         repeat their last position (harmless for max, and argmax still finds the first)."""
-        pos = self._cache.get((h, w))  # type: ignore[arg-type]
+        pos = self._cache.get((h, w))
         if pos is None:
             oh, ow = self._out_hw(h, w)
             axes = []

@@ -11,6 +11,7 @@ Constants are folded at build: forward() never runs a prim::Constant.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -85,7 +86,12 @@ class ToNumber(Layer):
     """`int(x)` (toward zero, like Python), `float(x)`, `bool(x)` of a number or a
     one-element tensor; ScalarImplicit keeps the number's own type."""
 
-    CASTS = {"aten::Int": int, "aten::Float": float, "aten::Bool": bool, "aten::ScalarImplicit": lambda v: v}
+    CASTS: dict[str, Callable[[Any], Any]] = {
+        "aten::Int": int,
+        "aten::Float": float,
+        "aten::Bool": bool,
+        "aten::ScalarImplicit": lambda v: v,
+    }
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)

@@ -53,7 +53,7 @@ class _Direction:
     b_hn: np.ndarray | None = None  # GRU: the n-gate hidden bias (G*H - 2H, 1), inside r * (...)
     w_hr: np.ndarray | None = None  # LSTM with proj_size: (P, H), torch's weight_hr
 
-    def recurrent_gemm(self, batch: int, out: np.ndarray) -> Callable[[np.ndarray], None]:
+    def recurrent_gemm(self, batch: int, out: np.ndarray) -> Callable[[np.ndarray], object]:
         """h (H_out, B) -> out (G*H, B) = W_hh @ h, in the faster form for this batch."""
         if batch == 1:
             w_t, out_row = self.w_hh_t, out.T
@@ -73,7 +73,7 @@ class _Recurrent(Layer):
     gates = 1
     states: tuple[str, ...] = ("h_n",)  # final states the module returns
 
-    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, op) -> None:
         super().__init__(op)
         self.hidden_size = self.int_param("hidden_size")
         self.num_layers = self.int_param("num_layers", 1)
@@ -133,18 +133,16 @@ class _Recurrent(Layer):
                 _Direction(w_hh, np.ascontiguousarray(w_hh.T), None if b_hn is None else b_hn[:, None], w_hr)
             )
         w_ih_all = np.ascontiguousarray(np.concatenate(w_ihs, axis=1))
-        b_all = np.concatenate(b_xs) if self.bias else None
+        b_all = np.concatenate([b for b in b_xs if b is not None]) if self.bias else None
         return _Layer(w_ih_all, b_all, directions)
 
     def _expect(self, key: str, shape: tuple[int, ...]) -> np.ndarray:
-        w = self.weight(key)
-        if tuple(w.shape) != shape:
-            raise self.error(
-                f"weight '{key}' has shape {tuple(w.shape)}, expected {shape} for input_size={self.input_size} "
-                f"hidden_size={self.hidden_size} proj_size={self.proj_size} "
-                f"bidirectional={self.num_directions == 2} ({self.gates} gate block(s))"
-            )
-        return np.asarray(w, dtype=F32)
+        return self.shaped_weight(
+            key,
+            shape,
+            f"input_size={self.input_size} hidden_size={self.hidden_size} proj_size={self.proj_size} "
+            f"bidirectional={self.num_directions == 2} ({self.gates} gate block(s))",
+        )
 
     def _gate_order(self) -> np.ndarray:
         """Row permutation of the gate blocks into the order `_scan` expects."""
@@ -181,7 +179,7 @@ class _Recurrent(Layer):
         for operand, state in zip(self.op.inputs[1:], self.states):
             want = lead + (sizes[state],)
             if not dims_compatible(operand.shape, want):
-                raise self.error(f"initial state {state[0]}0 has shape {tuple(operand.shape)}, expected {want}")
+                raise self.error(f"initial state {state[0]}0 has shape {operand.shape}, expected {want}")
 
     def _output_shapes(self) -> dict[str, Shape | None]:
         x_shape = self.op.inputs[0].shape
@@ -294,14 +292,14 @@ class RNN(_Recurrent):
 
     gates = 1
 
-    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, op) -> None:
         nonlinearity = op.params.get("nonlinearity", "tanh")
         super().__init__(op)
         if nonlinearity not in ("tanh", "relu"):
             raise self.error(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         self.relu = nonlinearity == "relu"
 
-    def _scan(self, d, xp, states, times, dst):  # type: ignore[no-untyped-def]
+    def _scan(self, d, xp, states, times, dst):
         (h,) = states
         hp = np.empty_like(xp[0])
         gemm = d.recurrent_gemm(h.shape[1], hp)
@@ -326,7 +324,7 @@ class GRU(_Recurrent):
 
     gates = 3
 
-    def _fold_bias(self, b_ih, b_hh):  # type: ignore[no-untyped-def]
+    def _fold_bias(self, b_ih, b_hh):
         H = self.hidden_size
         b_x = b_ih.copy()
         b_x[: 2 * H] += b_hh[: 2 * H]  # r and z biases add up; b_hn must stay inside r * (...)
@@ -335,7 +333,7 @@ class GRU(_Recurrent):
     def _sigmoid_rows(self) -> int:
         return 2 * self.hidden_size  # r, z
 
-    def _scan(self, d, xp, states, times, dst):  # type: ignore[no-untyped-def]
+    def _scan(self, d, xp, states, times, dst):
         (h,) = states
         H = self.hidden_size
         hp = np.empty_like(xp[0])  # W_hh h: (3H, B)
@@ -379,7 +377,7 @@ class LSTM(_Recurrent):
     def _sigmoid_rows(self) -> int:
         return 3 * self.hidden_size  # i, f, o
 
-    def _scan(self, d, xp, states, times, dst):  # type: ignore[no-untyped-def]
+    def _scan(self, d, xp, states, times, dst):
         h0, c0 = states
         H = self.hidden_size
         B = h0.shape[1]

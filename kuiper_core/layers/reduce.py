@@ -11,6 +11,7 @@ nothing uses it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -187,8 +188,9 @@ class _ArgReduce(Layer):
     """Shared by max/min (values [+ indices]) and argmax/argmin: one `dim` (an int) or
     none (over everything, flattened like PyTorch)."""
 
-    arg = staticmethod(np.argmax)
-    full = staticmethod(np.max)
+    # NumPy's reductions, typed loosely: their stubs type axis=int with keepdims=True poorly.
+    arg: Callable[..., Any] = staticmethod(np.argmax)
+    full: Callable[..., Any] = staticmethod(np.max)
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -225,12 +227,12 @@ class _MaxMin(_ArgReduce):
         if len(self.op.outputs) == 1:  # values only: no need for the indices
             d = normalize_axis(self, self.dim, max(x.ndim, 1))
             return [as_array(self.full(x, axis=d, keepdims=self.keepdim)) if x.ndim else x.copy()]
-        idx, d = self.indices(x)
-        if d is None:  # a 0-d input: itself, index 0 (a copy: this layer does not return views)
+        idx, axis = self.indices(x)
+        if axis is None:  # a 0-d input: itself, index 0 (a copy: this layer does not return views)
             return [x.copy(), idx]
-        values = np.take_along_axis(x, idx, axis=d)
+        values = np.take_along_axis(x, idx, axis=axis)
         if not self.keepdim:
-            values, idx = np.squeeze(values, axis=d), np.squeeze(idx, axis=d)
+            values, idx = np.squeeze(values, axis=axis), np.squeeze(idx, axis=axis)
         return [values, idx]
 
 

@@ -57,7 +57,7 @@ Optional, for speed (runtime/prepared.py):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -178,6 +178,26 @@ class Layer:
         self._bounded(key, tuple(value), low, high)
         return tuple(value)
 
+    def float_param(self, key: str, default: Any = _MISSING) -> float:
+        """A number param as a float (pnnx may write a whole number as an int: `max_val=6`)."""
+        value = self.param(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"parameter '{key}' must be a number, got {value!r}")
+        return float(value)
+
+    def number_param(self, key: str) -> float | int | bool:
+        """A number param; pnnx writes infinities and NaN as the strings `inf`, `-inf`, `nan`."""
+        value = self.param(key)
+        if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan", "-nan"):
+            return float(value)
+        if isinstance(value, (bool, int, float)):
+            return value
+        raise self.error(f"parameter '{key}' must be a number, got {value!r}")
+
+    @overload
+    def weight(self, key: str, *, required: Literal[True] = ...) -> np.ndarray: ...
+    @overload
+    def weight(self, key: str, *, required: bool) -> np.ndarray | None: ...
     def weight(self, key: str, *, required: bool = True) -> np.ndarray | None:
         """A weight as a float32 (or its own dtype) array; missing -> error or None."""
         attr = self.op.attrs.get(key)
@@ -187,6 +207,14 @@ class Layer:
                 raise self.error(f"missing weight '@{key}'")
             return None
         return data
+
+    def shaped_weight(self, key: str, shape: tuple[int, ...], context: str) -> np.ndarray:
+        """Weight `key` as float32, which must have `shape`; `context` names the params that
+        decide it (the error shows them)."""
+        w = self.weight(key)
+        if tuple(w.shape) != shape:
+            raise self.error(f"weight '{key}' has shape {tuple(w.shape)}, expected {shape} for {context}")
+        return np.asarray(w, dtype=np.float32)
 
     def bias_weight(self) -> np.ndarray | None:
         """`@bias` as the `bias` flag says: required with bias=True, optional without a flag.

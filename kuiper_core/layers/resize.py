@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import Operator
-from .activation import float_param
+from ..graph import Operator, ParamValue
 from .registry import Layer, register
 
 F32 = np.float32
@@ -515,23 +514,25 @@ class Pad(Layer):
         if not op.inputs or len(op.outputs) != 1:
             raise self.error(f"expected an input and 1 output, got {len(op.inputs)} and {len(op.outputs)}")
         lim = self.size_limit  # a pad beyond it gives no tensor the limits allow
+        mode: ParamValue
         if op.type == "F.pad":
-            self.mode = self.param("mode", "constant")
+            mode = self.param("mode", "constant")
             pads = self.ints_param("pad", low=-lim, high=lim)
         else:
             kind = op.type[3:].split("Pad")[0]  # nn.ReflectionPad2d -> Reflection
-            self.mode = self.MODULE_MODES[kind]
+            mode = self.MODULE_MODES[kind]
             dims = int(op.type[-2])
             n = 2 * dims if isinstance(self.param("padding"), int) else None
             pads = self.ints_param("padding", n, low=-lim, high=lim)
             if len(pads) != 2 * dims:
                 raise self.error(f"expected padding with {2 * dims} entries, got {pads}")
-        if not isinstance(self.mode, str) or self.mode not in PAD_MODES:
-            raise self.error(f"mode {self.mode!r} is not supported; expected one of {', '.join(PAD_MODES)}")
+        if not isinstance(mode, str) or mode not in PAD_MODES:
+            raise self.error(f"mode {mode!r} is not supported; expected one of {', '.join(PAD_MODES)}")
+        self.mode: str = mode
         if len(pads) % 2 or not pads:
             raise self.error(f"expected an even number of pad amounts (before, after per dim), got {pads}")
         value = self.param("value", 0.0)
-        self.value = F32(0.0 if value is None else float_param(self, "value", value))
+        self.value = F32(0.0 if value is None else self.float_param("value", value))
         # (before, after) for the trailing dims, first dim first.
         pairs = [(pads[i], pads[i + 1]) for i in range(0, len(pads), 2)]
         self.pairs = tuple(reversed(pairs))

@@ -281,7 +281,7 @@ def slice_key(layer: Layer) -> tuple[Any, ...]:
 
         starts, ends = per_dim("starts"), per_dim("ends")
         steps, selects = per_dim("steps", [1] * n), per_dim("selects", [INT_MAX] * n)
-        items = list(zip(dims, starts, ends, steps, selects))
+        items: list[tuple[int, int | None, int | None, int | None, int]] = list(zip(dims, starts, ends, steps, selects))
     else:
         select = optional("select")
         items = [

@@ -9,7 +9,7 @@ along a non-batch axis works at any batch size.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -318,7 +318,10 @@ class NanToNum(Layer):
         if x.dtype.kind != "f":
             return [x.copy()]
         info = np.finfo(x.dtype)
-        pick = lambda key, default: default if self.param(key, None) is None else self.param(key)  # noqa: E731
+
+        def pick(key: str, default: float) -> float:
+            return default if self.param(key, None) is None else self.number_param(key)
+
         return [
             np.nan_to_num(x, nan=pick("nan", 0.0), posinf=pick("posinf", info.max), neginf=pick("neginf", info.min))
         ]
@@ -383,16 +386,6 @@ class Where(Layer):
         return [y]
 
 
-def number_param(layer: Layer, key: str) -> float | int | bool:
-    """A number param; pnnx writes infinities and NaN as the strings `inf`, `-inf`, `nan`."""
-    value = layer.param(key)
-    if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan", "-nan"):
-        return float(value)
-    if isinstance(value, (bool, int, float)):
-        return value
-    raise layer.error(f"parameter '{key}' must be a number, got {value!r}")
-
-
 @register("Tensor.masked_fill")
 class MaskedFill(Layer):
     """`x.masked_fill(mask, value)`: value where the (broadcast) mask is true. `value` is a
@@ -403,7 +396,7 @@ class MaskedFill(Layer):
         mask = input_index(op, "mask")
         self.mask = 1 if mask is None else mask
         self.value_input = input_index(op, "value")
-        self.value = None if self.value_input is not None else number_param(self, "value")
+        self.value = None if self.value_input is not None else self.number_param("value")
         self.source = input_index(op, "input") or 0
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -437,11 +430,11 @@ class Embedding(Layer):
         assert w is not None
         if w.ndim != 2:
             raise self.error(f"expected @weight of shape (num_embeddings, embedding_dim), got {w.shape}")
-        max_norm = self.param("max_norm", None)
-        if max_norm is not None:
-            p = float(self.param("norm_type", 2.0))
+        if self.param("max_norm", None) is not None:
+            max_norm = self.float_param("max_norm")
+            p = self.float_param("norm_type", 2.0)
             norms = np.linalg.norm(w.astype(np.float64), ord=p, axis=1, keepdims=True)
-            scale = np.where(norms > max_norm, float(max_norm) / (norms + 1e-7), 1.0)
+            scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
             w = (w * scale).astype(w.dtype)
         self.table = w
 
@@ -477,7 +470,7 @@ class _Fill(Layer):
             value = self.param("fill_value")
             if isinstance(value, list) or value is None:
                 raise self.error(f"fill_value must be a number, got {value!r}")
-            self.value = number_param(self, "fill_value")  # also 'nan', 'inf', '-inf'
+            self.value = self.number_param("fill_value")  # also 'nan', 'inf', '-inf'
         self.dtype = torch_dtype(self) or declared_dtype(op)
         self.size: tuple[int, ...] | None = None
         if not self.like:
@@ -525,7 +518,7 @@ class Meshgrid(Layer):
         indexing = self.param("indexing", "ij")
         if indexing not in ("ij", "xy"):
             raise self.error(f"parameter 'indexing' must be 'ij' or 'xy', got {indexing!r}")
-        self.indexing = indexing
+        self.indexing: Literal["ij", "xy"] = "ij" if indexing == "ij" else "xy"
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         tensors: list[np.ndarray] = []
@@ -533,7 +526,7 @@ class Meshgrid(Layer):
             tensors.extend(x if isinstance(x, list) else [x])
         if any(np.ndim(t) > 1 for t in tensors):
             raise self.error(f"expected 0-d or 1-D tensors, got shapes {[np.shape(t) for t in tensors]}")
-        grids = np.meshgrid(*(np.reshape(t, -1) for t in tensors), indexing=self.indexing)
+        grids = np.meshgrid(*[np.reshape(t, -1) for t in tensors], indexing=self.indexing)
         if len(grids) != len(self.op.outputs):
             raise self.error(f"{len(grids)} grids for {len(self.op.outputs)} outputs")
         return [np.ascontiguousarray(g) for g in grids]
@@ -593,9 +586,10 @@ class Arange(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        bounds = [self.param(k, d) for k, d in (("start", 0), ("end", None), ("step", 1))]
-        if any(isinstance(b, bool) or not isinstance(b, (int, float)) for b in bounds):
-            raise self.error(f"start, end and step must be numbers, got {bounds}")
+        given = [self.param(k, d) for k, d in (("start", 0), ("end", None), ("step", 1))]
+        bounds = [b for b in given if isinstance(b, (int, float)) and not isinstance(b, bool)]
+        if len(bounds) != 3:
+            raise self.error(f"start, end and step must be numbers, got {given}")
         if not all(np.isfinite(bounds)):
             raise self.error(f"start, end and step must be finite, got {bounds}")  # torch: unsupported range
         self.start, self.end, self.step = bounds

@@ -94,9 +94,9 @@ def _independent_rows(a: list[list[Fraction]], n: int) -> list[int]:
             piv = next(i for i, x in enumerate(b) if x != 0)
             if v[piv] != 0:
                 v = [x - v[piv] * y for x, y in zip(v, b)]
-        piv = next((i for i, x in enumerate(v) if x != 0), None)
-        if piv is not None:
-            basis.append([x / v[piv] for x in v])
+        lead = next((i for i, x in enumerate(v) if x != 0), None)
+        if lead is not None:
+            basis.append([x / v[lead] for x in v])
             chosen.append(q)
             if len(chosen) == n:
                 return chosen
@@ -219,6 +219,7 @@ class Stride2RowsConv(_WorkKernel):
             border.fill(0)
         np.copyto(w.interior, w.crop(x))
         if self.rows_first:  # B^T of every input row's tiles, even and odd columns
+            assert self.bt_odd is not None  # rows_first: the odd taps have a transform of their own
             np.copyto(w.d, w.taps)
             np.matmul(self.bt_even, w.d_even, out=w.t_even)
             np.matmul(self.bt_odd, w.d_odd, out=w.t_odd)

@@ -197,7 +197,7 @@ def subtree_ids(root: Node) -> tuple[dict[int, int], dict[int, int]]:
         elif isinstance(node, Constant):
             sig = ("const", type(node.value).__name__, node.text)
         else:
-            sig = ("ref", node.index)  # type: ignore[union-attr]
+            sig = ("ref", node.index)
         ids[id(node)] = table.setdefault(sig, len(table))
         n_calls[id(node)] = int(isinstance(node, Call)) + sum(n_calls[id(k)] for k in kids)
         return node

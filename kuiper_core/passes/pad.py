@@ -63,7 +63,7 @@ def fold_pad_into_conv(graph: Graph) -> tuple[Graph, bool]:
     for conv in [op for op in graph.operators if op.type in CONV_TYPES]:
         x = conv.inputs[0] if len(conv.inputs) == 1 else None
         pad = x.producer if x is not None else None
-        if pad is None or sole_consumer(x) is not conv:
+        if x is None or pad is None or sole_consumer(x) is not conv:
             continue
         spec = _pad_spec(pad)
         dims = int(conv.type[-2])

@@ -70,14 +70,14 @@ def _split_tilings(graph: Graph) -> bool:
         members = chain
         ops = [m[2] for m in members]
         first = min(ops, key=graph.operators.index)
-        split = Operator("torch.tensor_split", first.name, params={"dim": dim, "indices": [m[1] for m in members[:-1]]})
+        indices = [m[1] for m in members[:-1]]
+        split = Operator("torch.tensor_split", first.name, params={"dim": dim, "indices": indices})
         _replace_with_multi_output(graph, ops, split)
         record(
             "fused",
             split.name,
-            f"{len(ops)} slices ({', '.join(op.name for op in ops)}) → tensor_split dim={dim} "
-            f"indices={tuple(split.params['indices'])}",
-        )  # type: ignore[arg-type]
+            f"{len(ops)} slices ({', '.join(op.name for op in ops)}) → tensor_split dim={dim} indices={tuple(indices)}",
+        )
         changed = True
     return changed
 
@@ -103,7 +103,7 @@ def _replace_with_multi_output(graph: Graph, ops: list[Operator], new: Operator)
 
 
 def _unbind_selects(graph: Graph) -> bool:
-    groups: dict[tuple[int, int], dict[int, Operator]] = {}
+    groups: dict[tuple[int, int, int], dict[int, Operator]] = {}  # (input, dim, its size) -> index -> select
     for op in graph.operators:
         if op.type != "Tensor.select" or len(op.inputs) != 1 or len(op.outputs) != 1:
             continue
@@ -117,13 +117,13 @@ def _unbind_selects(graph: Graph) -> bool:
             continue
         size = shape[dim]
         if isinstance(size, int):
-            groups.setdefault((id(op.inputs[0]), dim % len(shape)), {}).setdefault(index % size if size else index, op)
+            key = (id(op.inputs[0]), dim % len(shape), size)
+            groups.setdefault(key, {}).setdefault(index % size if size else index, op)
     changed = False
-    for (_, dim), by_index in groups.items():
-        size = next(iter(by_index.values())).inputs[0].shape[dim]  # type: ignore[index]
-        if size < 2 or sorted(by_index) != list(range(size)):  # type: ignore[operator]
+    for (_, dim, size), by_index in groups.items():
+        if size < 2 or sorted(by_index) != list(range(size)):
             continue
-        ops = [by_index[i] for i in range(size)]  # type: ignore[arg-type]
+        ops = [by_index[i] for i in range(size)]
         unbind = Operator("torch.unbind", ops[0].name, params={"dim": dim})
         _replace_with_multi_output(graph, ops, unbind)
         record("fused", unbind.name, f"{len(ops)} selects ({', '.join(o.name for o in ops)}) → unbind dim={dim}")
@@ -140,22 +140,23 @@ def _fold_slice_chains(graph: Graph) -> bool:
         own = _bounds_raw(op)
         head = op.inputs[0].producer if own is not None else None
         items = _slice_items(head) if head is not None else None
-        if items is None or max(i[0] for i in items) >= own[0]:  # type: ignore[index]
+        if own is None or head is None or items is None or max(i[0] for i in items) >= own[0]:
             continue
-        readers = head.outputs[0].consumers  # type: ignore[union-attr]
+        readers = head.outputs[0].consumers
         if not all((b := _bounds_raw(r)) is not None and b[0] > max(i[0] for i in items) for r in readers):
             continue  # the head would stay: folding would not save an operator
-        merged = items + [own]  # type: ignore[list-item]
-        set_input(op, 0, head.inputs[0])  # type: ignore[union-attr]
+        merged = items + [own]
+        set_input(op, 0, head.inputs[0])
+        dims = [i[0] for i in merged]
         op.params = {
-            "dims": [i[0] for i in merged],
+            "dims": dims,
             "starts": [i[1] for i in merged],
             "ends": [i[2] for i in merged],
             "steps": [i[3] for i in merged],
         }
-        record("fused", op.name, f"slice of {head.name} ({head.type}) → one slice on dims {tuple(op.params['dims'])}")  # type: ignore[union-attr,arg-type]
-        if not head.outputs[0].consumers:  # type: ignore[union-attr]
-            remove_operator(graph, head)  # type: ignore[arg-type]
+        record("fused", op.name, f"slice of {head.name} ({head.type}) → one slice on dims {tuple(dims)}")
+        if not head.outputs[0].consumers:
+            remove_operator(graph, head)
         changed = True
     return changed
 
@@ -168,15 +169,18 @@ def _slice_items(op: Operator) -> list[tuple[int, int, int, int]] | None:
     p = op.params
     if op.type != "Tensor.slice" or len(op.inputs) != 1 or len(op.outputs) != 1 or "selects" in p:
         return None
-    lists = [p.get(k) for k in ("dims", "starts", "ends", "steps")]
-    if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:  # type: ignore[arg-type]
-        return None
-    if not all(isinstance(x, int) and not isinstance(x, bool) for v in lists for x in v):  # type: ignore[union-attr]
+    lists: list[list[int]] = []
+    for k in ("dims", "starts", "ends", "steps"):
+        v = p.get(k)
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return None
+        lists.append(v)
+    if len({len(v) for v in lists}) != 1:
         return None
     dims, starts, ends, steps = lists
-    if any(not 0 <= d for d in dims) or sorted(set(dims)) != dims:  # type: ignore[union-attr,arg-type]
+    if any(not 0 <= d for d in dims) or sorted(set(dims)) != dims:
         return None
-    return list(zip(dims, starts, ends, steps))  # type: ignore[arg-type]
+    return list(zip(dims, starts, ends, steps))
 
 
 def _bounds_raw(op: Operator) -> tuple[int, int, int, int] | None:

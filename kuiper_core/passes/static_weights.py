@@ -51,8 +51,8 @@ def _conv(op: Operator, w: np.ndarray, b: np.ndarray | None) -> tuple[str, dict[
     transposed = "transpose" in op.type
     groups = op.params.get("groups", 1) or 1
     p: dict[str, ParamValue] = {
-        "in_channels": int(w.shape[0] if transposed else w.shape[1] * groups),  # type: ignore[operator]
-        "out_channels": int(w.shape[1] * groups if transposed else w.shape[0]),  # type: ignore[operator]
+        "in_channels": int(w.shape[0] if transposed else w.shape[1] * groups),
+        "out_channels": int(w.shape[1] * groups if transposed else w.shape[0]),
         "kernel_size": [int(k) for k in w.shape[2:]],
         "stride": _ints(op.params.get("stride"), dims, 1),
         "padding": _ints(op.params.get("padding"), dims, 0),

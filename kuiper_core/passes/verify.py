@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import ModelError
 from ..expression import walk
 from ..expression.parser import Call, ListExpr, OperandRef
-from ..graph import Graph, Operand, Operator, Shape, numpy_dtype
+from ..graph import Graph, Operand, Operator, Shape, format_shape, numpy_dtype
 from .expr_tools import expr_of
 
 
@@ -138,18 +138,12 @@ def _agree(a: Shape | None, b: Shape | None) -> bool:
     return all(not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a, b))
 
 
-def _fmt(shape: Shape | None) -> str:
-    from ..pnnx.param import format_shape
-
-    return format_shape(shape, "").rstrip() if shape is not None else "(unknown)"
-
-
 def _same_shape(op: Operator) -> str | None:
     if not op.inputs or not op.outputs:
         return None
     a, b = op.inputs[0].shape, op.outputs[0].shape
     if not _agree(a, b):
-        return f"output '{op.outputs[0].name}' {_fmt(b)} should have the input's shape {_fmt(a)}"
+        return f"output '{op.outputs[0].name}' {format_shape(b)} should have the input's shape {format_shape(a)}"
     return None
 
 
@@ -197,7 +191,7 @@ def _linear(op: Operator) -> str | None:
     if _dim(b, -1) not in (None, w[0]):
         return f"output's last dim {_dim(b, -1)} does not match the weight {w}"
     if a is not None and b is not None and not _agree(a[:-1], b[:-1]):
-        return f"output {_fmt(b)} should keep the input's leading dims {_fmt(a)}"
+        return f"output {format_shape(b)} should keep the input's leading dims {format_shape(a)}"
     bias = _weight_shape(op, "bias")
     if bias is not None and bias != (w[0],):
         return f"bias {bias} does not match {w[0]} output features"
@@ -220,10 +214,10 @@ def _reshape(op: Operator) -> str | None:
         return None
     a, b = _static(op.inputs[0]), _static(op.outputs[0])
     if a is not None and b is not None and prod(a) != prod(b):
-        return f"{_fmt(a)} has {prod(a)} elements, the output {_fmt(b)} {prod(b)}"
+        return f"{format_shape(a)} has {prod(a)} elements, the output {format_shape(b)} {prod(b)}"
     shape = op.params.get("shape")
     if isinstance(shape, list) and b is not None and -1 not in shape and tuple(shape) != b:
-        return f"shape={tuple(shape)} but the output is declared {_fmt(b)}"
+        return f"shape={tuple(shape)} but the output is declared {format_shape(b)}"
     return None
 
 
@@ -238,7 +232,7 @@ def _permute(op: Operator) -> str | None:
         return f"dims={tuple(dims)} is not a permutation of {len(a)} axes"
     want = tuple(a[d] for d in dims)
     if not _agree(want, b):
-        return f"permuting {_fmt(a)} by {tuple(dims)} gives {_fmt(want)}, the output is declared {_fmt(b)}"
+        return f"permuting {format_shape(a)} by {tuple(dims)} gives {format_shape(want)}, the output is declared {format_shape(b)}"
     return None
 
 
@@ -246,17 +240,17 @@ def _cat(op: Operator) -> str | None:
     dim = op.params.get("dim")
     if not isinstance(dim, int) or not op.outputs or op.outputs[0].shape is None:
         return None
-    shapes = [o.shape for o in op.inputs]
+    shapes = [o.shape for o in op.inputs if o.shape is not None]
     out = op.outputs[0].shape
-    if any(s is None or len(s) != len(out) for s in shapes):
+    if out is None or len(shapes) != len(op.inputs) or any(len(s) != len(out) for s in shapes):
         return None
     axis = dim % len(out) if out else 0
     for s in shapes:
-        rest_a = tuple(d for i, d in enumerate(s) if i != axis)  # type: ignore[union-attr]
+        rest_a = tuple(d for i, d in enumerate(s) if i != axis)
         rest_b = tuple(d for i, d in enumerate(out) if i != axis)
         if not _agree(rest_a, rest_b):
-            return f"input {_fmt(s)} does not fit the output {_fmt(out)} outside dim {dim}"
-    sizes = [s[axis] for s in shapes]  # type: ignore[index]
+            return f"input {format_shape(s)} does not fit the output {format_shape(out)} outside dim {dim}"
+    sizes = [s[axis] for s in shapes]
     if all(isinstance(d, int) for d in sizes) and isinstance(out[axis], int) and sum(sizes) != out[axis]:  # type: ignore[arg-type]
         return f"inputs add up to {sum(sizes)} along dim {dim}, the output has {out[axis]}"  # type: ignore[arg-type]
     return None
@@ -279,10 +273,12 @@ def _expression(op: Operator) -> str | None:
     try:
         want = np.broadcast_shapes(*shapes) if shapes else ()  # type: ignore[arg-type]
     except ValueError:
-        return f"input shapes {', '.join(_fmt(s) for s in shapes)} do not broadcast"
+        return f"input shapes {', '.join(format_shape(s) for s in shapes)} do not broadcast"
     out = op.outputs[0].static_shape
     if tuple(want) != out:
-        return f"elementwise inputs broadcast to {_fmt(tuple(want))}, the output is declared {_fmt(out)}"
+        return (
+            f"elementwise inputs broadcast to {format_shape(tuple(want))}, the output is declared {format_shape(out)}"
+        )
     return None
 
 
@@ -292,7 +288,7 @@ def _attribute(op: Operator) -> str | None:
         return None
     o = op.outputs[0]
     if o.shape is not None and not _agree(tuple(data.shape), o.shape):
-        return f"@data {tuple(data.shape)} but its operand is declared {_fmt(o.shape)}"
+        return f"@data {tuple(data.shape)} but its operand is declared {format_shape(o.shape)}"
     if o.dtype is not None and o.dtype != data.dtype:
         return f"@data is {data.dtype} but its operand is declared {o.dtype}"
     return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import limits as _limits
 from ..errors import LimitError, ParseError, short
 from ..files import decode_utf8, read_regular
-from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape
+from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape, format_shape
 
 MAGIC = "7767517"
 
@@ -312,8 +312,8 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
             operand = graph.operands[operand_name]
             if operand.shape is not None and (operand.shape, operand.dtype) != (shape, dtype):
                 raise lp.token_error(
-                    f"operand '{operand_name}' was declared {_fmt(operand.shape, operand.dtype)} earlier, "
-                    f"here {_fmt(shape, dtype)}",
+                    f"operand '{operand_name}' was declared {format_shape(operand.shape, operand.dtype)} earlier, "
+                    f"here {format_shape(shape, dtype)}",
                     t,
                     eq + 1,
                 )
@@ -324,16 +324,6 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
             else:
                 op.params[key] = lp.value(t, eq + 1)
     return op
-
-
-def _fmt(shape: Shape | None, dtype: str | None) -> str:
-    dims = ",".join("?" if d is None else (f"%{d}" if isinstance(d, str) else str(d)) for d in (shape or ()))
-    return f"({dims}){dtype}"
-
-
-def format_shape(shape: Shape | None, dtype: str | None) -> str:
-    """`(1,3,?,%n)f32` as .param writes it."""
-    return _fmt(shape, dtype)
 
 
 def read_param(path: str | Path, limits: _limits.Limits | None = None) -> Graph:

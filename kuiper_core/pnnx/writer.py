@@ -4,6 +4,7 @@ so that pnnx's tools and Netron read it and load -> save -> load gives the same 
 from __future__ import annotations
 
 import zipfile
+from typing import IO
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,7 @@ def save(graph: Graph, param_path: str | Path, bin_path: str | Path | None = Non
     save_bin(graph, bin_path)
 
 
-def save_bin(graph: Graph, bin_path: str | Path) -> None:
+def save_bin(graph: Graph, bin_path: str | Path | IO[bytes]) -> None:
     """The weights alone, as pnnx's store-only zip (for a graph saved as text elsewhere)."""
     with zipfile.ZipFile(bin_path, "w", compression=zipfile.ZIP_STORED) as zf:
         for op in graph.operators:

@@ -212,19 +212,22 @@ class RuntimeGraph:
         self._run_lock = threading.Lock()
 
     @classmethod
-    def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None) -> RuntimeGraph:
-        return cls(graph=graph, limits=limits)
+    def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None, *, owned: bool = False) -> RuntimeGraph:
+        """owned: nothing else keeps `graph`, so its weights may go after build (as when read here)."""
+        rt = cls(graph=graph, limits=limits)
+        rt._owns_graph = owned
+        return rt
 
     # -- states ---------------------------------------------------------------------------
     def init(self) -> None:
         if self.state != GraphState.NeedInit:
             return
-        from ..pnnx import load_graph
+        from ..formats import open_model  # any format the registry reads (kuiper_core.formats)
 
         if self.param_path is None:
             raise KuiperError("no .param path to initialise from")
         with _limits.use(self.limits):
-            self.graph = load_graph(self.param_path, self.bin_path)
+            self.graph = open_model(self.param_path, bin_path=self.bin_path).graph
         self.state = GraphState.NeedBuild
 
     def build(self, algorithm: str = "dfs") -> RuntimeGraph:

@@ -1,0 +1,529 @@
+"""Run the real `pnnx` converter on an ONNX or TorchScript file, and cache what it made.
+
+The converter is the self-contained binary inside the `pnnx` wheel (`pip install --no-deps
+pnnx` installs only it; it needs no torch). It is found without importing the package
+(`import pnnx` imports torch): KUIPER_PNNX names a binary, else the installed package's
+folder, else a `pnnx` binary on PATH.
+
+Each conversion runs in a private temporary folder under a time limit; every line it prints
+goes to `on_log` as it comes (the app shows it live). pnnx at optlevel 0/1 often aborts
+(-6, std::out_of_range) *after* writing valid .pnnx.param/.bin: valid files are accepted
+and the record says so. Results are cached by content hash + options + converter version
+under KUIPER_CACHE (default ~/.cache/kuiper)/convert/KEY/, least recently used evicted past
+KUIPER_CACHE_MAX_MB (default 2048): model.pnnx.param, model.pnnx.bin, model_pnnx.py (when
+pnnx wrote a complete one), the source, converter.log and record.json.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConversionError, ConverterNotFoundError, InputError
+from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
+
+ENV_CONVERTER = "KUIPER_PNNX"
+ENV_CACHE = "KUIPER_CACHE"
+ENV_CACHE_MAX = "KUIPER_CACHE_MAX_MB"
+ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
+DEFAULT_TIMEOUT = 600.0
+DEFAULT_CACHE_MAX_MB = 2048
+DEFAULT_OPTLEVEL = 2
+CACHE_VERSION = "1"  # bump when what a cache entry holds changes: older entries are not reused
+STEM = "model"  # the converted files' stem in the cache (pnnx's NAME_pnnx.py opens NAME.pnnx.bin)
+SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
+QUOTED_LINES = 12  # of the converter's log in a ConversionError
+
+INSTALL_HINT = (
+    "install it with `pip install --no-deps pnnx` (the converter alone, no torch), "
+    "or `pip install torch==2.13.0 pnnx` for torch references too; "
+    f"or set {ENV_CONVERTER} to the path of a pnnx binary"
+)
+
+_DTYPES = "f32|f64|f16|bf16|i64|i32|i16|i8|u8|bool|c64|c128"
+_SHAPE = re.compile(rf"\[\d+(?:,\d+)*\](?:{_DTYPES})?")
+_SHAPES = re.compile(rf"{_SHAPE.pattern}(?:,{_SHAPE.pattern})*\Z")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+# -- the converter ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Converter:
+    path: Path
+    version: str  # the wheel's version, or size:mtime of a binary found elsewhere
+
+
+def _is_binary(path: Path) -> bool:
+    """An executable file that is no script (pip's `pnnx` entry point is a Python script
+    that imports torch)."""
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) != b"#!"
+    except OSError:
+        return False
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def find_converter() -> Converter:
+    """The pnnx binary: KUIPER_PNNX, else the installed `pnnx` package's, else PATH's.
+    ConverterNotFoundError (saying how to install it) when there is none."""
+    named = os.environ.get(ENV_CONVERTER)
+    if named:
+        path = Path(named).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):  # any executable: a wrapper script too
+            raise ConverterNotFoundError(
+                f"the pnnx converter was not found: {ENV_CONVERTER}={named} is not an executable file; {INSTALL_HINT}"
+            )
+        return Converter(path, _stamp(path))
+    try:
+        spec = importlib.util.find_spec("pnnx")  # finds the package without running its __init__
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            for exe in ("pnnx", "pnnx.exe"):
+                path = Path(folder) / exe
+                if _is_binary(path):
+                    from importlib import metadata  # ~20 ms: only when a converter is looked for
+
+                    try:
+                        version = metadata.version("pnnx")
+                    except metadata.PackageNotFoundError:
+                        version = _stamp(path)
+                    return Converter(path, version)
+    found = shutil.which("pnnx")
+    if found and _is_binary(Path(found)):
+        return Converter(Path(found), _stamp(Path(found)))
+    raise ConverterNotFoundError(
+        f"converting ONNX and TorchScript models needs the pnnx converter, which is not installed: {INSTALL_HINT}"
+    )
+
+
+def converter_available() -> bool:
+    try:
+        find_converter()
+    except ConverterNotFoundError:
+        return False
+    return True
+
+
+# -- options ----------------------------------------------------------------------------------------
+def shape_text(value: InputShape, flag: str = "inputshape") -> str | None:
+    """pnnx's `[1,3,224,224]` or `[1,3,224,224]f32,[1,10]i64` from a string (brackets
+    optional for one shape, spaces ignored) or a sequence of ints or of shapes."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = "".join(value.split())
+        if not text:
+            return None
+        if text[0] != "[":
+            text = f"[{text}]"
+    else:
+        items: list[Any] = list(value)
+        if items and all(isinstance(d, int) for d in items):
+            items = [items]
+        try:
+            text = ",".join("[" + ",".join(str(int(d)) for d in shape) + "]" for shape in items)
+        except (TypeError, ValueError):
+            text = repr(value)
+    if not _SHAPES.match(text):
+        raise InputError(
+            f"{flag} {value!r} is not a list of shapes: expected e.g. [1,3,224,224] or [1,3,224,224]f32,[1,10]i64"
+        )
+    return text
+
+
+# -- the cache --------------------------------------------------------------------------------------
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    named = os.environ.get(ENV_CACHE)
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kuiper"
+
+
+def _cache_max_bytes() -> int:
+    try:
+        return int(float(os.environ.get(ENV_CACHE_MAX, DEFAULT_CACHE_MAX_MB)) * 2**20)
+    except ValueError:
+        return DEFAULT_CACHE_MAX_MB * 2**20
+
+
+def content_digest(source: Path | bytes) -> str:
+    h = hashlib.sha256()
+    if isinstance(source, bytes):
+        h.update(source)
+    else:
+        with open(source, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_key(
+    digest: str, kind: str, inputshape: str | None, inputshape2: str | None, optlevel: int, version: str
+) -> str:
+    text = "\0".join([CACHE_VERSION, digest, kind, inputshape or "", inputshape2 or "", str(optlevel), version])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _entry_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+
+def _evict(root: Path, keep: Path) -> None:
+    """Remove the least recently used entries until the cache is within its size."""
+    entries = []
+    for d in root.iterdir():
+        record = d / "record.json"
+        if d.name.startswith("."):  # another process's staging folder (or a crashed one's, after a day)
+            if d.is_dir() and time.time() - d.stat().st_mtime > 86400:
+                shutil.rmtree(d, ignore_errors=True)
+            continue
+        if d.is_dir() and record.exists() and d != keep:
+            entries.append((record.stat().st_mtime, d))
+    total = sum(_entry_size(d) for _, d in entries) + (_entry_size(keep) if keep.exists() else 0)
+    limit = _cache_max_bytes()
+    for _, d in sorted(entries):
+        if total <= limit:
+            break
+        total -= _entry_size(d)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _files(entry: Path, kind: str) -> PnnxFiles:
+    python = entry / f"{STEM}_pnnx.py"
+    source = entry / f"source{SUFFIX[kind]}"
+    return PnnxFiles(
+        entry / f"{STEM}.pnnx.param",
+        entry / f"{STEM}.pnnx.bin",
+        python if python.exists() else None,
+        source if source.exists() else None,
+    )
+
+
+def _read_record(entry: Path, cached: bool) -> Conversion:
+    r = json.loads((entry / "record.json").read_text())
+    log = (entry / "converter.log").read_text() if (entry / "converter.log").exists() else ""
+    return Conversion(
+        kind=r["kind"],
+        source_name=r["name"],
+        converter=r["converter"],
+        version=r["version"],
+        key=r["key"],
+        seconds=r["seconds"],
+        cached=cached,
+        exit_code=r["exit_code"],
+        log=log,
+        inputshape=r["inputshape"],
+        inputshape2=r["inputshape2"],
+        optlevel=r["optlevel"],
+        directory=entry,
+        note=r.get("note"),
+    )
+
+
+def cached_conversion(key: str, cache_dir: str | Path | None = None) -> tuple[PnnxFiles, Conversion] | None:
+    """A conversion already in the cache, by its key (e.g. a reloaded app page), or None."""
+    if not re.fullmatch(r"[0-9a-f]{8,64}", key):
+        return None
+    entry = cache_root(cache_dir) / "convert" / key
+    try:
+        conversion = _read_record(entry, cached=True)
+    except (OSError, ValueError, KeyError):
+        return None
+    files = _files(entry, conversion.kind)
+    if files.param is None or not files.param.exists():
+        return None
+    os.utime(entry / "record.json")  # recently used
+    return files, conversion
+
+
+# -- running it --------------------------------------------------------------------------------------
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the converter and everything it started (its own process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _run(
+    cmd: Sequence[str], cwd: Path, timeout: float, on_log: Callable[[str], None] | None
+) -> tuple[int | None, list[str]]:
+    """Run `cmd`, passing each line it prints (stdout and stderr) to on_log on this thread.
+    (None, lines) when it ran past `timeout` seconds. However this ends (the time limit, an
+    exception from on_log such as a closed browser tab's, Ctrl-C), nothing it started is left."""
+    lines: list[str] = []
+    pending = b""
+
+    def emit(raw: bytes) -> None:
+        line = _ANSI.sub("", raw.decode("utf-8", errors="replace")).rstrip("\r\n")
+        lines.append(line)
+        if on_log is not None:
+            on_log(line)
+
+    proc = subprocess.Popen(
+        list(cmd),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: one kill stops everything it started
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    fd = proc.stdout.fileno()
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0:
+                if not sel.select(min(left, 0.5)):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for raw in complete:
+                    emit(raw)
+        if pending:
+            emit(pending)
+        code = proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        if proc.poll() is None:
+            _kill(proc)
+        proc.stdout.close()
+    return code, lines
+
+
+# pnnx first echoes its options (`optlevel = 2`): no use in an error message.
+_ECHO = re.compile(r"(pnnx|ncnn)\w* = |(fp16|optlevel|device|inputshape2?|input2?|customop|moduleop) = ")
+
+
+def _last_lines(lines: Sequence[str], n: int = QUOTED_LINES) -> str:
+    kept = [line for line in lines if line.strip() and not _ECHO.match(line)]
+    return "\n".join("  " + line for line in kept[-n:])
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+_SELF_NAME = re.compile(r"\bself\.([0-9][\w-]*|\w*-[\w-]*)")
+
+
+def repair_python(text: str) -> str | None:
+    """pnnx's NAME_pnnx.py names submodules after module paths, which need not be Python
+    names (`self.2` for a top-level nn.Sequential, `self.block1-0_f` for torchvision's RegNet):
+    renamed consistently (`m_2`, `block1_0_f`); None when it still does not parse (cut short)."""
+    if _parses(text):
+        return text
+    fixed = _SELF_NAME.sub(
+        lambda m: "self." + ("m_" if m.group(1)[0].isdigit() else "") + m.group(1).replace("-", "_"), text
+    )
+    return fixed if _parses(fixed) else None
+
+
+def _valid_param(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64).split(b"\n")
+    except OSError:
+        return False
+    return len(head) >= 2 and head[0].strip() == b"7767517" and len(head[1].split()) == 2
+
+
+def records_input_shapes(zip_names: Sequence[str] | None) -> bool:
+    """A TorchScript zip saved by torch.jit.trace (torch >= 2.x) records its example inputs:
+    pnnx reads the input shapes from them."""
+    return bool(zip_names) and any(n.endswith("/traced_inputs.pkl") for n in zip_names or ())
+
+
+def convert(
+    source: Path | bytes,
+    kind: str,
+    options: ConversionOptions | None = None,
+    *,
+    name: str = "model",
+    zip_names: Sequence[str] | None = None,
+) -> tuple[PnnxFiles, Conversion]:
+    """Convert an ONNX (`kind="onnx"`) or TorchScript (`"torchscript"`) model with pnnx, or
+    find the result in the cache. Returns the PNNX files and the record of the conversion.
+
+    ConverterNotFoundError without a converter; ConversionError quoting the converter when
+    it fails, runs past its time limit, or a TorchScript model comes without its input shape.
+    `zip_names`: a TorchScript file's entries (whether it records its input shapes)."""
+    options = options or ConversionOptions()
+    inputshape, inputshape2, optlevel = options.inputshape, options.inputshape2, options.optlevel
+    timeout, on_log, cache_dir = options.timeout, options.on_log, options.cache_dir
+    if kind not in SUFFIX:
+        raise ValueError(f"unknown kind {kind!r}")
+    converter = find_converter()
+    shape1 = shape_text(inputshape, "inputshape")
+    shape2 = shape_text(inputshape2, "inputshape2")
+    level = DEFAULT_OPTLEVEL if optlevel is None else int(optlevel)
+    if level not in (0, 1, 2):
+        raise InputError(f"optlevel must be 0, 1 or 2, got {optlevel!r}")
+    if kind == "torchscript" and shape1 is None and not records_input_shapes(zip_names):
+        raise ConversionError(
+            f"{name}: a TorchScript model needs its input shape(s) to be converted: give inputshape, "
+            "e.g. [1,3,224,224] (several inputs: [1,3,224,224],[1,10]i64; "
+            "`--inputshape` on the command line)"
+        )
+    digest = content_digest(source)
+    key = cache_key(digest, kind, shape1, shape2, level, converter.version)
+    root = cache_root(cache_dir) / "convert"
+    hit = cached_conversion(key, cache_dir)
+    if hit is not None:
+        if on_log is not None:
+            on_log(f"using the cached conversion {key} (pnnx {hit[1].version}, {hit[1].seconds:.2f} s when made)")
+        return hit
+    timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT)) if timeout is None else timeout
+
+    with tempfile.TemporaryDirectory(prefix="kuiper-convert-") as tmp:
+        work = Path(tmp)
+        model_file = work / f"{STEM}{SUFFIX[kind]}"
+        if isinstance(source, bytes):
+            model_file.write_bytes(source)
+        else:
+            shutil.copyfile(source, model_file)
+        cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
+        cmd += [f"inputshape={shape1}"] if shape1 else []
+        cmd += [f"inputshape2={shape2}"] if shape2 else []
+        if on_log is not None:
+            on_log("$ pnnx " + " ".join(cmd[1:]))
+        started = time.perf_counter()
+        try:
+            code, lines = _run(cmd, work, timeout, on_log)
+        except OSError as e:
+            raise ConversionError(f"could not run the pnnx converter {converter.path}: {e.strerror or e}") from None
+        seconds = time.perf_counter() - started
+        log = "\n".join(lines)
+        if code is None:
+            raise ConversionError(
+                f"{name}: the pnnx converter ran past its time limit of {timeout:g} s and was stopped "
+                f"(set {ENV_TIMEOUT} or the timeout option for more); its last lines:\n{_last_lines(lines)}",
+                log=log,
+            )
+        param, binf, python = (work / f"{STEM}.pnnx.param", work / f"{STEM}.pnnx.bin", work / f"{STEM}_pnnx.py")
+        if not (_valid_param(param) and binf.exists()):
+            hint = ""
+            if kind == "torchscript" and shape1 is None:
+                hint = " (giving inputshape, e.g. [1,3,224,224], may help)"
+            raise ConversionError(
+                f"{name}: the pnnx converter failed (exit code {code}) and wrote no model{hint}; "
+                f"its last lines:\n{_last_lines(lines)}",
+                log=log,
+                exit_code=code,
+            )
+        notes = []
+        if code != 0:
+            notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
+        if python.exists():
+            code_text = repair_python(python.read_text(errors="replace"))
+            if code_text is None:
+                python.unlink()
+                why = "was cut short" if code != 0 else "is not valid Python"
+                notes.append(f"the {STEM}_pnnx.py it wrote {why}: no torch references from it")
+            else:
+                python.write_text(code_text)
+        record = {
+            "converter": str(converter.path),
+            "version": converter.version,
+            "key": key,
+            "kind": kind,
+            "name": Path(name).name,
+            "seconds": round(seconds, 4),
+            "exit_code": code,
+            "inputshape": shape1,
+            "inputshape2": shape2,
+            "optlevel": level,
+            "note": "; ".join(notes) or None,
+        }
+        keep = [param, binf] + ([python] if python.exists() else [])
+        try:
+            return _store(root, key, keep, model_file, kind, record, log)
+        except OSError as e:  # a full disk, a cache folder made read-only meanwhile
+            raise ConversionError(f"{name}: converted, but the result could not be stored: {e.strerror or e}") from None
+
+
+def _store(
+    root: Path, key: str, files: Sequence[Path], model_file: Path, kind: str, record: dict, log: str
+) -> tuple[PnnxFiles, Conversion]:
+    """Move the results into the cache entry `key` (atomically: a rename); when the cache
+    cannot be written, into a private folder that lives as long as the machine's temp."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        cacheable = True
+    except OSError:
+        staging = Path(tempfile.mkdtemp(prefix="kuiper-converted-"))
+        record["note"] = "; ".join(filter(None, [record["note"], f"the cache {root} is not writable"]))
+        cacheable = False
+    for f in files:
+        shutil.move(str(f), staging / f.name)
+    shutil.move(str(model_file), staging / f"source{SUFFIX[kind]}")
+    (staging / "converter.log").write_text(log)
+    (staging / "record.json").write_text(json.dumps(record, indent=1))
+    entry = root / key if cacheable else staging
+    if cacheable:
+        try:
+            os.rename(staging, entry)
+        except OSError:  # another process stored the same key first: theirs is as good
+            shutil.rmtree(staging, ignore_errors=True)
+        _evict(root, entry)
+    return _files(entry, kind), _read_record(entry, cached=False)
+
+
+def export_files(files: PnnxFiles, out_dir: str | Path, stem: str) -> list[Path]:
+    """Copy a conversion's files to `out_dir` as STEM.pnnx.param, STEM.pnnx.bin and
+    STEM_pnnx.py (its .bin file name rewritten to match)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out} is a file: give a folder for the converted files")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for src, dst in ((files.param, out / f"{stem}.pnnx.param"), (files.bin, out / f"{stem}.pnnx.bin")):
+            if src is not None:
+                shutil.copyfile(src, dst)
+                written.append(dst)
+        if files.python is not None:
+            dst = out / f"{stem}_pnnx.py"
+            text = files.python.read_text().replace(f"'{STEM}.pnnx.bin'", repr(f"{stem}.pnnx.bin"))
+            dst.write_text(text)
+            written.append(dst)
+    except OSError as e:
+        raise InputError(f"cannot write {e.filename or out}: {e.strerror or e}") from None
+    return written

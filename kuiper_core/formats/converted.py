@@ -1,0 +1,24 @@
+"""Opening a model the `pnnx` converter turns into PNNX first (ONNX, TorchScript)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..pnnx import load_weights, parse_param_bytes
+from .base import Context, OpenedModel, reference_info
+
+
+def open_converted(context: Context, kind: str) -> OpenedModel:
+    """Convert (or find in the cache), then read the PNNX files pnnx wrote."""
+    from .convert import convert  # subprocess, selectors, hashing: only when converting
+
+    opts = context.options
+    source = context.path if context.path is not None else context.data()
+    files, conversion = convert(source, kind, opts.conversion, name=context.where, zip_names=context.zip_names)
+    assert files.param is not None and files.bin is not None
+    # Messages name the user's file, not the cache's path on this machine (the app shows them).
+    label = f"{Path(context.where).name} (converted)"
+    graph = parse_param_bytes(files.param.read_bytes(), f"{label} {files.param.name}")
+    if opts.weights:
+        load_weights(graph, files.bin, name=f"{label} {files.bin.name}")
+    return OpenedModel(graph, kind, context.where, context.path, files, conversion, reference_info(kind, files))
