@@ -68,7 +68,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--interval", type=float, default=3.0, help="seconds between one student's actions")
     ap.add_argument("--duration", type=float, default=120.0, help="seconds of load after the ramp")
     ap.add_argument("--ramp", type=float, default=30.0, help="seconds over which students arrive")
-    ap.add_argument("--settle", type=float, default=20.0, help="seconds after the load before recovery")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=45.0,
+        help="seconds after the load before recovery (the app frees sessions within their TTL + 20 s: pages/server.py)",
+    )
     ap.add_argument("--session-ttl", type=int, default=5, help="server.disconnectedSessionTTL for the bench")
     ap.add_argument("--probe-actions", type=int, default=12, help="Forward steps of the lone session")
     ap.add_argument("--model", default="resnet18")
@@ -500,9 +505,10 @@ async def run_bench(args: argparse.Namespace, servers: Servers) -> dict[str, Any
             Student(index=i, seed=args.seed * 1000 + i, url=servers.url, expected=expected, t0=t0)
             for i in range(args.sessions)
         ]
-        for s in students:  # before the load: the checks must not hold up this client's event loop
-            expected.stats(s.seed)
-        expected.stats(args.seed * 1000 + 997)
+        seeds = [s.seed for s in students] + [args.seed * 1000 + 997]
+        # Before the load (the checks must not hold up this client's event loop), in a thread
+        # (the RSS sampler keeps running).
+        await asyncio.to_thread(lambda: [expected.stats(seed) for seed in seeds])
         client_cpu0 = time.process_time()
         for s in students:
             s.expected_model = args.model
