@@ -116,8 +116,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.save:
         import numpy as np
 
+        arrays: dict[str, Any] = dict(report.values)  # (NumPy's stub types savez's keywords as allow_pickle's)
         try:
-            np.savez(args.save, **report.values)
+            np.savez(args.save, **arrays)
         except OSError as e:
             raise InputError(f"cannot write {args.save}: {e.strerror or e}") from None
         print(f"wrote {len(report.values)} operand(s) of this run to {args.save} (a --reference for another run)")

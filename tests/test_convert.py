@@ -60,7 +60,7 @@ def test_second_open_comes_from_the_cache_and_options_change_the_key(private_cac
     started = time.perf_counter()
     lines: list[str] = []
     again = open_model((USER / "lstm.pt").read_bytes(), name="upload.pt", on_log=lines.append)  # same content
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 2.0  # no conversion: a hash and a read (the first took seconds)
     assert again.conversion.cached and again.conversion.key == first.conversion.key
     assert lines == [f"using the cached conversion {first.conversion.key} (pnnx {first.conversion.version}, "
                      f"{first.conversion.seconds:.2f} s when made)"]  # fmt: skip

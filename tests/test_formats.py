@@ -15,7 +15,7 @@ import kuiper_core
 from conftest import DATA, SAMPLES, without_traced_inputs
 from kuiper_core import InputError, ParseError, RuntimeGraph, WeightError
 from kuiper_core.formats import Context, OpenOptions, detect, open_model
-from kuiper_core.formats.convert import shape_text
+from kuiper_core.formats.convert import inputshape_text
 from kuiper_core.formats.onnx import looks_like_onnx
 
 USER = DATA / "user_models"
@@ -154,13 +154,13 @@ def test_pnnx_sibling_python_is_found(tmp_path):
     ],
 )
 def test_input_shapes(given, text):
-    assert shape_text(given) == text
+    assert inputshape_text(given) == text
 
 
 @pytest.mark.parametrize("bad", ["[1,3,a]", "[1,3]x9", "1;3", [(1, "a")]])
 def test_bad_input_shapes_name_the_flag(bad):
     with pytest.raises(InputError, match=r"inputshape .* expected e\.g\. \[1,3,224,224\]"):
-        shape_text(bad)
+        inputshape_text(bad)
 
 
 def test_needs_inputshape_only_for_torchscript_without_recorded_shapes():
@@ -169,3 +169,27 @@ def test_needs_inputshape_only_for_torchscript_without_recorded_shapes():
     traced = (USER / "lstm.pt").read_bytes()
     assert not needs_inputshape(traced) and not needs_inputshape(USER / "lstm.onnx") and not needs_inputshape(TINY)
     assert needs_inputshape(without_traced_inputs(traced), name="scripted.pt")
+
+
+@pytest.mark.parametrize("suffix", [".param", ".kir", ".onnx", ".pt", ".bin", ""])
+def test_hostile_bytes_get_a_kuiper_error_never_another(tmp_path, monkeypatch, suffix):
+    """Truncations of every kind of model file and random bytes, under every name: opening them
+    raises a KuiperError (the converter here fails at once) or opens, nothing else."""
+    fake = tmp_path / "fake_pnnx"
+    fake.write_text("#!/bin/sh\necho 'cannot read it'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("KUIPER_PNNX", str(fake))
+    monkeypatch.setenv("KUIPER_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(7)
+    sources = [TINY.read_bytes(), (USER / "lstm.onnx").read_bytes(), (USER / "lstm.pt").read_bytes()]
+    sources.append(kuiper_core.print_ir(kuiper_core.load(TINY).graph).encode())
+    cases = [data[:n] for data in sources for n in (0, 1, 7, 64, len(data) // 2, len(data) - 1)]
+    cases += [rng.bytes(n) for n in (1, 100, 5000)] + [b"PK\x03\x04" + rng.bytes(200), b"\x08\x07\x12\x03abc"]
+    for i, data in enumerate(cases):
+        path = tmp_path / f"case{i}{suffix}"
+        path.write_bytes(data)
+        for source in (path, data):
+            try:
+                open_model(source, name=path.name)
+            except kuiper_core.KuiperError:
+                pass

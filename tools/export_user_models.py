@@ -172,6 +172,23 @@ def lstm() -> tuple[Any, Any]:
     return Tagger(), torch.randn(1, 12, 16)
 
 
+def shifted() -> tuple[Any, Any]:
+    """Swin's shifted windows in small: a convolution, torch.roll, a ReLU (pnnx writes the roll
+    as tensor_split + cat, ONNX as Slice + Slice + Concat in another order)."""
+    import torch
+    import torch.nn as nn
+
+    class Shifted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(torch.roll(self.conv(x), shifts=(3, 2), dims=(2, 3))) * 2
+
+    return Shifted(), torch.randn(1, 3, 12, 12)
+
+
 MODELS: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
     "squeezenet": (squeezenet, "torchvision squeezenet1_1, 10 classes, 64x64", False),
     "mobilenet_v2": (mobilenet_v2, "torchvision MobileNetV2 (5 stages, width 0.25), 10 classes, 32x32", True),
@@ -184,6 +201,7 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
     "lraspp": (lraspp, "torchvision LR-ASPP on MobileNetV3-small width 0.25: segmentation, 3 classes, 64x64", True),
     "transformer": (transformer, "torch nn.TransformerEncoder, 2 layers, d_model 32, 4 heads, 10 tokens", True),
     "lstm": (lstm, "torch nn.LSTM (2 layers, 16->32) and a Linear head, 12 steps", True),
+    "shifted": (shifted, "a convolution and torch.roll (Swin's shifted windows), 12x12", True),
 }
 
 

@@ -43,7 +43,7 @@ ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CACHE_MAX_MB = 2048
 DEFAULT_OPTLEVEL = 2
-CACHE_VERSION = "1"  # bump when what a cache entry holds changes: older entries are not reused
+CACHE_VERSION = "2"  # bump when what a cache entry holds changes: older entries are not reused
 STEM = "model"  # the converted files' stem in the cache (pnnx's NAME_pnnx.py opens NAME.pnnx.bin)
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 QUOTED_LINES = 12  # of the converter's log in a ConversionError
@@ -128,7 +128,7 @@ def converter_available() -> bool:
 
 
 # -- options ----------------------------------------------------------------------------------------
-def shape_text(value: InputShape, flag: str = "inputshape") -> str | None:
+def inputshape_text(value: InputShape, flag: str = "inputshape") -> str | None:
     """pnnx's `[1,3,224,224]` or `[1,3,224,224]f32,[1,10]i64` from a string (brackets
     optional for one shape, spaces ignored) or a sequence of ints or of shapes."""
     if value is None:
@@ -264,9 +264,12 @@ def cached_conversion(key: str, cache_dir: str | Path | None = None) -> tuple[Pn
 
 # -- running it --------------------------------------------------------------------------------------
 def _kill(proc: subprocess.Popen) -> None:
-    """Kill the converter and everything it started (its own process group)."""
+    """Kill the converter and everything it started (its own process group; on Windows, it)."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
@@ -293,7 +296,7 @@ def _run(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: one kill stops everything it started
+        start_new_session=os.name == "posix",  # its own process group: one kill stops everything it started
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
@@ -341,17 +344,20 @@ def _parses(text: str) -> bool:
 
 
 _SELF_NAME = re.compile(r"\bself\.([0-9][\w-]*|\w*-[\w-]*)")
+_ATEN_CALL = re.compile(r"(?<![\w.:])aten::(\w+)\(")
 
 
 def repair_python(text: str) -> str | None:
     """pnnx's NAME_pnnx.py names submodules after module paths, which need not be Python
     names (`self.2` for a top-level nn.Sequential, `self.block1-0_f` for torchvision's RegNet):
-    renamed consistently (`m_2`, `block1_0_f`); None when it still does not parse (cut short)."""
+    renamed consistently (`m_2`, `block1_0_f`); an operator it has no Python for is written
+    `aten::op(…)`, which is `torch.ops.aten.op(…)`. None when it still does not parse (cut short)."""
     if _parses(text):
         return text
     fixed = _SELF_NAME.sub(
         lambda m: "self." + ("m_" if m.group(1)[0].isdigit() else "") + m.group(1).replace("-", "_"), text
     )
+    fixed = _ATEN_CALL.sub(r"torch.ops.aten.\1(", fixed)
     return fixed if _parses(fixed) else None
 
 
@@ -390,8 +396,8 @@ def convert(
     if kind not in SUFFIX:
         raise ValueError(f"unknown kind {kind!r}")
     converter = find_converter()
-    shape1 = shape_text(inputshape, "inputshape")
-    shape2 = shape_text(inputshape2, "inputshape2")
+    shape1 = inputshape_text(inputshape, "inputshape")
+    shape2 = inputshape_text(inputshape2, "inputshape2")
     level = DEFAULT_OPTLEVEL if optlevel is None else int(optlevel)
     if level not in (0, 1, 2):
         raise InputError(f"optlevel must be 0, 1 or 2, got {optlevel!r}")

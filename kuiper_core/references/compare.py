@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import InputError
 from ..explore import compare as C
 from ..formats import OpenedModel, open_model
-from ..explore.summary import shape_text
+from ..graph import shape_label
 from . import ReferenceError, engine_values, framework_references
 
 ModelLike = str | Path | bytes | OpenedModel
@@ -72,7 +72,7 @@ class CompareReport:
                 continue
             c = r.comparison
             shape = (
-                shape_text(c.shape) if c.status != C.SHAPE else f"{shape_text(c.shape)} vs {shape_text(c.ref_shape)}"
+                shape_label(c.shape) if c.status != C.SHAPE else f"{shape_label(c.shape)} vs {shape_label(c.ref_shape)}"
             )
             rel = c.relative_error
             lines.append(
@@ -162,11 +162,10 @@ def random_inputs(graph: Any, seed: int = 0) -> tuple[list[np.ndarray], str]:
     """Seeded standard-normal inputs of the model's declared shapes (open dims: see
     explore.inputs.input_specs), and a sentence saying so."""
     from ..explore.inputs import input_specs, synthetic_input
-    from ..explore.summary import shape_text as text
 
     specs = input_specs(graph)
     arrays = [synthetic_input("random", shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
-    shapes = ", ".join(f"{text(shape)} {dtype}" for _, shape, dtype in specs)
+    shapes = ", ".join(f"{shape_label(shape)} {dtype}" for _, shape, dtype in specs)
     return arrays, f"input: seeded random (standard normal, seed {seed}) of shape {shapes}"
 
 

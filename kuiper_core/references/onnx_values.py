@@ -129,6 +129,7 @@ class OnnxRun:
     # producer (an LSTM's Y is squeezed before use; pnnx's nn.LSTM gives the squeezed tensor)
     sources: dict[str, str] = field(default_factory=dict)
     constants: list[tuple[str, np.ndarray]] = field(default_factory=list)  # initializers, by name
+    first_input: dict[str, str] = field(default_factory=dict)  # value name -> its node's first input
 
 
 def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRun:
@@ -162,7 +163,8 @@ def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRu
     got = dict(zip(wanted, session.run(wanted, feed)))
     values = [(n, t, np.asarray(got[n])) for n, t in produced if n in got and isinstance(got[n], np.ndarray)]
     constants = [(i.name, onnx.numpy_helper.to_array(i)) for i in graph.initializer]
-    return OnnxRun(values, [np.asarray(got[n]) for n in outputs], str(ort.__version__), sources, constants)
+    first_input = {o: node.input[0] for node in graph.node if node.input for o in node.output if o}
+    return OnnxRun(values, [np.asarray(got[n]) for n in outputs], str(ort.__version__), sources, constants, first_input)
 
 
 @dataclass
@@ -236,6 +238,9 @@ def map_to_operands(
     for i, j in pairs:
         refs[mine[i][0]] = theirs[j][2]
         names[mine[i][0]] = theirs[j][0]
+    for i, j in _siblings(graph, mine, theirs, pairs, run.first_input, allowed):
+        refs[mine[i][0]] = theirs[j][2]
+        names[mine[i][0]] = theirs[j][0]
     for k, (name, y) in enumerate(zip(output_names, run.outputs)):
         refs[name] = y
         names[name] = f"output {k}"
@@ -252,6 +257,41 @@ def map_to_operands(
         if o.name in {n for n, _, _ in mine} | {n for n, _ in stored} and o.name not in refs
     ]
     return OperandMapping(refs, names, unmapped, aligned)
+
+
+def _siblings(
+    graph: Graph,
+    mine: Sequence[tuple[str, str, np.ndarray]],
+    theirs: Sequence[tuple[str, str, np.ndarray]],
+    pairs: Sequence[tuple[int, int]],
+    first_input: Mapping[str, str],
+    allowed: Callable[[int, int], bool],
+) -> list[tuple[int, int]]:
+    """Outputs of one of our multi-output operators the alignment left out (torch.tensor_split's
+    second part, ONNX's second Slice, which it may order first): the one unused ONNX value
+    made from the same input as the output that was mapped, of a shape and kind that fit."""
+    row = {name: i for i, (name, _, _) in enumerate(mine)}
+    mapped = dict(pairs)
+    used = set(mapped.values())
+    extra: list[tuple[int, int]] = []
+    for op in graph.operators:
+        rows = [row[o.name] for o in op.outputs if o.name in row]
+        anchors = [mapped[i] for i in rows if i in mapped]
+        if len(rows) < 2 or not anchors:
+            continue
+        source = first_input.get(theirs[anchors[0]][0])
+        for i in rows:
+            if i in mapped:
+                continue
+            fits = [
+                j
+                for j, (name, _, _) in enumerate(theirs)
+                if j not in used and first_input.get(name) == source and allowed(i, j)
+            ]
+            if len(fits) == 1:
+                extra.append((i, fits[0]))
+                used.add(fits[0])
+    return extra
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:

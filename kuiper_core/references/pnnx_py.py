@@ -4,22 +4,114 @@ pnnx writes, beside NAME.pnnx.param/.bin, a torch module of the same graph whose
 assigns each operand N to a local `v_N`. Each `return` is rewritten to also return
 `locals()`, so one run gives every operand (keyed "N", as in the .param). Needs torch.
 Used by tools/pnnx_export.py (the committed samples' operands.npz) and the references of a
-converted TorchScript model.
+converted model.
+
+The script is written by pnnx from names and values inside the model file, which may be an
+upload to a shared server: it is not run as it is. Only its `Model` class is kept, the
+weight loader is ours (read from the .bin's zip, no temp files), and the class must pass a
+check before it runs: no imports, no dunder attributes, no names such as eval/open/getattr/
+os, no `torch.` reach beyond computing functions (no torch.load/save/hub/jit/…; of torch.ops
+only aten's operators, as pnnx writes an operator it has no Python for), builtins
+limited to a few pure ones. What fails the check raises UnsafeCode and is not run.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import warnings
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-# The script's header imports these in a bare try/except; unused, they only cost time (and
-# torchvision's compiled extension may not load on this torch: tools/torchvision_cpu.py).
-_OPTIONAL = {"torchvision", "torchaudio"}
+
+class UnsafeCode(Exception):
+    """pnnx's generated code does something a model's forward has no need to."""
+
+
+_LOADERS = {"load_pnnx_bin_as_parameter", "load_pnnx_bin_as_tensor"}
+_DENIED_NAMES = {
+    "eval",
+    "exec",
+    "compile",
+    "open",
+    "__import__",
+    "getattr",
+    "setattr",
+    "delattr",
+    "globals",
+    "vars",
+    "dir",
+    "input",
+    "breakpoint",
+    "exit",
+    "quit",
+    "help",
+    "memoryview",
+    "type",
+    "object",
+    "os",
+    "sys",
+    "subprocess",
+    "shutil",
+    "importlib",
+    "builtins",
+    "tempfile",
+    "zipfile",
+    "np",
+    "numpy",
+    "pickle",
+    "io",
+    "socket",
+}
+# torch.X that a computation never needs and that reach files, pickles, compilers or the process.
+_DENIED_TORCH = {
+    "load",
+    "save",
+    "hub",
+    "ops",
+    "classes",
+    "utils",
+    "jit",
+    "library",
+    "package",
+    "export",
+    "onnx",
+    "compile",
+    "compiler",
+    "multiprocessing",
+    "distributed",
+    "backends",
+    "cuda",
+    "from_file",
+    "serialization",
+    "set_default_device",
+    "set_default_dtype",
+    "set_num_threads",
+    "manual_seed",
+    "storage",
+    "UntypedStorage",
+    "TypedStorage",
+    "fx",
+    "_dynamo",
+    "overrides",
+    "profiler",
+    "testing",
+}
+_SAFE_BUILTINS = {
+    name: getattr(builtins, name)
+    for name in (
+        "abs bool dict enumerate float int isinstance len list max min range reversed round "
+        "slice sorted sum tuple zip super print"
+    ).split()
+}
+_SAFE_BUILTINS["__build_class__"] = builtins.__build_class__
+_SAFE_BUILTINS["locals"] = locals  # the rewritten returns call it
+_DTYPES = {"float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64"}
+_DTYPES |= {"complex128", "bfloat16"}
 
 
 def _returns_locals(tree: ast.Module) -> None:
@@ -31,46 +123,143 @@ def _returns_locals(tree: ast.Module) -> None:
                     sub.value = ast.Tuple(elts=[sub.value, call], ctx=ast.Load())
 
 
-def _drop_optional_imports(tree: ast.Module, source: str) -> None:
-    if any(f"{name}." in source for name in _OPTIONAL):
-        return  # the graph uses one of them (e.g. torchvision.ops.deform_conv2d)
+def _model_class(tree: ast.Module) -> ast.ClassDef:
+    """The script's `Model` class, its weight loaders dropped and its `zipfile.ZipFile(...)`
+    replaced by a call of ours; everything else in the script (imports, export_* helpers,
+    the __main__ block) is left out."""
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if model is None:
+        raise UnsafeCode("no Model class")
+    model.body = [n for n in model.body if not (isinstance(n, ast.FunctionDef) and n.name in _LOADERS)]
+    for node in ast.walk(model):
+        if isinstance(node, ast.Call) and _dotted(node.func) == "zipfile.ZipFile":
+            node.func = ast.Name("pnnx_weights", ast.Load())
+            node.args, node.keywords = [], []
+    return model
 
-    def optional(stmt: ast.stmt) -> bool:
-        return isinstance(stmt, ast.Import) and all(a.name.split(".")[0] in _OPTIONAL for a in stmt.names)
 
-    tree.body = [s for s in tree.body if not (isinstance(s, ast.Try) and s.body and all(optional(b) for b in s.body))]
+def _super_init(node: ast.Attribute) -> bool:
+    """`super(Model, self).__init__` (or `super().__init__`), the one dunder the class uses."""
+    call = node.value
+    return (
+        node.attr == "__init__"
+        and isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "super"
+        and all(isinstance(a, ast.Name) for a in call.args)
+    )
+
+
+# aten operators that touch files (everything else in torch.ops.aten computes).
+_DENIED_ATEN = {"from_file", "save", "load", "_load", "_save"}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`torch.ops.aten.relu` for that chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _aten_ops(model: ast.ClassDef) -> set[int]:
+    """The `torch.ops` nodes of `torch.ops.aten.op` (pnnx's `aten::op`): allowed."""
+    allowed = set()
+    for node in ast.walk(model):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            name = _dotted(node) or ""
+            if name.startswith("torch.ops.aten.") and node.attr not in _DENIED_ATEN and name.count(".") == 3:
+                allowed.add(id(node.value.value))
+    return allowed
+
+
+def _check(model: ast.ClassDef) -> None:
+    """UnsafeCode unless the class only computes (see the module docstring)."""
+    aten = _aten_ops(model)
+    for node in ast.walk(model):
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal)):
+            raise UnsafeCode(f"line {node.lineno}: {type(node).__name__}")
+        if isinstance(node, ast.Name) and (node.id in _DENIED_NAMES or node.id.startswith("__")):
+            raise UnsafeCode(f"line {node.lineno}: the name {node.id!r}")
+        if isinstance(node, ast.Attribute):
+            if node.attr.startswith("__") and not _super_init(node):
+                raise UnsafeCode(f"line {node.lineno}: the attribute {node.attr!r}")
+            torch_attr = isinstance(node.value, ast.Name) and node.value.id == "torch"
+            if torch_attr and node.attr in _DENIED_TORCH and id(node) not in aten:
+                raise UnsafeCode(f"line {node.lineno}: torch.{node.attr}")
+            if isinstance(node.value, ast.Name) and node.value.id == "torchvision" and node.attr != "ops":
+                raise UnsafeCode(f"line {node.lineno}: torchvision.{node.attr}")
+
+
+def _weights_loader(bin_path: Path) -> dict[str, Any]:
+    """The names the checked class runs with: our loader of the .bin's zip entries."""
+    import torch
+
+    def tensor(self: Any, archive: zipfile.ZipFile, key: str, shape: Any, dtype: str, requires_grad: bool = False):
+        if dtype not in _DTYPES:
+            raise UnsafeCode(f"weight {key!r}: dtype {dtype!r}")
+        shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+        raw = archive.read(key)
+        if dtype == "bfloat16":  # no NumPy dtype: the bits, widened by torch
+            bits = torch.from_numpy(np.frombuffer(raw, "<i2").copy()).view(torch.bfloat16)
+            return bits.reshape(shape).float()
+        return torch.from_numpy(np.frombuffer(raw, np.dtype(dtype).newbyteorder("<")).reshape(shape).copy())
+
+    def parameter(self: Any, archive: zipfile.ZipFile, key: str, shape: Any, dtype: str, requires_grad: bool = True):
+        return torch.nn.Parameter(tensor(self, archive, key, shape, dtype), requires_grad)
+
+    return {
+        "pnnx_weights": lambda: zipfile.ZipFile(bin_path, "r"),
+        "load_pnnx_bin_as_tensor": tensor,
+        "load_pnnx_bin_as_parameter": parameter,
+    }
+
+
+def load_model(pnnx_py: str | Path, bin_path: str | Path | None = None) -> Any:
+    """pnnx's `Model` from NAME_pnnx.py, checked and built with its weights from `bin_path`
+    (default: the NAME.pnnx.bin beside it), forward() returning (outputs, locals)."""
+    import torch
+
+    pnnx_py = Path(pnnx_py)
+    source = pnnx_py.read_text()
+    tree = ast.parse(source)
+    model = _model_class(tree)
+    _check(model)
+    _returns_locals(tree)
+    if bin_path is None:
+        bin_path = pnnx_py.with_name(pnnx_py.name.removesuffix("_pnnx.py") + ".pnnx.bin")
+    loader = _weights_loader(Path(bin_path))
+    module = ast.Module(body=[model], type_ignores=[])
+    ast.fix_missing_locations(module)
+    namespace: dict[str, Any] = {
+        "__builtins__": _SAFE_BUILTINS,
+        "__name__": "pnnx_model",
+        "torch": torch,
+        "nn": torch.nn,
+        "F": torch.nn.functional,
+        "pnnx_weights": loader["pnnx_weights"],
+    }
+    if "torchvision." in source:  # torchvision.ops (deform_conv2d, roi_align); nothing else passes _check
+        import torchvision  # type: ignore[import-untyped]  # only when pnnx's code calls torchvision.ops
+
+        namespace["torchvision"] = torchvision
+    exec(compile(module, str(pnnx_py), "exec"), namespace)
+    cls = namespace["Model"]
+    cls.load_pnnx_bin_as_tensor = loader["load_pnnx_bin_as_tensor"]
+    cls.load_pnnx_bin_as_parameter = loader["load_pnnx_bin_as_parameter"]
+    return cls().float().eval()
 
 
 def capture_operands(
     pnnx_py: str | Path, inputs: Sequence[Any], bin_path: str | Path | None = None
 ) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """Run pnnx's NAME_pnnx.py on `inputs` (arrays or tensors): (every operand `v_N` as
-    {"N": array}, the outputs). `bin_path`: the weights it loads (default: the .bin it names,
-    beside the script). The working directory is left alone (the app runs sessions in threads)."""
+    {"N": array}, the outputs). `bin_path`: its weights (default: NAME.pnnx.bin beside it).
+    The working directory is left alone (the app runs sessions in threads)."""
     import torch
 
-    pnnx_py = Path(pnnx_py)
-    source = pnnx_py.read_text()
-    tree = ast.parse(source)
-    _returns_locals(tree)
-    _drop_optional_imports(tree, source)
-    # The script opens its .bin by a relative name: make it this one, absolute.
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "ZipFile"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            named = Path(node.args[0].value)
-            node.args[0] = ast.Constant(str(Path(bin_path) if bin_path is not None else pnnx_py.parent / named))
-    ast.fix_missing_locations(tree)
-    namespace: dict[str, Any] = {"__name__": f"_pnnx_ref_{abs(hash(str(pnnx_py)))}"}
-    exec(compile(tree, str(pnnx_py), "exec"), namespace)
-    model = namespace["Model"]()
-    model.float().eval()
+    model = load_model(pnnx_py, bin_path)
     tensors = [x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x)) for x in inputs]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. F.upsample's deprecation, about pnnx's code, not the user's
