@@ -59,7 +59,7 @@ FORWARD_RE = re.compile(r"\*\*Operator (\d+) of (\d+): `([^`]+)`\*\*")
 ORDER_RE = re.compile(r"^\*\*Step (\d+) of (\d+)\*\*")
 OPERAND_RE = re.compile(r"^`([^`]+)`: shape")
 SEED_RE = re.compile(r"seeded random numbers \(seed (\d+)\)")
-STEPS_PER_PAGE = 6
+STEPS_PER_PAGE = 6  # a student's Steps on one page before going to the other (--steps-per-page)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -76,6 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--session-ttl", type=int, default=5, help="server.disconnectedSessionTTL for the bench")
     ap.add_argument("--probe-actions", type=int, default=12, help="Forward steps of the lone session")
+    ap.add_argument("--steps-per-page", type=int, default=STEPS_PER_PAGE, help="Steps on a page before the other")
     ap.add_argument("--model", default="resnet18")
     ap.add_argument(
         "--processes",
@@ -308,6 +309,7 @@ class Student:
     forward_pos: int = 0
     order_step: int | None = None
     page: str = ""
+    steps_per_page: int = STEPS_PER_PAGE
     media: list[int] = field(default_factory=list)  # HTTP status of each picture fetched
 
     def _note(self, action: str, t_start: float, run: Any) -> None:
@@ -375,9 +377,8 @@ class Student:
         self.check_forward(s)
 
     async def next_action(self, s: Session, n: int) -> None:
-        phase = (n // (STEPS_PER_PAGE + 1)) % 2  # 0: Forward, 1: Execution order
-        within = n % (STEPS_PER_PAGE + 1)
-        if within == STEPS_PER_PAGE:  # the sidebar link to the other page
+        per_page = self.steps_per_page
+        if n % (per_page + 1) == per_page:  # the sidebar link to the other page
             if self.page == "forward":
                 await self.act(s, "open Execution order", s.goto("order"))
                 self.page = "order"
@@ -390,7 +391,7 @@ class Student:
                 self.page = "forward"
                 self.check_forward(s)
             return
-        if phase == 0 and self.page == "forward" or self.page == "forward":
+        if self.page == "forward":
             if self.forward_pos >= len(self.expected.order):
                 await self.act(s, "Forward: Reset", s.click("Reset"))
                 self.forward_pos = 0
@@ -512,6 +513,7 @@ async def run_bench(args: argparse.Namespace, servers: Servers) -> dict[str, Any
         client_cpu0 = time.process_time()
         for s in students:
             s.expected_model = args.model
+            s.steps_per_page = args.steps_per_page
         until = time.perf_counter() + args.ramp + args.duration
         rng = random.Random(args.seed)
         delays = sorted(rng.uniform(0, args.ramp) for _ in students)

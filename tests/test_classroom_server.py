@@ -62,8 +62,10 @@ def test_a_few_students_at_once_each_see_only_their_own_state(processes: int, tm
     from app_server import free_port
 
     out = tmp_path / "load.json"
-    args = ["--sessions", "3", "--duration", "12", "--ramp", "2", "--settle", "1", "--probe-actions", "2"]
-    args += ["--interval", "1", "--processes", str(processes), "--port", str(free_port()), "--out", "-"]
+    # Two Steps a page: each student reaches Execution order within ~8 actions, even on a busy machine.
+    args = ["--sessions", "3", "--duration", "30", "--ramp", "2", "--settle", "1", "--probe-actions", "2"]
+    args += ["--interval", "1", "--steps-per-page", "2", "--processes", str(processes), "--port", str(free_port())]
+    args += ["--out", "-"]
     assert bench_load.main([*args, "--json", str(out), "--max-seconds", "400"]) == 0
     res = json.loads(out.read_text())
     assert res["leaks"] == [] and res["errors"] == []
