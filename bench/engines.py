@@ -248,7 +248,9 @@ def _footing(engine: str) -> dict[str, Any]:
         from kuiper_core.threads import blas_threads
 
         out["engine_threads"] = blas_threads()
-        out["engine"] = "kuiper_core (NumPy)"
+        import numpy as np
+
+        out["engine"] = f"NumPy {np.__version__}"
     return out
 
 

@@ -138,6 +138,10 @@ def write_report(res: dict[str, Any], out: Path) -> None:
     details.write_text("\n".join(head + _steps(res, auto) + _profiles(res)) + "\n")
 
 
+def _threads(n: Any) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
+
+
 def _footing(res: dict[str, Any], auto: bool) -> list[str]:
     """What each engine's process ran on: OpenBLAS's kernel set and every thread pool, as
     threadpoolctl saw them in the timed processes (older results: the kernel probe only)."""
@@ -172,14 +176,14 @@ def _footing(res: dict[str, Any], auto: bool) -> list[str]:
                 "; ".join(
                     f"{p.get('internal_api', '?')} {p.get('version', '')}".strip()
                     + (f" {p['architecture']}" if p.get("architecture") else "")
-                    + f", {p.get('num_threads', '?')} threads"
+                    + f", {_threads(p.get('num_threads'))}"
                     + (f" ({p['threading_layer']})" if p.get("threading_layer") not in (None, "pthreads") else "")
                     for p in pools
                 )
                 or "no native thread pool"
             )
         lines.append(
-            f"- Footing of {names.get(tag, tag)} ({f.get('engine', '')}, {f.get('engine_threads', '?')} threads): {text}"
+            f"- Footing of {names.get(tag, tag)} ({f.get('engine', '')}, {_threads(f.get('engine_threads'))}): {text}"
         )
     return lines
 
