@@ -292,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": loadavg(),
         "kernels": {},
         "footing": {},
+        "argv": sys.argv[1:] if argv is None else list(argv),
         "blas_env": args.blas_env,
         "cases": {},
         "probes": {},
