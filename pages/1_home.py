@@ -12,6 +12,7 @@ from kuiper_core.npy import read_npy
 from kuiper_core.explore.summary import model_summary, shape_text, type_table
 from pages import common
 from pages.input_size import size_picker
+from pages.model_open import conversion_details, open_panel, reset_pick
 
 st.title("Kuiper Explorer")
 st.caption(
@@ -31,18 +32,9 @@ def _on_pick() -> None:
         common.select_bundled(name)
 
 
-def _on_upload() -> None:
-    param_file = st.session_state.get("home_param")
-    bin_file = st.session_state.get("home_bin")
-    if param_file is None:
-        st.session_state["home_upload_missing"] = True
-        return
-    common.select_upload(param_file.name, param_file.getvalue(), bin_file.getvalue() if bin_file is not None else None)
-    st.session_state["home_bundled"] = None  # the radio no longer names the model in use
-
-
 # -- 1. the model -----------------------------------------------------------------------
 st.header("1. Model")
+reset_pick()
 pick, upload = st.columns([3, 2])
 with pick:
     names = list(models)
@@ -62,18 +54,16 @@ with pick:
         st.info("No bundled models found in sample_models/.")
 
 with upload:
-    st.markdown("**…or upload a PNNX model**")
-    with st.container(border=True):
-        st.file_uploader("model.pnnx.param", type=["param"], key="home_param")
-        st.file_uploader("model.pnnx.bin (optional if it has no weights)", type=["bin"], key="home_bin")
-        st.button("Load uploaded model", key="home_load_upload", on_click=_on_upload)
-    if st.session_state.pop("home_upload_missing", False):
-        st.warning("Choose a .pnnx.param file first.")
+    open_panel()
 
 model = common.current_model()
 dropped = st.session_state.pop(common.LOAD_ERROR_KEY, None)
 if dropped is not None:
     common.show_error(dropped, title="The model could not be loaded and was closed")
+lost = common.lost_model_message()
+if lost is not None:
+    st.warning(lost)
+common.link_notes()
 if model is None:
     st.stop()
 
@@ -87,6 +77,7 @@ if model.error is not None:
 assert model.graph is not None
 summary = model_summary(model.graph)
 st.header(f"2. Summary of `{model.name}`")
+conversion_details(model)
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Operators", f"{summary.operators:,}")
 c2.metric("Parameters", f"{summary.parameters:,}")

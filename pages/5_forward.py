@@ -8,21 +8,20 @@ ever one click out of date.
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from kuiper_core.errors import KuiperError, ShapeError
+from kuiper_core.errors import ShapeError
 from kuiper_core.explore import compare as C
 from kuiper_core.explore import tensors as T
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.overlay import Overlay, roll_up, state_overlay
 from kuiper_core.explore.profile import event_algorithm
 from kuiper_core.explore.stepper import ForwardStepper
-from pages import common
+from pages import common, compare_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
 from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
@@ -58,35 +57,10 @@ st.caption(
 )
 
 
-# -- reference tensors ------------------------------------------------------------------------
-def _references() -> tuple[dict[str, np.ndarray], str, C.ReferenceMatch | None]:
-    uploaded = st.session_state.get(common.REFS_KEY)
-    if uploaded is not None:
-        match = C.match_references(model.graph, uploaded)
-        return match.refs, "the uploaded references", match
-    if not resolved.is_sample:
-        return {}, "", None
-    npz: dict[str, np.ndarray] = {f"out{i}": y for i, y in enumerate(model.expected)}
-    npz.update(model.operands)
-    return C.references_for(model.graph, npz), "PyTorch (sample input)", None
-
-
-def _on_refs() -> None:
-    f = st.session_state.get("forward_refs")
-    st.session_state.pop("fw_refs_error", None)
-    if f is None:
-        st.session_state.pop(common.REFS_KEY, None)
-        return
-    try:
-        common.set_uploaded_references(f.getvalue())
-    except KuiperError as e:
-        st.session_state["fw_refs_error"] = e
-
-
 # Read in _body: the .npz uploader sits inside the fragment, so an upload reruns only the
 # fragment, and references read once per page run would be one upload out of date.
 refs: dict[str, np.ndarray] = {}
-refs_source, match = "", None
+refs_source = ""
 
 
 # -- callbacks ----------------------------------------------------------------------------------
@@ -157,8 +131,9 @@ def _apply_pending(slot: Any) -> None:
 
 
 def _body() -> None:
-    global refs, refs_source, match
-    refs, refs_source, match = _references()
+    global refs, refs_source
+    active = compare_panel.active_references(model, resolved)
+    refs, refs_source = active.refs, active.source
     sync_timer(state, current_speed("fw_speed"))
     if state["playing"]:
         for _ in range(steps_due(state, current_speed("fw_speed"))):
@@ -218,7 +193,10 @@ def _body() -> None:
         _show_failure(failure)
 
     if event is None:
-        st.info(f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →).")
+        st.info(
+            f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →)."
+            + ("" if refs else " To check each operator, choose references under **Compare with**, below the graph.")
+        )
     else:
         line, link = st.columns([5, 1])
         how = event_algorithm(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
@@ -233,12 +211,13 @@ def _body() -> None:
         ):
             st.session_state["graph_selected"] = (model.key, event.name)
             st.switch_page("pages/2_graph.py")
-    checks = C.check_events(stepper.events, refs) if refs else []
+    checks = state.setdefault("checks", C.CheckCache()).checks(stepper.events, refs, active.token) if refs else []
     left, right = st.columns([1, 1])
     with left:
         _graph_panel(event.name if event is not None else None, checks, failure)
     with right:
-        _tensors_panel(event)
+        _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
+    compare_panel.compare_section(model, resolved, stepper, active)
     _errors_panel(checks)
     _outputs()
 
@@ -268,6 +247,8 @@ def _show_failure(failure: BaseException | None) -> None:
 def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: BaseException | None) -> None:
     failed_op = getattr(failure, "operator", None)
     modes = (["errors"] if refs else []) + ["progress", "categories"]
+    if st.session_state.get("fw_color_mode") not in modes:  # references gone: back to the default
+        st.session_state.pop("fw_color_mode", None)
     mode = st.radio(
         "Colour nodes by",
         modes,
@@ -297,7 +278,7 @@ def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: Ba
     show_graph(view.dot, "forward", overlay, height=520, follow=True, on_click=_on_click)
 
 
-def _tensors_panel(event: Any) -> None:
+def _tensors_panel(event: Any, check: C.OperatorCheck | None) -> None:
     if event is None:
         st.caption("The current operator's inputs and outputs show here.")
         return
@@ -319,7 +300,7 @@ def _tensors_panel(event: Any) -> None:
     pick = st.segmented_control(
         "Tensor",
         names_,
-        default=names_[-1],
+        default=_worst_output(items, check) or names_[-1],
         key=f"fw_tensor_{event.index}",
         required=True,
         label_visibility="collapsed",
@@ -337,37 +318,18 @@ def _tensors_panel(event: Any) -> None:
     )
 
 
-def _references_panel() -> None:
-    """The upload, and what an uploaded .npz matched (a file naming no operand is said so)."""
-    with st.expander("Reference tensors (.npz)"):
-        st.caption(
-            "Upload an .npz of reference tensors keyed by operand name (or out0, out1, … for the outputs) to "
-            "compare every operator with them. Bundled models carry PyTorch's tensors for their sample input."
-        )
-        st.file_uploader("Reference .npz", type=["npz"], key="forward_refs", on_change=_on_refs)
-        if "fw_refs_error" in st.session_state:
-            common.show_error(st.session_state["fw_refs_error"], title="Cannot read the reference file")
-    if match is not None and match.unmatched:
-        some = ", ".join(f"'{k}'" for k in match.unmatched[:8]) + (" …" if len(match.unmatched) > 8 else "")
-        example = ", ".join(f"'{o}'" for o in list(model.graph.operands)[:4])
-        if match.matched == 0:
-            st.warning(
-                f"None of the {match.keys} arrays in the uploaded .npz names an operand of `{model.name}` ({some}): "
-                f"nothing can be compared. Keys must be operand names such as {example}, or out0, out1, …"
-            )
-        else:
-            st.warning(
-                f"{len(match.unmatched)} of {match.keys} arrays name no operand of this model and are ignored: {some}."
-            )
+def _worst_output(items: list[tuple[str, str, np.ndarray]], check: C.OperatorCheck | None) -> str | None:
+    """The label of the output that made the operator fail (what its red node means), if any."""
+    if check is None or not check.failed:
+        return None
+    worst = check.worst
+    return next(
+        (label for label, name, _ in items if label.startswith("out") and check.outputs.get(name) is worst), None
+    )
 
 
 def _errors_panel(checks: list[C.OperatorCheck]) -> None:
-    _references_panel()
     if not refs:
-        if model.operands or model.expected:
-            st.caption(
-                "Per-operator errors are shown for the sample input (the bundled references are PyTorch's for it)."
-            )
         return
     st.subheader("Error against the reference, per operator")
     summary = C.summarize(checks)
@@ -402,20 +364,12 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
             "error / tolerance": st.column_config.NumberColumn(format="%.3g"),
         },
     )
-    d1, d2 = st.columns(2)
-    d1.download_button(
+    st.download_button(
         "Download the error table (.csv)",
         C.rows_csv(rows),
         file_name=f"{model.name}.errors.csv",
         mime="text/csv",
         key="fw_dl_csv",
-    )
-    d2.download_button(
-        "Download every tensor computed so far (.npz)",
-        _all_tensors_npz,
-        file_name=f"{model.name}.tensors.npz",
-        mime="application/octet-stream",
-        key="fw_dl_npz",
     )
 
 
@@ -472,18 +426,6 @@ def _error_plot(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, Any
         ],
     }
     return df, spec
-
-
-def _all_tensors_npz() -> bytes:
-    """Every operand computed so far (tuple elements as NAME_i), one .npz (made on click)."""
-    arrays: dict[str, np.ndarray] = {}
-    for name, value in stepper.values.items():
-        parts = T.as_arrays(value)
-        for i, a in enumerate(parts):
-            arrays[name if len(parts) == 1 else f"{name}_{i}"] = a
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
 
 
 def _outputs() -> None:

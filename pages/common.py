@@ -4,18 +4,21 @@ Models are loaded once per content (``st.cache_resource`` keyed by a SHA-256 of 
 files) and shared between sessions; what a user picked lives in ``st.session_state``:
 
     kx_model  {"source": "bundled", "name": NAME}
-              or {"source": "upload", "name": FILE, "digest": HEX}   (bytes in kx_upload)
+              or {"source": "upload", "name": FILE, "digest": HEX}   (kx_upload: its StoredModel)
+              or {"source": "lost", "digest": HEX}: the URL named an upload the server no longer has
     kx_input  {"kind": "sample"|"random"|"zeros"|"ones"|"npy"|"image"|"example"|"drawing",
                "seed": int, "index": int}
               (+ {kind: (array, file name)} in kx_input_arrays for "npy" / "image" / "drawing")
-    kx_refs   {operand name: array} uploaded reference tensors (.npz), or absent
+    kx_refs   {key: array} an uploaded reference .npz as read (kx_refs_name: its file name), or
+              absent; kuiper_core.explore.references maps its keys to operands
     kx_forward {"key": (model key, input digest), "stepper": ForwardStepper}: the Forward
               stepper, shared by the Forward and IR pages (`forward_stepper()`)
 
 Pages call ``require_model()`` (stops the page with a hint when nothing is usable) and
 ``resolve_input()`` (the arrays and an honest description of what they are); they never
-touch the files or the cache directly. The URL carries the bundled model and each page's
-position (``sync_url``), so a reload or a shared link opens the same view.
+touch the files or the cache directly. The URL carries the model (``model=NAME`` for a
+bundled one, ``upload=DIGEST`` for an upload, kept by content in ``upload_store()``) and each
+page's position (``sync_url``), so a reload or a shared link opens the same view.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from kuiper_core import limits
 from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
+from kuiper_core.explore.upload_store import StoredModel, UploadStore, content_digest
 from kuiper_core.formats import OpenedModel, open_model
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
@@ -51,6 +55,7 @@ UPLOAD_KEY = "kx_upload"
 INPUT_KEY = "kx_input"
 INPUT_ARRAYS_KEY = "kx_input_arrays"
 REFS_KEY = "kx_refs"
+REFS_NAME_KEY = "kx_refs_name"  # the uploaded reference file's name
 LOAD_ERROR_KEY = "kx_load_error"  # why the session's model was dropped (shown on Home)
 
 # One process serves every browser session: lower limits than the engine's defaults
@@ -209,6 +214,18 @@ def load_bundled(name: str, digest: str) -> LoadedModel:
     return model
 
 
+UPLOAD_STORE_BYTES = 1 << 30  # uploaded models kept for reloads and links, every session together
+LOST_KEY = "kx_lost"  # the digest of an uploaded model the URL named and the server no longer has
+LINK_NOTE_KEY = "kx_link_note"  # the URL named a bundled model that does not exist (said once)
+UNKEPT_KEY = "kx_unkept"  # the session's upload was too big for the store: a reload will not find it
+
+
+@st.cache_resource(show_spinner=False)
+def upload_store() -> UploadStore:
+    """The server's uploaded models by content digest (one per process, bounded by bytes)."""
+    return UploadStore(UPLOAD_STORE_BYTES)
+
+
 @st.cache_resource(show_spinner="Loading model…", max_entries=8)
 def load_uploaded(
     digest: str,
@@ -252,32 +269,70 @@ def display_name(name: str, limit: int = 120) -> str:
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
-def upload_digest(param: bytes, bin_bytes: bytes | None) -> str:
-    h = hashlib.sha256(param)
-    h.update(b"\0bin\0" + (bin_bytes or b""))
-    return h.hexdigest()[:16]
-
-
 # -- the session's model and input -------------------------------------------------------
 def select_bundled(name: str) -> None:
     st.session_state[MODEL_KEY] = {"source": "bundled", "name": name}
     _reset_model_state()
 
 
-def select_upload(name: str, param: bytes, bin_bytes: bytes | None) -> LoadedModel:
+def select_upload(
+    name: str,
+    data: bytes,
+    bin_bytes: bytes | None,
+    *,
+    inputshape: str | None = None,
+    optlevel: int | None = None,
+    on_log: Callable[[str], None] | None = None,
+) -> LoadedModel:
+    """Make an uploaded model the session's: a .pnnx.param or .kir (+ its .bin), an .onnx or a
+    TorchScript .pt (converted by pnnx with `inputshape`/`optlevel`; `on_log` gets each line
+    the converter prints, when it runs). Kept by content for reloads and links."""
     name = display_name(name)
-    digest = upload_digest(param, bin_bytes)
-    st.session_state[UPLOAD_KEY] = (param, bin_bytes)
-    st.session_state[MODEL_KEY] = {"source": "upload", "name": name, "digest": digest}
+    options = {"inputshape": inputshape, "optlevel": optlevel}
+    files = {"param": data, "bin": bin_bytes}
+    stored = StoredModel(content_digest(files, options), name, files, options)
+    kept = upload_store().put(stored)
+    _use_stored(stored)
+    if not kept:
+        st.session_state[UNKEPT_KEY] = stored.nbytes
+    return _load_stored(stored, on_log)
+
+
+def _use_stored(stored: StoredModel) -> None:
+    """Make a stored upload the session's model (the session holds it: eviction cannot take it)."""
+    st.session_state[UPLOAD_KEY] = stored
+    st.session_state[MODEL_KEY] = {"source": "upload", "name": stored.name, "digest": stored.digest}
     _reset_model_state()
-    return load_uploaded(digest, name, param, bin_bytes)
+
+
+def _load_stored(stored: StoredModel, on_log: Callable[[str], None] | None = None) -> LoadedModel:
+    return load_uploaded(
+        stored.digest,
+        stored.name,
+        stored.files["param"] or b"",
+        stored.files.get("bin"),
+        stored.meta.get("inputshape"),
+        stored.meta.get("optlevel"),
+        on_log,
+    )
 
 
 def _reset_model_state() -> None:
     """A new model invalidates inputs, references and every page's per-model state
     (the Home page's input widgets too, so they show the new model's default)."""
     st.session_state[INPUT_KEY] = {"kind": "sample", "seed": 0}
-    for key in (INPUT_ARRAYS_KEY, REFS_KEY, "home_input_kind", "home_seed", "home_example", "home_input_error"):
+    for key in (
+        LOST_KEY,
+        UNKEPT_KEY,
+        INPUT_ARRAYS_KEY,
+        REFS_KEY,
+        REFS_NAME_KEY,
+        "kx_ref_choice",  # what to compare with (pages/compare_panel.py): chosen again per model
+        "home_input_kind",
+        "home_seed",
+        "home_example",
+        "home_input_error",
+    ):
         st.session_state.pop(key, None)
 
 
@@ -302,18 +357,68 @@ def current_model() -> LoadedModel | None:
 def _current_model() -> LoadedModel | None:
     choice = st.session_state.get(MODEL_KEY)
     if choice is None:
-        wanted = st.query_params.get("model")  # a shared link or a reload
-        name = wanted if wanted in bundled_models() else default_model_name()
-        if name is None:
+        choice = _model_from_url()
+        if choice is None:
             return None
-        select_bundled(name)
-        choice = st.session_state[MODEL_KEY]
+    if choice["source"] == "lost":
+        return None
     if choice["source"] == "upload":
-        param, bin_bytes = st.session_state.get(UPLOAD_KEY, (None, None))
-        if param is None:
+        stored = st.session_state.get(UPLOAD_KEY)
+        if not isinstance(stored, StoredModel) or stored.digest != choice["digest"]:
             return None
-        return load_uploaded(choice["digest"], choice["name"], param, bin_bytes)
+        return _load_stored(stored)
     return load_bundled(choice["name"], _bundled_digest(choice["name"]))
+
+
+def _model_from_url() -> dict[str, str] | None:
+    """A new session (a reload, a shared link): the model its URL names. An uploaded model
+    comes back from the server's store; when the store no longer has it the session's model
+    is 'lost' (the pages say so) instead of quietly another one."""
+    digest = url_param("upload")
+    if digest is not None:
+        stored = upload_store().get(digest)
+        if stored is not None:
+            _use_stored(stored)
+        else:
+            st.session_state[MODEL_KEY] = {"source": "lost", "name": "", "digest": digest[:64]}
+            st.session_state[LOST_KEY] = digest[:64]
+        return st.session_state[MODEL_KEY]
+    wanted = url_param("model")
+    name = wanted if wanted in bundled_models() else default_model_name()
+    if name is None:
+        return None
+    select_bundled(name)
+    if wanted is not None and wanted != name:
+        st.session_state[LINK_NOTE_KEY] = (
+            f"The link names a bundled model '{wanted[:80]}' that this app does not have: opened `{name}` instead."
+        )
+    return st.session_state[MODEL_KEY]
+
+
+def link_notes() -> None:
+    """What the session's model is not, although the URL asked for it (said once), and that
+    a reload will not find an upload too big for the store."""
+    note = st.session_state.pop(LINK_NOTE_KEY, None)
+    if note is not None:
+        st.warning(note)
+    unkept = st.session_state.get(UNKEPT_KEY)
+    if unkept is not None:
+        st.caption(
+            f"This upload ({unkept / 2**20:.0f} MB) is larger than the {UPLOAD_STORE_BYTES / 2**30:.0f} GB this "
+            "server keeps for reloads and links: a reload will not find it."
+        )
+
+
+def lost_model_message() -> str | None:
+    """Why the session has no model although its URL named one, or None."""
+    digest = st.session_state.get(LOST_KEY)
+    if digest is None:
+        return None
+    return (
+        f"The link names an uploaded model (content digest `{digest}`) that this server no longer has: the server "
+        "restarted, or it dropped the model to make room for newer uploads. Upload the model again (the same file "
+        "gets the same link), or pick a bundled model on the Home page."
+    )
 
 
 def require_model(runnable: bool = True) -> LoadedModel:
@@ -322,9 +427,14 @@ def require_model(runnable: bool = True) -> LoadedModel:
     runnable=False accepts a model whose graph parsed but could not be built."""
     model = current_model()
     if model is None:
-        st.info("No model loaded: pick one on the Home page.")
+        lost = lost_model_message()
+        if lost is not None:
+            st.warning(lost)
+        else:
+            st.info("No model loaded: pick one on the Home page.")
         st.stop()
     assert model is not None
+    link_notes()
     if model.graph is None or (runnable and not model.ok):
         show_error(model.error or "the model could not be loaded", title=f"Cannot use model '{model.name}'")
         st.stop()
@@ -422,13 +532,14 @@ def set_input_array(kind: str, array: np.ndarray | None, name: str | None = None
     st.session_state[INPUT_ARRAYS_KEY] = arrays
 
 
-def set_uploaded_references(data: bytes) -> dict[str, np.ndarray]:
-    """Store an uploaded .npz of reference tensors (operand name -> array)."""
+def set_uploaded_references(data: bytes, name: str = "references.npz") -> dict[str, np.ndarray]:
+    """Store an uploaded .npz of reference tensors (key -> array, keys as in the file)."""
     from kuiper_core.npy import read_npz
 
     check_upload_size("the .npz", data)
-    refs = read_npz(data, "the .npz", APP_LIMITS)
+    refs = read_npz(data, name, APP_LIMITS)
     st.session_state[REFS_KEY] = refs
+    st.session_state[REFS_NAME_KEY] = name
     return refs
 
 
@@ -458,6 +569,8 @@ def write_url() -> None:
     wanted: dict[str, str] = {}
     if choice.get("source") == "bundled":
         wanted["model"] = choice["name"]
+    elif choice.get("source") in ("upload", "lost"):  # a lost model's link stays: re-uploading restores it
+        wanted["upload"] = choice["digest"]
     wanted.update({k: v for k, v in (st.session_state.get(_URL_KEY) or {}).items() if v is not None})
     if dict(st.query_params) != wanted:
         st.query_params.from_dict(wanted)

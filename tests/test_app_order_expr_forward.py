@@ -176,16 +176,14 @@ def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> N
     assert not disabled(at, "fw_step")
 
 
-def test_forward_on_resnet18_never_claims_what_it_did_not_compare() -> None:
-    """resnet18 bundles no per-operand references: 44 operators run, 0 compared."""
+def test_forward_on_resnet18_compares_every_operator_it_ran() -> None:
+    """resnet18 bundles PyTorch's tensor for every operand: 44 operators run, 44 compared."""
     at = app("resnet18", FORWARD)
     keyed(at.slider, "fw_pos_").set_value(44).run()
     no_exception(at)
     assert any("Operator 44 of 51" in m.value for m in at.markdown)
-    assert not any("within tolerance" in s.value for s in at.success)
-    assert any(
-        "0 of 44 operators run so far have a reference tensor: nothing was compared" in w.value for w in at.warning
-    )
+    assert any("44 of 44 operators run so far compared with PyTorch" in s.value for s in at.success), texts(at.success)
+    assert at.radio(key="fw_color_mode").value == "errors"
 
 
 def test_forward_go_to_an_operator_and_tensor_views() -> None:

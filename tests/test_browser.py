@@ -454,21 +454,20 @@ def test_ir_page_highlight_follows_step_and_an_edit_shows_the_caret(page) -> Non
 
 
 # -- truth: what was compared, said in the browser ------------------------------------------------------
-def test_forward_on_resnet18_says_nothing_was_compared(page) -> None:
-    """resnet18 bundles PyTorch's outputs but no per-operand references: after 44 operators
-    nothing was compared, and the page says so instead of "all within tolerance"."""
+def test_forward_on_resnet18_compares_every_operator(page) -> None:
+    """resnet18 bundles PyTorch's tensor for every operand: a shared link to step 44 shows 44
+    of 44 compared, Run all every operator but pnnx.Output (it makes no tensor)."""
     page.goto(page.kx_url + "/forward?model=resnet18&step=44")  # a shared link
     page.get_by_text(re.compile(r"^Operator 44 of 51")).wait_for(timeout=120_000)
     wait_idle(page)
     said = alerts(page)
-    assert any("0 of 44 operators run so far have a reference tensor: nothing was compared" in a for a in said), said
-    assert not any("within tolerance" in a for a in said), said
+    assert any("44 of 44 operators run so far compared with PyTorch" in a for a in said), said
     button(page, "Run all").click()
     page.get_by_text(re.compile(r"^Operator 51 of 51")).wait_for()
     wait_idle(page)
-    said = alerts(page)  # the output is compared with PyTorch's: 1 of 51, not 51 of 51
+    said = alerts(page)
     assert any(
-        "1 of 51 operators run so far compared with PyTorch" in a and "50 have no reference" in a for a in said
+        "50 of 51 operators run so far compared with PyTorch" in a and "all 50 within tolerance" in a for a in said
     ), said
     assert exception_boxes(page) == []
 
@@ -478,7 +477,6 @@ def test_forward_uploaded_references_no_match_and_wrong_shape(page) -> None:
     the wrong shape is a shape mismatch (never Infinity) and the first failure."""
     pick_bundled_model(page, "digits_cnn")
     goto_page(page, "forward")
-    page.get_by_text("Reference tensors (.npz)").click()
     upload(
         page,
         "Reference .npz",

@@ -91,7 +91,7 @@ def test_operator_checks_against_pytorch_count_what_was_compared() -> None:
 
 
 def test_nothing_compared_is_never_all_within_tolerance() -> None:
-    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")  # no per-operand references bundled
+    g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     x = np.load(SAMPLES / "resnet18.input.npy")
     events = []
     for e in g.steps(x):
@@ -99,7 +99,7 @@ def test_nothing_compared_is_never_all_within_tolerance() -> None:
         if len(events) == 44:
             break
     with np.load(SAMPLES / "resnet18.expected.npz") as z:
-        refs = C.references_for(g.graph, dict(z))  # only out0: the last operator's input
+        refs = C.references_for(g.graph, dict(z))  # only out0 (not its operands): the last operator's input
     s = C.summarize(C.check_events(events, refs))
     assert (s.run, s.compared) == (44, 0)
     level, text = C.verdict(s, "PyTorch")
@@ -114,3 +114,18 @@ def test_nothing_compared_is_never_all_within_tolerance() -> None:
 def test_rows_csv() -> None:
     rows = [{"#": 1, "operator": "a", "max |error|": None}, {"#": 2, "operator": "b,c", "max |error|": 0.5}]
     assert C.rows_csv(rows) == '#,operator,max |error|\n1,a,\n2,"b,c",0.5\n'
+
+
+def test_check_cache_compares_each_event_once_per_set_of_references() -> None:
+    g = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param")
+    with np.load(SAMPLES / "digits_cnn.operands.npz") as z:
+        refs = dict(z)
+    events = list(g.steps(np.load(SAMPLES / "digits_cnn.input.npy")))
+    cache = C.CheckCache()
+    first = cache.checks(events[:5], refs, "a")
+    again = cache.checks(events, refs, "a")
+    assert again[:5] == first and all(x is y for x, y in zip(again, first))  # not recomputed
+    assert [c.status for c in again] == [c.status for c in C.check_events(events, refs)]
+    wrong = {k: v + 1 for k, v in refs.items()}
+    other = cache.checks(events, wrong, "b")  # other references: computed afresh
+    assert other[1] is not again[1] and other[1].status == C.OVER

@@ -35,7 +35,10 @@ from pnnx_export import export_module  # noqa: E402
 
 OUT = ROOT / "sample_models"
 MANIFEST = OUT / "models.json"
-MAX_OPERANDS_BYTES = 10 * 1024 * 1024  # skip operand references larger than this (compressed)
+# Skip operand references larger than this (compressed). resnet18's (17.7 MiB) and deep1500's (2.7 MiB)
+# are kept: with them every operator of every sample is compared, within the +25 MB that
+# issue 22 allowed sample_models/ for it.
+MAX_OPERANDS_BYTES = 20 * 1024 * 1024
 
 
 def param_summary(param: Path) -> tuple[int, list[str]]:
@@ -71,7 +74,7 @@ def export_one(name: str, sample: Any) -> dict[str, Any]:
         elif not refs.exists():
             note = "pnnx wrote no *_pnnx.py to compute them"
         elif refs.stat().st_size > MAX_OPERANDS_BYTES:
-            note = f"skipped: {refs.stat().st_size / 2**20:.1f} MiB compressed, over the 10 MiB limit"
+            note = f"skipped: {refs.stat().st_size / 2**20:.1f} MiB compressed, over the {MAX_OPERANDS_BYTES // 2**20} MiB limit"
         else:
             shutil.move(refs, operands)
     if sample.extras is not None:

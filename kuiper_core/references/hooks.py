@@ -1,8 +1,9 @@
 """A snippet a user copies to make a reference .npz from their own PyTorch model.
 
 It registers a forward hook on every leaf module and saves each output keyed by the module's
-path (`layer1.0.conv1`, `fc`; `lstm:0`, `lstm:1`… for a module returning a tuple) and the
-model's outputs as out0, out1, …: the keys kuiper compare / the app's Forward page read
+path (`layer1.0.conv1`, `fc`; `lstm:0`, `lstm:1`… for a module returning a tuple; `relu#2`
+for a module's second call: pnnx names the first call after the module) and the model's
+outputs as out0, out1, …: the keys kuiper compare / the app's Forward page read
 (kuiper_core.explore.compare.key_operand). For a TorchScript model converted by pnnx the
 operator names are these module paths; for every model the outN keys match.
 """
@@ -26,14 +27,19 @@ def save_references(model, inputs, path="references.npz"):
             return [t for v in value for t in flat(v)]
         return []
 
+    calls = {}
+
     def keep(name):
         def hook(module, args, output):
+            # a module called again (one ReLU used twice) keeps each call: name, name#2, ...
+            calls[name] = calls.get(name, 0) + 1
+            key = name if calls[name] == 1 else f"{name}#{calls[name]}"
             tensors = flat(output)
             if len(tensors) == 1 and isinstance(output, torch.Tensor):
-                saved[name] = tensors[0].detach().cpu().numpy()
+                saved[key] = tensors[0].detach().cpu().numpy()
             else:
                 for i, t in enumerate(tensors):
-                    saved[f"{name}:{i}"] = t.detach().cpu().numpy()
+                    saved[f"{key}:{i}"] = t.detach().cpu().numpy()
 
         return hook
 

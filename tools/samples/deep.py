@@ -61,6 +61,5 @@ SAMPLES = {
             "labels": None,
             "trained": False,
         },
-        capture_operands=False,
     ),
 }

@@ -1,0 +1,220 @@
+"""The app's "open your own model" as plain data: what a file is, the bytes to open, the
+TorchScript input-shape field's check, and the sentences about a conversion.
+
+The formats registry (kuiper_core.formats) opens and converts; this module only prepares
+its arguments from an upload or a path typed on the server, and words its records.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InputError, KuiperError, LimitError
+from ..files import read_regular
+from ..formats import BY_NAME, Context, Conversion, OpenOptions, detect, needs_inputshape
+from ..formats.base import ConversionOptions
+from ..formats.convert import INSTALL_HINT, convert, inputshape_text
+from ..pnnx.writer import default_bin_path
+
+CONVERTED = ("onnx", "torchscript")
+DEFAULT_SHAPE = "[1,3,224,224]"  # what most image models take; the field says to change it
+LOG_LINES = 30  # of the converter's log shown while it runs
+NO_CONVERTER = (
+    "Opening ONNX and TorchScript models needs the pnnx converter, which is not installed on this server: "
+    f"{INSTALL_HINT}."
+)
+
+
+def kind_of(data: bytes, name: str) -> str | None:
+    """The format of a file by its content (its name as a hint): 'pnnx', 'kir', 'onnx',
+    'torchscript', or None when it is none of them."""
+    try:
+        return detect(Context(data, OpenOptions(name=name))).NAME
+    except KuiperError:
+        return None
+
+
+def kind_of_name(name: str) -> str | None:
+    """The format a file name suggests (before its content is read), or None."""
+    lowered = name.lower()
+    return next((f for f, m in BY_NAME.items() if any(lowered.endswith(s) for s in m.SUFFIXES)), None)
+
+
+def asks_for_shape(data: bytes, name: str) -> bool:
+    """A TorchScript file that does not record its traced input shapes: pnnx needs them given."""
+    return needs_inputshape(data, name)
+
+
+class _Tensor:
+    """A tensor in a TorchScript archive's data.pkl, by its shape only (no data is read)."""
+
+    def __init__(self, shape: Any) -> None:
+        self.shape = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list)) else ()
+
+
+class _Module:
+    """A scripted module's pickled state: its class name and attributes (in definition order)."""
+
+    kind = ""
+
+    def __setstate__(self, state: Any) -> None:
+        self.__dict__["state"] = state if isinstance(state, dict) else {}
+
+
+class _ShapesOnly(pickle.Unpickler):
+    """Reads data.pkl knowing only tensors (as _Tensor), modules (as _Module) and dicts:
+    any other global is refused, so nothing in the file runs."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return lambda storage, offset, size, *rest: _Tensor(size)
+        if (module, name) == ("collections", "OrderedDict"):
+            return dict
+        if module == "torch" and name.endswith("Storage"):
+            return name
+        if module == "torch.jit._pickle":  # a scripted module's typed lists and tags
+            if name.startswith("build_"):
+                return list
+            if name == "restore_type_tag":
+                return lambda value, tag: value
+        if module.startswith("__torch__"):
+            return type(name, (_Module,), {"kind": name})
+        raise pickle.UnpicklingError(f"{module}.{name} is not read")
+
+    def persistent_load(self, pid: Any) -> None:
+        return None
+
+
+_WEIGHTS = ("weight", "weight_ih_l0", "in_proj_weight")  # a layer's first weight: what its input must fit
+
+
+def _first_layer(module: Any, depth: int = 0) -> tuple[str, tuple[int, ...]] | None:
+    """(class name, weight shape) of the first module with a weight, in definition order."""
+    if not isinstance(module, _Module) or depth > 64:
+        return None
+    state = module.__dict__.get("state", {})
+    for key in _WEIGHTS:
+        weight = state.get(key)
+        if isinstance(weight, _Tensor) and weight.shape:
+            return module.kind, weight.shape
+    for value in state.values():
+        found = _first_layer(value, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def guess_inputshape(data: bytes) -> str:
+    """A sensible first guess of a TorchScript model's input shape from its first layer's
+    weight: Conv2d [1,C,224,224], Conv1d [1,C,224], Linear [1,F], a recurrent or attention
+    layer [1,16,F], an Embedding [1,16]i64; else DEFAULT_SHAPE. Sizes other than the channels
+    or features are guesses to check."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            name = next((n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1), None)
+            if name is None or z.getinfo(name).file_size > 64 << 20:
+                return DEFAULT_SHAPE
+            root = _ShapesOnly(io.BytesIO(z.read(name))).load()
+    except Exception:  # noqa: BLE001  -- any archive we cannot read: the plain guess
+        return DEFAULT_SHAPE
+    found = _first_layer(root)
+    if found is None:
+        return DEFAULT_SHAPE
+    kind, shape = found
+    kind = kind.split("___torch_mangle")[0]
+    if kind == "Conv2d" and len(shape) == 4:
+        return f"[1,{shape[1]},224,224]"
+    if kind == "Conv1d" and len(shape) == 3:
+        return f"[1,{shape[1]},224]"
+    if kind == "Linear" and len(shape) == 2:
+        return f"[1,{shape[1]}]"
+    if kind in ("LSTM", "GRU", "RNN", "MultiheadAttention") and len(shape) == 2:
+        return f"[1,16,{shape[1]}]"
+    if kind == "Embedding":
+        return "[1,16]i64"
+    return DEFAULT_SHAPE
+
+
+def shape_problem(text: str | None, *, required: bool) -> str | None:
+    """What is wrong with the input-shape field ('' or None when it is fine)."""
+    if not (text or "").strip():
+        return "A TorchScript model needs its input shape(s) to be converted, e.g. [1,3,224,224]." if required else None
+    try:
+        inputshape_text(text)
+    except InputError as e:
+        return str(e)
+    return None
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """What to open: the model's bytes, its weights' bytes (.param/.kir), its name and format."""
+
+    name: str
+    data: bytes
+    bin: bytes | None
+    kind: str | None
+
+
+def from_upload(model_file: Any, bin_file: Any) -> OpenRequest | None:
+    """From Streamlit's uploaded files (None when no model file was chosen)."""
+    if model_file is None:
+        return None
+    data = model_file.getvalue()
+    kind = kind_of(data, model_file.name)
+    weights = bin_file.getvalue() if bin_file is not None and kind not in CONVERTED else None
+    return OpenRequest(model_file.name, data, weights, kind)
+
+
+def from_path(text: str, max_bytes: int) -> OpenRequest:
+    """A model file on the server by its path (a .param or .kir with its sibling .bin), read
+    within `max_bytes` per file; the error says what is wrong with the path."""
+    path = Path(text.strip()).expanduser()
+    if not text.strip():
+        raise InputError("type the path of a model file on the server")
+    suffixes = tuple(s for m in BY_NAME.values() for s in m.SUFFIXES)
+    if not path.name.lower().endswith(suffixes):
+        raise InputError(f"{path}: not a model file name; expected one ending in {', '.join(suffixes)}")
+
+    def read(p: Path) -> bytes:
+        try:
+            return read_regular(p, lambda m: InputError(m), max_bytes=max_bytes, limit="max_upload_bytes")
+        except LimitError:
+            raise
+        except OSError as e:  # permissions
+            raise InputError(f"cannot read {p}: {e.strerror or e}") from None
+
+    data = read(path)
+    kind = kind_of(data, path.name)
+    weights = None
+    if kind in ("pnnx", "kir"):
+        sibling = default_bin_path(path)
+        weights = read(sibling) if sibling.is_file() else None
+    return OpenRequest(path.name, data, weights, kind)
+
+
+def conversion_text(conversion: Conversion, say_cached: bool = True) -> str:
+    """'converted from onnx by pnnx 20261020 in 3.2 s (optlevel 2, inputshape [1,3,224,224])',
+    and whether this open found it in the conversion cache (`say_cached`)."""
+    what = f"optlevel {conversion.optlevel}" + (
+        f", inputshape {conversion.inputshape}" if conversion.inputshape else ""
+    )
+    when = " (from the conversion cache)" if conversion.cached and say_cached else ""
+    return f"converted from {conversion.kind} by pnnx {conversion.version} in {conversion.seconds:.1f} s ({what}){when}"
+
+
+def convert_request(request: OpenRequest, inputshape: str | None, on_log: Callable[[str], None] | None) -> Conversion:
+    """Run the pnnx converter on an ONNX or TorchScript request (or find it in the conversion
+    cache), `on_log` getting each line; opening the same bytes afterwards finds it cached.
+    ConversionError quoting the converter when it fails; ConverterNotFoundError without one."""
+    assert request.kind in CONVERTED
+    zip_names = Context(request.data, OpenOptions()).zip_names
+    options = ConversionOptions(inputshape=inputshape, on_log=on_log)
+    _, conversion = convert(request.data, request.kind, options, name=request.name, zip_names=zip_names)
+    return conversion

@@ -1,0 +1,170 @@
+"""Home's "open your own model": an upload or a path on the server, of any format the engine
+opens (kuiper_core.formats): a .pnnx.param (+ .bin), a .kir (+ .bin), an .onnx, a TorchScript
+.pt. ONNX and TorchScript are converted by the real pnnx converter, its log shown live; what
+it made can be downloaded. Loading happens in the page body (not in a callback) so the
+conversion can stream into a status box.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from kuiper_core.errors import KuiperError
+from kuiper_core.explore import model_files as F
+from kuiper_core.formats import converter_available
+from pages import common
+
+LOAD = "home_load_pending"  # ("upload", None) or ("path", text): what the Load buttons asked for
+SHAPE_KEY = "home_inputshape"
+RESET_PICK = "home_reset_pick"
+SHAPE_FOR = "home_inputshape_for"  # the file the shape field was filled for
+PATHS_ENV = "KUIPER_APP_NO_PATHS"  # set it (to anything) to hide "a path on the server"
+MODEL_TYPES = ["param", "kir", "onnx", "pt", "pth", "torchscript", "ptl"]
+
+
+def _ask(kind: str) -> None:
+    st.session_state[LOAD] = (kind, st.session_state.get("home_path"))
+
+
+def open_panel() -> None:
+    """The uploaders, the TorchScript shape field, the path field and the Load buttons; a
+    pending load runs here, inside a status box that shows the converter's log as it comes."""
+    st.markdown("**…or open your own model**")
+    with st.container(border=True):
+        st.file_uploader(
+            "model.pnnx.param, .kir, .onnx or TorchScript .pt",
+            type=MODEL_TYPES,
+            key="home_param",
+            help="ONNX and TorchScript are converted to PNNX by the pnnx converter",
+        )
+        f = st.session_state.get("home_param")
+        kind = F.kind_of(f.getvalue(), f.name) if f is not None else None
+        if kind in ("pnnx", "kir", None):
+            st.file_uploader("model.pnnx.bin (its weights; none for a model without any)", type=["bin"], key="home_bin")
+        blocked = kind in F.CONVERTED and not converter_available()
+        if blocked:
+            st.warning(F.NO_CONVERTER)  # the one message: nothing to click that could only fail
+        elif kind in F.CONVERTED:
+            _conversion_options(kind, f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
+        st.button("Load uploaded model", key="home_load_upload", on_click=_ask, args=("upload",), disabled=blocked)
+        if not os.environ.get(PATHS_ENV):
+            a, b = st.columns([4, 1], vertical_alignment="bottom")
+            a.text_input(
+                "…or a path on the server",
+                key="home_path",
+                placeholder="/path/to/model.onnx (a .pnnx.param finds its .bin beside it)",
+            )
+            b.button("Open", key="home_load_path", on_click=_ask, args=("path",), width="stretch")
+    pending = st.session_state.pop(LOAD, None)
+    if pending is not None:
+        _load(*pending)
+
+
+def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> None:
+    if kind == "torchscript":
+        traced = not F.asks_for_shape(data, name)
+        if st.session_state.get(SHAPE_FOR) != upload_id:  # another file: its own first guess
+            st.session_state[SHAPE_FOR] = upload_id
+            st.session_state[SHAPE_KEY] = "" if traced else F.guess_inputshape(data)
+        st.text_input(
+            "Input shape(s) for pnnx",
+            key=SHAPE_KEY,
+            placeholder="from the shapes the file recorded when traced" if traced else F.DEFAULT_SHAPE,
+            help="one shape per input, e.g. [1,3,224,224] or [1,3,224,224],[1,10]i64 (dtype f32 unless given)",
+        )
+        problem = F.shape_problem(st.session_state.get(SHAPE_KEY), required=not traced)
+        if problem:
+            st.error(problem)
+        elif traced:
+            st.caption(
+                "This file was saved by torch.jit.trace, which records its example inputs: pnnx uses their shapes."
+            )
+        else:
+            st.caption(
+                "This TorchScript file does not record its input shape, which pnnx needs. The field is a guess "
+                "from its first layer's weights (channels or features); check the other sizes."
+            )
+    else:
+        st.caption("The input shapes are read from the ONNX file.")
+
+
+def _load(kind: str, path_text: str | None) -> None:
+    try:
+        request = (
+            F.from_upload(st.session_state.get("home_param"), st.session_state.get("home_bin"))
+            if (kind == "upload")
+            else F.from_path(path_text or "", common.APP_LIMITS.max_upload_bytes)
+        )
+    except KuiperError as e:
+        common.show_error(e, title="Cannot open this model")
+        return
+    if request is None:
+        st.warning("Choose a model file first.")
+        return
+    shape = st.session_state.get(SHAPE_KEY) if request.kind == "torchscript" else None
+    problem = F.shape_problem(
+        shape, required=request.kind == "torchscript" and F.asks_for_shape(request.data, request.name)
+    )
+    if problem:
+        st.error(problem)
+        return
+    if request.kind not in F.CONVERTED:
+        common.select_upload(request.name, request.data, request.bin)
+        _done()
+    with st.status(f"Converting `{request.name}` with pnnx…", expanded=True) as status:
+        lines: list[str] = []
+        box = st.empty()
+
+        def on_log(line: str) -> None:
+            lines.append(line)
+            box.code("\n".join(lines[-F.LOG_LINES :]), language=None)
+
+        try:
+            conversion = F.convert_request(request, shape or None, on_log)
+        except KuiperError as e:
+            status.update(label=f"pnnx could not convert `{request.name}`", state="error", expanded=True)
+            common.show_error(e, title=f"`{request.name}` could not be converted")
+            return
+        status.update(label=f"`{request.name}`: {F.conversion_text(conversion)}", state="complete")
+    common.select_upload(request.name, request.data, None, inputshape=shape or None)  # the conversion is cached now
+    _done()
+
+
+def _done() -> None:
+    """Draw the page again for the new model (the bundled list then names none)."""
+    st.session_state[RESET_PICK] = True
+    st.rerun()
+
+
+def reset_pick() -> None:
+    """Before the bundled list is drawn: after an upload it names no model."""
+    if st.session_state.pop(RESET_PICK, False):
+        st.session_state["home_bundled"] = None
+
+
+def conversion_details(model: common.LoadedModel) -> None:
+    """For a converted model: how it was made, the converter's log, and its .param/.bin to download."""
+    opened = model.opened
+    if opened is None or opened.conversion is None:
+        return
+    conversion = opened.conversion
+    st.caption(F.conversion_text(conversion, say_cached=False) + (f" · {conversion.note}" if conversion.note else ""))
+    with st.expander("The converter's log and the PNNX files it made"):
+        st.code(conversion.log or "(nothing printed)", language=None)
+        files = opened.files
+        if files is not None:
+            stem = Path(model.name).stem
+            cols = st.columns(2)
+            for col, path, suffix in ((cols[0], files.param, ".pnnx.param"), (cols[1], files.bin, ".pnnx.bin")):
+                if path is not None and path.exists():
+                    col.download_button(
+                        f"Download {stem}{suffix}",
+                        lambda p=path: p.read_bytes(),
+                        file_name=f"{stem}{suffix}",
+                        mime="application/octet-stream",
+                        key=f"home_dl{suffix}",
+                        width="stretch",
+                    )
