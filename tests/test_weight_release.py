@@ -226,3 +226,35 @@ def test_the_first_run_lets_go_of_each_weight_as_its_kernel_is_made(
     total = sum(a.nbytes for _, _, a in _attrs(g))
     assert len(held) == 13  # layers 1-4's stride-1 3x3 convs, at the first run
     assert max(held) < 0.4 * total  # never most of the weights at once (layer4: its im2col views and one U)
+
+
+def test_a_new_thread_reads_no_weight_again(model: Path, reads: list[str]) -> None:
+    """The app runs every click on a new thread (Streamlit) and kernels are per thread: the
+    first thread's kernels die with it, so a weight that only they held (im2col's views)
+    would be read from the .bin again by the next thread. The layer keeps what they use."""
+    import threading
+
+    g = kuiper_core.load(model)
+    x, expected = _expected()
+    held: list[object] = []
+
+    def run() -> None:
+        out = g.forward(x)[0]
+        assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
+        walk = g.steps(x)  # as the app's stepper: its values kept, so each walk is its own
+        for _ in walk:
+            pass
+        held.append(walk.values)
+
+    first = threading.Thread(target=run)
+    first.start()
+    first.join()
+    del first
+    import gc
+
+    gc.collect()
+    before = len(reads)
+    second = threading.Thread(target=run)
+    second.start()
+    second.join()
+    assert reads[before:] == []
