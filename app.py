@@ -26,7 +26,9 @@ st.html(
     "[data-testid='stMainBlockContainer'] h1{font-size:2.1rem;padding-top:0.2rem}</style>"
 )
 
-from pages import common  # noqa: E402  (after set_page_config)
+from pages import common, server  # noqa: E402  (after set_page_config)
+
+server.start_upkeep()
 
 # The sidebar names the model and input; drawn before the page (long runs) and again after
 # it, so it names what the page used when an input changed during this run.

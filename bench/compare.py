@@ -16,8 +16,11 @@ In one run, for every case of bench/cases.py (each bundled model, ResNet-18 also
   peak memory (VmHWM);
 - kuiper_core only: steps() against forward() alternated (step overhead), time per operator
   type and the slowest operators, and the parser on a 10,000-operator .param.
-Where the environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE (they choose NumPy's BLAS
-kernels), kuiper_core runs twice: as the environment says, and with both unset.
+OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (they choose NumPy's BLAS kernels: a machine that sets
+them may force older ones; a user's does not) are unset for every engine process of this run,
+and only there; `--blas-env both` also runs kuiper_core as the environment says. The report
+states the footing each engine ran on: the BLAS kernel set and the thread pools, read by
+threadpoolctl inside the timed processes.
 
 Needs the `export` extra (torch, pnnx) and onnxruntime + onnx.
 """
@@ -69,13 +72,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="keep the converted models here (default: a temp dir); cases already converted there are reused",
     )
+    ap.add_argument(
+        "--blas-env",
+        choices=["unset", "both"],
+        default="unset",
+        help="unset (default): OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset for every engine; both: also kuiper_core "
+        "with the environment's values (a column of its own)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.runs, args.probes = 2, 5, 1
     return args
 
 
-def variants(threads: int, clock: str = "wall") -> list[tuple[str, str, dict[str, str]]]:
+def variants(threads: int, clock: str = "wall", blas_env: str = "unset") -> list[tuple[str, str, dict[str, str]]]:
     """(tag, engine, environment) for every process kind the run uses.
 
     Imports use compiled bytecode, as after `pip install` (which compiles it): an
@@ -91,11 +101,16 @@ def variants(threads: int, clock: str = "wall") -> list[tuple[str, str, dict[str
             "PYTHONPATH": str(ROOT),
         }
     )
-    out = [("kuiper", "kuiper", base), ("torch", "torch", base), ("ort", "ort", base)]
-    if any(v in os.environ for v in BLAS_VARS):
-        unset = {k: v for k, v in base.items() if k not in BLAS_VARS}
-        out.insert(1, ("kuiper_blas_auto", "kuiper", unset))
-    return out
+    unset = {k: v for k, v in base.items() if k not in BLAS_VARS}
+    if blas_env == "both" and any(v in os.environ for v in BLAS_VARS):
+        # 'kuiper' as the environment says, 'kuiper_blas_auto' with the variables unset
+        return [
+            ("kuiper", "kuiper", base),
+            ("kuiper_blas_auto", "kuiper", unset),
+            ("torch", "torch", unset),
+            ("ort", "ort", unset),
+        ]
+    return [("kuiper", "kuiper", unset), ("torch", "torch", unset), ("ort", "ort", unset)]
 
 
 class Worker:
@@ -267,7 +282,7 @@ def loadavg() -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cases = [c for c in CASES if args.cases is None or c.name in args.cases]
-    kinds = variants(args.threads, args.clock)
+    kinds = variants(args.threads, args.clock, args.blas_env)
     results: dict[str, Any] = {
         "machine": machine(),
         "threads": args.threads,
@@ -276,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         "runs": args.runs,
         "load_before": loadavg(),
         "kernels": {},
+        "footing": {},
+        "argv": sys.argv[1:] if argv is None else list(argv),
+        "blas_env": args.blas_env,
         "cases": {},
         "probes": {},
     }
@@ -316,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                     + f"  ({time.perf_counter() - t0:.0f} s)",
                     flush=True,
                 )
+            for w in workers:  # after the timed runs: every library the engine uses is loaded
+                results["footing"][w.tag] = w.ask(cmd="footing")
             wide = workdir / "wide10000.pnnx.param"
             n = write_wide_param(wide)
             kuiper = next(w for w in workers if w.tag == "kuiper")

@@ -13,6 +13,7 @@ Worker protocol: one JSON command per stdin line, one JSON reply per stdout line
   {"cmd": "time", "case": DIR, "runs": n}   -> {"times": [s, ...]}  one untimed run first
   {"cmd": "steps", "case": DIR, "runs": n}  -> kuiper only: forward and steps() alternated
   {"cmd": "parse", "param": PATH, "runs": n} -> kuiper only: seconds to parse a .param
+  {"cmd": "footing"}                         -> the BLAS and thread pools loaded here (threadpoolctl)
 Nothing here imports NumPy or an engine at module level: the probe times imports too.
 """
 
@@ -223,6 +224,36 @@ def _torch_profile(eng: Torch, runs: int) -> dict[str, Any]:
     return {"per_type": per_type, "counts": counts}
 
 
+def _footing(engine: str) -> dict[str, Any]:
+    """What this process computes with, after a model was loaded: every native thread pool
+    (threadpoolctl: OpenBLAS's kernel set ("architecture") and thread count, OpenMP, MKL)
+    and the engine's own thread setting."""
+    out: dict[str, Any] = {"pools": []}
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        out["pools"] = "threadpoolctl is not installed (pip install -e '.[export]')"
+    else:
+        keys = ("user_api", "internal_api", "version", "num_threads", "architecture", "threading_layer")
+        out["pools"] = [{k: info.get(k) for k in keys if info.get(k) is not None} for info in threadpool_info()]
+    if engine == "torch":
+        import torch
+
+        out["engine_threads"] = torch.get_num_threads()
+        out["engine"] = f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}"
+    elif engine == "ort":
+        out["engine_threads"] = THREADS  # intra_op_num_threads (Ort above)
+        out["engine"] = "onnxruntime CPUExecutionProvider"
+    else:
+        from kuiper_core.threads import blas_threads
+
+        out["engine_threads"] = blas_threads()
+        import numpy as np
+
+        out["engine"] = f"NumPy {np.__version__}"
+    return out
+
+
 def _parse_times(param: str, runs: int) -> list[float]:
     from kuiper_core.pnnx.param import parse_param
 
@@ -269,6 +300,8 @@ def worker(engine: str) -> None:
                 eng = loaded[cmd["case"]]
                 assert isinstance(eng, Torch)
                 reply = _torch_profile(eng, cmd["runs"])
+            elif cmd["cmd"] == "footing":
+                reply = _footing(engine)
             elif cmd["cmd"] == "parse":
                 reply = {"times": _parse_times(cmd["param"], cmd["runs"])}
             else:

@@ -46,6 +46,9 @@ def load(
     content. `options` go to kuiper_core.formats.open_model (inputshape, optlevel, on_log, …)."""
     from .formats import open_model
 
+    # A .pnnx.param's weights are read when first used (the .bin is checked now): a load parses
+    # and plans, and each convolution's kernel reads and lays out its weight at its first run.
+    options.setdefault("weights", "lazy")
     return open_model(source, bin_path=bin_path, **options).build(algorithm, release_weights=True)
 
 

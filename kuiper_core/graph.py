@@ -15,7 +15,7 @@ import math
 import threading
 import weakref
 from typing import Any, Protocol
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -110,6 +110,11 @@ class WeightSource(Protocol):
         ...
 
 
+def _unread() -> None:
+    """An Attribute's `_weak` before its first read (Attribute.defer): nothing alive yet."""
+    return None
+
+
 class Attribute:
     """A weight: `@name=(shape)dtype` in .param, its bytes in the .bin entry `op.name`.
 
@@ -126,7 +131,8 @@ class Attribute:
         self.dtype = dtype
         self.shape = shape
         self._data = data
-        self._weak: weakref.ref[np.ndarray] | None = None  # after release(): the array while it lives
+        # after release() or defer(): the array while it lives
+        self._weak: weakref.ref[np.ndarray] | Callable[[], None] | None = None
         self.source: WeightSource | None = None
 
     @property
@@ -152,10 +158,19 @@ class Attribute:
         """The array as read from `source` (which can read it again after release())."""
         self._data, self._weak, self.source = data, None, source
 
+    def defer(self, source: WeightSource) -> None:
+        """Known only by where its bytes are: read when first asked for, then held only while
+        someone else holds it, as after release() (a model's load reads no weight)."""
+        self._data, self._weak, self.source = None, _unread, source
+
     def release(self) -> None:
         """Hold the data only while something else does, if it can be read again."""
         if self.source is not None and self._data is not None:
             self._weak, self._data = weakref.ref(self._data), None
+
+    def data_if_held(self) -> np.ndarray | None:
+        """The array if it is in memory now (never reads it)."""
+        return self._data if self._data is not None or self._weak is None else self._weak()
 
     @property
     def released(self) -> bool:
@@ -185,6 +200,16 @@ class Attribute:
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             setattr(self, k, v)
+
+    @property
+    def available(self) -> bool:
+        """Its data is here or can be read (from its source)."""
+        return self._data is not None or self.source is not None
+
+    @property
+    def array_dtype(self) -> np.dtype:
+        """The dtype of `data` (bf16 weights are widened to float32 when read)."""
+        return FLOAT32 if self.dtype == "bf16" else file_dtype(self.dtype)
 
     @property
     def nbytes(self) -> int:

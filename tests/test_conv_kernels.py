@@ -334,8 +334,11 @@ def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: i
     x, wt, b = arrays(c, (2, c, size, size + 1), (o, c, 3, 3), (o,))
     wt *= 1 / np.sqrt(9 * c)
     layer = conv_layer(wt, b, x.shape if declared else None, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
-    assert bool(layer._winograd_weights) == declared  # transformed at build when the shape is known
+    assert not layer._winograd_weights  # transformed when the kernel is made (the first run), not at build
+    if declared:
+        assert layer.algorithm([x.shape]) == "Winograd F(4x4, 3x3)"  # decided from the shape alone
     (y,) = layer.forward([x], [None])
+    assert layer._winograd_weights
     assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), WinogradConv)
     assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "layer")
 

@@ -1,6 +1,8 @@
 """Weights the runtime does not hold are let go of after build and read again when asked
-(Attribute.release, pnnx/weights.py BinEntry): the same bytes, or an error naming the
-operator when the file changed; never a silent other weight."""
+(Attribute.release, pnnx/weights.py BinEntry), and `kuiper_core.load` reads none at load
+(Attribute.defer: a convolution's kernel reads its weight when it is made, at the first
+run): the same bytes, or an error naming the operator when the file changed; never a
+silent other weight."""
 
 from __future__ import annotations
 
@@ -64,20 +66,30 @@ def _expected() -> tuple[np.ndarray, np.ndarray]:
 
 def test_winograd_weights_are_let_go_of_and_read_back_bit_for_bit(model: Path, reads: list[str]) -> None:
     g = kuiper_core.load(model)
+    assert sum(a.nbytes for _, _, a in _gone(g)) > 44e6  # no conv weight is read at load
+    x, expected = _expected()
+    out = g.forward(x)[0]
+    assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
     gone = _gone(g)
     # ResNet-18 at batch 1: every stride-1 3x3 conv keeps only Winograd's U (~37 MB of
     # weights, 28 of them layer4's); im2col computes with views of its weights, which stay.
     assert sum(a.nbytes for _, _, a in gone) > 36e6
     fresh = load_graph(model)
+    before = len(reads)
     for name, key, attr in gone:
         data = attr.data
         assert data is not None and data is attr.data  # held here: read once
         np.testing.assert_array_equal(data, fresh.operator(name).attrs[key].data)
         assert not data.flags.writeable and data.flags.aligned
-    assert len(reads) == len(gone)
-    x, expected = _expected()
-    out = g.forward(x)[0]
-    assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
+    assert len(reads) - before == len(gone)
+
+
+def test_load_reads_no_convolution_weight_and_checks_the_whole_bin(model: Path, reads: list[str]) -> None:
+    g = kuiper_core.load(model)
+    convs = [(name, a) for name, key, a in _attrs(g) if key == "weight" and name.startswith("convbn2d")]
+    assert len(convs) == 20 and not any(name + ".weight" in reads for name, _ in convs)
+    assert all(a.released and a.source is not None for _, a in convs)
+    assert sum(a.nbytes for _, a in convs) > 44e6  # 45 MB of weights not copied at load
 
 
 def test_held_weights_stay_one_array_and_forwards_read_nothing(model: Path, reads: list[str]) -> None:
@@ -96,7 +108,10 @@ def test_held_weights_stay_one_array_and_forwards_read_nothing(model: Path, read
 
 def test_a_changed_or_deleted_file_is_an_error_naming_the_operator(model: Path) -> None:
     g = kuiper_core.load(model)
-    name, key, attr = _gone(g)[0]
+    x, expected = _expected()
+    held = kuiper_core.load(model)
+    out = held.forward(x)[0]  # its kernels, made now, hold what they need: no read after
+    name, key, attr = next(t for t in _gone(g) if t[0] == "convbn2d_3")
     bin_path = model.with_name("model.pnnx.bin")
     raw = bytearray(bin_path.read_bytes())
     source = attr.source
@@ -108,8 +123,10 @@ def test_a_changed_or_deleted_file_is_an_error_naming_the_operator(model: Path) 
     msg = str(info.value)
     assert f"operator '{name}'" in msg and "changed since it was loaded" in msg and f"{name}.{key}" in msg, msg
     x, expected = _expected()
-    out = g.forward(x)[0]  # kernels built at load hold what they need: no read
-    assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
+    with pytest.raises(WeightError) as info:  # its kernel, made at the first run, reads it
+        g.forward(x)
+    assert f"operator '{name}'" in str(info.value)
+    assert np.array_equal(held.forward(x)[0], out) and np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
     bin_path.unlink()
     with pytest.raises(WeightError, match="no such file"):
         attr.data
@@ -185,23 +202,59 @@ def test_a_model_loaded_by_a_relative_path_reads_its_own_file_after_a_chdir(
     np.testing.assert_array_equal(attr.data, load_graph(model).operator(name).attrs[key].data)
 
 
-def test_the_build_lets_go_of_each_weight_as_its_layer_is_made(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not all at the end: the build would then hold every weight and every Winograd U at
-    once (ResNet-18 b1: a peak 37 MiB over the forward's)."""
+def test_the_first_run_lets_go_of_each_weight_as_its_kernel_is_made(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not all at once: the first run would then hold every weight and every Winograd U at
+    once (ResNet-18 b1: a peak 37 MiB over the forward's). Loading transforms nothing."""
     import kuiper_core.layers.conv as conv
 
-    g = RuntimeGraph(model)
-    g.init()
-    held: list[int] = []  # bytes of weights the graph holds at each Winograd transform
+    g = kuiper_core.load(model)
+    held: list[int] = []  # bytes of weights alive at each Winograd transform
     for name in ("transform_weights", "transform_weights_rows"):
         original = getattr(conv, name)
 
         def transform(*args: object, original=original) -> np.ndarray:
-            held.append(sum(a.nbytes for _, _, a in _attrs(g) if a._data is not None))  # type: ignore[attr-defined]
+            held.append(sum(a.nbytes for _, _, a in _attrs(g) if a.data_if_held() is not None))
             return original(*args)
 
         monkeypatch.setattr(conv, name, transform)
-    g.build()
+    assert held == []
+    x, expected = _expected()
+    out = g.forward(x)[0]
+    assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
     total = sum(a.nbytes for _, _, a in _attrs(g))
-    assert len(held) == 13  # layers 1-4's stride-1 3x3 convs
-    assert held[-1] < total - 30e6  # by layer4's last, the weights of the 12 before are gone
+    assert len(held) == 13  # layers 1-4's stride-1 3x3 convs, at the first run
+    assert max(held) < 0.4 * total  # never most of the weights at once (layer4: its im2col views and one U)
+
+
+def test_a_new_thread_reads_no_weight_again(model: Path, reads: list[str]) -> None:
+    """The app runs every click on a new thread (Streamlit) and kernels are per thread: the
+    first thread's kernels die with it, so a weight that only they held (im2col's views)
+    would be read from the .bin again by the next thread. The layer keeps what they use."""
+    import threading
+
+    g = kuiper_core.load(model)
+    x, expected = _expected()
+    held: list[object] = []
+
+    def run() -> None:
+        out = g.forward(x)[0]
+        assert np.abs(out - expected).max() <= 1e-4 * np.abs(expected).max()
+        walk = g.steps(x)  # as the app's stepper: its values kept, so each walk is its own
+        for _ in walk:
+            pass
+        held.append(walk.values)
+
+    first = threading.Thread(target=run)
+    first.start()
+    first.join()
+    del first
+    import gc
+
+    gc.collect()
+    before = len(reads)
+    second = threading.Thread(target=run)
+    second.start()
+    second.join()
+    assert reads[before:] == []

@@ -151,8 +151,8 @@ def test_winograd_kernels_let_go_of_a_replaced_work_buffer() -> None:
         y = np.empty(ref.shape, np.float32)
         kernel.run(x, y)
         old = weakref.ref(scratch(WORK, (1,), F32).base)
-        assert kernel._views is not None
+        assert kernel._cached is not None
         scratch(WORK, (old().size + 1,), F32)  # a bigger buffer replaces it
-        assert kernel._views is None and old() is None
+        assert kernel._cached is None and old() is None
         kernel.run(x, y)
         assert_close(y, ref, type(kernel).__name__)

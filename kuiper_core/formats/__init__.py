@@ -70,7 +70,7 @@ def open_model(
     bin_path: Source | None = None,
     name: str | None = None,
     format: str | None = None,
-    weights: bool = True,
+    weights: bool | str = True,
     inputshape: InputShape = None,
     inputshape2: InputShape = None,
     optlevel: int | None = None,
@@ -83,7 +83,8 @@ def open_model(
     """Open a model file (a path, or its bytes with `name` for messages) of any known format.
 
     bin_path: the weights of a .param or .kir (default: the sibling .bin); format: skip
-    detection ("pnnx", "kir", "onnx", "torchscript"); weights=False reads the graph only.
+    detection ("pnnx", "kir", "onnx", "torchscript"); weights=False reads the graph only,
+    weights="lazy" checks a .pnnx.param's .bin file now and reads each weight when first used.
     The conversion options (inputshape, inputshape2, optlevel, timeout, on_log, cache_dir)
     apply to ONNX and TorchScript: see kuiper_core.formats.convert."""
     options = OpenOptions(

@@ -47,11 +47,12 @@ class ConversionOptions:
 @dataclass(frozen=True)
 class OpenOptions:
     """How to open a model. Only the converted formats read `conversion`, only `.kir` the IR
-    fields; `weights=False` reads the graph without its weights (printing)."""
+    fields; `weights=False` reads the graph without its weights (printing); `weights="lazy"`
+    checks a .pnnx.param's .bin file now and reads each weight when first used (pnnx.load_graph)."""
 
     bin_path: Source | None = None  # PNNX weights (.bin) of a .param or .kir: a path or bytes
     name: str | None = None  # what messages call a model given as bytes (its file name)
-    weights: bool = True
+    weights: bool | str = True  # True, False or "lazy"
     conversion: ConversionOptions = ConversionOptions()
     # textual IR
     allow_unregistered: bool = False

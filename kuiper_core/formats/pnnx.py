@@ -45,7 +45,8 @@ def open(context: Context) -> OpenedModel:
         graph = pnnx_io.read_param(context.path)
         weights = opts.bin_path if opts.bin_path is not None else pnnx_io.default_bin_path(context.path)
         if opts.weights:
-            pnnx_io.load_weights(graph, weights if isinstance(weights, (str, Path)) else bytes(weights))
+            source = weights if isinstance(weights, (str, Path)) else bytes(weights)
+            pnnx_io.load_weights(graph, source, lazy=opts.weights == "lazy")
         bin_file = Path(weights) if isinstance(weights, (str, Path)) else None
         python = context.path.with_name(context.path.name.removesuffix(".param").removesuffix(".pnnx") + "_pnnx.py")
         files = PnnxFiles(context.path, bin_file, python if python.is_file() else None)

@@ -30,7 +30,6 @@ from functools import partial
 
 import numpy as np
 
-from ..errors import KuiperError
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .depthwise import DepthwiseChannelsLast, channels_last_wins
@@ -102,6 +101,14 @@ class _ConvBase(Layer):
     def _read_weights(self) -> tuple[np.ndarray, np.ndarray | None] | None:
         """nn.*: the checked (weight, bias). F.*: None, after locating the weight inputs and
         checking the weight's declared shape when there is one. Sets `self.kernel`."""
+        checked = self._check_weights()
+        if checked is None:
+            return None
+        return self.weight("weight"), checked[2]  # type: ignore[return-value]
+
+    def _check_weights(self) -> tuple[tuple[int, ...], np.dtype, np.ndarray | None] | None:
+        """nn.*: the weight's shape and dtype (its data is not read: a kernel reads it when it is
+        made) and the checked bias. F.*: None, as _read_weights. Sets `self.kernel`."""
         self.kernel: tuple[int, int] | None = None
         if self.functional:
             self.w_index, self.b_index = self._input_positions()
@@ -109,15 +116,17 @@ class _ConvBase(Layer):
             if shape is not None:
                 self._check_weight_shape(shape, None, None)
             return None
-        weight = self.weight("weight")
+        attr = self.op.attrs.get("weight")
+        if attr is None or not attr.available:
+            raise self.error("missing weight '@weight'")
         bias = self.bias_weight()
         self.in_channels, out_channels = self.int_param("in_channels"), self.int_param("out_channels")
-        self._check_weight_shape(weight.shape, self.in_channels, out_channels)
+        self._check_weight_shape(tuple(attr.shape), self.in_channels, out_channels)
         ks = self._pair("kernel_size", required=True)
         if ks != self.kernel:
             raise self.error(f"kernel_size={ks} but the weight's kernel is {self.kernel}")
         self._check_bias(bias, out_channels)
-        return weight, bias
+        return tuple(attr.shape), attr.array_dtype, bias
 
     def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
         raise NotImplementedError
@@ -142,28 +151,21 @@ class Convolution(_ConvBase):
             raise self.error(f"padding='same' needs stride 1, got {self.stride}")
 
         # nn.* weights (F.* convs get theirs as inputs: None here). Each kernel lays them
-        # out its own way, once: the GEMM matrix (`_gemm_weights`) or Winograd's U.
-        weights = self._read_weights()
-        # Only the layer's own layouts are kept (a view of the weight for GEMMs, Winograd's
-        # U): the weight itself is asked of the graph when a kernel needs it, so the graph
-        # may let go of it after build (Attribute.release) where the layouts replace it.
-        self._weight_attr = None if weights is None else op.attrs["weight"]
-        self.bias_data = None if weights is None else weights[1]
-        self.out_channels = 0 if weights is None else weights[0].shape[0]
-        self.weight_dtype = None if weights is None else weights[0].dtype
-        del weights
+        # out its own way, once, when it is made (the first run at an input shape): the GEMM
+        # matrix (`_gemm_weights`) or Winograd's U. Only those layouts are kept (a view of the
+        # weight for GEMMs, Winograd's U): the weight itself is asked of the graph when a
+        # kernel needs it, so the graph may let go of it (Attribute.release) or not have read
+        # it yet (a lazily read .bin): loading a model transforms nothing.
+        checked = self._check_weights()
+        self._weight_attr = None if checked is None else op.attrs["weight"]
+        self.bias_data = None if checked is None else checked[2]
+        self.out_channels = 0 if checked is None else checked[0][0]
+        self.weight_dtype = None if checked is None else checked[1]
         self._wmat: np.ndarray | None = None
         self._winograd_weights: dict[
             int | str, np.ndarray
         ] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C); 'stride2 m=..'
         self._local = threading.local()  # this thread's kernels by input shape
-        declared = op.inputs[0].static_shape if op.inputs else None
-        if self.weight_dtype is not None and declared is not None and len(declared) in (self.dims + 1, self.dims + 2):
-            # Decide at build: the kernel for the declared shape, and its weight layout.
-            try:
-                self._kernel(self._lift_shape(declared), self.weight_dtype)
-            except KuiperError:
-                pass  # e.g. the kernel does not fit the declared size: forward says so
 
     @property
     def weight_data(self) -> np.ndarray | None:

@@ -201,11 +201,12 @@ class Layer:
     def weight(self, key: str, *, required: bool = True) -> np.ndarray | None:
         """A weight as a float32 (or its own dtype) array; missing -> error or None."""
         attr = self.op.attrs.get(key)
-        if attr is None or attr.data is None:
+        data = None if attr is None else attr.data  # once: a lazily read weight is read on each ask
+        if data is None:
             if required:
                 raise self.error(f"missing weight '@{key}'")
             return None
-        return attr.data
+        return data
 
     def shaped_weight(self, key: str, shape: tuple[int, ...], context: str) -> np.ndarray:
         """Weight `key` as float32, which must have `shape`; `context` names the params that

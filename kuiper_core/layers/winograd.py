@@ -105,7 +105,10 @@ class _WorkKernel:
     chunk: int
     sizes: tuple[int, ...]
     dtype: np.dtype
-    _address = -1
+    # (address of the work buffer, the views of it): one attribute, read and written whole, since
+    # one kernel serves every thread (app sessions share a model) and each thread has its own
+    # buffer: two attributes let a thread return the views another thread had just made.
+    _cached: tuple[int, Any] | None = None
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         """y (N, O, OH, OW) = conv3x3(x (N, C, H, W)) + bias."""
@@ -121,16 +124,16 @@ class _WorkKernel:
     def _work(self) -> Any:
         flat = scratch(WORK, (sum(self.sizes),), self.dtype)
         address = flat.__array_interface__["data"][0]
-        if address != self._address:
-            self._views = self._make_views(flat)
-            self._address = address
+        cached = self._cached
+        if cached is None or cached[0] != address:
+            cached = (address, self._make_views(flat))
+            self._cached = cached
             hold_scratch(WORK, self.dtype, self)
-        return self._views
+        return cached[1]
 
     def release_scratch(self) -> None:
         """The work buffer was replaced by a bigger one: drop the views of the old one."""
-        self._views = None
-        self._address = -1
+        self._cached = None
 
     def _for_shape(self, x_shape: tuple[int, ...]) -> _WorkKernel:
         raise NotImplementedError

@@ -10,10 +10,14 @@ from .weights import load_weights
 from .writer import default_bin_path, format_param, save
 
 
-def load_graph(param_path: str | Path, bin_path: str | Path | None = None) -> Graph:
-    """Read .param and its .bin (default: the sibling `NAME.pnnx.bin`) into a Graph."""
+def load_graph(param_path: str | Path, bin_path: str | Path | None = None, *, lazy: bool = False) -> Graph:
+    """Read .param and its .bin (default: the sibling `NAME.pnnx.bin`) into a Graph.
+
+    lazy: the .bin is checked now (every entry's place, size and CRC-32) but each weight is
+    read when first used, and held only while something uses it (Attribute.defer): for a
+    caller that will not write the graph back over its own .bin (kuiper_core.load, the app)."""
     graph = read_param(param_path)
-    load_weights(graph, bin_path if bin_path is not None else default_bin_path(param_path))
+    load_weights(graph, bin_path if bin_path is not None else default_bin_path(param_path), lazy=lazy)
     return graph
 
 
