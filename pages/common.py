@@ -26,8 +26,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import threading
-import time
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +40,7 @@ from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
 from kuiper_core.explore.upload_store import StoredModel, UploadStore, content_digest
-from kuiper_core.explore.model_cache import ModelCache, give_back_memory
+from kuiper_core.explore.model_cache import ModelCache
 from kuiper_core.formats import OpenedModel, open_model
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import RuntimeGraph
@@ -303,52 +301,6 @@ def load_uploaded(
     return model
 
 
-_REAPER: list[threading.Thread] = []
-_REAPER_LOCK = threading.Lock()
-
-
-def _reap_ended_sessions(every: float = 10.0) -> None:
-    """Start (once per server) a thread that drops, every `every` seconds, the state of
-    sessions whose browser left more than server.disconnectedSessionTTL ago. Streamlit's
-    session storage removes them only when another session disconnects, so a closed
-    browser's uploads, references and stepper stayed resident for minutes with nobody else
-    on the server. It asks the storage to reap through an internal API: if that moves, the
-    thread stops and sessions are reaped as Streamlit does."""
-    if _REAPER:
-        return
-    try:
-        from streamlit.runtime import Runtime
-
-        manager = Runtime.instance()._session_mgr  # type: ignore[attr-defined]
-        storage, lock = manager._session_storage, manager._storage_lock
-        storage._cache.expire  # noqa: B018  -- the API this relies on
-    except Exception:  # noqa: BLE001  -- not under a server (AppTest), or Streamlit changed
-        return
-
-    def reap() -> None:
-        while True:
-            time.sleep(every)
-            try:
-                # under the manager's lock: a session being resumed is read then deleted under it
-                # (reaping between the two wiped a live session's state: a KeyError on its page)
-                with lock:
-                    removed = storage._cache.expire()
-            except Exception:  # noqa: BLE001
-                return
-            for _, info in removed:
-                # Streamlit's runtime loop may still hold the last session it flushed (a loop
-                # variable): empty the state itself, it will never run again.
-                info.session.session_state.clear()
-            if removed:
-                removed.clear()
-                give_back_memory()
-
-    with _REAPER_LOCK:
-        if not _REAPER:
-            _REAPER.append(threading.Thread(target=reap, name="kx-session-reaper", daemon=True))
-            _REAPER[0].start()
-
-
 def check_upload_size(what: str, data: bytes | None) -> None:
     """An upload over APP_LIMITS.max_upload_bytes is refused before it is read."""
     n = len(data or b"")
@@ -438,7 +390,6 @@ def current_model() -> LoadedModel | None:
     Runs on every page (the sidebar badge): if loading the session's choice fails in a way
     the loader did not catch, the choice is dropped (Home says why), never an error on
     every page until the browser reloads."""
-    _reap_ended_sessions()
     try:
         return _current_model()
     except Exception as e:

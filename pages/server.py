@@ -7,48 +7,64 @@ COLLECT_SECONDS:
 - lets Streamlit drop the sessions whose browsers left more than `server.disconnectedSessionTTL`
   ago: it keeps them for a reconnect and reaps them only when another session disconnects,
   so after a class the last students' tensors stayed until the next visitor;
-- runs the cyclic collector: a session's objects (and its Forward stepper's tensors) are
+- runs the cyclic collector and returns freed heap pages to the system: a session's objects (and its Forward stepper's tensors) are
   freed through reference cycles of Streamlit's session objects.
 So a class's memory comes back within TTL + COLLECT_SECONDS after the students leave.
 """
 
 from __future__ import annotations
 
-import gc
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 
-COLLECT_SECONDS = 20.0
+from kuiper_core.explore.model_cache import give_back_memory
+
+COLLECT_SECONDS = 10.0
 
 
-def _reap_disconnected_sessions() -> None:
-    """Ask Streamlit's event loop to drop expired disconnected sessions. Reaches into its
-    runtime (no public API for this): any difference in a later Streamlit version only means
-    they are reaped at the next disconnect, as before."""
+def _reaper() -> Callable[[], list[Any]] | None:
+    """A function that drops Streamlit's expired disconnected sessions and returns them, or
+    None when its internals are not there (not under a server: AppTest; or Streamlit changed,
+    and sessions are reaped at the next disconnect, as Streamlit does)."""
     try:
         from streamlit.runtime import Runtime
 
-        runtime: Any = Runtime.instance()
-        cache = runtime._session_mgr._session_storage._cache
-        loop = runtime._get_async_objs().eventloop
-    except Exception:
-        return
-    if callable(getattr(cache, "expire", None)):
-        loop.call_soon_threadsafe(cache.expire)  # the storage belongs to the event loop's thread
+        manager: Any = Runtime.instance()._session_mgr  # type: ignore[attr-defined]
+        storage, lock = manager._session_storage, manager._storage_lock
+        storage._cache.expire  # noqa: B018  -- the API this relies on
+    except Exception:  # noqa: BLE001
+        return None
+
+    def reap() -> list[Any]:
+        # under the manager's lock: a session being resumed is read then deleted under it
+        # (reaping between the two wiped a live session's state: a KeyError on its page)
+        with lock:
+            return list(storage._cache.expire())
+
+    return reap
 
 
 @st.cache_resource(show_spinner=False)
-def start_upkeep(period: float = COLLECT_SECONDS) -> threading.Thread:
+def start_upkeep(period: float = COLLECT_SECONDS) -> threading.Thread | None:
     """The process's upkeep thread (started once: st.cache_resource is per process)."""
+    reap = _reaper()
 
     def loop() -> None:
         stop = threading.Event()
         while not stop.wait(period):
-            _reap_disconnected_sessions()
-            stop.wait(1.0)  # the event loop reaps in the meantime
-            gc.collect()
+            try:
+                removed = reap() if reap is not None else []
+            except Exception:  # noqa: BLE001  -- Streamlit changed under us: collect only
+                removed = []
+            for _, info in removed:
+                # Streamlit's runtime loop may still hold the last session it flushed (a loop
+                # variable): empty the state itself, it will never run again.
+                info.session.session_state.clear()
+            removed.clear()
+            give_back_memory()  # a session's objects are freed through reference cycles
 
     thread = threading.Thread(target=loop, name="kuiper-upkeep", daemon=True)
     thread.start()
