@@ -48,12 +48,16 @@ def export_module(
     capture_operands: bool = True,
     optlevel: int | None = None,
     inputshape2: Sequence[Sequence[int]] | None = None,
+    converter: str | Path | None = None,
 ) -> Path:
     """Convert `module` with pnnx; write the files listed in the module docstring.
 
     `inputshape2`: a second shape per input; pnnx then keeps shape-dependent values
     dynamic (`?` dims, size expressions, torch.zeros with a `$size` input) instead of
     folding them into constants. Uses the converter CLI like `optlevel`.
+
+    `converter`: another pnnx binary (an older release, tools/old_pnnx.py) instead of the
+    installed one; run through the CLI at `optlevel` (default 2).
     """
     import torch
     import pnnx
@@ -68,7 +72,7 @@ def export_module(
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         pt = tmp_path / f"{name}.pt"
-        if optlevel is None and inputshape2 is None:
+        if optlevel is None and inputshape2 is None and converter is None:
             pnnx.export(module, str(pt), tuple(inputs))
         else:
             # The converter CLI, so that optlevel can be chosen; check its exit status.
@@ -83,7 +87,8 @@ def export_module(
                 torch.bool: "bool",
             }
             shapes = ",".join("[" + ",".join(str(d) for d in x.shape) + "]" + pnnx_type[x.dtype] for x in inputs)
-            cmd = [pnnx.EXEC_PATH, str(pt), f"inputshape={shapes}", f"optlevel={2 if optlevel is None else optlevel}"]
+            exe = str(converter) if converter is not None else pnnx.EXEC_PATH
+            cmd = [exe, str(pt), f"inputshape={shapes}", f"optlevel={2 if optlevel is None else optlevel}"]
             if inputshape2 is not None:
                 shapes2 = [
                     "[" + ",".join(str(d) for d in s) + "]" + pnnx_type[x.dtype] for s, x in zip(inputshape2, inputs)

@@ -182,7 +182,6 @@ class ResizePlan:
     "F.interpolate",
     "F.upsample",
     "F.upsample_nearest",
-    "F.upsample_bilinear",
     "nn.UpsamplingNearest2d",
     "nn.UpsamplingBilinear2d",
 )
@@ -190,14 +189,13 @@ class Interpolate(Layer):
     """Resize the spatial dims (all after N, C) by `size` or `scale_factor`.
 
     pnnx writes F.interpolate as F.upsample / F.upsample_nearest unless it needs
-    recompute_scale_factor or mode=nearest-exact; F.upsample_bilinear and
-    nn.UpsamplingBilinear2d mean bilinear with align_corners=True.
+    recompute_scale_factor or mode=nearest-exact (F.upsample_bilinear too, with mode and
+    align_corners as params); nn.UpsamplingBilinear2d means bilinear with align_corners=True.
     """
 
     FIXED_MODE = {
         "F.upsample_nearest": ("nearest", False),
         "nn.UpsamplingNearest2d": ("nearest", False),
-        "F.upsample_bilinear": ("bilinear", True),
         "nn.UpsamplingBilinear2d": ("bilinear", True),
     }
 
@@ -477,28 +475,22 @@ class PadPlan:
 
 @register(
     "F.pad",
-    "nn.ZeroPad1d",
     "nn.ZeroPad2d",
-    "nn.ZeroPad3d",
     "nn.ConstantPad1d",
     "nn.ConstantPad2d",
     "nn.ConstantPad3d",
     "nn.ReflectionPad1d",
     "nn.ReflectionPad2d",
-    "nn.ReflectionPad3d",
     "nn.ReplicationPad1d",
     "nn.ReplicationPad2d",
     "nn.ReplicationPad3d",
-    "nn.CircularPad1d",
-    "nn.CircularPad2d",
-    "nn.CircularPad3d",
 )
 class Pad(Layer):
     """Pad (or, with negative amounts, crop) the trailing dims.
 
     `pad` / `padding` lists (before, after) pairs starting from the LAST dim, as F.pad does;
-    it may reach into the channel and batch dims (constant mode). pnnx writes
-    nn.CircularPad2d as F.pad mode=circular.
+    it may reach into the channel and batch dims (constant mode). pnnx writes the pad
+    modules it has no rule for (nn.ZeroPad1d/3d, nn.ReflectionPad3d, nn.CircularPad*d) as F.pad.
     """
 
     MODULE_MODES = {

@@ -113,7 +113,7 @@ class Reshape(Layer):
             raise self.error(f"cannot reshape an input of shape {x.shape} to {shape}{traced}") from None
 
 
-@register("Tensor.reshape_as", "Tensor.view_as", "aten::view_as")
+@register("Tensor.reshape_as", "aten::view_as")
 class ReshapeAs(Layer):
     """`x.reshape_as(other)` / `x.view_as(other)`: x in the shape of the second input
     (pnnx keeps view_as as TorchScript's `aten::view_as` at every optlevel)."""
@@ -127,15 +127,16 @@ class ReshapeAs(Layer):
         return [x.reshape(other.shape)]
 
 
-@register("torch.flatten", "nn.Flatten")
+@register("torch.flatten")
 class Flatten(Layer):
-    """Merge dims start_dim..end_dim (torch.flatten defaults 0..-1; nn.Flatten 1..-1)."""
+    """Merge dims start_dim..end_dim (default 0..-1; pnnx writes nn.Flatten as torch.flatten
+    with start_dim=1)."""
 
     returns_views = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.start = self.int_param("start_dim", 1 if op.type == "nn.Flatten" else 0)
+        self.start = self.int_param("start_dim", 0)
         self.end = self.int_param("end_dim", -1)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:

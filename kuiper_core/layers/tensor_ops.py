@@ -267,9 +267,11 @@ class Compare(Layer):
     (`other=0.25`). The result is bool (NumPy compares float32 with a Python float in
     float32, as PyTorch does)."""
 
+    UFUNCS = _COMPARISONS
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.ufunc = _COMPARISONS[op.type]
+        self.ufunc = self.UFUNCS[op.type]
         self.other = input_index(op, "other")
         if self.other is None:
             if len(op.inputs) > 1:
@@ -288,6 +290,30 @@ class Compare(Layer):
         shape = np.broadcast_shapes(x.shape, np.shape(other))
         y = out[0] if _usable(out[0], shape, np.dtype(np.bool_)) else None
         return [self.ufunc(x, other, out=y) if y is not None else np.asarray(self.ufunc(x, other))]
+
+
+_BITWISE: dict[str, np.ufunc] = {
+    "torch.bitwise_and": np.bitwise_and,
+    "torch.bitwise_or": np.bitwise_or,
+    "torch.bitwise_xor": np.bitwise_xor,
+}
+
+
+@register(*_BITWISE)
+class Bitwise(Compare):
+    """torch.bitwise_and/or/xor of bool or integer tensors (pnnx writes the functions so at
+    every optlevel; `a & b` becomes aten::__and__ or a pnnx.Expression): `other` as for
+    Compare; the result has the promoted dtype, as in PyTorch."""
+
+    UFUNCS = _BITWISE
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[self.source])
+        other = inputs[self.other] if self.other is not None else self.value
+        for v in (x, other):
+            if np.asarray(v).dtype.kind not in "biu":
+                raise self.error(f"{self.type} needs bool or integer inputs, got {np.asarray(v).dtype}")
+        return [np.asarray(self.ufunc(x, other))]
 
 
 @register("aten::isnan", "aten::isinf", "torch.bitwise_not")
@@ -504,7 +530,7 @@ class _Fill(Layer):
         return [y]
 
 
-@register("aten::meshgrid", "torch.meshgrid")
+@register("aten::meshgrid")
 class Meshgrid(Layer):
     """`torch.meshgrid(tensors, indexing=…)` (pnnx keeps aten::meshgrid): one grid per 1-D
     input. The tensors arrive spliced from a prim::ListConstruct, or as one list (a
