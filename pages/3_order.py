@@ -1,8 +1,11 @@
-"""Execution order: the reverse-topological DFS and Kahn's algorithm as walkthroughs.
+"""Execution order: the reverse-topological DFS and Kahn's algorithm as walkthroughs, a quiz
+and a presenter view.
 
-Each run is a list of recorded events; the page shows one step. Buttons, the slider, the
+Each run is a list of observed events; the page shows one step. Buttons, the slider, the
 keyboard and Play only change the step in callbacks (before drawing), so every button is
-drawn for the step on screen. "Both side by side" advances DFS and Kahn together.
+drawn for the step on screen. "Both side by side" advances DFS and Kahn together. The quiz
+stops before a step and asks for the node it is about (a click on the graph, or a pick from
+the list); the presenter view shows the step alone in large type, keyboard only.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core.errors import KuiperError
+from kuiper_core.explore import order_quiz as Q
 from kuiper_core.explore import walkthrough as W
 from kuiper_core.explore.dot import graph_view
+from kuiper_core.explore.order_state import state_at
 from kuiper_core.explore.overlay import roll_up, state_overlay
 from kuiper_core.graph import Graph
-from pages import common
+from pages import common, presenter
+from pages import quiz_panel as QP
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
 from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
@@ -25,14 +31,18 @@ from pages.player import current_speed, run_fragment, speed_picker, steps_due, s
 STATE = "kx_order"  # {"key": ..., "step": int (0 = before the first event), "playing": bool}
 MODEL_SOURCE = "The loaded model"
 TYPED_SOURCE = "Type your own graph"
+QUIZ = "kx_order_quiz"  # quiz_panel state: the question on screen, the verdict, the score
 ALGORITHMS = {"dfs": "DFS (KuiperInfer)", "kahn": "Kahn", "both": "both side by side"}
+MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
-st.title("Execution order")
-st.caption(
-    "The engine orders the operators so each runs after the ones it reads. KuiperInfer (its graph-building "
-    "article) uses a depth-first search: a node joins an output list once all its successors are done, and the "
-    "reversed list is the order. Kahn's algorithm repeatedly takes a node whose in-degree is zero."
-)
+presenting = presenter.presenting("order")
+beside_title = presenter.title("order", "Execution order", "order_present")
+if not presenting:
+    st.caption(
+        "The engine orders the operators so each runs after the ones it reads. KuiperInfer (its graph-building "
+        "article) uses a depth-first search: a node joins an output list once all its successors are done, and the "
+        "reversed list is the order. Kahn's algorithm repeatedly takes a node whose in-degree is zero."
+    )
 
 
 @st.cache_resource(show_spinner="Tracing the order…", max_entries=16)
@@ -58,28 +68,46 @@ if "order_source" not in st.session_state and common.url_param("graph") in sourc
     st.session_state["order_source"] = common.url_param("graph")
 if "order_algorithm" not in st.session_state and common.url_param("algo") in ALGORITHMS:
     st.session_state["order_algorithm"] = common.url_param("algo")
-c1, c2 = st.columns([3, 3])
+if "order_mode" not in st.session_state and common.url_param("mode") in MODES:
+    st.session_state["order_mode"] = common.url_param("mode")
+controls = presenter.controls()
+# Three columns, the third for a typed graph's text: the drawing stays above the fold at 720 px.
+c1, c2, c3 = controls.columns([3, 3, 4])
 source = c1.selectbox(
     "Graph",
     sources,
     key="order_source",
     format_func=lambda s: f"{s} ({model.name}, {len(model.graph.operators)} operators)" if s == MODEL_SOURCE else s,
 )
+mode = beside_title.radio(
+    "Mode",
+    list(MODES),
+    horizontal=True,
+    key="order_mode",
+    format_func=MODES.get,
+    label_visibility="collapsed",
+    help="Quiz: predict the next step",
+)
 algorithm = c2.radio("Algorithm", list(ALGORITHMS), horizontal=True, key="order_algorithm", format_func=ALGORITHMS.get)
-algorithms = ["dfs", "kahn"] if algorithm == "both" else [algorithm]
+if mode == "quiz" and algorithm == "both":
+    c3.caption("The quiz asks about one algorithm at a time: DFS here (pick Kahn for Kahn's).")
+algorithms = (
+    ["dfs", "kahn"] if algorithm == "both" and mode == "walk" else ["dfs" if algorithm == "both" else algorithm]
+)
 
 if source == TYPED_SOURCE:
-    text = st.text_area(
-        "Your graph: one edge chain per line, e.g. `a -> b -> c` or `b -> d, e` (names: letters, digits, _ . :)",
+    text = c3.text_area(
+        "Your graph, one edge chain per line",
         W.edges_text(W.PRESETS["A small diamond"]),
-        height=130,
+        height=110,
         key="order_typed",
+        help="e.g. `a -> b -> c` or `b -> d, e`; names: letters, digits, _ . : (Ctrl+Enter applies)",
     )
     try:
         typed = W.parse_edges(text)
     except KuiperError as e:
         common.show_error(e, title="Cannot read the graph")
-        st.stop()
+        presenter.stop("order", presenting)
     walks = [W.walkthrough(typed, a) for a in algorithms]
     ident = hashlib.sha1(text.encode()).hexdigest()[:12]
 elif source == MODEL_SOURCE:
@@ -96,7 +124,7 @@ if state is None or state.get("key") != key:
     wanted = common.url_param("step")
     state = {"key": key, "step": int(wanted) if wanted and wanted.isdigit() and state is None else 0, "playing": False}
     st.session_state[STATE] = state
-total = max(len(w.events) for w in walks)  # steps are numbered 1..total; 0 is before the first
+total = max(len(w) for w in walks)  # steps are numbered 1..total; 0 is before the first
 state["step"] = max(0, min(total, state["step"]))
 
 
@@ -121,10 +149,28 @@ def _play(on: bool) -> None:
 model_modules = ModuleState("order_modules", model.key) if model is not None else None
 
 
+# -- the quiz's state -------------------------------------------------------------------------
+def _quiz_setup() -> tuple[W.Walkthrough, list[Q.Question], dict]:
+    w = walks[0]
+    kinds = Q.KINDS[w.algorithm]
+    kind = st.session_state.get(f"order_quiz_kind_{w.algorithm}", next(iter(kinds)))
+    qs = Q.questions(w, kind if kind in kinds else next(iter(kinds)))
+    return w, qs, QP.quiz_state(QUIZ, (source, w.algorithm, ident, kind))
+
+
+def _answer(name: str) -> None:
+    w, qs, qstate = _quiz_setup()
+    QP.answer(qstate, lambda q, p: Q.judge(w, q, p), qs, name)
+
+
 def _on_click(title: str) -> None:
-    """A click on a node jumps to the first step about it (modules open and close)."""
+    """A click on a node answers the quiz, or jumps to the first step about it (modules
+    open and close)."""
     name = model_modules.click(title) if model_modules is not None and source == MODEL_SOURCE else title
     if name is None:
+        return
+    if mode == "quiz":
+        _answer(name)
         return
     first = W.step_of_node(walks[0], name)
     if first is not None:
@@ -132,21 +178,24 @@ def _on_click(title: str) -> None:
 
 
 # -- one walkthrough at one step ---------------------------------------------------------------
-def _graph(w: W.Walkthrough, step: int, slot: str, height: int) -> None:
-    event = w.events[step - 1] if step > 0 else None
+def _graph(w: W.Walkthrough, step: int, slot: str, height: int, highlight_label: str = "current step") -> None:
+    """The graph after `step` events (0: before the first)."""
+    event = w.state(step - 1) if step > 0 else None
+    current = event.node if event is not None else None
+    colors = W.node_colors(w, step - 1 if step > 0 else None)
     if source == MODEL_SOURCE and model is not None and model.graph is not None:
-        current = event.node if event is not None else None
         assert model_modules is not None
         view = graph_view(model.graph, show=[current], expanded=model_modules.expanded, edge_labels=False)
         model_modules.remember(view)
-        colors = W.node_colors(w, step - 1) if step > 0 else {n: W.COLORS["not visited"] for n in w.nodes}
         colors = roll_up(colors, view.unit_of, [c for _, c in w.legend])
-        overlay = state_overlay(colors, w.legend, highlight=view.node_for(current), note="")
+        overlay = state_overlay(
+            colors, w.legend, highlight=view.node_for(current), highlight_label=highlight_label, note=""
+        )
         show_graph(view.dot, f"order_{slot}", overlay, height=height, follow=True, on_click=_on_click)
     else:
         dot = W.toy_dot(w, step - 1 if step > 0 else None)
-        overlay = state_overlay({}, w.legend, highlight=event.node if event is not None else None, note="")
-        overlay.neutral = False  # the toy graph carries its state colours itself
+        # The toy DOT carries the state colours; the overlay repeats them so a repaint shows them too.
+        overlay = state_overlay(colors, w.legend, highlight=current, highlight_label=highlight_label, note="")
         show_graph(dot, f"order_{slot}", overlay, height=height, on_click=_on_click)
 
 
@@ -154,10 +203,15 @@ def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
     if step == 0:
         st.info("Press **Step** (or →) to start, or **Play** to watch it run.")
         return
-    shown = min(step, len(w.events))
-    event = w.events[shown - 1]
-    head = f"**Step {shown} of {len(w.events)}:** {event.message}"
-    (st.error if event.kind == "cycle" else st.info)(head)
+    shown = min(step, len(w))
+    head = f"**Step {shown} of {len(w)}:** {w.message(shown - 1)}"
+    (st.error if w.state(shown - 1).kind == "cycle" else st.info)(head)
+    _state_lists(w, shown - 1, compact)
+
+
+def _state_lists(w: W.Walkthrough, i: int, compact: bool) -> None:
+    """The algorithm's lists after event i (-1: before the first)."""
+    event = state_at(w.trace, i)
     if w.algorithm == "dfs":
         st.markdown("**Call stack** (bottom → top)")
         st.code(_names(event.stack), language=None, wrap_lines=True)
@@ -165,9 +219,8 @@ def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
             st.markdown("**Visited set**")
             st.code(_names(event.visited), language=None, wrap_lines=True)
         if event.kind == "reverse":
-            before = w.events[shown - 2].output if shown > 1 else ()
             st.markdown("**Output list** (in finishing order)")
-            st.code(_names(before), language=None, wrap_lines=True)
+            st.code(_names(state_at(w.trace, i - 1).output), language=None, wrap_lines=True)
             st.markdown("**Reversed: the execution order**")
         else:
             st.markdown("**Output list** (a node is appended when all its successors are done)")
@@ -177,10 +230,10 @@ def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
         st.code(_names(event.queue), language=None, wrap_lines=True)
         st.markdown("**Order so far**")
         st.code(_names(event.output), language=None, wrap_lines=True)
-        if len(w.nodes) <= 200 and not compact:
+        if len(w.nodes) <= 200 and not compact and i >= 0:
             st.markdown("**In-degree table**")
             st.dataframe(
-                pd.DataFrame(W.indegree_rows(w, shown - 1)),
+                pd.DataFrame(W.indegree_rows(w, i)),
                 hide_index=True,
                 width="stretch",
                 height=min(300, 38 + 35 * len(w.nodes)),
@@ -261,7 +314,7 @@ def _walkthrough() -> None:
             st.markdown(
                 f"**{'Reverse-topological DFS (KuiperInfer)' if w.algorithm == 'dfs' else 'Kahn’s algorithm'}**"
             )
-            _graph(w, min(step, len(w.events)), w.algorithm, 400)
+            _graph(w, min(step, len(w)), w.algorithm, 400)
             _state_panel(w, step, compact=True)
     if step >= total:
         cols = st.columns(2)
@@ -275,5 +328,139 @@ def _walkthrough() -> None:
             )
 
 
-# Play re-runs only this fragment on a timer; the buttons are inside it so a click is quick too.
-run_fragment(_walkthrough, state, current_speed("order_speed"))
+# -- the quiz ------------------------------------------------------------------------------------
+def _steps_text(w: W.Walkthrough, first: int, last: int) -> str:
+    """Events first..last (inclusive) as a numbered list of their sentences (at most 12)."""
+    idx = list(range(max(0, first), last + 1))
+    lines = [f"{i + 1}. {w.message(i)}" for i in idx[-12:]]
+    return ("…\n" if len(idx) > 12 else "") + "\n".join(lines)
+
+
+def _pick_widget(w: W.Walkthrough, index: int) -> None:
+    """Besides clicking the graph: the nodes as pills (a small graph) or a list (a model)."""
+
+    def _picked(key: str) -> None:
+        value = st.session_state.get(key)
+        if value is not None:
+            _answer(w.nodes[value])
+
+    key = f"order_quiz_pick_{index}"
+    label = "Or pick it here" if len(w.nodes) <= QP.MAX_PILLS else "Or pick it from the list"
+    QP.choice(label, list(range(len(w.nodes))), w.nodes, key, _picked)
+
+
+def _quiz() -> None:
+    w = walks[0]
+    kinds = Q.KINDS[w.algorithm]
+    if len(kinds) > 1:
+        st.radio(
+            "Ask for", list(kinds), format_func=Q.KIND_LABELS.get, horizontal=True, key=f"order_quiz_kind_{w.algorithm}"
+        )
+    w, qs, qstate = _quiz_setup()
+    common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
+    if not qs:
+        st.info("This graph has no such step to predict (a cycle stops the algorithm first).")
+        return
+    index, q, verdict = QP.current(qstate, qs)
+    shown = q.step if verdict is not None else q.shown  # answered: show the step that answers it
+    left, right = st.columns([3, 2])
+    with left:
+        _graph(w, shown + 1, "quiz", 520, highlight_label="the answer" if verdict is not None else "last step")
+    with right:
+        st.markdown(f"#### {q.prompt}")
+        if verdict is None:
+            st.caption("Click the node in the graph.")
+            _pick_widget(w, index)
+            before = qs[index - 1].step if index > 0 else -1
+            if q.shown > before:
+                st.markdown("**Since the last question**")
+                st.markdown(_steps_text(w, before + 1, q.shown))
+        else:
+            QP.verdict_box(verdict)
+            st.markdown("**What the engine did**")
+            st.markdown(_steps_text(w, q.shown + 1, q.step))
+        QP.controls(qstate, qs, "order_quiz")
+        if QP.finished(qstate, qs):
+            st.success(f"The end of the {Q.KIND_LABELS[q.kind]} questions. {qstate['score'].text()}.")
+        _state_lists(w, shown, compact=True)
+
+
+# -- the presenter view ------------------------------------------------------------------------------
+def _judge_setup():
+    w, qs, qstate = _quiz_setup()
+    return (lambda q, p: Q.judge(w, q, p)), qs, qstate
+
+
+def _present() -> None:
+    title = source if source != MODEL_SOURCE or model is None else model.name
+    if mode == "quiz":
+        presenter.begin("order", "order_present_keys", *QP.presenter_keys(_judge_setup))
+        w, qs, qstate = _quiz_setup()
+        common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
+        if not qs:
+            presenter.message("This graph has no such step to predict.")
+            return
+        index, q, verdict = QP.current(qstate, qs)
+        shown = q.step if verdict is not None else q.shown
+        presenter.head(
+            "Execution order: quiz",
+            title,
+            ALGORITHMS[w.algorithm],
+            f"question {index + 1} of {len(qs)}",
+            keys="→ reveals the answer, then asks the next",
+        )
+        left, right = st.columns([3, 2])
+        with left:
+            _graph(w, shown + 1, "present", 540, highlight_label="the answer" if verdict else "last step")
+        with right:
+            presenter.message(f"**{q.prompt}**")
+            if verdict is not None:  # the class's answer was spoken: explain the engine's
+                reveal = Q.judge(w, q, q.answer)
+                presenter.message(f"**{q.answer}.** {reveal.why} {reveal.tie_rule or ''}", small=True)
+            _present_state(w, shown)
+        return
+    presenter.begin("order", "order_present_keys", lambda: _move(by=1), lambda: _move(by=-1))
+    step = state["step"]
+    common.set_url(graph=source if source != TYPED_SOURCE else None, algo=algorithm, step=step or None)
+    presenter.head("Execution order", title, ALGORITHMS[algorithm], f"step {step} of {total}")
+    if len(walks) == 1:
+        left, right = st.columns([3, 2])
+        with left:
+            _graph(walks[0], step, "present", 540)
+        with right:
+            _present_step(walks[0], step, small=False)
+    else:  # the sentences first: the graphs below may grow to the bottom of the window
+        for col, w in zip(st.columns(2), walks):
+            with col:
+                _present_step(w, step, small=True)
+        for col, w in zip(st.columns(2), walks):
+            with col:
+                _graph(w, min(step, len(w)), f"present_{w.algorithm}", 440)
+
+
+def _present_step(w: W.Walkthrough, step: int, small: bool) -> None:
+    if step == 0:
+        presenter.message("Press → to start.", small=small)
+        return
+    shown = min(step, len(w))
+    presenter.message(w.message(shown - 1), small=small)
+    _present_state(w, shown - 1)
+
+
+def _present_state(w: W.Walkthrough, i: int) -> None:
+    state_ = state_at(w.trace, i)
+    if w.algorithm == "dfs":
+        presenter.state_line("Call stack:", _names(state_.stack, limit=8))
+        presenter.state_line("Output list:", _names(state_.output, limit=8))
+    else:
+        presenter.state_line("Queue:", _names(state_.queue, limit=8))
+        presenter.state_line("Order so far:", _names(state_.output, limit=8))
+
+
+if presenting:
+    _present()
+elif mode == "quiz":
+    _quiz()
+else:
+    # Play re-runs only this fragment on a timer; the buttons are inside it so a click is quick too.
+    run_fragment(_walkthrough, state, current_speed("order_speed"))

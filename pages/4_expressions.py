@@ -2,7 +2,9 @@
 
 Laid out for a projector (1280×720): the step controls, the tree and the stack with its
 values share the first screen; tokens, reverse Polish, the trace and the result are tabs
-below.
+below. The quiz asks for the next node the stack machine evaluates (a click on the tree or
+a token), the stack value a call takes first, or the call a ')' closes; the presenter view
+shows the tree and the stack alone in large type, keyboard only.
 """
 
 from __future__ import annotations
@@ -16,24 +18,30 @@ from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import compare as C
 from kuiper_core.explore import expression_view as V
+from kuiper_core.explore.expression_quiz import KIND_LABELS, ExpressionQuiz
 from kuiper_core.explore import tensors as T
 from kuiper_core.explore.overlay import Overlay
 from kuiper_core.explore.stepper import ForwardStepper
-from pages import common
+from pages import common, presenter
+from pages import quiz_panel as QP
 from pages.graph_viewer import show_graph
 from pages.keys import step_keys
 from pages.tensor_panel import show_tensor
 
 VALUES = "kx_expr_stepper"  # {"key": (model key, input digest), "stepper": ForwardStepper}
 STEP = "expr_step"  # the stack-evaluation step on view (1-based)
+QUIZ = "kx_expr_quiz"  # quiz_panel state
 DEFAULT_TEXT = "mul(add(@0,1.5),neg(@1))"
+VIEWS = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
-st.title("Expressions")
-st.caption(
-    "PNNX folds elementwise arithmetic into `pnnx.Expression` operators: `@N` is the operator's N-th input "
-    "(numbered from 0), calls nest. The engine parses the text into a tree, lists it in reverse Polish order "
-    "(children before their call) and evaluates that with a stack. Keys: → / PageDown step, ← / PageUp back."
-)
+presenting = presenter.presenting("expressions")
+beside_title = presenter.title("expressions", "Expressions", "expr_present")
+if not presenting:
+    st.caption(
+        "PNNX folds elementwise arithmetic into `pnnx.Expression` operators: `@N` is the operator's N-th input "
+        "(numbered from 0), calls nest. The engine parses the text into a tree, lists it in reverse Polish order "
+        "(children before their call) and evaluates that with a stack. Keys: → / PageDown step, ← / PageUp back."
+    )
 
 model = common.current_model()
 ops = V.expression_operators(model.graph) if model is not None and model.graph is not None else []
@@ -41,7 +49,19 @@ by_name = {o.name: o for o in ops}
 modes = (["From the model"] if ops else []) + ["Type one"]
 if "expr_op" not in st.session_state and common.url_param("op") in by_name:
     st.session_state["expr_op"] = common.url_param("op")
-c_mode, c_what = st.columns([1, 4])
+if "expr_view" not in st.session_state and common.url_param("mode") in VIEWS:
+    st.session_state["expr_view"] = common.url_param("mode")
+controls = presenter.controls()
+c_mode, c_what = controls.columns([1, 4], vertical_alignment="center")
+view_mode = beside_title.radio(
+    "View",
+    list(VIEWS),
+    horizontal=True,
+    key="expr_view",
+    format_func=VIEWS.get,
+    label_visibility="collapsed",
+    help="Quiz: predict the next step",
+)
 mode = c_mode.radio("Expression", modes, key="expr_mode", label_visibility="collapsed")
 op = None
 if mode == "From the model":
@@ -72,7 +92,7 @@ try:
     ast = ex.parse(text, common.APP_LIMITS)  # `add(@0,@3000000)` would ask for 3 million example tensors
 except KuiperError as e:
     common.show_error(e, title="Cannot parse the expression")
-    st.stop()
+    presenter.stop("expressions", presenting)
 
 n_inputs = len(op.inputs) if op is not None else V.max_operand_index(ast) + 1
 labels = V.operand_labels(op, n_inputs)
@@ -114,7 +134,7 @@ try:
         trace = ex.evaluate_traced(ast, values)
 except KuiperError as e:
     common.show_error(e, title="Cannot evaluate the expression")
-    st.stop()
+    presenter.stop("expressions", presenting)
 
 n_steps = len(trace.steps)
 if st.session_state.get("expr_for") != (text, where):
@@ -122,8 +142,8 @@ if st.session_state.get("expr_for") != (text, where):
     first_visit = "expr_for" not in st.session_state
     st.session_state[STEP] = int(wanted) if first_visit and wanted and wanted.isdigit() else n_steps
     st.session_state["expr_for"] = (text, where)  # a new expression opens on its finished evaluation
-st.session_state[STEP] = max(1, min(st.session_state[STEP], n_steps))
-common.set_url(op=op.name if op is not None else None, step=st.session_state[STEP])
+st.session_state[STEP] = max(1, min(st.session_state.get(STEP, n_steps), n_steps))
+common.set_url(op=op.name if op is not None else None, step=st.session_state[STEP] if view_mode == "walk" else None)
 
 
 def _move(to: int | None = None, by: int = 0) -> None:
@@ -132,113 +152,308 @@ def _move(to: int | None = None, by: int = 0) -> None:
 
 
 step = st.session_state[STEP] - 1
-b = st.columns([1, 1, 1, 1, 5])
-b[0].button("Reset", key="expr_reset", width="stretch", on_click=_move, kwargs={"to": 1}, disabled=step == 0)
-b[1].button("Back", key="expr_back", width="stretch", on_click=_move, kwargs={"by": -1}, disabled=step == 0)
-b[2].button(
-    "Step",
-    key="expr_step_btn",
-    width="stretch",
-    on_click=_move,
-    kwargs={"by": 1},
-    disabled=step >= n_steps - 1,
-    type="primary",
-)
-b[3].button(
-    "End", key="expr_end", width="stretch", on_click=_move, kwargs={"to": n_steps}, disabled=step >= n_steps - 1
-)
-if n_steps > 1:
-    b[4].slider("Step", 1, n_steps, key=STEP, label_visibility="collapsed")
-step_keys("expr_keys", lambda: _move(by=1), lambda: _move(by=-1))
 current = trace.steps[step]
 
-tree_col, stack_col = st.columns([3, 2])
-with tree_col:
-    view = V.ast_dot(ast, labels)
-    colors, node = view.overlay_colors(trace, step)
+
+def _step_controls() -> None:
+    b = st.columns([1, 1, 1, 1, 5])
+    b[0].button("Reset", key="expr_reset", width="stretch", on_click=_move, kwargs={"to": 1}, disabled=step == 0)
+    b[1].button("Back", key="expr_back", width="stretch", on_click=_move, kwargs={"by": -1}, disabled=step == 0)
+    b[2].button(
+        "Step",
+        key="expr_step_btn",
+        width="stretch",
+        on_click=_move,
+        kwargs={"by": 1},
+        disabled=step >= n_steps - 1,
+        type="primary",
+    )
+    b[3].button(
+        "End", key="expr_end", width="stretch", on_click=_move, kwargs={"to": n_steps}, disabled=step >= n_steps - 1
+    )
+    if n_steps > 1:
+        b[4].slider("Step", 1, n_steps, key=STEP, label_visibility="collapsed")
+
+
+def _walk() -> None:
+    _step_controls()
+    step_keys("expr_keys", lambda: _move(by=1), lambda: _move(by=-1))
+    tree_col, stack_col = st.columns([3, 2])
+    with tree_col:
+        view = V.ast_dot(ast, labels)
+        colors, node = view.overlay_colors(trace, step)
+        overlay = Overlay(
+            highlight=node,
+            colors=colors,
+            neutral=True,
+            legend=V.STACK_LEGEND,
+            highlight_label="this step",
+            note="grey: not evaluated yet · #N: place in reverse Polish order",
+        )
+        show_graph(view.dot, "ast", overlay, height=340, follow=True)
+        if view.shown < view.total:
+            st.caption(f"Showing the top {view.shown} of {view.total} nodes.")
+    with stack_col:
+        st.info(f"**Step {step + 1} of {n_steps}:** {current.describe()}")
+        st.markdown("**The stack** (top first, with its values)")
+        st.code(
+            V.stack_text(trace, step, labels, width=40),
+            language=None,
+            wrap_lines=True,
+            height=min(240, 40 + 44 * len(current.stack)),
+        )
+        st.caption(f"Evaluated on {where}.")
+
+    # -- details below the first screen -----------------------------------------------------------------
+    tabs = st.tabs(["Result", "Stack values", "Trace", "Reverse Polish", "Tokens", "Inputs"])
+    with tabs[0]:
+        if step < n_steps - 1:
+            st.caption(f"The result appears after the last step ({n_steps}).")
+        else:
+            result = trace.result
+            if isinstance(result, np.ndarray):
+                if layer_out is not None and isinstance(layer_out, np.ndarray):
+                    same = C.compare(result, layer_out)
+                    (st.success if same.status == C.OK else st.error)(
+                        "The stack machine and the engine's pnnx.Expression layer agree: " + same.text()
+                        if same.status == C.OK
+                        else "The stack machine and the pnnx.Expression layer differ: " + same.text()
+                    )
+                resolved_sample = model is not None and model.ok and common.resolve_input(model).is_sample
+                ref = (
+                    model.operands.get(op.outputs[0].name)
+                    if op is not None and model is not None and resolved_sample
+                    else None
+                )
+                show_tensor(
+                    result,
+                    "expr_result",
+                    ref=ref,
+                    ref_source="PyTorch's tensor for this operand",
+                    view_key="expr_view_result",
+                )
+            else:
+                st.markdown(f"A Python `{type(result).__name__}`: `{result!r}`")
+    with tabs[1]:
+        arrays = [
+            (f"stack[{i}] {e.label}", e.value)
+            for i, e in enumerate(reversed(current.stack))
+            if isinstance(e.value, np.ndarray)
+        ]
+        if not arrays:
+            st.caption("No tensor on the stack at this step.")
+        else:
+            pick = st.selectbox(
+                "Stack entry (top first)", range(len(arrays)), format_func=lambda i: arrays[i][0], key="expr_stack_pick"
+            )
+            show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}", view_key="expr_view_stack")
+    with tabs[2]:
+        rows = V.trace_rows(trace, labels)
+        st.dataframe(
+            pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1))
+        )
+    with tabs[3]:
+        st.code(ex.rpn_text(ast), language=None, wrap_lines=True)
+        rpn = V.rpn_rows(ast, labels)
+        st.dataframe(pd.DataFrame(rpn), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rpn)))
+    with tabs[4]:
+        st.markdown("**Canonical text**")
+        st.code(ex.to_text(ast), language=None, wrap_lines=True)
+        st.dataframe(
+            pd.DataFrame(token_rows), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(token_rows))
+        )
+    with tabs[5]:
+        if op is not None:
+            st.markdown("**Operands:** " + ", ".join(f"`@{i}` = `{lab}`" for i, lab in enumerate(labels)))
+        for i, x in enumerate(values):
+            if isinstance(x, np.ndarray):
+                st.markdown(f"`@{i}` ({x.dtype}, shape {'×'.join(map(str, x.shape))})")
+                if x.size <= 64:
+                    st.dataframe(
+                        pd.DataFrame(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)), hide_index=True
+                    )
+
+
+# -- the quiz ----------------------------------------------------------------------------------------
+def _quiz_setup() -> tuple[ExpressionQuiz, list, dict]:
+    z = ExpressionQuiz(text, ast, trace)
+    kind = st.session_state.get("expr_quiz_kind", "next")
+    return z, z.questions(kind), QP.quiz_state(QUIZ, (text, where, kind))
+
+
+def _answer(pick: str) -> None:
+    z, qs, qstate = _quiz_setup()
+    QP.answer(qstate, z.judge, qs, pick)
+
+
+def _pick_token(key: str) -> None:
+    """A token pill: a node for 'next' questions (punctuation is no node), a token for 'close'."""
+    value = st.session_state.get(key)
+    if value is None:
+        return
+    z, qs, qstate = _quiz_setup()
+    if qstate["about"][-1] == "next":
+        node = z.node_of_token(int(value))
+        if node is None:
+            st.session_state["expr_quiz_note"] = (
+                f"`{z.tokens[int(value)].text}` is punctuation, not a node of the tree."
+            )
+            return
+        value = z.position[id(node)]
+    _answer(str(value))
+
+
+def _pick_value(key: str) -> None:
+    value = st.session_state.get(key)
+    if value is not None:
+        _answer(str(value))
+
+
+def _tree(
+    z: ExpressionQuiz, shown: int, key: str, height: int, label: str, on_click=None, numbered=False, mark=None
+) -> None:
+    """The tree after stack step `shown` (-1: before the first; None: no state, `mark`ed
+    node only); a quiz hides the RPN numbers."""
+    view = V.ast_dot(ast, labels, numbered=numbered)
+    colors, node = view.overlay_colors(trace, shown) if shown is not None and shown >= 0 else ({}, None)
+    if mark is not None:
+        node = view.ids.get(id(mark))
     overlay = Overlay(
         highlight=node,
         colors=colors,
         neutral=True,
-        legend=V.STACK_LEGEND,
-        highlight_label="this step",
-        note="grey: not evaluated yet · #N: place in reverse Polish order",
+        legend=V.STACK_LEGEND if shown is not None else [],
+        highlight_label=label if node else None,
     )
-    show_graph(view.dot, "ast", overlay, height=340, follow=True)
-    if view.shown < view.total:
-        st.caption(f"Showing the top {view.shown} of {view.total} nodes.")
-with stack_col:
-    st.info(f"**Step {step + 1} of {n_steps}:** {current.describe()}")
-    st.markdown("**The stack** (top first, with its values)")
-    st.code(
-        V.stack_text(trace, step, labels, width=40),
-        language=None,
-        wrap_lines=True,
-        height=min(240, 40 + 44 * len(current.stack)),
-    )
-    st.caption(f"Evaluated on {where}.")
+    by_title = {title: z.position[i] for i, title in view.ids.items() if i in z.position}
 
-# -- details below the first screen -----------------------------------------------------------------
-tabs = st.tabs(["Result", "Stack values", "Trace", "Reverse Polish", "Tokens", "Inputs"])
-with tabs[0]:
-    if step < n_steps - 1:
-        st.caption(f"The result appears after the last step ({n_steps}).")
-    else:
-        result = trace.result
-        if isinstance(result, np.ndarray):
-            if layer_out is not None and isinstance(layer_out, np.ndarray):
-                same = C.compare(result, layer_out)
-                (st.success if same.status == C.OK else st.error)(
-                    "The stack machine and the engine's pnnx.Expression layer agree: " + same.text()
-                    if same.status == C.OK
-                    else "The stack machine and the pnnx.Expression layer differ: " + same.text()
-                )
-            resolved_sample = model is not None and model.ok and common.resolve_input(model).is_sample
-            ref = (
-                model.operands.get(op.outputs[0].name)
-                if op is not None and model is not None and resolved_sample
-                else None
-            )
-            show_tensor(
-                result,
-                "expr_result",
-                ref=ref,
-                ref_source="PyTorch's tensor for this operand",
-                view_key="expr_view_result",
+    def clicked(title: str) -> None:
+        if title in by_title and on_click is not None:
+            on_click(str(by_title[title]))
+
+    show_graph(view.dot, key, overlay, height=height, follow=True, on_click=clicked if on_click else None)
+
+
+def _caret(z: ExpressionQuiz, token: int) -> str:
+    t = z.tokens[token]
+    return f"{text}\n{' ' * t.start}^ column {t.start + 1}"
+
+
+def _quiz() -> None:
+    st.radio(
+        "Question",
+        list(KIND_LABELS),
+        format_func=KIND_LABELS.get,
+        horizontal=True,
+        key="expr_quiz_kind",
+        label_visibility="collapsed",
+    )
+    z, qs, qstate = _quiz_setup()
+    common.set_url(op=op.name if op is not None else None, mode="quiz")
+    if not qs:
+        st.info("This expression has no such step to predict (no call takes two or more arguments).")
+        return
+    index, q, verdict = QP.current(qstate, qs)
+    kind = q.kind
+    st.markdown(f"#### {q.prompt}")
+    key = f"expr_quiz_pick_{kind}_{index}"
+    if verdict is None:  # the choices span the page: a model's expression has many tokens
+        if kind == "first":
+            stack = trace.steps[q.shown].stack
+            values = [("top: " if i == len(stack) - 1 else "") + e.describe() for i, e in enumerate(stack)]
+            QP.choice(
+                "Click the value on the stack (top first)", list(range(len(stack)))[::-1], values, key, _pick_value
             )
         else:
-            st.markdown(f"A Python `{type(result).__name__}`: `{result!r}`")
-with tabs[1]:
-    arrays = [
-        (f"stack[{i}] {e.label}", e.value)
-        for i, e in enumerate(reversed(current.stack))
-        if isinstance(e.value, np.ndarray)
-    ]
-    if not arrays:
-        st.caption("No tensor on the stack at this step.")
-    else:
-        pick = st.selectbox(
-            "Stack entry (top first)", range(len(arrays)), format_func=lambda i: arrays[i][0], key="expr_stack_pick"
+            hint = "Click the node in the tree, or its token:" if kind == "next" else "Click the call's name:"
+            tokens = [t.text if len(z.tokens) <= QP.MAX_PILLS else f"column {t.start + 1}: {t.text}" for t in z.tokens]
+            QP.choice(hint, list(range(len(z.tokens))), tokens, key, _pick_token)
+        note = st.session_state.pop("expr_quiz_note", None)
+        if note:
+            st.caption(note)
+    left, right = st.columns([3, 2])
+    with left:
+        if kind == "close":
+            st.code(_caret(z, q.step), language=None)
+            if verdict is not None:  # the call it closes, in the tree
+                _tree(z, None, "ast_quiz", 300, "the answer", mark=z.node_of_token(int(q.answer)))
+        else:
+            shown = q.step if verdict is not None else q.shown
+            _tree(z, shown, "ast_quiz", 340, "the answer" if verdict else "last step", on_click=_answer)
+    with right:
+        if verdict is not None:
+            QP.verdict_box(verdict)
+            if kind != "close":
+                st.markdown(f"**What the machine did:** step {q.step + 1}: {trace.steps[q.step].describe()}")
+        QP.controls(qstate, qs, "expr_quiz")
+        if QP.finished(qstate, qs):
+            st.success(f"The end of the {KIND_LABELS[kind]} questions. {qstate['score'].text()}.")
+        if kind != "close":
+            st.markdown("**The stack** (top first)")
+            at = q.step if verdict is not None else q.shown
+            st.code(V.stack_text(trace, at, labels, width=40) if at >= 0 else "(empty)", language=None)
+
+
+# -- the presenter view ------------------------------------------------------------------------------
+def _judge_setup():
+    z, qs, qstate = _quiz_setup()
+    return z.judge, qs, qstate
+
+
+def _present_stack(at: int) -> None:
+    rows = V.stack_rows(trace, at, labels) if at >= 0 else []
+    if not rows:
+        presenter.state_line("Stack:", "(empty)")
+    for r in rows[:7]:
+        presenter.state_line("top ▸" if r[""] else "      ", f"{r['value of'][:36]} = {r['values'][:40]}")
+    if len(rows) > 7:
+        presenter.state_line("", f"… {len(rows) - 7} more below")
+
+
+def _present() -> None:
+    z = ExpressionQuiz(text, ast, trace)
+    if view_mode == "quiz":
+        presenter.begin("expressions", "expr_present_keys", *QP.presenter_keys(_judge_setup))
+        z, qs, qstate = _quiz_setup()
+        common.set_url(op=op.name if op is not None else None, mode="quiz")
+        if not qs:
+            presenter.message("This expression has no such step to predict.")
+            return
+        index, q, verdict = QP.current(qstate, qs)
+        presenter.head(
+            "Expressions: quiz",
+            text[:80],
+            f"question {index + 1} of {len(qs)}",
+            keys="→ reveals the answer, then asks the next",
         )
-        show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}", view_key="expr_view_stack")
-with tabs[2]:
-    rows = V.trace_rows(trace, labels)
-    st.dataframe(
-        pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1))
-    )
-with tabs[3]:
-    st.code(ex.rpn_text(ast), language=None, wrap_lines=True)
-    rpn = V.rpn_rows(ast, labels)
-    st.dataframe(pd.DataFrame(rpn), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rpn)))
-with tabs[4]:
-    st.markdown("**Canonical text**")
-    st.code(ex.to_text(ast), language=None, wrap_lines=True)
-    st.dataframe(pd.DataFrame(token_rows), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(token_rows)))
-with tabs[5]:
-    if op is not None:
-        st.markdown("**Operands:** " + ", ".join(f"`@{i}` = `{lab}`" for i, lab in enumerate(labels)))
-    for i, x in enumerate(values):
-        if isinstance(x, np.ndarray):
-            st.markdown(f"`@{i}` ({x.dtype}, shape {'×'.join(map(str, x.shape))})")
-            if x.size <= 64:
-                st.dataframe(pd.DataFrame(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)), hide_index=True)
+        left, right = st.columns([3, 2])
+        with left:
+            if q.kind == "close":
+                st.code(_caret(z, q.step), language=None)
+            else:
+                _tree(z, q.step if verdict else q.shown, "ast_present", 540, "the answer" if verdict else "last step")
+        with right:
+            presenter.message(f"**{q.prompt}**")
+            if verdict is not None:  # the class's answer was spoken: explain the engine's
+                presenter.message(z.judge(q, q.answer).why, small=True)
+            if q.kind != "close":
+                _present_stack(q.step if verdict is not None else q.shown)
+        return
+    presenter.begin("expressions", "expr_present_keys", lambda: _move(by=1), lambda: _move(by=-1))
+    presenter.head("Expressions", text[:80], f"step {step + 1} of {n_steps}")
+    left, right = st.columns([3, 2])
+    with left:
+        _tree(z, step, "ast_present", 540, "this step", numbered=True)
+    with right:
+        presenter.message(current.describe())
+        _present_stack(step)
+
+
+if presenting:
+    with presenter.controls("-steps"):
+        _step_controls()
+    _present()
+elif view_mode == "quiz":
+    _quiz()
+else:
+    _walk()

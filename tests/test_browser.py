@@ -556,7 +556,7 @@ def test_order_click_a_node_goes_to_its_first_step(page) -> None:
     walk = W.walkthrough(W.PRESETS["KuiperInfer's worked example"], "dfs")
     step = W.step_of_node(walk, "op5") + 1
     click_node(page, "op5")
-    page.get_by_text(f"Step {step} of {len(walk.events)}").first.wait_for()
+    page.get_by_text(f"Step {step} of {len(walk)}").first.wait_for()
     wait_highlight(page, "op5")
     wait_idle(page)
     assert not button(page, "Back").is_disabled() and not button(page, "Step").is_disabled()

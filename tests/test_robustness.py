@@ -203,7 +203,7 @@ def test_ordering_trace_memory_is_linear() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 60e6, f"{peak / 1e6:.0f} MB"
-    last = W.walkthrough(succ, "dfs").events[-1]  # the state is still all there
+    last = W.walkthrough(succ, "dfs").state(-1)  # the state is still all there
     assert last.kind == "reverse" and len(last.output) == n + 1 and last.output[0] == "n0"
 
 

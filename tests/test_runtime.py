@@ -15,15 +15,8 @@ from kuiper_core import GraphState, RuntimeGraph
 from kuiper_core.errors import CycleError, InputError, LimitError, UnsupportedOperatorError
 from kuiper_core.graph import Graph
 from kuiper_core.pnnx import parse_param, read_param
-from kuiper_core.runtime.order import (
-    SEED_004_EXAMPLE,
-    WITH_CYCLE,
-    dfs_order,
-    dfs_trace,
-    is_topological,
-    kahn_order,
-    kahn_trace,
-)
+from kuiper_core.explore.walkthrough import SEED_004_EXAMPLE, WITH_CYCLE
+from kuiper_core.runtime.order import OrderEvent, dfs_order, execution_order, is_topological, kahn_order
 from conftest import OPS, SAMPLES, max_err_ok
 
 SAMPLE_PARAMS = sorted(SAMPLES.glob("*.pnnx.param"))
@@ -53,10 +46,11 @@ def _chain_graph(edges: dict[str, list[str]], relu: str = "nn.ReLU") -> Graph:
 
 def test_seed_004_example_order() -> None:
     assert dfs_order(list(SEED_004_EXAMPLE), SEED_004_EXAMPLE) == ["input", "op1", "op3", "op5", "output", "op4"]
-    order, events = dfs_trace(list(SEED_004_EXAMPLE), SEED_004_EXAMPLE)
-    # The trace walks the seed's steps: op4 finishes first, then output, op5, op3, op1, input.
+    events: list[OrderEvent] = []
+    order = execution_order(list(SEED_004_EXAMPLE), SEED_004_EXAMPLE, "dfs", observe=events.append)
+    # The events walk the seed's steps: op4 finishes first, then output, op5, op3, op1, input.
     assert [e.node for e in events if e.kind == "finish"] == ["op4", "output", "op5", "op3", "op1", "input"]
-    assert events[-1].kind == "reverse" and list(events[-1].output) == order
+    assert events[-1].kind == "reverse" and order == ["input", "op1", "op3", "op5", "output", "op4"]
 
 
 def test_seed_004_example_through_the_runtime() -> None:
@@ -96,11 +90,12 @@ def test_deep_graph_does_not_hit_the_recursion_limit() -> None:
 
 
 def test_cycle_is_an_error_that_names_it() -> None:
-    for trace in (dfs_trace, kahn_trace):
+    for algorithm in ("dfs", "kahn"):
+        events: list[OrderEvent] = []
         with pytest.raises(CycleError) as info:
-            trace(list(WITH_CYCLE), WITH_CYCLE)
+            execution_order(list(WITH_CYCLE), WITH_CYCLE, algorithm, observe=events.append)
         assert set(info.value.cycle) == {"a", "b", "c"} and "a -> b -> c -> a" in str(info.value)
-        assert info.value.events[-1].kind == "cycle"  # the walkthrough ends on the lesson
+        assert events[-1].kind == "cycle" and set(events[-1].on_cycle) == {"a", "b", "c"}  # the lesson
 
 
 def test_cycle_in_a_runtime_graph() -> None:

@@ -90,11 +90,12 @@ class AstDot:
         return colors, self.ids.get(id(trace.steps[step].node))
 
 
-def ast_dot(ast: ex.Node, labels: Sequence[str] = (), *, max_nodes: int = 300) -> AstDot:
+def ast_dot(ast: ex.Node, labels: Sequence[str] = (), *, max_nodes: int = 300, numbered: bool = True) -> AstDot:
     """The AST top-down, children in argument order; each node numbered by its RPN position
-    and coloured by kind (calls are ellipses). Trees larger than `max_nodes` are cut
-    breadth-first, with a '…' leaf where children were dropped. The evaluation state is an
-    overlay (AstDot.overlay_colors), so the tree is laid out once per expression."""
+    (unless `numbered` is False: a quiz asks for that order) and coloured by kind (calls are
+    ellipses). Trees larger than `max_nodes` are cut breadth-first, with a '…' leaf where
+    children were dropped. The evaluation state is an overlay (AstDot.overlay_colors), so the
+    tree is laid out once per expression."""
     rpn_pos = {id(n): i + 1 for i, n in enumerate(ex.to_rpn(ast))}
     ids: dict[int, str] = {}
     order: list[ex.Node] = []
@@ -116,7 +117,7 @@ def ast_dot(ast: ex.Node, labels: Sequence[str] = (), *, max_nodes: int = 300) -
     ]
     for n in order:
         kind = _kind(n)
-        label = f"{_node_label(n, labels)}\n#{rpn_pos[id(n)]}"
+        label = _node_label(n, labels) + (f"\n#{rpn_pos[id(n)]}" if numbered else "")
         attrs = [f"label={quote(label)}", f"fillcolor={quote(AST_COLORS[kind])}", f"tooltip={quote(kind)}"]
         if kind == "call":
             attrs.append("shape=ellipse")

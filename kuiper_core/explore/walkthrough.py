@@ -1,10 +1,12 @@
-"""Execution order as a walkthrough: the state the app shows at each step of DFS or Kahn.
+"""Execution order as a walkthrough: the toy graphs, the sentences, the state at each step.
 
-The ordering algorithms themselves live in `kuiper_core.runtime.order` and record a trace of
-`TraceEvent`s; this module turns that trace into what a page lays out: the toy graph's DOT
-with the current node, the call stack, the visited set and the output list coloured, the
-in-degree table and queue for Kahn, and the final order table. A graph with a cycle is not
-an error here: the walkthrough ends on the 'cycle' event and `error` says why.
+The ordering algorithms live in `kuiper_core.runtime.order` and only report structured
+events; this module observes them (`order_state.OrderTrace`), narrates each event in a
+sentence from the event and the state it leaves (`narrate`), owns the app's toy graphs
+(`PRESETS`), and lays a step out as the page shows it: the toy graph's DOT with the current
+node, the call stack, the visited set and the output list coloured, the in-degree table and
+queue for Kahn, and the final order table. A graph with a cycle is not an error here: the
+walkthrough ends on the 'cycle' event and `error` says why.
 """
 
 from __future__ import annotations
@@ -15,11 +17,30 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import CycleError, LimitError, ParseError
 from ..graph import Graph
-from ..runtime.order import ALGORITHMS, DIAMOND, SEED_004_EXAMPLE, WITH_CYCLE, Trace, TraceEvent
+from ..runtime.order import ALGORITHMS, execution_order
 from .dot import quote
+from .order_state import OrderState, OrderTrace, state_at
 
-# The app's presets: name -> successor map (node order = insertion order). The first is the
-# worked example of KuiperInfer's graph-building article (design source 004).
+# Toy graphs for teaching. The first is the worked example of KuiperInfer's graph-building
+# article (design source 004): input -> op1 -> op3 -> {op4, op5 -> output}.
+SEED_004_EXAMPLE: dict[str, list[str]] = {
+    "input": ["op1"],
+    "op1": ["op3"],
+    "op3": ["op4", "op5"],
+    "op4": [],
+    "op5": ["output"],
+    "output": [],
+}
+DIAMOND: dict[str, list[str]] = {
+    "input": ["left", "right"],
+    "left": ["add"],
+    "right": ["add"],
+    "add": ["output"],
+    "output": [],
+}
+WITH_CYCLE: dict[str, list[str]] = {"input": ["a"], "a": ["b"], "b": ["c"], "c": ["a", "output"], "output": []}
+
+# The app's presets: name -> successor map (node order = insertion order).
 PRESETS: dict[str, dict[str, list[str]]] = {
     "KuiperInfer's worked example": SEED_004_EXAMPLE,
     "A small diamond": DIAMOND,
@@ -44,12 +65,12 @@ KAHN_LEGEND = ["waiting (in-degree above 0)", "in the queue", "emitted to the or
 
 @dataclass
 class Walkthrough:
-    """One run of an ordering algorithm, recorded step by step."""
+    """One run of an ordering algorithm, observed event by event."""
 
     nodes: list[str]
     successors: dict[str, list[str]]
     algorithm: str  # 'dfs' or 'kahn'
-    events: Trace  # events[i]: the state after step i, rebuilt on access (see runtime.order)
+    trace: OrderTrace  # trace[i]: the state after event i, rebuilt on access
     order: list[str] | None  # None when the graph has a cycle
     cycle: list[str] | None = None
     types: dict[str, str] | None = None  # operator types when built from a model
@@ -67,7 +88,21 @@ class Walkthrough:
         return [(k, COLORS[k]) for k in keys]
 
     def __len__(self) -> int:
-        return len(self.events)
+        return len(self.trace)
+
+    @property
+    def events(self) -> OrderTrace:
+        """The trace under its earlier name: `events[i]` is the state after event i."""
+        return self.trace
+
+    def state(self, i: int) -> OrderState:
+        """The state after event i."""
+        return self.trace[i]
+
+    def message(self, i: int) -> str:
+        """The sentence for event i."""
+        i = i + len(self.trace) if i < 0 else i
+        return narrate(self.trace[i], state_at(self.trace, i - 1))
 
 
 def walkthrough(
@@ -82,12 +117,66 @@ def walkthrough(
         raise ValueError(f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
     node_list = list(nodes) if nodes is not None else _node_list(successors)
     succ = {n: list(successors.get(n, ())) for n in node_list}
+    trace = OrderTrace()
     try:
-        order, events = ALGORITHMS[algorithm](node_list, succ)
+        order: list[str] | None = execution_order(node_list, succ, algorithm, observe=trace)
         cycle = None
     except CycleError as e:
-        order, events, cycle = None, getattr(e, "events", Trace(algorithm)), list(e.cycle)
-    return Walkthrough(node_list, succ, algorithm, events, order, cycle, dict(types) if types else None)
+        order, cycle = None, list(e.cycle)
+    return Walkthrough(node_list, succ, algorithm, trace, order, cycle, dict(types) if types else None)
+
+
+# -- the sentences -------------------------------------------------------------------------------
+def _stuck_message(stuck: Sequence[str], on_cycle: Sequence[str], why: str) -> str:
+    """Name the nodes on a cycle, and the ones that only wait behind it, separately."""
+    after = [n for n in stuck if n not in set(on_cycle)]
+    text = f"{why}: {', '.join(on_cycle)} lie on a cycle"
+    if after:
+        one = len(after) == 1
+        text += (
+            f"; {', '.join(after)} {'comes' if one else 'come'} after the cycle, "
+            f"so {'it was' if one else 'they were'} never processed either"
+        )
+    return text + "."
+
+
+def narrate(state: OrderState, prior: OrderState) -> str:
+    """The sentence for the event that turned `prior` into `state` (both from the trace),
+    so what it says is what the colours, stack, queue and tables show."""
+    e = state.event
+    n = e.node
+    if e.kind == "visit":
+        if e.edge is None:
+            return f"Start at {n}: it has no predecessor. Mark it visited, push it on the call stack and look at its successors."
+        return f"{n} (successor of {e.edge[0]}) is not visited: recurse into it (push it on the call stack) and mark it visited."
+    if e.kind == "skip":
+        assert e.edge is not None
+        return f"{n} (successor of {e.edge[0]}) is already visited: skip it."
+    if e.kind == "finish":
+        back = f" and return to {state.stack[-1]}." if state.stack else "."
+        return f"Every successor of {n} is done, so pop {n} from the call stack and append it to the output list{back}"
+    if e.kind == "reverse":
+        return "Reverse the output list: that is the execution order."
+    if e.kind == "indegree":
+        return "Count each node's predecessors (its in-degree)."
+    if e.kind == "enqueue":
+        if prior.event.kind == "decrement" and prior.node == n:
+            return f"{n} now has in-degree 0: enqueue it."
+        return f"{n} has in-degree 0: it can run now, so enqueue it."
+    if e.kind == "dequeue":
+        return f"Dequeue {n} and append it to the order."
+    if e.kind == "decrement":
+        assert e.edge is not None
+        return f"Remove edge {e.edge[0]} -> {n}: in-degree of {n} drops to {e.degree}."
+    if e.kind == "cycle":
+        if e.edge is not None:  # DFS ran into its own call stack
+            path = list(e.cycle) + [e.edge[1]]
+            return f"{e.edge[1]} is on the call stack: the path {' -> '.join(path)} is a cycle, so no order exists."
+        if not state.indegree:  # DFS (only Kahn counts in-degrees): no root leads to the stuck nodes
+            return _stuck_message(e.stuck, e.on_cycle, "No node without predecessors reaches " + ", ".join(e.stuck))
+        why = f"The queue is empty but {', '.join(e.stuck)} still wait for predecessors"
+        return _stuck_message(e.stuck, e.on_cycle, why)
+    raise ValueError(f"unknown order event {e.kind!r}")
 
 
 # -- a graph typed by hand ----------------------------------------------------------------------
@@ -190,53 +279,40 @@ def _node_list(successors: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 # -- the state at one step ----------------------------------------------------------------------
-def current_edge(w: Walkthrough, event: TraceEvent) -> tuple[str, str] | None:
-    """The edge the step followed: DFS call/skip from the stack top, Kahn's removed edge."""
-    if event.edge is not None:
-        return event.edge
-    if w.algorithm != "dfs" or event.node is None:
-        return None
-    if event.kind == "call" and len(event.stack) >= 2:
-        return (event.stack[-2], event.stack[-1])
-    if event.kind in ("skip", "cycle") and event.stack:
-        return (event.stack[-1], event.node)
-    return None
-
-
-def node_colors(w: Walkthrough, step: int) -> dict[str, str]:
-    """Fill colour of every node after `step` (also usable as graph_dot's node_colors)."""
-    event = w.events[step]
+def node_colors(w: Walkthrough, step: int | None) -> dict[str, str]:
+    """Fill colour of every node after event `step` (None: before the first event)."""
     colors = {n: COLORS["not visited"] for n in w.nodes}
+    if step is None:
+        return colors
+    state = w.trace[step]
     if w.algorithm == "dfs":
-        for n in event.visited:
+        for n in state.visited:
             colors[n] = COLORS["visited, finished (in the output list)"]
-        for n in event.stack:
+        for n in state.stack:
             colors[n] = COLORS["on the call stack"]
     else:
-        for n in event.queue:
+        for n in state.queue:
             colors[n] = COLORS["in the queue"]
-        for n in event.output:
+        for n in state.output:
             colors[n] = COLORS["emitted to the order"]
-    if event.kind == "cycle" and w.cycle:
-        for n in w.cycle:
+    if state.kind == "cycle":
+        for n in state.event.on_cycle:
             colors[n] = COLORS["on the cycle"]
     return colors
 
 
 def toy_dot(w: Walkthrough, step: int | None) -> str:
-    """DOT of the walkthrough's graph at `step` (None: the graph before the first step).
+    """DOT of the walkthrough's graph after event `step` (None: before the first event).
 
-    The current node gets a thick red border, the edge just followed is red; Kahn shows
-    each node's remaining in-degree, and removed edges turn dashed grey; the final step of
-    DFS labels nodes with their position in the order.
+    The current node gets a thick red border, the edge just followed (DFS) or removed
+    (Kahn) is red; Kahn shows each node's remaining in-degree, and removed edges turn
+    dashed grey; the final step of DFS labels nodes with their position in the order.
     """
-    event = w.events[step] if step is not None and w.events else None
-    colors = (
-        node_colors(w, step) if event is not None and step is not None else {n: COLORS["not visited"] for n in w.nodes}
-    )
-    edge = current_edge(w, event) if event is not None else None
-    removed = _removed_edges(w, step) if event is not None and step is not None and w.algorithm == "kahn" else set()
-    position = {n: i + 1 for i, n in enumerate(event.output)} if event is not None and event.kind == "reverse" else {}
+    state = w.trace[step] if step is not None and len(w.trace) else None
+    colors = node_colors(w, step if state is not None else None)
+    edge = state.event.edge if state is not None else None
+    removed = set(state.removed) if state is not None else set()
+    position = {n: i + 1 for i, n in enumerate(state.output)} if state is not None and state.kind == "reverse" else {}
     lines = [
         "digraph walkthrough {",
         '  graph [rankdir=TB, nodesep=0.4, ranksep=0.45, bgcolor="transparent"];',
@@ -249,10 +325,10 @@ def toy_dot(w: Walkthrough, step: int | None) -> str:
             label += "\n" + w.types[n]
         if n in position:
             label = f"{position[n]}. {label}"
-        if event is not None and w.algorithm == "kahn" and n in event.indegree:
-            label += f"\nin-degree {event.indegree[n]}"
+        if state is not None and n in state.indegree:
+            label += f"\nin-degree {state.indegree[n]}"
         attrs = [f"label={quote(label)}", f"fillcolor={quote(colors[n])}"]
-        if event is not None and n == event.node:
+        if state is not None and n == state.node:
             attrs += [f"color={quote(CURRENT_BORDER)}", "penwidth=3"]
         lines.append(f"  {quote(n)} [{', '.join(attrs)}];")
     for n in w.nodes:
@@ -267,18 +343,14 @@ def toy_dot(w: Walkthrough, step: int | None) -> str:
     return "\n".join(lines)
 
 
-def _removed_edges(w: Walkthrough, step: int) -> set[tuple[str, str]]:
-    return {e.edge for e in w.events.steps[: step + 1] if e.kind == "decrement" and e.edge is not None}
-
-
 def indegree_rows(w: Walkthrough, step: int) -> list[dict[str, object]]:
-    """Kahn's in-degree table after `step`: node, remaining in-degree, status."""
-    event = w.events[step]
-    emitted, queued = set(event.output), set(event.queue)
+    """Kahn's in-degree table after event `step`: node, remaining in-degree, status."""
+    state = w.trace[step]
+    emitted, queued = set(state.output), set(state.queue)
     return [
         {
             "node": n,
-            "in-degree": event.indegree.get(n, 0),
+            "in-degree": state.indegree.get(n, 0),
             "status": "emitted" if n in emitted else "queued" if n in queued else "waiting",
         }
         for n in w.nodes
@@ -300,8 +372,8 @@ def order_rows(w: Walkthrough) -> list[dict[str, object]]:
 
 
 def step_of_node(w: Walkthrough, node: str) -> int | None:
-    """The first step whose event is about `node` (for 'jump to this node')."""
-    for i, e in enumerate(w.events.steps):  # the steps alone: no state is rebuilt
+    """The first event about `node` (for 'jump to this node'); no state is rebuilt."""
+    for i, e in enumerate(w.trace.events):
         if e.node == node:
             return i
     return None

@@ -1,6 +1,6 @@
 """The runnable graph: build, execution order, buffers, forward and steps."""
 
-from .order import dfs_order, dfs_trace, is_topological, kahn_order, kahn_trace
+from .order import OrderEvent, dfs_order, execution_order, is_topological, kahn_order
 from .runtime_graph import GraphState, RuntimeGraph, RuntimeOperator, StepEvent
 
 __all__ = [
@@ -8,9 +8,9 @@ __all__ = [
     "RuntimeGraph",
     "RuntimeOperator",
     "StepEvent",
+    "OrderEvent",
     "dfs_order",
-    "dfs_trace",
-    "kahn_order",
-    "kahn_trace",
+    "execution_order",
     "is_topological",
+    "kahn_order",
 ]

@@ -1,164 +1,65 @@
 """Execution order: the seeds' reverse-topological DFS, and Kahn's algorithm.
 
-Both work on plain node names and a successor map, so the app can walk through toy graphs
-(seed 004's example, a diamond, a cycle) with the same code that orders real models. Each
-also records a trace of events for the app to animate. The DFS is iterative: a deep model
-(1,700 operators, a 1,650-long path) would overflow Python's recursion limit.
+Both work on plain node names and a successor map. `execution_order` is what build() calls;
+it returns the order and raises CycleError when none exists. The DFS is iterative: a deep
+model (1,700 operators, a 1,650-long path) would overflow Python's recursion limit.
 
-A trace records only what each step did (`TraceStep`); the algorithm's whole state at a
-step (`TraceEvent`: stack, visited set, output, queue, in-degrees) is rebuilt when asked
-for, by replaying from a checkpoint. Copying the state at every step made memory grow with
-the square of the graph (12,000 operators took over 3 GB).
+Observed from outside (as TVM's pass instruments): pass `observe`, a callable, and each
+algorithm reports every change of its state as an `OrderEvent` (a node visited, pushed,
+popped, emitted; an in-degree decremented; a cycle found). Without an observer nothing is
+built or kept, so ordering a real model costs only the algorithm. What the events mean for
+a student (sentences, colours, the state at each step, quizzes) is `kuiper_core.explore`'s
+business: walkthrough.py, order_state.py, order_quiz.py.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from dataclasses import dataclass, field
-from typing import NamedTuple, overload
-from collections.abc import Iterator, Mapping, Sequence
+from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import CycleError
 
 Successors = Mapping[str, Sequence[str]]
 
 
-@dataclass(frozen=True)
-class TraceEvent:
-    """One step of an ordering algorithm, with the algorithm's whole state after it.
+class OrderEvent(NamedTuple):
+    """One change of an ordering algorithm's state.
 
-    kind: DFS: 'call' (ReverseTopo(node) entered: marked visited, pushed on the call
-    stack), 'skip' (a successor already visited), 'finish' (all successors done: node
-    appended to the output list, popped), 'reverse' (the final reversal).
-    Kahn: 'indegree' (table computed), 'enqueue', 'dequeue' (node emitted to the order),
-    'decrement' (an edge removed from a successor's in-degree). Both: 'cycle' (no order exists).
+    DFS (seed 004's ReverseTopo):
+      'visit'     ReverseTopo(node) entered: node marked visited and pushed on the call stack;
+                  `edge` is (caller, node), None for a search started at a root
+      'skip'      the successor `node` of edge[0] is already visited: not entered again
+      'finish'    every successor of `node` is done: popped from the call stack and appended
+                  to the output list (topo_operators_)
+      'reverse'   the output list reversed: the execution order
+    Kahn:
+      'indegree'  every node's in-degree counted (`indegree`: the table)
+      'enqueue'   `node` (in-degree 0) pushed at the back of the queue
+      'dequeue'   `node` popped from the front of the queue and emitted to the order
+      'decrement' `edge` removed: the in-degree of `node` (= edge[1]) is now `degree`
+    Both:
+      'cycle'     no order exists: `cycle` lists the nodes around one cycle (path order);
+                  `stuck` every node that was never ordered, `on_cycle` those of them on a
+                  cycle; for DFS `edge` is the back edge when the search ran into its own
+                  call stack (None when no root reaches the stuck nodes)
     """
 
     kind: str
-    node: str | None
-    message: str
-    stack: tuple[str, ...] = ()
-    visited: tuple[str, ...] = ()
-    output: tuple[str, ...] = ()
-    queue: tuple[str, ...] = ()
-    indegree: Mapping[str, int] = field(default_factory=dict)
+    node: str | None = None
     edge: tuple[str, str] | None = None
+    degree: int | None = None
+    indegree: Mapping[str, int] | None = None
+    cycle: tuple[str, ...] = ()
+    stuck: tuple[str, ...] = ()
+    on_cycle: tuple[str, ...] = ()
 
 
-class TraceStep(NamedTuple):
-    """What one step did: its kind and node (see TraceEvent), the sentence the app shows,
-    and for Kahn's 'decrement' the edge removed. Small: one is kept for every step."""
-
-    kind: str
-    node: str | None
-    message: str
-    edge: tuple[str, str] | None = None
+Observer = Callable[[OrderEvent], None]
 
 
-class Trace(Sequence[TraceEvent]):
-    """The steps of one ordering run; `trace[i]` is the TraceEvent after step i.
-
-    States are replayed from the nearest checkpoint (at most ~32 are kept, filled in as
-    steps are asked for), so memory stays linear in the number of steps and a page showing
-    one step does at most len/32 replay steps.
-    """
-
-    MAX_CHECKPOINTS = 32
-
-    def __init__(self, algorithm: str, indegree: Mapping[str, int] | None = None) -> None:
-        self.algorithm = algorithm
-        self.steps: list[TraceStep] = []
-        self._indegree = dict(indegree or {})  # Kahn: the table before any decrement
-        self._checkpoints: dict[int, tuple] = {}
-
-    def record(self, kind: str, node: str | None, message: str, edge: tuple[str, str] | None = None) -> None:
-        self.steps.append(TraceStep(kind, node, message, edge))
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    @overload
-    def __getitem__(self, i: int) -> TraceEvent: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[TraceEvent]: ...
-    def __getitem__(self, i: int | slice) -> TraceEvent | list[TraceEvent]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError("trace index out of range")
-        return self._event(i)
-
-    def __iter__(self) -> Iterator[TraceEvent]:
-        state = self._initial()
-        for step in self.steps:
-            self._apply(state, step)
-            yield self._freeze(step, state)
-
-    # -- replay -----------------------------------------------------------------------------
-    def _every(self) -> int:
-        return max(256, math.ceil(len(self.steps) / self.MAX_CHECKPOINTS))
-
-    def _event(self, i: int) -> TraceEvent:
-        every = self._every()
-        start = max((c for c in self._checkpoints if c <= i), default=-1)
-        state = self._thaw(self._checkpoints[start]) if start >= 0 else self._initial()
-        for j in range(start + 1, i + 1):
-            self._apply(state, self.steps[j])
-            if (j + 1) % every == 0 and j not in self._checkpoints:
-                self._checkpoints[j] = self._snapshot(state)
-        return self._freeze(self.steps[i], state)
-
-    def _initial(self) -> list:
-        if self.algorithm == "dfs":
-            return [[], [], []]  # stack, visited (in visiting order), output
-        return [deque(), [], dict(self._indegree)]  # queue, order, in-degrees
-
-    @staticmethod
-    def _snapshot(state: list) -> tuple:
-        return tuple(tuple(x) if not isinstance(x, dict) else dict(x) for x in state)
-
-    def _thaw(self, snap: tuple) -> list:
-        if self.algorithm == "dfs":
-            return [list(x) for x in snap]
-        return [deque(snap[0]), list(snap[1]), dict(snap[2])]
-
-    def _apply(self, state: list, step: TraceStep) -> None:
-        kind, node = step.kind, step.node
-        if self.algorithm == "dfs":
-            stack, visited, output = state
-            if kind == "call":
-                stack.append(node)
-                visited.append(node)
-            elif kind == "finish":
-                stack.pop()
-                output.append(node)
-            elif kind == "reverse":
-                stack.clear()
-                output.reverse()
-        else:
-            queue, order, indeg = state
-            if kind == "enqueue":
-                queue.append(node)
-            elif kind == "dequeue":
-                queue.popleft()
-                order.append(node)
-            elif kind == "decrement":
-                indeg[node] -= 1
-
-    def _freeze(self, step: TraceStep, state: list) -> TraceEvent:
-        if self.algorithm == "dfs":
-            stack, visited, output = state
-            return TraceEvent(step.kind, step.node, step.message, tuple(stack), tuple(visited), tuple(output))
-        queue, order, indeg = state
-        return TraceEvent(
-            step.kind, step.node, step.message, (), (), tuple(order), tuple(queue), dict(indeg), step.edge
-        )
-
-
-def _roots(nodes: Sequence[str], succ: Successors) -> list[str]:
+def roots(nodes: Sequence[str], succ: Successors) -> list[str]:
+    """The nodes without a predecessor, in `nodes` order (where each DFS starts)."""
     has_pred = {s for n in nodes for s in succ.get(n, ())}
     return [n for n in nodes if n not in has_pred]
 
@@ -232,42 +133,43 @@ def nodes_on_cycles(nodes: Sequence[str], succ: Successors) -> list[str]:
     return [n for n in nodes if n in cyclic]
 
 
-def _stuck_message(stuck: Sequence[str], on_cycle: Sequence[str], why: str) -> str:
-    """Name the nodes on a cycle, and the ones that only wait behind it, separately."""
-    after = [n for n in stuck if n not in set(on_cycle)]
-    text = f"{why}: {', '.join(on_cycle)} lie on a cycle"
-    if after:
-        text += f"; {', '.join(after)} {'comes' if len(after) == 1 else 'come'} after the cycle, so {'it was' if len(after) == 1 else 'they were'} never processed either"
-    return text + "."
+def _no_order(
+    nodes: Sequence[str],
+    succ: Successors,
+    stuck: list[str],
+    observe: Observer | None,
+    cycle: list[str] | None = None,
+    edge: tuple[str, str] | None = None,
+) -> CycleError:
+    """The CycleError for nodes that could not be ordered, after telling the observer."""
+    cycle = cycle or find_cycle(stuck, succ) or stuck
+    if observe is not None:
+        in_stuck = set(stuck)
+        on_cycle = [n for n in nodes_on_cycles(nodes, succ) if n in in_stuck] or cycle
+        observe(OrderEvent("cycle", cycle[0], edge, cycle=tuple(cycle), stuck=tuple(stuck), on_cycle=tuple(on_cycle)))
+    return CycleError(cycle)
 
 
-def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], Trace]:
-    """Reverse-topological order by DFS (seed 004's ReverseTopo), with its trace.
+def dfs_order(nodes: Sequence[str], succ: Successors, observe: Observer | None = None) -> list[str]:
+    """Reverse-topological order by DFS (seed 004's ReverseTopo), without recursion.
 
-    Starting from each node with no predecessor (in the given order), visit unvisited
-    successors depth-first; a node is appended to the output list once all its successors
-    are done; the reversed list is the execution order.
+    Starting from each node with no predecessor (in `nodes` order), enter unvisited
+    successors depth-first, in the order `succ` lists them; a node is appended to the
+    output list once all its successors are done; the reversed list is the order.
     """
     visited: set[str] = set()
-    visited_order: list[str] = []
     output: list[str] = []
-    events = Trace("dfs")
-    stack: list[str] = []
+    stack: list[str] = []  # the call stack: ReverseTopo(stack[-1]) is running
     on_stack: set[str] = set()
-
-    def emit(kind: str, node: str | None, message: str) -> None:
-        if record:
-            events.record(kind, node, message)
-
-    for root in _roots(nodes, succ):
+    for root in roots(nodes, succ):
         if root in visited:
             continue
         iters = [iter(succ.get(root, ()))]
         stack.append(root)
         on_stack.add(root)
         visited.add(root)
-        visited_order.append(root)
-        emit("call", root, f"Start at {root}: it has no predecessor. Mark it visited and look at its successors.")
+        if observe is not None:
+            observe(OrderEvent("visit", root))
         while stack:
             node = stack[-1]
             nxt = next(iters[-1], None)
@@ -275,101 +177,88 @@ def dfs_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) ->
                 on_stack.discard(stack.pop())
                 iters.pop()
                 output.append(node)
-                emit(
-                    "finish",
-                    node,
-                    f"Every successor of {node} is done, so append {node} to the output list"
-                    + (f" and return to {stack[-1]}." if stack else "."),
-                )
+                if observe is not None:
+                    observe(OrderEvent("finish", node))
             elif nxt in on_stack:  # a back edge: nxt is still waiting for this node
-                cycle = stack[stack.index(nxt) :]
-                emit(
-                    "cycle",
-                    nxt,
-                    f"{nxt} is on the call stack: the path {' -> '.join(cycle + [nxt])} is a cycle, "
-                    "so no order exists.",
+                raise _no_order(
+                    nodes,
+                    succ,
+                    [n for n in nodes if n not in set(output)],
+                    observe,
+                    stack[stack.index(nxt) :],
+                    (node, nxt),
                 )
-                raise _with_trace(CycleError(cycle), events)
             elif nxt in visited:
-                emit("skip", nxt, f"{nxt} (successor of {node}) is already visited: skip it.")
+                if observe is not None:
+                    observe(OrderEvent("skip", nxt, (node, nxt)))
             else:
                 stack.append(nxt)
                 on_stack.add(nxt)
                 iters.append(iter(succ.get(nxt, ())))
                 visited.add(nxt)
-                visited_order.append(nxt)
-                emit("call", nxt, f"{nxt} (successor of {node}) is not visited: recurse into it and mark it visited.")
+                if observe is not None:
+                    observe(OrderEvent("visit", nxt, (node, nxt)))
     if len(visited) != len(nodes):  # nodes no root reaches: on a cycle, or behind one
-        unvisited = [n for n in nodes if n not in visited]
-        cycle = find_cycle(unvisited, succ) or unvisited
-        on_cycle = [n for n in nodes_on_cycles(nodes, succ) if n in set(unvisited)] or cycle
-        emit(
-            "cycle",
-            cycle[0],
-            _stuck_message(unvisited, on_cycle, "No node without predecessors reaches " + ", ".join(unvisited)),
-        )
-        raise _with_trace(CycleError(cycle), events)
-    order = output[::-1]
-    emit("reverse", None, "Reverse the output list: that is the execution order.")
-    return order, events
+        raise _no_order(nodes, succ, [n for n in nodes if n not in visited], observe)
+    output.reverse()
+    if observe is not None:
+        observe(OrderEvent("reverse"))
+    return output
 
 
-def kahn_trace(nodes: Sequence[str], succ: Successors, *, record: bool = True) -> tuple[list[str], Trace]:
-    """Kahn's algorithm: repeatedly emit a node whose in-degree is zero."""
+def kahn_order(nodes: Sequence[str], succ: Successors, observe: Observer | None = None) -> list[str]:
+    """Kahn's algorithm: emit the node at the front of a first-in first-out queue of nodes
+    whose in-degree is zero; nodes ready at the start are queued in `nodes` order, the
+    successors a node frees in the order `succ` lists them."""
     indeg: dict[str, int] = {n: 0 for n in nodes}
     for n in nodes:
         for s in succ.get(n, ()):
             indeg[s] += 1
+    if observe is not None:
+        observe(OrderEvent("indegree", indegree=dict(indeg)))
     queue: deque[str] = deque()
-    order: list[str] = []
-    events = Trace("kahn", indeg)
-
-    def emit(kind: str, node: str | None, message: str, edge: tuple[str, str] | None = None) -> None:
-        if record:
-            events.record(kind, node, message, edge)
-
-    emit("indegree", None, "Count each node's predecessors (its in-degree).")
     for n in nodes:
         if indeg[n] == 0:
             queue.append(n)
-            emit("enqueue", n, f"{n} has in-degree 0: it can run now, so enqueue it.")
+            if observe is not None:
+                observe(OrderEvent("enqueue", n))
+    order: list[str] = []
     while queue:
         n = queue.popleft()
         order.append(n)
-        emit("dequeue", n, f"Dequeue {n} and append it to the order.")
+        if observe is not None:
+            observe(OrderEvent("dequeue", n))
         for s in succ.get(n, ()):
             indeg[s] -= 1
-            emit("decrement", s, f"Remove edge {n} -> {s}: in-degree of {s} drops to {indeg[s]}.", (n, s))
+            if observe is not None:
+                observe(OrderEvent("decrement", s, (n, s), indeg[s]))
             if indeg[s] == 0:
                 queue.append(s)
-                emit("enqueue", s, f"{s} now has in-degree 0: enqueue it.")
+                if observe is not None:
+                    observe(OrderEvent("enqueue", s))
     if len(order) != len(nodes):
-        cycle = find_cycle(nodes, succ) or [n for n in nodes if indeg[n] > 0]
-        stuck = [n for n in nodes if indeg[n] > 0]
-        on_cycle = nodes_on_cycles(nodes, succ) or cycle
-        emit(
-            "cycle",
-            cycle[0],
-            _stuck_message(stuck, on_cycle, f"The queue is empty but {', '.join(stuck)} still wait for predecessors"),
-        )
-        raise _with_trace(CycleError(cycle), events)
-    return order, events
+        raise _no_order(nodes, succ, [n for n in nodes if indeg[n] > 0], observe)
+    return order
 
 
-def _with_trace(err: CycleError, events: Trace) -> CycleError:
-    err.events = events  # type: ignore[attr-defined]  # the walkthrough shows how it was found
-    return err
+ALGORITHMS: dict[str, Callable[[Sequence[str], Successors, Observer | None], list[str]]] = {
+    "dfs": dfs_order,
+    "kahn": kahn_order,
+}
 
 
-def dfs_order(nodes: Sequence[str], succ: Successors) -> list[str]:
-    return dfs_trace(nodes, succ, record=False)[0]
+def execution_order(
+    nodes: Sequence[str], succ: Successors, algorithm: str = "dfs", *, observe: Observer | None = None
+) -> list[str]:
+    """The order `algorithm` ('dfs' or 'kahn') runs `nodes` in; CycleError when none exists.
 
-
-def kahn_order(nodes: Sequence[str], succ: Successors) -> list[str]:
-    return kahn_trace(nodes, succ, record=False)[0]
-
-
-ALGORITHMS = {"dfs": dfs_trace, "kahn": kahn_trace}
+    `observe(event)` is called at every step when given (see OrderEvent), else nothing is
+    recorded."""
+    try:
+        run = ALGORITHMS[algorithm]
+    except KeyError:
+        raise ValueError(f"unknown ordering algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}") from None
+    return run(nodes, succ, observe)
 
 
 def is_topological(order: Sequence[str], succ: Successors) -> bool:
@@ -378,22 +267,3 @@ def is_topological(order: Sequence[str], succ: Successors) -> bool:
     if len(pos) != len(order):
         return False
     return all(pos[n] < pos[s] for n in order for s in succ.get(n, ()))
-
-
-# Toy graphs for teaching (the app's presets).
-SEED_004_EXAMPLE: dict[str, list[str]] = {
-    "input": ["op1"],
-    "op1": ["op3"],
-    "op3": ["op4", "op5"],
-    "op4": [],
-    "op5": ["output"],
-    "output": [],
-}
-DIAMOND: dict[str, list[str]] = {
-    "input": ["left", "right"],
-    "left": ["add"],
-    "right": ["add"],
-    "add": ["output"],
-    "output": [],
-}
-WITH_CYCLE: dict[str, list[str]] = {"input": ["a"], "a": ["b"], "b": ["c"], "c": ["a", "output"], "output": []}

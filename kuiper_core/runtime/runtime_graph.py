@@ -38,7 +38,7 @@ from ..graph import Graph, Operator, ParamValue, numpy_dtype
 from ..layers.registry import Layer, check_supported, create_layer, layer_class, value_shaped_operands
 from .binding import Binding, bind, bound_operator, freeze, to_param
 from .memory import BufferPlan, plan_buffers
-from .order import ALGORITHMS, Trace
+from .order import ALGORITHMS, execution_order
 from .prepared import NotPreparable, PreparedForward, PreparedSteps, raise_for_operator
 from .shape_check import Batch, batch_of, check_outputs
 from .sharded import ShardedForward, batch_size, best_time
@@ -192,7 +192,6 @@ class RuntimeGraph:
         # Input signatures that passed _check_inputs unchanged (no cast): later calls with
         # plain arrays of the same shapes and dtypes skip the checks (~5 us a forward).
         self._accepted: set[tuple] = set()
-        self.order_trace: Trace = Trace("dfs")
         self.algorithm = "dfs"
         self.plan: BufferPlan | None = None
         self._view_ops: set[str] = set()
@@ -256,7 +255,7 @@ class RuntimeGraph:
                 rop.successors[s.key] = s
 
         succ_map = {key: list(rop.successors) for key, rop in self.operators.items()}
-        order, self.order_trace = ALGORITHMS[algorithm](keys, succ_map)
+        order = execution_order(keys, succ_map, algorithm)
         self.order = [self.operators[k] for k in order]
         for i, rop in enumerate(self.order):
             rop.index = i
