@@ -20,11 +20,14 @@ nearest, where one rounding step picks a different pixel:
 
 from __future__ import annotations
 
+import copy
+
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ModelError
 from ..graph import Operator, ParamValue
 from .registry import Layer, register
 
@@ -331,6 +334,30 @@ class Interpolate(Layer):
             last = i == len(plan.axes) - 1
             cur = resample_axis(cur, x.ndim + axis, table, y if last else None)
         return [cur]
+
+
+_NEAREST_EXACT = tuple(f"aten::_upsample_nearest_exact{d}d" for d in (1, 2, 3))
+
+
+@register(*_NEAREST_EXACT)
+class UpsampleNearestExact(Interpolate):
+    """F.interpolate(mode='nearest-exact') as pnnx wrote it before late 2025 (20250530):
+    TorchScript's aten::_upsample_nearest_exact{1,2,3}d, `(input, None, scale_factors)` or
+    `(input, output_size, None…)` (one None scale per spatial dim)."""
+
+    arg_names = ("input", "size", "scales_0", "scales_1", "scales_2")
+    FIXED_MODE = {t: ("nearest-exact", False) for t in _NEAREST_EXACT}
+
+    def __init__(self, op: Operator) -> None:
+        bound = copy.copy(op)  # (a BoundOperator: keeps its source)
+        bound.params = params = dict(op.params)
+        scales = [params.pop(f"scales_{i}", None) for i in range(3)]
+        if isinstance(scales[0], list):
+            params["scale_factor"] = scales[0]
+        elif any(s is not None for s in scales):
+            # output_size with scales (the kernel would use the scales): in no pnnx export seen
+            raise ModelError(f"output_size with scales {scales} is not supported", operator=op.name, op_type=op.type)
+        super().__init__(bound)
 
 
 # -- pixel shuffle ---------------------------------------------------------------------------

@@ -171,6 +171,14 @@ class Unflatten(Layer):
             raise self.error(f"cannot unflatten dim {d} of size {x.shape[d]} into {self.sizes}") from None
 
 
+@register("aten::unflatten")
+class AtenUnflatten(Unflatten):
+    """`x.unflatten(dim, sizes)` as pnnx wrote it before late 2025 (20250530): TorchScript's
+    aten::unflatten with positional operands."""
+
+    arg_names = ("input", "dim", "sizes")
+
+
 # -- axis order -------------------------------------------------------------------------------
 @register("torch.transpose")
 class Transpose(Layer):

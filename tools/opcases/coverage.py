@@ -111,5 +111,22 @@ CASES = {
     "cov_tensor_contiguous_pnnx20250530": case(
         lambda x: x.transpose(1, 2).contiguous() * 2, (2, 3, 4), pnnx="20250530"
     ),
+    "cov_aten_unflatten_pnnx20250530": case(lambda x: torch.unflatten(x * 2, 1, (3, 4)), (2, 12, 5), pnnx="20250530"),
+    "cov_aten_nearest_exact1d_pnnx20250530": case(
+        lambda x: F.interpolate(x, size=9, mode="nearest-exact") * 2, (2, 3, 5), pnnx="20250530"
+    ),
+    "cov_aten_nearest_exact2d_pnnx20250530": case(
+        lambda x: F.interpolate(x, scale_factor=1.6, mode="nearest-exact") * 2, (2, 3, 5, 4), pnnx="20250530"
+    ),
+    "cov_aten_nearest_exact3d_pnnx20250530": case(
+        lambda x: F.interpolate(x, size=(3, 5, 2), mode="nearest-exact") * 2, (1, 2, 2, 3, 4), pnnx="20250530"
+    ),
+    "cov_aten_nearest_exact3d_scales_pnnx20250530": case(
+        lambda x: (
+            F.interpolate(x, scale_factor=(1.5, 0.7, 2.2), mode="nearest-exact", recompute_scale_factor=False) * 2
+        ),
+        (1, 2, 2, 3, 4),
+        pnnx="20250530",
+    ),
     "cov_torch_permute_pnnx20240226": case(lambda x: torch.permute(x, (0, 2, 3, 1)) * 2, (2, 3, 4, 5), pnnx="20240226"),
 }
