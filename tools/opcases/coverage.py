@@ -3,8 +3,9 @@ checks that every registered type has one).
 
 Most need a low optlevel (dropout and TorchScript's aten:: math survive only at optlevel 0/1),
 a scripted module (aten::Float / aten::Bool: tracing folds float(t) into a constant) or an
-older pnnx release (tools/old_pnnx.py: Tensor.view and Tensor.contiguous before late 2025,
-torch.permute in early 2024; the case's folder has a README.md saying which).
+older pnnx release (tools/old_pnnx.py: Tensor.view, Tensor.contiguous, aten::unflatten and
+aten::_upsample_nearest_exact*d before late 2025, torch.permute in early 2024; the case's folder
+has a README.md saying which).
 """
 
 import torch
