@@ -113,10 +113,11 @@ class Reshape(Layer):
             raise self.error(f"cannot reshape an input of shape {x.shape} to {shape}{traced}") from None
 
 
-@register("Tensor.reshape_as", "aten::view_as")
+@register("Tensor.reshape_as", "aten::view_as", "aten::reshape_as")
 class ReshapeAs(Layer):
     """`x.reshape_as(other)` / `x.view_as(other)`: x in the shape of the second input
-    (pnnx keeps view_as as TorchScript's `aten::view_as` at every optlevel)."""
+    (pnnx keeps view_as as TorchScript's `aten::view_as` at every optlevel; pnnx 20240226 also
+    wrote reshape_as so)."""
 
     returns_views = True
 
@@ -495,6 +496,13 @@ class Tile(Repeat):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         self.sizes = (1,) * max(0, inputs[0].ndim - len(self.dims)) + self.dims
         return super().forward(inputs, out)
+
+
+@register("aten::tile")
+class AtenTile(Tile):
+    """torch.tile as pnnx 20240226 wrote it: TorchScript's aten::tile(self, dims)."""
+
+    arg_names = ("input", "dims")
 
 
 @register("torch.repeat_interleave")

@@ -9,6 +9,8 @@ along a non-batch axis works at any batch size.
 
 from __future__ import annotations
 
+import copy
+
 from typing import Any, Literal
 
 import numpy as np
@@ -292,6 +294,14 @@ class Compare(Layer):
         return [self.ufunc(x, other, out=y) if y is not None else np.asarray(self.ufunc(x, other))]
 
 
+@register("aten::logical_and", "aten::logical_or", "aten::logical_xor")
+class AtenLogical(Compare):
+    """logical_and/or/xor as pnnx 20240226 wrote them: TorchScript's aten::logical_*(self, other)."""
+
+    UFUNCS = {f"aten::{n}": _COMPARISONS[f"torch.{n}"] for n in ("logical_and", "logical_or", "logical_xor")}
+    arg_names = ("input", "other")
+
+
 _BITWISE: dict[str, np.ufunc] = {
     "torch.bitwise_and": np.bitwise_and,
     "torch.bitwise_or": np.bitwise_or,
@@ -410,6 +420,19 @@ class Where(Layer):
         np.copyto(y, b, casting="unsafe")
         np.copyto(y, a, casting="unsafe", where=cond)
         return [y]
+
+
+@register("aten::where")
+class AtenWhere(Where):
+    """torch.where as pnnx 20240226 wrote it: TorchScript's aten::where(condition, self, other),
+    positional (a number `other` arrives as a param, a number `self` as an input)."""
+
+    arg_names = ("condition", "input", "other")
+
+    def __init__(self, op: Operator) -> None:
+        bound = copy.copy(op)  # (a BoundOperator: keeps its source)
+        bound.input_names = list(self.arg_names[: len(op.inputs)])
+        super().__init__(bound)
 
 
 @register("Tensor.masked_fill")

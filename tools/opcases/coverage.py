@@ -4,8 +4,8 @@ checks that every registered type has one).
 Most need a low optlevel (dropout and TorchScript's aten:: math survive only at optlevel 0/1),
 a scripted module (aten::Float / aten::Bool: tracing folds float(t) into a constant) or an
 older pnnx release (tools/old_pnnx.py: Tensor.view, Tensor.contiguous, aten::unflatten and
-aten::_upsample_nearest_exact*d before late 2025, torch.permute in early 2024; the case's folder
-has a README.md saying which).
+aten::_upsample_nearest_exact*d before late 2025; torch.permute, aten::where/tile/reshape_as/
+logical_* in early 2024; the case's folder has a README.md saying which).
 """
 
 import torch
@@ -128,6 +128,22 @@ CASES = {
         ),
         (1, 2, 2, 3, 4),
         pnnx="20250530",
+    ),
+    "cov_aten_logical_pnnx20240226": case(
+        lambda x, y: torch.logical_xor(torch.logical_and(x > 0, y > 0), torch.logical_or(x, y < 0.5)).float(),
+        (2, 3, 4),
+        (3, 1),
+        pnnx="20240226",
+    ),
+    "cov_aten_reshape_as_pnnx20240226": case(
+        lambda x, y: (x * 2).reshape_as(y) + y, (2, 3, 4), (2, 12), pnnx="20240226"
+    ),
+    "cov_aten_tile_pnnx20240226": case(lambda x: torch.tile(x, (2, 1, 3)) * 2, (3, 2), pnnx="20240226"),
+    "cov_aten_where_pnnx20240226": case(lambda x, y: torch.where(x > 0, x, y) * 2, (2, 3, 4), (3, 1), pnnx="20240226"),
+    "cov_aten_where_scalars_pnnx20240226": case(
+        lambda x: torch.where(x > 0, -1.0, x * 2) + torch.where(x < 0.5, x, 0.5) + torch.where(x > 1, 1.0, 0.0),
+        (2, 3, 4),
+        pnnx="20240226",
     ),
     "cov_torch_permute_pnnx20240226": case(lambda x: torch.permute(x, (0, 2, 3, 1)) * 2, (2, 3, 4, 5), pnnx="20240226"),
 }
