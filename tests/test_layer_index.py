@@ -1,12 +1,13 @@
-"""layers/_index.py (which module registers which layer type) matches the registrations, and
-loading a model imports only the layer modules it uses."""
+"""layers/_index.py (which module registers which layer type) matches the registrations,
+loading a model imports only the layer modules it uses, and every registered type is read in
+some real pnnx export."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import DATA, ROOT, SAMPLES
 from kuiper_core.layers._index import MODULE_OF
 from kuiper_core.layers.registry import module_index
 
@@ -31,3 +32,31 @@ def test_loading_a_model_imports_only_its_layer_modules() -> None:
     loaded = set(eval(out))
     assert {"conv", "linear", "pool", "activation"} <= loaded
     assert not loaded & {"attention", "recurrent", "resize", "aten"}, loaded
+
+
+# Registered types that no real export under tests/data or sample_models contains, each with
+# the reason it stays registered. Empty: a type no pnnx writes is not registered, and one that
+# some pnnx (this one, an older release, or its ONNX import) writes has an export
+# (tools/opcases/coverage.py makes those no other family does).
+KNOWN_GAPS: dict[str, str] = {}
+
+
+def _exported_types() -> set[str]:
+    """The first token of every operator line of every .pnnx.param pnnx wrote for the tests."""
+    found: set[str] = set()
+    for path in [*DATA.rglob("*.pnnx.param"), *SAMPLES.glob("*.pnnx.param")]:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()[2:]:
+            if line.strip():
+                found.add(line.split(None, 1)[0])
+    return found
+
+
+def test_every_registered_type_has_a_real_export() -> None:
+    registered, exported = set(module_index()), _exported_types()
+    missing = sorted(registered - exported - set(KNOWN_GAPS))
+    assert not missing, (
+        f"{len(missing)} registered type(s) appear in no real pnnx export: {missing}. Add a case that pnnx "
+        "converts to it (tools/opcases/coverage.py), or remove the registration if no pnnx writes it"
+    )
+    stale = sorted(t for t in KNOWN_GAPS if t in exported or t not in registered)
+    assert not stale, f"KNOWN_GAPS lists types that are exported now or no longer registered: {stale}"

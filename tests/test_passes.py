@@ -197,7 +197,7 @@ def test_random_operators_are_never_folded():
 NOOPS = [
     ("nn.Dropout d 1 1 0 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "dropout"),
     ("F.dropout d 1 1 0 1 p=0.5 training=False #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "dropout"),
-    ("nn.Identity d 1 1 0 1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "identity"),
+    ("F.dropout2d d 1 1 0 1 p=0.5 training=False #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "dropout"),
     ("Tensor.reshape d 1 1 0 1 shape=(1,4,6,6) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "input's shape"),
     ("Tensor.expand d 1 1 0 1 sizes=(1,-1,-1,-1) #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "input's shape"),
     ("Tensor.slice d 1 1 0 1 dim=1 start=0 end=2147483647 step=1 #0=(1,4,6,6)f32 #1=(1,4,6,6)f32", "full slice"),

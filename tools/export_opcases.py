@@ -2,7 +2,8 @@
 
 Each module in tools/opcases/ defines CASES: {case_name: factory}, where factory() returns
 (torch module, [example input tensors]) or (module, inputs, export_module kwargs), e.g.
-{"optlevel": 1} for layers that optlevel 2 removes. Every case lands in tests/data/ops/<case_name>/
+{"optlevel": 1} for layers that optlevel 2 removes, or {"pnnx": "20250530"} for a type only an
+older pnnx release writes (tools/old_pnnx.py; a README.md in the case's folder says so). Every case lands in tests/data/ops/<case_name>/
 as model.pnnx.param/.bin + inputs.npz + expected.npz (+ operands.npz), which
 tests/test_ops.py runs through the engine and compares with PyTorch.
 
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT))
 
+from old_pnnx import converter, remake_note  # noqa: E402
 from pnnx_export import export_module  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "ops"
@@ -67,7 +69,14 @@ def main(argv: list[str] | None = None) -> int:
                 kwargs = dict(options[0]) if options else {}
                 if args.optlevel is not None:
                     kwargs["optlevel"] = args.optlevel
+                version = kwargs.pop("pnnx", None)
+                if version is not None:
+                    kwargs["converter"] = converter(version)
                 export_module(module, inputs, dest, name="model", **kwargs)
+                readme = dest / "README.md"
+                readme.unlink(missing_ok=True)
+                if version is not None:
+                    readme.write_text(remake_note(version, case))
                 print(f"ok   {case}")
             except Exception:  # report every failing case, keep going
                 failed.append(case)

@@ -51,6 +51,7 @@ def export_module(
     inputshape2: Sequence[Sequence[int]] | None = None,
     trace_without_grad: bool = False,
     keep_python: str | Path | None = None,
+    converter: str | Path | None = None,
 ) -> Path:
     """Convert `module` with pnnx; write the files listed in the module docstring.
 
@@ -62,6 +63,8 @@ def export_module(
     aten::_transformer_encoder_layer_fwd).
     `keep_python`: a folder to copy pnnx's generated NAME_pnnx.py into (it opens NAME.pnnx.bin by
     a relative path: run it from the export folder).
+    `converter`: another pnnx binary (an older release, tools/old_pnnx.py) instead of the
+    installed one; run through the CLI at `optlevel` (default 2).
     """
     import torch
     import pnnx
@@ -76,7 +79,7 @@ def export_module(
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         pt = tmp_path / f"{name}.pt"
-        if optlevel is None and inputshape2 is None and not trace_without_grad:
+        if optlevel is None and inputshape2 is None and not trace_without_grad and converter is None:
             pnnx.export(module, str(pt), tuple(inputs))
         else:
             # The converter CLI, so that optlevel can be chosen; check its exit status.
@@ -92,7 +95,8 @@ def export_module(
                 torch.bool: "bool",
             }
             shapes = ",".join("[" + ",".join(str(d) for d in x.shape) + "]" + pnnx_type[x.dtype] for x in inputs)
-            cmd = [pnnx.EXEC_PATH, str(pt), f"inputshape={shapes}", f"optlevel={2 if optlevel is None else optlevel}"]
+            exe = str(converter) if converter is not None else pnnx.EXEC_PATH
+            cmd = [exe, str(pt), f"inputshape={shapes}", f"optlevel={2 if optlevel is None else optlevel}"]
             if inputshape2 is not None:
                 shapes2 = [
                     "[" + ",".join(str(d) for d in s) + "]" + pnnx_type[x.dtype] for s, x in zip(inputshape2, inputs)

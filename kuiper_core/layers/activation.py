@@ -806,15 +806,12 @@ class GLU(Layer):
 
 
 @register(
-    "nn.Identity",
     "nn.Dropout",
-    "nn.Dropout1d",
     "nn.Dropout2d",
     "nn.Dropout3d",
     "nn.AlphaDropout",
-    "nn.FeatureAlphaDropout",
     "F.dropout",
-    "F.dropout1d",
+    "F.dropoutnd",
     "F.dropout2d",
     "F.dropout3d",
     "F.alpha_dropout",
@@ -823,8 +820,10 @@ class GLU(Layer):
 class Identity(Layer):
     """Passes input 0 through by reference: dropout does nothing at inference.
 
-    pnnx removes these at optlevel 2 (nn.Identity at every level); a model converted at
-    optlevel 1 keeps dropout, F.dropout with its `p` and `training` as extra inputs.
+    pnnx removes these at optlevel 2 (and nn.Identity at every level); a model converted at
+    optlevel 1 keeps dropout, F.dropout with its `p` and `training` as extra inputs. pnnx
+    names nn.Dropout1d / F.dropout1d F.dropoutnd at optlevel 0 and F.dropout2d at 1, and
+    nn.FeatureAlphaDropout F.feature_alpha_dropout.
     """
 
     returns_views = True

@@ -27,14 +27,10 @@ _RENAMED = {
     "__xor__": "xor",
     "__lshift__": "lshift",
     "__rshift__": "rshift",
-    "bitwise_and": "and",
-    "bitwise_or": "or",
-    "bitwise_xor": "xor",
-    "true_divide": "div",
     "clamp_min": "max",
     "clamp_max": "min",
 }
-_UNARY = {f"aten::{n}": n for n in UNARY_NAMES}
+_UNARY = {f"aten::{n}": n for n in UNARY_NAMES if n != "tanh"}  # pnnx writes aten::tanh as F.tanh
 _WITH_ALPHA = ("aten::add", "aten::sub", "aten::rsub")
 _BINARY = {f"aten::{n}": n for n in BINARY_NAMES if n not in ("and", "or", "xor", "lshift", "rshift")}
 _BINARY.update({f"aten::{a}": b for a, b in _RENAMED.items()})

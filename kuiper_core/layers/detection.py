@@ -5,7 +5,7 @@ SSDlite, Faster R-CNN traced with torch.jit.trace; verified with pnnx 20261020):
   `$arg_1` scores, `arg_2` IoU threshold): the indices of the boxes kept, best score first.
 - `torchvision::roi_align` / `pnnx.custom_op.torchvision.roi_align` (input, rois (K, 5),
   spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned): MultiScaleRoIAlign.
-- `aten::where` with one input (nonzero as a tuple, split by prim::ListUnpack), `aten::scatter`
+- (`aten::where` with one input, nonzero as a tuple, is in tensor_ops.py), `aten::scatter`
   (self, dim, index, src), `aten::log2` (LevelMapper), `aten::numel`, `aten::_shape_as_tensor`,
   `torch.empty` (0-d tensors filled next: the anchor strides).
 - `prim::If`: pnnx writes a TorchScript `if` as one operator with its condition and outputs
@@ -192,38 +192,6 @@ class RoIAlign(_TorchvisionOp):
             )
         self.check_size((rois.shape[0], x.shape[1], self.ph, self.pw))
         return [roi_align(x, rois, self.scale, self.ph, self.pw, self.sampling, self.aligned)]
-
-
-@register("aten::where")
-class AtenWhere(Layer):
-    """`aten::where(condition)`: the indices of the true elements, one tensor per dim (a
-    tuple split by prim::ListUnpack). With three arguments it is torch.where."""
-
-    arg_names = ("condition", "input", "other")
-
-    @classmethod
-    def shape_follows_values(cls, op: Operator) -> bool:
-        return len(op.inputs) == 1
-
-    def __init__(self, op: Operator) -> None:
-        super().__init__(op)
-        if len(op.inputs) == 1:
-            self.select = None
-        else:
-            from .tensor_ops import Where
-
-            self.select = Where(op)
-
-    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[Any]:
-        if self.select is not None:
-            return self.select.forward(inputs, out)
-        cond = np.asarray(inputs[0])
-        idx = np.nonzero(cond if cond.dtype == np.bool_ else cond != 0)
-        if len(idx) != len(self.op.outputs) and cond.ndim:
-            raise self.error(
-                f"a {cond.ndim}-D condition gives {cond.ndim} index tensors, the file has {len(self.op.outputs)}"
-            )
-        return [i.astype(np.int64) for i in idx] if cond.ndim else [np.zeros(int(bool(cond)), np.int64)]
 
 
 @register("aten::scatter")

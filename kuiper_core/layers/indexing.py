@@ -46,7 +46,7 @@ class _InputAndIndex(Layer):
         return x, index, normalize_axis(self, self.dim, max(x.ndim, 1))
 
 
-@register("torch.gather", "Tensor.gather")
+@register("torch.gather")
 class Gather(_InputAndIndex):
     """`torch.gather(x, dim, index)`: out[i][j][k] = x[i][index[i][j][k]][k] for dim 1."""
 
@@ -62,7 +62,7 @@ class Gather(_InputAndIndex):
         return [np.take_along_axis(cut, index.astype(np.intp), axis=d)]
 
 
-@register("torch.index_select", "Tensor.index_select")
+@register("torch.index_select")
 class IndexSelect(_InputAndIndex):
     """`torch.index_select(x, dim, index)`: the entries of a 1-D index along dim."""
 
@@ -145,7 +145,7 @@ def _may_be_mask(o: Operand) -> bool:
     return p is None or not (p.type == "prim::Constant" or (p.type == "pnnx.Expression" and not p.inputs))
 
 
-@register("torch.flip", "Tensor.flip")
+@register("torch.flip")
 class Flip(Layer):
     """`torch.flip(x, dims)`: reversed along each of dims (a copy in torch; a view here)."""
 
@@ -164,7 +164,7 @@ class Flip(Layer):
         return [np.flip(x, axis=axes) if x.ndim else x]
 
 
-@register("torch.roll", "Tensor.roll")
+@register("torch.roll")
 class Roll(Layer):
     """`torch.roll(x, shifts, dims)`; without dims, the flattened tensor rolled and reshaped."""
 
@@ -188,7 +188,7 @@ class Roll(Layer):
         return [np.roll(x, self.shifts, axis=axes)]
 
 
-@register("torch.cumsum", "Tensor.cumsum", "torch.cumprod", "Tensor.cumprod")
+@register("torch.cumsum", "torch.cumprod")
 class Cumulative(Layer):
     """Running sum / product along dim; integer and bool inputs give int64, as in torch."""
 

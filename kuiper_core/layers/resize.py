@@ -20,11 +20,14 @@ nearest, where one rounding step picks a different pixel:
 
 from __future__ import annotations
 
+import copy
+
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ModelError
 from ..graph import Operator, ParamValue
 from .registry import Layer, register
 
@@ -182,7 +185,6 @@ class ResizePlan:
     "F.interpolate",
     "F.upsample",
     "F.upsample_nearest",
-    "F.upsample_bilinear",
     "nn.UpsamplingNearest2d",
     "nn.UpsamplingBilinear2d",
 )
@@ -190,14 +192,13 @@ class Interpolate(Layer):
     """Resize the spatial dims (all after N, C) by `size` or `scale_factor`.
 
     pnnx writes F.interpolate as F.upsample / F.upsample_nearest unless it needs
-    recompute_scale_factor or mode=nearest-exact; F.upsample_bilinear and
-    nn.UpsamplingBilinear2d mean bilinear with align_corners=True.
+    recompute_scale_factor or mode=nearest-exact (F.upsample_bilinear too, with mode and
+    align_corners as params); nn.UpsamplingBilinear2d means bilinear with align_corners=True.
     """
 
     FIXED_MODE = {
         "F.upsample_nearest": ("nearest", False),
         "nn.UpsamplingNearest2d": ("nearest", False),
-        "F.upsample_bilinear": ("bilinear", True),
         "nn.UpsamplingBilinear2d": ("bilinear", True),
     }
 
@@ -333,6 +334,30 @@ class Interpolate(Layer):
             last = i == len(plan.axes) - 1
             cur = resample_axis(cur, x.ndim + axis, table, y if last else None)
         return [cur]
+
+
+_NEAREST_EXACT = tuple(f"aten::_upsample_nearest_exact{d}d" for d in (1, 2, 3))
+
+
+@register(*_NEAREST_EXACT)
+class UpsampleNearestExact(Interpolate):
+    """F.interpolate(mode='nearest-exact') as pnnx wrote it before late 2025 (20250530):
+    TorchScript's aten::_upsample_nearest_exact{1,2,3}d, `(input, None, scale_factors)` or
+    `(input, output_size, None…)` (one None scale per spatial dim)."""
+
+    arg_names = ("input", "size", "scales_0", "scales_1", "scales_2")
+    FIXED_MODE = {t: ("nearest-exact", False) for t in _NEAREST_EXACT}
+
+    def __init__(self, op: Operator) -> None:
+        bound = copy.copy(op)  # (a BoundOperator: keeps its source)
+        bound.params = params = dict(op.params)
+        scales = [params.pop(f"scales_{i}", None) for i in range(3)]
+        if isinstance(scales[0], list):
+            params["scale_factor"] = scales[0]
+        elif any(s is not None for s in scales):
+            # output_size with scales (the kernel would use the scales): in no pnnx export seen
+            raise ModelError(f"output_size with scales {scales} is not supported", operator=op.name, op_type=op.type)
+        super().__init__(bound)
 
 
 # -- pixel shuffle ---------------------------------------------------------------------------
@@ -477,28 +502,22 @@ class PadPlan:
 
 @register(
     "F.pad",
-    "nn.ZeroPad1d",
     "nn.ZeroPad2d",
-    "nn.ZeroPad3d",
     "nn.ConstantPad1d",
     "nn.ConstantPad2d",
     "nn.ConstantPad3d",
     "nn.ReflectionPad1d",
     "nn.ReflectionPad2d",
-    "nn.ReflectionPad3d",
     "nn.ReplicationPad1d",
     "nn.ReplicationPad2d",
     "nn.ReplicationPad3d",
-    "nn.CircularPad1d",
-    "nn.CircularPad2d",
-    "nn.CircularPad3d",
 )
 class Pad(Layer):
     """Pad (or, with negative amounts, crop) the trailing dims.
 
     `pad` / `padding` lists (before, after) pairs starting from the LAST dim, as F.pad does;
-    it may reach into the channel and batch dims (constant mode). pnnx writes
-    nn.CircularPad2d as F.pad mode=circular.
+    it may reach into the channel and batch dims (constant mode). pnnx writes the pad
+    modules it has no rule for (nn.ZeroPad1d/3d, nn.ReflectionPad3d, nn.CircularPad*d) as F.pad.
     """
 
     MODULE_MODES = {

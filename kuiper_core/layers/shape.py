@@ -113,10 +113,11 @@ class Reshape(Layer):
             raise self.error(f"cannot reshape an input of shape {x.shape} to {shape}{traced}") from None
 
 
-@register("Tensor.reshape_as", "Tensor.view_as", "aten::view_as")
+@register("Tensor.reshape_as", "aten::view_as", "aten::reshape_as")
 class ReshapeAs(Layer):
     """`x.reshape_as(other)` / `x.view_as(other)`: x in the shape of the second input
-    (pnnx keeps view_as as TorchScript's `aten::view_as` at every optlevel)."""
+    (pnnx keeps view_as as TorchScript's `aten::view_as` at every optlevel; pnnx 20240226 also
+    wrote reshape_as so)."""
 
     returns_views = True
 
@@ -127,15 +128,16 @@ class ReshapeAs(Layer):
         return [x.reshape(other.shape)]
 
 
-@register("torch.flatten", "nn.Flatten")
+@register("torch.flatten")
 class Flatten(Layer):
-    """Merge dims start_dim..end_dim (torch.flatten defaults 0..-1; nn.Flatten 1..-1)."""
+    """Merge dims start_dim..end_dim (default 0..-1; pnnx writes nn.Flatten as torch.flatten
+    with start_dim=1)."""
 
     returns_views = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.start = self.int_param("start_dim", 1 if op.type == "nn.Flatten" else 0)
+        self.start = self.int_param("start_dim", 0)
         self.end = self.int_param("end_dim", -1)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -168,6 +170,14 @@ class Unflatten(Layer):
             return [x.reshape(x.shape[:d] + self.sizes + x.shape[d + 1 :])]
         except ValueError:
             raise self.error(f"cannot unflatten dim {d} of size {x.shape[d]} into {self.sizes}") from None
+
+
+@register("aten::unflatten")
+class AtenUnflatten(Unflatten):
+    """`x.unflatten(dim, sizes)` as pnnx wrote it before late 2025 (20250530): TorchScript's
+    aten::unflatten with positional operands."""
+
+    arg_names = ("input", "dim", "sizes")
 
 
 # -- axis order -------------------------------------------------------------------------------
@@ -486,6 +496,13 @@ class Tile(Repeat):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         self.sizes = (1,) * max(0, inputs[0].ndim - len(self.dims)) + self.dims
         return super().forward(inputs, out)
+
+
+@register("aten::tile")
+class AtenTile(Tile):
+    """torch.tile as pnnx 20240226 wrote it: TorchScript's aten::tile(self, dims)."""
+
+    arg_names = ("input", "dims")
 
 
 @register("torch.repeat_interleave")

@@ -9,6 +9,8 @@ along a non-batch axis works at any batch size.
 
 from __future__ import annotations
 
+import copy
+
 from typing import Any, Literal
 
 import numpy as np
@@ -267,9 +269,11 @@ class Compare(Layer):
     (`other=0.25`). The result is bool (NumPy compares float32 with a Python float in
     float32, as PyTorch does)."""
 
+    UFUNCS = _COMPARISONS
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.ufunc = _COMPARISONS[op.type]
+        self.ufunc = self.UFUNCS[op.type]
         self.other = input_index(op, "other")
         if self.other is None:
             if len(op.inputs) > 1:
@@ -288,6 +292,38 @@ class Compare(Layer):
         shape = np.broadcast_shapes(x.shape, np.shape(other))
         y = out[0] if _usable(out[0], shape, np.dtype(np.bool_)) else None
         return [self.ufunc(x, other, out=y) if y is not None else np.asarray(self.ufunc(x, other))]
+
+
+@register("aten::logical_and", "aten::logical_or", "aten::logical_xor")
+class AtenLogical(Compare):
+    """logical_and/or/xor as pnnx 20240226 wrote them: TorchScript's aten::logical_*(self, other)."""
+
+    UFUNCS = {f"aten::{n}": _COMPARISONS[f"torch.{n}"] for n in ("logical_and", "logical_or", "logical_xor")}
+    arg_names = ("input", "other")
+
+
+_BITWISE: dict[str, np.ufunc] = {
+    "torch.bitwise_and": np.bitwise_and,
+    "torch.bitwise_or": np.bitwise_or,
+    "torch.bitwise_xor": np.bitwise_xor,
+}
+
+
+@register(*_BITWISE)
+class Bitwise(Compare):
+    """torch.bitwise_and/or/xor of bool or integer tensors (pnnx writes the functions so at
+    every optlevel; `a & b` becomes aten::__and__ or a pnnx.Expression): `other` as for
+    Compare; the result has the promoted dtype, as in PyTorch."""
+
+    UFUNCS = _BITWISE
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[self.source])
+        other = inputs[self.other] if self.other is not None else self.value
+        for v in (x, other):
+            if np.asarray(v).dtype.kind not in "biu":
+                raise self.error(f"{self.type} needs bool or integer inputs, got {np.asarray(v).dtype}")
+        return [np.asarray(self.ufunc(x, other))]
 
 
 @register("aten::isnan", "aten::isinf", "torch.bitwise_not")
@@ -384,6 +420,40 @@ class Where(Layer):
         np.copyto(y, b, casting="unsafe")
         np.copyto(y, a, casting="unsafe", where=cond)
         return [y]
+
+
+@register("aten::where")
+class AtenWhere(Where):
+    """TorchScript's aten::where, positional. With three arguments torch.where, as pnnx
+    20240226 wrote it (a number `other` arrives as a param, a number `self` as an input).
+    With one, `nonzero(condition, as_tuple=True)`: the indices of the true elements, one
+    tensor per dim (a tuple split by prim::ListUnpack: detection post-processing)."""
+
+    arg_names = ("condition", "input", "other")
+
+    @classmethod
+    def shape_follows_values(cls, op: Operator) -> bool:
+        return len(op.inputs) == 1
+
+    def __init__(self, op: Operator) -> None:
+        self.indices = len(op.inputs) == 1
+        if self.indices:
+            Layer.__init__(self, op)
+            return
+        bound = copy.copy(op)  # (a BoundOperator: keeps its source)
+        bound.input_names = list(self.arg_names[: len(op.inputs)])
+        super().__init__(bound)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        if not self.indices:
+            return super().forward(inputs, out)
+        cond = np.asarray(inputs[0])
+        idx = np.nonzero(cond if cond.dtype == np.bool_ else cond != 0)
+        if len(idx) != len(self.op.outputs) and cond.ndim:
+            raise self.error(
+                f"a {cond.ndim}-D condition gives {cond.ndim} index tensors, the file has {len(self.op.outputs)}"
+            )
+        return [i.astype(np.int64) for i in idx] if cond.ndim else [np.zeros(int(bool(cond)), np.int64)]
 
 
 @register("Tensor.masked_fill")
@@ -504,7 +574,7 @@ class _Fill(Layer):
         return [y]
 
 
-@register("aten::meshgrid", "torch.meshgrid")
+@register("aten::meshgrid")
 class Meshgrid(Layer):
     """`torch.meshgrid(tensors, indexing=…)` (pnnx keeps aten::meshgrid): one grid per 1-D
     input. The tensors arrive spliced from a prim::ListConstruct, or as one list (a

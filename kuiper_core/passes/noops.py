@@ -33,7 +33,6 @@ _VIEW_LIKE = frozenset(
         "Tensor.view",
         "torch.reshape",
         "torch.flatten",
-        "nn.Flatten",
         "torch.squeeze",
         "torch.unsqueeze",
         "Tensor.expand",
@@ -56,21 +55,19 @@ _RESIZE_TYPES = frozenset(
         "F.interpolate",
         "F.upsample",
         "F.upsample_nearest",
-        "F.upsample_bilinear",
         "nn.UpsamplingNearest2d",
         "nn.UpsamplingBilinear2d",
     }
 )
-_PAD_TYPES = frozenset(
-    {"F.pad"}
-    | {f"nn.{k}Pad{d}d" for k in ("Zero", "Constant", "Reflection", "Replication", "Circular") for d in (1, 2, 3)}
+_PAD_TYPES = frozenset(  # the pad modules pnnx keeps (it writes the others as F.pad)
+    {"F.pad", "nn.ZeroPad2d", "nn.ReflectionPad1d", "nn.ReflectionPad2d"}
+    | {f"nn.{k}Pad{d}d" for k in ("Constant", "Replication") for d in (1, 2, 3)}
 )
 # Views of contiguous data whose element order is row-major: a reshape after them can
 # read their input directly.
 _RESHAPE_LIKE = RESHAPE_TYPES | {
     "torch.reshape",
     "torch.flatten",
-    "nn.Flatten",
     "torch.squeeze",
     "torch.unsqueeze",
     "Tensor.unflatten",
@@ -89,8 +86,6 @@ def _why_noop(graph: Graph, op: Operator) -> str | None:
     if len(op.outputs) != 1 or not op.inputs:
         return None
     t, p = op.type, op.params
-    if t == "nn.Identity":
-        return "identity"
     if t in DROPOUT_TYPES:
         if p.get("training") is True or "training" in op.input_names:  # True, or only known at run time
             return None

@@ -32,13 +32,11 @@ NONDETERMINISTIC = frozenset(
 DROPOUT_TYPES = frozenset(
     {
         "nn.Dropout",
-        "nn.Dropout1d",
         "nn.Dropout2d",
         "nn.Dropout3d",
         "nn.AlphaDropout",
-        "nn.FeatureAlphaDropout",
         "F.dropout",
-        "F.dropout1d",
+        "F.dropoutnd",
         "F.dropout2d",
         "F.dropout3d",
         "F.alpha_dropout",
