@@ -392,7 +392,7 @@ _LIKE = frozenset(
 )  # (Tensor.fill: of torch.empty((), …), torchvision's anchor strides at optlevel 0)
 
 
-def _stand_in(op: Operator, static: bool, loose: frozenset[str]) -> np.ndarray | None:
+def _stand_in(graph: Graph, op: Operator, static: bool, loose: frozenset[str]) -> np.ndarray | None:
     """For a computed input of a new_*/*_like operator: an array with what the operator reads
     of it (its dtype; for *_like its shape too, when that cannot vary), else None. Swin's
     shifted-window mask starts as `x.new_zeros((H, W))` of the activations."""
@@ -403,7 +403,7 @@ def _stand_in(op: Operator, static: bool, loose: frozenset[str]) -> np.ndarray |
         return np.zeros((), numpy_dtype(x.dtype))
     if x.shape is None:
         return None
-    dims = [_trusted_dim(x, i, static, loose) for i in range(len(x.shape))]
+    dims = [_trusted_dim(graph, x, i, static, loose) for i in range(len(x.shape))]
     return None if any(d is None for d in dims) else np.zeros(dims, numpy_dtype(x.dtype))
 
 
@@ -441,7 +441,7 @@ def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
             continue
         args = [values.get(o.name, _MISSING) for o in op.inputs]
         if args and args[0] is _MISSING:
-            stand_in = _stand_in(op, static, loose)
+            stand_in = _stand_in(graph, op, static, loose)
             args[0] = _MISSING if stand_in is None else stand_in
         if any(a is _MISSING for a in args):
             continue

@@ -107,6 +107,15 @@ CASES = {
     # scalar conversions in scripted code
     "cov_aten_float_of_tensor": scripted(FloatOfSum, (2, 3, 4), **O1),
     "cov_aten_bool_float_of_size": scripted(FloatOfBool, (2, 3, 4), **O0),
+    # what detection code traces at optlevel 0 (SSD's anchor strides: torch.empty(()).fill_)
+    "cov_shape_as_tensor_empty_fill": case(
+        lambda x: (
+            x * 2
+            + torch._shape_as_tensor(x)[-1].float() / torch.empty((), dtype=torch.int64).fill_(x.shape[-1] // 2).float()
+        ),
+        (2, 3, 8),
+        **O0,
+    ),
     # types only older pnnx releases write
     "cov_tensor_view_pnnx20250530": case(lambda x: x.view(2, 12) * 2, (2, 3, 4), pnnx="20250530"),
     "cov_tensor_contiguous_pnnx20250530": case(
