@@ -111,6 +111,58 @@ def test_swin_o1_fuses_the_shifted_window_attention_like_pnnx() -> None:
     assert any("nn.MultiheadAttention" in c and "windows·heads" in c for c in changes)
 
 
+@pytest.mark.parametrize("level", ["o0", "o1"])
+def test_swin_fused_attention_runs_at_batch_2_with_torchs_answer(level: str) -> None:
+    """The window masks repeat along the batch (attn_mask_repeat): Swin's windows double at batch
+    2, where the optlevel-0/1 file runs (PyTorch's (B·heads, N, N) mask was fixed at batch 1)."""
+    folder = DATA / "swin" / level
+    after = optimize(load_graph(folder / "model.pnnx.param"), 2).after
+    fused = [op for op in after.operators if op.type == "nn.MultiheadAttention"]
+    assert len(fused) == 4 and all(op.params.get("attn_mask_repeat") for op in fused)
+    runtime = RuntimeGraph.from_graph(after).build()
+    for name in ("", "_batch2"):
+        ys = runtime.forward(*_arrays(folder / f"inputs{name}.npz", "in"))
+        for y, ref in zip(ys, _arrays(folder / f"expected{name}.npz", "out")):
+            ok, err, bound = max_err_ok(np.asarray(y), ref)
+            assert ok, f"{level}{name}: max abs err {err:.3g} > {bound:.3g}"
+
+
+def test_attn_mask_repeat_needs_whole_periods() -> None:
+    """A repeated mask must fit the batch a whole number of times; without the flag, PyTorch's rule."""
+    from kuiper_core.graph import Attribute
+
+    def mha(repeat: bool):
+        E, h = 4, 2
+        attrs = {
+            k: Attribute("f32", s, np.ones(s, np.float32) * 0.1)
+            for k, s in (
+                ("in_proj_weight", (3 * E, E)),
+                ("in_proj_bias", (3 * E,)),
+                ("out_proj.weight", (E, E)),
+                ("out_proj.bias", (E,)),
+            )
+        }
+        params = {"embed_dim": E, "num_heads": h, "batch_first": True, **({"attn_mask_repeat": True} if repeat else {})}
+        op = Operator(
+            "nn.MultiheadAttention",
+            "mha",
+            inputs=[Operand("x"), Operand("m")],
+            outputs=[Operand("y")],
+            params=params,
+            attrs=attrs,
+            input_names=["input", "attn_mask"],
+        )
+        return create_layer(op)
+
+    x = np.random.default_rng(0).standard_normal((6, 3, 4)).astype(np.float32)
+    mask = np.zeros((4, 3, 3), np.float32)  # 2 batches x 2 heads: repeats 3 times in 6 batches
+    assert mha(True).forward([x, mask], [None])[0].shape == (6, 3, 4)
+    with pytest.raises(ModelError, match="repeated along the batch"):
+        mha(True).forward([x[:5], mask], [None])
+    with pytest.raises(ModelError, match=r"expected \(3, 3\) or \(12, 3, 3\)$"):
+        mha(False).forward([x, mask], [None])
+
+
 def test_conv3d_o1_folds_to_nn_conv3d_and_batchnorm3d_goes() -> None:
     after = optimize(load_graph(DATA / "conv3d_stem" / "o1" / "model.pnnx.param"), 2).after
     types = [op.type for op in after.operators]

@@ -35,10 +35,9 @@ needs_torch = pytest.mark.skipif(not installed("torch"), reason="torch is not in
 
 # Engine gaps (layers the engine lacked when these were written): (what the error says, why).
 # A case xfails only while building fails with that error; once the layer exists it must pass.
-GAPS = {
-    ("transformer", "onnx"): ("unsupported named input(s) ['input']", "nn.MultiheadAttention with one $input"),
-    ("transformer", "pt"): ("aten::_transformer_encoder_layer_fwd", "PyTorch's fused encoder layer has no layer"),
-}
+# None today: transformer.onnx (nn.MultiheadAttention with one $input) and transformer.pt
+# (aten::_transformer_encoder_layer_fwd) run since the models branch.
+GAPS: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,8 @@ the real pnnx converter at optlevel 0, 1 and 2, for tests/test_models_styles.py:
 
 Each export is a folder tests/data/styles/MODEL/LEVEL (LEVEL o0, o1, o2) with model.pnnx.param,
 model.pnnx.bin, inputs.npz and expected.npz (PyTorch's outputs of the module, or of the traced
-TorchScript module for the encoders). Seeded: a re-export reproduces the files.
+TorchScript module for the encoders); Swin's o0/o1 also inputs_batch2.npz and expected_batch2.npz
+(the module at batch 2: `--batch2-only` writes just these). Seeded: a re-export reproduces the files.
 
     python tools/export_model_styles.py                 # everything
     python tools/export_model_styles.py swin -l o1      # only these
@@ -283,6 +284,22 @@ def _precision_references(folder: Path) -> None:
     np.savez_compressed(folder / "precision.npz", **arrays)
 
 
+def _batch2_reference(build: Callable[[], tuple[Any, tuple[Any, ...]]], folder: Path) -> None:
+    """inputs_batch2.npz / expected_batch2.npz beside the export: PyTorch's module at batch 2 (the
+    traced input and another), which the passes must keep (Swin's windows double with the batch)."""
+    import numpy as np
+    import torch
+
+    module, inputs = build()
+    g = torch.Generator().manual_seed(7)
+    xs = [torch.cat([x, torch.randn(x.shape, generator=g)]) for x in inputs]
+    with torch.no_grad():
+        ys = module(*xs)
+    ys = ys if isinstance(ys, tuple) else (ys,)
+    np.savez(folder / "inputs_batch2.npz", **{f"in{i}": x.numpy() for i, x in enumerate(xs)})
+    np.savez(folder / "expected_batch2.npz", **{f"out{i}": y.numpy() for i, y in enumerate(ys)})
+
+
 MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
     # name: (builder, traced without grad: PyTorch's fused fast path)
     "swin": (_swin, False),
@@ -298,6 +315,8 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
 }
 
 
+# PyTorch's answer at batch 2 too, at these levels (pnnx's optlevel 2 fixes Swin's mask at batch 1).
+BATCH2 = {"swin": ("o0", "o1")}
 # Only these levels (the others would add MBs the tests do not need).
 LEVELS_OF = {"ssdlite_head": ("o1", "o2"), "efficientnet_precision": ("o2",)}
 
@@ -307,7 +326,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="*", default=list(MODELS))
     ap.add_argument("-l", "--levels", nargs="*", default=list(LEVELS), choices=list(LEVELS))
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--batch2-only", action="store_true", help="only the batch-2 references of existing exports")
     args = ap.parse_args(argv)
+    if args.batch2_only:
+        for name in args.models:
+            for level in [lv for lv in args.levels if lv in BATCH2.get(name, ())]:
+                _batch2_reference(MODELS[name][0], args.out / name / level)
+                print(f"ok     {name}/{level} batch 2")
+        return 0
     failed = 0
     for name in args.models:
         build, no_grad = MODELS[name]
@@ -326,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if name == "efficientnet_precision":
                     _precision_references(folder)
+                if level in BATCH2.get(name, ()):
+                    _batch2_reference(build, folder)
                 print(f"ok     {name}/{level}")
             except Exception:
                 failed += 1

@@ -11,6 +11,7 @@ beyond float rounding).
     python tools/fuzz_passes.py                  # ~20,000 graphs, a few minutes
     python tools/fuzz_passes.py --per-case 6 -k ops_o0
     python tools/fuzz_passes.py --per-case 0 --each-pass   # every pass alone on every export
+    python tools/fuzz_passes.py --per-case 0 -k styles /tmp/full   # + every export under /tmp/full
 
 Runs in this process under an address-space limit (the passes are not where sizes blow up;
 tools/fuzz_params.py and tools/hostile_corpus.py isolate each case).
@@ -96,13 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--each-pass", action="store_true", help="also run every pass alone on each intact export")
     ap.add_argument("--mem-mb", type=int, default=3000)
+    ap.add_argument("folders", nargs="*", type=Path, help="other exports: every model.pnnx.param under these folders")
     args = ap.parse_args(argv)
     if args.mem_mb:  # 0: no limit (a test calling main in its own process)
         resource.setrlimit(resource.RLIMIT_AS, (args.mem_mb << 20, args.mem_mb << 20))
     rng = random.Random(args.seed)
-    globs = (*CASE_GLOBS, "passes/*/*/model.pnnx.param")  # + the pass-style exports (size_arith …)
-    cases = sorted({p.parent for g in globs for p in DATA.glob(g) if (p.parent / "inputs.npz").exists()})
-    cases = [c for c in cases if not args.k or any(k in str(c.relative_to(DATA)) for k in args.k)]
+    # + the pass-style exports (size_arith …) and other people's styles (Swin, detection heads …)
+    globs = (*CASE_GLOBS, "passes/*/*/model.pnnx.param", "styles/*/*/model.pnnx.param")
+    found = [p for g in globs for p in DATA.glob(g)] + [p for f in args.folders for p in f.rglob("model.pnnx.param")]
+    cases = sorted({p.parent for p in found if (p.parent / "inputs.npz").exists()})
+    cases = [c for c in cases if not args.k or any(k in str(c) for k in args.k)]
     small = limits.DEFAULT.replace(max_tensor_elements=1 << 22)
     findings: list[str] = []
     graphs = ran = 0
@@ -114,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         jobs = jobs_for(case, rng, 40)
         for job in [None] + rng.sample(jobs, min(args.per_case, len(jobs))):
             graphs += 1
-            what = f"{case.relative_to(DATA)} " + (f"{job[2]}={job[3][:40]!r}" if job else "intact")
+            what = f"{case.relative_to(DATA) if case.is_relative_to(DATA) else case} " + (
+                f"{job[2]}={job[3][:40]!r}" if job else "intact"
+            )
             with limits.use(small):
                 try:
                     graph = parse_param(text if job is None else mutate(text, job[0], job[2], job[3]), "m.pnnx.param")

@@ -12,6 +12,10 @@ How pnnx writes nn.MultiheadAttention (verified with pnnx 20261020 / torch 2.13)
   $attn_mask=8`, the mask (windows·heads, L, S) from the shifted windows and position bias). pnnx writes
   q = k != v and q = v != k also as 2 inputs, indistinguishable from (query, key = value).
   pnnx writes key_padding_mask as `$attn_mask` too, so it cannot be supported faithfully.
+- `attn_mask_repeat=True` is this engine's, written by FuseAttention (passes/attention.py): the
+  (P·heads, L, S) mask repeats along the batch, B a multiple of P (Swin's windows, a mask per
+  window, at any batch: what its view (B/P, P, heads, L, S) + mask computes). PyTorch has no such
+  argument; without it the mask must be (L, S) or (B·heads, L, S), as in PyTorch.
 - outputs: attn_output and/or attn_weights, unused ones dropped (see module_outputs.py);
   the weights are (B, L, S) averaged over heads, or (B, heads, L, S) per head.
 
@@ -35,6 +39,11 @@ from .windows import scratch
 
 F32 = np.float32
 NEG_INF = F32(-np.inf)
+
+
+def _divides(h: int, rows: int, total: int) -> bool:
+    """`rows` is a whole number of periods of `h` heads that repeats a whole number of times in `total`."""
+    return rows > 0 and rows % h == 0 and total % rows == 0
 
 
 def additive_mask(mask: np.ndarray, true_means_masked: bool) -> np.ndarray:
@@ -66,6 +75,7 @@ class MultiheadAttention(Layer):
         self.batch_first = bool(self.param("batch_first", False))
         self.add_bias_kv = bool(self.param("add_bias_kv", False))
         self.add_zero_attn = bool(self.param("add_zero_attn", False))
+        self.mask_repeat = bool(self.param("attn_mask_repeat", False))
         if E <= 0 or h <= 0 or E % h:
             raise self.error(f"embed_dim ({E}) must be a positive multiple of num_heads ({h})")
         self.head_dim = E // h
@@ -283,8 +293,12 @@ class MultiheadAttention(Layer):
             pass
         elif m.ndim == 3 and m.shape == (B * h, L, S):
             m = m.reshape(B, h, L, S)
+        elif self.mask_repeat and m.ndim == 3 and m.shape[1:] == (L, S) and _divides(h, m.shape[0], B * h):
+            period = m.shape[0] // h  # the mask of `period` batches, repeated for all B
+            m = np.tile(m.reshape(period, h, L, S), (B // period, 1, 1, 1))
         else:
-            raise self.error(f"attn_mask has shape {mask.shape}, expected ({L}, {S}) or ({B * h}, {L}, {S})")
+            period = " (repeated along the batch)" if self.mask_repeat else ""
+            raise self.error(f"attn_mask has shape {mask.shape}, expected ({L}, {S}) or ({B * h}, {L}, {S}){period}")
         if self.extra_keys:  # bias_k / zero-attention keys are never masked
             m = np.concatenate([m, np.zeros(m.shape[:-1] + (self.extra_keys,), F32)], axis=-1)
         return m

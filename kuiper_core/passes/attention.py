@@ -15,8 +15,10 @@ The chain it recognises, on static shapes (B batches, N tokens, E features, h he
 becomes `nn.MultiheadAttention(batch_first=True) $input=x $attn_mask=M`: in_proj from the qkv
 Linear (the query rows scaled so that the layer's own 1/sqrt(d) gives the model's scale),
 out_proj from the last Linear, and M the constant terms summed, broadcast to (B, h, N, N)
-and written (B·h, N, N), or (N, N) when it is the same for every batch and head (then any
-batch size still runs), or none when zero. This is how pnnx writes Swin's shifted-window
+and written (N, N) when it is the same for every batch and head, none when zero, else (P·h, N, N)
+for the fewest P leading batches that repeat through it, with `attn_mask_repeat=True` (the layer
+repeats it along the batch: exact at any batch where the model ran, as Swin's per-window mask
+follows the windows) — or PyTorch's own (B·h, N, N) when P = B and the batch is fixed. This is how pnnx writes Swin's shifted-window
 attention (fuse_multiheadattention_pass_17/18: the position bias and the window mask added
 into one (windows·heads, N, N) attn_mask).
 
@@ -34,6 +36,7 @@ import numpy as np
 
 from ..expression import evaluate
 from ..graph import Graph, Operand, Operator
+from .batch_probe import fixed_dims
 from .expr_tools import expr_of
 from .manager import graph_pass, record
 from .op_kinds import PERMUTE_TYPES, RESHAPE_TYPES
@@ -285,9 +288,20 @@ def _match(softmax: Operator) -> _Match | None:
     return _Match(x, qkv, out_proj, heads, scale, mask, ops)  # type: ignore[arg-type]
 
 
+def _batch_period(mask: np.ndarray) -> int:
+    """The fewest leading batches of a (B, h, N, N) mask that, repeated, make all of it."""
+    B = mask.shape[0]
+    for p in range(1, B):
+        if B % p == 0 and np.array_equal(mask, np.tile(mask[:p], (B // p, 1, 1, 1))):
+            return p
+    return B
+
+
 def _rewrite(graph: Graph, m: _Match) -> None:
     """The out_proj Linear becomes the attention; the rest of the chain goes."""
     E = m.x.shape[2]  # type: ignore[index]
+    fixed = fixed_dims(graph, m.x)
+    follows_batch = fixed is None or not fixed[0]  # then the windows' count grows with the batch
     d = E // m.heads
     op = m.out_proj
     w_qkv = m.qkv.attrs["weight"].data.astype(np.float64)  # type: ignore[union-attr]
@@ -326,7 +340,17 @@ def _rewrite(graph: Graph, m: _Match) -> None:
         if np.all(mask == mask[:1, :1]):
             mask, mask_text = mask[0, 0], f"attn_mask ({N}, {S})"
         else:
-            mask, mask_text = mask.reshape(B * h, N, S), f"attn_mask ({B * h}, {N}, {S}) = windows·heads"
+            period = _batch_period(mask)
+            if period < B or follows_batch:
+                # PyTorch's (B·h, N, N) would hold only at the traced batch: the layer repeats a
+                # period of it along the batch, as the model's (B/P, P, h, N, N) view + mask did.
+                op.params["attn_mask_repeat"] = True
+            else:
+                period = B
+            mask = mask[:period].reshape(period * h, N, S)
+            mask_text = f"attn_mask ({period * h}, {N}, {S}) = windows·heads" + (
+                ", repeated along the batch" if op.params.get("attn_mask_repeat") else ""
+            )
         add_input(op, add_weight(graph, mask, f"{op.name}_attn_mask", before=m.ops[0]), "attn_mask")
     remove_operators(graph, m.ops)
     record(
