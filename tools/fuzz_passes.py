@@ -11,7 +11,7 @@ beyond float rounding).
     python tools/fuzz_passes.py                  # ~20,000 graphs, a few minutes
     python tools/fuzz_passes.py --per-case 6 -k ops_o0
     python tools/fuzz_passes.py --per-case 0 --each-pass   # every pass alone on every export
-    python tools/fuzz_passes.py --per-case 0 -k styles /tmp/full   # + every export under /tmp/full
+    python tools/fuzz_passes.py --per-case 0 -k styles /tmp/full --max-elements 100000000  # + full-size exports
 
 Runs in this process under an address-space limit (the passes are not where sizes blow up;
 tools/fuzz_params.py and tools/hostile_corpus.py isolate each case).
@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--each-pass", action="store_true", help="also run every pass alone on each intact export")
     ap.add_argument("--mem-mb", type=int, default=3000)
+    ap.add_argument("--max-elements", type=int, default=1 << 22, help="largest tensor (full-size models need more)")
     ap.add_argument("folders", nargs="*", type=Path, help="other exports: every model.pnnx.param under these folders")
     args = ap.parse_args(argv)
     if args.mem_mb:  # 0: no limit (a test calling main in its own process)
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     found = [p for g in globs for p in DATA.glob(g)] + [p for f in args.folders for p in f.rglob("model.pnnx.param")]
     cases = sorted({p.parent for p in found if (p.parent / "inputs.npz").exists()})
     cases = [c for c in cases if not args.k or any(k in str(c) for k in args.k)]
-    small = limits.DEFAULT.replace(max_tensor_elements=1 << 22)
+    small = limits.DEFAULT.replace(max_tensor_elements=args.max_elements)
     findings: list[str] = []
     graphs = ran = 0
     t0 = time.time()
