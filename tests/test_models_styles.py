@@ -163,6 +163,18 @@ def test_attn_mask_repeat_needs_whole_periods() -> None:
         mha(False).forward([x, mask], [None])
 
 
+def test_a_value_with_spaces_is_located_and_explained() -> None:
+    """pnnx 20261020 writes maxvit_t's einsum equations unquoted at optlevel 1 (44 lines such as
+    this one, from a full-size export): the file cannot be read, and the error says why."""
+    from kuiper_core.errors import ParseError
+    from kuiper_core.pnnx import parse_param
+
+    line = "pnnx.Expression          pnnx_expr_1568           0 1 152 expr=B G H I J, B G H J D -> B G H I D"
+    with pytest.raises(ParseError, match="has spaces in it") as err:
+        parse_param(f"7767517\n1 1\n{line}\n", "maxvit.pnnx.param")
+    assert ":3:66:" in str(err.value)
+
+
 def test_conv3d_o1_folds_to_nn_conv3d_and_batchnorm3d_goes() -> None:
     after = optimize(load_graph(DATA / "conv3d_stem" / "o1" / "model.pnnx.param"), 2).after
     types = [op.type for op in after.operators]

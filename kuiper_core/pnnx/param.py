@@ -289,7 +289,10 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
     for t in toks[4 + n_in + n_out :]:
         eq = t.text.find("=")
         if eq <= 0:
-            raise lp.token_error("expected key=value", t)
+            # pnnx writes some strings as they are, spaces and all (MaxViT's einsum equation
+            # `expr=B G H I J, B G H J D -> B G H I D`): the format splits them into tokens
+            spaced = " (the value before it has spaces in it: this .param format cannot hold such a value)"
+            raise lp.token_error("expected key=value" + (spaced if seen else ""), t)
         key = t.text[:eq]
         if key in seen and key[0] != "#":  # pnnx writes `#x=` once per use of x: the same shape, checked below
             what = {"@": "weight", "$": "argument name"}.get(key[0], "parameter")
