@@ -88,3 +88,19 @@ def test_expressions_draws_the_open_tab_only_and_the_others_still_open(page) -> 
     wait_idle(page)
     assert page.get_by_text("Canonical text").is_visible()
     assert exception_boxes(page) == []
+
+
+def test_forward_hooks_snippet_is_drawn_when_its_expander_opens(page) -> None:
+    """The Python snippet (highlighted: ~0.5 s of the browser at each load of the Forward
+    page) is drawn only once its expander is opened, and then at once."""
+    page.goto(f"{page.kx_url}/forward?model=digits_cnn")
+    wait_idle(page)
+    snippet = page.locator('[data-testid="stCode"]').filter(has_text="register_forward_hook")
+    assert snippet.count() == 0
+    page.get_by_text("Make a reference file from your PyTorch model (forward hooks)").click()
+    snippet.first.wait_for()
+    wait_idle(page)
+    page.get_by_role("button", name="Step", exact=True).click()  # a step keeps it open
+    wait_idle(page)
+    assert snippet.first.is_visible()
+    assert exception_boxes(page) == []
