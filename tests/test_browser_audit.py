@@ -104,3 +104,16 @@ def test_forward_hooks_snippet_is_drawn_when_its_expander_opens(page) -> None:
     wait_idle(page)
     assert snippet.first.is_visible()
     assert exception_boxes(page) == []
+
+
+@pytest.mark.parametrize("model", ["resnet18", "deep1500"])
+def test_presenter_draws_the_loaded_model_in_large_type(page, model: str) -> None:
+    """Large type in the presenter view includes the graph: a model's nodes were drawn at the
+    page's 13 px on a projector while the sentence beside them was 30 px."""
+    page.goto(f"{page.kx_url}/order?graph=The+loaded+model&algo=kahn&step=3&present=1&model={model}")
+    wait_idle(page)
+    page.wait_for_selector(f"{VIEW} .kx-stage svg g.node")
+    data = page.locator(VIEW).first.evaluate("v => ({...v.dataset})")
+    assert float(data["fontPx"]) >= 18 and int(data["inView"]) >= 3, data
+    assert page.locator(f"{VIEW} g.node.kx-current").count() == 1  # the step's node, in view
+    assert page.locator(VIEW).first.evaluate("v => v.kxVisible(v.dataset.highlight)")
