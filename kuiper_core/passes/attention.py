@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import reduce
 
 import numpy as np
 
@@ -184,6 +185,7 @@ class _Match:
     qkv: Operator
     out_proj: Operator
     heads: int
+    embed_dim: int
     scale: float  # what q @ kᵀ is multiplied by in the model
     mask: np.ndarray | None  # (B, h, N, N) float64
     ops: list[Operator]
@@ -280,14 +282,14 @@ def _match(softmax: Operator) -> _Match | None:
     wo = out_proj.attrs.get("weight")
     if wo is None or wo.data is None or wo.data.shape != (E, E) or wo.data.dtype != np.float32:
         return None
-    mask = sum(scores.terms) if scores.terms else None
+    mask = reduce(np.add, scores.terms) if scores.terms else None
     ops = qkv_ops + extra + [tr, qk] + scores.ops + [softmax, pv, back, merge]
-    return _Match(x, qkv, out_proj, heads, scale, mask, ops)  # type: ignore[arg-type]
+    return _Match(x, qkv, out_proj, heads, E, scale, mask, ops)
 
 
 def _rewrite(graph: Graph, m: _Match) -> None:
     """The out_proj Linear becomes the attention; the rest of the chain goes."""
-    E = m.x.shape[2]  # type: ignore[index]
+    E = m.embed_dim
     d = E // m.heads
     op = m.out_proj
     w_qkv = m.qkv.attrs["weight"].data.astype(np.float64)  # type: ignore[union-attr]

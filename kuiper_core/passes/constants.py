@@ -342,7 +342,10 @@ def _evaluate(op: Operator, args: list[Any], extra: dict[str, Any] | None = None
     b = bind(op, layer_class(op.type))
     value = {**(extra or {}), **{o.name: a for o, a in zip(op.inputs, args)}}
     layer = create_layer(bound_operator(b, {k: to_param(value[o.name]) for k, o in b.params.items()}))
-    arrays = [a if isinstance(a, (np.ndarray, list)) else np.asarray(a) for a in (value[o.name] for o in b.inputs)]
+    # Any, as the runtime's values: a list operand (TorchScript's Tensor[]) reaches the layer as a list
+    arrays: list[Any] = [
+        a if isinstance(a, (np.ndarray, list)) else np.asarray(a) for a in (value[o.name] for o in b.inputs)
+    ]
     outs = list(layer.forward(arrays, [None] * len(b.outputs)))
     # A TorchScript op returning several tensors (aten::meshgrid) writes one list operand
     # that a prim::ListUnpack splits: its value is that list.
@@ -404,7 +407,8 @@ def _stand_in(graph: Graph, op: Operator, static: bool, loose: frozenset[str]) -
     if x.shape is None:
         return None
     dims = [_trusted_dim(graph, x, i, static, loose) for i in range(len(x.shape))]
-    return None if any(d is None for d in dims) else np.zeros(dims, numpy_dtype(x.dtype))
+    known = [d for d in dims if d is not None]
+    return np.zeros(known, numpy_dtype(x.dtype)) if len(known) == len(dims) else None
 
 
 def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:

@@ -122,10 +122,11 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None, *, 
                         op.name,
                         op.type,
                     )
-                if data is None and source is not None:
-                    attr.defer(source)
-                else:
+                if data is not None:
                     attr.load(data, source)
+                else:  # mapped: a file, so there is a source to read it from when first used
+                    assert source is not None
+                    attr.defer(source)
 
 
 @contextmanager
