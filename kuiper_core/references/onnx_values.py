@@ -136,7 +136,7 @@ def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRu
     """Run the ONNX model with every node output made a graph output (needs onnx and
     onnxruntime)."""
     import onnx
-    import onnxruntime as ort  # type: ignore[import-untyped]  # onnxruntime ships no type information
+    import onnxruntime as ort
 
     model = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(str(source))
     graph = model.graph

@@ -241,7 +241,7 @@ def load_model(pnnx_py: str | Path, bin_path: str | Path | None = None) -> Any:
         "pnnx_weights": loader["pnnx_weights"],
     }
     if "torchvision." in source:  # torchvision.ops (deform_conv2d, roi_align); nothing else passes _check
-        import torchvision  # type: ignore[import-untyped]  # only when pnnx's code calls torchvision.ops
+        import torchvision  # only when pnnx's code calls torchvision.ops
 
         namespace["torchvision"] = torchvision
     exec(compile(module, str(pnnx_py), "exec"), namespace)
