@@ -23,6 +23,12 @@ Dim = int | None | str  # a size, unknown (None: `?`), or a symbol (`%n`)
 Shape = tuple[Dim, ...]
 
 
+def known_dims(shape: Shape) -> tuple[int, ...] | None:
+    """`shape` when every dim is a known int, else None."""
+    dims = tuple(int(d) for d in shape if isinstance(d, int))
+    return dims if len(dims) == len(shape) else None
+
+
 def dim_text(d: Dim) -> str:
     return "?" if d is None else (f"%{d}" if isinstance(d, str) else str(d))
 
@@ -245,9 +251,7 @@ class Operand:
     @property
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape when every dim is a known int, else None."""
-        if self.shape is None or any(not isinstance(d, int) for d in self.shape):
-            return None
-        return tuple(int(d) for d in self.shape)  # type: ignore[arg-type]
+        return None if self.shape is None else known_dims(self.shape)
 
 
 @dataclass(eq=False)
@@ -287,10 +291,10 @@ def same_params(a: dict[str, ParamValue], b: dict[str, ParamValue]) -> bool:
         x, y = pending.pop()
         if type(x) is not type(y):
             return False
-        if isinstance(x, (list, tuple)):
-            if len(x) != len(y):  # type: ignore[arg-type]
+        if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):  # y: x's type
+            if len(x) != len(y):
                 return False
-            pending.extend(zip(x, y))  # type: ignore[arg-type]
+            pending.extend(zip(x, y))
         elif x != y and not (isinstance(x, float) and x != x and y != y):
             return False
     return True

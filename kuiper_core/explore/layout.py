@@ -225,8 +225,8 @@ def layout_svg(dot: str) -> str:
     for e in sorted(edges, key=lambda e: nodes[e.path[1]].x):
         label = e.attrs.get("label")
         show = bool(label) and (e.a, label) not in labelled
-        if show:
-            labelled.add((e.a, label))  # type: ignore[arg-type]
+        if show and label:
+            labelled.add((e.a, label))
         out.append(_edge_svg(e, nodes, mid, show))
     for n in nodes:
         if not n.virtual:

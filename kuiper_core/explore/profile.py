@@ -55,11 +55,11 @@ def declared_algorithm(runtime: RuntimeGraph, name: str) -> str:
     rop = next((r for r in runtime.order if r.name == name), None)
     if rop is None or rop.layer is None:
         return ""
-    shapes = [o.static_shape for o in rop.op.inputs]
-    if any(s is None for s in shapes):
+    shapes = [s for o in rop.op.inputs if (s := o.static_shape) is not None]
+    if len(shapes) != len(rop.op.inputs):
         return ""
     try:
-        return rop.layer.algorithm(shapes)  # type: ignore[arg-type]
+        return rop.layer.algorithm(shapes)
     except KuiperError:  # declared shapes the layer cannot run (its forward would say so)
         return ""
 

@@ -53,9 +53,16 @@ def read_text(path: str | Path) -> str:
     return decode_utf8(raw, where, severity="error")
 
 
-def read_module(path: str | Path, **kwargs: object) -> IRModule:
+def read_module(
+    path: str | Path,
+    *,
+    registry: DialectRegistry | None = None,
+    allow_unregistered: bool = False,
+    check: bool = True,
+) -> IRModule:
     """A `.kir` file, parsed (keyword arguments as for parse_module)."""
-    return parse_module(read_text(path), str(path), **kwargs)  # type: ignore[arg-type]
+    text = read_text(path)
+    return parse_module(text, str(path), registry=registry, allow_unregistered=allow_unregistered, check=check)
 
 
 # -- weights -------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ divisor_override; F.adaptive_*_pool3d with output_size (0 or None: keep that siz
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
@@ -52,7 +54,12 @@ def _grouped_weight(
     return grouped, b, tuple(w.shape[2:]), layer.ints_param("stride", 3, 1, low=1)
 
 
-_DEPTH_PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_DEPTH_PAD_MODES: dict[str, Literal["constant", "reflect", "edge", "wrap"]] = {
+    "zeros": "constant",
+    "reflect": "reflect",
+    "replicate": "edge",
+    "circular": "wrap",
+}
 
 
 def _plane(
@@ -165,7 +172,7 @@ class Conv3d(Layer):
         self.check_size((n * od, c * kd, h, w), "the planes")
         if any(self.pads[0]):
             pads = ((0, 0), (0, 0), self.pads[0], (0, 0), (0, 0))
-            x = np.pad(x, pads, mode=_DEPTH_PAD_MODES[self.mode])  # type: ignore[call-overload]
+            x = np.pad(x, pads, mode=_DEPTH_PAD_MODES[self.mode])
         # planes[n·OD + i, c·kd + a] = x[n, c, i·stride + a·dilation]: a strided view, copied once
         sn, sc, sd, sh, sw = x.strides
         taps = as_strided(x, (n, od, c, kd, h, w), (sn, sd * self.s[0], sc, sd * self.d[0], sh, sw), writeable=False)

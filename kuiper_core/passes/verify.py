@@ -250,9 +250,10 @@ def _cat(op: Operator) -> str | None:
         rest_b = tuple(d for i, d in enumerate(out) if i != axis)
         if not _agree(rest_a, rest_b):
             return f"input {format_shape(s)} does not fit the output {format_shape(out)} outside dim {dim}"
-    sizes = [s[axis] for s in shapes]
-    if all(isinstance(d, int) for d in sizes) and isinstance(out[axis], int) and sum(sizes) != out[axis]:  # type: ignore[arg-type]
-        return f"inputs add up to {sum(sizes)} along dim {dim}, the output has {out[axis]}"  # type: ignore[arg-type]
+    sizes = [d for s in shapes if isinstance(d := s[axis], int)]
+    total = out[axis]
+    if len(sizes) == len(shapes) and isinstance(total, int) and sum(sizes) != total:
+        return f"inputs add up to {sum(sizes)} along dim {dim}, the output has {total}"
     return None
 
 
@@ -267,11 +268,12 @@ def _expression(op: Operator) -> str | None:
     if any(isinstance(n, ListExpr) or (isinstance(n, Call) and n.name in ("size", "int")) for n in walk(ast)):
         return None
     used = sorted({n.index for n in walk(ast) if isinstance(n, OperandRef)})
-    shapes = [op.inputs[i].static_shape for i in used if i < len(op.inputs)]
-    if any(s is None for s in shapes):
+    declared = [op.inputs[i].static_shape for i in used if i < len(op.inputs)]
+    shapes = [s for s in declared if s is not None]
+    if len(shapes) != len(declared):
         return None
     try:
-        want = np.broadcast_shapes(*shapes) if shapes else ()  # type: ignore[arg-type]
+        want = np.broadcast_shapes(*shapes) if shapes else ()
     except ValueError:
         return f"input shapes {', '.join(format_shape(s) for s in shapes)} do not broadcast"
     out = op.outputs[0].static_shape

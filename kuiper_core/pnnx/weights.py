@@ -168,7 +168,7 @@ def _read_array(fp: BinaryIO, offset: int, size: int, crc: int, dtype: str, shap
     buf: mmap.mmap | bytearray = mmap.mmap(-1, size) if size >= OWN_PAGES_MIN_BYTES else bytearray(size)
     fp.seek(offset)
     try:
-        got = fp.readinto(buf)  # type: ignore[attr-defined]
+        got = fp.readinto(buf)  # type: ignore[attr-defined]  # typing.BinaryIO lacks it; real binary files have it
     except OSError as e:
         raise _Unreadable(f"is unreadable: {e.strerror or e}") from None
     if got != size:  # a truncated archive can lie in its directory
@@ -278,7 +278,7 @@ def _check_entry_count(fp: BinaryIO, where: str, wanted: int) -> None:
         fp.seek(0)
     if not endrec:
         return  # not a zip: ZipFile says so next
-    total = int(endrec[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]
+    total = int(endrec[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]  # private, as _EndRecData
     allowed = max(_MIN_ENTRIES, _ENTRIES_PER_WEIGHT * wanted)
     if total > allowed:
         raise WeightError(f"{where} lists {total:,} entries for a model with {wanted:,} weight(s)")
