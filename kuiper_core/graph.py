@@ -15,7 +15,7 @@ import math
 import threading
 import weakref
 from typing import Any, Protocol
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -41,11 +41,11 @@ def format_shape(shape: Shape | None, dtype: str | None = None) -> str:
     return "(" + ",".join(map(dim_text, shape)) + ")" + (dtype or "")
 
 
-def shape_label(shape: Shape | None) -> str:
+def shape_label(shape: Sequence[Dim] | None) -> str:
     """A shape for a label: `1x3x?x7`; unknown `?`; a scalar `()`."""
     if shape is None:
         return "?"
-    return "x".join(map(dim_text, shape)) if shape else "()"
+    return "x".join(map(dim_text, shape)) if len(shape) else "()"
 
 
 # Parameter values as .param writes them: None, bool, int, float, str, or a list of

@@ -22,6 +22,7 @@ from kuiper_core.explore.expression_quiz import KIND_LABELS, ExpressionQuiz
 from kuiper_core.explore import tensors as T
 from kuiper_core.explore.overlay import Overlay
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.graph import shape_label
 from pages import common, presenter
 from pages import quiz_panel as QP
 from pages.graph_viewer import show_graph
@@ -267,7 +268,7 @@ def _walk() -> None:
             st.markdown("**Operands:** " + ", ".join(f"`@{i}` = `{lab}`" for i, lab in enumerate(labels)))
         for i, x in enumerate(values):
             if isinstance(x, np.ndarray):
-                st.markdown(f"`@{i}` ({x.dtype}, shape {'×'.join(map(str, x.shape))})")
+                st.markdown(f"`@{i}` ({x.dtype}, shape {shape_label(x.shape)})")
                 if x.size <= 64:
                     st.dataframe(
                         pd.DataFrame(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)), hide_index=True

@@ -21,6 +21,7 @@ from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.overlay import Overlay, roll_up, state_overlay
 from kuiper_core.explore.profile import event_algorithm
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.graph import shape_label
 from pages import common, compare_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
@@ -306,7 +307,7 @@ def _tensors_panel(event: Any, check: C.OperatorCheck | None) -> None:
         label_visibility="collapsed",
     )
     label, name, a = items[names_.index(pick)]
-    st.markdown(f"`{name}`: shape `{'×'.join(map(str, a.shape)) or 'scalar'}`, `{a.dtype}`, {a.size:,} values")
+    st.markdown(f"`{name}`: shape `{shape_label(a.shape) if a.ndim else 'scalar'}`, `{a.dtype}`, {a.size:,} values")
     ref = refs.get(name) if label.startswith("out") else None
     show_tensor(
         a,
@@ -437,7 +438,7 @@ def _outputs() -> None:
     for i, y in enumerate(outputs):
         s = T.tensor_stats(y)
         line = (
-            f"out{i}: shape {'×'.join(map(str, s['shape']))}, {s['dtype']}, min {s['min']:.6g}, max {s['max']:.6g}"
+            f"out{i}: shape {shape_label(s['shape'])}, {s['dtype']}, min {s['min']:.6g}, max {s['max']:.6g}"
             if s["min"] is not None
             else f"out{i}: shape {s['shape']}"
         )

@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..graph import Graph, Operand, Operator
-from .summary import shape_text
+from ..graph import Graph, Operand, Operator, shape_label
 
 # Comparison statuses, worst last (an operator's status is its worst output's).
 OK, OVER, SHAPE, NO_REF = "within tolerance", "over tolerance", "shape mismatch", "no reference"
@@ -101,7 +100,7 @@ class Comparison:
 
     def text(self) -> str:
         if self.status == SHAPE:
-            return f"shape mismatch: the engine made {shape_text(self.shape)}, the reference is {shape_text(self.ref_shape)}"
+            return f"shape mismatch: the engine made {shape_label(self.shape)}, the reference is {shape_label(self.ref_shape)}"
         return f"max |error| {self.max_error:.3g} (tolerance {self.tolerance:.3g}): {self.status}"
 
     def where_text(self) -> str:

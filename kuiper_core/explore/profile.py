@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import KuiperError
+from ..graph import shape_label
 from ..runtime import RuntimeGraph, StepEvent
 from .categories import category
-from .summary import operator_parameters, shape_text
+from .summary import operator_parameters
 
 
 @dataclass
@@ -93,7 +94,7 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
                     macs=int(macs),
                     output_bytes=sum(_nbytes(v) for v in outs),
                     output_shapes=", ".join(
-                        shape_text(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)
+                        shape_label(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)
                     ),
                     algorithm=event_algorithm(runtime, event),
                 )

@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import limits as _limits
 from ..errors import InputError, KuiperError, ParseError
+from ..graph import format_shape
 from .functions import BITWISE, CAST, FLOAT, FUNCTIONS, INT, KEEP, SIZE, TRUE_DIV
 from .lexer import error_at
 from .parser import Call, Constant, ListExpr, Node, OperandRef, parse, to_text
@@ -240,7 +241,7 @@ def _result_shape(args: list, node: Node) -> tuple[int, ...]:
         shape = np.broadcast_shapes(*shapes)
     except ValueError:
         raise InputError(
-            f"'{_short(to_text(node))}': operands of shapes {', '.join(map(str, shapes))} do not broadcast"
+            f"'{_short(to_text(node))}': operands of shapes {', '.join(map(format_shape, shapes))} do not broadcast"
         ) from None
     _limits.check_elements(shape, f"the result of '{_short(to_text(node))}'")
     return shape

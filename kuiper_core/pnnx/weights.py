@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import WeightError
 from ..files import check_regular
-from ..graph import Graph, bf16_to_float32, file_dtype
+from ..graph import Graph, bf16_to_float32, file_dtype, format_shape
 
 # General-purpose flag bits a PNNX entry must not have: encrypted (0), compressed patched
 # data (5), strong encryption (6). Python's zipfile cannot read them anyway.
@@ -87,9 +87,8 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None, *, 
                     )
                 expected = attr.nbytes
                 if info.file_size != expected:
-                    shape = ",".join(map(str, attr.shape))
                     raise WeightError(
-                        f"entry '{entry}' has {info.file_size:,} bytes, but @{key}=({shape}){attr.dtype} "
+                        f"entry '{entry}' has {info.file_size:,} bytes, but @{key}={format_shape(attr.shape, attr.dtype)} "
                         f"needs {expected:,}",
                         **at,
                     )
