@@ -19,7 +19,7 @@ from kuiper_core.explore import compare
 from kuiper_core.explore import tensors
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.overlay import Overlay, roll_up, state_overlay
-from kuiper_core.explore.profile import event_algorithm
+from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
 from pages import common, compare_panel
@@ -200,7 +200,7 @@ def _body() -> None:
         )
     else:
         line, link = st.columns([5, 1])
-        how = event_algorithm(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
+        how = event_kernel(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
         line.markdown(
             f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}"
             + (f", {how}" if how else "")

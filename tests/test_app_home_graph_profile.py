@@ -315,6 +315,6 @@ def test_profile_names_each_convolutions_kernel() -> None:
     no_exception(at)
     table = at.dataframe[0].value
     convs = table[table["type"] == "nn.Conv2d"]
-    assert len(convs) == 2 and set(convs["algorithm"]) <= {"im2col + GEMM", "1x1: one GEMM"}, convs["algorithm"]
-    assert set(table[table["type"] != "nn.Conv2d"]["algorithm"]) == {""}
-    assert any("*algorithm*" in c.value for c in at.caption)
+    assert len(convs) == 2 and set(convs["kernel"]) <= {"im2col + GEMM", "1x1: one GEMM"}, convs["kernel"]
+    assert set(table[table["type"] != "nn.Conv2d"]["kernel"]) == {""}
+    assert any("*kernel*" in c.value for c in at.caption)

@@ -32,7 +32,7 @@ class OperatorProfile:
     macs: int
     output_bytes: int  # bytes of the output arrays (tuples of other outputs count 0)
     output_shapes: str
-    algorithm: str = ""  # Layer.algorithm at the shapes seen, e.g. "Winograd F(4x4, 3x3)"
+    kernel: str = ""  # Layer.kernel_name at the shapes seen, e.g. "Winograd F(4x4, 3x3)"
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -43,15 +43,15 @@ def _nbytes(value: Any) -> int:
     return int(value.nbytes) if isinstance(value, np.ndarray) else 0
 
 
-def event_algorithm(runtime: RuntimeGraph, event: StepEvent) -> str:
-    """How the operator of a step computed, at the shapes it saw (Layer.algorithm; "" where
+def event_kernel(runtime: RuntimeGraph, event: StepEvent) -> str:
+    """The kernel the operator of a step ran, at the shapes it saw (Layer.kernel_name; "" where
     its layer has no choice to make)."""
     layer = runtime.order[event.index].layer
-    return layer.algorithm([_shape(event.inputs[o.name]) for o in event.operator.inputs]) if layer is not None else ""
+    return layer.kernel_name([_shape(event.inputs[o.name]) for o in event.operator.inputs]) if layer is not None else ""
 
 
-def declared_algorithm(runtime: RuntimeGraph, name: str) -> str:
-    """How an operator will compute at the input shapes its .param declares ("" where it has
+def declared_kernel(runtime: RuntimeGraph, name: str) -> str:
+    """The kernel an operator will run at the input shapes its .param declares ("" where it has
     no choice, or a declared shape is missing or has `?` dims)."""
     rop = next((r for r in runtime.order if r.name == name), None)
     if rop is None or rop.layer is None:
@@ -60,7 +60,7 @@ def declared_algorithm(runtime: RuntimeGraph, name: str) -> str:
     if len(shapes) != len(rop.op.inputs):
         return ""
     try:
-        return rop.layer.algorithm(shapes)
+        return rop.layer.kernel_name(shapes)
     except KuiperError:  # declared shapes the layer cannot run (its forward would say so)
         return ""
 
@@ -96,7 +96,7 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
                     output_shapes=", ".join(
                         shape_label(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)
                     ),
-                    algorithm=event_algorithm(runtime, event),
+                    kernel=event_kernel(runtime, event),
                 )
             )
     return rows

@@ -3,7 +3,7 @@
 Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 case.
 
 This module reads and checks the params and weights (at build) and picks a kernel per input
-shape (`_choose_kernel`, which `Layer.algorithm` names for the app): conv_kernels.py holds
+shape (`_choose_kernel`, which `Layer.kernel_name` names for the app): conv_kernels.py holds
 the kernels and the cost models that weigh them (im2col GEMM, plain GEMM for pointwise convs,
 Winograd for stride-1 3x3 convs (winograd.py) and along the rows for stride-2 ones
 (winograd_stride2.py), depthwise convs on small maps channels last (depthwise.py)),
@@ -302,7 +302,7 @@ class Convolution(_ConvBase):
             return "pointwise", None
         return "im2col", None
 
-    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
+    def kernel_name(self, inputs: list[tuple[int, ...]]) -> str:
         if self.weight_dtype is None or not inputs or len(inputs[0]) not in (self.dims + 1, self.dims + 2):
             return "im2col + GEMM"  # F.conv*: weights arrive as inputs, laid out per call
         kind, m = self._choose_kernel(self._lift_shape(inputs[0]))
@@ -448,7 +448,7 @@ def _run_kernel(
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")
 class TransposedConvolution(_ConvBase):
-    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
+    def kernel_name(self, inputs: list[tuple[int, ...]]) -> str:
         return "GEMM + col2im (scatter-add of the taps)"
 
     def __init__(self, op: Operator) -> None:
