@@ -38,9 +38,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     # before the (maybe long) run: no directory, FIFO or input as an output
     targets = check_targets([("--output", p) for p in args.output], [*_model_files(args.model, args.bin), *args.input])
-    graph = open_from_args(args).build(release_weights=True)
+    runtime = open_from_args(args).build(release_weights=True)
     arrays = [read_npy(p) for p in args.input]
-    outputs = graph.forward(*arrays)
+    outputs = runtime.forward(*arrays)
     if args.output and len(args.output) != len(outputs):
         raise InputError(f"the model has {len(outputs)} output(s) but {len(args.output)} --output path(s) were given")
     for i, value in enumerate(outputs):
@@ -64,13 +64,13 @@ def _range(y: np.ndarray) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .pnnx.param import format_shape
+    from .graph import format_shape
 
-    graph = open_from_args(args).build(args.order, release_weights=True)
-    g = graph.graph
-    assert g is not None
+    runtime = open_from_args(args).build(args.order, release_weights=True)
+    graph = runtime.graph
+    assert graph is not None  # built from one
     rows = []
-    for rop in graph.order:
+    for rop in runtime.order:
         op = rop.op
         outs = " ".join(f"{o.name}{format_shape(o.shape, o.dtype) if o.shape is not None else ''}" for o in op.outputs)
         ins = " ".join(o.name for o in op.inputs)
@@ -80,13 +80,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    folded = sum(1 for rop in graph.order if rop.folded)
+    folded = sum(1 for rop in runtime.order if rop.folded)
     print(
-        f"\n{len(g.operators)} operators, {len(g.operands)} operands, "
-        f"{g.parameter_count():,} parameters ({g.weight_bytes() / 1e6:.2f} MB), order: {args.order}"
+        f"\n{len(graph.operators)} operators, {len(graph.operands)} operands, "
+        f"{graph.parameter_count():,} parameters ({graph.weight_bytes() / 1e6:.2f} MB), order: {args.order}"
         + (f", {folded} folded at build (depend only on constants)" if folded else "")
     )
-    for note in g.notes:
+    for note in graph.notes:
         print(f"note: {note}")
     return 0
 

@@ -3,7 +3,7 @@
     from kuiper_core import ir
     text = ir.print_graph(graph)          # Graph -> text
     graph = ir.parse_ir(text)             # text -> Graph (located errors, layers checked)
-    rg = ir.load_ir("m.kir", "m.pnnx.bin")  # text + weights -> a built RuntimeGraph
+    runtime = ir.load_ir("m.kir", "m.pnnx.bin")  # text + weights -> a built RuntimeGraph
 
 Modules: `lexer` (tokens with spans), `parser` (recursive descent, semantic checks),
 `printer`, `dialects` (the registry and its print/parse hooks), `types` (tensor type),
