@@ -40,12 +40,6 @@ def kind_of(data: bytes, name: str) -> str | None:
         return None
 
 
-def kind_of_name(name: str) -> str | None:
-    """The format a file name suggests (before its content is read), or None."""
-    lowered = name.lower()
-    return next((f for f, m in BY_NAME.items() if any(lowered.endswith(s) for s in m.SUFFIXES)), None)
-
-
 def asks_for_shape(data: bytes, name: str) -> bool:
     """A TorchScript file that does not record its traced input shapes: pnnx needs them given."""
     return needs_inputshape(data, name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from math import prod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -371,8 +371,3 @@ _SHAPE_RULES: dict[str, Callable[[Operator], str | None]] = {
         )
     },
 }
-
-
-def shape_rules() -> Sequence[str]:
-    """The operator types with a shape rule (for docs and tests)."""
-    return sorted(set(_SHAPE_RULES) | SAME_SHAPE_TYPES)
