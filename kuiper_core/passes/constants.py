@@ -23,7 +23,7 @@ import numpy as np
 from .. import limits
 from ..expression import evaluate, to_text, walk
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
-from ..graph import Graph, Operand, Operator, numpy_dtype
+from ..graph import Graph, Operand, Operator, format_shape, numpy_dtype
 from ..runtime.binding import UNPACKERS, is_value
 from .batch_probe import fixed_dims, shapes_at_batch2
 from .expr_tools import (
@@ -502,7 +502,7 @@ def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_id
                 remove_input(op, i)
             op.type, op.params, op.input_names = "pnnx.Attribute", {}, []
             op.attrs = {"data": attribute_of(value)}
-            record("folded", op.name, f"constant subgraph → pnnx.Attribute {o.dtype}{tuple(value.shape)}")
+            record("folded", op.name, f"constant subgraph → pnnx.Attribute {format_shape(value.shape, o.dtype)}")
             return True
         new = add_weight(graph, value, f"{op.name}_{o.name}", before=op)
         new.shape, new.dtype = o.shape, o.dtype
