@@ -29,6 +29,7 @@ import numpy as np
 
 from . import limits
 from .errors import InputError, KuiperError, ModelError, ParseError
+from .graph import format_shape
 from .cli_models import add_compare_command, add_convert_command, add_model_options, open_from_args
 from .npy import read_npy, write_npy
 
@@ -49,9 +50,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise InputError(f"output {i} is {type(value).__name__} {str(value)[:60]!r}, not an array of numbers")
         if args.output:
             written = write_npy(targets[i], y)  # exactly this path: np.save would add '.npy'
-            print(f"{written}: {y.dtype} {tuple(y.shape)}")
+            print(f"{written}: {format_shape(y.shape, str(y.dtype))}")
         else:
-            print(f"output {i}: {y.dtype} {tuple(y.shape)}{_range(y)}")
+            print(f"output {i}: {format_shape(y.shape, str(y.dtype))}{_range(y)}")
     return 0
 
 
@@ -64,8 +65,6 @@ def _range(y: np.ndarray) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .graph import format_shape
-
     runtime = open_from_args(args).build(args.order, release_weights=True)
     graph = runtime.graph
     assert graph is not None  # built from one

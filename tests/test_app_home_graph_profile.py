@@ -280,7 +280,7 @@ def test_wrong_npy_shape_is_a_clear_error() -> None:
     at.file_uploader(key="home_npy").upload("x.npy", buf.getvalue()).run()
     no_exception(at)
     assert any("Cannot use x.npy" in e.value for e in at.error)
-    assert "expected (1, 1, 8, 8)" in "\n".join(c.value for c in at.code)
+    assert "expected (1,1,8,8)" in "\n".join(c.value for c in at.code)
     at.file_uploader(key="home_npy").upload("junk.npy", b"junk").run()
     no_exception(at)
     assert "not a readable .npy" in "\n".join(c.value for c in at.code)

@@ -493,7 +493,8 @@ def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_id
             record(
                 "kept",
                 op.name,
-                f"computed {value.dtype}{tuple(value.shape)} does not match the declared {o.dtype}{o.shape}",
+                f"computed {format_shape(value.shape, str(value.dtype))} does not match the declared "
+                f"{format_shape(o.shape, o.dtype)}",
             )
             continue
         if len(op.outputs) == 1:

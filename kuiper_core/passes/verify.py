@@ -119,7 +119,10 @@ def _check_weights(op: Operator) -> None:
         if attr.data is None:
             continue
         if tuple(attr.data.shape) != tuple(attr.shape):
-            raise _err(f"weight '@{key}' declares shape {tuple(attr.shape)} but holds {attr.data.shape}", op)
+            raise _err(
+                f"weight '@{key}' declares shape {format_shape(attr.shape)} but holds {format_shape(attr.data.shape)}",
+                op,
+            )
         if attr.dtype != "bf16" and attr.data.dtype != numpy_dtype(attr.dtype):
             raise _err(f"weight '@{key}' declares {attr.dtype} but holds {attr.data.dtype}", op)
 
@@ -217,7 +220,7 @@ def _reshape(op: Operator) -> str | None:
         return f"{format_shape(a)} has {prod(a)} elements, the output {format_shape(b)} {prod(b)}"
     shape = op.params.get("shape")
     if isinstance(shape, list) and b is not None and -1 not in shape and tuple(shape) != b:
-        return f"shape={tuple(shape)} but the output is declared {format_shape(b)}"
+        return f"shape={format_shape(tuple(shape))} but the output is declared {format_shape(b)}"
     return None
 
 
@@ -290,7 +293,7 @@ def _attribute(op: Operator) -> str | None:
         return None
     o = op.outputs[0]
     if o.shape is not None and not _agree(tuple(data.shape), o.shape):
-        return f"@data {tuple(data.shape)} but its operand is declared {format_shape(o.shape)}"
+        return f"@data {format_shape(data.shape)} but its operand is declared {format_shape(o.shape)}"
     if o.dtype is not None and o.dtype != data.dtype:
         return f"@data is {data.dtype} but its operand is declared {o.dtype}"
     return None
