@@ -190,11 +190,11 @@ class Convolution(_ConvBase):
         """The im2col/pointwise GEMM's left operand (G, Og, Cg·KH·KW) and the bias left to add
         after it: with `bias_column`, the bias rides in the GEMM as an extra column (a copy
         of the weight, made once); else the matrix is a view of the weight itself."""
-        weight = self._module_weight()
         if not bias_column or self.bias_data is None:
+            weight = self._module_weight()
             return weight.reshape(self.groups, weight.shape[0] // self.groups, -1), self.bias_data
-        if self._wmat is None:
-            self._wmat = self._weight_matrix(weight, self.bias_data)
+        if self._wmat is None:  # the weight is read only to make it (it may have been let go of)
+            self._wmat = self._weight_matrix(self._module_weight(), self.bias_data)
         return self._wmat, None
 
     def _padding_spec(self) -> PaddingSpec:
