@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import io
 import struct
+import sys
 import threading
 import tracemalloc
 import zipfile
+from pathlib import Path
+
+import pytest
 
 from kuiper_core.explore import model_files as F
+from kuiper_core.formats.convert import converter_available
+
+DATA = Path(__file__).parent / "data"
+SAMPLES = Path(__file__).parent.parent / "sample_models"
 
 
 def _archive(pkl: bytes) -> bytes:
@@ -50,3 +58,53 @@ def test_a_data_pkl_cannot_amplify_memory_through_calls():
     finally:
         tracemalloc.stop()
     assert peak < 20 << 20, peak
+
+
+def test_no_command_writes_into_the_conversion_cache(tmp_path, monkeypatch):
+    """`kuiper compare m.onnx --save CACHE/KEY/model.pnnx.bin` replaced the conversion's
+    weights: every later open of m.onnx failed (`kuiper opt -o` there would serve another graph)."""
+    from kuiper_core.errors import InputError
+    from kuiper_core.output_files import check_target
+
+    monkeypatch.setenv("KUIPER_CACHE", str(tmp_path / "cache"))
+    entry = tmp_path / "cache" / "convert" / "0123abcd"
+    entry.mkdir(parents=True)
+    (entry / "model.pnnx.bin").write_bytes(b"weights")
+    (tmp_path / "link").symlink_to(entry)
+    for target in (entry / "model.pnnx.bin", entry / "new.npz", tmp_path / "link" / "model.pnnx.param"):
+        with pytest.raises(InputError, match="inside the conversion cache"):
+            check_target(target, "--save")
+    assert (entry / "model.pnnx.bin").read_bytes() == b"weights"
+    assert check_target(tmp_path / "out.npz", "--save") == tmp_path / "out.npz"
+
+
+def test_a_full_standard_output_is_an_error_not_an_internal_one(monkeypatch, capsys):
+    """`kuiper print m > /dev/full` said "internal error: OSError" and exited 1."""
+    from kuiper_core import cli
+
+    full = open("/dev/full", "w")  # noqa: SIM115  -- closed below, after main() redirected it
+    monkeypatch.setattr(sys, "stdout", full)
+    try:
+        code = cli.main(["print", str(SAMPLES / "tiny_mlp.pnnx.param")])
+    finally:
+        full.close()
+    assert code == 2
+    assert "cannot write to the standard output: No space left on device" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
+def test_convert_never_writes_its_input_nor_outside_its_folder(tmp_path, capsys):
+    """A TorchScript file named m.pnnx.bin converted with --name m wrote over itself; --name
+    ../x wrote beside the -o folder."""
+    from kuiper_core import cli
+
+    source = tmp_path / "m.pnnx.bin"
+    source.write_bytes((DATA / "debug_models" / "small_cnn.pt").read_bytes())
+    before = source.read_bytes()
+    args = ["convert", str(source), "--inputshape", "[1,3,16,16]", "-q"]
+    assert cli.main([*args, "--name", "m"]) == 2
+    assert "is an input of this command" in capsys.readouterr().err
+    assert source.read_bytes() == before
+    assert cli.main([*args, "--name", "../x", "-o", str(tmp_path / "out")]) == 2
+    assert "a file stem, not a path" in capsys.readouterr().err
+    assert not list(tmp_path.glob("x*"))

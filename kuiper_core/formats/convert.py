@@ -512,10 +512,11 @@ def _store(
     return _files(entry, kind), _read_record(entry, cached=False)
 
 
-def export_files(files: PnnxFiles, out_dir: str | Path, stem: str) -> list[Path]:
+def export_files(files: PnnxFiles, out_dir: str | Path, stem: str, inputs: Sequence[str | Path] = ()) -> list[Path]:
     """Copy a conversion's files to `out_dir` as STEM.pnnx.param, STEM.pnnx.bin and
     STEM_pnnx.py (its .bin file name rewritten to match), written safely (output_files.py:
-    all complete or none touched; a FIFO, a directory or a missing name refused)."""
+    all complete or none touched; a FIFO, a directory, a missing name or one of `inputs`,
+    such as the model converted, refused)."""
     from ..output_files import check_targets, write_files
 
     out = Path(out_dir)
@@ -540,5 +541,5 @@ def export_files(files: PnnxFiles, out_dir: str | Path, stem: str) -> list[Path]
     if files.python is not None:
         text = files.python.read_text().replace(f"'{STEM}.pnnx.bin'", repr(f"{stem}.pnnx.bin")).encode()
         outputs.append((out / f"{stem}_pnnx.py", lambda f: f.write(text)))
-    targets = check_targets([("-o", dst) for dst, _ in outputs])
+    targets = check_targets([("-o", dst) for dst, _ in outputs], inputs)
     return write_files([(dst, write) for dst, (_, write) in zip(targets, outputs)])
