@@ -119,3 +119,39 @@ def test_the_child_process_has_a_memory_limit(tmp_path):
     script = _script(tmp_path, "v_9 = torch.ones(8 * 1024 * 1024 * 1024)")
     with limits.use(max_planned_bytes=64 << 20), pytest.raises(IsolatedRunError, match="alloc"):
         capture_operands(script, [np.ones((1, 2), np.float32)])
+
+
+@pytest.mark.skipif(
+    not (installed("onnx") and installed("onnxruntime")), reason="onnx and onnxruntime are not installed"
+)
+def test_onnx_values_exposed_are_bounded_and_computed_in_a_child(tmp_path):
+    """A 309-byte .onnx of ReLUs over a ConstantOfShape of 2^26 floats (pnnx folds it away, so
+    our engine's limits never see it) took 2.7 GB in the server's process once every value was
+    exposed: now the child computes it, and returns at most max_planned_bytes."""
+    import resource
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from kuiper_core.errors import LimitError
+    from kuiper_core.references.onnx_values import run_onnx
+
+    n, size = 4, 1 << 22  # 4 values of 16 MiB
+    fill = helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c0"], value=fill)]
+    nodes += [helper.make_node("Relu", [f"c{i}"], [f"c{i + 1}"]) for i in range(n)]
+    nodes += [helper.make_node("ReduceSum", [f"c{n}"], ["s"], keepdims=0), helper.make_node("Add", ["x", "s"], ["y"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [size])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [shape]), ir_version=8)
+    model.opset_import[0].version = 13
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with limits.use(max_planned_bytes=3 * 4 * size), pytest.raises(LimitError, match="max_planned_bytes"):
+        run_onnx(path, [np.ones((1, 4), np.float32)])
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 40 << 10  # KiB: not here
+    with limits.use(max_planned_bytes=8 * 4 * size):
+        run = run_onnx(path, [np.ones((1, 4), np.float32)])
+    np.testing.assert_array_equal(run.outputs[0], np.full((1, 4), 1.0 + size, np.float32))

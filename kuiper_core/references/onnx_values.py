@@ -132,9 +132,17 @@ class OnnxRun:
     first_input: dict[str, str] = field(default_factory=dict)  # value name -> its node's first input
 
 
-def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRun:
+def run_onnx(
+    source: str | Path | bytes, inputs: Sequence[np.ndarray], *, isolated: bool = True, timeout: float | None = None
+) -> OnnxRun:
     """Run the ONNX model with every node output made a graph output (needs onnx and
-    onnxruntime)."""
+    onnxruntime). isolated (the default): in a child process under memory and time limits,
+    what it returns within max_planned_bytes (isolated.py: constant subgraphs run whatever
+    their size, though pnnx folded them away from our graph)."""
+    if isolated:
+        from .isolated import run_onnx as run_in_child
+
+        return run_in_child(source, [np.asarray(x) for x in inputs], timeout)  # type: ignore[no-any-return]
     import onnx
     import onnxruntime as ort  # type: ignore[import-untyped]  # onnxruntime ships no type information
 

@@ -140,11 +140,11 @@ def capture_operands(
     KUIPER_REFERENCE_TIMEOUT or 300 s): the checked code still runs torch's operators on
     arguments a file chose, which may take any time, any memory, or crash the process."""
     if isolated:
-        from .isolated import run_isolated
+        from .isolated import run_pnnx_py
 
         check(_model_class(ast.parse(Path(pnnx_py).read_text())))  # refused here, without starting a process
 
-        return run_isolated(Path(pnnx_py), [np.asarray(x) for x in inputs], bin_path, timeout)
+        return run_pnnx_py(Path(pnnx_py), [np.asarray(x) for x in inputs], bin_path, timeout)
     import torch
 
     model = load_model(pnnx_py, bin_path)
