@@ -108,3 +108,26 @@ def test_convert_never_writes_its_input_nor_outside_its_folder(tmp_path, capsys)
     assert cli.main([*args, "--name", "../x", "-o", str(tmp_path / "out")]) == 2
     assert "a file stem, not a path" in capsys.readouterr().err
     assert not list(tmp_path.glob("x*"))
+
+
+def test_mapping_onnx_values_to_a_big_graph_is_not_quadratic():
+    """map_to_operands rebuilt the set of our operands once per operand (20,000 operators:
+    4e8 insertions), and each multi-output operator's unmapped output scanned every ONNX value."""
+    import time
+
+    import numpy as np
+
+    from kuiper_core.pnnx import parse_param
+    from kuiper_core.references.onnx_values import OnnxRun, map_to_operands
+
+    n = 20_000
+    lines = ["pnnx.Input in 0 1 0 #0=(1,4)f32"]
+    lines += [f"F.relu r{i} 1 1 {i} {i + 1} #{i}=(1,4)f32 #{i + 1}=(1,4)f32" for i in range(n)]
+    lines.append(f"pnnx.Output out 1 0 {n}")
+    graph = parse_param("7767517\n" + f"{n + 2} {n + 1}\n" + "\n".join(lines) + "\n", "m.pnnx.param")
+    ours = {str(i): np.full((1, 4), i, np.float32) for i in range(n + 1)}
+    run = OnnxRun([(f"t{i}", "Relu", ours[str(i + 1)]) for i in range(n)], [ours[str(n)]], "test")
+    start = time.perf_counter()
+    mapping = map_to_operands(graph, ours, run, [str(n)])
+    assert time.perf_counter() - start < 20
+    assert mapping.mapped == n and not mapping.unmapped

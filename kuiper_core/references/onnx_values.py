@@ -258,11 +258,9 @@ def map_to_operands(
         same = next((c for c in candidates if _key(c[1]) == _key(v) and _same_values(c[1], v)), None)
         if same is not None:
             refs[name], names[name] = same[1], same[0]
+    candidates_of_ours = {n for n, _, _ in mine} | {n for n, _ in stored}  # once: it was built per operand
     unmapped = [
-        o.name
-        for op in graph.operators
-        for o in op.outputs
-        if o.name in {n for n, _, _ in mine} | {n for n, _ in stored} and o.name not in refs
+        o.name for op in graph.operators for o in op.outputs if o.name in candidates_of_ours and o.name not in refs
     ]
     return OperandMapping(refs, names, unmapped, aligned)
 
@@ -282,6 +280,9 @@ def _siblings(
     mapped = dict(pairs)
     used = set(mapped.values())
     extra: list[tuple[int, int]] = []
+    made_from: dict[str | None, list[int]] = {}  # ONNX values by their node's first input: no scan of all per output
+    for j, (name, _, _) in enumerate(theirs):
+        made_from.setdefault(first_input.get(name), []).append(j)
     for op in graph.operators:
         rows = [row[o.name] for o in op.outputs if o.name in row]
         anchors = [mapped[i] for i in rows if i in mapped]
@@ -291,11 +292,7 @@ def _siblings(
         for i in rows:
             if i in mapped:
                 continue
-            fits = [
-                j
-                for j, (name, _, _) in enumerate(theirs)
-                if j not in used and first_input.get(name) == source and allowed(i, j)
-            ]
+            fits = [j for j in made_from.get(source, ()) if j not in used and allowed(i, j)]
             if len(fits) == 1:
                 extra.append((i, fits[0]))
                 used.add(fits[0])
