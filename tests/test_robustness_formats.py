@@ -131,3 +131,31 @@ def test_mapping_onnx_values_to_a_big_graph_is_not_quadratic():
     mapping = map_to_operands(graph, ours, run, [str(n)])
     assert time.perf_counter() - start < 20
     assert mapping.mapped == n and not mapping.unmapped
+
+
+@pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
+def test_the_converter_runs_within_a_memory_limit(tmp_path):
+    """A 214-byte .onnx whose constant subgraph (ConstantOfShape of 2^31 floats, summed) pnnx
+    folds asked the converter for 8 GB of a shared server; it runs within max_planned_bytes +
+    2 GiB of address space (and file size) and the error says so."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, save
+
+    from kuiper_core import limits
+    from kuiper_core.formats import open_model
+    from kuiper_core.formats.convert import ConversionError
+
+    fill = helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["c"], value=fill),
+        helper.make_node("ReduceSum", ["c"], ["s"], keepdims=0),
+        helper.make_node("Add", ["x", "s"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [1 << 31])
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [shape]), ir_version=8)
+    model.opset_import[0].version = 13
+    save(model, str(tmp_path / "m.onnx"))
+    with limits.use(max_planned_bytes=256 << 20), pytest.raises(ConversionError, match="MiB of address space"):
+        open_model(tmp_path / "m.onnx", cache_dir=tmp_path / "cache")

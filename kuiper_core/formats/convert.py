@@ -26,6 +26,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -275,6 +276,30 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def converter_memory() -> int:
+    """The converter's address space and largest file: max_planned_bytes + 2 GiB. A 214-byte
+    .onnx folding a ConstantOfShape of 2^28 floats took pnnx 1.2 GB; one of 2^31 would take
+    8 GB of a shared server. Real conversions need far less (LRASPP: within 1 GiB)."""
+    from .. import limits
+
+    return limits.current().max_planned_bytes + (2 << 30)
+
+
+def _limited(cmd: Sequence[str]) -> list[str]:
+    """`cmd` started through a Python trampoline that sets its limits (preexec_fn is not safe
+    in a threaded server); as it is on systems without rlimits."""
+    if os.name != "posix":
+        return list(cmd)
+    size = converter_memory()
+    trampoline = (
+        "import os, resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({size}, {size}))\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({size}, {size}))\n"
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", trampoline, *cmd]
+
+
 def _run(
     cmd: Sequence[str], cwd: Path, timeout: float, on_log: Callable[[str], None] | None
 ) -> tuple[int | None, list[str]]:
@@ -431,7 +456,7 @@ def convert(
             on_log("$ pnnx " + " ".join(cmd[1:]))
         started = time.perf_counter()
         try:
-            code, lines = _run(cmd, work, timeout, on_log)
+            code, lines = _run(_limited(cmd), work, timeout, on_log)
         except OSError as e:
             raise ConversionError(f"could not run the pnnx converter {converter.path}: {e.strerror or e}") from None
         seconds = time.perf_counter() - started
@@ -447,6 +472,8 @@ def convert(
             hint = ""
             if kind == "torchscript" and shape1 is None:
                 hint = " (giving inputshape, e.g. [1,3,224,224], may help)"
+            if code is not None and code < 0 and os.name == "posix":
+                hint += f" (it runs within {converter_memory() >> 20:,} MiB of address space and files)"
             raise ConversionError(
                 f"{name}: the pnnx converter failed (exit code {code}) and wrote no model{hint}; "
                 f"its last lines:\n{_last_lines(lines)}",
