@@ -159,3 +159,27 @@ def test_the_converter_runs_within_a_memory_limit(tmp_path):
     save(model, str(tmp_path / "m.onnx"))
     with limits.use(max_planned_bytes=256 << 20), pytest.raises(ConversionError, match="MiB of address space"):
         open_model(tmp_path / "m.onnx", cache_dir=tmp_path / "cache")
+
+
+def test_matching_reference_keys_is_linear():
+    """Each key of a reference .npz that is not an operand number was looked up by scanning the
+    operators (and a `name#2` key rebuilt every operator's key), and each unmatched key's reason
+    rebuilt a name table: 20,000 keys on a 20,000-operator graph."""
+    import time
+
+    import numpy as np
+
+    from kuiper_core.explore.references import match_keys
+    from kuiper_core.pnnx import parse_param
+
+    n = 20_000
+    lines = ["pnnx.Input in 0 1 0 #0=(1,4)f32"]
+    lines += [f"F.relu r{i} 1 1 {i} {i + 1} #{i}=(1,4)f32 #{i + 1}=(1,4)f32" for i in range(n)]
+    lines.append(f"pnnx.Output out 1 0 {n}")
+    graph = parse_param("7767517\n" + f"{n + 2} {n + 1}\n" + "\n".join(lines) + "\n", "m.pnnx.param")
+    zero = np.zeros((1, 4), np.float32)
+    npz = {f"module.r{i}": zero for i in range(0, n, 2)} | {f"x{i}#2": zero for i in range(n // 2)}
+    start = time.perf_counter()
+    match = match_keys(graph, npz)
+    assert time.perf_counter() - start < 10
+    assert match.matched == n // 2 and len(match.unmatched) == n // 2
