@@ -192,21 +192,45 @@ def cache_key(
 
 
 def _entry_size(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    """Bytes of an entry's files; what another session removes meanwhile counts 0."""
+    total = 0
+    try:
+        for p in folder.iterdir():
+            try:
+                total += p.stat().st_size if p.is_file() else 0
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return total
+
+
+EVICT_GRACE = 600.0  # seconds: an entry used more recently is kept, over the size limit if need be
 
 
 def _evict(root: Path, keep: Path) -> None:
-    """Remove the least recently used entries until the cache is within its size."""
+    """Remove the least recently used entries until the cache is within its size. Safe with
+    other sessions and processes doing the same (an entry that vanishes while counted counts
+    0: two sessions converting at once failed with "could not be stored: No such file"), and
+    never an entry used in the last EVICT_GRACE seconds: a session opening a cached model
+    reads its files just after finding it."""
     entries = []
+    now = time.time()
     for d in root.iterdir():
         record = d / "record.json"
-        if d.name.startswith("."):  # another process's staging folder (or a crashed one's, after a day)
-            if d.is_dir() and time.time() - d.stat().st_mtime > 86400:
-                shutil.rmtree(d, ignore_errors=True)
+        try:
+            if d.name.startswith("."):  # another process's staging folder (or a crashed one's, after a day)
+                if d.is_dir() and now - d.stat().st_mtime > 86400:
+                    shutil.rmtree(d, ignore_errors=True)
+                continue
+            if d.is_dir() and d != keep:
+                used = record.stat().st_mtime
+                if now - used > EVICT_GRACE:
+                    entries.append((used, d))
+        except OSError:  # removed meanwhile, or no record: not ours to count
             continue
-        if d.is_dir() and record.exists() and d != keep:
-            entries.append((record.stat().st_mtime, d))
-    total = sum(_entry_size(d) for _, d in entries) + (_entry_size(keep) if keep.exists() else 0)
+    others = sum(_entry_size(d) for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    total = others
     limit = _cache_max_bytes()
     for _, d in sorted(entries):
         if total <= limit:
