@@ -92,7 +92,7 @@ def run_pnnx_py(
     pnnx_py: Path, inputs: list[np.ndarray], bin_path: str | Path | None, timeout: float | None
 ) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """pnnx_py.capture_operands in a child: (operands by number, outputs)."""
-    job = {"kind": "pnnx_py", "python": str(pnnx_py.resolve())}
+    job: dict[str, Any] = {"kind": "pnnx_py", "python": str(pnnx_py.resolve())}
     job["bin"] = None if bin_path is None else str(Path(bin_path).resolve())
     folder, tmp = _spawn("pnnx's code", job, inputs, timeout)
     with tmp:
@@ -136,7 +136,8 @@ def _child(folder: Path) -> None:
         (folder / "error.json").write_text(json.dumps([type(e).__name__, message, fields]))
         return
     (folder / "result.json").write_text(json.dumps(meta))
-    np.savez(folder / "result.npz", **arrays)
+    kept: dict[str, Any] = arrays  # (NumPy's stub types savez's keywords as allow_pickle's)
+    np.savez(folder / "result.npz", **kept)
 
 
 def _pnnx_py_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
