@@ -20,6 +20,8 @@ traceback (`--debug` shows one).
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -311,6 +313,10 @@ def _limit_arg(text: str) -> tuple[str, int]:
     return name, number
 
 
+# A write to the standard output that failed (a full disk, a closed pipe): not an engine bug.
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EPIPE}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a model's names may hold anything: never a UnicodeEncodeError
         if hasattr(stream, "reconfigure"):
@@ -318,7 +324,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with limits.use(**dict(args.limit)):
-            return int(args.func(args))
+            code = int(args.func(args))
+            sys.stdout.flush()  # a full disk under `> out.txt` fails here or in a print: said, exit 2
+            return code
+    except OSError as e:
+        if e.filename is not None or e.errno not in _OUTPUT_ERRNOS:
+            if args.debug:
+                raise
+            print(f"error: internal error: {type(e).__name__}: {e} (run with --debug for a traceback)", file=sys.stderr)
+            return 1
+        try:  # what is still buffered cannot be written either: not again at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        print(f"error: cannot write to the standard output: {e.strerror or e}", file=sys.stderr)
+        return 2
     except KuiperError as e:
         if args.debug:
             traceback.print_exc()

@@ -62,7 +62,8 @@ def match_keys(graph: Graph, npz: Mapping[str, Any]) -> KeyMatch:
         if operand in given:
             duplicates.append(k)
         given.add(operand)
-    reasons = {k: _why(graph, k, outputs) for k in match.unmatched}
+    names = {op.name: op for op in graph.operators}  # once, not per key
+    reasons = {k: _why(graph, k, outputs, names) for k in match.unmatched}
     return KeyMatch(match.refs, match.keys, match.unmatched, reasons, how, duplicates, match.hint)
 
 
@@ -72,7 +73,7 @@ def _kind(graph: Graph, key: str) -> str:
     return BY_OUTPUT if _OUT.match(key) else BY_OPERATOR
 
 
-def _why(graph: Graph, key: str, outputs: list[str]) -> str:
+def _why(graph: Graph, key: str, outputs: list[str], names: Mapping[str, Any]) -> str:
     """Why `key` names nothing in `graph` (compare.key_operand said so)."""
     out = _OUT.match(key)
     if out is not None:
@@ -81,7 +82,6 @@ def _why(graph: Graph, key: str, outputs: list[str]) -> str:
     base, _, index = key.rpartition(":")
     if not (base and index.isdigit()):
         base, index = key, ""
-    names = {op.name: op for op in graph.operators}
     op = names.get(base)
     if op is not None:
         n = len(op.outputs)

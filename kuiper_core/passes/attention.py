@@ -36,6 +36,7 @@ import numpy as np
 from ..expression import evaluate
 from ..graph import Graph, Operand, Operator
 from .expr_tools import expr_of
+from .batch_probe import fixed_dims
 from .manager import graph_pass, record
 from .op_kinds import PERMUTE_TYPES, RESHAPE_TYPES
 from .rewrite import add_input, add_weight, remove_input, remove_operators, set_weight, sole_consumer
@@ -349,6 +350,18 @@ def _rewrite(graph: Graph, m: _Match) -> None:
     )
 
 
+def _any_batch(graph: Graph, softmax: Operator, m: _Match) -> bool:
+    """Whether the fused layer is right at every batch size. A mask that differs between the
+    B attention batches or the heads is written (B·h, N, N) at the traced B: right only where
+    B does not follow the batch. Swin's windows do (B = images × windows): fused, -O2 failed
+    at batch 2 where the original runs ("attn_mask has shape (8, 16, 16)"), so it stays unfused
+    there (pnnx's own optlevel-2 export fuses it, for its traced batch only)."""
+    if m.mask is None or not np.any(m.mask != 0) or np.all(m.mask == m.mask[:1, :1]):
+        return True
+    fixed = fixed_dims(graph, softmax.inputs[0])
+    return bool(fixed and fixed[0])
+
+
 @graph_pass(
     "FuseAttention",
     2,
@@ -361,7 +374,7 @@ def fuse_attention(graph: Graph) -> tuple[Graph, bool]:
         if not any(softmax is op for op in graph.operators):
             continue
         m = _match(softmax)
-        if m is None:
+        if m is None or not _any_batch(graph, softmax, m):
             continue
         _rewrite(graph, m)
         changed = True
