@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import tensors as T
+from kuiper_core.explore import tensors
 from kuiper_core.explore.summary import si_number
 from kuiper_core.explore.profile import by_type, profile_model, profile_table, profile_totals, top_operators
 from pages import common
@@ -22,8 +22,8 @@ st.title(f"Profile of `{model.name}`")
 st.caption(
     f"Input: {common.input_description()}. Each operator is timed on its own while stepping through the model; "
     "with several runs the fastest time of each operator is kept. MACs are multiply-accumulates as each layer "
-    "counts them (0 where a layer does no arithmetic worth counting). *algorithm*: how the engine computes a "
-    "layer where it picks among ways, e.g. a convolution's kernel (Winograd, im2col + GEMM, channels last), "
+    "counts them (0 where a layer does no arithmetic worth counting). *kernel*: how the engine computes a "
+    "layer where it picks among ways, e.g. a convolution's (Winograd, im2col + GEMM, channels last), "
     "chosen per input shape by a cost model."
 )
 
@@ -41,7 +41,7 @@ def _profiles() -> OrderedDict:
 
 
 inputs = common.current_input(model)
-key = (model.key, T.arrays_digest(inputs), repeats)
+key = (model.key, tensors.arrays_digest(inputs), repeats)
 shared = _profiles()
 cached = shared.get(key)
 if run or cached is None:
@@ -89,7 +89,7 @@ st.dataframe(
             "#",
             "name",
             "type",
-            "algorithm",
+            "kernel",
             "category",
             "time_ms",
             "time_%",
@@ -103,7 +103,7 @@ st.dataframe(
     width="stretch",
     column_config={
         "#": st.column_config.NumberColumn(width="small"),
-        "algorithm": st.column_config.TextColumn("algorithm", width="medium"),
+        "kernel": st.column_config.TextColumn("kernel", width="medium"),
         "time_ms": st.column_config.NumberColumn("time (ms)", format="%.3f"),
         "time_%": st.column_config.ProgressColumn("share of time", format="%.1f%%", min_value=0, max_value=100),
         "macs": st.column_config.NumberColumn("MACs", format="localized"),
