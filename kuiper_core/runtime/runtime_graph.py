@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from enum import IntEnum
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,9 +45,11 @@ from .planned import PlannedForward, ViewNotes
 from .prepared import NotPreparable, PreparedForward, PreparedSteps
 from .program import Program, build
 from .runtime_operator import RuntimeOperator, Value
-from .row_sharded import RowShardedForward
 from .sharded import ShardedForward, batch_size, best_time
 from .step_arena import StepArenas
+
+if TYPE_CHECKING:  # imported at the first batch-1 forward at two threads: `import kuiper_core` stays light
+    from .row_sharded import RowShardedForward
 
 # Input signatures whose first run was checked (the planned forward's); beyond this many, start again.
 MAX_CHECKED_SIGNATURES = 256
@@ -262,6 +265,8 @@ class RuntimeGraph:
     ) -> list[np.ndarray]:
         """Decide whether this batch-1 signature runs as row bands; this call's outputs (the
         whole forward's). The banded forward runs the whole one's calls after its last cut."""
+        from .row_sharded import RowShardedForward
+
         t_whole, outputs = best_time(whole.run, inputs)
         banded = RowShardedForward.build(program, inputs, whole, outputs, t_whole)
         if len(self._sharded) >= MAX_PREPARED:
