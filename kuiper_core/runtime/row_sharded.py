@@ -46,7 +46,7 @@ from ..threads import one_blas_thread
 from .prepared import NotPreparable, PreparedForward
 from .program import Program
 from .running_threads import other_thread_running
-from .sharded import BACK_TO_BACK, MAX_SHARDED_SHARE, _worker, best_time, close_enough
+from .sharded import BACK_TO_BACK, _worker, best_time, close_enough
 
 WINDOWED = ("nn.Conv2d", "nn.MaxPool2d", "nn.AvgPool2d")
 ELEMENTWISE = frozenset(
@@ -60,6 +60,9 @@ ELEMENTWISE = frozenset(
 # The whole forward's gain from its second BLAS thread, for the estimate only (ResNet-18 b1:
 # ~1.3x; the build times both in the end).
 WHOLE_GAIN = 1.3
+# Banded only when it takes at most this share of the whole forward's time (both timed at
+# the second forward at these shapes), as sharded.py's MAX_SHARDED_SHARE.
+MAX_BANDED_SHARE = 0.9
 # Multiply-adds an elementwise or pooling element is worth in the estimate.
 PASS_COST = 4.0
 # Segments: at least this share of the prefix's estimated cost; starting at one of the last
@@ -443,7 +446,7 @@ class RowShardedForward:
             return None
         if len(out) != len(ref) or not all(close_enough(a, b) for a, b in zip(ref, out)):
             return None
-        return banded if t_banded <= MAX_SHARDED_SHARE * t_whole else None
+        return banded if t_banded <= MAX_BANDED_SHARE * t_whole else None
 
     def _band(self, j: int, k: int, source: np.ndarray) -> None:
         """Band k of segment j on its rows of `source`; its correct cut rows into the join."""
