@@ -115,8 +115,9 @@ class PreparedForward:
         self.fused: set[str] = set()
 
     @classmethod
-    def build(cls, program: Program, inputs: list[np.ndarray]) -> PreparedForward:
-        """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result."""
+    def build(cls, program: Program, inputs: list[np.ndarray], pool: list[np.ndarray] | None = None) -> PreparedForward:
+        """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result.
+        `pool`: buffers shared with forwards that never run at the same time (BufferPlan.allocate)."""
         rec = record(program, inputs)
         ops = [
             Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)) for r in program.run_order
@@ -128,7 +129,7 @@ class PreparedForward:
             if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()
         }
         plan = plan_buffers(ops, set(rec.views), outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
-        plan.allocate(program.limits)
+        plan.allocate(program.limits, pool)
         self = cls(plan, rec, len(program.inputs))
         values: dict[str, Any] = dict(program.run_constants)  # constants folded at build
         feeds = program.feeds(inputs)

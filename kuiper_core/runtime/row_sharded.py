@@ -28,6 +28,13 @@ whole forward's two-thread gain) is under the whole forward's, the banded output
 whole forward's (the last guard), and the banded run is faster than the whole, both timed.
 After a pause, with another thread of the process running (OpenBLAS's pool spinning after a
 GEMM: sharded.py), the whole forward runs instead.
+
+Memory: the bands' kernels keep to the Winograd layouts the whole forward made
+(`conv.reusing_weights`: at their heights and one BLAS thread the cost model would transform
+ResNet-18's weights again, +11 MiB), and the bands of successive segments share buffers (they
+never run at once: `BufferPlan.allocate`'s pool). ResNet-18 b1 at two threads, peak RSS after
+4 forwards: 127 MiB whole, 148 banded (the worker's scratch and OpenBLAS's buffer for a second
+calling thread; PyTorch 314).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import numpy as np
 
 from .. import limits as _limits
 from ..errors import KuiperError
+from ..layers.conv import reusing_weights
 from ..threads import one_blas_thread
 from .prepared import NotPreparable, PreparedForward
 from .program import Program
@@ -68,7 +76,11 @@ PASS_COST = 4.0
 # Segments: at least this share of the prefix's estimated cost; starting at one of the last
 # MAX_BACK cuts (planning stays linear in the graph's size).
 MIN_SEGMENT = 1 / 32
-MAX_BACK = 6
+MAX_BACK = 4
+# Planning looks at most this many prefix operators (deep1500: 1,500), and only at inputs of
+# at least MIN_ROWS rows (on smaller maps the hand-offs cost more than a band saves).
+MAX_PREFIX = 300
+MIN_ROWS = 32
 # A hand-off to the worker and back, in multiply-adds (~0.2 ms at ~60 GMAC/s).
 HANDOFF_COST = 12e6
 
@@ -141,7 +153,7 @@ def row_prefix(program: Program, shapes: dict[str, Any]) -> Prefix | None:
     costs: list[float] = [0.0]
     reads: list[tuple[str, ...]] = [()]
     outs: list[str] = [source]
-    for operator in program.run_order[1:]:
+    for operator in program.run_order[1:MAX_PREFIX]:
         names = [o.name for o in operator.binding.inputs]
         tensors = tuple(n for n in names if n not in constants)
         if len(operator.binding.outputs) != 1 or not tensors or operator.computed:
@@ -312,6 +324,8 @@ def plan_segments(
     if prefix is None:
         return None
     height = shapes[prefix.input_operand][0][2]
+    if height < MIN_ROWS and not force:
+        return None
     full = band_rows(prefix, 0, len(prefix.ops) - 1, height, 0, height)
     if full is None:
         return None
@@ -391,6 +405,8 @@ class RowShardedForward:
         build. `whole`: the prepared forward at these inputs."""
         if len(inputs) != 1 or inputs[0].ndim != 4 or inputs[0].shape[0] != 1:
             return None
+        if inputs[0].shape[2] < MIN_ROWS and not force:
+            return None
         shapes = whole.record.shapes
 
         def cuttable(name: str) -> bool:
@@ -402,20 +418,23 @@ class RowShardedForward:
         by_output = {o.name: r for r in program.run_order for o in r.binding.outputs}
         order = list(program.run_order)
         bands, sources, joins = [], [], []
+        pools: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])  # per band: segments run one after another
         source = inputs[0]
         try:
-            with one_blas_thread():  # the kernels' cost models see the thread count they run at
+            # The kernels' cost models see the thread count they run at, and keep to the
+            # weight layouts the whole forward made.
+            with one_blas_thread(), reusing_weights():
                 for seg in segments:
                     ops = tuple(order[order.index(by_output[seg.source]) + 1 : order.index(by_output[seg.cut]) + 1])
                     join = whole.operand_array(seg.cut) if seg is segments[-1] else None
                     if join is None:
                         join = np.empty(*shapes[seg.cut])
                     pair, rows = [], []
-                    for (lo, hi), offset, (start, end) in zip(
-                        seg.inputs, seg.offsets, ((0, seg.split), (seg.split, seg.rows))
+                    for (lo, hi), offset, (start, end), pool in zip(
+                        seg.inputs, seg.offsets, ((0, seg.split), (seg.split, seg.rows)), pools
                     ):
                         rows_in = np.ascontiguousarray(source[:, :, lo:hi])
-                        band = PreparedForward.build(_band_program(program, ops, seg, rows_in), [])
+                        band = PreparedForward.build(_band_program(program, ops, seg, rows_in), [], pool)
                         out = band.output_values[0]
                         if not isinstance(out, np.ndarray) or out.shape[2] < end - offset or start < offset:
                             return None  # not the rows band_rows predicted
