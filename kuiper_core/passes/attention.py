@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import reduce
 
 import numpy as np
 
@@ -67,6 +68,15 @@ def _static(operand: Operand) -> tuple[int, ...] | None:
     return operand.static_shape
 
 
+def _perm(op: Operator, rank: int) -> list[int]:
+    """A permute's dims modulo the rank ([] when they are not ints)."""
+    dims = op.params.get("dims")
+    if not isinstance(dims, list):
+        return []
+    ints = [d % rank for d in dims if isinstance(d, int)]
+    return ints if len(ints) == len(dims) else []
+
+
 def _swapped_last(op: Operator) -> bool:
     """A transpose of the last two dims of a 4-D operand."""
     shape = _static(op.inputs[0]) if op.inputs else None
@@ -76,7 +86,7 @@ def _swapped_last(op: Operator) -> bool:
         dims = {op.params.get("dim0"), op.params.get("dim1")}
         return dims in ({-2, -1}, {2, 3}, {-2, 3}, {2, -1})
     if op.type in PERMUTE_TYPES:
-        return [d % 4 for d in op.params.get("dims", [])] == [0, 1, 3, 2]  # type: ignore[union-attr]
+        return _perm(op, 4) == [0, 1, 3, 2]
     return False
 
 
@@ -88,7 +98,7 @@ def _heads_to_tokens(op: Operator) -> bool:
     if op.type in _TRANSPOSE:
         return {op.params.get("dim0"), op.params.get("dim1")} in ({1, 2}, {-3, 2}, {1, -2}, {-3, -2})
     if op.type in PERMUTE_TYPES:
-        return [d % 4 for d in op.params.get("dims", [])] == [0, 2, 1, 3]  # type: ignore[union-attr]
+        return _perm(op, 4) == [0, 2, 1, 3]
     return False
 
 
@@ -187,6 +197,7 @@ class _Match:
     qkv: Operator
     out_proj: Operator
     heads: int
+    embed_dim: int
     scale: float  # what q @ kᵀ is multiplied by in the model
     mask: np.ndarray | None  # (B, h, N, N) float64
     ops: list[Operator]
@@ -202,7 +213,7 @@ def _qkv_source(q: Operand, k: Operand, v: Operand) -> tuple[Operator, Operand, 
     perm = unbind.inputs[0].producer
     if perm is None or perm.type not in PERMUTE_TYPES or sole_consumer(unbind.inputs[0]) is not unbind:
         return None
-    if [d % 5 for d in perm.params.get("dims", [])] != [2, 0, 3, 1, 4]:  # type: ignore[union-attr]
+    if _perm(perm, 5) != [2, 0, 3, 1, 4]:
         return None
     reshape = perm.inputs[0].producer
     if reshape is None or reshape.type not in RESHAPE_TYPES or sole_consumer(perm.inputs[0]) is not perm:
@@ -283,9 +294,9 @@ def _match(softmax: Operator) -> _Match | None:
     wo = out_proj.attrs.get("weight")
     if wo is None or wo.data is None or wo.data.shape != (E, E) or wo.data.dtype != np.float32:
         return None
-    mask = sum(scores.terms) if scores.terms else None
+    mask = reduce(np.add, scores.terms) if scores.terms else None
     ops = qkv_ops + extra + [tr, qk] + scores.ops + [softmax, pv, back, merge]
-    return _Match(x, qkv, out_proj, heads, scale, mask, ops)  # type: ignore[arg-type]
+    return _Match(x, qkv, out_proj, heads, E, scale, mask, ops)
 
 
 def _batch_period(mask: np.ndarray) -> int:
@@ -299,12 +310,14 @@ def _batch_period(mask: np.ndarray) -> int:
 
 def _rewrite(graph: Graph, m: _Match) -> None:
     """The out_proj Linear becomes the attention; the rest of the chain goes."""
-    E = m.x.shape[2]  # type: ignore[index]
+    E = m.embed_dim
     fixed = fixed_dims(graph, m.x)
     follows_batch = fixed is None or not fixed[0]  # then the windows' count grows with the batch
     d = E // m.heads
     op = m.out_proj
-    w_qkv = m.qkv.attrs["weight"].data.astype(np.float64)  # type: ignore[union-attr]
+    w_in, wo = m.qkv.attrs["weight"].data, op.attrs["weight"].data
+    assert w_in is not None and wo is not None  # _match checked both
+    w_qkv = w_in.astype(np.float64)
     b_attr = m.qkv.attrs.get("bias")
     b_qkv = b_attr.data.astype(np.float64) if b_attr is not None and b_attr.data is not None else np.zeros(3 * E)
     # The layer scales q by 1/sqrt(d); the model by `scale`: the query projection makes up the rest.
@@ -312,10 +325,9 @@ def _rewrite(graph: Graph, m: _Match) -> None:
     w_qkv[:E] *= fix
     b_qkv[:E] *= fix
     bo = op.attrs.get("bias")
-    wo = op.attrs["weight"].data
     set_weight(op, "in_proj_weight", w_qkv.astype(np.float32))
     set_weight(op, "in_proj_bias", b_qkv.astype(np.float32))
-    set_weight(op, "out_proj.weight", wo)  # type: ignore[arg-type]
+    set_weight(op, "out_proj.weight", wo)
     out_bias = bo.data if bo is not None and bo.data is not None else np.zeros(E, np.float32)
     set_weight(op, "out_proj.bias", out_bias)
     for key in ("weight", "bias"):
