@@ -1,6 +1,7 @@
 """Export small models in the styles of torchvision's and torch.nn's bigger ones (issue 25) with
 the real pnnx converter at optlevel 0, 1 and 2, for tests/test_models_styles.py:
 
+    swin_v2         the same with Swin V2's blocks (swin_v2_t's): torch.clone, aten::zero
     swin            torchvision's SwinTransformer at a small size (embed 16, depths 2+2, 4x4
                     windows on a 32x32 image): shifted windows, their mask built from
                     new_zeros/slices/fill/copy/masked_fill at optlevel 0/1, the relative
@@ -66,6 +67,28 @@ def _swin() -> tuple[Any, tuple[Any, ...]]:
         for name, p in m.named_parameters():
             if "relative_position_bias_table" in name:
                 p.normal_(0, 0.5)
+    return m.eval(), (torch.randn(1, 3, 32, 32),)
+
+
+def _swin_v2() -> tuple[Any, tuple[Any, ...]]:
+    """torchvision's Swin V2 (swin_v2_t's blocks and patch merging) at the small Swin's size: the
+    cosine attention, its position-bias MLP, and the qkv bias cloned with its key part zeroed
+    (torch.clone, aten::zero and Tensor.copy at optlevel 0/1)."""
+    import torch
+    from torchvision_cpu import torchvision
+
+    st = torchvision.models.swin_transformer
+    torch.manual_seed(5)
+    m = st.SwinTransformer(
+        patch_size=[4, 4],
+        embed_dim=16,
+        depths=[2, 2],
+        num_heads=[2, 4],
+        window_size=[4, 4],
+        num_classes=10,
+        block=st.SwinTransformerBlockV2,
+        downsample_layer=st.PatchMergingV2,
+    )
     return m.eval(), (torch.randn(1, 3, 32, 32),)
 
 
@@ -303,6 +326,7 @@ def _batch2_reference(build: Callable[[], tuple[Any, tuple[Any, ...]]], folder: 
 MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
     # name: (builder, traced without grad: PyTorch's fused fast path)
     "swin": (_swin, False),
+    "swin_v2": (_swin_v2, False),
     "conv3d_stem": (_conv3d_stem, False),
     "ssdlite_head": (_ssdlite_head, False),
     "detection_post": (_detection_post, False),

@@ -49,6 +49,7 @@ NOTES = {
     "spatial": "space-to-depth written out, einsum, max-pool indices",
     "timm_attention": "timm's Attention",
     "swin": "torchvision's Swin, small: shifted windows",
+    "swin_v2": "the same, Swin V2's blocks: cosine attention",
     "conv3d_stem": "r3d_18's stem, Conv3DSimple as F.conv3d",
     "ssdlite_head": "SSDlite's MobileNetV3 backbone and head",
     "detection_post": "torchvision nms, MultiScaleRoIAlign",

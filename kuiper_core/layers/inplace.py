@@ -49,9 +49,9 @@ def _usable(out: np.ndarray | None, like: np.ndarray) -> TypeGuard[np.ndarray]:
     return out is not None and out.shape == like.shape and out.dtype == like.dtype
 
 
-@register("Tensor.clone")
+@register("Tensor.clone", "torch.clone")
 class Clone(Layer):
-    """`x.clone()`: a copy."""
+    """`x.clone()`, `torch.clone(x)`: a copy (Swin V2 clones its qkv bias before zeroing a part)."""
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
@@ -59,6 +59,20 @@ class Clone(Layer):
             np.copyto(out[0], x)
             return [out[0]]
         return [np.array(x, copy=True)]
+
+
+@register("aten::zero")
+class Zero(Layer):
+    """`x.zero_()` made functional (pnnx keeps TorchScript's aten::zero): zeros of x's shape and
+    dtype. Swin V2 zeroes the key part of its qkv bias (`qkv_bias[E:2E].zero_()`), which optlevel
+    0/1 write as aten::zero of that slice, then Tensor.copy into the bias."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        y = out[0] if _usable(out[0], x) else np.empty(x.shape, x.dtype)
+        assert y is not None
+        y.fill(0)
+        return [y]
 
 
 @register("Tensor.fill")

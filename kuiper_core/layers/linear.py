@@ -103,6 +103,9 @@ class Linear(Layer):
             x, w = inputs[self.positions[0]], inputs[self.positions[1]]
             b = inputs[self.bias_position] if self.bias_position is not None else None
             wt = w.T
+            if b is not None and w.ndim == 2 and np.shape(b) not in ((w.shape[0],), (1,), ()):
+                # pnnx's optlevel 2 of Swin V2 passes the zeroed slice of the qkv bias as the bias
+                raise self.error(f"bias shape {np.shape(b)}: expected ({w.shape[0]},), the weight's out_features")
         else:
             x, wt, b = inputs[0], self.wt, self.bias
         if x.ndim == 0 or x.shape[-1] != wt.shape[0]:
