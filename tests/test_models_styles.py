@@ -136,6 +136,20 @@ def test_swin_fused_attention_runs_at_batch_2_with_torchs_answer(level: str) -> 
             assert ok, f"{level}{name}: max abs err {err:.3g} > {bound:.3g}"
 
 
+def test_swin_v2_o0_normalize_fuses_like_o1() -> None:
+    """optlevel 0 writes F.normalize as norm → aten::clamp_min(eps) → div: the clamp joins the
+    expressions (its eps a prim::Constant no longer), so -O2 from o0 reaches pnnx's count too."""
+    folder = DATA / "swin_v2" / "o0"
+    after = optimize(load_graph(folder / "model.pnnx.param"), 2).after
+    types = [op.type for op in after.operators]
+    assert "aten::clamp_min" not in types and "prim::Constant" not in types
+    assert len(after.operators) <= len(read_param(DATA / "swin_v2" / "o2" / "model.pnnx.param").operators)
+    ys = RuntimeGraph.from_graph(after).build().forward(*_arrays(folder / "inputs.npz", "in"))
+    for y, ref in zip(ys, _arrays(folder / "expected.npz", "out")):
+        ok, err, bound = max_err_ok(np.asarray(y), ref)
+        assert ok, f"max abs err {err:.3g} > {bound:.3g}"
+
+
 def test_attn_mask_repeat_needs_whole_periods() -> None:
     """A repeated mask must fit the batch a whole number of times; without the flag, PyTorch's rule."""
     from kuiper_core.graph import Attribute

@@ -93,6 +93,8 @@ _ATEN_UNARY = {
     )
 }
 _ATEN_BINARY = {f"aten::{n}": n for n in ("mul", "div", "pow", "maximum", "minimum", "atan2", "fmod", "remainder")}
+# F.normalize at optlevel 0 (Swin V2's cosine attention): norm.clamp_min(eps), as layers/aten.py runs them
+_ATEN_BINARY.update({"aten::clamp_min": "max", "aten::clamp_max": "min"})
 
 
 def _aten_tree(op: Operator) -> Node | None:
