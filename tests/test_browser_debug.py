@@ -115,10 +115,10 @@ def test_hook_keyed_references_of_an_uploaded_model(page) -> None:
     run_all(page, 11)
     assert colour_mode(page) == "run so far"  # nothing to compare with yet
     upload(page, "Reference .npz", "hooks.npz", (DEBUG / "small_cnn.hooks.npz").read_bytes())
-    page.get_by_text(re.compile("5 of 11 operators run so far compared")).wait_for()
+    page.get_by_text(re.compile("6 of 11 operators run so far compared")).wait_for()
     wait_idle(page)
     said = " ".join(alerts(page))
-    assert "all 5 within tolerance" in said and "3 match nothing" in said, said
+    assert "all 6 within tolerance" in said and "2 match nothing" in said, said
     assert colour_mode(page) == "error vs reference"  # switched by the upload
     assert fill_of(page, "block.conv") == C.ERROR_COLORS[C.OK] and fill_of(page, "fc") == C.ERROR_COLORS[C.OK]
     assert not page.get_by_text("def save_references").first.is_visible()  # the snippet waits in its expander
