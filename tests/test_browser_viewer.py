@@ -176,7 +176,7 @@ def test_walkthrough_drawing_follows_every_step(page, preset: str, algorithm: st
 def test_walkthrough_on_a_typed_graph_follows_every_step(page, algorithm: str) -> None:
     page.goto(f"{page.kx_url}/order?algo={algorithm}")
     wait_idle(page)
-    page.get_by_role("combobox").first.click()  # the "Graph" picker
+    page.get_by_role("combobox", name="Graph").click()
     page.get_by_role("option", name="Type your own graph").click()
     wait_idle(page)
     area = page.locator("textarea").first
@@ -402,7 +402,7 @@ def test_projector_graph_forward_and_typed_graph_fit_the_screen(page) -> None:
         assert current["y"] >= b["port"]["top"] - 1  # the current node is not under the toolbar
         page.goto(f"{page.kx_url}/order?algo=kahn")
         wait_idle(page)
-        page.get_by_role("combobox").first.click()
+        page.get_by_role("combobox", name="Graph").click()
         page.get_by_role("option", name="Type your own graph").click()
         wait_idle(page)
         page.wait_for_selector(f"{VIEW} .kx-stage svg g.node")
