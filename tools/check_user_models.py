@@ -9,6 +9,7 @@ compare layer by layer (how many operands compared; for ONNX how many onnxruntim
 
     python tools/check_user_models.py                    # every model, into /tmp/kuiper_check
     python tools/check_user_models.py densenet121 lstm_module --out DIR --formats onnx
+    python tools/check_user_models.py --dynamo --formats onnx --out DIR   # torch.onnx.export's default exporter
 
 Models are written once per folder (delete them to export again); conversions are cached in
 DIR/cache (KUIPER_CACHE), so a re-run measures the engine, not pnnx. Needs torch, torchvision
@@ -108,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help=f"models (default: {', '.join(CHECKED)})")
     ap.add_argument("--out", type=Path, default=Path("/tmp/kuiper_check"))
     ap.add_argument("--formats", default="onnx,pt", help="onnx,pt (default both)")
+    ap.add_argument(
+        "--dynamo",
+        action="store_true",
+        help="export .onnx with torch.onnx.export's default (the dynamo exporter: needs onnxscript; weights in "
+        "NAME.onnx.data); use another --out",
+    )
     args = ap.parse_args(argv)
     from tools.export_user_models import FULL, MODELS, export
 
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in names:
         if not all((args.out / f"{name}.{e}").exists() for e in ("onnx", "pt", "input.npy", "expected.npz")):
-            export(name, args.out)
+            export(name, args.out, dynamo=args.dynamo)
         for ext in args.formats.split(","):
             rows.append(check(args.out, name, ext))
             print(" | ".join(rows[-1].values()), file=sys.stderr, flush=True)

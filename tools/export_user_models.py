@@ -330,7 +330,9 @@ def _flatten(value: Any) -> list[Any]:
     return [value]
 
 
-def export(name: str, out: Path) -> dict[str, Any]:
+def export(name: str, out: Path, dynamo: bool = False) -> dict[str, Any]:
+    """`dynamo`: the .onnx as torch.onnx.export writes it by default since torch 2.9 (the
+    dynamo exporter, needs onnxscript; weights in NAME.onnx.data beside it)."""
     import torch
 
     build, description, _ = {**MODELS, **FULL}[name]
@@ -344,7 +346,12 @@ def export(name: str, out: Path) -> dict[str, Any]:
     traced.save(str(out / f"{name}.pt"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
-        torch.onnx.export(model, (x,), str(out / f"{name}.onnx"), dynamo=False, opset_version=17, input_names=["input"])
+        if dynamo:
+            torch.onnx.export(model, (x,), str(out / f"{name}.onnx"))
+        else:
+            torch.onnx.export(
+                model, (x,), str(out / f"{name}.onnx"), dynamo=False, opset_version=17, input_names=["input"]
+            )
     np.save(out / f"{name}.input.npy", x.numpy())
     np.savez(out / f"{name}.expected.npz", **{f"out{i}": y for i, y in enumerate(expected)})
     files = {p.name: p.stat().st_size for p in sorted(out.glob(f"{name}.*"))}
