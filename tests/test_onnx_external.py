@@ -118,3 +118,13 @@ def test_the_app_asks_for_the_data_file_and_opens_the_model_with_it(tmp_path, mo
     at.button(key="home_load_upload").click().run()
     no_exception(at)
     assert "Summary of `tiny.onnx`" in " ".join(h.value for h in at.header)
+
+
+def test_a_server_path_reads_the_data_file_beside_the_model(tmp_path, monkeypatch) -> None:
+    from kuiper_core.explore import model_files as F
+
+    monkeypatch.setenv("KUIPER_CACHE", str(tmp_path / "cache"))
+    path = _model(tmp_path)
+    request = F.from_path(str(path), 10**8)
+    assert request.kind == "onnx" and request.bin == (tmp_path / "tiny.onnx.data").read_bytes()
+    F.convert_request(request, None, None)  # converts: the weights were found

@@ -181,7 +181,8 @@ def from_upload(model_file: Any, bin_file: Any) -> OpenRequest | None:
 
 
 def from_path(text: str, max_bytes: int) -> OpenRequest:
-    """A model file on the server by its path (a .param or .kir with its sibling .bin), read
+    """A model file on the server by its path (a .param or .kir with its sibling .bin, an .onnx
+    with its external data file), read
     within `max_bytes` per file; the error says what is wrong with the path."""
     path = Path(text.strip()).expanduser()
     if not text.strip():
@@ -204,6 +205,11 @@ def from_path(text: str, max_bytes: int) -> OpenRequest:
     if kind in ("pnnx", "kir"):
         sibling = default_bin_path(path)
         weights = read(sibling) if sibling.is_file() else None
+    elif kind == "onnx":  # weights kept in one file beside it (model.onnx.data): read too
+        from ..formats.onnx_external import external_files
+
+        beside = [path.parent / name for name in external_files(data)]
+        weights = read(beside[0]) if len(beside) == 1 and beside[0].is_file() else None
     return OpenRequest(path.name, data, weights, kind)
 
 

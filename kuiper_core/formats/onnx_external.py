@@ -43,6 +43,24 @@ def _tensors(graph: Any) -> Iterator[Any]:
                 yield from _tensors(sub)
 
 
+def external_files(data: bytes) -> list[str]:
+    """The plain file names an .onnx's external tensors name ([] when none, or when the onnx
+    package is not installed: self_contained then says what to install)."""
+    if not may_have_external_data(data):
+        return []
+    try:
+        import onnx
+        from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+    except ImportError:
+        return []
+    try:
+        model = onnx.load_model_from_string(data)
+        names = {ExternalDataInfo(t).location for t in _tensors(model.graph) if uses_external_data(t)}
+    except Exception:  # not readable here: the conversion reports it
+        return []
+    return sorted(n for n in names if n and Path(n).name == n and n not in (".", ".."))
+
+
 def self_contained(source: Path | bytes, name: str, data: bytes | None = None) -> Path | bytes:
     """`source` unchanged when it holds its weights, else the model with its external data
     read in (bytes). `data`: the one external file's bytes (an upload's; else read beside the model).
