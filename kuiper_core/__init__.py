@@ -1,10 +1,10 @@
 """Kuiper Explorer's engine: load PNNX models and run them with NumPy, step by step.
 
 import kuiper_core
-g = kuiper_core.load("sample_models/resnet18.pnnx.param")
-(y,) = g.forward(x)
-for event in g.steps(x): ...
-text = kuiper_core.print_ir(g.graph)     # the textual IR (docs/ir.md); parse_ir(text) reads it back
+runtime = kuiper_core.load("sample_models/resnet18.pnnx.param")
+(y,) = runtime.forward(x)
+for event in runtime.steps(x): ...
+text = kuiper_core.print_ir(runtime.graph)     # the textual IR (docs/ir.md); parse_ir(text) reads it back
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ traceback (`--debug` shows one).
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -29,6 +31,7 @@ import numpy as np
 
 from . import limits
 from .errors import InputError, KuiperError, ModelError, ParseError
+from .graph import format_shape
 from .cli_models import add_compare_command, add_convert_command, add_model_options, open_from_args
 from .npy import read_npy, write_npy
 
@@ -38,9 +41,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     # before the (maybe long) run: no directory, FIFO or input as an output
     targets = check_targets([("--output", p) for p in args.output], [*_model_files(args.model, args.bin), *args.input])
-    graph = open_from_args(args).build(release_weights=True)
+    runtime = open_from_args(args).build(release_weights=True)
     arrays = [read_npy(p) for p in args.input]
-    outputs = graph.forward(*arrays)
+    outputs = runtime.forward(*arrays)
     if args.output and len(args.output) != len(outputs):
         raise InputError(f"the model has {len(outputs)} output(s) but {len(args.output)} --output path(s) were given")
     for i, value in enumerate(outputs):
@@ -49,9 +52,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise InputError(f"output {i} is {type(value).__name__} {str(value)[:60]!r}, not an array of numbers")
         if args.output:
             written = write_npy(targets[i], y)  # exactly this path: np.save would add '.npy'
-            print(f"{written}: {y.dtype} {tuple(y.shape)}")
+            print(f"{written}: {format_shape(y.shape, str(y.dtype))}")
         else:
-            print(f"output {i}: {y.dtype} {tuple(y.shape)}{_range(y)}")
+            print(f"output {i}: {format_shape(y.shape, str(y.dtype))}{_range(y)}")
     return 0
 
 
@@ -64,13 +67,11 @@ def _range(y: np.ndarray) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .pnnx.param import format_shape
-
-    graph = open_from_args(args).build(args.order, release_weights=True)
-    g = graph.graph
-    assert g is not None
+    runtime = open_from_args(args).build(args.order, release_weights=True)
+    graph = runtime.graph
+    assert graph is not None  # built from one
     rows = []
-    for rop in graph.order:
+    for rop in runtime.order:
         op = rop.op
         outs = " ".join(f"{o.name}{format_shape(o.shape, o.dtype) if o.shape is not None else ''}" for o in op.outputs)
         ins = " ".join(o.name for o in op.inputs)
@@ -80,13 +81,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    folded = sum(1 for rop in graph.order if rop.folded)
+    folded = sum(1 for rop in runtime.order if rop.folded)
     print(
-        f"\n{len(g.operators)} operators, {len(g.operands)} operands, "
-        f"{g.parameter_count():,} parameters ({g.weight_bytes() / 1e6:.2f} MB), order: {args.order}"
+        f"\n{len(graph.operators)} operators, {len(graph.operands)} operands, "
+        f"{graph.parameter_count():,} parameters ({graph.weight_bytes() / 1e6:.2f} MB), order: {args.order}"
         + (f", {folded} folded at build (depend only on constants)" if folded else "")
     )
-    for note in g.notes:
+    for note in graph.notes:
         print(f"note: {note}")
     return 0
 
@@ -312,6 +313,10 @@ def _limit_arg(text: str) -> tuple[str, int]:
     return name, number
 
 
+# A write to the standard output that failed (a full disk, a closed pipe): not an engine bug.
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EPIPE}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a model's names may hold anything: never a UnicodeEncodeError
         if hasattr(stream, "reconfigure"):
@@ -319,7 +324,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with limits.use(**dict(args.limit)):
-            return int(args.func(args))
+            code = int(args.func(args))
+            sys.stdout.flush()  # a full disk under `> out.txt` fails here or in a print: said, exit 2
+            return code
+    except OSError as e:
+        if e.filename is not None or e.errno not in _OUTPUT_ERRNOS:
+            if args.debug:
+                raise
+            print(f"error: internal error: {type(e).__name__}: {e} (run with --debug for a traceback)", file=sys.stderr)
+            return 1
+        try:  # what is still buffered cannot be written either: not again at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        print(f"error: cannot write to the standard output: {e.strerror or e}", file=sys.stderr)
+        return 2
     except KuiperError as e:
         if args.debug:
             traceback.print_exc()

@@ -67,8 +67,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             "nothing to convert (`kuiper opt` writes .param or .kir)"
         )
     stem = args.name or source.name.rsplit(".", 1)[0] or "model"
+    if args.name is not None and (Path(args.name).name != args.name or args.name in ("", ".", "..")):
+        raise InputError(f"--name {args.name!r} is a file stem, not a path: give the folder with -o")
     out_dir = Path(args.output) if args.output else source.parent
-    written = export_files(model.files, out_dir, stem)
+    written = export_files(model.files, out_dir, stem, inputs=[source])
     print(f"wrote {', '.join(map(str, written))}")
     print(model.describe())
     print(f"cache: {model.conversion.directory}")

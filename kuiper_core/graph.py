@@ -15,12 +15,18 @@ import math
 import threading
 import weakref
 from typing import Any, Protocol
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
 Dim = int | None | str  # a size, unknown (None: `?`), or a symbol (`%n`)
 Shape = tuple[Dim, ...]
+
+
+def known_dims(shape: Shape) -> tuple[int, ...] | None:
+    """`shape` when every dim is a known int, else None."""
+    dims = tuple(int(d) for d in shape if isinstance(d, int))
+    return dims if len(dims) == len(shape) else None
 
 
 def dim_text(d: Dim) -> str:
@@ -35,11 +41,11 @@ def format_shape(shape: Shape | None, dtype: str | None = None) -> str:
     return "(" + ",".join(map(dim_text, shape)) + ")" + (dtype or "")
 
 
-def shape_label(shape: Shape | None) -> str:
+def shape_label(shape: Sequence[Dim] | None) -> str:
     """A shape for a label: `1x3x?x7`; unknown `?`; a scalar `()`."""
     if shape is None:
         return "?"
-    return "x".join(map(dim_text, shape)) if shape else "()"
+    return "x".join(map(dim_text, shape)) if len(shape) else "()"
 
 
 # Parameter values as .param writes them: None, bool, int, float, str, or a list of
@@ -245,9 +251,7 @@ class Operand:
     @property
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape when every dim is a known int, else None."""
-        if self.shape is None or any(not isinstance(d, int) for d in self.shape):
-            return None
-        return tuple(int(d) for d in self.shape)  # type: ignore[arg-type]
+        return None if self.shape is None else known_dims(self.shape)
 
 
 @dataclass(eq=False)
@@ -287,10 +291,10 @@ def same_params(a: dict[str, ParamValue], b: dict[str, ParamValue]) -> bool:
         x, y = pending.pop()
         if type(x) is not type(y):
             return False
-        if isinstance(x, (list, tuple)):
-            if len(x) != len(y):  # type: ignore[arg-type]
+        if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):  # y: x's type
+            if len(x) != len(y):
                 return False
-            pending.extend(zip(x, y))  # type: ignore[arg-type]
+            pending.extend(zip(x, y))
         elif x != y and not (isinstance(x, float) and x != x and y != y):
             return False
     return True

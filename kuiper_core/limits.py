@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields, replace
 from collections.abc import Iterable
 
 from .errors import LimitError
+from .graph import format_shape
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -91,9 +92,8 @@ def check_elements(shape: Iterable[int], what: str, limits: Limits | None = None
     n = elements(shape)
     lim = (limits or current()).max_tensor_elements
     if n > lim:
-        dims = ",".join(str(d) for d in shape)
         raise LimitError(
-            f"{what} of shape ({dims}) would have {n:,} elements, more than allowed",
+            f"{what} of shape {format_shape(shape)} would have {n:,} elements, more than allowed",
             limit="max_tensor_elements",
             maximum=lim,
             value=n,

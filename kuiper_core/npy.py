@@ -18,6 +18,7 @@ import numpy as np
 
 from . import limits as _limits
 from .errors import InputError, LimitError
+from .graph import format_shape
 from .files import check_regular
 
 NpySource = str | Path | bytes
@@ -55,8 +56,9 @@ def _read(fp: BinaryIO, where: str, size: int, limits: _limits.Limits | None) ->
     need = count * dtype.itemsize
     have = size - fp.tell()
     if have < need:
-        dims = ",".join(map(str, shape))
-        raise InputError(f"{where}: its header says ({dims}) {dtype}, {need:,} bytes, but only {have:,} follow")
+        raise InputError(
+            f"{where}: its header says {format_shape(shape)} {dtype}, {need:,} bytes, but only {have:,} follow"
+        )
     try:
         data = np.frombuffer(bytearray(fp.read(need)), dtype=dtype, count=count)
     except MemoryError as e:  # within the limits, more than this machine has free

@@ -8,7 +8,7 @@ device or a socket is refused (writing into a FIFO blocks forever); a target tha
 the command's inputs (a model's `.param`, its `.bin`, a `.kir`'s weights) is refused unless
 the caller allows it (`--in-place`), because weights are read again from their file after a
 build lets go of them; two outputs on one path are refused; a name the file system cannot
-encode is refused.
+encode is refused; so is any file in the conversion cache (converted models are read from it).
 
     targets = check_targets([("-o", Path("m.opt.pnnx.param")), ...], inputs=[Path("m.pnnx.param")])
     write_files([(path, lambda f: f.write(b"...")), ...])
@@ -75,6 +75,12 @@ def check_target(path: str | Path, what: str, inputs: Iterable[str | Path] = (),
         raise InputError(f"{what} {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"{what} {path}: the folder {folder} is not writable")
+    cache = _conversion_cache()
+    if cache is not None and Path(os.path.realpath(folder)).is_relative_to(cache):
+        raise InputError(
+            f"{what} {path} is inside the conversion cache ({cache}): its files are the inputs of later "
+            "opens of the same model; give a name outside it"
+        )
     if not in_place:
         for source in inputs:
             if _same_file(path, Path(source)):
@@ -84,6 +90,18 @@ def check_target(path: str | Path, what: str, inputs: Iterable[str | Path] = (),
                     f"give another name{offer}"
                 )
     return path
+
+
+def _conversion_cache() -> Path | None:
+    """The folder holding converted models (formats/convert.py), resolved: `kuiper compare
+    m.onnx --save CACHE/…/model.pnnx.bin` replaced the conversion's weights, and every later
+    open of m.onnx failed (or, with `kuiper opt -o`, would have served another graph)."""
+    from .formats.convert import cache_root
+
+    try:
+        return Path(os.path.realpath(cache_root() / "convert"))
+    except (OSError, RuntimeError):  # no home folder
+        return None
 
 
 def check_targets(

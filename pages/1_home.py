@@ -9,7 +9,8 @@ import streamlit as st
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.npy import read_npy
-from kuiper_core.explore.summary import model_summary, shape_text, type_table
+from kuiper_core.explore.summary import model_summary, type_table
+from kuiper_core.graph import shape_label
 from pages import common
 from pages.input_size import size_picker
 from pages.model_open import conversion_details, open_panel, reset_pick
@@ -83,8 +84,8 @@ c1.metric("Operators", f"{summary.operators:,}")
 c2.metric("Parameters", f"{summary.parameters:,}")
 c3.metric("Weights", f"{summary.weight_mb:.2f} MB")
 c4.metric("Operator types", len(summary.by_type))
-io_rows = [{"": "input", "operand": s.name, "shape": shape_text(s.shape), "dtype": s.dtype} for s in summary.inputs]
-io_rows += [{"": "output", "operand": s.name, "shape": shape_text(s.shape), "dtype": s.dtype} for s in summary.outputs]
+io_rows = [{"": "input", "operand": s.name, "shape": shape_label(s.shape), "dtype": s.dtype} for s in summary.inputs]
+io_rows += [{"": "output", "operand": s.name, "shape": shape_label(s.shape), "dtype": s.dtype} for s in summary.outputs]
 left, right = st.columns(2)
 left.markdown("**Inputs and outputs**")
 left.dataframe(pd.DataFrame(io_rows), hide_index=True, width="stretch")
@@ -206,7 +207,7 @@ elif kind in ("npy", "image"):
     name, shape, _ = specs[0]
     if kind == "npy":
         st.file_uploader(
-            f"A .npy array of shape {shape_text(shape)}",
+            f"A .npy array of shape {shape_label(shape)}",
             type=["npy"],
             key="home_npy",
             on_change=_on_file,
@@ -240,7 +241,7 @@ for (name, _, _), a in zip(specs, resolved.arrays):
         if a.size and a.dtype.kind in "biuf"
         else ""
     )
-    st.caption(f"`{name}`: shape {shape_text(a.shape)}, {a.dtype}{values}")
+    st.caption(f"`{name}`: shape {shape_label(a.shape)}, {a.dtype}{values}")
 if resolved.kind in ("image", "example", "drawing", "sample") and is_image:
     a = resolved.arrays[0][0]
     shown = a.transpose(1, 2, 0) if a.shape[0] == 3 else a[0]

@@ -8,7 +8,7 @@ import streamlit as st
 
 from kuiper_core.explore.dot import CLUSTER_LIMIT, graph_view
 from kuiper_core.explore.overlay import Overlay
-from kuiper_core.explore.profile import declared_algorithm
+from kuiper_core.explore.profile import declared_kernel
 from kuiper_core.explore.summary import operator_details, weight_table
 from kuiper_core.explore.tensors import npy_bytes
 from pages import common
@@ -180,7 +180,7 @@ with detail_col:
             st.session_state["fw_pending"] = ("name", selected)  # applied when the Forward page opens
             st.switch_page("pages/5_forward.py")
         st.markdown(f"`{d.type}` · category **{d.category}**" + (f" · .param line {d.line}" if d.line else ""))
-        how = declared_algorithm(model.runtime, selected) if model.ok and model.runtime is not None else ""
+        how = declared_kernel(model.runtime, selected) if model.ok and model.runtime is not None else ""
         if how:
             st.caption(f"Runs as **{how}** at the declared input shape (the kernel the cost model picks).")
         if d.params:

@@ -16,14 +16,14 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import order_quiz as Q
-from kuiper_core.explore import walkthrough as W
+from kuiper_core.explore import order_quiz
+from kuiper_core.explore import walkthrough
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.order_state import state_at
 from kuiper_core.explore.overlay import roll_up, state_overlay
 from kuiper_core.graph import Graph
 from pages import common, presenter
-from pages import quiz_panel as QP
+from pages import quiz_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
 from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
@@ -46,8 +46,8 @@ if not presenting:
 
 
 @st.cache_resource(show_spinner="Tracing the order…", max_entries=16)
-def _model_walkthrough(key: str, algorithm: str, _graph: Graph) -> W.Walkthrough:
-    return W.model_walkthrough(_graph, algorithm)
+def _model_walkthrough(key: str, algorithm: str, _graph: Graph) -> walkthrough.Walkthrough:
+    return walkthrough.model_walkthrough(_graph, algorithm)
 
 
 def _names(items, empty: str = "(empty)", limit: int = 40) -> str:
@@ -61,7 +61,7 @@ def _names(items, empty: str = "(empty)", limit: int = 40) -> str:
 
 # -- what to walk through ----------------------------------------------------------------
 model = common.current_model()
-sources = list(W.PRESETS) + [TYPED_SOURCE]
+sources = list(walkthrough.PRESETS) + [TYPED_SOURCE]
 if model is not None and model.graph is not None:
     sources.append(MODEL_SOURCE)
 if "order_source" not in st.session_state and common.url_param("graph") in sources:
@@ -98,24 +98,24 @@ algorithms = (
 if source == TYPED_SOURCE:
     text = c3.text_area(
         "Your graph, one edge chain per line",
-        W.edges_text(W.PRESETS["A small diamond"]),
+        walkthrough.edges_text(walkthrough.PRESETS["A small diamond"]),
         height=110,
         key="order_typed",
         help="e.g. `a -> b -> c` or `b -> d, e`; names: letters, digits, _ . : (Ctrl+Enter applies)",
     )
     try:
-        typed = W.parse_edges(text)
+        typed = walkthrough.parse_edges(text)
     except (KuiperError, MemoryError) as e:
         common.show_error(e, title="Cannot read the graph")
         presenter.stop("order", presenting)
-    walks = [W.walkthrough(typed, a) for a in algorithms]
+    walks = [walkthrough.walkthrough(typed, a) for a in algorithms]
     ident = hashlib.sha1(text.encode()).hexdigest()[:12]
 elif source == MODEL_SOURCE:
     assert model is not None and model.graph is not None
     walks = [_model_walkthrough(model.key, a, model.graph) for a in algorithms]
     ident = model.key
 else:
-    walks = [W.walkthrough(W.PRESETS[source], a) for a in algorithms]
+    walks = [walkthrough.walkthrough(walkthrough.PRESETS[source], a) for a in algorithms]
     ident = source
 
 key = (source, algorithm, ident)
@@ -150,17 +150,17 @@ model_modules = ModuleState("order_modules", model.key) if model is not None els
 
 
 # -- the quiz's state -------------------------------------------------------------------------
-def _quiz_setup() -> tuple[W.Walkthrough, list[Q.Question], dict]:
+def _quiz_setup() -> tuple[walkthrough.Walkthrough, list[order_quiz.Question], dict]:
     w = walks[0]
-    kinds = Q.KINDS[w.algorithm]
+    kinds = order_quiz.KINDS[w.algorithm]
     kind = st.session_state.get(f"order_quiz_kind_{w.algorithm}", next(iter(kinds)))
-    qs = Q.questions(w, kind if kind in kinds else next(iter(kinds)))
-    return w, qs, QP.quiz_state(QUIZ, (source, w.algorithm, ident, kind))
+    qs = order_quiz.questions(w, kind if kind in kinds else next(iter(kinds)))
+    return w, qs, quiz_panel.quiz_state(QUIZ, (source, w.algorithm, ident, kind))
 
 
 def _answer(name: str) -> None:
     w, qs, qstate = _quiz_setup()
-    QP.answer(qstate, lambda q, p: Q.judge(w, q, p), qs, name)
+    quiz_panel.answer(qstate, lambda q, p: order_quiz.judge(w, q, p), qs, name)
 
 
 def _on_click(title: str) -> None:
@@ -172,17 +172,19 @@ def _on_click(title: str) -> None:
     if mode == "quiz":
         _answer(name)
         return
-    first = W.step_of_node(walks[0], name)
+    first = walkthrough.step_of_node(walks[0], name)
     if first is not None:
         _move(to=first + 1)
 
 
 # -- one walkthrough at one step ---------------------------------------------------------------
-def _graph(w: W.Walkthrough, step: int, slot: str, height: int, highlight_label: str = "current step") -> None:
+def _graph(
+    w: walkthrough.Walkthrough, step: int, slot: str, height: int, highlight_label: str = "current step"
+) -> None:
     """The graph after `step` events (0: before the first)."""
     event = w.state(step - 1) if step > 0 else None
     current = event.node if event is not None else None
-    colors = W.node_colors(w, step - 1 if step > 0 else None)
+    colors = walkthrough.node_colors(w, step - 1 if step > 0 else None)
     if source == MODEL_SOURCE and model is not None and model.graph is not None:
         assert model_modules is not None
         view = graph_view(model.graph, show=[current], expanded=model_modules.expanded, edge_labels=False)
@@ -193,13 +195,13 @@ def _graph(w: W.Walkthrough, step: int, slot: str, height: int, highlight_label:
         )
         show_graph(view.dot, f"order_{slot}", overlay, height=height, follow=True, on_click=_on_click)
     else:
-        dot = W.toy_dot(w, step - 1 if step > 0 else None)
+        dot = walkthrough.toy_dot(w, step - 1 if step > 0 else None)
         # The toy DOT carries the state colours; the overlay repeats them so a repaint shows them too.
         overlay = state_overlay(colors, w.legend, highlight=current, highlight_label=highlight_label, note="")
         show_graph(dot, f"order_{slot}", overlay, height=height, on_click=_on_click)
 
 
-def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
+def _state_panel(w: walkthrough.Walkthrough, step: int, compact: bool) -> None:
     if step == 0:
         st.info("Press **Step** (or →) to start, or **Play** to watch it run.")
         return
@@ -209,7 +211,7 @@ def _state_panel(w: W.Walkthrough, step: int, compact: bool) -> None:
     _state_lists(w, shown - 1, compact)
 
 
-def _state_lists(w: W.Walkthrough, i: int, compact: bool) -> None:
+def _state_lists(w: walkthrough.Walkthrough, i: int, compact: bool) -> None:
     """The algorithm's lists after event i (-1: before the first)."""
     event = state_at(w.trace, i)
     if w.algorithm == "dfs":
@@ -233,14 +235,14 @@ def _state_lists(w: W.Walkthrough, i: int, compact: bool) -> None:
         if len(w.nodes) <= 200 and not compact and i >= 0:
             st.markdown("**In-degree table**")
             st.dataframe(
-                pd.DataFrame(W.indegree_rows(w, i)),
+                pd.DataFrame(walkthrough.indegree_rows(w, i)),
                 hide_index=True,
                 width="stretch",
                 height=min(300, 38 + 35 * len(w.nodes)),
             )
 
 
-def _lesson(w: W.Walkthrough) -> None:
+def _lesson(w: walkthrough.Walkthrough) -> None:
     if w.error is not None:
         st.error(
             f"**The lesson:** {w.error}. Each node on a cycle waits for another node on it, so no node of the "
@@ -249,7 +251,10 @@ def _lesson(w: W.Walkthrough) -> None:
     else:
         st.success(f"Done: {len(w.order or [])} nodes in execution order.")
         st.dataframe(
-            pd.DataFrame(W.order_rows(w)), hide_index=True, width="stretch", height=min(320, 38 + 35 * len(w.nodes))
+            pd.DataFrame(walkthrough.order_rows(w)),
+            hide_index=True,
+            width="stretch",
+            height=min(320, 38 + 35 * len(w.nodes)),
         )
 
 
@@ -329,14 +334,14 @@ def _walkthrough() -> None:
 
 
 # -- the quiz ------------------------------------------------------------------------------------
-def _steps_text(w: W.Walkthrough, first: int, last: int) -> str:
+def _steps_text(w: walkthrough.Walkthrough, first: int, last: int) -> str:
     """Events first..last (inclusive) as a numbered list of their sentences (at most 12)."""
     idx = list(range(max(0, first), last + 1))
     lines = [f"{i + 1}. {w.message(i)}" for i in idx[-12:]]
     return ("…\n" if len(idx) > 12 else "") + "\n".join(lines)
 
 
-def _pick_widget(w: W.Walkthrough, index: int) -> None:
+def _pick_widget(w: walkthrough.Walkthrough, index: int) -> None:
     """Besides clicking the graph: the nodes as pills (a small graph) or a list (a model)."""
 
     def _picked(key: str) -> None:
@@ -345,23 +350,27 @@ def _pick_widget(w: W.Walkthrough, index: int) -> None:
             _answer(w.nodes[value])
 
     key = f"order_quiz_pick_{index}"
-    label = "Or pick it here" if len(w.nodes) <= QP.MAX_PILLS else "Or pick it from the list"
-    QP.choice(label, list(range(len(w.nodes))), w.nodes, key, _picked)
+    label = "Or pick it here" if len(w.nodes) <= quiz_panel.MAX_PILLS else "Or pick it from the list"
+    quiz_panel.choice(label, list(range(len(w.nodes))), w.nodes, key, _picked)
 
 
 def _quiz() -> None:
     w = walks[0]
-    kinds = Q.KINDS[w.algorithm]
+    kinds = order_quiz.KINDS[w.algorithm]
     if len(kinds) > 1:
         st.radio(
-            "Ask for", list(kinds), format_func=Q.KIND_LABELS.get, horizontal=True, key=f"order_quiz_kind_{w.algorithm}"
+            "Ask for",
+            list(kinds),
+            format_func=order_quiz.KIND_LABELS.get,
+            horizontal=True,
+            key=f"order_quiz_kind_{w.algorithm}",
         )
     w, qs, qstate = _quiz_setup()
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
     if not qs:
         st.info("This graph has no such step to predict (a cycle stops the algorithm first).")
         return
-    index, q, verdict = QP.current(qstate, qs)
+    index, q, verdict = quiz_panel.current(qstate, qs)
     shown = q.step if verdict is not None else q.shown  # answered: show the step that answers it
     left, right = st.columns([3, 2])
     with left:
@@ -376,31 +385,31 @@ def _quiz() -> None:
                 st.markdown("**Since the last question**")
                 st.markdown(_steps_text(w, before + 1, q.shown))
         else:
-            QP.verdict_box(verdict)
+            quiz_panel.verdict_box(verdict)
             st.markdown("**What the engine did**")
             st.markdown(_steps_text(w, q.shown + 1, q.step))
-        QP.controls(qstate, qs, "order_quiz")
-        if QP.finished(qstate, qs):
-            st.success(f"The end of the {Q.KIND_LABELS[q.kind]} questions. {qstate['score'].text()}.")
+        quiz_panel.controls(qstate, qs, "order_quiz")
+        if quiz_panel.finished(qstate, qs):
+            st.success(f"The end of the {order_quiz.KIND_LABELS[q.kind]} questions. {qstate['score'].text()}.")
         _state_lists(w, shown, compact=True)
 
 
 # -- the presenter view ------------------------------------------------------------------------------
 def _judge_setup():
     w, qs, qstate = _quiz_setup()
-    return (lambda q, p: Q.judge(w, q, p)), qs, qstate
+    return (lambda q, p: order_quiz.judge(w, q, p)), qs, qstate
 
 
 def _present() -> None:
     title = source if source != MODEL_SOURCE or model is None else model.name
     if mode == "quiz":
-        presenter.begin("order", "order_present_keys", *QP.presenter_keys(_judge_setup))
+        presenter.begin("order", "order_present_keys", *quiz_panel.presenter_keys(_judge_setup))
         w, qs, qstate = _quiz_setup()
         common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
         if not qs:
             presenter.message("This graph has no such step to predict.")
             return
-        index, q, verdict = QP.current(qstate, qs)
+        index, q, verdict = quiz_panel.current(qstate, qs)
         shown = q.step if verdict is not None else q.shown
         presenter.head(
             "Execution order: quiz",
@@ -415,7 +424,7 @@ def _present() -> None:
         with right:
             presenter.message(f"**{q.prompt}**")
             if verdict is not None:  # the class's answer was spoken: explain the engine's
-                reveal = Q.judge(w, q, q.answer)
+                reveal = order_quiz.judge(w, q, q.answer)
                 presenter.message(f"**{q.answer}.** {reveal.why} {reveal.tie_rule or ''}", small=True)
             _present_state(w, shown)
         return
@@ -438,7 +447,7 @@ def _present() -> None:
                 _graph(w, min(step, len(w)), f"present_{w.algorithm}", 440)
 
 
-def _present_step(w: W.Walkthrough, step: int, small: bool) -> None:
+def _present_step(w: walkthrough.Walkthrough, step: int, small: bool) -> None:
     if step == 0:
         presenter.message("Press → to start.", small=small)
         return
@@ -447,7 +456,7 @@ def _present_step(w: W.Walkthrough, step: int, small: bool) -> None:
     _present_state(w, shown - 1)
 
 
-def _present_state(w: W.Walkthrough, i: int) -> None:
+def _present_state(w: walkthrough.Walkthrough, i: int) -> None:
     state_ = state_at(w.trace, i)
     if w.algorithm == "dfs":
         presenter.state_line("Call stack:", _names(state_.stack, limit=8))

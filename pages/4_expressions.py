@@ -16,14 +16,15 @@ import streamlit as st
 from kuiper_core import expression as ex
 from kuiper_core import limits
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import compare as C
-from kuiper_core.explore import expression_view as V
+from kuiper_core.explore import compare
+from kuiper_core.explore import expression_view
 from kuiper_core.explore.expression_quiz import KIND_LABELS, ExpressionQuiz
-from kuiper_core.explore import tensors as T
+from kuiper_core.explore import tensors
 from kuiper_core.explore.overlay import Overlay
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.graph import shape_label
 from pages import common, presenter
-from pages import quiz_panel as QP
+from pages import quiz_panel
 from pages.graph_viewer import show_graph
 from pages.keys import step_keys
 from pages.tensor_panel import show_tensor
@@ -44,7 +45,7 @@ if not presenting:
     )
 
 model = common.current_model()
-ops = V.expression_operators(model.graph) if model is not None and model.graph is not None else []
+ops = expression_view.expression_operators(model.graph) if model is not None and model.graph is not None else []
 by_name = {o.name: o for o in ops}
 modes = (["From the model"] if ops else []) + ["Type one"]
 if "expr_op" not in st.session_state and common.url_param("op") in by_name:
@@ -70,12 +71,12 @@ if mode == "From the model":
         c_what.selectbox(
             f"pnnx.Expression operators of {model.name} ({len(ops)})",
             list(by_name),
-            format_func=lambda n: f"{n}: {V.expression_text(by_name[n])[:110]}",
+            format_func=lambda n: f"{n}: {expression_view.expression_text(by_name[n])[:110]}",
             key="expr_op",
             label_visibility="collapsed",
         )
     ]
-    text = V.expression_text(op)
+    text = expression_view.expression_text(op)
 else:
     text = c_what.text_input(
         "Type an expression",
@@ -88,14 +89,14 @@ else:
         c_what.caption("The current model has no pnnx.Expression: type one (@0, @1, … are small example tensors).")
 
 try:
-    token_rows = V.token_rows(text)
+    token_rows = expression_view.token_rows(text)
     ast = ex.parse(text, common.APP_LIMITS)  # `add(@0,@3000000)` would ask for 3 million example tensors
 except (KuiperError, MemoryError) as e:
     common.show_error(e, title="Cannot parse the expression")
     presenter.stop("expressions", presenting)
 
-n_inputs = len(op.inputs) if op is not None else V.max_operand_index(ast) + 1
-labels = V.operand_labels(op, n_inputs)
+n_inputs = len(op.inputs) if op is not None else expression_view.max_operand_index(ast) + 1
+labels = expression_view.operand_labels(op, n_inputs)
 
 
 # -- the values to evaluate on ----------------------------------------------------------------------
@@ -111,7 +112,7 @@ def _model_values() -> tuple[list[np.ndarray], np.ndarray | None, str]:
             ("seeded random tensors of the declared shapes (the model cannot run: " + (model.error or "") + ")"),
         )
     resolved = common.resolve_input(model)
-    key = (model.key, T.arrays_digest(resolved.arrays))
+    key = (model.key, tensors.arrays_digest(resolved.arrays))
     state = st.session_state.get(VALUES)
     if state is None or state["key"] != key:
         state = {"key": key, "stepper": ForwardStepper(model.runtime, resolved.arrays)}
@@ -129,7 +130,7 @@ try:
     if op is not None:
         values, layer_out, where = _model_values()
     else:
-        values, layer_out, where = V.example_inputs(n_inputs), None, "small example tensors"
+        values, layer_out, where = expression_view.example_inputs(n_inputs), None, "small example tensors"
     with limits.use(common.APP_LIMITS):
         trace = ex.evaluate_traced(ast, values)
 except (KuiperError, MemoryError) as e:
@@ -180,13 +181,13 @@ def _walk() -> None:
     step_keys("expr_keys", lambda: _move(by=1), lambda: _move(by=-1))
     tree_col, stack_col = st.columns([3, 2])
     with tree_col:
-        view = V.ast_dot(ast, labels)
+        view = expression_view.ast_dot(ast, labels)
         colors, node = view.overlay_colors(trace, step)
         overlay = Overlay(
             highlight=node,
             colors=colors,
             neutral=True,
-            legend=V.STACK_LEGEND,
+            legend=expression_view.STACK_LEGEND,
             highlight_label="this step",
             note="grey: not evaluated yet · #N: place in reverse Polish order",
         )
@@ -197,7 +198,7 @@ def _walk() -> None:
         st.info(f"**Step {step + 1} of {n_steps}:** {current.describe()}")
         st.markdown("**The stack** (top first, with its values)")
         st.code(
-            V.stack_text(trace, step, labels, width=40),
+            expression_view.stack_text(trace, step, labels, width=40),
             language=None,
             wrap_lines=True,
             height=min(240, 40 + 44 * len(current.stack)),
@@ -213,10 +214,10 @@ def _walk() -> None:
             result = trace.result
             if isinstance(result, np.ndarray):
                 if layer_out is not None and isinstance(layer_out, np.ndarray):
-                    same = C.compare(result, layer_out)
-                    (st.success if same.status == C.OK else st.error)(
+                    same = compare.compare(result, layer_out)
+                    (st.success if same.status == compare.OK else st.error)(
                         "The stack machine and the engine's pnnx.Expression layer agree: " + same.text()
-                        if same.status == C.OK
+                        if same.status == compare.OK
                         else "The stack machine and the pnnx.Expression layer differ: " + same.text()
                     )
                 resolved_sample = model is not None and model.ok and common.resolve_input(model).is_sample
@@ -248,13 +249,13 @@ def _walk() -> None:
             )
             show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}", view_key="expr_view_stack")
     with tabs[2]:
-        rows = V.trace_rows(trace, labels)
+        rows = expression_view.trace_rows(trace, labels)
         st.dataframe(
             pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1))
         )
     with tabs[3]:
         st.code(ex.rpn_text(ast), language=None, wrap_lines=True)
-        rpn = V.rpn_rows(ast, labels)
+        rpn = expression_view.rpn_rows(ast, labels)
         st.dataframe(pd.DataFrame(rpn), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rpn)))
     with tabs[4]:
         st.markdown("**Canonical text**")
@@ -267,7 +268,7 @@ def _walk() -> None:
             st.markdown("**Operands:** " + ", ".join(f"`@{i}` = `{lab}`" for i, lab in enumerate(labels)))
         for i, x in enumerate(values):
             if isinstance(x, np.ndarray):
-                st.markdown(f"`@{i}` ({x.dtype}, shape {'×'.join(map(str, x.shape))})")
+                st.markdown(f"`@{i}` ({x.dtype}, shape {shape_label(x.shape)})")
                 if x.size <= 64:
                     st.dataframe(
                         pd.DataFrame(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)), hide_index=True
@@ -278,12 +279,12 @@ def _walk() -> None:
 def _quiz_setup() -> tuple[ExpressionQuiz, list, dict]:
     z = ExpressionQuiz(text, ast, trace)
     kind = st.session_state.get("expr_quiz_kind", "next")
-    return z, z.questions(kind), QP.quiz_state(QUIZ, (text, where, kind))
+    return z, z.questions(kind), quiz_panel.quiz_state(QUIZ, (text, where, kind))
 
 
 def _answer(pick: str) -> None:
     z, qs, qstate = _quiz_setup()
-    QP.answer(qstate, z.judge, qs, pick)
+    quiz_panel.answer(qstate, z.judge, qs, pick)
 
 
 def _pick_token(key: str) -> None:
@@ -314,7 +315,7 @@ def _tree(
 ) -> None:
     """The tree after stack step `shown` (-1: before the first; None: no state, `mark`ed
     node only); a quiz hides the RPN numbers."""
-    view = V.ast_dot(ast, labels, numbered=numbered)
+    view = expression_view.ast_dot(ast, labels, numbered=numbered)
     colors, node = view.overlay_colors(trace, shown) if shown is not None and shown >= 0 else ({}, None)
     if mark is not None:
         node = view.ids.get(id(mark))
@@ -322,7 +323,7 @@ def _tree(
         highlight=node,
         colors=colors,
         neutral=True,
-        legend=V.STACK_LEGEND if shown is not None else [],
+        legend=expression_view.STACK_LEGEND if shown is not None else [],
         highlight_label=label if node else None,
     )
     by_title = {title: z.position[i] for i, title in view.ids.items() if i in z.position}
@@ -353,7 +354,7 @@ def _quiz() -> None:
     if not qs:
         st.info("This expression has no such step to predict (no call takes two or more arguments).")
         return
-    index, q, verdict = QP.current(qstate, qs)
+    index, q, verdict = quiz_panel.current(qstate, qs)
     kind = q.kind
     st.markdown(f"#### {q.prompt}")
     key = f"expr_quiz_pick_{kind}_{index}"
@@ -361,13 +362,15 @@ def _quiz() -> None:
         if kind == "first":
             stack = trace.steps[q.shown].stack
             values = [("top: " if i == len(stack) - 1 else "") + e.describe() for i, e in enumerate(stack)]
-            QP.choice(
+            quiz_panel.choice(
                 "Click the value on the stack (top first)", list(range(len(stack)))[::-1], values, key, _pick_value
             )
         else:
             hint = "Click the node in the tree, or its token:" if kind == "next" else "Click the call's name:"
-            tokens = [t.text if len(z.tokens) <= QP.MAX_PILLS else f"column {t.start + 1}: {t.text}" for t in z.tokens]
-            QP.choice(hint, list(range(len(z.tokens))), tokens, key, _pick_token)
+            tokens = [
+                t.text if len(z.tokens) <= quiz_panel.MAX_PILLS else f"column {t.start + 1}: {t.text}" for t in z.tokens
+            ]
+            quiz_panel.choice(hint, list(range(len(z.tokens))), tokens, key, _pick_token)
         note = st.session_state.pop("expr_quiz_note", None)
         if note:
             st.caption(note)
@@ -382,16 +385,16 @@ def _quiz() -> None:
             _tree(z, shown, "ast_quiz", 340, "the answer" if verdict else "last step", on_click=_answer)
     with right:
         if verdict is not None:
-            QP.verdict_box(verdict)
+            quiz_panel.verdict_box(verdict)
             if kind != "close":
                 st.markdown(f"**What the machine did:** step {q.step + 1}: {trace.steps[q.step].describe()}")
-        QP.controls(qstate, qs, "expr_quiz")
-        if QP.finished(qstate, qs):
+        quiz_panel.controls(qstate, qs, "expr_quiz")
+        if quiz_panel.finished(qstate, qs):
             st.success(f"The end of the {KIND_LABELS[kind]} questions. {qstate['score'].text()}.")
         if kind != "close":
             st.markdown("**The stack** (top first)")
             at = q.step if verdict is not None else q.shown
-            st.code(V.stack_text(trace, at, labels, width=40) if at >= 0 else "(empty)", language=None)
+            st.code(expression_view.stack_text(trace, at, labels, width=40) if at >= 0 else "(empty)", language=None)
 
 
 # -- the presenter view ------------------------------------------------------------------------------
@@ -401,7 +404,7 @@ def _judge_setup():
 
 
 def _present_stack(at: int) -> None:
-    rows = V.stack_rows(trace, at, labels) if at >= 0 else []
+    rows = expression_view.stack_rows(trace, at, labels) if at >= 0 else []
     if not rows:
         presenter.state_line("Stack:", "(empty)")
     for r in rows[:7]:
@@ -413,13 +416,13 @@ def _present_stack(at: int) -> None:
 def _present() -> None:
     z = ExpressionQuiz(text, ast, trace)
     if view_mode == "quiz":
-        presenter.begin("expressions", "expr_present_keys", *QP.presenter_keys(_judge_setup))
+        presenter.begin("expressions", "expr_present_keys", *quiz_panel.presenter_keys(_judge_setup))
         z, qs, qstate = _quiz_setup()
         common.set_url(op=op.name if op is not None else None, mode="quiz")
         if not qs:
             presenter.message("This expression has no such step to predict.")
             return
-        index, q, verdict = QP.current(qstate, qs)
+        index, q, verdict = quiz_panel.current(qstate, qs)
         presenter.head(
             "Expressions: quiz",
             text[:80],

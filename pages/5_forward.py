@@ -15,12 +15,13 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core.errors import ShapeError
-from kuiper_core.explore import compare as C
-from kuiper_core.explore import tensors as T
+from kuiper_core.explore import compare
+from kuiper_core.explore import tensors
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.overlay import Overlay, roll_up, state_overlay
-from kuiper_core.explore.profile import event_algorithm
+from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.graph import shape_label
 from pages import common, compare_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
@@ -199,7 +200,7 @@ def _body() -> None:
         )
     else:
         line, link = st.columns([5, 1])
-        how = event_algorithm(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
+        how = event_kernel(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
         line.markdown(
             f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}"
             + (f", {how}" if how else "")
@@ -211,7 +212,7 @@ def _body() -> None:
         ):
             st.session_state["graph_selected"] = (model.key, event.name)
             st.switch_page("pages/2_graph.py")
-    checks = state.setdefault("checks", C.CheckCache()).checks(stepper.events, refs, active.token) if refs else []
+    checks = state.setdefault("checks", compare.CheckCache()).checks(stepper.events, refs, active.token) if refs else []
     left, right = st.columns([1, 1])
     with left:
         _graph_panel(event.name if event is not None else None, checks, failure)
@@ -244,7 +245,7 @@ def _show_failure(failure: BaseException | None) -> None:
         st.caption("The operator is marked dark red in the graph.")
 
 
-def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: BaseException | None) -> None:
+def _graph_panel(current: str | None, checks: list[compare.OperatorCheck], failure: BaseException | None) -> None:
     failed_op = getattr(failure, "operator", None)
     modes = (["errors"] if refs else []) + ["progress", "categories"]
     if st.session_state.get("fw_color_mode") not in modes:  # references gone: back to the default
@@ -263,7 +264,7 @@ def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: Ba
         overlay = Overlay(highlight=view.node_for(current), legend=view.legend(), highlight_label="current step")
     else:
         if mode == "errors":
-            colors, legend = C.error_colors(checks), list(C.ERROR_LEGEND)
+            colors, legend = compare.error_colors(checks), list(compare.ERROR_LEGEND)
             note = "grey: not compared (no reference, or not run yet)"
         else:
             colors = {e.name: RAN for e in stepper.events}
@@ -278,14 +279,14 @@ def _graph_panel(current: str | None, checks: list[C.OperatorCheck], failure: Ba
     show_graph(view.dot, "forward", overlay, height=520, follow=True, on_click=_on_click)
 
 
-def _tensors_panel(event: Any, check: C.OperatorCheck | None) -> None:
+def _tensors_panel(event: Any, check: compare.OperatorCheck | None) -> None:
     if event is None:
         st.caption("The current operator's inputs and outputs show here.")
         return
     items: list[tuple[str, str, np.ndarray]] = []
     for direction, values in (("in", event.inputs), ("out", event.outputs)):
         for name, value in values.items():
-            arrays = T.as_arrays(value)
+            arrays = tensors.as_arrays(value)
             for i, a in enumerate(arrays):
                 suffix = f"[{i}]" if len(arrays) > 1 else ""
                 items.append((f"{direction} %{name}{suffix}", name + (f"_{i}" if suffix else ""), a))
@@ -306,7 +307,7 @@ def _tensors_panel(event: Any, check: C.OperatorCheck | None) -> None:
         label_visibility="collapsed",
     )
     label, name, a = items[names_.index(pick)]
-    st.markdown(f"`{name}`: shape `{'×'.join(map(str, a.shape)) or 'scalar'}`, `{a.dtype}`, {a.size:,} values")
+    st.markdown(f"`{name}`: shape `{shape_label(a.shape) if a.ndim else 'scalar'}`, `{a.dtype}`, {a.size:,} values")
     ref = refs.get(name) if label.startswith("out") else None
     show_tensor(
         a,
@@ -318,7 +319,7 @@ def _tensors_panel(event: Any, check: C.OperatorCheck | None) -> None:
     )
 
 
-def _worst_output(items: list[tuple[str, str, np.ndarray]], check: C.OperatorCheck | None) -> str | None:
+def _worst_output(items: list[tuple[str, str, np.ndarray]], check: compare.OperatorCheck | None) -> str | None:
     """The label of the output that made the operator fail (what its red node means), if any."""
     if check is None or not check.failed:
         return None
@@ -328,14 +329,14 @@ def _worst_output(items: list[tuple[str, str, np.ndarray]], check: C.OperatorChe
     )
 
 
-def _errors_panel(checks: list[C.OperatorCheck]) -> None:
+def _errors_panel(checks: list[compare.OperatorCheck]) -> None:
     if not refs:
         return
     st.subheader("Error against the reference, per operator")
-    summary = C.summarize(checks)
-    level, sentence = C.verdict(summary, refs_source)
+    summary = compare.summarize(checks)
+    level, sentence = compare.verdict(summary, refs_source)
     getattr(st, level)(sentence)
-    bad = C.first_bad(checks)
+    bad = compare.first_bad(checks)
     if bad is not None:
         st.button(
             f"Go to the first failure: {bad.name} (operator {bad.index + 1})",
@@ -345,8 +346,8 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
         )
     if not checks:
         return
-    rows = C.check_rows(checks)
-    compared = [r for r in rows if r["status"] != C.NO_REF]
+    rows = compare.check_rows(checks)
+    compared = [r for r in rows if r["status"] != compare.NO_REF]
     if compared:
         chart(_error_plot(compared))
     table = pd.DataFrame(rows)
@@ -366,7 +367,7 @@ def _errors_panel(checks: list[C.OperatorCheck]) -> None:
     )
     st.download_button(
         "Download the error table (.csv)",
-        C.rows_csv(rows),
+        compare.rows_csv(rows),
         file_name=f"{model.name}.errors.csv",
         mime="text/csv",
         key="fw_dl_csv",
@@ -396,7 +397,7 @@ def _error_plot(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, Any
         "scale": {"type": "log"},
         "axis": {"title": "max |error| / tolerance", "format": ".4~g"},
     }
-    states = [C.OK, C.OVER, C.SHAPE]
+    states = [compare.OK, compare.OVER, compare.SHAPE]
     spec = {
         "height": 220,
         "layer": [
@@ -409,7 +410,7 @@ def _error_plot(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, Any
                     "color": {
                         "field": "status",
                         "type": "nominal",
-                        "scale": {"domain": states, "range": [C.ERROR_COLORS[k] for k in states]},
+                        "scale": {"domain": states, "range": [compare.ERROR_COLORS[k] for k in states]},
                         "legend": {"orient": "top", "title": None},
                     },
                     "tooltip": [
@@ -435,9 +436,9 @@ def _outputs() -> None:
     st.subheader("Outputs")
     labels = model.meta.get("labels")
     for i, y in enumerate(outputs):
-        s = T.tensor_stats(y)
+        s = tensors.tensor_stats(y)
         line = (
-            f"out{i}: shape {'×'.join(map(str, s['shape']))}, {s['dtype']}, min {s['min']:.6g}, max {s['max']:.6g}"
+            f"out{i}: shape {shape_label(s['shape'])}, {s['dtype']}, min {s['min']:.6g}, max {s['max']:.6g}"
             if s["min"] is not None
             else f"out{i}: shape {s['shape']}"
         )

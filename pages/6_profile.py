@@ -16,8 +16,8 @@ st.title(f"Profile of `{model.name}`")
 st.caption(
     f"Input: {common.input_description()}. Each operator is timed on its own while stepping through the model; "
     "with several runs the fastest time of each operator is kept. MACs are multiply-accumulates as each layer "
-    "counts them (0 where a layer does no arithmetic worth counting). *algorithm*: how the engine computes a "
-    "layer where it picks among ways, e.g. a convolution's kernel (Winograd, im2col + GEMM, channels last), "
+    "counts them (0 where a layer does no arithmetic worth counting). *kernel*: how the engine computes a "
+    "layer where it picks among ways, e.g. a convolution's (Winograd, im2col + GEMM, channels last), "
     "chosen per input shape by a cost model."
 )
 
@@ -69,7 +69,7 @@ st.dataframe(
             "#",
             "name",
             "type",
-            "algorithm",
+            "kernel",
             "category",
             "time_ms",
             "time_%",
@@ -83,7 +83,7 @@ st.dataframe(
     width="stretch",
     column_config={
         "#": st.column_config.NumberColumn(width="small"),
-        "algorithm": st.column_config.TextColumn("algorithm", width="medium"),
+        "kernel": st.column_config.TextColumn("kernel", width="medium"),
         "time_ms": st.column_config.NumberColumn("time (ms)", format="%.3f"),
         "time_%": st.column_config.ProgressColumn("share of time", format="%.1f%%", min_value=0, max_value=100),
         "macs": st.column_config.NumberColumn("MACs", format="localized"),

@@ -8,7 +8,7 @@ import streamlit as st
 
 from kuiper_core import ir, limits
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import ir_view as V
+from kuiper_core.explore import ir_view
 from pages import common
 
 RUN = "kx_ir_run"  # the last edit's run: {"model": key, "rows": [...], "diff": str, "ops": int} or {"model", "error"}
@@ -37,7 +37,7 @@ model = common.require_model(runnable=False)
 assert model.graph is not None
 text = _printed(model.key, model.graph)
 module = _module(model.key, text)
-lines = V.ir_lines(module)
+lines = ir_view.ir_lines(module)
 
 # -- the Forward stepper's cursor --------------------------------------------------------------------
 current = None
@@ -75,7 +75,7 @@ if model.ok:
     else:
         b[3].markdown(
             f"**Operator {event.index + 1} of {stepper.total}: `{event.name}`** ({event.type}), line "
-            f"{V.line_of_operator(module, event.name)} — the same cursor as on the Forward page."
+            f"{ir_view.line_of_operator(module, event.name)} — the same cursor as on the Forward page."
         )
 else:
     st.warning(f"The model cannot run ({model.error_kind}); its text is shown without a Forward cursor.")
@@ -87,10 +87,10 @@ tab_text, tab_edit, tab_tokens, tab_ways = st.tabs(
 # -- the text ------------------------------------------------------------------------------------------
 with tab_text:
     whole = st.toggle("Whole text", value=len(lines) <= WHOLE_UP_TO, key="ir_whole")
-    start, end = (0, len(lines)) if whole else V.window(lines, current, WINDOW)
+    start, end = (0, len(lines)) if whole else ir_view.window(lines, current, WINDOW)
     if not whole:
         st.caption(f"Lines {start + 1}–{end} of {len(lines)}, around the current operator.")
-    st.html(V.html_block(lines, current, start=start, end=end))
+    st.html(ir_view.html_block(lines, current, start=start, end=end))
     st.download_button("Download .kir", text, file_name=f"{model.name}.kir", mime="text/plain", key="ir_download")
 
 # -- edit and run ----------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ with tab_edit:
         inputs = common.current_input(model)
         try:
             with st.spinner("Parsing and running…"), limits.use(common.APP_LIMITS):  # typed text: the app's limits
-                result = V.run_text(edited, V.weight_arrays(model.graph), inputs)
+                result = ir_view.run_text(edited, ir_view.weight_arrays(model.graph), inputs)
                 assert model.runtime is not None
                 original = model.runtime.forward(*inputs)
             expected = (
@@ -118,8 +118,8 @@ with tab_edit:
             )
             st.session_state[RUN] = {
                 "model": model.key,
-                "rows": V.output_rows(result.outputs, original, expected or None),
-                "diff": V.text_diff(text, edited),
+                "rows": ir_view.output_rows(result.outputs, original, expected or None),
+                "diff": ir_view.text_diff(text, edited),
                 "ops": len(result.module.graph.operators),
             }
         except (KuiperError, MemoryError) as e:
@@ -136,7 +136,7 @@ with tab_edit:
 
 # -- tokens -------------------------------------------------------------------------------------------------
 with tab_tokens:
-    follow = min((V.line_of_operator(module, current) if current is not None else None) or 2, len(lines))
+    follow = min((ir_view.line_of_operator(module, current) if current is not None else None) or 2, len(lines))
     # Keyed by the cursor's line: the chosen line follows the Forward cursor when it moves.
     n = int(
         st.number_input("Line (follows the current operator)", 1, len(lines), follow, key=f"ir_token_line_{follow}")
@@ -144,7 +144,7 @@ with tab_tokens:
     line = lines[n - 1].text
     st.code(line or " ", language=None)
     try:
-        rows = V.token_rows(line)
+        rows = ir_view.token_rows(line)
         st.caption(f"{len(rows)} tokens. A `<…>` body is one token; its dialect's hook reads the inside.")
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(420, 38 + 35 * max(1, len(rows))))
     except (KuiperError, MemoryError) as e:
@@ -160,15 +160,15 @@ with tab_ways:
             "One operator a line; every value is named once and referred to by name, so a value used twice "
             "is computed once. This is the IR above without attributes and types."
         )
-        view = V.dataflow_lines(model.graph)
+        view = ir_view.dataflow_lines(model.graph)
     elif way.startswith("Let"):
         st.caption(
             "The same lines as `let` bindings. The text barely changes, but the tree does: each `let` holds "
             "the rest of the program as its body, which fixes where (in which scope) a value is computed."
         )
-        view = V.let_lines(model.graph)
+        view = ir_view.let_lines(model.graph)
     else:
-        nested = V.nested_view(model.graph)
+        nested = ir_view.nested_view(model.graph)
         view = nested.lines
         shared = sorted(nested.repeated.items(), key=lambda kv: -kv[1])[:5]
         st.caption(
@@ -179,7 +179,7 @@ with tab_ways:
         )
         if nested.cut:
             st.info(
-                f"Cut after {nested.calls_printed} calls or {V.NESTED_DEPTH_LIMIT} levels (`…`): the whole tree "
+                f"Cut after {nested.calls_printed} calls or {ir_view.NESTED_DEPTH_LIMIT} levels (`…`): the whole tree "
                 "is too big to print."
             )
-    st.html(V.html_block(view, current, numbers=False, max_height="70vh"))
+    st.html(ir_view.html_block(view, current, numbers=False, max_height="70vh"))

@@ -10,6 +10,7 @@ import streamlit as st
 from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import passes_view as pv
+from kuiper_core.graph import shape_label
 from kuiper_core.passes import pass_names, pass_table
 from pages import common
 from pages.graph_viewer import show_graph
@@ -170,7 +171,7 @@ table = pd.DataFrame(
     [
         {
             "output": c.index,
-            "shape": "×".join(map(str, c.shape)),
+            "shape": shape_label(c.shape),
             "max |after − before|": c.vs_original,
             "max |after − PyTorch|": c.vs_reference,
             "equal": {True: "yes", False: "NO", None: "not checked"}[c.ok],

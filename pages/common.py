@@ -662,12 +662,6 @@ def sidebar_model_badge() -> None:
         st.caption(f"Input: {input_description(model)}")
 
 
-def shape_text(shape: Any) -> str:
-    if shape is None:
-        return "?"
-    return "×".join("?" if d is None else str(d) for d in shape)
-
-
 def picture_to_input(data: bytes, model: LoadedModel, shape: tuple[int, ...]) -> np.ndarray:
     """Decode and resize a picture (Pillow), then the model's preprocessing (NumPy, in the engine)."""
     from PIL import Image, UnidentifiedImageError

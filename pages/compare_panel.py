@@ -16,8 +16,8 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import references as R
-from kuiper_core.explore import tensors as T
+from kuiper_core.explore import references
+from kuiper_core.explore import tensors
 from kuiper_core.references import ReferenceSet, framework_references
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.references.hooks import hook_snippet
@@ -31,7 +31,7 @@ ERROR = "fw_refs_error"
 MAX_RUNS, MAX_RUN_BYTES = 4, 256 * 2**20  # saved runs per session, oldest dropped first
 
 
-def saved_runs() -> list[R.SavedRun]:
+def saved_runs() -> list[references.SavedRun]:
     return list(st.session_state.get(RUNS) or [])
 
 
@@ -57,7 +57,7 @@ def _framework_offered(model: common.LoadedModel) -> bool:
 def _framework(model: common.LoadedModel, resolved: common.ResolvedInput) -> tuple[str, dict[str, np.ndarray]] | None:
     """The references computed from the model's framework for this model and input, if any."""
     state = st.session_state.get(FRAMEWORK_KEY)
-    if state is None or state["key"] != (model.key, T.arrays_digest(resolved.arrays)):
+    if state is None or state["key"] != (model.key, tensors.arrays_digest(resolved.arrays)):
         return None
     return _framework_label(state["set"]), state["set"].refs
 
@@ -79,22 +79,24 @@ def _choice(options: list[str], computed: bool = False) -> str:
     if chosen in options:
         return chosen
     if st.session_state.get(common.REFS_KEY) is not None:
-        return R.UPLOADED
-    if computed and R.FRAMEWORK in options:
-        return R.FRAMEWORK
+        return references.UPLOADED
+    if computed and references.FRAMEWORK in options:
+        return references.FRAMEWORK
     return options[0]
 
 
-def active_references(model: common.LoadedModel, resolved: common.ResolvedInput) -> R.ActiveReferences:
+def active_references(model: common.LoadedModel, resolved: common.ResolvedInput) -> references.ActiveReferences:
     """The references in use. When they change (an upload, another choice), the graph's
     'Colour nodes by' moves to the error view: the next thing the user wants to see."""
     bundled = _bundled(model, resolved)
     runs = saved_runs()
     framework = _framework(model, resolved)
-    options = R.reference_choices(bundled is not None, _uploaded() is not None, runs, _framework_offered(model))
+    options = references.reference_choices(
+        bundled is not None, _uploaded() is not None, runs, _framework_offered(model)
+    )
     assert model.graph is not None
     chosen = _choice(options, framework is not None)
-    active = R.choose_references(
+    active = references.choose_references(
         model.graph, chosen, bundled=bundled, uploaded=_uploaded(), runs=runs, framework=framework
     )
     token = (model.key, *active.token)
@@ -113,7 +115,7 @@ def _on_upload() -> None:
         return
     try:
         common.set_uploaded_references(f.getvalue(), common.display_name(f.name))
-        st.session_state[CHOICE] = R.UPLOADED
+        st.session_state[CHOICE] = references.UPLOADED
     except (KuiperError, MemoryError) as e:
         st.session_state[ERROR] = e
 
@@ -125,16 +127,19 @@ def _on_choice() -> None:
 def _save_run(stepper: ForwardStepper, model: common.LoadedModel, description: str) -> None:
     n = int(st.session_state.get("fw_run_counter", 0)) + 1
     st.session_state["fw_run_counter"] = n
-    arrays = R.run_arrays(stepper.values, stepper.outputs())
-    run = R.SavedRun(f"run {n}: {description}", model.name, arrays, len(stepper.events), stepper.total)
-    kept, dropped = R.keep_runs(saved_runs(), run, MAX_RUNS, MAX_RUN_BYTES)
+    arrays = references.run_arrays(stepper.values, stepper.outputs())
+    run = references.SavedRun(f"run {n}: {description}", model.name, arrays, len(stepper.events), stepper.total)
+    kept, dropped = references.keep_runs(saved_runs(), run, MAX_RUNS, MAX_RUN_BYTES)
     st.session_state[RUNS] = kept
     st.session_state["fw_saved_note"] = (run.label, dropped)
 
 
 # -- the section ------------------------------------------------------------------------------------
 def compare_section(
-    model: common.LoadedModel, resolved: common.ResolvedInput, stepper: ForwardStepper, active: R.ActiveReferences
+    model: common.LoadedModel,
+    resolved: common.ResolvedInput,
+    stepper: ForwardStepper,
+    active: references.ActiveReferences,
 ) -> None:
     """Save / download this run, choose what to compare with, and say what an upload matched."""
     st.subheader("Compare with")
@@ -142,11 +147,11 @@ def compare_section(
     bundled = _bundled(model, resolved) is not None
     runs = saved_runs()
     framework = _framework(model, resolved)
-    options = R.reference_choices(bundled, _uploaded() is not None, runs, _framework_offered(model))
+    options = references.reference_choices(bundled, _uploaded() is not None, runs, _framework_offered(model))
     labels = {
-        R.BUNDLED: "PyTorch's tensors for the sample input",
-        R.FRAMEWORK: "computed from the model's framework",
-        R.UPLOADED: "a reference file (.npz)",
+        references.BUNDLED: "PyTorch's tensors for the sample input",
+        references.FRAMEWORK: "computed from the model's framework",
+        references.UPLOADED: "a reference file (.npz)",
     }
     if len(options) == 1:
         st.session_state.pop("fw_ref_choice", None)
@@ -165,9 +170,9 @@ def compare_section(
     missing = model.opened.references.missing if model.opened is not None and model.opened.converted else ()
     if missing and not _framework_offered(model):
         st.caption(f"References from `{model.name}`'s own framework could be computed here with: {'; '.join(missing)}.")
-    if chosen == R.FRAMEWORK:
+    if chosen == references.FRAMEWORK:
         _framework_panel(model, resolved, stepper)
-    elif chosen == R.BUNDLED:
+    elif chosen == references.BUNDLED:
         st.caption(
             f"PyTorch computed these tensors for `{model.name}`'s sample input with the original module "
             "(every operand, through pnnx's generated Python). Another input has no references: save a run, "
@@ -187,7 +192,7 @@ def _run_actions(model: common.LoadedModel, resolved: common.ResolvedInput, step
     a, b = st.columns(2)
     a.download_button(
         "Download every tensor computed so far (.npz)",
-        lambda: R.npz_bytes(R.run_arrays(stepper.values, stepper.outputs())),
+        lambda: references.npz_bytes(references.run_arrays(stepper.values, stepper.outputs())),
         file_name=f"{model.name}.tensors.npz",
         mime="application/octet-stream",
         key="fw_dl_npz",
@@ -231,7 +236,7 @@ def _upload_panel(model: common.LoadedModel) -> None:
         st.code(hook_snippet(), language="python")
 
 
-def _match_report(match: R.KeyMatch, model: common.LoadedModel) -> None:
+def _match_report(match: references.KeyMatch, model: common.LoadedModel) -> None:
     """What the file's keys matched, by kind, and every key that matched nothing with why."""
     kinds = ", ".join(f"{n} by {kind}" for kind, n in match.counts().items())
     if match.matched == 0:
@@ -259,7 +264,7 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
     assert model.opened is not None
     info = model.opened.references
     state = st.session_state.get(FRAMEWORK_KEY)
-    key = (model.key, T.arrays_digest(resolved.arrays))
+    key = (model.key, tensors.arrays_digest(resolved.arrays))
     if state is None or state["key"] != key:
         engines = sorted({"onnxruntime" if m == "onnxruntime" else "PyTorch" for m in info.methods})
         st.caption(f"For `{model.name}` and this input: {info.text()}.")
@@ -273,7 +278,7 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
                     common.show_error(e, title="No references could be computed")
                     return
             st.session_state[FRAMEWORK_KEY] = {"key": key, "set": computed}
-            st.session_state[CHOICE] = R.FRAMEWORK
+            st.session_state[CHOICE] = references.FRAMEWORK
             st.rerun()
         return
     computed = state["set"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import model_files as F
+from kuiper_core.explore import model_files
 from kuiper_core.formats import converter_available
 from pages import common
 
@@ -41,20 +41,20 @@ def open_panel() -> None:
             help="ONNX and TorchScript are converted to PNNX by the pnnx converter",
         )
         f = st.session_state.get("home_param")
-        kind = F.kind_of(f.getvalue(), f.name) if f is not None else None
+        kind = model_files.kind_of(f.getvalue(), f.name) if f is not None else None
         if kind in ("pnnx", "kir", None):
             st.file_uploader("model.pnnx.bin (its weights; none for a model without any)", type=["bin"], key="home_bin")
-        elif kind == "onnx" and F.may_have_external_data(f.getvalue()):
+        elif kind == "onnx" and model_files.may_have_external_data(f.getvalue()):
             st.file_uploader(
                 "its weights file, e.g. model.onnx.data (this .onnx may keep its weights in a separate file, "
                 "as torch.onnx.export writes by default)",
                 type=["data", "bin", "onnx_data", "weights"],
                 key="home_bin",
             )
-        blocked = kind in F.CONVERTED and not converter_available()
+        blocked = kind in model_files.CONVERTED and not converter_available()
         if blocked:
-            st.warning(F.NO_CONVERTER)  # the one message: nothing to click that could only fail
-        elif kind in F.CONVERTED:
+            st.warning(model_files.NO_CONVERTER)  # the one message: nothing to click that could only fail
+        elif kind in model_files.CONVERTED:
             _conversion_options(kind, f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
         st.button("Load uploaded model", key="home_load_upload", on_click=_ask, args=("upload",), disabled=blocked)
         if not os.environ.get(PATHS_ENV):
@@ -72,17 +72,17 @@ def open_panel() -> None:
 
 def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> None:
     if kind == "torchscript":
-        traced = not F.asks_for_shape(data, name)
+        traced = not model_files.asks_for_shape(data, name)
         if st.session_state.get(SHAPE_FOR) != upload_id:  # another file: its own first guess
             st.session_state[SHAPE_FOR] = upload_id
-            st.session_state[SHAPE_KEY] = "" if traced else F.guess_inputshape(data)
+            st.session_state[SHAPE_KEY] = "" if traced else model_files.guess_inputshape(data)
         st.text_input(
             "Input shape(s) for pnnx",
             key=SHAPE_KEY,
-            placeholder="from the shapes the file recorded when traced" if traced else F.DEFAULT_SHAPE,
+            placeholder="from the shapes the file recorded when traced" if traced else model_files.DEFAULT_SHAPE,
             help="one shape per input, e.g. [1,3,224,224] or [1,3,224,224],[1,10]i64 (dtype f32 unless given)",
         )
-        problem = F.shape_problem(st.session_state.get(SHAPE_KEY), required=not traced)
+        problem = model_files.shape_problem(st.session_state.get(SHAPE_KEY), required=not traced)
         if problem:
             st.error(problem)
         elif traced:
@@ -101,9 +101,9 @@ def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> No
 def _load(kind: str, path_text: str | None) -> None:
     try:
         request = (
-            F.from_upload(st.session_state.get("home_param"), st.session_state.get("home_bin"))
+            model_files.from_upload(st.session_state.get("home_param"), st.session_state.get("home_bin"))
             if (kind == "upload")
-            else F.from_path(path_text or "", common.APP_LIMITS.max_upload_bytes)
+            else model_files.from_path(path_text or "", common.APP_LIMITS.max_upload_bytes)
         )
     except (KuiperError, MemoryError) as e:
         common.show_error(e, title="Cannot open this model")
@@ -112,13 +112,13 @@ def _load(kind: str, path_text: str | None) -> None:
         st.warning("Choose a model file first.")
         return
     shape = st.session_state.get(SHAPE_KEY) if request.kind == "torchscript" else None
-    problem = F.shape_problem(
-        shape, required=request.kind == "torchscript" and F.asks_for_shape(request.data, request.name)
+    problem = model_files.shape_problem(
+        shape, required=request.kind == "torchscript" and model_files.asks_for_shape(request.data, request.name)
     )
     if problem:
         st.error(problem)
         return
-    if request.kind not in F.CONVERTED:
+    if request.kind not in model_files.CONVERTED:
         common.select_upload(request.name, request.data, request.bin)
         _done()
     with st.status(f"Converting `{request.name}` with pnnx…", expanded=True) as status:
@@ -127,15 +127,15 @@ def _load(kind: str, path_text: str | None) -> None:
 
         def on_log(line: str) -> None:
             lines.append(line)
-            box.code("\n".join(lines[-F.LOG_LINES :]), language=None)
+            box.code("\n".join(lines[-model_files.LOG_LINES :]), language=None)
 
         try:
-            conversion = F.convert_request(request, shape or None, on_log)
+            conversion = model_files.convert_request(request, shape or None, on_log)
         except (KuiperError, MemoryError) as e:
             status.update(label=f"pnnx could not convert `{request.name}`", state="error", expanded=True)
             common.show_error(e, title=f"`{request.name}` could not be converted")
             return
-        status.update(label=f"`{request.name}`: {F.conversion_text(conversion)}", state="complete")
+        status.update(label=f"`{request.name}`: {model_files.conversion_text(conversion)}", state="complete")
     # the conversion is cached now (an .onnx's external data file is kept with it: a reload converts the same)
     common.select_upload(request.name, request.data, request.bin, inputshape=shape or None)
     _done()
@@ -159,7 +159,9 @@ def conversion_details(model: common.LoadedModel) -> None:
     if opened is None or opened.conversion is None:
         return
     conversion = opened.conversion
-    st.caption(F.conversion_text(conversion, say_cached=False) + (f" · {conversion.note}" if conversion.note else ""))
+    st.caption(
+        model_files.conversion_text(conversion, say_cached=False) + (f" · {conversion.note}" if conversion.note else "")
+    )
     with st.expander("The converter's log and the PNNX files it made"):
         st.code(conversion.log or "(nothing printed)", language=None)
         files = opened.files

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from kuiper_core.explore import compare as C
-from kuiper_core.explore import tensor_view as V
-from kuiper_core.explore import tensors as T
+from kuiper_core.explore import compare
+from kuiper_core.explore import tensor_view
+from kuiper_core.explore import tensors
 
 HEAT_W, HEAT_H = 400, 380  # px a heatmap may take, axes and legend included (half a 1280 px screen)
 NUMBER = ".4~g"
@@ -31,7 +31,7 @@ def _axis(title: str, fmt: str = ".4~g", **extra: Any) -> dict[str, Any]:
 
 def histogram_chart(a: np.ndarray, height: int = 160) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Counts of the finite values in 40 bins, axes with short numbers."""
-    hist = pd.DataFrame(T.histogram_table(a))
+    hist = pd.DataFrame(tensors.histogram_table(a))
     spec = {
         "mark": {"type": "bar"},
         "height": height,
@@ -53,11 +53,11 @@ def heatmap_chart(
     m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis"
 ) -> tuple[pd.DataFrame, dict[str, Any], str]:
     """A capped heatmap of a 2-D array (data, spec) and a caption saying what was averaged."""
-    cells, (fr, fc) = V.block_reduce(m, V.MAX_HEATMAP, V.MAX_HEATMAP)
+    cells, (fr, fc) = tensor_view.block_reduce(m, tensor_view.MAX_HEATMAP, tensor_view.MAX_HEATMAP)
     rows, cols = cells.shape
     cell_h = min(36.0, max(4.0, HEAT_H / rows))
     cell_w = min(36.0, max(4.0, HEAT_W / cols))
-    df = pd.DataFrame(V.heatmap_rows(cells, (fr, fc)))
+    df = pd.DataFrame(tensor_view.heatmap_rows(cells, (fr, fc)))
     # Cell i spans [i - 0.5, i + 0.5): integer ticks sit on the cells' middles and run 0..n-1
     # (edges at 0..n labelled 8 rows 0 to 8). Computed here, not as Vega transforms: the
     # browser's CSP-safe Vega interprets an expression per cell (a 96x96 slice: 9,216 a pass).
@@ -129,7 +129,7 @@ def heatmap_chart(
 
 
 def vector_chart(v: np.ndarray) -> tuple[pd.DataFrame, dict[str, Any]]:
-    df = pd.DataFrame(V.vector_rows(v))
+    df = pd.DataFrame(tensor_view.vector_rows(v))
     short = len(df) <= 64
     spec = {
         "mark": {"type": "bar"} if short else {"type": "line", "point": len(df) <= 200},
@@ -152,7 +152,7 @@ def chart(data_and_spec: tuple, width: str = "stretch") -> None:
 
 
 def value_table(m: np.ndarray) -> None:
-    part, cut = V.table_slice(m)
+    part, cut = tensor_view.table_slice(m)
     st.dataframe(pd.DataFrame(part), width="stretch", height=min(320, 38 + 35 * part.shape[0]))
     if cut:
         st.caption(
@@ -165,7 +165,7 @@ def _axis_name(ndim: int, axis: int, size: int) -> str:
     return f"dim {axis}" + (f" ({letter}={size})" if letter else f" (size {size})")
 
 
-def _pick_slice(a: np.ndarray, lay: V.Layout, key: str) -> tuple[np.ndarray, str, str]:
+def _pick_slice(a: np.ndarray, lay: tensor_view.Layout, key: str) -> tuple[np.ndarray, str, str]:
     """Widgets choosing the 2-D slice of an N-D tensor: two axes shown, an index for each
     other axis (dims numbered as in the tensor's own shape, indices from 0 like NumPy)."""
     full = np.asarray(a)
@@ -187,7 +187,7 @@ def _pick_slice(a: np.ndarray, lay: V.Layout, key: str) -> tuple[np.ndarray, str
         cols_ = st.columns(len(pickers))
         for col, ax in zip(cols_, pickers):
             index[ax] = col.slider(f"index along {names[ax]}", 0, full.shape[ax] - 1, 0, key=f"{key}_ix{ax}")
-    m = V.slice_2d(full, rows, cols, index)
+    m = tensor_view.slice_2d(full, rows, cols, index)
     where = ", ".join(f"{names[ax].split(' ')[0]} {ax}={index.get(ax, 0)}" for ax in others)
     return m, names[rows], names[cols] + (f" · at {where}" if where else "")
 
@@ -207,18 +207,18 @@ def show_tensor(
     """Stats, then one view: a picture chosen by shape, the values, the histogram, or the
     difference to `ref`. Only the chosen view is drawn (a step stays quick); `view_key`
     keeps the choice across tensors and steps."""
-    s = T.tensor_stats(a)
+    s = tensors.tensor_stats(a)
     cols = ["min", "max", "mean", "std", "nan", "inf"]
     st.dataframe(pd.DataFrame([{k: _fmt(s[k]) for k in cols}]), hide_index=True, width="stretch")
     if s["nan"] or s["inf"]:
         st.warning(f"{s['nan']} NaN and {s['inf']} Inf values")
-    comparison = C.compare(a, ref) if ref is not None else None
+    comparison = compare.compare(a, ref) if ref is not None else None
     if comparison is not None:
-        level = {C.OK: st.success, C.OVER: st.error, C.SHAPE: st.error}[comparison.status]
+        level = {compare.OK: st.success, compare.OVER: st.error, compare.SHAPE: st.error}[comparison.status]
         level(f"Against {ref_source}: {comparison.text()}")
-    lay = V.layout(a)
-    core = V.core(a)
-    views = VIEWS if comparison is not None and comparison.status != C.SHAPE else VIEWS[:3]
+    lay = tensor_view.layout(a)
+    core = tensor_view.core(a)
+    views = VIEWS if comparison is not None and comparison.status != compare.SHAPE else VIEWS[:3]
     vk = view_key or f"{key}_view"
     if st.session_state.get(vk) not in views:
         st.session_state[vk] = "picture"
@@ -233,10 +233,10 @@ def show_tensor(
         if view == "values":
             value_table(core)
         else:
-            shown = C.difference(a, ref).reshape(lay.core) if view == "difference" and ref is not None else core
+            shown = compare.difference(a, ref).reshape(lay.core) if view == "difference" and ref is not None else core
             chart(vector_chart(shown))
             if view == "picture" and core.size >= 10:
-                top = V.top_entries(core, 5, labels)
+                top = tensor_view.top_entries(core, 5, labels)
                 st.caption(
                     "Largest entries: "
                     + ", ".join(
@@ -247,16 +247,16 @@ def show_tensor(
     else:
         if lay.kind == "matrix":
             m, row_title, col_title = core, "row", "column"
-            diff_m = C.difference(a, ref).reshape(lay.core) if view == "difference" and ref is not None else None
+            diff_m = compare.difference(a, ref).reshape(lay.core) if view == "difference" and ref is not None else None
         else:
             if view == "picture" and len(lay.core) == 3 and lay.core[0] > 1:
-                mosaic, shown_ch = T.channel_grid(core[None])
+                mosaic, shown_ch = tensors.channel_grid(core[None])
                 more = f" (first {len(shown_ch)} of {lay.core[0]})" if len(shown_ch) < lay.core[0] else ""
                 st.image(mosaic, caption=f"channels{more}, each on its own scale (viridis; magenta = NaN/Inf)")
             m, row_title, col_title = _pick_slice(a, lay, key)
             diff_m = (
-                V.slice_2d(
-                    C.difference(a, ref),
+                tensor_view.slice_2d(
+                    compare.difference(a, ref),
                     *_current_axes(key, lay),
                     {ax: st.session_state.get(f"{key}_ix{ax}", 0) for ax in range(a.ndim)},
                 )
@@ -279,19 +279,19 @@ def show_tensor(
             if note:
                 st.caption(note[0].upper() + note[1:] + ".")
     if view == "difference" and ref is not None and a.size:
-        diff = C.difference(a, ref)
+        diff = compare.difference(a, ref)
         worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
         st.caption(f"Largest difference {float(diff[worst]):.3g} at index {tuple(int(i) for i in worst)}.")
     st.download_button(
         "Download .npy",
-        lambda: T.npy_bytes(a),
+        lambda: tensors.npy_bytes(a),
         file_name=f"{key}.npy",
         mime="application/octet-stream",
         key=f"{key}_dl",
     )
 
 
-def _current_axes(key: str, lay: V.Layout) -> tuple[int, int]:
+def _current_axes(key: str, lay: tensor_view.Layout) -> tuple[int, int]:
     n = lay.lead + len(lay.core)
     return st.session_state.get(f"{key}_rows", n - 2), st.session_state.get(f"{key}_cols", n - 1)
 

@@ -375,7 +375,7 @@ def test_profile_page(page) -> None:
     wait_idle(page)
     assert exception_boxes(page) == []
     shot(page, "profile.png")
-    # The operator table with its algorithm column (the kernel each conv runs on), for a look
+    # The operator table with its kernel column (the kernel each conv runs on), for a look
     table = page.locator('[data-testid="stDataFrame"]').first
     table.scroll_into_view_if_needed()
     table.screenshot(path=str(SCREENSHOTS / "profile_table.png"))

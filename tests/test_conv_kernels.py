@@ -336,7 +336,7 @@ def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: i
     layer = conv_layer(wt, b, x.shape if declared else None, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
     assert not layer._winograd_weights  # transformed when the kernel is made (the first run), not at build
     if declared:
-        assert layer.algorithm([x.shape]) == "Winograd F(4x4, 3x3)"  # decided from the shape alone
+        assert layer.kernel_name([x.shape]) == "Winograd F(4x4, 3x3)"  # decided from the shape alone
     (y,) = layer.forward([x], [None])
     assert layer._winograd_weights
     assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), WinogradConv)

@@ -76,7 +76,7 @@ def test_stack_rows_show_values_not_only_shapes() -> None:
     trace = ex.evaluate_traced(ast, V.example_inputs(2))
     rows = V.stack_rows(trace, 3)  # after push @1: [add(@0,1), @1], top first
     assert [r[""] for r in rows] == ["top", ""]
-    assert rows[0]["type"] == "float32[2,3]"
+    assert rows[0]["type"] == "(2,3)float32"  # format_shape, as .param writes it
     x1 = V.example_inputs(2)[1]
     assert rows[0]["values"].startswith(f"[{x1.reshape(-1)[0]:.4g}, {x1.reshape(-1)[1]:.4g}")
     assert rows[1]["value of"] == "add(@0,1)" and rows[1]["values"].startswith("[-0.5, 0, 0.5")  # @0 + 1

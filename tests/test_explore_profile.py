@@ -9,7 +9,7 @@ from conftest import SAMPLES
 import kuiper_core
 from kuiper_core.explore.profile import (
     by_type,
-    declared_algorithm,
+    declared_kernel,
     profile_model,
     profile_table,
     profile_totals,
@@ -92,24 +92,24 @@ def test_convolutions_say_which_kernel_runs_them() -> None:
     # ResNet-18 at batch 1: the kernels the cost model picks (conv_kernels.py, bench/README.md).
     g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     rows = {r.name: r for r in profile_model(g, [np.load(SAMPLES / "resnet18.input.npy")])}
-    convs = {name: r.algorithm for name, r in rows.items() if r.type == "nn.Conv2d"}
+    convs = {name: r.kernel for name, r in rows.items() if r.type == "nn.Conv2d"}
     assert convs["convbn2d_1"] == "Winograd F(4x4, 3x3)"  # layer1: 64 channels, 56x56
     assert convs["convbn2d_16"] == "Winograd F(2, 3) along the rows"  # layer4: 512 channels, 7x7
     assert convs["convbn2d_7"] == "im2col + GEMM"  # a 1x1 stride-2 shortcut
     assert all(convs.values())
-    assert {r.algorithm for r in rows.values() if r.type != "nn.Conv2d"} == {""}  # nothing to choose
-    assert profile_table(list(rows.values()))[0]["algorithm"] == ""
+    assert {r.kernel for r in rows.values() if r.type != "nn.Conv2d"} == {""}  # nothing to choose
+    assert profile_table(list(rows.values()))[0]["kernel"] == ""
 
 
 def test_depthwise_convolutions_on_small_maps_run_channels_last() -> None:
     g = kuiper_core.load(SAMPLES / "mobilenetv3.pnnx.param")
     rows = profile_model(g, [np.load(SAMPLES / "mobilenetv3.input.npy")])
-    algorithms = [r.algorithm for r in rows if r.type == "nn.Conv2d"]
-    assert "depthwise, channels last" in algorithms and "1x1: one GEMM" in algorithms
+    kernels = [r.kernel for r in rows if r.type == "nn.Conv2d"]
+    assert "depthwise, channels last" in kernels and "1x1: one GEMM" in kernels
 
 
 def test_the_declared_shapes_give_the_same_kernel_as_a_run() -> None:
     g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     rows = profile_model(g, [np.load(SAMPLES / "resnet18.input.npy")])
-    assert all(declared_algorithm(g, r.name) == r.algorithm for r in rows)
-    assert declared_algorithm(g, "no such operator") == ""
+    assert all(declared_kernel(g, r.name) == r.kernel for r in rows)
+    assert declared_kernel(g, "no such operator") == ""

@@ -15,11 +15,11 @@ from kuiper_core.explore.summary import (
     operator_details,
     operator_table,
     param_text,
-    shape_text,
     si_number,
     weight_stats,
     weight_table,
 )
+from kuiper_core.graph import shape_label
 from kuiper_core.pnnx import load_graph, parse_param
 
 
@@ -65,8 +65,8 @@ def test_operator_table_rows() -> None:
 
 
 def test_shape_and_param_text() -> None:
-    assert shape_text((1, 3, None, 7)) == "1x3x?x7"
-    assert shape_text(None) == "?" and shape_text(()) == "()"
+    assert shape_label((1, 3, None, 7)) == "1x3x?x7"
+    assert shape_label(None) == "?" and shape_label(()) == "()"
     assert param_text([1, 1]) == "(1,1)" and param_text(True) == "True" and param_text(None) == "None"
 
 

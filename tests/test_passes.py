@@ -500,7 +500,7 @@ def test_dead_operators_and_weights_go_inputs_stay():
     assert types(after) == ["pnnx.Input", "pnnx.Input", "nn.Tanh", "pnnx.Output"]
     notes = [str(c) for c in log.rows[-1].changes]
     assert "kept in2: unused input kept: it is part of the model's signature" in notes
-    assert "removed w: unused weight f32(4,), 16 bytes" in notes
+    assert "removed w: unused weight (4)f32, 16 bytes" in notes
     assert sum(n.startswith("removed dead") for n in notes) == 2
 
 

@@ -219,7 +219,7 @@ def test_style_cases_use_the_pass_meant_for_them(case, fragment):
         # ListUnpack → stack → view → float is one weight
         (
             "yolo_decode/o1",
-            ("pnnx_47: indexing='ij'", "Tensor.to_10: constant subgraph → pnnx.Attribute f32(1, 1, 4, 5, 2)"),
+            ("pnnx_47: indexing='ij'", "Tensor.to_10: constant subgraph → pnnx.Attribute (1,1,4,5,2)f32"),
         ),
         ("indexing/o1", ("Tensor.index_11: expr='[None,[0,2]]' (constant index list",)),  # x[:, [0, 2]]
         (

@@ -577,7 +577,7 @@ def test_cli_prints_a_python_number_output(tmp_path: Path) -> None:
     lines = ["pnnx.Input in 0 1 x #x=(1,3)f32", "pnnx.Expression e 1 1 x y expr=True", "pnnx.Output out 1 0 y"]
     np.save(tmp_path / "x.npy", np.ones((1, 3), np.float32))
     r = kuiper("run", str(write_model(tmp_path, lines)), "--input", str(tmp_path / "x.npy"))
-    assert r.returncode == 0 and "output 0: bool ()" in r.stdout, r.stderr
+    assert r.returncode == 0 and "output 0: ()bool" in r.stdout, r.stderr
 
 
 def test_fusing_a_long_relu_chain_stays_fast(tmp_path: Path) -> None:

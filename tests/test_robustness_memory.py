@@ -16,7 +16,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from hostile import folding_model
+from hostile import folding_model, write_model
+import kuiper_core
 from kuiper_core import limits
 from kuiper_core.errors import LimitError
 from kuiper_core.npy import read_npz
@@ -167,3 +168,30 @@ def test_a_model_goes_when_the_last_session_holding_it_ends() -> None:
     del two
     gc.collect()
     assert cache.keys() == []
+
+
+def test_a_step_by_step_run_keeps_at_most_max_planned_bytes(tmp_path):
+    """steps() keeps every operand for the Forward page and the references: 14 ReLUs of
+    (1, 2^26) after an `expand` of one number (a 3-line-per-operator .param, no .bin) kept
+    3.6 GB under the app's limits, where forward() reuses two buffers. Views own nothing new:
+    the expand itself is not counted."""
+    n, big = 14, 1 << 20
+    lines = [
+        "pnnx.Input in 0 1 x #x=(1,1)f32",
+        f"Tensor.expand ex 1 1 x y0 sizes=(1,{big}) #x=(1,1)f32 #y0=(1,{big})f32",
+    ]
+    lines += [f"F.relu r{i} 1 1 y{i} y{i + 1} #y{i}=(1,{big})f32 #y{i + 1}=(1,{big})f32" for i in range(n)]
+    lines.append(f"pnnx.Output out 1 0 y{n}")
+    path = write_model(tmp_path, lines)
+    x = np.ones((1, 1), np.float32)
+    with limits.use(max_planned_bytes=10 * 4 * big):  # room for 10 of the 14 outputs
+        graph = kuiper_core.load(str(path))
+        assert graph.forward(x)[0].shape == (1, big)
+        with pytest.raises(LimitError, match="max_planned_bytes") as e:
+            for _ in graph.steps(x):
+                pass
+        assert "'r9'" in str(e.value)  # the input's 4 bytes and 10 outputs: just over
+    with limits.use(max_planned_bytes=14 * 4 * big + 64):
+        graph = kuiper_core.load(str(path))
+        for _ in graph.steps(x):
+            pass

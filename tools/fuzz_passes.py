@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mem_mb:  # 0: no limit (a test calling main in its own process)
         resource.setrlimit(resource.RLIMIT_AS, (args.mem_mb << 20, args.mem_mb << 20))
     rng = random.Random(args.seed)
-    globs = (*CASE_GLOBS, "passes/*/*/model.pnnx.param")  # + the pass-style exports (size_arith …)
+    globs = (*CASE_GLOBS, "passes/*/*/model.pnnx.param", "styles/*/*/model.pnnx.param")  # + pass and model styles
     cases = sorted({p.parent for g in globs for p in DATA.glob(g) if (p.parent / "inputs.npz").exists()})
     cases = [c for c in cases if not args.k or any(k in str(c.relative_to(DATA)) for k in args.k)]
     small = limits.DEFAULT.replace(max_tensor_elements=1 << 22)

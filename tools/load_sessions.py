@@ -90,7 +90,8 @@ async def session(browser, url: str, k: int, problems: list[str], peak: list[flo
             await _idle(page)
             sidebar = await page.locator('[data-testid="stSidebar"]').inner_text()
             if f"Model: {name}.pnnx.param" not in sidebar:
-                problems.append(f"{name} on {slug or 'home'}: the sidebar says {sidebar[:120]!r}")
+                said = [line for line in sidebar.splitlines() if "odel" in line] or [sidebar[-200:]]
+                problems.append(f"{name} on {slug or 'home'}: the sidebar says {' | '.join(said)[:300]!r}")
             errors = await page.query_selector_all('[data-testid="stException"]')
             if errors:
                 problems.append(f"{name} on {slug or 'home'}: {len(errors)} exception box(es)")

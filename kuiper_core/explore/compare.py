@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..graph import Graph, Operand, Operator
+from ..graph import Graph, Operand, Operator, shape_label
 from .fused_keys import absorbed_note, fused_keys
-from .summary import shape_text
 
 # Comparison statuses, worst last (an operator's status is its worst output's).
 OK, OVER, SHAPE, NO_REF = "within tolerance", "over tolerance", "shape mismatch", "no reference"
@@ -102,7 +101,7 @@ class Comparison:
 
     def text(self) -> str:
         if self.status == SHAPE:
-            return f"shape mismatch: the engine made {shape_text(self.shape)}, the reference is {shape_text(self.ref_shape)}"
+            return f"shape mismatch: the engine made {shape_label(self.shape)}, the reference is {shape_label(self.ref_shape)}"
         return f"max |error| {self.max_error:.3g} (tolerance {self.tolerance:.3g}): {self.status}"
 
     def where_text(self) -> str:
@@ -191,7 +190,9 @@ _PNNX_NAME = re.compile(r"(?:[A-Za-z]+\.)?[A-Za-z0-9_]+_\d+")
 _WRAPPERS = ("module.", "model.", "_orig_mod.")
 
 
-def key_operand(graph: Graph, key: str, outputs: Sequence[str] | None = None) -> str | None:
+def key_operand(
+    graph: Graph, key: str, outputs: Sequence[str] | None = None, names: OperatorNames | None = None
+) -> str | None:
     """The operand a reference key names, or None. Keys are, in this order: an operand name
     ("17"); pnnx's Python name of one ("v_17"); forward()'s N-th output ("out0"); an operator
     name, which for a TorchScript model converted by pnnx is the module path a PyTorch forward
@@ -208,10 +209,10 @@ def key_operand(graph: Graph, key: str, outputs: Sequence[str] | None = None) ->
     name, _, index = key.rpartition(":")
     if not (name and index.isdigit()):
         name, index = key, ""
+    names = names or OperatorNames(graph)
     for candidate in (name, *(name[len(p) :] for p in _WRAPPERS if name.startswith(p))):
-        try:
-            op = _operator(graph, candidate)
-        except KeyError:
+        op = names.get(candidate)
+        if op is None:
             continue
         if index:
             return op.outputs[int(index)].name if int(index) < len(op.outputs) else None
@@ -219,19 +220,26 @@ def key_operand(graph: Graph, key: str, outputs: Sequence[str] | None = None) ->
     return None
 
 
-def _operator(graph: Graph, name: str) -> Operator:
-    """The operator of this name, or of this key: `relu#2` is the second operator pnnx named
-    `relu` (it repeats a reused module's name at optlevel 0; the hook snippet keys a module's
-    second call so)."""
-    try:
-        return graph.operator(name)
-    except KeyError:
-        if "#" not in name:
-            raise
-    keys = graph.operator_keys()
-    if name not in keys:
-        raise KeyError(name)
-    return graph.operators[keys.index(name)]
+class OperatorNames:
+    """Operators by name (the first of a repeated name) and by key: `relu#2` is the second
+    operator pnnx named `relu` (it repeats a reused module's name at optlevel 0; the hook
+    snippet keys a module's second call so). Built once for all of a file's keys: looking each
+    up by a scan was quadratic (100,000 keys of a 20,000-operator graph)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.by_name: dict[str, Operator] = {}
+        for op in graph.operators:
+            self.by_name.setdefault(op.name, op)
+        self._graph = graph
+        self._by_key: dict[str, Operator] | None = None
+
+    def get(self, name: str) -> Operator | None:
+        op = self.by_name.get(name)
+        if op is None and "#" in name:
+            if self._by_key is None:
+                self._by_key = dict(zip(self._graph.operator_keys(), self._graph.operators))
+            op = self._by_key.get(name)
+        return op
 
 
 def match_references(graph: Graph, npz: Mapping[str, np.ndarray]) -> ReferenceMatch:
@@ -242,9 +250,10 @@ def match_references(graph: Graph, npz: Mapping[str, np.ndarray]) -> ReferenceMa
     refs: dict[str, np.ndarray] = {}
     operands: dict[str, str] = {}
     unmatched: list[str] = []
+    names = OperatorNames(graph)
     direct = [k for k in npz if k in graph.operands]
     for k in direct + [k for k in npz if k not in graph.operands]:
-        operand = key_operand(graph, k, outputs)
+        operand = key_operand(graph, k, outputs, names)
         if operand is None:
             unmatched.append(k)
             continue

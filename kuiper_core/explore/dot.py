@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Iterable, Sequence
 
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, shape_label
 from ..layers.registry import value_shaped_operands
 from .categories import CATEGORY_COLORS, category
 from .modules import ModuleGroup, ancestors, default_expanded, module_tree, unit_count
 from .overlay import category_legend
 from .labels import param_lines
-from .summary import shape_text
 
 __all__ = [
     "graph_dot",
@@ -234,7 +233,7 @@ def _dot(
     loose = value_shaped_operands(graph.operators)
     for op in ops:
         for operand in op.outputs:
-            tip = f"{operand.name}: {shape_text(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
+            tip = f"{operand.name}: {shape_label(operand.shape)}" + (f" {operand.dtype}" if operand.dtype else "")
             if operand.name in loose:
                 tip += (
                     ": its size follows the input values (one_hot, a mask's selection…); pnnx wrote the "
@@ -247,7 +246,7 @@ def _dot(
                 a, b = unit_of[op.name], unit_of[consumer.name]
                 if a == op.name and b == consumer.name:
                     label = (
-                        shape_text(operand.shape) + (" (varies)" if operand.name in loose else "")
+                        shape_label(operand.shape) + (" (varies)" if operand.name in loose else "")
                         if edge_labels
                         else None
                     )

@@ -66,9 +66,6 @@ class ExpressionQuiz:
                     (self._repeated if t in seen else seen).add(t)
         return self._repeated
 
-    def node_at(self, position: int) -> ex.Node:
-        return self.rpn[position]
-
     def node_of_token(self, index: int) -> ex.Node | None:
         """The node a token stands for: an operand or a number itself, a name or the '('
         after it its call (or True/False/None), a '[' its list; None for ',', ')' and ']'."""

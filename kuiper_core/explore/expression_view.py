@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import expression as ex
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, format_shape
 from .dot import quote
 from .tensor_view import value_preview
 
@@ -39,8 +39,7 @@ def operand_labels(op: Operator | None, n: int | None = None) -> list[str]:
         return [f"input {i}" for i in range(n or 0)]
     labels = []
     for o in op.inputs:
-        shape = "?" if o.shape is None else "(" + ",".join("?" if d is None else str(d) for d in o.shape) + ")"
-        labels.append(f"%{o.name} {shape}")
+        labels.append(f"%{o.name} {format_shape(o.shape)}")
     return labels
 
 
@@ -185,7 +184,7 @@ def stack_rows(trace: ex.Trace, step: int, labels: Sequence[str] = ()) -> list[d
             {
                 "": "top" if depth == 0 else "",
                 "value of": what,
-                "type": f"{v.dtype}[{','.join(map(str, v.shape))}]" if isinstance(v, np.ndarray) else type(v).__name__,
+                "type": format_shape(v.shape, str(v.dtype)) if isinstance(v, np.ndarray) else type(v).__name__,
                 "values": value_preview(v),
             }
         )

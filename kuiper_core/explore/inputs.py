@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..graph import Graph, numpy_dtype
+from ..graph import Graph, format_shape, numpy_dtype
 from ..limits import check_elements
 
 INPUT_KINDS = ("sample", "random", "zeros", "ones", "npy", "image")
@@ -89,7 +89,9 @@ def image_to_input(pixels: np.ndarray, preprocess: Mapping[str, Any] | None, sha
     preprocess (models.json): invert (255 - p), then p/255, then (p - mean[c]) / std[c].
     """
     if len(shape) != 4:
-        raise InputError(f"a picture can only feed a 4-D NCHW input, this model's input is {tuple(shape)}")
+        raise InputError(
+            f"a picture can only feed a 4-D NCHW input, this model's input is {format_shape(tuple(shape))}"
+        )
     n, c, h, w = (int(d) for d in shape)
     px = np.asarray(pixels)
     if px.ndim == 2:
@@ -117,7 +119,8 @@ def check_array(array: np.ndarray, shape: Sequence[int], name: str) -> np.ndarra
         raise InputError(f"uploaded array for input '{name}' has dtype {a.dtype}: expected numbers")
     if a.ndim != len(shape) or tuple(a.shape[1:]) != tuple(shape[1:]):
         raise InputError(
-            f"uploaded array for input '{name}' has shape {a.shape}, expected {tuple(shape)} (batch may vary)"
+            f"uploaded array for input '{name}' has shape {format_shape(a.shape)}, expected {format_shape(tuple(shape))} "
+            "(batch may vary)"
         )
     if a.ndim and a.shape[0] == 0:
         raise InputError(f"uploaded array for input '{name}' has batch 0 (shape {a.shape}): it needs at least one item")

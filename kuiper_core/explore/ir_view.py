@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .. import ir
-from ..graph import Graph, Operand, Operator
+from ..graph import Graph, Operand, Operator, shape_label
 from ..ir.printer import sigil_name
 
 NESTED_NODE_LIMIT = 300  # calls printed in the nested view before it is cut
@@ -244,7 +244,7 @@ def output_rows(
     for i, y in enumerate(edited):
         row: dict[str, Any] = {
             "output": f"out{i}",
-            "shape": "×".join(map(str, np.shape(y))) or "scalar",
+            "shape": shape_label(np.shape(y)) if np.ndim(y) else "scalar",
             "dtype": str(np.asarray(y).dtype),
         }
         for label, refs in (("max |Δ| vs the model as loaded", original), ("max |Δ| vs PyTorch", expected)):
@@ -261,7 +261,7 @@ def _max_diff(y: np.ndarray, ref: np.ndarray | None) -> str:
         return "no such output"
     y, ref = np.asarray(y), np.asarray(ref)
     if y.shape != ref.shape:
-        return f"shape differs ({'×'.join(map(str, ref.shape))})"
+        return f"shape differs ({shape_label(ref.shape)})"
     if y.size == 0:
         return "0"
     return f"{float(np.max(np.abs(y.astype(np.float64) - ref.astype(np.float64)))):.3g}"

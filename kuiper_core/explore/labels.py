@@ -79,12 +79,17 @@ def _class_schema(cls: type) -> tuple[tuple[str, Any], ...]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not _is_reader(_callee(node)):
                 continue
-            at = next(
-                (i for i, a in enumerate(node.args) if isinstance(a, ast.Constant) and isinstance(a.value, str)), None
+            found = next(
+                (
+                    (i, a.value)
+                    for i, a in enumerate(node.args)
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                ),
+                None,
             )
-            if at is None or not node.args[at].value.isidentifier():
+            if found is None or not found[1].isidentifier():
                 continue
-            key, name = node.args[at].value, _callee(node)
+            (at, key), name = found, _callee(node)
             default = helper_default.get(name, UNKNOWN)
             rest = node.args[at + 1 :]
             if rest and name != "ints_param":  # ints_param(key, n, default): the 2nd is a count
@@ -101,7 +106,8 @@ def _class_schema(cls: type) -> tuple[tuple[str, Any], ...]:
 def param_schema(op_type: str) -> dict[str, Any] | None:
     """The parameters the layer of `op_type` reads, with their declared defaults (UNKNOWN when
     none); None when no layer is registered for the type."""
-    cls = layer_class(op_type)
+    # plain `type`: mypy reads type[Layer] as not Hashable (for @cache), Layer's __hash__ being per instance
+    cls: type | None = layer_class(op_type)
     return None if cls is None else dict(_class_schema(cls))
 
 

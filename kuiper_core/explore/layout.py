@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from html import escape
 
 # Helvetica advance widths (AFM, per 1000 em) for ASCII 32..126; Arial and Liberation Sans,
@@ -135,7 +135,7 @@ def _order(nodes: list[_Node], ranks: list[list[int]]) -> None:
     for sweep in range(SWEEPS):
         down = sweep % 2 == 0
         for r in ranks[1:] if down else ranks[-2::-1]:
-            r.sort(key=lambda i, d=down: barycentre(i, d))
+            r.sort(key=partial(barycentre, down=down))
             for p, i in enumerate(r):
                 pos[i] = p
 
@@ -209,8 +209,8 @@ def layout_svg(dot: str) -> str:
     _place(nodes, ranks)
     # y: each rank as tall as its tallest node; y is the rank's middle
     mid, y = [], PAD
-    for r in ranks:
-        h = max((nodes[i].h for i in r if not nodes[i].virtual), default=0.0)
+    for members in ranks:
+        h = max((nodes[i].h for i in members if not nodes[i].virtual), default=0.0)
         mid.append(y + h / 2)
         y += h + RANK_SEP
     width = max((n.x + n.w / 2 for n in nodes), default=0.0) + PAD
@@ -225,8 +225,8 @@ def layout_svg(dot: str) -> str:
     for e in sorted(edges, key=lambda e: nodes[e.path[1]].x):
         label = e.attrs.get("label")
         show = bool(label) and (e.a, label) not in labelled
-        if show:
-            labelled.add((e.a, label))  # type: ignore[arg-type]
+        if show and label:
+            labelled.add((e.a, label))
         out.append(_edge_svg(e, nodes, mid, show))
     for n in nodes:
         if not n.virtual:
@@ -286,9 +286,9 @@ def _edge_svg(e: _Edge, nodes: list[_Node], mid: list[float], show_label: bool) 
         lx = max(pts[0][0], (pts[0][0] + pts[1][0]) / 2) + 4
         ly = pts[0][1] + RANK_SEP / 2 + FONT_PT * 0.35
         text = f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="{FONT_PT:g}" fill="#444444">{escape(label)}</text>'
-    tip = e.attrs.get("tooltip") or f"{e.a}->{e.b}"  # the <title> is what a hover shows
+    hover = e.attrs.get("tooltip") or f"{e.a}->{e.b}"  # the <title> is what a hover shows
     return (
-        f'<g class="edge"><title>{escape(tip)}</title>'
+        f'<g class="edge"><title>{escape(hover)}</title>'
         f'<path fill="none" stroke="#777777" d="{" ".join(parts)}"/>'
         f'<polygon fill="#777777" stroke="#777777" points="{arrow}"/>{text}</g>'
     )

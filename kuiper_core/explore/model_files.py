@@ -40,12 +40,6 @@ def kind_of(data: bytes, name: str) -> str | None:
         return None
 
 
-def kind_of_name(name: str) -> str | None:
-    """The format a file name suggests (before its content is read), or None."""
-    lowered = name.lower()
-    return next((f for f, m in BY_NAME.items() if any(lowered.endswith(s) for s in m.SUFFIXES)), None)
-
-
 def asks_for_shape(data: bytes, name: str) -> bool:
     """A TorchScript file that does not record its traced input shapes: pnnx needs them given."""
     return needs_inputshape(data, name)
@@ -55,7 +49,8 @@ class _Tensor:
     """A tensor in a TorchScript archive's data.pkl, by its shape only (no data is read)."""
 
     def __init__(self, shape: Any) -> None:
-        self.shape = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list)) else ()
+        ok = isinstance(shape, (tuple, list)) and len(shape) <= 64 and all(isinstance(d, int) for d in shape)
+        self.shape = tuple(shape) if ok else ()
 
 
 class _Module:
@@ -69,18 +64,20 @@ class _Module:
 
 class _ShapesOnly(pickle.Unpickler):
     """Reads data.pkl knowing only tensors (as _Tensor), modules (as _Module) and dicts:
-    any other global is refused, so nothing in the file runs."""
+    any other global is refused, so nothing in the file runs. No call copies its argument:
+    a pickle may pass one big object to many calls (a 100 KB data.pkl giving one 100,000-
+    character string to 200 `build_intlist` calls, each a `list(…)`, took 160 MB)."""
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
             return lambda storage, offset, size, *rest: _Tensor(size)
         if (module, name) == ("collections", "OrderedDict"):
-            return dict
+            return lambda *args: {}  # torch pickles one empty, then sets its items
         if module == "torch" and name.endswith("Storage"):
             return name
         if module == "torch.jit._pickle":  # a scripted module's typed lists and tags
             if name.startswith("build_"):
-                return list
+                return lambda items: items
             if name == "restore_type_tag":
                 return lambda value, tag: value
         if module.startswith("__torch__"):
@@ -94,19 +91,22 @@ class _ShapesOnly(pickle.Unpickler):
 _WEIGHTS = ("weight", "weight_ih_l0", "in_proj_weight")  # a layer's first weight: what its input must fit
 
 
-def _first_layer(module: Any, depth: int = 0) -> tuple[str, tuple[int, ...]] | None:
-    """(class name, weight shape) of the first module with a weight, in definition order."""
-    if not isinstance(module, _Module) or depth > 64:
-        return None
-    state = module.__dict__.get("state", {})
-    for key in _WEIGHTS:
-        weight = state.get(key)
-        if isinstance(weight, _Tensor) and weight.shape:
-            return module.kind, weight.shape
-    for value in state.values():
-        found = _first_layer(value, depth + 1)
-        if found is not None:
-            return found
+def _first_layer(root: Any) -> tuple[str, tuple[int, ...]] | None:
+    """(class name, weight shape) of the first module with a weight, in definition order.
+    Each module is visited once: a pickle may share one module under many keys or hold a
+    cycle (a 100-byte data.pkl of `M.state = {a: M, b: M}` made the walk 2^64 steps)."""
+    stack, seen = [root], set()
+    while stack:
+        module = stack.pop()
+        if not isinstance(module, _Module) or id(module) in seen:
+            continue
+        seen.add(id(module))
+        state = module.__dict__.get("state", {})
+        for key in _WEIGHTS:
+            weight = state.get(key)
+            if isinstance(weight, _Tensor) and weight.shape:
+                return module.kind, weight.shape
+        stack.extend(reversed([v for v in state.values() if isinstance(v, _Module)]))
     return None
 
 

@@ -46,8 +46,9 @@ def module_paths(graph: Graph, ops: Sequence[Operator] | None = None) -> dict[st
     for i, op in enumerate(ops):
         while j < len(named) and named[j] <= i:
             j += 1
-        if own[i] is not None:
-            paths[op.name] = own[i]  # type: ignore[assignment]
+        path = own[i]
+        if path is not None:
+            paths[op.name] = path
             continue
         nxt_path = own[named[j]] if j < len(named) else None
         prev_path = own[named[j - 1]] if j > 0 else None
@@ -60,8 +61,8 @@ def module_paths(graph: Graph, ops: Sequence[Operator] | None = None) -> dict[st
             and prev_path[: len(nxt_path)] == nxt_path
             and prev_path != nxt_path
         )
-        if reads_it and not leaving:
-            paths[op.name] = nxt_path  # type: ignore[assignment]
+        if reads_it and not leaving and nxt_path is not None:  # reads_it: there is a next path
+            paths[op.name] = nxt_path
         else:
             paths[op.name] = prev_path if prev_path is not None else (nxt_path or ())
     return paths

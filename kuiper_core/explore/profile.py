@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import KuiperError
+from ..graph import shape_label
 from ..runtime import RuntimeGraph, StepEvent
 from .categories import category
-from .summary import operator_parameters, shape_text
+from .summary import operator_parameters
 
 
 @dataclass
@@ -31,7 +32,7 @@ class OperatorProfile:
     macs: int
     output_bytes: int  # bytes of the output arrays (tuples of other outputs count 0)
     output_shapes: str
-    algorithm: str = ""  # Layer.algorithm at the shapes seen, e.g. "Winograd F(4x4, 3x3)"
+    kernel: str = ""  # Layer.kernel_name at the shapes seen, e.g. "Winograd F(4x4, 3x3)"
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -42,24 +43,24 @@ def _nbytes(value: Any) -> int:
     return int(value.nbytes) if isinstance(value, np.ndarray) else 0
 
 
-def event_algorithm(runtime: RuntimeGraph, event: StepEvent) -> str:
-    """How the operator of a step computed, at the shapes it saw (Layer.algorithm; "" where
+def event_kernel(runtime: RuntimeGraph, event: StepEvent) -> str:
+    """The kernel the operator of a step ran, at the shapes it saw (Layer.kernel_name; "" where
     its layer has no choice to make)."""
     layer = runtime.order[event.index].layer
-    return layer.algorithm([_shape(event.inputs[o.name]) for o in event.operator.inputs]) if layer is not None else ""
+    return layer.kernel_name([_shape(event.inputs[o.name]) for o in event.operator.inputs]) if layer is not None else ""
 
 
-def declared_algorithm(runtime: RuntimeGraph, name: str) -> str:
-    """How an operator will compute at the input shapes its .param declares ("" where it has
+def declared_kernel(runtime: RuntimeGraph, name: str) -> str:
+    """The kernel an operator will run at the input shapes its .param declares ("" where it has
     no choice, or a declared shape is missing or has `?` dims)."""
     rop = next((r for r in runtime.order if r.name == name), None)
     if rop is None or rop.layer is None:
         return ""
-    shapes = [o.static_shape for o in rop.op.inputs]
-    if any(s is None for s in shapes):
+    shapes = [s for o in rop.op.inputs if (s := o.static_shape) is not None]
+    if len(shapes) != len(rop.op.inputs):
         return ""
     try:
-        return rop.layer.algorithm(shapes)  # type: ignore[arg-type]
+        return rop.layer.kernel_name(shapes)
     except KuiperError:  # declared shapes the layer cannot run (its forward would say so)
         return ""
 
@@ -93,9 +94,9 @@ def profile_model(runtime: RuntimeGraph, inputs: Sequence[np.ndarray], repeats: 
                     macs=int(macs),
                     output_bytes=sum(_nbytes(v) for v in outs),
                     output_shapes=", ".join(
-                        shape_text(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)
+                        shape_label(s) if isinstance(v, np.ndarray) else "tuple" for s, v in zip(out_shapes, outs)
                     ),
-                    algorithm=event_algorithm(runtime, event),
+                    kernel=event_kernel(runtime, event),
                 )
             )
     return rows

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Graph
-from . import compare as C
+from . import compare
 
 # How a key was matched (the page counts them).
 BY_OPERAND, BY_OUTPUT, BY_OPERATOR = "operand number", "model output", "operator name or module path"
@@ -53,8 +53,8 @@ class KeyMatch:
 
 def match_keys(graph: Graph, npz: Mapping[str, Any]) -> KeyMatch:
     """compare.match_references, with how each key matched and why the others did not."""
-    match = C.match_references(graph, npz)
-    outputs = C.output_operand_names(graph)
+    match = compare.match_references(graph, npz)
+    outputs = compare.output_operand_names(graph)
     how = {k: _kind(graph, k) for k in match.operands}
     given: set[str] = set()
     duplicates = []
@@ -62,12 +62,13 @@ def match_keys(graph: Graph, npz: Mapping[str, Any]) -> KeyMatch:
         if operand in given:
             duplicates.append(k)
         given.add(operand)
+    names = {op.name: op for op in graph.operators}  # once, not per key
     reasons = {
         k: (
             f"pnnx fused this module with the BatchNorm after it into {match.fused_into[k]} (compared with the "
             "BatchNorm's tensor): its own output exists nowhere in the converted model"
             if k in match.fused_into
-            else _why(graph, k, outputs)
+            else _why(graph, k, outputs, names)
         )
         for k in match.unmatched
     }
@@ -80,7 +81,7 @@ def _kind(graph: Graph, key: str) -> str:
     return BY_OUTPUT if _OUT.match(key) else BY_OPERATOR
 
 
-def _why(graph: Graph, key: str, outputs: list[str]) -> str:
+def _why(graph: Graph, key: str, outputs: list[str], names: Mapping[str, Any]) -> str:
     """Why `key` names nothing in `graph` (compare.key_operand said so)."""
     out = _OUT.match(key)
     if out is not None:
@@ -89,7 +90,6 @@ def _why(graph: Graph, key: str, outputs: list[str]) -> str:
     base, _, index = key.rpartition(":")
     if not (base and index.isdigit()):
         base, index = key, ""
-    names = {op.name: op for op in graph.operators}
     op = names.get(base)
     if op is not None:
         n = len(op.outputs)
@@ -196,7 +196,7 @@ def choose_references(
     only to the sample input; `uploaded` is (file name, arrays); `framework` (what computed
     them, operand -> array) the model's own framework's for this input."""
     if choice == BUNDLED and bundled:
-        return ActiveReferences(C.references_for(graph, bundled), "PyTorch (sample input)", None, (BUNDLED,))
+        return ActiveReferences(compare.references_for(graph, bundled), "PyTorch (sample input)", None, (BUNDLED,))
     if choice == FRAMEWORK and framework is not None:
         source, computed = framework
         return ActiveReferences(computed, source, None, (FRAMEWORK, id(computed)))

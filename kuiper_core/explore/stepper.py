@@ -19,8 +19,8 @@ from ..runtime import RuntimeGraph, StepEvent
 
 
 class ForwardStepper:
-    def __init__(self, graph: RuntimeGraph, inputs: Sequence[np.ndarray]) -> None:
-        self.graph = graph
+    def __init__(self, runtime: RuntimeGraph, inputs: Sequence[np.ndarray]) -> None:
+        self.runtime = runtime
         self.inputs = [np.asarray(a) for a in inputs]
         self.events: list[StepEvent] = []  # finished steps, in execution order
         self.values: Mapping[str, Any] = {}  # every operand computed so far (steps()' values)
@@ -32,7 +32,7 @@ class ForwardStepper:
     # -- queries --------------------------------------------------------------------------------
     @property
     def total(self) -> int:
-        return len(self.graph.order)
+        return len(self.runtime.order)
 
     @property
     def done(self) -> bool:
@@ -46,7 +46,7 @@ class ForwardStepper:
     def next_name(self) -> str | None:
         """The operator the next Step would run (or show, after Back)."""
         i = self.cursor + 1
-        return self.graph.order[i].name if i < self.total else None
+        return self.runtime.order[i].name if i < self.total else None
 
     # -- moving ------------------------------------------------------------------------------------
     def step(self) -> StepEvent | None:
@@ -67,8 +67,8 @@ class ForwardStepper:
 
         `name` is an operator key (RuntimeGraph.operators: unique, `detect#2` for the second
         of a name pnnx repeats at optlevel 0), or a name (its first operator)."""
-        keys = [r.key for r in self.graph.order]
-        names = [r.name for r in self.graph.order]
+        keys = [r.key for r in self.runtime.order]
+        names = [r.name for r in self.runtime.order]
         if name not in keys and name not in names:
             raise KeyError(f"no operator named {name!r}")
         target = keys.index(name) if name in keys else names.index(name)
@@ -94,7 +94,7 @@ class ForwardStepper:
         if position == 0:
             self.cursor = -1
             return None
-        return self.run_to(self.graph.order[position - 1].name, progress)
+        return self.run_to(self.runtime.order[position - 1].name, progress)
 
     @property
     def failed_operator(self) -> str | None:
@@ -106,7 +106,7 @@ class ForwardStepper:
         """The graph outputs once every operator has run."""
         if len(self.events) < self.total:
             return None
-        return self.graph.outputs_of(self.values)
+        return self.runtime.outputs_of(self.values)
 
     # -- internals ---------------------------------------------------------------------------------
     def _advance(self, progress: Callable[[int, int], None] | None = None) -> StepEvent | None:
@@ -140,7 +140,7 @@ class ForwardStepper:
 
     def _restart(self) -> None:
         """A fresh generator, fast-forwarded past the steps already recorded."""
-        gen = self.graph.steps(*self.inputs)
+        gen = self.runtime.steps(*self.inputs)
         self.values = gen.values  # this run's own dict (another session may step the same graph)
         replayed = [next(gen) for _ in range(len(self.events))]
         self.events = replayed  # same operators; the arrays now live in self.values

@@ -56,11 +56,6 @@ def model_summary(graph: Graph) -> ModelSummary:
     )
 
 
-def shape_text(shape: tuple | list | None) -> str:
-    """(1,3,224,224) -> '1x3x224x224' (graph.shape_label)."""
-    return shape_label(None if shape is None else tuple(shape))
-
-
 def param_text(value: Any) -> str:
     """A param value as .param writes it: (1,1), True, 0.5, strings verbatim."""
     if isinstance(value, (list, tuple)):
@@ -84,8 +79,8 @@ def operator_table(graph: Graph) -> list[dict[str, Any]]:
                 "name": op.name,
                 "type": op.type,
                 "category": category(op.type),
-                "inputs": ", ".join(shape_text(o.shape) for o in op.inputs),
-                "outputs": ", ".join(shape_text(o.shape) for o in op.outputs),
+                "inputs": ", ".join(shape_label(o.shape) for o in op.inputs),
+                "outputs": ", ".join(shape_label(o.shape) for o in op.outputs),
                 "params": " ".join(f"{k}={param_text(v)}" for k, v in op.params.items()),
                 "weights": operator_parameters(op),
             }
@@ -145,7 +140,7 @@ def weight_stats(name: str, attr: Attribute) -> WeightStats:
 def weight_table(weights: list[WeightStats]) -> list[dict[str, str]]:
     """Weight statistics with one column per weight, so a narrow panel cuts no column."""
     rows: list[tuple[str, Any]] = [
-        ("shape", lambda w: shape_text(w.shape)),
+        ("shape", lambda w: shape_label(w.shape)),
         ("dtype", lambda w: w.dtype),
         ("values", lambda w: f"{w.count:,}"),
         ("min", lambda w: f"{w.min:.4g}"),
@@ -177,7 +172,7 @@ def operator_details(graph: Graph, name: str) -> OperatorDetails:
     op = graph.operator(name)
 
     def io_text(o: Operand) -> str:
-        return shape_text(o.shape) + (f" {o.dtype}" if o.dtype else "")
+        return shape_label(o.shape) + (f" {o.dtype}" if o.dtype else "")
 
     return OperatorDetails(
         name=op.name,

@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import limits as _limits
 from ..errors import InputError, KuiperError, ParseError
+from ..graph import format_shape
 from .functions import BITWISE, CAST, FLOAT, FUNCTIONS, INT, KEEP, SIZE, TRUE_DIV
 from .lexer import error_at
 from .parser import Call, Constant, ListExpr, Node, OperandRef, parse, to_text
@@ -52,8 +53,8 @@ class VType:
     def __str__(self) -> str:
         if self.kind == "tensor":
             return f"{self.dtype} tensor"
-        if self.kind == "scalar":
-            return f"Python {self.pytype.__name__}"  # type: ignore[union-attr]
+        if self.kind == "scalar" and self.pytype is not None:
+            return f"Python {self.pytype.__name__}"
         return self.kind
 
 
@@ -96,7 +97,7 @@ def promote(types: Sequence[VType]) -> np.dtype:
             result = d
         elif _category(d) == _category(result):
             result = np.promote_types(result, d)
-    scalars = [_PY_CATEGORY[t.pytype] for t in types if t.kind == "scalar"]  # type: ignore[index]
+    scalars = [_PY_CATEGORY[t.pytype] for t in types if t.kind == "scalar" and t.pytype is not None]
     if scalars and max(scalars) > _category(result):
         result = FLOAT32 if max(scalars) == 2 else INT64
     return np.dtype(result)
@@ -240,7 +241,7 @@ def _result_shape(args: list, node: Node) -> tuple[int, ...]:
         shape = np.broadcast_shapes(*shapes)
     except ValueError:
         raise InputError(
-            f"'{_short(to_text(node))}': operands of shapes {', '.join(map(str, shapes))} do not broadcast"
+            f"'{_short(to_text(node))}': operands of shapes {', '.join(map(format_shape, shapes))} do not broadcast"
         ) from None
     _limits.check_elements(shape, f"the result of '{_short(to_text(node))}'")
     return shape
@@ -261,7 +262,7 @@ def _elementwise(kernel: Callable, converters: list[Callable | None]) -> StepFn:
             r = kernel(*args) if dst is None else kernel(*args, out=dst)
             return r if isinstance(r, np.ndarray) else np.asarray(r)
 
-        run2.kernel = kernel  # type: ignore[attr-defined]
+        run2.kernel = kernel  # type: ignore[attr-defined]  # Plan.bind calls it directly
         return run2
 
     def run(args: list, dst: np.ndarray | None) -> Value:
@@ -456,7 +457,8 @@ class _Compiler:
                 converters.append(None)
         if node.name == "pow" and dtype.kind == "f" and isinstance(node.args[1], Constant):
             # torch computes x**2 as x*x and x**0.5 as sqrt(x) (pow_tensor_scalar kernels)
-            special = {2: np.square, 0.5: np.sqrt}.get(node.args[1].value)  # type: ignore[arg-type]
+            exponent = node.args[1].value
+            special = {2: np.square, 0.5: np.sqrt}.get(exponent) if isinstance(exponent, (int, float)) else None
             if special is not None and types[0].kind == "tensor":
                 return self.add_step(
                     node, _elementwise(_first_arg(special), converters), args, VType("tensor", dtype), elementwise=True

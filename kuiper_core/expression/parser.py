@@ -309,11 +309,11 @@ def same_tree(a: Node, b: Node) -> bool:
         x, y = pairs.pop()
         if type(x) is not type(y):
             return False
-        if isinstance(x, OperandRef) and x.index != y.index:  # type: ignore[union-attr]
+        if isinstance(x, OperandRef) and isinstance(y, OperandRef) and x.index != y.index:
             return False
-        if isinstance(x, Constant) and not _same_value(x.value, y.value):  # type: ignore[union-attr]
+        if isinstance(x, Constant) and isinstance(y, Constant) and not _same_value(x.value, y.value):
             return False
-        if isinstance(x, Call) and x.name != y.name:  # type: ignore[union-attr]
+        if isinstance(x, Call) and isinstance(y, Call) and x.name != y.name:
             return False
         cx, cy = children(x), children(y)
         if len(cx) != len(cy):

@@ -26,6 +26,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -191,21 +192,45 @@ def cache_key(
 
 
 def _entry_size(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    """Bytes of an entry's files; what another session removes meanwhile counts 0."""
+    total = 0
+    try:
+        for p in folder.iterdir():
+            try:
+                total += p.stat().st_size if p.is_file() else 0
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return total
+
+
+EVICT_GRACE = 600.0  # seconds: an entry used more recently is kept, over the size limit if need be
 
 
 def _evict(root: Path, keep: Path) -> None:
-    """Remove the least recently used entries until the cache is within its size."""
+    """Remove the least recently used entries until the cache is within its size. Safe with
+    other sessions and processes doing the same (an entry that vanishes while counted counts
+    0: two sessions converting at once failed with "could not be stored: No such file"), and
+    never an entry used in the last EVICT_GRACE seconds: a session opening a cached model
+    reads its files just after finding it."""
     entries = []
+    now = time.time()
     for d in root.iterdir():
         record = d / "record.json"
-        if d.name.startswith("."):  # another process's staging folder (or a crashed one's, after a day)
-            if d.is_dir() and time.time() - d.stat().st_mtime > 86400:
-                shutil.rmtree(d, ignore_errors=True)
+        try:
+            if d.name.startswith("."):  # another process's staging folder (or a crashed one's, after a day)
+                if d.is_dir() and now - d.stat().st_mtime > 86400:
+                    shutil.rmtree(d, ignore_errors=True)
+                continue
+            if d.is_dir() and d != keep:
+                used = record.stat().st_mtime
+                if now - used > EVICT_GRACE:
+                    entries.append((used, d))
+        except OSError:  # removed meanwhile, or no record: not ours to count
             continue
-        if d.is_dir() and record.exists() and d != keep:
-            entries.append((record.stat().st_mtime, d))
-    total = sum(_entry_size(d) for _, d in entries) + (_entry_size(keep) if keep.exists() else 0)
+    others = sum(_entry_size(d) for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    total = others
     limit = _cache_max_bytes()
     for _, d in sorted(entries):
         if total <= limit:
@@ -273,6 +298,30 @@ def _kill(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+def converter_memory() -> int:
+    """The converter's address space and largest file: max_planned_bytes + 2 GiB. A 214-byte
+    .onnx folding a ConstantOfShape of 2^28 floats took pnnx 1.2 GB; one of 2^31 would take
+    8 GB of a shared server. Real conversions need far less (LRASPP: within 1 GiB)."""
+    from .. import limits
+
+    return limits.current().max_planned_bytes + (2 << 30)
+
+
+def _limited(cmd: Sequence[str]) -> list[str]:
+    """`cmd` started through a Python trampoline that sets its limits (preexec_fn is not safe
+    in a threaded server); as it is on systems without rlimits."""
+    if os.name != "posix":
+        return list(cmd)
+    size = converter_memory()
+    trampoline = (
+        "import os, resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({size}, {size}))\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({size}, {size}))\n"
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", trampoline, *cmd]
 
 
 def _run(
@@ -431,7 +480,7 @@ def convert(
             on_log("$ pnnx " + " ".join(cmd[1:]))
         started = time.perf_counter()
         try:
-            code, lines = _run(cmd, work, timeout, on_log)
+            code, lines = _run(_limited(cmd), work, timeout, on_log)
         except OSError as e:
             raise ConversionError(f"could not run the pnnx converter {converter.path}: {e.strerror or e}") from None
         seconds = time.perf_counter() - started
@@ -447,6 +496,8 @@ def convert(
             hint = ""
             if kind == "torchscript" and shape1 is None:
                 hint = " (giving inputshape, e.g. [1,3,224,224], may help)"
+            if code is not None and code < 0 and os.name == "posix":
+                hint += f" (it runs within {converter_memory() >> 20:,} MiB of address space and files)"
             raise ConversionError(
                 f"{name}: the pnnx converter failed (exit code {code}) and wrote no model{hint}; "
                 f"its last lines:\n{_last_lines(lines)}",
@@ -512,10 +563,11 @@ def _store(
     return _files(entry, kind), _read_record(entry, cached=False)
 
 
-def export_files(files: PnnxFiles, out_dir: str | Path, stem: str) -> list[Path]:
+def export_files(files: PnnxFiles, out_dir: str | Path, stem: str, inputs: Sequence[str | Path] = ()) -> list[Path]:
     """Copy a conversion's files to `out_dir` as STEM.pnnx.param, STEM.pnnx.bin and
     STEM_pnnx.py (its .bin file name rewritten to match), written safely (output_files.py:
-    all complete or none touched; a FIFO, a directory or a missing name refused)."""
+    all complete or none touched; a FIFO, a directory, a missing name or one of `inputs`,
+    such as the model converted, refused)."""
     from ..output_files import check_targets, write_files
 
     out = Path(out_dir)
@@ -540,5 +592,5 @@ def export_files(files: PnnxFiles, out_dir: str | Path, stem: str) -> list[Path]
     if files.python is not None:
         text = files.python.read_text().replace(f"'{STEM}.pnnx.bin'", repr(f"{stem}.pnnx.bin")).encode()
         outputs.append((out / f"{stem}_pnnx.py", lambda f: f.write(text)))
-    targets = check_targets([("-o", dst) for dst, _ in outputs])
+    targets = check_targets([("-o", dst) for dst, _ in outputs], inputs)
     return write_files([(dst, write) for dst, (_, write) in zip(targets, outputs)])

@@ -3,7 +3,7 @@
     from kuiper_core import ir
     text = ir.print_graph(graph)          # Graph -> text
     graph = ir.parse_ir(text)             # text -> Graph (located errors, layers checked)
-    rg = ir.load_ir("m.kir", "m.pnnx.bin")  # text + weights -> a built RuntimeGraph
+    runtime = ir.load_ir("m.kir", "m.pnnx.bin")  # text + weights -> a built RuntimeGraph
 
 Modules: `lexer` (tokens with spans), `parser` (recursive descent, semantic checks),
 `printer`, `dialects` (the registry and its print/parse hooks), `types` (tensor type),
@@ -23,9 +23,17 @@ from .types import ANY, TensorType
 from .validate import IRError
 
 
-def parse_ir(text: str, path: str | None = None, **kwargs: object) -> Graph:
-    """IR text -> Graph (weights by shape and dtype only; bind them with `bind_*`)."""
-    return parse_module(text, path, **kwargs).graph  # type: ignore[arg-type]
+def parse_ir(
+    text: str,
+    path: str | None = None,
+    *,
+    registry: DialectRegistry | None = None,
+    allow_unregistered: bool = False,
+    check: bool = True,
+) -> Graph:
+    """IR text -> Graph (weights by shape and dtype only; bind them with `bind_*`); keyword
+    arguments as for parse_module."""
+    return parse_module(text, path, registry=registry, allow_unregistered=allow_unregistered, check=check).graph
 
 
 __all__ = [

@@ -25,7 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
 
-from ..graph import Attribute
+from ..graph import Attribute, known_dims
 from .lexer import Kind, Span, Token
 from .types import ANY, TensorType, format_body, parse_body
 
@@ -121,8 +121,10 @@ class PnnxDialect(OpsDialect):
         if kind != "weight":
             raise parser.error(kind_span, f"dialect 'pnnx' has no attribute kind '{kind}': expected pnnx.weight")
         body = parser.parse_token(Kind.BODY, "'<' to start the weight's shape and dtype, like <16x3x3x3xf32>")
-        shape, dtype = parse_body(body.value, parser.body_error(body), symbolic=False)
-        return Attribute(dtype, tuple(int(d) for d in shape))  # type: ignore[arg-type]
+        declared, dtype = parse_body(body.value, parser.body_error(body), symbolic=False)
+        shape = known_dims(declared)
+        assert shape is not None  # symbolic=False: every dim an int
+        return Attribute(dtype, shape)
 
     def print_attribute(self, value: Any) -> str:
         return f"(pnnx.weight)<{format_body(value.shape, value.dtype)}>"

@@ -15,7 +15,7 @@ from ..errors import ModelError, ParseError, WeightError
 from ..files import decode_utf8, read_regular
 from ..limits import check_text
 from ..limits import current as current_limits
-from ..graph import numpy_dtype
+from ..graph import format_shape, numpy_dtype
 from .dialects import DialectRegistry
 from .lexer import Span
 from .parser import IRModule, Parser
@@ -53,9 +53,16 @@ def read_text(path: str | Path) -> str:
     return decode_utf8(raw, where, severity="error")
 
 
-def read_module(path: str | Path, **kwargs: object) -> IRModule:
+def read_module(
+    path: str | Path,
+    *,
+    registry: DialectRegistry | None = None,
+    allow_unregistered: bool = False,
+    check: bool = True,
+) -> IRModule:
     """A `.kir` file, parsed (keyword arguments as for parse_module)."""
-    return parse_module(read_text(path), str(path), **kwargs)  # type: ignore[arg-type]
+    text = read_text(path)
+    return parse_module(text, str(path), registry=registry, allow_unregistered=allow_unregistered, check=check)
 
 
 # -- weights -------------------------------------------------------------------------------------------
@@ -80,11 +87,11 @@ def bind_arrays(module: IRModule, arrays: Mapping[str, np.ndarray]) -> None:
                 )
             want = numpy_dtype(attr.dtype)
             if tuple(data.shape) != tuple(attr.shape) or data.dtype != want:
-                have = f"({','.join(map(str, data.shape))}){data.dtype}"
+                have = format_shape(data.shape, str(data.dtype))
                 raise located_type(WeightError)(
                     module,
                     span,
-                    f"weight '{entry}' is {have}, the text declares ({','.join(map(str, attr.shape))}){attr.dtype}",
+                    f"weight '{entry}' is {have}, the text declares {format_shape(attr.shape, attr.dtype)}",
                     operator=op.name,
                     op_type=op.type,
                 )

@@ -26,7 +26,7 @@ from functools import partial
 
 import numpy as np
 
-from ..graph import Operand, Shape
+from ..graph import Operand, Operator, Shape
 from .activation import softmax
 from .broadcast import expanded
 from .module_outputs import match_outputs
@@ -57,7 +57,7 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None)
 
 @register("nn.MultiheadAttention")
 class MultiheadAttention(Layer):
-    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, op: Operator) -> None:
         super().__init__(op)
         E = self.embed_dim = self.int_param("embed_dim")
         h = self.num_heads = self.int_param("num_heads")
@@ -72,6 +72,9 @@ class MultiheadAttention(Layer):
         scale = F32(1.0 / np.sqrt(self.head_dim))
 
         # Projection weights, transposed for `x @ w`, the query's scaled by 1/sqrt(head_dim).
+        bq: np.ndarray | None
+        bk: np.ndarray | None
+        bv: np.ndarray | None
         if "in_proj_weight" in op.attrs:
             if self.kdim != E or self.vdim != E:
                 raise self.error(
@@ -121,6 +124,8 @@ class MultiheadAttention(Layer):
         n = len(self.qkv_index)
         self.roles = {1: (0, 0, 0), 2: (0, 1, 1), 3: (0, 1, 2)}[n]  # query, key, value -> qkv_index slot
         # Fused projections where operands coincide: one matmul instead of two or three.
+        self.w_fused: np.ndarray | None
+        self.b_fused: np.ndarray | None
         if n == 1 and self.kdim == self.vdim == E:
             self.w_fused = np.concatenate([self.wq, self.wk, self.wv], axis=1)
             self.b_fused = None if bq is None else np.concatenate([bq, bk, bv])
@@ -252,7 +257,9 @@ class MultiheadAttention(Layer):
         b_qkv, bo = expanded(self.b_fused, (rows, 3 * self.embed_dim)), expanded(self.bo, (rows, self.embed_dim))
         return partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, perm)
 
-    def _project(self, ops, query, key, value):  # type: ignore[no-untyped-def]
+    def _project(
+        self, ops: list[np.ndarray], query: np.ndarray, key: np.ndarray, value: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """q, k, v projections (B, seq, E), with one matmul for operands that coincide."""
         E = self.embed_dim
         if self.w_fused is not None and len(ops) == 1:
@@ -341,7 +348,7 @@ def self_attention(
 class ScaledDotProductAttention(Layer):
     """softmax(q k^T * scale + mask) v over (..., L, E) tensors; bool attn_mask True = attend."""
 
-    def __init__(self, op) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.is_causal = bool(self.param("is_causal", False))
         scale = self.param("scale", None)

@@ -3,7 +3,7 @@
 Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 case.
 
 This module reads and checks the params and weights (at build) and picks a kernel per input
-shape (`_choose_kernel`, which `Layer.algorithm` names for the app): conv_kernels.py holds
+shape (`_choose_kernel`, which `Layer.kernel_name` names for the app): conv_kernels.py holds
 the kernels and the cost models that weigh them (im2col GEMM, plain GEMM for pointwise convs,
 Winograd for stride-1 3x3 convs (winograd.py) and along the rows for stride-2 ones
 (winograd_stride2.py), depthwise convs on small maps channels last (depthwise.py)),
@@ -57,7 +57,6 @@ class _ConvBase(Layer):
             raise self.error(f"groups must be >= 1, got {self.groups}")
         if min(self.stride + self.dilation) < 1:
             raise self.error(f"stride and dilation must be >= 1, got stride={self.stride} dilation={self.dilation}")
-        self._geometry_cache: dict[tuple[int, ...], tuple[Pads, tuple[int, int]]] = {}
 
     def _pair(self, key: str, default: int = 1, required: bool = False) -> tuple[int, int]:
         """(H, W) values; a 1-D param gets `default` as the H entry (1 for sizes, 0 for pads)."""
@@ -72,7 +71,8 @@ class _ConvBase(Layer):
     def _lift_shape(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
         """A declared (possibly unbatched, possibly 1-D) input shape as (N, C, H, W)."""
         lifted = (1,) * (self.dims + 2 - len(shape)) + tuple(shape)
-        return lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]  # type: ignore[return-value]
+        n, c, h, w = lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]
+        return n, c, h, w
 
     def _lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
         """x as (N, C, H, W) and the output shape prefix to restore: unbatched and 1-D inputs."""
@@ -104,7 +104,7 @@ class _ConvBase(Layer):
         checked = self._check_weights()
         if checked is None:
             return None
-        return self.weight("weight"), checked[2]  # type: ignore[return-value]
+        return self.weight("weight"), checked[2]
 
     def _check_weights(self) -> tuple[tuple[int, ...], np.dtype, np.ndarray | None] | None:
         """nn.*: the weight's shape and dtype (its data is not read: a kernel reads it when it is
@@ -128,8 +128,15 @@ class _ConvBase(Layer):
         self._check_bias(bias, out_channels)
         return tuple(attr.shape), attr.array_dtype, bias
 
-    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
+    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> tuple[int, int]:
+        """Checks a weight's shape against the channels; sets and returns `self.kernel` (KH, KW)."""
         raise NotImplementedError
+
+    def _kernel_hw(self) -> tuple[int, int]:
+        """(KH, KW) of a conv whose weight shape is known (nn.*: from build; F.*: once checked)."""
+        if self.kernel is None:
+            raise self.error("the weight's shape is not known yet (F.conv* without a declared weight)")
+        return self.kernel
 
     def _check_bias(self, bias: np.ndarray | None, channels: int) -> None:
         if bias is not None and bias.shape != (channels,):
@@ -147,6 +154,7 @@ class Convolution(_ConvBase):
         if self.padding_mode not in _PADDING_MODES:
             raise self.error(f"padding_mode must be one of {', '.join(_PADDING_MODES)}, got {self.padding_mode!r}")
         self.padding = self._padding_spec()
+        self._geometry_cache: dict[tuple[int, ...], tuple[Pads, tuple[int, int]]] = {}
         if self.padding == "same" and self.stride != (1, 1):
             raise self.error(f"padding='same' needs stride 1, got {self.stride}")
 
@@ -172,16 +180,21 @@ class Convolution(_ConvBase):
         """nn.*: the weight (from the graph: read again if it was let go of); F.*: None."""
         return None if self._weight_attr is None else self._weight_attr.data
 
+    def _module_weight(self) -> np.ndarray:
+        """nn.*'s weight, for the kernels that lay it out (F.* convs have none: their weight is an input)."""
+        weight = self.weight_data
+        assert weight is not None, "F.conv* runs im2col on the weight it is given"
+        return weight
+
     def _gemm_weights(self, bias_column: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """The im2col/pointwise GEMM's left operand (G, Og, Cg·KH·KW) and the bias left to add
         after it: with `bias_column`, the bias rides in the GEMM as an extra column (a copy
         of the weight, made once); else the matrix is a view of the weight itself."""
         if not bias_column or self.bias_data is None:
-            weight = self.weight_data
-            assert weight is not None
+            weight = self._module_weight()
             return weight.reshape(self.groups, weight.shape[0] // self.groups, -1), self.bias_data
-        if self._wmat is None:
-            self._wmat = self._weight_matrix(self.weight_data, self.bias_data)  # type: ignore[arg-type]
+        if self._wmat is None:  # the weight is read only to make it (it may have been let go of)
+            self._wmat = self._weight_matrix(self._module_weight(), self.bias_data)
         return self._wmat, None
 
     def _padding_spec(self) -> PaddingSpec:
@@ -205,7 +218,7 @@ class Convolution(_ConvBase):
             return (v[2], v[3], v[0], v[1])
         raise self.error(f"cannot read padding={tuple(v)} for a {self.dims}-D convolution")
 
-    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
+    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> tuple[int, int]:
         g = self.groups
         if len(shape) != self.dims + 2:
             raise self.error(f"weight must be {self.dims + 2}-D (out, in/groups, *kernel), got shape {shape}")
@@ -223,6 +236,7 @@ class Convolution(_ConvBase):
         if min(kernel) < 1:
             raise self.error(f"weight shape {shape} has an empty kernel")
         self.kernel = kernel
+        return kernel
 
     def _weight_matrix(self, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         """(G, Og, Cg·KH·KW [+1]): the GEMM's left operand, bias as the extra last column."""
@@ -235,13 +249,14 @@ class Convolution(_ConvBase):
         return np.concatenate([wm, bias.astype(weight.dtype).reshape(g, out_ch // g, 1)], axis=2)
 
     def _geometry(self, h: int, w: int, kernel: tuple[int, int]) -> tuple[Pads, tuple[int, int]]:
+        """The pads and output (OH, OW) at an input size, cached."""
         key = (h, w) + kernel
         geo = self._geometry_cache.get(key)
         if geo is None:
-            if self.padding == "same":
+            if isinstance(self.padding, str):  # "same"
                 pads = same_padding(kernel[0], self.dilation[0]) + same_padding(kernel[1], self.dilation[1])
             else:
-                pads = self.padding  # type: ignore[assignment]
+                pads = self.padding
             oh = out_size(h, kernel[0], self.stride[0], pads[0], pads[1], self.dilation[0])
             ow = out_size(w, kernel[1], self.stride[1], pads[2], pads[3], self.dilation[1])
             if oh < 1 or ow < 1:
@@ -287,7 +302,7 @@ class Convolution(_ConvBase):
             return "pointwise", None
         return "im2col", None
 
-    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
+    def kernel_name(self, inputs: list[tuple[int, ...]]) -> str:
         if self.weight_dtype is None or not inputs or len(inputs[0]) not in (self.dims + 1, self.dims + 2):
             return "im2col + GEMM"  # F.conv*: weights arrive as inputs, laid out per call
         kind, m = self._choose_kernel(self._lift_shape(inputs[0]))
@@ -302,36 +317,38 @@ class Convolution(_ConvBase):
 
     def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> ConvKernel:
         """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu)."""
-        assert self.weight_dtype is not None and self.kernel is not None
+        assert self.weight_dtype is not None
+        kernel_hw = self._kernel_hw()
         n, c, h, w = x_shape
         if c != self.in_channels:
             raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
-        pads, out_hw = self._geometry(h, w, self.kernel)
+        pads, out_hw = self._geometry(h, w, kernel_hw)
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         self.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
         self.check_size((n, self.out_channels) + tuple(out_hw))
         kind, m = self._choose_kernel(x_shape)
-        if kind == "winograd":
-            u = self._winograd_weights.get(m)  # type: ignore[arg-type]
+        if kind == "winograd":  # m: the tile, or ROWS
+            assert m is not None
+            u = self._winograd_weights.get(m)
             if u is None:
-                transformed = (
-                    transform_weights_rows(self.weight_data) if m == ROWS else transform_weights(self.weight_data, m)
-                )  # type: ignore[arg-type]
-                u = self._winograd_weights[m] = transformed  # type: ignore[index]
-            if m == ROWS:
-                return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
-            return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)  # type: ignore[arg-type]
+                weight = self._module_weight()
+                u = transform_weights(weight, m) if isinstance(m, int) else transform_weights_rows(weight)
+                self._winograd_weights[m] = u
+            if isinstance(m, int):
+                return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)
+            return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
         if kind == "stride2":
+            assert isinstance(m, int)
             key = f"stride2 m={m}"
             if key not in self._winograd_weights:
-                self._winograd_weights[key] = transform_weights_stride2(self.weight_data, m)  # type: ignore[arg-type]
+                self._winograd_weights[key] = transform_weights_stride2(self._module_weight(), m)
             u = self._winograd_weights[key].astype(dtype, copy=False)
-            return Stride2RowsConv(u, self.bias_data, m, self.kernel[0], x_shape, pads, dtype, relu)  # type: ignore[arg-type]
+            return Stride2RowsConv(u, self.bias_data, m, kernel_hw[0], x_shape, pads, dtype, relu)
         if kind == "depthwise":
             return DepthwiseChannelsLast(
-                self.weight_data,
+                self._module_weight(),
                 self.bias_data,
-                self.kernel,
+                kernel_hw,
                 self.stride,
                 self.dilation,
                 pads,
@@ -341,15 +358,15 @@ class Convolution(_ConvBase):
                 relu,
             )
         if kind == "pointwise":
-            w, bias = self._gemm_weights(bias_column=False)
-            return Pointwise(w.astype(dtype, copy=False), bias, x_shape, relu)
+            wmat, bias = self._gemm_weights(bias_column=False)
+            return Pointwise(wmat.astype(dtype, copy=False), bias, x_shape, relu)
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
         # while the weight is smaller than the output (not for ResNet's 512-channel convs).
-        k = c // self.groups * self.kernel[0] * self.kernel[1]
+        k = c // self.groups * kernel_hw[0] * kernel_hw[1]
         wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
         return Im2col(
             wmat.astype(dtype, copy=False),
-            self.kernel,
+            kernel_hw,
             self.stride,
             self.dilation,
             pads,
@@ -372,13 +389,13 @@ class Convolution(_ConvBase):
             return None
         x4, prefix = self._lift(inputs[0])
         dtype = np.result_type(x4.dtype, self.weight_dtype)
-        pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
+        pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self._kernel_hw())
         o = self.out_channels
         y = out[0]
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
         # A kernel of its own (not this thread's cached one): the caller owns its buffers.
-        kernel = self._make_kernel(x4.shape, dtype, relu)  # type: ignore[arg-type]
+        kernel = self._make_kernel(x4.shape, dtype, relu)
         return partial(_run_kernel, kernel, x4.shape, (x4.shape[0], o, oh, ow))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -387,15 +404,15 @@ class Convolution(_ConvBase):
         if self.weight_dtype is None:  # F.conv*: weights arrive as inputs, laid out per call
             weight = inputs[self.w_index]
             bias = inputs[self.b_index] if self.b_index is not None else None
-            self._check_weight_shape(weight.shape, x4.shape[1], None)
+            kernel_hw = self._check_weight_shape(weight.shape, x4.shape[1], None)
             wmat = self._weight_matrix(weight, bias)
             dtype = np.result_type(x4.dtype, wmat.dtype)
-            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
+            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], kernel_hw)
             kernel: ConvKernel = Im2col(
                 wmat.astype(dtype, copy=False),
-                self.kernel,
+                kernel_hw,
                 self.stride,
-                self.dilation,  # type: ignore[arg-type]
+                self.dilation,
                 pads,
                 self.padding_mode,
                 x4.shape,
@@ -405,8 +422,8 @@ class Convolution(_ConvBase):
             o = wmat.shape[0] * wmat.shape[1]
         else:
             dtype = np.result_type(x4.dtype, self.weight_dtype)
-            kernel = self._kernel(x4.shape, dtype)  # type: ignore[arg-type]
-            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self.kernel)  # type: ignore[arg-type]
+            kernel = self._kernel(x4.shape, dtype)
+            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self._kernel_hw())
             o = self.out_channels
         y = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
         kernel.run(x4 if x4.dtype == dtype else x4.astype(dtype), y.reshape(n, o, oh, ow))
@@ -431,13 +448,14 @@ def _run_kernel(
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")
 class TransposedConvolution(_ConvBase):
-    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
+    def kernel_name(self, inputs: list[tuple[int, ...]]) -> str:
         return "GEMM + col2im (scatter-add of the taps)"
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         pad = self._pair("padding", 0)
         self.pads: tuple[int, int] = pad
+        self._geometry_cache: dict[tuple[int, ...], tuple[tuple[int, int], tuple[int, int]]] = {}
         self.output_padding = self._pair("output_padding", 0)
         if min(pad + self.output_padding) < 0:
             raise self.error(f"padding and output_padding must be >= 0, got {pad}, {self.output_padding}")
@@ -450,7 +468,7 @@ class TransposedConvolution(_ConvBase):
         self.wmat = None if weights is None else self._weight_matrix(weights[0])
         self.bias = None if weights is None else weights[1]
 
-    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> None:
+    def _check_weight_shape(self, shape: tuple[int, ...], in_ch: int | None, out_ch: int | None) -> tuple[int, int]:
         g = self.groups
         if len(shape) != self.dims + 2:
             raise self.error(f"weight must be {self.dims + 2}-D (in, out/groups, *kernel), got shape {shape}")
@@ -464,6 +482,7 @@ class TransposedConvolution(_ConvBase):
         if min(kernel) < 1:
             raise self.error(f"weight shape {shape} has an empty kernel")
         self.kernel = kernel
+        return kernel
 
     def _weight_matrix(self, weight: np.ndarray) -> np.ndarray:
         """(G, Og·KH·KW, Cg): maps one group's input channels to every output tap."""
@@ -485,8 +504,8 @@ class TransposedConvolution(_ConvBase):
                     f"the output size {tuple(size)} is negative: input {(h, w)}, padding {self.pads}, kernel {kernel}"
                 )
             geo = (self.pads, (size[0], size[1]))
-            self._geometry_cache[key] = geo  # type: ignore[assignment]
-        return geo  # type: ignore[return-value]
+            self._geometry_cache[key] = geo
+        return geo
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])

@@ -425,9 +425,9 @@ def winograd_tile(
     sizes: dict[int | str, int] = {m: (m + 2) ** 2 * c * out_channels for m in (2, 4)}
     sizes[ROWS] = 12 * c * out_channels
     costs = {
-        m: winograd_rows_cost(n, c, out_channels, *out_hw)
-        if m == ROWS
-        else winograd_cost(m, n, c, out_channels, *out_hw)  # type: ignore[arg-type]
+        m: winograd_cost(m, n, c, out_channels, *out_hw)
+        if isinstance(m, int)
+        else winograd_rows_cost(n, c, out_channels, *out_hw)  # m is ROWS
         for m, u in sizes.items()
         if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= WINOGRAD_MAX_WEIGHTS)
     }

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..graph import Operator
+from ..graph import Operator, format_shape
 from .registry import Layer, register
 from .torch_args import declared_dtype, torch_dtype
 
@@ -279,7 +279,7 @@ class If(Layer):
         super().__init__(op)
         source = getattr(op, "source", None) or op
         line = f" (line {source.line})" if getattr(source, "line", None) else ""
-        outs = ", ".join(o.name + (f" {tuple(o.shape)}" if o.shape is not None else "") for o in op.outputs)
+        outs = ", ".join(o.name + (f" {format_shape(o.shape)}" if o.shape is not None else "") for o in op.outputs)
         cond = op.inputs[0] if op.inputs else None
         made = (
             f" (operand {cond.name}, made by {cond.producer.name}: {cond.producer.type})"

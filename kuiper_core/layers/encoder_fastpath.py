@@ -72,11 +72,11 @@ class TransformerEncoderLayerFastPath(Layer):
                 "the scalar arguments embed_dim num_heads use_gelu norm_first eps mask_type must be numbers"
             )
         self.has_mask = want == len(_TENSORS)
-        if self.has_mask and mask_type not in (0, 1, 2):
+        if self.has_mask and (not isinstance(mask_type, int) or mask_type not in (0, 1, 2)):
             raise self.error(
                 f"a mask needs mask_type 0, 1 or 2 (as torch: 'Mask Type should be defined'), got {mask_type!r}"
             )
-        self.mask_type = mask_type
+        self.mask_type = mask_type if isinstance(mask_type, int) else -1  # read only with a mask
         E, h = self.embed_dim, self.heads
         self.shapes = {
             "qkv_weight": (3 * E, E),

@@ -79,7 +79,7 @@ class Expression(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         if self.text is not None:
-            return [self.text]  # type: ignore[list-item]
+            return [self.text]  # type: ignore[list-item]  # a text value (a dtype, an equation), as the runtime's values may be
         types = [VType("tensor", x.dtype) if isinstance(x, np.ndarray) else _scalar_type(x) for x in inputs]
         plan = self._plan(types)
         dst = out[0] if out else None

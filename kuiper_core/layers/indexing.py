@@ -109,7 +109,7 @@ class Index(Layer):
         super().__init__(op)
         self.source = input_index(op, "input") or 0
         self.list_input = input_index(op, "expr")
-        self.key: tuple[Any, ...] | None = None
+        self.key: tuple[Any, ...] = ()  # the constant key, when the list is not an input
         if self.list_input is None:
             expr = self.param("expr")
             if isinstance(expr, str):
@@ -146,7 +146,7 @@ class Index(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[self.source]
-        key = self.key if self.key is not None else self._key(inputs[self.list_input])  # type: ignore[index]
+        key = self.key if self.list_input is None else self._key(inputs[self.list_input])
         if len(key) > x.ndim:
             raise self.error(f"{len(key)} indices for an input of rank {x.ndim}")
         for d, k in enumerate(key):

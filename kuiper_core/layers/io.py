@@ -47,7 +47,7 @@ class TupleConstruct(Layer):
 
     returns_views = True
 
-    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...]]:  # type: ignore[override]
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[tuple[np.ndarray, ...]]:  # type: ignore[override]  # values may be tuples too
         return [tuple(inputs)]
 
 

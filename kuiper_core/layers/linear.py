@@ -27,20 +27,24 @@ from .torch_args import declared_dtype
 from .windows import output_buffer
 
 
-def _named_inputs(layer: Layer, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> list[int | None]:
-    """Positions of the `$name` inputs (file order when pnnx gave no names)."""
-    op = layer.op
-    given = op.input_names
-    positions: list[int | None] = []
-    for i, name in enumerate(names + optional):
-        if name in given:
-            positions.append(given.index(name))
-        elif not any(given) and i < len(op.inputs):
-            positions.append(i)
-        elif name in optional:
-            positions.append(None)
-        else:
+def _input_position(layer: Layer, name: str, i: int) -> int | None:
+    """Where the `$name` input is (file order, the i-th, when pnnx gave no names); None: absent."""
+    given = layer.op.input_names
+    if name in given:
+        return given.index(name)
+    if not any(given) and i < len(layer.op.inputs):
+        return i
+    return None
+
+
+def _named_inputs(layer: Layer, names: tuple[str, ...]) -> list[int]:
+    """Positions of the required `$name` inputs."""
+    positions = []
+    for i, name in enumerate(names):
+        at = _input_position(layer, name, i)
+        if at is None:
             raise layer.error(f"missing input ${name}: expected inputs {', '.join('$' + n for n in names)}")
+        positions.append(at)
     return positions
 
 
@@ -77,8 +81,9 @@ class Linear(Layer):
         self.w: np.ndarray | None = None  # (out, in)
         self.bias: np.ndarray | None = None
         if op.type == "F.linear":
-            self.positions = _named_inputs(self, ("input", "weight"), ("bias",))
-            shape = op.inputs[self.positions[1]].static_shape  # type: ignore[index]
+            self.positions = _named_inputs(self, ("input", "weight"))
+            self.bias_position = _input_position(self, "bias", 2)
+            shape = op.inputs[self.positions[1]].static_shape
             if shape is not None and len(shape) not in (1, 2):
                 raise self.error(f"weight must be 1-D or 2-D, got shape {shape}")
             return
@@ -95,8 +100,8 @@ class Linear(Layer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         if self.wt is None:
-            x, w = inputs[self.positions[0]], inputs[self.positions[1]]  # type: ignore[index]
-            b = inputs[self.positions[2]] if self.positions[2] is not None else None
+            x, w = inputs[self.positions[0]], inputs[self.positions[1]]
+            b = inputs[self.bias_position] if self.bias_position is not None else None
             wt = w.T
         else:
             x, wt, b = inputs[0], self.wt, self.bias
@@ -104,8 +109,8 @@ class Linear(Layer):
             raise self.error(f"input shape {x.shape}: last dim must be in_features = {wt.shape[0]}")
         out_shape = x.shape[:-1] + wt.shape[1:]
         y = output_buffer(out, out_shape, np.result_type(x.dtype, wt.dtype))
-        if self._one_row(x, y):  # as the prepared call does (same numbers)
-            np.matmul(self.w, x.reshape(-1), y.reshape(-1))
+        if (w_rows := self._one_row_weight(x, y)) is not None:  # as the prepared call does (same numbers)
+            np.matmul(w_rows, x.reshape(-1), y.reshape(-1))
         elif wt.ndim == 2:
             np.matmul(x.reshape(-1, wt.shape[0]), wt, out=y.reshape(-1, wt.shape[1]))
         else:
@@ -124,15 +129,16 @@ class Linear(Layer):
         # One GEMM on the flattened rows, then the bias (expanded to the rows: one flat
         # pass): no checks or lookups per call.
         rows = (x.size // wt.shape[0], wt.shape[1])
-        if self._one_row(x, y):
-            return partial(_linear_row, self.w, self.bias)
+        if (w_rows := self._one_row_weight(x, y)) is not None:
+            return partial(_linear_row, w_rows, self.bias)
         return partial(_linear, wt, expanded(self.bias, rows), (-1, wt.shape[0]), rows)
 
-    def _one_row(self, x: np.ndarray, y: np.ndarray) -> bool:
-        """A single row of a module weight's dtype: W @ x on the (out, in) weight (BLAS's
-        gemv), 24 against 30 us for MobileNetV3's (576 -> 1024) under OPENBLAS_CORETYPE=Haswell."""
+    def _one_row_weight(self, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+        """The (out, in) weight when x is a single row of a module weight's dtype, else None:
+        W @ x on it (BLAS's gemv), 24 against 30 us for MobileNetV3's (576 -> 1024) under
+        OPENBLAS_CORETYPE=Haswell."""
         w = self.w
-        return (
+        one_row = (
             w is not None
             and x.size == w.shape[1]
             and x.dtype == w.dtype == y.dtype
@@ -140,6 +146,7 @@ class Linear(Layer):
             and x.flags.c_contiguous
             and y.flags.c_contiguous
         )
+        return w if one_row else None
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         return int(np.prod(outputs[0])) * int(inputs[0][-1]) if inputs and inputs[0] else 0
@@ -177,7 +184,7 @@ class _Product(Layer):
         self.positions = _named_inputs(self, self.names)
 
     def _operands(self, inputs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-        a, b = (inputs[i] for i in self.positions)  # type: ignore[index]
+        a, b = (inputs[i] for i in self.positions)
         shape = matmul_shape(a.shape, b.shape)
         if self.ranks is not None and (a.ndim not in self.ranks or b.ndim != a.ndim):
             shape = None
@@ -202,7 +209,7 @@ class _Product(Layer):
         return partial(_matmul_call, self.positions[0], self.positions[1])
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
-        a = inputs[self.positions[0]]  # type: ignore[index]
+        a = inputs[self.positions[0]]
         return int(np.prod(outputs[0])) * int(a[-1]) if a else 0
 
 
@@ -247,7 +254,7 @@ class _AddProduct(_Product):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         a, b, shape = self._operands(inputs)
-        c = inputs[self.add_index]  # type: ignore[index]
+        c = inputs[self.add_index]
         try:
             shape = np.broadcast_shapes(c.shape, shape)
         except ValueError:

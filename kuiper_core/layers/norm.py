@@ -243,7 +243,8 @@ class InstanceNorm(Norm):
         if self.param("track_running_stats", False):
             mean = check_vector(self, "@running_mean", self.weight("running_mean"), self.n)
             var = check_vector(self, "@running_var", self.weight("running_var"), self.n)
-            self.folded = fold_running_stats(mean, var, self.weight_, self.bias_, float(self.eps))  # type: ignore[arg-type]
+            assert mean is not None and var is not None  # required weights: read or an error
+            self.folded = fold_running_stats(mean, var, self.weight_, self.bias_, float(self.eps))
         if self.in_shape is not None:
             self.batched(tuple(self.in_shape))
 

@@ -16,6 +16,8 @@ and two outputs (values, int64 indices), even when the model ignores the indices
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import short
@@ -34,7 +36,8 @@ class _Pool(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.dims = 1 if op.type.endswith("1d") else 2
-        self._cache: dict[tuple[int, int], object] = {}
+        # Per-shape tables (divisors, averaging matrices, window positions): each subclass its own keys
+        self._cache: dict[tuple[Any, ...], Any] = {}
 
     def _pair(self, key: str, default: object, fill: int) -> tuple[int, int]:
         v = self.ints_param(key, self.dims, default=default, high=self.size_limit)
@@ -280,7 +283,7 @@ class AvgPool(_WindowPool):
     def _scale(self, h: int, w: int, out_hw: tuple[int, int], dtype: np.dtype) -> np.ndarray:
         """1 / divisor at every output position, (OH, OW), as torch counts the window."""
         key = (h, w, np.dtype(dtype).str)
-        scale = self._cache.get(key)  # type: ignore[arg-type]
+        scale = self._cache.get(key)
         if scale is None:
             if self.divisor_override is not None:
                 scale = np.full(out_hw, 1.0 / self.divisor_override, dtype)
@@ -293,8 +296,8 @@ class AvgPool(_WindowPool):
                         start, end = np.maximum(start, 0), np.minimum(end, n)
                     counts.append(end - start)
                 scale = (1.0 / np.outer(counts[0], counts[1])).astype(dtype)
-            self._cache[key] = scale  # type: ignore[index]
-        return scale  # type: ignore[return-value]
+            self._cache[key] = scale
+        return scale
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, lead = self._planes(inputs[0])
@@ -345,15 +348,15 @@ GLOBAL_POOL_GEMV_MAX = 1024
 class AdaptiveAvgPool(_AdaptivePool):
     def _uniform(self, n: int, dtype: np.dtype, value: float) -> np.ndarray:
         key = ("uniform", n, np.dtype(dtype).str, value)
-        v = self._cache.get(key)  # type: ignore[arg-type]
+        v = self._cache.get(key)
         if v is None:
-            v = self._cache[key] = np.full(n, value, dtype)  # type: ignore[index]
-        return v  # type: ignore[return-value]
+            v = self._cache[key] = np.full(n, value, dtype)
+        return v
 
     def _matrices(self, h: int, w: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """Averaging matrices (OH, H) and (W, OW): out = Ah @ x @ Aw."""
         key = (h, w, np.dtype(dtype).str)
-        mats = self._cache.get(key)  # type: ignore[arg-type]
+        mats = self._cache.get(key)
         if mats is None:
             oh, ow = self._out_hw(h, w)
             self.check_size((oh, h), "an averaging matrix")
@@ -365,8 +368,8 @@ class AdaptiveAvgPool(_AdaptivePool):
                 inside = (j[None, :] >= start[:, None]) & (j[None, :] < end[:, None])
                 pair.append((inside / (end - start)[:, None]).astype(dtype))
             mats = (pair[0], np.ascontiguousarray(pair[1].T))
-            self._cache[key] = mats  # type: ignore[index]
-        return mats  # type: ignore[return-value]
+            self._cache[key] = mats
+        return mats
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, lead = self._planes(inputs[0])
@@ -416,7 +419,7 @@ class AdaptiveMaxPool(_AdaptivePool):
             self.check_size((oh, ow, ih.shape[1] * iw.shape[1]), "the window table")
             pos = (ih[:, None, :, None] * w + iw[None, :, None, :]).reshape(oh, ow, -1)
             self._cache[(h, w)] = pos
-        return pos  # type: ignore[return-value]
+        return pos
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, lead = self._planes(inputs[0])

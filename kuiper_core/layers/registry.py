@@ -244,9 +244,10 @@ class Layer:
         """Inputs the output may overwrite in place (elementwise layers; see above)."""
         return ()
 
-    def algorithm(self, inputs: list[tuple[int, ...]]) -> str:
-        """How this layer computes for these input shapes, in a few words, where it picks
-        among ways (the convolutions' kernels); "" otherwise. The app's profile shows it."""
+    def kernel_name(self, inputs: list[tuple[int, ...]]) -> str:
+        """The kernel this layer runs at these input shapes, in a few words, where it picks
+        among ways (the convolutions'); "" otherwise. The app's profile shows it. (Not to be
+        confused with the ordering algorithm, DFS or Kahn, that the runtime's build uses.)"""
         return ""
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:

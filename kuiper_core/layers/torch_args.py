@@ -70,9 +70,8 @@ def normalize_axes(layer: Layer, axes: tuple[int, ...], ndim: int) -> tuple[int,
 
 def input_rank(op: Operator, index: int = 0) -> int | None:
     """The rank of input `index` when its shape is annotated (even with `?` dims)."""
-    if index >= len(op.inputs) or op.inputs[index].shape is None:
-        return None
-    return len(op.inputs[index].shape)  # type: ignore[arg-type]
+    shape = op.inputs[index].shape if index < len(op.inputs) else None
+    return None if shape is None else len(shape)
 
 
 def as_array(value: Any, dtype: np.dtype | None = None) -> np.ndarray:

@@ -18,6 +18,8 @@ divisor_override; F.adaptive_*_pool3d with output_size (0 or None: keep that siz
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
@@ -32,26 +34,32 @@ def _check_5d(layer: Layer, x: np.ndarray) -> None:
         raise layer.error(f"expected a 5-D (N, C, D, H, W) input, got shape {x.shape}")
 
 
-def _grouped_weight(layer: Layer, layout: str, split: str) -> None:
+def _grouped_weight(
+    layer: Layer, layout: str, split: str
+) -> tuple[np.ndarray, np.ndarray | None, tuple[int, ...], tuple[int, ...]]:
     """What Conv3d and ConvTranspose3d read alike: the 5-D weight split into groups along
     dim 0 (`split` names that dim in messages), bias, kernel size and stride."""
     w = layer.weight("weight")
     assert w is not None
     if w.ndim != 5:
         raise layer.error(f"weight must be 5-D ({layout}), got shape {w.shape}")
-    layer.groups = layer.int_param("groups", 1, low=1)
-    if w.shape[0] % layer.groups:
-        raise layer.error(f"{split} {w.shape[0]} is not divisible by groups={layer.groups}")
-    layer.w = w.reshape(layer.groups, w.shape[0] // layer.groups, *w.shape[1:])
-    layer.b = layer.bias_weight()
-    out_channels = w.shape[0] if split == "out_channels" else w.shape[1] * layer.groups
-    if layer.b is not None and layer.b.shape != (out_channels,):
-        raise layer.error(f"bias shape {layer.b.shape} does not match the {out_channels} output channels")
-    layer.k = tuple(w.shape[2:])
-    layer.s = layer.ints_param("stride", 3, 1, low=1)
+    groups = layer.int_param("groups", 1, low=1)
+    if w.shape[0] % groups:
+        raise layer.error(f"{split} {w.shape[0]} is not divisible by groups={groups}")
+    b = layer.bias_weight()
+    out_channels = w.shape[0] if split == "out_channels" else w.shape[1] * groups
+    if b is not None and b.shape != (out_channels,):
+        raise layer.error(f"bias shape {b.shape} does not match the {out_channels} output channels")
+    grouped = w.reshape(groups, w.shape[0] // groups, *w.shape[1:])
+    return grouped, b, tuple(w.shape[2:]), layer.ints_param("stride", 3, 1, low=1)
 
 
-_DEPTH_PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_DEPTH_PAD_MODES: dict[str, Literal["constant", "reflect", "edge", "wrap"]] = {
+    "zeros": "constant",
+    "reflect": "reflect",
+    "replicate": "edge",
+    "circular": "wrap",
+}
 
 
 def _plane(
@@ -94,7 +102,8 @@ class Conv3d(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        _grouped_weight(self, "out, in/groups, kd, kh, kw", "out_channels")  # w: (G, Og, Cg, k…)
+        # w: (G, Og, Cg, k…)
+        self.w, self.b, self.k, self.s = _grouped_weight(self, "out, in/groups, kd, kh, kw", "out_channels")
         self.d = self.ints_param("dilation", 3, 1, low=1)
         self.mode = str(self.param("padding_mode", "zeros"))
         if self.mode not in _DEPTH_PAD_MODES:
@@ -163,7 +172,7 @@ class Conv3d(Layer):
         self.check_size((n * od, c * kd, h, w), "the planes")
         if any(self.pads[0]):
             pads = ((0, 0), (0, 0), self.pads[0], (0, 0), (0, 0))
-            x = np.pad(x, pads, mode=_DEPTH_PAD_MODES[self.mode])  # type: ignore[call-overload]
+            x = np.pad(x, pads, mode=_DEPTH_PAD_MODES[self.mode])
         # planes[n·OD + i, c·kd + a] = x[n, c, i·stride + a·dilation]: a strided view, copied once
         sn, sc, sd, sh, sw = x.strides
         taps = as_strided(x, (n, od, c, kd, h, w), (sn, sd * self.s[0], sc, sd * self.d[0], sh, sw), writeable=False)
@@ -233,7 +242,8 @@ class ConvTranspose3d(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        _grouped_weight(self, "in, out/groups, kd, kh, kw", "in_channels")  # w: (G, Cg, Og, k…)
+        # w: (G, Cg, Og, k…)
+        self.w, self.b, self.k, self.s = _grouped_weight(self, "in, out/groups, kd, kh, kw", "in_channels")
         self.p = self.ints_param("padding", 3, 0, low=0)
         self.d = self.ints_param("dilation", 3, 1, low=1)
         self.op_ = self.ints_param("output_padding", 3, 0, low=0)

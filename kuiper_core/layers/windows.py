@@ -18,6 +18,7 @@ from typing import Protocol
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+from numpy.typing import DTypeLike
 
 
 from ..limits import check_elements
@@ -25,7 +26,7 @@ from ..limits import check_elements
 _local = threading.local()
 
 
-def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def scratch(slot: str, shape: tuple[int, ...], dtype: DTypeLike) -> np.ndarray:
     """A contiguous work array of `shape`, reused across calls on this thread.
 
     One growing buffer per (slot, dtype): the contents are garbage on return and only valid
@@ -40,7 +41,7 @@ def scratch(slot: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if buf is None or buf.size < n:  # the limit is checked where memory is allocated
         n = check_elements(shape, f"a work buffer ({slot})")
         buf = pool[key] = np.empty(n, dtype)
-        for holder in list(_holders(key)):  # their views would keep the old buffer alive
+        for holder in list(_holders((slot, np.dtype(dtype)))):  # their views would keep the old buffer alive
             holder.release_scratch()
     return buf[:n].reshape(shape)
 

@@ -135,7 +135,7 @@ class _WorkKernel:
         """The work buffer was replaced by a bigger one: drop the views of the old one."""
         self._cached = None
 
-    def _for_shape(self, x_shape: tuple[int, ...]) -> _WorkKernel:
+    def _for_shape(self, x_shape: tuple[int, int, int, int]) -> _WorkKernel:
         raise NotImplementedError
 
     def _make_views(self, flat: np.ndarray) -> object:
@@ -213,8 +213,8 @@ class WinogradConv(_WorkKernel):
             t * t * max(c, o) * self.tiles,
         )
 
-    def _for_shape(self, x_shape: tuple[int, ...]) -> WinogradConv:
-        return WinogradConv(self.u, self.bias, self.m, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
+    def _for_shape(self, x_shape: tuple[int, int, int, int]) -> WinogradConv:
+        return WinogradConv(self.u, self.bias, self.m, x_shape, self.pads, self.dtype, self.relu)
 
     def _make_views(self, flat: np.ndarray) -> _Work:
         return _Work(self, flat)
@@ -354,8 +354,8 @@ class WinogradRowsConv(_WorkKernel):
         self.padded_shape = (n, c, oh + 2, 2 * tw + 2)
         self.sizes = tuple(n * size for size in per_image)
 
-    def _for_shape(self, x_shape: tuple[int, ...]) -> WinogradRowsConv:
-        return WinogradRowsConv(self.u, self.bias, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
+    def _for_shape(self, x_shape: tuple[int, int, int, int]) -> WinogradRowsConv:
+        return WinogradRowsConv(self.u, self.bias, x_shape, self.pads, self.dtype, self.relu)
 
     def _make_views(self, flat: np.ndarray) -> _RowsWork:
         return _RowsWork(self, flat)

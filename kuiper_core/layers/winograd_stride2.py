@@ -207,8 +207,8 @@ class Stride2RowsConv(_WorkKernel):
         self.padded_shape = (n, c, hp, wp)
         self.sizes = (n * c * hp * wp, n * per_input_row * hp, n * per_row * self.band)
 
-    def _for_shape(self, x_shape: tuple[int, ...]) -> Stride2RowsConv:
-        return Stride2RowsConv(self.u, self.bias, self.m, self.k, x_shape, self.pads, self.dtype, self.relu)  # type: ignore[arg-type]
+    def _for_shape(self, x_shape: tuple[int, int, int, int]) -> Stride2RowsConv:
+        return Stride2RowsConv(self.u, self.bias, self.m, self.k, x_shape, self.pads, self.dtype, self.relu)
 
     def _make_views(self, flat: np.ndarray) -> _Stride2Work:
         return _Stride2Work(self, flat)

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import reduce
 
 import numpy as np
 
 from ..expression import evaluate
 from ..graph import Graph, Operand, Operator
 from .expr_tools import expr_of
+from .batch_probe import fixed_dims
 from .manager import graph_pass, record
 from .op_kinds import PERMUTE_TYPES, RESHAPE_TYPES
 from .rewrite import add_input, add_weight, remove_input, remove_operators, set_weight, sole_consumer
@@ -64,6 +66,15 @@ def _static(operand: Operand) -> tuple[int, ...] | None:
     return operand.static_shape
 
 
+def _perm(op: Operator, rank: int) -> list[int]:
+    """A permute's dims modulo the rank ([] when they are not ints)."""
+    dims = op.params.get("dims")
+    if not isinstance(dims, list):
+        return []
+    ints = [d % rank for d in dims if isinstance(d, int)]
+    return ints if len(ints) == len(dims) else []
+
+
 def _swapped_last(op: Operator) -> bool:
     """A transpose of the last two dims of a 4-D operand."""
     shape = _static(op.inputs[0]) if op.inputs else None
@@ -73,7 +84,7 @@ def _swapped_last(op: Operator) -> bool:
         dims = {op.params.get("dim0"), op.params.get("dim1")}
         return dims in ({-2, -1}, {2, 3}, {-2, 3}, {2, -1})
     if op.type in PERMUTE_TYPES:
-        return [d % 4 for d in op.params.get("dims", [])] == [0, 1, 3, 2]  # type: ignore[union-attr]
+        return _perm(op, 4) == [0, 1, 3, 2]
     return False
 
 
@@ -85,7 +96,7 @@ def _heads_to_tokens(op: Operator) -> bool:
     if op.type in _TRANSPOSE:
         return {op.params.get("dim0"), op.params.get("dim1")} in ({1, 2}, {-3, 2}, {1, -2}, {-3, -2})
     if op.type in PERMUTE_TYPES:
-        return [d % 4 for d in op.params.get("dims", [])] == [0, 2, 1, 3]  # type: ignore[union-attr]
+        return _perm(op, 4) == [0, 2, 1, 3]
     return False
 
 
@@ -184,6 +195,7 @@ class _Match:
     qkv: Operator
     out_proj: Operator
     heads: int
+    embed_dim: int
     scale: float  # what q @ kᵀ is multiplied by in the model
     mask: np.ndarray | None  # (B, h, N, N) float64
     ops: list[Operator]
@@ -199,7 +211,7 @@ def _qkv_source(q: Operand, k: Operand, v: Operand) -> tuple[Operator, Operand, 
     perm = unbind.inputs[0].producer
     if perm is None or perm.type not in PERMUTE_TYPES or sole_consumer(unbind.inputs[0]) is not unbind:
         return None
-    if [d % 5 for d in perm.params.get("dims", [])] != [2, 0, 3, 1, 4]:  # type: ignore[union-attr]
+    if _perm(perm, 5) != [2, 0, 3, 1, 4]:
         return None
     reshape = perm.inputs[0].producer
     if reshape is None or reshape.type not in RESHAPE_TYPES or sole_consumer(perm.inputs[0]) is not perm:
@@ -280,17 +292,19 @@ def _match(softmax: Operator) -> _Match | None:
     wo = out_proj.attrs.get("weight")
     if wo is None or wo.data is None or wo.data.shape != (E, E) or wo.data.dtype != np.float32:
         return None
-    mask = sum(scores.terms) if scores.terms else None
+    mask = reduce(np.add, scores.terms) if scores.terms else None
     ops = qkv_ops + extra + [tr, qk] + scores.ops + [softmax, pv, back, merge]
-    return _Match(x, qkv, out_proj, heads, scale, mask, ops)  # type: ignore[arg-type]
+    return _Match(x, qkv, out_proj, heads, E, scale, mask, ops)
 
 
 def _rewrite(graph: Graph, m: _Match) -> None:
     """The out_proj Linear becomes the attention; the rest of the chain goes."""
-    E = m.x.shape[2]  # type: ignore[index]
+    E = m.embed_dim
     d = E // m.heads
     op = m.out_proj
-    w_qkv = m.qkv.attrs["weight"].data.astype(np.float64)  # type: ignore[union-attr]
+    w_in, wo = m.qkv.attrs["weight"].data, op.attrs["weight"].data
+    assert w_in is not None and wo is not None  # _match checked both
+    w_qkv = w_in.astype(np.float64)
     b_attr = m.qkv.attrs.get("bias")
     b_qkv = b_attr.data.astype(np.float64) if b_attr is not None and b_attr.data is not None else np.zeros(3 * E)
     # The layer scales q by 1/sqrt(d); the model by `scale`: the query projection makes up the rest.
@@ -298,10 +312,9 @@ def _rewrite(graph: Graph, m: _Match) -> None:
     w_qkv[:E] *= fix
     b_qkv[:E] *= fix
     bo = op.attrs.get("bias")
-    wo = op.attrs["weight"].data
     set_weight(op, "in_proj_weight", w_qkv.astype(np.float32))
     set_weight(op, "in_proj_bias", b_qkv.astype(np.float32))
-    set_weight(op, "out_proj.weight", wo)  # type: ignore[arg-type]
+    set_weight(op, "out_proj.weight", wo)
     out_bias = bo.data if bo is not None and bo.data is not None else np.zeros(E, np.float32)
     set_weight(op, "out_proj.bias", out_bias)
     for key in ("weight", "bias"):
@@ -337,6 +350,18 @@ def _rewrite(graph: Graph, m: _Match) -> None:
     )
 
 
+def _any_batch(graph: Graph, softmax: Operator, m: _Match) -> bool:
+    """Whether the fused layer is right at every batch size. A mask that differs between the
+    B attention batches or the heads is written (B·h, N, N) at the traced B: right only where
+    B does not follow the batch. Swin's windows do (B = images × windows): fused, -O2 failed
+    at batch 2 where the original runs ("attn_mask has shape (8, 16, 16)"), so it stays unfused
+    there (pnnx's own optlevel-2 export fuses it, for its traced batch only)."""
+    if m.mask is None or not np.any(m.mask != 0) or np.all(m.mask == m.mask[:1, :1]):
+        return True
+    fixed = fixed_dims(graph, softmax.inputs[0])
+    return bool(fixed and fixed[0])
+
+
 @graph_pass(
     "FuseAttention",
     2,
@@ -349,7 +374,7 @@ def fuse_attention(graph: Graph) -> tuple[Graph, bool]:
         if not any(softmax is op for op in graph.operators):
             continue
         m = _match(softmax)
-        if m is None:
+        if m is None or not _any_batch(graph, softmax, m):
             continue
         _rewrite(graph, m)
         changed = True

@@ -69,10 +69,6 @@ def shapes_at_batch2(graph: Graph) -> dict[str, tuple[int, ...] | None] | None:
     return cached
 
 
-def forget(graph: Graph) -> None:
-    graph.__dict__.pop(_KEY, None)
-
-
 def fixed_dims(graph: Graph, operand: Operand) -> list[bool] | None:
     """For each dim of `operand`'s shape: True if it is a known int that is the same at batch 2
     (it does not follow the batch). None when the operand has no shape. Without a probe (the

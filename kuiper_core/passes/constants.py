@@ -23,7 +23,7 @@ import numpy as np
 from .. import limits
 from ..expression import evaluate, to_text, walk
 from ..expression.parser import Call, Constant, ListExpr, Node, OperandRef
-from ..graph import Graph, Operand, Operator, numpy_dtype
+from ..graph import Graph, Operand, Operator, format_shape, numpy_dtype
 from ..runtime.binding import UNPACKERS, is_value
 from .batch_probe import fixed_dims, shapes_at_batch2
 from .expr_tools import (
@@ -342,7 +342,10 @@ def _evaluate(op: Operator, args: list[Any], extra: dict[str, Any] | None = None
     b = bind(op, layer_class(op.type))
     value = {**(extra or {}), **{o.name: a for o, a in zip(op.inputs, args)}}
     layer = create_layer(bound_operator(b, {k: to_param(value[o.name]) for k, o in b.params.items()}))
-    arrays = [a if isinstance(a, (np.ndarray, list)) else np.asarray(a) for a in (value[o.name] for o in b.inputs)]
+    # Any, as the runtime's values: a list operand (TorchScript's Tensor[]) reaches the layer as a list
+    arrays: list[Any] = [
+        a if isinstance(a, (np.ndarray, list)) else np.asarray(a) for a in (value[o.name] for o in b.inputs)
+    ]
     outs = list(layer.forward(arrays, [None] * len(b.outputs)))
     # A TorchScript op returning several tensors (aten::meshgrid) writes one list operand
     # that a prim::ListUnpack splits: its value is that list.
@@ -404,7 +407,8 @@ def _stand_in(graph: Graph, op: Operator, static: bool, loose: frozenset[str]) -
     if x.shape is None:
         return None
     dims = [_trusted_dim(graph, x, i, static, loose) for i in range(len(x.shape))]
-    return None if any(d is None for d in dims) else np.zeros(dims, numpy_dtype(x.dtype))
+    known = [d for d in dims if d is not None]
+    return np.zeros(known, numpy_dtype(x.dtype)) if len(known) == len(dims) else None
 
 
 def _constant_values(graph: Graph) -> tuple[dict[str, Any], list[Operator]]:
@@ -489,7 +493,8 @@ def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_id
             record(
                 "kept",
                 op.name,
-                f"computed {value.dtype}{tuple(value.shape)} does not match the declared {o.dtype}{o.shape}",
+                f"computed {format_shape(value.shape, str(value.dtype))} does not match the declared "
+                f"{format_shape(o.shape, o.dtype)}",
             )
             continue
         if len(op.outputs) == 1:
@@ -498,7 +503,7 @@ def _materialise(graph: Graph, op: Operator, values: dict[str, Any], computed_id
                 remove_input(op, i)
             op.type, op.params, op.input_names = "pnnx.Attribute", {}, []
             op.attrs = {"data": attribute_of(value)}
-            record("folded", op.name, f"constant subgraph → pnnx.Attribute {o.dtype}{tuple(value.shape)}")
+            record("folded", op.name, f"constant subgraph → pnnx.Attribute {format_shape(value.shape, o.dtype)}")
             return True
         new = add_weight(graph, value, f"{op.name}_{o.name}", before=op)
         new.shape, new.dtype = o.shape, o.dtype

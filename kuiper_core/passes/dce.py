@@ -9,7 +9,7 @@ side effects (in-place methods) count as used.
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, format_shape
 from .manager import graph_pass, record
 from .op_kinds import is_pure
 from .rewrite import remove_operator
@@ -44,7 +44,7 @@ def remove_unused(graph: Graph) -> tuple[Graph, bool]:
         # In reverse file order every consumer of a dead operator is dead and gone already.
         if op.type == "pnnx.Attribute":
             nbytes = sum(a.nbytes for a in op.attrs.values())
-            shapes = ", ".join(f"{a.dtype}{tuple(a.shape)}" for a in op.attrs.values())
+            shapes = ", ".join(format_shape(a.shape, a.dtype) for a in op.attrs.values())
             record("removed", op.name, f"unused weight {shapes}, {nbytes:,} bytes")
         else:
             record("removed", op.name, f"{op.type}: result unused")

@@ -69,8 +69,10 @@ def literal_value(node: Node) -> Any:
     `_NO_VALUE`."""
     if isinstance(node, Constant):
         return node.value
-    if isinstance(node, ListExpr) and all(isinstance(n, Constant) for n in node.items):
-        return [n.value for n in node.items]  # type: ignore[union-attr]
+    if isinstance(node, ListExpr):
+        values = [n.value for n in node.items if isinstance(n, Constant)]
+        if len(values) == len(node.items):
+            return values
     return _NO_VALUE
 
 
@@ -210,12 +212,13 @@ def result_type(root: Node, inputs: list[Operand]) -> tuple[tuple[int, ...] | No
     """Shape and dtype of an elementwise expression over these operands: the broadcast of
     their static shapes, and the dtype the evaluator gives (found on one-element arrays).
     (None, None) when an input's shape or dtype is unknown."""
-    shapes = [o.static_shape for o in inputs]
-    if any(s is None for s in shapes) or any(o.dtype in (None, "bf16") for o in inputs):
+    shapes = [s for o in inputs if (s := o.static_shape) is not None]
+    dtypes = [d for o in inputs if (d := o.dtype) is not None and d != "bf16"]
+    if len(shapes) != len(inputs) or len(dtypes) != len(inputs):
         return None, None
     try:
-        shape = tuple(np.broadcast_shapes(*shapes)) if shapes else ()  # type: ignore[arg-type]
-        probes = [np.zeros((1,) * len(s), numpy_dtype(o.dtype)) for s, o in zip(shapes, inputs)]  # type: ignore[arg-type]
+        shape = tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+        probes = [np.zeros((1,) * len(s), numpy_dtype(d)) for s, d in zip(shapes, dtypes)]
         with np.errstate(all="ignore"):
             value = evaluate(root, probes)
         if not isinstance(value, np.ndarray):

@@ -197,14 +197,6 @@ def add_weight(graph: Graph, array: np.ndarray, name: str, *, before: Operator) 
     return out
 
 
-def move_before(graph: Graph, op: Operator, anchor: Operator) -> None:
-    """Place `op` right before `anchor` in file order (when it sits after it)."""
-    ops = graph.operators
-    if ops.index(op) > ops.index(anchor):
-        ops.remove(op)
-        ops.insert(ops.index(anchor), op)
-
-
 def sole_consumer(operand: Operand) -> Operator | None:
     """The one operator reading `operand` through exactly one input slot, else None."""
     if len(operand.consumers) == 1:

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from ..graph import Graph, Operator
+from ..graph import Graph, Operator, ParamValue
 from .manager import graph_pass, record
 from .rewrite import remove_input, remove_operator, set_input
 
@@ -25,7 +25,8 @@ def _bounds(op: Operator) -> tuple[int, int, int] | None:
     if raw is None or raw[3] != 1:
         return None
     dim, start, end, _ = raw
-    size = op.inputs[0].shape[dim]  # type: ignore[index]
+    shape = op.inputs[0].shape
+    size = None if shape is None else shape[dim]
     if not isinstance(size, int):
         return None
     start = max(0, start + size if start < 0 else start)
@@ -63,8 +64,9 @@ def _split_tilings(graph: Graph) -> bool:
     for (_, dim), members in groups.items():
         if len(members) < 2:
             continue
-        size = members[0][2].inputs[0].shape[dim]  # type: ignore[index]
-        chain = _tiling(members, size)  # type: ignore[arg-type]
+        shape = members[0][2].inputs[0].shape
+        size = None if shape is None else shape[dim]
+        chain = _tiling(members, size) if isinstance(size, int) else None  # an int: _bounds found it
         if chain is None:
             continue
         members = chain
@@ -188,13 +190,19 @@ def _bounds_raw(op: Operator) -> tuple[int, int, int, int] | None:
     if op.type != "Tensor.slice" or len(op.inputs) != 1 or len(op.outputs) != 1 or "dims" in op.params:
         return None
     p = op.params
-    dim, start, end, step = p.get("dim"), p.get("start", 0), p.get("end", INT_MAX), p.get("step", 1)
+    dim, start, end, step = (
+        _int(v) for v in (p.get("dim"), p.get("start", 0), p.get("end", INT_MAX), p.get("step", 1))
+    )
     shape = op.inputs[0].shape
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dim, start, end, step)) or shape is None:
+    if dim is None or start is None or end is None or step is None or shape is None:
         return None
-    if not -len(shape) <= dim < len(shape):  # type: ignore[operator]
+    if not -len(shape) <= dim < len(shape):
         return None
-    return dim % len(shape), start, end, step  # type: ignore[operator,return-value]
+    return dim % len(shape), start, end, step
+
+
+def _int(value: ParamValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @graph_pass(

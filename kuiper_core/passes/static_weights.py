@@ -43,7 +43,9 @@ def _ints(value: ParamValue, n: int, default: int) -> list[int] | str:
         return value  # padding='same' / 'valid'
     if isinstance(value, int):
         return [value] * n
-    return list(value)  # type: ignore[arg-type]
+    if not isinstance(value, list):
+        raise TypeError(f"expected an int, ints or a padding name, got {value!r}")
+    return list(value)
 
 
 def _conv(op: Operator, w: np.ndarray, b: np.ndarray | None) -> tuple[str, dict[str, ParamValue]]:
@@ -77,7 +79,8 @@ def _make(op: Operator, arrays: dict[str, np.ndarray | None]) -> tuple[str, dict
             "out_features": int(w.shape[0]),
             "bias": arrays.get("bias") is not None,
         }
-    if t == "F.batch_norm" and arrays.get("running_mean") is not None and arrays.get("running_var") is not None:
+    mean = arrays.get("running_mean")
+    if t == "F.batch_norm" and mean is not None and arrays.get("running_var") is not None:
         if op.params.get("training") is True:
             return None
         rank = len(op.inputs[0].shape) if op.inputs[0].shape is not None else None
@@ -85,7 +88,7 @@ def _make(op: Operator, arrays: dict[str, np.ndarray | None]) -> tuple[str, dict
         if kind is None:
             return None
         return f"nn.BatchNorm{kind}", {
-            "num_features": int(arrays["running_mean"].size),  # type: ignore[union-attr]
+            "num_features": int(mean.size),
             "eps": op.params.get("eps", 1e-5),
             "affine": True,
         }
@@ -136,12 +139,13 @@ def fold_static_weights(graph: Graph) -> tuple[Graph, bool]:
         assert family is not None
         if op.input_name(0) not in ("input", ""):
             continue
-        arrays = {arg: _constant_array(op, arg) for arg in _WEIGHT_ARGS[family]}
-        if any(v is False for v in arrays.values()):
-            continue  # a weight computed at run time: stays functional
+        found = {arg: _constant_array(op, arg) for arg in _WEIGHT_ARGS[family]}
+        arrays = {arg: v for arg, v in found.items() if not isinstance(v, bool)}
+        if len(arrays) != len(found):
+            continue  # a weight computed at run time (False): stays functional
         mean = arrays.get("running_mean")
-        _fill(family, arrays, int(mean.size) if isinstance(mean, np.ndarray) else None)  # type: ignore[arg-type]
-        made = _make(op, arrays)  # type: ignore[arg-type]
+        _fill(family, arrays, int(mean.size) if isinstance(mean, np.ndarray) else None)
+        made = _make(op, arrays)
         if made is None:
             continue
         new_type, params = made

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from math import prod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -119,7 +119,10 @@ def _check_weights(op: Operator) -> None:
         if attr.data is None:
             continue
         if tuple(attr.data.shape) != tuple(attr.shape):
-            raise _err(f"weight '@{key}' declares shape {tuple(attr.shape)} but holds {attr.data.shape}", op)
+            raise _err(
+                f"weight '@{key}' declares shape {format_shape(attr.shape)} but holds {format_shape(attr.data.shape)}",
+                op,
+            )
         if attr.dtype != "bf16" and attr.data.dtype != numpy_dtype(attr.dtype):
             raise _err(f"weight '@{key}' declares {attr.dtype} but holds {attr.data.dtype}", op)
 
@@ -217,7 +220,7 @@ def _reshape(op: Operator) -> str | None:
         return f"{format_shape(a)} has {prod(a)} elements, the output {format_shape(b)} {prod(b)}"
     shape = op.params.get("shape")
     if isinstance(shape, list) and b is not None and -1 not in shape and tuple(shape) != b:
-        return f"shape={tuple(shape)} but the output is declared {format_shape(b)}"
+        return f"shape={format_shape(tuple(shape))} but the output is declared {format_shape(b)}"
     return None
 
 
@@ -250,9 +253,10 @@ def _cat(op: Operator) -> str | None:
         rest_b = tuple(d for i, d in enumerate(out) if i != axis)
         if not _agree(rest_a, rest_b):
             return f"input {format_shape(s)} does not fit the output {format_shape(out)} outside dim {dim}"
-    sizes = [s[axis] for s in shapes]
-    if all(isinstance(d, int) for d in sizes) and isinstance(out[axis], int) and sum(sizes) != out[axis]:  # type: ignore[arg-type]
-        return f"inputs add up to {sum(sizes)} along dim {dim}, the output has {out[axis]}"  # type: ignore[arg-type]
+    sizes = [d for s in shapes if isinstance(d := s[axis], int)]
+    total = out[axis]
+    if len(sizes) == len(shapes) and isinstance(total, int) and sum(sizes) != total:
+        return f"inputs add up to {sum(sizes)} along dim {dim}, the output has {total}"
     return None
 
 
@@ -267,11 +271,12 @@ def _expression(op: Operator) -> str | None:
     if any(isinstance(n, ListExpr) or (isinstance(n, Call) and n.name in ("size", "int")) for n in walk(ast)):
         return None
     used = sorted({n.index for n in walk(ast) if isinstance(n, OperandRef)})
-    shapes = [op.inputs[i].static_shape for i in used if i < len(op.inputs)]
-    if any(s is None for s in shapes):
+    declared = [op.inputs[i].static_shape for i in used if i < len(op.inputs)]
+    shapes = [s for s in declared if s is not None]
+    if len(shapes) != len(declared):
         return None
     try:
-        want = np.broadcast_shapes(*shapes) if shapes else ()  # type: ignore[arg-type]
+        want = np.broadcast_shapes(*shapes) if shapes else ()
     except ValueError:
         return f"input shapes {', '.join(format_shape(s) for s in shapes)} do not broadcast"
     out = op.outputs[0].static_shape
@@ -288,7 +293,7 @@ def _attribute(op: Operator) -> str | None:
         return None
     o = op.outputs[0]
     if o.shape is not None and not _agree(tuple(data.shape), o.shape):
-        return f"@data {tuple(data.shape)} but its operand is declared {format_shape(o.shape)}"
+        return f"@data {format_shape(data.shape)} but its operand is declared {format_shape(o.shape)}"
     if o.dtype is not None and o.dtype != data.dtype:
         return f"@data is {data.dtype} but its operand is declared {o.dtype}"
     return None
@@ -369,8 +374,3 @@ _SHAPE_RULES: dict[str, Callable[[Operator], str | None]] = {
         )
     },
 }
-
-
-def shape_rules() -> Sequence[str]:
-    """The operator types with a shape rule (for docs and tests)."""
-    return sorted(set(_SHAPE_RULES) | SAME_SHAPE_TYPES)

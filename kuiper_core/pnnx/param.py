@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import limits as _limits
 from ..errors import LimitError, ParseError, short
 from ..files import decode_utf8, read_regular
-from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape, format_shape
+from ..graph import DTYPES, Attribute, Graph, Operand, Operator, ParamValue, Shape, format_shape, known_dims
 
 MAGIC = "7767517"
 
@@ -302,9 +302,11 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
             )
         seen[key] = t
         if key[0] == "@":
-            shape, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=False)
+            declared, dtype = lp.shape_dtype(t, eq + 1, allow_unknown=False)
+            weight_shape = known_dims(declared)
+            assert weight_shape is not None  # allow_unknown=False: every dim an int
             lim = _limits.current()
-            n = _limits.elements(shape)  # type: ignore[arg-type]
+            n = _limits.elements(weight_shape)
             if n > lim.max_tensor_elements:
                 raise LimitError(
                     f"weight '{key}' has {n:,} elements",
@@ -317,7 +319,7 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
                     source_line=lp.text,
                     length=len(t.text),
                 )
-            op.attrs[key[1:]] = Attribute(dtype, tuple(int(d) for d in shape))  # type: ignore[arg-type]
+            op.attrs[key[1:]] = Attribute(dtype, weight_shape)
         elif key[0] == "$":
             # An operand may feed several arguments (`$input=1 $other=1`): name the first
             # input slot holding it that has no name yet.

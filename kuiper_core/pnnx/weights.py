@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import WeightError
 from ..files import check_regular
-from ..graph import Graph, bf16_to_float32, file_dtype
+from ..graph import Graph, bf16_to_float32, file_dtype, format_shape
 
 # General-purpose flag bits a PNNX entry must not have: encrypted (0), compressed patched
 # data (5), strong encryption (6). Python's zipfile cannot read them anyway.
@@ -87,9 +87,8 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None, *, 
                     )
                 expected = attr.nbytes
                 if info.file_size != expected:
-                    shape = ",".join(map(str, attr.shape))
                     raise WeightError(
-                        f"entry '{entry}' has {info.file_size:,} bytes, but @{key}=({shape}){attr.dtype} "
+                        f"entry '{entry}' has {info.file_size:,} bytes, but @{key}={format_shape(attr.shape, attr.dtype)} "
                         f"needs {expected:,}",
                         **at,
                     )
@@ -122,10 +121,11 @@ def load_weights(graph: Graph, bin_path: BinSource, name: str | None = None, *, 
                         op.name,
                         op.type,
                     )
-                if data is None and source is not None:
-                    attr.defer(source)
-                else:
+                if data is not None:
                     attr.load(data, source)
+                else:  # mapped: a file, so there is a source to read it from when first used
+                    assert source is not None
+                    attr.defer(source)
 
 
 @contextmanager
@@ -167,7 +167,7 @@ def _read_array(fp: BinaryIO, offset: int, size: int, crc: int, dtype: str, shap
     buf: mmap.mmap | bytearray = mmap.mmap(-1, size) if size >= OWN_PAGES_MIN_BYTES else bytearray(size)
     fp.seek(offset)
     try:
-        got = fp.readinto(buf)  # type: ignore[attr-defined]
+        got = fp.readinto(buf)  # type: ignore[attr-defined]  # typing.BinaryIO lacks it; real binary files have it
     except OSError as e:
         raise _Unreadable(f"is unreadable: {e.strerror or e}") from None
     if got != size:  # a truncated archive can lie in its directory
@@ -277,7 +277,7 @@ def _check_entry_count(fp: BinaryIO, where: str, wanted: int) -> None:
         fp.seek(0)
     if not endrec:
         return  # not a zip: ZipFile says so next
-    total = int(endrec[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]
+    total = int(endrec[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]  # private, as _EndRecData
     allowed = max(_MIN_ENTRIES, _ENTRIES_PER_WEIGHT * wanted)
     if total > allowed:
         raise WeightError(f"{where} lists {total:,} entries for a model with {wanted:,} weight(s)")

@@ -100,8 +100,8 @@ def _same(a: object, b: object) -> bool:
         return isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and _same(list(a), list(b))
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float):
-        return a == b or (math.isnan(a) and math.isnan(b))  # type: ignore[arg-type]
+    if isinstance(a, float) and isinstance(b, float):  # b: a's type
+        return a == b or (math.isnan(a) and math.isnan(b))
     return a == b
 
 

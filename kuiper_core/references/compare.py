@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..explore import compare as C
+from ..explore import compare as explore_compare
 from ..formats import OpenedModel, open_model
 from ..graph import shape_label
 from . import ReferenceError, engine_values, framework_references
@@ -35,11 +35,11 @@ class Row:
     operator: str
     type: str
     operand: str
-    comparison: C.Comparison
+    comparison: explore_compare.Comparison
 
     @property
     def failed(self) -> bool:
-        return self.comparison.status in (C.OVER, C.SHAPE)
+        return self.comparison.status in (explore_compare.OVER, explore_compare.SHAPE)
 
 
 @dataclass
@@ -72,7 +72,9 @@ class CompareReport:
                 continue
             c = r.comparison
             shape = (
-                shape_label(c.shape) if c.status != C.SHAPE else f"{shape_label(c.shape)} vs {shape_label(c.ref_shape)}"
+                shape_label(c.shape)
+                if c.status != explore_compare.SHAPE
+                else f"{shape_label(c.shape)} vs {shape_label(c.ref_shape)}"
             )
             rel = c.relative_error
             lines.append(
@@ -92,8 +94,8 @@ class CompareReport:
         return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in lines)
 
     def summary(self) -> str:
-        over = sum(r.comparison.status == C.OVER for r in self.rows)
-        shape = sum(r.comparison.status == C.SHAPE for r in self.rows)
+        over = sum(r.comparison.status == explore_compare.OVER for r in self.rows)
+        shape = sum(r.comparison.status == explore_compare.SHAPE for r in self.rows)
         lines = [
             f"{len(self.rows)} of {self.computed} computed operands compared "
             f"({self.operators} operators run): {len(self.rows) - over - shape} within tolerance"
@@ -105,7 +107,7 @@ class CompareReport:
         first = self.first
         if first is not None:
             c = first.comparison
-            if c.status == C.SHAPE:
+            if c.status == explore_compare.SHAPE:
                 lines.append(
                     f"first divergence: operator {first.operator} ({first.type}), operand {first.operand}: {c.text()}"
                 )
@@ -212,7 +214,7 @@ def compare(
     unmatched: list[str] = []
     notes: list[str] = []
     if reference is not None:
-        match = C.match_references(opened.graph, _npz(reference))
+        match = explore_compare.match_references(opened.graph, _npz(reference))
         refs.update(match.refs)
         unmatched = list(match.unmatched)
         where = reference if not isinstance(reference, Mapping) else "the given arrays"
@@ -232,7 +234,10 @@ def compare(
     if against is not None:
         other = _opened(against, options)
         theirs = engine_values(other, arrays)
-        outs_ours, outs_theirs = C.output_operand_names(opened.graph), C.output_operand_names(other.graph)
+        outs_ours, outs_theirs = (
+            explore_compare.output_operand_names(opened.graph),
+            explore_compare.output_operand_names(other.graph),
+        )
         same = [n for n in computed if n in theirs and n not in outs_ours]
         for n in same:
             refs.setdefault(n, theirs[n])
@@ -243,7 +248,7 @@ def compare(
             f"{other.name} run on the same input: {len(same)} operand(s) by name, "
             f"{min(len(outs_ours), len(outs_theirs))} output(s) by position"
         )
-    checks = C.check_events(events, refs, C.tolerance_for(rtol, atol))
+    checks = explore_compare.check_events(events, refs, explore_compare.tolerance_for(rtol, atol))
     rows = [
         Row(c.index, c.name, c.type, operand, comparison)
         for c in checks

@@ -132,11 +132,19 @@ class OnnxRun:
     first_input: dict[str, str] = field(default_factory=dict)  # value name -> its node's first input
 
 
-def run_onnx(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> OnnxRun:
+def run_onnx(
+    source: str | Path | bytes, inputs: Sequence[np.ndarray], *, isolated: bool = True, timeout: float | None = None
+) -> OnnxRun:
     """Run the ONNX model with every node output made a graph output (needs onnx and
-    onnxruntime)."""
+    onnxruntime). isolated (the default): in a child process under memory and time limits,
+    what it returns within max_planned_bytes (isolated.py: constant subgraphs run whatever
+    their size, though pnnx folded them away from our graph)."""
+    if isolated:
+        from .isolated import run_onnx as run_in_child
+
+        return run_in_child(source, [np.asarray(x) for x in inputs], timeout)
     import onnx
-    import onnxruntime as ort  # type: ignore[import-untyped]  # onnxruntime ships no type information
+    import onnxruntime as ort
 
     model = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(str(source))
     graph = model.graph
@@ -250,11 +258,9 @@ def map_to_operands(
         same = next((c for c in candidates if _key(c[1]) == _key(v) and _same_values(c[1], v)), None)
         if same is not None:
             refs[name], names[name] = same[1], same[0]
+    candidates_of_ours = {n for n, _, _ in mine} | {n for n, _ in stored}  # once: it was built per operand
     unmapped = [
-        o.name
-        for op in graph.operators
-        for o in op.outputs
-        if o.name in {n for n, _, _ in mine} | {n for n, _ in stored} and o.name not in refs
+        o.name for op in graph.operators for o in op.outputs if o.name in candidates_of_ours and o.name not in refs
     ]
     return OperandMapping(refs, names, unmapped, aligned)
 
@@ -274,6 +280,9 @@ def _siblings(
     mapped = dict(pairs)
     used = set(mapped.values())
     extra: list[tuple[int, int]] = []
+    made_from: dict[str | None, list[int]] = {}  # ONNX values by their node's first input: no scan of all per output
+    for j, (name, _, _) in enumerate(theirs):
+        made_from.setdefault(first_input.get(name), []).append(j)
     for op in graph.operators:
         rows = [row[o.name] for o in op.outputs if o.name in row]
         anchors = [mapped[i] for i in rows if i in mapped]
@@ -283,11 +292,7 @@ def _siblings(
         for i in rows:
             if i in mapped:
                 continue
-            fits = [
-                j
-                for j, (name, _, _) in enumerate(theirs)
-                if j not in used and first_input.get(name) == source and allowed(i, j)
-            ]
+            fits = [j for j in made_from.get(source, ()) if j not in used and allowed(i, j)]
             if len(fits) == 1:
                 extra.append((i, fits[0]))
                 used.add(fits[0])

@@ -28,87 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from .code_check import BUILTINS, UnsafeCode, check, dotted
 
-class UnsafeCode(Exception):
-    """pnnx's generated code does something a model's forward has no need to."""
+__all__ = ["UnsafeCode", "capture_operands", "load_model", "flatten"]
 
 
 _LOADERS = {"load_pnnx_bin_as_parameter", "load_pnnx_bin_as_tensor"}
-_DENIED_NAMES = {
-    "eval",
-    "exec",
-    "compile",
-    "open",
-    "__import__",
-    "getattr",
-    "setattr",
-    "delattr",
-    "globals",
-    "vars",
-    "dir",
-    "input",
-    "breakpoint",
-    "exit",
-    "quit",
-    "help",
-    "memoryview",
-    "type",
-    "object",
-    "os",
-    "sys",
-    "subprocess",
-    "shutil",
-    "importlib",
-    "builtins",
-    "tempfile",
-    "zipfile",
-    "np",
-    "numpy",
-    "pickle",
-    "io",
-    "socket",
-}
-# torch.X that a computation never needs and that reach files, pickles, compilers or the process.
-_DENIED_TORCH = {
-    "load",
-    "save",
-    "hub",
-    "ops",
-    "classes",
-    "utils",
-    "jit",
-    "library",
-    "package",
-    "export",
-    "onnx",
-    "compile",
-    "compiler",
-    "multiprocessing",
-    "distributed",
-    "backends",
-    "cuda",
-    "from_file",
-    "serialization",
-    "set_default_device",
-    "set_default_dtype",
-    "set_num_threads",
-    "manual_seed",
-    "storage",
-    "UntypedStorage",
-    "TypedStorage",
-    "fx",
-    "_dynamo",
-    "overrides",
-    "profiler",
-    "testing",
-}
-_SAFE_BUILTINS = {
-    name: getattr(builtins, name)
-    for name in (
-        "abs bool dict enumerate float int isinstance len list max min range reversed round "
-        "slice sorted sum tuple zip super print"
-    ).split()
-}
+_SAFE_BUILTINS = {name: getattr(builtins, name) for name in BUILTINS}
 _SAFE_BUILTINS["__build_class__"] = builtins.__build_class__
 
 
@@ -146,64 +72,10 @@ def _model_class(tree: ast.Module) -> ast.ClassDef:
         raise UnsafeCode("no Model class")
     model.body = [n for n in model.body if not (isinstance(n, ast.FunctionDef) and n.name in _LOADERS)]
     for node in ast.walk(model):
-        if isinstance(node, ast.Call) and _dotted(node.func) == "zipfile.ZipFile":
+        if isinstance(node, ast.Call) and dotted(node.func) == ["zipfile", "ZipFile"]:
             node.func = ast.Name("pnnx_weights", ast.Load())
             node.args, node.keywords = [], []
     return model
-
-
-def _super_init(node: ast.Attribute) -> bool:
-    """`super(Model, self).__init__` (or `super().__init__`), the one dunder the class uses."""
-    call = node.value
-    return (
-        node.attr == "__init__"
-        and isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Name)
-        and call.func.id == "super"
-        and all(isinstance(a, ast.Name) for a in call.args)
-    )
-
-
-# aten operators that touch files (everything else in torch.ops.aten computes).
-_DENIED_ATEN = {"from_file", "save", "load", "_load", "_save"}
-
-
-def _dotted(node: ast.expr) -> str | None:
-    """`torch.ops.aten.relu` for that chain of attributes on a name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
-
-
-def _aten_ops(model: ast.ClassDef) -> set[int]:
-    """The `torch.ops` nodes of `torch.ops.aten.op` (pnnx's `aten::op`): allowed."""
-    allowed = set()
-    for node in ast.walk(model):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
-            name = _dotted(node) or ""
-            if name.startswith("torch.ops.aten.") and node.attr not in _DENIED_ATEN and name.count(".") == 3:
-                allowed.add(id(node.value.value))
-    return allowed
-
-
-def _check(model: ast.ClassDef) -> None:
-    """UnsafeCode unless the class only computes (see the module docstring)."""
-    aten = _aten_ops(model)
-    for node in ast.walk(model):
-        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal)):
-            raise UnsafeCode(f"line {node.lineno}: {type(node).__name__}")
-        if isinstance(node, ast.Name) and (node.id in _DENIED_NAMES or node.id.startswith("__")):
-            raise UnsafeCode(f"line {node.lineno}: the name {node.id!r}")
-        if isinstance(node, ast.Attribute):
-            if node.attr.startswith("__") and not _super_init(node):
-                raise UnsafeCode(f"line {node.lineno}: the attribute {node.attr!r}")
-            torch_attr = isinstance(node.value, ast.Name) and node.value.id == "torch"
-            if torch_attr and node.attr in _DENIED_TORCH and id(node) not in aten:
-                raise UnsafeCode(f"line {node.lineno}: torch.{node.attr}")
-            if isinstance(node.value, ast.Name) and node.value.id == "torchvision" and node.attr != "ops":
-                raise UnsafeCode(f"line {node.lineno}: torchvision.{node.attr}")
 
 
 def _weights_loader(bin_path: Path) -> dict[str, Any]:
@@ -239,7 +111,7 @@ def load_model(pnnx_py: str | Path, bin_path: str | Path | None = None) -> Any:
     source = pnnx_py.read_text()
     tree = ast.parse(source)
     model = _model_class(tree)
-    _check(model)
+    check(model)
     _returns_locals(tree)
     if bin_path is None:
         bin_path = pnnx_py.with_name(pnnx_py.name.removesuffix("_pnnx.py") + ".pnnx.bin")
@@ -255,7 +127,7 @@ def load_model(pnnx_py: str | Path, bin_path: str | Path | None = None) -> Any:
         "pnnx_weights": loader["pnnx_weights"],
     }
     if "torchvision." in source:  # torchvision.ops (deform_conv2d, roi_align); nothing else passes _check
-        import torchvision  # type: ignore[import-untyped]  # only when pnnx's code calls torchvision.ops
+        import torchvision  # only when pnnx's code calls torchvision.ops
 
         namespace["torchvision"] = torchvision
     exec(compile(module, str(pnnx_py), "exec"), namespace)
@@ -266,11 +138,27 @@ def load_model(pnnx_py: str | Path, bin_path: str | Path | None = None) -> Any:
 
 
 def capture_operands(
-    pnnx_py: str | Path, inputs: Sequence[Any], bin_path: str | Path | None = None
+    pnnx_py: str | Path,
+    inputs: Sequence[Any],
+    bin_path: str | Path | None = None,
+    *,
+    isolated: bool = True,
+    timeout: float | None = None,
 ) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
     """Run pnnx's NAME_pnnx.py on `inputs` (arrays or tensors): (every operand `v_N` as
     {"N": array}, the outputs). `bin_path`: its weights (default: NAME.pnnx.bin beside it).
-    The working directory is left alone (the app runs sessions in threads)."""
+    The working directory is left alone (the app runs sessions in threads).
+
+    isolated (the default): in a child process under a memory limit (the current limits'
+    max_planned_bytes, plus 2 GiB for torch) and a time limit (`timeout`, default
+    KUIPER_REFERENCE_TIMEOUT or 300 s): the checked code still runs torch's operators on
+    arguments a file chose, which may take any time, any memory, or crash the process."""
+    if isolated:
+        from .isolated import run_pnnx_py
+
+        check(_model_class(ast.parse(Path(pnnx_py).read_text())))  # refused here, without starting a process
+
+        return run_pnnx_py(Path(pnnx_py), [np.asarray(x) for x in inputs], bin_path, timeout)
     import torch
 
     model = load_model(pnnx_py, bin_path)

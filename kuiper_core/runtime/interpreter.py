@@ -67,9 +67,13 @@ def steps(
     program: Program, inputs: list[np.ndarray], values: dict[str, Value], call: Call = call_forward
 ) -> Iterator[StepEvent]:
     """One StepEvent per operator of program.order, after it ran; `values` keeps every operand
-    (the caller shows them). A folded operator's step shows the value build computed."""
+    (the caller shows them). A folded operator's step shows the value build computed.
+    What it keeps is bounded by max_planned_bytes, the arena's bound (step_arena.py), counted
+    by the memory the values own: 14 ReLUs of (1, 2^26) after an `expand` of one number kept
+    3.6 GB under the app's limits."""
     feeds = program.feeds(inputs)
     batch = program.batch(inputs)
+    kept = _KeptBytes(program)
     for operator in program.order:
         start = time.perf_counter()
         if operator.folded:
@@ -79,7 +83,28 @@ def steps(
             with _limits.use(program.limits):  # the caller iterates outside forward()'s context
                 _, results = run_operator(program, operator, values, feeds, batch, call)
             store(operator, results, values)
+            kept.add(operator, results)
         yield StepEvent(operator, values, time.perf_counter() - start)
+
+
+class _KeptBytes:
+    """The bytes the arrays a step-by-step run keeps own (a view of another array, or of one
+    number broadcast, owns nothing new), checked against max_planned_bytes as they grow."""
+
+    def __init__(self, program: Program) -> None:
+        self.budget = _limits.Budget("max_planned_bytes", "the operand values a step-by-step run keeps", program.limits)
+        self.seen: set[int] = set()
+
+    def add(self, operator: RuntimeOperator, results: list[Any]) -> None:
+        for value in results:
+            for array in value if isinstance(value, (list, tuple)) else (value,):
+                if not isinstance(array, np.ndarray):
+                    continue
+                while isinstance(array.base, np.ndarray):
+                    array = array.base
+                if id(array) not in self.seen:  # the values dict keeps every root alive: ids stay unique
+                    self.seen.add(id(array))
+                    self.budget.add(array, operator.op.name, operator.op.type)
 
 
 def run_operator(

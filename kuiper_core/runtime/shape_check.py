@@ -109,7 +109,7 @@ def check_outputs(
         if shape_matches(want, shape, batch) and same_dtype:
             continue
         declared = format_shape(operand.shape, operand.dtype)
-        produced = "(" + ",".join(map(str, shape)) + ")" + _short_dtype(dtype)
+        produced = format_shape(shape, _short_dtype(dtype))
         what = "shape" if same_dtype else "dtype" if shape_matches(want, shape, batch) else "shape and dtype"
         at = ""
         if operand.name in loose and what != "dtype":

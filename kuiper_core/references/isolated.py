@@ -1,0 +1,170 @@
+"""Framework code run in a child process under memory and time limits: pnnx's generated
+Python (pnnx_py.py) and onnxruntime with every intermediate value exposed (onnx_values.py).
+
+Both run what a file chose. pnnx's code passed the check of code_check.py, but torch's
+operators still run on sizes and arguments the file chose (`torch.ones(1 << 36)`, an operator
+that crashes on odd arguments, a long matmul). An ONNX file's constant subgraphs run in
+onnxruntime however big their values (pnnx folded them away, so our engine's limits never
+saw them): a 309-byte .onnx of 8 ReLUs over a ConstantOfShape of 2^26 took 2.7 GB in the
+server's process. In the app's process either would take every session down with it.
+
+The child gets its job and the inputs as files in a private temporary folder, and gives back
+its arrays as an uncompressed .npz: what it returns is bounded by max_planned_bytes (a
+LimitError beyond), what it computes by its address space (max_planned_bytes + 2 GiB for the
+framework) and by KUIPER_REFERENCE_TIMEOUT (300 s). Starting it costs the framework's import.
+
+    python -m kuiper_core.references.isolated FOLDER   # the child (FOLDER/job.json)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import limits
+from ..errors import LimitError
+from .code_check import UnsafeCode
+
+ENV_TIMEOUT = "KUIPER_REFERENCE_TIMEOUT"
+DEFAULT_TIMEOUT = 300.0
+FRAMEWORK_BYTES = 2 << 30  # address space torch or onnxruntime and Python take before any tensor
+
+
+class IsolatedRunError(RuntimeError):
+    """The child ran past a limit or failed: the message says which."""
+
+
+def memory_limit() -> int:
+    return limits.current().max_planned_bytes + FRAMEWORK_BYTES
+
+
+def _spawn(what: str, job: dict[str, Any], inputs: list[np.ndarray], timeout: float | None) -> tuple[Path, Any]:
+    """Run `job` in a child; (its folder, the open tempdir) once it wrote result.npz."""
+    timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT)) if timeout is None else timeout
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    tmp = tempfile.TemporaryDirectory(prefix="kuiper-reference-")
+    folder = Path(tmp.name)
+    try:
+        np.savez(folder / "inputs.npz", *inputs)
+        job = {**job, "memory": memory_limit(), "cpu": int(timeout) + 1, "budget": limits.current().max_planned_bytes}
+        (folder / "job.json").write_text(json.dumps(job))
+        argv = [sys.executable, "-m", "kuiper_core.references.isolated", str(folder)]
+        try:
+            proc = subprocess.run(
+                argv, env=env, cwd=folder, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            raise IsolatedRunError(f"{what} ran past its time limit ({timeout:g} s, {ENV_TIMEOUT})") from None
+        error = folder / "error.json"
+        if error.exists():
+            kind, message, fields = json.loads(error.read_text())
+            if kind == "UnsafeCode":
+                raise UnsafeCode(message)
+            if kind == "LimitError":
+                raise LimitError(message, **fields)
+            raise IsolatedRunError(f"{what} failed: {kind}: {message}")
+        if proc.returncode != 0 or not (folder / "result.npz").exists():
+            tail = " | ".join(proc.stderr.decode(errors="replace").strip().splitlines()[-3:])[-300:]
+            how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
+            raise IsolatedRunError(f"{what} {how} (memory limit {job['memory'] >> 20} MiB): {tail}")
+    except BaseException:
+        tmp.cleanup()
+        raise
+    return folder, tmp
+
+
+def _arrays(folder: Path, prefix: str) -> list[np.ndarray]:
+    with np.load(folder / "result.npz", allow_pickle=False) as z:
+        count = sum(k.startswith(prefix) for k in z.files)
+        return [z[f"{prefix}{i}"] for i in range(count)]
+
+
+def run_pnnx_py(
+    pnnx_py: Path, inputs: list[np.ndarray], bin_path: str | Path | None, timeout: float | None
+) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    """pnnx_py.capture_operands in a child: (operands by number, outputs)."""
+    job: dict[str, Any] = {"kind": "pnnx_py", "python": str(pnnx_py.resolve())}
+    job["bin"] = None if bin_path is None else str(Path(bin_path).resolve())
+    folder, tmp = _spawn("pnnx's code", job, inputs, timeout)
+    with tmp:
+        names = json.loads((folder / "result.json").read_text())
+        return dict(zip(names, _arrays(folder, "v:"))), _arrays(folder, "o:")
+
+
+def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: float | None) -> Any:
+    """onnx_values.run_onnx in a child: its OnnxRun."""
+    from .onnx_values import OnnxRun
+
+    with tempfile.TemporaryDirectory(prefix="kuiper-onnx-") as keep:
+        if isinstance(source, bytes):
+            path = Path(keep) / "model.onnx"
+            path.write_bytes(source)
+        else:
+            path = Path(source).resolve()
+        folder, tmp = _spawn("onnxruntime", {"kind": "onnx", "source": str(path)}, inputs, timeout)
+    with tmp:
+        meta = json.loads((folder / "result.json").read_text())
+        values = [(n, t, a) for (n, t), a in zip(meta["values"], _arrays(folder, "v:"))]
+        constants = list(zip(meta["constants"], _arrays(folder, "c:")))
+        return OnnxRun(values, _arrays(folder, "o:"), meta["version"], meta["sources"], constants, meta["first_input"])
+
+
+def _child(folder: Path) -> None:
+    job = json.loads((folder / "job.json").read_text())
+    resource.setrlimit(resource.RLIMIT_AS, (job["memory"], job["memory"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (job["cpu"], job["cpu"]))
+    with np.load(folder / "inputs.npz", allow_pickle=False) as z:
+        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
+    try:
+        with limits.use(max_planned_bytes=job["budget"]):
+            meta, arrays = _JOBS[job["kind"]](job, inputs)
+            budget = limits.Budget("max_planned_bytes", "the reference values returned", limits.current())
+            for a in arrays.values():
+                budget.add(a)
+    except Exception as e:  # noqa: BLE001  -- reported to the parent by kind and message
+        fields = {k: getattr(e, k) for k in ("limit", "maximum", "value")} if isinstance(e, LimitError) else {}
+        message = e.message if isinstance(e, LimitError) else str(e)[:1000]
+        (folder / "error.json").write_text(json.dumps([type(e).__name__, message, fields]))
+        return
+    (folder / "result.json").write_text(json.dumps(meta))
+    kept: dict[str, Any] = arrays  # (NumPy's stub types savez's keywords as allow_pickle's)
+    np.savez(folder / "result.npz", **kept)
+
+
+def _pnnx_py_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    from .pnnx_py import capture_operands
+
+    refs, outputs = capture_operands(job["python"], inputs, job["bin"], isolated=False)
+    arrays = {f"v:{i}": v for i, v in enumerate(refs.values())} | {f"o:{i}": y for i, y in enumerate(outputs)}
+    return list(refs), arrays
+
+
+def _onnx_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    from .onnx_values import run_onnx
+
+    run = run_onnx(job["source"], inputs, isolated=False)
+    meta = {
+        "values": [(n, t) for n, t, _ in run.values],
+        "constants": [n for n, _ in run.constants],
+        "version": run.version,
+        "sources": run.sources,
+        "first_input": run.first_input,
+    }
+    arrays = {f"v:{i}": a for i, (_, _, a) in enumerate(run.values)}
+    arrays |= {f"o:{i}": y for i, y in enumerate(run.outputs)} | {f"c:{i}": a for i, (_, a) in enumerate(run.constants)}
+    return meta, arrays
+
+
+_JOBS = {"pnnx_py": _pnnx_py_job, "onnx": _onnx_job}
+
+if __name__ == "__main__":
+    _child(Path(sys.argv[1]))
