@@ -230,7 +230,7 @@ def convert_request(request: OpenRequest, inputshape: str | None, on_log: Callab
     assert request.kind in CONVERTED
     zip_names = Context(request.data, OpenOptions()).zip_names
     options = ConversionOptions(inputshape=inputshape, on_log=on_log)
-    source = request.data
+    source: Path | bytes = request.data
     if request.kind == "onnx":  # weights in a separate file: given beside it (as open_model does)
         from ..formats.onnx_external import self_contained
 
