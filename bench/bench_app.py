@@ -39,12 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from app_server import browser_missing, chromium_page, pick_bundled_model, streamlit_server  # noqa: E402
+from app_server import IDLE_JS, browser_missing, chromium_page, pick_bundled_model, streamlit_server  # noqa: E402
 
 VIEW = ".kx-view"
-IDLE = """(!document.querySelector('[data-testid="stStatusWidget"]')
-           && !document.querySelector('[data-testid="stSkeleton"]')
-           && !document.querySelector('[data-stale="true"]'))"""
+IDLE = IDLE_JS
 OPEN_ALL = "deep1500 'Open all modules', drawn on readable nodes"
 WALK = "walkthrough step (Kahn, KuiperInfer's example)"
 STEP_MS = {"digits_cnn": 300, "resnet18": 300, "deep1500": 600}

@@ -24,7 +24,7 @@ from kuiper_core.explore.overlay import roll_up, state_overlay
 from kuiper_core.graph import Graph
 from pages import common, presenter
 from pages import quiz_panel
-from pages.graph_viewer import ModuleState, show_graph
+from pages.graph_viewer import MIN_FONT_PX, ModuleState, show_graph
 from pages.keys import step_keys
 from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
 
@@ -193,7 +193,8 @@ def _graph(
         overlay = state_overlay(
             colors, w.legend, highlight=view.node_for(current), highlight_label=highlight_label, note=""
         )
-        show_graph(view.dot, f"order_{slot}", overlay, height=height, follow=True, on_click=_on_click)
+        font = presenter.GRAPH_FONT_PX if presenting else MIN_FONT_PX
+        show_graph(view.dot, f"order_{slot}", overlay, height=height, follow=True, on_click=_on_click, min_font_px=font)
     else:
         dot = walkthrough.toy_dot(w, step - 1 if step > 0 else None)
         # The toy DOT carries the state colours; the overlay repeats them so a repaint shows them too.

@@ -29,8 +29,8 @@ from pages.graph_viewer import show_graph
 from pages.keys import step_keys
 from pages.tensor_panel import show_tensor
 
-VALUES = "kx_expr_stepper"  # {"key": (model key, input digest), "stepper": ForwardStepper}
 STEP = "expr_step"  # the stack-evaluation step on view (1-based)
+TAB = "expr_tab"  # the detail tab open below the first screen (only it is drawn)
 QUIZ = "kx_expr_quiz"  # quiz_panel state
 DEFAULT_TEXT = "mul(add(@0,1.5),neg(@1))"
 VIEWS = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
@@ -100,6 +100,29 @@ labels = expression_view.operand_labels(op, n_inputs)
 
 
 # -- the values to evaluate on ----------------------------------------------------------------------
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _operator_values(
+    model_key: str, inputs_digest: str, op_name: str, operands: tuple[str, ...], output: str, _model, _inputs
+) -> tuple[list[np.ndarray], np.ndarray | None] | str:
+    """An operator's input tensors and its layer's output for one model and input, run once per
+    server (keyed by the model's hash and the input's digest): every session opening the same
+    expression, a class following a teacher's link, shares them. An engine error comes back as
+    its message."""
+    stepper = ForwardStepper(_model.runtime, _inputs)
+    stepper.run_to(op_name)
+    if stepper.error is not None:
+        return stepper.error
+
+    def kept(a):  # a copy (the runtime may reuse its buffers), read-only: shared by sessions
+        if not isinstance(a, np.ndarray):
+            return a
+        a = a.copy()
+        a.flags.writeable = False
+        return a
+
+    return [kept(stepper.values[n]) for n in operands], kept(stepper.values.get(output))
+
+
 def _model_values() -> tuple[list[np.ndarray], np.ndarray | None, str]:
     """The operator's real input tensors (running the model up to it) and its layer's output."""
     assert model is not None and op is not None
@@ -112,18 +135,21 @@ def _model_values() -> tuple[list[np.ndarray], np.ndarray | None, str]:
             ("seeded random tensors of the declared shapes (the model cannot run: " + (model.error or "") + ")"),
         )
     resolved = common.resolve_input(model)
-    key = (model.key, tensors.arrays_digest(resolved.arrays))
-    state = st.session_state.get(VALUES)
-    if state is None or state["key"] != key:
-        state = {"key": key, "stepper": ForwardStepper(model.runtime, resolved.arrays)}
-        st.session_state[VALUES] = state
-    stepper: ForwardStepper = state["stepper"]
+    operands = tuple(o.name for o in op.inputs)  # by position: an operand may repeat
     with st.spinner(f"Running the model up to {op.name}…"):
-        stepper.run_to(op.name)
-    if stepper.error is not None:
-        raise KuiperError(stepper.error)
-    values = [stepper.values[o.name] for o in op.inputs]  # by position: an operand may repeat
-    return values, stepper.values.get(op.outputs[0].name), f"the model's tensors for {resolved.description}"
+        got = _operator_values(
+            model.key,
+            tensors.arrays_digest(resolved.arrays),
+            op.name,
+            operands,
+            op.outputs[0].name,
+            model,
+            resolved.arrays,
+        )
+    if isinstance(got, str):
+        raise KuiperError(got)
+    values, layer_out = got
+    return list(values), layer_out, f"the model's tensors for {resolved.description}"
 
 
 try:
@@ -206,73 +232,87 @@ def _walk() -> None:
         st.caption(f"Evaluated on {where}.")
 
     # -- details below the first screen -----------------------------------------------------------------
-    tabs = st.tabs(["Result", "Stack values", "Trace", "Reverse Polish", "Tokens", "Inputs"])
-    with tabs[0]:
-        if step < n_steps - 1:
-            st.caption(f"The result appears after the last step ({n_steps}).")
-        else:
-            result = trace.result
-            if isinstance(result, np.ndarray):
-                if layer_out is not None and isinstance(layer_out, np.ndarray):
-                    same = compare.compare(result, layer_out)
-                    (st.success if same.status == compare.OK else st.error)(
-                        "The stack machine and the engine's pnnx.Expression layer agree: " + same.text()
-                        if same.status == compare.OK
-                        else "The stack machine and the pnnx.Expression layer differ: " + same.text()
-                    )
-                resolved_sample = model is not None and model.ok and common.resolve_input(model).is_sample
-                ref = (
-                    model.operands.get(op.outputs[0].name)
-                    if op is not None and model is not None and resolved_sample
-                    else None
-                )
-                show_tensor(
-                    result,
-                    "expr_result",
-                    ref=ref,
-                    ref_source="PyTorch's tensor for this operand",
-                    view_key="expr_view_result",
-                )
+    # Only the open tab is drawn (each step redraws this part; a tab's dataframes, tensor
+    # pictures and Vega charts were most of the browser's work per step): a click on another
+    # tab runs the page once to draw it.
+    tabs = st.tabs(
+        ["Result", "Stack values", "Trace", "Reverse Polish", "Tokens", "Inputs"], key=TAB, on_change="rerun"
+    )
+    if tabs[0].open:
+        with tabs[0]:
+            if step < n_steps - 1:
+                st.caption(f"The result appears after the last step ({n_steps}).")
             else:
-                st.markdown(f"A Python `{type(result).__name__}`: `{result!r}`")
-    with tabs[1]:
-        arrays = [
-            (f"stack[{i}] {e.label}", e.value)
-            for i, e in enumerate(reversed(current.stack))
-            if isinstance(e.value, np.ndarray)
-        ]
-        if not arrays:
-            st.caption("No tensor on the stack at this step.")
-        else:
-            pick = st.selectbox(
-                "Stack entry (top first)", range(len(arrays)), format_func=lambda i: arrays[i][0], key="expr_stack_pick"
-            )
-            show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}", view_key="expr_view_stack")
-    with tabs[2]:
-        rows = expression_view.trace_rows(trace, labels)
-        st.dataframe(
-            pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1))
-        )
-    with tabs[3]:
-        st.code(ex.rpn_text(ast), language=None, wrap_lines=True)
-        rpn = expression_view.rpn_rows(ast, labels)
-        st.dataframe(pd.DataFrame(rpn), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rpn)))
-    with tabs[4]:
-        st.markdown("**Canonical text**")
-        st.code(ex.to_text(ast), language=None, wrap_lines=True)
-        st.dataframe(
-            pd.DataFrame(token_rows), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(token_rows))
-        )
-    with tabs[5]:
-        if op is not None:
-            st.markdown("**Operands:** " + ", ".join(f"`@{i}` = `{lab}`" for i, lab in enumerate(labels)))
-        for i, x in enumerate(values):
-            if isinstance(x, np.ndarray):
-                st.markdown(f"`@{i}` ({x.dtype}, shape {shape_label(x.shape)})")
-                if x.size <= 64:
-                    st.dataframe(
-                        pd.DataFrame(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)), hide_index=True
+                result = trace.result
+                if isinstance(result, np.ndarray):
+                    if layer_out is not None and isinstance(layer_out, np.ndarray):
+                        same = compare.compare(result, layer_out)
+                        (st.success if same.status == compare.OK else st.error)(
+                            "The stack machine and the engine's pnnx.Expression layer agree: " + same.text()
+                            if same.status == compare.OK
+                            else "The stack machine and the pnnx.Expression layer differ: " + same.text()
+                        )
+                    resolved_sample = model is not None and model.ok and common.resolve_input(model).is_sample
+                    ref = (
+                        model.operands.get(op.outputs[0].name)
+                        if op is not None and model is not None and resolved_sample
+                        else None
                     )
+                    show_tensor(
+                        result,
+                        "expr_result",
+                        ref=ref,
+                        ref_source="PyTorch's tensor for this operand",
+                        view_key="expr_view_result",
+                    )
+                else:
+                    st.markdown(f"A Python `{type(result).__name__}`: `{result!r}`")
+    if tabs[1].open:
+        with tabs[1]:
+            arrays = [
+                (f"stack[{i}] {e.label}", e.value)
+                for i, e in enumerate(reversed(current.stack))
+                if isinstance(e.value, np.ndarray)
+            ]
+            if not arrays:
+                st.caption("No tensor on the stack at this step.")
+            else:
+                pick = st.selectbox(
+                    "Stack entry (top first)",
+                    range(len(arrays)),
+                    format_func=lambda i: arrays[i][0],
+                    key="expr_stack_pick",
+                )
+                show_tensor(arrays[pick][1], f"expr_stack_{step}_{pick}", view_key="expr_view_stack")
+    if tabs[2].open:
+        with tabs[2]:
+            rows = expression_view.trace_rows(trace, labels)
+            st.dataframe(
+                pd.DataFrame(rows[: step + 1]), hide_index=True, width="stretch", height=min(360, 38 + 35 * (step + 1))
+            )
+    if tabs[3].open:
+        with tabs[3]:
+            st.code(ex.rpn_text(ast), language=None, wrap_lines=True)
+            rpn = expression_view.rpn_rows(ast, labels)
+            st.dataframe(pd.DataFrame(rpn), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(rpn)))
+    if tabs[4].open:
+        with tabs[4]:
+            st.markdown("**Canonical text**")
+            st.code(ex.to_text(ast), language=None, wrap_lines=True)
+            st.dataframe(
+                pd.DataFrame(token_rows), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(token_rows))
+            )
+    if tabs[5].open:
+        with tabs[5]:
+            if op is not None:
+                st.markdown("**Operands:** " + ", ".join(f"`@{i}` = `{lab}`" for i, lab in enumerate(labels)))
+            for i, x in enumerate(values):
+                if isinstance(x, np.ndarray):
+                    st.markdown(f"`@{i}` ({x.dtype}, shape {shape_label(x.shape)})")
+                    if x.size <= 64:
+                        st.dataframe(
+                            pd.DataFrame(x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)), hide_index=True
+                        )
 
 
 # -- the quiz ----------------------------------------------------------------------------------------

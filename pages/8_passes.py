@@ -17,6 +17,7 @@ from pages.graph_viewer import show_graph
 
 PRESET_DIR = common.SAMPLES / "passes"
 CURRENT = "current"
+DIFF_LINES = 400  # a pass's diff drawn on the page (the rest is a download)
 
 
 @st.cache_resource(show_spinner=False)
@@ -152,7 +153,21 @@ if view.pass_diffs:
     changes = view.changes_of(name)
     with st.expander(f"{len(changes)} change(s) recorded by {name}", expanded=len(changes) <= 12):
         st.code("\n".join(changes) or "(none)", language=None)
-    st.code(diff or "(no textual difference)", language="diff")
+    lines = (diff or "").splitlines()
+    if len(lines) > DIFF_LINES:
+        # deep1500's first pass changes 424 KB of text: highlighting all of it took the browser
+        # seconds on every visit; the whole diff is a download.
+        st.caption(f"The first {DIFF_LINES:,} of {len(lines):,} lines of the diff; the whole diff is a download.")
+        st.code("\n".join(lines[:DIFF_LINES]), language="diff")
+        st.download_button(
+            f"Download the whole diff of {name} (.diff)",
+            diff,
+            file_name=f"{label}.{name}.diff",
+            mime="text/x-diff",
+            key=f"passes_dl_diff_{run_id}",
+        )
+    else:
+        st.code(diff or "(no textual difference)", language="diff")
 
 # -- do both compute the same? ----------------------------------------------------------------------
 st.subheader("Outputs checked")

@@ -227,13 +227,18 @@ def _upload_panel(model: common.LoadedModel) -> None:
     )
     if ERROR in st.session_state:
         common.show_error(st.session_state[ERROR], title="Cannot read the reference file")
-    with st.expander("Make a reference file from your PyTorch model (forward hooks)"):
-        st.caption(
-            "Run this next to your model with the same input: it saves every module's output keyed by module "
-            "path, which matches the operators pnnx kept by name (fused ones, e.g. Conv2d + BatchNorm2d, are "
-            "listed as unmatched). Converting the model here computes references for every operand instead."
-        )
-        st.code(hook_snippet(), language="python")
+    # Drawn only when opened: highlighting the Python took the browser ~0.5 s at each load of the page.
+    hooks = st.expander(
+        "Make a reference file from your PyTorch model (forward hooks)", key="fw_hooks", on_change="rerun"
+    )
+    if hooks.open:
+        with hooks:
+            st.caption(
+                "Run this next to your model with the same input: it saves every module's output keyed by module "
+                "path, which matches the operators pnnx kept by name (fused ones, e.g. Conv2d + BatchNorm2d, are "
+                "listed as unmatched). Converting the model here computes references for every operand instead."
+            )
+            st.code(hook_snippet(), language="python")
 
 
 def _match_report(match: references.KeyMatch, model: common.LoadedModel) -> None:

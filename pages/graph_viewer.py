@@ -102,12 +102,14 @@ def show_graph(
     follow: bool = False,
     on_click: Callable[[str], None] | None = None,
     export_name: str | None = None,
+    min_font_px: int = MIN_FONT_PX,
 ) -> None:
     """Draw `dot` in the viewer. on_click(title) runs as a callback (before the next run).
 
     height: the least height in px (the box grows with the window, and shrinks to keep its
     legend on screen); follow: centre the highlighted node when it changes and is out of
-    view; export_name: the file name (without extension) of the SVG/PNG download."""
+    view; export_name: the file name (without extension) of the SVG/PNG download;
+    min_font_px: node text is never drawn smaller at first (a presenter view asks for more)."""
     ov = overlay or Overlay()
 
     def _clicked() -> None:
@@ -137,7 +139,7 @@ def show_graph(
                 "height": int(height),
                 "follow": follow,
                 "clickable": on_click is not None,
-                "min_font_px": MIN_FONT_PX,
+                "min_font_px": int(min_font_px),
                 "svg_id": svg_id,
                 "svg": svg,
                 "marks": list(ov.marks),

@@ -37,6 +37,7 @@ section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], hea
 .kx-present-state code { font-size: 23px; }
 </style>"""
 KEYS = "→ / PageDown: next · ← / PageUp: back · Esc: leave"
+GRAPH_FONT_PX = 18  # a model's graph is drawn at least this large (the viewer's default: 13 px)
 
 
 def presenting(page: str) -> bool:

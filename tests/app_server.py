@@ -136,9 +136,9 @@ def chromium_page(width: int = 1400, height: int = 1300) -> Iterator[object]:
 
 
 def wait_for_app(page, timeout_ms: int = 60_000) -> None:
-    """Until the script has finished running (no 'Running…' status widget)."""
+    """Until the script has finished running."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_function("""() => !document.querySelector('[data-testid="stStatusWidget"]')""", timeout=timeout_ms)
+    page.wait_for_function(f"() => {IDLE_JS}", timeout=timeout_ms)
 
 
 # -- driving the app ----------------------------------------------------------------------------
@@ -150,16 +150,20 @@ VIEW = ".kx-view"  # the graph viewer (pages/graph_viewer.js): its dataset says 
 VIEW_SVG = f"{VIEW} svg"  # the graph a user sees in the viewer
 
 
+# Streamlit has finished the current script run: the app's root says so (the status widget
+# alone is not enough: with toolbarMode "minimal" Streamlit 1.67 never draws it, so a first
+# load's run, e.g. a spinner running the model, looked idle), no element still drawn as stale
+# or as a skeleton.
+IDLE_JS = """(document.querySelector('[data-testid="stApp"]')?.dataset.testScriptState === 'notRunning'
+           && !document.querySelector('[data-testid="stStatusWidget"]')
+           && !document.querySelector('[data-testid="stSkeleton"]')
+           && !document.querySelector('[data-stale="true"]'))"""
+
+
 def wait_idle(page, timeout_ms: int = 90_000) -> None:
-    """Until Streamlit has finished the current script run: no status widget, no element
-    still drawn as stale or as a skeleton."""
-    page.wait_for_timeout(300)  # let a just-triggered rerun show its status widget
-    page.wait_for_function(
-        """() => !document.querySelector('[data-testid="stStatusWidget"]')
-                 && !document.querySelector('[data-testid="stSkeleton"]')
-                 && !document.querySelector('[data-stale="true"]')""",
-        timeout=timeout_ms,
-    )
+    """Until Streamlit has finished the current script run (IDLE_JS)."""
+    page.wait_for_timeout(300)  # let a just-triggered rerun start
+    page.wait_for_function(f"() => {IDLE_JS}", timeout=timeout_ms)
 
 
 def goto_page(page, slug: str) -> None:

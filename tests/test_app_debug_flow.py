@@ -54,6 +54,9 @@ def test_hook_keyed_references_switch_to_the_error_view_and_compare_what_pnnx_ke
     assert "7 of 9 arrays matched" in warning and "2 match nothing" in warning, warning
     unmatched = next(df.value for df in at.dataframe if "why" in df.value.columns)
     assert sorted(unmatched["key"]) == ["conv1", "relu#2"]
+    assert not any("def save_references" in c.value for c in at.code)  # drawn when its expander opens:
+    at.session_state["fw_hooks"] = True  # (a click on it)
+    at.run()
     assert any("def save_references" in c.value for c in at.code)  # the hook snippet to copy
 
 

@@ -64,6 +64,25 @@ def test_pages_on_bundled_model(name: str) -> None:
     assert (table["time_ms"] >= 0).all() and list(table["#"]) == list(range(1, n_ops + 1))  # numbered from 1
 
 
+def test_a_profile_is_measured_once_for_every_session_until_run_again(monkeypatch) -> None:
+    """A class opening the Profile page by link: one measurement on the server, not one per
+    session (ResNet-18's took 7 s on a shared machine); **Run profile** measures again."""
+    import kuiper_core.explore.profile as P
+
+    runs: list[int] = []
+    real = P.profile_model
+    monkeypatch.setattr(P, "profile_model", lambda *a, **k: runs.append(1) or real(*a, **k))
+    first, second = app("tiny_mlp", PROFILE), app("tiny_mlp", PROFILE)
+    for at in (first, second):
+        no_exception(at)
+        assert len(at.dataframe[0].value) == 7 and any(c.value.startswith("Measured at ") for c in at.caption)
+    assert len(runs) <= 1  # (0 when an earlier test of this process measured it)
+    before = len(runs)
+    second.button(key="profile_run").click().run()
+    no_exception(second)
+    assert len(runs) == before + 1
+
+
 # -- graph page interactions -------------------------------------------------------------------------
 def detail_picker(at):
     return next(s for s in at.selectbox if s.label == "Operator details")

@@ -310,6 +310,25 @@ def test_expressions_page_on_each_bundled_model(name: str) -> None:
     assert f"%{op.inputs[0].name} " in dots(at)[0]  # operands labelled with the model's operand names
 
 
+def test_expressions_of_a_model_run_it_once_for_every_session(monkeypatch) -> None:
+    """A class following one link: the model runs up to the operator once per server, not
+    once per session (ResNet-18: 1-6 s of a first visit by link on a shared machine)."""
+    from kuiper_core.explore.stepper import ForwardStepper
+
+    runs: list[str] = []
+    real = ForwardStepper.run_to
+    monkeypatch.setattr(
+        ForwardStepper, "run_to", lambda self, name, *a, **k: runs.append(name) or real(self, name, *a, **k)
+    )
+    op = [op for op in runtime("resnet18").graph.operators if op.type == "pnnx.Expression"][1]
+    sessions = [app("resnet18", EXPR) for _ in range(2)]
+    for at in sessions:
+        at.selectbox(key="expr_op").set_value(op.name).run()
+        no_exception(at)
+        assert any("agree" in s.value for s in at.success)
+    assert runs.count(op.name) <= 1  # (0 when an earlier test of this process ran it)
+
+
 def test_expressions_typed_text_steps_through_the_stack() -> None:
     at = app("digits_cnn", EXPR)
     at.text_input(key="expr_text").set_value("mul(add(@0,1),@1)").run()
@@ -325,6 +344,9 @@ def test_expressions_typed_text_steps_through_the_stack() -> None:
     assert viewer["highlight"] == add_id and viewer["colors"][add_id] == "#ffe08a"  # its value is on the stack
     stack = next(c.value for c in at.code if c.value.startswith("top ▸"))
     assert "add(@0,1)" in stack and "[-0.5, 0, 0.5" in stack  # values, not only shapes
+    assert "@0 1 add @1 mul" not in texts(at.code)  # only the open tab below is drawn
+    at.session_state["expr_tab"] = "Reverse Polish"  # (a click on the tab)
+    at.run()
     assert "@0 1 add @1 mul" in texts(at.code)
 
 

@@ -106,3 +106,17 @@ def test_the_url_keeps_the_start_and_the_level():
     assert at.radio(key="passes_source").value == "pass_zoo" and at.radio(key="passes_level").value == 1
     at.radio(key="passes_level").set_value(2).run()
     assert at.query_params["level"] in ("2", ["2"]) and at.query_params["start"] in ("pass_zoo", ["pass_zoo"])
+
+
+def test_a_huge_pass_diff_is_cut_on_the_page_and_downloaded_whole():
+    """deep1500's FuseExpressions rewrites 424 KB of text: the page draws its start (the
+    browser highlighted all of it for seconds on every visit) and offers the whole diff."""
+    import apptest_helpers as helpers
+
+    at = helpers.app("deep1500", "pages/8_passes.py")
+    at.radio(key="passes_source").set_value("current").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = next(c.value for c in at.code if c.language == "diff")
+    assert shown.startswith("--- before FuseExpressions") and len(shown.splitlines()) == 400
+    assert any("The first 400 of" in c.value for c in at.caption)
+    assert "Download the whole diff of FuseExpressions (.diff)" in [b.label for b in at.get("download_button")]

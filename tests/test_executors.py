@@ -16,6 +16,10 @@ convolution kernels'.
   by far more; integer and bool outputs exactly. Forced on where ShardedForward.build would
   take it but for the timing: its structure check (keeps_images_apart) and its last guard,
   the outputs close to the whole forward's.
+- row-sharded forward (batch 1, forced on wherever the graph has a banded prefix, whether it
+  would pay or not): the bands run other shapes, so other kernels (and OpenBLAS at one
+  thread); within the same tolerance, in parallel and in turn. A wrong halo or offset gives
+  wrong rows at the band edges, off by far more.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from kuiper_core.runtime import interpreter
 from kuiper_core.runtime.planned import PlannedForward, ViewNotes
 from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, PreparedSteps, record
 from kuiper_core.runtime.program import Program
+from kuiper_core.runtime.row_sharded import RowShardedForward
 from kuiper_core.runtime.sharded import ShardedForward, close_enough
 from kuiper_core.runtime.step_arena import StepArena
 from tools.golden_outputs import models
@@ -109,6 +114,7 @@ def test_fast_executors_match_the_interpreter(key: str) -> None:
         _assert_same_outputs(prepared.run(inputs), want, "prepared forward")
         _check_arena(program, inputs, prepared, stepped)
         _check_sharded(program, inputs)
+        _check_row_sharded(program, inputs, prepared, want)
 
 
 def _check_planned(program: Program, inputs: list[np.ndarray], want: list[Any]) -> None:
@@ -153,6 +159,19 @@ def _check_sharded(program: Program, inputs: list[np.ndarray]) -> None:
             assert a.shape == b.shape and a.dtype == b.dtype, f"sharded output {k}: {a.shape} vs {b.shape}"
             ok, err, bound = max_err_ok(a, b)
             assert ok, f"sharded output {k}: max abs err {err:.3g} > {bound:.3g}"
+
+
+def _check_row_sharded(program: Program, inputs: list[np.ndarray], whole: PreparedForward, want: list[Any]) -> None:
+    banded = RowShardedForward.make(program, inputs, whole, force=True)
+    if banded is None:
+        return  # no batch-1 4-D input, or no row-local prefix with a cut
+    for how, got in (("in parallel", banded.run_in_parallel(inputs)), ("in turn", banded.run_in_turn(inputs))):
+        assert len(got) == len(want)
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert a.shape == b.shape and a.dtype == b.dtype, f"row-sharded {how}, output {k}: {a.shape} vs {b.shape}"
+            ok, err, bound = max_err_ok(a, b)
+            assert ok, f"row-sharded {how}, output {k}: max abs err {err:.3g} > {bound:.3g}"
+    _assert_same_outputs(whole.run(inputs), want, "prepared forward after the row-sharded one")
 
 
 def test_every_model_is_covered() -> None:

@@ -52,7 +52,7 @@ COLORS: dict[str, str] = {
     "not visited": "#ffffff",
     "on the call stack": "#ffe08a",
     "visited, finished (in the output list)": "#9fdf9f",
-    "waiting (in-degree above 0)": "#ffffff",
+    "not in the queue yet": "#ffffff",
     "in the queue": "#a8d4ff",
     "emitted to the order": "#9fdf9f",
     "on the cycle": "#ff9a9a",
@@ -60,7 +60,7 @@ COLORS: dict[str, str] = {
 CURRENT_BORDER = "#d62728"  # the node (or edge) the current step is about
 
 DFS_LEGEND = ["not visited", "on the call stack", "visited, finished (in the output list)", "on the cycle"]
-KAHN_LEGEND = ["waiting (in-degree above 0)", "in the queue", "emitted to the order", "on the cycle"]
+KAHN_LEGEND = ["not in the queue yet", "in the queue", "emitted to the order", "on the cycle"]
 
 
 @dataclass

@@ -26,6 +26,8 @@ parameter weight becomes nn.Conv2d. F.* convs get the weight (and bias) as input
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
@@ -41,6 +43,23 @@ from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 PaddingSpec = str | Pads  # "same" or explicit pads
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+# Inside reusing_weights(): kernels keep to the weight layouts a layer already holds.
+_reuse = threading.local()
+
+
+@contextmanager
+def reusing_weights() -> Iterator[None]:
+    """Kernels made inside (on this thread) use a Winograd U the layer already holds rather
+    than transform its weight again for another tile or the stride-2 rows: the row bands of a
+    batch-1 forward (runtime/row_sharded.py) run the layers at other heights and one BLAS
+    thread, where the cost model would pick other layouts (ResNet-18: +11 MiB of U)."""
+    before = getattr(_reuse, "on", False)
+    _reuse.on = True
+    try:
+        yield
+    finally:
+        _reuse.on = before
 
 
 class _ConvBase(Layer):
@@ -287,10 +306,13 @@ class Convolution(_ConvBase):
         pads, out_hw = self._geometry(h, w, self.kernel)
         geometry = (self.out_channels, self.kernel, self.stride, self.dilation, self.groups, self.padding_mode, out_hw)
         m = winograd_tile(x_shape, *geometry)
+        reuse = getattr(_reuse, "on", False)
+        if reuse and m is not None and m not in self._winograd_weights:
+            m = next((k for k in self._winograd_weights if not isinstance(k, str) or k == ROWS), None)
         if m is not None:
             return "winograd", m
         m2 = stride2_tile(x_shape, *geometry)
-        if m2 is not None:
+        if m2 is not None and not (reuse and f"stride2 m={m2}" not in self._winograd_weights):
             return "stride2", m2
         if (
             self.groups == c == self.out_channels

@@ -61,10 +61,21 @@ class BufferPlan:
                 value=self.total_bytes,
             )
 
-    def allocate(self, limits: _limits.Limits | None = None) -> None:
-        """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes."""
+    def allocate(self, limits: _limits.Limits | None = None, pool: list[np.ndarray] | None = None) -> None:
+        """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes.
+        `pool`: byte arrays shared with other plans whose runs never overlap this one's (the
+        row bands of successive segments: row_sharded.py): slot i takes pool[i] where it is
+        big enough, else a new array that replaces it there."""
         self.check_size(limits)
-        self._slots = [np.empty(n, np.uint8) for n in self.slot_bytes]
+        if pool is None:
+            self._slots = [np.empty(n, np.uint8) for n in self.slot_bytes]
+            return
+        for i, n in enumerate(self.slot_bytes):
+            if i == len(pool):
+                pool.append(np.empty(n, np.uint8))
+            elif pool[i].nbytes < n:
+                pool[i] = np.empty(n, np.uint8)
+        self._slots = [pool[i][:n] for i, n in enumerate(self.slot_bytes)]
 
     def allocated(self, limits: _limits.Limits | None = None) -> BufferPlan:
         """A copy of this plan with slots of its own (the plan itself stays unallocated)."""

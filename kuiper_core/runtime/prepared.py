@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -108,10 +108,16 @@ class PreparedForward:
         self.record = rec  # what the record run saw (steps' arenas reuse it)
         # operand -> (call index, layer, args, outs) of the bound call that writes it
         self.writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
+        # operand -> how many calls come before the operator after its writer (run_from), and
+        # its array; operands a fused ReLU reads (their values never exist on their own)
+        self.ends: dict[str, int] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        self.fused: set[str] = set()
 
     @classmethod
-    def build(cls, program: Program, inputs: list[np.ndarray]) -> PreparedForward:
-        """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result."""
+    def build(cls, program: Program, inputs: list[np.ndarray], pool: list[np.ndarray] | None = None) -> PreparedForward:
+        """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result.
+        `pool`: buffers shared with forwards that never run at the same time (BufferPlan.allocate)."""
         rec = record(program, inputs)
         ops = [
             Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)) for r in program.run_order
@@ -123,7 +129,7 @@ class PreparedForward:
             if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()
         }
         plan = plan_buffers(ops, set(rec.views), outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
-        plan.allocate(program.limits)
+        plan.allocate(program.limits, pool)
         self = cls(plan, rec, len(program.inputs))
         values: dict[str, Any] = dict(program.run_constants)  # constants folded at build
         feeds = program.feeds(inputs)
@@ -142,10 +148,13 @@ class PreparedForward:
                 self.names.append(op.name)
                 self.types.append(op.type)
                 values[op.outputs[0].name] = buf
-                continue
-            if not self._fuse_relu(operator, plan, readers, outputs, values):
+            elif not self._fuse_relu(operator, plan, readers, outputs, values):
                 args = [values[o.name] for o in operator.binding.inputs]
                 self._bind(program, operator, args, plan.buffer, rec, values)
+            for o in operator.binding.outputs:
+                self.ends[o.name] = len(self.calls)
+                if isinstance(values.get(o.name), np.ndarray):
+                    self.arrays[o.name] = values[o.name]
         self.output_values = [values[name] for name in program.output_operands]
         self.first_outputs = self._outputs()
         return self
@@ -193,21 +202,42 @@ class PreparedForward:
             return False
         self.calls[k] = partial(f, args, outs)
         self.calls[k]()  # the binding run: the buffer now holds the ReLU's output
+        self.fused.add(src)
         values[dst] = buf
         return True
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        self.run_calls(inputs)
+        return self._outputs()
+
+    def run_calls(self, inputs: Sequence[np.ndarray | None], start: int = 0) -> None:
+        """The calls from `start` on; the outputs stay in their buffers (`output_values`)."""
         self.feeds[:] = inputs
-        i = -1
+        i = start - 1
+        calls = self.calls[start:] if start else self.calls
         try:
             with np.errstate(all="ignore"):  # as torch: silent on overflow, 0/0, log(-1)
-                for i, call in enumerate(self.calls):  # noqa: B007  (i names the failing call below)
+                for i, call in enumerate(calls, start):  # noqa: B007  (i names the failing call below)
                     call()
         except Exception as e:
             raise_for_operator(e, self.names[i], self.types[i])
         finally:
             self.feeds[:] = [None] * len(self.feeds)  # do not keep the caller's arrays alive
+
+    def run_from(self, start: int) -> list[np.ndarray]:
+        """The calls from `start` on (`calls_after`), the operands they read already in their
+        buffers (row_sharded.py writes the cut's); copies of the outputs."""
+        self.run_calls([None] * len(self.feeds), start)
         return self._outputs()
+
+    def operand_array(self, name: str) -> np.ndarray | None:
+        """The buffer (or view) that holds operand `name` during a run."""
+        return self.arrays.get(name)
+
+    def calls_after(self, name: str) -> int | None:
+        """The index of the first call after the one that writes `name` (None where a fused
+        ReLU reads it: its value is never whole in a buffer)."""
+        return None if name in self.fused else self.ends.get(name)
 
     def _outputs(self) -> list[np.ndarray]:
         result: list[np.ndarray] = []

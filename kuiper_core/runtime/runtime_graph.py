@@ -13,6 +13,8 @@ one executor, chosen by a short policy (`_executor_for`, `steps`):
   planned buffers;
 - the sharded forward (sharded.py): at batch >= 2 with >= 2 BLAS threads, where splitting
   the batch over two threads paid when timed;
+- the row-sharded forward (row_sharded.py): at batch 1 with >= 2 BLAS threads, the
+  convolutional prefix as two row bands on two threads, where that paid when timed;
 - the planned forward (planned.py): graphs that cannot be prepared, after their checked run;
 - step arenas (step_arena.py): steps() as bound calls on one block of operand memory.
 
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 from enum import IntEnum
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +47,9 @@ from .program import Program, build
 from .runtime_operator import RuntimeOperator, Value
 from .sharded import ShardedForward, batch_size, best_time
 from .step_arena import StepArenas
+
+if TYPE_CHECKING:  # imported at the first batch-1 forward at two threads: `import kuiper_core` stays light
+    from .row_sharded import RowShardedForward
 
 # Input signatures whose first run was checked (the planned forward's); beyond this many, start again.
 MAX_CHECKED_SIGNATURES = 256
@@ -89,7 +95,7 @@ class RuntimeGraph:
         # Per input signature: the prepared forward (None: the graph cannot be prepared), the
         # sharded one (None: it stays whole), the step arenas, steps()' prepared functions.
         self._prepared: dict[tuple, PreparedForward | None] = {}
-        self._sharded: dict[tuple, ShardedForward | None] = {}
+        self._sharded: dict[tuple, ShardedForward | RowShardedForward | None] = {}
         self._arenas: dict[tuple, StepArenas] = {}
         self._step_calls: dict[tuple, PreparedSteps] = {}
         self._step_signature: tuple | None = None  # the input shapes of the latest steps()
@@ -205,10 +211,11 @@ class RuntimeGraph:
     def _fast_forward(self, program: Program, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """The sharded or prepared forward's outputs (under the lock); None if the graph cannot
         be prepared. The first run at a signature prepares (its record run is the checked run),
-        the second decides whether it runs sharded."""
-        shard = threads.blas_threads() >= 2 and batch_size(inputs) >= 2
-        sharded = self._sharded.get(key) if shard else None
-        if sharded is not None:  # split by images over two threads (sharded.py)
+        the second decides whether it runs sharded (by images, or at batch 1 by rows)."""
+        two, batch = threads.blas_threads() >= 2, batch_size(inputs)
+        shard, rows = two and batch >= 2, two and batch == 1
+        sharded = self._sharded.get(key) if shard or rows else None
+        if sharded is not None:  # split by images or rows over two threads (sharded.py, row_sharded.py)
             return sharded.run(inputs)
         if key not in self._prepared:
             return self._prepare(program, key, inputs)
@@ -217,6 +224,8 @@ class RuntimeGraph:
             return None
         if shard and key not in self._sharded:
             return self._shard(program, key, prepared, inputs)  # the second run decides
+        if rows and key not in self._sharded:
+            return self._shard_rows(program, key, prepared, inputs)
         return prepared.run(inputs)
 
     def _prepare(self, program: Program, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
@@ -250,6 +259,20 @@ class RuntimeGraph:
         if sharded is None:  # whole again, prepared now: later calls take the hot path
             return self._prepare(program, key, inputs) or outputs
         return sharded_outputs
+
+    def _shard_rows(
+        self, program: Program, key: tuple, whole: PreparedForward, inputs: list[np.ndarray]
+    ) -> list[np.ndarray]:
+        """Decide whether this batch-1 signature runs as row bands; this call's outputs (the
+        whole forward's). The banded forward runs the whole one's calls after its last cut."""
+        from .row_sharded import RowShardedForward
+
+        t_whole, outputs = best_time(whole.run, inputs)
+        banded = RowShardedForward.build(program, inputs, whole, outputs, t_whole)
+        if len(self._sharded) >= MAX_PREPARED:
+            self._sharded.pop(next(iter(self._sharded)))
+        self._sharded[key] = banded
+        return outputs
 
     def _forward_unprepared(self, program: Program, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """A graph the prepared forward cannot take: the interpreter's checked run first at

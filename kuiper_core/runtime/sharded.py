@@ -34,8 +34,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
 import numpy as np
@@ -47,6 +46,9 @@ from .memory import ShapeDtype
 from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
 from .running_threads import other_thread_running
+
+if TYPE_CHECKING:  # imported with the first worker: `import kuiper_core` stays light
+    from concurrent.futures import ThreadPoolExecutor
 
 # Parameters that name a dimension: an operator naming dim 0 may mix images even where every
 # shape stays batch-major (softmax, cumsum, flip over the batch).
@@ -75,6 +77,8 @@ def _worker() -> tuple[ThreadPoolExecutor, int]:
     sharded forward; again in a forked child, where the parent's thread does not exist)."""
     global _pool
     if _pool is None or _pool[0] != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
         pool = ThreadPoolExecutor(1, thread_name_prefix="kuiper-shard")
         _pool = (os.getpid(), pool, pool.submit(threading.get_native_id).result())
     return _pool[1], _pool[2]
