@@ -44,6 +44,13 @@ def open_panel() -> None:
         kind = model_files.kind_of(f.getvalue(), f.name) if f is not None else None
         if kind in ("pnnx", "kir", None):
             st.file_uploader("model.pnnx.bin (its weights; none for a model without any)", type=["bin"], key="home_bin")
+        elif kind == "onnx" and model_files.may_have_external_data(f.getvalue()):
+            st.file_uploader(
+                "its weights file, e.g. model.onnx.data (this .onnx may keep its weights in a separate file, "
+                "as torch.onnx.export writes by default)",
+                type=["data", "bin", "onnx_data", "weights"],
+                key="home_bin",
+            )
         blocked = kind in model_files.CONVERTED and not converter_available()
         if blocked:
             st.warning(model_files.NO_CONVERTER)  # the one message: nothing to click that could only fail
@@ -129,7 +136,8 @@ def _load(kind: str, path_text: str | None) -> None:
             common.show_error(e, title=f"`{request.name}` could not be converted")
             return
         status.update(label=f"`{request.name}`: {model_files.conversion_text(conversion)}", state="complete")
-    common.select_upload(request.name, request.data, None, inputshape=shape or None)  # the conversion is cached now
+    # the conversion is cached now (an .onnx's external data file is kept with it: a reload converts the same)
+    common.select_upload(request.name, request.data, request.bin, inputshape=shape or None)
     _done()
 
 

@@ -93,21 +93,37 @@ def test_saved_runs_are_bounded_oldest_first() -> None:
     assert "complete" in runs[0].describe()
 
 
+def test_fused_batchnorm_keys_are_placed_only_in_execution_order() -> None:
+    """The keys' order places a BatchNorm pnnx fused (compare.fused_keys): keys written sorted
+    (or shuffled) place none, and nothing is compared wrongly."""
+    m = kuiper_core.load(DEBUG / "small_cnn.pnnx.param")
+    with np.load(DEBUG / "small_cnn.hooks.npz") as z:
+        hooks = dict(z)
+    shuffled = {k: hooks[k] for k in ["fc", "relu", "conv1", "block.conv", "bn1", "pool", "block.act", "out0"]}
+    match = R.match_keys(m.graph, shuffled)
+    assert sorted(match.unmatched) == ["bn1", "conv1"]
+    # a BatchNorm key whose shape differs from the fused operator's output is not placed either
+    wrong = dict(hooks, bn1=hooks["bn1"][:, :1])
+    assert "bn1" in R.match_keys(m.graph, wrong).unmatched
+
+
 def test_hook_keyed_references_of_a_users_model_compare_against_pytorch() -> None:
     """small_cnn.hooks.npz was written by the app's hook snippet from the torch model pnnx converted
     (tools/export_debug_fixtures.py): the modules pnnx kept match by name and agree with the
-    engine; the fused Conv2d+BatchNorm2d and the ReLU's second call are listed with reasons."""
+    engine; the BatchNorm pnnx fused into its convolution is compared with the fused operator
+    (placed by the keys' order), the convolution's own output and the ReLU's second call are
+    listed with reasons."""
     from kuiper_core.explore import compare as C
 
     m = kuiper_core.load(DEBUG / "small_cnn.pnnx.param")
     with np.load(DEBUG / "small_cnn.hooks.npz") as z:
         hooks = dict(z)
     match = R.match_keys(m.graph, hooks)
-    assert sorted(match.unmatched) == ["bn1", "conv1", "relu#2"]
-    assert "runs once" in match.reasons["relu#2"] and "convbn2d" in match.reasons["conv1"]
+    assert sorted(match.unmatched) == ["conv1", "relu#2"]
+    assert "runs once" in match.reasons["relu#2"] and "into convbn2d_0" in match.reasons["conv1"]
     assert match.duplicates == ["out0"]  # fc's output, also given as out0
     run = m.steps(np.load(DEBUG / "small_cnn.input.npy"))
     checks = C.check_events(list(run), match.refs)
     compared = {c.name for c in checks if c.status != C.NO_REF}
-    assert compared == {"relu", "pool", "block.conv", "block.act", "fc"}
+    assert compared == {"convbn2d_0", "relu", "pool", "block.conv", "block.act", "fc"}
     assert all(c.status == C.OK for c in checks if c.status != C.NO_REF)

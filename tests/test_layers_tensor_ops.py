@@ -167,3 +167,18 @@ def test_bad_params_are_named_at_build(line: str, message: str) -> None:
     with pytest.raises(ModelError, match="operator 'r'") as info:
         layer_of(line, "#0=(4)f32")  # factories leave this input unused
     assert message in str(info.value)
+
+
+def test_an_onnx_gather_pnnx_keeps_runs_as_onnxruntime_does() -> None:
+    """tests/data/onnx_cases/gather (tools/export_onnx_cases.py): Reshape + Gather with constant
+    (1, C, 1, 1) indices, as torch.onnx.export's dynamo exporter writes convnext's view; pnnx
+    keeps ONNX's Gather. The engine's output is onnxruntime's."""
+    from conftest import DATA, max_err_ok
+
+    case = DATA / "onnx_cases"
+    m = kuiper_core.load(case / "gather.pnnx.param")
+    assert "Gather" in [op.type for op in m.graph.operators]
+    (y,) = m.forward(np.load(case / "gather.input.npy"))
+    with np.load(case / "gather.expected.npz") as z:
+        ok, err, bound = max_err_ok(y, z["out0"])
+    assert ok, (err, bound)

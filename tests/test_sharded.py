@@ -284,7 +284,7 @@ def test_another_running_thread_runs_the_shards_in_turn(
     time.sleep(2 * sharded.BACK_TO_BACK)
     in_turn = runtime.forward(xs)[0]
     assert seen[0][-1] == (me, 2) and seen[1][-1] == (me, 2)
-    assert asked == [(sharded._worker()[1],)]
+    assert asked == [(sharded.shard_worker()[1],)]
     assert threads.blas_threads() == 2
     time.sleep(2 * sharded.BACK_TO_BACK)
     assert np.array_equal(in_turn, runtime.forward(xs)[0])  # in turn again: the same bits

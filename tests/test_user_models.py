@@ -97,3 +97,39 @@ def test_torchscript_every_operand_with_torch(name, ext, cache):
         assert "pnnx wrote no runnable model_pnnx.py" in report.summary() and report.rows, report.summary()
     else:
         assert not report.unchecked and len(report.rows) == report.computed, report.summary()
+
+
+@needs_torch
+def test_hook_keyed_references_of_a_torchvision_model(tmp_path, cache):
+    """torchvision's MobileNetV2 (built here, traced), references written by the hook snippet the
+    app shows (module paths): every module pnnx kept is compared by name, every BatchNorm it
+    fused into a convolution with the fused operator (placed by the keys' order), all within
+    tolerance; what stays unchecked is no module's output (residual adds, pooling, flatten)."""
+    import torch
+
+    try:
+        from tools.export_user_models import _randomise_norms, mobilenet_v2
+        from tools.torchvision_cpu import torchvision  # noqa: F401 - skips when it cannot import
+    except ImportError as e:
+        pytest.skip(f"torchvision: {e}")
+    from kuiper_core.references.hooks import hook_snippet
+
+    torch.manual_seed(0)
+    module, x = mobilenet_v2()
+    module = module.eval()
+    _randomise_norms(module)
+    torch.jit.trace(module, (x,)).save(str(tmp_path / "mnv2.pt"))
+    namespace: dict = {}
+    exec(hook_snippet(), namespace)
+    namespace["save_references"](module, [x], str(tmp_path / "hooks.npz"))
+    model = open_model(tmp_path / "mnv2.pt", cache_dir=cache)
+    report = compare(model, [x.numpy()], reference=tmp_path / "hooks.npz")
+    assert report.ok, report.summary()
+    compared = {r.operator for r in report.rows}
+    fused = [op.name for op in model.graph.operators if op.name.startswith("convbn")]
+    assert len(fused) == 25 and set(fused) <= compared, report.summary()
+    types = {op.outputs[0].name: op.type for op in model.graph.operators if op.outputs}
+    assert {types[n] for n in report.unchecked} <= {"pnnx.Expression", "F.adaptive_avg_pool2d", "torch.flatten"}, (
+        report.summary()
+    )
+    assert "pnnx fused 25 BatchNorm(s)" in report.summary()

@@ -267,17 +267,37 @@ def _recurrent(kind: str, bidirectional: bool) -> Callable[[], tuple[Any, Any]]:
     return build
 
 
+def _encoder_default() -> tuple[Any, Any]:
+    """The encoder as its documentation writes it: every default (dim_feedforward 2048, dropout
+    0.1, nested tensors on)."""
+    import torch
+    import torch.nn as nn
+
+    layer = nn.TransformerEncoderLayer(d_model=128, nhead=8, batch_first=True)
+    return nn.TransformerEncoder(layer, num_layers=2), torch.randn(1, 24, 128)
+
+
+def _lstm_module() -> tuple[Any, Any]:
+    """nn.LSTM exported alone: three outputs (the sequence, h_n, c_n)."""
+    import torch
+    import torch.nn as nn
+
+    return nn.LSTM(32, 64, num_layers=2, batch_first=True), torch.randn(1, 20, 32)
+
+
 FULL: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
     "squeezenet1_1": (_tv_model("squeezenet1_1"), "torchvision squeezenet1_1, 224x224", False),
     "shufflenet_v2_x1_0": (_tv_model("shufflenet_v2_x1_0"), "torchvision shufflenet_v2_x1_0, 224x224", False),
+    "shufflenet_v2_x0_5": (_tv_model("shufflenet_v2_x0_5"), "torchvision shufflenet_v2_x0_5, 224x224", False),
     "mobilenet_v2_full": (_tv_model("mobilenet_v2"), "torchvision mobilenet_v2, 224x224", False),
     "mobilenet_v3_large": (_tv_model("mobilenet_v3_large"), "torchvision mobilenet_v3_large, 224x224", False),
     "efficientnet_b0": (_tv_model("efficientnet_b0"), "torchvision efficientnet_b0, 224x224", False),
     "regnet_y_400mf": (_tv_model("regnet_y_400mf"), "torchvision regnet_y_400mf, 224x224", False),
     "densenet121": (_tv_model("densenet121"), "torchvision densenet121, 224x224", False),
     "googlenet_full": (
-        _tv_model("googlenet", aux_logits=False, init_weights=True),
-        "torchvision googlenet, 224x224",
+        # as googlenet(weights=...) builds it: the input's per-channel rescale, no auxiliary heads
+        _tv_model("googlenet", aux_logits=False, transform_input=True, init_weights=True),
+        "torchvision googlenet (transform_input, as with weights), 224x224",
         False,
     ),
     "convnext_tiny": (_tv_model("convnext_tiny"), "torchvision convnext_tiny, 224x224", False),
@@ -297,6 +317,8 @@ FULL: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
     "encoder_batch_first": (_encoder(True), "nn.TransformerEncoder, 3 layers, d 64, batch_first", False),
     "encoder_seq_first": (_encoder(False), "nn.TransformerEncoder, 3 layers, d 64, (seq, batch, d)", False),
     "encoder_norm_first": (_encoder(True, True), "nn.TransformerEncoder, norm_first", False),
+    "encoder_default": (_encoder_default, "nn.TransformerEncoder as usually written (defaults), 2 layers", False),
+    "lstm_module": (_lstm_module, "nn.LSTM alone (2 layers): outputs y, h, c", False),
     "lstm_bidirectional": (_recurrent("LSTM", True), "nn.LSTM 2 layers bidirectional + Linear", False),
     "gru": (_recurrent("GRU", False), "nn.GRU 2 layers + Linear", False),
 }
@@ -308,7 +330,9 @@ def _flatten(value: Any) -> list[Any]:
     return [value]
 
 
-def export(name: str, out: Path) -> dict[str, Any]:
+def export(name: str, out: Path, dynamo: bool = False) -> dict[str, Any]:
+    """`dynamo`: the .onnx as torch.onnx.export writes it by default since torch 2.9 (the
+    dynamo exporter, needs onnxscript; weights in NAME.onnx.data beside it)."""
     import torch
 
     build, description, _ = {**MODELS, **FULL}[name]
@@ -322,7 +346,12 @@ def export(name: str, out: Path) -> dict[str, Any]:
     traced.save(str(out / f"{name}.pt"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
-        torch.onnx.export(model, (x,), str(out / f"{name}.onnx"), dynamo=False, opset_version=17, input_names=["input"])
+        if dynamo:
+            torch.onnx.export(model, (x,), str(out / f"{name}.onnx"))
+        else:
+            torch.onnx.export(
+                model, (x,), str(out / f"{name}.onnx"), dynamo=False, opset_version=17, input_names=["input"]
+            )
     np.save(out / f"{name}.input.npy", x.numpy())
     np.savez(out / f"{name}.expected.npz", **{f"out{i}": y for i, y in enumerate(expected)})
     files = {p.name: p.stat().st_size for p in sorted(out.glob(f"{name}.*"))}

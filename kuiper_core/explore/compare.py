@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..graph import Graph, Operand, Operator, shape_label
+from .fused_keys import absorbed_note, fused_keys
 
 # Comparison statuses, worst last (an operator's status is its worst output's).
 OK, OVER, SHAPE, NO_REF = "within tolerance", "over tolerance", "shape mismatch", "no reference"
@@ -176,6 +177,7 @@ class ReferenceMatch:
     unmatched: list[str] = field(default_factory=list)  # keys naming no operand (nor outN, nor an operator)
     operands: dict[str, str] = field(default_factory=dict)  # each matched key -> the operand it names
     hint: str | None = None  # why keys may have matched nothing (e.g. pnnx fused a BatchNorm away)
+    fused_into: dict[str, str] = field(default_factory=dict)  # a convolution's key -> the operator its BatchNorm joined
 
     @property
     def matched(self) -> int:
@@ -257,6 +259,18 @@ def match_references(graph: Graph, npz: Mapping[str, np.ndarray]) -> ReferenceMa
             continue
         operands[k] = operand
         refs.setdefault(operand, np.asarray(npz[k]))
+    # module paths pnnx fused away (a BatchNorm into its convolution): placed by the keys' order
+    fused = fused_keys(graph, npz, operands) if unmatched else None
+    if fused is not None and fused.operands:
+        for k, operand in fused.operands.items():
+            operands[k] = operand
+            refs.setdefault(operand, np.asarray(npz[k]))
+        unmatched = [k for k in unmatched if k not in fused.operands]
+        hint = absorbed_note(fused.absorbed, list(fused.operands))
+        rest = [k for k in unmatched if k not in fused.absorbed]
+        more = _unmatched_hint(graph, rest) if rest else None
+        said = " ".join(h for h in (hint, more) if h)
+        return ReferenceMatch(refs, len(npz), unmatched, operands, said, dict(fused.absorbed))
     return ReferenceMatch(refs, len(npz), unmatched, operands, _unmatched_hint(graph, unmatched))
 
 

@@ -162,18 +162,27 @@ class OpenRequest:
     kind: str | None
 
 
+def may_have_external_data(data: bytes) -> bool:
+    """Whether an .onnx may keep its weights in a separate file (the page then asks for it)."""
+    from ..formats.onnx_external import may_have_external_data as look
+
+    return look(data)
+
+
 def from_upload(model_file: Any, bin_file: Any) -> OpenRequest | None:
     """From Streamlit's uploaded files (None when no model file was chosen)."""
     if model_file is None:
         return None
     data = model_file.getvalue()
     kind = kind_of(data, model_file.name)
-    weights = bin_file.getvalue() if bin_file is not None and kind not in CONVERTED else None
+    # a .pnnx.bin, or an .onnx's external data file (model.onnx.data); TorchScript holds its own
+    weights = bin_file.getvalue() if bin_file is not None and kind != "torchscript" else None
     return OpenRequest(model_file.name, data, weights, kind)
 
 
 def from_path(text: str, max_bytes: int) -> OpenRequest:
-    """A model file on the server by its path (a .param or .kir with its sibling .bin), read
+    """A model file on the server by its path (a .param or .kir with its sibling .bin, an .onnx
+    with its external data file), read
     within `max_bytes` per file; the error says what is wrong with the path."""
     path = Path(text.strip()).expanduser()
     if not text.strip():
@@ -196,6 +205,11 @@ def from_path(text: str, max_bytes: int) -> OpenRequest:
     if kind in ("pnnx", "kir"):
         sibling = default_bin_path(path)
         weights = read(sibling) if sibling.is_file() else None
+    elif kind == "onnx":  # weights kept in one file beside it (model.onnx.data): read too
+        from ..formats.onnx_external import external_files
+
+        beside = [path.parent / name for name in external_files(data)]
+        weights = read(beside[0]) if len(beside) == 1 and beside[0].is_file() else None
     return OpenRequest(path.name, data, weights, kind)
 
 
@@ -216,5 +230,10 @@ def convert_request(request: OpenRequest, inputshape: str | None, on_log: Callab
     assert request.kind in CONVERTED
     zip_names = Context(request.data, OpenOptions()).zip_names
     options = ConversionOptions(inputshape=inputshape, on_log=on_log)
-    _, conversion = convert(request.data, request.kind, options, name=request.name, zip_names=zip_names)
+    source: Path | bytes = request.data
+    if request.kind == "onnx":  # weights in a separate file: given beside it (as open_model does)
+        from ..formats.onnx_external import self_contained
+
+        source = self_contained(request.data, request.name, request.bin)
+    _, conversion = convert(source, request.kind, options, name=request.name, zip_names=zip_names)
     return conversion

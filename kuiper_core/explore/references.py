@@ -63,7 +63,15 @@ def match_keys(graph: Graph, npz: Mapping[str, Any]) -> KeyMatch:
             duplicates.append(k)
         given.add(operand)
     names = {op.name: op for op in graph.operators}  # once, not per key
-    reasons = {k: _why(graph, k, outputs, names) for k in match.unmatched}
+    reasons = {
+        k: (
+            f"pnnx fused this module with the BatchNorm after it into {match.fused_into[k]} (compared with the "
+            "BatchNorm's tensor): its own output exists nowhere in the converted model"
+            if k in match.fused_into
+            else _why(graph, k, outputs, names)
+        )
+        for k in match.unmatched
+    }
     return KeyMatch(match.refs, match.keys, match.unmatched, reasons, how, duplicates, match.hint)
 
 

@@ -82,7 +82,8 @@ def open_model(
 ) -> OpenedModel:
     """Open a model file (a path, or its bytes with `name` for messages) of any known format.
 
-    bin_path: the weights of a .param or .kir (default: the sibling .bin); format: skip
+    bin_path: the weights of a .param or .kir (default: the sibling .bin), or an .onnx's external
+    data file (default: beside it, as its `location` names it); format: skip
     detection ("pnnx", "kir", "onnx", "torchscript"); weights=False reads the graph only,
     weights="lazy" checks a .pnnx.param's .bin file now and reads each weight when first used.
     The conversion options (inputshape, inputshape2, optlevel, timeout, on_log, cache_dir)

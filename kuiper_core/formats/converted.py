@@ -13,7 +13,14 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
     from .convert import convert  # subprocess, selectors, hashing: only when converting
 
     opts = context.options
-    source = context.path if context.path is not None else context.data()
+    source: Path | bytes = context.path if context.path is not None else context.data()
+    if kind == "onnx":  # weights in a separate file (torch.onnx.export's default): made one file
+        from .onnx_external import self_contained
+
+        extra = opts.bin_path
+        if isinstance(extra, (str, Path)):
+            extra = Path(extra).read_bytes()
+        source = self_contained(source, context.where, bytes(extra) if extra is not None else None)
     files, conversion = convert(source, kind, opts.conversion, name=context.where, zip_names=context.zip_names)
     assert files.param is not None and files.bin is not None
     # Messages name the user's file, not the cache's path on this machine (the app shows them).

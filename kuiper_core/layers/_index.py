@@ -75,6 +75,7 @@ MODULE_OF: dict[str, str] = {
     "F.unfold": "spatial",
     "F.upsample": "resize",
     "F.upsample_nearest": "resize",
+    "Gather": "indexing",
     "Tensor.clone": "inplace",
     "Tensor.contiguous": "shape",
     "Tensor.copy": "inplace",

@@ -312,7 +312,12 @@ class Convolution(_ConvBase):
         if m is not None:
             return "winograd", m
         m2 = stride2_tile(x_shape, *geometry)
-        if m2 is not None and not (reuse and f"stride2 m={m2}" not in self._winograd_weights):
+        if reuse and m2 is not None and f"stride2 m={m2}" not in self._winograd_weights:
+            # another tile's U, where one is held (any tile computes the same convolution);
+            # else im2col, which reads the weight again
+            held = [k for k in self._winograd_weights if isinstance(k, str) and k.startswith("stride2 m=")]
+            m2 = int(held[0].split("=")[1]) if held else None
+        if m2 is not None:
             return "stride2", m2
         if (
             self.groups == c == self.out_channels
@@ -385,7 +390,10 @@ class Convolution(_ConvBase):
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
         # while the weight is smaller than the output (not for ResNet's 512-channel convs).
         k = c // self.groups * kernel_hw[0] * kernel_hw[1]
-        wmat, bias = self._gemm_weights(bias_column=k < out_hw[0] * out_hw[1])
+        # (inside reusing_weights, the matrix with its bias column where the layer holds it: the
+        # weight itself may have been let go of, and reading it again is what reuse avoids)
+        held = getattr(_reuse, "on", False) and self._wmat is not None
+        wmat, bias = self._gemm_weights(bias_column=held or k < out_hw[0] * out_hw[1])
         return Im2col(
             wmat.astype(dtype, copy=False),
             kernel_hw,

@@ -1,4 +1,4 @@
-"""Indexing layers: gather, index_select, advanced indexing (`x[:, [0, 2]]`), flip, roll,
+"""Indexing layers: gather (torch's and ONNX's), index_select, advanced indexing (`x[:, [0, 2]]`), flip, roll,
 cumulative sums and products.
 
 Each reads its arguments as params whatever the optlevel (`dim=3` at optlevel 2,
@@ -72,6 +72,26 @@ class IndexSelect(_InputAndIndex):
             raise self.error(f"index must be 1-D, got shape {index.shape}")
         _check_index(self, index, x.shape[d], "index")
         return [np.take(x, index.reshape(-1), axis=d)]
+
+
+@register("Gather")
+class OnnxGather(Layer):
+    """ONNX's `Gather(data, indices, axis)`, which pnnx keeps as is where it has no torch form:
+    np.take (the result has indices' shape in place of the axis). torch.onnx.export's dynamo
+    exporter writes a view (convnext's `x.view(...)` after the pooling) as Reshape + Gather with
+    constant indices."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.axis = self.int_param("axis", 0)
+        if len(op.inputs) != 2:
+            raise self.error(f"expected 2 inputs (data, indices), got {len(op.inputs)}")
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, index = np.asarray(inputs[0]), np.asarray(inputs[1])
+        axis = normalize_axis(self, self.axis, max(x.ndim, 1))
+        _check_index(self, index, x.shape[axis], "indices")
+        return [np.take(x, index.astype(np.intp), axis=axis)]
 
 
 @register("Tensor.index")

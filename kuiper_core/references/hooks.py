@@ -27,6 +27,10 @@ def save_references(model, inputs, path="references.npz"):
             return [t for v in value for t in flat(v)]
         return []
 
+    def array(t):
+        # a copy now: an in-place module run later (ReLU(inplace=True)) would change the tensor
+        return t.detach().cpu().clone().numpy()
+
     calls = {}
 
     def keep(name):
@@ -36,10 +40,10 @@ def save_references(model, inputs, path="references.npz"):
             key = name if calls[name] == 1 else f"{name}#{calls[name]}"
             tensors = flat(output)
             if len(tensors) == 1 and isinstance(output, torch.Tensor):
-                saved[key] = tensors[0].detach().cpu().numpy()
+                saved[key] = array(tensors[0])
             else:
                 for i, t in enumerate(tensors):
-                    saved[f"{key}:{i}"] = t.detach().cpu().numpy()
+                    saved[f"{key}:{i}"] = array(t)
 
         return hook
 
@@ -53,7 +57,7 @@ def save_references(model, inputs, path="references.npz"):
         for h in handles:
             h.remove()
     for i, y in enumerate(flat(result)):
-        saved[f"out{i}"] = y.detach().cpu().numpy()
+        saved[f"out{i}"] = array(y)
     np.savez(path, **saved)
     return sorted(saved)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import sys
 import warnings
 import zipfile
 from collections.abc import Sequence
@@ -35,6 +36,19 @@ __all__ = ["UnsafeCode", "capture_operands", "load_model", "flatten"]
 _LOADERS = {"load_pnnx_bin_as_parameter", "load_pnnx_bin_as_tensor"}
 _SAFE_BUILTINS = {name: getattr(builtins, name) for name in BUILTINS}
 _SAFE_BUILTINS["__build_class__"] = builtins.__build_class__
+
+
+def _loaded_only_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    """torch's C code imports through its caller's builtins (torch.clamp(x, min=0.0, max=6.0)
+    imports `torch`, as pnnx writes ReLU6 from ONNX's Clip): a module already loaded is given,
+    nothing new is imported. The script itself cannot name __import__ (_check)."""
+    module = sys.modules.get(name) if level == 0 else None
+    if module is None or not all(hasattr(module, f) for f in fromlist or ()):
+        raise ImportError(f"pnnx's generated code may not import {name}")
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+_SAFE_BUILTINS["__import__"] = _loaded_only_import
 _SAFE_BUILTINS["locals"] = locals  # the rewritten returns call it
 _DTYPES = {"float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64"}
 _DTYPES |= {"complex128", "bfloat16"}

@@ -54,7 +54,7 @@ from ..threads import one_blas_thread
 from .prepared import NotPreparable, PreparedForward
 from .program import Program
 from .running_threads import other_thread_running
-from .sharded import BACK_TO_BACK, _worker, best_time, close_enough
+from .sharded import BACK_TO_BACK, best_time, close_enough, shard_worker
 
 WINDOWED = ("nn.Conv2d", "nn.MaxPool2d", "nn.AvgPool2d")
 ELEMENTWISE = frozenset(
@@ -485,7 +485,7 @@ class RowShardedForward:
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         # After a pause with another thread of the process running (mostly OpenBLAS's pool
         # spinning after a GEMM), the worker would share a core: the whole forward (sharded.py).
-        if time.perf_counter() - self._last_end >= BACK_TO_BACK and other_thread_running(exclude=(_worker()[1],)):
+        if time.perf_counter() - self._last_end >= BACK_TO_BACK and other_thread_running(exclude=(shard_worker()[1],)):
             outputs = self.whole.run(inputs)
         else:
             outputs = self.run_in_parallel(inputs)
@@ -494,7 +494,7 @@ class RowShardedForward:
 
     def run_in_parallel(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         source = inputs[0]
-        worker = _worker()[0]
+        worker = shard_worker()[0]
         with one_blas_thread():
             for j in range(len(self.segments)):
                 second = worker.submit(self._bands_on_worker, j, source)

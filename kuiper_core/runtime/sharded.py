@@ -72,8 +72,8 @@ MAX_IN_TURN_SHARE = 1.4
 _pool: tuple[int, ThreadPoolExecutor, int] | None = None
 
 
-def _worker() -> tuple[ThreadPoolExecutor, int]:
-    """The persistent thread that runs the second shard, and its native id (made at the first
+def shard_worker() -> tuple[ThreadPoolExecutor, int]:
+    """The persistent thread that runs the second shard (or row band: row_sharded.py), and its native id (made at the first
     sharded forward; again in a forked child, where the parent's thread does not exist)."""
     global _pool
     if _pool is None or _pool[0] != os.getpid():
@@ -201,7 +201,7 @@ class ShardedForward:
         if (
             self.in_turn_pays
             and time.perf_counter() - self._last_end >= BACK_TO_BACK
-            and other_thread_running(exclude=(_worker()[1],))
+            and other_thread_running(exclude=(shard_worker()[1],))
         ):
             outputs = self.run_in_turn(inputs)
         else:
@@ -218,7 +218,7 @@ class ShardedForward:
     def run_in_parallel(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         parts = [[a[s] for a in inputs] for s in self.splits]
         with one_blas_thread():
-            second = _worker()[0].submit(self._run_shard, 1, parts[1])
+            second = shard_worker()[0].submit(self._run_shard, 1, parts[1])
             try:
                 first = self.shards[0].run(parts[0])
             finally:
