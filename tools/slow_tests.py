@@ -19,10 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LIST = ROOT / "tests" / "slow_tests.txt"
-THRESHOLD = 0.4  # seconds on a quiet machine
+THRESHOLD = 0.3  # seconds on a quiet machine
 HEADER = (
     '# The tests left out of the fast tier (pytest -m "not slow"), besides the browser tests and the fuzzers:\n'
-    "# each took over 0.4 s on a quiet 2-core machine. Regenerate: python tools/slow_tests.py (runs the suite once).\n"
+    "# each took over 0.3 s on a quiet 2-core machine. Regenerate: python tools/slow_tests.py (runs the suite once).\n"
 )
 
 
