@@ -13,7 +13,7 @@ PyTorch's and onnxruntime's numbers.
 
     python tools/export_user_models.py                 # the committed set
     python tools/export_user_models.py --all --out DIR # also the larger ones (not committed)
-    python tools/export_user_models.py --full --out DIR  # full-size torchvision models (sweep_user_models.py)
+    python tools/export_user_models.py --full --out DIR  # full-size torchvision models (tools/check_user_models.py checks them)
 
 Needs torch==2.13.0, torchvision (tools/torchvision_cpu.py) and onnx.
 """
@@ -206,7 +206,7 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
 
 
 # Full-size models as users have them (random weights; tens of MB each: never committed), for
-# tools/sweep_user_models.py: `--full --out DIR`.
+# tools/check_user_models.py checks full-size models the same way, through the CLI.
 def _tv_model(builder: str, size: int = 224, **kwargs: Any) -> Callable[[], tuple[Any, Any]]:
     def build() -> tuple[Any, Any]:
         import torch
