@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from .cache_dir import cache_root
 from .errors import InputError
 
 Writer = Callable[[BinaryIO], object]
@@ -96,8 +97,6 @@ def _conversion_cache() -> Path | None:
     """The folder holding converted models (formats/convert.py), resolved: `kuiper compare
     m.onnx --save CACHE/…/model.pnnx.bin` replaced the conversion's weights, and every later
     open of m.onnx failed (or, with `kuiper opt -o`, would have served another graph)."""
-    from .formats.convert import cache_root
-
     try:
         return Path(os.path.realpath(cache_root() / "convert"))
     except (OSError, RuntimeError):  # no home folder

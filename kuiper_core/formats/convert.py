@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..cache_dir import cache_root
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 
 ENV_CONVERTER = "KUIPER_PNNX"
-ENV_CACHE = "KUIPER_CACHE"
 ENV_CACHE_MAX = "KUIPER_CACHE_MAX_MB"
 ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
@@ -156,16 +156,6 @@ def inputshape_text(value: InputShape, flag: str = "inputshape") -> str | None:
 
 
 # -- the cache --------------------------------------------------------------------------------------
-def cache_root(cache_dir: str | Path | None = None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    named = os.environ.get(ENV_CACHE)
-    if named:
-        return Path(named).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kuiper"
-
-
 def _cache_max_bytes() -> int:
     try:
         return int(float(os.environ.get(ENV_CACHE_MAX, DEFAULT_CACHE_MAX_MB)) * 2**20)

@@ -47,6 +47,14 @@ def op_dialect(op_type: str) -> str | None:
     return m.group(1) if m else None
 
 
+def bare_onnx_op(op_type: str) -> bool:
+    """An ONNX op type that pnnx writes without a prefix where it has no torch form (e.g.
+    `Gather` from an .onnx) and that a layer runs."""
+    from ..layers.registry import is_supported
+
+    return op_type.isidentifier() and op_type[:1].isupper() and is_supported(op_type)
+
+
 class Dialect:
     """A namespace; every hook's default says the dialect has no such thing."""
 

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from ..errors import LimitError, ParseError, short
 from ..graph import Attribute, Graph, Operand, Operator
 from ..limits import current as current_limits
-from .dialects import BUILTIN_KINDS, INT32, INT64, DialectRegistry, default_registry, op_dialect
+from .dialects import BUILTIN_KINDS, INT32, INT64, DialectRegistry, bare_onnx_op, default_registry, op_dialect
 from .lexer import Kind, Lexer, Source, Span, Token
 from .types import TensorType
 
@@ -225,6 +225,8 @@ class Parser:
         """The op type names a registered dialect and an op of it."""
         op_type = tok.value
         prefix = op_dialect(op_type)
+        if prefix is None and bare_onnx_op(op_type):
+            return  # an ONNX op type pnnx keeps as it is (no torch form), e.g. Gather
         if prefix is None:
             raise self.error(
                 tok.span, f"op type '{op_type}' has no dialect prefix (like nn.Conv2d or prim::TupleConstruct)"

@@ -13,14 +13,13 @@ its arrays as an uncompressed .npz: what it returns is bounded by max_planned_by
 LimitError beyond), what it computes by its address space (max_planned_bytes + 2 GiB for the
 framework) and by KUIPER_REFERENCE_TIMEOUT (300 s). Starting it costs the framework's import.
 
-    python -m kuiper_core.references.isolated FOLDER   # the child (FOLDER/job.json)
+    python -m kuiper_core.references.child FOLDER   # the child (FOLDER/job.json): child.py
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -57,7 +56,7 @@ def _spawn(what: str, job: dict[str, Any], inputs: list[np.ndarray], timeout: fl
         np.savez(folder / "inputs.npz", *inputs)
         job = {**job, "memory": memory_limit(), "cpu": int(timeout) + 1, "budget": limits.current().max_planned_bytes}
         (folder / "job.json").write_text(json.dumps(job))
-        argv = [sys.executable, "-m", "kuiper_core.references.isolated", str(folder)]
+        argv = [sys.executable, "-m", "kuiper_core.references.child", str(folder)]
         try:
             proc = subprocess.run(
                 argv, env=env, cwd=folder, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
@@ -100,10 +99,8 @@ def run_pnnx_py(
         return dict(zip(names, _arrays(folder, "v:"))), _arrays(folder, "o:")
 
 
-def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: float | None) -> Any:
-    """onnx_values.run_onnx in a child: its OnnxRun."""
-    from .onnx_values import OnnxRun
-
+def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: float | None) -> dict[str, Any]:
+    """onnx_values.run_onnx in a child: the fields of its OnnxRun (onnx_values makes it)."""
     with tempfile.TemporaryDirectory(prefix="kuiper-onnx-") as keep:
         if isinstance(source, bytes):
             path = Path(keep) / "model.onnx"
@@ -115,56 +112,11 @@ def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: floa
         meta = json.loads((folder / "result.json").read_text())
         values = [(n, t, a) for (n, t), a in zip(meta["values"], _arrays(folder, "v:"))]
         constants = list(zip(meta["constants"], _arrays(folder, "c:")))
-        return OnnxRun(values, _arrays(folder, "o:"), meta["version"], meta["sources"], constants, meta["first_input"])
-
-
-def _child(folder: Path) -> None:
-    job = json.loads((folder / "job.json").read_text())
-    resource.setrlimit(resource.RLIMIT_AS, (job["memory"], job["memory"]))
-    resource.setrlimit(resource.RLIMIT_CPU, (job["cpu"], job["cpu"]))
-    with np.load(folder / "inputs.npz", allow_pickle=False) as z:
-        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
-    try:
-        with limits.use(max_planned_bytes=job["budget"]):
-            meta, arrays = _JOBS[job["kind"]](job, inputs)
-            budget = limits.Budget("max_planned_bytes", "the reference values returned", limits.current())
-            for a in arrays.values():
-                budget.add(a)
-    except Exception as e:  # noqa: BLE001  -- reported to the parent by kind and message
-        fields = {k: getattr(e, k) for k in ("limit", "maximum", "value")} if isinstance(e, LimitError) else {}
-        message = e.message if isinstance(e, LimitError) else str(e)[:1000]
-        (folder / "error.json").write_text(json.dumps([type(e).__name__, message, fields]))
-        return
-    (folder / "result.json").write_text(json.dumps(meta))
-    kept: dict[str, Any] = arrays  # (NumPy's stub types savez's keywords as allow_pickle's)
-    np.savez(folder / "result.npz", **kept)
-
-
-def _pnnx_py_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
-    from .pnnx_py import capture_operands
-
-    refs, outputs = capture_operands(job["python"], inputs, job["bin"], isolated=False)
-    arrays = {f"v:{i}": v for i, v in enumerate(refs.values())} | {f"o:{i}": y for i, y in enumerate(outputs)}
-    return list(refs), arrays
-
-
-def _onnx_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
-    from .onnx_values import run_onnx
-
-    run = run_onnx(job["source"], inputs, isolated=False)
-    meta = {
-        "values": [(n, t) for n, t, _ in run.values],
-        "constants": [n for n, _ in run.constants],
-        "version": run.version,
-        "sources": run.sources,
-        "first_input": run.first_input,
-    }
-    arrays = {f"v:{i}": a for i, (_, _, a) in enumerate(run.values)}
-    arrays |= {f"o:{i}": y for i, y in enumerate(run.outputs)} | {f"c:{i}": a for i, (_, a) in enumerate(run.constants)}
-    return meta, arrays
-
-
-_JOBS = {"pnnx_py": _pnnx_py_job, "onnx": _onnx_job}
-
-if __name__ == "__main__":
-    _child(Path(sys.argv[1]))
+        return {
+            "values": values,
+            "outputs": _arrays(folder, "o:"),
+            "version": meta["version"],
+            "sources": meta["sources"],
+            "constants": constants,
+            "first_input": meta["first_input"],
+        }

@@ -142,7 +142,7 @@ def run_onnx(
     if isolated:
         from .isolated import run_onnx as run_in_child
 
-        return run_in_child(source, [np.asarray(x) for x in inputs], timeout)
+        return OnnxRun(**run_in_child(source, [np.asarray(x) for x in inputs], timeout))
     import onnx
     import onnxruntime as ort
 

@@ -1,0 +1,74 @@
+"""The child process of isolated.py: runs one job (pnnx's generated Python, or onnxruntime
+with every value exposed) from FOLDER/job.json and FOLDER/inputs.npz under the memory and CPU
+limits the job names, and writes result.json + result.npz, or error.json.
+
+    python -m kuiper_core.references.child FOLDER
+
+Apart from isolated.py (the parent side) so that the in-process runners (pnnx_py.py,
+onnx_values.py), which start a child through isolated.py, are imported only here.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import limits
+from ..errors import LimitError
+
+
+def _child(folder: Path) -> None:
+    job = json.loads((folder / "job.json").read_text())
+    resource.setrlimit(resource.RLIMIT_AS, (job["memory"], job["memory"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (job["cpu"], job["cpu"]))
+    with np.load(folder / "inputs.npz", allow_pickle=False) as z:
+        inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
+    try:
+        with limits.use(max_planned_bytes=job["budget"]):
+            meta, arrays = _JOBS[job["kind"]](job, inputs)
+            budget = limits.Budget("max_planned_bytes", "the reference values returned", limits.current())
+            for a in arrays.values():
+                budget.add(a)
+    except Exception as e:  # noqa: BLE001  -- reported to the parent by kind and message
+        fields = {k: getattr(e, k) for k in ("limit", "maximum", "value")} if isinstance(e, LimitError) else {}
+        message = e.message if isinstance(e, LimitError) else str(e)[:1000]
+        (folder / "error.json").write_text(json.dumps([type(e).__name__, message, fields]))
+        return
+    (folder / "result.json").write_text(json.dumps(meta))
+    kept: dict[str, Any] = arrays  # (NumPy's stub types savez's keywords as allow_pickle's)
+    np.savez(folder / "result.npz", **kept)
+
+
+def _pnnx_py_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    from .pnnx_py import capture_operands
+
+    refs, outputs = capture_operands(job["python"], inputs, job["bin"], isolated=False)
+    arrays = {f"v:{i}": v for i, v in enumerate(refs.values())} | {f"o:{i}": y for i, y in enumerate(outputs)}
+    return list(refs), arrays
+
+
+def _onnx_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    from .onnx_values import run_onnx
+
+    run = run_onnx(job["source"], inputs, isolated=False)
+    meta = {
+        "values": [(n, t) for n, t, _ in run.values],
+        "constants": [n for n, _ in run.constants],
+        "version": run.version,
+        "sources": run.sources,
+        "first_input": run.first_input,
+    }
+    arrays = {f"v:{i}": a for i, (_, _, a) in enumerate(run.values)}
+    arrays |= {f"o:{i}": y for i, y in enumerate(run.outputs)} | {f"c:{i}": a for i, (_, a) in enumerate(run.constants)}
+    return meta, arrays
+
+
+_JOBS = {"pnnx_py": _pnnx_py_job, "onnx": _onnx_job}
+
+if __name__ == "__main__":
+    _child(Path(sys.argv[1]))
