@@ -189,9 +189,8 @@ class Convolution(_ConvBase):
         self.out_channels = 0 if checked is None else checked[0][0]
         self.weight_dtype = None if checked is None else checked[1]
         self._wmat: np.ndarray | None = None
-        self._winograd_weights: dict[
-            int | str, np.ndarray
-        ] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C); 'stride2 m=..'
+        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C)
+        self._stride2_weights: dict[int, np.ndarray] = {}  # m -> the stride-2 rows kernel's U
         self._local = threading.local()  # this thread's kernels by input shape
 
     @property
@@ -308,15 +307,14 @@ class Convolution(_ConvBase):
         m = winograd_tile(x_shape, *geometry)
         reuse = getattr(_reuse, "on", False)
         if reuse and m is not None and m not in self._winograd_weights:
-            m = next((k for k in self._winograd_weights if not isinstance(k, str) or k == ROWS), None)
+            m = next(iter(self._winograd_weights), None)
         if m is not None:
             return "winograd", m
         m2 = stride2_tile(x_shape, *geometry)
-        if reuse and m2 is not None and f"stride2 m={m2}" not in self._winograd_weights:
+        if reuse and m2 is not None and m2 not in self._stride2_weights:
             # another tile's U, where one is held (any tile computes the same convolution);
             # else im2col, which reads the weight again
-            held = [k for k in self._winograd_weights if isinstance(k, str) and k.startswith("stride2 m=")]
-            m2 = int(held[0].split("=")[1]) if held else None
+            m2 = next(iter(self._stride2_weights), None)
         if m2 is not None:
             return "stride2", m2
         if (
@@ -366,10 +364,9 @@ class Convolution(_ConvBase):
             return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
         if kind == "stride2":
             assert isinstance(m, int)
-            key = f"stride2 m={m}"
-            if key not in self._winograd_weights:
-                self._winograd_weights[key] = transform_weights_stride2(self._module_weight(), m)
-            u = self._winograd_weights[key].astype(dtype, copy=False)
+            if m not in self._stride2_weights:
+                self._stride2_weights[m] = transform_weights_stride2(self._module_weight(), m)
+            u = self._stride2_weights[m].astype(dtype, copy=False)
             return Stride2RowsConv(u, self.bias_data, m, kernel_hw[0], x_shape, pads, dtype, relu)
         if kind == "depthwise":
             return DepthwiseChannelsLast(
