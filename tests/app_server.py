@@ -44,6 +44,15 @@ def browser_missing() -> str | None:
     return None
 
 
+def skip_without_browser() -> None:
+    """At a browser test module's top: skip the whole module where Chromium or Playwright is missing."""
+    why = browser_missing()
+    if why:
+        import pytest
+
+        pytest.skip(f"browser tests need Chromium and Playwright: {why}", allow_module_level=True)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,7 +22,7 @@ from app_server import (
     SCREENSHOTS,
     VIEW,
     VIEW_SVG,
-    browser_missing,
+    skip_without_browser,
     chromium_page,
     click_node,
     current_highlight,
@@ -42,9 +42,7 @@ from kuiper_core.pnnx import read_param
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-_why = browser_missing()
-if _why:
-    pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+skip_without_browser()
 
 GRAPH_BUDGET_S = 3.0
 MODELS = list(json.loads((SAMPLES / "models.json").read_text()))

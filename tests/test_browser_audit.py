@@ -14,15 +14,13 @@ import re
 from urllib.parse import quote_plus
 
 import pytest
-from app_server import VIEW, browser_missing, chromium_page, exception_boxes, streamlit_server, wait_idle
+from app_server import VIEW, chromium_page, exception_boxes, skip_without_browser, streamlit_server, wait_idle
 
 from kuiper_core.explore import walkthrough as W
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-_why = browser_missing()
-if _why:
-    pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+skip_without_browser()
 
 PROJECTOR = {"width": 1280, "height": 720}
 

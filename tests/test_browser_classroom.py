@@ -11,7 +11,7 @@ from app_server import (
     SCREENSHOTS,
     VIEW,
     VIEW_SVG,
-    browser_missing,
+    skip_without_browser,
     chromium_page,
     click_node,
     exception_boxes,
@@ -25,9 +25,7 @@ from kuiper_core.explore import walkthrough as W
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-_why = browser_missing()
-if _why:
-    pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+skip_without_browser()
 
 PROJECTOR = {"width": 1280, "height": 720}
 # What a presenter view must not show: every control a user could operate.

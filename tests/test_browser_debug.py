@@ -16,7 +16,7 @@ import pytest
 from app_server import (
     SCREENSHOTS,
     VIEW,
-    browser_missing,
+    skip_without_browser,
     chromium_page,
     current_highlight,
     exception_boxes,
@@ -32,9 +32,7 @@ from kuiper_core.explore import compare as C
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-_why = browser_missing()
-if _why:
-    pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+skip_without_browser()
 
 DEBUG = DATA / "debug_models"
 

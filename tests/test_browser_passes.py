@@ -8,7 +8,7 @@ import pytest
 from app_server import (
     GRAPH_SVG,
     SCREENSHOTS,
-    browser_missing,
+    skip_without_browser,
     chromium_page,
     exception_boxes,
     goto_page,
@@ -18,9 +18,7 @@ from app_server import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
-_why = browser_missing()
-if _why:
-    pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+skip_without_browser()
 
 
 def svg_titles(page, index: int) -> set[str]:

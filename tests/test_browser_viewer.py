@@ -27,7 +27,7 @@ from urllib.parse import quote_plus
 import pytest
 from app_server import (
     VIEW,
-    browser_missing,
+    skip_without_browser,
     chromium_page,
     exception_boxes,
     goto_page,
@@ -43,9 +43,7 @@ from kuiper_core.pnnx import read_param
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200)]
 
-_why = browser_missing()
-if _why:
-    pytest.skip(f"browser tests need Chromium and Playwright: {_why}", allow_module_level=True)
+skip_without_browser()
 
 PROJECTOR = {"width": 1280, "height": 720}
 HD = {"width": 1920, "height": 1080}
