@@ -33,7 +33,6 @@ MODEL_SOURCE = "The loaded model"
 TYPED_SOURCE = "Type your own graph"
 QUIZ = "kx_order_quiz"  # quiz_panel state: the question on screen, the verdict, the score
 ALGORITHMS = {"dfs": "DFS (KuiperInfer)", "kahn": "Kahn", "both": "both side by side"}
-MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
 presenting = presenter.presenting("order")
 beside_title = presenter.title("order", "Execution order", "order_present")
@@ -68,7 +67,7 @@ if "order_source" not in st.session_state and common.url_param("graph") in sourc
     st.session_state["order_source"] = common.url_param("graph")
 if "order_algorithm" not in st.session_state and common.url_param("algo") in ALGORITHMS:
     st.session_state["order_algorithm"] = common.url_param("algo")
-if "order_mode" not in st.session_state and common.url_param("mode") in MODES:
+if "order_mode" not in st.session_state and common.url_param("mode") in quiz_panel.MODES:
     st.session_state["order_mode"] = common.url_param("mode")
 controls = presenter.controls()
 # Three columns, the third for a typed graph's text: the drawing stays above the fold at 720 px.
@@ -81,10 +80,10 @@ source = c1.selectbox(
 )
 mode = beside_title.radio(
     "Mode",
-    list(MODES),
+    list(quiz_panel.MODES),
     horizontal=True,
     key="order_mode",
-    format_func=MODES.get,
+    format_func=quiz_panel.MODES.get,
     label_visibility="collapsed",
     help="Quiz: predict the next step",
 )

@@ -33,7 +33,6 @@ STEP = "expr_step"  # the stack-evaluation step on view (1-based)
 TAB = "expr_tab"  # the detail tab open below the first screen (only it is drawn)
 QUIZ = "kx_expr_quiz"  # quiz_panel state
 DEFAULT_TEXT = "mul(add(@0,1.5),neg(@1))"
-VIEWS = {"walk": "Walk through", "quiz": "Quiz"}  # the quiz: predict the next step
 
 presenting = presenter.presenting("expressions")
 beside_title = presenter.title("expressions", "Expressions", "expr_present")
@@ -50,16 +49,16 @@ by_name = {o.name: o for o in ops}
 modes = (["From the model"] if ops else []) + ["Type one"]
 if "expr_op" not in st.session_state and common.url_param("op") in by_name:
     st.session_state["expr_op"] = common.url_param("op")
-if "expr_view" not in st.session_state and common.url_param("mode") in VIEWS:
+if "expr_view" not in st.session_state and common.url_param("mode") in quiz_panel.MODES:
     st.session_state["expr_view"] = common.url_param("mode")
 controls = presenter.controls()
 c_mode, c_what = controls.columns([1, 4], vertical_alignment="center")
 view_mode = beside_title.radio(
     "View",
-    list(VIEWS),
+    list(quiz_panel.MODES),
     horizontal=True,
     key="expr_view",
-    format_func=VIEWS.get,
+    format_func=quiz_panel.MODES.get,
     label_visibility="collapsed",
     help="Quiz: predict the next step",
 )

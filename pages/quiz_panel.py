@@ -18,6 +18,8 @@ from kuiper_core.explore.quiz import Question, Score, Verdict
 from pages import common
 from pages.keys import keyboard
 
+MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the pages' two ways: walk through, or predict the next step
+
 
 def quiz_state(key: str, about: tuple) -> dict[str, Any]:
     """{"about", "index", "verdict", "score"}: fresh when `about` changed. A link's `?q=N`
