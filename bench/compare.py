@@ -207,6 +207,13 @@ def output_error(folder: Path, tag: str) -> dict[str, float]:
         return {"abs": worst_abs, "rel": worst_rel}
 
 
+# Before each engine's block the others rest this long: onnxruntime's intra-op pool spins after
+# a run, OpenBLAS's after a threaded GEMM, each holding a core for tens of ms, which a user
+# running one engine never meets (measured at 08:35 on 27 Nov: kuiper on yolov5s_mini right
+# after onnxruntime's block 8.6 ms median, after a 0.3 s rest 4.2 ms). The same for every engine.
+IDLE_GAP_S = 0.3
+
+
 def time_case(workers: list[Worker], folder: Path, rounds: int, runs: int) -> dict[str, Any]:
     for w in workers:
         w.ask(cmd="load", case=str(folder), tag=w.tag)
@@ -214,6 +221,7 @@ def time_case(workers: list[Worker], folder: Path, rounds: int, runs: int) -> di
     for r in range(rounds):
         k = r % len(workers)
         for w in workers[k:] + workers[:k]:  # rotate who goes first
+            time.sleep(IDLE_GAP_S)
             times[w.tag].append(w.ask(cmd="time", case=str(folder), runs=runs)["times"])
     result: dict[str, Any] = {"times": times, "error": {w.tag: output_error(folder, w.tag) for w in workers}}
     steps = {}

@@ -81,8 +81,8 @@ def write_report(res: dict[str, Any], out: Path) -> None:
         f"- Load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in res['load_before'])} at the start, "
         f"{'/'.join(f'{x:.2f}' for x in res.get('load_timing', res['load_before']))} when the timing began, "
         f"{'/'.join(f'{x:.2f}' for x in res['load_after'])} at the end (2 cores, shared with other jobs)",
-        f"- Timing: warm-up, then {res['rounds']} rounds in which each engine in turn (order rotated) does one "
-        f"untimed and {res['runs']} timed runs; medians of all {res['rounds'] * res['runs']} runs. Ratios are "
+        f"- Timing: warm-up, then {res['rounds']} rounds in which each engine in turn (order rotated), after the "
+        f"others have rested 0.3 s (their thread pools stop spinning), does one untimed and {res['runs']} timed runs; medians of all {res['rounds'] * res['runs']} runs. Ratios are "
         "ratios of medians; in brackets the lowest and highest per-round ratio. Clock: "
         + (
             "each process's **CPU time** (`--clock cpu`: the machine was busy; with one thread per engine "
