@@ -186,16 +186,22 @@ def test_attn_mask_repeat_needs_whole_periods() -> None:
         mha(False).forward([x, mask], [None])
 
 
-def test_a_value_with_spaces_is_located_and_explained() -> None:
-    """pnnx 20261020 writes maxvit_t's einsum equations unquoted at optlevel 1 (44 lines such as
-    this one, from a full-size export): the file cannot be read, and the error says why."""
+def test_a_value_with_spaces_reads_as_pnnx_wrote_it() -> None:
+    """pnnx 20261020 writes maxvit_t's einsum equations unquoted at optlevel 0/1 (44 lines such as
+    this one, from a full-size export; pnnx's generated Python keeps them whole): the words after
+    `expr=` are the value's, and the .param writer writes such a value back the same way."""
     from kuiper_core.errors import ParseError
-    from kuiper_core.pnnx import parse_param
+    from kuiper_core.pnnx import format_param, parse_param
 
-    line = "pnnx.Expression          pnnx_expr_1568           0 1 152 expr=B G H I J, B G H J D -> B G H I D"
-    with pytest.raises(ParseError, match="has spaces in it") as err:
-        parse_param(f"7767517\n1 1\n{line}\n", "maxvit.pnnx.param")
-    assert ":3:66:" in str(err.value)
+    eq = "B G H I J, B G H J D -> B G H I D"
+    line = f"pnnx.Expression          pnnx_expr_1568           0 1 152 expr={eq} #152=(1)f32"
+    graph = parse_param(f"7767517\n1 1\n{line}\n", "maxvit.pnnx.param")
+    assert graph.operators[0].params["expr"] == eq
+    assert f"expr={eq} " in format_param(graph)
+    # A word with no `=` after a shape (or a weight, an argument) is still an error.
+    with pytest.raises(ParseError, match="expected key=value") as err:
+        parse_param("7767517\n1 1\npnnx.Expression e 0 1 152 #152=(1)f32 B\n", "m.pnnx.param")
+    assert ":3:39:" in str(err.value)
 
 
 @pytest.mark.parametrize("level", ["o0", "o1"])

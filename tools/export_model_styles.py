@@ -6,6 +6,8 @@ the real pnnx converter at optlevel 0, 1 and 2, for tests/test_models_styles.py:
                     windows on a 32x32 image): shifted windows, their mask built from
                     new_zeros/slices/fill/copy/masked_fill at optlevel 0/1, the relative
                     position bias; pnnx's optlevel 2 writes nn.MultiheadAttention $input $attn_mask
+    maxvit          torchvision's MaxVit at 2 small stages: einsum equations that pnnx writes
+                    with spaces in them at optlevel 0/1
     conv3d_stem     r3d_18's stem and first stage at 8 channels: nn.Conv3d + BatchNorm3d, and
                     torchvision's Conv3DSimple (a subclass of nn.Conv3d), which pnnx writes as
                     F.conv3d at optlevel 0/1
@@ -88,6 +90,27 @@ def _swin_v2() -> tuple[Any, tuple[Any, ...]]:
         num_classes=10,
         block=st.SwinTransformerBlockV2,
         downsample_layer=st.PatchMergingV2,
+    )
+    return m.eval(), (torch.randn(1, 3, 32, 32),)
+
+
+def _maxvit() -> tuple[Any, tuple[Any, ...]]:
+    """torchvision's MaxVit (maxvit_t's MBConv, block and grid attention) at 2 stages of 16/32
+    channels, 4x4 partitions on a 32x32 image: its einsum equations, which pnnx writes with
+    their spaces at optlevel 0/1 (`expr=B G H I J, B G H J D -> B G H I D`)."""
+    import torch
+    from torchvision_cpu import torchvision
+
+    torch.manual_seed(7)
+    m = torchvision.models.maxvit.MaxVit(
+        input_size=(32, 32),
+        stem_channels=8,
+        partition_size=4,
+        block_channels=[16, 32],
+        block_layers=[1, 1],
+        head_dim=8,
+        stochastic_depth_prob=0.0,
+        num_classes=10,
     )
     return m.eval(), (torch.randn(1, 3, 32, 32),)
 
@@ -327,6 +350,7 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
     # name: (builder, traced without grad: PyTorch's fused fast path)
     "swin": (_swin, False),
     "swin_v2": (_swin_v2, False),
+    "maxvit": (_maxvit, False),
     "conv3d_stem": (_conv3d_stem, False),
     "ssdlite_head": (_ssdlite_head, False),
     "detection_post": (_detection_post, False),

@@ -57,6 +57,34 @@ def _split(line: str) -> list[_Token]:
     return [_Token(m.group(), m.start() + 1) for m in _TOKEN.finditer(line)]
 
 
+def string_value_starts(word: str) -> bool:
+    """A parameter value's first word that makes it a string the reader may continue with the
+    words after it: a letter first, and not a bool or None."""
+    return word[:1].isalpha() and word not in ("True", "False", "None")
+
+
+def _string_param(text: str) -> bool:
+    eq = text.find("=")
+    return eq > 0 and text[0] not in "@$#" and string_value_starts(text[eq + 1 :])
+
+
+def _join_spaced_values(toks: list[_Token]) -> list[_Token]:
+    """pnnx writes some strings as they are, spaces and all (MaxViT's einsum equations at
+    optlevel 0/1: `expr=B G H I J, B G H J D -> B G H I D`), which the format splits into
+    tokens; pnnx's generated Python keeps the string whole. Tokens with no `=` that follow a
+    parameter's `key=value` whose value is a string (starts with a letter: not a number, list,
+    bool or None) are that value's continuation (single spaces, as pnnx wrote them). Anything
+    else without `=` stays for the caller to refuse (`k=1 junk`)."""
+    out: list[_Token] = []
+    for t in toks:
+        prev = out[-1] if out else None
+        if "=" not in t.text and prev is not None and _string_param(prev.text):
+            out[-1] = _Token(f"{prev.text} {t.text}", prev.column)
+        else:
+            out.append(t)
+    return out
+
+
 class _LineParser:
     """Parses one source line; all errors point into it."""
 
@@ -286,13 +314,10 @@ def _parse_operator(lp: _LineParser, graph: Graph, produced_at: dict[str, int]) 
     unnamed_of = {name: deque(slots) for name, slots in slots_of.items()}  # input slots with no `$` name yet
     own = {o.name for o in op.outputs} | slots_of.keys()
     seen: dict[str, _Token] = {}
-    for t in toks[4 + n_in + n_out :]:
+    for t in _join_spaced_values(toks[4 + n_in + n_out :]):
         eq = t.text.find("=")
         if eq <= 0:
-            # pnnx writes some strings as they are, spaces and all (MaxViT's einsum equation
-            # `expr=B G H I J, B G H J D -> B G H I D`): the format splits them into tokens
-            spaced = " (the value before it has spaces in it: this .param format cannot hold such a value)"
-            raise lp.token_error("expected key=value" + (spaced if seen else ""), t)
+            raise lp.token_error("expected key=value", t)
         key = t.text[:eq]
         if key in seen and key[0] != "#":  # pnnx writes `#x=` once per use of x: the same shape, checked below
             what = {"@": "weight", "$": "argument name"}.get(key[0], "parameter")

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ModelError, short
 from ..graph import DTYPES, Graph, Operator, ParamValue, file_dtype, float32_to_bf16, format_shape, numpy_dtype
-from .param import MAGIC, _LineParser, _Token
+from .param import MAGIC, _LineParser, _Token, string_value_starts
 
 _WHITESPACE = frozenset(" \t\n\r\f\v")  # what pnnx's istream splits tokens at
 _NON_FINITE = frozenset({"nan", "inf", "-inf"})
@@ -69,6 +69,25 @@ def _token_problem(text: str) -> str | None:
     return None
 
 
+def _value_problem(text: str, is_string: bool) -> str | None:
+    """Why `text` cannot be a parameter's value. A string may hold single spaces between
+    words, as pnnx writes einsum equations (param.py joins such words back): starting with a
+    letter, no space at its ends or two in a row, and no '=' after the first word."""
+    if not is_string or " " not in text:
+        return _token_problem(text)
+    words = text.split(" ")
+    if not string_value_starts(words[0]):
+        return "it holds spaces and its first word is not a string's (a letter first, not True/False/None)"
+    if "" in words:
+        return "it holds spaces at its ends or two in a row, which the reader would not give back"
+    for w in words:
+        if (why := _token_problem(w)) is not None:
+            return why
+    if any("=" in w for w in words[1:]):
+        return "a word after a space holds '=', which the reader takes for key=value"
+    return None
+
+
 def _refuse(op: Operator, field: str, text: str, why: str) -> ModelError:
     return ModelError(
         f"cannot be written as .param: {field} '{shown(text)}': {why}; .param has no quoting or escapes "
@@ -112,7 +131,7 @@ def _checked_param(op: Operator, key: str, value: ParamValue) -> str:
         text = encode_value(value)
     except TypeError:
         raise _refuse(op, f"parameter '{key}'", repr(value), "no .param value has this type") from None
-    why = _token_problem(text)
+    why = _value_problem(text, isinstance(value, str))
     if why is None:
         token = f"{key}={text}"
         try:
