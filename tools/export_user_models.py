@@ -153,6 +153,26 @@ def transformer() -> tuple[Any, Any]:
     return m, torch.randn(1, 10, 32)
 
 
+def causal_decoder() -> tuple[Any, Any]:
+    """nn.TransformerDecoder on its own input with nn.Transformer's causal tgt_mask: PyTorch
+    traces its self-attention as SDPA(is_causal=True), which pnnx drops (formats/causal_attention.py)."""
+    import torch
+    import torch.nn as nn
+
+    class CausalDecoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            layer = nn.TransformerDecoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True)
+            self.decoder = nn.TransformerDecoder(layer, num_layers=2)
+            self.head = nn.Linear(32, 16)
+
+        def forward(self, x):
+            mask = nn.Transformer.generate_square_subsequent_mask(x.size(1))
+            return self.head(self.decoder(x, x, tgt_mask=mask))
+
+    return CausalDecoder(), torch.randn(1, 9, 32)
+
+
 def lstm() -> tuple[Any, Any]:
     import torch
     import torch.nn as nn
@@ -200,6 +220,11 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, Any]], str, bool]] = {
     "convnext": (convnext, "torchvision ConvNeXt (16-32-64 channels), 32x32", True),
     "lraspp": (lraspp, "torchvision LR-ASPP on MobileNetV3-small width 0.25: segmentation, 3 classes, 64x64", True),
     "transformer": (transformer, "torch nn.TransformerEncoder, 2 layers, d_model 32, 4 heads, 10 tokens", True),
+    "causal_decoder": (
+        causal_decoder,
+        "torch nn.TransformerDecoder (2 layers, d_model 32) with a causal tgt_mask, 9 tokens",
+        True,
+    ),
     "lstm": (lstm, "torch nn.LSTM (2 layers, 16->32) and a Linear head, 12 steps", True),
     "shifted": (shifted, "a convolution and torch.roll (Swin's shifted windows), 12x12", True),
 }

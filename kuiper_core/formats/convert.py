@@ -44,7 +44,7 @@ ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CACHE_MAX_MB = 2048
 DEFAULT_OPTLEVEL = 2
-CACHE_VERSION = "2"  # bump when what a cache entry holds changes: older entries are not reused
+CACHE_VERSION = "3"  # bump when what a cache entry holds changes: older entries are not reused
 STEM = "model"  # the converted files' stem in the cache (pnnx's NAME_pnnx.py opens NAME.pnnx.bin)
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 QUOTED_LINES = 12  # of the converter's log in a ConversionError
@@ -497,6 +497,8 @@ def convert(
         notes = []
         if code != 0:
             notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
+        if kind == "torchscript":
+            notes += _restore_causal_masks(model_file, param, binf, python)
         if python.exists():
             code_text = repair_python(python.read_text(errors="replace"))
             if code_text is None:
@@ -523,6 +525,28 @@ def convert(
             return _store(root, key, keep, model_file, kind, record, log)
         except OSError as e:  # a full disk, a cache folder made read-only meanwhile
             raise ConversionError(f"{name}: converted, but the result could not be stored: {e.strerror or e}") from None
+
+
+def _restore_causal_masks(model_file: Path, param: Path, binf: Path, python: Path) -> list[str]:
+    """Give back the causal masks pnnx drops (causal_attention.py); a note if any were."""
+    from .causal_attention import add_causal_masks, causal_attention_paths
+
+    paths = causal_attention_paths(model_file)
+    if not paths:
+        return []
+    from ..pnnx import load_graph, save
+
+    graph = load_graph(param, binf)
+    given = add_causal_masks(graph, paths)
+    if not given:
+        return []
+    save(graph, param, binf)
+    python.unlink(missing_ok=True)  # pnnx's Python runs them without: not a reference
+    return [
+        f"pnnx dropped the causality of {len(given)} nn.MultiheadAttention ({', '.join(given[:3])}"
+        f"{', …' if len(given) > 3 else ''}: is_causal in the TorchScript code); Kuiper gave each its causal "
+        "mask as $attn_mask, and did not keep pnnx's Python, which runs them without"
+    ]
 
 
 def _store(
