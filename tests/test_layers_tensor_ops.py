@@ -155,6 +155,8 @@ BAD = [
     ("torch.tensor_split r 1 1 0 1 dim=0 sections=0 #0=(4)f32", "sections must be >= 1"),
     ("torch.where r 2 1 0 0 1 $condition=0 $input=0 #0=(4)f32", "missing parameter 'other'"),
     ("torch.where r 1 1 0 1 input=1.0 other=abc $condition=0 #0=(4)f32", "parameter 'other' must be a number"),
+    # pnnx 20261020 writes `pad[:, -3:] = True` (a traced key padding mask) as fill value=None
+    ("Tensor.fill r 1 1 0 1 value=None $input=0 #0=(4)f32", "pnnx wrote None, having lost this constant"),
     ("torch.full r 1 1 0 1 size=(2) #0=(4)f32", "missing parameter 'fill_value'"),
     ("torch.zeros r 0 1 1 size=(2,-1)", "size must be >= 0"),
     ("torch.ones r 0 1 1 dtype=torch.float", "missing parameter 'size'"),

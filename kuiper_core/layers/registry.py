@@ -182,7 +182,7 @@ class Layer:
         """A number param as a float (pnnx may write a whole number as an int: `max_val=6`)."""
         value = self.param(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(f"parameter '{key}' must be a number, got {value!r}")
+            raise self._not_a_number(key, value)
         return float(value)
 
     def number_param(self, key: str) -> float | int | bool:
@@ -192,7 +192,16 @@ class Layer:
             return float(value)
         if isinstance(value, (bool, int, float)):
             return value
-        raise self.error(f"parameter '{key}' must be a number, got {value!r}")
+        raise self._not_a_number(key, value)
+
+    def _not_a_number(self, key: str, value: Any) -> ModelError:
+        lost = ""
+        if value is None:  # pnnx writes `key=None` for a constant it could not read from the trace
+            lost = (
+                ": pnnx wrote None, having lost this constant (e.g. a bool written into a tensor, "
+                "`mask[:, -3:] = True`); the model's ONNX export, converted, may keep it"
+            )
+        return self.error(f"parameter '{key}' must be a number, got {value!r}{lost}")
 
     @overload
     def weight(self, key: str, *, required: Literal[True] = ...) -> np.ndarray: ...
