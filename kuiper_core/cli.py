@@ -194,7 +194,7 @@ def _check(args: argparse.Namespace, graph, optimised) -> bool:
     one changes an answer beyond what the level allows (passes/exactness.py); at -O2, beyond
     what float32 rounding does to the original on these inputs (passes/sensitivity.py)."""
     from .passes.exactness import ROUNDING, outputs_difference
-    from .passes.sensitivity import SENSITIVITY_FACTOR, measure, scales
+    from .passes.sensitivity import SENSITIVITY_FACTOR, o2_difference, scales
     from .runtime import RuntimeGraph
 
     x = [read_npy(p) for p in args.check]
@@ -206,13 +206,15 @@ def _check(args: argparse.Namespace, graph, optimised) -> bool:
         except KuiperError as e:
             print(f"check: the optimised model runs; the original does not ({e})")
             return True
-    why = outputs_difference(before, list(after), exact=args.O < 2)
     worst = max((_difference(a, b) for a, b in zip(after, before)), default=0.0)
+    if args.O < 2:
+        why, sensitivity = outputs_difference(before, list(after), exact=True), None
+    else:
+        why, sensitivity = o2_difference(graph, x, before, list(after), original)
     rounding = ""
-    if why is not None and args.O >= 2:
-        sensitivity = measure(graph, original, x, before)
+    if sensitivity is not None:
         allowed = sensitivity.allowed(scales(before))
-        if allowed is not None and outputs_difference(before, list(after), exact=False, allowed=allowed) is None:
+        if why is None:
             print(
                 f"check: {len(after)} output(s), max |optimised − original| = {worst:.3g}: more than float "
                 f"rounding usually moves them ({ROUNDING:g} of their scale), but this input amplifies float32 "

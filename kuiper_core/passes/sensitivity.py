@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..graph import Graph
+from .exactness import outputs_difference
 from .rewrite import clone_graph
 
 SENSITIVITY_FACTOR = 10.0
@@ -98,10 +99,13 @@ def scales(outputs: Sequence[object]) -> list[float]:
     return result
 
 
-def measure(graph: Graph, runtime: Any, inputs: Sequence[np.ndarray], outputs: Sequence[object]) -> Sensitivity:
-    """`outputs`: `runtime` (the original `graph`, built) run on `inputs`."""
+def measure(graph: Graph, inputs: Sequence[np.ndarray], outputs: Sequence[object], runtime: Any = None) -> Sensitivity:
+    """`outputs`: the original `graph` run on `inputs` (copies: `runtime`, the graph built, if
+    given, runs again here)."""
     from ..runtime import RuntimeGraph
 
+    if runtime is None:
+        runtime = RuntimeGraph.from_graph(graph).build()
     own: list[float] | None = None
     try:
         with np.errstate(all="ignore"):
@@ -122,6 +126,22 @@ def measure(graph: Graph, runtime: Any, inputs: Sequence[np.ndarray], outputs: S
                 moves.append(d)
         perturbed = [max(v) for v in zip(*moves)] if moves else None
     return Sensitivity(own, perturbed)
+
+
+def o2_difference(
+    graph: Graph, inputs: Sequence[np.ndarray], before: list, after: list, runtime: Any = None
+) -> tuple[str | None, Sensitivity | None]:
+    """-O2's verdict on `after` (the optimised graph's outputs) against `before` (the original
+    `graph`'s on `inputs`): what differs beyond float rounding (None: nothing), and the
+    sensitivity measured when exactness.ROUNDING did not settle it."""
+    why = outputs_difference(before, after, exact=False)
+    if why is None:
+        return None, None
+    sensitivity = measure(graph, inputs, before, runtime)
+    allowed = sensitivity.allowed(scales(before))
+    if allowed is not None:
+        why = outputs_difference(before, after, exact=False, allowed=allowed)
+    return why, sensitivity
 
 
 def _one_ulp(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
