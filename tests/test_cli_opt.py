@@ -103,3 +103,61 @@ def test_every_level_gives_a_loadable_model(tmp_path, capsys, level):
     out = tmp_path / f"o{level}.pnnx.param"
     assert opt(capsys, str(ZOO), f"-O{level}", "-o", str(out))[0] == 0
     matches_pytorch(out, "pass_zoo")  # -O0: the export as it was, written back
+
+
+EFFICIENTNET_O0 = Path(__file__).parent / "data" / "styles" / "efficientnet_precision" / "o0"
+
+
+def _ill_conditioned_input(tmp_path: Path) -> Path:
+    """The export's own input, randn·2 + 0.5: it saturates the squeeze-excitation sigmoids."""
+    x = tmp_path / "x.npy"
+    with np.load(EFFICIENTNET_O0 / "inputs.npz") as z:
+        np.save(x, z["in0"])
+    return x
+
+
+def test_check_judges_o2_rounding_by_the_inputs_own_float32_sensitivity(tmp_path, capsys):
+    """EfficientNet's layout at optlevel 0 on an ill-conditioned input: folding its batch norms
+    moves the outputs past -O2's 1e-4 of their scale, as float32 rounding moves the original's
+    there (its error against float64, 1-ulp input changes): rounding, written, and said so."""
+    out = tmp_path / "o.pnnx.param"
+    code, stdout, stderr = opt(
+        capsys,
+        str(EFFICIENTNET_O0 / "model.pnnx.param"),
+        "-O2",
+        "-o",
+        str(out),
+        "--check",
+        str(_ill_conditioned_input(tmp_path)),
+    )
+    assert code == 0 and out.exists(), stderr
+    assert "more than float rounding usually moves them" in stdout and "rounding, not an error" in stdout
+    assert "its own float32 error against a float64 run is" in stdout and "1-ulp changes of the input" in stdout
+
+
+def test_check_still_flags_a_wrong_rewrite_on_an_ill_conditioned_input(tmp_path, capsys, monkeypatch):
+    """A rewrite that changes the function (one folded convolution's bias off by 5 %) is beyond
+    any rounding: an engine bug, with what rounding explains named."""
+    import kuiper_core.passes as passes
+
+    real = passes.optimize
+
+    def wrong(graph, *args, **kwargs):
+        result = real(graph, *args, **kwargs)
+        conv = next(op for op in result.after.operators if op.type == "nn.Conv2d" and "bias" in op.attrs)
+        conv.attrs["bias"].data = conv.attrs["bias"].data * np.float32(1.05) + np.float32(0.05)
+        return result
+
+    monkeypatch.setattr(passes, "optimize", wrong)
+    out = tmp_path / "o.pnnx.param"
+    code, _, stderr = opt(
+        capsys,
+        str(EFFICIENTNET_O0 / "model.pnnx.param"),
+        "-O2",
+        "-o",
+        str(out),
+        "--check",
+        str(_ill_conditioned_input(tmp_path)),
+    )
+    assert code == 1 and not out.exists()
+    assert "check failed" in stderr and "float32 rounding explains up to" in stderr and "engine bug" in stderr

@@ -436,9 +436,11 @@ def test_log2_numel_shape_as_tensor_scatter() -> None:
 def test_precision_on_ill_conditioned_inputs_is_pytorchs() -> None:
     """efficientnet_b0's layout on randn·2 + 0.5 (its squeeze-excitation sigmoids saturate,
     float32 rounding is amplified thousands of times): our float32 error against the file run
-    by PyTorch in float64 is within 2x of PyTorch's float32 error. The amplified error is
-    dominated by a few elements and swings from input to input for both engines (0.3x to 3x
-    either way), so the bound is on the geometric mean over the inputs, each within 5x."""
+    by PyTorch in float64, next to PyTorch's float32 error. The amplified error is dominated by
+    a few elements and swings from input to input for both engines, so the bound is on the
+    geometric mean over the inputs, and each within 3x. Squeeze-excitation computed in float64
+    (pooled sums, 1x1-map convolutions, sigmoid and SiLU of per-channel values) brought the
+    mean from 1.04 to 0.43 and the largest from 3.58 to 1.77: either bound fails without it."""
     folder = DATA / "efficientnet_precision" / "o2"
     g = kuiper_core.load(folder / "model.pnnx.param")
     ratios = []
@@ -450,9 +452,54 @@ def test_precision_on_ill_conditioned_inputs_is_pytorchs() -> None:
             torch_err = np.abs(z[f"torch{k}"].astype(np.float64) - ref).max() / scale
             ratios.append(ours / torch_err)
     mean = float(np.exp(np.mean(np.log(ratios))))
-    assert mean <= 2.0 and max(ratios) <= 5.0, (
+    assert mean <= 0.85 and max(ratios) <= 3.0, (
         f"ours/PyTorch per input {np.round(ratios, 2)}, geometric mean {mean:.2f}"
     )
+
+
+def _half_ulp_off(y: np.ndarray, exact: np.ndarray) -> bool:
+    """y is `exact` (float64) rounded to float32: within half a float32 ulp of it."""
+    return bool((np.abs(y.astype(np.float64) - exact) <= 0.5 * np.spacing(np.abs(y)).astype(np.float64)).all())
+
+
+@pytest.mark.parametrize("shape", [(32, 8), (480, 20), (1152, 48), (48, 1152)])
+def test_squeeze_excitation_convolutions_are_rounded_once(shape: tuple[int, int]) -> None:
+    """A 1x1 map's pointwise convolution (squeeze-excitation's, up to POINTWISE_FLOAT64_MAX_MACS)
+    sums in float64: its float32 output is the exact value rounded once (bias and fused ReLU too)."""
+    from kuiper_core.layers.conv_kernels import Pointwise
+
+    c, o = shape
+    rng = np.random.default_rng(c)
+    w = rng.standard_normal((1, o, c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    x = (rng.standard_normal((1, c, 1, 1)) * 100).astype(np.float32)
+    exact = w[0].astype(np.float64) @ x.reshape(c).astype(np.float64) + b
+    for relu in (False, True):
+        y = np.empty((1, o, 1, 1), np.float32)
+        Pointwise(w, b, x.shape, relu).run(x, y)
+        assert _half_ulp_off(y.reshape(o), np.maximum(exact, 0) if relu else exact)
+
+
+def test_sigmoid_and_silu_of_per_channel_values_are_rounded_once() -> None:
+    from kuiper_core.layers.activation import silu_reference
+
+    x = np.random.default_rng(0).uniform(-30, 30, (1, 1152, 1, 1)).astype(np.float32)
+    for kind, exact in (("nn.Sigmoid", 1 / (1 + np.exp(-x.astype(np.float64)))), ("nn.SiLU", silu_reference(x))):
+        op = Operator(kind, "act", [Operand("0")], [Operand("1")])
+        (y,) = create_layer(op).forward([x], [None])
+        assert _half_ulp_off(y, exact), kind
+
+
+@pytest.mark.parametrize("hw", [7, 14, 56, 112])
+def test_global_average_pooling_is_float64_accurate(hw: int) -> None:
+    """No rounded 1/size in every term: the planes' float32 row sums added in float64 (a
+    float32 sum divided once on small planes): within half an eps of the terms' mean."""
+    x = np.random.default_rng(hw).standard_normal((1, 64, hw, hw)).astype(np.float32) * 50 + 3
+    op = Operator("nn.AdaptiveAvgPool2d", "pool", [Operand("0")], [Operand("1")], {"output_size": [1, 1]})
+    (y,) = create_layer(op).forward([x], [None])
+    exact = x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+    terms = np.abs(x.astype(np.float64)).mean(axis=(2, 3), keepdims=True)
+    assert (np.abs(y - exact) <= 0.5 * np.finfo(np.float32).eps * terms).all()
 
 
 @pytest.mark.parametrize("channels", [48, 200, 480, 1152])

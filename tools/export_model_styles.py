@@ -17,9 +17,10 @@ the real pnnx converter at optlevel 0, 1 and 2, for tests/test_models_styles.py:
                     where, scatter, log2 as layers; references in tools/torchvision_ops.py)
     batched_nms     torchvision.ops.batched_nms: a prim::If whose branches pnnx drops (a located
                     error, expected.npz still PyTorch's)
-    efficientnet_precision  efficientnet_b0's layout at width 0.25, depth 0.5, 64x64 (optlevel 2), with
-                    precision.npz: ill-conditioned inputs (randn·2 + 0.5) and the file run by
-                    PyTorch in float64 and in float32
+    efficientnet_precision  efficientnet_b0's layout at width 0.25, depth 0.5, 64x64, on an
+                    ill-conditioned input (randn·2 + 0.5): o2 with precision.npz (8 such inputs and
+                    the file run by PyTorch in float64 and in float32); o0 (batch norms unfolded)
+                    for `kuiper opt -O2 --check`, whose folding that input amplifies
     encoder_*       nn.TransformerEncoder traced with torch.jit.trace in eval mode without grad
                     (PyTorch's fast path: aten::_transformer_encoder_layer_fwd), the .pt converted
                     by the pnnx CLI: relu post-norm, gelu norm_first, a causal float mask, a bool
@@ -366,7 +367,7 @@ MODELS: dict[str, tuple[Callable[[], tuple[Any, tuple[Any, ...]]], bool]] = {
 # PyTorch's answer at batch 2 too, at these levels (pnnx's optlevel 2 fixes Swin's mask at batch 1).
 BATCH2 = {"swin": ("o0", "o1")}
 # Only these levels (the others would add MBs the tests do not need).
-LEVELS_OF = {"ssdlite_head": ("o1", "o2"), "efficientnet_precision": ("o2",)}
+LEVELS_OF = {"ssdlite_head": ("o1", "o2"), "efficientnet_precision": ("o0", "o2")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,9 +397,9 @@ def main(argv: list[str] | None = None) -> int:
                     optlevel=LEVELS[level],
                     capture_operands=False,
                     trace_without_grad=no_grad,
-                    keep_python=folder if name == "efficientnet_precision" else None,
+                    keep_python=folder if (name, level) == ("efficientnet_precision", "o2") else None,
                 )
-                if name == "efficientnet_precision":
+                if (name, level) == ("efficientnet_precision", "o2"):
                     _precision_references(folder)
                 if level in BATCH2.get(name, ()):
                     _batch2_reference(build, folder)

@@ -11,6 +11,7 @@ np.float32; GELU's float64 reference (erfc) serves float64 inputs and the tests.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache, partial
 
 import numpy as np
@@ -330,12 +331,33 @@ def softplus(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+# Per-channel float32 values (N, C, 1, 1...: squeeze-excitation's) of at most this many
+# elements go through sigmoid and SiLU in float64, rounded once: each value scales a whole
+# channel, so its rounding is amplified where EfficientNet's sigmoids saturate
+# (docs/coverage.md); a few us.
+SMALL_IN_FLOAT64 = 4096
+
+
+def _small_in_float64(x: np.ndarray, y: np.ndarray, f: Callable[[np.ndarray], np.ndarray]) -> bool:
+    """y = f(x) computed in float64 when x is float32 per-channel values (SMALL_IN_FLOAT64)."""
+    if x.dtype != F32 or x.size > SMALL_IN_FLOAT64 or x.ndim < 3 or x.size != x.shape[0] * x.shape[1]:
+        return False
+    np.copyto(y, f(x.astype(np.float64)), casting="same_kind")
+    return True
+
+
+def _sigmoid64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
 @register("nn.Sigmoid", "F.sigmoid")
 class Sigmoid(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
-        sigmoid(x, y)
+        if not _small_in_float64(x, y, _sigmoid64):
+            sigmoid(x, y)
 
 
 @register("nn.Tanh", "F.tanh")
@@ -360,6 +382,8 @@ class SiLU(Elementwise):
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
+        if _small_in_float64(x, y, silu_reference):
+            return
         t = scratch("act.tmp", x.shape, x.dtype)
         np.negative(x, out=t)
         with np.errstate(over="ignore"):

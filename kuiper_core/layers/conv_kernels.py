@@ -66,6 +66,12 @@ POINTWISE_BLOCK = 64
 # Up to this many bytes of partial sums the blocks are one batched matmul and one sum (two calls);
 # above, a loop over the blocks into a scratch buffer (its calls cost nothing next to the GEMMs).
 POINTWISE_PARTIALS_MAX_BYTES = 4 << 20
+# Pointwise convolutions of a 1x1 map with at most this many multiply-adds are summed in
+# float64 and rounded once: squeeze-excitation's two 1x1 convolutions (global pool -> conv ->
+# act -> conv -> sigmoid) give per-channel scales, whose rounding moves a whole channel of the
+# block's output at once and which saturated sigmoids amplify on ill-conditioned inputs
+# (docs/coverage.md); EfficientNet-B0's largest is 1152x48 (55K MACs, ~20 us in float64).
+POINTWISE_FLOAT64_MAX_MACS = 1 << 16
 
 
 def _channel_blocks(c: int) -> int:
@@ -95,7 +101,15 @@ class Pointwise:
         self.bias = None if bias is None else bias.reshape(self.g, self.og, 1)
         self.x_shape = (n, self.g, self.cg, h * width)
         self.y_shape = (n, self.g, self.og, h * width)
-        nb = _channel_blocks(self.cg)
+        # A tiny 1x1 map (POINTWISE_FLOAT64_MAX_MACS) in float64: the weight with the bias as a
+        # last column (G, Og, Cg + 1), and buffers of its own (a plan is one thread's): the input
+        # with a row of ones (N, G, Cg + 1, 1), the sums (N, G, Og, 1).
+        self.wide: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        if h * width == 1 and w.dtype == np.float32 and n * w.size <= POINTWISE_FLOAT64_MAX_MACS:
+            bias_column = np.zeros((self.g, self.og, 1)) if self.bias is None else self.bias
+            w64 = np.concatenate([w, bias_column], axis=2, dtype=np.float64)
+            self.wide = (w64, np.ones((n, self.g, self.cg + 1, 1)), np.empty((n, self.g, self.og, 1)))
+        nb = 1 if self.wide is not None else _channel_blocks(self.cg)
         self.nb = nb
         self.stacked: np.ndarray | None = None  # (G, nb, Og, blk): one batched matmul
         self.blocks: list[tuple[int, int, np.ndarray]] = []  # (start, stop, W block): the loop
@@ -114,6 +128,14 @@ class Pointwise:
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         y3 = y.reshape(self.y_shape)
         x4 = x.reshape(self.x_shape)
+        if self.wide is not None:
+            w64, x64, acc = self.wide
+            np.copyto(x64[:, :, : self.cg], x4)
+            np.matmul(w64, x64, out=acc)
+            np.copyto(y3, acc, casting="same_kind")
+            if self.relu:
+                clamp.maximum(y3, y3.dtype.type(0), out=y3)
+            return
         if self.stacked is not None:
             n, g, nb, _, hw = self.split
             parts = scratch("pointwise.part", (n, g, nb, self.og, hw), y3.dtype)

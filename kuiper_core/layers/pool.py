@@ -339,9 +339,9 @@ class _AdaptivePool(_Pool):
         return (oh or h, ow or w) if self.dims == 2 else (1, ow or w)
 
 
-# Up to this many elements a plane's average is one float32 GEMV (as accurate as PyTorch's mean
-# there); above, row sums added in float64 (see AdaptiveAvgPool.forward).
-GLOBAL_POOL_GEMV_MAX = 1024
+# Up to this many elements a plane's average is one float32 GEMV (its sum) divided by the size;
+# above, row sums by a GEMV added in float64 (see AdaptiveAvgPool.forward).
+GLOBAL_POOL_GEMV_MAX = 64
 
 
 @register("nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool1d", "F.adaptive_avg_pool2d")
@@ -376,16 +376,19 @@ class AdaptiveAvgPool(_AdaptivePool):
         _, p, h, w = x.shape
         oh, ow = self._out_hw(h, w)
         y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
-        if (oh, ow) == (1, 1):  # global average pooling: a GEMV by 1/size
+        if (oh, ow) == (1, 1):  # global average pooling: sums by a GEMV
             # (MobileNetV3's SE blocks: 1-2 us against np.mean's 5-14: its pairwise sum per row).
-            # On big planes one float32 GEMV was 2x PyTorch's error (a long float32 sum, the
-            # rounded 1/size in every term; EfficientNet's SE scales carry it on): there row
-            # sums by a GEMV are added up in float64 and divided once.
+            # Not a GEMV by a rounded 1/size: that rounding scales every channel alike, and a
+            # long float32 sum was up to 2x PyTorch's error; a squeeze-excitation's pooled value
+            # scales a whole channel, which EfficientNet's saturated sigmoids amplify
+            # (docs/coverage.md). Small planes: the float32 sum divided by the size (PyTorch's
+            # mean); bigger ones: row sums added in float64, divided once (+1-3 us).
             if h * w == 0:  # the mean of nothing: NaN, as torch
                 y.fill(np.nan)
                 return [y]
             if h * w <= GLOBAL_POOL_GEMV_MAX:
-                np.matmul(x.reshape(p, h * w), self._uniform(h * w, x.dtype, 1.0 / (h * w)), out=y.reshape(p))
+                np.matmul(x.reshape(p, h * w), self._uniform(h * w, x.dtype, 1.0), out=y.reshape(p))
+                np.divide(y, h * w, out=y, casting="same_kind")
                 return [y]
             sums = np.matmul(x.reshape(p * h, w), self._uniform(w, x.dtype, 1.0)).reshape(p, h)
             np.divide(sums.sum(axis=1, dtype=np.float64), h * w, out=y.reshape(p), casting="same_kind")
