@@ -58,10 +58,13 @@ st.caption(
 )
 
 
-# Read in _body: the .npz uploader sits inside the fragment, so an upload reruns only the
-# fragment, and references read once per page run would be one upload out of date.
+# Read in _body (each fragment run reads what the session holds now); the "Compare with"
+# section that changes them is drawn outside the fragment, so a choice or an upload reruns
+# the whole page.
 refs: dict[str, np.ndarray] = {}
 refs_source = ""
+COMPARE_DRAWN_EMPTY = "compare_drawn_empty"  # in `state`: the compare section was drawn before any step
+# (None while a whole-page run is drawing it)
 
 
 # -- callbacks ----------------------------------------------------------------------------------
@@ -218,9 +221,10 @@ def _body() -> None:
         _graph_panel(event.name if event is not None else None, checks, failure)
     with right:
         _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
-    compare_panel.compare_section(model, resolved, stepper, active)
     _errors_panel(checks)
     _outputs()
+    if state.get(COMPARE_DRAWN_EMPTY) is not None and state[COMPARE_DRAWN_EMPTY] != (not stepper.events):
+        st.rerun(scope="app")  # its Save / Download buttons were drawn disabled (or enabled): draw them again
 
 
 def _show_failure(failure: BaseException | None) -> None:
@@ -448,4 +452,10 @@ def _outputs() -> None:
 
 
 # Play re-runs only this fragment on a timer; clicks inside it re-run only it too (fast).
+state[COMPARE_DRAWN_EMPTY] = None  # a whole-page run: the section below is drawn after the fragment
 run_fragment(_body, state, current_speed("fw_speed"))
+# Outside the fragment: nothing in it changes with the step (its Save and Download read the
+# stepper when clicked), and a Step no longer sends and redraws its uploader, radio,
+# expander and buttons (about a third of the browser's work per step on ResNet-18).
+compare_panel.compare_section(model, resolved, stepper, compare_panel.active_references(model, resolved))
+state[COMPARE_DRAWN_EMPTY] = not stepper.events

@@ -1,0 +1,130 @@
+"""What a Forward Step costs the browser (issue 23), checked in Chromium.
+
+- A big feature map is one picture (PNG), not a Vega chart of one mark per cell: a 56x56
+  slice was 3,136 marks and ~0.15 s of the browser at each step.
+- A Step reruns only the stepping fragment: the "Compare with" section (uploader, choices,
+  Save / Download) is not sent again, yet its buttons follow the first step and Reset.
+- What is shown still agrees with the step: the status line, the highlighted node, the
+  tensor's picture.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+from app_server import (
+    VIEW,
+    chromium_page,
+    current_highlight,
+    exception_boxes,
+    skip_without_browser,
+    streamlit_server,
+    wait_highlight,
+    wait_idle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+
+skip_without_browser()
+
+
+@pytest.fixture(scope="module")
+def page():
+    with streamlit_server(timeout=120) as url, chromium_page(1280, 720) as p:
+        p.kx_url = url  # type: ignore[attr-defined]
+        yield p
+
+
+def button(page, name: str):
+    return page.get_by_role("button", name=name, exact=True)
+
+
+def step_to(page, k: int, n: int, name: str) -> None:
+    button(page, "Step").click()
+    page.get_by_text(re.compile(rf"^Operator {k} of {n}: {re.escape(name)}")).wait_for()
+    wait_highlight(page, name)
+    wait_idle(page)
+
+
+def sent_elements(frames: list[bytes]) -> list[tuple[str, str]]:
+    """(element type, a text it carries) of each delta the server sent."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    out = []
+    for f in frames:
+        m = ForwardMsg()
+        m.ParseFromString(f)
+        if m.WhichOneof("type") == "delta" and m.delta.WhichOneof("type") == "new_element":
+            el = m.delta.new_element
+            kind = el.WhichOneof("type") or "?"
+            body = getattr(el, kind)
+            out.append((kind, getattr(body, "body", "") or getattr(body, "label", "") or getattr(body, "spec", "")))
+    return out
+
+
+def test_a_resnet18_step_sends_the_step_only_and_draws_its_map_as_a_picture(page) -> None:
+    page.goto(page.kx_url + "/forward?model=resnet18")  # type: ignore[attr-defined]
+    page.wait_for_selector(f"{VIEW} .kx-stage svg g.node", timeout=120_000)
+    wait_idle(page)
+    step_to(page, 1, 51, "pnnx_input_0")
+    step_to(page, 2, 51, "convbn2d_0")
+    frames: list[bytes] = []
+    cdp = page.context.new_cdp_session(page)
+    cdp.on(
+        "Network.webSocketFrameReceived",
+        lambda ev: (
+            frames.append(base64.b64decode(ev["response"]["payloadData"]))
+            if ev["response"].get("opcode") == 2
+            else None
+        ),
+    )
+    cdp.send("Network.enable")
+    try:
+        step_to(page, 3, 51, "relu")
+    finally:
+        cdp.send("Network.disable")
+        cdp.detach()
+    sent = sent_elements(frames)
+    kinds = [k for k, _ in sent]
+    assert (
+        "file_uploader" not in kinds and "radio" in kinds
+    )  # the compare section stays; the colour radio is the step's
+    assert not any(k == "heading" and "Compare with" in t for k, t in sent)
+    assert not any(k == "vega_lite_chart" and '"rect"' in t for k, t in sent), "a map drawn as a chart"
+    assert sum(len(f) for f in frames) < 120_000, f"{sum(len(f) for f in frames)} bytes for one step"
+    # what is on screen is the step's: the status line, the node, the picture of relu's output
+    assert current_highlight(page) == ["relu"]
+    pic = page.locator('[data-testid="stImage"]').filter(has_text="colour bar")
+    assert pic.count() == 1
+    caption = pic.first.inner_text()
+    assert "rows: dim 2 (H=112)" in caption and "columns: dim 3 (W=112)" in caption
+    lo = float(re.search(r"colour bar: (\S+) \(bottom\)", caption).group(1))
+    assert lo >= 0.0  # a ReLU's output: no negative block mean
+    width = pic.locator("img").evaluate("i => i.naturalWidth")
+    assert 0 < width <= 400
+    assert page.get_by_role("heading", name="Compare with").count() == 1
+    assert exception_boxes(page) == []
+
+
+def test_compare_buttons_follow_the_first_step_and_reset(page) -> None:
+    """Save / Download sit outside the stepping fragment: the first Step and Reset redraw them."""
+    page.goto(page.kx_url + "/forward?model=digits_cnn")  # type: ignore[attr-defined]
+    page.wait_for_selector(f"{VIEW} .kx-stage svg g.node", timeout=120_000)
+    wait_idle(page)
+    save = button(page, "Save this run to compare with later")
+    assert save.is_disabled()
+    step_to(page, 1, 12, "pnnx_input_0")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('button')].some(b => b.innerText.includes('Save this run') && !b.disabled)",
+        timeout=30_000,
+    )
+    wait_idle(page)
+    assert not save.is_disabled()
+    assert not page.get_by_role("button", name="Download every tensor computed so far (.npz)").is_disabled()
+    button(page, "Reset").click()
+    page.get_by_text(re.compile(r"^Nothing has run yet")).first.wait_for()
+    wait_idle(page)
+    assert save.is_disabled()
+    assert exception_boxes(page) == []
