@@ -1,4 +1,4 @@
-"""What a Forward Step costs the browser (issue 23), checked in Chromium.
+"""What a Forward Step and a first visit cost the browser (issue 23), checked in Chromium.
 
 - A big feature map is one picture (PNG), not a Vega chart of one mark per cell: a 56x56
   slice was 3,136 marks and ~0.15 s of the browser at each step.
@@ -6,6 +6,8 @@
   Save / Download) is not sent again, yet its buttons follow the first step and Reset.
 - What is shown still agrees with the step: the status line, the highlighted node, the
   tensor's picture.
+- Home's first load draws its two small tables as Markdown: no data grid (~1.5 MB of
+  JavaScript fetched and parsed before the page settled).
 """
 
 from __future__ import annotations
@@ -127,4 +129,27 @@ def test_compare_buttons_follow_the_first_step_and_reset(page) -> None:
     page.get_by_text(re.compile(r"^Nothing has run yet")).first.wait_for()
     wait_idle(page)
     assert save.is_disabled()
+    assert exception_boxes(page) == []
+
+
+def test_home_first_load_draws_its_tables_without_the_data_grid(page) -> None:
+    from conftest import SAMPLES
+
+    from kuiper_core.explore.summary import model_summary
+    from kuiper_core.pnnx import read_param
+
+    page.goto(page.kx_url + "/?model=digits_cnn")  # type: ignore[attr-defined]
+    page.get_by_text("Summary of digits_cnn").wait_for(timeout=120_000)
+    wait_idle(page)
+    loaded = page.evaluate("() => performance.getEntriesByType('resource').map(r => r.name.split('/').pop())")
+    assert not [f for f in loaded if f.startswith("DataFrame.")], "the data grid was loaded for Home"
+    tables = page.locator('[data-testid="stMarkdown"] table').evaluate_all(
+        "ts => ts.map(t => [...t.querySelectorAll('tr')].map(r => [...r.children].map(c => c.innerText.trim())))"
+    )
+    summary = model_summary(read_param(SAMPLES / "digits_cnn.pnnx.param"))
+    io, types = tables
+    assert [row[:2] for row in io[1:]] == [["input", s.name] for s in summary.inputs] + [
+        ["output", s.name] for s in summary.outputs
+    ]
+    assert {row[0]: int(row[2]) for row in types[1:]} == dict(summary.by_type)
     assert exception_boxes(page) == []
