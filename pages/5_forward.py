@@ -63,8 +63,8 @@ st.caption(
 # the whole page.
 refs: dict[str, np.ndarray] = {}
 refs_source = ""
-COMPARE_DRAWN_EMPTY = "compare_drawn_empty"  # in `state`: the compare section was drawn before any step
-# (None while a whole-page run is drawing it)
+# In `state`: whether the compare section was drawn before any step (None: this run draws it).
+COMPARE_DRAWN_EMPTY = "compare_drawn_empty"
 
 
 # -- callbacks ----------------------------------------------------------------------------------
@@ -455,7 +455,7 @@ def _outputs() -> None:
 state[COMPARE_DRAWN_EMPTY] = None  # a whole-page run: the section below is drawn after the fragment
 run_fragment(_body, state, current_speed("fw_speed"))
 # Outside the fragment: nothing in it changes with the step (its Save and Download read the
-# stepper when clicked), and a Step no longer sends and redraws its uploader, radio,
-# expander and buttons (about a third of the browser's work per step on ResNet-18).
+# stepper when clicked), so a Step no longer sends and redraws its uploader, radio, expander
+# and buttons (a ResNet-18 step 0.50 -> 0.375 s in one A/B at load ~4: docs/app_latency.md).
 compare_panel.compare_section(model, resolved, stepper, compare_panel.active_references(model, resolved))
 state[COMPARE_DRAWN_EMPTY] = not stepper.events

@@ -1,7 +1,8 @@
 """One tensor on screen, drawn by its shape (kuiper_core.explore.tensor_view decides how).
 
 Vectors are line or bar plots with their largest entries, matrices capped heatmaps with
-axes and hover values (above 32×32 cells a picture: one PNG, not a chart of thousands of marks), higher ranks a 2-D slice with a picker per other axis (and the
+axes and hover values (above 32×32 cells a picture with a colour bar: one PNG, not a chart
+of thousands of marks), higher ranks a 2-D slice with a picker per other axis (and the
 channels as a mosaic), always with a value table; with a reference, the difference
 |engine - reference| is a heatmap of the same slice.
 """
