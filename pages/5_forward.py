@@ -190,7 +190,7 @@ def _body() -> None:
         label_visibility="collapsed",
         help="0 = before the first operator",
     )
-    step_keys("fw_keys", _step, _back)
+    step_keys("fw_keys", _step, _back, buttons={"fw_step": _step, "fw_back": _back})  # no click merged
 
     failure = stepper.failure
     if stepper.error is not None:

@@ -6,6 +6,8 @@
   Save / Download) is not sent again, yet its buttons follow the first step and Reset.
 - What is shown still agrees with the step: the status line, the highlighted node, the
   tensor's picture.
+- A burst of Step or Back clicks makes one step per click: the browser reports the clicks
+  as a list (pages/keys.py), which Streamlit cannot merge as it merges button triggers.
 - Home's first load draws its two small tables as Markdown: no data grid (~1.5 MB of
   JavaScript fetched and parsed before the page settled).
 """
@@ -152,4 +154,34 @@ def test_home_first_load_draws_its_tables_without_the_data_grid(page) -> None:
         ["output", s.name] for s in summary.outputs
     ]
     assert {row[0]: int(row[2]) for row in types[1:]} == dict(summary.by_type)
+    assert exception_boxes(page) == []
+
+
+def test_a_burst_of_clicks_makes_one_step_per_click(page) -> None:
+    """Five Step clicks in one go on a new session of ResNet-18 (its first step is the
+    slowest: Streamlit merged the triggers that arrived meanwhile), then three Backs."""
+    from conftest import SAMPLES
+
+    import kuiper_core
+
+    names = [r.name for r in kuiper_core.load(SAMPLES / "resnet18.pnnx.param").order]
+    page.goto(page.kx_url + "/forward?model=resnet18")  # type: ignore[attr-defined]
+    page.wait_for_selector(f"{VIEW} .kx-stage svg g.node", timeout=120_000)
+    wait_idle(page)
+    burst = (
+        "n => { const b = document.querySelector('.st-key-fw_step button'); for (let i = 0; i < n; i++) b.click(); }"
+    )
+    page.evaluate(burst, 5)
+    page.get_by_text(re.compile(rf"^Operator 5 of 51: {re.escape(names[4])}")).wait_for(timeout=60_000)
+    wait_highlight(page, names[4])
+    wait_idle(page)
+    page.wait_for_timeout(1000)  # nothing more is coming
+    wait_idle(page)
+    assert page.get_by_text(re.compile(rf"^Operator 5 of 51: {re.escape(names[4])}")).count() == 1
+    page.evaluate(burst.replace("fw_step", "fw_back"), 3)
+    page.get_by_text(re.compile(rf"^Operator 2 of 51: {re.escape(names[1])}")).wait_for(timeout=60_000)
+    wait_highlight(page, names[1])
+    wait_idle(page)
+    assert current_highlight(page) == [names[1]]
+    page.wait_for_function("() => location.search.includes('step=2')", timeout=10_000)
     assert exception_boxes(page) == []
