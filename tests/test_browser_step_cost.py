@@ -185,3 +185,39 @@ def test_a_burst_of_clicks_makes_one_step_per_click(page) -> None:
     assert current_highlight(page) == [names[1]]
     page.wait_for_function("() => location.search.includes('step=2')", timeout=10_000)
     assert exception_boxes(page) == []
+
+
+@pytest.mark.parametrize(
+    "link, step, back, reset",
+    [
+        ("/order?graph=KuiperInfer%27s+worked+example&algo=kahn", "order_step", "order_back", "order_reset"),
+        ("/expressions?model=expr_zoo", "expr_step_btn", "expr_back", "expr_reset"),
+    ],
+)
+def test_a_burst_of_walkthrough_clicks_makes_one_step_per_click(
+    page, link: str, step: str, back: str, reset: str
+) -> None:
+    page.goto(page.kx_url + link)  # type: ignore[attr-defined]
+    page.wait_for_selector(f"{VIEW} .kx-stage svg g.node", timeout=120_000)
+    wait_idle(page)
+    at = (
+        "() => { const e = [...document.querySelectorAll('p, strong')].find(e => /^Step \\d+ of \\d+/.test(e.textContent));"
+        " return e ? +e.textContent.match(/^Step (\\d+)/)[1] : -1; }"
+    )
+    if page.locator(f".st-key-{step} button").is_disabled():  # opened at its last step (expr_zoo)
+        page.locator(f".st-key-{reset} button").click()
+        page.wait_for_function(f"() => !document.querySelector('.st-key-{step} button').disabled", timeout=30_000)
+        wait_idle(page)
+    first = page.evaluate(at)
+    assert first >= 0
+    burst = "([key, n]) => { const b = document.querySelector('.st-key-' + key + ' button'); for (let i = 0; i < n; i++) b.click(); }"
+    page.evaluate(burst, [step, 3])
+    page.wait_for_function(f"() => ({at})() === {first + 3}", timeout=60_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)
+    wait_idle(page)
+    assert page.evaluate(at) == first + 3
+    page.evaluate(burst, [back, 2])
+    page.wait_for_function(f"() => ({at})() === {first + 1}", timeout=60_000)
+    wait_idle(page)
+    assert exception_boxes(page) == []
