@@ -19,6 +19,7 @@ time: a measurement's "script run" is the time the server spent running the page
 it (the rest is transfer and the browser drawing).
 
     python bench/bench_app.py [--runs 5] [--json bench/results/app_latency.json] [--md /tmp/table.md]
+    python bench/bench_app.py --only home forward quick   # some groups of measurements (GROUPS)
 
 The machine may be shared: medians of several runs, and the load average is printed.
 """
@@ -221,6 +222,9 @@ def by_url(page, link: str, cond: str) -> float:
     return settle(page, cond) - t0
 
 
+GROUPS = ("home", "links", "forward", "quick", "walk", "click", "urls", "openall")
+
+
 def median_ms(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1000)
 
@@ -231,7 +235,12 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=6, help="steps per Step/Back measurement")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path, help="write the table as Markdown here")
+    ap.add_argument("--only", nargs="+", choices=GROUPS, help="measure these groups only")
     args = ap.parse_args()
+
+    def want(group: str) -> bool:
+        return args.only is None or group in args.only
+
     why = browser_missing()
     if why:
         print(f"skipped: {why}")
@@ -259,7 +268,7 @@ def main() -> int:
             page.goto(url)
             settle(page, "document.querySelector('h1')")
         home = []
-        for _ in range(args.runs):
+        for _ in range(args.runs if want("home") else 0):
             with chromium_page(1280, 720) as page:  # a new browser, a new session
                 t0 = time.perf_counter()
                 page.goto(url)
@@ -267,20 +276,21 @@ def main() -> int:
                     settle(page, "[...document.querySelectorAll('h2')].some(h => h.textContent.includes('Summary of'))")
                     - t0
                 )
-        report("Home, first load (new session)", home, 1.5, split=False)
+        if home:
+            report("Home, first load (new session)", home, 1.5, split=False)
         with chromium_page(1280, 720) as page:
-            for model in ("digits_cnn", "resnet18"):
+            for model in ("digits_cnn", "resnet18") if want("links") else ():
                 links: dict[str, list[float]] = {}
                 for _ in range(args.runs):
                     for slug, s in page_links(page, url, model).items():
                         links.setdefault(slug, []).append(s)
                 for slug, xs in links.items():
                     report(f"{slug} page by link ({model})", xs, 2.0)
-            for model in STEP_MS:
+            for model in STEP_MS if want("forward") else ():
                 steps, backs = forward_steps(page, url, model, args.steps)
                 report(f"Forward Step ({model})", steps, STEP_MS[model] / 1000)
                 report(f"Forward Back ({model})", backs, STEP_MS[model] / 1000)
-            for model in ("digits_cnn", "resnet18"):
+            for model in ("digits_cnn", "resnet18") if want("quick") else ():
                 stall = [queued_clicks(page, url, model) for _ in range(max(1, args.runs - 1))]
                 made = ", ".join(str(n) for _, n in stall)
                 report(
@@ -289,27 +299,40 @@ def main() -> int:
                     5 * STEP_MS[model] / 1000,
                     split=False,
                 )
-            report(WALK, walkthrough_steps(page, url, "KuiperInfer's worked example", args.steps, WALK), 0.3)
+            if want("walk"):
+                report(WALK, walkthrough_steps(page, url, "KuiperInfer's worked example", args.steps, WALK), 0.3)
             for model, names in (
-                ("digits_cnn", ["convbn2d_0", "relu", "convbn2d_1", "pool", "fc1", "fc2"]),
-                ("resnet18", ["convbn2d_1", "layer2.0.relu", "pnnx_expr_10", "fc", "convbn2d_17", "maxpool"]),
-                ("deep1500", deep1500_module_mates()),
+                (
+                    ("digits_cnn", ["convbn2d_0", "relu", "convbn2d_1", "pool", "fc1", "fc2"]),
+                    ("resnet18", ["convbn2d_1", "layer2.0.relu", "pnnx_expr_10", "fc", "convbn2d_17", "maxpool"]),
+                    ("deep1500", deep1500_module_mates()),
+                )
+                if want("click")
+                else ()
             ):
                 report(
                     f"click -> detail panel ({model})", click_details(page, url, model, names), STEP_MS[model] / 1000
                 )
             for what, link, cond in (
-                ("deep link: yolov5s_mini Forward step 166", "/forward?model=yolov5s_mini&step=166", forward_cond(166)),
-                ("Expressions by URL (expr_zoo)", "/expressions?model=expr_zoo", PAGES["expressions"]),
                 (
-                    "Passes at level 2 on deep1500, by URL",
-                    "/passes?model=deep1500&start=current&level=2",
-                    PAGES["passes"],
-                ),
+                    (
+                        "deep link: yolov5s_mini Forward step 166",
+                        "/forward?model=yolov5s_mini&step=166",
+                        forward_cond(166),
+                    ),
+                    ("Expressions by URL (expr_zoo)", "/expressions?model=expr_zoo", PAGES["expressions"]),
+                    (
+                        "Passes at level 2 on deep1500, by URL",
+                        "/passes?model=deep1500&start=current&level=2",
+                        PAGES["passes"],
+                    ),
+                )
+                if want("urls")
+                else ()
             ):
                 report(what, [by_url(page, url + link, cond) for _ in range(args.runs)], 2.0, split=False)
             opened = []
-            for _ in range(args.runs):
+            for _ in range(args.runs if want("openall") else 0):
                 page.goto(f"{url}/graph?model=deep1500")
                 page.wait_for_selector(f"{VIEW} .kx-stage svg g.node")
                 settle(page, "true")
@@ -319,7 +342,8 @@ def main() -> int:
                     timed(page, lambda: page.get_by_role("button", name="Open all modules").click(), cond, OPEN_ALL)
                 )
                 page.keyboard.press("Escape")
-            report(OPEN_ALL, opened, 2.0)
+            if opened:
+                report(OPEN_ALL, opened, 2.0)
     print(f"load average after: {os.getloadavg()}")
     result = [
         {

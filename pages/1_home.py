@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 
-import pandas as pd
 import streamlit as st
 
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.npy import read_npy
-from kuiper_core.explore.summary import model_summary, type_table
+from kuiper_core.explore.summary import markdown_table, model_summary, type_table
 from kuiper_core.graph import shape_label
 from pages import common
 from pages.input_size import size_picker
@@ -88,9 +87,9 @@ io_rows = [{"": "input", "operand": s.name, "shape": shape_label(s.shape), "dtyp
 io_rows += [{"": "output", "operand": s.name, "shape": shape_label(s.shape), "dtype": s.dtype} for s in summary.outputs]
 left, right = st.columns(2)
 left.markdown("**Inputs and outputs**")
-left.dataframe(pd.DataFrame(io_rows), hide_index=True, width="stretch")
+left.markdown(markdown_table(io_rows, code=("operand", "shape")))
 right.markdown("**Operators by type**")
-right.dataframe(pd.DataFrame(type_table(summary)), hide_index=True, width="stretch", height=240)
+right.container(height=240, border=False).markdown(markdown_table(type_table(summary), code=("type",)))
 
 if not model.ok:
     st.stop()

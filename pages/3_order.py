@@ -299,7 +299,8 @@ def _walkthrough() -> None:
         args=(f"order_pos_{step}", step),
         label_visibility="collapsed",
     )
-    step_keys("order_keys", lambda: _move(by=1), lambda: _move(by=-1))
+    forward, back = lambda: _move(by=1), lambda: _move(by=-1)
+    step_keys("order_keys", forward, back, buttons={"order_step": forward, "order_back": back})  # no click merged
     st.markdown(
         f"**Step {step} of {total}**" + (" (the numbers count each algorithm's own events)" if len(walks) > 1 else "")
     )

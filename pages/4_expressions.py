@@ -203,7 +203,8 @@ def _step_controls() -> None:
 
 def _walk() -> None:
     _step_controls()
-    step_keys("expr_keys", lambda: _move(by=1), lambda: _move(by=-1))
+    forward, back = lambda: _move(by=1), lambda: _move(by=-1)
+    step_keys("expr_keys", forward, back, buttons={"expr_step_btn": forward, "expr_back": back})  # no click merged
     tree_col, stack_col = st.columns([3, 2])
     with tree_col:
         view = expression_view.ast_dot(ast, labels)

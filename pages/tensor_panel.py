@@ -1,7 +1,8 @@
 """One tensor on screen, drawn by its shape (kuiper_core.explore.tensor_view decides how).
 
 Vectors are line or bar plots with their largest entries, matrices capped heatmaps with
-axes and hover values, higher ranks a 2-D slice with a picker per other axis (and the
+axes and hover values (above 32×32 cells a picture with a colour bar: one PNG, not a chart
+of thousands of marks), higher ranks a 2-D slice with a picker per other axis (and the
 channels as a mosaic), always with a value table; with a reference, the difference
 |engine - reference| is a heatmap of the same slice.
 """
@@ -118,14 +119,39 @@ def heatmap_chart(
                 "encoding": enc,
             }
         )
+    return df, spec, _notes((fr, fc), (nrows, ncols), abs(cell_w - cell_h) > 1, bad)
+
+
+def _notes(factors: tuple[int, int], shape: tuple[int, int], stretched: bool, nonfinite: bool) -> str:
+    """What a heatmap's caption must say: block means, stretched cells, NaN/Inf."""
     notes = []
-    if fr > 1 or fc > 1:
-        notes.append(f"each cell is the mean of a {fr}×{fc} block ({nrows:,}×{ncols:,} values)")
-    if abs(cell_w - cell_h) > 1:
+    if factors[0] > 1 or factors[1] > 1:
+        notes.append(f"each cell is the mean of a {factors[0]}×{factors[1]} block ({shape[0]:,}×{shape[1]:,} values)")
+    if stretched:
         notes.append("cells are stretched to fit")
-    if bad:
+    if nonfinite:
         notes.append("magenta: NaN/Inf")
-    return df, spec, "; ".join(notes)
+    return "; ".join(notes)
+
+
+def _cells(m: np.ndarray) -> int:
+    """Cells of m's heatmap (after the block means beyond MAX_HEATMAP)."""
+    rows, cols = m.shape if m.ndim == 2 else (1, m.shape[-1])
+    cap = tensor_view.MAX_HEATMAP
+    return min(rows, cap) * min(cols, cap)
+
+
+def heatmap_picture(m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis") -> str:
+    """A big heatmap drawn as a picture (one PNG, no chart: see tensor_view.heatmap_image),
+    its axes and colour scale said in the caption; returns the notes heatmap_chart would."""
+    pic = tensor_view.heatmap_image(m, HEAT_W, HEAT_H, scheme)
+    nrows, ncols = m.shape if m.ndim == 2 else (1, m.shape[0])
+    st.image(
+        pic.rgb,
+        caption=f"rows: {row_title} (0 at the top) · columns: {col_title} · colour bar: "
+        f"{pic.lo:.4g} (bottom) to {pic.hi:.4g} (top); 'values' shows the numbers",
+    )
+    return _notes(pic.factors, (nrows, ncols), pic.stretched, pic.nonfinite)
 
 
 def vector_chart(v: np.ndarray) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -266,10 +292,12 @@ def show_tensor(
         if view == "values":
             value_table(m)
         else:
-            data, spec, note = heatmap_chart(
-                m if diff_m is None else diff_m, row_title, col_title, scheme="viridis" if diff_m is None else "reds"
-            )
-            chart((data, spec), width="content")
+            shown, scheme = (m, "viridis") if diff_m is None else (diff_m, "reds")
+            if _cells(shown) > tensor_view.IMAGE_ABOVE:
+                note = heatmap_picture(shown, row_title, col_title, scheme)
+            else:
+                data, spec, note = heatmap_chart(shown, row_title, col_title, scheme=scheme)
+                chart((data, spec), width="content")
             if diff_m is not None:
                 note = (
                     "|engine − reference| of this slice"

@@ -186,6 +186,27 @@ def test_forward_on_resnet18_compares_every_operator_it_ran() -> None:
     assert at.radio(key="fw_color_mode").value == "errors"
 
 
+def test_forward_big_feature_map_is_a_picture_whose_scale_is_pytorchs() -> None:
+    """ResNet-18's first conv (1x64x112x112): channel 0 drawn as a picture of 56x56 block means
+    (no chart of 3,136 marks), its colour bar's range that of PyTorch's tensor for that operand."""
+    from kuiper_core.explore.tensor_view import block_reduce
+
+    at = app("resnet18", FORWARD)
+    click(at, "fw_step", 2)
+    assert highlight(at) == "convbn2d_0"
+    captions = [c for e in at.get("image") for c in (i.caption for i in e.proto.imgs) if "colour bar" in c]
+    assert len(captions) == 1, captions
+    assert captions[0].startswith("rows: dim 2 (H=112) (0 at the top) · columns: dim 3 (W=112)"), captions[0]
+    lo, hi = (float(x) for x in re.search(r"colour bar: (\S+) \(bottom\) to (\S+) \(top\)", captions[0]).groups())
+    with np.load(SAMPLES / "resnet18.operands.npz") as z:
+        cells, factors = block_reduce(z["1"][0, 0])
+    assert factors == (2, 2)
+    np.testing.assert_allclose([lo, hi], [cells.min(), cells.max()], rtol=2e-3)
+    assert any("Each cell is the mean of a 2×2 block (112×112 values)" in c.value for c in at.caption)
+    rect_charts = [c for c in at.get("vega_lite_chart") if '"rect"' in c.proto.spec]
+    assert rect_charts == [], "the feature map is not also drawn as a chart"
+
+
 def test_forward_go_to_an_operator_and_tensor_views() -> None:
     at = app("digits_cnn", FORWARD)
     conv = next(r for r in runtime("digits_cnn").order if r.type == "nn.Conv2d").name

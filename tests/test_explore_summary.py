@@ -187,3 +187,18 @@ def test_check_array() -> None:
     assert check_array(np.zeros((3, 1, 8, 8)), (1, 1, 8, 8), "x").shape == (3, 1, 8, 8)  # batch may vary
     with pytest.raises(InputError, match="expected"):
         check_array(np.zeros((1, 8, 8)), (1, 1, 8, 8), "x")
+
+
+def test_markdown_table_keeps_every_cell_in_its_column() -> None:
+    from kuiper_core.explore.summary import markdown_table
+
+    text = markdown_table(
+        [{"": "input", "operand": "in0", "n": 3}, {"": "output", "operand": "a|b\nc", "n": 12}], code=("operand",)
+    )
+    assert text.splitlines() == [
+        "|   | operand | n |",
+        "|---|---|---|",
+        "| input | `in0` | 3 |",
+        "| output | `a\\|b c` | 12 |",
+    ]
+    assert markdown_table([]) == ""

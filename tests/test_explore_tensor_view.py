@@ -70,3 +70,30 @@ def test_value_preview_shows_numbers() -> None:
     assert V.value_preview(np.arange(3, dtype=np.float32) / 2) == "[0, 0.5, 1]"
     assert V.value_preview(np.arange(100)).endswith("… (100 values)]")
     assert V.value_preview(2.5) == "2.5"
+
+
+def test_a_big_heatmap_is_a_picture_of_its_cells_with_a_colour_bar() -> None:
+    from kuiper_core.explore.tensors import LUTS, NAN_RGB
+
+    m = np.arange(56 * 56, dtype=np.float32).reshape(56, 56)
+    m[3, 4] = np.nan
+    pic = V.heatmap_image(m, 400, 380)
+    assert pic.cells == (56, 56) and pic.factors == (1, 1) and pic.nonfinite and not pic.stretched
+    k = 6  # 380 // 56: whole pixels per cell, the same across and down
+    assert pic.rgb.shape == (56 * k, 56 * k + V.BAR_GAP + V.BAR_W, 3) and pic.rgb.dtype == np.uint8
+    assert (pic.lo, pic.hi) == (0.0, float(56 * 56 - 1))
+    viridis = LUTS["viridis"]
+    assert (pic.rgb[0, 0] == viridis[0]).all()  # the smallest value: the scale's first colour
+    assert (pic.rgb[-1, 56 * k - 1] == viridis[-1]).all()  # the largest: its last
+    assert (pic.rgb[3 * k + 1, 4 * k + 1] == NAN_RGB).all()  # NaN: magenta, the whole cell
+    bar = pic.rgb[:, -V.BAR_W :]
+    assert (bar[0] == viridis[-1]).all() and (bar[-1] == viridis[0]).all()  # top: hi, bottom: lo
+    assert (pic.rgb[:, 56 * k : 56 * k + V.BAR_GAP] == 255).all()
+
+
+def test_a_huge_heatmap_picture_shows_block_means_within_its_box() -> None:
+    pic = V.heatmap_image(np.ones((1000, 300)), 400, 380, "reds")
+    assert pic.factors == (11, 4) and pic.cells == (91, 75) and not pic.stretched  # 4 px down, 5 across
+    assert pic.rgb.shape[0] <= 380 and pic.rgb.shape[1] <= 400
+    assert pic.lo == pic.hi == 1.0  # one value: one colour, no division by zero
+    assert V.heatmap_image(np.ones((1000, 30)), 400, 380).stretched  # 4 px down, 12 across: the caption says so

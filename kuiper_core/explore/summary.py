@@ -194,3 +194,20 @@ def si_number(value: float, unit: str = "") -> str:
         if abs(value) >= factor:
             return f"{value / factor:.2f} {prefix}{unit}"
     return f"{value:g} {unit}".rstrip()
+
+
+def markdown_table(rows: list[dict[str, Any]], code: tuple[str, ...] = ()) -> str:
+    """rows as a GitHub-flavoured Markdown table (the columns of the first row; the `code`
+    columns in code spans). Why: Home's two small tables as st.dataframe made a first visit
+    fetch and parse the data grid's ~1.5 MB of JavaScript before it settled."""
+    if not rows:
+        return ""
+    cols = list(rows[0])
+
+    def cell(col: str, value: Any) -> str:
+        text = " ".join(str(value).split()).replace("|", "\\|")  # a | would end the cell, even in code
+        return f"`{text}`" if col in code and text and "`" not in text else text
+
+    lines = ["| " + " | ".join(c or " " for c in cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(c, r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)

@@ -79,9 +79,18 @@ def histogram_table(a: np.ndarray, bins: int = 40) -> dict[str, list[float]]:
 
 
 # -- images ----------------------------------------------------------------------------------------
-def _viridis_lut() -> np.ndarray:
-    """A 256-entry RGB table interpolated from viridis' anchor colours (dark blue -> yellow)."""
-    anchors = np.array(
+def _lut(anchors: list[list[int]]) -> np.ndarray:
+    """A 256-entry RGB table interpolated between evenly spaced anchor colours."""
+    a = np.array(anchors, dtype=np.float64)
+    x = np.linspace(0, len(a) - 1, 256)
+    lut = np.stack([np.interp(x, np.arange(len(a)), a[:, c]) for c in range(3)], axis=1)
+    return lut.round().astype(np.uint8)
+
+
+# The anchors of Vega's schemes of the same names (the charts' colours): viridis (dark blue ->
+# yellow) for values, reds (white -> dark red) for differences.
+LUTS = {
+    "viridis": _lut(
         [
             [68, 1, 84],
             [72, 40, 120],
@@ -93,15 +102,23 @@ def _viridis_lut() -> np.ndarray:
             [109, 205, 89],
             [180, 222, 44],
             [253, 231, 37],
-        ],
-        dtype=np.float64,
-    )
-    x = np.linspace(0, len(anchors) - 1, 256)
-    lut = np.stack([np.interp(x, np.arange(len(anchors)), anchors[:, c]) for c in range(3)], axis=1)
-    return lut.round().astype(np.uint8)
-
-
-_LUT = _viridis_lut()
+        ]
+    ),
+    "reds": _lut(
+        [
+            [255, 245, 240],
+            [254, 224, 210],
+            [252, 187, 161],
+            [252, 146, 114],
+            [251, 106, 74],
+            [239, 59, 44],
+            [203, 24, 29],
+            [165, 15, 21],
+            [103, 0, 13],
+        ]
+    ),
+}
+_LUT = LUTS["viridis"]
 NAN_RGB = np.array([255, 0, 255], np.uint8)  # magenta: impossible to miss
 
 
@@ -113,8 +130,8 @@ def _unit(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.clip((x / 2 - half_lo) / scale, 0.0, 1.0)
 
 
-def colorize(x: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
-    """A real array (H, W) as uint8 RGB (H, W, 3) through viridis; NaN/Inf are magenta."""
+def colorize(x: np.ndarray, lo: float | None = None, hi: float | None = None, scheme: str = "viridis") -> np.ndarray:
+    """A real array (H, W) as uint8 RGB (H, W, 3) through `scheme` (LUTS); NaN/Inf are magenta."""
     x = np.asarray(x, dtype=np.float64)
     finite = np.isfinite(x)
     if lo is None or hi is None:
@@ -122,7 +139,7 @@ def colorize(x: np.ndarray, lo: float | None = None, hi: float | None = None) ->
         lo = float(vals.min()) if vals.size else 0.0
         hi = float(vals.max()) if vals.size else 1.0
     t = _unit(np.where(finite, x, lo), np.float64(lo), np.float64(hi))
-    rgb = _LUT[(t * 255).round().astype(np.intp)]
+    rgb = LUTS[scheme][(t * 255).round().astype(np.intp)]
     rgb[~finite] = NAN_RGB
     return rgb
 
