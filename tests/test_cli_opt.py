@@ -116,20 +116,18 @@ def _ill_conditioned_input(tmp_path: Path) -> Path:
     return x
 
 
+def _opt_o2_checked(capsys, tmp_path, out):
+    """`kuiper opt -O2 -o OUT --check X` on the EfficientNet o0 file and an ill-conditioned input."""
+    model, x = str(EFFICIENTNET_O0 / "model.pnnx.param"), str(_ill_conditioned_input(tmp_path))
+    return opt(capsys, model, "-O2", "-o", str(out), "--check", x)
+
+
 def test_check_judges_o2_rounding_by_the_inputs_own_float32_sensitivity(tmp_path, capsys):
     """EfficientNet's layout at optlevel 0 on an ill-conditioned input: folding its batch norms
     moves the outputs past -O2's 1e-4 of their scale, as float32 rounding moves the original's
     there (its error against float64, 1-ulp input changes): rounding, written, and said so."""
     out = tmp_path / "o.pnnx.param"
-    code, stdout, stderr = opt(
-        capsys,
-        str(EFFICIENTNET_O0 / "model.pnnx.param"),
-        "-O2",
-        "-o",
-        str(out),
-        "--check",
-        str(_ill_conditioned_input(tmp_path)),
-    )
+    code, stdout, stderr = _opt_o2_checked(capsys, tmp_path, out)
     assert code == 0 and out.exists(), stderr
     assert "more than float rounding usually moves them" in stdout and "rounding, not an error" in stdout
     assert "its own float32 error against a float64 run is" in stdout and "1-ulp changes of the input" in stdout
@@ -150,14 +148,6 @@ def test_check_still_flags_a_wrong_rewrite_on_an_ill_conditioned_input(tmp_path,
 
     monkeypatch.setattr(passes, "optimize", wrong)
     out = tmp_path / "o.pnnx.param"
-    code, _, stderr = opt(
-        capsys,
-        str(EFFICIENTNET_O0 / "model.pnnx.param"),
-        "-O2",
-        "-o",
-        str(out),
-        "--check",
-        str(_ill_conditioned_input(tmp_path)),
-    )
+    code, _, stderr = _opt_o2_checked(capsys, tmp_path, out)
     assert code == 1 and not out.exists()
     assert "check failed" in stderr and "float32 rounding explains up to" in stderr and "engine bug" in stderr
