@@ -25,7 +25,7 @@ from kuiper_core.graph import Graph
 from pages import common, presenter
 from pages import quiz_panel
 from pages.graph_viewer import MIN_FONT_PX, ModuleState, show_graph
-from pages.keys import step_keys
+from pages.keys import skip_if_superseded, step_keys
 from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
 
 STATE = "kx_order"  # {"key": ..., "step": int (0 = before the first event), "playing": bool}
@@ -266,6 +266,7 @@ def _walkthrough() -> None:
         if state["step"] >= total:
             state["playing"] = False
             st.rerun(scope="app")  # a full run drops the fragment's timer
+    skip_if_superseded()  # more clicks or keys already sent: draw once, for the last of them
     step = state["step"]
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=algorithm, step=step or None)
     common.write_url()
@@ -300,7 +301,7 @@ def _walkthrough() -> None:
         label_visibility="collapsed",
     )
     forward, back = lambda: _move(by=1), lambda: _move(by=-1)
-    step_keys("order_keys", forward, back, buttons={"order_step": forward, "order_back": back})  # no click merged
+    step_keys("order_keys", forward, back, buttons={"order_step": forward, "order_back": back})  # none merged
     st.markdown(
         f"**Step {step} of {total}**" + (" (the numbers count each algorithm's own events)" if len(walks) > 1 else "")
     )
@@ -430,6 +431,7 @@ def _present() -> None:
             _present_state(w, shown)
         return
     presenter.begin("order", "order_present_keys", lambda: _move(by=1), lambda: _move(by=-1))
+    skip_if_superseded()  # more clicks or keys already sent: draw once, for the last of them
     step = state["step"]
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=algorithm, step=step or None)
     presenter.head("Execution order", title, ALGORITHMS[algorithm], f"step {step} of {total}")

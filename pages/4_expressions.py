@@ -177,6 +177,15 @@ def _move(to: int | None = None, by: int = 0) -> None:
     st.session_state[STEP] = max(1, min(n_steps, to if to is not None else st.session_state[STEP] + by))
 
 
+def _on_slider(widget: str, drawn_at: int) -> None:
+    """The slider is a new widget at each step (its key holds it): a rerun the browser sent
+    before it had drawn the newest step (a burst of keys or clicks) carries an older slider's
+    value, which must not move the step back; only the slider drawn at the current step is
+    the user's. (Keyed to STEP itself, it did: 4 quick → made 1 step.)"""
+    if drawn_at == st.session_state[STEP]:
+        _move(to=int(st.session_state[widget]))
+
+
 step = st.session_state[STEP] - 1
 current = trace.steps[step]
 
@@ -198,13 +207,22 @@ def _step_controls() -> None:
         "End", key="expr_end", width="stretch", on_click=_move, kwargs={"to": n_steps}, disabled=step >= n_steps - 1
     )
     if n_steps > 1:
-        b[4].slider("Step", 1, n_steps, key=STEP, label_visibility="collapsed")
+        b[4].slider(
+            "Step",
+            1,
+            n_steps,
+            step + 1,
+            key=f"expr_pos_{step + 1}",
+            on_change=_on_slider,
+            args=(f"expr_pos_{step + 1}", step + 1),
+            label_visibility="collapsed",
+        )
 
 
 def _walk() -> None:
     _step_controls()
     forward, back = lambda: _move(by=1), lambda: _move(by=-1)
-    step_keys("expr_keys", forward, back, buttons={"expr_step_btn": forward, "expr_back": back})  # no click merged
+    step_keys("expr_keys", forward, back, buttons={"expr_step_btn": forward, "expr_back": back})  # none merged
     tree_col, stack_col = st.columns([3, 2])
     with tree_col:
         view = expression_view.ast_dot(ast, labels)

@@ -1,17 +1,24 @@
 """Keyboard stepping: → / ← and PageDown / PageUp (what presentation clickers send), and
-button clicks that are never merged.
+button clicks, none of them ever merged.
 
 A tiny st.components.v2 component with no visible output: a keydown listener on the
-page that reports the key, ignored while the user types in a field or uses the graph
-viewer's own keys. The page maps the key to its Step/Back callbacks.
+page (ignored while the user types in a field or uses the graph viewer's own keys) and a
+capture-phase click listener for the st.buttons named in `buttons`.
 
-Clicks: Streamlit merges the triggers of the clicks that arrive while a run has not yet
-taken the previous request (5 quick Step clicks made 2 steps on ResNet-18, whose first
-step is long). For the st.buttons named in `buttons`, the component takes the click
-itself (capture phase: the button's own trigger never fires) and reports the list of
-buttons clicked since it was mounted as its *state*, which a newer report replaces
-without losing anything; the page runs each click's action once, in order. Where no
-browser runs it (AppTest), the buttons' own on_click does the work as before.
+Streamlit merges the triggers of the events that arrive while a run has not yet taken the
+previous request (5 quick Step clicks made 2 steps on ResNet-18, whose first step is long;
+a trigger per key press would be merged the same way). So the component reports neither
+as a trigger: it keeps the list of the keys pressed and buttons clicked since it was
+mounted (a button's click is taken in the capture phase: its own trigger never fires) and
+reports that list as its *state*, which a newer report replaces without losing anything.
+The events of one browser task (a scripted burst) go out as one report. The callback runs
+the action of every entry the server has not seen yet, in order, before the page is
+drawn: however many are pending when a run starts, they all apply in that run and the
+page is drawn once, for the final position. Events that arrive while a fragment's run is
+going on wait for its end (Streamlit does not stop a fragment's run for them): a page calls
+`skip_if_superseded` once it has applied the events, so such a run draws nothing and the
+next one, with every event so far, draws the final position (5 quick Step clicks on a new
+ResNet-18 session drew operator 1 and then operator 5).
 """
 
 from __future__ import annotations
@@ -19,23 +26,35 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
 
 _JS = """
 export default function (component) {
-  const { data, setTriggerValue, setStateValue, parentElement: root } = component;
-  root.__keys = { send: setTriggerValue, keys: new Set((data && data.keys) || []),
-                  buttons: (data && data.buttons) || [], log: setStateValue };
+  const { data, setStateValue, parentElement: root } = component;
+  root.__keys = { keys: new Set((data && data.keys) || []), buttons: (data && data.buttons) || [],
+                  log: setStateValue };
   if (root.__listener) return root.__cleanup;
+  const mount = Math.random().toString(36).slice(2, 10);  // a new list per mount
+  const events = [];  // key names and button keys, in order
+  let queued = false;
+  const add = name => {
+    events.push(name);
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => {  // one report for the events of one task
+      queued = false;
+      root.__keys.log("clicks", mount + ":" + events.join(","));
+    });
+  };
   const listener = e => {
     const k = root.__keys;
     if (!k || !k.keys.has(e.key) || e.altKey || e.ctrlKey || e.metaKey) return;
     const t = e.target;
     if (t && (t.closest("input, textarea, select, [contenteditable=true], [role=slider], [role=combobox]"))) return;
     e.preventDefault();
-    k.send("pressed", e.key + "@" + Date.now());
+    add(e.key);
   };
-  const mount = Math.random().toString(36).slice(2, 10);  // a new list per mount
-  const clicked = [];
   const onClick = e => {
     const k = root.__keys;
     const t = e.target;
@@ -45,9 +64,7 @@ export default function (component) {
       if (!b) continue;
       e.stopPropagation();  // the st.button's own trigger would be a second, mergeable request
       e.preventDefault();
-      if (b.disabled) return;
-      clicked.push(name);
-      k.log("clicks", mount + ":" + clicked.join(","));
+      if (!b.disabled) add(name);
       return;
     }
   };
@@ -67,17 +84,17 @@ _keys = st.components.v2.component("kx_keys", js=_JS, isolate_styles=False)
 STEP_KEYS = {"ArrowRight": +1, "PageDown": +1, "ArrowLeft": -1, "PageUp": -1}
 
 
-def _clicks_since(key: str) -> list[str]:
-    """The buttons clicked since the last call for component `key`, in order."""
+def _events_since(key: str) -> list[str]:
+    """The keys pressed and buttons clicked since the last call for component `key`, in order."""
     value = (st.session_state.get(key) or {}).get("clicks")
     if not isinstance(value, str) or ":" not in value:
         return []
     mount, _, names = value.partition(":")
-    clicked = names.split(",") if names else []
+    events = names.split(",") if names else []
     seen = st.session_state.get(f"{key}__seen")
     start = seen[1] if isinstance(seen, tuple) and seen[0] == mount else 0  # a new mount counts from 0
-    st.session_state[f"{key}__seen"] = (mount, len(clicked))
-    return clicked[start:]
+    st.session_state[f"{key}__seen"] = (mount, len(events))
+    return events[start:]
 
 
 def keyboard(
@@ -85,27 +102,21 @@ def keyboard(
     actions: Mapping[str, Callable[[], None]],
     buttons: Mapping[str, Callable[[], None]] | None = None,
 ) -> None:
-    """Call actions[key name] when that key is pressed anywhere on the page, and
-    buttons[widget key] once per click on that st.button (see the module's docstring)."""
+    """Call actions[key name] once per press of that key anywhere on the page, and
+    buttons[widget key] once per click on that st.button, in order (see the module's docstring)."""
+    buttons = buttons or {}
+    assert not set(actions) & set(buttons), "a key name and a button key share one list"
 
-    def _pressed() -> None:
-        value = (st.session_state.get(key) or {}).get("pressed")
-        if isinstance(value, str):
-            action = actions.get(value.split("@", 1)[0])
-            if action is not None:
-                action()
-
-    def _clicked() -> None:
-        for name in _clicks_since(key):
-            action = (buttons or {}).get(name)
+    def _apply() -> None:
+        for name in _events_since(key):
+            action = buttons.get(name) or actions.get(name)
             if action is not None:
                 action()
 
     _keys(
         key=key,
-        data={"keys": sorted(actions), "buttons": sorted(buttons or {})},
-        on_pressed_change=_pressed,
-        on_clicks_change=_clicked,
+        data={"keys": sorted(actions), "buttons": sorted(buttons)},
+        on_clicks_change=_apply,
     )
 
 
@@ -117,3 +128,16 @@ def step_keys(
 ) -> None:
     """→ and PageDown step forward, ← and PageUp step back; `buttons`: as keyboard's."""
     keyboard(key, {k: forward if d > 0 else back for k, d in STEP_KEYS.items()}, buttons)
+
+
+def skip_if_superseded() -> None:
+    """In a fragment's run: when the browser has already sent a newer request (a click or a
+    key, not Play's timer), stop here and run the fragment again with it, instead of drawing
+    a position that is out of date before it reaches the screen."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not ctx.fragment_ids_this_run:  # a whole-page run: Streamlit stops it itself
+        return
+    requests = ctx.script_requests  # Streamlit's own pending request (not a public API: guarded)
+    pending = getattr(requests, "_rerun_data", None)
+    if getattr(requests, "_state", None) == ScriptRequestType.RERUN and not getattr(pending, "is_auto_rerun", True):
+        st.rerun(scope="fragment")

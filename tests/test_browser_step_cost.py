@@ -6,8 +6,9 @@
   Save / Download) is not sent again, yet its buttons follow the first step and Reset.
 - What is shown still agrees with the step: the status line, the highlighted node, the
   tensor's picture.
-- A burst of Step or Back clicks makes one step per click: the browser reports the clicks
-  as a list (pages/keys.py), which Streamlit cannot merge as it merges button triggers.
+- A burst of Step or Back clicks, or of → / ← / PageDown / PageUp presses, makes one step per
+  event, and the page drawn at the end agrees with the position: the browser reports the
+  events as a list (pages/keys.py), which Streamlit cannot merge as it merges triggers.
 - Home's first load draws its two small tables as Markdown: no data grid (~1.5 MB of
   JavaScript fetched and parsed before the page settled).
 """
@@ -187,37 +188,114 @@ def test_a_burst_of_clicks_makes_one_step_per_click(page) -> None:
     assert exception_boxes(page) == []
 
 
-@pytest.mark.parametrize(
-    "link, step, back, reset",
-    [
-        ("/order?graph=KuiperInfer%27s+worked+example&algo=kahn", "order_step", "order_back", "order_reset"),
-        ("/expressions?model=expr_zoo", "expr_step_btn", "expr_back", "expr_reset"),
-    ],
+WALKS = [
+    ("/order?graph=KuiperInfer%27s+worked+example&algo=kahn", "order_step", "order_back", "order_reset"),
+    ("/expressions?model=expr_zoo", "expr_step_btn", "expr_back", "expr_reset"),
+]
+AT = (  # the walkthrough's step on screen ("Step k of n"), -1 if none
+    "() => { const e = [...document.querySelectorAll('p, strong')].find(e => /^Step \\d+ of \\d+/.test(e.textContent));"
+    " return e ? +e.textContent.match(/^Step (\\d+)/)[1] : -1; }"
 )
-def test_a_burst_of_walkthrough_clicks_makes_one_step_per_click(
-    page, link: str, step: str, back: str, reset: str
-) -> None:
+
+
+def open_walkthrough(page, link: str, step: str, reset: str) -> int:
+    """Open a walkthrough where Step is enabled; its step on screen."""
     page.goto(page.kx_url + link)  # type: ignore[attr-defined]
     page.wait_for_selector(f"{VIEW} .kx-stage svg g.node", timeout=120_000)
     wait_idle(page)
-    at = (
-        "() => { const e = [...document.querySelectorAll('p, strong')].find(e => /^Step \\d+ of \\d+/.test(e.textContent));"
-        " return e ? +e.textContent.match(/^Step (\\d+)/)[1] : -1; }"
-    )
     if page.locator(f".st-key-{step} button").is_disabled():  # opened at its last step (expr_zoo)
         page.locator(f".st-key-{reset} button").click()
         page.wait_for_function(f"() => !document.querySelector('.st-key-{step} button').disabled", timeout=30_000)
         wait_idle(page)
-    first = page.evaluate(at)
+    first = page.evaluate(AT)
     assert first >= 0
+    return first
+
+
+@pytest.mark.parametrize("link, step, back, reset", WALKS)
+def test_a_burst_of_walkthrough_clicks_makes_one_step_per_click(
+    page, link: str, step: str, back: str, reset: str
+) -> None:
+    first = open_walkthrough(page, link, step, reset)
     burst = "([key, n]) => { const b = document.querySelector('.st-key-' + key + ' button'); for (let i = 0; i < n; i++) b.click(); }"
     page.evaluate(burst, [step, 3])
-    page.wait_for_function(f"() => ({at})() === {first + 3}", timeout=60_000)
+    page.wait_for_function(f"() => ({AT})() === {first + 3}", timeout=60_000)
     wait_idle(page)
     page.wait_for_timeout(800)
     wait_idle(page)
-    assert page.evaluate(at) == first + 3
+    assert page.evaluate(AT) == first + 3
     page.evaluate(burst, [back, 2])
-    page.wait_for_function(f"() => ({at})() === {first + 1}", timeout=60_000)
+    page.wait_for_function(f"() => ({AT})() === {first + 1}", timeout=60_000)
     wait_idle(page)
+    assert exception_boxes(page) == []
+
+
+def press_burst(page, keys: list[str]) -> None:
+    """Press the keys one after another without waiting for the app (a real keyboard's events)."""
+    page.locator("h1").first.click()  # the focus off any field (the keys are ignored there)
+    for k in keys:
+        page.keyboard.press(k)
+
+
+def test_a_burst_of_step_keys_on_forward_makes_one_step_per_key(page) -> None:
+    """5 × → then 2 × ← on ResNet-18 (no wait in between): exactly 3 steps on, and the status
+    line, the highlighted node, the URL and the tensor shown are those of that operator."""
+    from conftest import SAMPLES
+
+    import kuiper_core
+    from kuiper_core.graph import shape_label
+
+    order = kuiper_core.load(SAMPLES / "resnet18.pnnx.param").order
+    names = [r.name for r in order]
+    page.goto(page.kx_url + "/forward?model=resnet18")  # type: ignore[attr-defined]
+    page.wait_for_selector(f"{VIEW} .kx-stage svg g.node", timeout=120_000)
+    wait_idle(page)
+    if not button(page, "Reset").is_disabled():  # an earlier test stepped this session's stepper
+        button(page, "Reset").click()
+        page.get_by_text(re.compile(r"^Nothing has run yet")).first.wait_for()
+        wait_idle(page)
+    press_burst(page, ["ArrowRight"] * 5)
+    press_burst(page, ["ArrowLeft"] * 2)
+    k = 3
+    page.get_by_text(re.compile(rf"^Operator {k} of 51: {re.escape(names[k - 1])}")).wait_for(timeout=60_000)
+    wait_idle(page)
+    page.wait_for_timeout(1000)  # nothing more is coming
+    wait_idle(page)
+    status = page.get_by_text(re.compile(r"^Operator \d+ of 51: "))
+    assert status.count() == 1 and status.first.inner_text().startswith(f"Operator {k} of 51: {names[k - 1]}")
+    assert current_highlight(page) == [names[k - 1]]
+    page.wait_for_function(f"() => location.search.includes('step={k}')", timeout=10_000)
+    shown = page.locator('[data-testid="stMarkdown"]').filter(has_text=re.compile(r"^\S+: shape ")).first.inner_text()
+    output = order[k - 1].op.outputs[0]  # the tensor panel shows operator k's output first
+    assert shown.startswith(f"{output.name}: shape {shape_label(output.shape)}"), shown
+    press_burst(page, ["PageDown", "PageDown", "PageUp"])
+    page.get_by_text(re.compile(rf"^Operator {k + 1} of 51: {re.escape(names[k])}")).wait_for(timeout=60_000)
+    wait_highlight(page, names[k])
+    wait_idle(page)
+    assert current_highlight(page) == [names[k]]
+    assert exception_boxes(page) == []
+
+
+@pytest.mark.parametrize("link, step, back, reset", WALKS)
+def test_a_burst_of_step_keys_on_a_walkthrough_makes_one_step_per_key(
+    page, link: str, step: str, back: str, reset: str
+) -> None:
+    """4 × → then 2 × PageUp without waiting: exactly 2 steps on; the node drawn as current is
+    the one a single slow Step to that position draws."""
+    first = open_walkthrough(page, link, step, reset)
+    press_burst(page, ["ArrowRight"] * 4 + ["PageUp"] * 2)
+    page.wait_for_function(f"() => ({AT})() === {first + 2}", timeout=60_000)
+    wait_idle(page)
+    page.wait_for_timeout(800)  # nothing more is coming
+    wait_idle(page)
+    assert page.evaluate(AT) == first + 2
+    page.wait_for_function(f"() => location.search.includes('step={first + 2}')", timeout=10_000)
+    after_burst = current_highlight(page)
+    button(page, "Back").click()
+    page.wait_for_function(f"() => ({AT})() === {first + 1}", timeout=60_000)
+    wait_idle(page)
+    button(page, "Step").click()
+    page.wait_for_function(f"() => ({AT})() === {first + 2}", timeout=60_000)
+    wait_idle(page)
+    assert current_highlight(page) == after_burst
     assert exception_boxes(page) == []
