@@ -121,6 +121,18 @@ def test_fake_converter_failure_quotes_its_last_lines(tmp_path, monkeypatch):
     assert text.rstrip().endswith("fatal: unsupported op Foo") and "step 30" in text and "step 10\n" not in text
 
 
+def test_a_crash_on_a_torchscript_model_suggests_tracing(tmp_path, monkeypatch):
+    """pnnx 20261020 dies with SIGSEGV in pass_level1 on a torch.jit.script module (a small conv
+    net, 27 Nov); the same module traced converts."""
+    monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, 'echo "############# pass_level1"\nkill -11 $$\n'))
+    with pytest.raises(ConversionError) as info:
+        open_model(USER / "lstm.pt", inputshape=[1, 12, 16])
+    assert info.value.exit_code == -11 and "save it with torch.jit.trace" in str(info.value)
+    with pytest.raises(ConversionError) as info:
+        open_model(USER / "lstm.onnx")
+    assert "torch.jit.trace" not in str(info.value)  # an ONNX model: no such advice
+
+
 def test_abort_after_valid_files_is_accepted(tmp_path, monkeypatch):
     param = "7767517\\n3 2\\npnnx.Input in0 0 1 0 #0=(1,4)f32\\nF.relu r 1 1 0 1 #0=(1,4)f32 #1=(1,4)f32\\npnnx.Output out0 1 0 1\\n"
     script = f'printf "{param}" > model.pnnx.param\n: > model.pnnx.bin\necho "writing ncnn"\nkill -6 $$\n'

@@ -488,6 +488,10 @@ def convert(
                 hint = " (giving inputshape, e.g. [1,3,224,224], may help)"
             if code is not None and code < 0 and os.name == "posix":
                 hint += f" (it runs within {converter_memory() >> 20:,} MiB of address space and files)"
+                if kind == "torchscript":  # pnnx 20261020 dies in pass_level1 on a torch.jit.script module
+                    hint += (
+                        "; pnnx crashes on some torch.jit.script modules: if this is one, save it with torch.jit.trace"
+                    )
             raise ConversionError(
                 f"{name}: the pnnx converter failed (exit code {code}) and wrote no model{hint}; "
                 f"its last lines:\n{_last_lines(lines)}",
