@@ -16,13 +16,15 @@ and two outputs (values, int64 indices), even when the model ignores the indices
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import short
 from ..graph import Operator
-from .registry import Layer, register
+from .halves import MIN_HALF_WORK, PASS_COST, active as splitting, made, run_halves
+from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
 
 
@@ -111,6 +113,17 @@ class _WindowPool(_Pool):
         for p, k in zip(self.padding, self.kernel):
             if p > k // 2:
                 raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
+
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        """Inside halves.splitting(): big pools as two halves of the channels on two threads
+        (at batch 1, where each half is contiguous); else None (forward)."""
+        x, y = inputs[0], out[0]
+        if not splitting() or getattr(self, "return_indices", False) or x.ndim != self.dims + 2 or x.shape[0] != 1:
+            return None
+        if x.shape[1] < 2 or PASS_COST * self.kernel[0] * self.kernel[1] * y.size < 2 * MIN_HALF_WORK:
+            return None
+        made()
+        return partial(_pool_halves, self.forward, x.shape[1] // 2)
 
     def _geometry(self, h: int, w: int) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
         """Pads (top, bottom + overhang, left, right + overhang) and the output size."""
@@ -213,6 +226,13 @@ class _WindowPool(_Pool):
             last = ((p - 1) * hq + oh - 1) * wp + (ow - 1) * sw + 1  # one past the last real output
             _combine_taps(rows.reshape(1, -1), [(0, j * dw) for j in range(kw)], wide.reshape(-1)[:last], combine)
         np.copyto(y, wide[:, :oh, 0 : (ow - 1) * sw + 1 : sw])
+
+
+def _pool_halves(forward: Any, half: int, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """A pool's forward on the first `half` channels here and on the others on the helper
+    thread (prepare)."""
+    x, y = inputs[0], out[0]
+    run_halves(partial(forward, [x[:, :half]], [y[:, :half]]), partial(forward, [x[:, half:]], [y[:, half:]]))
 
 
 def _combine_taps(src: np.ndarray, taps: list[tuple[int, int]], out: np.ndarray, combine: np.ufunc) -> None:

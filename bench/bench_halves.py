@@ -1,0 +1,98 @@
+"""Batch 1 at two threads: the whole prepared forward (BLAS at two threads) against the split
+one (runtime/split_forward.py: BLAS at one thread, big operators in halves on two threads),
+alternated in blocks of calls in one process (a pause before each block: see PAUSE).
+
+    python bench/bench_halves.py                                  # ResNet-18, 5 rounds x 20 calls each
+    python bench/bench_halves.py --model sample_models/unet.pnnx.param --rounds 3
+    python bench/bench_halves.py --one                            # also the whole forward at one BLAS thread
+
+Prints per round (a block of each) the median and the lowest wall time of each, their ratio, the process's CPU
+time per call of each, and the load average (other jobs on the cores make wall times of
+two-thread runs wait). Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, as compare.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import kuiper_core  # noqa: E402
+from kuiper_core.runtime.prepared import PreparedForward  # noqa: E402
+from kuiper_core.runtime.split_forward import SplitForward  # noqa: E402
+from kuiper_core.threads import blas_threads, one_blas_thread, set_blas_threads  # noqa: E402
+
+
+PAUSE = 0.3  # s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet18.pnnx.param")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--one", action="store_true", help="also time the whole forward at one BLAS thread")
+    args = ap.parse_args()
+    set_blas_threads(args.threads)
+    graph = kuiper_core.load(args.model)
+    x = np.load(args.model.with_name(args.model.name.replace(".pnnx.param", ".input.npy")))
+    program = graph.program
+    assert program is not None
+    with kuiper_core.limits.use(program.limits):
+        whole = PreparedForward.build(program, [x])
+        split = SplitForward.make(program, [x])
+        if split is None:
+            sys.exit(f"{args.model.name}: no operator splits")
+        ref, out = whole.run([x]), split.run([x])
+        err = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in zip(ref, out))
+        print(f"{args.model.name}: {split.splits} calls split; max rel. difference to the whole forward {err:.1e}")
+        one = PreparedForward.build(program, [x]) if args.one else None
+
+        def whole_one(inputs: list[np.ndarray]) -> list[np.ndarray]:
+            assert one is not None
+            with one_blas_thread():
+                return one.run(inputs)
+
+        runs = {"whole": whole.run, "split": split.run}
+        if one is not None:
+            runs["one"] = whole_one
+        for _ in range(3):
+            for run in runs.values():
+                run([x])
+        print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')} BLAS threads {blas_threads()}")
+        for r in range(args.rounds):
+            wall: dict[str, list[float]] = {k: [] for k in runs}
+            cpu = dict.fromkeys(runs, 0.0)
+            for name, run in runs.items():
+                # In blocks, a pause between: after a two-thread GEMM OpenBLAS's pool thread
+                # spins ~0.1 s on a core, which a run right after it would have to share.
+                time.sleep(PAUSE)
+                run([x])
+                for _ in range(args.runs):
+                    c, t = time.process_time(), time.perf_counter()
+                    run([x])
+                    wall[name].append(time.perf_counter() - t)
+                    cpu[name] += time.process_time() - c
+            med = {k: statistics.median(v) * 1e3 for k, v in wall.items()}
+            print(
+                f"round {r}: "
+                + ", ".join(
+                    f"{k} {med[k]:.2f} ms (min {min(wall[k]) * 1e3:.2f}, CPU {cpu[k] / args.runs * 1e3:.2f})"
+                    for k in runs
+                )
+                + f"; split/whole {med['split'] / med['whole']:.3f} (min {min(wall['split']) / min(wall['whole']):.3f}); "
+                f"load average {os.getloadavg()[0]:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
