@@ -41,6 +41,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--one", action="store_true", help="also time the whole forward at one BLAS thread")
+    ap.add_argument(
+        "--bands",
+        action="store_true",
+        help="also time the row bands (row_sharded.py) as they run and with the rest at one BLAS thread too",
+    )
     args = ap.parse_args()
     set_blas_threads(args.threads)
     graph = kuiper_core.load(args.model)
@@ -65,6 +70,18 @@ def main() -> None:
         runs = {"whole": whole.run, "split": split.run}
         if one is not None:
             runs["one"] = whole_one
+        if args.bands:
+            from kuiper_core.runtime.row_sharded import RowShardedForward
+
+            banded = RowShardedForward.make(program, [x], whole, force=True)
+            assert banded is not None
+
+            def bands_one(inputs: list[np.ndarray]) -> list[np.ndarray]:
+                assert banded is not None
+                with one_blas_thread():
+                    return banded.run_in_parallel(inputs)
+
+            runs["bands"], runs["bands_one"] = banded.run_in_parallel, bands_one
         for _ in range(3):
             for run in runs.values():
                 run([x])

@@ -157,22 +157,32 @@ def test_small_convs_and_depthwise_stay_whole(blas_one: None) -> None:
 @pytest.mark.parametrize(
     "op_type, params",
     [
-        ("nn.MaxPool2d", dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])),
+        ("nn.MaxPool2d", dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])),  # ResNet's
+        ("nn.MaxPool2d", dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 0], ceil_mode=True)),
+        ("nn.MaxPool2d", dict(kernel_size=[5, 5], stride=[1, 1], padding=[2, 2])),  # YOLOv5's SPPF
+        ("nn.MaxPool2d", dict(kernel_size=[3, 2], stride=[1, 2], padding=[0, 0], dilation=[2, 1])),
         ("nn.AvgPool2d", dict(kernel_size=[2, 2], stride=[2, 2], padding=[0, 0])),
-        ("nn.MaxPool2d", dict(kernel_size=[5, 5], stride=[1, 1], padding=[2, 2])),
+        ("nn.AvgPool2d", dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], count_include_pad=False)),
+        ("nn.AvgPool2d", dict(kernel_size=[3, 3], stride=[3, 3], padding=[1, 1], ceil_mode=True)),
     ],
 )
-def test_split_pool_matches_the_whole(monkeypatch: pytest.MonkeyPatch, op_type: str, params: dict) -> None:
+@pytest.mark.parametrize("size", [(31, 30), (8, 9)])
+def test_split_pool_matches_the_whole(
+    monkeypatch: pytest.MonkeyPatch, op_type: str, params: dict, size: tuple[int, int]
+) -> None:
+    """Top and bottom output rows, each from its input rows (halo, padding, ceil_mode's
+    overhang, an average's divisors by position): the unsplit layer's values exactly."""
     monkeypatch.setattr("kuiper_core.layers.pool.MIN_HALF_WORK", 0)
     layer = pool_layer(op_type, **params)
-    x = np.random.default_rng(3).standard_normal((1, 13, 31, 30)).astype(np.float32)
+    x = np.random.default_rng(3).standard_normal((1, 13, *size)).astype(np.float32)
     (ref,) = layer.forward([x], [None])
     y = np.full_like(ref, np.nan)
     with splitting() as made:
         call = layer.prepare([x], [y])
     assert call is not None and made.made == 1
-    call([x], [y])
-    np.testing.assert_array_equal(y, ref)
+    for _ in range(2):
+        call([x], [y])
+        np.testing.assert_array_equal(y, ref)
     assert layer.prepare([x], [y]) is None  # outside splitting(): forward
 
 
