@@ -5,6 +5,7 @@ alternated in blocks of calls in one process (a pause before each block: see PAU
     python bench/bench_halves.py                                  # ResNet-18, 5 rounds x 20 calls each
     python bench/bench_halves.py --model sample_models/unet.pnnx.param --rounds 3
     python bench/bench_halves.py --one                            # also the whole forward at one BLAS thread
+    python bench/bench_halves.py --ops                            # each split call's halves, one after the other
 
 Prints per round (a block of each) the median and the lowest wall time of each, their ratio, the process's CPU
 time per call of each, and the load average (other jobs on the cores make wall times of
@@ -18,6 +19,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +31,54 @@ sys.path.insert(0, str(ROOT))
 import kuiper_core  # noqa: E402
 from kuiper_core.runtime.prepared import PreparedForward  # noqa: E402
 from kuiper_core.runtime.split_forward import SplitForward  # noqa: E402
+from kuiper_core.layers import conv, pool  # noqa: E402
+from kuiper_core.runtime.program import Program  # noqa: E402
 from kuiper_core.threads import blas_threads, one_blas_thread, set_blas_threads  # noqa: E402
 
 
 PAUSE = 0.3  # s
+
+
+def _cpu(f: Callable[[], object], repeats: int = 15) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.thread_time()
+        f()
+        best = min(best, time.thread_time() - t)
+    return best * 1e3
+
+
+def per_operator(split: SplitForward, program: Program, x: np.ndarray) -> None:
+    """Each split call (one BLAS thread, warm): the whole call's CPU time, each half's alone
+    (the halves' calls taken from the split call's arguments), their sum and the slower one."""
+    with one_blas_thread():
+        whole = dict(zip(*_names_calls(PreparedForward.build(program, [x]))))
+        split.prepared.run([x])
+        totals = [0.0, 0.0, 0.0]
+        for name, call in zip(*_names_calls(split.prepared)):
+            if not isinstance(call, partial) or call.func not in (conv._run_split, pool._pool_halves):
+                continue
+            if call.func is conv._run_split:
+                parts, xs, ys, args, outs = call.args
+                xx, yy = args[0].reshape(xs), outs[0].reshape(ys)
+                halves = [partial(k.run, xx[:, :, rows], yy[part]) for rows, part, k in parts]
+                how = type(parts[0][2]).__name__ + (" by channels" if len(parts[0][1]) == 2 else " by rows")
+            else:
+                layer, parts, args, outs = call.args
+                hw = args[0].shape[2:]
+                halves = [partial(layer._rows, args[0][:, :, i], outs[0], p, o, hw) for i, o, p in parts]
+                how = type(layer).__name__ + " by rows"
+            t, a, b = _cpu(whole[name]), _cpu(halves[0]), _cpu(halves[1])
+            totals = [totals[0] + t, totals[1] + a + b, totals[2] + max(a, b)]
+            print(
+                f"{name:16s} {how:28s} whole {t:.3f} ms, halves {a:.3f} + {b:.3f}: "
+                f"sum {(a + b) / t:.2f}, slower {max(a, b) / t:.2f} of the whole"
+            )
+        print(f"split calls: whole {totals[0]:.2f} ms, halves {totals[1]:.2f}, slower halves {totals[2]:.2f}")
+
+
+def _names_calls(forward: PreparedForward) -> tuple[list[str], list[Callable[[], object]]]:
+    return forward.names, forward.calls
 
 
 def main() -> None:
@@ -41,6 +88,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--one", action="store_true", help="also time the whole forward at one BLAS thread")
+    ap.add_argument(
+        "--ops",
+        action="store_true",
+        help="per split call, one BLAS thread, warm, CPU time (min of 15): the whole call and each half alone",
+    )
     ap.add_argument(
         "--bands",
         action="store_true",
@@ -60,6 +112,9 @@ def main() -> None:
         ref, out = whole.run([x]), split.run([x])
         err = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in zip(ref, out))
         print(f"{args.model.name}: {split.splits} calls split; max rel. difference to the whole forward {err:.1e}")
+        if args.ops:
+            per_operator(split, program, x)
+            return
         one = PreparedForward.build(program, [x]) if args.one else None
 
         def whole_one(inputs: list[np.ndarray]) -> list[np.ndarray]:

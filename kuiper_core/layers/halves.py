@@ -25,12 +25,15 @@ from contextlib import contextmanager
 
 from .. import limits as _limits
 
-# A layer splits only where the work of one half (multiply-adds, or elements a pass touches
-# times PASS_COST) is at least this: under ~50 us a half, the hand-off and the two threads'
-# turns at the GIL cost what the second core saves.
-MIN_HALF_WORK = 2_000_000
-# Multiply-adds an element of a pooling pass is worth against MIN_HALF_WORK.
-PASS_COST = 4
+# A layer splits only where the work of one half (multiply-adds, or a pool's window taps times
+# PASS_COST) is at least this. A split call lost 0.25-0.35 ms of wall time to the hand-off and
+# the two threads' turns at the GIL (ResNet-18 b1, quiet, 09:08: wall minus the slower half's
+# CPU time): its 1x1 stride-2 convs (3.2 M multiply-adds a half, 0.21-0.28 ms whole) took
+# 0.33-0.37 ms split; its 3x3 ones (29 M and more a half) gained.
+MIN_HALF_WORK = 8_000_000
+# Multiply-adds a pooling window tap is worth (ResNet-18's maxpool: 1.6 ms for 1.8 M taps; its
+# 1x1 convs 0.28 ms for 6.4 M multiply-adds).
+PASS_COST = 16
 
 _local = threading.local()
 
