@@ -12,6 +12,11 @@ count they run at).
 When (RuntimeGraph's policy): the BLAS runs >= 2 threads, there is one 4-D input at batch 1,
 some operator split, the outputs match the whole forward's (the last guard), and the split
 run is faster than the whole, both timed at the second forward at these shapes.
+
+Measured (docs/BENCHMARKS.md, 2026-11-27): ResNet-18 b1 on a quiet 2-core VM 26.5-27.6 ms split
+against 26.8-26.9 whole (so the policy keeps it whole there); with other jobs on the cores
+28-92 ms against 64-462 (the whole forward's two-thread GEMMs wait for a descheduled OpenBLAS
+thread; here the caller runs a half the helper has not started).
 """
 
 from __future__ import annotations
