@@ -271,7 +271,7 @@ class RuntimeGraph:
         from .split_forward import SplitForward
 
         t_whole, outputs = best_time(whole.run, inputs)
-        chosen: SplitForward | RowShardedForward | None = SplitForward.build(program, inputs, outputs, t_whole)
+        chosen: SplitForward | RowShardedForward | None = SplitForward.build(program, inputs, whole, outputs, t_whole)
         if chosen is None:
             chosen = RowShardedForward.build(program, inputs, whole, outputs, t_whole)
         if len(self._sharded) >= MAX_PREPARED:

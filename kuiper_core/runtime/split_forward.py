@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import KuiperError
 from ..layers.halves import splitting
 from ..threads import one_blas_thread
-from .prepared import NotPreparable, PreparedForward
+from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
 from .sharded import best_time, close_enough
 
@@ -43,13 +43,14 @@ class SplitForward:
         self.splits = splits  # how many calls run in halves
 
     @classmethod
-    def make(cls, program: Program, inputs: list[np.ndarray]) -> SplitForward | None:
-        """The split forward at these inputs, or None where no call splits. Not timed: see build."""
+    def make(cls, program: Program, inputs: list[np.ndarray], rec: Record | None = None) -> SplitForward | None:
+        """The split forward at these inputs, or None where no call splits. Not timed: see build.
+        `rec`: the whole forward's record run on these inputs (the checks are not run again)."""
         if len(inputs) != 1 or inputs[0].ndim != 4 or inputs[0].shape[0] != 1:
             return None
         try:
             with one_blas_thread(), splitting() as splits:
-                prepared = PreparedForward.build(program, inputs)
+                prepared = PreparedForward.build(program, inputs, rec=rec)
         except (NotPreparable, KuiperError):
             return None
         prepared.first_outputs = []
@@ -57,11 +58,12 @@ class SplitForward:
 
     @classmethod
     def build(
-        cls, program: Program, inputs: list[np.ndarray], ref: list[np.ndarray], t_whole: float
+        cls, program: Program, inputs: list[np.ndarray], whole: PreparedForward, ref: list[np.ndarray], t_whole: float
     ) -> SplitForward | None:
         """The split forward if it matches the whole forward's outputs `ref` and takes at most
-        MAX_SPLIT_SHARE of `t_whole` (timed here), else None. Under the graph's lock."""
-        split = cls.make(program, inputs)
+        MAX_SPLIT_SHARE of `t_whole` (timed here), else None. `whole`: the prepared forward at
+        these inputs. Under the graph's lock."""
+        split = cls.make(program, inputs, whole.record)
         if split is None:
             return None
         try:
