@@ -16,8 +16,10 @@ too if the helper has not started it, so a helper that starts late (another proc
 core) costs the caller nothing beyond doing the whole operator itself.
 
 Measured (docs/BENCHMARKS.md): in a forward a split call still waits 0.25-0.35 ms beyond its
-slower half (the threads' turns at the GIL, on a VM whose idle cores halt), and the halves
-cost more than half the call; ResNet-18 b1 split is as fast as OpenBLAS at two threads.
+slower half (waking a thread on the other, halted vCPU of the 2-core VM took 50-70 us, twice a
+call; a polling helper was worse: the scheduler time-sliced it with the caller on one vCPU),
+and the halves cost more than half the call; ResNet-18 b1 split is as fast as OpenBLAS at two
+threads.
 """
 
 from __future__ import annotations
