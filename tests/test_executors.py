@@ -39,6 +39,8 @@ from kuiper_core.runtime.planned import PlannedForward, ViewNotes
 from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, PreparedSteps, record
 from kuiper_core.runtime.program import Program
 from kuiper_core.runtime.row_sharded import RowShardedForward
+from kuiper_core.runtime.split_forward import SplitForward
+from kuiper_core.layers import conv, pool
 from kuiper_core.runtime.sharded import ShardedForward, close_enough
 from kuiper_core.runtime.step_arena import StepArena
 from tools.golden_outputs import models
@@ -87,7 +89,7 @@ def _batch_of_two(inputs: list[np.ndarray]) -> list[np.ndarray] | None:
 
 
 @pytest.mark.parametrize("key", [k if k in FAST else pytest.param(k, marks=pytest.mark.slow) for k in MODELS])
-def test_fast_executors_match_the_interpreter(key: str) -> None:
+def test_fast_executors_match_the_interpreter(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     program = _program(key)
     inputs = MODELS[key][1]
     with kuiper_core.limits.use(program.limits):
@@ -115,6 +117,7 @@ def test_fast_executors_match_the_interpreter(key: str) -> None:
         _check_arena(program, inputs, prepared, stepped)
         _check_sharded(program, inputs)
         _check_row_sharded(program, inputs, prepared, want)
+        _check_split(program, inputs, want, monkeypatch)
 
 
 def _check_planned(program: Program, inputs: list[np.ndarray], want: list[Any]) -> None:
@@ -172,6 +175,22 @@ def _check_row_sharded(program: Program, inputs: list[np.ndarray], whole: Prepar
             ok, err, bound = max_err_ok(a, b)
             assert ok, f"row-sharded {how}, output {k}: max abs err {err:.3g} > {bound:.3g}"
     _assert_same_outputs(whole.run(inputs), want, "prepared forward after the row-sharded one")
+
+
+def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every convolution and window pool split in halves (however little its work)."""
+    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
+    monkeypatch.setattr(pool, "MIN_HALF_WORK", 0)
+    split = SplitForward.make(program, inputs)
+    if split is None:
+        return  # no batch-1 4-D input, or nothing that splits
+    for run in range(2):
+        got = split.run(inputs)
+        assert len(got) == len(want)
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert a.shape == b.shape and a.dtype == b.dtype, f"split, output {k}: {a.shape} vs {b.shape}"
+            ok, err, bound = max_err_ok(a, b)
+            assert ok, f"split run {run}, output {k}: max abs err {err:.3g} > {bound:.3g}"
 
 
 def test_every_model_is_covered() -> None:

@@ -15,7 +15,7 @@ import pytest
 import kuiper_core
 from kuiper_core import threads
 from kuiper_core.errors import ModelError
-from kuiper_core.runtime import row_sharded, sharded
+from kuiper_core.runtime import row_sharded, sharded, split_forward
 from kuiper_core.runtime.row_sharded import Prefix, Rows, Window, band_rows, segment
 from conftest import SAMPLES, max_err_ok
 
@@ -25,10 +25,12 @@ pytestmark = pytest.mark.skipif(threads._blas is None, reason="NumPy's OpenBLAS 
 @pytest.fixture
 def two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The BLAS at two threads; bands chosen wherever the graph has them (whether they pay is
-    the bench's question), always in parallel (no other thread seen running)."""
+    the bench's question), always in parallel (no other thread seen running); never the split
+    forward tried before them."""
     monkeypatch.setattr(row_sharded, "MAX_BANDED_SHARE", float("inf"))
     monkeypatch.setattr(row_sharded, "WHOLE_GAIN", 1e-6)  # every cost left whole outweighs the bands
     monkeypatch.setattr(row_sharded, "other_thread_running", lambda exclude=(): False)
+    monkeypatch.setattr(split_forward, "MAX_SPLIT_SHARE", 0.0)  # tried first (test_halves.py): never here
     before = threads.blas_threads()
     threads.set_blas_threads(2)
     yield

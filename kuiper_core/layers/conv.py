@@ -35,12 +35,20 @@ import numpy as np
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .depthwise import DepthwiseChannelsLast, channels_last_wins
+from .halves import MIN_HALF_WORK, active as splitting, input_rows, made, run_halves, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
 from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 
 PaddingSpec = str | Pads  # "same" or explicit pads
+# A split convolution (halves.py) halves its output channels where its weights have more than
+# this many elements per input element, else its output rows (Convolution._split_call).
+# ResNet-18 b1, one thread, CPU time of the slower half over the whole conv (warm, 2026-11-27):
+# rows: stem 0.47, 64-channel 56x56 0.44, 128x28x28 0.62 (channels 0.70; 7 tile rows split
+# 4/3); channels: 256x14x14 0.61 (rows 0.65), 512x7x7 0.46-0.52 (rows 0.67-0.72: both
+# halves read all of U, 12 MiB).
+SPLIT_CHANNELS = 2.0
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -266,12 +274,17 @@ class Convolution(_ConvBase):
         self._check_bias(bias, out_ch)
         return np.concatenate([wm, bias.astype(weight.dtype).reshape(g, out_ch // g, 1)], axis=2)
 
-    def _geometry(self, h: int, w: int, kernel: tuple[int, int]) -> tuple[Pads, tuple[int, int]]:
-        """The pads and output (OH, OW) at an input size, cached."""
-        key = (h, w) + kernel
+    def _geometry(
+        self, h: int, w: int, kernel: tuple[int, int], pads_of_half: Pads | None = None
+    ) -> tuple[Pads, tuple[int, int]]:
+        """The pads and output (OH, OW) at an input size, cached; `pads_of_half`: the pads of
+        one half of the rows (`_split_call`) instead of the layer's."""
+        key = (h, w) + kernel + (pads_of_half or ())
         geo = self._geometry_cache.get(key)
         if geo is None:
-            if isinstance(self.padding, str):  # "same"
+            if pads_of_half is not None:
+                pads = pads_of_half
+            elif isinstance(self.padding, str):  # "same"
                 pads = same_padding(kernel[0], self.dilation[0]) + same_padding(kernel[1], self.dilation[1])
             else:
                 pads = self.padding
@@ -340,18 +353,29 @@ class Convolution(_ConvBase):
             "im2col": "im2col + GEMM",
         }[kind]
 
-    def _make_kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool = False) -> ConvKernel:
-        """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu)."""
+    def _make_kernel(
+        self,
+        x_shape: tuple[int, int, int, int],
+        dtype: np.dtype,
+        relu: bool = False,
+        half: tuple[Pads, tuple[str, int | str | None]] | None = None,
+        channels: slice = slice(None),
+    ) -> ConvKernel:
+        """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu). half:
+        the pads of one half of the rows and the kernel chosen for the whole (`_split_call`);
+        channels: the output channels the kernel computes (groups == 1: their rows of U, of
+        the GEMM's weight matrix and of the bias, all views)."""
         assert self.weight_dtype is not None
         kernel_hw = self._kernel_hw()
         n, c, h, w = x_shape
         if c != self.in_channels:
             raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
-        pads, out_hw = self._geometry(h, w, kernel_hw)
+        pads, out_hw = self._geometry(h, w, kernel_hw, half[0] if half else None)
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         self.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
         self.check_size((n, self.out_channels) + tuple(out_hw))
-        kind, m = self._choose_kernel(x_shape)
+        kind, m = half[1] if half else self._choose_kernel(x_shape)
+        bias = None if self.bias_data is None else self.bias_data[channels]
         if kind == "winograd":  # m: the tile, or ROWS
             assert m is not None
             u = self._winograd_weights.get(m)
@@ -359,15 +383,16 @@ class Convolution(_ConvBase):
                 weight = self._module_weight()
                 u = transform_weights(weight, m) if isinstance(m, int) else transform_weights_rows(weight)
                 self._winograd_weights[m] = u
+            u = u[:, channels].astype(dtype, copy=False)
             if isinstance(m, int):
-                return WinogradConv(u.astype(dtype, copy=False), self.bias_data, m, x_shape, pads, dtype, relu)
-            return WinogradRowsConv(u.astype(dtype, copy=False), self.bias_data, x_shape, pads, dtype, relu)
+                return WinogradConv(u, bias, m, x_shape, pads, dtype, relu)
+            return WinogradRowsConv(u, bias, x_shape, pads, dtype, relu)
         if kind == "stride2":
             assert isinstance(m, int)
             if m not in self._stride2_weights:
                 self._stride2_weights[m] = transform_weights_stride2(self._module_weight(), m)
-            u = self._stride2_weights[m].astype(dtype, copy=False)
-            return Stride2RowsConv(u, self.bias_data, m, kernel_hw[0], x_shape, pads, dtype, relu)
+            u = self._stride2_weights[m][:, channels].astype(dtype, copy=False)
+            return Stride2RowsConv(u, bias, m, kernel_hw[0], x_shape, pads, dtype, relu)
         if kind == "depthwise":
             return DepthwiseChannelsLast(
                 self._module_weight(),
@@ -382,17 +407,19 @@ class Convolution(_ConvBase):
                 relu,
             )
         if kind == "pointwise":
-            wmat, bias = self._gemm_weights(bias_column=False)
-            return Pointwise(wmat.astype(dtype, copy=False), bias, x_shape, relu)
+            wmat, after = self._gemm_weights(bias_column=False)
+            return Pointwise(
+                wmat[:, channels].astype(dtype, copy=False), None if after is None else bias, x_shape, relu
+            )
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
         # while the weight is smaller than the output (not for ResNet's 512-channel convs).
         k = c // self.groups * kernel_hw[0] * kernel_hw[1]
         # (inside reusing_weights, the matrix with its bias column where the layer holds it: the
         # weight itself may have been let go of, and reading it again is what reuse avoids)
         held = getattr(_reuse, "on", False) and self._wmat is not None
-        wmat, bias = self._gemm_weights(bias_column=held or k < out_hw[0] * out_hw[1])
+        wmat, after = self._gemm_weights(bias_column=held or k < out_hw[0] * out_hw[1])
         return Im2col(
-            wmat.astype(dtype, copy=False),
+            wmat[:, channels].astype(dtype, copy=False),
             kernel_hw,
             self.stride,
             self.dilation,
@@ -401,7 +428,7 @@ class Convolution(_ConvBase):
             x_shape,
             out_hw,
             dtype,
-            bias_after=bias,
+            bias_after=None if after is None else bias,
             relu=relu,
         )
 
@@ -421,9 +448,50 @@ class Convolution(_ConvBase):
         y = out[0]
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
+        if splitting():
+            halves = self._split_call(x4.shape, dtype, relu, pads, (oh, ow))
+            if halves is not None:
+                return halves
         # A kernel of its own (not this thread's cached one): the caller owns its buffers.
         kernel = self._make_kernel(x4.shape, dtype, relu)
         return partial(_run_kernel, kernel, x4.shape, (x4.shape[0], o, oh, ow))
+
+    def _split_call(
+        self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool, pads: Pads, out_hw: tuple[int, int]
+    ) -> Prepared | None:
+        """The call as two kernels on two threads (halves.py), the kernel the whole shape chose
+        for both; None where a half is too little work (MIN_HALF_WORK) or the kernel is a
+        depthwise one. Two ways to halve:
+
+        - output channels (groups == 1), where the weights outweigh the input (SPLIT_CHANNELS:
+          ResNet-18 from layer 2 on): each half reads half the weights and does the whole
+          input side (gather, transform) again;
+        - output rows, elsewhere: each half reads the input rows its rows need (a halo of
+          kernel rows both read) with its own zero padding, split at a whole Winograd tile."""
+        n, c, h, w = x_shape
+        (oh, ow), (kh, kw), o = out_hw, self._kernel_hw(), self.out_channels
+        weights = o * c // self.groups * kh * kw
+        if self.padding_mode != "zeros" or weights * oh * ow * n < 2 * MIN_HALF_WORK:
+            return None
+        choice = self._choose_kernel(x_shape)
+        if choice[0] == "depthwise":
+            return None
+        halves: list[tuple[slice, tuple[slice, ...], ConvKernel]] = []  # input rows, output part, kernel
+        if self.groups == 1 and o >= 2 and weights > SPLIT_CHANNELS * n * c * h * w:
+            for chans in (slice(0, o // 2), slice(o // 2, o)):
+                kernel = self._make_kernel(x_shape, dtype, relu, (pads, choice), chans)
+                halves.append((slice(None), (slice(None), chans), kernel))
+        elif oh >= 2:
+            unit = choice[1] if choice[0] == "winograd" and isinstance(choice[1], int) else 1
+            split, keff = split_rows(oh, unit), self.dilation[0] * (kh - 1) + 1
+            for r0, r1 in ((0, split), (split, oh)):
+                (lo, hi), (top, bottom) = input_rows((r0, r1), h, keff, self.stride[0], pads[0])
+                kernel = self._make_kernel((n, c, hi - lo, w), dtype, relu, ((top, bottom) + pads[2:], choice))
+                halves.append((slice(lo, hi), (slice(None), slice(None), slice(r0, r1)), kernel))
+        else:
+            return None
+        made()
+        return partial(_run_split, halves, x_shape, (n, o, oh, ow))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])
@@ -471,6 +539,20 @@ def _run_kernel(
     out: list[np.ndarray],
 ) -> None:
     kernel.run(inputs[0].reshape(x_shape), out[0].reshape(y_shape))
+
+
+def _run_split(
+    halves: list[tuple[slice, tuple[slice, ...], ConvKernel]],
+    x_shape: tuple[int, ...],
+    y_shape: tuple[int, ...],
+    inputs: list[np.ndarray],
+    out: list[np.ndarray],
+) -> None:
+    """The two kernels of a split convolution (Convolution._split_call) on two threads, each
+    on its input rows, writing its part of the output."""
+    x, y = inputs[0].reshape(x_shape), out[0].reshape(y_shape)
+    (ra, pa, ka), (rb, pb, kb) = halves
+    run_halves(partial(ka.run, x[:, :, ra], y[pa]), partial(kb.run, x[:, :, rb], y[pb]))
 
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")

@@ -16,13 +16,15 @@ and two outputs (values, int64 indices), even when the model ignores the indices
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import short
 from ..graph import Operator
-from .registry import Layer, register
+from .halves import MIN_HALF_WORK, PASS_COST, active as splitting, input_rows, made, run_halves, split_rows
+from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
 
 
@@ -111,6 +113,32 @@ class _WindowPool(_Pool):
         for p, k in zip(self.padding, self.kernel):
             if p > k // 2:
                 raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
+
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        """Inside halves.splitting(): a big 2-D pool at batch 1 as its top and bottom output
+        rows on two threads (rows, as the convolutions around it split: each thread reads
+        the rows the one before wrote); else None (forward)."""
+        x, y = inputs[0], out[0]
+        if not splitting() or getattr(self, "return_indices", False) or self.dims != 2 or x.ndim != 4:
+            return None
+        pads, (oh, ow) = self._geometry(*x.shape[2:])
+        if x.shape[0] != 1 or oh < 2 or PASS_COST * self.kernel[0] * self.kernel[1] * y.size < 2 * MIN_HALF_WORK:
+            return None
+        keff = self.dilation[0] * (self.kernel[0] - 1) + 1
+        split = split_rows(oh)
+        parts = []
+        for r0, r1 in ((0, split), (split, oh)):
+            (lo, hi), (top, bottom) = input_rows((r0, r1), x.shape[2], keff, self.stride[0], pads[0])
+            parts.append((slice(lo, hi), slice(r0, r1), (top, bottom) + pads[2:]))
+        made()
+        return partial(_pool_halves, self, parts)
+
+    def _rows(
+        self, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int], rows: slice, hw: tuple[int, int]
+    ) -> None:
+        """Output rows `rows` of y (1, P, OH, OW) from x (1, P, h, W), the input rows they read
+        padded by `pads`; `hw`: the whole input's size."""
+        raise NotImplementedError
 
     def _geometry(self, h: int, w: int) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
         """Pads (top, bottom + overhang, left, right + overhang) and the output size."""
@@ -215,6 +243,16 @@ class _WindowPool(_Pool):
         np.copyto(y, wide[:, :oh, 0 : (ow - 1) * sw + 1 : sw])
 
 
+def _pool_halves(
+    layer: _WindowPool, parts: list[tuple[slice, slice, tuple[int, int, int, int]]], inputs: list, out: list
+) -> None:
+    """A pool's top output rows here and its bottom ones on the helper thread (prepare)."""
+    x, y = inputs[0], out[0]
+    (ia, oa, pa), (ib, ob, pb) = parts
+    hw = x.shape[2:]
+    run_halves(partial(layer._rows, x[:, :, ia], y, pa, oa, hw), partial(layer._rows, x[:, :, ib], y, pb, ob, hw))
+
+
 def _combine_taps(src: np.ndarray, taps: list[tuple[int, int]], out: np.ndarray, combine: np.ufunc) -> None:
     """out[t] = combine over the taps (phase, offset) of src[phase, t + offset]; all flat."""
     n = out.size
@@ -267,6 +305,12 @@ class MaxPool(_WindowPool):
         idx = np.take_along_axis(np.broadcast_to(pos_taps, taps.shape), best, axis=1)[:, 0]
         return self._with_indices(y, idx.reshape(shape))
 
+    def _rows(
+        self, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int], rows: slice, hw: tuple[int, int]
+    ) -> None:
+        out = y[:, :, rows]
+        self._pool(x, pads, out.shape[2:], out, np.maximum, _lowest(x.dtype))
+
 
 @register("nn.AvgPool1d", "nn.AvgPool2d", "F.avg_pool1d", "F.avg_pool2d")
 class AvgPool(_WindowPool):
@@ -308,6 +352,13 @@ class AvgPool(_WindowPool):
         self._pool(x, pads, (oh, ow), y4, np.add)
         y4 *= self._scale(h, w, (oh, ow), x.dtype)
         return [y]
+
+    def _rows(
+        self, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int], rows: slice, hw: tuple[int, int]
+    ) -> None:
+        out = y[:, :, rows]
+        self._pool(x, pads, out.shape[2:], out, np.add)
+        out *= self._scale(*hw, y.shape[2:], x.dtype)[rows]  # the whole input's divisors
 
 
 def adaptive_bounds(n: int, o: int) -> tuple[np.ndarray, np.ndarray]:

@@ -115,10 +115,13 @@ class PreparedForward:
         self.fused: set[str] = set()
 
     @classmethod
-    def build(cls, program: Program, inputs: list[np.ndarray], pool: list[np.ndarray] | None = None) -> PreparedForward:
+    def build(
+        cls, program: Program, inputs: list[np.ndarray], pool: list[np.ndarray] | None = None, rec: Record | None = None
+    ) -> PreparedForward:
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result.
-        `pool`: buffers shared with forwards that never run at the same time (BufferPlan.allocate)."""
-        rec = record(program, inputs)
+        `pool`: buffers shared with forwards that never run at the same time (BufferPlan.allocate).
+        `rec`: another prepared forward's record run on these inputs (not checked again)."""
+        rec = rec or record(program, inputs)
         ops = [
             Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)) for r in program.run_order
         ]

@@ -50,6 +50,7 @@ from .step_arena import StepArenas
 
 if TYPE_CHECKING:  # imported at the first batch-1 forward at two threads: `import kuiper_core` stays light
     from .row_sharded import RowShardedForward
+    from .split_forward import SplitForward
 
 # Input signatures whose first run was checked (the planned forward's); beyond this many, start again.
 MAX_CHECKED_SIGNATURES = 256
@@ -95,7 +96,7 @@ class RuntimeGraph:
         # Per input signature: the prepared forward (None: the graph cannot be prepared), the
         # sharded one (None: it stays whole), the step arenas, steps()' prepared functions.
         self._prepared: dict[tuple, PreparedForward | None] = {}
-        self._sharded: dict[tuple, ShardedForward | RowShardedForward | None] = {}
+        self._sharded: dict[tuple, ShardedForward | RowShardedForward | SplitForward | None] = {}
         self._arenas: dict[tuple, StepArenas] = {}
         self._step_calls: dict[tuple, PreparedSteps] = {}
         self._step_signature: tuple | None = None  # the input shapes of the latest steps()
@@ -263,15 +264,19 @@ class RuntimeGraph:
     def _shard_rows(
         self, program: Program, key: tuple, whole: PreparedForward, inputs: list[np.ndarray]
     ) -> list[np.ndarray]:
-        """Decide whether this batch-1 signature runs as row bands; this call's outputs (the
-        whole forward's). The banded forward runs the whole one's calls after its last cut."""
+        """Decide whether this batch-1 signature runs with its operators split in halves over
+        two threads (split_forward.py), else as row bands (row_sharded.py), else whole; this
+        call's outputs (the whole forward's)."""
         from .row_sharded import RowShardedForward
+        from .split_forward import SplitForward
 
         t_whole, outputs = best_time(whole.run, inputs)
-        banded = RowShardedForward.build(program, inputs, whole, outputs, t_whole)
+        chosen: SplitForward | RowShardedForward | None = SplitForward.build(program, inputs, whole, outputs, t_whole)
+        if chosen is None:
+            chosen = RowShardedForward.build(program, inputs, whole, outputs, t_whole)
         if len(self._sharded) >= MAX_PREPARED:
             self._sharded.pop(next(iter(self._sharded)))
-        self._sharded[key] = banded
+        self._sharded[key] = chosen
         return outputs
 
     def _forward_unprepared(self, program: Program, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -1,0 +1,170 @@
+"""Batch 1 at two threads: the whole prepared forward (BLAS at two threads) against the split
+one (runtime/split_forward.py: BLAS at one thread, big operators in halves on two threads),
+alternated in blocks of calls in one process (a pause before each block: see PAUSE).
+
+    python bench/bench_halves.py                                  # ResNet-18, 5 rounds x 20 calls each
+    python bench/bench_halves.py --model sample_models/unet.pnnx.param --rounds 3
+    python bench/bench_halves.py --one                            # also the whole forward at one BLAS thread
+    python bench/bench_halves.py --ops                            # each split call's halves, one after the other
+
+Prints per round (a block of each) the median and the lowest wall time of each, their ratio, the process's CPU
+time per call of each, and the load average (other jobs on the cores make wall times of
+two-thread runs wait). Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, as compare.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import kuiper_core  # noqa: E402
+from kuiper_core.runtime.prepared import PreparedForward  # noqa: E402
+from kuiper_core.runtime.split_forward import SplitForward  # noqa: E402
+from kuiper_core.layers import conv, pool  # noqa: E402
+from kuiper_core.runtime.program import Program  # noqa: E402
+from kuiper_core.threads import blas_threads, one_blas_thread, set_blas_threads  # noqa: E402
+
+
+PAUSE = 0.3  # s
+
+
+def _cpu(f: Callable[[], object], repeats: int = 15) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.thread_time()
+        f()
+        best = min(best, time.thread_time() - t)
+    return best * 1e3
+
+
+def per_operator(split: SplitForward, program: Program, x: np.ndarray) -> None:
+    """Each split call (one BLAS thread, warm): the whole call's CPU time, each half's alone
+    (the halves' calls taken from the split call's arguments), their sum and the slower one."""
+    with one_blas_thread():
+        whole = dict(zip(*_names_calls(PreparedForward.build(program, [x]))))
+        split.prepared.run([x])
+        totals = [0.0, 0.0, 0.0]
+        for name, call in zip(*_names_calls(split.prepared)):
+            if not isinstance(call, partial) or call.func not in (conv._run_split, pool._pool_halves):
+                continue
+            if call.func is conv._run_split:
+                parts, xs, ys, args, outs = call.args
+                xx, yy = args[0].reshape(xs), outs[0].reshape(ys)
+                halves = [partial(k.run, xx[:, :, rows], yy[part]) for rows, part, k in parts]
+                how = type(parts[0][2]).__name__ + (" by channels" if len(parts[0][1]) == 2 else " by rows")
+            else:
+                layer, parts, args, outs = call.args
+                hw = args[0].shape[2:]
+                halves = [partial(layer._rows, args[0][:, :, i], outs[0], p, o, hw) for i, o, p in parts]
+                how = type(layer).__name__ + " by rows"
+            t, a, b = _cpu(whole[name]), _cpu(halves[0]), _cpu(halves[1])
+            totals = [totals[0] + t, totals[1] + a + b, totals[2] + max(a, b)]
+            print(
+                f"{name:16s} {how:28s} whole {t:.3f} ms, halves {a:.3f} + {b:.3f}: "
+                f"sum {(a + b) / t:.2f}, slower {max(a, b) / t:.2f} of the whole"
+            )
+        print(f"split calls: whole {totals[0]:.2f} ms, halves {totals[1]:.2f}, slower halves {totals[2]:.2f}")
+
+
+def _names_calls(forward: PreparedForward) -> tuple[list[str], list[Callable[[], object]]]:
+    return forward.names, forward.calls
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet18.pnnx.param")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--one", action="store_true", help="also time the whole forward at one BLAS thread")
+    ap.add_argument(
+        "--ops",
+        action="store_true",
+        help="per split call, one BLAS thread, warm, CPU time (min of 15): the whole call and each half alone",
+    )
+    ap.add_argument(
+        "--bands",
+        action="store_true",
+        help="also time the row bands (row_sharded.py) as they run and with the rest at one BLAS thread too",
+    )
+    args = ap.parse_args()
+    set_blas_threads(args.threads)
+    graph = kuiper_core.load(args.model)
+    x = np.load(args.model.with_name(args.model.name.replace(".pnnx.param", ".input.npy")))
+    program = graph.program
+    assert program is not None
+    with kuiper_core.limits.use(program.limits):
+        whole = PreparedForward.build(program, [x])
+        split = SplitForward.make(program, [x])
+        if split is None:
+            sys.exit(f"{args.model.name}: no operator splits")
+        ref, out = whole.run([x]), split.run([x])
+        err = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in zip(ref, out))
+        print(f"{args.model.name}: {split.splits} calls split; max rel. difference to the whole forward {err:.1e}")
+        if args.ops:
+            per_operator(split, program, x)
+            return
+        one = PreparedForward.build(program, [x]) if args.one else None
+
+        def whole_one(inputs: list[np.ndarray]) -> list[np.ndarray]:
+            assert one is not None
+            with one_blas_thread():
+                return one.run(inputs)
+
+        runs = {"whole": whole.run, "split": split.run}
+        if one is not None:
+            runs["one"] = whole_one
+        if args.bands:
+            from kuiper_core.runtime.row_sharded import RowShardedForward
+
+            banded = RowShardedForward.make(program, [x], whole, force=True)
+            assert banded is not None
+
+            def bands_one(inputs: list[np.ndarray]) -> list[np.ndarray]:
+                assert banded is not None
+                with one_blas_thread():
+                    return banded.run_in_parallel(inputs)
+
+            runs["bands"], runs["bands_one"] = banded.run_in_parallel, bands_one
+        for _ in range(3):
+            for run in runs.values():
+                run([x])
+        print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')} BLAS threads {blas_threads()}")
+        for r in range(args.rounds):
+            wall: dict[str, list[float]] = {k: [] for k in runs}
+            cpu = dict.fromkeys(runs, 0.0)
+            for name, run in runs.items():
+                # In blocks, a pause between: after a two-thread GEMM OpenBLAS's pool thread
+                # spins ~0.1 s on a core, which a run right after it would have to share.
+                time.sleep(PAUSE)
+                run([x])
+                for _ in range(args.runs):
+                    c, t = time.process_time(), time.perf_counter()
+                    run([x])
+                    wall[name].append(time.perf_counter() - t)
+                    cpu[name] += time.process_time() - c
+            med = {k: statistics.median(v) * 1e3 for k, v in wall.items()}
+            print(
+                f"round {r}: "
+                + ", ".join(
+                    f"{k} {med[k]:.2f} ms (min {min(wall[k]) * 1e3:.2f}, CPU {cpu[k] / args.runs * 1e3:.2f})"
+                    for k in runs
+                )
+                + f"; split/whole {med['split'] / med['whole']:.3f} (min {min(wall['split']) / min(wall['whole']):.3f}); "
+                f"load average {os.getloadavg()[0]:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""Operators in two halves on two threads (layers/halves.py; runtime/split_forward.py): split
+convolutions against the reference convolution (every kernel kind, rows and channels, odd
+sizes, stride 2, padding, dilation, a fused ReLU), split pools against the unsplit layer,
+the hand-off (errors, a helper that does not start), and the batch-1 forward at two threads
+against PyTorch's outputs. Speed lives in bench/ (bench_halves.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kuiper_core
+from kuiper_core import threads
+from kuiper_core.layers import conv, halves
+from kuiper_core.layers.conv_reference import conv2d_reference
+from kuiper_core.layers.halves import input_rows, run_halves, split_rows, splitting
+from kuiper_core.runtime import split_forward
+from kuiper_core.runtime.split_forward import SplitForward
+from conftest import SAMPLES, max_err_ok
+from layer_testing import assert_close
+from test_conv_kernels import arrays, conv_layer, relu_of
+from test_layers_pool import pool_layer
+
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+F32 = np.dtype(np.float32)
+
+
+@pytest.fixture
+def blas_one() -> Iterator[None]:
+    """One BLAS thread (the stride-2 rows kernel is chosen only there), restored after."""
+    if threads._blas is None:
+        pytest.skip("the BLAS's thread count cannot be set here")
+    before = threads.blas_threads()
+    threads.set_blas_threads(1)
+    yield
+    threads.set_blas_threads(before)
+
+
+def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.ndarray, np.ndarray, str]:
+    """(the split layer's output, the reference's, its kernels) for one convolution case."""
+    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
+    monkeypatch.setattr(conv, "SPLIT_CHANNELS", 0.0 if way == "channels" else float("inf"))
+    n, c, o, h, w, k, s, d, pads = (case[key] for key in ("n", "c", "o", "h", "w", "k", "stride", "dilation", "pads"))
+    x, wt, b = arrays(case["seed"], (n, c, h, w), (o, c, k, k), (o,))
+    wt *= 1 / np.sqrt(c * k * k)
+    bias = b if case["bias"] else None
+    layer = conv_layer(wt, bias, x.shape, stride=[s, s], padding=list(pads), dilation=[d, d], groups=1)
+    ref = relu_of(
+        conv2d_reference(x, wt, bias, stride=(s, s), pads=(pads[0], pads[0], pads[1], pads[1]), dilation=(d, d)),
+        case["relu"],
+    )
+    y = np.full(ref.shape, np.nan, np.float32)
+    with splitting() as made:
+        call = layer.prepare_with_relu([x], [y]) if case["relu"] else layer.prepare([x], [y])
+    assert call is not None
+    for _ in range(2):
+        call([x], [y])
+    kinds = "" if not made.made else "/".join(type(k).__name__ for *_, k in call.args[0])
+    return y, ref, kinds
+
+
+@st.composite
+def conv_cases(draw):
+    k = draw(st.sampled_from([1, 3, 3, 5, 7]))
+    s = draw(st.sampled_from([1, 1, 2]))
+    d = draw(st.sampled_from([1, 1, 2])) if s == 1 and k == 3 else 1
+    keff = d * (k - 1) + 1
+    pads = (draw(st.integers(0, k // 2)), draw(st.integers(0, k // 2)))
+    return dict(
+        k=k,
+        stride=s,
+        dilation=d,
+        pads=pads,
+        n=draw(st.integers(1, 2)),
+        c=draw(st.sampled_from([3, 16, 20])),
+        o=draw(st.sampled_from([2, 16, 17])),
+        h=draw(st.integers(max(2 * s, keff - 2 * pads[0]) + s, 37)),
+        w=draw(st.integers(max(1, keff - 2 * pads[1]), 37)),
+        bias=draw(st.booleans()),
+        relu=draw(st.booleans()),
+        seed=draw(st.integers(0, 1000)),
+    )
+
+
+@pytest.mark.parametrize("way", ["rows", "channels"])
+@SETTINGS
+@given(case=conv_cases())
+def test_split_conv_matches_reference(monkeypatch: pytest.MonkeyPatch, blas_one: None, way: str, case: dict) -> None:
+    """Whatever kernel the shape picks (Winograd F(2,3)/F(4,3), stride-2 rows, im2col, 1x1),
+    halved by rows (halo and padding per half, odd heights) or by output channels."""
+    y, ref, kinds = _split_conv(monkeypatch, way, **case)
+    assert kinds, "not split"
+    assert_close(y, ref, f"{way} {kinds} {case}")
+
+
+@pytest.mark.parametrize(
+    "way, size, c, o, k, stride, kind",
+    [
+        ("rows", (29, 31), 32, 32, 3, 1, "WinogradConv"),  # F(4,3): split at a whole tile
+        ("channels", (15, 14), 64, 48, 3, 1, "WinogradConv"),
+        ("rows", (7, 9), 512, 256, 3, 1, "WinogradRowsConv"),
+        ("channels", (7, 7), 512, 512, 3, 1, "WinogradRowsConv"),
+        ("rows", (45, 46), 3, 16, 7, 2, "Stride2RowsConv"),  # the stem's rows-first path
+        ("channels", (33, 30), 32, 64, 3, 2, "Stride2RowsConv"),
+        ("rows", (12, 13), 24, 8, 1, 1, "Pointwise"),
+        ("channels", (12, 13), 8, 24, 1, 2, "Im2col"),
+    ],
+)
+def test_each_kernel_splits(
+    monkeypatch: pytest.MonkeyPatch,
+    blas_one: None,
+    way: str,
+    size: tuple[int, int],
+    c: int,
+    o: int,
+    k: int,
+    stride: int,
+    kind: str,
+) -> None:
+    case = dict(
+        n=1,
+        c=c,
+        o=o,
+        h=size[0],
+        w=size[1],
+        k=k,
+        stride=stride,
+        dilation=1,
+        pads=(k // 2, k // 2),
+        bias=True,
+        relu=True,
+        seed=k,
+    )
+    tile = {"WinogradConv": 4, "WinogradRowsConv": conv.ROWS}.get(kind)  # the kernel each case is for
+    monkeypatch.setattr(conv, "winograd_tile", lambda *args: tile)
+    monkeypatch.setattr(conv, "stride2_tile", lambda *args: 4 if kind == "Stride2RowsConv" else None)
+    y, ref, kinds = _split_conv(monkeypatch, way, **case)
+    assert kinds == f"{kind}/{kind}"
+    assert_close(y, ref, f"{way} {kind}")
+
+
+def test_small_convs_and_depthwise_stay_whole(blas_one: None) -> None:
+    x, wt, b = arrays(1, (1, 8, 8, 8), (8, 8, 3, 3), (8,))
+    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
+    with splitting() as made:
+        layer.prepare([x], [np.empty((1, 8, 8, 8), np.float32)])
+    assert made.made == 0
+
+
+@pytest.mark.parametrize(
+    "op_type, params",
+    [
+        ("nn.MaxPool2d", dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])),  # ResNet's
+        ("nn.MaxPool2d", dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 0], ceil_mode=True)),
+        ("nn.MaxPool2d", dict(kernel_size=[5, 5], stride=[1, 1], padding=[2, 2])),  # YOLOv5's SPPF
+        ("nn.MaxPool2d", dict(kernel_size=[3, 2], stride=[1, 2], padding=[0, 0], dilation=[2, 1])),
+        ("nn.AvgPool2d", dict(kernel_size=[2, 2], stride=[2, 2], padding=[0, 0])),
+        ("nn.AvgPool2d", dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], count_include_pad=False)),
+        ("nn.AvgPool2d", dict(kernel_size=[3, 3], stride=[3, 3], padding=[1, 1], ceil_mode=True)),
+    ],
+)
+@pytest.mark.parametrize("size", [(31, 30), (8, 9)])
+def test_split_pool_matches_the_whole(
+    monkeypatch: pytest.MonkeyPatch, op_type: str, params: dict, size: tuple[int, int]
+) -> None:
+    """Top and bottom output rows, each from its input rows (halo, padding, ceil_mode's
+    overhang, an average's divisors by position): the unsplit layer's values exactly."""
+    monkeypatch.setattr("kuiper_core.layers.pool.MIN_HALF_WORK", 0)
+    layer = pool_layer(op_type, **params)
+    x = np.random.default_rng(3).standard_normal((1, 13, *size)).astype(np.float32)
+    (ref,) = layer.forward([x], [None])
+    y = np.full_like(ref, np.nan)
+    with splitting() as made:
+        call = layer.prepare([x], [y])
+    assert call is not None and made.made == 1
+    for _ in range(2):
+        call([x], [y])
+        np.testing.assert_array_equal(y, ref)
+    assert layer.prepare([x], [y]) is None  # outside splitting(): forward
+
+
+def test_split_rows_and_input_rows() -> None:
+    assert split_rows(56, 4) == 28 and split_rows(28, 4) == 16 and split_rows(7) == 4 and split_rows(2, 4) == 1
+    # 3x3 stride 1 pad 1 on 10 rows: output rows 5..9 read input rows 4..9 and one padded row below
+    assert input_rows((5, 10), 10, 3, 1, 1) == ((4, 10), (0, 1))
+    assert input_rows((0, 5), 10, 3, 1, 1) == ((0, 6), (1, 0))
+    # 7x7 stride 2 pad 3 on 224 rows: output rows 56..111
+    assert input_rows((56, 112), 224, 7, 2, 3) == ((109, 224), (0, 2))
+
+
+def test_an_error_in_either_half_is_raised_after_both_ended() -> None:
+    ended = []
+
+    def fail() -> None:
+        raise ValueError("half")
+
+    def slow() -> None:
+        threading.Event().wait(0.02)
+        ended.append(1)
+
+    with pytest.raises(ValueError, match="half"):
+        run_halves(fail, slow)
+    assert ended == [1]
+    with pytest.raises(ValueError, match="half"):
+        run_halves(slow, fail)
+    assert ended == [1, 1]
+
+
+def test_the_caller_takes_a_half_the_helper_has_not_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper that does not wake (another process on its core) costs the caller nothing:
+    it runs the second half itself."""
+    monkeypatch.setattr(halves._Helper, "post", lambda self, half: None)  # never woken
+    seen: list[int] = []
+    run_halves(lambda: seen.append(threading.get_ident()), lambda: seen.append(threading.get_ident()))
+    assert seen == [threading.get_ident()] * 2
+
+
+@pytest.fixture
+def two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The BLAS at two threads; every convolution and pool split, the split forward taken."""
+    if threads._blas is None:
+        pytest.skip("the BLAS's thread count cannot be set here")
+    monkeypatch.setattr(split_forward, "MAX_SPLIT_SHARE", float("inf"))
+    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)  # every convolution and pool splits
+    monkeypatch.setattr("kuiper_core.layers.pool.MIN_HALF_WORK", 0)
+    before = threads.blas_threads()
+    threads.set_blas_threads(2)
+    yield
+    threads.set_blas_threads(before)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "unet", "yolov5s_mini"])
+def test_split_forward_gives_pytorchs_outputs(two_threads: None, name: str) -> None:
+    param = SAMPLES / f"{name}.pnnx.param"
+    if not param.exists():
+        pytest.skip(f"sample model {name} not exported")
+    expected = np.load(SAMPLES / f"{name}.expected.npz")
+    graph, x = kuiper_core.load(param), np.load(SAMPLES / f"{name}.input.npy")
+    outputs = [graph.forward(x)[0] for _ in range(3)]  # prepare, decide, run split
+    chosen = graph._sharded.get(((x.shape, x.dtype.str),))
+    assert isinstance(chosen, SplitForward) and chosen.splits > 0
+    assert threads.blas_threads() == 2  # restored after each split run
+    for y in outputs:
+        assert max_err_ok(y, expected[expected.files[0]])[0]
+    # Against the whole forward: the split one runs the BLAS at one thread, which rounds otherwise
+    # than two (YOLOv5's decoded boxes: 8.6e-6 of the largest between the whole forward at one
+    # and at two threads; the split one 6.5e-6 from the one-thread whole, ResNet-18 1e-6).
+    np.testing.assert_allclose(outputs[2], outputs[0], rtol=0, atol=2e-5 * float(np.abs(outputs[0]).max()))
