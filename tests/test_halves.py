@@ -1,13 +1,16 @@
-"""Operators in two halves on two threads (layers/halves.py; runtime/split_forward.py): split
+"""Operators in two halves on two cores (layers/halves.py; runtime/split_forward.py): split
 convolutions against the reference convolution (every kernel kind, rows and channels, odd
-sizes, stride 2, padding, dilation, a fused ReLU), split pools against the unsplit layer,
-the hand-off (errors, a helper that does not start), and the batch-1 forward at two threads
-against PyTorch's outputs. Speed lives in bench/ (bench_halves.py)."""
+sizes, stride 2, padding, dilation, a fused ReLU), split pools and activations against the
+unsplit layer, the helper process (it runs the second half, an error there is raised here, a
+helper that dies or never claims costs nothing but time), and the batch-1 forward at two
+threads against PyTorch's outputs. Speed lives in bench/ (bench_halves.py)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -18,7 +21,7 @@ import kuiper_core
 from kuiper_core import threads
 from kuiper_core.layers import conv, halves
 from kuiper_core.layers.conv_reference import conv2d_reference
-from kuiper_core.layers.halves import input_rows, run_halves, split_rows, splitting
+from kuiper_core.layers.halves import HelperProcess, Splits, input_rows, made, run_halves, split_rows, splitting
 from kuiper_core.runtime import split_forward
 from kuiper_core.runtime.split_forward import SplitForward
 from conftest import SAMPLES, max_err_ok
@@ -62,7 +65,7 @@ def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.n
     assert call is not None
     for _ in range(2):
         call([x], [y])
-    kinds = "" if not made.made else "/".join(type(k).__name__ for *_, k in call.args[0])
+    kinds = "" if not made.made else "/".join(type(k).__name__ for *_, k in call.args[1])
     return y, ref, kinds
 
 
@@ -195,31 +198,113 @@ def test_split_rows_and_input_rows() -> None:
     assert input_rows((56, 112), 224, 7, 2, 3) == ((109, 224), (0, 2))
 
 
-def test_an_error_in_either_half_is_raised_after_both_ended() -> None:
-    ended = []
+def _shared(n: int) -> np.ndarray:
+    return split_forward.shared_bytes(8 * n).view(np.int64)
 
-    def fail() -> None:
+
+def _one_split(second: Callable[[], None]) -> tuple[Splits, halves.Ticket]:
+    """A Splits with one call whose second half is `second`, and that call's ticket."""
+    with splitting() as splits:
+        ticket = made()
+    ticket.bind(lambda: run_halves(ticket, lambda: None, second))
+    return splits, ticket
+
+
+def test_the_helper_process_runs_the_second_half() -> None:
+    seen = _shared(2)
+    splits, ticket = _one_split(lambda: seen.__setitem__(1, os.getpid()))
+    helper = HelperProcess(splits)
+    try:
+
+        def first() -> None:  # waits for the second half (else it may claim it itself)
+            deadline = time.monotonic() + 10
+            while seen[1] == 0 and time.monotonic() < deadline:
+                pass
+            seen[0] = os.getpid()
+
+        for _ in range(3):
+            seen[:] = 0
+            run_halves(ticket, first, lambda: seen.__setitem__(1, os.getpid()))
+            assert seen[0] == os.getpid() and seen[1] not in (0, os.getpid())  # both ran, the second there
+    finally:
+        helper.close()
+    assert not helper.alive
+    run_halves(ticket, lambda: None, lambda: seen.__setitem__(1, os.getpid()))  # closed: here
+    assert seen[1] == os.getpid()
+
+
+def test_an_error_in_the_helpers_half_is_raised_here() -> None:
+    """The helper's failure is not lost: the caller runs the half again and raises its error."""
+    ran = _shared(1)
+
+    def fails() -> None:
+        ran[0] += 1
         raise ValueError("half")
 
-    def slow() -> None:
-        threading.Event().wait(0.02)
-        ended.append(1)
+    splits, ticket = _one_split(fails)
+    helper = HelperProcess(splits)
+    try:
+        with pytest.raises(ValueError, match="half"):
+            run_halves(ticket, lambda: None, fails)
+        assert helper.alive  # the helper goes on with the next half
+    finally:
+        helper.close()
+    with pytest.raises(ValueError, match="first"):
+        run_halves(ticket, lambda: (_ for _ in ()).throw(ValueError("first")), lambda: None)
 
-    with pytest.raises(ValueError, match="half"):
-        run_halves(fail, slow)
-    assert ended == [1]
-    with pytest.raises(ValueError, match="half"):
-        run_halves(slow, fail)
-    assert ended == [1, 1]
+
+def test_a_helper_that_dies_in_a_half_costs_only_time() -> None:
+    """The helper ends in the middle of its half: the caller notices and runs the half."""
+    out = _shared(1)
+    parent = os.getpid()
+
+    def second() -> None:
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        out[0] = 7
+
+    splits, ticket = _one_split(second)
+    helper = HelperProcess(splits)
+    run_halves(ticket, lambda: time.sleep(0.5), second)  # the helper claims the half meanwhile
+    assert out[0] == 7 and not helper.alive
 
 
-def test_the_caller_takes_a_half_the_helper_has_not_started(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A helper that does not wake (another process on its core) costs the caller nothing:
-    it runs the second half itself."""
-    monkeypatch.setattr(halves._Helper, "post", lambda self, half: None)  # never woken
-    seen: list[int] = []
-    run_halves(lambda: seen.append(threading.get_ident()), lambda: seen.append(threading.get_ident()))
-    assert seen == [threading.get_ident()] * 2
+def test_the_caller_takes_a_half_the_helper_has_not_started() -> None:
+    """A helper that is not there to claim (stopped: another job on its core) costs the caller
+    nothing: it runs the second half itself."""
+    seen = _shared(1)
+    splits, ticket = _one_split(lambda: seen.__setitem__(0, os.getpid()))
+    helper = HelperProcess(splits)
+    os.kill(helper.pid, signal.SIGSTOP)
+    try:
+        run_halves(ticket, lambda: None, lambda: seen.__setitem__(0, os.getpid()))
+        assert seen[0] == os.getpid()
+    finally:
+        os.kill(helper.pid, signal.SIGCONT)
+        helper.close()
+
+
+@pytest.mark.parametrize("op_type", ["nn.GELU", "nn.SiLU", "nn.Hardswish", "nn.ReLU"])
+def test_split_activations_match_the_whole(op_type: str) -> None:
+    """Two flat halves (odd sizes too) give the unsplit layer's values exactly."""
+    from test_layers_activation import make_layer
+
+    layer = make_layer(op_type)
+    for shape in [(1, 65, 128), (1, 3, 101, 331)]:
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 4
+        (ref,) = layer.forward([x], [None])
+        y = np.full_like(ref, np.nan)
+        layer.split_min_half = 16
+        with splitting() as splits:
+            call = layer.prepare([x], [y])
+        assert call is not None and splits.made == 1
+        call([x], [y])
+        np.testing.assert_array_equal(y, ref)
+
+
+def test_no_helper_where_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(split_forward.ENV, "0")
+    assert not split_forward.allowed()
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import numpy as np
 from ..graph import Operator
 from . import clamp
 from ._common import output_like
+from .halves import Ticket, active as splitting, made, run_halves
 from .registry import Layer, Prepared, register
 from .windows import scratch
 
@@ -32,6 +33,11 @@ class Elementwise(Layer):
     so the runtime may run it in place (see Layer.overwritable_inputs)."""
 
     inplace_safe = False
+    # Inside halves.splitting(): split in two flat halves (a helper process runs one) from this
+    # many elements a half. Not for layers whose value depends on the position (PReLU's
+    # per-channel slopes); ten times more for the one-pass piecewise linear ones.
+    pointwise = True
+    split_min_half = 4096
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -47,10 +53,32 @@ class Elementwise(Layer):
         return [y]
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        f = self.prepare_whole(inputs, out)
+        if f is None or not (self.pointwise and splitting()):
+            return f
+        return self._split_flat(inputs, out) or f
+
+    def prepare_whole(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        """The prepared function over the whole arrays (Layer.prepare)."""
         x, y = inputs[0], out[0]
         if x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype:
             return None
         return self._compute_prepared
+
+    def _split_flat(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        """The call as its two flat halves on two cores (halves.py), or None (too small)."""
+        x, y = inputs[0], out[0]
+        if not (x.flags.c_contiguous and y.flags.c_contiguous) or x.size < 2 * self.split_min_half:
+            return None
+        xf, yf, h = x.reshape(-1), y.reshape(-1), x.size // 2
+        parts = [([xf[:h]], [yf[:h]]), ([xf[h:]], [yf[h:]])]
+        fs = [self.prepare_whole(*part) for part in parts]
+        if fs[0] is None or fs[1] is None:
+            return None
+        ticket = made()
+        call = partial(_run_flat_halves, ticket, partial(fs[0], *parts[0]), partial(fs[1], *parts[1]))
+        ticket.bind(partial(call, inputs, out))
+        return call
 
     def _compute_prepared(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
         self.compute(inputs[0], out[0])
@@ -62,11 +90,18 @@ class Elementwise(Layer):
         raise NotImplementedError
 
 
+def _run_flat_halves(
+    ticket: Ticket, first: Callable[[], None], second: Callable[[], None], inputs: list, out: list
+) -> None:
+    run_halves(ticket, first, second)
+
+
 # -- piecewise linear ------------------------------------------------------------------
 
 
 @register("nn.ReLU", "F.relu")
 class ReLU(Elementwise):
+    split_min_half = 32768  # one cheap pass: a half must be big to pay for the hand-off
     inplace_safe = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
@@ -76,6 +111,8 @@ class ReLU(Elementwise):
 @register("nn.Hardtanh", "F.hardtanh")
 class Hardtanh(Elementwise):
     """clamp(x, min_val, max_val); ReLU6 is the (0, 6) case."""
+
+    split_min_half = 32768  # one cheap pass: a half must be big to pay for the hand-off
 
     inplace_safe = True
 
@@ -101,6 +138,8 @@ class ReLU6(Hardtanh):
 @register("nn.LeakyReLU", "F.leaky_relu")
 class LeakyReLU(Elementwise):
     """x if x > 0 else slope * x, as max(x, slope*x) (slope <= 1) or min(x, slope*x)."""
+
+    split_min_half = 32768  # one cheap pass: a half must be big to pay for the hand-off
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -129,6 +168,8 @@ class PReLU(Elementwise):
     pnnx writes `F.prelu(x, w)` as nn.PReLU too, and an nn.PReLU() with a single slope as
     nn.LeakyReLU, so a one-slope nn.PReLU only comes from other exporters.
     """
+
+    pointwise = False  # its slopes go by channel
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -191,6 +232,8 @@ class FPReLU(Layer):
 class Threshold(Elementwise):
     """x if x > threshold else value."""
 
+    split_min_half = 32768  # one cheap pass: a half must be big to pay for the hand-off
+
     inplace_safe = True
 
     def __init__(self, op: Operator) -> None:
@@ -207,6 +250,8 @@ class Threshold(Elementwise):
 class Hardshrink(Elementwise):
     """x if |x| > lambd else 0."""
 
+    split_min_half = 32768  # one cheap pass: a half must be big to pay for the hand-off
+
     inplace_safe = True
 
     def __init__(self, op: Operator) -> None:
@@ -221,6 +266,8 @@ class Hardshrink(Elementwise):
 @register("nn.Softshrink", "F.softshrink")
 class Softshrink(Elementwise):
     """x - lambd, x + lambd or 0: that is x - clamp(x, -lambd, lambd)."""
+
+    split_min_half = 32768  # one cheap pass: a half must be big to pay for the hand-off
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -604,7 +651,7 @@ class GELU(Elementwise):
         step = -(-n // -(-n // self.BLOCK))
         return tuple((start, min(start + step, n)) for start in range(0, n, step))
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+    def prepare_whole(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         x, y = inputs[0], out[0]
         if (
             self.tanh
@@ -613,7 +660,7 @@ class GELU(Elementwise):
             or y.dtype != F32
             or not (x.flags.c_contiguous and y.flags.c_contiguous)
         ):
-            return super().prepare(inputs, out)
+            return super().prepare_whole(inputs, out)
         return partial(gelu_blocks, self.blocks(x.size))
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .depthwise import DepthwiseChannelsLast, channels_last_wins
-from .halves import MIN_HALF_WORK, active as splitting, input_rows, made, run_halves, split_rows
+from .halves import MIN_HALF_WORK, Ticket, active as splitting, input_rows, made, run_halves, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
@@ -449,7 +449,7 @@ class Convolution(_ConvBase):
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
         if splitting():
-            halves = self._split_call(x4.shape, dtype, relu, pads, (oh, ow))
+            halves = self._split_call(inputs, out, x4.shape, dtype, relu, pads, (oh, ow))
             if halves is not None:
                 return halves
         # A kernel of its own (not this thread's cached one): the caller owns its buffers.
@@ -457,9 +457,16 @@ class Convolution(_ConvBase):
         return partial(_run_kernel, kernel, x4.shape, (x4.shape[0], o, oh, ow))
 
     def _split_call(
-        self, x_shape: tuple[int, int, int, int], dtype: np.dtype, relu: bool, pads: Pads, out_hw: tuple[int, int]
+        self,
+        inputs: list[np.ndarray],
+        out: list[np.ndarray],
+        x_shape: tuple[int, int, int, int],
+        dtype: np.dtype,
+        relu: bool,
+        pads: Pads,
+        out_hw: tuple[int, int],
     ) -> Prepared | None:
-        """The call as two kernels on two threads (halves.py), the kernel the whole shape chose
+        """The call as two kernels on two cores (halves.py), the kernel the whole shape chose
         for both; None where a half is too little work (MIN_HALF_WORK) or the kernel is a
         depthwise one. Two ways to halve:
 
@@ -490,8 +497,10 @@ class Convolution(_ConvBase):
                 halves.append((slice(lo, hi), (slice(None), slice(None), slice(r0, r1)), kernel))
         else:
             return None
-        made()
-        return partial(_run_split, halves, x_shape, (n, o, oh, ow))
+        ticket = made()
+        call = partial(_run_split, ticket, halves, x_shape, (n, o, oh, ow))
+        ticket.bind(partial(call, inputs, out))
+        return call
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])
@@ -542,17 +551,18 @@ def _run_kernel(
 
 
 def _run_split(
+    ticket: Ticket,
     halves: list[tuple[slice, tuple[slice, ...], ConvKernel]],
     x_shape: tuple[int, ...],
     y_shape: tuple[int, ...],
     inputs: list[np.ndarray],
     out: list[np.ndarray],
 ) -> None:
-    """The two kernels of a split convolution (Convolution._split_call) on two threads, each
+    """The two kernels of a split convolution (Convolution._split_call) on two cores, each
     on its input rows, writing its part of the output."""
     x, y = inputs[0].reshape(x_shape), out[0].reshape(y_shape)
     (ra, pa, ka), (rb, pb, kb) = halves
-    run_halves(partial(ka.run, x[:, :, ra], y[pa]), partial(kb.run, x[:, :, rb], y[pb]))
+    run_halves(ticket, partial(ka.run, x[:, :, ra], y[pa]), partial(kb.run, x[:, :, rb], y[pb]))
 
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")

@@ -1,53 +1,87 @@
-"""One operator in two halves on two threads: the caller's and a persistent helper's.
+"""One operator in two halves on two cores: this process and a helper process.
 
 Why: at batch 1 with two BLAS threads only OpenBLAS's bigger GEMMs use the second core; the
-Winograd transforms, gathers, scatters and pooling passes run on one (ResNet-18 b1: 35 ms
-at one thread, 26 at two, PyTorch 21). NumPy releases the GIL inside its copy, ufunc and
-BLAS loops, so two threads of ours, each running half of an operator's NumPy calls with the
-BLAS at one thread, keep both cores busy. A layer's prepared call made inside `splitting()`
-(runtime/split_forward.py builds a whole forward so) runs its two halves through `run_halves`
-(convolutions: two kernels for the top and the bottom output rows, conv.py; pooling: two
-halves of the channels, pool.py).
+Winograd transforms, gathers, scatters, pooling passes and the small GEMMs (OpenBLAS runs those
+under ~1 M multiply-adds on one thread) run on one (ResNet-18 b1: 35 ms at one thread, 26.5 at
+two, PyTorch 21). A layer's prepared call made inside `splitting()` (runtime/split_forward.py
+builds a whole forward so, its buffers in shared memory) runs as two halves (convolutions:
+the top and bottom output rows, or two halves of the output channels, conv.py; pooling: the
+top and bottom rows, pool.py): the first here, the second in a helper process.
 
-The hand-off: the second half goes into the helper's slot and the helper is woken (an Event:
-~10 us there and back on a quiet 2-core machine, 2026-11-27). Either thread may run it: the
-first to take the half's lock does. The caller, done with its own half, takes the second
-too if the helper has not started it, so a helper that starts late (another process on the
-core) costs the caller nothing beyond doing the whole operator itself.
+Why a process: a helper *thread* was measured first (branch twothreads26, docs/BENCHMARKS.md)
+and gained nothing on the 2-core VM: waking a sleeping thread on the other, halted vCPU takes
+50-70 us, twice a call, and a thread that polls instead shares the GIL with the caller and was
+time-sliced with it on one vCPU. A forked process has no GIL to share, so it can poll: a
+posted half reaches it in ~1 us (round trip 0.65 us, 2026-11-27). It polls for SPIN_SECONDS
+after its last half, as OpenBLAS's and OpenMP's pool threads spin, then sleeps on a pipe (the
+next forward wakes it once).
 
-Measured (docs/BENCHMARKS.md): in a forward a split call still waits 0.25-0.35 ms beyond its
-slower half (waking a thread on the other, halted vCPU of the 2-core VM took 50-70 us, twice a
-call; a polling helper was worse: the scheduler time-sliced it with the caller on one vCPU),
-and the halves cost more than half the call; ResNet-18 b1 split is as fast as OpenBLAS at two
-threads.
+The protocol (`HelperProcess.run`): a half is posted by its index into `Splits.calls` (the
+child has its own copy of every split call, made before the fork: the same arrays at the same
+addresses, the buffers shared). Whoever claims the half first runs it (a claim is a
+compare-and-set under a process-shared lock): the caller, done with its own half, takes the
+second too if the helper has not started it, so a helper that starts late (another job on the
+core) costs no more than the whole call here. An error in the helper's half is raised by
+running that half here. A helper that died is noticed while waiting (a half here instead, and
+none posted after).
 """
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import multiprocessing
 import os
+import signal
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .. import limits as _limits
+import numpy as np
 
 # A layer splits only where the work of one half (multiply-adds, or a pool's window taps times
-# PASS_COST) is at least this. A split call lost 0.25-0.35 ms of wall time to the hand-off and
-# the two threads' turns at the GIL (ResNet-18 b1, quiet, 09:08: wall minus the slower half's
-# CPU time): its 1x1 stride-2 convs (3.2 M multiply-adds a half, 0.21-0.28 ms whole) took
-# 0.33-0.37 ms split; its 3x3 ones (29 M and more a half) gained.
-MIN_HALF_WORK = 8_000_000
+# PASS_COST) is at least this: a half costs a few microseconds to hand over and each half of a
+# small call does a little more than half its work (its own copies and calls).
+MIN_HALF_WORK = 1_000_000
 # Multiply-adds a pooling window tap is worth (ResNet-18's maxpool: 1.6 ms for 1.8 M taps; its
 # 1x1 convs 0.28 ms for 6.4 M multiply-adds).
 PASS_COST = 16
+# How long the helper polls for the next half before it sleeps (OpenBLAS's threads spin ~0.1 s).
+SPIN_SECONDS = 0.05
+# A helper that has not finished a claimed half in this long is taken for hung: killed, the
+# half run here.
+HUNG_SECONDS = 30.0
 
 _local = threading.local()
 
 
 class Splits:
-    """What splitting() yields: how many calls prepared inside were split."""
+    """The split calls of one forward (what splitting() yields): each call's zero-argument
+    function by index, and the helper process that runs their second halves (None: both
+    halves here)."""
 
-    made = 0
+    def __init__(self) -> None:
+        self.calls: list[Callable[[], None]] = []
+        self.helper: HelperProcess | None = None
+
+    @property
+    def made(self) -> int:
+        return len(self.calls)
+
+
+class Ticket:
+    """One split call's place in its Splits (`run_halves` posts its index)."""
+
+    __slots__ = ("splits", "index")
+
+    def __init__(self, splits: Splits, index: int) -> None:
+        self.splits, self.index = splits, index
+
+    def bind(self, call: Callable[[], None]) -> None:
+        """The whole split call (both halves, through run_halves), as the helper runs it."""
+        self.splits.calls[self.index] = call
 
 
 @contextmanager
@@ -66,81 +100,161 @@ def active() -> bool:
     return getattr(_local, "splits", None) is not None
 
 
-def made() -> None:
-    """A layer prepared a split call (counted for splitting()'s caller)."""
-    splits = getattr(_local, "splits", None)
-    if splits is not None:
-        splits.made += 1
+def made() -> Ticket:
+    """A layer prepared a split call: its ticket (the layer binds the call to it)."""
+    splits: Splits = _local.splits
+    splits.calls.append(_unbound)
+    return Ticket(splits, len(splits.calls) - 1)
 
 
-class _Half:
-    """The second half of one call: whoever takes `claim` first runs it."""
-
-    __slots__ = ("run", "claim", "done", "error")
-
-    def __init__(self, run: Callable[[], None]) -> None:
-        self.run = run
-        self.claim = threading.Lock()
-        self.done = threading.Event()
-        self.error: BaseException | None = None
+def _unbound() -> None:
+    raise RuntimeError("a split call was not bound to its ticket")
 
 
-class _Helper:
-    """The persistent thread that runs second halves (one slot: the caller waits for each)."""
-
-    def __init__(self) -> None:
-        self.wake = threading.Event()
-        self.slot: _Half | None = None
-        self.limits = _limits.DEFAULT
-        self.thread = threading.Thread(target=self._loop, name="kuiper-half", daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            self.wake.wait()
-            self.wake.clear()  # before reading the slot: a half posted meanwhile wakes us again
-            half = self.slot
-            if half is None or not half.claim.acquire(blocking=False):
-                continue  # the caller took it
-            try:
-                with _limits.use(self.limits):  # this thread does not see the caller's context
-                    half.run()
-            except BaseException as e:  # noqa: BLE001  (raised again on the caller's thread)
-                half.error = e
-            finally:
-                half.done.set()
-
-    def post(self, half: _Half) -> None:
-        self.limits = _limits.current()
-        self.slot = half
-        self.wake.set()
-
-
-_helper: tuple[int, _Helper] | None = None  # (the process it belongs to, the helper)
-
-
-def helper() -> _Helper:
-    """The helper thread (made at first use; again in a forked child)."""
-    global _helper
-    if _helper is None or _helper[0] != os.getpid():
-        _helper = (os.getpid(), _Helper())
-    return _helper[1]
-
-
-def run_halves(first: Callable[[], None], second: Callable[[], None]) -> None:
-    """first() on this thread while the helper runs second(); both done on return (module
-    docstring). An error in either is raised here, after both have ended."""
-    half = _Half(second)
-    helper().post(half)
-    try:
+def run_halves(ticket: Ticket, first: Callable[[], None], second: Callable[[], None]) -> None:
+    """first() here while the helper process runs second(); both done on return. Without a
+    helper (the build's own runs, or one that died) both here. In the helper it is the second
+    half it was asked for."""
+    if getattr(_local, "in_helper", False):
+        second()
+        return
+    helper = ticket.splits.helper
+    if helper is None or not helper.alive:
         first()
-    finally:
-        if half.claim.acquire(blocking=False):
-            half.run()  # the helper has not started it: ours
-        else:
-            half.done.wait()
-    if half.error is not None:
-        raise half.error
+        second()
+        return
+    helper.run(ticket.index, first, second)
+
+
+# -- the helper process ---------------------------------------------------------------------
+# Control words in a shared page: what the caller posted, what is claimed and done.
+_POSTED, _INDEX, _CLAIMED, _DONE, _FAILED, _SLEEPING, _STOP = range(7)
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent ends (PR_SET_PDEATHSIG)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere the pipe's end-of-file still ends it once the parent is gone
+
+
+class HelperProcess:
+    """A forked process that runs the second halves of one Splits' calls (module docstring)."""
+
+    def __init__(self, splits: Splits) -> None:
+        self.page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_SHARED)
+        self.ctl = np.frombuffer(self.page, np.int64, 8)
+        self.lock = multiprocessing.get_context("fork").Lock()
+        self.seq = 0
+        self.alive = True
+        wake_r, self.wake_w = os.pipe()
+        parent = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:  # the helper: never returns
+            code = 1
+            try:
+                os.close(self.wake_w)
+                _local.in_helper = True
+                _helper_main(splits, self.ctl, self.lock, wake_r, parent)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(wake_r)
+        splits.helper = self
+        self._finalizer = weakref.finalize(self, _stop, self.ctl, self.wake_w, self.pid)
+
+    def run(self, index: int, first: Callable[[], None], second: Callable[[], None]) -> None:
+        ctl = self.ctl
+        self.seq = seq = self.seq + 1
+        ctl[_INDEX] = index
+        ctl[_POSTED] = seq  # after the index: x86 keeps stores in order, so does the helper see them
+        if ctl[_SLEEPING]:
+            os.write(self.wake_w, b"!")
+        try:
+            first()
+        finally:
+            with self.lock:
+                ours = ctl[_CLAIMED] < seq
+                if ours:
+                    ctl[_CLAIMED] = seq
+            if not ours:
+                self._wait(seq)
+        if ours or ctl[_FAILED] == seq:
+            second()  # not started by the helper, or failed there: raise its error here
+
+    def _wait(self, seq: int) -> None:
+        """Until the helper has done half `seq` (or is dead: then the half is run here)."""
+        ctl, spins, start = self.ctl, 0, 0.0
+        while ctl[_DONE] != seq:
+            spins += 1
+            if spins & 0xFFFF == 0:  # every ~5 ms: still there?
+                start = start or time.monotonic()
+                if os.waitpid(self.pid, os.WNOHANG)[0] or time.monotonic() - start > HUNG_SECONDS:
+                    self.close()
+                    ctl[_FAILED] = seq  # the caller runs it
+                    return
+
+    def close(self) -> None:
+        """Stop the helper (idempotent); later halves run here."""
+        self.alive = False
+        self._finalizer()
+
+
+def _stop(ctl: np.ndarray, wake_w: int, pid: int) -> None:
+    ctl[_STOP] = 1
+    try:
+        os.write(wake_w, b"!")
+        os.close(wake_w)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError):
+        pass
+
+
+def _helper_main(splits: Splits, ctl: np.ndarray, lock: object, wake_r: int, parent: int) -> None:
+    """The helper's loop: poll for a posted half, claim it, run it, mark it done; sleep on the
+    pipe after SPIN_SECONDS without one."""
+    from ..threads import set_blas_threads
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _die_with_parent()
+    if os.getppid() != parent:
+        return
+    # Only the pipe: a server's sockets and files stay the parent's alone to close.
+    os.closerange(3, wake_r)
+    os.closerange(wake_r + 1, 1 << 16)
+    set_blas_threads(1)
+    calls = splits.calls
+    seen = 0
+    while not ctl[_STOP]:
+        deadline = time.monotonic() + SPIN_SECONDS
+        while ctl[_POSTED] == seen and not ctl[_STOP]:
+            if time.monotonic() > deadline:
+                ctl[_SLEEPING] = 1
+                if ctl[_POSTED] == seen and not ctl[_STOP]:
+                    if not os.read(wake_r, 64):
+                        return  # the parent is gone
+                ctl[_SLEEPING] = 0
+                deadline = time.monotonic() + SPIN_SECONDS
+        seq = int(ctl[_POSTED])
+        seen = seq
+        index = int(ctl[_INDEX])
+        with lock:  # type: ignore[attr-defined]
+            mine = ctl[_CLAIMED] < seq
+            if mine:
+                ctl[_CLAIMED] = seq
+        if not mine:
+            continue
+        try:
+            calls[index]()
+        except BaseException:  # noqa: BLE001  (the caller runs the half again and raises)
+            ctl[_FAILED] = seq
+        ctl[_DONE] = seq
 
 
 def split_rows(rows: int, unit: int = 1) -> int:
@@ -162,4 +276,14 @@ def input_rows(
     return (lo, hi), (lo - start, stop - hi)
 
 
-__all__ = ["Splits", "active", "input_rows", "made", "run_halves", "split_rows", "splitting"]
+__all__ = [
+    "HelperProcess",
+    "Splits",
+    "Ticket",
+    "active",
+    "input_rows",
+    "made",
+    "run_halves",
+    "split_rows",
+    "splitting",
+]

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import short
 from ..graph import Operator
-from .halves import MIN_HALF_WORK, PASS_COST, active as splitting, input_rows, made, run_halves, split_rows
+from .halves import MIN_HALF_WORK, PASS_COST, Ticket, active as splitting, input_rows, made, run_halves, split_rows
 from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
 
@@ -116,7 +116,7 @@ class _WindowPool(_Pool):
 
     def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         """Inside halves.splitting(): a big 2-D pool at batch 1 as its top and bottom output
-        rows on two threads (rows, as the convolutions around it split: each thread reads
+        rows on two cores (rows, as the convolutions around it split: each thread reads
         the rows the one before wrote); else None (forward)."""
         x, y = inputs[0], out[0]
         if not splitting() or getattr(self, "return_indices", False) or self.dims != 2 or x.ndim != 4:
@@ -130,8 +130,10 @@ class _WindowPool(_Pool):
         for r0, r1 in ((0, split), (split, oh)):
             (lo, hi), (top, bottom) = input_rows((r0, r1), x.shape[2], keff, self.stride[0], pads[0])
             parts.append((slice(lo, hi), slice(r0, r1), (top, bottom) + pads[2:]))
-        made()
-        return partial(_pool_halves, self, parts)
+        ticket = made()
+        call = partial(_pool_halves, self, ticket, parts)
+        ticket.bind(partial(call, inputs, out))
+        return call
 
     def _rows(
         self, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int], rows: slice, hw: tuple[int, int]
@@ -244,13 +246,19 @@ class _WindowPool(_Pool):
 
 
 def _pool_halves(
-    layer: _WindowPool, parts: list[tuple[slice, slice, tuple[int, int, int, int]]], inputs: list, out: list
+    layer: _WindowPool,
+    ticket: Ticket,
+    parts: list[tuple[slice, slice, tuple[int, int, int, int]]],
+    inputs: list,
+    out: list,
 ) -> None:
-    """A pool's top output rows here and its bottom ones on the helper thread (prepare)."""
+    """A pool's top output rows here and its bottom ones in the helper process (prepare)."""
     x, y = inputs[0], out[0]
     (ia, oa, pa), (ib, ob, pb) = parts
     hw = x.shape[2:]
-    run_halves(partial(layer._rows, x[:, :, ia], y, pa, oa, hw), partial(layer._rows, x[:, :, ib], y, pb, ob, hw))
+    run_halves(
+        ticket, partial(layer._rows, x[:, :, ia], y, pa, oa, hw), partial(layer._rows, x[:, :, ib], y, pb, ob, hw)
+    )
 
 
 def _combine_taps(src: np.ndarray, taps: list[tuple[int, int]], out: np.ndarray, combine: np.ufunc) -> None:

@@ -22,6 +22,8 @@ dtype, and no other input of the operator aliases it, the output takes over its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,12 +63,21 @@ class BufferPlan:
                 value=self.total_bytes,
             )
 
-    def allocate(self, limits: _limits.Limits | None = None, pool: list[np.ndarray] | None = None) -> None:
+    def allocate(
+        self,
+        limits: _limits.Limits | None = None,
+        pool: list[np.ndarray] | None = None,
+        make: Callable[[int], np.ndarray] | None = None,
+    ) -> None:
         """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes.
         `pool`: byte arrays shared with other plans whose runs never overlap this one's (the
         row bands of successive segments: row_sharded.py): slot i takes pool[i] where it is
-        big enough, else a new array that replaces it there."""
+        big enough, else a new array that replaces it there. `make`: makes a slot's byte
+        array instead of np.empty (split_forward.py: memory shared with a helper process)."""
         self.check_size(limits)
+        if make is not None:
+            self._slots = [make(n) for n in self.slot_bytes]
+            return
         if pool is None:
             self._slots = [np.empty(n, np.uint8) for n in self.slot_bytes]
             return

@@ -116,11 +116,17 @@ class PreparedForward:
 
     @classmethod
     def build(
-        cls, program: Program, inputs: list[np.ndarray], pool: list[np.ndarray] | None = None, rec: Record | None = None
+        cls,
+        program: Program,
+        inputs: list[np.ndarray],
+        pool: list[np.ndarray] | None = None,
+        rec: Record | None = None,
+        make: Callable[[int], np.ndarray] | None = None,
     ) -> PreparedForward:
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result.
         `pool`: buffers shared with forwards that never run at the same time (BufferPlan.allocate).
-        `rec`: another prepared forward's record run on these inputs (not checked again)."""
+        `rec`: another prepared forward's record run on these inputs (not checked again).
+        `make`: makes the buffers' byte arrays (BufferPlan.allocate)."""
         rec = rec or record(program, inputs)
         ops = [
             Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)) for r in program.run_order
@@ -132,7 +138,7 @@ class PreparedForward:
             if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()
         }
         plan = plan_buffers(ops, set(rec.views), outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
-        plan.allocate(program.limits, pool)
+        plan.allocate(program.limits, pool, make)
         self = cls(plan, rec, len(program.inputs))
         values: dict[str, Any] = dict(program.run_constants)  # constants folded at build
         feeds = program.feeds(inputs)

@@ -1,30 +1,31 @@
-"""A forward at batch 1 whose big operators each run in two halves on two threads.
+"""A forward at batch 1 whose big operators each run in two halves on two cores.
 
 Why: with two BLAS threads only OpenBLAS's bigger GEMMs use the second core (ResNet-18 b1:
-~1.35x from one thread to two, PyTorch ~1.7x). Here the BLAS runs one thread for the whole
+~1.35x from one thread to two, PyTorch ~2x). Here the BLAS runs one thread for the whole
 forward and every convolution and pooling with enough work is split in two (layers/halves.py:
-the caller's thread and a persistent helper, ~10 us a hand-off on a quiet machine): its
-transforms, gathers and scatters run on both cores too, and no OpenBLAS pool thread spins on
-a core the helper needs. It is a PreparedForward built inside `halves.splitting()` (the
-layers' prepared calls split themselves) at one BLAS thread (the kernels' cost models see the
-count they run at).
+this process and a helper process forked for this forward, a half handed over in ~1 us): its
+transforms, gathers, scatters and small GEMMs run on both cores too, and no OpenBLAS pool
+thread spins on a core the helper needs. It is a PreparedForward built inside
+`halves.splitting()` (the layers' prepared calls split themselves) at one BLAS thread (the
+kernels' cost models see the count they run at), its buffers in shared memory (the helper
+writes its half of each output where this process reads it), the helper forked after the
+build (it holds a copy of every split call: the same arrays at the same addresses).
 
 When (RuntimeGraph's policy): the BLAS runs >= 2 threads, there is one 4-D input at batch 1,
-some operator split, the outputs match the whole forward's (the last guard), and the split
+some operator split, the process may fork (`allowed`: not in the app's server, which sets
+KUIPER_HELPER_PROCESS=0), the outputs match the whole forward's (the last guard), and the split
 run is faster than the whole, both timed at the second forward at these shapes.
-
-Measured (docs/BENCHMARKS.md, 2026-11-27): ResNet-18 b1 on a quiet 2-core VM 26.5-27.6 ms split
-against 26.8-26.9 whole (so the policy keeps it whole there); with other jobs on the cores
-28-92 ms against 64-462 (the whole forward's two-thread GEMMs wait for a descheduled OpenBLAS
-thread; here the caller runs a half the helper has not started).
 """
 
 from __future__ import annotations
 
+import mmap
+import os
+
 import numpy as np
 
 from ..errors import KuiperError
-from ..layers.halves import splitting
+from ..layers.halves import HelperProcess, splitting
 from ..threads import one_blas_thread
 from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
@@ -32,29 +33,48 @@ from .sharded import best_time, close_enough
 
 # Split only when it takes at most this share of the whole forward's time (both timed at the
 # second forward at these shapes), as sharded.py's MAX_SHARDED_SHARE.
-MAX_SPLIT_SHARE = 0.9
+MAX_SPLIT_SHARE = 0.95
+# Set to 0 to never fork a helper (a server: app.py sets it; a fork there would copy its threads'
+# state and its sockets into the child).
+ENV = "KUIPER_HELPER_PROCESS"
+
+
+def allowed() -> bool:
+    """May a forward fork a helper process here (POSIX fork, not turned off by ENV)?"""
+    return hasattr(os, "fork") and os.environ.get(ENV, "1") != "0"
+
+
+def shared_bytes(n: int) -> np.ndarray:
+    """n bytes of anonymous memory shared with processes forked later (a buffer slot)."""
+    return np.frombuffer(mmap.mmap(-1, max(n, 1), flags=mmap.MAP_SHARED), np.uint8)[:n]
 
 
 class SplitForward:
     """A prepared forward whose big calls run in halves, at one BLAS thread (module docstring)."""
 
-    def __init__(self, prepared: PreparedForward, splits: int) -> None:
+    def __init__(self, prepared: PreparedForward, helper: HelperProcess | None, splits: int) -> None:
         self.prepared = prepared
+        self.helper = helper  # None: both halves here (the tests' sequential form)
         self.splits = splits  # how many calls run in halves
 
     @classmethod
-    def make(cls, program: Program, inputs: list[np.ndarray], rec: Record | None = None) -> SplitForward | None:
+    def make(
+        cls, program: Program, inputs: list[np.ndarray], rec: Record | None = None, helper: bool = True
+    ) -> SplitForward | None:
         """The split forward at these inputs, or None where no call splits. Not timed: see build.
-        `rec`: the whole forward's record run on these inputs (the checks are not run again)."""
+        `rec`: the whole forward's record run on these inputs (the checks are not run again).
+        helper: fork the helper process (else both halves run here, one after the other)."""
         if len(inputs) != 1 or inputs[0].ndim != 4 or inputs[0].shape[0] != 1:
             return None
         try:
             with one_blas_thread(), splitting() as splits:
-                prepared = PreparedForward.build(program, inputs, rec=rec)
+                prepared = PreparedForward.build(program, inputs, rec=rec, make=shared_bytes if helper else None)
         except (NotPreparable, KuiperError):
             return None
         prepared.first_outputs = []
-        return cls(prepared, splits.made) if splits.made else None
+        if not splits.made:
+            return None
+        return cls(prepared, HelperProcess(splits) if helper else None, splits.made)
 
     @classmethod
     def build(
@@ -63,20 +83,34 @@ class SplitForward:
         """The split forward if it matches the whole forward's outputs `ref` and takes at most
         MAX_SPLIT_SHARE of `t_whole` (timed here), else None. `whole`: the prepared forward at
         these inputs. Under the graph's lock."""
+        if not allowed():
+            return None
         split = cls.make(program, inputs, whole.record)
         if split is None:
             return None
         try:
+            split.run(inputs)  # untimed: the helper's first halves touch its copies of the work buffers
             t_split, out = best_time(split.run, inputs)
         except Exception:
+            split.close()
             return None
-        if len(out) != len(ref) or not all(close_enough(a, b) for a, b in zip(ref, out)):
+        if (
+            len(out) != len(ref)
+            or not all(close_enough(a, b) for a, b in zip(ref, out))
+            or t_split > MAX_SPLIT_SHARE * t_whole
+        ):
+            split.close()
             return None
-        return split if t_split <= MAX_SPLIT_SHARE * t_whole else None
+        return split
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         with one_blas_thread():
             return self.prepared.run(inputs)
 
+    def close(self) -> None:
+        """Stop the helper process (the forward still runs, both halves here)."""
+        if self.helper is not None:
+            self.helper.close()
 
-__all__ = ["MAX_SPLIT_SHARE", "SplitForward"]
+
+__all__ = ["ENV", "MAX_SPLIT_SHARE", "SplitForward", "allowed", "shared_bytes"]
