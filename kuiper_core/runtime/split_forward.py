@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -29,11 +31,15 @@ from ..layers.halves import HelperProcess, splitting
 from ..threads import one_blas_thread
 from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
-from .sharded import best_time, close_enough
+from .sharded import close_enough
 
 # Split only when it takes at most this share of the whole forward's time (both timed at the
 # second forward at these shapes), as sharded.py's MAX_SHARDED_SHARE.
 MAX_SPLIT_SHARE = 0.95
+# The decision's timing (SplitForward._race): each forward timed for about DECISION_SECONDS,
+# the split one after WARM_SECONDS of untimed runs.
+DECISION_SECONDS = 0.1
+WARM_SECONDS = 0.15
 # Set to 0 to never fork a helper (a server: app.py sets it; a fork there would copy its threads'
 # state and its sockets into the child).
 ENV = "KUIPER_HELPER_PROCESS"
@@ -47,6 +53,15 @@ def allowed() -> bool:
 def shared_bytes(n: int) -> np.ndarray:
     """n bytes of anonymous memory shared with processes forked later (a buffer slot)."""
     return np.frombuffer(mmap.mmap(-1, max(n, 1), flags=mmap.MAP_SHARED), np.uint8)[:n]
+
+
+def median_time(run: Callable[[list[np.ndarray]], object], inputs: list[np.ndarray], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run(inputs)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 class SplitForward:
@@ -81,16 +96,20 @@ class SplitForward:
         cls, program: Program, inputs: list[np.ndarray], whole: PreparedForward, ref: list[np.ndarray], t_whole: float
     ) -> SplitForward | None:
         """The split forward if it matches the whole forward's outputs `ref` and takes at most
-        MAX_SPLIT_SHARE of `t_whole` (timed here), else None. `whole`: the prepared forward at
+        MAX_SPLIT_SHARE of the whole's time (both medians, timed here; `t_whole`, the caller's
+        best time, sets how many runs), else None. `whole`: the prepared forward at
         these inputs. Under the graph's lock."""
         if not allowed():
             return None
+        # The whole forward timed before the helper exists (a helper starting up, then polling,
+        # takes the core its two-thread GEMMs need).
+        turns = max(3, min(10, int(DECISION_SECONDS / max(t_whole, 1e-6))))
+        t_whole = median_time(whole.run, inputs, turns)
         split = cls.make(program, inputs, whole.record)
         if split is None:
             return None
         try:
-            split.run(inputs)  # untimed: the helper's first halves touch its copies of the work buffers
-            t_split, out = best_time(split.run, inputs)
+            t_split, out = split._timed(inputs, turns)
         except Exception:
             split.close()
             return None
@@ -102,6 +121,16 @@ class SplitForward:
             split.close()
             return None
         return split
+
+    def _timed(self, inputs: list[np.ndarray], runs: int) -> tuple[float, list[np.ndarray]]:
+        """The median time of `runs` runs and the outputs, after WARM_SECONDS of untimed runs:
+        OpenBLAS's pool thread spins ~0.1 s after the whole forward's two-thread GEMMs, on the
+        core the helper needs (YOLOv5s-mini's split forward measured 5-9 ms there against 3.3
+        in a row), and the helper's first halves touch its copies of the work buffers."""
+        start = time.perf_counter()
+        while time.perf_counter() - start < WARM_SECONDS:
+            self.run(inputs)
+        return median_time(self.run, inputs, runs), self.run(inputs)
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         with one_blas_thread():
