@@ -19,7 +19,7 @@ import numpy as np
 from ..graph import Operator
 from . import clamp
 from ._common import output_like
-from .halves import Ticket, active as splitting, made, run_halves
+from .halves import active as splitting, split_flat
 from .registry import Layer, Prepared, register
 from .windows import scratch
 
@@ -56,7 +56,7 @@ class Elementwise(Layer):
         f = self.prepare_whole(inputs, out)
         if f is None or not (self.pointwise and splitting()):
             return f
-        return self._split_flat(inputs, out) or f
+        return split_flat(self.prepare_whole, inputs, out, self.split_min_half) or f
 
     def prepare_whole(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         """The prepared function over the whole arrays (Layer.prepare)."""
@@ -64,21 +64,6 @@ class Elementwise(Layer):
         if x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype:
             return None
         return self._compute_prepared
-
-    def _split_flat(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
-        """The call as its two flat halves on two cores (halves.py), or None (too small)."""
-        x, y = inputs[0], out[0]
-        if not (x.flags.c_contiguous and y.flags.c_contiguous) or x.size < 2 * self.split_min_half:
-            return None
-        xf, yf, h = x.reshape(-1), y.reshape(-1), x.size // 2
-        parts = [([xf[:h]], [yf[:h]]), ([xf[h:]], [yf[h:]])]
-        fs = [self.prepare_whole(*part) for part in parts]
-        if fs[0] is None or fs[1] is None:
-            return None
-        ticket = made()
-        call = partial(_run_flat_halves, ticket, partial(fs[0], *parts[0]), partial(fs[1], *parts[1]))
-        ticket.bind(partial(call, inputs, out))
-        return call
 
     def _compute_prepared(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
         self.compute(inputs[0], out[0])
@@ -88,12 +73,6 @@ class Elementwise(Layer):
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         raise NotImplementedError
-
-
-def _run_flat_halves(
-    ticket: Ticket, first: Callable[[], None], second: Callable[[], None], inputs: list, out: list
-) -> None:
-    run_halves(ticket, first, second)
 
 
 # -- piecewise linear ------------------------------------------------------------------

@@ -11,6 +11,7 @@ ParseError's rendering; the ParseError (with its column inside the expr text, no
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,13 @@ from ..errors import ModelError, ParseError
 from ..expression import Node, Plan, VType, compile_plan, depth, parse, walk
 from ..expression.parser import Call, OperandRef
 from ..graph import Operator, numpy_dtype
+from . import clamp
+from .halves import active as splitting, split_flat
 from .registry import Layer, Prepared, register
+
+# Inside halves.splitting(): an elementwise expression (a residual add) splits in two flat
+# halves from this many elements a half (one cheap pass: small ones cost more to hand over).
+SPLIT_MIN_HALF = 32768
 
 
 @register("pnnx.Expression")
@@ -104,6 +111,21 @@ class Expression(Layer):
         return [arr]
 
     def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        f = self._prepare_whole(inputs, out)
+        if f is None or not splitting():
+            return f
+        return split_flat(self._prepare_whole, inputs, out, SPLIT_MIN_HALF) or f
+
+    def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        """The prepared function, then a ReLU on its float output (a residual add and the ReLU
+        after it in one call: one pass less over the output)."""
+        if out[0].dtype.kind != "f" or self._prepare_whole(inputs, out) is None:
+            return None
+        whole = partial(_with_relu, self._prepare_whole)
+        f = split_flat(whole, inputs, out, SPLIT_MIN_HALF) if splitting() else None
+        return f or partial(_run_with_relu, self._prepare_whole(inputs, out))
+
+    def _prepare_whole(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):
             return None
         plan = self._plan([VType("tensor", x.dtype) for x in inputs])
@@ -126,6 +148,16 @@ class Expression(Layer):
     @property
     def depth(self) -> int:
         return 0 if self.text is not None else depth(self.ast)
+
+
+def _with_relu(prepare: Any, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+    f = prepare(inputs, out)
+    return None if f is None else partial(_run_with_relu, f)
+
+
+def _run_with_relu(f: Prepared, inputs: list[Any], out: list[np.ndarray]) -> None:
+    f(inputs, out)
+    clamp.maximum(out[0], out[0].dtype.type(0), out[0])
 
 
 def _copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:

@@ -38,6 +38,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 
@@ -257,6 +258,37 @@ def _helper_main(splits: Splits, ctl: np.ndarray, lock: object, wake_r: int, par
         ctl[_DONE] = seq
 
 
+def split_flat(
+    prepare_part: Callable[[list, list], Callable[[list, list], None] | None],
+    inputs: list,
+    out: list,
+    min_half: int,
+) -> Callable[[list, list], None] | None:
+    """An elementwise call as its two flat halves (inside splitting()): `prepare_part(ins,
+    outs)` prepares the layer's function for parts of its arrays. None where the arrays are
+    not all contiguous and of the output's shape, a half would be under `min_half` elements,
+    or a part cannot be prepared."""
+    y = out[0]
+    arrays = [*inputs, y]
+    if y.size < 2 * min_half or not all(
+        isinstance(a, np.ndarray) and a.flags.c_contiguous and a.shape == y.shape for a in arrays
+    ):
+        return None
+    h = y.size // 2
+    parts = [([x.reshape(-1)[s] for x in inputs], [y.reshape(-1)[s]]) for s in (slice(0, h), slice(h, None))]
+    fs = [prepare_part(*part) for part in parts]
+    if fs[0] is None or fs[1] is None:
+        return None
+    ticket = made()
+    call = partial(_run_parts, ticket, partial(fs[0], *parts[0]), partial(fs[1], *parts[1]))
+    ticket.bind(partial(call, inputs, out))
+    return call
+
+
+def _run_parts(ticket: Ticket, first: Callable[[], None], second: Callable[[], None], inputs: list, out: list) -> None:
+    run_halves(ticket, first, second)
+
+
 def split_rows(rows: int, unit: int = 1) -> int:
     """Where to split `rows` output rows: the multiple of `unit` (a Winograd tile's rows) nearest
     the middle, inside (0, rows)."""
@@ -285,5 +317,6 @@ __all__ = [
     "made",
     "run_halves",
     "split_rows",
+    "split_flat",
     "splitting",
 ]

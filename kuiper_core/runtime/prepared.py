@@ -210,7 +210,9 @@ class PreparedForward:
         if f is None:
             return False
         self.calls[k] = partial(f, args, outs)
-        self.calls[k]()  # the binding run: the buffer now holds the ReLU's output
+        # The binding run: the ReLU on the writer's output (running the fused call again would
+        # apply an in-place writer twice: a residual add over its own input).
+        operator.layer.forward([buf], [buf])
         self.fused.add(src)
         values[dst] = buf
         return True
