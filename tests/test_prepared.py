@@ -105,12 +105,14 @@ def test_resnet_runs_relu_and_residual_add_in_place() -> None:
 
 def test_relu_after_a_convolution_joins_its_call() -> None:
     """ResNet-18: the ReLU after the stem and after each block's first conv (the conv's
-    only reader, in place) has no call of its own; the 8 after residual adds keep theirs.
-    The outputs stay PyTorch's (test_model_runs_prepared)."""
+    only reader, in place) has no call of its own, nor the 8 after residual adds (the add's
+    call applies it). The outputs stay PyTorch's (test_model_runs_prepared)."""
     runtime = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
-    prepared = PreparedForward.build(runtime.program, [np.load(SAMPLES / "resnet18.input.npy")])
-    assert prepared.types.count("nn.ReLU") == 8
-    assert prepared.types.count("nn.Conv2d") == 20
+    x = np.load(SAMPLES / "resnet18.input.npy")
+    prepared = PreparedForward.build(runtime.program, [x])
+    assert prepared.types.count("nn.ReLU") == 0
+    assert prepared.types.count("nn.Conv2d") == 20 and prepared.types.count("pnnx.Expression") == 8
+    np.testing.assert_array_equal(prepared.run([x])[0], prepared.first_outputs[0])  # the fused adds run twice alike
 
 
 def test_relu_is_not_fused_when_another_operator_reads_the_conv_output() -> None:

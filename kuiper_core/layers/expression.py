@@ -119,11 +119,13 @@ class Expression(Layer):
     def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         """The prepared function, then a ReLU on its float output (a residual add and the ReLU
         after it in one call: one pass less over the output)."""
-        if out[0].dtype.kind != "f" or self._prepare_whole(inputs, out) is None:
+        f = self._prepare_whole(inputs, out) if out[0].dtype.kind == "f" else None
+        if f is None:
             return None
-        whole = partial(_with_relu, self._prepare_whole)
-        f = split_flat(whole, inputs, out, SPLIT_MIN_HALF) if splitting() else None
-        return f or partial(_run_with_relu, self._prepare_whole(inputs, out))
+        halves = (
+            split_flat(partial(_with_relu, self._prepare_whole), inputs, out, SPLIT_MIN_HALF) if splitting() else None
+        )
+        return halves or partial(_run_with_relu, f)
 
     def _prepare_whole(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):

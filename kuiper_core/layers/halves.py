@@ -38,6 +38,8 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from multiprocessing.synchronize import Lock as ProcessLock
+from typing import Any
 from functools import partial
 
 import numpy as np
@@ -217,7 +219,7 @@ def _stop(ctl: np.ndarray, wake_w: int, pid: int) -> None:
         pass
 
 
-def _helper_main(splits: Splits, ctl: np.ndarray, lock: object, wake_r: int, parent: int) -> None:
+def _helper_main(splits: Splits, ctl: np.ndarray, lock: ProcessLock, wake_r: int, parent: int) -> None:
     """The helper's loop: poll for a posted half, claim it, run it, mark it done; sleep on the
     pipe after SPIN_SECONDS without one."""
     from ..threads import set_blas_threads
@@ -245,7 +247,7 @@ def _helper_main(splits: Splits, ctl: np.ndarray, lock: object, wake_r: int, par
         seq = int(ctl[_POSTED])
         seen = seq
         index = int(ctl[_INDEX])
-        with lock:  # type: ignore[attr-defined]
+        with lock:
             mine = ctl[_CLAIMED] < seq
             if mine:
                 ctl[_CLAIMED] = seq
@@ -259,7 +261,7 @@ def _helper_main(splits: Splits, ctl: np.ndarray, lock: object, wake_r: int, par
 
 
 def split_flat(
-    prepare_part: Callable[[list, list], Callable[[list, list], None] | None],
+    prepare_part: Callable[..., Any],
     inputs: list,
     out: list,
     min_half: int,

@@ -212,7 +212,9 @@ class PreparedForward:
         self.calls[k] = partial(f, args, outs)
         # The binding run: the ReLU on the writer's output (running the fused call again would
         # apply an in-place writer twice: a residual add over its own input).
-        operator.layer.forward([buf], [buf])
+        relu = operator.layer
+        assert relu is not None
+        relu.forward([buf], [buf])
         self.fused.add(src)
         values[dst] = buf
         return True
