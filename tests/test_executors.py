@@ -40,7 +40,7 @@ from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, Prepare
 from kuiper_core.runtime.program import Program
 from kuiper_core.runtime.row_sharded import RowShardedForward
 from kuiper_core.runtime.split_forward import SplitForward
-from kuiper_core.layers import conv, pool
+from kuiper_core.layers import activation, conv, expression, pool
 from kuiper_core.runtime.sharded import ShardedForward, close_enough
 from kuiper_core.runtime.step_arena import StepArena
 from tools.golden_outputs import models
@@ -181,16 +181,22 @@ def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any], mo
     """Every convolution and window pool split in halves (however little its work)."""
     monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
     monkeypatch.setattr(pool, "MIN_HALF_WORK", 0)
+    monkeypatch.setattr(activation, "SPLIT_MIN_HALF", 1)
+    monkeypatch.setattr(activation, "SPLIT_MIN_HALF_CHEAP", 1)
+    monkeypatch.setattr(expression, "SPLIT_MIN_HALF", 1)
     split = SplitForward.make(program, inputs)
     if split is None:
         return  # no batch-1 4-D input, or nothing that splits
-    for run in range(2):
-        got = split.run(inputs)
-        assert len(got) == len(want)
-        for k, (a, b) in enumerate(zip(got, want)):
-            assert a.shape == b.shape and a.dtype == b.dtype, f"split, output {k}: {a.shape} vs {b.shape}"
-            ok, err, bound = max_err_ok(a, b)
-            assert ok, f"split run {run}, output {k}: max abs err {err:.3g} > {bound:.3g}"
+    try:
+        for run in range(2):
+            got = split.run(inputs)
+            assert len(got) == len(want)
+            for k, (a, b) in enumerate(zip(got, want)):
+                assert a.shape == b.shape and a.dtype == b.dtype, f"split, output {k}: {a.shape} vs {b.shape}"
+                ok, err, bound = max_err_ok(a, b)
+                assert ok, f"split run {run}, output {k}: max abs err {err:.3g} > {bound:.3g}"
+    finally:
+        split.close()
 
 
 def test_every_model_is_covered() -> None:

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 import kuiper_core
 from kuiper_core import threads
-from kuiper_core.layers import conv, halves
+from kuiper_core.layers import activation, conv, expression, halves
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.halves import HelperProcess, Splits, input_rows, made, run_halves, split_rows, splitting
 from kuiper_core.runtime import split_forward
 from kuiper_core.runtime.split_forward import SplitForward
 from conftest import SAMPLES, max_err_ok
-from layer_testing import assert_close
+from layer_testing import assert_close, layer_of
 from test_conv_kernels import arrays, conv_layer, relu_of
 from test_layers_pool import pool_layer
 
@@ -285,21 +285,41 @@ def test_the_caller_takes_a_half_the_helper_has_not_started() -> None:
 
 
 @pytest.mark.parametrize("op_type", ["nn.GELU", "nn.SiLU", "nn.Hardswish", "nn.ReLU"])
-def test_split_activations_match_the_whole(op_type: str) -> None:
+def test_split_activations_match_the_whole(monkeypatch: pytest.MonkeyPatch, op_type: str) -> None:
     """Two flat halves (odd sizes too) give the unsplit layer's values exactly."""
+    monkeypatch.setattr(activation, "SPLIT_MIN_HALF", 16)
     from test_layers_activation import make_layer
 
     layer = make_layer(op_type)
+    layer.cheap = False
     for shape in [(1, 65, 128), (1, 3, 101, 331)]:
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 4
         (ref,) = layer.forward([x], [None])
         y = np.full_like(ref, np.nan)
-        layer.split_min_half = 16
         with splitting() as splits:
             call = layer.prepare([x], [y])
         assert call is not None and splits.made == 1
         call([x], [y])
         np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu: bool) -> None:
+    """A residual add in two flat halves, with the ReLU after it fused or not, and in place as
+    the prepared forward runs it (the output is the first input): the unsplit values exactly."""
+    monkeypatch.setattr(expression, "SPLIT_MIN_HALF", 16)
+    layer = layer_of(
+        "pnnx.Expression e 2 1 0 1 2 expr=add(@0,mul(@1,2.5)) #2=(1,5,7,9)f32", "#0=(1,5,7,9)f32", "#1=(1,5,7,9)f32"
+    )
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((1, 5, 7, 9)).astype(np.float32) for _ in range(2))
+    want = np.maximum(a + b * np.float32(2.5), 0) if relu else a + b * np.float32(2.5)
+    x = a.copy()
+    with splitting() as splits:
+        call = (layer.prepare_with_relu if relu else layer.prepare)([x, b], [x])
+    assert call is not None and splits.made == 1
+    call([x, b], [x])
+    np.testing.assert_array_equal(x, want)
 
 
 def test_no_helper_where_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -313,6 +333,7 @@ def two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     if threads._blas is None:
         pytest.skip("the BLAS's thread count cannot be set here")
     monkeypatch.setattr(split_forward, "MAX_SPLIT_SHARE", float("inf"))
+    monkeypatch.setenv(split_forward.ENV, "1")  # conftest turns the helper off for other tests
     monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)  # every convolution and pool splits
     monkeypatch.setattr("kuiper_core.layers.pool.MIN_HALF_WORK", 0)
     before = threads.blas_threads()

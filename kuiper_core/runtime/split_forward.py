@@ -14,7 +14,7 @@ writes its half of each output where this process reads it), the helper forked a
 build (it holds a copy of every split call: the same arrays at the same addresses).
 
 When (RuntimeGraph's policy): the BLAS runs >= 2 threads, there is one 4-D input at batch 1,
-some operator split, the process may fork (`allowed`: not in the app's server, which sets
+the whole forward takes at least MIN_WHOLE_SECONDS, some operator split, the process may fork (`allowed`: not in the app's server, which sets
 KUIPER_HELPER_PROCESS=0), the outputs match the whole forward's (the last guard), and the split
 run is faster than the whole, both timed at the second forward at these shapes.
 """
@@ -39,6 +39,9 @@ from .sharded import close_enough
 # Split only when it takes at most this share of the whole forward's time (both timed at the
 # second forward at these shapes), as sharded.py's MAX_SHARDED_SHARE.
 MAX_SPLIT_SHARE = 0.95
+# Smaller forwards stay whole: a few microseconds a hand-off, a process and ~0.3 s of deciding
+# are not worth it below this (digits_cnn 0.06 ms; the tiny ViT, 0.7 ms, gains ~7 %).
+MIN_WHOLE_SECONDS = 0.3e-3
 # The decision's timing (SplitForward._race): each forward timed for about DECISION_SECONDS,
 # the split one after WARM_SECONDS of untimed runs.
 DECISION_SECONDS = 0.1
@@ -102,7 +105,7 @@ class SplitForward:
         MAX_SPLIT_SHARE of the whole's time (both medians, timed here; `t_whole`, the caller's
         best time, sets how many runs), else None. `whole`: the prepared forward at
         these inputs. Under the graph's lock."""
-        if not allowed():
+        if not allowed() or t_whole < MIN_WHOLE_SECONDS:
             return None
         # The whole forward timed before the helper exists (a helper starting up, then polling,
         # takes the core its two-thread GEMMs need).
