@@ -42,7 +42,7 @@ MAX_SPLIT_SHARE = 0.95
 # Smaller forwards stay whole: a few microseconds a hand-off, a process and ~0.3 s of deciding
 # are not worth it below this (digits_cnn 0.06 ms; the tiny ViT, 0.7 ms, gains ~7 %).
 MIN_WHOLE_SECONDS = 0.3e-3
-# The decision's timing (SplitForward._race): each forward timed for about DECISION_SECONDS,
+# The decision's timing (SplitForward.build, timed): each forward timed for about DECISION_SECONDS,
 # the split one after WARM_SECONDS of untimed runs.
 DECISION_SECONDS = 0.1
 WARM_SECONDS = 0.15
@@ -115,7 +115,7 @@ class SplitForward:
         if split is None:
             return None
         try:
-            t_split, out = split._timed(inputs, turns)
+            t_split, out = split.timed(inputs, turns)
         except Exception:
             split.close()
             return None
@@ -128,7 +128,7 @@ class SplitForward:
             return None
         return split
 
-    def _timed(self, inputs: list[np.ndarray], runs: int) -> tuple[float, list[np.ndarray]]:
+    def timed(self, inputs: list[np.ndarray], runs: int) -> tuple[float, list[np.ndarray]]:
         """The median time of `runs` runs and the outputs, after WARM_SECONDS of untimed runs:
         OpenBLAS's pool thread spins ~0.1 s after the whole forward's two-thread GEMMs, on the
         core the helper needs (YOLOv5s-mini's split forward measured 5-9 ms there against 3.3
