@@ -1,5 +1,6 @@
 """Batch 1 at two threads: the whole prepared forward (BLAS at two threads) against the split
-one (runtime/split_forward.py: BLAS at one thread, big operators in halves on two threads),
+one (runtime/split_forward.py: BLAS at one thread, big operators in halves, one in a helper
+process),
 alternated in blocks of calls in one process (a pause before each block: see PAUSE).
 
     python bench/bench_halves.py                                  # ResNet-18, 5 rounds x 20 calls each
@@ -59,12 +60,12 @@ def per_operator(split: SplitForward, program: Program, x: np.ndarray) -> None:
             if not isinstance(call, partial) or call.func not in (conv._run_split, pool._pool_halves):
                 continue
             if call.func is conv._run_split:
-                parts, xs, ys, args, outs = call.args
+                _, parts, xs, ys, args, outs = call.args
                 xx, yy = args[0].reshape(xs), outs[0].reshape(ys)
                 halves = [partial(k.run, xx[:, :, rows], yy[part]) for rows, part, k in parts]
                 how = type(parts[0][2]).__name__ + (" by channels" if len(parts[0][1]) == 2 else " by rows")
             else:
-                layer, parts, args, outs = call.args
+                layer, _, parts, args, outs = call.args
                 hw = args[0].shape[2:]
                 halves = [partial(layer._rows, args[0][:, :, i], outs[0], p, o, hw) for i, o, p in parts]
                 how = type(layer).__name__ + " by rows"
