@@ -359,3 +359,26 @@ def test_split_forward_gives_pytorchs_outputs(two_threads: None, name: str) -> N
     # than two (YOLOv5's decoded boxes: 8.6e-6 of the largest between the whole forward at one
     # and at two threads; the split one 6.5e-6 from the one-thread whole, ResNet-18 1e-6).
     np.testing.assert_allclose(outputs[2], outputs[0], rtol=0, atol=2e-5 * float(np.abs(outputs[0]).max()))
+
+
+def test_a_forked_process_runs_the_whole_forward(two_threads: None) -> None:
+    """multiprocessing's fork workers inherit a graph whose split forward's buffers are shared
+    with its maker: the worker runs the whole forward, the maker keeps its split one."""
+    param = SAMPLES / "unet.pnnx.param"
+    graph, x = kuiper_core.load(param), np.load(SAMPLES / "unet.input.npy")
+    want = [graph.forward(x)[0] for _ in range(3)][-1]
+    chosen = graph._sharded.get(((x.shape, x.dtype.str),))
+    assert isinstance(chosen, SplitForward) and chosen.owned()
+    verdict = split_forward.shared_bytes(8).view(np.int64)
+    pid = os.fork()
+    if pid == 0:  # the worker: its forwards must not touch the maker's buffers
+        ok = 0
+        try:
+            ok = int(all(np.array_equal(graph.forward(x)[0], want) for _ in range(3)))
+        finally:
+            verdict[0] = 1 + ok
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert verdict[0] == 2
+    assert chosen.helper is not None and chosen.helper.alive  # the worker did not stop the maker's helper
+    np.testing.assert_array_equal(graph.forward(x)[0], want)

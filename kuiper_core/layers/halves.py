@@ -122,7 +122,7 @@ def run_halves(ticket: Ticket, first: Callable[[], None], second: Callable[[], N
         second()
         return
     helper = ticket.splits.helper
-    if helper is None or not helper.alive:
+    if helper is None or not helper.alive or helper.owner != os.getpid():
         first()
         second()
         return
@@ -166,7 +166,8 @@ class HelperProcess:
                 os._exit(code)
         os.close(wake_r)
         splits.helper = self
-        self._finalizer = weakref.finalize(self, _stop, self.ctl, self.wake_w, self.pid)
+        self.owner = parent
+        self._finalizer = weakref.finalize(self, _stop, self.ctl, self.wake_w, self.pid, parent)
 
     def run(self, index: int, first: Callable[[], None], second: Callable[[], None]) -> None:
         ctl = self.ctl
@@ -205,7 +206,9 @@ class HelperProcess:
         self._finalizer()
 
 
-def _stop(ctl: np.ndarray, wake_w: int, pid: int) -> None:
+def _stop(ctl: np.ndarray, wake_w: int, pid: int, owner: int) -> None:
+    if os.getpid() != owner:
+        return  # a process forked from the owner: the helper is the owner's to stop
     ctl[_STOP] = 1
     try:
         os.write(wake_w, b"!")

@@ -219,6 +219,9 @@ class RuntimeGraph:
         two, batch = threads.blas_threads() >= 2, batch_size(inputs)
         shard, rows = two and batch >= 2, two and batch == 1
         sharded = self._sharded.get(key) if shard or rows else None
+        owned = getattr(sharded, "owned", None)  # SplitForward's (imported at first use)
+        if owned is not None and not owned():
+            sharded = None  # a forked process: its buffers are its maker's; the whole forward here
         if sharded is not None:  # split by images or rows over two threads (sharded.py, row_sharded.py)
             return sharded.run(inputs)
         if key not in self._prepared:

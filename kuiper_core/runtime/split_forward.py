@@ -77,6 +77,7 @@ class SplitForward:
         self.prepared = prepared
         self.helper = helper  # None: both halves here (the tests' sequential form)
         self.splits = splits  # how many calls run in halves
+        self.pid = os.getpid()
 
     @classmethod
     def make(
@@ -138,7 +139,14 @@ class SplitForward:
             self.run(inputs)
         return median_time(self.run, inputs, runs), self.run(inputs)
 
+    def owned(self) -> bool:
+        """Made in this process: a process forked from its maker (multiprocessing's workers)
+        shares its buffers with it and must not run it."""
+        return self.pid == os.getpid()
+
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if not self.owned():
+            raise RuntimeError("a split forward runs only in the process that made it")
         with one_blas_thread():
             return self.prepared.run(inputs)
 
