@@ -151,6 +151,7 @@ class HelperProcess:
         self.ctl = np.frombuffer(self.page, np.int64, 8)
         self.lock = multiprocessing.get_context("fork").Lock()
         self.seq = 0
+        self.taken = 0  # halves the caller ran itself (the helper had not claimed them in time)
         self.alive = True
         wake_r, self.wake_w = os.pipe()
         parent = os.getpid()
@@ -186,6 +187,7 @@ class HelperProcess:
             if not ours:
                 self._wait(seq)
         if ours or ctl[_FAILED] == seq:
+            self.taken += 1
             second()  # not started by the helper, or failed there: raise its error here
 
     def _wait(self, seq: int) -> None:
