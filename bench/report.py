@@ -294,7 +294,7 @@ def _load_memory(res: dict[str, Any]) -> list[str]:
 
 def _steps(res: dict[str, Any], auto: bool) -> list[str]:
     lines = [
-        "## Step mode (kuiper_core: a full steps() walk against forward(), alternated)",
+        "## Step mode (kuiper_core: a full steps() walk against forward() without a helper process, alternated)",
         "",
         "| case | forward ms | steps() ms | ratio |",
         "|---|---|---|---|",
