@@ -322,6 +322,40 @@ def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu
     np.testing.assert_array_equal(x, want)
 
 
+@pytest.mark.parametrize(
+    "line, shape",
+    [
+        (
+            "nn.LayerNorm ln 1 1 0 1 elementwise_affine=False eps=1e-05 normalized_shape=(64)",
+            (1, 65, 64),
+        ),
+        ("nn.LayerNorm ln 1 1 0 1 elementwise_affine=False eps=1e-05 normalized_shape=(7,9)", (1, 5, 7, 9)),
+        ("nn.RMSNorm rn 1 1 0 1 elementwise_affine=False eps=1e-06 normalized_shape=(48)", (3, 17, 48)),
+        ("F.softmax sm 1 1 0 1 dim=-1", (1, 4, 65, 65)),
+        ("nn.LogSoftmax ls 1 1 0 1 dim=2", (2, 3, 33)),
+    ],
+)
+def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, shape: tuple[int, ...]) -> None:
+    """Norms over trailing dims and softmax over the last dim in two halves of whole rows (odd
+    row counts too): the unsplit layer's values, up to float32 rounding (their row sums are
+    GEMVs, which OpenBLAS blocks by the number of rows)."""
+    monkeypatch.setattr(activation, "SPLIT_MIN_HALF", 16)
+    monkeypatch.setattr("kuiper_core.layers.norm.SPLIT_MIN_HALF", 16)
+    dims = ",".join(map(str, shape))
+    layer = layer_of(f"{line} #1=({dims})f32", f"#0=({dims})f32")
+    if hasattr(layer, "norm_shape"):  # an affine of random weights (the .param line has no .bin)
+        rng = np.random.default_rng(5)
+        layer.w, layer.b = (rng.standard_normal(layer.norm_shape).astype(np.float32) for _ in range(2))
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32) * 3
+    (want,) = layer.forward([x], [None])
+    y = np.full_like(want, np.nan)
+    with splitting() as splits:
+        call = layer.prepare([x], [y])
+    assert call is not None and splits.made == 1
+    call([x], [y])
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
+
+
 def test_no_helper_where_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(split_forward.ENV, "0")
     assert not split_forward.allowed()

@@ -702,6 +702,26 @@ class AlongDim(Layer):
     def compute(self, x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
         raise NotImplementedError
 
+    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+        """Inside halves.splitting(): over the last dim of a float array, its rows in two halves
+        (a helper process runs one); else None (forward)."""
+        x, y = inputs[0], out[0]
+        if not splitting() or x.ndim < 2 or x.dtype.kind != "f" or y.dtype != x.dtype:
+            return None
+        if self.axis(x.ndim) != x.ndim - 1:
+            return None
+        n = x.shape[-1]
+        return split_flat(partial(_rows_of, self, n), inputs, out, SPLIT_MIN_HALF, unit=n)
+
+
+def _rows_of(layer: AlongDim, n: int, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared:
+    """The prepared function of `layer` over rows of n elements of flat parts (AlongDim.prepare)."""
+    return partial(_along_rows, layer, n)
+
+
+def _along_rows(layer: AlongDim, n: int, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    layer.compute(inputs[0].reshape(-1, n), out[0].reshape(-1, n), 1)
+
 
 def softmax_reference(x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
     """exp(x - max) / sum, the max subtracted so exp cannot overflow."""

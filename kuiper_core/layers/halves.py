@@ -270,18 +270,22 @@ def split_flat(
     inputs: list,
     out: list,
     min_half: int,
+    unit: int = 1,
 ) -> Callable[[list, list], None] | None:
-    """An elementwise call as its two flat halves (inside splitting()): `prepare_part(ins,
+    """An elementwise call (or one over rows of `unit` elements: a norm, a softmax over the last
+    dim) as its two flat halves, split at a whole row (inside splitting()): `prepare_part(ins,
     outs)` prepares the layer's function for parts of its arrays. None where the arrays are
     not all contiguous and of the output's shape, a half would be under `min_half` elements,
     or a part cannot be prepared."""
     y = out[0]
     arrays = [*inputs, y]
-    if y.size < 2 * min_half or not all(
-        isinstance(a, np.ndarray) and a.flags.c_contiguous and a.shape == y.shape for a in arrays
+    if (
+        y.size < 2 * min_half
+        or y.size < 2 * unit
+        or not all(isinstance(a, np.ndarray) and a.flags.c_contiguous and a.shape == y.shape for a in arrays)
     ):
         return None
-    h = y.size // 2
+    h = unit * split_rows(y.size // unit)
     parts = [([x.reshape(-1)[s] for x in inputs], [y.reshape(-1)[s]]) for s in (slice(0, h), slice(h, None))]
     fs = [prepare_part(*part) for part in parts]
     if fs[0] is None or fs[1] is None:

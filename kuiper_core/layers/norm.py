@@ -24,6 +24,8 @@ from ..graph import Operator
 from ._common import output_like
 from .broadcast import expanded
 from .reduce import vector_norm
+from .activation import SPLIT_MIN_HALF
+from .halves import active as splitting, split_flat
 from .registry import Layer, Prepared, register
 from .torch_args import input_index
 
@@ -409,11 +411,18 @@ class TrailingNorm(Norm):
         if self.tensors is not None or x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype:
             return None
         self.check_trailing(x.shape)
-        rows = x.size // self.size if self.size else 0
+        whole = self._prepare_rows(inputs, out)
+        if self.size and splitting():  # its rows in two halves, a helper process runs one
+            return split_flat(self._prepare_rows, inputs, out, SPLIT_MIN_HALF, unit=self.size) or whole
+        return whole
+
+    def _prepare_rows(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared:
+        """The prepared call over inputs[0]'s rows of `size` elements (the whole array, or a
+        flat part of whole rows)."""
+        shape = (inputs[0].size // self.size if self.size else 0, self.size)
         # The weight and bias expanded to the whole output: one flat pass each (broadcast.py).
-        return partial(
-            _norm_rows, self.normalize, (rows, self.size), expanded(self.w, x.shape), expanded(self.b, x.shape)
-        )
+        w, b = (None if v is None else v.reshape(self.size) for v in (self.w, self.b))
+        return partial(_norm_rows, self.normalize, shape, expanded(w, shape), expanded(b, shape))
 
     def normalize(self, x2: np.ndarray, y2: np.ndarray) -> None:
         raise NotImplementedError
@@ -428,8 +437,8 @@ def _norm_rows(
     out: list[np.ndarray],
 ) -> None:
     """TrailingNorm's prepared call (nn.* weights): normalise the rows, then the affine."""
-    y = out[0]
-    normalize(inputs[0].reshape(rows), y.reshape(rows))
+    y = out[0].reshape(rows)
+    normalize(inputs[0].reshape(rows), y)
     if w is not None:
         y *= w
     if b is not None:
