@@ -356,6 +356,30 @@ def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, 
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 
+def test_a_one_row_linear_splits_its_output_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A classifier's GEMV as two halves of the output features (bias too): the unsplit values."""
+    from kuiper_core.graph import Attribute, Graph
+    from kuiper_core.layers.registry import create_layer
+
+    monkeypatch.setattr("kuiper_core.layers.linear.SPLIT_MIN_HALF_WEIGHTS", 16)
+    rng = np.random.default_rng(7)
+    w, bias = rng.standard_normal((33, 40)).astype(np.float32), rng.standard_normal(33).astype(np.float32)
+    g = Graph()
+    op = g.add_operator(
+        "nn.Linear", "fc", [g.add_operand("x")], [g.add_operand("y")], in_features=40, out_features=33, bias=True
+    )
+    op.attrs["weight"], op.attrs["bias"] = Attribute("f32", w.shape, w), Attribute("f32", bias.shape, bias)
+    layer = create_layer(op)
+    x = rng.standard_normal((1, 40)).astype(np.float32)
+    (want,) = layer.forward([x], [None])
+    y = np.full_like(want, np.nan)
+    with splitting() as splits:
+        call = layer.prepare([x], [y])
+    assert call is not None and splits.made == 1
+    call([x], [y])
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
+
+
 def test_no_helper_where_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(split_forward.ENV, "0")
     assert not split_forward.allowed()

@@ -290,8 +290,16 @@ def split_flat(
     fs = [prepare_part(*part) for part in parts]
     if fs[0] is None or fs[1] is None:
         return None
+    return halves_call(partial(fs[0], *parts[0]), partial(fs[1], *parts[1]), inputs, out)
+
+
+def halves_call(
+    first: Callable[[], None], second: Callable[[], None], inputs: list, out: list
+) -> Callable[[list, list], None]:
+    """The prepared call (f(inputs, out), inside splitting()) that runs two halves already bound
+    to their parts of `inputs` and `out`."""
     ticket = made()
-    call = partial(_run_parts, ticket, partial(fs[0], *parts[0]), partial(fs[1], *parts[1]))
+    call = partial(_run_parts, ticket, first, second)
     ticket.bind(partial(call, inputs, out))
     return call
 
@@ -325,6 +333,7 @@ __all__ = [
     "Ticket",
     "active",
     "input_rows",
+    "halves_call",
     "made",
     "run_halves",
     "split_rows",
