@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuiper_core.layers import windows
 from kuiper_core.layers.conv_kernels import Im2col
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.depthwise import DepthwiseChannelsLast, channels_last_wins
@@ -70,47 +69,17 @@ def test_channels_last_matches_reference(case: dict) -> None:
     assert_close(y, ref, f"depthwise {case}")
 
 
-def test_big_batches_run_in_chunks_of_the_work_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
-    # 4 images of 6x6x25 taps x 24 channels: a budget of two images' columns makes two chunks
-    monkeypatch.setattr(windows, "SCRATCH_BUDGET", 2 * 36 * 25 * 24)
-    case = dict(
-        x_shape=(4, 24, 6, 6),
-        k=(5, 5),
-        stride=(1, 1),
-        dil=(1, 1),
-        pads=(2, 2, 2, 2),
-        bias=True,
-        relu=False,
-        dtype=np.float32,
-        seed=3,
-    )
-    n, c, h, w = case["x_shape"]
-    kernel = DepthwiseChannelsLast(
-        np.ones((c, 1, 5, 5), np.float32),
-        None,
-        (5, 5),
-        (1, 1),
-        (1, 1),
-        (2, 2, 2, 2),
-        case["x_shape"],
-        (h, w),
-        np.dtype(np.float32),
-    )
-    assert len(kernel.parts) == 2
-    y, ref = run_kernel(case)
-    assert_close(y, ref, "chunked")
-
-
-# MobileNetV3's depthwise convs (1 thread, measured: bench/README.md "Depthwise convolutions"):
-# (x_shape, kernel, stride, pads, out_hw, channels last?)
+# MobileNetV3's depthwise convs (1 thread; channels last as einsum over the strided taps since
+# 2026-11-27, bench/README.md "Depthwise convolutions"): (x_shape, kernel, stride, pads,
+# out_hw, channels last?)
 MOBILENET_DEPTHWISE = [
-    ((1, 576, 3, 3), (5, 5), (1, 1), (2, 2, 2, 2), (3, 3), True),  # 140 -> 33 us
-    ((1, 240, 6, 6), (5, 5), (1, 1), (2, 2, 2, 2), (6, 6), True),  # 96 -> 58 us
-    ((1, 288, 6, 6), (5, 5), (2, 2), (2, 2, 2, 2), (3, 3), True),  # 93 -> 22 us
-    ((1, 96, 12, 12), (5, 5), (2, 2), (2, 2, 2, 2), (6, 6), True),  # 60 -> 39 us
-    ((1, 16, 48, 48), (3, 3), (1, 1), (1, 1, 1, 1), (48, 48), False),  # im2col's whole rows: 7x faster
-    ((1, 72, 24, 24), (3, 3), (1, 1), (1, 1, 1, 1), (24, 24), False),  # 2x
-    ((1, 128, 12, 12), (3, 3), (1, 1), (1, 1, 1, 1), (12, 12), False),  # 44 vs 80 us
+    ((1, 576, 3, 3), (5, 5), (1, 1), (2, 2, 2, 2), (3, 3), True),  # 21 vs 147 us
+    ((1, 240, 6, 6), (5, 5), (1, 1), (2, 2, 2, 2), (6, 6), True),  # 35 vs 119 us
+    ((1, 288, 6, 6), (5, 5), (2, 2), (2, 2, 2, 2), (3, 3), True),  # 15 vs 111 us
+    ((1, 96, 12, 12), (5, 5), (2, 2), (2, 2, 2, 2), (6, 6), True),  # 25 vs 77 us
+    ((1, 16, 48, 48), (3, 3), (1, 1), (1, 1, 1, 1), (48, 48), False),  # im2col's whole rows: 98 vs 340 us
+    ((1, 72, 24, 24), (3, 3), (1, 1), (1, 1, 1, 1), (24, 24), False),  # 134 vs 140 us: a tie
+    ((1, 128, 12, 12), (3, 3), (1, 1), (1, 1, 1, 1), (12, 12), True),  # a miss: 55 vs im2col's 46 us
     ((1, 512, 1, 50), (1, 5), (1, 1), (0, 0, 2, 2), (1, 50), False),  # 1-D: im2col 44 vs 64 us
 ]
 

@@ -9,8 +9,8 @@ run of C contiguous floats:
     cols[n, i, j, t, c] = xp[n, i·sh + a·dh, j·sw + b·dw, c]     (t = a·KW + b)
     y[n, c, i, j]       = Σ_t cols[n, i, j, t, c] · w[c, t] (+ bias[c])
 
-one strided copy, one multiply by the (T, C) weight, one reduction over the taps, and the
-(small) result copied back to NCHW. On big maps with few channels the runs are short and
+one einsum over the taps of that strided view (no columns copied) with the (KH, KW, C)
+weight, and the (small) result copied back to NCHW. On big maps with few channels the runs are short and
 Im2col's whole-row copies win: `channels_last_wins` weighs the two (cost models below).
 
 `conv_reference.conv2d_reference` is the definition this is tested against.
@@ -23,27 +23,26 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
 from .conv_kernels import Pads
-from .windows import WORK, batch_chunks, scratch
 
-# Cost models (milliseconds, one thread), least-squares fits (relative error) over 356
-# depthwise convs (N 1/4, C 16-576, maps 3-24, 3x3 and 5x5, stride 1 and 2) timed on this
-# project's build machine (bench/README.md, "Depthwise convolutions"); each within ~10 % of
-# the measured time on the median shape.
-# Im2col on a depthwise conv: per channel and image (a BLAS call each), per column element
-# (wide rows at stride 1: OH x Wp columns per tap), per gathered row of taps at stride > 1.
+# Cost models (milliseconds, one thread), least-squares fits (relative error).
+# Im2col on a depthwise conv, over 356 depthwise convs (N 1/4, C 16-576, maps 3-24, 3x3 and
+# 5x5, stride 1 and 2; bench/README.md, "Depthwise convolutions"): per channel and image (a
+# BLAS call each), per column element (wide rows at stride 1: OH x Wp columns per tap), per
+# gathered row of taps at stride > 1.
 _IM2COL_CALL = 6.88e-5
 _IM2COL_COLUMN = 1.68e-7
 _IM2COL_ROW = 2.98e-6
 _IM2COL_FIXED = 2.52e-3
-# Channels last: per column element (copy, multiply, reduce), per contiguous run of C, per
-# input element (the transposed copy into the padded buffer).
-_LAST_COLUMN = 2.13e-7
-_LAST_RUN = 1.6e-5
-_LAST_INPUT = 4.49e-7
-_LAST_FIXED = 4.7e-3
-# Taken only when 10 % cheaper: over the fitted shapes the choice is then 1.6 % off the
-# faster kernel on average (Im2col alone: 33 %), the worst pick 1.65x (a 16x16 map).
-MARGIN = 0.9
+# Channels last as einsum over the strided taps (2026-11-27, 74 convs at N 1: C 16-576, maps
+# 3-48, 3x3 and 5x5, stride 1 and 2; median error 8 %): per multiply-add, per contiguous run
+# of C, per input element (the transposed copy into the padded buffer). It won 59 of the 74
+# (all but C = 16 and three of C = 72); the choice below is 3.5 % off the faster kernel on
+# average there, its worst picks Im2col where channels last was up to 1.8x faster (big maps).
+_LAST_COLUMN = 9.7e-8
+_LAST_RUN = 1.1e-5
+_LAST_INPUT = 4.36e-7
+_LAST_FIXED = 3.0e-3
+MARGIN = 1.0
 
 
 def channels_last_wins(
@@ -102,7 +101,7 @@ class DepthwiseChannelsLast:
         self.relu = relu
         self.out_hw = out_hw
         self.taps = kh * kw
-        self.w = np.ascontiguousarray(weight.reshape(c, self.taps).T, dtype=dtype)  # (T, C)
+        self.w = np.ascontiguousarray(weight.reshape(c, kh, kw).transpose(1, 2, 0), dtype=dtype)  # (KH, KW, C)
         self.bias = None if bias is None else bias.astype(dtype, copy=False)
         hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
         # The padded input and the result, both (N, ., ., C), are the kernel's own (zero
@@ -119,19 +118,14 @@ class DepthwiseChannelsLast:
             writeable=False,
         )
         self.result = np.empty((n, oh, ow, c), dtype)
-        self.per_item = oh * ow * self.taps * c
-        self.parts = batch_chunks(n, self.per_item)
         self.dtype = dtype
 
     def run(self, x: np.ndarray, y: np.ndarray) -> None:
         np.copyto(self.interior, x.transpose(0, 2, 3, 1))
-        oh, ow = self.out_hw
-        for part in self.parts:
-            m = part.stop - part.start
-            cols = scratch(WORK, (m, oh, ow, self.taps, x.shape[1]), self.dtype)
-            np.copyto(cols.reshape(self.tap_view[part].shape), self.tap_view[part])
-            np.multiply(cols, self.w, out=cols)
-            np.add.reduce(cols, axis=3, out=self.result[part])
+        # The taps read where they lie (no columns copied): einsum's loop over (a, b) with the C
+        # channels innermost, the same sums in the same order as a reduction over copied
+        # columns, ~2x faster (MobileNetV3's 240 x 6x6 5x5 conv 56 -> 30 us, one thread).
+        np.einsum("npqabc,abc->npqc", self.tap_view, self.w, out=self.result)
         if self.bias is not None:
             self.result += self.bias
         if self.relu:
