@@ -504,7 +504,7 @@ def test_global_average_pooling_is_float64_accurate(hw: int) -> None:
 
 @pytest.mark.parametrize("channels", [48, 200, 480, 1152])
 def test_pointwise_conv_error_over_many_channels_is_float32_rounding(channels: int) -> None:
-    """Summed in blocks of <= 64 channels (conv_kernels.POINTWISE_BLOCK): the error against
+    """Summed in blocks of <= 256 channels (conv_kernels.POINTWISE_BLOCK): the error against
     float64 stays a few roundings of the terms' magnitude however many channels there are."""
     from kuiper_core.layers.conv_kernels import Pointwise
 

@@ -58,11 +58,16 @@ ACROSS_BATCH_MAX_COLUMNS = 256
 BAND_MAX_ELEMENTS = 1 << 18
 
 
-# Pointwise convolutions over more input channels than this sum them in blocks of at most this
-# many: one float32 accumulation over 480-1152 channels (EfficientNet's projections) had about
-# twice PyTorch's rounding error, which the next squeeze-excitation blocks amplify on
-# ill-conditioned inputs (docs/coverage.md); blocks of <= 64, added, bring it to PyTorch's level.
-POINTWISE_BLOCK = 64
+# Pointwise convolutions over more than twice this many input channels sum them in blocks of at
+# most this many: one float32 accumulation over 480-1152 channels (EfficientNet's projections)
+# had about twice PyTorch's rounding error, which the next squeeze-excitation blocks amplify on
+# ill-conditioned inputs (docs/coverage.md). Blocks of 64 brought it to PyTorch's level but cost
+# 25-38 % on every 1x1 conv over 128+ channels (partial sums written and reduced; ResNet-50
+# 48.5 -> 55.4 ms, DenseNet-121 58.6 -> 67.4 at two threads); blocks of 256 keep the long sums
+# (1024-2048 channels) blocked at a few % of that cost (2026-11-27). Measured error against
+# float64 over the terms' magnitude (test_models_styles): at most 2.1 float32 eps with 256, 0.7
+# with 64, 2.1 unblocked.
+POINTWISE_BLOCK = 256
 # Up to this many bytes of partial sums the blocks are one batched matmul and one sum (two calls);
 # above, a loop over the blocks into a scratch buffer (its calls cost nothing next to the GEMMs).
 POINTWISE_PARTIALS_MAX_BYTES = 4 << 20
@@ -76,7 +81,7 @@ POINTWISE_FLOAT64_MAX_MACS = 1 << 16
 
 def _channel_blocks(c: int) -> int:
     """How many equal blocks of <= POINTWISE_BLOCK channels to sum `c` in (1: one GEMM, up to two
-    blocks' worth: each block costs ~3 us of calls on small maps, MobileNetV3's 72-120 channels)."""
+    blocks' worth: each block costs calls and a pass over partial sums)."""
     if c <= 2 * POINTWISE_BLOCK:
         return 1
     first = -(-c // POINTWISE_BLOCK)
