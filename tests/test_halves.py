@@ -380,6 +380,58 @@ def test_a_one_row_linear_splits_its_output_features(monkeypatch: pytest.MonkeyP
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 
+@pytest.mark.parametrize("c, size, k, stride", [(144, (13, 12), 3, 1), (96, (24, 24), 5, 2), (32, (40, 37), 3, 1)])
+def test_depthwise_convs_split_by_rows(
+    monkeypatch: pytest.MonkeyPatch, c: int, size: tuple[int, int], k: int, stride: int
+) -> None:
+    """Depthwise convolutions (channels last or im2col, as the shape picks) by output rows."""
+    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
+    x, wt, b = arrays(c, (1, c, *size), (c, 1, k, k), (c,))
+    layer = conv_layer(wt, b, x.shape, stride=[stride, stride], padding=[k // 2, k // 2], dilation=[1, 1], groups=c)
+    ref = conv2d_reference(x, wt, b, stride=(stride, stride), pads=(k // 2,) * 4, groups=c)
+    y = np.full(ref.shape, np.nan, np.float32)
+    with splitting() as splits:
+        call = layer.prepare([x], [y])
+    assert call is not None and splits.made == 1
+    call([x], [y])
+    assert_close(y, ref, f"depthwise {c} {size} k{k} s{stride}")
+
+
+def test_batchnorm_and_concat_split_match_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BatchNorm by two halves of its channels, a channel concat by two halves of the output's
+    elements (a cut inside an input): the unsplit values exactly."""
+    monkeypatch.setattr("kuiper_core.layers.norm.SPLIT_MIN_HALF_CHEAP", 16)
+    monkeypatch.setattr("kuiper_core.layers.tensor_ops.SPLIT_MIN_HALF_CHEAP", 16)
+    rng = np.random.default_rng(9)
+    from kuiper_core.graph import Attribute, Graph
+    from kuiper_core.layers.registry import create_layer
+
+    g = Graph()
+    op = g.add_operator("nn.BatchNorm2d", "bn", [g.add_operand("x")], [g.add_operand("y")], num_features=7, eps=1e-5)
+    for key in ("running_mean", "running_var"):
+        op.attrs[key] = Attribute("f32", (7,), rng.random(7).astype(np.float32) + 0.5)
+    bn = create_layer(op)
+    bn.scale, bn.shift = rng.standard_normal(7).astype(np.float32), rng.standard_normal(7).astype(np.float32)
+    x = rng.standard_normal((1, 7, 5, 6)).astype(np.float32)
+    (want,) = bn.forward([x], [None])
+    y = np.full_like(want, np.nan)
+    with splitting() as splits:
+        call = bn.prepare([x], [y])
+    assert call is not None and splits.made == 1
+    call([x], [y])
+    np.testing.assert_array_equal(y, want)
+    cat = layer_of(
+        "torch.cat cat 3 1 0 1 2 3 dim=1 #3=(1,9,4,5)f32", "#0=(1,2,4,5)f32", "#1=(1,3,4,5)f32", "#2=(1,4,4,5)f32"
+    )
+    parts = [rng.standard_normal((1, n, 4, 5)).astype(np.float32) for n in (2, 3, 4)]
+    y = np.full((1, 9, 4, 5), np.nan, np.float32)
+    with splitting() as splits:
+        call = cat.prepare(parts, [y])
+    assert call is not None and splits.made == 1
+    call(parts, [y])
+    np.testing.assert_array_equal(y, np.concatenate(parts, axis=1))
+
+
 def test_no_helper_where_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(split_forward.ENV, "0")
     assert not split_forward.allowed()

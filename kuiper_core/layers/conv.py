@@ -467,8 +467,7 @@ class Convolution(_ConvBase):
         out_hw: tuple[int, int],
     ) -> Prepared | None:
         """The call as two kernels on two cores (halves.py), the kernel the whole shape chose
-        for both; None where a half is too little work (MIN_HALF_WORK) or the kernel is a
-        depthwise one. Two ways to halve:
+        for both; None where a half is too little work (MIN_HALF_WORK). Two ways to halve:
 
         - output channels (groups == 1), where the weights outweigh the input (SPLIT_CHANNELS:
           ResNet-18 from layer 2 on): each half reads half the weights and does the whole
@@ -481,8 +480,6 @@ class Convolution(_ConvBase):
         if self.padding_mode != "zeros" or weights * oh * ow * n < 2 * MIN_HALF_WORK:
             return None
         choice = self._choose_kernel(x_shape)
-        if choice[0] == "depthwise":
-            return None
         halves: list[tuple[slice, tuple[slice, ...], ConvKernel]] = []  # input rows, output part, kernel
         if self.groups == 1 and o >= 2 and weights > SPLIT_CHANNELS * n * c * h * w:
             for chans in (slice(0, o // 2), slice(o // 2, o)):

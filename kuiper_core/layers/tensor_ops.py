@@ -10,6 +10,8 @@ along a non-batch axis works at any batch size.
 from __future__ import annotations
 
 import copy
+import math
+from functools import partial
 
 from typing import Any, Literal
 
@@ -17,7 +19,9 @@ import numpy as np
 
 from ..errors import LimitError, short
 from ..graph import Operator
-from .registry import Layer, register
+from .activation import SPLIT_MIN_HALF_CHEAP
+from .halves import active as splitting, halves_call
+from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
 
 
@@ -99,6 +103,38 @@ class Cat(_Join):
 
     def join(self, inputs: list[np.ndarray], axis: int, y: np.ndarray) -> None:
         np.concatenate(inputs, axis=axis, out=y, casting="unsafe")
+
+    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+        """Inside halves.splitting(): where the inputs lie one after another in the output (no
+        dim before `dim` above 1: a batch-1 concat of channels) as two halves of the output's
+        elements, each copying its parts of the inputs (a helper process runs one: DenseNet's
+        58 concats are 3.8 ms of its 59); else None (forward)."""
+        y = out[0]
+        if not splitting() or not all(isinstance(x, np.ndarray) for x in inputs) or y.size < 2 * SPLIT_MIN_HALF_CHEAP:
+            return None
+        axis = self.axis(inputs)
+        if self.follow_batch(inputs, axis) is not inputs or math.prod(y.shape[:axis]) != 1 or not y.flags.c_contiguous:
+            return None
+        if y.shape != self.result_shape(inputs):
+            return None
+        if not all(x.dtype == y.dtype and x.flags.c_contiguous for x in inputs):
+            return None
+        flat, starts = y.reshape(-1), np.cumsum([0] + [x.size for x in inputs])
+        mid = y.size // 2
+        halves = []
+        for lo, hi in ((0, mid), (mid, y.size)):
+            pieces = []
+            for x, a, b in zip(inputs, starts[:-1], starts[1:]):
+                s, e = max(lo, a), min(hi, b)
+                if s < e:
+                    pieces.append((x.reshape(-1)[s - a : e - a], flat[s:e]))
+            halves.append(partial(_copy_pieces, pieces))
+        return halves_call(halves[0], halves[1], inputs, out)
+
+
+def _copy_pieces(pieces: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    for src, dst in pieces:
+        np.copyto(dst, src)
 
 
 @register("torch.stack")
