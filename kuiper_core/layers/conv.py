@@ -49,6 +49,10 @@ PaddingSpec = str | Pads  # "same" or explicit pads
 # 4/3); channels: 256x14x14 0.61 (rows 0.65), 512x7x7 0.46-0.52 (rows 0.67-0.72: both
 # halves read all of U, 12 MiB).
 SPLIT_CHANNELS = 2.0
+# What a grouped (depthwise) convolution's multiply-add is worth in MIN_HALF_WORK's units (GEMM
+# ones): MobileNetV2's 192-channel 28x28 3x3 depthwise conv, 1.35 M multiply-adds, takes
+# 0.44 ms at one thread, a GEMM of as many ~0.01 (2026-11-27).
+GROUPED_MAC_WORTH = 16
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -477,7 +481,9 @@ class Convolution(_ConvBase):
         n, c, h, w = x_shape
         (oh, ow), (kh, kw), o = out_hw, self._kernel_hw(), self.out_channels
         weights = o * c // self.groups * kh * kw
-        if self.padding_mode != "zeros" or weights * oh * ow * n < 2 * MIN_HALF_WORK:
+        # A grouped convolution's multiply-adds are dearer (per-channel passes, short GEMMs).
+        worth = 1 if self.groups == 1 else GROUPED_MAC_WORTH
+        if self.padding_mode != "zeros" or worth * weights * oh * ow * n < 2 * MIN_HALF_WORK:
             return None
         choice = self._choose_kernel(x_shape)
         halves: list[tuple[slice, tuple[slice, ...], ConvKernel]] = []  # input rows, output part, kernel
