@@ -14,7 +14,6 @@ Run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset, as compare.py does.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -25,11 +24,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import batch1  # noqa: E402
 import kuiper_core  # noqa: E402
 from kuiper_core.runtime.prepared import PreparedForward  # noqa: E402
 from kuiper_core.runtime.row_sharded import RowShardedForward  # noqa: E402
-from kuiper_core.threads import blas_threads, one_blas_thread, set_blas_threads  # noqa: E402
+from kuiper_core.threads import blas_threads, one_blas_thread  # noqa: E402
 
 
 def critical_path(banded: RowShardedForward, x: np.ndarray) -> tuple[float, float]:
@@ -52,17 +53,9 @@ def critical_path(banded: RowShardedForward, x: np.ndarray) -> tuple[float, floa
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet18.pnnx.param")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = batch1.parser(__doc__)
     args = ap.parse_args()
-    set_blas_threads(args.threads)
-    graph = kuiper_core.load(args.model)
-    x = np.load(args.model.with_name(args.model.name.replace(".pnnx.param", ".input.npy")))
-    program = graph.program
-    assert program is not None
+    program, x = batch1.model_and_input(args)
     with kuiper_core.limits.use(program.limits):
         whole = PreparedForward.build(program, [x])
         banded = RowShardedForward.make(program, [x], whole, force=True)

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,6 +68,16 @@ def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.n
         call([x], [y])
     kinds = "" if not made.made else "/".join(type(k).__name__ for *_, k in call.args[1])
     return y, ref, kinds
+
+
+def run_split(prepare: Callable[..., Any], inputs: list, y: np.ndarray) -> np.ndarray:
+    """y, written by the call `prepare(inputs, [y])` makes inside splitting() (asserted to be one
+    split call), both halves run here."""
+    with splitting() as splits:
+        call = prepare(inputs, [y])
+    assert call is not None and splits.made == 1
+    call(inputs, [y])
+    return y
 
 
 @st.composite
@@ -295,11 +306,7 @@ def test_split_activations_match_the_whole(monkeypatch: pytest.MonkeyPatch, op_t
     for shape in [(1, 65, 128), (1, 3, 101, 331)]:
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 4
         (ref,) = layer.forward([x], [None])
-        y = np.full_like(ref, np.nan)
-        with splitting() as splits:
-            call = layer.prepare([x], [y])
-        assert call is not None and splits.made == 1
-        call([x], [y])
+        y = run_split(layer.prepare, [x], np.full_like(ref, np.nan))
         np.testing.assert_array_equal(y, ref)
 
 
@@ -348,11 +355,7 @@ def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, 
         layer.w, layer.b = (rng.standard_normal(layer.norm_shape).astype(np.float32) for _ in range(2))
     x = np.random.default_rng(4).standard_normal(shape).astype(np.float32) * 3
     (want,) = layer.forward([x], [None])
-    y = np.full_like(want, np.nan)
-    with splitting() as splits:
-        call = layer.prepare([x], [y])
-    assert call is not None and splits.made == 1
-    call([x], [y])
+    y = run_split(layer.prepare, [x], np.full_like(want, np.nan))
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 
@@ -372,11 +375,7 @@ def test_a_one_row_linear_splits_its_output_features(monkeypatch: pytest.MonkeyP
     layer = create_layer(op)
     x = rng.standard_normal((1, 40)).astype(np.float32)
     (want,) = layer.forward([x], [None])
-    y = np.full_like(want, np.nan)
-    with splitting() as splits:
-        call = layer.prepare([x], [y])
-    assert call is not None and splits.made == 1
-    call([x], [y])
+    y = run_split(layer.prepare, [x], np.full_like(want, np.nan))
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 
@@ -389,11 +388,7 @@ def test_depthwise_convs_split_by_rows(
     x, wt, b = arrays(c, (1, c, *size), (c, 1, k, k), (c,))
     layer = conv_layer(wt, b, x.shape, stride=[stride, stride], padding=[k // 2, k // 2], dilation=[1, 1], groups=c)
     ref = conv2d_reference(x, wt, b, stride=(stride, stride), pads=(k // 2,) * 4, groups=c)
-    y = np.full(ref.shape, np.nan, np.float32)
-    with splitting() as splits:
-        call = layer.prepare([x], [y])
-    assert call is not None and splits.made == 1
-    call([x], [y])
+    y = run_split(layer.prepare, [x], np.full(ref.shape, np.nan, np.float32))
     assert_close(y, ref, f"depthwise {c} {size} k{k} s{stride}")
 
 
@@ -414,21 +409,13 @@ def test_batchnorm_and_concat_split_match_the_whole(monkeypatch: pytest.MonkeyPa
     bn.scale, bn.shift = rng.standard_normal(7).astype(np.float32), rng.standard_normal(7).astype(np.float32)
     x = rng.standard_normal((1, 7, 5, 6)).astype(np.float32)
     (want,) = bn.forward([x], [None])
-    y = np.full_like(want, np.nan)
-    with splitting() as splits:
-        call = bn.prepare([x], [y])
-    assert call is not None and splits.made == 1
-    call([x], [y])
+    y = run_split(bn.prepare, [x], np.full_like(want, np.nan))
     np.testing.assert_array_equal(y, want)
     cat = layer_of(
         "torch.cat cat 3 1 0 1 2 3 dim=1 #3=(1,9,4,5)f32", "#0=(1,2,4,5)f32", "#1=(1,3,4,5)f32", "#2=(1,4,4,5)f32"
     )
     parts = [rng.standard_normal((1, n, 4, 5)).astype(np.float32) for n in (2, 3, 4)]
-    y = np.full((1, 9, 4, 5), np.nan, np.float32)
-    with splitting() as splits:
-        call = cat.prepare(parts, [y])
-    assert call is not None and splits.made == 1
-    call(parts, [y])
+    y = run_split(cat.prepare, parts, np.full((1, 9, 4, 5), np.nan, np.float32))
     np.testing.assert_array_equal(y, np.concatenate(parts, axis=1))
 
 
