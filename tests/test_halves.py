@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import kuiper_core
 from kuiper_core import threads
-from kuiper_core.layers import activation, conv, expression, halves
+from kuiper_core.layers import conv, halves
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.halves import HelperProcess, Splits, input_rows, made, run_halves, split_rows, splitting
 from kuiper_core.runtime import split_forward
@@ -298,7 +298,7 @@ def test_the_caller_takes_a_half_the_helper_has_not_started() -> None:
 @pytest.mark.parametrize("op_type", ["nn.GELU", "nn.SiLU", "nn.Hardswish", "nn.ReLU"])
 def test_split_activations_match_the_whole(monkeypatch: pytest.MonkeyPatch, op_type: str) -> None:
     """Two flat halves (odd sizes too) give the unsplit layer's values exactly."""
-    monkeypatch.setattr(activation, "SPLIT_MIN_HALF", 16)
+    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
     from test_layers_activation import make_layer
 
     layer = make_layer(op_type)
@@ -314,7 +314,7 @@ def test_split_activations_match_the_whole(monkeypatch: pytest.MonkeyPatch, op_t
 def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu: bool) -> None:
     """A residual add in two flat halves, with the ReLU after it fused or not, and in place as
     the prepared forward runs it (the output is the first input): the unsplit values exactly."""
-    monkeypatch.setattr(expression, "SPLIT_MIN_HALF", 16)
+    monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 16)
     layer = layer_of(
         "pnnx.Expression e 2 1 0 1 2 expr=add(@0,mul(@1,2.5)) #2=(1,5,7,9)f32", "#0=(1,5,7,9)f32", "#1=(1,5,7,9)f32"
     )
@@ -346,8 +346,7 @@ def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, 
     """Norms over trailing dims and softmax over the last dim in two halves of whole rows (odd
     row counts too): the unsplit layer's values, up to float32 rounding (their row sums are
     GEMVs, which OpenBLAS blocks by the number of rows)."""
-    monkeypatch.setattr(activation, "SPLIT_MIN_HALF", 16)
-    monkeypatch.setattr("kuiper_core.layers.norm.SPLIT_MIN_HALF", 16)
+    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
     dims = ",".join(map(str, shape))
     layer = layer_of(f"{line} #1=({dims})f32", f"#0=({dims})f32")
     if hasattr(layer, "norm_shape"):  # an affine of random weights (the .param line has no .bin)
@@ -395,8 +394,7 @@ def test_depthwise_convs_split_by_rows(
 def test_batchnorm_and_concat_split_match_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     """BatchNorm by two halves of its channels, a channel concat by two halves of the output's
     elements (a cut inside an input): the unsplit values exactly."""
-    monkeypatch.setattr("kuiper_core.layers.norm.SPLIT_MIN_HALF_CHEAP", 16)
-    monkeypatch.setattr("kuiper_core.layers.tensor_ops.SPLIT_MIN_HALF_CHEAP", 16)
+    monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 16)
     rng = np.random.default_rng(9)
     from kuiper_core.graph import Attribute, Graph
     from kuiper_core.layers.registry import create_layer

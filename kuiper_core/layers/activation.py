@@ -24,10 +24,6 @@ from .registry import Layer, Prepared, register
 from .windows import scratch
 
 F32 = np.float32
-# Elements a half from which an activation splits in two (Elementwise.prepare): a hand-off costs
-# a few microseconds; GELU on 4096 floats ~25 us, a ReLU on 32768 ~10 us.
-SPLIT_MIN_HALF = 4096
-SPLIT_MIN_HALF_CHEAP = 32768
 
 
 class Elementwise(Layer):
@@ -38,9 +34,8 @@ class Elementwise(Layer):
 
     inplace_safe = False
     # Inside halves.splitting(): split in two flat halves (a helper process runs one) from
-    # SPLIT_MIN_HALF elements a half (SPLIT_MIN_HALF_CHEAP for the one-pass piecewise linear
-    # ones, `cheap`). Not for layers whose value depends on the position (PReLU's per-channel
-    # slopes).
+    # halves.min_half(cheap) elements a half (`cheap`: the one-pass piecewise linear ones). Not
+    # for layers whose value depends on the position (PReLU's per-channel slopes).
     pointwise = True
     cheap = False
 
@@ -61,8 +56,7 @@ class Elementwise(Layer):
         f = self.prepare_whole(inputs, out)
         if f is None or not (self.pointwise and splitting()):
             return f
-        min_half = SPLIT_MIN_HALF_CHEAP if self.cheap else SPLIT_MIN_HALF
-        return split_flat(self.prepare_whole, inputs, out, min_half) or f
+        return split_flat(self.prepare_whole, inputs, out, self.cheap) or f
 
     def prepare_whole(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         """The prepared function over the whole arrays (Layer.prepare)."""
@@ -711,7 +705,7 @@ class AlongDim(Layer):
         if self.axis(x.ndim) != x.ndim - 1:
             return None
         n = x.shape[-1]
-        return split_flat(partial(_rows_of, self, n), inputs, out, SPLIT_MIN_HALF, unit=n)
+        return split_flat(partial(_rows_of, self, n), inputs, out, unit=n)
 
 
 def _rows_of(layer: AlongDim, n: int, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared:

@@ -24,10 +24,6 @@ from . import clamp
 from .halves import active as splitting, split_flat
 from .registry import Layer, Prepared, register
 
-# Inside halves.splitting(): an elementwise expression (a residual add) splits in two flat
-# halves from this many elements a half (one cheap pass: small ones cost more to hand over).
-SPLIT_MIN_HALF = 32768
-
 
 @register("pnnx.Expression")
 class Expression(Layer):
@@ -114,7 +110,7 @@ class Expression(Layer):
         f = self._prepare_whole(inputs, out)
         if f is None or not splitting():
             return f
-        return split_flat(self._prepare_whole, inputs, out, SPLIT_MIN_HALF) or f
+        return split_flat(self._prepare_whole, inputs, out, cheap=True) or f
 
     def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         """The prepared function, then a ReLU on its float output (a residual add and the ReLU
@@ -122,9 +118,7 @@ class Expression(Layer):
         f = self._prepare_whole(inputs, out) if out[0].dtype.kind == "f" else None
         if f is None:
             return None
-        halves = (
-            split_flat(partial(_with_relu, self._prepare_whole), inputs, out, SPLIT_MIN_HALF) if splitting() else None
-        )
+        halves = split_flat(partial(_with_relu, self._prepare_whole), inputs, out, cheap=True) if splitting() else None
         return halves or partial(_run_with_relu, f)
 
     def _prepare_whole(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:

@@ -51,6 +51,10 @@ MIN_HALF_WORK = 1_000_000
 # Multiply-adds a pooling window tap is worth (ResNet-18's maxpool: 1.6 ms for 1.8 M taps; its
 # 1x1 convs 0.28 ms for 6.4 M multiply-adds).
 PASS_COST = 16
+# Elements a half from which an elementwise-style call splits (min_half): a hand-off costs a few
+# microseconds; GELU on 4096 floats ~25 us, a ReLU (a cheap one: one pass) on 32768 ~10 us.
+SPLIT_MIN_HALF = 4096
+SPLIT_MIN_HALF_CHEAP = 32768
 # How long the helper polls for the next half before it sleeps (OpenBLAS's threads spin ~0.1 s).
 SPIN_SECONDS = 0.05
 # A helper that has not finished a claimed half in this long is taken for hung: killed, the
@@ -265,22 +269,28 @@ def _helper_main(splits: Splits, ctl: np.ndarray, lock: ProcessLock, wake_r: int
         ctl[_DONE] = seq
 
 
+def min_half(cheap: bool) -> int:
+    """Elements a half from which an elementwise-style call splits (read at each prepare: the
+    tests lower them)."""
+    return SPLIT_MIN_HALF_CHEAP if cheap else SPLIT_MIN_HALF
+
+
 def split_flat(
     prepare_part: Callable[..., Any],
     inputs: list,
     out: list,
-    min_half: int,
+    cheap: bool = False,
     unit: int = 1,
 ) -> Callable[[list, list], None] | None:
     """An elementwise call (or one over rows of `unit` elements: a norm, a softmax over the last
     dim) as its two flat halves, split at a whole row (inside splitting()): `prepare_part(ins,
     outs)` prepares the layer's function for parts of its arrays. None where the arrays are
-    not all contiguous and of the output's shape, a half would be under `min_half` elements,
-    or a part cannot be prepared."""
+    not all contiguous and of the output's shape, a half would be under min_half(cheap)
+    elements, or a part cannot be prepared."""
     y = out[0]
     arrays = [*inputs, y]
     if (
-        y.size < 2 * min_half
+        y.size < 2 * min_half(cheap)
         or y.size < 2 * unit
         or not all(isinstance(a, np.ndarray) and a.flags.c_contiguous and a.shape == y.shape for a in arrays)
     ):
@@ -335,6 +345,7 @@ __all__ = [
     "input_rows",
     "halves_call",
     "made",
+    "min_half",
     "run_halves",
     "split_rows",
     "split_flat",

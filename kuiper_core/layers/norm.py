@@ -24,8 +24,7 @@ from ..graph import Operator
 from ._common import output_like
 from .broadcast import expanded
 from .reduce import vector_norm
-from .activation import SPLIT_MIN_HALF, SPLIT_MIN_HALF_CHEAP
-from .halves import active as splitting, halves_call, split_flat
+from .halves import active as splitting, halves_call, min_half, split_flat
 from .registry import Layer, Prepared, register
 from .torch_args import input_index
 
@@ -205,7 +204,7 @@ class BatchNorm(Norm):
         x, y = inputs[0], out[0]
         if x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype or x.ndim < 2 or x.shape[1] != self.n:
             return None
-        if not (splitting() and x.shape[0] == 1 and self.n >= 2 and x.size >= 2 * SPLIT_MIN_HALF_CHEAP):
+        if not (splitting() and x.shape[0] == 1 and self.n >= 2 and x.size >= 2 * min_half(cheap=True)):
             return partial(_channel_affine, self.scale, self.shift)
         h = self.n // 2
         first, second = (
@@ -435,7 +434,7 @@ class TrailingNorm(Norm):
         self.check_trailing(x.shape)
         whole = self._prepare_rows(inputs, out)
         if self.size and splitting():  # its rows in two halves, a helper process runs one
-            return split_flat(self._prepare_rows, inputs, out, SPLIT_MIN_HALF, unit=self.size) or whole
+            return split_flat(self._prepare_rows, inputs, out, unit=self.size) or whole
         return whole
 
     def _prepare_rows(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared:

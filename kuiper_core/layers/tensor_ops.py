@@ -19,8 +19,7 @@ import numpy as np
 
 from ..errors import LimitError, short
 from ..graph import Operator
-from .activation import SPLIT_MIN_HALF_CHEAP
-from .halves import active as splitting, halves_call
+from .halves import active as splitting, halves_call, min_half
 from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
 
@@ -110,7 +109,7 @@ class Cat(_Join):
         elements, each copying its parts of the inputs (a helper process runs one: DenseNet's
         58 concats are 3.8 ms of its 59); else None (forward)."""
         y = out[0]
-        if not splitting() or not all(isinstance(x, np.ndarray) for x in inputs) or y.size < 2 * SPLIT_MIN_HALF_CHEAP:
+        if not splitting() or not all(isinstance(x, np.ndarray) for x in inputs) or y.size < 2 * min_half(cheap=True):
             return None
         axis = self.axis(inputs)
         if self.follow_batch(inputs, axis) is not inputs or math.prod(y.shape[:axis]) != 1 or not y.flags.c_contiguous:
