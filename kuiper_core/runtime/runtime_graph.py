@@ -14,8 +14,8 @@ one executor, chosen by a short policy (`_executor_for`, `steps`):
 - the sharded forward (sharded.py): at batch >= 2 with >= 2 BLAS threads, where splitting
   the batch over two threads paid when timed;
 - the split forward (split_forward.py): at batch 1 with >= 2 BLAS threads, every big
-  convolution, pool and activation in two halves, one in a helper process, where that paid
-  when timed (ResNet-18 b1 ~0.77x the whole forward's time);
+  convolution, pool, activation, norm, concat... in two halves, one in a helper process,
+  where that paid when timed (ResNet-18 b1 ~0.75x the whole forward's time);
 - the row-sharded forward (row_sharded.py): at batch 1 with >= 2 BLAS threads, the
   convolutional prefix as two row bands on two threads, where that paid when timed;
 - the planned forward (planned.py): graphs that cannot be prepared, after their checked run;
