@@ -3,8 +3,8 @@
 Why: with two BLAS threads only OpenBLAS's bigger GEMMs use the second core (ResNet-18 b1:
 ~1.35x from one thread to two, PyTorch ~2x). Here the BLAS runs one thread for the whole
 forward and every convolution, pool, activation, norm, BatchNorm, concat or classifier GEMV
-with enough work is split in two (layers/halves.py:
-this process and a helper process forked for this forward, a half handed over in ~1 us): its
+with enough work is split in two (layers/halves.py: this process and a helper process forked
+for this forward, a half handed over in ~1 us): its
 transforms, gathers, scatters and small GEMMs run on both cores too, and no OpenBLAS pool
 thread spins on a core the helper needs. It is a PreparedForward built inside
 `halves.splitting()` (the layers' prepared calls split themselves) at one BLAS thread (the
