@@ -33,7 +33,7 @@ import batch1  # noqa: E402
 import kuiper_core  # noqa: E402
 from kuiper_core.runtime.prepared import PreparedForward  # noqa: E402
 from kuiper_core.runtime.split_forward import SplitForward  # noqa: E402
-from kuiper_core.layers import conv, pool  # noqa: E402
+from kuiper_core.layers import halves  # noqa: E402
 from kuiper_core.runtime.program import Program  # noqa: E402
 from kuiper_core.threads import blas_threads, one_blas_thread  # noqa: E402
 
@@ -52,25 +52,19 @@ def _cpu(f: Callable[[], object], repeats: int = 15) -> float:
 
 def per_operator(split: SplitForward, program: Program, x: np.ndarray) -> None:
     """Each split call (one BLAS thread, warm): the whole call's CPU time, each half's alone
-    (the halves' calls taken from the split call's arguments), their sum and the slower one."""
+    (the halves as bound in the split call), their sum and the slower one."""
     with one_blas_thread():
         whole = dict(zip(*_names_calls(PreparedForward.build(program, [x]))))
         split.prepared.run([x])
         totals = [0.0, 0.0, 0.0]
         for name, call in zip(*_names_calls(split.prepared)):
-            if not isinstance(call, partial) or call.func not in (conv._run_split, pool._pool_halves):
+            if not isinstance(call, partial) or call.func is not halves._run_parts or name not in whole:
                 continue
-            if call.func is conv._run_split:
-                _, parts, xs, ys, args, outs = call.args
-                xx, yy = args[0].reshape(xs), outs[0].reshape(ys)
-                halves = [partial(k.run, xx[:, :, rows], yy[part]) for rows, part, k in parts]
-                how = type(parts[0][2]).__name__ + (" by channels" if len(parts[0][1]) == 2 else " by rows")
-            else:
-                layer, _, parts, args, outs = call.args
-                hw = args[0].shape[2:]
-                halves = [partial(layer._rows, args[0][:, :, i], outs[0], p, o, hw) for i, o, p in parts]
-                how = type(layer).__name__ + " by rows"
-            t, a, b = _cpu(whole[name]), _cpu(halves[0]), _cpu(halves[1])
+            parts = call.args[1:3]  # the two halves, bound to their arrays
+            first = parts[0].func
+            how = type(getattr(first, "__self__", None) or first).__name__
+            halves_ = list(parts)
+            t, a, b = _cpu(whole[name]), _cpu(halves_[0]), _cpu(halves_[1])
             totals = [totals[0] + t, totals[1] + a + b, totals[2] + max(a, b)]
             print(
                 f"{name:16s} {how:28s} whole {t:.3f} ms, halves {a:.3f} + {b:.3f}: "

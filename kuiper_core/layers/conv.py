@@ -35,7 +35,7 @@ import numpy as np
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .depthwise import DepthwiseChannelsLast, channels_last_wins
-from .halves import MIN_HALF_WORK, Ticket, active as splitting, input_rows, made, run_halves, split_rows
+from .halves import MIN_HALF_WORK, active as splitting, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
@@ -500,10 +500,10 @@ class Convolution(_ConvBase):
                 halves.append((slice(lo, hi), (slice(None), slice(None), slice(r0, r1)), kernel))
         else:
             return None
-        ticket = made()
-        call = partial(_run_split, ticket, halves, x_shape, (n, o, oh, ow))
-        ticket.bind(partial(call, inputs, out))
-        return call
+        # Bound once: inside splitting() the arrays are the split forward's fixed buffers.
+        x, y = inputs[0].reshape(x_shape), out[0].reshape((n, o, oh, ow))
+        first, second = (partial(k.run, x[:, :, rows], y[part]) for rows, part, k in halves)
+        return halves_call(first, second, inputs, out)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])
@@ -551,21 +551,6 @@ def _run_kernel(
     out: list[np.ndarray],
 ) -> None:
     kernel.run(inputs[0].reshape(x_shape), out[0].reshape(y_shape))
-
-
-def _run_split(
-    ticket: Ticket,
-    halves: list[tuple[slice, tuple[slice, ...], ConvKernel]],
-    x_shape: tuple[int, ...],
-    y_shape: tuple[int, ...],
-    inputs: list[np.ndarray],
-    out: list[np.ndarray],
-) -> None:
-    """The two kernels of a split convolution (Convolution._split_call) on two cores, each
-    on its input rows, writing its part of the output."""
-    x, y = inputs[0].reshape(x_shape), out[0].reshape(y_shape)
-    (ra, pa, ka), (rb, pb, kb) = halves
-    run_halves(ticket, partial(ka.run, x[:, :, ra], y[pa]), partial(kb.run, x[:, :, rb], y[pb]))
 
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")

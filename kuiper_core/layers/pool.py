@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import short
 from ..graph import Operator
-from .halves import MIN_HALF_WORK, PASS_COST, Ticket, active as splitting, input_rows, made, run_halves, split_rows
+from .halves import MIN_HALF_WORK, PASS_COST, active as splitting, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
 
@@ -126,14 +126,11 @@ class _WindowPool(_Pool):
             return None
         keff = self.dilation[0] * (self.kernel[0] - 1) + 1
         split = split_rows(oh)
-        parts = []
+        halves = []
         for r0, r1 in ((0, split), (split, oh)):
             (lo, hi), (top, bottom) = input_rows((r0, r1), x.shape[2], keff, self.stride[0], pads[0])
-            parts.append((slice(lo, hi), slice(r0, r1), (top, bottom) + pads[2:]))
-        ticket = made()
-        call = partial(_pool_halves, self, ticket, parts)
-        ticket.bind(partial(call, inputs, out))
-        return call
+            halves.append(partial(self._rows, x[:, :, lo:hi], y, (top, bottom) + pads[2:], slice(r0, r1), x.shape[2:]))
+        return halves_call(halves[0], halves[1], inputs, out)
 
     def _rows(
         self, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int], rows: slice, hw: tuple[int, int]
@@ -243,22 +240,6 @@ class _WindowPool(_Pool):
             last = ((p - 1) * hq + oh - 1) * wp + (ow - 1) * sw + 1  # one past the last real output
             _combine_taps(rows.reshape(1, -1), [(0, j * dw) for j in range(kw)], wide.reshape(-1)[:last], combine)
         np.copyto(y, wide[:, :oh, 0 : (ow - 1) * sw + 1 : sw])
-
-
-def _pool_halves(
-    layer: _WindowPool,
-    ticket: Ticket,
-    parts: list[tuple[slice, slice, tuple[int, int, int, int]]],
-    inputs: list,
-    out: list,
-) -> None:
-    """A pool's top output rows here and its bottom ones in the helper process (prepare)."""
-    x, y = inputs[0], out[0]
-    (ia, oa, pa), (ib, ob, pb) = parts
-    hw = x.shape[2:]
-    run_halves(
-        ticket, partial(layer._rows, x[:, :, ia], y, pa, oa, hw), partial(layer._rows, x[:, :, ib], y, pb, ob, hw)
-    )
 
 
 def _combine_taps(src: np.ndarray, taps: list[tuple[int, int]], out: np.ndarray, combine: np.ufunc) -> None:
