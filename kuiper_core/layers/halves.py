@@ -4,9 +4,11 @@ Why: at batch 1 with two BLAS threads only OpenBLAS's bigger GEMMs use the secon
 Winograd transforms, gathers, scatters, pooling passes and the small GEMMs (OpenBLAS runs those
 under ~1 M multiply-adds on one thread) run on one (ResNet-18 b1: 35 ms at one thread, 26.5 at
 two, PyTorch 21). A layer's prepared call made inside `splitting()` (runtime/split_forward.py
-builds a whole forward so, its buffers in shared memory) runs as two halves (convolutions:
-the top and bottom output rows, or two halves of the output channels, conv.py; pooling: the
-top and bottom rows, pool.py): the first here, the second in a helper process.
+builds a whole forward so, its buffers in shared memory) runs as two halves bound once to
+their parts of the arrays (`halves_call`; convolutions by output rows or channels, conv.py;
+pools by rows, pool.py; BatchNorm by channels; activations, expressions, norms, softmax as flat
+halves of whole rows, `split_flat`; a concat and a one-row Linear by halves of their output):
+the first here, the second in a helper process.
 
 Why a process: a helper *thread* was measured first (branch twothreads26, docs/BENCHMARKS.md)
 and gained nothing on the 2-core VM: waking a sleeping thread on the other, halted vCPU takes

@@ -126,13 +126,19 @@ def close_enough(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.all(np.abs(a - b) <= MATCH_TOLERANCE * scale + 1e-6))
 
 
-def best_time(run: Any, inputs: list[np.ndarray], repeats: int = 2) -> tuple[float, list[np.ndarray]]:
-    best, out = float("inf"), []
+def run_times(run: Any, inputs: list[np.ndarray], repeats: int) -> tuple[list[float], list[np.ndarray]]:
+    """The wall time of each of `repeats` runs, and the last run's outputs."""
+    times, out = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = run(inputs)
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
+def best_time(run: Any, inputs: list[np.ndarray], repeats: int = 2) -> tuple[float, list[np.ndarray]]:
+    times, out = run_times(run, inputs, repeats)
+    return min(times), out
 
 
 class ShardedForward:

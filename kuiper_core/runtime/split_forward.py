@@ -4,20 +4,22 @@ Why: with two BLAS threads only OpenBLAS's bigger GEMMs use the second core (Res
 ~1.35x from one thread to two, PyTorch ~2x). Here the BLAS runs one thread for the whole
 forward and every convolution, pool, activation, norm, BatchNorm, concat or classifier GEMV
 with enough work is split in two (layers/halves.py: this process and a helper process forked
-for this forward, a half handed over in ~1 us): its
-transforms, gathers, scatters and small GEMMs run on both cores too, and no OpenBLAS pool
-thread spins on a core the helper needs. It is a PreparedForward built inside
-`halves.splitting()` (the layers' prepared calls split themselves) at one BLAS thread (the
-kernels' cost models see the count they run at; `conv.reusing_weights`: the weight layouts the
-whole forward's kernels hold, as row_sharded.py: no weight read again, and ResNet-18's stem as
-im2col halves, 2 % faster split than its one-thread stride-2 rows kernel), its buffers in shared memory (the helper
-writes its half of each output where this process reads it), the helper forked after the
-build (it holds a copy of every split call: the same arrays at the same addresses).
+for this forward, a half handed over in ~1 us): its transforms, gathers, scatters and small
+GEMMs run on both cores too, and no OpenBLAS pool thread spins on a core the helper needs.
+
+It is a PreparedForward built inside `halves.splitting()` (the layers' prepared calls split
+themselves) at one BLAS thread (the kernels' cost models see the count they run at), inside
+`conv.reusing_weights()` (the weight layouts the whole forward's kernels hold, as in
+row_sharded.py: no weight read again; ResNet-18's stem as im2col halves, 2 % faster split than
+its one-thread stride-2 rows kernel), with its buffers in shared memory (the helper writes its
+half of each output where this process reads it). The helper is forked after the build: it
+holds a copy of every split call, the same arrays at the same addresses.
 
 When (RuntimeGraph's policy): the BLAS runs >= 2 threads, there is one 4-D input at batch 1,
-the whole forward takes at least MIN_WHOLE_SECONDS, some operator split, the process may fork (`allowed`: not in the app's server, which sets
-KUIPER_HELPER_PROCESS=0), the outputs match the whole forward's (the last guard), and the split
-run is faster than the whole, both timed at the second forward at these shapes.
+the whole forward takes at least MIN_WHOLE_SECONDS, some operator split, the process may fork
+(`allowed`: not in the app's server, which sets KUIPER_HELPER_PROCESS=0), the outputs match the
+whole forward's (the last guard), and the split run takes at most MAX_SPLIT_SHARE of the whole
+one's time, both timed at the second forward at these shapes.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ..layers.halves import HelperProcess, splitting
 from ..threads import one_blas_thread
 from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
-from .sharded import close_enough
+from .sharded import close_enough, run_times
 
 # Split only when it takes at most this share of the whole forward's time (both medians, at the
 # second forward at these shapes): the tiny ViT and MobileNetV3 gain 0-5 % split, within the
@@ -65,12 +67,7 @@ def shared_bytes(n: int) -> np.ndarray:
 
 
 def median_time(run: Callable[[list[np.ndarray]], object], inputs: list[np.ndarray], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run(inputs)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return float(np.median(run_times(run, inputs, runs)[0]))
 
 
 class SplitForward:
@@ -80,7 +77,6 @@ class SplitForward:
         self.prepared = prepared
         self.helper = helper  # None: both halves here (the tests' sequential form)
         self.splits = splits  # how many calls run in halves
-        self.pid = os.getpid()
 
     @classmethod
     def make(
@@ -144,8 +140,8 @@ class SplitForward:
 
     def owned(self) -> bool:
         """Made in this process: a process forked from its maker (multiprocessing's workers)
-        shares its buffers with it and must not run it."""
-        return self.pid == os.getpid()
+        shares its buffers with it and must not run it (without a helper they are not shared)."""
+        return self.helper is None or self.helper.owner == os.getpid()
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if not self.owned():
