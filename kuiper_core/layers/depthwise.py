@@ -100,7 +100,6 @@ class DepthwiseChannelsLast:
         kh, kw = kernel
         self.relu = relu
         self.out_hw = out_hw
-        self.taps = kh * kw
         self.w = np.ascontiguousarray(weight.reshape(c, kh, kw).transpose(1, 2, 0), dtype=dtype)  # (KH, KW, C)
         self.bias = None if bias is None else bias.astype(dtype, copy=False)
         hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]

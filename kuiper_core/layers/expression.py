@@ -115,11 +115,11 @@ class Expression(Layer):
     def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         """The prepared function, then a ReLU on its float output (a residual add and the ReLU
         after it in one call: one pass less over the output)."""
-        f = self._prepare_whole(inputs, out) if out[0].dtype.kind == "f" else None
-        if f is None:
-            return None
-        halves = split_flat(partial(_with_relu, self._prepare_whole), inputs, out, cheap=True) if splitting() else None
-        return halves or partial(_run_with_relu, f)
+        with_relu = partial(_with_relu, self._prepare_whole)
+        f = with_relu(inputs, out) if out[0].dtype.kind == "f" else None
+        if f is None or not splitting():
+            return f
+        return split_flat(with_relu, inputs, out, cheap=True) or f
 
     def _prepare_whole(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):
