@@ -320,3 +320,23 @@ def test_small_softmax_is_the_reference_exactly() -> None:
     softmax(x, fast, 1)
     softmax_reference(x, ref, 1)
     np.testing.assert_array_equal(fast, ref)
+
+
+@pytest.mark.parametrize("op_type", ["nn.SiLU", "nn.Sigmoid", "nn.Hardswish", "nn.Mish", "nn.Tanh", "nn.ELU"])
+def test_big_maps_run_in_blocks_with_the_same_values(op_type: str) -> None:
+    """Prepared calls of multi-pass activations run over flat blocks (Elementwise.BLOCK): the
+    same values as one whole call, also in place and at a size that is not a multiple."""
+    layer = make_layer(op_type)
+    shape = (1, 7, 97, 101)  # 68,579 elements: three blocks of 22,860 (the last one short)
+    x = (np.random.default_rng(7).standard_normal(shape) * 6).astype(np.float32)
+    assert len(layer.blocks(x.size)) == 3
+    expected = layer.forward([x], [None])[0]
+    y = np.full(shape, np.nan, np.float32)
+    f = layer.prepare([x], [y])
+    assert f is not None and f.func.__name__ == "_compute_blocks"
+    f([x], [y])
+    np.testing.assert_array_equal(y, expected)
+    if layer.overwritable_inputs():
+        z = x.copy()
+        f([z], [z])
+        np.testing.assert_array_equal(z, expected)
