@@ -1,5 +1,5 @@
-"""Depthwise convolutions computed channels last (layers/depthwise.py) against the readable
-reference, and the rule that picks them over im2col.
+"""Depthwise convolutions computed channels last or as wide rows (layers/depthwise.py)
+against the readable reference, and the rules that pick them over im2col.
 
 The reference is checked against PyTorch's outputs by the exported conv cases and the
 bundled MobileNetV3 (whose 5x5 depthwise layers on 3x3 and 6x6 maps take this kernel)."""
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kuiper_core.layers.conv_kernels import Im2col
 from kuiper_core.layers.conv_reference import conv2d_reference
-from kuiper_core.layers.depthwise import DepthwiseChannelsLast, channels_last_wins
+from kuiper_core.layers.depthwise import DepthwiseChannelsLast, DepthwiseWideRows, channels_last_wins, wide_rows_win
 from kuiper_core.layers.windows import out_size
 from layer_testing import assert_close
 from test_conv_kernels import conv_layer
@@ -40,8 +40,8 @@ def depthwise_cases(draw):
     )
 
 
-def run_kernel(case: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(the kernel's output, the reference's) for a case."""
+def run_kernel(case: dict, wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(the kernel's output, the reference's) for a case; `wide`: DepthwiseWideRows (stride 1)."""
     rng = np.random.default_rng(case["seed"])
     n, c, h, w = case["x_shape"]
     dtype = np.dtype(case["dtype"])
@@ -53,7 +53,10 @@ def run_kernel(case: dict) -> tuple[np.ndarray, np.ndarray]:
         out_size(h, case["k"][0], stride[0], pads[0], pads[1], dil[0]),
         out_size(w, case["k"][1], stride[1], pads[2], pads[3], dil[1]),
     )
-    kernel = DepthwiseChannelsLast(wt, b, case["k"], stride, dil, pads, x.shape, out_hw, dtype, case["relu"])
+    if wide:
+        kernel = DepthwiseWideRows(wt, b, case["k"], dil, pads, x.shape, out_hw, dtype, case["relu"])
+    else:
+        kernel = DepthwiseChannelsLast(wt, b, case["k"], stride, dil, pads, x.shape, out_hw, dtype, case["relu"])
     y = np.full((n, c, *out_hw), np.nan, dtype)
     kernel.run(x, y)
     kernel.run(x * 2, y)  # a second call reuses the buffers: nothing of the first is left
@@ -67,6 +70,48 @@ def test_channels_last_matches_reference(case: dict) -> None:
     y, ref = run_kernel(case)
     assert y.dtype == np.dtype(case["dtype"])
     assert_close(y, ref, f"depthwise {case}")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(depthwise_cases(), st.integers(1, 40))
+def test_wide_rows_match_reference(case: dict, block: int) -> None:
+    case["stride"] = (1, 1)
+    with pytest.MonkeyPatch.context() as m:  # channel blocks of any size, the last one short
+        m.setattr("kuiper_core.layers.depthwise.WIDE_BLOCK_ELEMENTS", block * case["x_shape"][3] * 3)
+        y, ref = run_kernel(case, wide=True)
+    assert y.dtype == np.dtype(case["dtype"])
+    assert_close(y, ref, f"depthwise wide rows {case}")
+
+
+# MobileNetV2's and EfficientNet-B0's depthwise convs on big maps (one thread, 2026-11-27,
+# against the faster of the others): wide rows from 56x56 outputs, 3x3, stride 1.
+BIG_MAP_DEPTHWISE = [
+    ((3, 3), (1, 1), (112, 112), True),  # (32, 112x112): 1.08 vs im2col's 1.94 ms
+    ((3, 3), (1, 1), (56, 56), True),  # (144, 56x56): 1.77 vs channels last's 2.06 ms
+    ((3, 3), (1, 1), (28, 28), False),  # (192, 28x28): channels last 0.73 vs 1.10 ms
+    ((5, 5), (1, 1), (56, 56), False),  # (144, 56x56) 5x5: channels last 2.76 vs 3.08 ms
+    ((3, 3), (2, 2), (56, 56), False),  # (96, 112x112) stride 2: im2col 2.15 vs 2.42 ms
+]
+
+
+@pytest.mark.parametrize("kernel, stride, out_hw, expected", BIG_MAP_DEPTHWISE)
+def test_wide_rows_are_chosen_for_big_maps(kernel, stride, out_hw, expected) -> None:
+    assert wide_rows_win(kernel, stride, out_hw) == expected
+
+
+def test_layer_picks_wide_rows_on_a_big_map_and_matches_reference() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 24, 60, 57)).astype(np.float32)
+    wt = rng.standard_normal((24, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=24)
+    assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), DepthwiseWideRows)
+    assert layer.kernel_name([x.shape]) == "depthwise, wide rows"
+    (y,) = layer.forward([x], [None])
+    assert_close(y, conv2d_reference(x, wt, b, stride=(1, 1), pads=(1, 1, 1, 1), groups=24), "layer")
+    out = np.empty_like(y)
+    layer.prepare_with_relu([x], [out])([x], [out])
+    assert_close(out, np.maximum(y, 0), "layer with ReLU")
 
 
 # MobileNetV3's depthwise convs (1 thread; channels last as einsum over the strided taps since

@@ -378,11 +378,14 @@ def test_a_one_row_linear_splits_its_output_features(monkeypatch: pytest.MonkeyP
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 
-@pytest.mark.parametrize("c, size, k, stride", [(144, (13, 12), 3, 1), (96, (24, 24), 5, 2), (32, (40, 37), 3, 1)])
+@pytest.mark.parametrize(
+    "c, size, k, stride", [(144, (13, 12), 3, 1), (96, (24, 24), 5, 2), (32, (40, 37), 3, 1), (8, (64, 59), 3, 1)]
+)
 def test_depthwise_convs_split_by_rows(
     monkeypatch: pytest.MonkeyPatch, c: int, size: tuple[int, int], k: int, stride: int
 ) -> None:
-    """Depthwise convolutions (channels last or im2col, as the shape picks) by output rows."""
+    """Depthwise convolutions (channels last, wide rows or im2col, as the shape picks) by
+    output rows."""
     monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
     x, wt, b = arrays(c, (1, c, *size), (c, 1, k, k), (c,))
     layer = conv_layer(wt, b, x.shape, stride=[stride, stride], padding=[k // 2, k // 2], dilation=[1, 1], groups=c)

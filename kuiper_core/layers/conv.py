@@ -34,7 +34,7 @@ import numpy as np
 
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
-from .depthwise import DepthwiseChannelsLast, channels_last_wins
+from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, channels_last_wins, wide_rows_win
 from .halves import MIN_HALF_WORK, active as splitting, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
@@ -316,7 +316,8 @@ class Convolution(_ConvBase):
 
     def _choose_kernel(self, x_shape: tuple[int, int, int, int]) -> tuple[str, int | str | None]:
         """Which kernel runs this input shape: ("winograd", m or ROWS), ("stride2", m),
-        ("depthwise", None), ("pointwise", None) or ("im2col", None); see conv_kernels.py."""
+        ("depthwise", None), ("wide", None), ("pointwise", None) or ("im2col", None); see
+        conv_kernels.py and depthwise.py."""
         assert self.kernel is not None
         n, c, h, w = x_shape
         pads, out_hw = self._geometry(h, w, self.kernel)
@@ -334,12 +335,11 @@ class Convolution(_ConvBase):
             m2 = next(iter(self._stride2_weights), None)
         if m2 is not None:
             return "stride2", m2
-        if (
-            self.groups == c == self.out_channels
-            and self.padding_mode == "zeros"
-            and channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw)
-        ):
-            return "depthwise", None
+        if self.groups == c == self.out_channels and self.padding_mode == "zeros":
+            if wide_rows_win(self.kernel, self.stride, out_hw):
+                return "wide", None
+            if channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw):
+                return "depthwise", None
         if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
             return "pointwise", None
         return "im2col", None
@@ -353,6 +353,7 @@ class Convolution(_ConvBase):
         return {
             "stride2": f"Winograd along the rows, stride 2 (m={m})",
             "depthwise": "depthwise, channels last",
+            "wide": "depthwise, wide rows",
             "pointwise": "1x1: one GEMM",
             "im2col": "im2col + GEMM",
         }[kind]
@@ -409,6 +410,10 @@ class Convolution(_ConvBase):
                 out_hw,
                 dtype,
                 relu,
+            )
+        if kind == "wide":
+            return DepthwiseWideRows(
+                self._module_weight(), self.bias_data, kernel_hw, self.dilation, pads, x_shape, out_hw, dtype, relu
             )
         if kind == "pointwise":
             wmat, after = self._gemm_weights(bias_column=False)

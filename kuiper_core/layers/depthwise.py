@@ -1,4 +1,5 @@
-"""Depthwise convolutions (groups = in = out channels) on small maps, computed channels last.
+"""Depthwise convolutions (groups = in = out channels): channels last on small maps, as wide
+rows of taps on big ones.
 
 Im2col does a depthwise conv as C GEMMs of one row each, over columns gathered per channel:
 on a small map (MobileNetV3's 576 channels of 3x3, 5x5 taps) that is 576 BLAS calls of a
@@ -12,6 +13,16 @@ run of C contiguous floats:
 one einsum over the taps of that strided view (no columns copied) with the (KH, KW, C)
 weight, and the (small) result copied back to NCHW. On big maps with few channels the runs are short and
 Im2col's whole-row copies win: `channels_last_wins` weighs the two (cost models below).
+
+On big maps at stride 1 (MobileNetV2's and EfficientNet's 112x112 and 56x56 3x3 convs)
+`DepthwiseWideRows` wins over both: each channel's padded map, flat, read at each tap's
+offset gives that tap's products for every output position at once, over "wide" rows of
+the padded width (the last KW - 1 columns of each are thrown away at the end):
+
+    wide[c, i * Wp + j] = sum_t xp[c, i * Wp + j + a * dh * Wp + b * dw] * w[c, t]
+
+2 KH KW - 1 NumPy passes over a few channels at a time, whose contiguous runs are whole
+maps: no columns copied, no transposes.
 
 `conv_reference.conv2d_reference` is the definition this is tested against.
 """
@@ -130,3 +141,81 @@ class DepthwiseChannelsLast:
         if self.relu:
             clamp.maximum(self.result, self.dtype.type(0), out=self.result)
         np.copyto(y, self.result.transpose(0, 3, 1, 2))
+
+
+# Wide rows win at stride 1 with 3x3 kernels from 56x56 outputs on (one thread, 2026-11-27,
+# against the faster of Im2col and channels last: bench/README.md "Depthwise convolutions"):
+# (32, 112x112) 1.08 ms against 1.94, (144, 56x56) 1.77 against 2.06; at 28x28 and with 5x5
+# kernels (49 passes) channels last stays ahead, and at stride 2 (over sh x sw phase planes
+# of the input, measured) the others are as fast or faster.
+WIDE_MIN_OUTPUT = 56 * 56
+WIDE_MAX_TAPS = 9
+# Channels per block: a block's wide rows (and its products) stay in L2, ~128 KB each.
+WIDE_BLOCK_ELEMENTS = 1 << 15
+
+
+def wide_rows_win(kernel: tuple[int, int], stride: tuple[int, int], out_hw: tuple[int, int]) -> bool:
+    """Whether DepthwiseWideRows runs this depthwise convolution (zero padding)."""
+    return (
+        stride == (1, 1)
+        and kernel[0] * kernel[1] <= WIDE_MAX_TAPS
+        and out_hw[0] * out_hw[1] >= WIDE_MIN_OUTPUT
+        and min(out_hw) >= 2
+    )
+
+
+class DepthwiseWideRows:
+    """y = depthwise conv of x at stride 1 over wide rows (module docstring); zero padding."""
+
+    def __init__(
+        self,
+        weight: np.ndarray,
+        bias: np.ndarray | None,
+        kernel: tuple[int, int],
+        dilation: tuple[int, int],
+        pads: Pads,
+        x_shape: tuple[int, int, int, int],
+        out_hw: tuple[int, int],
+        dtype: np.dtype,
+        relu: bool = False,
+    ) -> None:
+        """weight: (C, 1, KH, KW); bias: (C,) or None."""
+        n, c, h, w = x_shape
+        kh, kw = kernel
+        (dh, dw), oh = dilation, out_hw[0]
+        hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
+        self.relu, self.dtype, self.out_hw = relu, dtype, out_hw
+        self.w = weight.reshape(c, kh * kw, 1).astype(dtype)  # per channel and tap, broadcast over a row
+        self.bias = None if bias is None else bias.reshape(c, 1).astype(dtype)
+        # One zero row more than the padding needs: the last tap's wide row reads KW - 1
+        # elements past the padded map's end.
+        padded = np.zeros((n, c, hp + 1, wp), dtype)
+        self.interior = padded[:, :, pads[0] : pads[0] + h, pads[2] : pads[2] + w]
+        self.flat = padded.reshape(n, c, -1)
+        self.offsets = [a * dh * wp + b * dw for a in range(kh) for b in range(kw)]
+        self.wide_len, self.wp = oh * wp, wp
+        block = max(1, min(c, WIDE_BLOCK_ELEMENTS // self.wide_len))
+        self.blocks = [(c0, min(c, c0 + block)) for c0 in range(0, c, block)]
+        self.acc = np.empty((block, self.wide_len), dtype)
+        self.products = np.empty((block, self.wide_len), dtype)
+
+    def run(self, x: np.ndarray, y: np.ndarray) -> None:
+        np.copyto(self.interior, x)
+        oh, ow = self.out_hw
+        length = self.wide_len
+        for i in range(x.shape[0]):
+            flat = self.flat[i]
+            for c0, c1 in self.blocks:
+                acc, products, w = self.acc[: c1 - c0], self.products[: c1 - c0], self.w[c0:c1]
+                for t, offset in enumerate(self.offsets):
+                    taps = flat[c0:c1, offset : offset + length]
+                    if t == 0:
+                        np.multiply(taps, w[:, 0], out=acc)
+                    else:
+                        np.multiply(taps, w[:, t], out=products)
+                        acc += products
+                if self.bias is not None:
+                    acc += self.bias[c0:c1]
+                if self.relu:
+                    clamp.maximum(acc, self.dtype.type(0), out=acc)
+                np.copyto(y[i, c0:c1], acc.reshape(c1 - c0, oh, self.wp)[:, :, :ow])
