@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import multiprocessing
 import os
 import signal
 import threading
@@ -40,11 +39,13 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from multiprocessing.synchronize import Lock as ProcessLock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from functools import partial
 
 import numpy as np
+
+if TYPE_CHECKING:  # multiprocessing costs ~5 ms to import: only a split forward needs it
+    from multiprocessing.synchronize import Lock as ProcessLock
 
 # A layer splits only where the work of one half (multiply-adds, or a pool's window taps times
 # PASS_COST) is at least this: a half costs a few microseconds to hand over and each half of a
@@ -155,6 +156,8 @@ class HelperProcess:
     def __init__(self, splits: Splits) -> None:
         self.page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_SHARED)
         self.ctl = np.frombuffer(self.page, np.int64, 8)
+        import multiprocessing
+
         self.lock = multiprocessing.get_context("fork").Lock()
         self.seq = 0
         self.taken = 0  # halves the caller ran itself (the helper had not claimed them in time)

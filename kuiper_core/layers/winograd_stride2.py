@@ -28,27 +28,21 @@ and infinity), exact (rational arithmetic), made once per (m, r).
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .winograd import ROWS_WORK_BUDGET, _WorkKernel, padded_parts
 
+if TYPE_CHECKING:
+    from fractions import Fraction
+
 # Interpolation points in the order they are taken (F(m, r) uses the first m + r - 2, plus
-# infinity).
-POINTS = (
-    Fraction(0),
-    Fraction(1),
-    Fraction(-1),
-    Fraction(2),
-    Fraction(-2),
-    Fraction(1, 2),
-    Fraction(-1, 2),
-    Fraction(3),
-    Fraction(-3),
-)
+# infinity), as (numerator, denominator): fractions (2 ms to import) only when a transform
+# is first made.
+POINTS = ((0, 1), (1, 1), (-1, 1), (2, 1), (-2, 1), (1, 2), (-1, 2), (3, 1), (-3, 1))
 
 
 @cache
@@ -59,8 +53,10 @@ def toom_cook(m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     A^T evaluates the output polynomial at the points (its column for infinity picks the top
     coefficient), G the filter's, and B^T is the solution of the resulting exact linear
     system, found in rational arithmetic (no rounding; asserted)."""
+    from fractions import Fraction
+
     n = m + r - 1
-    pts = POINTS[: n - 1]
+    pts = [Fraction(*p) for p in POINTS[: n - 1]]
     at = [[p**i for p in pts] + [Fraction(int(i == m - 1))] for i in range(m)]
     g = []
     for j, p in enumerate(pts):
