@@ -408,17 +408,24 @@ def test_winograd_writes_a_strided_output_and_shares_its_work_buffer() -> None:
         assert_close(y2, ref2, "second shape")
 
 
+def _padded_3x3_kernel(
+    seed: int, x_shape: tuple[int, int, int, int], out_channels: int, relu: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
+    """(x, weight, bias, the kernel the layer makes) for a 3x3 conv with padding 1."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    wt = rng.standard_normal((out_channels, x_shape[1], 3, 3)).astype(np.float32)
+    b = rng.standard_normal(out_channels).astype(np.float32)
+    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
+    return x, wt, b, layer._make_kernel(x.shape, np.dtype(np.float32), relu=relu)
+
+
 @pytest.mark.parametrize("relu", [False, True])
 def test_small_convs_carry_the_bias_in_one_2d_gemm(relu: bool) -> None:
     """deep1500's convs (8 -> 8 channels, 3x3 on 8x8): a weight this small takes the bias as
     a GEMM column (though it is bigger than the output map), and one image's wide rows run
     as np.dot on 2-D views; the values are the reference's, with and without a fused ReLU."""
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal((1, 8, 8, 8)).astype(np.float32)
-    wt = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(8).astype(np.float32)
-    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
-    kernel = layer._make_kernel(x.shape, np.dtype(np.float32), relu=relu)
+    x, wt, b, kernel = _padded_3x3_kernel(11, (1, 8, 8, 8), 8, relu)
     assert isinstance(kernel, Im2col) and kernel.has_bias and kernel.bias_after is None and kernel.dot is not None
     ref = conv2d_reference(x, wt, b, stride=(1, 1), pads=(1, 1, 1, 1))
     for scale in (1.0, -2.0):  # a second call: nothing of the first is left
@@ -432,12 +439,7 @@ def test_small_convs_carry_the_bias_in_one_2d_gemm(relu: bool) -> None:
 def test_wide_rows_add_a_bias_left_out_of_the_gemm_as_the_crop(relu: bool) -> None:
     """A big weight over a small map keeps its bias out of the GEMM (no weight copy); wide
     rows (few outputs) then add it while cropping the grid, before a fused ReLU."""
-    rng = np.random.default_rng(12)
-    x = rng.standard_normal((1, 512, 4, 5)).astype(np.float32)
-    wt = rng.standard_normal((16, 512, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(16).astype(np.float32)
-    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
-    kernel = layer._make_kernel(x.shape, np.dtype(np.float32), relu=relu)
+    x, wt, b, kernel = _padded_3x3_kernel(12, (1, 512, 4, 5), 16, relu)
     assert isinstance(kernel, Im2col) and kernel.wide and kernel.bias_after is not None
     want = conv2d_reference(x, wt, b, stride=(1, 1), pads=(1, 1, 1, 1))
     y = np.full(want.shape, np.nan, np.float32)

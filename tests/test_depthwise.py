@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from kuiper_core.layers.conv_kernels import Im2col
 from kuiper_core.layers.conv_reference import conv2d_reference
-from kuiper_core.layers.depthwise import DepthwiseChannelsLast, DepthwiseWideRows, channels_last_wins, wide_rows_win
+from kuiper_core.layers.depthwise import (
+    DepthwiseChannelsLast,
+    DepthwiseWideRows,
+    Geometry,
+    channels_last_wins,
+    wide_rows_win,
+)
 from kuiper_core.layers.windows import out_size
 from layer_testing import assert_close
 from test_conv_kernels import conv_layer
@@ -53,10 +59,8 @@ def run_kernel(case: dict, wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
         out_size(h, case["k"][0], stride[0], pads[0], pads[1], dil[0]),
         out_size(w, case["k"][1], stride[1], pads[2], pads[3], dil[1]),
     )
-    if wide:
-        kernel = DepthwiseWideRows(wt, b, case["k"], dil, pads, x.shape, out_hw, dtype, case["relu"])
-    else:
-        kernel = DepthwiseChannelsLast(wt, b, case["k"], stride, dil, pads, x.shape, out_hw, dtype, case["relu"])
+    make = DepthwiseWideRows if wide else DepthwiseChannelsLast
+    kernel = make(wt, b, Geometry(case["k"], stride, dil, pads, x.shape, out_hw), dtype, case["relu"])
     y = np.full((n, c, *out_hw), np.nan, dtype)
     kernel.run(x, y)
     kernel.run(x * 2, y)  # a second call reuses the buffers: nothing of the first is left

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
-from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, channels_last_wins, wide_rows_win
+from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry, channels_last_wins, wide_rows_win
 from .halves import MIN_HALF_WORK, active as splitting, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
@@ -400,23 +400,10 @@ class Convolution(_ConvBase):
                 self._stride2_weights[m] = transform_weights_stride2(self._module_weight(), m)
             u = self._stride2_weights[m][:, channels].astype(dtype, copy=False)
             return Stride2RowsConv(u, bias, m, kernel_hw[0], x_shape, pads, dtype, relu)
-        if kind == "depthwise":
-            return DepthwiseChannelsLast(
-                self._module_weight(),
-                self.bias_data,
-                kernel_hw,
-                self.stride,
-                self.dilation,
-                pads,
-                x_shape,
-                out_hw,
-                dtype,
-                relu,
-            )
-        if kind == "wide":
-            return DepthwiseWideRows(
-                self._module_weight(), self.bias_data, kernel_hw, self.dilation, pads, x_shape, out_hw, dtype, relu
-            )
+        if kind in ("depthwise", "wide"):
+            make = DepthwiseChannelsLast if kind == "depthwise" else DepthwiseWideRows
+            geo = Geometry(kernel_hw, self.stride, self.dilation, pads, x_shape, out_hw)
+            return make(self._module_weight(), self.bias_data, geo, dtype, relu)
         if kind == "pointwise":
             wmat, after = self._gemm_weights(bias_column=False)
             return Pointwise(

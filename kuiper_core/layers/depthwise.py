@@ -29,6 +29,8 @@ maps: no columns copied, no transposes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -90,23 +92,23 @@ def channels_last_wins(
     return last < MARGIN * im2col
 
 
+class Geometry(NamedTuple):
+    """A depthwise convolution's shapes, as the layer worked them out (zero padding)."""
+
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    pads: Pads
+    x_shape: tuple[int, int, int, int]
+    out_hw: tuple[int, int]
+
+
 class DepthwiseChannelsLast:
     """y = depthwise conv of x, channels last (module docstring); zero padding."""
 
-    def __init__(
-        self,
-        weight: np.ndarray,
-        bias: np.ndarray | None,
-        kernel: tuple[int, int],
-        stride: tuple[int, int],
-        dilation: tuple[int, int],
-        pads: Pads,
-        x_shape: tuple[int, int, int, int],
-        out_hw: tuple[int, int],
-        dtype: np.dtype,
-        relu: bool = False,
-    ) -> None:
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geo: Geometry, dtype: np.dtype, relu: bool) -> None:
         """weight: (C, 1, KH, KW); bias: (C,) or None."""
+        kernel, stride, dilation, pads, x_shape, out_hw = geo
         n, c, h, w = x_shape
         kh, kw = kernel
         self.relu = relu
@@ -167,22 +169,13 @@ def wide_rows_win(kernel: tuple[int, int], stride: tuple[int, int], out_hw: tupl
 class DepthwiseWideRows:
     """y = depthwise conv of x at stride 1 over wide rows (module docstring); zero padding."""
 
-    def __init__(
-        self,
-        weight: np.ndarray,
-        bias: np.ndarray | None,
-        kernel: tuple[int, int],
-        dilation: tuple[int, int],
-        pads: Pads,
-        x_shape: tuple[int, int, int, int],
-        out_hw: tuple[int, int],
-        dtype: np.dtype,
-        relu: bool = False,
-    ) -> None:
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geo: Geometry, dtype: np.dtype, relu: bool) -> None:
         """weight: (C, 1, KH, KW); bias: (C,) or None."""
+        kernel, stride, (dh, dw), pads, x_shape, out_hw = geo
+        assert stride == (1, 1), "wide rows are for stride 1"
         n, c, h, w = x_shape
         kh, kw = kernel
-        (dh, dw), oh = dilation, out_hw[0]
+        oh = out_hw[0]
         hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
         self.relu, self.dtype, self.out_hw = relu, dtype, out_hw
         self.w = weight.reshape(c, kh * kw, 1).astype(dtype)  # per channel and tap, broadcast over a row
