@@ -232,7 +232,8 @@ class Im2col:
             if self.wide and n == 1 and g == 1 and self.wmat.flags.c_contiguous:
                 wide_out = self.wide_out
                 assert wide_out is not None
-                self.dot = (self.wmat[0], self.cols.reshape(self.cols.shape[2], -1), wide_out.reshape(og, -1))
+                product = wide_out.reshape(og, -1)
+                self.dot = (self.wmat[0], self.cols.reshape(self.cols.shape[2], -1), product, wide_out)
 
     def _cols_shape(self, n: int) -> tuple[int, ...]:
         rows = self.k + self.has_bias
@@ -274,9 +275,9 @@ class Im2col:
             np.copyto(self.interior, x)
             np.copyto(self.cols_view, self.taps)
             if self.dot is not None:
-                w, cols, out = self.dot
-                np.dot(w, cols, out=out)
-                self._crop(y, self.wide_out)
+                w, cols, product, grid = self.dot  # product: grid (wide_out) as a matrix
+                np.dot(w, cols, out=product)
+                self._crop(y, grid)
             else:
                 self._gemm(self.cols, y, self.wide_out if self.wide else self.across_out)
             return
