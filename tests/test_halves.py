@@ -160,12 +160,13 @@ def test_each_kernel_splits(
     assert_close(y, ref, f"{way} {kind}")
 
 
-def test_small_convs_and_depthwise_stay_whole(blas_one: None) -> None:
-    x, wt, b = arrays(1, (1, 8, 8, 8), (8, 8, 3, 3), (8,))
-    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
+@pytest.mark.parametrize("groups", [1, 8])  # a dense conv, a depthwise one
+def test_small_convs_and_depthwise_stay_whole(blas_one: None, groups: int) -> None:
+    x, wt, b = arrays(1, (1, 8, 8, 8), (8, 8 // groups, 3, 3), (8,))
+    layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=groups)
     with splitting() as made:
-        layer.prepare([x], [np.empty((1, 8, 8, 8), np.float32)])
-    assert made.made == 0
+        call = layer.prepare([x], [np.empty((1, 8, 8, 8), np.float32)])
+    assert call is not None and made.made == 0
 
 
 @pytest.mark.parametrize(

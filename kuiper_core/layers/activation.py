@@ -655,7 +655,7 @@ class GELU(Elementwise):
             gelu_reference(x, y)  # float64 (and float16) inputs: the float64 path
         else:
             yf = y.reshape(-1) if y.flags.c_contiguous else np.empty(x.size, y.dtype)
-            gelu_blocks(self.blocks(x.size), [x.reshape(-1)], [yf])
+            _compute_blocks(gelu_block, self.blocks(x.size), [x.reshape(-1)], [yf])
             if not y.flags.c_contiguous:
                 np.copyto(y, yf.reshape(y.shape))
 
@@ -669,19 +669,13 @@ class GELU(Elementwise):
             or not (x.flags.c_contiguous and y.flags.c_contiguous)
         ):
             return super().prepare_whole(inputs, out)
-        return partial(gelu_blocks, self.blocks(x.size))
+        return partial(_compute_blocks, gelu_block, self.blocks(x.size))
 
 
-def gelu_blocks(blocks: tuple[tuple[int, int], ...], inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
-    """gelu_float32 over contiguous float32 inputs[0] into out[0], block by block."""
-    xf, yf = inputs[0].reshape(-1), out[0].reshape(-1)
-    n = blocks[0][1] if blocks else 0
-    work, index = scratch("gelu.work", (GELU_WORK_ROWS, n), F32), scratch("gelu.index", (n,), np.intp)
-    if len(blocks) == 1:
-        gelu_float32(xf, yf, work, index)
-        return
-    for start, stop in blocks:
-        gelu_float32(xf[start:stop], yf[start:stop], work[:, : stop - start], index[: stop - start])
+def gelu_block(x: np.ndarray, y: np.ndarray) -> None:
+    """gelu_float32 on one block of contiguous 1-D float32 x into y, with this thread's work arrays."""
+    n = x.shape[0]
+    gelu_float32(x, y, scratch("gelu.work", (GELU_WORK_ROWS, n), F32), scratch("gelu.index", (n,), np.intp))
 
 
 # -- along one dim ---------------------------------------------------------------------

@@ -405,10 +405,8 @@ class Convolution(_ConvBase):
             geo = Geometry(kernel_hw, self.stride, self.dilation, pads, x_shape, out_hw)
             return make(self._module_weight(), self.bias_data, geo, dtype, relu)
         if kind == "pointwise":
-            wmat, after = self._gemm_weights(bias_column=False)
-            return Pointwise(
-                wmat[:, channels].astype(dtype, copy=False), None if after is None else bias, x_shape, relu
-            )
+            wmat, _ = self._gemm_weights(bias_column=False)  # the bias after the GEMM: `bias`
+            return Pointwise(wmat[:, channels].astype(dtype, copy=False), bias, x_shape, relu)
         # The bias as a GEMM column saves a pass over the output; worth a weight copy only
         # while the weight is smaller than the output (not for ResNet's 512-channel convs),
         # or small anyway (deep1500's 8x8 convs: one NumPy call less, ~1 us of their ~6).

@@ -11,8 +11,9 @@ run of C contiguous floats:
     y[n, c, i, j]       = Σ_t cols[n, i, j, t, c] · w[c, t] (+ bias[c])
 
 one einsum over the taps of that strided view (no columns copied) with the (KH, KW, C)
-weight, and the (small) result copied back to NCHW. On big maps with few channels the runs are short and
-Im2col's whole-row copies win: `channels_last_wins` weighs the two (cost models below).
+weight, and the (small) result copied back to NCHW. On big maps with few channels the runs
+are short and Im2col's whole-row copies win: `channels_last_wins` weighs the two (cost
+models below).
 
 On big maps at stride 1 (MobileNetV2's and EfficientNet's 112x112 and 56x56 3x3 convs)
 `DepthwiseWideRows` wins over both: each channel's padded map, flat, read at each tap's
@@ -179,7 +180,7 @@ class DepthwiseWideRows:
         hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
         self.relu, self.dtype, self.out_hw = relu, dtype, out_hw
         self.w = weight.reshape(c, kh * kw, 1).astype(dtype)  # per channel and tap, broadcast over a row
-        self.bias = None if bias is None else bias.reshape(c, 1).astype(dtype)
+        self.bias = None if bias is None else bias.reshape(c, 1, 1).astype(dtype)
         # One zero row more than the padding needs: the last tap's wide row reads KW - 1
         # elements past the padded map's end.
         padded = np.zeros((n, c, hp + 1, wp), dtype)
@@ -207,8 +208,11 @@ class DepthwiseWideRows:
                     else:
                         np.multiply(taps, w[:, t], out=products)
                         acc += products
-                if self.bias is not None:
-                    acc += self.bias[c0:c1]
+                # The columns that did not wrap around, with the bias added as they are kept.
+                kept, block_out = acc.reshape(c1 - c0, oh, self.wp)[:, :, :ow], y[i, c0:c1]
+                if self.bias is None:
+                    np.copyto(block_out, kept)
+                else:
+                    np.add(kept, self.bias[c0:c1], out=block_out)
                 if self.relu:
-                    clamp.maximum(acc, self.dtype.type(0), out=acc)
-                np.copyto(y[i, c0:c1], acc.reshape(c1 - c0, oh, self.wp)[:, :, :ow])
+                    clamp.maximum(block_out, self.dtype.type(0), out=block_out)

@@ -39,8 +39,8 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 

@@ -136,7 +136,8 @@ class SplitForward:
         start = time.perf_counter()
         while time.perf_counter() - start < WARM_SECONDS:
             self.run(inputs)
-        return median_time(self.run, inputs, runs), self.run(inputs)
+        times, outputs = run_times(self.run, inputs, runs)
+        return float(np.median(times)), outputs
 
     def owned(self) -> bool:
         """Made in this process: a process forked from its maker (multiprocessing's workers)
