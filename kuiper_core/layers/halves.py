@@ -237,6 +237,7 @@ def _helper_main(splits: Splits, ctl: np.ndarray, lock: ProcessLock, wake_r: int
     """The helper's loop: poll for a posted half, claim it, run it, mark it done; sleep on the
     pipe after SPIN_SECONDS without one."""
     from ..threads import set_blas_threads
+    from ..ufunc_buffers import set_engine_bufsize
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _die_with_parent()
@@ -246,6 +247,7 @@ def _helper_main(splits: Splits, ctl: np.ndarray, lock: ProcessLock, wake_r: int
     os.closerange(3, wake_r)
     os.closerange(wake_r + 1, 1 << 16)
     set_blas_threads(1)
+    set_engine_bufsize()  # as the caller's halves run (ufunc_buffers.py)
     calls = splits.calls
     seen = 0
     while not ctl[_STOP]:

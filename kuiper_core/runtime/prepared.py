@@ -41,6 +41,7 @@ import numpy as np
 
 from ..graph import Operator
 from ..layers.registry import Layer
+from ..ufunc_buffers import set_engine_bufsize
 from . import interpreter
 from .calls import arrays_of, call_layer, is_view, raise_for_operator
 from .memory import BufferPlan, ShapeDtype, plan_buffers
@@ -230,6 +231,7 @@ class PreparedForward:
         calls = self.calls[start:] if start else self.calls
         try:
             with np.errstate(all="ignore"):  # as torch: silent on overflow, 0/0, log(-1)
+                set_engine_bufsize()  # restored with the errstate (ufunc_buffers.py)
                 for i, call in enumerate(calls, start):  # noqa: B007  (i names the failing call below)
                     call()
         except Exception as e:

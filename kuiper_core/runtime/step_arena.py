@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 import numpy as np
 
 from .. import limits as _limits
+from ..ufunc_buffers import UFUNC_BUFSIZE, set_engine_bufsize, with_engine_bufsize
 from .calls import arrays_of, call_layer, raise_for_operator
 from .events import StepEvent
 from .prepared import NotPreparable, Record, bind_operator, feed, record
@@ -139,6 +140,9 @@ class StepArena:
                 args = [values[o.name] for o in operator.binding.inputs]
                 outs = [buffer(o.name) for o in operator.binding.outputs]
                 call = bind_operator(program, operator, args, outs, operator.key in rec.views, values)
+                if call is not None and sum(o.size for o in outs if o is not None) >= UFUNC_BUFSIZE:
+                    # forward's buffer size (ufunc_buffers.py); ~1.4 us, not worth it on small ones
+                    call = partial(with_engine_bufsize, call)
             self.calls.append(call)
             self.values.add(operator.index, {o.name: values[o.name] for o in op.outputs})
         self.values.hand_out_views(memory)
@@ -340,6 +344,7 @@ class StepArenas:
             return None  # another would be as big as the first: no room for it
         try:
             with np.errstate(all="ignore"), _limits.use(program.limits):  # the run after it warns
+                set_engine_bufsize()
                 rec = rec if rec is not None else record(program, inputs)
                 return StepArena.build(program, inputs, rec, MAX_ARENA_BYTES - used)
         except NotPreparable:
