@@ -122,10 +122,15 @@ def _opt_o2_checked(capsys, tmp_path, out):
     return opt(capsys, model, "-O2", "-o", str(out), "--check", x)
 
 
-def test_check_judges_o2_rounding_by_the_inputs_own_float32_sensitivity(tmp_path, capsys):
+def test_check_judges_o2_rounding_by_the_inputs_own_float32_sensitivity(tmp_path, capsys, monkeypatch):
     """EfficientNet's layout at optlevel 0 on an ill-conditioned input: folding its batch norms
-    moves the outputs past -O2's 1e-4 of their scale, as float32 rounding moves the original's
-    there (its error against float64, 1-ulp input changes): rounding, written, and said so."""
+    moves the outputs past a fixed share of their scale, as float32 rounding moves the original's
+    there (its error against float64, 1-ulp input changes): rounding, written, and said so.
+
+    The share is -O2's 1e-4 lowered to 1e-6 here: how far folding moves these outputs depends on
+    which kernels run (0.02 on outputs up to ~1500 since the 27 Nov depthwise choices, within
+    1e-4; 1e-4 was passed before), and the test is of the judgment past it."""
+    monkeypatch.setattr("kuiper_core.passes.exactness.ROUNDING", 1e-6)
     out = tmp_path / "o.pnnx.param"
     code, stdout, stderr = _opt_o2_checked(capsys, tmp_path, out)
     assert code == 0 and out.exists(), stderr

@@ -88,11 +88,12 @@ def test_wide_rows_match_reference(case: dict, block: int) -> None:
 
 
 # MobileNetV2's and EfficientNet-B0's depthwise convs on big maps (one thread, 2026-11-27,
-# against the faster of the others): wide rows from 56x56 outputs, 3x3, stride 1.
+# against the faster of the others): wide rows from 28x28 outputs, 3x3, stride 1.
 BIG_MAP_DEPTHWISE = [
     ((3, 3), (1, 1), (112, 112), True),  # (32, 112x112): 1.08 vs im2col's 1.94 ms
     ((3, 3), (1, 1), (56, 56), True),  # (144, 56x56): 1.77 vs channels last's 2.06 ms
-    ((3, 3), (1, 1), (28, 28), False),  # (192, 28x28): channels last 0.73 vs 1.10 ms
+    ((3, 3), (1, 1), (28, 28), True),  # (192, 28x28): 0.50 vs channels last's 0.56 ms (bufsize 2048)
+    ((3, 3), (1, 1), (24, 24), False),  # (72, 24x24): channels last 0.17 vs 0.21 ms
     ((5, 5), (1, 1), (56, 56), False),  # (144, 56x56) 5x5: channels last 2.76 vs 3.08 ms
     ((3, 3), (2, 2), (56, 56), False),  # (96, 112x112) stride 2: im2col 2.15 vs 2.42 ms
 ]
@@ -101,6 +102,20 @@ BIG_MAP_DEPTHWISE = [
 @pytest.mark.parametrize("kernel, stride, out_hw, expected", BIG_MAP_DEPTHWISE)
 def test_wide_rows_are_chosen_for_big_maps(kernel, stride, out_hw, expected) -> None:
     assert wide_rows_win(kernel, stride, out_hw) == expected
+
+
+# Big maps with more taps, where im2col's columns spill out of L2 (one thread, 2026-11-27):
+# channels last, not im2col. (x_shape, kernel, stride, pads, out_hw)
+SPILLING_IM2COL = [
+    ((1, 96, 56, 56), (7, 7), (1, 1), (3, 3, 3, 3), (56, 56)),  # ConvNeXt-T stage 1: 3.3 vs 9.1-10.1 ms
+    ((1, 144, 56, 56), (5, 5), (1, 1), (2, 2, 2, 2), (56, 56)),  # 2.8 vs 6.4-7.0 ms
+    ((1, 144, 56, 56), (3, 3), (2, 2), (1, 1, 1, 1), (28, 28)),  # EfficientNet-B0: 0.75 vs 0.97 ms
+]
+
+
+@pytest.mark.parametrize("x_shape, kernel, stride, pads, out_hw", SPILLING_IM2COL)
+def test_channels_last_beats_im2col_whose_columns_spill(x_shape, kernel, stride, pads, out_hw) -> None:
+    assert channels_last_wins(x_shape, kernel, stride, pads, out_hw)
 
 
 def test_layer_picks_wide_rows_on_a_big_map_and_matches_reference() -> None:

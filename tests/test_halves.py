@@ -359,12 +359,16 @@ def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, 
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 
-def test_a_one_row_linear_splits_its_output_features(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A classifier's GEMV as two halves of the output features (bias too): the unsplit values."""
+@pytest.mark.parametrize("x_shape", [(1, 40), (1, 7, 9, 40), (5, 40)])
+def test_a_linear_splits_its_rows_or_a_single_rows_features(monkeypatch: pytest.MonkeyPatch, x_shape) -> None:
+    """A classifier's GEMV as two halves of the output features, a Linear of more rows (ConvNeXt's
+    channels-last ones, odd counts too) as two halves of its rows (bias too): the unsplit values."""
     from kuiper_core.graph import Attribute, Graph
+    from kuiper_core.layers import linear
     from kuiper_core.layers.registry import create_layer
 
-    monkeypatch.setattr("kuiper_core.layers.linear.SPLIT_MIN_HALF_WEIGHTS", 16)
+    monkeypatch.setattr(linear, "SPLIT_MIN_HALF_WEIGHTS", 16)
+    monkeypatch.setattr(linear, "MIN_HALF_WORK", 16)
     rng = np.random.default_rng(7)
     w, bias = rng.standard_normal((33, 40)).astype(np.float32), rng.standard_normal(33).astype(np.float32)
     g = Graph()
@@ -373,7 +377,7 @@ def test_a_one_row_linear_splits_its_output_features(monkeypatch: pytest.MonkeyP
     )
     op.attrs["weight"], op.attrs["bias"] = Attribute("f32", w.shape, w), Attribute("f32", bias.shape, bias)
     layer = create_layer(op)
-    x = rng.standard_normal((1, 40)).astype(np.float32)
+    x = rng.standard_normal(x_shape).astype(np.float32)
     (want,) = layer.forward([x], [None])
     y = run_split(layer.prepare, [x], np.full_like(want, np.nan))
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))

@@ -47,6 +47,12 @@ _IM2COL_CALL = 6.88e-5
 _IM2COL_COLUMN = 1.68e-7
 _IM2COL_ROW = 2.98e-6
 _IM2COL_FIXED = 2.52e-3
+# Beyond the fit's maps: from ~1 M column elements (4 MB, past L2) a column element costs ~3x
+# the fit's (2026-11-27, one thread, maps 28-112: 2.6-3.4x on nine convs, 1.4-1.6x on the
+# fit's biggest). Without it ConvNeXt's (96, 56x56) 7x7 conv took im2col: 9.06 ms against
+# channels last's 3.26; EfficientNet's (144, 56x56) 5x5 stride 2: 0.97 against 0.75.
+_IM2COL_SPILL_ELEMENTS = 1 << 20
+_IM2COL_SPILL_FACTOR = 3.0
 # Channels last as einsum over the strided taps (2026-11-27, 74 convs at N 1: C 16-576, maps
 # 3-48, 3x3 and 5x5, stride 1 and 2; median error 8 %): per multiply-add, per contiguous run
 # of C, per input element (the transposed copy into the padded buffer). It won 59 of the 74
@@ -78,9 +84,11 @@ def channels_last_wins(
     taps = kernel[0] * kernel[1]
     wide = stride == (1, 1)  # Im2col's wide rows: OH x padded width columns per tap
     cols = oh * (w + pads[2] + pads[3]) if wide else oh * ow
+    columns = n * c * (taps + 1) * cols
+    spill = _IM2COL_SPILL_FACTOR if columns > _IM2COL_SPILL_ELEMENTS else 1.0
     im2col = (
         _IM2COL_CALL * n * c
-        + _IM2COL_COLUMN * n * c * (taps + 1) * cols
+        + _IM2COL_COLUMN * spill * columns
         + (0 if wide else _IM2COL_ROW * n * c * taps * oh)
         + _IM2COL_FIXED
     )
@@ -146,12 +154,14 @@ class DepthwiseChannelsLast:
         np.copyto(y, self.result.transpose(0, 3, 1, 2))
 
 
-# Wide rows win at stride 1 with 3x3 kernels from 56x56 outputs on (one thread, 2026-11-27,
+# Wide rows win at stride 1 with 3x3 kernels from 28x28 outputs on (one thread, 2026-11-27,
 # against the faster of Im2col and channels last: bench/README.md "Depthwise convolutions"):
-# (32, 112x112) 1.08 ms against 1.94, (144, 56x56) 1.77 against 2.06; at 28x28 and with 5x5
-# kernels (49 passes) channels last stays ahead, and at stride 2 (over sh x sw phase planes
-# of the input, measured) the others are as fast or faster.
-WIDE_MIN_OUTPUT = 56 * 56
+# (32, 112x112) 1.08 ms against 1.94, (144, 56x56) 1.77 against 2.06; with NumPy's buffers at
+# 2048 elements (ufunc_buffers.py) also (192, 28x28) 0.50 against 0.56, (16, 48x48) 0.13
+# against 0.20, (144, 28x28) a tie; at 24x24 and with 5x5 kernels (49 passes) channels last
+# stays ahead, and at stride 2 (over sh x sw phase planes, or planes of rows only keeping
+# every other column: measured) the others are as fast or faster.
+WIDE_MIN_OUTPUT = 28 * 28
 WIDE_MAX_TAPS = 9
 # Channels per block: a block's wide rows (and its products) stay in L2, ~128 KB each.
 WIDE_BLOCK_ELEMENTS = 1 << 15
