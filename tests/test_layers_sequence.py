@@ -198,3 +198,27 @@ def test_self_attention_prepared_matches_forward(batch_first: bool, bias: bool) 
     f([x], [y])  # again: the scratch arrays hold the last call's values
     np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
     assert layer.prepare([x.astype(np.float64)], [y.astype(np.float64)]) is None
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_split_in_halves_matches_forward(monkeypatch, batch_first: bool, bias: bool) -> None:
+    """Inside a split forward (layers/halves.py) self-attention runs its heads in two halves,
+    then its output projection in two halves of the rows (both here: no helper process):
+    the forward's values."""
+    from kuiper_core.layers import attention, halves
+
+    monkeypatch.setattr(attention, "MIN_HALF_WORK", 16)
+    op = _case("attn_mha_self_bf_output")[1]
+    layer = create_layer(op)
+    layer.batch_first = batch_first
+    if not bias:
+        layer.b_fused = layer.bo = None
+    x = np.random.default_rng(4).standard_normal((3, 5, 16)).astype(np.float32)
+    expected = layer.forward([x], [None])[0]
+    y = np.full_like(x, np.nan)
+    with halves.splitting() as splits:
+        f = layer.prepare([x], [y])
+    assert f is not None and splits.made == 2  # heads, then rows
+    f([x], [y])
+    np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)

@@ -33,6 +33,7 @@ import numpy as np
 from ..graph import Operand, Operator, Shape
 from .activation import softmax
 from .broadcast import expanded
+from .halves import MIN_HALF_WORK, active as splitting, made, run_halves, shared_array, split_rows
 from .module_outputs import match_outputs
 from .registry import Layer, Prepared, register
 from .windows import scratch
@@ -264,8 +265,57 @@ class MultiheadAttention(Layer):
             return None
         perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)  # (B, L, h, d) or (L, B, h, d) -> (B, h, L, d)
         rows = x.shape[0] * x.shape[1]
+        if splitting() and self.num_heads >= 2 and rows >= 2 and rows * self.flops_per_row() >= 2 * MIN_HALF_WORK:
+            return self._split_call(x, y, perm)
         b_qkv, bo = expanded(self.b_fused, (rows, 3 * self.embed_dim)), expanded(self.bo, (rows, self.embed_dim))
         return partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, perm)
+
+    def flops_per_row(self) -> int:
+        """Multiply-adds of the projections per input row (self-attention)."""
+        return 4 * self.embed_dim * self.embed_dim
+
+    def _split_call(self, x: np.ndarray, y: np.ndarray, perm: tuple[int, ...]) -> Prepared:
+        """Self-attention in two steps of two halves (halves.py: a helper process runs one of
+        each): the heads in two halves (each its columns of the q/k/v projection and its
+        heads' attention, into a shared buffer), then the output projection in two halves of
+        the rows. Inside a split forward the BLAS runs one thread: unsplit, the ViT-B/16's
+        attention (525 M multiply-adds a layer) would leave the other core idle."""
+        assert self.w_fused is not None
+        s0, s1, E = x.shape
+        rows, heads, d = s0 * s1, self.num_heads, self.head_dim
+        attn = shared_array((s0, s1, heads, d), F32)
+        x2, attn2, y2 = x.reshape(rows, E), attn.reshape(rows, E), y.reshape(rows, E)
+        steps = []
+        h = heads // 2
+        cols = [[slice(i * E + lo * d, i * E + hi * d) for i in range(3)] for lo, hi in ((0, h), (h, heads))]
+        steps.append(
+            [
+                partial(
+                    attend_heads,
+                    x2,
+                    [self.w_fused[:, c] for c in part],
+                    None if self.b_fused is None else [self.b_fused[c] for c in part],
+                    (s0, s1),
+                    perm,
+                    attn[:, :, lo:hi],
+                )
+                for part, (lo, hi) in zip(cols, ((0, h), (h, heads)))
+            ]
+        )
+        r = split_rows(rows)
+        bo = self.bo
+        steps.append(
+            [
+                partial(_project_rows, attn2[r0:r1], self.wo, expanded(bo, (r1 - r0, E)), y2[r0:r1])
+                for r0, r1 in ((0, r), (r, rows))
+            ]
+        )
+        tickets = []
+        for first, second in steps:
+            ticket = made()
+            ticket.bind(partial(run_halves, ticket, first, second))
+            tickets.append((ticket, first, second))
+        return partial(_run_steps, tuple(tickets))
 
     def _project(
         self, ops: list[np.ndarray], query: np.ndarray, key: np.ndarray, value: np.ndarray
@@ -356,6 +406,44 @@ def self_attention(
     np.matmul(attn.reshape(rows, E), wo, y)
     if bo is not None:
         y += bo
+
+
+def attend_heads(
+    x2: np.ndarray,
+    w: list[np.ndarray],
+    b: list[np.ndarray] | None,
+    lead: tuple[int, int],
+    perm: tuple[int, ...],
+    attn: np.ndarray,
+) -> None:
+    """Some heads of a self-attention into `attn` (s0, s1, heads, d): their q, k and v (x2
+    times the heads' columns `w` of the fused projection, plus `b`), scores, softmax, values."""
+    s0, s1 = lead
+    heads, d = attn.shape[2], attn.shape[3]
+    q, k, v = (scratch(f"mha.part{i}", (x2.shape[0], heads * d), F32) for i in range(3))
+    for i, part in enumerate((q, k, v)):
+        np.matmul(x2, w[i], part)
+        if b is not None:
+            part += b[i]
+    q4, k4, v4 = (a.reshape(s0, s1, heads, d).transpose(perm) for a in (q, k, v))  # (B, h, L, d)
+    B, L = q4.shape[0], q4.shape[2]
+    scores = scratch("mha.scores", (B, heads, L, L), F32)
+    probs = scratch("mha.probs", (B, heads, L, L), F32)
+    np.matmul(q4, k4.swapaxes(-1, -2), scores)
+    softmax(scores, probs, 3)
+    np.matmul(probs, v4, attn.transpose(perm))
+
+
+def _project_rows(attn_rows: np.ndarray, wo: np.ndarray, bo: np.ndarray | None, y_rows: np.ndarray) -> None:
+    np.matmul(attn_rows, wo, y_rows)
+    if bo is not None:
+        y_rows += bo
+
+
+def _run_steps(steps: tuple, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """A split call of several steps, each two halves (halves.run_halves), one after the other."""
+    for ticket, first, second in steps:
+        run_halves(ticket, first, second)
 
 
 @register("F.scaled_dot_product_attention")

@@ -276,6 +276,18 @@ def _helper_main(splits: Splits, ctl: np.ndarray, lock: ProcessLock, wake_r: int
         ctl[_DONE] = seq
 
 
+def shared_bytes(n: int) -> np.ndarray:
+    """n bytes of anonymous memory shared with processes forked later (a buffer slot)."""
+    return np.frombuffer(mmap.mmap(-1, max(n, 1), flags=mmap.MAP_SHARED), np.uint8)[:n]
+
+
+def shared_array(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """An array in shared memory (shared_bytes): a work buffer both halves of a split call
+    write and a later step reads (the helper is forked after the split calls are made)."""
+    dtype = np.dtype(dtype)
+    return shared_bytes(int(np.prod(shape)) * dtype.itemsize).view(dtype).reshape(shape)
+
+
 def min_half(cheap: bool) -> int:
     """Elements a half from which an elementwise-style call splits (read at each prepare: the
     tests lower them)."""
@@ -354,6 +366,8 @@ __all__ = [
     "made",
     "min_half",
     "run_halves",
+    "shared_array",
+    "shared_bytes",
     "split_rows",
     "split_flat",
     "splitting",

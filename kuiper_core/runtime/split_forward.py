@@ -24,7 +24,6 @@ one's time, both timed at the second forward at these shapes.
 
 from __future__ import annotations
 
-import mmap
 import os
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..layers.conv import reusing_weights
-from ..layers.halves import HelperProcess, splitting
+from ..layers.halves import HelperProcess, shared_bytes, splitting
 from ..threads import one_blas_thread
 from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
@@ -59,11 +58,6 @@ ENV = "KUIPER_HELPER_PROCESS"
 def allowed() -> bool:
     """May a forward fork a helper process here (POSIX fork, not turned off by ENV)?"""
     return hasattr(os, "fork") and os.environ.get(ENV, "1") != "0"
-
-
-def shared_bytes(n: int) -> np.ndarray:
-    """n bytes of anonymous memory shared with processes forked later (a buffer slot)."""
-    return np.frombuffer(mmap.mmap(-1, max(n, 1), flags=mmap.MAP_SHARED), np.uint8)[:n]
 
 
 def median_time(run: Callable[[list[np.ndarray]], object], inputs: list[np.ndarray], runs: int) -> float:
