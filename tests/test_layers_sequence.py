@@ -200,25 +200,60 @@ def test_self_attention_prepared_matches_forward(batch_first: bool, bias: bool) 
     assert layer.prepare([x.astype(np.float64)], [y.astype(np.float64)]) is None
 
 
-@pytest.mark.parametrize("batch_first", [True, False])
-@pytest.mark.parametrize("bias", [True, False])
-def test_self_attention_split_in_halves_matches_forward(monkeypatch, batch_first: bool, bias: bool) -> None:
-    """Inside a split forward (layers/halves.py) self-attention runs its heads in two halves,
-    then its output projection in two halves of the rows (both here: no helper process):
-    the forward's values."""
-    from kuiper_core.layers import attention, halves
-
-    monkeypatch.setattr(attention, "MIN_HALF_WORK", 16)
+def _masked_self_attention(batch_first: bool, mask_kind: str):  # type: ignore[no-untyped-def]
+    """The case's self-attention layer given a mask input (as Swin's `$attn_mask`), x and the mask."""
     op = _case("attn_mha_self_bf_output")[1]
     layer = create_layer(op)
     layer.batch_first = batch_first
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 5, 16)).astype(np.float32)
+    B, L = (3, 5) if batch_first else (5, 3)
+    if mask_kind == "none":
+        return layer, [x]
+    layer.mask_index, layer.qkv_index = 1, [0]
+    mask = {
+        "float (L, S)": rng.standard_normal((L, L)).astype(np.float32),
+        "float (B*heads, L, S)": rng.standard_normal((B * layer.num_heads, L, L)).astype(np.float32),
+        "bool (L, S)": np.triu(np.ones((L, L), bool), 1),
+    }[mask_kind]
+    return layer, [x, mask]
+
+
+MASKS = ["none", "float (L, S)", "float (B*heads, L, S)", "bool (L, S)"]
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("mask_kind", MASKS)
+def test_masked_self_attention_prepared_matches_forward(batch_first: bool, mask_kind: str) -> None:
+    """The prepared self-attention with a mask input (Swin's windows) against the forward."""
+    layer, inputs = _masked_self_attention(batch_first, mask_kind)
+    expected = layer.forward(inputs, [None])[0]
+    y = np.full_like(inputs[0], np.nan)
+    f = layer.prepare(inputs, [y])
+    assert f is not None
+    f(inputs, [y])
+    np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("mask_kind", MASKS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_self_attention_split_in_halves_matches_forward(
+    monkeypatch, batch_first: bool, mask_kind: str, bias: bool
+) -> None:
+    """Inside a split forward (layers/halves.py) self-attention runs as two halves of its batch
+    (batch first, more than one: Swin's windows), else its heads in two halves then its output
+    projection in two halves of the rows (both here: no helper process): the forward's values."""
+    from kuiper_core.layers import attention, halves
+
+    monkeypatch.setattr(attention, "MIN_HALF_WORK", 16)
+    layer, inputs = _masked_self_attention(batch_first, mask_kind)
     if not bias:
         layer.b_fused = layer.bo = None
-    x = np.random.default_rng(4).standard_normal((3, 5, 16)).astype(np.float32)
-    expected = layer.forward([x], [None])[0]
-    y = np.full_like(x, np.nan)
+    expected = layer.forward(inputs, [None])[0]
+    y = np.full_like(inputs[0], np.nan)
     with halves.splitting() as splits:
-        f = layer.prepare([x], [y])
-    assert f is not None and splits.made == 2  # heads, then rows
-    f([x], [y])
+        f = layer.prepare(inputs, [y])
+    assert f is not None and splits.made == (1 if batch_first else 2)  # the batch; or heads, then rows
+    f(inputs, [y])
     np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)

@@ -26,6 +26,7 @@ projection at build time, and the softmax subtracts the row max.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -33,7 +34,7 @@ import numpy as np
 from ..graph import Operand, Operator, Shape
 from .activation import softmax
 from .broadcast import expanded
-from .halves import MIN_HALF_WORK, active as splitting, made, run_halves, shared_array, split_rows
+from .halves import MIN_HALF_WORK, active as splitting, halves_call, made, run_halves, shared_array, split_rows
 from .module_outputs import match_outputs
 from .registry import Layer, Prepared, register
 from .windows import scratch
@@ -240,19 +241,18 @@ class MultiheadAttention(Layer):
         return [values[name] for name in self.outputs]
 
     def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
-        """Plain batched self-attention (one float32 input, no mask or extra keys, only the
+        """Batched self-attention (one float32 input, at most a mask, no extra keys, only the
         output): `self_attention`, its work arrays in scratch and the output written in place."""
         if (
             self.w_fused is None
             or len(self.qkv_index) != 1
-            or self.mask_index is not None
             or self.extra_keys
             or self.outputs != ("output",)
-            or len(inputs) != 1
+            or len(inputs) != 1 + (self.mask_index is not None)
             or len(out) != 1
         ):
             return None
-        x, y = inputs[0], out[0]
+        x, y = inputs[self.qkv_index[0]], out[0]
         if (
             x.ndim != 3
             or x.shape[-1] != self.embed_dim
@@ -263,55 +263,89 @@ class MultiheadAttention(Layer):
             or not y.flags.c_contiguous
         ):
             return None
+        B, L = (x.shape[0], x.shape[1]) if self.batch_first else (x.shape[1], x.shape[0])
+        mask = None
+        if self.mask_index is not None:
+            mask = inputs[self.mask_index]
+            try:  # its shape is checked now; its values are read at each call
+                self._mask(mask, B, L, L)
+            except Exception:
+                return None
+        rows = B * L
+        if splitting() and rows * self.flops_per_row() >= 2 * MIN_HALF_WORK:
+            per_batch = mask is None or mask.ndim == 2 or mask.shape[0] == B * self.num_heads
+            if B >= 2 and self.batch_first and per_batch:
+                return self._split_batch(x, y, mask, B, L)
+            if self.num_heads >= 2 and rows >= 2:
+                return self._split_heads(x, y, mask, B, L)
+        return self._attention_call(x, y, mask, B, L)
+
+    def _attention_call(
+        self, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int, bound: bool = False
+    ) -> Callable[..., None]:
+        """self_attention on x into y (`bound`: on these arrays, a half's call: no arguments)."""
+        assert self.w_fused is not None
         perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)  # (B, L, h, d) or (L, B, h, d) -> (B, h, L, d)
-        rows = x.shape[0] * x.shape[1]
-        if splitting() and self.num_heads >= 2 and rows >= 2 and rows * self.flops_per_row() >= 2 * MIN_HALF_WORK:
-            return self._split_call(x, y, perm)
-        b_qkv, bo = expanded(self.b_fused, (rows, 3 * self.embed_dim)), expanded(self.bo, (rows, self.embed_dim))
-        return partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, perm)
+        rows, E = B * L, self.embed_dim
+        b_qkv, bo = expanded(self.b_fused, (rows, 3 * E)), expanded(self.bo, (rows, E))
+        masking = None if mask is None else partial(self._mask, mask, B, L, L)
+        call = partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, perm, masking)
+        if bound:
+            return partial(call, [x], [y])
+        return partial(_on_input, call, self.qkv_index[0])
 
     def flops_per_row(self) -> int:
         """Multiply-adds of the projections per input row (self-attention)."""
         return 4 * self.embed_dim * self.embed_dim
 
-    def _split_call(self, x: np.ndarray, y: np.ndarray, perm: tuple[int, ...]) -> Prepared:
+    def _split_batch(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int) -> Prepared:
+        """Self-attention over two halves of the batch (halves.py: a helper process runs one):
+        independent, each with its part of a per-batch mask (Swin's 64 windows at 56x56)."""
+        h = split_rows(B)
+        halves = []
+        for b0, b1 in ((0, h), (h, B)):
+            part = None
+            if mask is not None:
+                part = mask if mask.ndim == 2 else mask[b0 * self.num_heads : b1 * self.num_heads]
+            halves.append(self._attention_call(x[b0:b1], y[b0:b1], part, b1 - b0, L, bound=True))
+        return halves_call(halves[0], halves[1], [x], [y])
+
+    def _split_heads(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int) -> Prepared:
         """Self-attention in two steps of two halves (halves.py: a helper process runs one of
         each): the heads in two halves (each its columns of the q/k/v projection and its
         heads' attention, into a shared buffer), then the output projection in two halves of
         the rows. Inside a split forward the BLAS runs one thread: unsplit, the ViT-B/16's
         attention (525 M multiply-adds a layer) would leave the other core idle."""
         assert self.w_fused is not None
+        perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)
         s0, s1, E = x.shape
         rows, heads, d = s0 * s1, self.num_heads, self.head_dim
         attn = shared_array((s0, s1, heads, d), F32)
         x2, attn2, y2 = x.reshape(rows, E), attn.reshape(rows, E), y.reshape(rows, E)
-        steps = []
         h = heads // 2
-        cols = [[slice(i * E + lo * d, i * E + hi * d) for i in range(3)] for lo, hi in ((0, h), (h, heads))]
-        steps.append(
-            [
-                partial(
-                    attend_heads,
-                    x2,
-                    [self.w_fused[:, c] for c in part],
-                    None if self.b_fused is None else [self.b_fused[c] for c in part],
-                    (s0, s1),
-                    perm,
-                    attn[:, :, lo:hi],
-                )
-                for part, (lo, hi) in zip(cols, ((0, h), (h, heads)))
-            ]
-        )
+        parts = ((0, h), (h, heads))
+        masking = None if mask is None else partial(self._mask, mask, B, L, L)
+        head_halves = [
+            partial(
+                attend_heads,
+                x2,
+                [self.w_fused[:, i * E + lo * d : i * E + hi * d] for i in range(3)],
+                None if self.b_fused is None else [self.b_fused[i * E + lo * d : i * E + hi * d] for i in range(3)],
+                (s0, s1),
+                perm,
+                masking,
+                (lo, hi),
+                attn[:, :, lo:hi],
+            )
+            for lo, hi in parts
+        ]
         r = split_rows(rows)
-        bo = self.bo
-        steps.append(
-            [
-                partial(_project_rows, attn2[r0:r1], self.wo, expanded(bo, (r1 - r0, E)), y2[r0:r1])
-                for r0, r1 in ((0, r), (r, rows))
-            ]
-        )
+        row_halves = [
+            partial(_project_rows, attn2[r0:r1], self.wo, expanded(self.bo, (r1 - r0, E)), y2[r0:r1])
+            for r0, r1 in ((0, r), (r, rows))
+        ]
         tickets = []
-        for first, second in steps:
+        for first, second in (head_halves, row_halves):
             ticket = made()
             ticket.bind(partial(run_halves, ticket, first, second))
             tickets.append((ticket, first, second))
@@ -379,12 +413,14 @@ def self_attention(
     bo: np.ndarray | None,
     heads: int,
     perm: tuple[int, ...],
+    masking: Callable[[], np.ndarray] | None,
     inputs: list[np.ndarray],
     out: list[np.ndarray],
 ) -> None:
-    """MultiheadAttention.forward for one 3-D float32 input (query = key = value), no mask:
-    the same products, with the heads as strided views of the q/k/v projection, the
-    attention written straight into (.., heads, head_dim) order, and no per-call checks."""
+    """MultiheadAttention.forward for one 3-D float32 input (query = key = value) and at most a
+    mask (`masking()`: the additive mask, (L, S) or (B, heads, L, S)): the same products, with
+    the heads as strided views of the q/k/v projection, the attention written straight into
+    (.., heads, head_dim) order, and no per-call checks."""
     x = inputs[0]
     s0, s1, E = x.shape
     d = E // heads
@@ -399,6 +435,8 @@ def self_attention(
     scores = scratch("mha.scores", (B, heads, L, L), F32)
     probs = scratch("mha.probs", (B, heads, L, L), F32)
     np.matmul(q, k.swapaxes(-1, -2), scores)
+    if masking is not None:
+        scores += masking()
     softmax(scores, probs, 3)
     attn = scratch("mha.attn", (s0, s1, heads, d), F32)
     np.matmul(probs, v, attn.transpose(perm))
@@ -408,16 +446,24 @@ def self_attention(
         y += bo
 
 
+def _on_input(call: Callable[[list, list], None], position: int, inputs: list, out: list) -> None:
+    """call([the query's input], out): the prepared call of a layer whose inputs include a mask."""
+    call([inputs[position]], out)
+
+
 def attend_heads(
     x2: np.ndarray,
     w: list[np.ndarray],
     b: list[np.ndarray] | None,
     lead: tuple[int, int],
     perm: tuple[int, ...],
+    masking: Callable[[], np.ndarray] | None,
+    head_range: tuple[int, int],
     attn: np.ndarray,
 ) -> None:
-    """Some heads of a self-attention into `attn` (s0, s1, heads, d): their q, k and v (x2
-    times the heads' columns `w` of the fused projection, plus `b`), scores, softmax, values."""
+    """Heads [lo, hi) of a self-attention into `attn` (s0, s1, hi - lo, d): their q, k and v
+    (x2 times the heads' columns `w` of the fused projection, plus `b`), scores (plus their
+    part of the mask), softmax, values."""
     s0, s1 = lead
     heads, d = attn.shape[2], attn.shape[3]
     q, k, v = (scratch(f"mha.part{i}", (x2.shape[0], heads * d), F32) for i in range(3))
@@ -430,6 +476,9 @@ def attend_heads(
     scores = scratch("mha.scores", (B, heads, L, L), F32)
     probs = scratch("mha.probs", (B, heads, L, L), F32)
     np.matmul(q4, k4.swapaxes(-1, -2), scores)
+    if masking is not None:
+        mask = masking()
+        scores += mask if mask.ndim == 2 else mask[:, head_range[0] : head_range[1]]
     softmax(scores, probs, 3)
     np.matmul(probs, v4, attn.transpose(perm))
 
