@@ -330,6 +330,31 @@ def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu
     np.testing.assert_array_equal(x, want)
 
 
+@pytest.mark.parametrize("relu", [False, True])
+def test_split_expressions_over_views_and_broadcasts_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu) -> None:
+    """ConvNeXt's residual: a permuted view times a per-channel scale (1, C, 1, 1) plus a map, and
+    a scalar operand: not flat, so halves of the first axis of more than one: the unsplit values."""
+    monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 16)
+    layer = layer_of(
+        "pnnx.Expression e 3 1 0 1 2 3 expr=add(@0,mul(mul(@1,@2),0.5)) #3=(1,6,7,9)f32",
+        "#0=(1,6,7,9)f32",
+        "#1=(1,6,7,9)f32",
+        "#2=(1,6,1,1)f32",
+    )
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, 6, 7, 9)).astype(np.float32)
+    view = rng.standard_normal((1, 7, 9, 6)).astype(np.float32).transpose(0, 3, 1, 2)  # not contiguous
+    scale = rng.standard_normal((1, 6, 1, 1)).astype(np.float32)
+    want = a + view * scale * np.float32(0.5)
+    want = np.maximum(want, 0) if relu else want
+    y = np.full_like(a, np.nan)
+    with splitting() as splits:
+        call = (layer.prepare_with_relu if relu else layer.prepare)([a, view, scale], [y])
+    assert call is not None and splits.made == 1
+    call([a, view, scale], [y])
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize(
     "line, shape",
     [
@@ -356,6 +381,22 @@ def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, 
     x = np.random.default_rng(4).standard_normal(shape).astype(np.float32) * 3
     (want,) = layer.forward([x], [None])
     y = run_split(layer.prepare, [x], np.full_like(want, np.nan))
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
+
+
+def test_a_layernorm_over_a_permuted_view_splits_its_leading_axis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConvNeXt's LayerNorm reads a channels-last view of an NCHW map: its rows are not one
+    flat run, so it splits along the first leading axis of more than one: the unsplit values."""
+    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
+    layer = layer_of(
+        "nn.LayerNorm ln 1 1 0 1 elementwise_affine=False eps=1e-06 normalized_shape=(24) #1=(1,7,9,24)f32",
+        "#0=(1,7,9,24)f32",
+    )
+    rng = np.random.default_rng(6)
+    layer.w, layer.b = (rng.standard_normal(layer.norm_shape).astype(np.float32) for _ in range(2))
+    x = (rng.standard_normal((1, 24, 7, 9)).astype(np.float32) * 3).transpose(0, 2, 3, 1)
+    (want,) = layer.forward([x], [None])
+    y = run_split(layer.prepare, [x], np.full(x.shape, np.nan, np.float32))
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 

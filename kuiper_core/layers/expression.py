@@ -21,7 +21,7 @@ from ..expression import Node, Plan, VType, compile_plan, depth, parse, walk
 from ..expression.parser import Call, OperandRef
 from ..graph import Operator, numpy_dtype
 from . import clamp
-from .halves import active as splitting, split_flat
+from .halves import active as splitting, split_flat, split_leading
 from .registry import Layer, Prepared, register
 
 
@@ -110,7 +110,11 @@ class Expression(Layer):
         f = self._prepare_whole(inputs, out)
         if f is None or not splitting():
             return f
-        return split_flat(self._prepare_whole, inputs, out, cheap=True) or f
+        return (
+            split_flat(self._prepare_whole, inputs, out, cheap=True)
+            or split_leading(self._prepare_whole, inputs, out, cheap=True)
+            or f
+        )
 
     def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         """The prepared function, then a ReLU on its float output (a residual add and the ReLU
@@ -119,7 +123,7 @@ class Expression(Layer):
         f = with_relu(inputs, out) if out[0].dtype.kind == "f" else None
         if f is None or not splitting():
             return f
-        return split_flat(with_relu, inputs, out, cheap=True) or f
+        return split_flat(with_relu, inputs, out, cheap=True) or split_leading(with_relu, inputs, out, cheap=True) or f
 
     def _prepare_whole(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):

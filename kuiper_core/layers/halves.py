@@ -322,6 +322,44 @@ def split_flat(
     return halves_call(partial(fs[0], *parts[0]), partial(fs[1], *parts[1]), inputs, out)
 
 
+def split_leading(
+    prepare_part: Callable[..., Any],
+    inputs: list,
+    out: list,
+    cheap: bool = False,
+    max_axis: int | None = None,
+) -> Callable[[list, list], None] | None:
+    """An elementwise call over broadcast or strided inputs (split_flat's are flat and of the
+    output's shape) as two halves of the output's first axis of more than one (below
+    `max_axis`: a norm's leading axes): each input is cut there where it has that axis, passed
+    whole where it broadcasts over it; the output's halves stay contiguous. None where the
+    output is not contiguous, a half is under min_half(cheap) elements, an input's size
+    there fits neither, or a part cannot be prepared."""
+    y = out[0]
+    if len(out) != 1 or not isinstance(y, np.ndarray) or not y.flags.c_contiguous or y.size < 2 * min_half(cheap):
+        return None
+    axis = next((a for a in range(y.ndim if max_axis is None else max_axis) if y.shape[a] >= 2), None)
+    if axis is None:
+        return None
+    h = split_rows(y.shape[axis])
+    parts = []
+    for cut in (slice(0, h), slice(h, None)):
+        ins = []
+        for a in inputs:
+            k = axis - (y.ndim - a.ndim) if isinstance(a, np.ndarray) else -1  # a's axis under y's
+            if k < 0 or a.shape[k] == 1:
+                ins.append(a)  # broadcast over the axis
+            elif a.shape[k] == y.shape[axis]:
+                ins.append(a[(slice(None),) * k + (cut,)])
+            else:
+                return None
+        parts.append((ins, [y[(slice(None),) * axis + (cut,)]]))
+    fs = [prepare_part(*part) for part in parts]
+    if fs[0] is None or fs[1] is None:
+        return None
+    return halves_call(partial(fs[0], *parts[0]), partial(fs[1], *parts[1]), inputs, out)
+
+
 def halves_call(
     first: Callable[[], None], second: Callable[[], None], inputs: list, out: list
 ) -> Callable[[list, list], None]:
@@ -370,5 +408,6 @@ __all__ = [
     "shared_bytes",
     "split_rows",
     "split_flat",
+    "split_leading",
     "splitting",
 ]
