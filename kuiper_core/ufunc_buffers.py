@@ -10,14 +10,12 @@ elements on the fast loop (EfficientNet's 144-channel 56x56 depthwise conv in ha
 rows of 1624: 1.68 -> 1.03 ms) and cost nothing measurable where buffering is needed (casts,
 float64 means; 1024 was as good on long rows, slower on crops).
 
-`np.setbufsize` is scoped to the enclosing `np.errstate` block (NumPy >= 2.0): the engine sets
-it inside the errstate of its own runs, and a caller's NumPy settings are left as they were.
+`np.setbufsize` is scoped to the enclosing `np.errstate` block (NumPy >= 2.0), a context
+variable: the engine sets it inside the errstate of its own runs, a step walk runs each step in
+a copy of the caller's context (step_arena.py), and a caller's NumPy settings are left as they were.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -25,18 +23,9 @@ UFUNC_BUFSIZE = 2048
 
 
 def set_engine_bufsize() -> None:
-    """Inside an `np.errstate` block (it restores the caller's size), or in a process of the
-    engine's own (halves.py's helper)."""
+    """Inside an `np.errstate` block (it restores the caller's size), a context of the
+    engine's own, or a process of the engine's own (halves.py's helper)."""
     np.setbufsize(UFUNC_BUFSIZE)
 
 
-def with_engine_bufsize(call: Callable[[], Any]) -> Any:
-    """call() with the engine's buffer size, the caller's restored after it."""
-    old = np.setbufsize(UFUNC_BUFSIZE)
-    try:
-        return call()
-    finally:
-        np.setbufsize(old)
-
-
-__all__ = ["UFUNC_BUFSIZE", "set_engine_bufsize", "with_engine_bufsize"]
+__all__ = ["UFUNC_BUFSIZE", "set_engine_bufsize"]
