@@ -8,7 +8,8 @@ For a case, `prepare` writes into its own folder:
   case.json                          name, input shape, operator count
 
 pnnx's own `.pnnx.onnx` is not runnable, hence the separate torch.onnx.export. The torch
-modules are tools/samples/ (the definitions sample_models/ was exported from).
+modules are tools/samples/ (the definitions sample_models/ was exported from), or for
+`OUTSIDE_CASES` torchvision's.
 
 `write_wide_param` makes the 10,000-operator `.param` the parser is timed on.
 """
@@ -26,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass(frozen=True)
 class Case:
     name: str  # the case's name in the report
-    sample: str  # tools/samples name
+    sample: str  # tools/samples name, or a torchvision.models builder (source "torchvision")
     batch: int = 1
+    source: str = "samples"
 
 
 CASES = [
@@ -41,6 +43,23 @@ CASES = [
     Case("digits_cnn", "digits_cnn"),
     Case("tiny_mlp", "tiny_mlp"),
     Case("deep1500", "deep1500"),
+]
+# Models not in the project (`compare.py --suite outside`): torchvision's definitions with random
+# weights (tools/torchvision_cpu.py), 1x3x224x224, converted by pnnx as a user would. Not
+# RegNet: pnnx 20261020 writes its model_pnnx.py with names such as `block1-0_f_a_2` (a
+# SyntaxError), so PyTorch cannot run pnnx's module for it (kuiper_core runs its .param).
+OUTSIDE_CASES = [
+    Case(name, name, source="torchvision")
+    for name in (
+        "resnet50",
+        "mobilenet_v2",
+        "mobilenet_v3_large",
+        "efficientnet_b0",
+        "densenet121",
+        "convnext_tiny",
+        "vit_b_16",
+        "swin_t",
+    )
 ]
 PER_OPERATOR_CASE = "deep1500"  # per-operator overhead = its forward / its operator count
 SMALL_LOAD_CASE = "digits_cnn"  # the "small model" of the load-time target
@@ -60,7 +79,7 @@ def prepare(case: Case, folder: Path) -> dict:
     # trace (as in tools/export_samples.py); the slow path computes the same thing.
     torch.backends.mha.set_fastpath_enabled(False)
     torch.manual_seed(0)
-    module, x = all_samples()[case.sample].build()
+    module, x = torchvision_model(case.sample) if case.source == "torchvision" else all_samples()[case.sample].build()
     module = module.eval()
     x = x.repeat(case.batch, *([1] * (x.dim() - 1))) if case.batch != 1 else x
     with torch.no_grad():
@@ -82,12 +101,27 @@ def prepare(case: Case, folder: Path) -> dict:
     meta = {
         "name": case.name,
         "sample": case.sample,
+        "source": case.source,
         "batch": case.batch,
         "input_shape": list(x.shape),
         "operators": int(lines[1].split()[0]),
     }
     (folder / "case.json").write_text(json.dumps(meta))
     return meta
+
+
+def torchvision_model(name: str) -> tuple[object, object]:
+    """torchvision.models' `name` with random weights and a 1x3x224x224 input. A Linear left
+    all zero by its initialisation (ViT's classifier head) gets random weights: an all-zero
+    output would compare equal whatever the engine computes."""
+    import torch
+    from torchvision_cpu import torchvision
+
+    module = getattr(torchvision.models, name)(weights=None)
+    for m in module.modules():
+        if isinstance(m, torch.nn.Linear) and not m.weight.any():
+            torch.nn.init.normal_(m.weight, std=0.02)
+    return module, torch.randn(1, 3, 224, 224)
 
 
 def write_wide_param(path: Path, operators: int = 10_000) -> int:

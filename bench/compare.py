@@ -3,6 +3,8 @@
     python bench/compare.py                  # everything (~10 min); writes docs/BENCHMARKS.md
     python bench/compare.py --quick          # fewer runs and probes, a smoke test
     python bench/compare.py --cases resnet18 unet --out /tmp/b.md
+    python bench/compare.py --suite outside  # torchvision models not in the project;
+                                             # writes docs/BENCHMARKS-outside.md (needs torchvision)
 
 In one run, for every case of bench/cases.py (each bundled model, ResNet-18 also at batch 4):
 - converts the torch module (tools/samples/) afresh: pnnx (the .pnnx.param kuiper_core runs
@@ -43,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from cases import CASES, PER_OPERATOR_CASE, Case, write_wide_param  # noqa: E402
+from cases import CASES, OUTSIDE_CASES, PER_OPERATOR_CASE, Case, write_wide_param  # noqa: E402
 from report import write_report  # noqa: E402
 from timing import median  # noqa: E402
 
@@ -52,7 +54,14 @@ BLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", nargs="+", choices=[c.name for c in CASES], help="default: all")
+    ap.add_argument(
+        "--suite",
+        choices=["bundled", "outside"],
+        default="bundled",
+        help="bundled (default): the bundled models, against issue 26's targets; outside: torchvision models "
+        "not in the project (bench/cases.py OUTSIDE_CASES; needs torchvision, tools/torchvision_cpu.py)",
+    )
+    ap.add_argument("--cases", nargs="+", choices=[c.name for c in CASES + OUTSIDE_CASES], help="default: the suite's")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds per case (default 5)")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per engine and round (default 10)")
     ap.add_argument("--probes", type=int, default=3, help="fresh-process load/memory probes per engine (default 3)")
@@ -65,8 +74,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "machine, with --threads 1, CPU time compares the engines where wall time cannot",
     )
     ap.add_argument("--quick", action="store_true", help="2 rounds x 5 runs, 1 probe")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md", help="the report ('-': none)")
-    ap.add_argument("--json", type=Path, default=BENCH / "results" / "compare.json")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="the report ('-': none; default docs/BENCHMARKS.md, for the outside suite docs/BENCHMARKS-outside.md)",
+    )
+    ap.add_argument("--json", type=Path, help="raw results (default bench/results/compare.json, compare-outside.json)")
     ap.add_argument(
         "--workdir",
         type=Path,
@@ -82,6 +95,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.runs, args.probes = 2, 5, 1
+    suffix = "" if args.suite == "bundled" else "-" + args.suite
+    args.out = args.out or ROOT / "docs" / f"BENCHMARKS{suffix}.md"
+    args.json = args.json or BENCH / "results" / f"compare{suffix}.json"
     return args
 
 
@@ -161,7 +177,8 @@ def prepare_cases(cases: list[Case], workdir: Path) -> dict[str, dict]:
         with open(workdir / f"{case.name}.prepare.log", "w") as log:
             code = (
                 f"import sys; sys.path.insert(0, {str(BENCH)!r}); from pathlib import Path; import cases; "
-                f"cases.prepare(cases.Case({case.name!r}, {case.sample!r}, {case.batch}), Path({str(folder)!r}))"
+                f"cases.prepare(cases.Case({case.name!r}, {case.sample!r}, {case.batch}, {case.source!r}), "
+                f"Path({str(folder)!r}))"
             )
             res = subprocess.run([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
         if res.returncode != 0:
@@ -289,7 +306,8 @@ def loadavg() -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cases = [c for c in CASES if args.cases is None or c.name in args.cases]
+    suite = CASES if args.suite == "bundled" else OUTSIDE_CASES
+    cases = [c for c in CASES + OUTSIDE_CASES if c.name in args.cases] if args.cases else suite
     kinds = variants(args.threads, args.clock, args.blas_env)
     results: dict[str, Any] = {
         "machine": machine(),
@@ -301,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "kernels": {},
         "footing": {},
         "argv": sys.argv[1:] if argv is None else list(argv),
+        "suite": args.suite,
         "blas_env": args.blas_env,
         "cases": {},
         "probes": {},
