@@ -40,7 +40,7 @@ from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, Prepare
 from kuiper_core.runtime.program import Program
 from kuiper_core.runtime.row_sharded import RowShardedForward
 from kuiper_core.runtime.split_forward import SplitForward
-from kuiper_core.layers import conv, halves, pool
+from kuiper_core.layers import attention, conv, halves, linear, pool
 from kuiper_core.runtime.sharded import ShardedForward, close_enough
 from kuiper_core.runtime.step_arena import StepArena
 from tools.golden_outputs import models
@@ -178,9 +178,10 @@ def _check_row_sharded(program: Program, inputs: list[np.ndarray], whole: Prepar
 
 
 def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every convolution and window pool split in halves (however little its work)."""
-    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
-    monkeypatch.setattr(pool, "MIN_HALF_WORK", 0)
+    """Every convolution, window pool, Linear and self-attention split in halves (however
+    little its work)."""
+    for module in (conv, pool, linear, attention):
+        monkeypatch.setattr(module, "MIN_HALF_WORK", 0)
     monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 1)
     monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 1)
     split = SplitForward.make(program, inputs)

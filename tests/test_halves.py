@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -503,6 +504,41 @@ def test_split_forward_gives_pytorchs_outputs(two_threads: None, name: str) -> N
     # than two (YOLOv5's decoded boxes: 8.6e-6 of the largest between the whole forward at one
     # and at two threads; the split one 6.5e-6 from the one-thread whole, ResNet-18 1e-6).
     np.testing.assert_allclose(outputs[2], outputs[0], rtol=0, atol=2e-5 * float(np.abs(outputs[0]).max()))
+
+
+def test_a_split_transformer_gives_pytorchs_outputs(two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiny ViT's split forward, made whatever its timing and size (it stays whole at its
+    size: ViT-B/16's are the calls these splits are for): its Linears by output features, its
+    self-attention by heads then rows, its norms by rows (a half the helper process has not
+    claimed runs here: these are small); against PyTorch's outputs."""
+    from kuiper_core.layers import attention, linear
+
+    for module in (linear, attention):
+        monkeypatch.setattr(module, "MIN_HALF_WORK", 0)
+    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
+    param = SAMPLES / "vit_tiny.pnnx.param"
+    if not param.exists():
+        pytest.skip("sample model vit_tiny not exported")
+    expected = np.load(SAMPLES / "vit_tiny.expected.npz")
+    graph, x = kuiper_core.load(param), np.load(SAMPLES / "vit_tiny.input.npy")
+    graph.forward(x)
+    split = SplitForward.make(graph._built(), [x])
+    assert split is not None and split.helper is not None
+    try:
+        kinds = set(split.prepared.types[i] for i, c in enumerate(split.prepared.calls) if _is_split(c))
+        assert {"nn.Linear", "nn.MultiheadAttention", "nn.LayerNorm", "nn.GELU"} <= kinds
+        for _ in range(2):
+            (y,) = split.run([x])
+            assert max_err_ok(y, expected[expected.files[0]])[0]
+    finally:
+        split.close()
+
+
+def _is_split(call: Any) -> bool:
+    """A prepared call that runs in halves (halves_call's or self-attention's steps)."""
+    while isinstance(call, partial):  # the bound call, around the layer's prepared one
+        call = call.func
+    return getattr(call, "__name__", "") in ("_run_parts", "_run_steps")
 
 
 def test_a_forked_process_runs_the_whole_forward(two_threads: None) -> None:

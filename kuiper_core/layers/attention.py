@@ -34,6 +34,7 @@ import numpy as np
 from ..graph import Operand, Operator, Shape
 from .activation import softmax
 from .broadcast import expanded
+from .linear import matmul_bias
 from .halves import MIN_HALF_WORK, active as splitting, halves_call, made, run_halves, shared_array, split_rows
 from .module_outputs import match_outputs
 from .registry import Layer, Prepared, register
@@ -280,19 +281,24 @@ class MultiheadAttention(Layer):
                 return self._split_heads(x, y, mask, B, L)
         return self._attention_call(x, y, mask, B, L)
 
+    @property
+    def perm(self) -> tuple[int, ...]:
+        """(B, L, h, d) or (L, B, h, d) -> (B, h, L, d)."""
+        return (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)
+
     def _attention_call(
         self, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int, bound: bool = False
     ) -> Callable[..., None]:
         """self_attention on x into y (`bound`: on these arrays, a half's call: no arguments)."""
         assert self.w_fused is not None
-        perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)  # (B, L, h, d) or (L, B, h, d) -> (B, h, L, d)
         rows, E = B * L, self.embed_dim
         b_qkv, bo = expanded(self.b_fused, (rows, 3 * E)), expanded(self.bo, (rows, E))
         masking = None if mask is None else partial(self._mask, mask, B, L, L)
-        call = partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, perm, masking)
+        call = partial(self_attention, self.w_fused, b_qkv, self.wo, bo, self.num_heads, self.perm, masking)
         if bound:
             return partial(call, [x], [y])
-        return partial(_on_input, call, self.qkv_index[0])
+        position = self.qkv_index[0]  # not 0 only where pnnx lists the mask first
+        return call if position == 0 else partial(_on_input, call, position)
 
     def flops_per_row(self) -> int:
         """Multiply-adds of the projections per input row (self-attention)."""
@@ -317,7 +323,6 @@ class MultiheadAttention(Layer):
         the rows. Inside a split forward the BLAS runs one thread: unsplit, the ViT-B/16's
         attention (525 M multiply-adds a layer) would leave the other core idle."""
         assert self.w_fused is not None
-        perm = (0, 2, 1, 3) if self.batch_first else (1, 2, 0, 3)
         s0, s1, E = x.shape
         rows, heads, d = s0 * s1, self.num_heads, self.head_dim
         attn = shared_array((s0, s1, heads, d), F32)
@@ -332,7 +337,7 @@ class MultiheadAttention(Layer):
                 [self.w_fused[:, i * E + lo * d : i * E + hi * d] for i in range(3)],
                 None if self.b_fused is None else [self.b_fused[i * E + lo * d : i * E + hi * d] for i in range(3)],
                 (s0, s1),
-                perm,
+                self.perm,
                 masking,
                 (lo, hi),
                 attn[:, :, lo:hi],
@@ -341,7 +346,7 @@ class MultiheadAttention(Layer):
         ]
         r = split_rows(rows)
         row_halves = [
-            partial(_project_rows, attn2[r0:r1], self.wo, expanded(self.bo, (r1 - r0, E)), y2[r0:r1])
+            partial(matmul_bias, attn2[r0:r1], self.wo, expanded(self.bo, (r1 - r0, E)), y2[r0:r1])
             for r0, r1 in ((0, r), (r, rows))
         ]
         tickets = []
@@ -431,19 +436,22 @@ def self_attention(
         qkv += b_qkv
     parts = qkv.reshape(s0, s1, 3, heads, d)
     q, k, v = (parts[:, :, i].transpose(perm) for i in range(3))  # (B, h, L, d) views
-    B, L = q.shape[0], q.shape[2]
-    scores = scratch("mha.scores", (B, heads, L, L), F32)
-    probs = scratch("mha.probs", (B, heads, L, L), F32)
-    np.matmul(q, k.swapaxes(-1, -2), scores)
-    if masking is not None:
-        scores += masking()
-    softmax(scores, probs, 3)
     attn = scratch("mha.attn", (s0, s1, heads, d), F32)
-    np.matmul(probs, v, attn.transpose(perm))
-    y = out[0].reshape(rows, E)
-    np.matmul(attn.reshape(rows, E), wo, y)
-    if bo is not None:
-        y += bo
+    _attend(q, k, v, None if masking is None else masking(), attn.transpose(perm))
+    matmul_bias(attn.reshape(rows, E), wo, bo, out[0].reshape(rows, E))
+
+
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, out: np.ndarray) -> None:
+    """softmax(q k^T + mask) v into out, all (B, heads, L, .) views; the scores and
+    probabilities in this thread's scratch."""
+    B, heads, L = q.shape[:3]
+    scores = scratch("mha.scores", (B, heads, L, k.shape[2]), F32)
+    probs = scratch("mha.probs", scores.shape, F32)
+    np.matmul(q, k.swapaxes(-1, -2), scores)
+    if mask is not None:
+        scores += mask
+    softmax(scores, probs, 3)
+    np.matmul(probs, v, out)
 
 
 def _on_input(call: Callable[[list, list], None], position: int, inputs: list, out: list) -> None:
@@ -468,25 +476,12 @@ def attend_heads(
     heads, d = attn.shape[2], attn.shape[3]
     q, k, v = (scratch(f"mha.part{i}", (x2.shape[0], heads * d), F32) for i in range(3))
     for i, part in enumerate((q, k, v)):
-        np.matmul(x2, w[i], part)
-        if b is not None:
-            part += b[i]
+        matmul_bias(x2, w[i], None if b is None else b[i], part)
     q4, k4, v4 = (a.reshape(s0, s1, heads, d).transpose(perm) for a in (q, k, v))  # (B, h, L, d)
-    B, L = q4.shape[0], q4.shape[2]
-    scores = scratch("mha.scores", (B, heads, L, L), F32)
-    probs = scratch("mha.probs", (B, heads, L, L), F32)
-    np.matmul(q4, k4.swapaxes(-1, -2), scores)
-    if masking is not None:
-        mask = masking()
-        scores += mask if mask.ndim == 2 else mask[:, head_range[0] : head_range[1]]
-    softmax(scores, probs, 3)
-    np.matmul(probs, v4, attn.transpose(perm))
-
-
-def _project_rows(attn_rows: np.ndarray, wo: np.ndarray, bo: np.ndarray | None, y_rows: np.ndarray) -> None:
-    np.matmul(attn_rows, wo, y_rows)
-    if bo is not None:
-        y_rows += bo
+    mask = None if masking is None else masking()
+    if mask is not None and mask.ndim == 4:
+        mask = mask[:, head_range[0] : head_range[1]]
+    _attend(q4, k4, v4, mask, attn.transpose(perm))
 
 
 def _run_steps(steps: tuple, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:

@@ -316,10 +316,7 @@ def split_flat(
         return None
     h = unit * split_rows(y.size // unit)
     parts = [([x.reshape(-1)[s] for x in inputs], [y.reshape(-1)[s]]) for s in (slice(0, h), slice(h, None))]
-    fs = [prepare_part(*part) for part in parts]
-    if fs[0] is None or fs[1] is None:
-        return None
-    return halves_call(partial(fs[0], *parts[0]), partial(fs[1], *parts[1]), inputs, out)
+    return _prepared_halves(prepare_part, parts, inputs, out)
 
 
 def split_leading(
@@ -354,6 +351,12 @@ def split_leading(
             else:
                 return None
         parts.append((ins, [y[(slice(None),) * axis + (cut,)]]))
+    return _prepared_halves(prepare_part, parts, inputs, out)
+
+
+def _prepared_halves(prepare_part: Callable[..., Any], parts: list, inputs: list, out: list) -> Callable | None:
+    """The split call over two (inputs, out) parts, each prepared by `prepare_part`; None where
+    one cannot be."""
     fs = [prepare_part(*part) for part in parts]
     if fs[0] is None or fs[1] is None:
         return None

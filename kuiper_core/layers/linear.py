@@ -159,9 +159,7 @@ class Linear(Layer):
         if self.w is not None and self.w.size > x.size and rows[1] >= 2:
             h = split_rows(rows[1])
             first, second = (
-                partial(
-                    _linear_features, self.w[f0:f1].T, None if self.bias is None else self.bias[f0:f1], x, y[:, f0:f1]
-                )
+                partial(matmul_bias, x, self.w[f0:f1].T, None if self.bias is None else self.bias[f0:f1], y[:, f0:f1])
                 for f0, f1 in ((0, h), (h, rows[1]))
             )
         else:
@@ -225,10 +223,10 @@ def _linear(
         y += bias
 
 
-def _linear_features(wt: np.ndarray, bias: np.ndarray | None, x: np.ndarray, y: np.ndarray) -> None:
-    """Some output features: x @ wt (a transposed block of the (out, in) weight: BLAS reads it
-    as it lies) into their columns y of the output."""
-    np.matmul(x, wt, out=y)
+def matmul_bias(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, y: np.ndarray) -> None:
+    """y = x @ w (+ bias), y any view of the right shape (a split Linear's block of output
+    columns, its w a transposed block of the (out, in) weight: BLAS reads it as it lies)."""
+    np.matmul(x, w, out=y)
     if bias is not None:
         y += bias
 
