@@ -1,0 +1,94 @@
+"""One ONNX node, built here with onnx.helper, run by onnxruntime and by the engine on what
+the real pnnx converter made of it (tests/test_onnx_ops.py): `case(...)` describes it,
+`check(case, tmp_path)` builds, converts, runs both and compares every output.
+
+Inputs of a case: a plain array is a graph input (fed at run time), `C(array)` a constant
+(an initializer: pnnx writes it as a pnnx.Attribute, an input-less pnnx.Expression or a
+folded param), None an omitted optional input (`""`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conftest import max_err_ok
+
+
+@dataclass(frozen=True)
+class C:
+    """A constant input (an ONNX initializer)."""
+
+    value: np.ndarray
+
+
+@dataclass
+class Case:
+    op: str
+    inputs: list[Any]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    outputs: int = 1
+    opset: int = 17
+    kept: str | None = None  # the type pnnx must keep in its output (default: op)
+    rel: float = 1e-4
+
+
+def case(op: str, *inputs: Any, outputs: int = 1, opset: int = 17, kept: str | None = None, rel: float = 1e-4, **attrs: Any) -> Case:
+    return Case(op, list(inputs), attrs, outputs, opset, kept, rel)
+
+
+def _model(c: Case) -> tuple[Any, dict[str, np.ndarray]]:
+    import onnx
+    from onnx import helper, numpy_helper
+
+    names, graph_inputs, inits, feeds = [], [], [], {}
+    for k, v in enumerate(c.inputs):
+        if v is None:
+            names.append("")
+            continue
+        name = f"i{k}"
+        names.append(name)
+        if isinstance(v, C):
+            inits.append(numpy_helper.from_array(np.asarray(v.value), name))
+        else:
+            arr = np.asarray(v)
+            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape))
+            feeds[name] = arr
+    outs = [f"o{k}" for k in range(c.outputs)]
+    node = helper.make_node(c.op, names, outs, **c.attrs)
+    # Output types from ONNX's shape inference (onnxruntime checks declared against actual).
+    probe = helper.make_graph([node], "case", graph_inputs, [], inits)
+    probe_model = helper.make_model(probe, opset_imports=[helper.make_opsetid("", c.opset)])
+    inferred = {vi.name: vi.type.tensor_type.elem_type for vi in onnx.shape_inference.infer_shapes(probe_model).graph.value_info}
+    graph_outputs = [helper.make_tensor_value_info(o, inferred.get(o, onnx.TensorProto.FLOAT), None) for o in outs]
+    graph = helper.make_graph([node], "case", graph_inputs, graph_outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", c.opset)])
+    model.ir_version = 8
+    return model, feeds
+
+
+def check(c: Case, tmp_path: Path) -> None:
+    """onnxruntime's outputs = the engine's on pnnx's conversion, which keeps the ONNX node."""
+    import onnx
+    import onnxruntime as ort
+
+    from kuiper_core.formats import open_model
+
+    model, feeds = _model(c)
+    path = tmp_path / "case.onnx"
+    onnx.save_model(model, str(path))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    m = open_model(path, cache_dir=tmp_path / "cache")
+    kept = c.kept or c.op
+    types = [op.type for op in m.graph.operators]
+    assert kept in types, f"pnnx did not keep {kept}: {types}"
+    got = m.build().forward(*feeds.values())
+    assert len(got) == len(expected), (len(got), len(expected))
+    for k, (y, ref) in enumerate(zip(got, expected)):
+        assert np.asarray(y).dtype == ref.dtype, f"output {k}: dtype {np.asarray(y).dtype}, onnxruntime {ref.dtype}"
+        ok, err, bound = max_err_ok(np.asarray(y), ref, rel=c.rel)
+        assert ok, f"output {k}: shape {np.shape(y)} vs {ref.shape}, max err {err:.3g} > {bound:.3g}"

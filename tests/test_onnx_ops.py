@@ -1,0 +1,50 @@
+"""The ONNX operators pnnx keeps as ONNX nodes, run as engine layers (layers/onnx_*.py,
+layers/spectral.py) and checked against onnxruntime: each case is one ONNX node built with
+onnx.helper, converted by the real pnnx (which must keep the node) and run by both
+(tests/onnx_op_testing.py). One line per case; the attribute variants the exporters write."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kuiper_core.formats import converter_available
+from kuiper_core.formats.base import installed
+from onnx_op_testing import C, case, check
+
+pytestmark = [
+    pytest.mark.skipif(not (installed("onnx") and installed("onnxruntime")), reason="needs onnx and onnxruntime"),
+    pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed"),
+]
+
+R = np.random.default_rng(0)
+
+
+def f32(*shape: int) -> np.ndarray:
+    return R.standard_normal(shape).astype(np.float32)
+
+
+def i64(*values: int) -> C:
+    return C(np.array(values, np.int64))
+
+
+X4 = f32(1, 3, 4, 4)
+
+TENSOR = {
+    "clip_tensor_min": case("Clip", X4, np.array(0.1, np.float32), opset=13),
+    "clip_tensor_both": case("Clip", X4, np.array(-0.5, np.float32), np.array(0.5, np.float32), opset=13),
+    "cumsum": case("CumSum", f32(2, 3, 4), C(np.array(2, np.int64)), opset=13),
+    "cumsum_exclusive_reverse": case("CumSum", f32(2, 3, 4), C(np.array(1, np.int64)), exclusive=1, reverse=1, opset=13),
+    "onehot": case("OneHot", np.array([[0, 3, -1], [4, 9, 2]], np.int64), C(np.array(5, np.int64)), C(np.array([0.0, 1.0], np.float32))),
+    "onehot_axis1": case("OneHot", np.array([[0, 3, -1], [4, 1, 2]], np.int64), C(np.array([4], np.int64)), C(np.array([-1.0, 2.0], np.float32)), axis=1),
+    "nonzero": case("NonZero", (R.standard_normal((3, 4)) > 0).astype(np.float32), opset=13),
+    "pad_axes_input": case("Pad", X4, i64(1, 2, 3, 1), C(np.array(1.5, np.float32)), i64(1, 3), mode="constant", opset=18),
+    "pad_reflect_axes": case("Pad", X4, i64(1, 2, 3, 1), None, i64(2, 3), mode="reflect", opset=18),
+    "pad_edge_axes": case("Pad", X4, i64(1, 0, 2, 1), None, i64(-2, -1), mode="edge", opset=18),
+    "pad_wrap_axes": case("Pad", X4, i64(1, 2, 3, 1), None, i64(2, 3), mode="wrap", opset=19),
+}
+
+
+@pytest.mark.parametrize("name", TENSOR)
+def test_tensor_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(TENSOR[name], tmp_path)
