@@ -48,3 +48,22 @@ TENSOR = {
 @pytest.mark.parametrize("name", TENSOR)
 def test_tensor_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(TENSOR[name], tmp_path)
+
+
+REDUCE = {
+    "reducemax_axes_attr": case("ReduceMax", X4, axes=[1, 2], keepdims=1, opset=13),
+    "reducemax_axes_input": case("ReduceMax", X4, i64(1, 3), keepdims=0, opset=18),
+    "reducemin_one_axis_input": case("ReduceMin", X4, i64(2), keepdims=1, opset=18),
+    "reducemin_negative_axis": case("ReduceMin", X4, i64(-1), keepdims=0, opset=18),
+    "argmax_last_index": case("ArgMax", np.round(X4), axis=1, keepdims=0, select_last_index=1, opset=13),
+    "argmax_keepdims": case("ArgMax", X4, axis=1, keepdims=1, opset=13),
+    "argmin": case("ArgMin", np.round(X4), axis=2, keepdims=1, opset=13),
+    "topk_largest": case("TopK", f32(1, 3, 8), i64(3), outputs=2, axis=-1, largest=1),
+    "topk_smallest_axis1_ties": case("TopK", np.round(f32(2, 8, 3)), i64(3), outputs=2, axis=1, largest=0, sorted=1, opset=11),
+    "topk_opset1_k_attr": case("TopK", f32(2, 8, 3), outputs=2, axis=1, k=2, opset=9),
+}
+
+
+@pytest.mark.parametrize("name", REDUCE)
+def test_reductions_give_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(REDUCE[name], tmp_path)
