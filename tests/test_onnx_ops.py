@@ -67,3 +67,22 @@ REDUCE = {
 @pytest.mark.parametrize("name", REDUCE)
 def test_reductions_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(REDUCE[name], tmp_path)
+
+
+INDEXING = {
+    "gatherelements_axis1_negative": case("GatherElements", f32(2, 3, 4), C(R.integers(-3, 3, (2, 2, 4))), axis=1),
+    "gatherelements_axis_last": case("GatherElements", f32(3, 5), C(R.integers(0, 5, (3, 2))), axis=-1),
+    "gathernd": case("GatherND", f32(2, 3, 4), C(R.integers(0, 2, (5, 2))), batch_dims=0),
+    "gathernd_full_index": case("GatherND", f32(2, 3, 4), C(np.array([[[1, -1, 3]], [[0, 2, 0]]], np.int64))),
+    "gathernd_batch_dims": case("GatherND", f32(2, 3, 4), C(R.integers(0, 3, (2, 4, 1))), batch_dims=1),
+    "scatternd_rows": case("ScatterND", f32(4, 3), C(np.array([[1], [3]], np.int64)), f32(2, 3)),
+    "scatternd_add_repeated": case("ScatterND", f32(4, 3), C(np.array([[1, 0], [1, 0], [2, 2]], np.int64)), f32(3), reduction="add", opset=16),
+    "scatternd_max": case("ScatterND", f32(4, 3), C(np.array([[1, 0], [3, 2]], np.int64)), f32(2), reduction="max", opset=18),
+    "col2im": case("Col2Im", f32(1, 12, 9), i64(4, 4), i64(2, 2), opset=18),
+    "col2im_strides_pads_dilations": case("Col2Im", f32(2, 8, 15), i64(5, 6), i64(2, 2), strides=[2, 1], pads=[1, 0, 1, 1], dilations=[1, 2], opset=18),
+}
+
+
+@pytest.mark.parametrize("name", INDEXING)
+def test_gathers_and_scatters_give_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(INDEXING[name], tmp_path)
