@@ -86,3 +86,37 @@ INDEXING = {
 @pytest.mark.parametrize("name", INDEXING)
 def test_gathers_and_scatters_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(INDEXING[name], tmp_path)
+
+
+def _recurrent(op: str, gates: int, *, hidden: int = 5, dirs: int = 1, batch: int = 2, seq: int = 4, size: int = 3, bias: bool = True, states: int = 0, lens: bool = False, peep: bool = False, outputs: int = 1, **attrs):
+    """A recurrent node with weights as constants (how exporters write them), optionally a
+    bias, sequence_lens, initial states (graph inputs) and LSTM peepholes."""
+    ins: list = [f32(seq, batch, size), C(f32(dirs, gates * hidden, size) * 0.5), C(f32(dirs, gates * hidden, hidden) * 0.5)]
+    ins.append(C(f32(dirs, 2 * gates * hidden)) if bias else None)
+    ins.append(C(np.array([seq, seq - 2][:batch], np.int32)) if lens else None)
+    for _ in range(states):
+        ins.append(f32(dirs, batch, hidden))
+    if peep:
+        ins += [None] * (2 - states) + [C(f32(dirs, 3 * hidden))]
+    while ins and ins[-1] is None:
+        ins.pop()
+    direction = {1: "forward", 2: "bidirectional"}[dirs]
+    return case(op, *ins, outputs=outputs, hidden_size=hidden, direction=attrs.pop("direction", direction), opset=14, **attrs)
+
+
+RECURRENT = {
+    "lstm_y_only_no_bias": _recurrent("LSTM", 4, bias=False),
+    "lstm_bidirectional_states": _recurrent("LSTM", 4, dirs=2, states=2, outputs=3),
+    "lstm_reverse_sequence_lens": _recurrent("LSTM", 4, lens=True, outputs=3, direction="reverse"),
+    "lstm_peepholes_clip_input_forget": _recurrent("LSTM", 4, states=2, peep=True, outputs=3, clip=0.7, input_forget=1),
+    "gru_linear_before_reset": _recurrent("GRU", 3, outputs=2, linear_before_reset=1),
+    "gru_default_bidirectional_state": _recurrent("GRU", 3, dirs=2, states=1, outputs=2),
+    "gru_sequence_lens": _recurrent("GRU", 3, lens=True, outputs=2),
+    "rnn_tanh": _recurrent("RNN", 1, outputs=2),
+    "rnn_relu_bidirectional_lens": _recurrent("RNN", 1, dirs=2, lens=True, outputs=2, activations=["Relu", "Relu"]),
+}
+
+
+@pytest.mark.parametrize("name", RECURRENT)
+def test_recurrent_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(RECURRENT[name], tmp_path)
