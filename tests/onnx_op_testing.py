@@ -72,23 +72,63 @@ def _model(c: Case) -> tuple[Any, dict[str, np.ndarray]]:
 
 def check(c: Case, tmp_path: Path) -> None:
     """onnxruntime's outputs = the engine's on pnnx's conversion, which keeps the ONNX node."""
+    model, feeds = _model(c)
+    check_model(model, feeds, c.kept or c.op, tmp_path, c.rel)
+
+
+def check_model(model: Any, feeds: dict[str, np.ndarray], kept: str, tmp_path: Path, rel: float = 1e-4) -> None:
+    """An ONNX model run by onnxruntime and by the engine on pnnx's conversion, which must
+    keep an operator of type `kept`: every output the same."""
     import onnx
     import onnxruntime as ort
 
     from kuiper_core.formats import open_model
 
-    model, feeds = _model(c)
     path = tmp_path / "case.onnx"
     onnx.save_model(model, str(path))
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)
     m = open_model(path, cache_dir=tmp_path / "cache")
-    kept = c.kept or c.op
     types = [op.type for op in m.graph.operators]
     assert kept in types, f"pnnx did not keep {kept}: {types}"
     got = m.build().forward(*feeds.values())
     assert len(got) == len(expected), (len(got), len(expected))
+    _compare(got, expected, rel)
+
+
+def _compare(got: Any, expected: list[np.ndarray], rel: float) -> None:
     for k, (y, ref) in enumerate(zip(got, expected)):
         assert np.asarray(y).dtype == ref.dtype, f"output {k}: dtype {np.asarray(y).dtype}, onnxruntime {ref.dtype}"
-        ok, err, bound = max_err_ok(np.asarray(y), ref, rel=c.rel)
+        ok, err, bound = max_err_ok(np.asarray(y), ref, rel=rel)
         assert ok, f"output {k}: shape {np.shape(y)} vs {ref.shape}, max err {err:.3g} > {bound:.3g}"
+
+
+_DTYPE_NAMES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "bool": "bool", "uint8": "u8", "int8": "i8"}
+
+
+def check_line(c: Case, params: str = "") -> None:
+    """For an operator pnnx turns into a torch form when it converts the node alone (e.g. an
+    Expand of a constant shape): the node's .param line written as pnnx writes a kept ONNX
+    node (type, ONNX attributes as `params`, inputs positionally), run by the engine, against
+    onnxruntime on the ONNX node. Inputs given as C(...) are left out of the line (pnnx
+    folds them into `params`); the others are the graph's inputs."""
+    import onnxruntime as ort
+
+    from kuiper_core import RuntimeGraph
+    from kuiper_core.pnnx import parse_param
+
+    model, feeds = _model(c)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    arrays = list(feeds.values())
+    lines = [
+        f"pnnx.Input in{k} 0 1 i{k} #i{k}=({','.join(map(str, a.shape))}){_DTYPE_NAMES[a.dtype.name]}"
+        for k, a in enumerate(arrays)
+    ]
+    ins = " ".join(f"i{k}" for k in range(len(arrays)))
+    outs = " ".join(f"o{k}" for k in range(c.outputs))
+    lines.append(f"{c.op} node {len(arrays)} {c.outputs} {ins} {outs} {params}".rstrip())
+    lines += [f"pnnx.Output out{k} 1 0 o{k}" for k in range(c.outputs)]
+    text = f"7767517\n{len(lines)} {len(arrays) + c.outputs}\n" + "\n".join(lines) + "\n"
+    got = RuntimeGraph.from_graph(parse_param(text)).build().forward(*arrays)
+    _compare(got, expected, c.rel)
