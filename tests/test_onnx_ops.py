@@ -191,3 +191,29 @@ def test_a_resize_to_another_tensors_shape_gives_onnxruntimes_answer(tmp_path) -
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     check_model(model, {"x": X4, "z": f32(1, 3, 6, 5)}, "Resize", tmp_path)
+
+
+# pnnx turns these into torch forms (Tensor.expand, torch.tile, torch.where, torch.arange,
+# torch.einsum) whenever it can read their arguments; kept (a nudenet Expand of a computed
+# shape), their .param line reads as below: checked against onnxruntime on the ONNX node.
+AS_KEPT_LINE = {
+    "expand_both_ways": case("Expand", f32(3, 1), np.array([2, 1, 4], np.int64)),
+    "expand_keeps_larger_dims": case("Expand", f32(2, 3, 4), np.array([1, 4], np.int64)),
+    "tile": case("Tile", f32(2, 3), np.array([2, 3], np.int64)),
+    "where_broadcast": case("Where", R.standard_normal((3, 4)) > 0, f32(2, 3, 4), f32(4)),
+    "range_float": case("Range", np.array(1.0, np.float32), np.array(7.0, np.float32), np.array(1.5, np.float32)),
+    "range_int_down": case("Range", np.array(10, np.int64), np.array(-3, np.int64), np.array(-4, np.int64)),
+    "range_empty": case("Range", np.array(5, np.int32), np.array(2, np.int32), np.array(1, np.int32)),
+    "einsum_batched_matmul": case("Einsum", f32(2, 3, 4), f32(2, 4, 5), equation="bij,bjk->bik"),
+    "einsum_ellipsis_implicit": case("Einsum", f32(2, 3, 4), f32(2, 4, 5), equation="...ij,...jk"),
+    "einsum_trace": case("Einsum", f32(3, 3), equation="ii"),
+    "clip_max_only_param": case("Clip", X4, opset=6, max=0.5),
+    "nonzero_int": case("NonZero", np.array([[0, 2, 0], [1, 0, 3]], np.int64)),
+}
+
+
+@pytest.mark.parametrize("name", AS_KEPT_LINE)
+def test_ops_pnnx_rewrites_alone_give_onnxruntimes_answer_as_kept_nodes(name: str) -> None:
+    c = AS_KEPT_LINE[name]
+    params = " ".join(f"{k}={v}" for k, v in sorted(c.attrs.items()))
+    check_line(c, params)
