@@ -217,3 +217,73 @@ def test_ops_pnnx_rewrites_alone_give_onnxruntimes_answer_as_kept_nodes(name: st
     c = AS_KEPT_LINE[name]
     params = " ".join(f"{k}={v}" for k, v in sorted(c.attrs.items()))
     check_line(c, params)
+
+
+HANN16 = C((0.5 - 0.5 * np.cos(2 * np.pi * np.arange(16) / 16)).astype(np.float32))
+
+SPECTRAL = {
+    "stft_window_onesided": case("STFT", f32(2, 64, 1), C(np.array(4, np.int64)), HANN16, onesided=1),
+    "stft_frame_length_two_sided": case("STFT", f32(1, 64, 1), C(np.array(8, np.int64)), None, C(np.array(16, np.int64)), onesided=0),
+    "stft_window_and_length": case("STFT", f32(1, 50, 1), C(np.array(5, np.int64)), HANN16, C(np.array(16, np.int64))),
+    "stft_complex_signal": case("STFT", f32(1, 40, 2), C(np.array(6, np.int64)), HANN16, onesided=0),
+}
+
+
+@pytest.mark.parametrize("name", SPECTRAL)
+def test_stft_gives_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(SPECTRAL[name], tmp_path)
+
+
+def _stft_module(kind: str):  # noqa: ANN202  (a torch module; torch is imported here only)
+    import torch
+
+    class Power(torch.nn.Module):
+        """A mel front end's first step: a Hann-windowed power spectrogram, centred (reflect)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("window", torch.hann_window(64))
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            s = torch.stft(x, n_fft=64, hop_length=16, win_length=64, window=self.window, return_complex=True)
+            return s.abs().pow(2)
+
+    class Plain(torch.nn.Module):
+        """No window (a rectangle), not centred, the real/imaginary pairs."""
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return torch.view_as_real(torch.stft(x, n_fft=32, hop_length=8, center=False, return_complex=True))
+
+    class Short(torch.nn.Module):
+        """A window shorter than n_fft (centred in it), constant padding, normalised."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("window", torch.hamming_window(24))
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            s = torch.stft(x, 32, hop_length=10, win_length=24, window=self.window, pad_mode="constant", normalized=True, return_complex=True)
+            return torch.view_as_real(s)
+
+    return {"power": Power, "plain": Plain, "short": Short}[kind]().eval()
+
+
+@pytest.mark.skipif(not installed("torch"), reason="tracing the module and its reference need torch")
+@pytest.mark.parametrize("kind", ["power", "plain", "short"])
+def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_path) -> None:
+    import torch
+
+    from conftest import max_err_ok
+    from kuiper_core.formats import open_model
+
+    module = _stft_module(kind)
+    x = f32(2, 400)
+    traced = torch.jit.trace(module, torch.from_numpy(x))
+    traced.save(str(tmp_path / "stft.pt"))
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    m = open_model(tmp_path / "stft.pt", inputshape=[2, 400], cache_dir=tmp_path / "cache")
+    assert "torch.stft" in [op.type for op in m.graph.operators]
+    (y,) = m.build().forward(x)
+    ok, err, bound = max_err_ok(np.asarray(y), expected)
+    assert ok, (np.shape(y), expected.shape, err, bound)
