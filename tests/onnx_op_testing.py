@@ -36,7 +36,9 @@ class Case:
     rel: float = 1e-4
 
 
-def case(op: str, *inputs: Any, outputs: int = 1, opset: int = 17, kept: str | None = None, rel: float = 1e-4, **attrs: Any) -> Case:
+def case(
+    op: str, *inputs: Any, outputs: int = 1, opset: int = 17, kept: str | None = None, rel: float = 1e-4, **attrs: Any
+) -> Case:
     return Case(op, list(inputs), attrs, outputs, opset, kept, rel)
 
 
@@ -55,14 +57,18 @@ def _model(c: Case) -> tuple[Any, dict[str, np.ndarray]]:
             inits.append(numpy_helper.from_array(np.asarray(v.value), name))
         else:
             arr = np.asarray(v)
-            graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape))
+            graph_inputs.append(
+                helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape)
+            )
             feeds[name] = arr
     outs = [f"o{k}" for k in range(c.outputs)]
     node = helper.make_node(c.op, names, outs, **c.attrs)
     # Output types from ONNX's shape inference (onnxruntime checks declared against actual).
     probe = helper.make_graph([node], "case", graph_inputs, [], inits)
     probe_model = helper.make_model(probe, opset_imports=[helper.make_opsetid("", c.opset)])
-    inferred = {vi.name: vi.type.tensor_type.elem_type for vi in onnx.shape_inference.infer_shapes(probe_model).graph.value_info}
+    inferred = {
+        vi.name: vi.type.tensor_type.elem_type for vi in onnx.shape_inference.infer_shapes(probe_model).graph.value_info
+    }
     graph_outputs = [helper.make_tensor_value_info(o, inferred.get(o, onnx.TensorProto.FLOAT), None) for o in outs]
     graph = helper.make_graph([node], "case", graph_inputs, graph_outputs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", c.opset)])
@@ -103,7 +109,15 @@ def _compare(got: Any, expected: list[np.ndarray], rel: float) -> None:
         assert ok, f"output {k}: shape {np.shape(y)} vs {ref.shape}, max err {err:.3g} > {bound:.3g}"
 
 
-_DTYPE_NAMES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "bool": "bool", "uint8": "u8", "int8": "i8"}
+_DTYPE_NAMES = {
+    "float32": "f32",
+    "float64": "f64",
+    "int64": "i64",
+    "int32": "i32",
+    "bool": "bool",
+    "uint8": "u8",
+    "int8": "i8",
+}
 
 
 def check_line(c: Case, params: str = "") -> None:

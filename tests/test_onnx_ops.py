@@ -5,17 +5,27 @@ onnx.helper, converted by the real pnnx (which must keep the node) and run by bo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
+import kuiper_core
+from conftest import DATA, max_err_ok
 from kuiper_core.formats import converter_available
 from kuiper_core.formats.base import installed
 from onnx_op_testing import C, case, check, check_line, check_model
 
-pytestmark = [
-    pytest.mark.skipif(not (installed("onnx") and installed("onnxruntime")), reason="needs onnx and onnxruntime"),
-    pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed"),
-]
+needs_onnxruntime = pytest.mark.skipif(
+    not (installed("onnx") and installed("onnxruntime")), reason="needs onnx and onnxruntime"
+)
+CAN_CONVERT = installed("onnx") and installed("onnxruntime") and converter_available()
+
+
+def converted(test: Callable) -> Callable:
+    """Slow tier: each case runs pnnx (0.3-1 s); the committed cases at the end run without it."""
+    return pytest.mark.slow(pytest.mark.skipif(not CAN_CONVERT, reason="needs onnx, onnxruntime and pnnx")(test))
+
 
 R = np.random.default_rng(0)
 
@@ -34,17 +44,33 @@ TENSOR = {
     "clip_tensor_min": case("Clip", X4, np.array(0.1, np.float32), opset=13),
     "clip_tensor_both": case("Clip", X4, np.array(-0.5, np.float32), np.array(0.5, np.float32), opset=13),
     "cumsum": case("CumSum", f32(2, 3, 4), C(np.array(2, np.int64)), opset=13),
-    "cumsum_exclusive_reverse": case("CumSum", f32(2, 3, 4), C(np.array(1, np.int64)), exclusive=1, reverse=1, opset=13),
-    "onehot": case("OneHot", np.array([[0, 3, -1], [4, 9, 2]], np.int64), C(np.array(5, np.int64)), C(np.array([0.0, 1.0], np.float32))),
-    "onehot_axis1": case("OneHot", np.array([[0, 3, -1], [4, 1, 2]], np.int64), C(np.array([4], np.int64)), C(np.array([-1.0, 2.0], np.float32)), axis=1),
+    "cumsum_exclusive_reverse": case(
+        "CumSum", f32(2, 3, 4), C(np.array(1, np.int64)), exclusive=1, reverse=1, opset=13
+    ),
+    "onehot": case(
+        "OneHot",
+        np.array([[0, 3, -1], [4, 9, 2]], np.int64),
+        C(np.array(5, np.int64)),
+        C(np.array([0.0, 1.0], np.float32)),
+    ),
+    "onehot_axis1": case(
+        "OneHot",
+        np.array([[0, 3, -1], [4, 1, 2]], np.int64),
+        C(np.array([4], np.int64)),
+        C(np.array([-1.0, 2.0], np.float32)),
+        axis=1,
+    ),
     "nonzero": case("NonZero", (R.standard_normal((3, 4)) > 0).astype(np.float32), opset=13),
-    "pad_axes_input": case("Pad", X4, i64(1, 2, 3, 1), C(np.array(1.5, np.float32)), i64(1, 3), mode="constant", opset=18),
+    "pad_axes_input": case(
+        "Pad", X4, i64(1, 2, 3, 1), C(np.array(1.5, np.float32)), i64(1, 3), mode="constant", opset=18
+    ),
     "pad_reflect_axes": case("Pad", X4, i64(1, 2, 3, 1), None, i64(2, 3), mode="reflect", opset=18),
     "pad_edge_axes": case("Pad", X4, i64(1, 0, 2, 1), None, i64(-2, -1), mode="edge", opset=18),
     "pad_wrap_axes": case("Pad", X4, i64(1, 2, 3, 1), None, i64(2, 3), mode="wrap", opset=19),
 }
 
 
+@converted
 @pytest.mark.parametrize("name", TENSOR)
 def test_tensor_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(TENSOR[name], tmp_path)
@@ -59,11 +85,14 @@ REDUCE = {
     "argmax_keepdims": case("ArgMax", X4, axis=1, keepdims=1, opset=13),
     "argmin": case("ArgMin", np.round(X4), axis=2, keepdims=1, opset=13),
     "topk_largest": case("TopK", f32(1, 3, 8), i64(3), outputs=2, axis=-1, largest=1),
-    "topk_smallest_axis1_ties": case("TopK", np.round(f32(2, 8, 3)), i64(3), outputs=2, axis=1, largest=0, sorted=1, opset=11),
+    "topk_smallest_axis1_ties": case(
+        "TopK", np.round(f32(2, 8, 3)), i64(3), outputs=2, axis=1, largest=0, sorted=1, opset=11
+    ),
     "topk_opset1_k_attr": case("TopK", f32(2, 8, 3), outputs=2, axis=1, k=2, opset=9),
 }
 
 
+@converted
 @pytest.mark.parametrize("name", REDUCE)
 def test_reductions_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(REDUCE[name], tmp_path)
@@ -76,22 +105,48 @@ INDEXING = {
     "gathernd_full_index": case("GatherND", f32(2, 3, 4), C(np.array([[[1, -1, 3]], [[0, 2, 0]]], np.int64))),
     "gathernd_batch_dims": case("GatherND", f32(2, 3, 4), C(R.integers(0, 3, (2, 4, 1))), batch_dims=1),
     "scatternd_rows": case("ScatterND", f32(4, 3), C(np.array([[1], [3]], np.int64)), f32(2, 3)),
-    "scatternd_add_repeated": case("ScatterND", f32(4, 3), C(np.array([[1, 0], [1, 0], [2, 2]], np.int64)), f32(3), reduction="add", opset=16),
-    "scatternd_max": case("ScatterND", f32(4, 3), C(np.array([[1, 0], [3, 2]], np.int64)), f32(2), reduction="max", opset=18),
+    "scatternd_add_repeated": case(
+        "ScatterND", f32(4, 3), C(np.array([[1, 0], [1, 0], [2, 2]], np.int64)), f32(3), reduction="add", opset=16
+    ),
+    "scatternd_max": case(
+        "ScatterND", f32(4, 3), C(np.array([[1, 0], [3, 2]], np.int64)), f32(2), reduction="max", opset=18
+    ),
     "col2im": case("Col2Im", f32(1, 12, 9), i64(4, 4), i64(2, 2), opset=18),
-    "col2im_strides_pads_dilations": case("Col2Im", f32(2, 8, 15), i64(5, 6), i64(2, 2), strides=[2, 1], pads=[1, 0, 1, 1], dilations=[1, 2], opset=18),
+    "col2im_strides_pads_dilations": case(
+        "Col2Im", f32(2, 8, 15), i64(5, 6), i64(2, 2), strides=[2, 1], pads=[1, 0, 1, 1], dilations=[1, 2], opset=18
+    ),
 }
 
 
+@converted
 @pytest.mark.parametrize("name", INDEXING)
 def test_gathers_and_scatters_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(INDEXING[name], tmp_path)
 
 
-def _recurrent(op: str, gates: int, *, hidden: int = 5, dirs: int = 1, batch: int = 2, seq: int = 4, size: int = 3, bias: bool = True, states: int = 0, lens: bool = False, peep: bool = False, outputs: int = 1, **attrs):
+def _recurrent(
+    op: str,
+    gates: int,
+    *,
+    hidden: int = 5,
+    dirs: int = 1,
+    batch: int = 2,
+    seq: int = 4,
+    size: int = 3,
+    bias: bool = True,
+    states: int = 0,
+    lens: bool = False,
+    peep: bool = False,
+    outputs: int = 1,
+    **attrs,
+):
     """A recurrent node with weights as constants (how exporters write them), optionally a
     bias, sequence_lens, initial states (graph inputs) and LSTM peepholes."""
-    ins: list = [f32(seq, batch, size), C(f32(dirs, gates * hidden, size) * 0.5), C(f32(dirs, gates * hidden, hidden) * 0.5)]
+    ins: list = [
+        f32(seq, batch, size),
+        C(f32(dirs, gates * hidden, size) * 0.5),
+        C(f32(dirs, gates * hidden, hidden) * 0.5),
+    ]
     ins.append(C(f32(dirs, 2 * gates * hidden)) if bias else None)
     ins.append(C(np.array([seq, seq - 2][:batch], np.int32)) if lens else None)
     for _ in range(states):
@@ -101,7 +156,9 @@ def _recurrent(op: str, gates: int, *, hidden: int = 5, dirs: int = 1, batch: in
     while ins and ins[-1] is None:
         ins.pop()
     direction = {1: "forward", 2: "bidirectional"}[dirs]
-    return case(op, *ins, outputs=outputs, hidden_size=hidden, direction=attrs.pop("direction", direction), opset=14, **attrs)
+    return case(
+        op, *ins, outputs=outputs, hidden_size=hidden, direction=attrs.pop("direction", direction), opset=14, **attrs
+    )
 
 
 RECURRENT = {
@@ -117,13 +174,18 @@ RECURRENT = {
 }
 
 
+@converted
 @pytest.mark.parametrize("name", RECURRENT)
 def test_recurrent_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(RECURRENT[name], tmp_path)
 
 
 def _resize(x: np.ndarray, *, roi=None, scales=None, sizes=None, opset: int = 13, **attrs):
-    ins = [x, None if roi is None else C(np.array(roi, np.float32)), None if scales is None else C(np.array(scales, np.float32))]
+    ins = [
+        x,
+        None if roi is None else C(np.array(roi, np.float32)),
+        None if scales is None else C(np.array(scales, np.float32)),
+    ]
     ins.append(None if sizes is None else C(np.array(sizes, np.int64)))
     while ins[-1] is None:
         ins.pop()
@@ -131,19 +193,50 @@ def _resize(x: np.ndarray, *, roi=None, scales=None, sizes=None, opset: int = 13
 
 
 RESIZE = {
-    "nearest_pytorch_half_pixel_round_prefer_ceil": _resize(X4, sizes=[1, 3, 7, 9], mode="nearest", coordinate_transformation_mode="pytorch_half_pixel", nearest_mode="round_prefer_ceil"),
+    "nearest_pytorch_half_pixel_round_prefer_ceil": _resize(
+        X4,
+        sizes=[1, 3, 7, 9],
+        mode="nearest",
+        coordinate_transformation_mode="pytorch_half_pixel",
+        nearest_mode="round_prefer_ceil",
+    ),
     "nearest_half_pixel_ceil_down": _resize(f32(1, 2, 9, 7), sizes=[1, 2, 4, 3], mode="nearest", nearest_mode="ceil"),
-    "linear_tf_crop_and_resize": _resize(X4, roi=[0, 0, 0.1, 0.2, 1, 1, 0.9, 1.2], scales=[1, 1, 2, 2], mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=0.5),
-    "axes_not_larger": _resize(X4, sizes=[6, 10], mode="linear", axes=[2, 3], keep_aspect_ratio_policy="not_larger", opset=18),
+    "linear_tf_crop_and_resize": _resize(
+        X4,
+        roi=[0, 0, 0.1, 0.2, 1, 1, 0.9, 1.2],
+        scales=[1, 1, 2, 2],
+        mode="linear",
+        coordinate_transformation_mode="tf_crop_and_resize",
+        extrapolation_value=0.5,
+    ),
+    "axes_not_larger": _resize(
+        X4, sizes=[6, 10], mode="linear", axes=[2, 3], keep_aspect_ratio_policy="not_larger", opset=18
+    ),
 }
 
 # pnnx turns these into F.interpolate when the node is converted alone; as a kept node (a
 # size computed at run time) they read as below: the param line, against onnxruntime.
 RESIZE_LINE = {
-    "nearest_align_corners_floor": _resize(X4, scales=[1, 1, 1.5, 2.5], mode="nearest", coordinate_transformation_mode="align_corners", nearest_mode="floor"),
-    "nearest_tf_half_pixel_for_nn": _resize(X4, roi=[], scales=[1, 1, 2, 3], mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn", opset=11),
-    "linear_pytorch_half_pixel_to_one": _resize(X4, sizes=[1, 3, 1, 5], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
-    "linear_half_pixel_symmetric": _resize(f32(1, 2, 5, 5), scales=[1, 1, 1.7, 0.6], mode="linear", coordinate_transformation_mode="half_pixel_symmetric", opset=19),
+    "nearest_align_corners_floor": _resize(
+        X4,
+        scales=[1, 1, 1.5, 2.5],
+        mode="nearest",
+        coordinate_transformation_mode="align_corners",
+        nearest_mode="floor",
+    ),
+    "nearest_tf_half_pixel_for_nn": _resize(
+        X4, roi=[], scales=[1, 1, 2, 3], mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn", opset=11
+    ),
+    "linear_pytorch_half_pixel_to_one": _resize(
+        X4, sizes=[1, 3, 1, 5], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"
+    ),
+    "linear_half_pixel_symmetric": _resize(
+        f32(1, 2, 5, 5),
+        scales=[1, 1, 1.7, 0.6],
+        mode="linear",
+        coordinate_transformation_mode="half_pixel_symmetric",
+        opset=19,
+    ),
     "linear_antialias_down": _resize(f32(1, 2, 9, 8), sizes=[1, 2, 4, 3], mode="linear", antialias=1, opset=18),
     "cubic_exclude_outside_a": _resize(X4, scales=[1, 1, 2, 1.5], mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1),
     "cubic_asymmetric": _resize(X4, sizes=[1, 3, 7, 6], mode="cubic", coordinate_transformation_mode="asymmetric"),
@@ -151,6 +244,7 @@ RESIZE_LINE = {
 }
 
 
+@converted
 @pytest.mark.parametrize("name", RESIZE)
 def test_resize_modes_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(RESIZE[name], tmp_path)
@@ -164,15 +258,19 @@ def _resize_params(c) -> str:
         parts.append(f"{key}=({','.join(map(str, value))})" if isinstance(value, list) else f"{key}={value}")
     for k, v in enumerate(c.inputs):
         if isinstance(v, C):
-            parts.append(f"{names[k]}=({','.join(str(float(e)) if names[k] != 'sizes' else str(int(e)) for e in v.value)})")
+            parts.append(
+                f"{names[k]}=({','.join(str(float(e)) if names[k] != 'sizes' else str(int(e)) for e in v.value)})"
+            )
     return " ".join(sorted(parts))
 
 
+@needs_onnxruntime
 @pytest.mark.parametrize("name", RESIZE_LINE)
 def test_resize_modes_as_a_kept_node_give_onnxruntimes_answer(name: str) -> None:
     check_line(RESIZE_LINE[name], _resize_params(RESIZE_LINE[name]))
 
 
+@converted
 def test_a_resize_to_another_tensors_shape_gives_onnxruntimes_answer(tmp_path) -> None:
     """Resize(x, sizes=Shape(z)) with z's spatial dims dynamic: pnnx keeps the Resize and hands it
     z itself in place of the Shape (it drops that node); the layer takes z's shape as sizes."""
@@ -185,7 +283,10 @@ def test_a_resize_to_another_tensors_shape_gives_onnxruntimes_answer(tmp_path) -
     graph = helper.make_graph(
         nodes,
         "resize_to",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, "H", "W"]),
+        ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -212,6 +313,7 @@ AS_KEPT_LINE = {
 }
 
 
+@needs_onnxruntime
 @pytest.mark.parametrize("name", AS_KEPT_LINE)
 def test_ops_pnnx_rewrites_alone_give_onnxruntimes_answer_as_kept_nodes(name: str) -> None:
     c = AS_KEPT_LINE[name]
@@ -223,12 +325,15 @@ HANN16 = C((0.5 - 0.5 * np.cos(2 * np.pi * np.arange(16) / 16)).astype(np.float3
 
 SPECTRAL = {
     "stft_window_onesided": case("STFT", f32(2, 64, 1), C(np.array(4, np.int64)), HANN16, onesided=1),
-    "stft_frame_length_two_sided": case("STFT", f32(1, 64, 1), C(np.array(8, np.int64)), None, C(np.array(16, np.int64)), onesided=0),
+    "stft_frame_length_two_sided": case(
+        "STFT", f32(1, 64, 1), C(np.array(8, np.int64)), None, C(np.array(16, np.int64)), onesided=0
+    ),
     "stft_window_and_length": case("STFT", f32(1, 50, 1), C(np.array(5, np.int64)), HANN16, C(np.array(16, np.int64))),
     "stft_complex_signal": case("STFT", f32(1, 40, 2), C(np.array(6, np.int64)), HANN16, onesided=0),
 }
 
 
+@converted
 @pytest.mark.parametrize("name", SPECTRAL)
 def test_stft_gives_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(SPECTRAL[name], tmp_path)
@@ -262,12 +367,22 @@ def _stft_module(kind: str):  # noqa: ANN202  (a torch module; torch is imported
             self.register_buffer("window", torch.hamming_window(24))
 
         def forward(self, x):  # noqa: ANN001, ANN202
-            s = torch.stft(x, 32, hop_length=10, win_length=24, window=self.window, pad_mode="constant", normalized=True, return_complex=True)
+            s = torch.stft(
+                x,
+                32,
+                hop_length=10,
+                win_length=24,
+                window=self.window,
+                pad_mode="constant",
+                normalized=True,
+                return_complex=True,
+            )
             return torch.view_as_real(s)
 
     return {"power": Power, "plain": Plain, "short": Short}[kind]().eval()
 
 
+@converted
 @pytest.mark.skipif(not installed("torch"), reason="tracing the module and its reference need torch")
 @pytest.mark.parametrize("kind", ["power", "plain", "short"])
 def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_path) -> None:
@@ -287,3 +402,35 @@ def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_pat
     (y,) = m.build().forward(x)
     ok, err, bound = max_err_ok(np.asarray(y), expected)
     assert ok, (np.shape(y), expected.shape, err, bound)
+
+
+# tools/export_onnx_cases.py: small graphs of these operators, converted by the real pnnx, with
+# onnxruntime's outputs (torch's for torch_stft), committed: they run without pnnx or torch.
+COMMITTED = ["reductions", "indexing", "tensors", "recurrent", "resize_stft", "torch_stft"]
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_committed_conversions_give_the_frameworks_outputs(name: str) -> None:
+    case = DATA / "onnx_cases"
+    single = case / f"{name}.input.npy"
+    if single.exists():
+        inputs = [np.load(single)]
+    else:
+        with np.load(case / f"{name}.inputs.npz") as z:
+            inputs = [z[f"in{k}"] for k in range(len(z.files))]
+    with np.load(case / f"{name}.expected.npz") as z:
+        expected = [z[f"out{k}"] for k in range(len(z.files))]
+    got = kuiper_core.load(case / f"{name}.pnnx.param").forward(*inputs)
+    assert len(got) == len(expected)
+    for k, (y, ref) in enumerate(zip(got, expected)):
+        ok, err, bound = max_err_ok(np.asarray(y), ref)
+        assert ok and np.asarray(y).dtype == ref.dtype, (
+            name,
+            k,
+            np.shape(y),
+            ref.shape,
+            np.asarray(y).dtype,
+            ref.dtype,
+            err,
+            bound,
+        )

@@ -457,7 +457,9 @@ class _Compiler:
                 converters.append(None)
         if node.name == "abs" and dtype.kind == "c":  # |z| of a complex tensor is real (torch.stft's magnitude)
             real = np.dtype(np.float64 if dtype == np.complex128 else np.float32)
-            return self.add_step(node, _elementwise(fn.kernel, converters), args, VType("tensor", real), elementwise=True)
+            return self.add_step(
+                node, _elementwise(fn.kernel, converters), args, VType("tensor", real), elementwise=True
+            )
         if node.name == "pow" and dtype.kind == "f" and isinstance(node.args[1], Constant):
             # torch computes x**2 as x*x and x**0.5 as sqrt(x) (pow_tensor_scalar kernels)
             exponent = node.args[1].value

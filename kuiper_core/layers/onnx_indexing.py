@@ -61,7 +61,7 @@ class GatherND(Layer):
         ids = index.reshape((batch, -1, k))
         cols = [check_index_range(self, ids[..., d], x.shape[b + d], f"index on dim {b + d}") for d in range(k)]
         rows = np.arange(batch).reshape(batch, 1)
-        picked = xs[(rows, *cols)]  # (batch, m) + data.shape[b + k:]
+        picked = xs[(rows,) + tuple(cols)]  # (batch, m) + data.shape[b + k:]
         return [picked.reshape(index.shape[:-1] + x.shape[b + k :])]
 
 
@@ -86,7 +86,9 @@ class ScatterND(Layer):
         k = index.shape[-1] if index.ndim else 0
         want = index.shape[:-1] + x.shape[k:]
         if index.ndim < 1 or k > x.ndim or updates.shape != want:
-            raise self.error(f"indices {index.shape} and updates {updates.shape} do not fit data {x.shape}: updates must be {want}")
+            raise self.error(
+                f"indices {index.shape} and updates {updates.shape} do not fit data {x.shape}: updates must be {want}"
+            )
         ids = index.reshape(-1, k)
         key = tuple(check_index_range(self, ids[:, d], x.shape[d], f"index on dim {d}") for d in range(k))
         rows = updates.reshape((-1,) + x.shape[k:])
@@ -130,9 +132,12 @@ class Col2Im(Layer):
         c = cols // size
         self.check_size((n, c, *padded))
         y = np.zeros((n, c, *padded), x.dtype)
+        whole: tuple[Any, ...] = (slice(None), slice(None))
         blocks = x.reshape(n, c, *block, *counts)
         for offset in itertools.product(*(range(b) for b in block)):
-            at = tuple(slice(o * dil[d], o * dil[d] + stride[d] * (counts[d] - 1) + 1, stride[d]) for d, o in enumerate(offset))
-            y[(slice(None), slice(None), *at)] += blocks[(slice(None), slice(None), *offset)]
+            at = tuple(
+                slice(o * dil[d], o * dil[d] + stride[d] * (counts[d] - 1) + 1, stride[d]) for d, o in enumerate(offset)
+            )
+            y[whole + at] += blocks[whole + offset]
         crop = tuple(slice(pads[d], pads[d] + image[d]) for d in range(nd))
-        return [np.ascontiguousarray(y[(slice(None), slice(None), *crop)])]
+        return [np.ascontiguousarray(y[whole + crop])]

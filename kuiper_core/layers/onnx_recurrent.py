@@ -77,6 +77,8 @@ class _OnnxRecurrent(Layer):
         n = len(self.default_activations)
         if names is None:
             names = list(self.default_activations) * len(self.directions)
+        if not isinstance(names, (str, list)):
+            raise self.error(f"parameter 'activations' must be names, got {names!r}")
         names = [names] if isinstance(names, str) else list(names)
         alphas = self._floats("activation_alpha")
         betas = self._floats("activation_beta")
@@ -139,11 +141,11 @@ class _OnnxRecurrent(Layer):
             raise self.error(f"X must be 3-D, got {x.shape}")
         if self.layout:
             x = x.transpose(1, 0, 2)  # (batch, seq, in) -> (seq, batch, in)
-        T, B, I = x.shape
-        if w.shape != (n_dir, G * H, I) or r.shape != (n_dir, G * H, H):
+        T, B, size = x.shape
+        if w.shape != (n_dir, G * H, size) or r.shape != (n_dir, G * H, H):
             raise self.error(
-                f"W {w.shape} and R {r.shape} must be {(n_dir, G * H, I)} and {(n_dir, G * H, H)} "
-                f"for hidden_size={H}, {n_dir} direction(s), input size {I}"
+                f"W {w.shape} and R {r.shape} must be {(n_dir, G * H, size)} and {(n_dir, G * H, H)} "
+                f"for hidden_size={H}, {n_dir} direction(s), input size {size}"
             )
         opt = self._optional_inputs(inputs, n_dir)
         lens = opt.get("sequence_lens")
@@ -187,7 +189,7 @@ class _OnnxRecurrent(Layer):
 class OnnxRNN(_OnnxRecurrent):
     """Ht = f(Xt·Wᵀ + Ht-1·Rᵀ + Wb + Rb)."""
 
-    def cell(self, d, xw, state, r, rb, opt):  # type: ignore[no-untyped-def]  # the base's signature
+    def cell(self, d, xw, state, r, rb, opt):
         (f,) = self.activations[d]
         h = f(self.clipped(xw + state[0] @ r.T + rb))
         return h, state[1]
@@ -206,7 +208,7 @@ class OnnxGRU(_OnnxRecurrent):
         super().__init__(op)
         self.linear_before_reset = bool(self.int_param("linear_before_reset", 0))
 
-    def cell(self, d, xw, state, r, rb, opt):  # type: ignore[no-untyped-def]  # the base's signature
+    def cell(self, d, xw, state, r, rb, opt):
         f, g = self.activations[d]
         H, h_prev = self.hidden, state[0]
         zr = self.clipped(xw[:, : 2 * H] + h_prev @ r[: 2 * H].T + rb[: 2 * H])
@@ -234,7 +236,7 @@ class OnnxLSTM(_OnnxRecurrent):
         super().__init__(op)
         self.input_forget = bool(self.int_param("input_forget", 0))
 
-    def cell(self, d, xw, state, r, rb, opt):  # type: ignore[no-untyped-def]  # the base's signature
+    def cell(self, d, xw, state, r, rb, opt):
         f, g, h_act = self.activations[d]
         H, (h_prev, c_prev) = self.hidden, state
         p = opt.get("P")

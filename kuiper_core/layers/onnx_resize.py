@@ -95,8 +95,8 @@ class OnnxResize(Layer):
     # -- sizes ------------------------------------------------------------------------------
     def _given(self, inputs: list[Any], rank: int) -> tuple[Any, Any, Any]:
         """roi, scales, sizes: params where pnnx folded them, else inputs told apart."""
-        roi, scales, sizes = (self.op.params.get(k) for k in ("roi", "scales", "sizes"))
-        roi, scales, sizes = (v if v not in (None, []) else None for v in (roi, scales, sizes))
+        given: list[Any] = [self.op.params.get(k) for k in ("roi", "scales", "sizes")]
+        roi, scales, sizes = (v if v not in (None, []) else None for v in given)
         for v in inputs[1:]:
             arr = np.asarray(v)
             if arr.ndim != 1 and arr.ndim == rank:
@@ -141,11 +141,11 @@ class OnnxResize(Layer):
             raise self.error("neither scales nor sizes given")
         bounds = [(0.0, 1.0)] * rank
         if roi is not None and self.coordinates == "tf_crop_and_resize":
-            r = [float(v) for v in np.asarray(roi, np.float64).reshape(-1)]
-            if len(r) != 2 * len(axes):
-                raise self.error(f"roi must have 2 x {len(axes)} entries (starts, then ends), got {len(r)}")
+            ends = [float(v) for v in np.asarray(roi, np.float64).reshape(-1)]
+            if len(ends) != 2 * len(axes):
+                raise self.error(f"roi must have 2 x {len(axes)} entries (starts, then ends), got {len(ends)}")
             for k, a in enumerate(axes):
-                bounds[a] = (r[k], r[k + len(axes)])
+                bounds[a] = (ends[k], ends[k + len(axes)])
         self.check_size(tuple(out))
         return _Sizes(out, scale, bounds)
 

@@ -122,7 +122,9 @@ class OneHot(_ShapeFromInputs):
         self.check_size(indices.shape + (depth,))
         ids = indices.astype(np.int64)
         ids = np.where(ids < 0, ids + depth, ids)
-        hot = np.expand_dims(ids, axis) == np.arange(depth).reshape([depth if d == axis else 1 for d in range(ids.ndim + 1)])
+        hot = np.expand_dims(ids, axis) == np.arange(depth).reshape(
+            [depth if d == axis else 1 for d in range(ids.ndim + 1)]
+        )
         off, on = values.reshape(-1)
         return [np.where(hot, on, off).astype(values.dtype)]
 
@@ -185,7 +187,7 @@ class Einsum(Layer):
             raise self.error(f"equation {self.equation!r} does not fit inputs {shapes}: {e}") from None
 
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 
 @register("Pad")
@@ -204,7 +206,7 @@ class Pad(Layer):
         mode = self.param("mode", "constant")
         if mode not in _PAD_MODES:
             raise self.error(f"mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
-        self.mode = str(mode)
+        self.mode: Any = mode  # one of np.pad's modes (checked above)
 
     def _arguments(self, inputs: list[Any], x: np.ndarray) -> tuple[tuple[int, ...], Any, tuple[int, ...] | None]:
         rest = list(inputs[1:])
@@ -249,4 +251,4 @@ class Pad(Layer):
             raise self.error(f"reflect padding needs at least 2 entries on each padded axis, input {x.shape}")
         if any((b or e) and n == 0 for n, (b, e) in zip(x.shape, grow)):
             raise self.error(f"{self.mode} padding of an empty axis, input {x.shape}")
-        return [np.pad(x, grow, mode=_PAD_MODES[self.mode])]
+        return [np.pad(x, grow, mode=self.mode)]

@@ -96,7 +96,7 @@ class TorchSTFT(Layer):
         mode = self.param("pad_mode", "reflect")
         if mode not in _PAD_MODES:
             raise self.error(f"pad_mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
-        self.pad_mode = _PAD_MODES[str(mode)]
+        self.pad_mode: Any = _PAD_MODES[str(mode)]  # np.pad's name of it
         self.normalized = bool(self.param("normalized", False))
         onesided = self.param("onesided", None)
         self.onesided = True if onesided is None else bool(onesided)
@@ -134,7 +134,9 @@ class TorchSTFT(Layer):
         complex_dtype = np.complex128 if x.dtype == np.float64 or x.dtype == np.complex128 else np.complex64
         if self.return_complex:
             return [np.ascontiguousarray(y, dtype=complex_dtype)]
-        return [np.stack([y.real, y.imag], axis=-1).astype(np.float64 if complex_dtype == np.complex128 else np.float32)]
+        return [
+            np.stack([y.real, y.imag], axis=-1).astype(np.float64 if complex_dtype == np.complex128 else np.float32)
+        ]
 
 
 @register("torch.view_as_real")
