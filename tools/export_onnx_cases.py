@@ -269,6 +269,41 @@ def torch_stft() -> None:
     (OUT / "torch_stft.pt").unlink()  # the traced file is 10 KB of TorchScript; the .pnnx files say it all
 
 
+def torch_onnx_exports() -> None:
+    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*: torch.onnx.export's own ONNX (opset 17)
+    of a 2-layer bidirectional batch_first nn.LSTM (pnnx keeps ONNX's LSTM, weights as inputs)
+    and of topk / argmax / cumsum / amax (kept as TopK, ArgMax, CumSum, ReduceMax), with
+    onnxruntime's outputs."""
+    import onnxruntime as ort
+    import torch
+
+    torch.manual_seed(0)
+
+    class Lstm(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(6, 8, num_layers=2, bidirectional=True, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y, (h, _) = self.lstm(x)
+            return y, h
+
+    class Misc(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            values, indices = torch.topk(x, 3, dim=-1)
+            return values, indices, torch.argmax(x, dim=1), torch.cumsum(x, dim=2), x.amax(dim=(1, 2))
+
+    rng = np.random.default_rng(8)
+    for name, module, x in (
+        ("torch_lstm", Lstm(), rng.standard_normal((2, 5, 6)).astype(np.float32)),
+        ("torch_misc", Misc(), rng.standard_normal((2, 4, 6)).astype(np.float32)),
+    ):
+        path = OUT / f"{name}.onnx"
+        torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17)
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        _save(name, path, [x], session.run(None, {session.get_inputs()[0].name: x}))
+
+
 def _save(name: str, source: Path, inputs: list[np.ndarray], outputs: list[np.ndarray], **convert: Any) -> None:
     from kuiper_core.formats import open_model
 
@@ -300,8 +335,9 @@ def main() -> int:
         _save(name, OUT / f"{name}.onnx", xs, ys)
     if importlib.util.find_spec("torch") is not None:
         torch_stft()
+        torch_onnx_exports()
     else:
-        print("torch_stft: skipped (needs torch)")
+        print("torch_stft, torch_lstm, torch_misc: skipped (need torch)")
     return 0
 
 
