@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operand, Operator
+from ._common import check_index
 from .registry import Layer
 
 
@@ -73,10 +74,5 @@ def param_or_input(layer: Layer, key: str, inputs: list[Any], index: int | None)
 
 def check_index_range(layer: Layer, index: np.ndarray, size: int, what: str) -> np.ndarray:
     """Integer indices in [-size, size-1] (ONNX's range) as intp, negatives wrapped."""
-    if index.dtype.kind not in "iu":
-        raise layer.error(f"{what} must hold integers, got {index.dtype}")
-    if index.size and (int(index.min()) < -size or int(index.max()) >= size):
-        bad = int(index.min()) if int(index.min()) < -size else int(index.max())
-        raise layer.error(f"{what} {bad} is out of range for a dim of size {size}")
-    index = index.astype(np.intp)
+    index = check_index(layer, index, size, what).astype(np.intp)
     return np.where(index < 0, index + size, index)

@@ -16,17 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operand, Operator
+from ._common import check_index
 from .registry import Layer, register
 from .torch_args import axes_param, input_index, normalize_axis
-
-
-def _check_index(layer: Layer, index: np.ndarray, size: int, what: str) -> np.ndarray:
-    if index.dtype.kind not in "iu":
-        raise layer.error(f"{what} must hold integers, got {index.dtype}")
-    if index.size and (int(index.min()) < -size or int(index.max()) >= size):
-        bad = int(index.min()) if int(index.min()) < -size else int(index.max())
-        raise layer.error(f"{what} {bad} is out of range for a dim of size {size}")
-    return index
 
 
 class _InputAndIndex(Layer):
@@ -56,7 +48,7 @@ class Gather(_InputAndIndex):
             raise self.error(f"index has rank {index.ndim}, the input {x.ndim}: gather needs the same rank")
         if any(index.shape[k] > x.shape[k] for k in range(x.ndim) if k != d):
             raise self.error(f"index of shape {index.shape} is larger than the input {x.shape} outside dim {d}")
-        _check_index(self, index, x.shape[d], "index")
+        check_index(self, index, x.shape[d], "index")
         # torch lets the index be smaller than the input on the other dims: cut the input to it.
         cut = x[tuple(slice(0, n) if k != d else slice(None) for k, n in enumerate(index.shape))]
         return [np.take_along_axis(cut, index.astype(np.intp), axis=d)]
@@ -70,7 +62,7 @@ class IndexSelect(_InputAndIndex):
         x, index, d = self.operands(inputs)
         if index.ndim > 1:
             raise self.error(f"index must be 1-D, got shape {index.shape}")
-        _check_index(self, index, x.shape[d], "index")
+        check_index(self, index, x.shape[d], "index")
         return [np.take(x, index.reshape(-1), axis=d)]
 
 
@@ -90,7 +82,7 @@ class OnnxGather(Layer):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, index = np.asarray(inputs[0]), np.asarray(inputs[1])
         axis = normalize_axis(self, self.axis, max(x.ndim, 1))
-        _check_index(self, index, x.shape[axis], "indices")
+        check_index(self, index, x.shape[axis], "indices")
         return [np.take(x, index.astype(np.intp), axis=axis)]
 
 
@@ -151,7 +143,7 @@ class Index(Layer):
             raise self.error(f"{len(key)} indices for an input of rank {x.ndim}")
         for d, k in enumerate(key):
             if isinstance(k, np.ndarray) and k.dtype.kind in "iu":
-                _check_index(self, k, x.shape[d], f"index on dim {d}")
+                check_index(self, k, x.shape[d], f"index on dim {d}")
         try:
             return [np.asarray(x[key])]
         except IndexError as e:
