@@ -435,3 +435,58 @@ def test_committed_conversions_give_the_frameworks_outputs(name: str) -> None:
             err,
             bound,
         )
+
+
+@needs_onnxruntime
+def test_lstm_layout_1_is_layout_0_batch_first() -> None:
+    """onnxruntime refuses layout=1 (batch-first X, Y, Y_h): the layer's answer is checked as
+    onnxruntime's layout-0 answer with the batch axis moved first."""
+    import onnxruntime as ort
+
+    from kuiper_core import RuntimeGraph
+    from kuiper_core.pnnx import parse_param
+    from onnx_op_testing import _model
+
+    c = _recurrent("LSTM", 4, dirs=2, outputs=2)
+    model, feeds = _model(c)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y, y_h = session.run(None, feeds)
+    x = feeds["i0"]
+    w, r, b = (np.asarray(v.value) for v in c.inputs[1:4])
+    text = (
+        "7767517\n6 6\n"
+        "pnnx.Input in0 0 1 x\npnnx.Input in1 0 1 w\npnnx.Input in2 0 1 r\npnnx.Input in3 0 1 b\n"
+        "LSTM node 4 2 x w r b y yh direction=bidirectional hidden_size=5 layout=1\n"
+        "pnnx.Output out 2 0 y yh\n"
+    )
+    got = RuntimeGraph.from_graph(parse_param(text)).build().forward(x.transpose(1, 0, 2), w, r, b)
+    np.testing.assert_allclose(got[0], y.transpose(2, 0, 1, 3), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(got[1], y_h.transpose(1, 0, 2), rtol=0, atol=1e-5)
+
+
+BAD = [
+    ("Pad p 1 1 0 1 mode=mirror pads=(1,1)", "mode must be one of constant, reflect, edge, wrap"),
+    ("TopK t 1 2 0 1 2 axis=-1 k=9", "K=9 is outside 0..4"),
+    ("ReduceMax m 1 1 0 1 axes=(0,4)", "axis 4 is out of range for a tensor of rank 2"),
+    ("Resize r 1 1 0 1 mode=area scales=(1.0,2.0)", "mode must be one of nearest, linear, cubic"),
+    ("Resize r 1 1 0 1 mode=linear", "neither scales nor sizes given"),
+    ("LSTM l 1 1 0 1 hidden_size=2", "expected at least 3 inputs (X, W, R)"),
+    ("LSTM l 3 1 0 0 0 1 hidden_size=2 direction=sideways", "direction must be forward, reverse or bidirectional"),
+    ("GRU g 3 1 0 0 0 1 hidden_size=2 activations=(Sigmoid,Swish)", "unknown activation 'Swish'"),
+    ("GatherElements g 2 1 0 0 1 axis=3", "axis 3 is out of range for rank 2"),
+    ("STFT s 2 1 0 0 1", "frame_step must be a scalar, got shape (3, 4)"),
+]
+
+
+@pytest.mark.parametrize("line, message", BAD, ids=[m for _, m in BAD])
+def test_bad_parameters_name_the_operator_and_what_was_expected(line: str, message: str) -> None:
+    from kuiper_core.errors import KuiperError
+    from layer_testing import graph_of
+
+    t = line.split()
+    name, n_in, n_out = t[1], int(t[2]), int(t[3])
+    outputs = " ".join(t[4 + n_in : 4 + n_in + n_out])
+    with pytest.raises(KuiperError, match=f"operator '{name}'") as info:
+        g = graph_of("pnnx.Input in0 0 1 0 #0=(3,4)f32", line, f"pnnx.Output out {n_out} 0 {outputs}")
+        g.forward(np.ones((3, 4), np.float32))
+    assert message in str(info.value), str(info.value)
