@@ -213,11 +213,11 @@ class OnnxResize(Layer):
             index, weight = self.taps(coords, n_in, scale)
             picked = np.take(x, index, axis=axis)  # axis -> (n_out, n)
             w = weight.reshape((1,) * axis + weight.shape + (1,) * (x.ndim - axis - 1))
-            y = (picked * w).sum(axis=axis + 1).astype(x.dtype)
+            y = (picked * w).sum(axis=axis + 1)  # float64: cast once, after the last axis
         if self.coordinates == "tf_crop_and_resize":
             outside = (coords < 0) | (coords > n_in - 1)
             mask = outside.reshape((1,) * axis + (n_out,) + (1,) * (x.ndim - axis - 1))
-            y = np.where(mask, np.asarray(self.extrapolation, x.dtype), y)
+            y = np.where(mask, self.extrapolation, y)
         return y
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -227,4 +227,7 @@ class OnnxResize(Layer):
         for axis in range(x.ndim):
             if sizes.out[axis] != x.shape[axis] or sizes.scale[axis] != 1.0 or self.coordinates == "tf_crop_and_resize":
                 y = self.resize_axis(y, axis, sizes.out[axis], sizes.scale[axis], sizes.roi[axis])
-        return [np.ascontiguousarray(y)]
+        if y.dtype != x.dtype and x.dtype.kind in "iu":  # integer images: truncated, as onnxruntime does
+            info = np.iinfo(x.dtype)
+            y = np.clip(np.trunc(y + np.copysign(1e-9, y)), info.min, info.max)
+        return [np.ascontiguousarray(y, dtype=x.dtype)]
