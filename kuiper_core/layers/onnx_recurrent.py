@@ -167,7 +167,7 @@ class _OnnxRecurrent(Layer):
             for t in steps:
                 active = (t < lens)[:, None]  # past its length a sequence keeps its state
                 new = self.cell(d, xw[t], state, r[d], bias[d, G * H :], opt)
-                state = tuple(np.where(active, n, s) for n, s in zip(new, state))  # type: ignore[assignment]
+                state = (np.where(active, new[0], state[0]), np.where(active, new[1], state[1]))
                 y[t, d] = np.where(active, state[0], 0)
             finals[0].append(state[0])
             finals[1].append(state[1])
