@@ -466,6 +466,8 @@ def test_lstm_layout_1_is_layout_0_batch_first() -> None:
 
 BAD = [
     ("Pad p 1 1 0 1 mode=mirror pads=(1,1)", "mode must be one of constant, reflect, edge, wrap"),
+    ("Where w 1 1 0 1", "expected 3 input(s) (condition, X, Y), got 1"),
+    ("Col2Im c 2 1 0 0 1", "expected 3 input(s) (input, image_shape, block_shape), got 2"),
     ("TopK t 1 2 0 1 2 axis=-1 k=9", "K=9 is outside 0..4"),
     ("ReduceMax m 1 1 0 1 axes=(0,4)", "axis 4 is out of range for a tensor of rank 2"),
     ("Resize r 1 1 0 1 mode=area scales=(1.0,2.0)", "mode must be one of nearest, linear, cubic"),

@@ -76,3 +76,12 @@ def check_index_range(layer: Layer, index: np.ndarray, size: int, what: str) -> 
     """Integer indices in [-size, size-1] (ONNX's range) as intp, negatives wrapped."""
     index = check_index(layer, index, size, what).astype(np.intp)
     return np.where(index < 0, index + size, index)
+
+
+def expect_inputs(layer: Layer, names: str, low: int, high: int | None = None) -> None:
+    """An error at build unless the operator has `low` to `high` (default: exactly `low`)
+    inputs; `names` lists them as ONNX does (`"input, shape"`)."""
+    n, high = len(layer.op.inputs), low if high is None else high
+    if not low <= n <= high:
+        want = str(low) if low == high else f"{low} to {high}"
+        raise layer.error(f"expected {want} input(s) ({names}), got {n}")

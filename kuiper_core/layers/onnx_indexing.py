@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
-from ._onnx import check_index_range, inputs_constant, ints_of
+from ._onnx import check_index_range, expect_inputs, inputs_constant, ints_of
 from .registry import Layer, register
 
 
@@ -24,6 +24,7 @@ class GatherElements(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.axis = self.int_param("axis", 0)
+        expect_inputs(self, "data, indices", 2)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, index = np.asarray(inputs[0]), np.asarray(inputs[1])
@@ -47,6 +48,7 @@ class GatherND(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.batch_dims = self.int_param("batch_dims", 0, low=0)
+        expect_inputs(self, "data, indices", 2)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, index = np.asarray(inputs[0]), np.asarray(inputs[1])
@@ -80,6 +82,7 @@ class ScatterND(Layer):
         if reduction != "none" and reduction not in _REDUCTIONS:
             raise self.error(f"reduction must be none, {', '.join(_REDUCTIONS)}, got {reduction!r}")
         self.reduction = str(reduction)
+        expect_inputs(self, "data, indices, updates", 3)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, index, updates = (np.asarray(v) for v in inputs)
@@ -109,6 +112,10 @@ class Col2Im(Layer):
     @classmethod
     def shape_follows_values(cls, op: Operator) -> bool:
         return not inputs_constant(op)
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expect_inputs(self, "input, image_shape, block_shape", 3)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
-from ._onnx import inputs_constant, ints_of, onnx_axes, param_or_input, scalar_of
+from ._onnx import expect_inputs, inputs_constant, ints_of, onnx_axes, param_or_input, scalar_of
 from .registry import Layer, register
 
 
@@ -36,6 +36,7 @@ class ReduceMaxMin(Layer):
         self.largest = op.type == "ReduceMax"
         self.keepdims = bool(self.int_param("keepdims", 1))
         self.noop = bool(self.int_param("noop_with_empty_axes", 0))
+        expect_inputs(self, "data, axes", 1, 2)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
@@ -61,6 +62,7 @@ class ArgMaxMin(Layer):
         self.axis = self.int_param("axis", 0)
         self.keepdims = bool(self.int_param("keepdims", 1))
         self.last = bool(self.int_param("select_last_index", 0))
+        expect_inputs(self, "data", 1)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
@@ -88,6 +90,7 @@ class TopK(Layer):
         super().__init__(op)
         self.axis = self.int_param("axis", -1)
         self.largest = bool(self.int_param("largest", 1))
+        expect_inputs(self, "X, K", 1, 2)
         if not 1 <= len(op.outputs) <= 2:
             raise self.error(f"expected 1 or 2 outputs (values, indices), got {len(op.outputs)}")
         # pnnx drops an unused output's `""`: a lone int64 output of a float input is the indices.
@@ -101,6 +104,8 @@ class TopK(Layer):
         if k_value is None:
             raise self.error("missing K (neither a param nor an input)")
         k = int(scalar_of(self, k_value, "K"))
+        if x.ndim == 0:
+            raise self.error("TopK needs an input of rank >= 1, got a scalar")
         axis = onnx_axes(self, (self.axis,), max(x.ndim, 1))[0]
         if not 0 <= k <= x.shape[axis]:
             raise self.error(f"K={k} is outside 0..{x.shape[axis]} (the size of axis {axis})")

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
-from ._onnx import ints_of, onnx_axes
+from ._onnx import expect_inputs, ints_of, onnx_axes
 from .registry import Layer, register
 
 _COORDINATE_MODES = (
@@ -85,6 +85,7 @@ class OnnxResize(Layer):
         self.antialias = bool(self.int_param("antialias", 0)) and self.mode != "nearest"
         axes = self.param("axes", None)
         self.axes = None if axes is None else ints_of(self, axes, "axes")
+        expect_inputs(self, "X, roi, scales, sizes", 1, 4)
 
     def _choice(self, key: str, allowed: tuple[str, ...], default: str) -> str:
         value = self.param(key, default)
@@ -206,6 +207,8 @@ class OnnxResize(Layer):
 
     def resize_axis(self, x: np.ndarray, axis: int, n_out: int, scale: float, roi: tuple[float, float]) -> np.ndarray:
         n_in = x.shape[axis]
+        if n_in == 0 and n_out > 0:
+            raise self.error(f"cannot resize an empty axis {axis} (input {x.shape}) to {n_out}")
         coords = self.source_coordinates(n_in, n_out, scale, roi)
         if self.mode == "nearest":
             y = np.take(x, self.nearest_index(coords, n_in), axis=axis)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
-from ._onnx import inputs_constant, ints_of, onnx_axes, param_or_input, scalar_of
+from ._onnx import expect_inputs, inputs_constant, ints_of, onnx_axes, param_or_input, scalar_of
 from .registry import Layer, register
 
 
@@ -30,9 +30,11 @@ class Expand(_ShapeFromInputs):
     """`Expand(input, shape)`: input broadcast with `shape` both ways (a 1 in `shape` keeps
     the input's size; numpy's broadcasting rule)."""
 
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expect_inputs(self, "input, shape", 2)
+
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
-        if len(inputs) != 2:
-            raise self.error(f"expected 2 inputs (input, shape), got {len(inputs)}")
         x, shape = np.asarray(inputs[0]), ints_of(self, inputs[1], "shape")
         try:
             target = np.broadcast_shapes(x.shape, shape)
@@ -46,6 +48,10 @@ class Expand(_ShapeFromInputs):
 class Tile(_ShapeFromInputs):
     """`Tile(input, repeats)`: one repeat count per input dim."""
 
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expect_inputs(self, "input, repeats", 2)
+
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, reps = np.asarray(inputs[0]), ints_of(self, inputs[1], "repeats")
         if len(reps) != x.ndim or any(r < 0 for r in reps):
@@ -57,6 +63,10 @@ class Tile(_ShapeFromInputs):
 @register("Where")
 class Where(Layer):
     """`Where(condition, X, Y)`, broadcasting all three."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expect_inputs(self, "condition, X, Y", 3)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         cond, x, y = (np.asarray(v) for v in inputs)
@@ -77,6 +87,10 @@ class Range(_ShapeFromInputs):
     def shape_follows_values(cls, op: Operator) -> bool:
         return not inputs_constant(op, 0)
 
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expect_inputs(self, "start, limit, delta", 3)
+
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         start, limit, delta = (scalar_of(self, v, n) for v, n in zip(inputs, ("start", "limit", "delta")))
         if delta == 0:
@@ -95,6 +109,10 @@ class NonZero(Layer):
     def shape_follows_values(cls, op: Operator) -> bool:
         return True
 
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expect_inputs(self, "X", 1)
+
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
         if x.ndim == 0:  # a scalar: ONNX gives (1, count) as for a one-element vector
@@ -110,8 +128,7 @@ class OneHot(_ShapeFromInputs):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.axis = self.int_param("axis", -1)
-        if len(op.inputs) != 3:
-            raise self.error(f"expected 3 inputs (indices, depth, values), got {len(op.inputs)}")
+        expect_inputs(self, "indices, depth, values", 3)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         indices, values = np.asarray(inputs[0]), np.asarray(inputs[2])
@@ -136,6 +153,10 @@ class Clip(Layer):
     min, as ONNX's position says; a `Clip(x, "", max)` whose max is not a constant is written
     the same way by pnnx and cannot be told apart (docs/coverage.md)."""
 
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        expect_inputs(self, "input, min, max", 1, 3)
+
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
         lo = param_or_input(self, "min", inputs, 1)
@@ -157,6 +178,7 @@ class CumSum(Layer):
         super().__init__(op)
         self.exclusive = bool(self.int_param("exclusive", 0))
         self.reverse = bool(self.int_param("reverse", 0))
+        expect_inputs(self, "x, axis", 2)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
@@ -178,6 +200,7 @@ class Einsum(Layer):
         if not isinstance(equation, str):
             raise self.error(f"parameter 'equation' must be text, got {equation!r}")
         self.equation = equation.replace(" ", "")
+        expect_inputs(self, "one per term of the equation", 1, 64)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         try:
@@ -207,6 +230,7 @@ class Pad(Layer):
         if mode not in _PAD_MODES:
             raise self.error(f"mode must be one of {', '.join(_PAD_MODES)}, got {mode!r}")
         self.mode: Any = mode  # one of np.pad's modes (checked above)
+        expect_inputs(self, "data, pads, constant_value, axes", 1, 4)
 
     def _arguments(self, inputs: list[Any], x: np.ndarray) -> tuple[tuple[int, ...], Any, tuple[int, ...] | None]:
         rest = list(inputs[1:])

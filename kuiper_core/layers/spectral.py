@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
-from ._onnx import inputs_constant, scalar_of
+from ._onnx import expect_inputs, inputs_constant, scalar_of
 from .registry import Layer, register
 
 
@@ -43,8 +43,7 @@ class OnnxSTFT(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.onesided = bool(self.int_param("onesided", 1))
-        if not 2 <= len(op.inputs) <= 4:
-            raise self.error(f"expected 2 to 4 inputs (signal, frame_step, window, frame_length), got {len(op.inputs)}")
+        expect_inputs(self, "signal, frame_step, window, frame_length", 2, 4)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
@@ -102,6 +101,7 @@ class TorchSTFT(Layer):
         self.onesided = True if onesided is None else bool(onesided)
         self.return_complex = bool(self.param("return_complex", True))
         self.window_input = 1 if len(op.inputs) > 1 else None
+        expect_inputs(self, "input, window", 1, 2)
 
     def _window(self, inputs: list[Any], dtype: np.dtype) -> np.ndarray:
         if self.window_input is None:
