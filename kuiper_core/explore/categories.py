@@ -40,7 +40,7 @@ _RULES: list[tuple[str, tuple[str, ...]]] = [
     ("expression", ("expression", "maximum", "minimum")),
     ("attention", ("attention", "scaled_dot_product")),
     ("recurrent", ("lstm", "gru", "rnn")),
-    ("conv", ("conv", "fold", "unfold", "pixel_shuffle", "pixel_unshuffle")),
+    ("conv", ("conv", "fold", "unfold", "pixel_shuffle", "pixel_unshuffle", "col2im")),
     ("norm", ("norm", "instance_norm", "local_response")),
     ("pool", ("pool",)),
     ("linear", ("linear", "matmul", "bmm", "addmm", "einsum", "baddbmm", "mm")),
@@ -92,6 +92,8 @@ _RULES: list[tuple[str, tuple[str, ...]]] = [
             "amax",
             "amin",
             "cumsum",
+            "reduce",  # ONNX's ReduceMax, ReduceMin… (kept by pnnx)
+            "topk",
         ),
     ),
     (
@@ -138,6 +140,10 @@ _RULES: list[tuple[str, tuple[str, ...]]] = [
             "where",
             "tile",
             "unbind",
+            "range",
+            "nonzero",
+            "onehot",
+            "scatter",
         ),
     ),
 ]
