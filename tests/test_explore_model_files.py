@@ -61,7 +61,9 @@ def test_a_server_path_is_read_within_the_upload_limit() -> None:
 
 
 def test_the_shape_guess_reads_the_first_layer_of_a_torchscript_file() -> None:
-    assert F._first_layer(F._ShapesOnly(io.BytesIO(_data_pkl(DEBUG / "small_cnn_untraced.pt"))).load()) == (
+    from kuiper_core.budgets import load_pickle
+
+    assert F._first_layer(load_pickle(_data_pkl(DEBUG / "small_cnn_untraced.pt"), "data.pkl", F._shapes_only)) == (
         "Conv2d",
         (8, 3, 3, 3),
     )

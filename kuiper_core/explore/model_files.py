@@ -7,14 +7,13 @@ its arguments from an upload or a path typed on the server, and words its record
 
 from __future__ import annotations
 
-import io
 import pickle
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..budgets import MAX_PICKLE_BYTES, Copied, load_pickle, open_zip, torchscript_pickle, walk_once
 from ..errors import InputError, KuiperError, LimitError
 from ..files import read_regular
 from ..formats import BY_NAME, Context, Conversion, OpenOptions, detect, needs_inputshape
@@ -62,51 +61,49 @@ class _Module:
         self.__dict__["state"] = state if isinstance(state, dict) else {}
 
 
-class _ShapesOnly(pickle.Unpickler):
-    """Reads data.pkl knowing only tensors (as _Tensor), modules (as _Module) and dicts:
-    any other global is refused, so nothing in the file runs. No call copies its argument:
-    a pickle may pass one big object to many calls (a 100 KB data.pkl giving one 100,000-
-    character string to 200 `build_intlist` calls, each a `list(…)`, took 160 MB)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
-            return lambda storage, offset, size, *rest: _Tensor(size)
-        if (module, name) == ("collections", "OrderedDict"):
-            return lambda *args: {}  # torch pickles one empty, then sets its items
-        if module == "torch" and name.endswith("Storage"):
-            return name
-        if module == "torch.jit._pickle":  # a scripted module's typed lists and tags
-            if name.startswith("build_"):
-                return lambda items: items
-            if name == "restore_type_tag":
-                return lambda value, tag: value
-        if module.startswith("__torch__"):
-            return type(name, (_Module,), {"kind": name})
-        raise pickle.UnpicklingError(f"{module}.{name} is not read")
-
-    def persistent_load(self, pid: Any) -> None:
-        return None
+def _shapes_only(module: str, name: str) -> Any:
+    """What a global in data.pkl becomes when read for its shapes only: tensors (as _Tensor),
+    modules (as _Module) and dicts; any other global is refused, so nothing in the file runs.
+    No call copies its argument: a pickle may pass one big object to many calls (a 100 KB
+    data.pkl giving one 100,000-character string to 200 `build_intlist` calls, each a
+    `list(…)`, took 160 MB). Each (module, name) is resolved once (budgets.BoundedUnpickler)."""
+    if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+        return lambda storage, offset, size, *rest: _Tensor(size)
+    if (module, name) == ("collections", "OrderedDict"):
+        return lambda *args: {}  # torch pickles one empty, then sets its items
+    if module == "torch" and name.endswith("Storage"):
+        return name
+    if module == "torch.jit._pickle":  # a scripted module's typed lists and tags
+        if name.startswith("build_"):
+            return lambda items: items
+        if name == "restore_type_tag":
+            return lambda value, tag: value
+    if module.startswith("__torch__"):
+        return type(name, (_Module,), {"kind": name})
+    raise pickle.UnpicklingError(f"{module}.{name} is not read")
 
 
 _WEIGHTS = ("weight", "weight_ih_l0", "in_proj_weight")  # a layer's first weight: what its input must fit
 
 
+def _submodules(module: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(module, _Module):
+        yield from ((str(k), v) for k, v in module.__dict__.get("state", {}).items() if isinstance(v, _Module))
+
+
 def _first_layer(root: Any) -> tuple[str, tuple[int, ...]] | None:
     """(class name, weight shape) of the first module with a weight, in definition order.
-    Each module is visited once: a pickle may share one module under many keys or hold a
-    cycle (a 100-byte data.pkl of `M.state = {a: M, b: M}` made the walk 2^64 steps)."""
-    stack, seen = [root], set()
-    while stack:
-        module = stack.pop()
-        if not isinstance(module, _Module) or id(module) in seen:
+    Each module is visited once (budgets.walk_once): a pickle may share one module under
+    many keys or hold a cycle (a 100-byte data.pkl of `M.state = {a: M, b: M}` made the
+    walk 2^64 steps)."""
+    for _, module in walk_once(root, _submodules):
+        if not isinstance(module, _Module):
             continue
-        seen.add(id(module))
         state = module.__dict__.get("state", {})
         for key in _WEIGHTS:
             weight = state.get(key)
             if isinstance(weight, _Tensor) and weight.shape:
                 return module.kind, weight.shape
-        stack.extend(reversed([v for v in state.values() if isinstance(v, _Module)]))
     return None
 
 
@@ -114,14 +111,15 @@ def guess_inputshape(data: bytes) -> str:
     """A sensible first guess of a TorchScript model's input shape from its first layer's
     weight: Conv2d [1,C,224,224], Conv1d [1,C,224], Linear [1,F], a recurrent or attention
     layer [1,16,F], an Embedding [1,16]i64; else DEFAULT_SHAPE. Sizes other than the channels
-    or features are guesses to check."""
+    or features are guesses to check. The data.pkl libtorch reads, within the budgets of
+    kuiper_core.budgets; past one, the plain guess."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            name = next((n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1), None)
-            if name is None or z.getinfo(name).file_size > 64 << 20:
+        with open_zip(data, "the upload") as z:
+            name = torchscript_pickle(z)
+            if name is None:
                 return DEFAULT_SHAPE
-            root = _ShapesOnly(io.BytesIO(z.read(name))).load()
-    except Exception:  # noqa: BLE001  -- any archive we cannot read: the plain guess
+            root = load_pickle(Copied(z, "the upload").read(name, MAX_PICKLE_BYTES), name, _shapes_only)
+    except Exception:  # noqa: BLE001  -- any archive we cannot (or will not) read: the plain guess
         return DEFAULT_SHAPE
     found = _first_layer(root)
     if found is None:

@@ -9,7 +9,6 @@ file that is no model is ("a PNNX .bin holds weights only: open its .param").
 
 from __future__ import annotations
 
-import io
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..budgets import open_zip
 from ..errors import InputError
 from ..files import file_problem
 from ..graph import Graph
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ..runtime import RuntimeGraph
 
 HEAD_BYTES = 64 * 1024  # what content detection reads of a file
-MAX_ZIP_ENTRIES = 100_000  # a zip with more entries than this is no model we open
 
 Source = str | Path | bytes | bytearray | memoryview
 InputShape = str | Sequence[int] | Sequence[Sequence[int]] | None
@@ -121,14 +120,11 @@ class Context:
         if not self.head.startswith(b"PK\x03\x04"):
             return None
         try:
-            source: Any = io.BytesIO(self._data) if self._data is not None else self.path
-            with zipfile.ZipFile(source) as zf:
-                infos = zf.infolist()
-                if len(infos) > MAX_ZIP_ENTRIES:
-                    return None
-                return [i.filename for i in infos]
+            source: Any = self._data if self._data is not None else self.path
+            with open_zip(source, self.where) as zf:  # its entry count checked before it is parsed
+                return [i.filename for i in zf.infolist()]
         except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-            return None
+            return None  # (a LimitError, a zip listing too many entries, is said as it is)
 
 
 @dataclass(frozen=True)

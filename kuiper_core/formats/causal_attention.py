@@ -18,21 +18,20 @@ reader of the file then runs as PyTorch did.
 
 from __future__ import annotations
 
-import io
-import pickle
 import re
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConversionError
+from ..budgets import MAX_PICKLE_BYTES, Copied, load_pickle, open_zip, torchscript_pickle, walk_once
+from ..errors import ConversionError, KuiperError, LimitError
 from ..graph import Attribute, Graph, Operator
 
 _CLASS = re.compile(r"^class (\w+)\(", re.M)
 _SDPA = "scaled_dot_product_attention("
-MAX_PICKLE_BYTES = 64 << 20  # data.pkl holds the module tree, tensors are in data/: small
 
 
 def _call_args(text: str, start: int) -> list[str]:
@@ -64,15 +63,21 @@ def _calls_causal_sdpa(code: str) -> bool:
     return False
 
 
-def causal_classes(archive: zipfile.ZipFile) -> set[str]:
+def causal_classes(archive: zipfile.ZipFile, where: str = "the TorchScript model") -> set[str]:
     """Qualified names (`__torch__.torch.nn.modules.activation.___torch_mangle_16.MultiheadAttention`)
-    of the classes whose code calls SDPA with is_causal true."""
+    of the classes whose code calls SDPA with is_causal true: the code of the folder libtorch
+    reads, every member's size counted before it is inflated (budgets.Copied)."""
+    pkl = torchscript_pickle(archive)
+    if pkl is None:
+        return set()
+    folder = pkl.split("/", 1)[0]
+    copied = Copied(archive, where)
     found: set[str] = set()
     for name in archive.namelist():
         top, _, rest = name.partition("/code/")
-        if not rest.endswith(".py") or "/" in top:
+        if not rest.endswith(".py") or top != folder:
             continue
-        code = archive.read(name).decode("utf-8", errors="replace")
+        code = copied.read(name).decode("utf-8", errors="replace")
         if _SDPA not in code:
             continue
         module = rest[: -len(".py")].replace("/", ".")
@@ -84,58 +89,58 @@ def causal_classes(archive: zipfile.ZipFile) -> set[str]:
 
 
 class _Stub:
-    """What any pickled global becomes: only its qualified name and state are kept."""
+    """What any pickled global becomes: only its qualified name and state are kept. A class
+    attribute, not set in __init__: pickle's NEWOBJ makes an instance without calling it."""
 
     qualname = ""
+    state: Any = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.state: Any = None
+        pass
 
     def __setstate__(self, state: Any) -> None:
         self.state = state
 
 
-class _TreeReader(pickle.Unpickler):
-    """data.pkl read without torch and without running anything it names: every global is a stub."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        return type(name, (_Stub,), {"qualname": f"{module}.{name}"})
-
-    def persistent_load(self, pid: Any) -> None:  # tensors' storages: not needed
-        return None
+def _stub_class(module: str, name: str) -> type[_Stub]:
+    return type(name, (_Stub,), {"qualname": f"{module}.{name}"})
 
 
-def module_paths(archive: zipfile.ZipFile) -> dict[str, str]:
-    """Attribute path (`t.decoder.layers.0.self_attn`) -> the module's qualified class name."""
-    pkl = next((n for n in archive.namelist() if n.count("/") == 1 and n.endswith("/data.pkl")), None)
-    if pkl is None or archive.getinfo(pkl).file_size > MAX_PICKLE_BYTES:
+def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(obj, _Stub) and isinstance(obj.state, dict):
+        yield from ((str(k), v) for k, v in obj.state.items() if isinstance(v, _Stub))
+
+
+def module_paths(archive: zipfile.ZipFile, where: str = "the TorchScript model") -> dict[str, str]:
+    """Attribute path (`t.decoder.layers.0.self_attn`) -> the module's qualified class name,
+    from the data.pkl libtorch reads, read within the pickle budgets (kuiper_core.budgets)
+    and walked once per object. {} when there is none; LimitError past a budget."""
+    pkl = torchscript_pickle(archive)
+    if pkl is None:
         return {}
+    data = Copied(archive, where).read(pkl, MAX_PICKLE_BYTES)
     try:
-        root = _TreeReader(io.BytesIO(archive.read(pkl))).load()
-    except Exception:  # noqa: BLE001 -- an archive this cannot read: nothing to restore
+        root = load_pickle(data, f"{where}: {pkl}", _stub_class)
+    except LimitError:
+        raise
+    except KuiperError:  # a pickle this cannot read: pnnx read it, nothing to restore
         return {}
-    paths: dict[str, str] = {}
-    stack: list[tuple[str, Any]] = [("", root)]
-    while stack:
-        path, obj = stack.pop()
-        if not isinstance(obj, _Stub):
-            continue
-        paths[path] = obj.qualname
-        if isinstance(obj.state, dict):
-            stack += [(f"{path}.{k}" if path else str(k), v) for k, v in obj.state.items() if isinstance(v, _Stub)]
-    return paths
+    return {path: obj.qualname for path, obj in walk_once(root, _attributes) if isinstance(obj, _Stub)}
 
 
 def causal_attention_paths(model_file: Path) -> set[str]:
     """Module paths of the TorchScript model's attentions that run causally."""
+    where = model_file.name
     try:
-        with zipfile.ZipFile(model_file) as archive:
-            classes = causal_classes(archive)
+        with open_zip(model_file, where) as archive:
+            classes = causal_classes(archive, where)
             if not classes:
                 return set()
-            return {p for p, q in module_paths(archive).items() if q in classes}
+            return {p for p, q in module_paths(archive, where).items() if q in classes}
     except (OSError, zipfile.BadZipFile):
         return set()
+    except LimitError as e:
+        raise ConversionError(f"{where}: {e.message} (limit {e.limit} = {e.maximum:,})") from None
 
 
 def _lengths(op: Operator) -> tuple[int, int]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ConversionError
+from ..files import read_regular
 from ..pnnx import load_weights, parse_param_bytes
 from .base import Context, OpenedModel, reference_info
 
@@ -15,11 +17,16 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
     opts = context.options
     source: Path | bytes = context.path if context.path is not None else context.data()
     if kind == "onnx":  # weights in a separate file (torch.onnx.export's default): made one file
-        from .onnx_external import self_contained
+        from .onnx_external import MAX_ONNX_BYTES, self_contained
 
         extra = opts.bin_path
-        if isinstance(extra, (str, Path)):
-            extra = Path(extra).read_bytes()
+        if isinstance(extra, (str, Path)):  # a FIFO would block, /dev/zero never end, a directory is no file
+            extra = read_regular(
+                extra,
+                lambda why: ConversionError(f"cannot read the weights file {extra}: {why}"),
+                max_bytes=MAX_ONNX_BYTES,
+                limit="MAX_ONNX_BYTES",
+            )
         source = self_contained(source, context.where, bytes(extra) if extra is not None else None)
     files, conversion = convert(source, kind, opts.conversion, name=context.where, zip_names=context.zip_names)
     assert files.param is not None and files.bin is not None
