@@ -48,11 +48,11 @@ def read_regular(path: str | Path, error: ErrorFactory, *, max_bytes: int, limit
         raise LimitError(f"{path} is {size:,} bytes", limit=limit, maximum=max_bytes, value=size, path=str(path))
     try:
         with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)  # a file growing while read is still capped
+            raw = f.read(size + 1)  # a file growing while read is still capped (read(n) allocates n first)
     except OSError as e:
         raise error(e.strerror or str(e)) from None
-    if len(raw) > max_bytes:
-        raise LimitError(f"{path} grew past the limit while read", limit=limit, maximum=max_bytes, path=str(path))
+    if len(raw) > size:
+        raise error("it grew while it was read")
     return raw
 
 

@@ -108,8 +108,6 @@ def read_npz(data: bytes, name: str = "the .npz", limits: _limits.Limits | None 
     return arrays
 
 
-
-
 def write_npy(path: str | Path, array: np.ndarray) -> Path:
     """Write `array` to exactly `path` (no '.npy' appended), safely (output_files.py: a
     temporary file renamed into place; a directory or a FIFO refused); an InputError if it cannot."""

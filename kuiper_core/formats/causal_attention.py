@@ -125,7 +125,18 @@ def module_paths(archive: zipfile.ZipFile, where: str = "the TorchScript model")
         raise
     except KuiperError:  # a pickle this cannot read: pnnx read it, nothing to restore
         return {}
-    return {path: obj.qualname for path, obj in walk_once(root, _attributes) if isinstance(obj, _Stub)}
+    paths: dict[str, str] = {}
+    for path, obj in walk_once(root, _attributes):
+        if not isinstance(obj, _Stub):
+            continue
+        if obj.qualname.startswith("__torch__.") and not isinstance(obj.state, dict):
+            # its attributes are unknown: an attention below it could not be told causal
+            raise ConversionError(
+                f"{where}: {pkl}: the module {path or '(the root)'!r} ({obj.qualname[:200]}) has no state "
+                "(no attributes): not an archive torch.jit.save writes"
+            )
+        paths[path] = obj.qualname
+    return paths
 
 
 def causal_attention_paths(model_file: Path) -> set[str]:
@@ -140,7 +151,7 @@ def causal_attention_paths(model_file: Path) -> set[str]:
     except (OSError, zipfile.BadZipFile):
         return set()
     except LimitError as e:
-        raise ConversionError(f"{where}: {e.message} (limit {e.limit} = {e.maximum:,})") from None
+        raise ConversionError(f"{e.message} (limit {e.limit} = {e.maximum:,})") from None
 
 
 def _lengths(op: Operator) -> tuple[int, int]:

@@ -56,7 +56,7 @@ INSTALL_HINT = (
 )
 
 _DTYPES = "f32|f64|f16|bf16|i64|i32|i16|i8|u8|bool|c64|c128"
-_SHAPE = re.compile(rf"\[\d+(?:,\d+)*\](?:{_DTYPES})?")
+_SHAPE = re.compile(rf"\[[0-9]+(?:,[0-9]+)*\](?:{_DTYPES})?")  # ASCII digits: \d takes any script's
 _SHAPES = re.compile(rf"{_SHAPE.pattern}(?:,{_SHAPE.pattern})*\Z")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

@@ -1,0 +1,222 @@
+"""Issue 35's hostile uploads for the readers of untrusted bytes (kuiper_core/budgets.py):
+pickles, zip directories and members, ONNX external data, corrupt files and odd --bin paths.
+Each file is made by tools/hostile_uploads.py in a temporary folder; every case must end in
+a KuiperError that says what and where, or in the plain answer, within a few seconds and a
+small fraction of memory (the expensive ones run in a child under an address-space limit)."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kuiper_core import budgets
+from kuiper_core.errors import ConversionError, InputError, KuiperError, LimitError
+from kuiper_core.explore import model_files as F
+from kuiper_core.formats import OpenOptions
+from kuiper_core.formats import causal_attention as C
+from kuiper_core.formats.base import Context, installed
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import hostile_uploads as H  # noqa: E402
+
+needs_onnx = pytest.mark.skipif(not installed("onnx"), reason="building ONNX models needs the onnx package")
+
+
+def _limited(code: str, memory: int = 1 << 30, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`code` in a child Python under an address-space limit (a regression would take it
+    down, not the test run or the machine)."""
+    prelude = f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tools")])}
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+    )
+
+
+# -- pickles ------------------------------------------------------------------------------------------
+def test_a_module_holding_itself_is_walked_once() -> None:
+    root = budgets.load_pickle(H.pickle_cycle(), "data.pkl", C._stub_class)
+    assert [path for path, _ in budgets.walk_once(root, C._attributes)] == [""]
+    assert root.state["a"] is root
+
+
+def test_a_dag_of_2_to_the_70_paths_is_70_objects() -> None:
+    root = budgets.load_pickle(H.pickle_dag(70), "data.pkl", C._stub_class)
+    assert len(list(budgets.walk_once(root, C._attributes))) == 70
+
+
+def test_a_class_named_again_and_again_is_made_once() -> None:
+    items = budgets.load_pickle(H.pickle_class_bomb(50_000), "data.pkl", C._stub_class)
+    assert len(items) == 50_000 and len({id(c) for c in items}) == 1
+
+
+def test_class_budgets_are_said_with_their_limit() -> None:
+    with pytest.raises(LimitError, match="MAX_PICKLE_CLASSES"):
+        budgets.load_pickle(H.pickle_distinct_classes(budgets.MAX_PICKLE_CLASSES + 1), "data.pkl", C._stub_class)
+    with pytest.raises(LimitError, match="MAX_GLOBAL_NAME_CHARS"):
+        budgets.load_pickle(H.pickle_class_bomb(3, 1 << 20), "data.pkl", C._stub_class)
+    with pytest.raises(LimitError, match="MAX_PICKLE_BYTES"):
+        budgets.load_pickle(b"\x80\x02" + b"N0" * (budgets.MAX_PICKLE_BYTES // 2) + b"N.", "data.pkl", C._stub_class)
+    with pytest.raises(KuiperError, match="data.pkl: not a pickle"):
+        budgets.load_pickle(H.pickle_cycle()[:-3], "data.pkl", C._stub_class)
+
+
+def test_the_readers_take_the_data_pkl_libtorch_reads(tmp_path) -> None:
+    """A second folder's data.pkl listed before the real one (a self-holding module, a 2^70 DAG)
+    is not what libtorch reads, nor what the shape guess or the causal-mask reader read."""
+    for pkl in (H.pickle_cycle(), H.pickle_dag(70)):
+        data = H.second_folder_pt(pkl)
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            assert z.namelist().index("evil/data.pkl") < z.namelist().index("small_cnn/data.pkl")
+            assert budgets.torchscript_pickle(z) == "small_cnn/data.pkl"
+            paths = C.module_paths(z)
+        assert paths[""].endswith("SmallCNN") and any(q.endswith("Conv2d") for q in paths.values())
+        assert F.guess_inputshape(data) == "[1,3,224,224]"
+
+
+def test_the_same_hostile_pickles_as_the_real_data_pkl_end(tmp_path) -> None:
+    """The real folder's data.pkl itself replaced: the walks still end, and a module with no
+    state (NEWOBJ without BUILD) is a ConversionError naming the member, not an AttributeError."""
+    for pkl in (H.pickle_cycle(), H.pickle_dag(70), H.pickle_class_bomb(20_000)):
+        data = H.torchscript_with({}, replace={"data.pkl": pkl})
+        assert F.guess_inputshape(data) == F.DEFAULT_SHAPE
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            C.module_paths(z)
+    with zipfile.ZipFile(io.BytesIO(H.torchscript_with({}, replace={"data.pkl": H.pickle_stateless()}))) as z:
+        with pytest.raises(ConversionError, match=r"small_cnn/data.pkl: the module '\(the root\)' .* has no state"):
+            C.module_paths(z)
+
+
+# -- zip archives -------------------------------------------------------------------------------------
+def test_a_code_member_inflating_past_its_budget_is_not_read(tmp_path) -> None:
+    path = tmp_path / "bomb.pt"
+    path.write_bytes(H.inflating_code_pt(budgets.MAX_MEMBER_BYTES + 1))
+    assert path.stat().st_size < 1 << 20
+    run = _limited(
+        "from pathlib import Path\nfrom kuiper_core.formats.causal_attention import causal_attention_paths\n"
+        f"causal_attention_paths(Path({str(path)!r}))\n",
+        memory=1 << 30,
+    )
+    assert "ConversionError" in run.stderr and "inflates to 67,108,865 bytes" in run.stderr, run.stderr[-2000:]
+    assert "MAX_MEMBER_BYTES" in run.stderr
+
+
+def test_members_read_together_are_counted_before_each_read() -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for i in range(3):
+            z.writestr(f"m/{i}", b"\0" * 1000)
+    with zipfile.ZipFile(buf) as z:
+        copied = budgets.Copied(z, "the upload", total=2500)
+        copied.read("m/0"), copied.read("m/1")
+        with pytest.raises(LimitError, match="inflate to 3,000 bytes together"):
+            copied.read("m/2")
+
+
+@pytest.mark.parametrize(("entries", "claimed"), [(100_001, None), (3, 1_000_000), (100_001, 10)])
+def test_a_zip_listing_too_many_entries_is_refused_before_it_is_parsed(entries: int, claimed: int | None) -> None:
+    """From the end record (1,000,000 claimed) or the directory's headers (100,001 held, 10
+    claimed): no ZipInfo is made."""
+    data = H.zip_listing(entries, claimed)
+    with pytest.raises(LimitError, match="MAX_ZIP_ENTRIES"):
+        budgets.check_zip_directory(data, "the upload")
+    with pytest.raises(LimitError, match="MAX_ZIP_ENTRIES"):
+        Context(data, OpenOptions(name="x.pt")).zip_names
+    assert F.kind_of(data, "x.pt") is None  # the app's look at an upload: no format, quickly
+
+
+def test_a_zip64_end_record_is_read_too() -> None:
+    with pytest.raises(LimitError, match="1,000,000 entries"):
+        budgets.check_zip_directory(H.zip_listing(2, claimed=1_000_000), "z")
+    budgets.check_zip_directory(H.zip_listing(70_000), "z")  # zip64, within the limit
+    assert len(zipfile.ZipFile(io.BytesIO(H.zip_listing(70_000))).infolist()) == 70_000
+
+
+def test_an_npz_listing_too_many_members_is_refused_before_it_is_parsed() -> None:
+    from kuiper_core.npy import read_npz
+
+    with pytest.raises(LimitError, match="MAX_ZIP_ENTRIES"):
+        read_npz(H.zip_listing(3, 1_000_000), "x.npz")
+
+
+# -- ONNX -----------------------------------------------------------------------------------------------
+@needs_onnx
+def test_one_external_file_named_by_200_tensors_is_counted_200_times(tmp_path) -> None:
+    from kuiper_core.formats.onnx_external import self_contained
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(H.onnx_shared_external(200, 16 << 20))
+    assert model.stat().st_size < 20_000
+    (tmp_path / "w.data").write_bytes(b"\0" * (16 << 20))
+    with pytest.raises(LimitError, match=r"counted per tensor: 200 tensors name 1 file"):
+        self_contained(model, "m.onnx")
+    with pytest.raises(LimitError, match="MAX_ONNX_BYTES"):
+        self_contained(model.read_bytes(), "m.onnx", (tmp_path / "w.data").read_bytes())
+
+
+@needs_onnx
+def test_the_cli_refuses_it_without_copying(tmp_path) -> None:
+    (tmp_path / "m.onnx").write_bytes(H.onnx_shared_external(200, 16 << 20))
+    (tmp_path / "w.data").write_bytes(b"\0" * (16 << 20))
+    run = _limited(
+        f"import sys; sys.argv = ['kuiper', 'inspect', {str(tmp_path / 'm.onnx')!r}]\n"
+        "from kuiper_core.cli import main\nsys.exit(main())\n",
+        memory=2 << 30,
+    )
+    assert run.returncode == 2 and "MAX_ONNX_BYTES" in run.stderr, run.stderr[-2000:]
+
+
+@needs_onnx
+def test_external_data_behind_an_overlong_varint_is_found() -> None:
+    import onnx
+
+    from kuiper_core.formats.onnx_external import external_files, may_have_external_data, self_contained
+
+    data = H.onnx_hidden_external("../../etc/passwd")
+    assert b"\n\x08location" not in data
+    model = onnx.load_model_from_string(data)  # protobuf reads it
+    assert model.graph.initializer[0].external_data[0].value == "../../etc/passwd"
+    assert may_have_external_data(data)
+    assert external_files(data) == []  # not a plain name: never looked up
+    with pytest.raises(ConversionError, match="only a file beside the model is read"):
+        self_contained(data, "m.onnx")
+
+
+@pytest.mark.parametrize("cut", [1, 39, 100])
+def test_a_corrupt_onnx_is_a_located_error(tmp_path, cut: int) -> None:
+    """A 39-byte cut of a real .onnx: not protobuf's DecodeError, the byte where it breaks."""
+    from kuiper_core.formats.onnx_external import external_tensors
+
+    data = (ROOT / "tests" / "data" / "debug_models" / "small_cnn.onnx").read_bytes()[:cut]
+    with pytest.raises(ConversionError, match=r"not a readable ONNX model: byte \d+"):
+        external_tensors(data, "cut.onnx")
+
+
+@pytest.mark.parametrize("bin_kind", ["directory", "fifo", "device"])
+def test_bin_naming_no_regular_file_is_refused_before_reading(tmp_path, bin_kind: str) -> None:
+    from kuiper_core.formats import open_model
+
+    weights = {"directory": tmp_path, "device": Path("/dev/zero")}.get(bin_kind)
+    if bin_kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        weights = tmp_path / "fifo"
+        os.mkfifo(weights)
+    model = ROOT / "tests" / "data" / "debug_models" / "small_cnn.onnx"
+    with pytest.raises(ConversionError, match=r"cannot read the weights file .*(directory|regular file)"):
+        open_model(model, bin_path=weights, cache_dir=tmp_path / "cache")
+
+
+def test_input_shapes_take_ascii_digits_only() -> None:
+    from kuiper_core.formats.convert import inputshape_text
+
+    assert inputshape_text("[1,3,8,8]") == "[1,3,8,8]"
+    for text in ("[١,٣,8,8]", "[1,3,８,8]", "[𝟏,3]"):
+        with pytest.raises(InputError, match="is not a list of shapes"):
+            inputshape_text(text)

@@ -1,0 +1,223 @@
+"""Small hostile uploads of issue 35, made here rather than committed: pickles with cycles,
+shared children and class bombs, TorchScript archives with a second folder or an inflating
+`code/` member, zips listing more entries than they hold, ONNX models whose external data is
+named many times or hidden behind an overlong varint.
+
+    python tools/hostile_uploads.py OUT_DIR      # writes every case into OUT_DIR
+
+The tests (tests/test_robustness_uploads.py) import the functions and make each file in a
+temporary folder.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACED = ROOT / "tests" / "data" / "debug_models" / "small_cnn.pt"  # a real torch.jit.trace archive
+
+
+# -- pickles (protocol 2 opcodes written by hand: nothing here is importable) ----------------------------
+def _global(module: str, name: str) -> bytes:
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def _text(s: str) -> bytes:
+    raw = s.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def _put(i: int) -> bytes:
+    return b"r" + struct.pack("<I", i)  # LONG_BINPUT
+
+
+def _get(i: int) -> bytes:
+    return b"j" + struct.pack("<I", i)  # LONG_BINGET
+
+
+def pickle_cycle() -> bytes:
+    """A module whose state holds itself under two keys: `M.state = {a: M, b: M}` (45 bytes)."""
+    body = b"}(" + _text("a") + _get(0) + _text("b") + _get(0) + b"u"  # MARK ... SETITEMS
+    return b"\x80\x02" + _global("__torch__.m", "M") + b")\x81" + _put(0) + body + b"b."  # NEWOBJ, BUILD
+
+
+def pickle_dag(n: int = 70) -> bytes:
+    """n modules, each holding the next one twice: 2^n paths, n objects."""
+    out = [b"\x80\x02", _global("__torch__.m", "M"), _put(0), b"0"]  # the class memoised, popped
+    out += [_get(0), b")\x81}b", _put(1)]  # the last module (an empty state)
+    for i in range(1, n):
+        out += [_get(0), b")\x81", b"}(", _text("a"), _get(i), _text("b"), _get(i), b"ub", _put(i + 1)]
+    out.append(b".")
+    return b"".join(out)
+
+
+def pickle_class_bomb(n: int, name_chars: int = 1) -> bytes:
+    """n STACK_GLOBALs of one memoised (module, name) pair, the module `name_chars` long:
+    a reader making a class per STACK_GLOBAL makes n of them."""
+    module = "__torch__." + "m" * name_chars
+    out = [b"\x80\x04", _text(module), _put(0), b"0", _text("M"), _put(1), b"0", b"]("]
+    out += [_get(0) + _get(1) + b"\x93"] * n  # STACK_GLOBAL
+    out.append(b"e.")
+    return b"".join(out)
+
+
+def pickle_distinct_classes(n: int) -> bytes:
+    """n distinct globals (each a new (module, name))."""
+    out = [b"\x80\x02]("] + [_global("__torch__.m", f"C{i}") for i in range(n)] + [b"e."]
+    return b"".join(out)
+
+
+def pickle_stateless() -> bytes:
+    """A module made with NEWOBJ and no BUILD: an object with no state at all."""
+    return b"\x80\x02" + _global("__torch__.m", "M") + b")\x81."
+
+
+# -- TorchScript archives ---------------------------------------------------------------------------
+def torchscript_with(extra: dict[str, bytes], base: Path = TRACED, replace: dict[str, bytes] | None = None) -> bytes:
+    """The traced archive `base` with `extra` entries inserted after its first one (so libtorch
+    still reads the base's folder) and members of its own folder replaced by `replace`
+    (names relative to that folder)."""
+    replace = replace or {}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(base) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as out:
+        infos = src.infolist()
+        folder = infos[0].filename.split("/", 1)[0]
+        for i, info in enumerate(infos):
+            rel = info.filename.split("/", 1)[1]
+            out.writestr(info.filename, replace.get(rel, src.read(info)))
+            if i == 0:
+                for name, data in extra.items():
+                    out.writestr(name, data)
+        for rel, data in replace.items():
+            if f"{folder}/{rel}" not in src.namelist():
+                out.writestr(f"{folder}/{rel}", data)
+    return buf.getvalue()
+
+
+def second_folder_pt(pkl: bytes | None = None) -> bytes:
+    """A real traced .pt plus `evil/data.pkl` (a self-holding module unless `pkl`) listed
+    before the real data.pkl: libtorch reads the first entry's folder, not this one."""
+    return torchscript_with({"evil/data.pkl": pkl if pkl is not None else pickle_cycle()})
+
+
+def inflating_code_pt(inflated: int) -> bytes:
+    """A real traced .pt with a `code/` member of `inflated` bytes of spaces, deflated."""
+    folder = zipfile.ZipFile(TRACED).infolist()[0].filename.split("/", 1)[0]
+    buf = io.BytesIO(torchscript_with({}))
+    with zipfile.ZipFile(buf, "a") as z:
+        info = zipfile.ZipInfo(f"{folder}/code/__torch__/bomb.py")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with z.open(info, "w", force_zip64=True) as f:
+            chunk = b" " * (1 << 20)
+            left = inflated
+            while left > 0:
+                f.write(chunk[: min(left, len(chunk))])
+                left -= len(chunk)
+    return buf.getvalue()
+
+
+# -- zips ----------------------------------------------------------------------------------------------
+def zip_listing(n: int, claimed: int | None = None) -> bytes:
+    """A zip whose central directory holds `n` entries (all pointing at one empty member) and
+    whose end record says `claimed` (default n; at most 65,535 unless zip64 is written)."""
+    local = b"PK\x03\x04" + struct.pack("<5H3L2H", 20, 0, 0, 0, 0, 0, 0, 0, 1, 0) + b"a"
+    entry = b"PK\x01\x02" + struct.pack("<6H3L5H2L", 20, 20, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0) + b"a"
+    directory = entry * n
+    count = n if claimed is None else claimed
+    size, offset = len(directory), len(local)
+    if count > 0xFFFF:  # zip64 end record + locator, then the classic one pointing at them
+        z64_at = offset + size
+        z64 = b"PK\x06\x06" + struct.pack("<QHHLLQQQQ", 44, 45, 45, 0, 0, count, count, size, offset)
+        locator = b"PK\x06\x07" + struct.pack("<LQL", 0, z64_at, 1)
+        end = b"PK\x05\x06" + struct.pack("<4H2LH", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+        return local + directory + z64 + locator + end
+    end = b"PK\x05\x06" + struct.pack("<4H2LH", 0, 0, count, count, size, offset, 0)
+    return local + directory + end
+
+
+# -- ONNX ----------------------------------------------------------------------------------------------
+def onnx_shared_external(tensors: int = 200, data_bytes: int = 16 << 20, location: str = "w.data") -> bytes:
+    """An .onnx (about 11 KB) whose `tensors` initializers each name all of one external file
+    of `data_bytes` (write that file beside it: b"\\0" * data_bytes)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    inits = []
+    for i in range(tensors):
+        t = TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[data_bytes // 4])
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", location), ("offset", "0"), ("length", str(data_bytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        inits.append(t)
+    nodes = [helper.make_node("Identity", ["w0"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [data_bytes // 4])], inits
+    )
+    return onnx.helper.make_model(graph).SerializeToString()
+
+
+def _varint(value: int, pad_to: int = 0) -> bytes:
+    """A protobuf varint, written on `pad_to` bytes when longer than needed (overlong)."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | 0x80)
+        if value == 0:
+            break
+    while len(out) < pad_to:
+        out.append(0x80)
+    out[-1] &= 0x7F
+    return bytes(out)
+
+
+def onnx_hidden_external(location: str = "../../etc/passwd") -> bytes:
+    """An .onnx with one external initializer whose `location` key's length is an overlong
+    varint: a byte search for b"\\n\\x08location" misses it, protobuf reads it. Written from
+    the inside out: the entry, the tensor (field 13 of it), the graph (field 5), the model (7)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    value = location.encode()
+    entry = b"\n" + _varint(8, pad_to=3) + b"location" + b"\x12" + _varint(len(value)) + value
+    t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
+    t.data_location = TensorProto.EXTERNAL
+    tensor = t.SerializeToString() + b"\x6a" + _varint(len(entry)) + entry
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"])], "g", [], [helper.make_tensor_value_info("y", 1, [4])]
+    )
+    graph_bytes = graph.SerializeToString() + b"\x2a" + _varint(len(tensor)) + tensor
+    model = onnx.helper.make_model(helper.make_graph([], "empty", [], []))
+    model.ClearField("graph")
+    data = model.SerializeToString() + b"\x3a" + _varint(len(graph_bytes)) + graph_bytes
+    assert b"\n\x08location" not in data
+    return data
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0]) if argv else Path("hostile_uploads")
+    out.mkdir(parents=True, exist_ok=True)
+    cases = {
+        "second_folder_cycle.pt": second_folder_pt(),
+        "second_folder_dag.pt": second_folder_pt(pickle_dag()),
+        "class_bomb.pt": torchscript_with({}, replace={"data.pkl": pickle_class_bomb(700, 1 << 20)}),
+        "stateless.pt": torchscript_with({}, replace={"data.pkl": pickle_stateless()}),
+        "code_1gib.pt": inflating_code_pt(1 << 30),
+        "million_entries.zip": zip_listing(1_000_000),
+        "shared_external.onnx": onnx_shared_external(),
+        "w.data": b"\0" * (16 << 20),
+        "hidden_external.onnx": onnx_hidden_external(),
+    }
+    for name, data in cases.items():
+        (out / name).write_bytes(data)
+        print(f"{out / name}: {len(data):,} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
