@@ -4,6 +4,7 @@ A leaf, so that output_files.py can refuse to write into it without importing th
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 ENV_CACHE = "KUIPER_CACHE"
@@ -18,3 +19,21 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
         return Path(named).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kuiper"
+
+
+def trusted_folder(path: Path, make: bool = True) -> bool:
+    """Whether `path` is a real folder (no symlink) of this user that no one else may write,
+    made (0700) when missing and `make`: a shared or planted KUIPER_CACHE is not read from
+    (another user could leave a converted model there for this one to load) nor written to."""
+    if make:
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return False
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if os.name != "posix":  # no owners or mode bits to check
+        return stat.S_ISDIR(info.st_mode)
+    return stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o022 and info.st_uid == os.geteuid()

@@ -43,6 +43,7 @@ class Limits:
     max_inflated_bytes: int = 4 * GiB  # all members of an archive (.npz) together, once inflated
     max_folded_bytes: int = 2 * GiB  # every value a model folds at build (depends only on constants), together
     max_model_cache_bytes: int = 2 * GiB  # the app's shared cache of uploaded models (weights, folds, buffers)
+    max_child_seconds: int = 600  # a framework child process (the converter, a reference run) once started
 
     def replace(self, **changes: int) -> Limits:
         unknown = set(changes) - {f.name for f in fields(self)}

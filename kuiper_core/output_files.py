@@ -162,6 +162,23 @@ def _mode_for(path: Path) -> int:
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask(0) and back would give every
+    other thread's files mode 0666 meanwhile, in a threaded server): Linux's /proc says it;
+    elsewhere a probe file created by the OS under the umask."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        probe = os.path.join(d, "probe")
+        os.close(os.open(probe, os.O_CREAT | os.O_WRONLY, 0o666))
+        return 0o666 & ~stat.S_IMODE(os.stat(probe).st_mode)

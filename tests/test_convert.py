@@ -69,9 +69,8 @@ def test_second_open_comes_from_the_cache_and_options_change_the_key(private_cac
     assert other.conversion.key != first.conversion.key and not other.conversion.cached
     level1 = open_model(USER / "lstm.pt", optlevel=1)
     assert level1.conversion.key not in (first.conversion.key, other.conversion.key)
-    assert sorted(p.name for p in private_cache.joinpath("convert").iterdir()) == sorted(
-        m.conversion.key for m in (first, other, level1)
-    )
+    entries = [p.name for p in private_cache.joinpath("convert").iterdir() if not p.name.startswith(".")]  # (.lock)
+    assert sorted(entries) == sorted(m.conversion.key for m in (first, other, level1))
     restored = kuiper_core.formats.open_cached(first.conversion.key)
     assert restored is not None and restored.format == "torchscript" and restored.conversion.cached
     assert kuiper_core.formats.open_cached("0" * 24) is None
@@ -102,7 +101,9 @@ def test_torchscript_without_shapes_asks_for_inputshape():
 @needs_pnnx
 def test_real_converter_failure_is_quoted(tmp_path):
     bad = tmp_path / "cut.onnx"
-    bad.write_bytes((USER / "lstm.onnx").read_bytes()[:600])
+    # an opset_import (field 8) that is no message: protobuf in pnnx refuses it; our look for
+    # external data walks graphs only (a cut file is refused before pnnx, at its byte)
+    bad.write_bytes((USER / "lstm.onnx").read_bytes() + b"\x42\x02\xff\xff")
     with pytest.raises(ConversionError) as info:
         open_model(bad)
     text = str(info.value)

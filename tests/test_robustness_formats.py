@@ -187,21 +187,25 @@ def test_matching_reference_keys_is_linear():
 
 def test_cache_eviction_is_safe_with_other_sessions(tmp_path, monkeypatch):
     """An entry removed by another session while this one counts it counts 0 (two sessions
-    converting at once failed "could not be stored: No such file"), and an entry used in the
-    last EVICT_GRACE seconds stays even over the size limit (a session reads its files just
-    after finding it)."""
+    converting at once failed "could not be stored: No such file"); entries used in the last
+    EVICT_GRACE seconds go after the older ones, but go when the cache is still over its size
+    (issue 35: three 144-byte uploads made 12 MiB at a 1 MiB limit), and the one just stored
+    never goes."""
     import os
     import time
 
     from kuiper_core.formats import convert
 
     root = tmp_path / "convert"
-    for name, age in (("old", 3600), ("recent", 10), ("mine", 0)):
+    for name, age in (("old", 3600), ("older", 7200), ("recent", 10), ("mine", 0)):
         (root / name).mkdir(parents=True)
         (root / name / "model.pnnx.bin").write_bytes(b"x" * 1000)
         (root / name / "record.json").write_text("{}")
         os.utime(root / name / "record.json", (time.time() - age, time.time() - age))
     assert convert._entry_size(root / "gone") == 0
-    monkeypatch.setenv("KUIPER_CACHE_MAX_MB", "0.001")  # about one entry
+    monkeypatch.setenv("KUIPER_CACHE_MAX_MB", str(2100 / 2**20))  # two entries
     convert._evict(root, root / "mine")
     assert sorted(p.name for p in root.iterdir()) == ["mine", "recent"]
+    monkeypatch.setenv("KUIPER_CACHE_MAX_MB", "0.001")  # about one entry: the recent one goes too
+    convert._evict(root, root / "mine")
+    assert sorted(p.name for p in root.iterdir()) == ["mine"]

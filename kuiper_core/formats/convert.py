@@ -17,6 +17,7 @@ pnnx wrote a complete one), the source, converter.log and record.json.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -29,12 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..cache_dir import cache_root
+from ..cache_dir import cache_root, trusted_folder
+from ..children import private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 
@@ -195,34 +197,50 @@ def _entry_size(folder: Path) -> int:
     return total
 
 
-EVICT_GRACE = 600.0  # seconds: an entry used more recently is kept, over the size limit if need be
+EVICT_GRACE = 600.0  # seconds: entries used more recently go last (a session reads its files just after finding one)
+
+
+@contextlib.contextmanager
+def _cache_lock(root: Path) -> Iterator[None]:
+    """The cache's own lock (an fcntl lock on root/.lock), held while entries are stored and
+    evicted, so that processes sharing the cache never count it at once."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _evict(root: Path, keep: Path) -> None:
-    """Remove the least recently used entries until the cache is within its size. Safe with
-    other sessions and processes doing the same (an entry that vanishes while counted counts
-    0: two sessions converting at once failed with "could not be stored: No such file"), and
-    never an entry used in the last EVICT_GRACE seconds: a session opening a cached model
-    reads its files just after finding it."""
-    entries = []
+    """Remove entries until the cache is within KUIPER_CACHE_MAX_MB: the least recently used
+    first, those used in the last EVICT_GRACE seconds last, `keep` (just stored) never.
+    Staging folders of processes that died are removed after a day. Safe with other
+    sessions and processes doing the same (an entry that vanishes while counted counts 0)."""
     now = time.time()
+    entries: list[tuple[bool, float, Path]] = []
     for d in root.iterdir():
-        record = d / "record.json"
         try:
             if d.name.startswith("."):  # another process's staging folder (or a crashed one's, after a day)
                 if d.is_dir() and now - d.stat().st_mtime > 86400:
                     shutil.rmtree(d, ignore_errors=True)
                 continue
             if d.is_dir() and d != keep:
-                used = record.stat().st_mtime
-                if now - used > EVICT_GRACE:
-                    entries.append((used, d))
-        except OSError:  # removed meanwhile, or no record: not ours to count
+                try:
+                    used = (d / "record.json").stat().st_mtime
+                except OSError:  # no record: a damaged entry, the first to go
+                    used = 0.0
+                entries.append((now - used < EVICT_GRACE, used, d))
+        except OSError:  # removed meanwhile
             continue
-    others = sum(_entry_size(d) for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    total = others
+    total = _entry_size(keep) + sum(_entry_size(d) for _, _, d in entries)
     limit = _cache_max_bytes()
-    for _, d in sorted(entries):
+    for _, _, d in sorted(entries):
         if total <= limit:
             break
         total -= _entry_size(d)
@@ -261,20 +279,61 @@ def _read_record(entry: Path, cached: bool) -> Conversion:
     )
 
 
-def cached_conversion(key: str, cache_dir: str | Path | None = None) -> tuple[PnnxFiles, Conversion] | None:
-    """A conversion already in the cache, by its key (e.g. a reloaded app page), or None."""
+def _damage(entry: Path, kind: str) -> str | None:
+    """What is wrong with a cache entry's files (None when whole): the .pnnx.param and .bin
+    must be there, and every file the record lists at the size it was stored with."""
+    files = _files(entry, kind)
+    if files.param is None or not _valid_param(files.param):
+        return f"{STEM}.pnnx.param is missing or damaged"
+    if files.bin is None or not files.bin.is_file():
+        return f"{STEM}.pnnx.bin is missing"
+    try:
+        sizes = json.loads((entry / "record.json").read_text()).get("files") or {}
+    except (OSError, ValueError):
+        return "record.json is unreadable"
+    for name, size in sizes.items() if isinstance(sizes, dict) else ():
+        try:
+            if (entry / Path(str(name)).name).stat().st_size != size:
+                return f"{name} changed size since it was stored"
+        except OSError:
+            return f"{name} is missing"
+    return None
+
+
+def cached_conversion(
+    key: str, cache_dir: str | Path | None = None, on_log: Callable[[str], None] | None = None
+) -> tuple[PnnxFiles, Conversion] | None:
+    """A conversion already in the cache, by its key (e.g. a reloaded app page), or None:
+    also when the cache is not this user's alone (cache_dir.trusted_folder), or the entry is
+    damaged, which is then removed (`on_log` hears why) so that the model is converted again."""
     if not re.fullmatch(r"[0-9a-f]{8,64}", key):
         return None
-    entry = cache_root(cache_dir) / "convert" / key
+    root = cache_root(cache_dir)
+    if not (trusted_folder(root, make=False) and trusted_folder(root / "convert", make=False)):
+        return None
+    entry = root / "convert" / key
     try:
         conversion = _read_record(entry, cached=True)
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
+        if entry.is_dir() and not (entry / "record.json").exists():
+            _drop(entry, "record.json is missing", on_log)
+        return None
+    damage = _damage(entry, conversion.kind) if conversion.kind in SUFFIX else "its record names no known format"
+    if damage is not None:
+        _drop(entry, damage, on_log)
         return None
     files = _files(entry, conversion.kind)
-    if files.param is None or not files.param.exists():
+    try:
+        os.utime(entry / "record.json")  # recently used
+    except OSError:
         return None
-    os.utime(entry / "record.json")  # recently used
     return files, conversion
+
+
+def _drop(entry: Path, why: str, on_log: Callable[[str], None] | None) -> None:
+    shutil.rmtree(entry, ignore_errors=True)
+    if on_log is not None:
+        on_log(f"the conversion cache's entry {entry.name} was damaged ({why}): removed, converting again")
 
 
 # -- running it --------------------------------------------------------------------------------------
@@ -290,6 +349,19 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def converter_timeout(asked: float | None = None) -> float:
+    """Seconds the converter may run: `asked`, else KUIPER_CONVERT_TIMEOUT, else the current
+    limits' max_child_seconds (the app's are lower than the command line's)."""
+    from .. import limits
+
+    if asked is not None:
+        return float(asked)
+    try:
+        return float(os.environ[ENV_TIMEOUT])
+    except (KeyError, ValueError):
+        return float(limits.current().max_child_seconds)
+
+
 def converter_memory() -> int:
     """The converter's address space and largest file: max_planned_bytes + 2 GiB. A 214-byte
     .onnx folding a ConstantOfShape of 2^28 floats took pnnx 1.2 GB; one of 2^31 would take
@@ -301,16 +373,11 @@ def converter_memory() -> int:
 
 def _limited(cmd: Sequence[str]) -> list[str]:
     """`cmd` started through a Python trampoline that sets its limits (preexec_fn is not safe
-    in a threaded server); as it is on systems without rlimits."""
+    in a threaded server): converter_memory(), or the hard limit when that is lower
+    (children.rlimit_code); as it is on systems without rlimits."""
     if os.name != "posix":
         return list(cmd)
-    size = converter_memory()
-    trampoline = (
-        "import os, resource, sys\n"
-        f"resource.setrlimit(resource.RLIMIT_AS, ({size}, {size}))\n"
-        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({size}, {size}))\n"
-        "os.execv(sys.argv[1], sys.argv[1:])"
-    )
+    trampoline = rlimit_code(converter_memory()) + "import os, sys\nos.execv(sys.argv[1], sys.argv[1:])"
     return [sys.executable, "-c", trampoline, *cmd]
 
 
@@ -319,9 +386,10 @@ def _run(
 ) -> tuple[int | None, list[str]]:
     """Run `cmd`, passing each line it prints (stdout and stderr) to on_log on this thread.
     (None, lines) when it ran past `timeout` seconds. However this ends (the time limit, an
-    exception from on_log such as a closed browser tab's, Ctrl-C), nothing it started is left."""
+    exception from on_log such as a closed browser tab's, Ctrl-C), nothing it started is left.
+    It starts once one of the machine's child slots is free (children.slot: on_log hears
+    "waiting for the converter" meanwhile); `timeout` counts from then."""
     lines: list[str] = []
-    pending = b""
 
     def emit(raw: bytes) -> None:
         line = _ANSI.sub("", raw.decode("utf-8", errors="replace")).rstrip("\r\n")
@@ -329,6 +397,12 @@ def _run(
         if on_log is not None:
             on_log(line)
 
+    with slot("the converter", on_log):
+        return _run_now(cmd, cwd, timeout, emit), lines
+
+
+def _run_now(cmd: Sequence[str], cwd: Path, timeout: float, emit: Callable[[bytes], None]) -> int | None:
+    pending = b""
     proc = subprocess.Popen(
         list(cmd),
         cwd=cwd,
@@ -362,7 +436,7 @@ def _run(
         if proc.poll() is None:
             _kill(proc)
         proc.stdout.close()
-    return code, lines
+    return code
 
 
 # pnnx first echoes its options (`optlevel = 2`): no use in an error message.
@@ -449,15 +523,14 @@ def convert(
     digest = content_digest(source)
     key = cache_key(digest, kind, shape1, shape2, level, converter.version)
     root = cache_root(cache_dir) / "convert"
-    hit = cached_conversion(key, cache_dir)
+    hit = cached_conversion(key, cache_dir, on_log)
     if hit is not None:
         if on_log is not None:
             on_log(f"using the cached conversion {key} (pnnx {hit[1].version}, {hit[1].seconds:.2f} s when made)")
         return hit
-    timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT)) if timeout is None else timeout
+    timeout = converter_timeout(timeout)
 
-    with tempfile.TemporaryDirectory(prefix="kuiper-convert-") as tmp:
-        work = Path(tmp)
+    with private_folder("kuiper-convert-") as work:  # swept after a kill (children.py)
         model_file = work / f"{STEM}{SUFFIX[kind]}"
         if isinstance(source, bytes):
             model_file.write_bytes(source)
@@ -553,26 +626,48 @@ def _restore_causal_masks(model_file: Path, param: Path, binf: Path, python: Pat
     ]
 
 
+def _within_limits(param: Path, name: str) -> None:
+    """The converted model's text parses under the current limits (every weight's declared
+    size among them): else the LimitError its load would raise, before anything is stored (a
+    146-byte .onnx folded by pnnx into a 512 MiB weight the app then refused stayed cached)."""
+    from ..pnnx import parse_param_bytes
+
+    parse_param_bytes(param.read_bytes(), f"{Path(name).name} (converted) {param.name}")
+
+
 def _store(
     root: Path, key: str, files: Sequence[Path], model_file: Path, kind: str, record: dict, log: str
 ) -> tuple[PnnxFiles, Conversion]:
-    """Move the results into the cache entry `key` (atomically: a rename); when the cache
-    cannot be written, into a private folder that lives as long as the machine's temp."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-        cacheable = True
-    except OSError:
+    """Move the results into the cache entry `key` (atomically: a rename), then evict to the
+    cache's size. A model over the current limits is refused first (_within_limits); an
+    entry larger than the whole cache, or a cache not this user's alone, or one that cannot
+    be written, goes to a private folder that lives as long as the machine's temp instead."""
+    _within_limits(files[0], record["name"])
+    size = sum(f.stat().st_size for f in [*files, model_file]) + len(log)
+    why_not = None
+    if not (trusted_folder(root.parent) and trusted_folder(root)):
+        why_not = "the conversion cache is not writable, or not this user's alone: not kept there"
+    elif size > _cache_max_bytes():
+        why_not = f"it is larger than the conversion cache ({ENV_CACHE_MAX}={_cache_max_bytes() / 2**20:g}): not kept"
+    staging = None
+    if why_not is None:
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        except OSError:
+            why_not = "the conversion cache is not writable: not kept there"
+    if staging is None:
         staging = Path(tempfile.mkdtemp(prefix="kuiper-converted-"))
-        record["note"] = "; ".join(filter(None, [record["note"], f"the cache {root} is not writable"]))
-        cacheable = False
+        record["note"] = "; ".join(filter(None, [record["note"], why_not]))
     for f in files:
         shutil.move(str(f), staging / f.name)
     shutil.move(str(model_file), staging / f"source{SUFFIX[kind]}")
     (staging / "converter.log").write_text(log)
+    record["files"] = {p.name: p.stat().st_size for p in staging.iterdir()}  # checked before each use
     (staging / "record.json").write_text(json.dumps(record, indent=1))
-    entry = root / key if cacheable else staging
-    if cacheable:
+    if why_not is not None:
+        return _files(staging, kind), _read_record(staging, cached=False)
+    entry = root / key
+    with _cache_lock(root):
         try:
             os.rename(staging, entry)
         except OSError:  # another process stored the same key first: theirs is as good

@@ -11,7 +11,6 @@ onnx_values.py), which start a child through isolated.py, are imported only here
 from __future__ import annotations
 
 import json
-import resource
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from .. import limits
+from ..children import set_rlimits
 from ..errors import LimitError
 
 
 def _child(folder: Path) -> None:
     job = json.loads((folder / "job.json").read_text())
-    resource.setrlimit(resource.RLIMIT_AS, (job["memory"], job["memory"]))
-    resource.setrlimit(resource.RLIMIT_CPU, (job["cpu"], job["cpu"]))
+    set_rlimits(job["memory"], job["cpu"])  # at most the hard limits this child inherited
     with np.load(folder / "inputs.npz", allow_pickle=False) as z:
         inputs = [z[f"arr_{i}"] for i in range(len(z.files))]
     try:

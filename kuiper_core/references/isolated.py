@@ -18,17 +18,18 @@ framework) and by KUIPER_REFERENCE_TIMEOUT (300 s). Starting it costs the framew
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import limits
+from ..children import private_folder, slot
 from ..errors import LimitError
 from .code_check import UnsafeCode
 
@@ -45,22 +46,37 @@ def memory_limit() -> int:
     return limits.current().max_planned_bytes + FRAMEWORK_BYTES
 
 
-def _spawn(what: str, job: dict[str, Any], inputs: list[np.ndarray], timeout: float | None) -> tuple[Path, Any]:
-    """Run `job` in a child; (its folder, the open tempdir) once it wrote result.npz."""
-    timeout = float(os.environ.get(ENV_TIMEOUT, DEFAULT_TIMEOUT)) if timeout is None else timeout
+def child_timeout(asked: float | None = None) -> float:
+    """Seconds a child may run: `asked`, else KUIPER_REFERENCE_TIMEOUT, else DEFAULT_TIMEOUT
+    within the current limits' max_child_seconds (the app's are lower)."""
+    if asked is not None:
+        return float(asked)
+    try:
+        return float(os.environ[ENV_TIMEOUT])
+    except (KeyError, ValueError):
+        return min(DEFAULT_TIMEOUT, float(limits.current().max_child_seconds))
+
+
+def _spawn(
+    what: str, job: dict[str, Any], inputs: list[np.ndarray], timeout: float | None
+) -> tuple[Path, contextlib.ExitStack]:
+    """Run `job` in a child once a child slot is free (children.slot); (its folder, what
+    removes the folder) once it wrote result.npz."""
+    timeout = child_timeout(timeout)
     root = str(Path(__file__).resolve().parent.parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    tmp = tempfile.TemporaryDirectory(prefix="kuiper-reference-")
-    folder = Path(tmp.name)
+    tmp = contextlib.ExitStack()
+    folder = tmp.enter_context(private_folder("kuiper-reference-"))
     try:
         np.savez(folder / "inputs.npz", *inputs)
         job = {**job, "memory": memory_limit(), "cpu": int(timeout) + 1, "budget": limits.current().max_planned_bytes}
         (folder / "job.json").write_text(json.dumps(job))
         argv = [sys.executable, "-m", "kuiper_core.references.child", str(folder)]
         try:
-            proc = subprocess.run(
-                argv, env=env, cwd=folder, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
+            with slot(what):
+                proc = subprocess.run(
+                    argv, env=env, cwd=folder, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
+                )
         except subprocess.TimeoutExpired:
             raise IsolatedRunError(f"{what} ran past its time limit ({timeout:g} s, {ENV_TIMEOUT})") from None
         error = folder / "error.json"
@@ -76,7 +92,7 @@ def _spawn(what: str, job: dict[str, Any], inputs: list[np.ndarray], timeout: fl
             how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited {proc.returncode}"
             raise IsolatedRunError(f"{what} {how} (memory limit {job['memory'] >> 20} MiB): {tail}")
     except BaseException:
-        tmp.cleanup()
+        tmp.close()
         raise
     return folder, tmp
 
@@ -101,9 +117,9 @@ def run_pnnx_py(
 
 def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: float | None) -> dict[str, Any]:
     """onnx_values.run_onnx in a child: the fields of its OnnxRun (onnx_values makes it)."""
-    with tempfile.TemporaryDirectory(prefix="kuiper-onnx-") as keep:
+    with private_folder("kuiper-onnx-") as keep:
         if isinstance(source, bytes):
-            path = Path(keep) / "model.onnx"
+            path = keep / "model.onnx"
             path.write_bytes(source)
         else:
             path = Path(source).resolve()
