@@ -36,7 +36,7 @@ ENV_CHILDREN = "KUIPER_CHILDREN"
 DEFAULT_CHILDREN = 2
 PREFIXES = ("kuiper-convert-", "kuiper-reference-", "kuiper-onnx-")  # the folders children work in
 LOCK = ".in-use"  # the lock file in a private folder
-SWEEP_AGE = 60.0  # seconds: a younger unlocked folder may be one whose owner is about to lock it
+SWEEP_AGE = 900.0  # seconds: longer than a child runs by default, so a folder of an older Kuiper (no lock) is dead too
 WAIT_NOTE_EVERY = 5.0  # seconds between "still waiting" notes
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from kuiper_core import limits
 from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
-from kuiper_core.explore.upload_store import StoredModel, UploadStore, content_digest
+from kuiper_core.explore.upload_store import DIGEST_CHARS, StoredModel, UploadStore, content_digest
 from kuiper_core.explore.model_cache import ModelCache
 from kuiper_core.formats import OpenedModel, open_model
 from kuiper_core.graph import Graph
@@ -70,6 +71,7 @@ APP_LIMITS = limits.DEFAULT.replace(
     max_inflated_bytes=512 << 20,  # an uploaded .npz, all members together
     max_folded_bytes=512 << 20,  # what one model folds at build
     max_model_cache_bytes=1 << 30,  # every uploaded model the server keeps, together
+    max_child_seconds=180,  # a conversion or a framework reference once it starts (it may wait for a slot first)
 )
 FORWARD_KEY = "kx_forward"
 
@@ -310,9 +312,17 @@ def check_upload_size(what: str, data: bytes | None) -> None:
         )
 
 
+# Characters of a file name that Markdown (a label, a warning box, a code span) would act on:
+# a name must not become a link, an image or the end of the code span around it.
+_INERT = str.maketrans({"`": "'", "[": "(", "]": ")", "<": "‹", ">": "›", "@": "＠", "!": "ǃ"})
+_AUTOLINK = re.compile(r"(?i)www\.")
+
+
 def display_name(name: str, limit: int = 120) -> str:
-    """An uploaded file's name as pages show it: no path, no control characters, not endless."""
+    """An uploaded file's name as pages show it: no path, no control characters, not endless,
+    and inert as Markdown wherever a page puts it (no link, image, autolink or broken code span)."""
     name = "".join(ch for ch in Path(name.replace("\\", "/")).name if unicodedata.category(ch)[0] != "C")
+    name = _AUTOLINK.sub(lambda m: m.group(0)[:3] + "\u2024", name.translate(_INERT))
     name = name or "model.pnnx.param"
     return name if len(name) <= limit else name[: limit - 1] + "…"
 
@@ -418,11 +428,18 @@ def _current_model() -> LoadedModel | None:
     return load_bundled(choice["name"], _bundled_digest(choice["name"]))
 
 
+_DIGEST = re.compile(rf"[0-9a-f]{{{DIGEST_CHARS}}}")  # what upload_store.content_digest writes into a link
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,80}")  # a bundled model's name as a link may carry it
+
+
 def _model_from_url() -> dict[str, str] | None:
     """A new session (a reload, a shared link): the model its URL names. An uploaded model
     comes back from the server's store; when the store no longer has it the session's model
     is 'lost' (the pages say so) instead of quietly another one."""
     digest = url_param("upload")
+    if digest is not None and not _DIGEST.fullmatch(digest):  # a link's text is never shown
+        st.session_state[LINK_NOTE_KEY] = "The link's `upload=` is not a model this app made a link for: ignored."
+        digest = None
     if digest is not None:
         stored = upload_store().get(digest)
         if stored is not None:
@@ -437,8 +454,9 @@ def _model_from_url() -> dict[str, str] | None:
         return None
     select_bundled(name)
     if wanted is not None and wanted != name:
+        named = f" `{wanted}`" if _MODEL_NAME.fullmatch(wanted) else ""  # else not repeated (a link's Markdown)
         st.session_state[LINK_NOTE_KEY] = (
-            f"The link names a bundled model '{wanted[:80]}' that this app does not have: opened `{name}` instead."
+            f"The link names a bundled model{named} that this app does not have: opened `{name}` instead."
         )
     return st.session_state[MODEL_KEY]
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import references
 from kuiper_core.explore import tensors
@@ -278,7 +279,8 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
                 try:
                     # a finished run's values spare the ONNX mapping a run of its own
                     ours = dict(stepper.values) if stepper.outputs() is not None else None
-                    computed = framework_references(model.opened, resolved.arrays, ours=ours)
+                    with limits.use(common.APP_LIMITS):  # the children's memory and time: the app's
+                        computed = framework_references(model.opened, resolved.arrays, ours=ours)
                 except (KuiperError, MemoryError) as e:
                     common.show_error(e, title="No references could be computed")
                     return

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import model_files
+from kuiper_core.explore.messages import hide_server_paths
 from kuiper_core.formats import converter_available
 from pages import common
 
@@ -21,8 +23,12 @@ LOAD = "home_load_pending"  # ("upload", None) or ("path", text): what the Load 
 SHAPE_KEY = "home_inputshape"
 RESET_PICK = "home_reset_pick"
 SHAPE_FOR = "home_inputshape_for"  # the file the shape field was filled for
-PATHS_ENV = "KUIPER_APP_NO_PATHS"  # set it (to anything) to hide "a path on the server"
+PATHS_ENV = "KUIPER_APP_NO_PATHS"  # set it (to anything) to hide the server's models folder even when one is set
 MODEL_TYPES = ["param", "kir", "onnx", "pt", "pth", "torchscript", "ptl"]
+
+
+def _models_folder() -> Path | None:
+    return None if os.environ.get(PATHS_ENV) else model_files.server_models_folder()
 
 
 def _ask(kind: str) -> None:
@@ -57,12 +63,12 @@ def open_panel() -> None:
         elif kind in model_files.CONVERTED:
             _conversion_options(kind, f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
         st.button("Load uploaded model", key="home_load_upload", on_click=_ask, args=("upload",), disabled=blocked)
-        if not os.environ.get(PATHS_ENV):
+        if _models_folder() is not None:  # only with KUIPER_SERVER_MODELS: nothing else on the server is read
             a, b = st.columns([4, 1], vertical_alignment="bottom")
             a.text_input(
-                "…or a path on the server",
+                "…or a model file in the server's models folder",
                 key="home_path",
-                placeholder="/path/to/model.onnx (a .pnnx.param finds its .bin beside it)",
+                placeholder="model.onnx (a .pnnx.param finds its .bin beside it)",
             )
             b.button("Open", key="home_load_path", on_click=_ask, args=("path",), width="stretch")
     pending = st.session_state.pop(LOAD, None)
@@ -99,12 +105,14 @@ def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> No
 
 
 def _load(kind: str, path_text: str | None) -> None:
+    folder = _models_folder()
     try:
-        request = (
-            model_files.from_upload(st.session_state.get("home_param"), st.session_state.get("home_bin"))
-            if (kind == "upload")
-            else model_files.from_path(path_text or "", common.APP_LIMITS.max_upload_bytes)
-        )
+        if kind == "upload":
+            request = model_files.from_upload(st.session_state.get("home_param"), st.session_state.get("home_bin"))
+        elif folder is None:  # the field is not shown: no file on the server is read
+            return
+        else:
+            request = model_files.from_path(path_text or "", common.APP_LIMITS.max_upload_bytes, folder)
     except (KuiperError, MemoryError) as e:
         common.show_error(e, title="Cannot open this model")
         return
@@ -121,7 +129,8 @@ def _load(kind: str, path_text: str | None) -> None:
     if request.kind not in model_files.CONVERTED:
         common.select_upload(request.name, request.data, request.bin)
         _done()
-    with st.status(f"Converting `{request.name}` with pnnx…", expanded=True) as status:
+    shown = common.display_name(request.name)
+    with st.status(f"Converting `{shown}` with pnnx…", expanded=True) as status:
         lines: list[str] = []
         box = st.empty()
 
@@ -130,12 +139,13 @@ def _load(kind: str, path_text: str | None) -> None:
             box.code("\n".join(lines[-model_files.LOG_LINES :]), language=None)
 
         try:
-            conversion = model_files.convert_request(request, shape or None, on_log)
+            with limits.use(common.APP_LIMITS):  # the converter's memory and time: the app's
+                conversion = model_files.convert_request(request, shape or None, on_log)
         except (KuiperError, MemoryError) as e:
-            status.update(label=f"pnnx could not convert `{request.name}`", state="error", expanded=True)
-            common.show_error(e, title=f"`{request.name}` could not be converted")
+            status.update(label=f"pnnx could not convert `{shown}`", state="error", expanded=True)
+            common.show_error(e, title=f"`{shown}` could not be converted")
             return
-        status.update(label=f"`{request.name}`: {model_files.conversion_text(conversion)}", state="complete")
+        status.update(label=f"`{shown}`: {model_files.conversion_text(conversion)}", state="complete")
     # the conversion is cached now (an .onnx's external data file is kept with it: a reload converts the same)
     common.select_upload(request.name, request.data, request.bin, inputshape=shape or None)
     _done()
@@ -163,7 +173,7 @@ def conversion_details(model: common.LoadedModel) -> None:
         model_files.conversion_text(conversion, say_cached=False) + (f" · {conversion.note}" if conversion.note else "")
     )
     with st.expander("The converter's log and the PNNX files it made"):
-        st.code(conversion.log or "(nothing printed)", language=None)
+        st.code(hide_server_paths(conversion.log) or "(nothing printed)", language=None)
         files = opened.files
         if files is not None:
             stem = Path(model.name).stem

@@ -106,15 +106,29 @@ def test_without_the_converter_one_message_says_how_to_install_it(monkeypatch) -
     assert at.button(key="home_load_upload").disabled
 
 
-def test_a_path_on_the_server_opens_a_pnnx_model_with_its_weights() -> None:
+def test_a_path_on_the_server_opens_a_pnnx_model_with_its_weights(monkeypatch) -> None:
+    """Only with KUIPER_SERVER_MODELS, and only files inside that folder: any other path, an
+    existing one (/etc/passwd, a file beside the folder through `..`) or not, gets the same
+    message, which says nothing of whether it exists (issue 35)."""
+    monkeypatch.setenv("KUIPER_SERVER_MODELS", str(DEBUG))
     at = app()
-    at.text_input(key="home_path").set_value(str(DEBUG / "small_cnn.pnnx.param")).run()
+    at.text_input(key="home_path").set_value("small_cnn.pnnx.param").run()
     at.button(key="home_load_path").click().run()
     no_exception(at)
     assert "Summary of `small_cnn.pnnx.param`" in _summary(at)
-    at.text_input(key="home_path").set_value("/etc/passwd").run()
-    at.button(key="home_load_path").click().run()
-    assert any("not a model file name" in c.value for c in at.code), [c.value for c in at.code]
+    said = []
+    for path in ("/etc/passwd", "/etc/no-such-file.onnx", "../user_models/lstm.onnx", str(DEBUG / "missing.onnx")):
+        at.text_input(key="home_path").set_value(path).run()
+        at.button(key="home_load_path").click().run()
+        no_exception(at)
+        said.append([c.value for c in at.code if "cannot open" in c.value][0].split(":", 1)[1])
+    assert len(set(said)) == 1 and "models folder" in said[0], said
+
+
+def test_no_path_on_the_server_by_default(monkeypatch) -> None:
+    monkeypatch.delenv("KUIPER_SERVER_MODELS", raising=False)
+    at = app()
+    assert not [t for t in at.text_input if t.key == "home_path"]
 
 
 @needs_converter
@@ -166,6 +180,7 @@ def test_a_model_nobody_here_wrote_is_compared_operator_by_operator(file: str) -
 
 
 def test_the_server_path_field_can_be_turned_off(monkeypatch) -> None:
+    monkeypatch.setenv("KUIPER_SERVER_MODELS", str(DEBUG))
     monkeypatch.setenv("KUIPER_APP_NO_PATHS", "1")
     at = app()
     assert not [t for t in at.text_input if t.key == "home_path"]

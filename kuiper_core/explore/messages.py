@@ -9,6 +9,7 @@ the closest types it does know.
 from __future__ import annotations
 
 import difflib
+import re
 
 from ..errors import LimitError, ParseError, UnsupportedOperatorError
 
@@ -45,8 +46,23 @@ def type_suggestions(op_type: str, known: list[str], n: int = 3) -> list[str]:
     return [lower[m] for m in difflib.get_close_matches(op_type.lower(), list(lower), n=n, cutoff=0.6)]
 
 
+# An absolute path of two or more folders (not inside a word, an expression's `@0/@1` or a
+# fraction): the server's install, cache or temp folders in a converter's crash text.
+_SERVER_PATH = re.compile(r"(?<![\w.@~:/])/(?:[^\s/:'\"()\[\]{},;<>|`*]+/)+([^\s/:'\"()\[\]{},;<>|`*]*)")
+
+
+def hide_server_paths(text: str) -> str:
+    """`text` with every absolute path cut to its file name (`…/model.cc`): what a page
+    shows of an error or a converter's log never tells where the server keeps anything."""
+    return _SERVER_PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
 def error_text(error: BaseException | str) -> str:
-    """What the app prints in its error box (monospace, caret aligned)."""
+    """What the app prints in its error box (monospace, caret aligned), server paths hidden."""
+    return hide_server_paths(_error_text(error))
+
+
+def _error_text(error: BaseException | str) -> str:
     if isinstance(error, (ParseError, LimitError)):
         return caret_excerpt(error)
     text = str(error)

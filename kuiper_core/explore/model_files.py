@@ -7,6 +7,7 @@ its arguments from an upload or a path typed on the server, and words its record
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,24 +179,64 @@ def from_upload(model_file: Any, bin_file: Any) -> OpenRequest | None:
     return OpenRequest(model_file.name, data, weights, kind)
 
 
-def from_path(text: str, max_bytes: int) -> OpenRequest:
+SERVER_MODELS_ENV = "KUIPER_SERVER_MODELS"  # the one folder the app's "a path on the server" reads from
+
+
+def server_models_folder() -> Path | None:
+    """The folder KUIPER_SERVER_MODELS names (resolved), or None: then the app offers no path
+    on the server at all (safe by default: a student could otherwise read any model file the
+    server's user can, the cache's and the teacher's, and tell which paths exist)."""
+    named = os.environ.get(SERVER_MODELS_ENV, "").strip()
+    if not named:
+        return None
+    folder = Path(named).expanduser().resolve()
+    return folder if folder.is_dir() else None
+
+
+def _inside(folder: Path, text: str) -> Path | None:
+    """`text` (a name relative to `folder`, or an absolute path) resolved, when it lies inside
+    `folder` once every symlink is followed; else None."""
+    try:
+        path = (folder / text).resolve()
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL
+        return None
+    return path if path != folder and path.is_relative_to(folder) else None
+
+
+def from_path(text: str, max_bytes: int, folder: Path | None = None) -> OpenRequest:
     """A model file on the server by its path (a .param or .kir with its sibling .bin, an .onnx
-    with its external data file), read
-    within `max_bytes` per file; the error says what is wrong with the path."""
-    path = Path(text.strip()).expanduser()
+    with its external data file), read within `max_bytes` per file. With `folder` (the app's
+    KUIPER_SERVER_MODELS) only files inside it are read, named relative to it, and every
+    failure to read one gets the same message, which says nothing of whether the path
+    exists; without, the error says what is wrong with the path."""
     if not text.strip():
         raise InputError("type the path of a model file on the server")
     suffixes = tuple(s for m in BY_NAME.values() for s in m.SUFFIXES)
-    if not path.name.lower().endswith(suffixes):
-        raise InputError(f"{path}: not a model file name; expected one ending in {', '.join(suffixes)}")
+    shown = text.strip()[:200]
+    if folder is not None:
+        confined = _inside(folder, text.strip())
+        refusal = InputError(
+            f"cannot open {shown!r}: give the name of a model file in this server's models folder "
+            f"(a name ending in {', '.join(suffixes)})"
+        )
+        if confined is None or not confined.name.lower().endswith(suffixes):
+            raise refusal
+        path = confined
+    else:
+        path = Path(text.strip()).expanduser()
+        if not path.name.lower().endswith(suffixes):
+            raise InputError(f"{path}: not a model file name; expected one ending in {', '.join(suffixes)}")
 
     def read(p: Path) -> bytes:
+        if folder is not None and _inside(folder, str(p)) is None:
+            raise refusal
+        problem: Callable[[str], InputError] = (lambda m: refusal) if folder is not None else InputError
         try:
-            return read_regular(p, lambda m: InputError(m), max_bytes=max_bytes, limit="max_upload_bytes")
+            return read_regular(p, problem, max_bytes=max_bytes, limit="max_upload_bytes")
         except LimitError:
             raise
         except OSError as e:  # permissions
-            raise InputError(f"cannot read {p}: {e.strerror or e}") from None
+            raise (refusal if folder is not None else InputError(f"cannot read {p}: {e.strerror or e}")) from None
 
     data = read(path)
     kind = kind_of(data, path.name)

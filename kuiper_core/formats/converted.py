@@ -28,11 +28,22 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
                 limit="MAX_ONNX_BYTES",
             )
         source = self_contained(source, context.where, bytes(extra) if extra is not None else None)
-    files, conversion = convert(source, kind, opts.conversion, name=context.where, zip_names=context.zip_names)
-    assert files.param is not None and files.bin is not None
     # Messages name the user's file, not the cache's path on this machine (the app shows them).
     label = f"{Path(context.where).name} (converted)"
-    graph = parse_param_bytes(files.param.read_bytes(), f"{label} {files.param.name}")
-    if opts.weights:
-        load_weights(graph, files.bin, name=f"{label} {files.bin.name}")
+    for attempt in (1, 2):  # a cache entry another process evicted between finding and reading it: once more
+        files, conversion = convert(source, kind, opts.conversion, name=context.where, zip_names=context.zip_names)
+        assert files.param is not None and files.bin is not None
+        try:
+            graph = parse_param_bytes(files.param.read_bytes(), f"{label} {files.param.name}")
+            if opts.weights:
+                if not files.bin.is_file():
+                    raise FileNotFoundError(files.bin)
+                load_weights(graph, files.bin, name=f"{label} {files.bin.name}")
+            break
+        except FileNotFoundError:
+            if attempt == 2:
+                raise ConversionError(
+                    f"{context.where}: the converted files vanished from the conversion cache twice while read: "
+                    "is another process clearing it?"
+                ) from None
     return OpenedModel(graph, kind, context.where, context.path, files, conversion, reference_info(kind, files))
