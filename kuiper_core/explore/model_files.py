@@ -7,6 +7,7 @@ its arguments from an upload or a path typed on the server, and words its record
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 from dataclasses import dataclass
@@ -161,11 +162,21 @@ class OpenRequest:
     kind: str | None
 
 
+_EXTERNAL_SEEN: dict[bytes, bool] = {}  # by content digest: the page asks at every rerun
+
+
 def may_have_external_data(data: bytes) -> bool:
-    """Whether an .onnx may keep its weights in a separate file (the page then asks for it)."""
+    """Whether an .onnx may keep its weights in a separate file (the page then asks for it).
+    Remembered per content for the page's reruns (the walk of a hostile 12 MB file of tiny
+    fields takes about a second; its digest a few milliseconds)."""
     from ..formats.onnx_external import may_have_external_data as look
 
-    return look(data)
+    key = hashlib.sha256(data).digest()
+    if key not in _EXTERNAL_SEEN:
+        if len(_EXTERNAL_SEEN) >= 64:
+            _EXTERNAL_SEEN.clear()
+        _EXTERNAL_SEEN[key] = look(data)
+    return _EXTERNAL_SEEN[key]
 
 
 def from_upload(model_file: Any, bin_file: Any) -> OpenRequest | None:
