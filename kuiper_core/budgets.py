@@ -46,6 +46,11 @@ _EOCD = struct.Struct("<4s4H2LH")  # end of central directory: signature, disks,
 _CENTRAL = struct.Struct("<4s6H3L5H2L")  # a central-directory entry's fixed part (46 bytes)
 
 
+def over(message: str, limit: str, maximum: int, value: int | None = None) -> LimitError:
+    """The LimitError of one budget: what was asked, the budget's name and value."""
+    return LimitError(message, limit=limit, maximum=maximum, value=value)
+
+
 # -- zip archives -------------------------------------------------------------------------------------
 def _end_record(fp: BinaryIO) -> tuple[int, int, int] | None:
     """(entries, directory size, directory end) from the end-of-central-directory record
@@ -102,27 +107,24 @@ def check_zip_directory(source: bytes | str | Path | BinaryIO, where: str) -> No
             return
         entries, size, location = end
         if entries > MAX_ZIP_ENTRIES:
-            raise LimitError(
-                f"{where} lists {entries:,} entries in its zip directory",
-                limit="MAX_ZIP_ENTRIES",
-                maximum=MAX_ZIP_ENTRIES,
-                value=entries,
+            raise over(
+                f"{where} lists {entries:,} entries in its zip directory", "MAX_ZIP_ENTRIES", MAX_ZIP_ENTRIES, entries
             )
         if size > MAX_ZIP_DIRECTORY_BYTES:
-            raise LimitError(
+            raise over(
                 f"{where} has a zip directory of {size:,} bytes",
-                limit="MAX_ZIP_DIRECTORY_BYTES",
-                maximum=MAX_ZIP_DIRECTORY_BYTES,
-                value=size,
+                "MAX_ZIP_DIRECTORY_BYTES",
+                MAX_ZIP_DIRECTORY_BYTES,
+                size,
             )
         counted = _directory_entries(fp, size, location, MAX_ZIP_ENTRIES)
         if counted > MAX_ZIP_ENTRIES:
-            raise LimitError(
+            raise over(
                 f"{where} holds more than {MAX_ZIP_ENTRIES:,} entries in its zip directory (its end record says "
                 f"{entries:,})",
-                limit="MAX_ZIP_ENTRIES",
-                maximum=MAX_ZIP_ENTRIES,
-                value=counted,
+                "MAX_ZIP_ENTRIES",
+                MAX_ZIP_ENTRIES,
+                counted,
             )
         fp.seek(at)
     finally:
@@ -147,19 +149,19 @@ class Copied:
     def read(self, name: str, most: int = MAX_MEMBER_BYTES) -> bytes:
         info = self.archive.getinfo(name)
         if info.file_size > most:
-            raise LimitError(
+            raise over(
                 f"{self.where}: the member {name[:200]!r} inflates to {info.file_size:,} bytes",
-                limit="MAX_MEMBER_BYTES",
-                maximum=most,
-                value=info.file_size,
+                "MAX_MEMBER_BYTES",
+                most,
+                info.file_size,
             )
         self.total += info.file_size
         if self.total > self.maximum:
-            raise LimitError(
+            raise over(
                 f"{self.where}: the members read inflate to {self.total:,} bytes together",
-                limit="MAX_COPIED_BYTES",
-                maximum=self.maximum,
-                value=self.total,
+                "MAX_COPIED_BYTES",
+                self.maximum,
+                self.total,
             )
         with self.archive.open(info) as member:  # zipfile stops at the directory's size
             return member.read(info.file_size)
@@ -188,12 +190,7 @@ class BoundedUnpickler(pickle.Unpickler):
 
     def __init__(self, data: bytes, where: str, resolve: Callable[[str, str], Any]) -> None:
         if len(data) > MAX_PICKLE_BYTES:
-            raise LimitError(
-                f"{where} is {len(data):,} bytes of pickle",
-                limit="MAX_PICKLE_BYTES",
-                maximum=MAX_PICKLE_BYTES,
-                value=len(data),
-            )
+            raise over(f"{where} is {len(data):,} bytes of pickle", "MAX_PICKLE_BYTES", MAX_PICKLE_BYTES, len(data))
         super().__init__(io.BytesIO(data))
         self._where, self._resolve = where, resolve
         self._made: dict[tuple[str, str], Any] = {}
@@ -201,17 +198,17 @@ class BoundedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         key = (module, name)
         if len(module) > MAX_GLOBAL_NAME_CHARS or len(name) > MAX_GLOBAL_NAME_CHARS:
-            raise LimitError(
+            raise over(
                 f"{self._where} names a class of {len(module) + len(name):,} characters",
-                limit="MAX_GLOBAL_NAME_CHARS",
-                maximum=MAX_GLOBAL_NAME_CHARS,
+                "MAX_GLOBAL_NAME_CHARS",
+                MAX_GLOBAL_NAME_CHARS,
             )
         if key not in self._made:
             if len(self._made) >= MAX_PICKLE_CLASSES:
-                raise LimitError(
+                raise over(
                     f"{self._where} names more than {MAX_PICKLE_CLASSES:,} classes",
-                    limit="MAX_PICKLE_CLASSES",
-                    maximum=MAX_PICKLE_CLASSES,
+                    "MAX_PICKLE_CLASSES",
+                    MAX_PICKLE_CLASSES,
                 )
             self._made[key] = self._resolve(module, name)
         return self._made[key]

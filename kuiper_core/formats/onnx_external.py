@@ -21,7 +21,9 @@ from ..errors import ConversionError, KuiperError, LimitError
 from ..files import check_regular, read_regular
 
 MAX_ONNX_BYTES = 2**31 - 1  # one protobuf message: a model with its external data read in
-MAX_PROTOBUF_FIELDS = 2_000_000  # fields walked looking for external tensors (~1 s; a 12 MB model of 2-byte fields took 13 s)
+MAX_PROTOBUF_FIELDS = (
+    2_000_000  # fields walked looking for external tensors (~1 s; a 12 MB model of 2-byte fields took 13 s)
+)
 MAX_PROTOBUF_DEPTH = 64  # graphs nested in attributes (protobuf's own limit is 100)
 
 # The messages holding TensorProtos, by field number (onnx.proto): which field is which message.
@@ -85,19 +87,11 @@ class _Wire:
                 key, at = self._varint(at, end)
             number, wire = key >> 3, key & 7
             if wire == 0:
-                if at < end and data[at] < 0x80:
-                    value = data[at]
-                    at += 1
-                else:
-                    value, at = self._varint(at, end)
+                value, at = (data[at], at + 1) if at < end and data[at] < 0x80 else self._varint(at, end)
                 if tensor and number == _DATA_LOCATION and value == 1:
                     found += 1
             elif wire == 2:
-                if at < end and data[at] < 0x80:
-                    size = data[at]
-                    at += 1
-                else:
-                    size, at = self._varint(at, end)
+                size, at = (data[at], at + 1) if at < end and data[at] < 0x80 else self._varint(at, end)
                 if at + size > end:
                     raise self._bad(start, f"field {number} of {size:,} bytes runs past the end of its message")
                 if tensor and number == _EXTERNAL_DATA:
