@@ -17,7 +17,8 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
     opts = context.options
     source: Path | bytes = context.path if context.path is not None else context.data()
     if kind == "onnx":  # weights in a separate file (torch.onnx.export's default): made one file
-        from .onnx_external import MAX_ONNX_BYTES, self_contained
+        from ..budgets import MAX_ONNX_BYTES
+        from .onnx_external import self_contained
 
         extra = opts.bin_path
         if isinstance(extra, (str, Path)):  # a FIFO would block, /dev/zero never end, a directory is no file

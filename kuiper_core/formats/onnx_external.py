@@ -17,14 +17,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConversionError, KuiperError, LimitError
+from ..budgets import MAX_ONNX_BYTES, MAX_PROTOBUF_DEPTH, MAX_PROTOBUF_FIELDS, over
+from ..errors import ConversionError, KuiperError
 from ..files import check_regular, read_regular
 
-MAX_ONNX_BYTES = 2**31 - 1  # one protobuf message: a model with its external data read in
-MAX_PROTOBUF_FIELDS = (
-    2_000_000  # fields walked looking for external tensors (~1 s; a 12 MB model of 2-byte fields took 13 s)
-)
-MAX_PROTOBUF_DEPTH = 64  # graphs nested in attributes (protobuf's own limit is 100)
 
 # The messages holding TensorProtos, by field number (onnx.proto): which field is which message.
 _MESSAGES: dict[str, dict[int, str]] = {
@@ -74,10 +70,10 @@ class _Wire:
         while at < end:
             self.fields += 1
             if self.fields > MAX_PROTOBUF_FIELDS:
-                raise LimitError(
+                raise over(
                     f"{self.name} holds more than {MAX_PROTOBUF_FIELDS:,} protobuf fields",
-                    limit="MAX_PROTOBUF_FIELDS",
-                    maximum=MAX_PROTOBUF_FIELDS,
+                    "MAX_PROTOBUF_FIELDS",
+                    MAX_PROTOBUF_FIELDS,
                 )
             start = at
             key = data[at]  # one byte for the fields ONNX writes; _varint for the rest
@@ -256,12 +252,12 @@ def self_contained(source: Path | bytes, name: str, data: bytes | None = None) -
             )
         total += max(0, end - start)
         if total > MAX_ONNX_BYTES:
-            raise LimitError(
+            raise over(
                 f"{name} with its external weights would be {total:,} bytes (counted per tensor: "
                 f"{len(external):,} tensors name {len(locations)} file(s)), past ONNX's 2 GiB",
-                limit="MAX_ONNX_BYTES",
-                maximum=MAX_ONNX_BYTES,
-                value=total,
+                "MAX_ONNX_BYTES",
+                MAX_ONNX_BYTES,
+                total,
             )
     files = {locations[0]: data} if data is not None and len(locations) == 1 else {}
     for loc in locations:
