@@ -117,7 +117,7 @@ def slot(what: str, on_wait: Callable[[str], None] | None = None) -> Iterator[No
         if on_wait is not None and now - noted >= WAIT_NOTE_EVERY:
             noted = now
             on_wait(
-                f"waiting for {what}: {n} of this server's {n} framework processes are busy "
+                f"waiting for {what}: all {n} of this server's framework processes are busy "
                 f"({now - waited_since:.0f} s so far)"
             )
         time.sleep(0.2)

@@ -135,8 +135,12 @@ def _load(kind: str, path_text: str | None) -> None:
         box = st.empty()
 
         def on_log(line: str) -> None:
+            if line.startswith(model_files.WAITING):  # every converter of the server is busy: queued
+                status.update(label=f"Waiting for the converter to convert `{shown}`…")
+            elif lines and lines[-1].startswith(model_files.WAITING):
+                status.update(label=f"Converting `{shown}` with pnnx…")
             lines.append(line)
-            box.code("\n".join(lines[-model_files.LOG_LINES :]), language=None)
+            box.code(hide_server_paths("\n".join(lines[-model_files.LOG_LINES :])), language=None)
 
         try:
             with limits.use(common.APP_LIMITS):  # the converter's memory and time: the app's

@@ -19,6 +19,7 @@ import pytest
 
 from kuiper_core import children, limits
 from kuiper_core.errors import LimitError
+from kuiper_core.explore.model_files import WAITING
 from kuiper_core.formats import converter_available, open_model
 from kuiper_core.formats import convert as convert_module
 from kuiper_core.formats.convert import ENV_CONVERTER, cached_conversion
@@ -106,7 +107,7 @@ def test_a_conversion_waits_for_a_free_slot_and_says_so(tmp_path, monkeypatch) -
 
     def on_log(line: str) -> None:
         lines.append(line)
-        if line.startswith("waiting for the converter"):
+        if line.startswith(WAITING):  # what the app's status box shows as "Waiting for the converter"
             waiting.set()
 
     with children.slot("the test"):

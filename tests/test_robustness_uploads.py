@@ -220,3 +220,34 @@ def test_input_shapes_take_ascii_digits_only() -> None:
     for text in ("[١,٣,8,8]", "[1,3,８,8]", "[𝟏,3]"):
         with pytest.raises(InputError, match="is not a list of shapes"):
             inputshape_text(text)
+
+
+# -- the same files uploaded to the app ------------------------------------------------------------------
+@pytest.mark.slow  # AppTest runs of Home, a few seconds each
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("cycle.pt", lambda: H.second_folder_pt()),
+        ("dag.pt", lambda: H.torchscript_with({}, replace={"data.pkl": H.pickle_dag(70)})),
+        ("bomb.pt", lambda: H.torchscript_with({}, replace={"data.pkl": H.pickle_class_bomb(20_000, 900)})),
+        ("stateless.pt", lambda: H.torchscript_with({}, replace={"data.pkl": H.pickle_stateless()})),
+        ("entries.pt", lambda: H.zip_listing(3, 1_000_000)),
+        ("shared.onnx", lambda: H.onnx_shared_external(200, 1 << 20)),
+        ("hidden.onnx", lambda: H.onnx_hidden_external()),
+        ("cut.onnx", lambda: (ROOT / "tests" / "data" / "debug_models" / "small_cnn.onnx").read_bytes()[:39]),
+    ],
+)
+def test_each_hostile_upload_leaves_home_working(name: str, make) -> None:
+    """Uploaded (Home looks at it at every rerun: its format, its shape guess, whether it keeps
+    external data) and loaded: no exception, and a clear message where it cannot open."""
+    if name.endswith(".onnx") and not installed("onnx"):
+        pytest.skip("building ONNX models needs the onnx package")
+    from apptest_helpers import app, no_exception
+
+    at = app()
+    at.file_uploader(key="home_param").upload(name, make()).run()
+    no_exception(at)
+    at.button(key="home_load_upload").click().run()
+    no_exception(at)
+    at.run()  # a rerun looks at the upload again
+    no_exception(at)

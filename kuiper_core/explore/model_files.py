@@ -26,6 +26,7 @@ from ..pnnx.writer import default_bin_path
 CONVERTED = ("onnx", "torchscript")
 DEFAULT_SHAPE = "[1,3,224,224]"  # what most image models take; the field says to change it
 LOG_LINES = 30  # of the converter's log shown while it runs
+WAITING = "waiting for the converter"  # how a conversion's log says it is queued (children.slot)
 NO_CONVERTER = (
     "Opening ONNX and TorchScript models needs the pnnx converter, which is not installed on this server: "
     f"{INSTALL_HINT}."
