@@ -25,6 +25,7 @@ import io
 import pickle
 import struct
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -166,8 +167,12 @@ class Copied:
                 self.maximum,
                 self.total,
             )
-        with self.archive.open(info) as member:  # zipfile stops at the directory's size
-            return member.read(info.file_size)
+        try:
+            with self.archive.open(info) as member:  # zipfile stops at the directory's size
+                return member.read(info.file_size)
+        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, EOFError, OSError, ValueError, zlib.error) as e:
+            # an unknown compression, an encrypted member, a bad CRC
+            raise KuiperError(f"{self.where}: the member {name[:200]!r} cannot be read ({e})") from None
 
 
 def torchscript_pickle(archive: zipfile.ZipFile) -> str | None:

@@ -251,3 +251,23 @@ def test_each_hostile_upload_leaves_home_working(name: str, make) -> None:
     no_exception(at)
     at.run()  # a rerun looks at the upload again
     no_exception(at)
+
+
+@pytest.mark.parametrize(("method", "flags"), [(99, 0), (8, 1)])  # an unknown compression; an encrypted member
+def test_a_member_zipfile_cannot_read_is_a_conversion_error(tmp_path, method: int, flags: int) -> None:
+    """A code/ member pnnx never reads, with a compression method zipfile does not know or the
+    encrypted flag: a ConversionError naming the member, not NotImplementedError/RuntimeError."""
+    data = bytearray(H.torchscript_with({}, replace={"code/__torch__/extra.py": b"# scaled_dot_product_attention(\n"}))
+    name = b"small_cnn/code/__torch__/extra.py"
+    for signature, method_at, flags_at in ((b"PK\x03\x04", 8, 6), (b"PK\x01\x02", 10, 8)):
+        at = data.find(signature + b"\x14\x00" if signature == b"PK\x03\x04" else signature)
+        while at >= 0:
+            header_name_at = at + (30 if signature == b"PK\x03\x04" else 46)
+            if data[header_name_at : header_name_at + len(name)] == name:
+                data[at + method_at : at + method_at + 2] = method.to_bytes(2, "little")
+                data[at + flags_at : at + flags_at + 2] = flags.to_bytes(2, "little")
+            at = data.find(signature, at + 4)
+    path = tmp_path / "m.pt"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ConversionError, match="extra.py' cannot be read"):
+        C.causal_attention_paths(path)

@@ -152,6 +152,10 @@ def causal_attention_paths(model_file: Path) -> set[str]:
         return set()
     except LimitError as e:
         raise ConversionError(f"{e.message} (limit {e.limit} = {e.maximum:,})") from None
+    except ConversionError:
+        raise
+    except KuiperError as e:  # a member that cannot be read (budgets.Copied)
+        raise ConversionError(str(e)) from None
 
 
 def _lengths(op: Operator) -> tuple[int, int]:
