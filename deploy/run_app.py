@@ -10,7 +10,10 @@ a shared server wants: no file watcher (nothing is edited on a classroom server)
 BLAS at one thread per call (`OPENBLAS_NUM_THREADS=1` unless set): many sessions share the
 cores, and a two-thread GEMM leaves OpenBLAS's pool thread spinning ~0.1 s on the other core
 (bench/README.md), taking it from the next session's work; and glibc's malloc set to give big
-freed arrays back to the system (below), so memory comes back when a class leaves. Streamlit runs every session in
+freed arrays back to the system (below), so memory comes back when a class leaves. Students
+read no file on the server unless KUIPER_SERVER_MODELS names a folder of models (only that one),
+and at most KUIPER_CHILDREN (2) conversions or framework references run at once across every
+process (docs/classroom_server.md, "What students can reach"). Streamlit runs every session in
 one process (one GIL), so one process uses about one core: run one process per core behind
 nginx (deploy/nginx.conf) for a larger class. Ctrl-C (SIGINT/SIGTERM) stops them all.
 """
