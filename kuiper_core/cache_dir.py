@@ -22,7 +22,8 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
 
 
 def trusted_folder(path: Path, make: bool = True) -> bool:
-    """Whether `path` is a real folder (no symlink) of this user that no one else may write,
+    """Whether `path` is a real folder (no symlink) of this user that no one else may write
+    (not others, nor a group other than the user's own),
     made (0700) when missing and `make`: a shared or planted KUIPER_CACHE is not read from
     (another user could leave a converted model there for this one to load) nor written to."""
     if make:
@@ -36,4 +37,6 @@ def trusted_folder(path: Path, make: bool = True) -> bool:
         return False
     if os.name != "posix":  # no owners or mode bits to check
         return stat.S_ISDIR(info.st_mode)
-    return stat.S_ISDIR(info.st_mode) and not info.st_mode & 0o022 and info.st_uid == os.geteuid()
+    # group-writable is fine for the user's own group (a umask of 002 with user private groups)
+    others_write = info.st_mode & 0o002 or (info.st_mode & 0o020 and info.st_gid != os.getegid())
+    return stat.S_ISDIR(info.st_mode) and not others_write and info.st_uid == os.geteuid()

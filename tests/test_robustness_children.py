@@ -262,3 +262,17 @@ def test_the_umask_is_read_without_being_changed() -> None:
         assert os.umask(0o027) == 0o027  # unchanged by the read
     finally:
         os.umask(before)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="modes are POSIX's")
+def test_a_cache_writable_by_the_users_own_group_is_still_used(tmp_path) -> None:
+    """A umask of 002 (user private groups) makes folders group-writable for the user's own
+    group: trusted; writable by others: not."""
+    from kuiper_core.cache_dir import trusted_folder
+
+    folder = tmp_path / "c"
+    folder.mkdir()
+    folder.chmod(0o775)
+    assert os.stat(folder).st_gid == os.getegid() and trusted_folder(folder)
+    folder.chmod(0o757)
+    assert not trusted_folder(folder)
