@@ -69,6 +69,7 @@ def test_a_child_asks_for_no_more_than_the_hard_limit() -> None:
     assert run.stdout.split() == [str(3 << 30), "5"]
 
 
+@pytest.mark.slow  # a child process: seconds on a loaded machine
 @pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
 def test_a_real_conversion_runs_under_a_hard_address_space_limit(tmp_path) -> None:
     code = (
@@ -152,6 +153,7 @@ def test_folders_of_killed_conversions_are_swept_and_living_ones_kept(tmp_path, 
     assert not alive.exists()
 
 
+@pytest.mark.slow  # a child process: seconds on a loaded machine
 def test_a_killed_server_leaves_nothing_the_next_conversion_keeps(tmp_path, monkeypatch) -> None:
     """A process killed (SIGKILL) while its converter runs leaves its folder, holding the
     upload; the next conversion's sweep removes it once no process holds its lock."""

@@ -117,6 +117,7 @@ def _markdown_of(at) -> str:
     return "\n".join(str(p) for p in parts)
 
 
+@pytest.mark.slow  # AppTest runs: seconds on a loaded machine
 @pytest.mark.parametrize(
     "query",
     [
@@ -136,6 +137,7 @@ def test_a_link_value_never_becomes_markdown_on_a_page(query: dict[str, str]) ->
         assert "m" * 100 not in shown and "0" * 100 not in shown
 
 
+@pytest.mark.slow  # AppTest runs: seconds on a loaded machine
 def test_a_valid_link_value_is_still_said() -> None:
     at = app(None, HOME, query={"model": "no_such_model"})
     no_exception(at)

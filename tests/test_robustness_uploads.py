@@ -94,6 +94,7 @@ def test_the_same_hostile_pickles_as_the_real_data_pkl_end(tmp_path) -> None:
 
 
 # -- zip archives -------------------------------------------------------------------------------------
+@pytest.mark.slow  # a child process: seconds on a loaded machine
 def test_a_code_member_inflating_past_its_budget_is_not_read(tmp_path) -> None:
     path = tmp_path / "bomb.pt"
     path.write_bytes(H.inflating_code_pt(budgets.MAX_MEMBER_BYTES + 1))
@@ -131,6 +132,7 @@ def test_a_zip_listing_too_many_entries_is_refused_before_it_is_parsed(entries: 
     assert F.kind_of(data, "x.pt") is None  # the app's look at an upload: no format, quickly
 
 
+@pytest.mark.slow  # zipfile parses 70,000 entries: seconds on a loaded machine
 def test_a_zip64_end_record_is_read_too() -> None:
     with pytest.raises(LimitError, match="1,000,000 entries"):
         budgets.check_zip_directory(H.zip_listing(2, claimed=1_000_000), "z")
@@ -160,6 +162,7 @@ def test_one_external_file_named_by_200_tensors_is_counted_200_times(tmp_path) -
         self_contained(model.read_bytes(), "m.onnx", (tmp_path / "w.data").read_bytes())
 
 
+@pytest.mark.slow  # a child process: seconds on a loaded machine
 @needs_onnx
 def test_the_cli_refuses_it_without_copying(tmp_path) -> None:
     (tmp_path / "m.onnx").write_bytes(H.onnx_shared_external(200, 16 << 20))
