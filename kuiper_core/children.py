@@ -35,6 +35,8 @@ except ImportError:  # Windows: no slots, no sweeping (folders are removed as th
 ENV_CHILDREN = "KUIPER_CHILDREN"
 DEFAULT_CHILDREN = 2
 PREFIXES = ("kuiper-convert-", "kuiper-reference-", "kuiper-onnx-")  # the folders children work in
+UNLOCKED = "kuiper-converted-"  # conversions no cache could keep (convert._store): read later, so never locked
+UNLOCKED_AGE = 86400.0  # seconds: such a folder outlives the session that converted it by far
 LOCK = ".in-use"  # the lock file in a private folder
 SWEEP_AGE = 900.0  # seconds: longer than a child runs by default, so a folder of an older Kuiper (no lock) is dead too
 WAIT_NOTE_EVERY = 5.0  # seconds between "still waiting" notes
@@ -143,19 +145,21 @@ def private_folder(prefix: str) -> Iterator[Path]:
 
 def sweep(older_than: float = SWEEP_AGE) -> list[Path]:
     """Remove this user's child folders (PREFIXES) in the temporary folder that no living
-    process holds: what a killed server or conversion left (each holds an uploaded model)."""
+    process holds: what a killed server or conversion left (each holds an uploaded model);
+    and uncached conversions (UNLOCKED) a day old."""
     if fcntl is None:
         return []
     removed: list[Path] = []
     now = time.time()
     try:
-        candidates = [p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(PREFIXES)]
+        candidates = [p for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith((*PREFIXES, UNLOCKED))]
     except OSError:
         return []
     for folder in candidates:
         try:
             info = os.lstat(folder)
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or now - info.st_mtime < older_than:
+            age = UNLOCKED_AGE if folder.name.startswith(UNLOCKED) else older_than
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or now - info.st_mtime < age:
                 continue
             fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:

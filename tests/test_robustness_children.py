@@ -278,3 +278,18 @@ def test_a_cache_writable_by_the_users_own_group_is_still_used(tmp_path) -> None
     assert os.stat(folder).st_gid == os.getegid() and trusted_folder(folder)
     folder.chmod(0o757)
     assert not trusted_folder(folder)
+
+
+def test_uncached_conversions_go_after_a_day(tmp_path, monkeypatch) -> None:
+    """Conversions no cache could keep live in kuiper-converted-* folders the model reads later
+    (no lock): the sweep removes them a day later, not before."""
+    import tempfile
+
+    _fake(tmp_path, monkeypatch)
+    monkeypatch.setenv("KUIPER_CACHE_MAX_MB", "0.0001")  # nothing fits: a private folder
+    folder = open_model(USER / "lstm.onnx").conversion.directory
+    assert folder.name.startswith(children.UNLOCKED) and Path(tempfile.gettempdir()) in folder.parents
+    assert children.sweep(older_than=0) == [] and folder.exists()
+    day = time.time() - children.UNLOCKED_AGE - 60
+    os.utime(folder, (day, day))
+    assert children.sweep() == [folder] and not folder.exists()
