@@ -99,11 +99,17 @@ def test_a_converter_crash_shows_no_server_path() -> None:
         "m.onnx: the pnnx converter failed (exit code -11); its last lines:\n"
         f"  could not load {ROOT}/.venv/lib/python3.11/site-packages/pnnx/libtorch.so\n"
         "  #3 0x7f01 in pnnx::load_onnx (/usr/lib/x86_64-linux-gnu/libstdc++.so.6+0x1b2)\n"
+        "  Exception raised from size at /home/builder/pytorch/c10/core/TensorImpl.h:1234 (most recent call first):\n"
+        "  frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in /opt/venv/lib/libc10.so)\n"
+        "  frame #1: <unknown function> + 0x1b2 (0x7f in /opt/venv/lib/libtorch_cpu.so)\n"
         "  see https://github.com/pnnx/pnnx/issues for help"
     )
     shown = error_text(crash)
     assert str(ROOT) not in shown and "/usr/lib" not in shown and "site-packages" not in shown
     assert "…/libtorch.so" in shown and "https://github.com/pnnx/pnnx/issues" in shown
+    assert "frame #" not in shown and "0x7f01" not in shown and "(1 line of a C++ backtrace left out)" in shown
+    assert "(2 lines of a C++ backtrace left out)" in shown
+    assert "…/TensorImpl.h:1234" in shown and "/home/builder" not in shown
     assert hide_server_paths("add(@0,@1)/2 and [1,3,224,224] and m.pnnx.param:4:2") == (
         "add(@0,@1)/2 and [1,3,224,224] and m.pnnx.param:4:2"
     )

@@ -51,15 +51,35 @@ def type_suggestions(op_type: str, known: list[str], n: int = 3) -> list[str]:
 _SERVER_PATH = re.compile(r"(?<![\w.@~:/])/(?:[^\s/:'\"()\[\]{},;<>|`*]+/)+([^\s/:'\"()\[\]{},;<>|`*]*)")
 
 
+# A frame of a C++ backtrace (libtorch's c10::Error `frame #3: …`, glibc's or a sanitizer's `#3 0x…`).
+_FRAME = re.compile(r"^\s*(?:frame #\d+:|#\d+\s+0x[0-9a-fA-F]+\b)")
+
+
 def hide_server_paths(text: str) -> str:
-    """`text` with every absolute path cut to its file name (`…/model.cc`): what a page
-    shows of an error or a converter's log never tells where the server keeps anything."""
-    return _SERVER_PATH.sub(lambda m: "…/" + m.group(1), text)
+    """`text` with every absolute path cut to its file name (`…/model.cc`) and the frames of a
+    C++ backtrace left out (counted): what a page shows of an error or a converter's log never
+    tells where the server keeps anything."""
+    lines, frames = [], 0
+    for line in [*text.split("\n"), None]:  # None: the end, where a last run of frames is said
+        if line is not None and _FRAME.match(line):
+            frames += 1
+            continue
+        if frames:
+            lines.append(f"  ({frames} line{'s' * (frames > 1)} of a C++ backtrace left out)")
+            frames = 0
+        if line is not None:
+            lines.append(line)
+    return _SERVER_PATH.sub(lambda m: "…/" + m.group(1), "\n".join(lines))
 
 
 def error_text(error: BaseException | str) -> str:
-    """What the app prints in its error box (monospace, caret aligned), server paths hidden."""
-    return hide_server_paths(_error_text(error))
+    """What the app prints in its error box (monospace, caret aligned), server paths hidden
+    (in the message: a quoted source line is the user's own, and its caret stays aligned)."""
+    text = _error_text(error)
+    if isinstance(error, (ParseError, LimitError)):
+        head, sep, rest = text.partition("\n")
+        return hide_server_paths(head) + sep + rest
+    return hide_server_paths(text)
 
 
 def _error_text(error: BaseException | str) -> str:
