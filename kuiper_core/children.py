@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from .cache_dir import cache_root, trusted_folder
+
 try:
     import fcntl
 except ImportError:  # Windows: no slots, no sweeping (folders are removed as they end)
@@ -68,21 +70,13 @@ def children_allowed() -> int:
         return DEFAULT_CHILDREN
 
 
-def _own_folder(path: Path) -> Path | None:
-    """`path`, made if need be (0700), when it is a real folder of this user that no one else
-    may write; else None."""
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        return None
-    return path
-
-
 def _lock_folder() -> Path | None:
-    return _own_folder(Path(tempfile.gettempdir()) / f"kuiper-locks-{os.geteuid()}")
+    """The slots' folder: one per user in the temporary folder (every process of the server
+    finds it), else in the cache when another user planted that name."""
+    for folder in (Path(tempfile.gettempdir()) / f"kuiper-locks-{os.geteuid()}", cache_root() / "locks"):
+        if trusted_folder(folder):
+            return folder
+    return None
 
 
 @contextlib.contextmanager

@@ -293,3 +293,17 @@ def test_uncached_conversions_go_after_a_day(tmp_path, monkeypatch) -> None:
     day = time.time() - children.UNLOCKED_AGE - 60
     os.utime(folder, (day, day))
     assert children.sweep() == [folder] and not folder.exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="modes are POSIX's")
+def test_a_planted_slot_folder_does_not_lift_the_bound(private_cache) -> None:
+    """Another user's (or a world-writable) kuiper-locks folder in /tmp: the slots live in the
+    cache instead, still bounding the children."""
+    import tempfile
+
+    planted = Path(tempfile.gettempdir()) / f"kuiper-locks-{os.geteuid()}"
+    planted.mkdir()
+    planted.chmod(0o777)
+    assert children._lock_folder() == private_cache / "locks"
+    with children.slot("one"):
+        assert (private_cache / "locks" / "slot-0").exists()
