@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -42,6 +43,9 @@ UNLOCKED_AGE = 86400.0  # seconds: such a folder outlives the session that conve
 LOCK = ".in-use"  # the lock file in a private folder
 SWEEP_AGE = 900.0  # seconds: longer than a child runs by default, so a folder of an older Kuiper (no lock) is dead too
 WAIT_NOTE_EVERY = 5.0  # seconds between "still waiting" notes
+# A frame of a C++ backtrace a child prints (libtorch's c10::Error `frame #3: …`, glibc's or a
+# sanitizer's `#3 0x…`): left out of quoted lines and pages.
+BACKTRACE_FRAME = re.compile(r"^\s*(?:frame #\d+:|#\d+\s+0x[0-9a-fA-F]+\b)")
 
 
 def rlimit_code(memory: int, seconds: int | None = None) -> str:

@@ -307,3 +307,25 @@ def test_a_planted_slot_folder_does_not_lift_the_bound(private_cache) -> None:
     assert children._lock_folder() == private_cache / "locks"
     with children.slot("one"):
         assert (private_cache / "locks" / "slot-0").exists()
+
+
+def test_a_backtrace_does_not_push_pnnxs_message_out_of_the_error(tmp_path, monkeypatch) -> None:
+    """libtorch's c10::Error prints its message, then a dozen `frame #N:` lines with install
+    paths: the error quotes the message and counts the frames."""
+    from kuiper_core.errors import ConversionError
+
+    frames = "".join(
+        f'echo "frame #{i}: f{i} + 0x1 (0x7f in /opt/site-packages/pnnx/libtorch.so)"\n' for i in range(20)
+    )
+    script = tmp_path / "fake_pnnx"
+    script.write_text(
+        '#!/bin/sh\necho "Load torchscript failed: Only Pickle protocol 2 is supported"\n' + frames + "exit 255\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv(ENV_CONVERTER, str(script))
+    with pytest.raises(ConversionError) as info:
+        open_model(USER / "lstm.onnx")
+    text = str(info.value)
+    assert "Only Pickle protocol 2 is supported" in text and "frame #" not in text
+    assert "(20 frames of a C++ backtrace left out: the whole log is kept)" in text
+    assert info.value.log.count("frame #") == 20

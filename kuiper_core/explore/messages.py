@@ -12,6 +12,7 @@ import difflib
 import re
 
 from ..errors import LimitError, ParseError, UnsupportedOperatorError
+from ..children import BACKTRACE_FRAME
 
 EXCERPT_WIDTH = 96  # characters of a source line shown around the caret
 
@@ -51,17 +52,13 @@ def type_suggestions(op_type: str, known: list[str], n: int = 3) -> list[str]:
 _SERVER_PATH = re.compile(r"(?<![\w.@~:/])/(?:[^\s/:'\"()\[\]{},;<>|`*]+/)+([^\s/:'\"()\[\]{},;<>|`*]*)")
 
 
-# A frame of a C++ backtrace (libtorch's c10::Error `frame #3: …`, glibc's or a sanitizer's `#3 0x…`).
-_FRAME = re.compile(r"^\s*(?:frame #\d+:|#\d+\s+0x[0-9a-fA-F]+\b)")
-
-
 def hide_server_paths(text: str) -> str:
     """`text` with every absolute path cut to its file name (`…/model.cc`) and the frames of a
     C++ backtrace left out (counted): what a page shows of an error or a converter's log never
     tells where the server keeps anything."""
     lines, frames = [], 0
     for line in [*text.split("\n"), None]:  # None: the end, where a last run of frames is said
-        if line is not None and _FRAME.match(line):
+        if line is not None and BACKTRACE_FRAME.match(line):
             frames += 1
             continue
         if frames:

@@ -139,9 +139,10 @@ def module_paths(archive: zipfile.ZipFile, where: str = "the TorchScript model")
     return paths
 
 
-def causal_attention_paths(model_file: Path) -> set[str]:
-    """Module paths of the TorchScript model's attentions that run causally."""
-    where = model_file.name
+def causal_attention_paths(model_file: Path, where: str | None = None) -> set[str]:
+    """Module paths of the TorchScript model's attentions that run causally; `where` names the
+    model in messages (default: the file's name)."""
+    where = where or model_file.name
     try:
         with open_zip(model_file, where) as archive:
             classes = causal_classes(archive, where)

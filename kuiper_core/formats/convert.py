@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..cache_dir import cache_root, trusted_folder
-from ..children import private_folder, rlimit_code, slot
+from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 
@@ -444,8 +444,11 @@ _ECHO = re.compile(r"(pnnx|ncnn)\w* = |(fp16|optlevel|device|inputshape2?|input2
 
 
 def _last_lines(lines: Sequence[str], n: int = QUOTED_LINES) -> str:
-    kept = [line for line in lines if line.strip() and not _ECHO.match(line)]
-    return "\n".join("  " + line for line in kept[-n:])
+    kept = [line for line in lines if line.strip() and not _ECHO.match(line) and not BACKTRACE_FRAME.match(line)]
+    frames = sum(1 for line in lines if BACKTRACE_FRAME.match(line))
+    note = [f"({frames} frames of a C++ backtrace left out: the whole log is kept)"] if frames else []  # pnnx's
+    # message is above them, and a dozen frames would push it out of the quoted lines
+    return "\n".join("  " + line for line in kept[-n:] + note)
 
 
 def _parses(text: str) -> bool:
@@ -575,7 +578,7 @@ def convert(
         if code != 0:
             notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
         if kind == "torchscript":
-            notes += _restore_causal_masks(model_file, param, binf, python)
+            notes += _restore_causal_masks(model_file, param, binf, python, name)
         if python.exists():
             code_text = repair_python(python.read_text(errors="replace"))
             if code_text is None:
@@ -604,11 +607,11 @@ def convert(
             raise ConversionError(f"{name}: converted, but the result could not be stored: {e.strerror or e}") from None
 
 
-def _restore_causal_masks(model_file: Path, param: Path, binf: Path, python: Path) -> list[str]:
+def _restore_causal_masks(model_file: Path, param: Path, binf: Path, python: Path, name: str) -> list[str]:
     """Give back the causal masks pnnx drops (causal_attention.py); a note if any were."""
     from .causal_attention import add_causal_masks, causal_attention_paths
 
-    paths = causal_attention_paths(model_file)
+    paths = causal_attention_paths(model_file, Path(name).name)
     if not paths:
         return []
     from ..pnnx import load_graph, save
