@@ -184,3 +184,24 @@ def test_an_onnx_gather_pnnx_keeps_runs_as_onnxruntime_does() -> None:
     with np.load(case / "gather.expected.npz") as z:
         ok, err, bound = max_err_ok(y, z["out0"])
     assert ok, (err, bound)
+
+
+def test_an_onnx_size_read_as_a_tensor_runs_at_every_width() -> None:
+    """tests/data/onnx_cases/size_unsqueeze (tools/export_onnx_cases.py): ddddocr's OCR head in
+    small (issue 34). pnnx keeps ONNX's Shape -> Gather of a dynamic width as `size(@0,0)`, an
+    expression whose value torch.unsqueeze reads as its tensor (it was an AttributeError on a
+    Python int), and the unsqueezed size goes into a reshape's list. At the width pnnx traced and
+    at two others, run by every executor (calls 1-3 of one model), the output is onnxruntime's."""
+    from conftest import DATA, max_err_ok
+
+    case = DATA / "onnx_cases"
+    m = kuiper_core.load(case / "size_unsqueeze.pnnx.param")
+    assert [op.params.get("expr") for op in m.graph.operators if op.type == "pnnx.Expression"][0] == "size(@0,0)"
+    with np.load(case / "size_unsqueeze.widths.npz") as z:
+        runs = [(z[f"in{k}"], z[f"out{k}"]) for k in range(3)]
+    for x, expected in runs * 2:
+        (y,) = m.forward(x)
+        ok, err, bound = max_err_ok(y, expected)
+        assert ok, (x.shape, err, bound)
+    last = list(m.steps(runs[1][0]))[-1]  # the step-by-step run (the app's Forward page)
+    assert max_err_ok(next(iter(last.inputs.values())), runs[1][1])[0]

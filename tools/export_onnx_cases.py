@@ -4,6 +4,7 @@ input.npy (one input) or inputs.npz (in0, in1, ...), expected.npz}; and one Torc
 (torch.stft), with torch's output. tests/test_layer_index.py finds the types in the
 .pnnx.param; the engine's outputs are checked against the recorded ones
 (tests/test_layers_tensor_ops.py, tests/test_onnx_ops.py: these run without pnnx or torch;
+size_unsqueeze also at several widths, size_unsqueeze.widths.npz;
 test_onnx_ops.py also converts one-node models of every attribute variant at test time).
 
     python tools/export_onnx_cases.py
@@ -304,6 +305,88 @@ def torch_onnx_exports() -> None:
         _save(name, path, [x], session.run(None, {session.get_inputs()[0].name: x}))
 
 
+def size_unsqueeze() -> None:
+    """tests/data/onnx_cases/size_unsqueeze.*: ddddocr's OCR head in small (issue 34): an LSTM
+    over a dynamic width, its output reshaped to [size(0), 1, -1] through ONNX's Shape -> Gather
+    -> Unsqueeze -> Concat. pnnx cannot see through the LSTM, so it keeps `size(@0,0)` as an
+    expression whose value torch.unsqueeze reads as a tensor. Run at the width pnnx traces (9)
+    and at two others: their inputs and onnxruntime's outputs in size_unsqueeze.widths.npz
+    (`in{k}`, `out{k}`)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    c, hid, out = 4, 3, 5
+    rng = np.random.default_rng(0)
+
+    def f32(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+
+    def size(src: str, dim: int, name: str) -> list[Any]:
+        return [
+            helper.make_node("Shape", [src], [name + "_shape"]),
+            helper.make_node("Gather", [name + "_shape", f"dim{dim}"], [name], axis=0),
+        ]
+
+    zeros = numpy_helper.from_array(np.zeros(1, np.float32))
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),  # (W, 1, C)
+        *size("t", 1, "batch"),
+        helper.make_node("Unsqueeze", ["batch", "axes"], ["batch1"]),
+        helper.make_node("Concat", ["one", "batch1", "hid"], ["state_shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["state_shape"], ["h0"], value=zeros),
+        helper.make_node("LSTM", ["t", "W", "R", "B", "", "h0", "h0"], ["ys"], hidden_size=hid),  # (W, 1, 1, H)
+        helper.make_node("Transpose", ["ys"], ["yt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["yt", "seq"], ["h"]),  # (W, 1, H)
+        *size("h", 0, "n0"),
+        *size("h", 1, "n1"),
+        *size("h", 2, "n2"),
+        helper.make_node("Mul", ["n0", "n1"], ["rows"]),
+        helper.make_node("Unsqueeze", ["rows", "axes"], ["rows1"]),
+        helper.make_node("Unsqueeze", ["n2", "axes"], ["n21"]),
+        helper.make_node("Concat", ["rows1", "n21"], ["flat"], axis=0),
+        helper.make_node("Reshape", ["h", "flat"], ["f"]),  # (W, H)
+        helper.make_node("Gemm", ["f", "w", "b"], ["z"], transB=1),  # (W, out)
+        helper.make_node("Unsqueeze", ["n0", "axes"], ["n01"]),
+        helper.make_node("Unsqueeze", ["n1", "axes"], ["n11"]),
+        helper.make_node("Concat", ["n01", "n11", "minus"], ["shape"], axis=0),  # [W, 1, -1]
+        helper.make_node("Reshape", ["z", "shape"], ["y"]),  # (W, 1, out)
+    ]
+    inits = {
+        "W": f32(1, 4 * hid, c),
+        "R": f32(1, 4 * hid, hid),
+        "B": f32(1, 8 * hid),
+        "w": f32(out, hid),
+        "b": f32(out),
+        "seq": np.array([0, 0, -1], np.int64),
+        **{f"dim{d}": np.array(d, np.int64) for d in range(3)},
+        "axes": np.array([0], np.int64),
+        "one": np.array([1], np.int64),
+        "hid": np.array([hid], np.int64),
+        "minus": np.array([-1], np.int64),
+    }
+    graph = helper.make_graph(
+        nodes,
+        "size_unsqueeze",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, "width"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["width", 1, out])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = OUT / "size_unsqueeze.onnx"
+    onnx.save_model(model, str(path))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    xs = [np.random.default_rng(w).standard_normal((1, c, w)).astype(np.float32) for w in (9, 17, 1)]
+    ys = [session.run(None, {"x": x})[0] for x in xs]
+    _save("size_unsqueeze", path, xs[:1], ys[:1])
+    np.savez(
+        OUT / "size_unsqueeze.widths.npz",
+        **{f"in{k}": x for k, x in enumerate(xs)},
+        **{f"out{k}": y for k, y in enumerate(ys)},
+    )
+
+
 def _save(name: str, source: Path, inputs: list[np.ndarray], outputs: list[np.ndarray], **convert: Any) -> None:
     from kuiper_core.formats import open_model
 
@@ -333,6 +416,7 @@ def main() -> int:
         session = ort.InferenceSession(str(OUT / f"{name}.onnx"), providers=["CPUExecutionProvider"])
         ys = session.run(None, {i.name: x for i, x in zip(session.get_inputs(), xs)})
         _save(name, OUT / f"{name}.onnx", xs, ys)
+    size_unsqueeze()
     if importlib.util.find_spec("torch") is not None:
         torch_stft()
         torch_onnx_exports()

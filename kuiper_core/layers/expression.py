@@ -22,7 +22,7 @@ from ..expression.parser import Call, OperandRef
 from ..graph import Operator, numpy_dtype
 from . import clamp
 from .halves import active as splitting, split_flat, split_leading
-from .registry import Layer, Prepared, register
+from .registry import Layer, Prepared, read_as_tensor, register
 
 
 @register("pnnx.Expression")
@@ -61,8 +61,10 @@ class Expression(Layer):
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.out_dtype = numpy_dtype(op.outputs[0].dtype) if op.outputs[0].dtype else None
         # No `#` annotation: the result is a value (a size, a list of sizes, a constant),
-        # kept as the Python object the expression gives, like TorchScript's ints.
-        self.value_output = op.outputs[0].shape is None
+        # kept as the Python object the expression gives, like TorchScript's ints; unless an
+        # operator reads it as its tensor operand (`torch.unsqueeze $input=size(@0,0)`, from
+        # ONNX's Shape -> Gather -> Unsqueeze): then it is the 0-d tensor ONNX had there.
+        self.value_output = op.outputs[0].shape is None and not read_as_tensor(op.outputs[0])
         declared = [numpy_dtype(o.dtype) if o.dtype else None for o in op.inputs]
         if all(d is not None for d in declared):  # compile now: type errors surface at build
             self._plan([VType("tensor", d) for d in declared])

@@ -72,6 +72,20 @@ L = TypeVar("L", bound=type["Layer"])
 Prepared = Callable[[list[Any], list[np.ndarray]], object]  # f(inputs, out), see Layer.prepare
 
 _MISSING = object()
+# The `$key` names of an operator's main operand: a tensor input even when a number arrives
+# there (TorchScript's 0-d tensors; ONNX's Shape -> Gather sizes, which pnnx writes as
+# `size(@0,0)` expressions, runtime/binding.py).
+TENSOR_ARGS = ("input", "self")
+
+
+def read_as_tensor(operand: Operand) -> bool:
+    """Some operator reads `operand` as its main tensor operand (TENSOR_ARGS)."""
+    return any(
+        consumer.input_name(i) in TENSOR_ARGS
+        for consumer in operand.consumers
+        for i, o in enumerate(consumer.inputs)
+        if o is operand
+    )
 
 
 @dataclass(eq=False)

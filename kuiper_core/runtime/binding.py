@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operand, Operator, ParamValue
-from ..layers.registry import BoundOperator, Layer
+from ..layers.registry import TENSOR_ARGS, BoundOperator, Layer
 
 UNPACKERS = ("prim::ListUnpack", "prim::TupleUnpack")
 _TENSOR_SOURCES = ("pnnx.Attribute", "pnnx.Input")
-_TENSOR_ARGS = ("input", "self")  # the main operand: an input even when it is a number
 
 
 def is_value(operand: Operand) -> bool:
@@ -77,7 +76,7 @@ def bind(op: Operator, cls: type[Layer] | None) -> Binding:
     params: dict[str, Operand] = {}
     for i, operand in enumerate(op.inputs):
         name = op.input_name(i) or (arg_names[i] if arg_names is not None and i < len(arg_names) else "")
-        if name and name not in _TENSOR_ARGS and is_value(operand) and (cls is None or name not in cls.value_inputs):
+        if name and name not in TENSOR_ARGS and is_value(operand) and (cls is None or name not in cls.value_inputs):
             elements = _tensor_list(operand)
             if elements is not None:
                 inputs += elements
@@ -120,7 +119,7 @@ def bound_operator(b: Binding, params: dict[str, ParamValue], computed: frozense
 
 def to_param(value: Any) -> ParamValue:
     """A runtime value as a .param value: 0-d arrays and NumPy scalars -> Python numbers,
-    1-d arrays and sequences -> lists. Raises ValueError for a tensor (ndim > 1)."""
+    1-d arrays and sequences -> lists (one-element arrays in them -> numbers). Raises ValueError for a tensor (ndim > 1)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.generic):
@@ -132,7 +131,9 @@ def to_param(value: Any) -> ParamValue:
             return [v.item() for v in value]
         raise ValueError(f"a tensor of shape {value.shape} where a parameter value is expected")
     if isinstance(value, (list, tuple)):
-        items = [to_param(v) for v in value]
+        # a one-element tensor in a list is its number, as torch reads it (`x.reshape(n, -1)`
+        # with n = size.unsqueeze(0), ONNX's Shape -> Gather -> Unsqueeze -> Concat)
+        items = [v.item() if isinstance(v, np.ndarray) and v.size == 1 else to_param(v) for v in value]
         if any(isinstance(v, list) for v in items):
             raise ValueError(f"a nested list {value!r} where a parameter value is expected")
         return items
