@@ -72,3 +72,17 @@ def test_bad_input_exits_2_naming_the_input(tmp_path: Path) -> None:
 def test_debug_shows_a_traceback(tmp_path: Path) -> None:
     r = kuiper("--debug", "inspect", str(tmp_path / "missing.pnnx.param"))
     assert r.returncode == 2 and "Traceback" in r.stderr
+
+
+def test_run_on_values_that_overflow_prints_no_numpy_warning(tmp_path: Path) -> None:
+    """Issue 35: ±1e20 into a LayerNorm squared past float32's range and `kuiper run` printed
+    NumPy's RuntimeWarning with the engine's source path. Overflow is the answer (inf, or
+    torch's 0 for LayerNorm), as in torch: no raw warning reaches the user, from a layer that
+    handles it (LayerNorm) or from any other (pow(|x|, 1.5) of 1e30 is inf)."""
+    cases = {"norm_layernorm_last": (1e20, (2, 4, 5, 6)), "expr_reciprocal_pow": (1e30, (1, 4, 8, 8))}
+    for case, (value, shape) in cases.items():
+        x = np.where(np.arange(np.prod(shape)).reshape(shape) % 2, value, -value).astype(np.float32)
+        np.save(tmp_path / "x.npy", x)
+        r = kuiper("run", str(OPS / case / "model.pnnx.param"), "--input", str(tmp_path / "x.npy"))
+        assert r.returncode == 0, r.stderr
+        assert "Warning" not in r.stderr and ".py:" not in r.stderr, r.stderr

@@ -179,3 +179,27 @@ def test_trailing_norm_prepared_matches_forward(op_type: str, shape: tuple[int, 
     assert f is not None
     f([x], [y])
     np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("scale", [1e18, 1e19, 1e20])
+def test_layernorm_on_huge_values_gives_pytorchs_answer_without_warnings(scale: float) -> None:
+    """Issue 35: rows of ±scale over 6 elements. PyTorch 2.13's layer_norm sums the squared
+    deviations and divides by n: 6e36 normalises to ±1, 6e38 and (1e20)^2 pass float32's range,
+    the variance is inf and the row normalises to 0 (the output is the bias). The engine gave
+    ±1 at 1e19 and a RuntimeWarning at 1e20; it computes as torch does, silently."""
+    import warnings
+
+    x = np.where(np.arange(2 * 3 * 6).reshape(2, 3, 6) % 2, scale, -scale).astype(np.float32)
+    w, b = rand(6, seed=1), rand(6, seed=2)
+    layer = make_layer("nn.LayerNorm", x.shape, {"weight": w, "bias": b}, normalized_shape=[6], eps=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = run(layer, x)
+    expected = np.broadcast_to(b, x.shape) if scale > 1e18 else np.sign(x) * w + b
+    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
+    torch = pytest.importorskip("torch")
+    ln = torch.nn.LayerNorm(6)
+    with torch.no_grad():
+        ln.weight.copy_(torch.from_numpy(w))
+        ln.bias.copy_(torch.from_numpy(b))
+        np.testing.assert_allclose(y, ln(torch.from_numpy(x)).numpy(), rtol=1e-6, atol=1e-6)

@@ -47,13 +47,20 @@ def normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: F32, avg: np.ndarray | N
     of those residuals corrects it (the digits the normalised output is made of survive).
     Row means are matrix-vector products (BLAS, many accumulators): cheaper than NumPy's
     reductions over short rows. `avg`: the vector of 1/n in x2's dtype, when the caller keeps one.
+
+    The variance is the sum of squared deviations divided by n, as torch computes it (its
+    row moments): where that sum passes the dtype's range (deviations ~1e19 in float32 over a
+    few elements) it is inf and the row normalises to 0, torch's answer, where weighting each
+    square by 1/n first would keep it finite and give ±1.
     """
     n = x2.shape[1]
     if avg is None:
         avg = row_average_vector(n, x2.dtype)
     np.subtract(x2, np.matmul(x2, avg)[:, None], out=y2)
     y2 -= np.matmul(y2, avg)[:, None]  # the residual correction
-    var = np.matmul(np.square(y2), avg)
+    with np.errstate(over="ignore"):  # a square or the sum past the range: inf (above)
+        var = np.matmul(np.square(y2), np.ones_like(avg))
+    var /= x2.dtype.type(n) if n else 1
     var += eps
     np.sqrt(var, out=var)
     np.divide(y2, var[:, None], out=y2)

@@ -80,7 +80,8 @@ def steps(
             for o in operator.op.outputs:
                 values[o.name] = program.constants[o.name]
         else:
-            with _limits.use(program.limits):  # the caller iterates outside forward()'s context
+            # the caller iterates outside forward()'s context (its limits, its silence on overflow)
+            with _limits.use(program.limits), np.errstate(all="ignore"):
                 _, results = run_operator(program, operator, values, feeds, batch, call)
             store(operator, results, values)
             kept.add(operator, results)

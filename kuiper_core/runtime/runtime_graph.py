@@ -201,7 +201,9 @@ class RuntimeGraph:
         """Run the model; outputs in pnnx.Output order with tuples flattened."""
         program = self._built()
         assert self._check_inputs is not None
-        with _limits.use(self.limits):
+        # as torch: silent on overflow, 0/0, log(-1) (inf and nan are the answer; no NumPy
+        # warning naming this file reaches the user), in every executor
+        with _limits.use(self.limits), np.errstate(all="ignore"):
             inputs = self._check_inputs(arrays)
             if program.value_shaped:  # shapes that change with the values: no fixed buffers fit
                 return program.outputs_of(interpreter.run(program, inputs))
