@@ -279,7 +279,8 @@ def test_winograd_runs_big_batches_in_chunks(
 
 def test_winograd_is_chosen_for_resnet_layers_only() -> None:
     geometry = dict(kernel=(3, 3), stride=(1, 1), dilation=(1, 1), groups=1, padding_mode="zeros")
-    assert winograd_tile((1, 64, 56, 56), 64, out_hw=(56, 56), **geometry) == 4
+    # F(2,3) only: F(4,3) loses precision (conv_kernels.WINOGRAD_TILES, test_conv_precision.py)
+    assert winograd_tile((1, 64, 56, 56), 64, out_hw=(56, 56), **geometry) == 2
     assert winograd_tile((1, 256, 14, 14), 256, out_hw=(14, 14), **geometry) == 2  # U of F(4,3) is 2.25x bigger
     assert winograd_tile((1, 8, 8, 8), 8, out_hw=(8, 8), **geometry) is None  # transforms cost more
     assert winograd_tile((1, 64, 56, 56), 64, out_hw=(28, 28), **{**geometry, "stride": (2, 2)}) is None
@@ -329,14 +330,14 @@ def conv_layer(weight: np.ndarray, bias: np.ndarray | None, in_shape: tuple[int,
 
 
 @pytest.mark.parametrize("declared", [True, False])
-@pytest.mark.parametrize("c, o, size", [(32, 48, 24), (40, 32, 20), (64, 64, 17)])
+@pytest.mark.parametrize("c, o, size", [(48, 64, 32), (40, 48, 30), (64, 64, 17)])
 def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: int, size: int) -> None:
     x, wt, b = arrays(c, (2, c, size, size + 1), (o, c, 3, 3), (o,))
     wt *= 1 / np.sqrt(9 * c)
     layer = conv_layer(wt, b, x.shape if declared else None, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
     assert not layer._winograd_weights  # transformed when the kernel is made (the first run), not at build
     if declared:
-        assert layer.kernel_name([x.shape]) == "Winograd F(4x4, 3x3)"  # decided from the shape alone
+        assert layer.kernel_name([x.shape]) == "Winograd F(2x2, 3x3)"  # decided from the shape alone
     (y,) = layer.forward([x], [None])
     assert layer._winograd_weights
     assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), WinogradConv)
@@ -445,3 +446,23 @@ def test_wide_rows_add_a_bias_left_out_of_the_gemm_as_the_crop(relu: bool) -> No
     y = np.full(want.shape, np.nan, np.float32)
     kernel.run(x, y)
     assert_close(y, np.maximum(want, 0) if relu else want, f"wide rows, bias after, relu={relu}")
+
+
+@pytest.mark.parametrize("c, rows", [(150, False), (130, True), (70, True)])
+def test_winograd_sums_channels_in_blocks(c: int, rows: bool) -> None:
+    """Over CHANNEL_BLOCK channels the GEMMs sum in blocks (winograd.py; the precision this
+    buys is tests/test_conv_precision.py): partial sums in the work buffer's own region, added
+    block by block, at every batch chunk."""
+    from kuiper_core.layers.winograd import channel_blocks
+
+    x, wt, b = arrays(c, (3, c, 7, 6), (24, c, 3, 3), (24,))
+    pads = (1, 1, 1, 1)
+    if rows:
+        kernel = WinogradRowsConv(transform_weights_rows(wt), b, x.shape, pads, np.dtype(np.float32), relu=True)
+    else:
+        kernel = WinogradConv(transform_weights(wt, 2), b, 2, x.shape, pads, np.dtype(np.float32), relu=True)
+    assert len(kernel.blocks) == len(channel_blocks(3 * c if rows else c, 3 if rows else 1)) > 1
+    y = np.full((3, 24, 7, 6), np.nan, np.float32)
+    for _ in range(2):
+        kernel.run(x, y)
+        assert_close(y, np.maximum(conv2d_reference(x, wt, b, pads=pads), 0), "blocks")

@@ -106,12 +106,14 @@ def blas_at():
 
 
 def test_stride2_rows_is_chosen_where_it_wins(blas_at) -> None:
-    """With one BLAS thread: ResNet-18's 7x7 stem and 3x3 stride-2 convs of layers 2-3
+    """With one BLAS thread: ResNet-18's 3x3 stride-2 convs of layers 2-3
     (bench/README.md); not its 256->512 conv on 14x14 (7 output columns: GEMMs too narrow),
     nor other geometries. Nothing with two BLAS threads."""
     geometry = dict(stride=(2, 2), dilation=(1, 1), groups=1, padding_mode="zeros")
     blas_at(1)
-    assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) == 4
+    # m = 2 only: m = 4 loses precision (conv_kernels.STRIDE2_TILES, test_conv_precision.py),
+    # and at m = 2 the 7x7 stem is left to im2col
+    assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) is None
     assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **geometry) is not None
     assert stride2_tile((1, 256, 14, 14), 512, kernel=(3, 3), out_hw=(7, 7), **geometry) is None
     assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(56, 56), **{**geometry, "stride": (1, 1)}) is None

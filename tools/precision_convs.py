@@ -69,14 +69,15 @@ def make_kernel(name: str, w: np.ndarray, b: np.ndarray, x_shape: tuple[int, int
     return Im2col(wmat, (k, k), (s, s), (1, 1), pads, "zeros", x_shape, (oh, oh), F32, bias_after=b)
 
 
-CHANNELS = [64, 256, 512, 1024, 2048]
+CHANNELS = [64, 128, 256, 512, 1024, 2048]
 MAPS = [2, 4, 8, 14]
+STEMS = [(3, 64, 112, 7, 2), (3, 32, 64, 5, 2), (16, 32, 56, 5, 2)]  # image stems: 7x7 and 5x5, stride 2
 KERNELS: dict[str, list[Layer]] = {
     "f23": _square(CHANNELS, MAPS, 3, 1),
     "f43": _square(CHANNELS, MAPS, 3, 1),
     "rows": _square(CHANNELS, MAPS, 3, 1),
-    "s2m2": _square(CHANNELS, [4, 8, 16, 28], 3, 2),
-    "s2m4": _square(CHANNELS, [4, 8, 16, 28], 3, 2),
+    "s2m2": _square(CHANNELS, [4, 8, 16, 28], 3, 2) + STEMS,
+    "s2m4": _square(CHANNELS, [4, 8, 16, 28], 3, 2) + STEMS,
     "im2col": _square(CHANNELS, MAPS, 3, 1) + _square(CHANNELS, [4, 8, 16], 3, 2),
     "pointwise": _square(CHANNELS, MAPS, 1, 1),
     "dw_last": _square([64, 512, 2048], [2, 4, 8, 14], 3, 1) + _square([64, 512, 2048], [4, 8, 14], 5, 2),
@@ -131,8 +132,10 @@ def main() -> None:
     ref = conv2d_reference(x, w, None, pads=(1, 1, 1, 1))
     assert np.allclose(torch_conv(x, w, np.zeros(1), 1, 1, 1), ref, rtol=1e-12, atol=1e-12)
 
-    print(f"{'kernel':9} {'input':6} {'C':>5} {'map':>4} {'k/s':>4}  {'ours max':>9} {'torch max':>9} {'ratio':>6}"
-          f"  {'ours rms':>9} {'torch rms':>9} {'ratio':>6}")
+    print(
+        f"{'kernel':9} {'input':6} {'C':>5} {'map':>4} {'k/s':>4}  {'ours max':>9} {'torch max':>9} {'ratio':>6}"
+        f"  {'ours rms':>9} {'torch rms':>9} {'ratio':>6}"
+    )
     worst: dict[str, float] = {}
     for name in args.kernels:
         for layer in KERNELS[name]:

@@ -15,7 +15,7 @@ the arithmetic, writing y (N, O, OH, OW) for x (N, C, H, W).
   per image: a (512, 4608) weight streamed once instead of 4 times (11.2 -> 8.8 ms). Big
   column buffers are filled and multiplied a band of output rows at a time, so that the
   columns stay in cache between the gather and the GEMM (ResNet's 7x7 stem: 3.6 -> 2.6 ms).
-- `WinogradConv` (winograd.py): stride-1 3x3 convolutions, 2.25-4x fewer multiplications;
+- `WinogradConv` (winograd.py): stride-1 3x3 convolutions, F(2,3): 2.25x fewer multiplications;
   `WinogradRowsConv`: F(2,3) along the rows only (1.5x fewer, a U of 1.33x the weight) for
   big layers whose 2-D U would take too much memory (ResNet-18's 512-channel 7x7 layers).
 - `Stride2RowsConv` (winograd_stride2.py): stride-2 3x3/5x5/7x7 convolutions as Winograd
@@ -399,6 +399,11 @@ _CACHED_WEIGHTS = 1 << 18
 # estimated; measured flushed 2.84-2.91 vs 2.93-3.01; the whole model 0.97-0.98x, bench/README.md).
 _GEMM_WEIGHT = 8.2e-8
 WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
+# The 2-D tiles winograd_tile weighs. Not F(4,3): its float32 error against float64 is 5-35x
+# PyTorch float32's on the same layer (64-1024 channels, 4x4-14x14 maps; 2-6x even on maps
+# where it was chosen for speed, ResNet-18's 64-channel 56x56), where F(2,3) in channel
+# blocks is 1.0-1.6x (tools/precision_convs.py; issue 34: no fast kernel over 2x).
+WINOGRAD_TILES = (2,)
 # Winograd's transformed weights U are (m+2)^2/9 times the weight (4x for F(4,3)) and stay
 # in memory instead of it: up to this many elements (4 MB) any U is fine; beyond, U may be
 # at most twice the weight and 12 MiB (3 << 20 elements; peak memory stays well under half
@@ -479,7 +484,7 @@ def winograd_tile(
     if min(c, out_channels) < WINOGRAD_MIN_CHANNELS:
         return None
     raw = 9 * c * out_channels
-    sizes: dict[int | str, int] = {m: (m + 2) ** 2 * c * out_channels for m in (2, 4)}
+    sizes: dict[int | str, int] = {m: (m + 2) ** 2 * c * out_channels for m in WINOGRAD_TILES}
     sizes[ROWS] = 12 * c * out_channels
     costs = {
         m: winograd_cost(m, n, c, out_channels, *out_hw)
@@ -518,8 +523,10 @@ STRIDE2_ROWS_FIRST_MIN_WIDTH = 56
 STRIDE2_MARGIN = 0.95
 STRIDE2_KERNELS = (3, 4, 5, 6, 7)
 # m = 7 (3x3: 15 points per 7 outputs) was at best as fast as m = 4 and much slower on
-# small maps; bigger m also costs accuracy (F(7,2)'s points up to ±3).
-STRIDE2_TILES = (2, 4)
+# small maps; m = 4 (points ±2, ±1/2) has 2.1-4.3x PyTorch float32's error against float64 on
+# 64-256 channel 3x3 layers and 5x5/7x7 stems, m = 2 at most 1.7x (tools/precision_convs.py;
+# issue 34: no fast kernel over 2x).
+STRIDE2_TILES = (2,)
 # Narrower outputs stay im2col: its GEMM over the whole batch reads the weight once, and the
 # model misjudged ResNet-18's 256->512 conv (7 wide) at batch 4: m = 2 4.47 vs 4.27 ms.
 # Of 10 measured convs with 4-7 outputs across, none gained more than 4 %.

@@ -24,9 +24,13 @@ The bias: A^T's column for the point x = 1 is all ones (it evaluates the output 
 there), so adding b to that one point of M adds b to every output of the tile. That is a
 pass over 1/(m+2)^2 of M instead of one over the output.
 
-Rounding: F(2,3)'s transforms are exact in binary; F(4,3)'s constants (1/6, 1/24) cost
-about one more decimal digit than a direct float32 convolution (relative error ~1e-6 vs
-~1e-7), well inside the project's 1e-4.
+Rounding: F(2,3)'s transforms are exact in binary, but each output sums nine transform
+points, so the error of the GEMMs' float32 sums reaches it about three times over: summed
+over hundreds of channels at once, that was 2-2.7x PyTorch float32's error against float64
+(tools/precision_convs.py; issue 34). The GEMMs therefore sum the channels in blocks of at
+most CHANNEL_BLOCK (partial sums added): 1.0-1.6x PyTorch's. F(4,3)'s constants (1/6, 1/24,
+points ±2) cost 5-35x PyTorch's error, blocks or not; conv_kernels.winograd_tile does not take
+it (its transforms are kept, tested, for reference).
 """
 
 from __future__ import annotations
@@ -48,6 +52,22 @@ MIN_TILES = 196
 WORK_BUDGET = 1 << 20
 # Weight elements transformed at a time by transform_weights_rows.
 TRANSFORM_BLOCK = 1 << 16
+# The GEMMs sum at most this many channels (WinogradRowsConv: GEMM rows, 3 per channel) into
+# one float32 partial sum (see the module docstring). Measured RMS error against float64 over
+# PyTorch float32's, F(2,3), 4x4 and 8x8 maps, 256-1024 channels: 2.1-2.7 in one sum, 1.6-2.0
+# in blocks of 128, 1.3-1.6 in blocks of 64, 1.1-1.3 in blocks of 32.
+CHANNEL_BLOCK = 64
+
+
+def channel_blocks(k: int, per_channel: int = 1) -> list[slice]:
+    """The GEMM's K (`per_channel` rows a channel) as equal slices of at most CHANNEL_BLOCK
+    channels' rows (one slice up to that)."""
+    block = CHANNEL_BLOCK * per_channel
+    n = -(-k // block)
+    step = -(-k // n)
+    return [slice(a, min(a + step, k)) for a in range(0, k, step)]
+
+
 # m -> (B^T, G, A^T) for interpolation points 0, ±1 (F(2,3)) and 0, ±1, ±2 (F(4,3)).
 TRANSFORMS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {
     2: (
@@ -207,10 +227,13 @@ class WinogradConv(_WorkKernel):
         # reads the other): A holds the tiles d, then V, then the half-transformed output
         # (and the uncropped grid); B holds B^T d, then M, then the output blocks. One
         # per-thread buffer (a kernel owning one would hold ~2 MB per layer at batch 4).
+        self.blocks = channel_blocks(c)
+        self.u_blocks = [u[:, :, b] for b in self.blocks]  # views: (t*t, O, block)
         self.sizes = (
             math.prod(self.padded_shape),
             max(t * t * c, m * t * o) * self.tiles,
             t * t * max(c, o) * self.tiles,
+            t * t * o * self.tiles if len(self.blocks) > 1 else 0,  # a block's partial sums
         )
 
     def _for_shape(self, x_shape: tuple[int, int, int, int]) -> WinogradConv:
@@ -228,8 +251,8 @@ class WinogradConv(_WorkKernel):
         # B^T d B: transform every tile's rows (a -> xi), then its columns (b -> nu).
         np.matmul(self.bt, w.d, out=w.r)
         np.matmul(self.bt, w.r3, out=w.v)
-        # One GEMM per transform point: (O x C) @ (C x tiles).
-        np.matmul(self.u, w.v3, out=w.mm)
+        # One GEMM per transform point: (O x C) @ (C x tiles), in blocks of channels.
+        sum_blocks(self.u_blocks, w.v_blocks, w.mm, w.part)
         if self.bias is not None:
             np.add(w.mm_bias, self.bias, out=w.mm_bias)
         # A^T M A, rows then columns: (m, m, O, tiles) output blocks.
@@ -240,6 +263,14 @@ class WinogradConv(_WorkKernel):
         np.clip(w.blocks6, self.low, self.high, out=dst)
         if not self.exact:
             np.copyto(y, w.grid[:, :, : self.out_hw[0], : self.out_hw[1]])
+
+
+def sum_blocks(u_blocks: list[np.ndarray], v_blocks: list[np.ndarray], out: np.ndarray, part: np.ndarray) -> None:
+    """out = sum over the blocks of u_block @ v_block (batched GEMMs), added block by block."""
+    np.matmul(u_blocks[0], v_blocks[0], out=out)
+    for u, v in zip(u_blocks[1:], v_blocks[1:]):
+        np.matmul(u, v, out=part)
+        np.add(out, part, out=out)
 
 
 def blocks_view(grid: np.ndarray, m: int) -> np.ndarray:
@@ -257,9 +288,9 @@ class _Work:
 
     def __init__(self, k: WinogradConv, flat: np.ndarray) -> None:
         m, t, c, o, tiles = k.m, k.t, k.c, k.o, k.tiles
-        p_size, a_size, _ = k.sizes
+        p_size, a_size, b_size, _ = k.sizes
         padded = flat[:p_size].reshape(k.padded_shape)
-        a, b = flat[p_size : p_size + a_size], flat[p_size + a_size :]
+        a, b = flat[p_size : p_size + a_size], flat[p_size + a_size : p_size + a_size + b_size]
         rows, cols = k.at_input
         self.interior, self.borders = padded_parts(
             padded, rows.start, cols.start, rows.stop - rows.start, cols.stop - cols.start
@@ -276,7 +307,9 @@ class _Work:
         self.r3 = self.r.reshape(t, t, c * tiles)
         self.v = a[:size].reshape(t, t, c * tiles)
         self.v3 = self.v.reshape(t * t, c, tiles)
+        self.v_blocks = [self.v3[:, block] for block in k.blocks]
         self.mm = b[: t * t * o * tiles].reshape(t * t, o, tiles)
+        self.part = flat[p_size + a_size + b_size :].reshape(-1, o, tiles)
         self.mm_bias = self.mm[k.bias_point]
         self.mm2 = self.mm.reshape(t, t * o * tiles)
         self.r2 = a[: m * t * o * tiles].reshape(m, t * o * tiles)
@@ -349,6 +382,10 @@ class WinogradRowsConv(_WorkKernel):
             4 * self.o * oh * tw,
             2 * self.o * oh * tw,
         ]
+        self.blocks = channel_blocks(3 * c, 3)  # over the GEMM's K = 3C rows
+        self.u_blocks = [u[:, :, b] for b in self.blocks]
+        if len(self.blocks) > 1:
+            per_image.append(4 * self.o * oh * tw)  # a block's partial sums
         self.chunk = n = max(1, min(batch, ROWS_WORK_BUDGET // sum(per_image)))
         self.x_shape = (n, c, h, w)
         self.padded_shape = (n, c, oh + 2, 2 * tw + 2)
@@ -374,7 +411,7 @@ class WinogradRowsConv(_WorkKernel):
         np.subtract(d1, d3, out=s3)
         for a in range(3):  # kernel row a reads the rows a .. a + OH
             np.copyto(v.k_rows[:, a], v.s[:, :, :, a : a + self.out_hw[0]])
-        np.matmul(self.u, v.k, out=v.mm)
+        sum_blocks(self.u_blocks, v.k_blocks, v.mm, v.part)
         if self.bias is not None:
             np.add(v.mm[1], self.bias, out=v.mm[1])
         np.matmul(self.at, v.mm.reshape(4, -1), out=v.z.reshape(2, -1))
@@ -402,5 +439,7 @@ class _RowsWork:
         self.s = parts[2].reshape(4, c, n, hp, tw)
         self.k = parts[3].reshape(4, 3 * c, n * oh * tw)
         self.k_rows = parts[3].reshape(4, 3, c, n, oh, tw)
+        self.k_blocks = [self.k[:, block] for block in k.blocks]
         self.mm = parts[4].reshape(4, o, n * oh * tw)
         self.z = parts[5].reshape(2, o, n, oh, tw)
+        self.part = parts[6].reshape(4, o, n * oh * tw) if len(parts) > 6 else self.mm[:0]
