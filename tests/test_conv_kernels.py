@@ -453,7 +453,7 @@ def test_winograd_sums_channels_in_blocks(c: int, rows: bool) -> None:
     """Over CHANNEL_BLOCK channels the GEMMs sum in blocks (winograd.py; the precision this
     buys is tests/test_conv_precision.py): partial sums in the work buffer's own region, added
     block by block, at every batch chunk."""
-    from kuiper_core.layers.winograd import channel_blocks
+    from kuiper_core.layers.winograd import ROWS_CHANNEL_BLOCK, channel_blocks
 
     x, wt, b = arrays(c, (3, c, 7, 6), (24, c, 3, 3), (24,))
     pads = (1, 1, 1, 1)
@@ -461,7 +461,8 @@ def test_winograd_sums_channels_in_blocks(c: int, rows: bool) -> None:
         kernel = WinogradRowsConv(transform_weights_rows(wt), b, x.shape, pads, np.dtype(np.float32), relu=True)
     else:
         kernel = WinogradConv(transform_weights(wt, 2), b, 2, x.shape, pads, np.dtype(np.float32), relu=True)
-    assert len(kernel.blocks) == len(channel_blocks(3 * c if rows else c, 3 if rows else 1)) > 1
+    assert len(kernel.blocks) > 1 and all(b.stop - b.start <= 3 * 64 for b in kernel.blocks)
+    assert kernel.blocks == (channel_blocks(3 * c, 3, ROWS_CHANNEL_BLOCK) if rows else channel_blocks(c))
     y = np.full((3, 24, 7, 6), np.nan, np.float32)
     for _ in range(2):
         kernel.run(x, y)

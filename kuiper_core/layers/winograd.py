@@ -28,9 +28,10 @@ Rounding: F(2,3)'s transforms are exact in binary, but each output sums nine tra
 points, so the error of the GEMMs' float32 sums reaches it about three times over: summed
 over hundreds of channels at once, that was 2-2.7x PyTorch float32's error against float64
 (tools/precision_convs.py; issue 34). The GEMMs therefore sum the channels in blocks of at
-most CHANNEL_BLOCK (partial sums added): 1.0-1.6x PyTorch's. F(4,3)'s constants (1/6, 1/24,
-points ±2) cost 5-35x PyTorch's error, blocks or not; conv_kernels.winograd_tile does not take
-it (its transforms are kept, tested, for reference).
+most CHANNEL_BLOCK (ROWS_CHANNEL_BLOCK along the rows), partial sums added: 1.0-1.6x
+PyTorch's. F(4,3)'s constants (1/6, 1/24, points ±2) cost 5-35x PyTorch's error, blocks or
+not; conv_kernels.winograd_tile does not take it (its transforms are kept, tested, for
+reference).
 """
 
 from __future__ import annotations
@@ -57,12 +58,17 @@ TRANSFORM_BLOCK = 1 << 16
 # PyTorch float32's, F(2,3), 4x4 and 8x8 maps, 256-1024 channels: 2.1-2.7 in one sum, 1.6-2.0
 # in blocks of 128, 1.3-1.6 in blocks of 64, 1.1-1.3 in blocks of 32.
 CHANNEL_BLOCK = 64
+# WinogradRowsConv's K runs over (kernel row, channel): 3 GEMM rows a channel. Its largest single
+# error against PyTorch's on 256-1024 channels (4x4 maps): 1.3-2.0x in blocks of 64 channels,
+# 1.0-1.3x in blocks of 32 (RMS 1.4-1.65 -> 1.1-1.3), within the timing noise on ResNet-18's
+# 512-channel 7x7 layer.
+ROWS_CHANNEL_BLOCK = 32
 
 
-def channel_blocks(k: int, per_channel: int = 1) -> list[slice]:
-    """The GEMM's K (`per_channel` rows a channel) as equal slices of at most CHANNEL_BLOCK
-    channels' rows (one slice up to that)."""
-    block = CHANNEL_BLOCK * per_channel
+def channel_blocks(k: int, per_channel: int = 1, channels: int | None = None) -> list[slice]:
+    """The GEMM's K (`per_channel` rows a channel) as equal slices of at most `channels`
+    (CHANNEL_BLOCK) channels' rows (one slice up to that)."""
+    block = (CHANNEL_BLOCK if channels is None else channels) * per_channel
     n = -(-k // block)
     step = -(-k // n)
     return [slice(a, min(a + step, k)) for a in range(0, k, step)]
@@ -382,7 +388,7 @@ class WinogradRowsConv(_WorkKernel):
             4 * self.o * oh * tw,
             2 * self.o * oh * tw,
         ]
-        self.blocks = channel_blocks(3 * c, 3)  # over the GEMM's K = 3C rows
+        self.blocks = channel_blocks(3 * c, 3, ROWS_CHANNEL_BLOCK)  # over the GEMM's K = 3C rows
         self.u_blocks = [u[:, :, b] for b in self.blocks]
         if len(self.blocks) > 1:
             per_image.append(4 * self.o * oh * tw)  # a block's partial sums
