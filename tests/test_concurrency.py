@@ -28,7 +28,7 @@ def _conv_case(seed: int = 0) -> tuple[WinogradConv, np.ndarray, np.ndarray, np.
     x = rng.standard_normal((1, 8, 12, 12)).astype(np.float32)
     w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
-    kernel = WinogradConv(transform_weights(w, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
+    kernel = WinogradConv(transform_weights(w, 2), b, 2, x.shape, (1, 1, 1, 1), np.dtype(np.float32))
     return kernel, x, w, b
 
 

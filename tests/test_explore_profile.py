@@ -93,7 +93,7 @@ def test_convolutions_say_which_kernel_runs_them() -> None:
     g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     rows = {r.name: r for r in profile_model(g, [np.load(SAMPLES / "resnet18.input.npy")])}
     convs = {name: r.kernel for name, r in rows.items() if r.type == "nn.Conv2d"}
-    assert convs["convbn2d_1"] == "Winograd F(4x4, 3x3)"  # layer1: 64 channels, 56x56
+    assert convs["convbn2d_1"] == "Winograd F(2x2, 3x3)"  # layer1: 64 channels, 56x56 (F(4,3): issue 34)
     assert convs["convbn2d_16"] == "Winograd F(2, 3) along the rows"  # layer4: 512 channels, 7x7
     assert convs["convbn2d_7"] == "im2col + GEMM"  # a 1x1 stride-2 shortcut
     assert all(convs.values())

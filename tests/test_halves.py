@@ -108,7 +108,7 @@ def conv_cases(draw):
 @SETTINGS
 @given(case=conv_cases())
 def test_split_conv_matches_reference(monkeypatch: pytest.MonkeyPatch, blas_one: None, way: str, case: dict) -> None:
-    """Whatever kernel the shape picks (Winograd F(2,3)/F(4,3), stride-2 rows, im2col, 1x1),
+    """Whatever kernel the shape picks (Winograd F(2,3), stride-2 rows, im2col, 1x1),
     halved by rows (halo and padding per half, odd heights) or by output channels."""
     y, ref, kinds = _split_conv(monkeypatch, way, **case)
     assert kinds, "not split"
@@ -118,7 +118,7 @@ def test_split_conv_matches_reference(monkeypatch: pytest.MonkeyPatch, blas_one:
 @pytest.mark.parametrize(
     "way, size, c, o, k, stride, kind",
     [
-        ("rows", (29, 31), 32, 32, 3, 1, "WinogradConv"),  # F(4,3): split at a whole tile
+        ("rows", (29, 31), 32, 32, 3, 1, "WinogradConv"),  # F(2,3): split at a whole tile
         ("channels", (15, 14), 64, 48, 3, 1, "WinogradConv"),
         ("rows", (7, 9), 512, 256, 3, 1, "WinogradRowsConv"),
         ("channels", (7, 7), 512, 512, 3, 1, "WinogradRowsConv"),
@@ -153,9 +153,9 @@ def test_each_kernel_splits(
         relu=True,
         seed=k,
     )
-    tile = {"WinogradConv": 4, "WinogradRowsConv": conv.ROWS}.get(kind)  # the kernel each case is for
+    tile = {"WinogradConv": 2, "WinogradRowsConv": conv.ROWS}.get(kind)  # the kernel each case is for
     monkeypatch.setattr(conv, "winograd_tile", lambda *args: tile)
-    monkeypatch.setattr(conv, "stride2_tile", lambda *args: 4 if kind == "Stride2RowsConv" else None)
+    monkeypatch.setattr(conv, "stride2_tile", lambda *args: 2 if kind == "Stride2RowsConv" else None)
     y, ref, kinds = _split_conv(monkeypatch, way, **case)
     assert kinds == f"{kind}/{kind}"
     assert_close(y, ref, f"{way} {kind}")

@@ -315,7 +315,8 @@ class _Work:
         self.v3 = self.v.reshape(t * t, c, tiles)
         self.v_blocks = [self.v3[:, block] for block in k.blocks]
         self.mm = b[: t * t * o * tiles].reshape(t * t, o, tiles)
-        self.part = flat[p_size + a_size + b_size :].reshape(-1, o, tiles)
+        # a block's partial sums (in one block, none: mm itself stands in, never written)
+        self.part = flat[p_size + a_size + b_size :].reshape(-1, o, tiles) if len(k.blocks) > 1 else self.mm
         self.mm_bias = self.mm[k.bias_point]
         self.mm2 = self.mm.reshape(t, t * o * tiles)
         self.r2 = a[: m * t * o * tiles].reshape(m, t * o * tiles)
@@ -448,4 +449,4 @@ class _RowsWork:
         self.k_blocks = [self.k[:, block] for block in k.blocks]
         self.mm = parts[4].reshape(4, o, n * oh * tw)
         self.z = parts[5].reshape(2, o, n, oh, tw)
-        self.part = parts[6].reshape(4, o, n * oh * tw) if len(parts) > 6 else self.mm[:0]
+        self.part = parts[6].reshape(4, o, n * oh * tw) if len(parts) > 6 else self.mm  # as in _Work
