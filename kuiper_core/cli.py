@@ -1,6 +1,7 @@
 """The `kuiper` command: run a model on .npy inputs, or print its operator table.
 
     kuiper run MODEL.pnnx.param [--bin MODEL.pnnx.bin] --input X.npy [--input …] --output Y.npy [--output …]
+               [--accept-disagreement]
     kuiper inspect MODEL.pnnx.param [--bin …] [--order dfs|kahn]
     kuiper print MODEL.pnnx.param | FILE.kir [--allow-unregistered]
     kuiper opt IN.pnnx.param [--bin …] [-O 0|1|2] -o OUT.pnnx.param [--disable NAME] [--require NAME]
@@ -14,7 +15,10 @@ textual IR (`.kir`, docs/ir.md), an ONNX `.onnx` or a TorchScript `.pt` (convert
 `pnnx` converter: --inputshape, --inputshape2, --optlevel; docs/own_model.md).
 
 Bad input exits with status 2 and `error: <located message>` on stderr, never a
-traceback (`--debug` shows one).
+traceback (`--debug` shows one). A converted model is checked against its framework once
+(formats/conversion_check.py): every command says the verdict on stderr, and `run` on a
+conversion that disagrees with the original exits 3 without running it, unless
+--accept-disagreement.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import limits
-from .errors import InputError, KuiperError, ModelError, ParseError
+from .errors import ConversionDisagreement, InputError, KuiperError, ModelError, ParseError
 from .graph import format_shape
 from .cli_models import add_compare_command, add_convert_command, add_model_options, open_from_args
 from .npy import read_npy, write_npy
@@ -41,8 +45,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     # before the (maybe long) run: no directory, FIFO or input as an output
     targets = check_targets([("--output", p) for p in args.output], [*_model_files(args.model, args.bin), *args.input])
-    runtime = open_from_args(args).build(release_weights=True)
     arrays = [read_npy(p) for p in args.input]
+    model = open_from_args(args, inputs=arrays)  # converted at these shapes, checked on these arrays
+    if model.check is not None and model.check.disagrees and not args.accept_disagreement:
+        raise ConversionDisagreement(
+            f"{model.name}: not run: the converted model does not compute what the original does on this input "
+            f"({model.check.headline().removeprefix('conversion ')}). See `kuiper compare --framework`; "
+            "pass --accept-disagreement to run it anyway"
+        )
+    runtime = model.build(release_weights=True)
     outputs = runtime.forward(*arrays)
     if args.output and len(args.output) != len(outputs):
         raise InputError(f"the model has {len(outputs)} output(s) but {len(args.output)} --output path(s) were given")
@@ -295,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bin", help="weights (default: the .param's sibling .bin)")
     run.add_argument("--input", action="append", default=[], required=True, help="an input .npy (repeat per input)")
     run.add_argument("--output", action="append", default=[], help="where to write each output .npy")
+    run.add_argument(
+        "--accept-disagreement",
+        action="store_true",
+        help="run a converted model even where the conversion check found it disagrees with the original",
+    )
     run.set_defaults(func=_cmd_run)
     ins = sub.add_parser("inspect", help="print the operator table in execution order")
     ins.add_argument("model", help="MODEL.pnnx.param, FILE.kir, MODEL.onnx or MODEL.pt")
@@ -360,6 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         print(f"error: cannot write to the standard output: {e.strerror or e}", file=sys.stderr)
         return 2
+    except ConversionDisagreement as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     except KuiperError as e:
         if args.debug:
             traceback.print_exc()

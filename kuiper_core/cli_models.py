@@ -2,7 +2,7 @@
 kuiper_core.formats) and the `convert` command.
 
     kuiper convert IN.onnx|IN.pt [-o DIR] [--inputshape [1,3,224,224]] [--inputshape2 …] [--optlevel 0|1|2]
-    kuiper compare MODEL [--input X.npy] [--reference R.npz | --framework] [--against OTHER] [--rtol R] [--atol A]
+    kuiper compare MODEL [--input X.npy] [--reference R.npz | --framework] [--against OTHER] [--rtol R | --relative R] [--atol A]
                    [--failed] [--csv FILE] [--save RUN.npz]
 
 `compare` exits 1 when an operand is over tolerance or has the wrong shape, 2 on bad input.
@@ -52,6 +52,11 @@ def open_from_args(args: argparse.Namespace, **options: Any) -> OpenedModel:
     model = open_model(args.model, **{**kwargs, **options})
     if model.conversion is not None:
         print(f"note: {model.describe()}", file=sys.stderr)
+    if model.check is not None:
+        if model.check.disagrees:
+            print("warning: " + model.check.text().replace("\n", "\n  "), file=sys.stderr)
+        else:
+            print(f"note: {model.check.headline()}", file=sys.stderr)
     return model
 
 
@@ -73,6 +78,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     written = export_files(model.files, out_dir, stem, inputs=[source])
     print(f"wrote {', '.join(map(str, written))}")
     print(model.describe())
+    if model.check is not None:
+        print(model.check.text())
     print(f"cache: {model.conversion.directory}")
     try:
         model.build()
@@ -99,14 +106,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.reference and args.framework:
         raise InputError("give --reference or --framework, not both")
+    if args.relative is not None and args.rtol is not None:
+        raise InputError("give --rtol (of the largest reference value) or --relative (of each element), not both")
     from .output_files import check_targets, write_files
 
     # the files it writes, checked before the (maybe long) run: no FIFO, directory or input
     inputs_read = [args.model, args.bin, args.against, args.against_bin, args.reference, *(args.input or [])]
     wanted = [(flag, path) for flag, path in (("--save", args.save), ("--csv", args.csv)) if path]
     targets = dict(zip((flag for flag, _ in wanted), check_targets(wanted, [p for p in inputs_read if p])))
-    model = open_from_args(args)
     inputs = [read_npy(p) for p in args.input] if args.input else None
+    model = open_from_args(args, inputs=inputs)  # a converted model: at these shapes, checked on them
     against = None
     if args.against:
         other = argparse.Namespace(**{**vars(args), "model": args.against, "bin": args.against_bin})
@@ -119,6 +128,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         against=against,
         rtol=args.rtol,
         atol=args.atol,
+        relative=args.relative,
     )
     print(report.text(every=not args.failed))
     if args.save:
@@ -179,6 +189,13 @@ def add_compare_command(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     cmp.add_argument("--against-bin", metavar="BIN", help="the other model's weights")
     cmp.add_argument("--rtol", type=float, help="tolerance = atol + rtol * max|reference| (default: 1e-4 * max(1, …))")
     cmp.add_argument("--atol", type=float, help="see --rtol")
+    cmp.add_argument(
+        "--relative",
+        type=float,
+        metavar="R",
+        help="each element within atol + R * |its reference| (probability-valued outputs, whose small "
+        "values the default 1e-4 * max|reference| does not check)",
+    )
     cmp.add_argument("--failed", action="store_true", help="list only the operands over tolerance")
     cmp.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
     cmp.add_argument("--save", metavar="RUN.npz", help="write every operand of this run (keyed by operand name)")

@@ -242,5 +242,10 @@ class ConversionError(KuiperError):
         super().__init__(self.message)
 
 
+class ConversionDisagreement(ConversionError):
+    """A converted model computes something else than the original in its framework
+    (formats/conversion_check.py): `kuiper run` refuses it unless told to accept it."""
+
+
 class ConverterNotFoundError(ConversionError):
     """No `pnnx` converter binary on this machine: the message says how to install one."""

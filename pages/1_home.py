@@ -11,8 +11,9 @@ from kuiper_core.npy import read_npy
 from kuiper_core.explore.summary import markdown_table, model_summary, type_table
 from kuiper_core.graph import shape_label
 from pages import common
+from pages.conversion_verdict import home_box
 from pages.input_size import size_picker
-from pages.model_open import conversion_details, open_panel, reset_pick
+from pages.model_open import conversion_details, convert_at_input, open_panel, reset_pick
 
 st.title("Kuiper Explorer")
 st.caption(
@@ -78,6 +79,7 @@ assert model.graph is not None
 summary = model_summary(model.graph)
 st.header(f"2. Summary of `{model.name}`")
 conversion_details(model)
+home_box(model)  # the conversion's check against the original's framework
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Operators", f"{summary.operators:,}")
 c2.metric("Parameters", f"{summary.parameters:,}")
@@ -162,6 +164,8 @@ def _on_file(kind: str, widget: str) -> None:
             if kind == "npy":
                 common.check_upload_size(f.name, f.getvalue())
                 array = read_npy(f.getvalue(), common.display_name(f.name), common.APP_LIMITS)
+                if convert_at_input(model, array, common.display_name(f.name)):  # .onnx/.pt: at this shape
+                    return
                 array = kx_inputs.check_array(array, shape, name)
             else:
                 array = common.picture_to_input(f.getvalue(), model, shape)

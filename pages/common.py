@@ -676,6 +676,9 @@ def sidebar_model_badge() -> None:
         return
     status = "ready" if model.ok else ("graph only" if model.graph is not None else "failed")
     st.markdown(f"**Model:** `{model.name}` ({status})")
+    from pages.conversion_verdict import model_line
+
+    model_line(model)  # a converted model's check: agrees, DISAGREES (error colour, a link), not checked
     if model.ok:
         st.caption(f"Input: {input_description(model)}")
 

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import streamlit as st
 
+import numpy as np
+
 from kuiper_core import limits
-from kuiper_core.errors import KuiperError
+from kuiper_core.errors import ConversionError, KuiperError
 from kuiper_core.explore import model_files
 from kuiper_core.explore.messages import hide_server_paths
 from kuiper_core.formats import converter_available
@@ -192,3 +194,37 @@ def conversion_details(model: common.LoadedModel) -> None:
                         key=f"home_dl{suffix}",
                         width="stretch",
                     )
+
+
+def convert_at_input(model: common.LoadedModel, array: np.ndarray, name: str) -> bool:
+    """An uploaded .onnx/.pt given an input of another shape than it was converted at: converted
+    again at that shape (cached by content and shapes, as every conversion) and made the session's
+    model, the array its input. A size pnnx baked into the first conversion (a reshape target)
+    would otherwise fail, or fold the batch into another dim. False when the model is no converted
+    upload or the array already has the declared shape; a KuiperError when the new conversion fails
+    (the model converted before stays the session's)."""
+    from kuiper_core.formats.converted import shapes_of
+
+    opened, stored = model.opened, st.session_state.get(common.UPLOAD_KEY)
+    if opened is None or opened.conversion is None or stored is None or stored.digest != model.key:
+        return False
+    declared = [shape for _, shape, _ in common.model_input_specs(model)]
+    inputshape = shapes_of([array])
+    if len(declared) != 1 or tuple(array.shape) == tuple(declared[0]) or inputshape is None:
+        return False
+    files, optlevel = stored.files, stored.meta.get("optlevel")
+    new = common.select_upload(
+        stored.name, files["param"] or b"", files.get("bin"), inputshape=inputshape, optlevel=optlevel
+    )
+    if new.error is not None:  # back to the conversion that worked (cached: no converter run)
+        common.select_upload(
+            stored.name,
+            files["param"] or b"",
+            files.get("bin"),
+            inputshape=stored.meta.get("inputshape"),
+            optlevel=optlevel,
+        )
+        raise ConversionError(f"{stored.name} could not be converted at the input's shape {inputshape}: {new.error}")
+    common.set_input_array("npy", array, name)
+    st.session_state[common.INPUT_KEY] = {"kind": "npy", "seed": 0}
+    return True

@@ -237,3 +237,40 @@ def test_converted_files_are_private_while_converting(tmp_path, monkeypatch):
         open_model(USER / "lstm.onnx")
     mode, folder = [line.strip() for line in info.value.log.splitlines()[-2:]]
     assert mode == "700" and not os.path.exists(folder)  # a private temporary folder, removed after
+
+
+def test_the_converters_reason_comes_first_and_only_hints_that_apply(tmp_path, monkeypatch):
+    """silero's scripted forward(x, sr: int) printed twelve C++ frames around its reason and every
+    crash said "(it runs within 6,144 MiB…)", pointing at memory when the cause was elsewhere."""
+    frames = "".join(
+        f'echo "frame #{i}: c10::Error::Error(...) + 0x{i:04x} (0x7f00 in libc10.so)"\n' for i in range(12)
+    )
+    script = f'echo "############# pass_level1"\necho "forward() is missing value for argument \'sr.1\'"\n{frames}kill -11 $$\n'
+    monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, script))
+    with pytest.raises(ConversionError) as info:
+        open_model(USER / "lstm.pt", inputshape=[1, 12, 16])
+    text = str(info.value)
+    head = text.split("\n")[0]
+    assert head.split(": ", 2)[2].startswith("forward() is missing value for argument 'sr.1'"), head
+    assert "MiB" not in text and "12 frames of a C++ backtrace left out" in text and "frame #" not in text
+    assert "torch.jit.trace" in head  # a TorchScript module crashed the converter: the advice applies
+
+
+def test_memory_is_blamed_only_where_an_allocation_failed(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, 'echo "what():  std::bad_alloc"\nkill -6 $$\n'))
+    with pytest.raises(ConversionError, match=r"what\(\):  std::bad_alloc; it ran out of memory: it runs within"):
+        open_model(USER / "lstm.onnx")
+
+
+def test_guessed_dynamic_dims_suggest_the_shape_the_model_runs_at(tmp_path, monkeypatch):
+    log = (
+        'echo "get inputshape from traced inputs"\necho "inputshape = [1,3,128,128]f32"\n'
+        'echo "inputshape2 = [1,3,512,512]f32"\n'
+        'echo "ort Run failed ... Input shape:{1,32,120}, requested shape:{1,1,16,120}"\nkill -11 $$\n'
+    )
+    monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, log))
+    with pytest.raises(ConversionError) as info:
+        open_model(USER / "lstm.onnx")
+    head = str(info.value).split("\n")[0]
+    assert "ort Run failed" in head and "pnnx guessed [1,3,128,128]f32 and [1,3,512,512]f32" in head
+    assert "--inputshape, or --input" in head and "MiB" not in head

@@ -24,7 +24,8 @@ from .fused_keys import absorbed_note, fused_keys
 OK, OVER, SHAPE, NO_REF = "within tolerance", "over tolerance", "shape mismatch", "no reference"
 _RANK = {NO_REF: 0, OK: 1, OVER: 2, SHAPE: 3}
 
-Tolerance = Callable[[np.ndarray], float]  # a reference's tolerance (default: `tolerance`)
+# A reference's tolerance (default: `tolerance`): one bound, or one per element (--relative).
+Tolerance = Callable[[np.ndarray], "float | np.ndarray"]
 
 # Fill colours of the graph's error view: states only (operators not compared are neutral).
 ERROR_COLORS = {OK: "#9fdf9f", OVER: "#ff9a9a", SHAPE: "#c9a0ff", "first bad": "#d62728"}
@@ -111,10 +112,17 @@ class Comparison:
         return f"at {list(self.where)}: ours {self.value_at:.6g}, reference {self.reference_at:.6g}"
 
 
-def compare(value: np.ndarray, reference: np.ndarray, tol: float | None = None) -> Comparison:
-    """`value` against `reference`: within `tol` (default: the project's tolerance of it)."""
+def compare(value: np.ndarray, reference: np.ndarray, tol: float | np.ndarray | None = None) -> Comparison:
+    """`value` against `reference`: within `tol` (default: the project's tolerance of it); an
+    array `tol` bounds each element (the reported error is the one furthest past its bound)."""
     v, r = np.asarray(value), np.asarray(reference)
     tol = tolerance(r) if tol is None else tol
+    if np.ndim(tol):
+        if v.shape != r.shape or not v.size:
+            scalar = float(np.min(tol)) if np.size(tol) else 0.0
+            return compare(v, r, scalar)
+        return _compare_each(v, r, np.broadcast_to(np.asarray(tol, np.float64), r.shape))
+    tol = float(tol)
     if v.shape != r.shape:
         return Comparison(SHAPE, None, tol, tuple(v.shape), tuple(r.shape))
     if not v.size:
@@ -127,9 +135,36 @@ def compare(value: np.ndarray, reference: np.ndarray, tol: float | None = None) 
     return Comparison(status, err, tol, tuple(v.shape), tuple(r.shape), where, v[where].item(), r[where].item())
 
 
-def tolerance_for(rtol: float | None = None, atol: float | None = None) -> Tolerance | None:
+def _compare_each(v: np.ndarray, r: np.ndarray, bound: np.ndarray) -> Comparison:
+    diff = difference(v, r)
+    with np.errstate(invalid="ignore"):
+        past = np.where(diff == 0, -np.inf, diff - bound)  # an exact match is within any bound (inf == inf too)
+    past = np.nan_to_num(past, nan=np.inf, posinf=np.inf)  # an infinite error past an infinite bound: past it
+    flat = int(np.argmax(past))
+    where = tuple(int(i) for i in np.unravel_index(flat, v.shape))
+    err, tol = float(diff.reshape(-1)[flat]), float(bound.reshape(-1)[flat])
+    status = OK if past.reshape(-1)[flat] <= 0 else OVER
+    return Comparison(status, err, tol, tuple(v.shape), tuple(r.shape), where, v[where].item(), r[where].item())
+
+
+def tolerance_for(
+    rtol: float | None = None, atol: float | None = None, relative: float | None = None
+) -> Tolerance | None:
     """A reference's tolerance from --rtol/--atol: atol + rtol * max|reference| (None: the
-    project's default, `tolerance`)."""
+    project's default, `tolerance`). `relative` (--relative): each element's own bound,
+    atol + relative * |its reference|, for probability-valued outputs whose small values matter
+    (1e-4 of the largest value passes any error in a 1e-6 probability)."""
+    if relative is not None:
+        a = atol or 0.0
+
+        def each(reference: np.ndarray) -> float | np.ndarray:
+            ref = np.asarray(reference)
+            if ref.dtype.kind not in "fc" or ref.size == 0:
+                return a
+            with np.errstate(invalid="ignore"):
+                return a + relative * np.abs(ref.astype(np.float64))
+
+        return each
     if rtol is None and atol is None:
         return None
     r, a = rtol or 0.0, atol or 0.0

@@ -13,9 +13,9 @@ when no content matches (so a damaged `.param` still gets the .param parser's lo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from ..errors import InputError
 from . import kir, onnx, pnnx, torchscript
@@ -79,6 +79,8 @@ def open_model(
     cache_dir: str | Path | None = None,
     allow_unregistered: bool = False,
     check_layers: bool = False,
+    inputs: Sequence[Any] | None = None,
+    check: bool = True,
 ) -> OpenedModel:
     """Open a model file (a path, or its bytes with `name` for messages) of any known format.
 
@@ -87,12 +89,15 @@ def open_model(
     detection ("pnnx", "kir", "onnx", "torchscript"); weights=False reads the graph only,
     weights="lazy" checks a .pnnx.param's .bin file now and reads each weight when first used.
     The conversion options (inputshape, inputshape2, optlevel, timeout, on_log, cache_dir)
-    apply to ONNX and TorchScript: see kuiper_core.formats.convert."""
+    apply to ONNX and TorchScript: see kuiper_core.formats.convert. `inputs`: the arrays the
+    model will run on (a converted model is converted at their shapes unless inputshape is
+    given, and checked on them); `check`: check a conversion against the original's framework
+    (conversion_check.py; the verdict is OpenedModel.check, cached with the conversion)."""
     options = OpenOptions(
         bin_path=bin_path,
         name=name,
         weights=weights,
-        conversion=ConversionOptions(inputshape, inputshape2, optlevel, timeout, on_log, cache_dir),
+        conversion=ConversionOptions(inputshape, inputshape2, optlevel, timeout, on_log, cache_dir, inputs, check),
         allow_unregistered=allow_unregistered,
         check_layers=check_layers,
     )
@@ -127,9 +132,13 @@ def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | No
     assert files.param is not None and files.bin is not None
     graph = load_graph(files.param, files.bin)
     kind = conversion.kind
-    return OpenedModel(
+    model = OpenedModel(
         graph, kind, name or conversion.source_name, files.source, files, conversion, reference_info(kind, files)
     )
+    from .conversion_check import checked
+
+    model.check = checked(model)  # stored with the conversion when it was first opened
+    return model
 
 
 def converter_available() -> bool:

@@ -23,6 +23,7 @@ from ..graph import Graph
 
 if TYPE_CHECKING:
     from ..ir.parser import IRModule
+    from .conversion_check import ConversionCheck
     from ..runtime import RuntimeGraph
 
 HEAD_BYTES = 64 * 1024  # what content detection reads of a file
@@ -41,6 +42,10 @@ class ConversionOptions:
     timeout: float | None = None  # seconds; None: KUIPER_CONVERT_TIMEOUT or 600
     on_log: Callable[[str], None] | None = None  # each converter log line, as it is printed
     cache_dir: str | Path | None = None  # None: KUIPER_CACHE or ~/.cache/kuiper
+    # The arrays the model will run on: converted at their shapes when no inputshape is given,
+    # and the conversion checked on them (conversion_check.py); None: the seeded probe.
+    inputs: Sequence[Any] | None = None
+    check: bool = True  # check the conversion against the original's framework (once: cached)
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,7 @@ class Conversion:
     optlevel: int
     directory: Path  # the cache entry holding the files
     note: str | None = None  # e.g. "pnnx exited with -6 after writing valid files: accepted"
+    guessed: str | None = None  # the inputshape pnnx chose itself for the file's open dims (none given)
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,9 @@ class OpenedModel:
     conversion: Conversion | None = None
     references: ReferenceInfo = field(default_factory=ReferenceInfo)
     ir_module: IRModule | None = None  # a .kir's parsed module: build errors point into its text
+    # A converted model's verdict: does the converted file compute what the original does?
+    # (conversion_check.py; None: not converted, or opened without checking)
+    check: ConversionCheck | None = None
 
     @property
     def converted(self) -> bool:

@@ -46,7 +46,7 @@ ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CACHE_MAX_MB = 2048
 DEFAULT_OPTLEVEL = 2
-CACHE_VERSION = "3"  # bump when what a cache entry holds changes: older entries are not reused
+CACHE_VERSION = "4"  # bump when what a cache entry holds changes: older entries are not reused
 STEM = "model"  # the converted files' stem in the cache (pnnx's NAME_pnnx.py opens NAME.pnnx.bin)
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 QUOTED_LINES = 12  # of the converter's log in a ConversionError
@@ -276,6 +276,7 @@ def _read_record(entry: Path, cached: bool) -> Conversion:
         optlevel=r["optlevel"],
         directory=entry,
         note=r.get("note"),
+        guessed=r.get("guessed"),
     )
 
 
@@ -451,6 +452,76 @@ def _last_lines(lines: Sequence[str], n: int = QUOTED_LINES) -> str:
     return "\n".join("  " + line for line in kept[-n:] + note)
 
 
+def _frame(line: str) -> bool:
+    """A line of a stack trace (a C++ backtrace's frame, Python's traceback): no reason."""
+    return bool(BACKTRACE_FRAME.match(line)) or line.lstrip().startswith(('File "', "Traceback "))
+
+
+# The converter's own reason: the line that says what went wrong.
+_REASON = re.compile(
+    r"error|exception|what\(\)|failed|expect|missing|not supported|unsupported|invalid|cannot|can't|"
+    r"unknown|not found|mismatch|terminate",
+    re.I,
+)
+_MEMORY = re.compile(r"bad_alloc|failed to allocate|cannot allocate|out of memory|memoryerror", re.I)
+_SHAPE_ERROR = re.compile(r"shape|reshape|broadcast|dimension|\bdims?\b|size mismatch|expect.*\[", re.I)
+_GUESSED = re.compile(r"get inputshape from traced inputs")
+
+
+def reason_line(lines: Sequence[str]) -> str | None:
+    """The converter's own line that says why it failed (the last such, frames left out)."""
+    kept = [line.strip() for line in lines if line.strip() and not _ECHO.match(line) and not _frame(line)]
+    for line in reversed(kept):
+        if _REASON.search(line) and not line.startswith("#"):
+            return line[:500]
+    return None
+
+
+def guessed_shapes(lines: Sequence[str]) -> tuple[str, str] | None:
+    """(inputshape, inputshape2) pnnx chose itself where the file leaves input dims open (ONNX's
+    dynamic dims: it picks two sizes, e.g. [1,3,128,128] and [1,3,512,512]); None when it read
+    fixed shapes from the file."""
+    for i, line in enumerate(lines):
+        if _GUESSED.search(line):
+            echo = dict((k.strip(), v.strip()) for k, _, v in (x.partition("=") for x in lines[i + 1 : i + 3]) if _)
+            if echo.get("inputshape2"):
+                return echo.get("inputshape", ""), echo["inputshape2"]
+    return None
+
+
+def failure_message(
+    name: str, kind: str, code: int | None, lines: Sequence[str], inputshape: str | None, records_shapes: bool
+) -> str:
+    """Why the converter wrote no model: its own reason line first, then only the hints that apply
+    (memory where an allocation failed, shapes where a shape is what it quotes or the sizes were
+    guessed, torch.jit.trace where a TorchScript module crashed it), then its last lines, stack
+    frames left out (the whole log: --converter-log, ConversionError.log)."""
+    reason = reason_line(lines)
+    hints: list[str] = []
+    text = "\n".join(lines)
+    if _MEMORY.search(text) or code == -9:
+        hints.append(
+            f"it ran out of memory: it runs within {converter_memory() >> 20:,} MiB of address space and files"
+        )
+    guess = guessed_shapes(lines) if inputshape is None else None
+    if guess is not None:
+        hints.append(
+            f"the file leaves input dims open and pnnx guessed {guess[0]} and {guess[1]}: give the size the model "
+            "runs at (--inputshape, or --input: converted at the input's shapes)"
+        )
+    elif reason is not None and _SHAPE_ERROR.search(reason) and inputshape is None and kind == "onnx":
+        hints.append("a shape is what it quotes: giving the input shape the model runs at (--inputshape) may help")
+    if kind == "torchscript" and inputshape is None and not records_shapes:
+        hints.append("giving inputshape, e.g. [1,3,224,224], may help")
+    if kind == "torchscript" and code is not None and code < 0 and os.name == "posix":
+        # pnnx 20261020 dies in pass_level1 on a torch.jit.script module
+        hints.append("pnnx crashes on some torch.jit.script modules: if this is one, save it with torch.jit.trace")
+    head = f"{name}: the pnnx converter failed (exit code {code}) and wrote no model"
+    head += f": {reason}" if reason else ""
+    head += "".join(f"; {h}" for h in hints)
+    return f"{head}. Its last lines:\n{_last_lines(lines)}"  # (backtrace frames left out there, counted)
+
+
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)
@@ -559,26 +630,27 @@ def convert(
             )
         param, binf, python = (work / f"{STEM}.pnnx.param", work / f"{STEM}.pnnx.bin", work / f"{STEM}_pnnx.py")
         if not (_valid_param(param) and binf.exists()):
-            hint = ""
-            if kind == "torchscript" and shape1 is None:
-                hint = " (giving inputshape, e.g. [1,3,224,224], may help)"
-            if code is not None and code < 0 and os.name == "posix":
-                hint += f" (it runs within {converter_memory() >> 20:,} MiB of address space and files)"
-                if kind == "torchscript":  # pnnx 20261020 dies in pass_level1 on a torch.jit.script module
-                    hint += (
-                        "; pnnx crashes on some torch.jit.script modules: if this is one, save it with torch.jit.trace"
-                    )
             raise ConversionError(
-                f"{name}: the pnnx converter failed (exit code {code}) and wrote no model{hint}; "
-                f"its last lines:\n{_last_lines(lines)}",
+                failure_message(name, kind, code, lines, shape1, records_input_shapes(zip_names)),
                 log=log,
                 exit_code=code,
             )
         notes = []
         if code != 0:
             notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
+        guess = guessed_shapes(lines) if shape1 is None else None
+        if guess is not None:
+            notes.append(
+                f"the file leaves input dims open and pnnx guessed {guess[0]}"
+                + (f" (and {guess[1]} to find which dims vary)" if guess[1] else "")
+                + ": give the size the model runs at (--inputshape, or --input: converted at the input's shapes)"
+            )
         if kind == "torchscript":
             notes += _restore_causal_masks(model_file, param, binf, python, name)
+        if kind == "onnx":
+            from .onnx_resize_fix import restore_resizes
+
+            notes += restore_resizes(model_file, param, binf)
         if python.exists():
             code_text = repair_python(python.read_text(errors="replace"))
             if code_text is None:
@@ -598,6 +670,7 @@ def convert(
             "inputshape": shape1,
             "inputshape2": shape2,
             "optlevel": level,
+            "guessed": guess[0] if guess is not None else None,
             "note": "; ".join(notes) or None,
         }
         keep = [param, binf] + ([python] if python.exists() else [])

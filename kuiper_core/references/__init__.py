@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..formats.base import OpenedModel
+from .code_check import UnsafeCode
 
 __all__ = ["ReferenceSet", "framework_references", "engine_values", "ReferenceError"]
 
@@ -70,11 +71,13 @@ def framework_references(
     *,
     methods: Sequence[str] | None = None,
     ours: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> ReferenceSet:
     """References for `model` on `inputs` from every method that applies (or `methods`).
     `ours`: our engine's operand values for these inputs when already computed (the ONNX
     mapping orders ties by them); computed here when needed. ReferenceError when no method
-    can run (what to install is said)."""
+    can run (what to install is said). `timeout`: seconds each framework's child process may
+    run (None: KUIPER_REFERENCE_TIMEOUT or 300)."""
     info = model.references
     wanted = list(methods) if methods is not None else list(info.methods)
     if not wanted:
@@ -98,7 +101,7 @@ def framework_references(
                 from .torchscript import torch_version
 
                 assert model.files is not None and model.files.python is not None
-                operands, _ = capture_operands(model.files.python, arrays, model.files.bin)
+                operands, _ = capture_operands(model.files.python, arrays, model.files.bin, timeout=timeout)
                 known = {k: v for k, v in operands.items() if k in model.graph.operands}
                 for k, v in known.items():
                     refs.setdefault(k, v)
@@ -109,7 +112,7 @@ def framework_references(
                 from .torchscript import torch_version, torchscript_outputs
 
                 assert model.files is not None and model.files.source is not None
-                ys = torchscript_outputs(model.files.source, arrays)
+                ys = torchscript_outputs(model.files.source, arrays, timeout=timeout)
                 for name, y in zip(outputs, ys):
                     refs[name] = y  # the original module's answer wins over pnnx's code's
                 sources.append(f"torch {torch_version()} running the original TorchScript module: {len(ys)} output(s)")
@@ -121,13 +124,17 @@ def framework_references(
                     raise ReferenceError("the original .onnx is not kept")
                 if ours is None:
                     ours = engine_values(model, arrays)
-                run = run_onnx(source, arrays)
+                run = run_onnx(source, arrays, timeout=timeout)
                 mapping = map_to_operands(model.graph, ours, run, outputs)
                 for op, x in zip(model.graph.inputs, arrays):
                     refs.setdefault(op.outputs[0].name, x)  # what onnxruntime was given (as pnnx's code records)
+                replaced = 0
                 for k, v in mapping.refs.items():
-                    if k in outputs:
-                        refs[k] = v  # the original model's outputs win
+                    # The original model is the truth, pnnx's code the converter's reading of it: the
+                    # original's outputs win, and its values mapped by structure win in between.
+                    if k in outputs or (mapping.aligned and k not in _input_names(model)):
+                        replaced += k in refs
+                        refs[k] = v
                     else:
                         refs.setdefault(k, v)
                 total = mapping.mapped + len(mapping.unmapped)
@@ -136,11 +143,14 @@ def framework_references(
                     + ("mapped by structure" if mapping.aligned else "mapped where values agree (too big to align)")
                     + f" ({len(outputs)} output(s) by position)"
                     + (f"; not mapped: {_names(mapping.unmapped)}" if mapping.unmapped else "")
+                    + (f"; the original's values used over pnnx's code's for {replaced}" if replaced else "")
                 )
         except ReferenceError as e:
             notes.append(f"{method}: {e}")
+        except UnsafeCode as e:
+            notes.append(f"pnnx's code was not run: the check refused it at {str(e)[:300]}{_others(wanted, method)}")
         except Exception as e:  # a framework failing on the model: say so, keep the other methods
-            notes.append(f"{method} failed: {type(e).__name__}: {str(e)[:300]}")
+            notes.append(f"{method} failed: {type(e).__name__}: {str(e)[:300]}{_others(wanted, method)}")
     if not refs:
         raise ReferenceError("no reference could be computed: " + "; ".join(notes))
     if ours is not None:
@@ -151,6 +161,11 @@ def framework_references(
         }
     unmapped = [n for n in _in_order(model, computed_names) if n not in refs]
     return ReferenceSet(refs, sources, len(computed_names), unmapped, notes)
+
+
+def _others(wanted: Sequence[str], failed: str) -> str:
+    rest = [m for m in wanted if m != failed]
+    return f"; the references come from {', '.join(rest)}" if rest else ""
 
 
 def _input_names(model: OpenedModel) -> set[str]:

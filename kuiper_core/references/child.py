@@ -1,5 +1,5 @@
-"""The child process of isolated.py: runs one job (pnnx's generated Python, or onnxruntime
-with every value exposed) from FOLDER/job.json and FOLDER/inputs.npz under the memory and CPU
+"""The child process of isolated.py: runs one job (pnnx's generated Python, onnxruntime
+with every value exposed, or a TorchScript module) from FOLDER/job.json and FOLDER/inputs.npz under the memory and CPU
 limits the job names, and writes result.json + result.npz, or error.json.
 
     python -m kuiper_core.references.child FOLDER
@@ -67,7 +67,14 @@ def _onnx_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[
     return meta, arrays
 
 
-_JOBS = {"pnnx_py": _pnnx_py_job, "onnx": _onnx_job}
+def _torchscript_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    from .torchscript import torchscript_outputs
+
+    outputs = torchscript_outputs(job["source"], inputs, isolated=False)
+    return len(outputs), {f"o:{i}": y for i, y in enumerate(outputs)}
+
+
+_JOBS = {"pnnx_py": _pnnx_py_job, "onnx": _onnx_job, "torchscript": _torchscript_job}
 
 if __name__ == "__main__":
     _child(Path(sys.argv[1]))

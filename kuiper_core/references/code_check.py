@@ -38,7 +38,11 @@ _EXPRESSIONS = (
 _OPERATORS_REFUSED = (ast.Pow, ast.LShift)
 # Pure builtins of bounded work (no range/sum/sorted: `sum(range(10**18))` never ends).
 BUILTINS = "abs bool dict float int isinstance len list max min round slice tuple super".split()
-GIVEN = {"Model", "pnnx_weights", *BUILTINS}  # the other names the class runs with (pnnx_py.load_model)
+# The other names the class runs with (pnnx_py.load_model): pnnx writes `inf` for float('inf') and
+# an ONNX node it did not convert as a call of the op's name (onnx_in_torch.py gives those).
+CONSTANTS = {"inf": float("inf"), "nan": float("nan")}
+ONNX_OPS = {"Gather", "Expand", "Where", "ReduceMax", "ReduceMin", "Clip"}
+GIVEN = {"Model", "pnnx_weights", *BUILTINS, *CONSTANTS, *ONNX_OPS}
 ROOTS = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "torchvision": "torchvision"}
 # Namespaces a dotted name may go through, and which objects may end it.
 _NAMESPACES = {

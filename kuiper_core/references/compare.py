@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..explore import compare as explore_compare
 from ..formats import OpenedModel, open_model
 from ..graph import shape_label
-from . import ReferenceError, engine_values, framework_references
+from . import engine_values, framework_references
 
 ModelLike = str | Path | bytes | OpenedModel
 
@@ -180,6 +180,8 @@ def compare(
     against: ModelLike | None = None,
     rtol: float | None = None,
     atol: float | None = None,
+    relative: float | None = None,
+    reference_timeout: float | None = None,
     **options: Any,
 ) -> CompareReport:
     """Run `model` (a path, bytes or an OpenedModel; `options` go to open_model) on `inputs`
@@ -189,7 +191,9 @@ def compare(
     same inputs (operands compared where names match, outputs by position). With none of
     them, the framework's references when this machine can compute them. A reference's
     tolerance is atol + rtol * max|reference| when either is given, else the project's
-    (1e-4 * max(1, max|reference|))."""
+    (1e-4 * max(1, max|reference|)); `relative`: each element within atol + relative * |its
+    reference| instead (probability-valued outputs). `reference_timeout`: seconds the framework's child may
+    run (None: KUIPER_REFERENCE_TIMEOUT or 300)."""
     opened = _opened(model, options)
     input_note = ""
     if inputs is None:
@@ -223,10 +227,7 @@ def compare(
             notes.append(match.hint)
     if framework:
         methods = None if framework is True else list(framework)
-        try:
-            got = framework_references(opened, arrays, ours=ours, methods=methods)
-        except ReferenceError as e:
-            raise InputError(str(e)) from None
+        got = framework_references(opened, arrays, ours=ours, methods=methods, timeout=reference_timeout)
         for k, v in got.refs.items():
             refs.setdefault(k, v)
         sources += got.sources
@@ -248,7 +249,7 @@ def compare(
             f"{other.name} run on the same input: {len(same)} operand(s) by name, "
             f"{min(len(outs_ours), len(outs_theirs))} output(s) by position"
         )
-    checks = explore_compare.check_events(events, refs, explore_compare.tolerance_for(rtol, atol))
+    checks = explore_compare.check_events(events, refs, explore_compare.tolerance_for(rtol, atol, relative))
     rows = [
         Row(c.index, c.name, c.type, operand, comparison)
         for c in checks

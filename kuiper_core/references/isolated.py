@@ -1,5 +1,6 @@
 """Framework code run in a child process under memory and time limits: pnnx's generated
-Python (pnnx_py.py) and onnxruntime with every intermediate value exposed (onnx_values.py).
+Python (pnnx_py.py), onnxruntime with every intermediate value exposed (onnx_values.py) and
+an original TorchScript module (torchscript.py).
 
 Both run what a file chose. pnnx's code passed the check of code_check.py, but torch's
 operators still run on sizes and arguments the file chose (`torch.ones(1 << 36)`, an operator
@@ -115,14 +116,27 @@ def run_pnnx_py(
         return dict(zip(names, _arrays(folder, "v:"))), _arrays(folder, "o:")
 
 
+def _on_disk(source: str | Path | bytes, spare: Path) -> Path:
+    """The model file the child reads: `source` itself, or its bytes written to `spare`."""
+    if isinstance(source, bytes):
+        spare.write_bytes(source)
+        return spare
+    return Path(source).resolve()
+
+
+def run_torchscript(source: str | Path | bytes, inputs: list[np.ndarray], timeout: float | None) -> list[np.ndarray]:
+    """torchscript.torchscript_outputs in a child: the outputs."""
+    with private_folder("kuiper-torchscript-") as keep:
+        path = _on_disk(source, keep / "model.pt")
+        folder, tmp = _spawn("the TorchScript module", {"kind": "torchscript", "source": str(path)}, inputs, timeout)
+    with tmp:
+        return _arrays(folder, "o:")
+
+
 def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: float | None) -> dict[str, Any]:
     """onnx_values.run_onnx in a child: the fields of its OnnxRun (onnx_values makes it)."""
     with private_folder("kuiper-onnx-") as keep:
-        if isinstance(source, bytes):
-            path = keep / "model.onnx"
-            path.write_bytes(source)
-        else:
-            path = Path(source).resolve()
+        path = _on_disk(source, keep / "model.onnx")
         folder, tmp = _spawn("onnxruntime", {"kind": "onnx", "source": str(path)}, inputs, timeout)
     with tmp:
         meta = json.loads((folder / "result.json").read_text())

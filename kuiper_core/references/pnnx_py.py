@@ -78,6 +78,35 @@ def _model_class(tree: ast.Module) -> ast.ClassDef:
     return model
 
 
+def _number(node: ast.expr) -> bool:
+    """A number written in the code: 1.5, -inf, nan."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    return isinstance(node, ast.Name) and node.id in ("inf", "nan")
+
+
+def _map_calls(model: ast.ClassDef) -> None:
+    """Calls pnnx writes that torch does not take, mapped to ones it does: `torch.max(-inf, v)`
+    (ONNX's Max of a constant and a tensor: magika) is `torch.clamp(v, min=-inf)`, `torch.min`
+    likewise with max=."""
+    for node in ast.walk(model):
+        if not isinstance(node, ast.Call) or node.keywords or len(node.args) != 2:
+            continue
+        name = dotted(node.func)
+        if name not in (["torch", "max"], ["torch", "min"]):
+            continue
+        number, other = (node.args[0], node.args[1]) if _number(node.args[0]) else (node.args[1], node.args[0])
+        if not _number(number) or _number(other):
+            continue
+        bound = "min" if name[1] == "max" else "max"
+        node.func = ast.Attribute(ast.Name("torch", ast.Load()), "clamp", ast.Load())
+        node.args, node.keywords = [other], [ast.keyword(bound, number)]
+        ast.copy_location(node.func, node)
+        ast.fix_missing_locations(node)
+
+
 def _weights_loader(bin_path: Path) -> dict[str, Any]:
     """The names the checked class runs with: our loader of the .bin's zip entries."""
     import torch
@@ -111,6 +140,7 @@ def load_model(pnnx_py: str | Path, bin_path: str | Path | None = None) -> Any:
     source = pnnx_py.read_text()
     tree = ast.parse(source)
     model = _model_class(tree)
+    _map_calls(model)
     check(model)
     _returns_locals(tree)
     if bin_path is None:
@@ -118,7 +148,12 @@ def load_model(pnnx_py: str | Path, bin_path: str | Path | None = None) -> Any:
     loader = _weights_loader(Path(bin_path))
     module = ast.Module(body=[model], type_ignores=[])
     ast.fix_missing_locations(module)
+    from .code_check import CONSTANTS
+    from .onnx_in_torch import OPS
+
     namespace: dict[str, Any] = {
+        **CONSTANTS,
+        **OPS,
         "__builtins__": _SAFE_BUILTINS,
         "__name__": "pnnx_model",
         "torch": torch,
@@ -156,7 +191,9 @@ def capture_operands(
     if isolated:
         from .isolated import run_pnnx_py
 
-        check(_model_class(ast.parse(Path(pnnx_py).read_text())))  # refused here, without starting a process
+        model = _model_class(ast.parse(Path(pnnx_py).read_text()))
+        _map_calls(model)
+        check(model)  # refused here, without starting a process
 
         return run_pnnx_py(Path(pnnx_py), [np.asarray(x) for x in inputs], bin_path, timeout)
     import torch

@@ -12,8 +12,16 @@ import numpy as np
 from .pnnx_py import flatten
 
 
-def torchscript_outputs(source: str | Path | bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run the saved TorchScript module on `inputs`; its outputs flattened in order."""
+def torchscript_outputs(
+    source: str | Path | bytes, inputs: Sequence[np.ndarray], *, isolated: bool = True, timeout: float | None = None
+) -> list[np.ndarray]:
+    """Run the saved TorchScript module on `inputs`; its outputs flattened in order.
+    isolated (the default): in a child process under memory and time limits (isolated.py):
+    a TorchScript file's code runs whatever sizes and operators it chose."""
+    if isolated:
+        from .isolated import run_torchscript
+
+        return run_torchscript(source, [np.asarray(x) for x in inputs], timeout)
     import torch
 
     with warnings.catch_warnings():

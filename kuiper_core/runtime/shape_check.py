@@ -18,7 +18,10 @@ What "declared" means:
   with other dims, a concatenation or slice along it), declared as d = a·B0 + c, so it is
   now d + a·(B − B0). An int dim d must therefore be d (batch-independent) or
   d + a·(B − B0) for a whole a in 1..d. Ranks and dtypes must match exactly. Anything else
-  is an error. The traced-batch run checks every dim exactly.
+  is an error. The traced-batch run checks every dim exactly. One batch-following result is
+  an error though its dims fit: dim 0 kept at the traced batch while another dim grew by
+  a >= 2 per batch unit, the batch folded into it (`_folded_dim`: a reshape target pnnx
+  baked at the traced batch); the error names the operator and says to convert at the batch.
 - The graph inputs themselves are checked before anything runs (RuntimeGraph's input
   check, with the same batch freedom), not here.
 - Where an output's size follows the input values (one_hot without num_classes, a bool
@@ -59,6 +62,25 @@ def _dim_ok(declared: Any, n: int, batch: Batch) -> bool:
         return False
     a, rest = divmod(n - declared, batch[1] - batch[0])
     return rest == 0 and 1 <= a <= max(1, declared)
+
+
+def _folded_dim(declared: Shape, shape: tuple[int, ...], batch: Batch) -> int | None:
+    """The dim the batch was folded into, where a batch-following result kept the traced batch
+    in dim 0 and grew another dim by a multiple (>= 2 per batch unit) of the batch change: what
+    a reshape target baked at the traced batch does (`(1,120,1,-1)` at batch 6 makes
+    (1,120,1,240), where the original model gives (6,120,1,40)). A dim that follows the batch
+    one for one (a sequence-first (T, B, F) layout) is not a fold. None: no fold."""
+    if batch is None or batch[0] == batch[1] or len(shape) < 2 or len(declared) != len(shape):
+        return None
+    if declared[0] != batch[0] or shape[0] != batch[0]:
+        return None
+    for k in range(1, len(shape)):
+        d = declared[k]
+        if isinstance(d, int) and shape[k] != d:
+            a, rest = divmod(shape[k] - d, batch[1] - batch[0])
+            if rest == 0 and a >= 2:
+                return k
+    return None
 
 
 def _dtype_ok(declared: str, value: Any) -> bool:
@@ -107,7 +129,23 @@ def check_outputs(
         same_dtype = operand.dtype is None or _dtype_ok(operand.dtype, value)
         want: Shape = (None,) * len(operand.shape) if operand.name in loose else operand.shape
         if shape_matches(want, shape, batch) and same_dtype:
-            continue
+            folded = None if operand.name in loose else _folded_dim(operand.shape, shape, batch)
+            if folded is None:
+                continue
+            assert batch is not None
+            declared, produced = format_shape(operand.shape, operand.dtype), format_shape(shape, _short_dtype(dtype))
+            raise ShapeError(
+                f"produced {produced} for operand '{operand.name}', the file declares {declared}: the inputs are at "
+                f"batch {batch[1]}, traced at batch {batch[0]}, and the batch went into dim {folded} while dim 0 "
+                "kept the traced batch: the converted file bakes the traced batch into this operator (a reshape "
+                "target, an expand size). Convert the model at the batch it runs at (inputshape; `kuiper run "
+                "--input` converts at the input's shapes)",
+                operator=op.name,
+                op_type=op.type,
+                operand=operand.name,
+                declared=declared,
+                produced=produced,
+            )
         declared = format_shape(operand.shape, operand.dtype)
         produced = format_shape(shape, _short_dtype(dtype))
         what = "shape" if same_dtype else "dtype" if shape_matches(want, shape, batch) else "shape and dtype"

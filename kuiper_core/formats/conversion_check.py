@@ -1,0 +1,467 @@
+"""Is a converted model what its framework computes? The check of a conversion, and its verdict.
+
+The engine runs what the pnnx converter writes, exactly; when the converter changes a model's
+meaning (a lossy rewrite, a size baked into a reshape), the engine is faithful to a wrong file.
+Nothing can know in advance which rewrites of which converter release are lossy, so every
+conversion is checked once: the original runs in its framework (onnxruntime for an .onnx,
+torch for a TorchScript .pt) and the converted file in the engine, on a probe input (the
+user's own input when one is given, else seeded inputs of the declared shapes), and every
+output is compared at the project's tolerance. On a disagreement `compare --framework`'s
+operand-by-operand run names the first operand that departs.
+
+The verdict is stored in the conversion's cache entry (checks.json, one per probe) and carried
+by the opened model (OpenedModel.check): it costs once. The framework runs in a child process
+under the conversion's limits (its address space, max_planned_bytes + 2 GiB, and its time
+limit: references/isolated.py), since what it runs is a file's choice.
+
+    check = model.check                # None: not a converted model
+    check.status                       # AGREES, DISAGREES or NOT_CHECKED
+    print(check.text())
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import KuiperError
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from .base import OpenedModel
+
+AGREES, DISAGREES, NOT_CHECKED = "agrees", "disagrees", "not checked"
+ENV_CHECK = "KUIPER_CHECK_CONVERSIONS"  # "0": conversions are not checked (and say so)
+CHECKS_FILE = "checks.json"  # in the conversion's cache entry: {probe key: verdict}
+CHECK_VERSION = 1  # bump when a verdict's meaning changes: older ones are checked again
+SEED = 0
+DEFAULT_INT_RANGE = 10  # integers of a probe where nothing in the graph indexes with them: 0..9
+
+# Operators that index with an integer input, and where the graph says how far it may go.
+_EMBEDDINGS = {"nn.Embedding", "nn.EmbeddingBag"}
+_INDEXING = {
+    "F.embedding", "torch.gather", "torch.index_select", "Tensor.index_select", "torch.take",
+    "Tensor.index", "Tensor.index_put", "torch.take_along_dim", "F.one_hot", "torch.scatter",
+    "Tensor.scatter", "torch.scatter_add", "Tensor.scatter_add", "nn.EmbeddingBag", "nn.Embedding",
+    "Gather", "GatherElements", "GatherND", "ScatterND", "OneHot",
+}  # fmt: skip
+# Operators an integer passes through unchanged in value (its range is its consumers').
+_PASS_THROUGH = {
+    "Tensor.to", "Tensor.long", "Tensor.int", "Tensor.type_as", "Tensor.reshape", "Tensor.view",
+    "torch.squeeze", "torch.unsqueeze", "torch.flatten", "Tensor.contiguous", "torch.transpose",
+    "torch.permute", "Tensor.permute", "Tensor.expand", "torch.clone", "Tensor.clone", "torch.cat",
+    "torch.stack", "Tensor.slice", "Tensor.select", "pnnx.Attribute",
+}  # fmt: skip
+
+
+class ProbeError(KuiperError):
+    """No probe input can be made from the graph alone (the message says why)."""
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output of the converted model against the original's."""
+
+    index: int  # out0, out1, …
+    operand: str
+    status: str  # explore.compare's OK, OVER or SHAPE, or "missing" (the original has fewer outputs)
+    max_error: float | None = None
+    relative: float | None = None  # |error| / |reference| where the error is largest
+    tolerance: float = 0.0
+    detail: str = ""  # where the error is largest, or the two shapes
+
+    @property
+    def failed(self) -> bool:
+        from ..explore.compare import OK
+
+        return self.status != OK
+
+    def text(self) -> str:
+        head = f"output {self.index} (operand {self.operand})"
+        if self.max_error is None:
+            return f"{head}: {self.detail or self.status}"
+        rel = "" if self.relative is None else f", relative {self.relative:.3g}"
+        if self.relative == float("inf"):
+            rel = " (where the reference is 0)"
+        return f"{head}: max |error| {self.max_error:.3g}{rel} (tolerance {self.tolerance:.3g})"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """The first operand, in execution order, that departs from the framework's value."""
+
+    index: int  # the operator's execution position, 0-based (the Forward stepper's step)
+    operator: str
+    type: str
+    operand: str
+    text: str  # the comparison: max |error|, tolerance, where
+
+
+@dataclass(frozen=True)
+class ConversionCheck:
+    """The verdict on one conversion for one probe input."""
+
+    status: str  # AGREES, DISAGREES or NOT_CHECKED
+    reference: str = ""  # what ran the original ("onnxruntime 1.23.2 running the original .onnx")
+    probe: str = ""  # the input it ran on
+    outputs: tuple[OutputCheck, ...] = ()
+    first: Departure | None = None  # DISAGREES: the first departing operand, when one was found
+    reason: str = ""  # NOT_CHECKED: why; DISAGREES without a departure: why none was named
+    seconds: float = 0.0  # the check's time (framework and engine)
+
+    @property
+    def agrees(self) -> bool:
+        return self.status == AGREES
+
+    @property
+    def disagrees(self) -> bool:
+        return self.status == DISAGREES
+
+    @property
+    def worst(self) -> OutputCheck | None:
+        """The output furthest from the original (by error over tolerance; a missing or
+        mis-shaped output first)."""
+
+        def rank(o: OutputCheck) -> float:
+            if o.max_error is None:
+                return float("inf")
+            return o.max_error / o.tolerance if o.tolerance > 0 else (float("inf") if o.max_error else 0.0)
+
+        return max(self.outputs, key=rank, default=None)
+
+    def headline(self) -> str:
+        """One short line: the status and the one number that matters."""
+        if self.status == NOT_CHECKED:
+            return f"conversion not checked: {self.reason}"
+        worst = self.worst
+        if self.status == AGREES:
+            err = "" if worst is None or worst.max_error is None else f", max |error| {worst.max_error:.2g}"
+            return f"conversion checked: agrees with {_framework(self.reference)}{err}" + (
+                f" {self.reason}" if self.reason else ""
+            )
+        failed = [o for o in self.outputs if o.failed]
+        at = f"; first departs at {self.first.operator} ({self.first.type})" if self.first else ""
+        return (
+            f"conversion DISAGREES with {_framework(self.reference)}: "
+            f"{failed[0].text() if failed else 'an output differs'}{at}"
+        )
+
+    def text(self) -> str:
+        """Every line of the verdict (the CLI's notes, the app's expander)."""
+        if self.status == NOT_CHECKED:
+            return self.headline()
+        lines = [self.headline(), f"reference: {self.reference}", f"probe: {self.probe}"]
+        lines += [("  " if not o.failed else "✗ ") + o.text() for o in self.outputs]
+        if self.first is not None:
+            f = self.first
+            lines.append(
+                f"first departing operand (as kuiper compare --framework finds it): operator {f.operator} "
+                f"({f.type}, step {f.index + 1}), operand {f.operand}: {f.text}"
+            )
+        if self.reason and self.status != AGREES:  # (an agreeing verdict's headline says it)
+            lines.append(self.reason)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": CHECK_VERSION, **asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConversionCheck | None:
+        if data.get("version") != CHECK_VERSION:
+            return None
+        fields = {k: v for k, v in data.items() if k != "version"}
+        fields["outputs"] = tuple(OutputCheck(**o) for o in fields.get("outputs", ()))
+        first = fields.get("first")
+        fields["first"] = Departure(**first) if first else None
+        return cls(**fields)
+
+
+def _framework(reference: str) -> str:
+    """'onnxruntime 1.23.2' of 'onnxruntime 1.23.2 running the original .onnx: …'."""
+    return reference.split(" running ", 1)[0] if reference else "the framework"
+
+
+def not_checked(reason: str) -> ConversionCheck:
+    return ConversionCheck(NOT_CHECKED, reason=reason)
+
+
+# -- the probe ------------------------------------------------------------------------------------
+def _index_bound(graph: Graph, name: str) -> tuple[int | None, str]:
+    """How far an integer input may index: (exclusive bound, '') from the operators it indexes
+    with, (None, '') when nothing indexes with it, (None, why) when an operator indexes with it
+    and the graph does not say how far."""
+    operand = graph.operands.get(name)
+    bounds: list[int] = []
+    seen: set[str] = set()
+    todo = [operand] if operand is not None else []
+    while todo:
+        current = todo.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        for op in current.consumers:
+            if op.type in _PASS_THROUGH:
+                todo.extend(op.outputs)
+                continue
+            if op.type not in _INDEXING:
+                continue
+            bound = _bound_of(op, current)
+            if bound is None:
+                return (
+                    None,
+                    f"integer input {name} indexes with operator {op.name} ({op.type}), whose range the file does not say",
+                )
+            bounds.append(bound)
+    return (min(bounds) if bounds else None), ""
+
+
+def _bound_of(op: Any, index: Any) -> int | None:
+    if op.type in _EMBEDDINGS:
+        n = op.params.get("num_embeddings")
+        return int(n) if isinstance(n, int) else None
+    if op.type in ("F.one_hot", "OneHot"):
+        n = op.params.get("num_classes")
+        return int(n) if isinstance(n, int) and n > 0 else None
+    others = [o for o in op.inputs if o is not index and o.shape]
+    weights = [a for a in op.attrs.values() if a.shape]
+    shapes = [o.shape for o in others] + [a.shape for a in weights]
+    dim = op.params.get("dim", 0)
+    if not shapes or not isinstance(dim, int):
+        return None
+    shape = shapes[0]
+    if op.type == "torch.take":
+        sizes = [d for d in shape if isinstance(d, int)]
+        return int(np.prod(sizes)) if len(sizes) == len(shape) else None
+    d = shape[dim] if -len(shape) <= dim < len(shape) else None
+    return int(d) if isinstance(d, int) and d > 0 else None
+
+
+def _guessed_sizes(graph: Graph, guessed: str | None) -> dict[str, dict[int, int]]:
+    """The sizes pnnx chose for the open dims (`[1,3,128,128]f32,…`), by input operand and dim."""
+    import re
+
+    if not guessed:
+        return {}
+    shapes = [[int(d) for d in m.split(",")] for m in re.findall(r"\[([\d,]+)\]", guessed)]
+    sizes: dict[str, dict[int, int]] = {}
+    for op, dims in zip(graph.inputs, shapes):
+        operand = op.outputs[0]
+        if operand.shape is not None and len(operand.shape) == len(dims):
+            sizes[operand.name] = {i: n for i, (d, n) in enumerate(zip(operand.shape, dims)) if not isinstance(d, int)}
+    return sizes
+
+
+def probe_inputs(graph: Graph, seed: int = SEED, guessed: str | None = None) -> tuple[list[np.ndarray], str]:
+    """Seeded inputs of the declared shapes and dtypes: floats standard normal, integers within
+    the range the graph can index with them (an embedding's size; 0..9 where nothing indexes),
+    booleans half true; open dims at the sizes pnnx converted at (`guessed`, Conversion.guessed).
+    ProbeError when an input's shape or an integer's range is not in the file."""
+    from ..errors import InputError
+    from ..explore.inputs import input_specs
+    from ..graph import numpy_dtype, shape_label
+
+    try:
+        specs = input_specs(graph, sizes=_guessed_sizes(graph, guessed))
+    except InputError as e:
+        raise ProbeError(f"no probe input: {e}") from None
+    arrays: list[np.ndarray] = []
+    said: list[str] = []
+    for i, (name, shape, dtype) in enumerate(specs):
+        rng = np.random.default_rng(seed + i)
+        dt = numpy_dtype(dtype)
+        if dt.kind in "iu":
+            bound, why = _index_bound(graph, name)
+            if why:
+                raise ProbeError(f"no probe input: {why}; give your own input (--input)")
+            high = bound if bound is not None else DEFAULT_INT_RANGE
+            arrays.append(rng.integers(0, max(1, high), size=shape).astype(dt))
+            said.append(f"{shape_label(shape)} {dtype} in 0..{max(1, high) - 1}")
+        elif dt.kind == "b":
+            arrays.append(rng.random(shape) < 0.5)
+            said.append(f"{shape_label(shape)} bool")
+        else:
+            arrays.append(rng.standard_normal(shape).astype(dt))
+            said.append(f"{shape_label(shape)} {dtype} standard normal")
+    return arrays, f"seeded random (seed {seed}): {', '.join(said)}"
+
+
+def probe_key(inputs: Sequence[np.ndarray] | None) -> str:
+    """The key a verdict is stored under: 'seeded' for the seeded probe, else a digest of the
+    given arrays (dtype, shape and bytes)."""
+    if inputs is None:
+        return f"seeded-{SEED}"
+    h = hashlib.sha256()
+    for x in inputs:
+        a = np.ascontiguousarray(x)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return "input-" + h.hexdigest()[:24]
+
+
+# -- storing verdicts in the conversion's cache entry --------------------------------------------
+def stored_check(directory: Path, key: str) -> ConversionCheck | None:
+    try:
+        data = json.loads((directory / CHECKS_FILE).read_text())
+        return ConversionCheck.from_json(data[key])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store_check(directory: Path, key: str, check: ConversionCheck) -> None:
+    """Add the verdict to the entry's checks.json (written whole by a rename: a reader never
+    sees half a file; a racing writer's verdict on another probe may be lost, and is made again)."""
+    path = directory / CHECKS_FILE
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    data[key] = check.to_json()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".checks-", dir=directory)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache: the verdict holds for this open only
+        pass
+
+
+# -- the check ------------------------------------------------------------------------------------
+def _methods(model: OpenedModel) -> tuple[list[str], list[str], str]:
+    """The reference methods that run the *original* model (the verdict's), those that also
+    name the operands in between (to find the first departing one), or ([], [], why not)."""
+    info = model.references
+    if model.format == "onnx":
+        if "onnxruntime" in info.methods:
+            return ["onnxruntime"], ["onnxruntime"], ""
+        return [], [], "onnxruntime is not installed (pip install onnxruntime onnx)"
+    if "torchscript" in info.methods:
+        # The original module gives its outputs only; pnnx's code of the converted file gives the
+        # operands in between (the original's outputs win where both give one).
+        return ["torchscript"], [m for m in ("pnnx_py", "torchscript") if m in info.methods], ""
+    if model.files is None or model.files.source is None:
+        return [], [], "the original TorchScript file is not kept"
+    return [], [], "torch is not installed (pip install torch), which runs the original TorchScript module"
+
+
+def check_conversion(
+    model: OpenedModel, inputs: Sequence[np.ndarray] | None = None, *, timeout: float | None = None
+) -> ConversionCheck:
+    """Run the original in its framework and the converted graph in the engine on `inputs`
+    (None: the seeded probe) and compare every output; on a disagreement, find the first
+    departing operand. The framework runs in a child under `timeout` seconds (None: the
+    conversion's, KUIPER_CONVERT_TIMEOUT or 600) and the conversion's memory limit."""
+    from ..explore import compare as explore_compare
+    from ..references import ReferenceError
+    from ..references.compare import compare
+    from ..errors import InputError
+    from ..references.isolated import IsolatedRunError
+
+    if os.environ.get(ENV_CHECK, "1") == "0":
+        return not_checked(f"{ENV_CHECK}=0")
+    methods, locating, why = _methods(model)
+    if not methods:
+        return not_checked(why)
+    try:
+        if inputs is None:
+            guessed = model.conversion.guessed if model.conversion is not None else None
+            arrays, probe = probe_inputs(model.graph, guessed=guessed)
+        else:
+            arrays = [np.asarray(x) for x in inputs]
+            probe = "the given input: " + ", ".join(f"{x.shape} {x.dtype}" for x in arrays)
+    except ProbeError as e:
+        return not_checked(str(e))
+    from .convert import DEFAULT_TIMEOUT
+    from .convert import ENV_TIMEOUT as CONVERT_TIMEOUT
+
+    limit = float(os.environ.get(CONVERT_TIMEOUT, DEFAULT_TIMEOUT)) if timeout is None else timeout
+    started = time.perf_counter()
+    try:
+        with np.errstate(all="ignore"):
+            report = compare(model, arrays, framework=methods, reference_timeout=limit)
+    except (ReferenceError, IsolatedRunError, InputError) as e:
+        return not_checked(f"the framework could not run the original on the probe: {e}")
+    except KuiperError as e:  # said in full where the model is run; the verdict keeps its first line
+        said = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return not_checked(f"the engine could not run the converted model on the probe: {said[:300]}")
+    seconds = time.perf_counter() - started
+    by_operand = {r.operand: r for r in report.rows}
+    names = explore_compare.output_operand_names(model.graph)
+    outputs: list[OutputCheck] = []
+    for i, name in enumerate(names):
+        row = by_operand.get(name)
+        if row is None:
+            outputs.append(OutputCheck(i, name, "missing", detail="the original model gives no such output"))
+            continue
+        c = row.comparison
+        detail = c.text() if c.status == explore_compare.SHAPE else c.where_text()
+        outputs.append(OutputCheck(i, name, c.status, c.max_error, c.relative_error, c.tolerance, detail))
+    source = next((s for s in report.sources if "original" in s), report.sources[0] if report.sources else "")
+    failed = any(o.failed for o in outputs) or not outputs
+    if not failed:
+        return ConversionCheck(AGREES, source, probe, tuple(outputs), seconds=seconds)
+    reason = "" if outputs else "the converted model has no outputs to compare"
+    if locating != methods:  # the operands in between, from pnnx's code of the converted file
+        try:
+            with np.errstate(all="ignore"):
+                report = compare(model, arrays, framework=locating, reference_timeout=limit)
+        except KuiperError as e:
+            reason = f"the operands in between could not be compared: {e}"
+    departure = None
+    first = report.first
+    if first is not None:
+        c = first.comparison
+        text = c.text() if c.status == explore_compare.SHAPE else f"{c.text()}, {c.where_text()}".rstrip(", ")
+        departure = Departure(first.index, first.operator, first.type, first.operand, text)
+        if locating != methods and first.operand in names:
+            reason = (
+                "pnnx's own code of the converted file computes every operand before it as the engine does: "
+                "the converter changed the model's meaning (docs/own_model.md)"
+            )
+    return ConversionCheck(DISAGREES, source, probe, tuple(outputs), departure, reason, time.perf_counter() - started)
+
+
+def checked(
+    model: OpenedModel, inputs: Sequence[np.ndarray] | None = None, timeout: float | None = None
+) -> ConversionCheck | None:
+    """The model's verdict for `inputs`: from its cache entry when checked before, else
+    checked now and stored. None for a model that was not converted."""
+    conversion = model.conversion
+    if conversion is None:
+        return None
+    key = probe_key(inputs)
+    found = stored_check(conversion.directory, key)
+    if found is not None:
+        return found
+    verdict = check_conversion(model, inputs, timeout=timeout)
+    if verdict.status != NOT_CHECKED or verdict.reason.startswith("the engine"):
+        store_check(conversion.directory, key, verdict)  # a framework installed (or less busy) later: checked then
+    elif inputs is not None and verdict.reason.startswith("the framework"):
+        # The original does not take this input (a file fixed at batch 1, run by the engine's batch
+        # rule at another): the verdict on the seeded probe of the declared shapes, said so.
+        seeded = checked(model, None, timeout)
+        if seeded is not None and seeded.status != NOT_CHECKED:
+            why = verdict.reason.split(": ", 1)[-1]
+            return replace(
+                seeded,
+                reason=" ".join(
+                    filter(
+                        None,
+                        [
+                            seeded.reason,
+                            f"(checked on the seeded probe: the original does not run on the given input: {why[:200]})",
+                        ],
+                    )
+                ),
+            )
+    return verdict
