@@ -120,8 +120,8 @@ else:
 key = (source, algorithm, ident)
 state = st.session_state.get(STATE)
 if state is None or state.get("key") != key:
-    wanted = common.url_param("step")
-    state = {"key": key, "step": int(wanted) if wanted and wanted.isdigit() and state is None else 0, "playing": False}
+    wanted = common.url_number("step") if state is None else None
+    state = {"key": key, "step": wanted or 0, "playing": False}
     st.session_state[STATE] = state
 total = max(len(w) for w in walks)  # steps are numbered 1..total; 0 is before the first
 state["step"] = max(0, min(total, state["step"]))

@@ -164,9 +164,8 @@ except (KuiperError, MemoryError) as e:
 
 n_steps = len(trace.steps)
 if st.session_state.get("expr_for") != (text, where):
-    wanted = common.url_param("step")
-    first_visit = "expr_for" not in st.session_state
-    st.session_state[STEP] = int(wanted) if first_visit and wanted and wanted.isdigit() else n_steps
+    wanted = common.url_number("step") if "expr_for" not in st.session_state else None  # first visit: the link's
+    st.session_state[STEP] = wanted if wanted is not None else n_steps
     st.session_state["expr_for"] = (text, where)  # a new expression opens on its finished evaluation
 st.session_state[STEP] = max(1, min(st.session_state.get(STEP, n_steps), n_steps))
 common.set_url(op=op.name if op is not None else None, step=st.session_state[STEP] if view_mode == "walk" else None)

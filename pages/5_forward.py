@@ -47,9 +47,9 @@ state = st.session_state.get(PLAYING)
 if state is None or state.get("stepper") is not stepper:  # a new stepper (model or input changed)
     state = {"stepper": stepper, "playing": False}
     st.session_state[PLAYING] = state
-    wanted = common.url_param("step")  # a reload or a shared link
-    if wanted is not None and wanted.isdigit() and stepper.cursor < 0:
-        st.session_state[PENDING] = ("go", int(wanted))
+    wanted = common.url_number("step", high=len(names))  # a reload or a shared link
+    if wanted is not None and stepper.cursor < 0:
+        st.session_state[PENDING] = ("go", wanted)
 
 st.caption(
     f"`{model.name}`: {len(names)} operators in execution order, input: {resolved.description}. "

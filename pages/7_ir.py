@@ -46,9 +46,9 @@ if model.ok:
     stepper = common.forward_stepper(model, inputs)
     if st.session_state.get("ir_stepper") is not stepper:  # a new cursor: a reload or a shared link's step
         st.session_state["ir_stepper"] = stepper
-        wanted = common.url_param("step")
-        if wanted is not None and wanted.isdigit() and stepper.cursor < 0 and not stepper.events:
-            stepper.go_to(int(wanted))
+        wanted = common.url_number("step", high=stepper.total)
+        if wanted is not None and stepper.cursor < 0 and not stepper.events:
+            stepper.go_to(wanted)
     # Callbacks move the cursor before the buttons are drawn: never one click out of date.
     at_end = stepper.cursor + 1 >= stepper.total or (
         stepper.error is not None and stepper.cursor + 1 >= len(stepper.events)

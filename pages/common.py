@@ -40,6 +40,7 @@ from kuiper_core import limits
 from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
+from kuiper_core.explore.links import link_int
 from kuiper_core.explore.upload_store import DIGEST_CHARS, StoredModel, UploadStore, content_digest
 from kuiper_core.explore.model_cache import ModelCache
 from kuiper_core.formats import OpenedModel, open_model
@@ -617,6 +618,12 @@ def url_param(name: str) -> str | None:
     """A parameter of the URL the page was opened with (a reload or a shared link)."""
     value = st.query_params.get(name)
     return value if isinstance(value, str) and value else None
+
+
+def url_number(name: str, low: int = 0, high: int | None = None) -> int | None:
+    """A number of the URL (`?step=`, `?q=`): ASCII digits, clamped to [low, high]; None when
+    absent or not such a number (a link is untrusted: "²" or 5,000 nines are ignored)."""
+    return link_int(url_param(name), low, high)
 
 
 def set_url(**params: str | int | None) -> None:

@@ -26,8 +26,8 @@ def quiz_state(key: str, about: tuple) -> dict[str, Any]:
     opens question N the first time (the URL carries the question on screen)."""
     state = st.session_state.get(key)
     if state is None or state.get("about") != about:
-        wanted = common.url_param("q")
-        start = int(wanted) - 1 if state is None and wanted and wanted.isdigit() and int(wanted) > 0 else 0
+        wanted = common.url_number("q", low=1) if state is None else None
+        start = wanted - 1 if wanted is not None else 0  # current() keeps it within the questions
         state = {"about": about, "index": start, "verdict": None, "score": Score()}
         st.session_state[key] = state
     return state
