@@ -17,7 +17,7 @@ import streamlit as st
 
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import order_quiz
-from kuiper_core.explore import walkthrough
+from kuiper_core.explore import walk_frames, walkthrough
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.order_state import state_at
 from kuiper_core.explore.overlay import roll_up, state_overlay
@@ -25,10 +25,9 @@ from kuiper_core.graph import Graph
 from pages import common, presenter
 from pages import quiz_panel
 from pages.graph_viewer import MIN_FONT_PX, ModuleState, show_graph
-from pages.keys import skip_if_superseded, step_keys
-from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
+from pages.step_controls import group_of, step_controls, step_panel
 
-STATE = "kx_order"  # {"key": ..., "step": int (0 = before the first event), "playing": bool}
+STATE = "kx_order"  # {"key": ..., "step": int (0 = before the first event), "seq": server moves}
 MODEL_SOURCE = "The loaded model"
 TYPED_SOURCE = "Type your own graph"
 QUIZ = "kx_order_quiz"  # quiz_panel state: the question on screen, the verdict, the score
@@ -121,28 +120,22 @@ key = (source, algorithm, ident)
 state = st.session_state.get(STATE)
 if state is None or state.get("key") != key:
     wanted = common.url_number("step") if state is None else None
-    state = {"key": key, "step": wanted or 0, "playing": False}
+    state = {"key": key, "step": wanted or 0, "seq": 0}
     st.session_state[STATE] = state
 total = max(len(w) for w in walks)  # steps are numbered 1..total; 0 is before the first
 state["step"] = max(0, min(total, state["step"]))
 
 
 # -- callbacks ------------------------------------------------------------------------------
-def _move(to: int | None = None, by: int = 0, play: bool = False) -> None:
-    state["step"] = max(0, min(total, state["step"] + by if to is None else to))
-    state["playing"] = play and state["step"] < total
+def _move(to: int) -> None:
+    """The server moves the position (a click on a node): the browser's controls take it."""
+    state["step"] = max(0, min(total, to))
+    state["seq"] = state.get("seq", 0) + 1
 
 
-def _on_slider(widget: str, drawn_at: int) -> None:
-    """The slider is a new widget at each step (its key holds it); a rerun Play's timer
-    started before the browser had drawn the newest step sends an older slider's value
-    back, which is not the user's: only the slider drawn at the current step counts."""
-    if drawn_at == state["step"]:
-        _move(to=int(st.session_state[widget]))
-
-
-def _play(on: bool) -> None:
-    state["playing"] = on and state["step"] < total
+def _reported(to: int) -> None:
+    """The browser's position, once the user paused (steps themselves never reach the server)."""
+    state["step"] = max(0, min(total, to))
 
 
 model_modules = ModuleState("order_modules", model.key) if model is not None else None
@@ -173,14 +166,20 @@ def _on_click(title: str) -> None:
         return
     first = walkthrough.step_of_node(walks[0], name)
     if first is not None:
-        _move(to=first + 1)
+        _move(first + 1)
 
 
 # -- one walkthrough at one step ---------------------------------------------------------------
 def _graph(
-    w: walkthrough.Walkthrough, step: int, slot: str, height: int, highlight_label: str = "current step"
+    w: walkthrough.Walkthrough,
+    step: int,
+    slot: str,
+    height: int,
+    highlight_label: str = "current step",
+    group: str | None = None,
 ) -> None:
-    """The graph after `step` events (0: before the first)."""
+    """The graph after `step` events (0: before the first); with `group`, every step's
+    frame goes along and the browser moves through them (a toy graph's walk)."""
     event = w.state(step - 1) if step > 0 else None
     current = event.node if event is not None else None
     colors = walkthrough.node_colors(w, step - 1 if step > 0 else None)
@@ -195,10 +194,28 @@ def _graph(
         font = presenter.GRAPH_FONT_PX if presenting else MIN_FONT_PX
         show_graph(view.dot, f"order_{slot}", overlay, height=height, follow=True, on_click=_on_click, min_font_px=font)
     else:
-        dot = walkthrough.toy_dot(w, step - 1 if step > 0 else None)
         # The toy DOT carries the state colours; the overlay repeats them so a repaint shows them too.
         overlay = state_overlay(colors, w.legend, highlight=current, highlight_label=highlight_label, note="")
-        show_graph(dot, f"order_{slot}", overlay, height=height, on_click=_on_click)
+        if group is None:
+            show_graph(
+                walkthrough.toy_dot(w, step - 1 if step > 0 else None),
+                f"order_{slot}",
+                overlay,
+                height=height,
+                on_click=_on_click,
+            )
+        else:  # one drawing, every step's frame painted on it in the browser
+            frames = walk_frames.graph_frames(w, highlight_label)
+            show_graph(
+                walk_frames.base_dot(w),
+                f"order_{slot}",
+                overlay,
+                height=height,
+                on_click=_on_click,
+                frames=frames,
+                group=group,
+                step=min(step, len(w)),
+            )
 
 
 def _state_panel(w: walkthrough.Walkthrough, step: int, compact: bool) -> None:
@@ -259,60 +276,41 @@ def _lesson(w: walkthrough.Walkthrough) -> None:
 
 
 def _walkthrough() -> None:
-    speed = current_speed("order_speed")
-    sync_timer(state, speed)
-    if state["playing"]:
-        state["step"] = min(total, state["step"] + steps_due(state, speed))
-        if state["step"] >= total:
-            state["playing"] = False
-            st.rerun(scope="app")  # a full run drops the fragment's timer
-    skip_if_superseded()  # more clicks or keys already sent: draw once, for the last of them
     step = state["step"]
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=algorithm, step=step or None)
     common.write_url()
-
-    b = st.columns([1, 1, 1, 1, 1, 1.3, 5])
-    b[0].button("Reset", key="order_reset", width="stretch", on_click=_move, kwargs={"to": 0}, disabled=step == 0)
-    b[1].button("Back", key="order_back", width="stretch", on_click=_move, kwargs={"by": -1}, disabled=step == 0)
-    b[2].button(
-        "Step",
-        key="order_step",
-        width="stretch",
-        on_click=_move,
-        kwargs={"by": 1},
-        disabled=step >= total,
-        type="primary",
-    )
-    b[3].button("End", key="order_end", width="stretch", on_click=_move, kwargs={"to": total}, disabled=step >= total)
-    if state["playing"]:
-        b[4].button("Pause", key="order_pause", width="stretch", on_click=_play, args=(False,))
-    else:
-        b[4].button("Play", key="order_play", width="stretch", on_click=_play, args=(True,), disabled=step >= total)
-    with b[5]:
-        speed_picker("order_speed")
-    b[6].slider(
-        f"Step (of {total})",
-        0,
+    # A toy graph's walk steps in the browser from frames sent once; the loaded model's (its
+    # frames would be megabytes) reports each position at once and the server draws it.
+    toy = source != MODEL_SOURCE
+    group = group_of(key) if toy else None
+    step_controls(
+        "order_steps",
+        group_of(key),
         total,
         step,
-        key=f"order_pos_{step}",
-        on_change=_on_slider,
-        args=(f"order_pos_{step}", step),
-        label_visibility="collapsed",
+        state.get("seq", 0),
+        _reported,
+        prefix="order",
+        label_suffix=" (the numbers count each algorithm’s own events)" if len(walks) > 1 else "",
+        report_ms=None if toy else 0,
     )
-    forward, back = lambda: _move(by=1), lambda: _move(by=-1)
-    step_keys("order_keys", forward, back, buttons={"order_step": forward, "order_back": back})  # none merged
-    st.markdown(
-        f"**Step {step} of {total}**" + (" (the numbers count each algorithm's own events)" if len(walks) > 1 else "")
+    both = len(walks) > 1 and all(w.order for w in walks) and walks[0].order != walks[1].order
+    end_note = (
+        "Both orders are valid: every operator comes after the ones it reads. They differ because DFS "
+        "finishes a branch before starting the next, while Kahn takes nodes in the order they become ready."
+        if both
+        else ""
     )
-
     if len(walks) == 1:
         left, right = st.columns([3, 2])
         with left:
-            _graph(walks[0], step, "one", 520)
+            _graph(walks[0], step, "one", 520, group=group)
         with right:
-            _state_panel(walks[0], step, compact=False)
-        if step >= total:
+            if toy:
+                step_panel("order_panel_one", group_of(key), walk_frames.panel_frames(walks[0], total), step)
+            else:
+                _state_panel(walks[0], step, compact=False)
+        if not toy and step >= total:
             _lesson(walks[0])
         return
     cols = st.columns(2)
@@ -321,18 +319,21 @@ def _walkthrough() -> None:
             st.markdown(
                 f"**{'Reverse-topological DFS (KuiperInfer)' if w.algorithm == 'dfs' else 'Kahn’s algorithm'}**"
             )
-            _graph(w, min(step, len(w)), w.algorithm, 400)
-            _state_panel(w, step, compact=True)
-    if step >= total:
+            _graph(w, min(step, len(w)), w.algorithm, 400, group=group)
+            if toy:
+                note = end_note if w.algorithm == "kahn" else ""
+                step_panel(
+                    f"order_panel_{w.algorithm}", group_of(key), walk_frames.panel_frames(w, total, True, note), step
+                )
+            else:
+                _state_panel(w, step, compact=True)
+    if not toy and step >= total:
         cols = st.columns(2)
         for col, w in zip(cols, walks):
             with col:
                 _lesson(w)
-        if all(w.order for w in walks) and walks[0].order != walks[1].order:
-            st.info(
-                "Both orders are valid: every operator comes after the ones it reads. They differ because DFS "
-                "finishes a branch before starting the next, while Kahn takes nodes in the order they become ready."
-            )
+        if end_note:
+            st.info(end_note)
 
 
 # -- the quiz ------------------------------------------------------------------------------------
@@ -430,8 +431,7 @@ def _present() -> None:
                 presenter.message(f"**{q.answer}.** {reveal.why} {reveal.tie_rule or ''}", small=True)
             _present_state(w, shown)
         return
-    presenter.begin("order", "order_present_keys", lambda: _move(by=1), lambda: _move(by=-1))
-    skip_if_superseded()  # more clicks or keys already sent: draw once, for the last of them
+    presenter.begin("order", "order_present_keys", lambda: _move(state["step"] + 1), lambda: _move(state["step"] - 1))
     step = state["step"]
     common.set_url(graph=source if source != TYPED_SOURCE else None, algo=algorithm, step=step or None)
     presenter.head("Execution order", title, ALGORITHMS[algorithm], f"step {step} of {total}")
@@ -474,5 +474,5 @@ if presenting:
 elif mode == "quiz":
     _quiz()
 else:
-    # Play re-runs only this fragment on a timer; the buttons are inside it so a click is quick too.
-    run_fragment(_walkthrough, state, current_speed("order_speed"))
+    # A reported position re-runs only this fragment.
+    st.fragment(_walkthrough)()

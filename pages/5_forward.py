@@ -24,7 +24,7 @@ from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
 from pages import common, compare_panel
 from pages.graph_viewer import ModuleState, show_graph
-from pages.keys import skip_if_superseded, step_keys
+from pages.keys import step_keys
 from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
 from pages.tensor_panel import chart, show_tensor
 
@@ -147,7 +147,6 @@ def _body() -> None:
             state["playing"] = False
             st.rerun(scope="app")
     _apply_pending(st.empty())  # always present, so the elements below keep their places
-    skip_if_superseded()  # more clicks or keys already sent: draw once, for the last of them
     at_end = stepper.cursor + 1 >= len(names) or (
         stepper.error is not None and stepper.cursor + 1 >= len(stepper.events)
     )

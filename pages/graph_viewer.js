@@ -12,7 +12,10 @@
 //        [[label, colour]], highlight_label, note, height (px, the least height: the box
 //        grows to the window), follow (centre the highlight when it changes and is out of
 //        view), min_font_px, clickable, export_name, svg_id + svg (a graph laid out in
-//        Python: the SVG itself only the first time this session draws it)}
+//        Python: the SVG itself only the first time this session draws it),
+//        frames + group (steps in the browser: frames[i] is the overlay of step i, with each
+//        node's label lines `texts` and the edges drawn apart `edges` {"a->b": "current" |
+//        "removed"}; the step is the group's, from pages/step_controls.js's "kx-step" events)}
 // trigger: clicked = the <title> of the node or cluster clicked; missing = the id of a
 // big graph's SVG this page does not hold (Python then sends it again).
 // For automation the .kx-view element carries dataset {scale, fontPx, nodes, inView,
@@ -528,6 +531,18 @@ function sync(s) {
   s.svg = clone;
   s.boxes = null;
   s.nodes = new Map();
+  s.edges = new Map();
+  for (const g of clone.querySelectorAll("g.edge")) {
+    const t = titleOf(g);
+    if (t === null) continue;
+    s.edges.set(t, g);
+    for (const p of g.querySelectorAll("path, polygon")) {
+      p.dataset.kxStroke = p.getAttribute("stroke") || "black";
+      p.dataset.kxWidth = p.getAttribute("stroke-width") || "1";
+      p.dataset.kxDash = p.getAttribute("stroke-dasharray") || "";
+      if (p.tagName === "polygon") p.dataset.kxFill = p.getAttribute("fill") || "black";
+    }
+  }
   for (const g of clone.querySelectorAll("g.node")) {
     const t = titleOf(g);
     if (t === null) continue;
@@ -567,6 +582,8 @@ function paint(s) {
     shape.setAttribute("stroke", current ? CURRENT : marked ? MARK : shape.dataset.kxStroke);
     shape.setAttribute("stroke-width", current ? "4" : marked ? "3" : shape.dataset.kxWidth);
   }
+  if (d.texts) paintTexts(s, d.texts);
+  if (d.frames) paintEdges(s, d.edges || {});
   s.view.dataset.highlight = d.highlight || "";
   s.view.classList.toggle("kx-clickable", !!d.clickable);
   const items = legendItems(d).map(([label, colour, stroke]) => stroke
@@ -589,6 +606,42 @@ function paint(s) {
   // The page may still be settling above the box (a rerun's new elements): measure again.
   s.watchPage();
   requestFit(s);
+}
+
+// A step's label lines (Kahn's in-degrees, DFS's places): the drawing has the room of the
+// longest (walk_frames.base_dot), and each <text> of a node is one line.
+function paintTexts(s, texts) {
+  for (const [name, lines] of Object.entries(texts)) {
+    const g = s.nodes.get(name);
+    if (!g) continue;
+    const els = g.querySelectorAll("text");
+    els.forEach((t, i) => { const v = lines[i] ?? ""; if (t.textContent !== v) t.textContent = v; });
+  }
+}
+
+function paintEdges(s, edges) {
+  for (const [name, g] of s.edges) {
+    const kind = edges[name];
+    for (const p of g.querySelectorAll("path, polygon")) {
+      const colour = kind === "current" ? CURRENT : kind === "removed" ? "#bbbbbb" : p.dataset.kxStroke;
+      p.setAttribute("stroke", colour);
+      p.setAttribute("stroke-width", kind === "current" ? "2.5" : p.dataset.kxWidth);
+      if (kind === "removed" && p.tagName === "path") p.setAttribute("stroke-dasharray", "5,2");
+      else if (p.dataset.kxDash) p.setAttribute("stroke-dasharray", p.dataset.kxDash);
+      else p.removeAttribute("stroke-dasharray");
+      if (p.tagName === "polygon") p.setAttribute("fill", kind ? colour : p.dataset.kxFill);
+    }
+  }
+}
+
+// Steps in the browser: the frame of the group's step over the data the page sent.
+function frameData(s) {
+  const d = s.given, frames = d.frames;
+  if (!frames || !frames.length) return d;
+  const at = (window.__kxSteps || {})[d.group];
+  const i = Math.max(0, Math.min(frames.length - 1, at ?? d.step ?? 0));
+  s.view.dataset.step = String(i);
+  return { ...d, ...frames[i] };
 }
 
 // The box is at least as tall as asked and grows to the window (1080p uses the screen), but
@@ -645,7 +698,17 @@ export default function (component) {
   const fresh = !s;
   if (fresh) s = parentElement.__kx = build(parentElement);
   s.setTrigger = setTriggerValue;
-  s.data = data || {};
+  s.given = data || {};
+  s.data = frameData(s);
+  if (s.given.frames && !s.onStep) {
+    s.onStep = e => {
+      if (e.detail.group !== s.given.group) return;
+      s.data = frameData(s);
+      s.data.follow = true;  // a step in the browser: the node it is about stays in view
+      paint(s);
+    };
+    window.addEventListener("kx-step", s.onStep);
+  }
   if (fresh) {
     s.view.style.height = (s.data.height || 560) + "px";
     attach(s);
@@ -662,6 +725,7 @@ export default function (component) {
     cancelAnimationFrame(s.fitQueued);
     if (s.mapUrl) URL.revokeObjectURL(s.mapUrl);
     window.removeEventListener("resize", s.onResize);
+    if (s.onStep) window.removeEventListener("kx-step", s.onStep);
     clearTimeout(s.timer);
     delete parentElement.__kx;
   };

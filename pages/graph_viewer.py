@@ -103,13 +103,18 @@ def show_graph(
     on_click: Callable[[str], None] | None = None,
     export_name: str | None = None,
     min_font_px: int = MIN_FONT_PX,
+    frames: list[dict] | None = None,
+    group: str | None = None,
+    step: int = 0,
 ) -> None:
     """Draw `dot` in the viewer. on_click(title) runs as a callback (before the next run).
 
     height: the least height in px (the box grows with the window, and shrinks to keep its
     legend on screen); follow: centre the highlighted node when it changes and is out of
     view; export_name: the file name (without extension) of the SVG/PNG download;
-    min_font_px: node text is never drawn smaller at first (a presenter view asks for more)."""
+    min_font_px: node text is never drawn smaller at first (a presenter view asks for more);
+    frames, group, step: steps in the browser (pages/step_controls.py): frames[i] is drawn
+    over `overlay` while group `group` is at step i (`step` until the controls say)."""
     ov = overlay or Overlay()
 
     def _clicked() -> None:
@@ -145,6 +150,9 @@ def show_graph(
                 "marks": list(ov.marks),
                 "marks_label": ov.marks_label,
                 "export_name": export_name or key,
+                "frames": frames,
+                "group": group,
+                "step": int(step),
             },
             on_clicked_change=_clicked,
             on_missing_change=_svg_missing,

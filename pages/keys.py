@@ -15,10 +15,10 @@ The events of one browser task (a scripted burst) go out as one report. The call
 the action of every entry the server has not seen yet, in order, before the page is
 drawn: however many are pending when a run starts, they all apply in that run and the
 page is drawn once, for the final position. Events that arrive while a fragment's run is
-going on wait for its end (Streamlit does not stop a fragment's run for them): a page calls
-`skip_if_superseded` once it has applied the events, so such a run draws nothing and the
-next one, with every event so far, draws the final position (5 quick Step clicks on a new
-ResNet-18 session drew operator 1 and then operator 5).
+going on wait for its end and apply in the next run. (Stopping such a run early through
+Streamlit's private request state froze the page after a Reset and a burst: issue 38.)
+Walkthroughs whose every step is known in advance step in the browser instead
+(pages/step_controls.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
-from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
 
 _JS = """
 export default function (component) {
@@ -128,16 +126,3 @@ def step_keys(
 ) -> None:
     """→ and PageDown step forward, ← and PageUp step back; `buttons`: as keyboard's."""
     keyboard(key, {k: forward if d > 0 else back for k, d in STEP_KEYS.items()}, buttons)
-
-
-def skip_if_superseded() -> None:
-    """In a fragment's run: when the browser has already sent a newer request (a click or a
-    key, not Play's timer), stop here and run the fragment again with it, instead of drawing
-    a position that is out of date before it reaches the screen."""
-    ctx = get_script_run_ctx()
-    if ctx is None or not ctx.fragment_ids_this_run:  # a whole-page run: Streamlit stops it itself
-        return
-    requests = ctx.script_requests  # Streamlit's own pending request (not a public API: guarded)
-    pending = getattr(requests, "_rerun_data", None)
-    if getattr(requests, "_state", None) == ScriptRequestType.RERUN and not getattr(pending, "is_auto_rerun", True):
-        st.rerun(scope="fragment")

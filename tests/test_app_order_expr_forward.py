@@ -22,8 +22,24 @@ from apptest_helpers import EXPR, FORWARD, ORDER, app, click, dots, highlight, k
 MODELS = list(json.loads((SAMPLES / "models.json").read_text()))
 
 
-def current_in_toy_dot(dot: str) -> list[str]:
-    return re.findall(r'^  "([^"]+)" \[[^\n]*penwidth=3', dot, re.M)
+def component(at, name: str, i: int = 0) -> dict:
+    """The data the i-th component `name` was given (the order walk's controls and panels)."""
+    return [json.loads(el.proto.json) for el in at.get("bidi_component") if el.proto.component_name == name][i]
+
+
+def go(at, step: int):
+    """The browser's controls reporting a position (steps themselves never reach the server)."""
+    at.session_state["kx_order"]["step"] = step
+    return at.run()
+
+
+def shown(at, i: int = 0) -> tuple[dict, str]:
+    """What the browser shows for the server's step: viewer i's frame and panel i's HTML."""
+    step = component(at, "kx_step_controls")["step"]
+    v = viewers(at)[i]
+    frame = v["frames"][min(step, len(v["frames"]) - 1)]
+    panel = component(at, "kx_step_panel", i)["frames"][step]
+    return frame, panel
 
 
 def runtime(name: str) -> kuiper_core.RuntimeGraph:
@@ -37,82 +53,77 @@ def disabled(at, key: str) -> bool:
 # -- Execution order ----------------------------------------------------------------------------------
 def test_order_walkthrough_step_back_and_end_on_the_kuiperinfer_example() -> None:
     at = app(page=ORDER)
-    (dot,) = dots(at)
-    assert current_in_toy_dot(dot) == []
-    assert disabled(at, "order_back") and disabled(at, "order_reset") and not disabled(at, "order_step")
-    click(at, "order_step", 4)  # input, op1, op3, op4 called
-    assert current_in_toy_dot(dots(at)[0]) == ["op4"] and highlight(at) == "op4"
-    assert any("Step 4 of 13:" in i.value and "op4" in i.value for i in at.info)
-    assert "input  op1  op3  op4" in texts(at.code)  # the call stack
-    assert keyed(at.slider, "order_pos_").value == 4 and at.query_params["step"] in ("4", ["4"])
-    click(at, "order_back")
-    assert current_in_toy_dot(dots(at)[0]) == ["op3"] and not disabled(at, "order_back")
-    click(at, "order_end")
-    assert disabled(at, "order_step") and disabled(at, "order_end") and not disabled(at, "order_back")
-    order = at.dataframe[-1].value
-    assert list(order["node"]) == ["input", "op1", "op3", "op5", "output", "op4"]
-    assert list(order["#"]) == [1, 2, 3, 4, 5, 6]
-    assert any("Reverse" in i.value for i in at.info)
-    click(at, "order_reset")
-    assert current_in_toy_dot(dots(at)[0]) == [] and disabled(at, "order_back")
+    controls = component(at, "kx_step_controls")
+    assert controls["step"] == 0 and controls["total"] == 13 and controls["prefix"] == "order"
+    frames = viewers(at)[0]["frames"]
+    assert len(frames) == 14 and frames[0]["highlight"] is None  # every step goes to the browser once
+    assert len(dots(at)) == 1  # one drawing, the frames painted on it
+    go(at, 4)  # input, op1, op3, op4 called
+    frame, panel = shown(at)
+    assert frame["highlight"] == "op4" and "Step 4 of 13:" in panel and "op4" in panel
+    assert "input  op1  op3  op4" in panel  # the call stack
+    assert at.query_params["step"] in ("4", ["4"])
+    go(at, 13)
+    frame, panel = shown(at)
+    assert "Reverse" in panel and frame["texts"]["op4"] == ["6. op4"]  # the place in the order
+    order = re.findall(r"<tr><td>(\d+)</td><td>([^<]+)</td>", panel)
+    assert [n for _, n in order] == ["input", "op1", "op3", "op5", "output", "op4"]
+    go(at, 0)
+    assert "step" not in at.query_params
 
 
-def test_order_slider_moves_the_step_and_the_buttons_follow() -> None:
+def test_order_a_step_past_the_end_is_the_end() -> None:
     at = app(page=ORDER)
-    keyed(at.slider, "order_pos_").set_value(13).run()
-    no_exception(at)
-    assert disabled(at, "order_step") and not disabled(at, "order_back")  # not one click late
-    keyed(at.slider, "order_pos_").set_value(0).run()
-    assert disabled(at, "order_back") and not disabled(at, "order_step")
+    go(at, 500)
+    assert component(at, "kx_step_controls")["step"] == 13 and at.query_params["step"] in ("13", ["13"])
 
 
 def test_order_kahn_shows_the_indegree_table() -> None:
     at = app(page=ORDER)
     at.selectbox(key="order_source").set_value("A small diamond").run()
     at.radio(key="order_algorithm").set_value("kahn").run()
-    click(at, "order_step", 4)  # indegree, enqueue input, dequeue input, decrement left
-    table = at.dataframe[0].value
-    assert dict(zip(table["node"], table["in-degree"])) == {"input": 0, "left": 0, "right": 1, "add": 2, "output": 1}
-    assert "in-degree 0" in dots(at)[0]
+    go(at, 4)  # indegree, enqueue input, dequeue input, decrement left
+    frame, panel = shown(at)
+    rows = dict(re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td>", panel))
+    assert rows == {"input": "0", "left": "0", "right": "1", "add": "2", "output": "1"}
+    assert frame["texts"]["add"] == ["add", "in-degree 2"] and frame["edges"] == {"input->left": "current"}
+    assert "in-degree" in dots(at)[0]  # the drawing has the room for the in-degree line
 
 
 @pytest.mark.parametrize("algorithm", ["dfs", "kahn"])
-def test_order_cycle_is_shown_as_the_lesson_and_step_is_disabled_at_its_end(algorithm: str) -> None:
+def test_order_cycle_is_shown_as_the_lesson_at_its_end(algorithm: str) -> None:
     at = app(page=ORDER)
     at.selectbox(key="order_source").set_value("A graph with a cycle").run()
     at.radio(key="order_algorithm").set_value(algorithm).run()
-    while not disabled(at, "order_step"):
-        click(at, "order_step")
-    errors = texts(at.error)
-    assert any("cycle" in e for e in errors)
-    assert disabled(at, "order_play") and disabled(at, "order_end")  # the end of the walk: nothing left to step
+    go(at, component(at, "kx_step_controls")["total"])
+    _, panel = shown(at)
+    assert "kx-s-error" in panel and "The lesson:" in panel and "cycle" in panel
     if algorithm == "kahn":
-        narration = next(e for e in errors if "queue is empty" in e)
-        assert "a, b, c lie on a cycle" in narration and "output comes after the cycle" in narration
-        assert "output lie" not in narration
+        assert "a, b, c lie on a cycle" in panel and "output comes after the cycle" in panel
+        assert "output lie" not in panel
 
 
 def test_order_both_algorithms_side_by_side() -> None:
     at = app(page=ORDER)
     at.radio(key="order_algorithm").set_value("both").run()
     assert len(viewers(at)) == 2
-    click(at, "order_step", 2)
-    assert [v["highlight"] for v in viewers(at)] == ["op1", "input"]  # DFS called op1; Kahn enqueued input
-    click(at, "order_end")
-    orders = [df.value for df in at.dataframe if "node" in df.value.columns and "#" in df.value.columns]
-    assert [list(o["node"]) for o in orders[-2:]] == [
+    go(at, 2)
+    assert [shown(at, i)[0]["highlight"] for i in (0, 1)] == ["op1", "input"]  # DFS called op1; Kahn enqueued input
+    go(at, component(at, "kx_step_controls")["total"])
+    orders = [re.findall(r"<tr><td>\d+</td><td>([^<]+)</td>", shown(at, i)[1]) for i in (0, 1)]
+    assert orders == [
         ["input", "op1", "op3", "op5", "output", "op4"],
         ["input", "op1", "op3", "op4", "op5", "output"],
     ]
-    assert any("Both orders are valid" in i.value for i in at.info)
+    assert "Both orders are valid" in shown(at, 1)[1]
 
 
 def test_order_of_a_typed_graph_and_its_located_errors() -> None:
     at = app(page=ORDER)
     at.selectbox(key="order_source").set_value("Type your own graph").run()
     at.text_area(key="order_typed").input("x -> y -> z\nx -> z").run()
-    click(at, "order_end")
-    assert list(at.dataframe[-1].value["node"]) == ["x", "y", "z"]
+    go(at, component(at, "kx_step_controls")["total"])
+    assert re.findall(r"<tr><td>\d+</td><td>([^<]+)</td>", shown(at)[1]) == ["x", "y", "z"]
     at.text_area(key="order_typed").input("x -> y\ny - > z").run()
     no_exception(at)
     assert any("Cannot read the graph" in e.value for e in at.error)
@@ -125,12 +136,12 @@ def test_order_of_each_bundled_model(name: str) -> None:
     at = app(name, ORDER)
     at.selectbox(key="order_source").set_value("The loaded model").run()
     no_exception(at)
-    click(at, "order_step")
+    go(at, 1)
     first = next(op.name for op in g.graph.operators if not g.graph.predecessors(op))  # the DFS's first root
     viewer = viewers(at)[0]
     assert viewer["highlight"] == first and viewer["neutral"]  # state colours only, the rest neutral
     assert {label for label, _ in viewer["legend"]} >= {"on the call stack", "visited, finished (in the output list)"}
-    click(at, "order_end")
+    go(at, component(at, "kx_step_controls")["total"])
     table = at.dataframe[-1].value
     assert list(table["node"]) == [r.name for r in g.order]
 

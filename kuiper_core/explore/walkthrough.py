@@ -334,9 +334,8 @@ def toy_dot(w: Walkthrough, step: int | None) -> str:
     """
     state = w.trace[step] if step is not None and len(w.trace) else None
     colors = node_colors(w, step if state is not None else None)
-    edge = state.event.edge if state is not None else None
-    removed = set(state.removed) if state is not None else set()
-    position = {n: i + 1 for i, n in enumerate(state.output)} if state is not None and state.kind == "reverse" else {}
+    labels = toy_labels(w, step if state is not None else None)
+    edges = toy_edges(w, step if state is not None else None)
     lines = [
         "digraph walkthrough {",
         '  graph [rankdir=TB, nodesep=0.4, ranksep=0.45, bgcolor="transparent"];',
@@ -344,27 +343,48 @@ def toy_dot(w: Walkthrough, step: int | None) -> str:
         '  edge [color="#555555", arrowsize=0.7];',
     ]
     for n in w.nodes:
-        label = n
-        if w.types and n in w.types:
-            label += "\n" + w.types[n]
-        if n in position:
-            label = f"{position[n]}. {label}"
-        if state is not None and n in state.indegree:
-            label += f"\nin-degree {state.indegree[n]}"
-        attrs = [f"label={quote(label)}", f"fillcolor={quote(colors[n])}"]
+        attrs = [f"label={quote(chr(10).join(labels[n]))}", f"fillcolor={quote(colors[n])}"]
         if state is not None and n == state.node:
             attrs += [f"color={quote(CURRENT_BORDER)}", "penwidth=3"]
         lines.append(f"  {quote(n)} [{', '.join(attrs)}];")
     for n in w.nodes:
         for s in w.successors.get(n, ()):
             attrs = []
-            if (n, s) == edge:
+            if edges.get((n, s)) == "current":
                 attrs += [f"color={quote(CURRENT_BORDER)}", "penwidth=2.5"]
-            elif (n, s) in removed:
+            elif edges.get((n, s)) == "removed":
                 attrs += ['style="dashed"', 'color="#bbbbbb"']
             lines.append(f"  {quote(n)} -> {quote(s)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
     lines.append("}")
     return "\n".join(lines)
+
+
+def toy_labels(w: Walkthrough, step: int | None) -> dict[str, list[str]]:
+    """Each node's label lines after event `step`: its name (and type), its place in the
+    order at DFS's last step, Kahn's remaining in-degree."""
+    state = w.trace[step] if step is not None and len(w.trace) else None
+    position = {n: i + 1 for i, n in enumerate(state.output)} if state is not None and state.kind == "reverse" else {}
+    out: dict[str, list[str]] = {}
+    for n in w.nodes:
+        lines = [f"{position[n]}. {n}" if n in position else n]
+        if w.types and n in w.types:
+            lines.append(w.types[n])
+        if state is not None and n in state.indegree:
+            lines.append(f"in-degree {state.indegree[n]}")
+        out[n] = lines
+    return out
+
+
+def toy_edges(w: Walkthrough, step: int | None) -> dict[tuple[str, str], str]:
+    """The edges drawn apart after event `step`: "current" (just followed or removed) and
+    "removed" (Kahn's, dashed)."""
+    state = w.trace[step] if step is not None and len(w.trace) else None
+    if state is None:
+        return {}
+    out = {e: "removed" for e in state.removed}
+    if state.event.edge is not None:
+        out[state.event.edge] = "current"
+    return out
 
 
 def indegree_rows(w: Walkthrough, step: int) -> list[dict[str, object]]:

@@ -1,0 +1,81 @@
+"""Steps in the browser (issue 38): a walkthrough's controls and panel, as components.
+
+`step_controls` draws Reset / Back / Step / End / Play, the speed, a slider and "Step N of M";
+they (and → PageDown ← PageUp) move the position in the browser (step_controls.js), which
+repaints the graph viewers given `frames=` and the `step_panel`s of the same group from frames
+sent once. The server hears the position only when the user pauses (one absolute number,
+so a burst is never merged or replayed), to keep its state and the URL for a reload.
+
+No private Streamlit state is involved: a step is a plain component state value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import streamlit as st
+
+from kuiper_core.explore.links import link_int
+from pages.player import DEFAULT, SPEEDS
+
+_HERE = Path(__file__).resolve().parent
+_CSS = (_HERE / "step_controls.css").read_text()
+_controls = st.components.v2.component(
+    "kx_step_controls", js=(_HERE / "step_controls.js").read_text(), css=_CSS, isolate_styles=False
+)
+_panel = st.components.v2.component("kx_step_panel", js=(_HERE / "step_panel.js").read_text(), isolate_styles=False)
+
+REPORT_MS = 700  # the server hears the position once the user has paused this long
+
+
+def group_of(*parts: object) -> str:
+    """A short id for what is walked through (the frames of one walk belong to one group)."""
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
+def step_controls(
+    key: str,
+    group: str,
+    total: int,
+    step: int,
+    seq: int,
+    on_step: Callable[[int], None],
+    *,
+    prefix: str,
+    label_suffix: str = "",
+    url_param: str | None = "step",
+    report_ms: int | None = None,
+) -> None:
+    """The controls of one walk of `total` steps, at `step`. `seq`: bump it whenever the
+    server moves the position itself (the browser then takes `step`); on_step(n) runs (as a
+    callback) with the browser's position once the user pauses."""
+
+    def _reported() -> None:
+        value = (st.session_state.get(key) or {}).get("step")
+        n = link_int(str(value)) if isinstance(value, int) and not isinstance(value, bool) else None
+        if n is not None:
+            on_step(min(n, total))
+
+    _controls(
+        key=key,
+        data={
+            "group": group,
+            "total": int(total),
+            "step": int(step),
+            "seq": int(seq),
+            "prefix": prefix,
+            "label_suffix": label_suffix,
+            "url_param": url_param,
+            "report_ms": REPORT_MS if report_ms is None else int(report_ms),
+            "speeds": SPEEDS,
+            "speed": DEFAULT,
+        },
+        on_step_change=_reported,
+    )
+
+
+def step_panel(key: str, group: str, frames: list[str], step: int) -> None:
+    """The panel of `group`: frames[step] (HTML made and escaped by kuiper_core.explore)."""
+    _panel(key=key, data={"group": group, "frames": frames, "step": int(step)})
