@@ -101,25 +101,39 @@ function writeUrl(s) {
   if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url.href);
 }
 
-function button(s, act, label, disabled, primary) {
+function button(s, act, label, primary) {
   const key = s.data.prefix + "_" + act;
-  return `<span class="st-key-${key}"><button data-act="${act}" class="${primary ? "kx-primary" : ""}"` +
-    `${disabled ? " disabled" : ""}>${label}</button></span>`;
+  return `<span class="st-key-${key}"><button data-act="${act}" class="${primary ? "kx-primary" : ""}">${label}</button></span>`;
+}
+
+// The controls are built once per walk and then only updated: a button a user (or a script)
+// holds stays the same element through a burst of clicks.
+function layout(s) {
+  const d = s.data, speeds = Object.keys(d.speeds || {});
+  s.el.innerHTML =
+    '<div class="kx-steps-row">' +
+    button(s, "reset", "Reset") + button(s, "back", "Back") + button(s, "step", "Step", true) +
+    button(s, "end", "End") + button(s, "play", "Play") +
+    `<select title="Play speed, in steps per second" aria-label="Play speed">` +
+    speeds.map(k => `<option${k === s.speed ? " selected" : ""}>${k}</option>`).join("") + "</select>" +
+    `<input type="range" min="0" max="${d.total}" aria-label="Step (of ${d.total})">` +
+    '</div><p class="kx-steps-where"></p>';
+  s.laidOut = d.prefix + "|" + d.total;
+  s.btn = Object.fromEntries([...s.el.querySelectorAll("button[data-act]")].map(b => [b.dataset.act, b]));
+  s.range = s.el.querySelector("input[type=range]");
+  s.where = s.el.querySelector(".kx-steps-where");
 }
 
 function draw(s) {
   const d = s.data, at = s.step, end = at >= d.total;
-  const speeds = Object.keys(d.speeds || {});
-  s.el.innerHTML =
-    '<div class="kx-steps-row">' +
-    button(s, "reset", "Reset", at === 0) + button(s, "back", "Back", at === 0) +
-    button(s, "step", "Step", end, true) + button(s, "end", "End", end) +
-    button(s, "play", s.playing ? "Pause" : "Play", end && !s.playing) +
-    `<select title="Play speed, in steps per second" aria-label="Play speed">` +
-    speeds.map(k => `<option${k === s.speed ? " selected" : ""}>${k}</option>`).join("") + "</select>" +
-    `<input type="range" min="0" max="${d.total}" value="${at}" aria-label="Step (of ${d.total})">` +
-    "</div>" +
-    `<p class="kx-steps-where"><b>Step ${at} of ${d.total}</b>${d.label_suffix || ""}</p>`;
+  if (s.laidOut !== d.prefix + "|" + d.total) layout(s);
+  s.btn.reset.disabled = s.btn.back.disabled = at === 0;
+  s.btn.step.disabled = s.btn.end.disabled = end;
+  s.btn.play.disabled = end && !s.playing;
+  s.btn.play.textContent = s.playing ? "Pause" : "Play";
+  if (+s.range.value !== at) s.range.value = String(at);
+  s.where.innerHTML = `<b>Step ${at} of ${d.total}</b>`;
+  s.where.append(d.label_suffix || "");
   s.el.dataset.step = String(at);
 }
 
