@@ -7,7 +7,6 @@ of every toy graph, measured on the real DOM."""
 from __future__ import annotations
 
 import random
-import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -33,7 +32,9 @@ def page():
 
 
 def open_walk(page, graph: str, algo: str, step: int | None = None) -> None:
-    q = f"/order?graph={graph.replace(' ', '+').replace(chr(39), '%27')}&algo={algo}" + (f"&step={step}" if step else "")
+    q = f"/order?graph={graph.replace(' ', '+').replace(chr(39), '%27')}&algo={algo}" + (
+        f"&step={step}" if step else ""
+    )
     page.goto(page.kx_url + q)
     page.locator(STEPS).wait_for(timeout=120_000)
     wait_idle(page)
