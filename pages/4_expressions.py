@@ -20,13 +20,14 @@ from kuiper_core.explore import compare
 from kuiper_core.explore import expression_view
 from kuiper_core.explore.expression_quiz import KIND_LABELS, ExpressionQuiz
 from kuiper_core.explore import tensors
+from kuiper_core.explore import walk_frames
 from kuiper_core.explore.overlay import Overlay
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
 from pages import common, presenter
 from pages import quiz_panel
 from pages.graph_viewer import show_graph
-from pages.keys import step_keys
+from pages.step_controls import group_of, step_controls, step_panel
 from pages.tensor_panel import show_tensor
 
 STEP = "expr_step"  # the stack-evaluation step on view (1-based)
@@ -176,55 +177,26 @@ def _move(to: int | None = None, by: int = 0) -> None:
     st.session_state[STEP] = max(1, min(n_steps, to if to is not None else st.session_state[STEP] + by))
 
 
-def _on_slider(widget: str, drawn_at: int) -> None:
-    """The slider is a new widget at each step (its key holds it): a rerun the browser sent
-    before it had drawn the newest step (a burst of keys or clicks) carries an older slider's
-    value, which must not move the step back; only the slider drawn at the current step is
-    the user's. (Keyed to STEP itself, it did: 4 quick → made 1 step.)"""
-    if drawn_at == st.session_state[STEP]:
-        _move(to=int(st.session_state[widget]))
+def _reported(to: int) -> None:
+    """The browser's position, once the user paused (the steps themselves never reach the
+    server); the tabs below are drawn for it."""
+    st.session_state[STEP] = max(1, min(n_steps, to))
 
 
 step = st.session_state[STEP] - 1
 current = trace.steps[step]
 
 
-def _step_controls() -> None:
-    b = st.columns([1, 1, 1, 1, 5])
-    b[0].button("Reset", key="expr_reset", width="stretch", on_click=_move, kwargs={"to": 1}, disabled=step == 0)
-    b[1].button("Back", key="expr_back", width="stretch", on_click=_move, kwargs={"by": -1}, disabled=step == 0)
-    b[2].button(
-        "Step",
-        key="expr_step_btn",
-        width="stretch",
-        on_click=_move,
-        kwargs={"by": 1},
-        disabled=step >= n_steps - 1,
-        type="primary",
-    )
-    b[3].button(
-        "End", key="expr_end", width="stretch", on_click=_move, kwargs={"to": n_steps}, disabled=step >= n_steps - 1
-    )
-    if n_steps > 1:
-        b[4].slider(
-            "Step",
-            1,
-            n_steps,
-            step + 1,
-            key=f"expr_pos_{step + 1}",
-            on_change=_on_slider,
-            args=(f"expr_pos_{step + 1}", step + 1),
-            label_visibility="collapsed",
-        )
-
-
 def _walk() -> None:
-    _step_controls()
-    forward, back = lambda: _move(by=1), lambda: _move(by=-1)
-    step_keys("expr_keys", forward, back, buttons={"expr_step_btn": forward, "expr_back": back})  # none merged
+    # Steps in the browser: the tree's overlay, the sentence and the stack of every step go
+    # once; Step / Back / keys move through them there. The tabs below follow the position
+    # the browser reports when the user pauses.
+    group = group_of("expr", text, where)
+    step_controls("expr_steps", group, n_steps, step + 1, 0, _reported, prefix="expr", first=1)
+    view = expression_view.ast_dot(ast, labels)
+    graph_frames, panel_frames = walk_frames.expression_frames(view, trace, labels, where)
     tree_col, stack_col = st.columns([3, 2])
     with tree_col:
-        view = expression_view.ast_dot(ast, labels)
         colors, node = view.overlay_colors(trace, step)
         overlay = Overlay(
             highlight=node,
@@ -234,19 +206,11 @@ def _walk() -> None:
             highlight_label="this step",
             note="grey: not evaluated yet · #N: place in reverse Polish order",
         )
-        show_graph(view.dot, "ast", overlay, height=340, follow=True)
+        show_graph(view.dot, "ast", overlay, height=340, follow=True, frames=graph_frames, group=group, step=step + 1)
         if view.shown < view.total:
             st.caption(f"Showing the top {view.shown} of {view.total} nodes.")
     with stack_col:
-        st.info(f"**Step {step + 1} of {n_steps}:** {current.describe()}")
-        st.markdown("**The stack** (top first, with its values)")
-        st.code(
-            expression_view.stack_text(trace, step, labels, width=40),
-            language=None,
-            wrap_lines=True,
-            height=min(240, 40 + 44 * len(current.stack)),
-        )
-        st.caption(f"Evaluated on {where}.")
+        step_panel("expr_panel", group, panel_frames, step + 1)
 
     # -- details below the first screen -----------------------------------------------------------------
     # Only the open tab is drawn (each step redraws this part; a tab's dataframes, tensor
@@ -510,8 +474,6 @@ def _present() -> None:
 
 
 if presenting:
-    with presenter.controls("-steps"):
-        _step_controls()
     _present()
 elif view_mode == "quiz":
     _quiz()

@@ -18,7 +18,7 @@ from kuiper_core.errors import ShapeError
 from kuiper_core.explore import compare
 from kuiper_core.explore import tensors
 from kuiper_core.explore.dot import graph_view
-from kuiper_core.explore.overlay import Overlay, roll_up, state_overlay
+from kuiper_core.explore.overlay import RAN, Overlay, roll_up, state_overlay
 from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
@@ -31,7 +31,6 @@ from pages.tensor_panel import chart, show_tensor
 PENDING = "fw_pending"  # ("go", position) or ("name", operator), from a callback or another page
 PLAYING = "fw_playing"  # (stepper id, bool)
 MAX_TENSORS = 8  # tensors shown per operator (torch.cat may read dozens)
-RAN = "#a8d4ff"
 FAILED = "#7a0000"
 
 st.title("Step through Forward")

@@ -10,7 +10,8 @@
 // `seq`, and only then replaces the one here.
 //
 // data: {group, total, step, seq, prefix (the buttons' keys: PREFIX_step …), label_suffix,
-//        url_param, report_ms, speeds {label: steps per second}, speed}
+//        url_param, report_ms, speeds {label: steps per second}, speed, first (the lowest
+//        step: 0 = before the first event, 1 for a walk that opens on its first step)}
 // state: step (the position, reported as above).
 // Listeners: window "kx-step" events {group, step}; window.__kxSteps[group] the position now.
 
@@ -52,7 +53,7 @@ function build(root) {
 function act(s, what) {
   const d = s.data;
   if (what !== "play") stop(s);
-  if (what === "reset") go(s, 0);
+  if (what === "reset") go(s, d.first || 0);
   else if (what === "back") go(s, s.step - 1);
   else if (what === "step") go(s, s.step + 1);
   else if (what === "end") go(s, d.total);
@@ -81,7 +82,7 @@ function stop(s) {
 }
 
 function go(s, to) {
-  const step = Math.max(0, Math.min(s.data.total, to | 0));
+  const step = Math.max(s.data.first || 0, Math.min(s.data.total, to | 0));
   if (step === s.step) return;
   s.step = step;
   draw(s);
@@ -114,11 +115,11 @@ function layout(s) {
     '<div class="kx-steps-row">' +
     button(s, "reset", "Reset") + button(s, "back", "Back") + button(s, "step", "Step", true) +
     button(s, "end", "End") + button(s, "play", "Play") +
-    `<select title="Play speed, in steps per second" aria-label="Play speed">` +
+    `<select title="Play speed, in steps per second" aria-label="Play speed (steps per second)">` +
     speeds.map(k => `<option${k === s.speed ? " selected" : ""}>${k}</option>`).join("") + "</select>" +
-    `<input type="range" min="0" max="${d.total}" aria-label="Step (of ${d.total})">` +
+    `<input type="range" min="${d.first || 0}" max="${d.total}" aria-label="Step (of ${d.total})">` +
     '</div><p class="kx-steps-where"></p>';
-  s.laidOut = d.prefix + "|" + d.total;
+  s.laidOut = d.prefix + "|" + d.total + "|" + (d.first || 0);
   s.btn = Object.fromEntries([...s.el.querySelectorAll("button[data-act]")].map(b => [b.dataset.act, b]));
   s.range = s.el.querySelector("input[type=range]");
   s.where = s.el.querySelector(".kx-steps-where");
@@ -126,8 +127,8 @@ function layout(s) {
 
 function draw(s) {
   const d = s.data, at = s.step, end = at >= d.total;
-  if (s.laidOut !== d.prefix + "|" + d.total) layout(s);
-  s.btn.reset.disabled = s.btn.back.disabled = at === 0;
+  if (s.laidOut !== d.prefix + "|" + d.total + "|" + (d.first || 0)) layout(s);
+  s.btn.reset.disabled = s.btn.back.disabled = at <= (d.first || 0);
   s.btn.step.disabled = s.btn.end.disabled = end;
   s.btn.play.disabled = end && !s.playing;
   s.btn.play.textContent = s.playing ? "Pause" : "Play";
@@ -150,7 +151,7 @@ export default function (component) {
     stop(s);
     s.group = d.group;
     s.seq = d.seq;
-    s.step = Math.max(0, Math.min(d.total, d.step | 0));
+    s.step = Math.max(d.first || 0, Math.min(d.total, d.step | 0));
   }
   draw(s);
   announce(d.group, s.step);

@@ -47,6 +47,7 @@ def step_controls(
     label_suffix: str = "",
     url_param: str | None = "step",
     report_ms: int | None = None,
+    first: int = 0,
 ) -> None:
     """The controls of one walk of `total` steps, at `step`. `seq`: bump it whenever the
     server moves the position itself (the browser then takes `step`); on_step(n) runs (as a
@@ -56,7 +57,7 @@ def step_controls(
         value = (st.session_state.get(key) or {}).get("step")
         n = link_int(str(value)) if isinstance(value, int) and not isinstance(value, bool) else None
         if n is not None:
-            on_step(min(n, total))
+            on_step(max(first, min(n, total)))
 
     _controls(
         key=key,
@@ -71,6 +72,7 @@ def step_controls(
             "report_ms": REPORT_MS if report_ms is None else int(report_ms),
             "speeds": SPEEDS,
             "speed": DEFAULT,
+            "first": int(first),
         },
         on_step_change=_reported,
     )

@@ -19,6 +19,8 @@ CVD = {
     "tritanopia": np.array(
         [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]]
     ),
+    # a greyscale print or projector: every channel the relative luminance
+    "greyscale": np.array([[0.2126, 0.7152, 0.0722]] * 3),
 }
 
 

@@ -15,6 +15,7 @@ from conftest import SAMPLES
 
 import kuiper_core
 from kuiper_core.explore import compare as C
+from kuiper_core.explore import expression_view
 
 pytest.importorskip("streamlit")
 from apptest_helpers import EXPR, FORWARD, ORDER, app, click, dots, highlight, keyed, no_exception, texts, viewers  # noqa: E402
@@ -365,17 +366,21 @@ def test_expressions_typed_text_steps_through_the_stack() -> None:
     at = app("digits_cnn", EXPR)
     at.text_input(key="expr_text").set_value("mul(add(@0,1),@1)").run()
     no_exception(at)
-    assert any("Step 5 of 5" in i.value for i in at.info)  # opens on the finished evaluation
-    assert disabled(at, "expr_step_btn") and not disabled(at, "expr_back")
-    click(at, "expr_reset")
-    assert any("Step 1 of 5" in i.value for i in at.info) and disabled(at, "expr_back")
-    click(at, "expr_step_btn", 2)
-    assert any("Step 3 of 5" in i.value and "apply add" in i.value for i in at.info)
-    viewer = viewers(at)[0]
+    controls = component(at, "kx_step_controls")
+    assert (controls["step"], controls["total"], controls["first"]) == (5, 5, 1)  # opens on the finished evaluation
+    panels = component(at, "kx_step_panel")["frames"]
+    frames = viewers(at)[0]["frames"]
+    assert len(panels) == len(frames) == 6  # every step goes to the browser once (0 repeats 1)
+    assert "Step 5 of 5" in panels[5] and "Step 1 of 5" in panels[1]
+    assert "Step 3 of 5" in panels[3] and "apply add" in panels[3]
     add_id = re.search(r'^  (n\d+) \[label="add\\n#3"', dots(at)[0], re.M).group(1)
-    assert viewer["highlight"] == add_id and viewer["colors"][add_id] == "#ffe08a"  # its value is on the stack
-    stack = next(c.value for c in at.code if c.value.startswith("top ▸"))
-    assert "add(@0,1)" in stack and "[-0.5, 0, 0.5" in stack  # values, not only shapes
+    assert (
+        frames[3]["highlight"] == add_id and frames[3]["colors"][add_id] == expression_view.ON_STACK
+    )  # its value is on the stack
+    assert "add(@0,1)" in panels[3] and "[-0.5, 0, 0.5" in panels[3]  # values, not only shapes
+    at.session_state["expr_step"] = 3  # the browser reports its position: the tabs follow
+    at.run()
+    assert component(at, "kx_step_controls")["step"] == 3 and at.query_params["step"] in ("3", ["3"])
     assert "@0 1 add @1 mul" not in texts(at.code)  # only the open tab below is drawn
     at.session_state["expr_tab"] = "Reverse Polish"  # (a click on the tab)
     at.run()

@@ -36,3 +36,45 @@ def test_the_colour_difference_matches_sharma_et_al() -> None:
 
     assert ciede2000((50, 2.6772, -79.7751), (50, 0, -82.7485)) == pytest.approx(2.0425, abs=1e-4)
     assert ciede2000((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387)) == pytest.approx(1.2644, abs=1e-4)
+
+
+# -- the state palettes (issue 38): the colours one view shows together --------------------------
+def _state_palettes() -> dict[str, dict[str, str]]:
+    from kuiper_core.explore import compare, expression_view
+    from kuiper_core.explore import walkthrough as W
+    from kuiper_core.explore.overlay import NEUTRAL, RAN
+
+    return {
+        "DFS walkthrough": {k: W.COLORS[k] for k in W.DFS_LEGEND},
+        "Kahn walkthrough": {k: W.COLORS[k] for k in W.KAHN_LEGEND},
+        "error view": {"not compared": NEUTRAL, **compare.ERROR_COLORS},
+        "expressions": {"not evaluated yet": NEUTRAL, **dict(expression_view.STACK_LEGEND)},
+        "Forward": {"not run yet": NEUTRAL, "run": RAN},
+    }
+
+
+STATE_VISIONS = ["normal", "protanopia", "deuteranopia", "tritanopia", "greyscale"]
+
+
+@pytest.mark.parametrize("vision", STATE_VISIONS)
+@pytest.mark.parametrize("palette", list(_state_palettes()))
+def test_every_state_of_a_view_stays_apart(palette: str, vision: str) -> None:
+    """Pass and fail, finished and on the cycle, on the stack and used: told apart by a
+    colour-blind student and on a greyscale projector (lightness differs, not only hue)."""
+    colours = _state_palettes()[palette]
+    close = [
+        (a, b, round(difference(colours[a], colours[b], vision), 1))
+        for a, b in itertools.combinations(colours, 2)
+        if difference(colours[a], colours[b], vision) < MIN_DELTA_E
+    ]
+    assert close == [], f"{palette}: states too alike for {vision} (CIEDE2000 < {MIN_DELTA_E}): {close}"
+
+
+def test_black_labels_stay_readable_on_every_state_fill() -> None:
+    fills = {c for p in _state_palettes().values() for c in p.values()}
+    assert min(contrast("#000000", c) for c in fills) >= 4.0
+
+
+def test_greyscale_keeps_lightness_only() -> None:
+    assert difference("#ff0000", "#ff0000", "greyscale") == 0
+    assert difference("#808080", "#7f7f7f", "greyscale") < 1  # a grey is itself

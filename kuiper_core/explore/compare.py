@@ -28,7 +28,9 @@ _RANK = {NO_REF: 0, OK: 1, OVER: 2, SHAPE: 3}
 Tolerance = Callable[[np.ndarray], "float | np.ndarray"]
 
 # Fill colours of the graph's error view: states only (operators not compared are neutral).
-ERROR_COLORS = {OK: "#9fdf9f", OVER: "#ff9a9a", SHAPE: "#c9a0ff", "first bad": "#d62728"}
+# Darker as worse, so pass and fail differ in lightness too: apart under every colour-vision
+# deficiency and in greyscale (tests/test_palette.py).
+ERROR_COLORS = {OK: "#92dd9a", OVER: "#d67169", SHAPE: "#aea0f2", "first bad": "#b3514e"}
 
 
 # -- one tensor ----------------------------------------------------------------------------------

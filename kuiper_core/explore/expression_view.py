@@ -19,8 +19,9 @@ from .dot import quote
 from .tensor_view import value_preview
 
 AST_COLORS = {"call": "#fbb4c4", "operand": "#9ecae1", "constant": "#e0e0e0", "list": "#fff2ae"}
-ON_STACK = "#ffe08a"  # evaluated, its value is on the stack now
-USED = "#9fdf9f"  # evaluated and already consumed by its parent's call
+# (apart from each other and from the grey of "not evaluated yet" in lightness too: tests/test_palette.py)
+ON_STACK = "#eacc79"  # evaluated, its value is on the stack now
+USED = "#6eb978"  # evaluated and already consumed by its parent's call
 STACK_LEGEND = [("value on the stack", ON_STACK), ("evaluated and used", USED)]
 
 

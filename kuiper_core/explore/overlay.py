@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from .categories import CATEGORY_COLORS
 
 NEUTRAL = "#f4f4f4"  # nodes without a state while a state view is on
+RAN = "#93d4fe"  # Forward: an operator that has run (apart from NEUTRAL in greyscale too)
 
 
 @dataclass

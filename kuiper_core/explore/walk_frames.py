@@ -136,3 +136,24 @@ def panel_frames(w: Walkthrough, total: int, compact: bool = False, end_note: st
             html += lesson_html(w) + (f'<div class="kx-s-box kx-s-info">{escape(end_note)}</div>' if end_note else "")
         frames.append(html)
     return frames
+
+
+# -- an expression's stack machine ----------------------------------------------------------------
+def expression_frames(view, trace, labels, where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The tree's overlay and the panel (the step's sentence, the stack with its values) at
+    each stack step 1..n, as index 1..n (index 0 repeats step 1: the walk starts there)."""
+    from .expression_view import stack_text
+
+    graph, panels = [], []
+    n = len(trace.steps)
+    for i in range(n):
+        colors, node = view.overlay_colors(trace, i)
+        graph.append({"highlight": node, "colors": colors})
+        stack = stack_text(trace, i, labels, width=40)
+        panels.append(
+            f'<div class="kx-s-box kx-s-info"><b>Step {i + 1} of {n}:</b> {escape(trace.steps[i].describe())}</div>'
+            f'<p class="kx-s-title">The stack <small>(top first, with its values)</small></p>'
+            f'<pre class="kx-s-list kx-s-stack">{escape(stack)}</pre>'
+            f'<p class="kx-s-caption">Evaluated on {escape(where)}.</p>'
+        )
+    return graph[:1] + graph, panels[:1] + panels

@@ -47,15 +47,17 @@ PRESETS: dict[str, dict[str, list[str]]] = {
     "A graph with a cycle": WITH_CYCLE,
 }
 
-# What each colour means; the page draws this legend next to the graph.
+# What each colour means; the page draws this legend next to the graph. The states of one
+# algorithm differ in lightness as well as hue, so they stay apart under every colour-vision
+# deficiency and in greyscale (CIEDE2000 >= 8: tests/test_palette.py).
 COLORS: dict[str, str] = {
     "not visited": "#ffffff",
-    "on the call stack": "#ffe08a",
-    "visited, finished (in the output list)": "#9fdf9f",
+    "on the call stack": "#f3d481",
+    "visited, finished (in the output list)": "#74be7d",
     "not in the queue yet": "#ffffff",
-    "in the queue": "#a8d4ff",
-    "emitted to the order": "#9fdf9f",
-    "on the cycle": "#ff9a9a",
+    "in the queue": "#b1ddfc",
+    "emitted to the order": "#74be7d",
+    "on the cycle": "#d06b64",
 }
 CURRENT_BORDER = "#d62728"  # the node (or edge) the current step is about
 
