@@ -24,6 +24,7 @@ PAGES = [
     st.Page("pages/6_profile.py", title="Profile", icon=":material/timer:"),
     st.Page("pages/7_ir.py", title="IR", icon=":material/code:"),
     st.Page("pages/8_passes.py", title="Passes", icon=":material/tune:"),
+    st.Page("pages/9_class.py", title="Class", icon=":material/groups:"),
 ]
 
 page = st.navigation(PAGES)
@@ -33,7 +34,7 @@ st.html(
     "[data-testid='stMainBlockContainer'] h1{font-size:2.1rem;padding-top:0.2rem}</style>"
 )
 
-from pages import common, server  # noqa: E402  (after set_page_config)
+from pages import class_panel, common, server  # noqa: E402  (after set_page_config)
 
 server.start_upkeep()
 
@@ -43,6 +44,9 @@ badge = st.sidebar.empty()
 with badge.container():
     common.sidebar_model_badge()
 common.begin_url()
+in_class = class_panel.joined()  # (a class's code stays in the URL on every page)
+if in_class is not None:
+    st.sidebar.caption(f"Class **{in_class}**: your quiz answers count (anonymously)")
 try:
     page.run()
 except MemoryError as e:  # one no page caught (they catch it with KuiperError): said so, the server keeps serving

@@ -56,7 +56,7 @@ from st_client import ProtocolError, Session  # noqa: E402
 from timing import median, quantile  # noqa: E402
 
 FORWARD_RE = re.compile(r"\*\*Operator (\d+) of (\d+): `([^`]+)`\*\*")
-ORDER_RE = re.compile(r"^\*\*Step (\d+) of (\d+)\*\*")
+ORDER_RE = re.compile(r"^\*\*Step (\d+) of (\d+):\*\*")  # the loaded model's panel (the server draws it)
 OPERAND_RE = re.compile(r"^`([^`]+)`: shape")
 SEED_RE = re.compile(r"seeded random numbers \(seed (\d+)\)")
 STEPS_PER_PAGE = 6  # a student's Steps on one page before going to the other (--steps-per-page)
@@ -346,11 +346,14 @@ class Student:
             self._leak(f"operand {operand}: min/max {got} on screen, {want} for this seed")
 
     def check_order(self, s: Session) -> None:
-        shown = next((m for t in s.texts() if (m := ORDER_RE.match(t))), None)
-        if shown is None:
+        try:  # the walk's controls (steps in the browser) say the step the server drew
+            k = int(s.component("kx_step_controls")["step"])
+        except (ProtocolError, KeyError, TypeError, ValueError):
             self._leak("the Execution order page shows no step")
             return
-        k = int(shown.group(1))
+        if k and not any(ORDER_RE.match(t) and int(ORDER_RE.match(t).group(1)) == k for t in s.texts()):
+            self._leak(f"the Execution order panel does not show step {k}")
+            return
         if self.order_step is not None and k != self.order_step:
             self._leak(f"expected Execution order step {self.order_step}, the page shows {k}")
         self.order_step = k
@@ -401,13 +404,15 @@ class Student:
             self.check_forward(s)
             await self.fetch_media(s)
         else:
-            step_button = s.find("button", label="Step")
-            if step_button.proto.disabled:
-                await self.act(s, "Order: Reset", s.click("Reset"))
+            # The loaded model's walk: the browser moves the position and reports it at once
+            # (pages/step_controls.py); the server draws it.
+            walk = s.component("kx_step_controls")
+            if walk["step"] >= walk["total"]:
+                await self.act(s, "Order: Reset", s.set_component_state("kx_step_controls", step=0))
                 self.order_step = 0
             else:
-                await self.act(s, "Order: Step", s.click("Step"))
-                self.order_step = None if self.order_step is None else self.order_step + 1
+                await self.act(s, "Order: Step", s.set_component_state("kx_step_controls", step=walk["step"] + 1))
+                self.order_step = walk["step"] + 1
             self.check_order(s)
 
     async def run(self, start_delay: float, until: float, interval: float) -> None:

@@ -214,6 +214,24 @@ class Session:
     def image_urls(self) -> list[str]:
         return [img.url for el in self.find_all("imgs") for img in el.proto.imgs]
 
+    def component(self, name: str) -> dict[str, Any]:
+        """The data a custom component (st.components.v2) `name` was given."""
+        import json
+
+        for el in self.find_all("bidi_component"):
+            if el.proto.component_name == name:
+                return json.loads(el.proto.json)
+        raise ProtocolError(f"no component {name!r} on the page")
+
+    async def set_component_state(self, name: str, **state: Any) -> Run:
+        """What the browser does when component `name` reports `state` (e.g. a walk's step)."""
+        import json
+
+        el = next((e for e in self.find_all("bidi_component") if e.proto.component_name == name), None)
+        if el is None:
+            raise ProtocolError(f"no component {name!r} on the page")
+        return await self._send(el, json_value=json.dumps(state))
+
     async def set_number(self, label: str, value: int) -> Run:
         widget = self.find("number_input", label=label)
         return await self._send(widget, int_value=value)

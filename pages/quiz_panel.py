@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from kuiper_core.explore.quiz import Question, Score, Verdict
-from pages import common
+from pages import class_panel, common
 from pages.keys import keyboard
 
 MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the pages' two ways: walk through, or predict the next step
@@ -47,6 +47,7 @@ def answer(state: dict[str, Any], judge: Callable[[Question, str], Verdict], qs:
     verdict = judge(qs[state["index"]], pick)
     state["verdict"] = verdict
     state["score"].add(verdict)
+    class_panel.record_answer(state["about"], state["index"], qs[state["index"]].prompt, verdict.correct)
 
 
 def next_question(state: dict[str, Any]) -> None:

@@ -184,3 +184,74 @@ def test_a_quiz_link_opens_the_same_question() -> None:
     assert at.query_params["q"] in ("2", ["2"]) and at.query_params["mode"] in ("quiz", ["quiz"])
     at = app(page=ORDER, query={"graph": "A small diamond", "algo": "kahn", "mode": "quiz", "q": "2"})
     assert _score(at).startswith("**Score: no answers yet** · question 2 of 5")
+
+
+# -- a class (issue 38) ------------------------------------------------------------------------
+CLASS = "pages/9_class.py"
+
+
+@pytest.fixture
+def class_store(tmp_path, monkeypatch):
+    """The app's class store in a fresh data folder (st.cache_resource is per process)."""
+    from pages import class_panel
+
+    monkeypatch.setenv("KUIPER_DATA", str(tmp_path))
+    class_panel.store.clear()
+    yield
+    class_panel.store.clear()
+
+
+def _class_results(at) -> list[dict]:
+    return at.dataframe[0].value.to_dict("records") if at.dataframe else []
+
+
+@pytest.mark.slow
+def test_a_class_collects_its_students_answers(class_store) -> None:
+    teacher = app(page=CLASS)
+    click(teacher, "class_open")
+    code = teacher.session_state["kx_class_teacher"]["code"]
+    assert any(code in m.value for m in teacher.markdown)
+    assert any("No answers yet" in i.value for i in teacher.info)
+    students = []
+    for answer in ("input", "add", "input"):  # two right, one wrong, on question 1 of Kahn's diamond quiz
+        s = app(page=CLASS)
+        s.text_input(key="class_code").input(code.lower()).run()  # typed as heard: any case
+        click(s, "class_join")
+        assert any(code in m.value for m in s.success)
+        s.switch_page(ORDER).run()
+        s.selectbox(key="order_source").set_value("A small diamond").run()
+        s.radio(key="order_algorithm").set_value("kahn").run()
+        s.radio(key="order_mode").set_value("quiz").run()
+        assert s.query_params["class"] in (code, [code])  # a reload keeps the class
+        _pick(s, answer)
+        _pick_again = [p for p in s.pills if p.key.startswith("order_quiz_pick_")]
+        assert not _pick_again
+        students.append(s)
+    teacher.run()
+    (row,) = _class_results(teacher)
+    assert row["question"].endswith("Q1: Which node does Kahn emit next?")
+    assert (row["answered"], row["right"]) == (3, 2)
+    assert any("3 students have answered" in m.value for m in teacher.markdown)
+    csv_text = class_panel_csv(code)
+    assert csv_text.splitlines()[1].endswith(",3,2,67")
+
+
+def class_panel_csv(code: str) -> str:
+    from pages import class_panel
+
+    return class_panel.store().csv(code)
+
+
+@pytest.mark.slow
+def test_a_wrong_code_is_said_and_a_link_joins(class_store) -> None:
+    s = app(page=CLASS)
+    s.text_input(key="class_code").input("ZZZZZ").run()
+    click(s, "class_join")
+    assert any("No open class has this code" in e.value for e in s.error)
+    from pages import class_panel
+
+    code, _ = class_panel.store().open_class()
+    s = app(page=CLASS, query={"class": code})
+    assert any(code in m.value for m in s.success)
+    s = app(page=CLASS, query={"class": "²" * 5000})  # an untrusted link: ignored
+    assert not s.success
