@@ -62,8 +62,6 @@ st.caption(
 # the whole page.
 refs: dict[str, np.ndarray] = {}
 refs_source = ""
-# In `state`: whether the compare section was drawn before any step (None: this run draws it).
-COMPARE_DRAWN_EMPTY = "compare_drawn_empty"
 
 
 # -- callbacks ----------------------------------------------------------------------------------
@@ -222,8 +220,6 @@ def _body() -> None:
         _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
     _errors_panel(checks)
     _outputs()
-    if state.get(COMPARE_DRAWN_EMPTY) is not None and state[COMPARE_DRAWN_EMPTY] != (not stepper.events):
-        st.rerun(scope="app")  # its Save / Download buttons were drawn disabled (or enabled): draw them again
 
 
 def _show_failure(failure: BaseException | None) -> None:
@@ -451,10 +447,8 @@ def _outputs() -> None:
 
 
 # Play re-runs only this fragment on a timer; clicks inside it re-run only it too (fast).
-state[COMPARE_DRAWN_EMPTY] = None  # a whole-page run: the section below is drawn after the fragment
 run_fragment(_body, state, current_speed("fw_speed"))
 # Outside the fragment: nothing in it changes with the step (its Save and Download read the
 # stepper when clicked), so a Step no longer sends and redraws its uploader, radio, expander
 # and buttons (a ResNet-18 step 0.50 -> 0.375 s in one A/B at load ~4: docs/app_latency.md).
 compare_panel.compare_section(model, resolved, stepper, compare_panel.active_references(model, resolved))
-state[COMPARE_DRAWN_EMPTY] = not stepper.events

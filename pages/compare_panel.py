@@ -126,6 +126,9 @@ def _on_choice() -> None:
 
 
 def _save_run(stepper: ForwardStepper, model: common.LoadedModel, description: str) -> None:
+    if not stepper.events:
+        st.session_state["fw_saved_note"] = None
+        return
     n = int(st.session_state.get("fw_run_counter", 0)) + 1
     st.session_state["fw_run_counter"] = n
     arrays = references.run_arrays(stepper.values, stepper.outputs())
@@ -189,7 +192,10 @@ def compare_section(
 
 
 def _run_actions(model: common.LoadedModel, resolved: common.ResolvedInput, stepper: ForwardStepper) -> None:
-    nothing = not stepper.events
+    # Never disabled: the section is outside the stepping fragment, and redrawing it when the
+    # first step or a Reset changed "anything to save?" took a whole-page rerun from inside the
+    # fragment (with a burst of clicks queued behind it, the page froze: issue 38). A click
+    # with nothing run yet says so; the download then holds no tensor.
     a, b = st.columns(2)
     a.download_button(
         "Download every tensor computed so far (.npz)",
@@ -197,19 +203,20 @@ def _run_actions(model: common.LoadedModel, resolved: common.ResolvedInput, step
         file_name=f"{model.name}.tensors.npz",
         mime="application/octet-stream",
         key="fw_dl_npz",
-        disabled=nothing,
         width="stretch",
         help="keyed by operand name (and out0, out1, … once the run is complete): upload it back here as a "
-        "reference, or compare it with `kuiper compare`",
+        "reference, or compare it with `kuiper compare` (empty until a Step)",
     )
     b.button(
         "Save this run to compare with later",
         key="fw_save_run",
         on_click=_save_run,
         args=(stepper, model, f"{model.name}, {resolved.description}"),
-        disabled=nothing,
         width="stretch",
     )
+    if "fw_saved_note" in st.session_state and st.session_state["fw_saved_note"] is None:
+        del st.session_state["fw_saved_note"]
+        st.warning("Nothing has run yet: press **Step** (or **Run all**) first, then save the run.")
     note = st.session_state.pop("fw_saved_note", None)
     if note is not None:
         label, dropped = note

@@ -91,7 +91,9 @@ def test_the_first_failure_offered_is_the_node_drawn_red() -> None:
 
 def test_save_a_run_and_compare_another_input_with_it() -> None:
     at = app("digits_cnn", FORWARD)
-    assert at.button(key="fw_save_run").disabled  # nothing has run yet
+    click(at, "fw_save_run")  # nothing has run yet: said so, nothing saved
+    assert any("Nothing has run yet" in w.value for w in at.warning)
+    assert "kx_saved_runs" not in at.session_state or not at.session_state["kx_saved_runs"]
     click(at, "fw_run_all")
     click(at, "fw_save_run")
     assert any("Saved 'run 1: digits_cnn, the model's sample input'" in s.value for s in at.success)
@@ -118,7 +120,7 @@ def test_every_tensor_is_downloadable_without_references() -> None:
     _upload_model(at)  # an uploaded model on seeded random input: no references at all
     at.switch_page(FORWARD).run()
     dl = [d for d in at.get("download_button") if "every tensor" in d.proto.label]
-    assert dl and dl[0].proto.disabled  # nothing computed yet
+    assert dl and "empty until a Step" in dl[0].proto.help  # never disabled (no whole-page rerun to enable it)
     click(at, "fw_step")
     dl = [d for d in at.get("download_button") if "every tensor" in d.proto.label]
     assert dl and not dl[0].proto.disabled
