@@ -68,6 +68,9 @@ if "order_algorithm" not in st.session_state and common.url_param("algo") in ALG
     st.session_state["order_algorithm"] = common.url_param("algo")
 if "order_mode" not in st.session_state and common.url_param("mode") in quiz_panel.MODES:
     st.session_state["order_mode"] = common.url_param("mode")
+for _alg, _kinds in order_quiz.KINDS.items():  # the quiz's question kind (a reload keeps it)
+    if f"order_quiz_kind_{_alg}" not in st.session_state and common.url_param("kind") in _kinds:
+        st.session_state[f"order_quiz_kind_{_alg}"] = common.url_param("kind")
 controls = presenter.controls()
 # Three columns, the third for a typed graph's text: the drawing stays above the fold at 720 px.
 c1, c2, c3 = controls.columns([3, 3, 4])
@@ -369,7 +372,9 @@ def _quiz() -> None:
             key=f"order_quiz_kind_{w.algorithm}",
         )
     w, qs, qstate = _quiz_setup()
-    common.set_url(graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz")
+    common.set_url(
+        graph=source if source != TYPED_SOURCE else None, algo=w.algorithm, mode="quiz", kind=qstate["about"][3]
+    )
     if not qs:
         st.info("This graph has no such step to predict (a cycle stops the algorithm first).")
         return

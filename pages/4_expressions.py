@@ -52,6 +52,8 @@ if "expr_op" not in st.session_state and common.url_param("op") in by_name:
     st.session_state["expr_op"] = common.url_param("op")
 if "expr_view" not in st.session_state and common.url_param("mode") in quiz_panel.MODES:
     st.session_state["expr_view"] = common.url_param("mode")
+if "expr_quiz_kind" not in st.session_state and common.url_param("kind") in KIND_LABELS:  # (a reload keeps it)
+    st.session_state["expr_quiz_kind"] = common.url_param("kind")
 controls = presenter.controls()
 c_mode, c_what = controls.columns([1, 4], vertical_alignment="center")
 view_mode = beside_title.radio(
@@ -371,7 +373,7 @@ def _quiz() -> None:
         label_visibility="collapsed",
     )
     z, qs, qstate = _quiz_setup()
-    common.set_url(op=op.name if op is not None else None, mode="quiz")
+    common.set_url(op=op.name if op is not None else None, mode="quiz", kind=qstate["about"][2])
     if not qs:
         st.info("This expression has no such step to predict (no call takes two or more arguments).")
         return
@@ -439,7 +441,7 @@ def _present() -> None:
     if view_mode == "quiz":
         presenter.begin("expressions", "expr_present_keys", *quiz_panel.presenter_keys(_judge_setup))
         z, qs, qstate = _quiz_setup()
-        common.set_url(op=op.name if op is not None else None, mode="quiz")
+        common.set_url(op=op.name if op is not None else None, mode="quiz", kind=qstate["about"][2])
         if not qs:
             presenter.message("This expression has no such step to predict.")
             return

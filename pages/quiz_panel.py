@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from kuiper_core.explore.links import link_int
 from kuiper_core.explore.quiz import Question, Score, Verdict
 from pages import class_panel, common
 from pages.keys import keyboard
@@ -23,20 +24,33 @@ MODES = {"walk": "Walk through", "quiz": "Quiz"}  # the pages' two ways: walk th
 
 def quiz_state(key: str, about: tuple) -> dict[str, Any]:
     """{"about", "index", "verdict", "score"}: fresh when `about` changed. A link's `?q=N`
-    opens question N the first time (the URL carries the question on screen)."""
+    opens question N the first time, and its `?score=R-N` the score (the URL carries the
+    question on screen and the score: a reload keeps both)."""
     state = st.session_state.get(key)
     if state is None or state.get("about") != about:
         wanted = common.url_number("q", low=1) if state is None else None
         start = wanted - 1 if wanted is not None else 0  # current() keeps it within the questions
-        state = {"about": about, "index": start, "verdict": None, "score": Score()}
+        score = _linked_score(common.url_param("score")) if state is None else Score()
+        state = {"about": about, "index": start, "verdict": None, "score": score}
         st.session_state[key] = state
     return state
+
+
+def _linked_score(text: str | None) -> Score:
+    """A link's `R-N` (R right of N answered, ASCII digits, R <= N <= MAX_LINKED); else none."""
+    right, _, asked = (text or "").partition("-")
+    r, n = link_int(right, high=MAX_LINKED), link_int(asked, high=MAX_LINKED)
+    return Score(right=r, asked=n) if r is not None and n is not None and r <= n else Score()
+
+
+MAX_LINKED = 10_000  # answers a link's score may claim
 
 
 def current(state: dict[str, Any], qs: Sequence[Question]) -> tuple[int, Question, Verdict | None]:
     """The question on screen (its index and itself) and the verdict of its answer, if any."""
     index = min(state["index"], len(qs) - 1)
-    common.set_url(q=index + 1)
+    score: Score = state["score"]
+    common.set_url(q=index + 1, score=f"{score.right}-{score.asked}" if score.asked else None)
     return index, qs[index], state["verdict"]
 
 

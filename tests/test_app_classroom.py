@@ -255,3 +255,22 @@ def test_a_wrong_code_is_said_and_a_link_joins(class_store) -> None:
     assert any(code in m.value for m in s.success)
     s = app(page=CLASS, query={"class": "²" * 5000})  # an untrusted link: ignored
     assert not s.success
+
+
+@pytest.mark.slow
+def test_a_reload_keeps_the_quiz_kind_question_and_score() -> None:
+    """Issue 38: the question kind was not in the URL (a reload opened another quiz, score reset)."""
+    at = _quiz("A small diamond", "kahn")
+    _pick(at, "input")  # right
+    click(at, "order_quiz_next")
+    assert at.query_params["score"] in ("1-1", ["1-1"]) and at.query_params["q"] in ("2", ["2"])
+    query = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    again = app(page=ORDER, query=query)  # a reload: a new session on the same link
+    assert _score(again).startswith("**Score: 1 of 1** · question 2 of 5")
+    for bad in ("2-1", "²-3", "9" * 50 + "-1", "x"):  # an untrusted link's score: ignored
+        at = app(page=ORDER, query={**query, "score": bad})
+        assert _score(at).startswith("**Score: no answers yet**")
+    e = app(page=EXPR, query={"mode": "quiz", "kind": "first"})
+    assert e.session_state["expr_quiz_kind"] == "first" and e.query_params["kind"] in ("first", ["first"])
+    d = app(page=ORDER, query={"graph": "A small diamond", "algo": "dfs", "mode": "quiz", "kind": "finish"})
+    assert "#### Which node joins the output list next?" in texts(d.markdown)
