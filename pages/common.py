@@ -85,12 +85,9 @@ def _leave_legacy_pages_mode() -> None:
     pages/2_graph.py bare (no wide layout, every file in the sidebar). Every page imports
     this module, so switching the flag and rerunning here routes it through app.py.
     """
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a future Streamlit without the legacy mode
-        return
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
+    from pages.streamlit_internals import leave_legacy_pages_mode
+
+    if leave_legacy_pages_mode():
         st.rerun()
 
 

@@ -15,42 +15,19 @@ So a class's memory comes back within TTL + COLLECT_SECONDS after the students l
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
 
 import streamlit as st
 
 from kuiper_core.explore.model_cache import give_back_memory
+from pages.streamlit_internals import session_reaper
 
 COLLECT_SECONDS = 10.0
-
-
-def _reaper() -> Callable[[], list[Any]] | None:
-    """A function that drops Streamlit's expired disconnected sessions and returns them, or
-    None when its internals are not there (not under a server: AppTest; or Streamlit changed,
-    and sessions are reaped at the next disconnect, as Streamlit does)."""
-    try:
-        from streamlit.runtime import Runtime
-
-        manager: Any = Runtime.instance()._session_mgr  # type: ignore[attr-defined]
-        storage, lock = manager._session_storage, manager._storage_lock
-        storage._cache.expire  # noqa: B018  -- the API this relies on
-    except Exception:  # noqa: BLE001
-        return None
-
-    def reap() -> list[Any]:
-        # under the manager's lock: a session being resumed is read then deleted under it
-        # (reaping between the two wiped a live session's state: a KeyError on its page)
-        with lock:
-            return list(storage._cache.expire())
-
-    return reap
 
 
 @st.cache_resource(show_spinner=False)
 def start_upkeep(period: float = COLLECT_SECONDS) -> threading.Thread | None:
     """The process's upkeep thread (started once: st.cache_resource is per process)."""
-    reap = _reaper()
+    reap = session_reaper()  # (None: Streamlit reaps at the next disconnect, as it does)
 
     def loop() -> None:
         stop = threading.Event()
