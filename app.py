@@ -13,7 +13,9 @@ import streamlit as st
 # copy the server's threads' state and hold its sockets.
 os.environ.setdefault("KUIPER_HELPER_PROCESS", "0")
 
-st.set_page_config(page_title="Kuiper Explorer", page_icon=":material/hub:", layout="wide")
+# The favicon is an emoji, which Streamlit draws as an inline SVG: a ":material/…:" icon is
+# fetched from fonts.gstatic.com, a request leaving a classroom's network (an error offline).
+st.set_page_config(page_title="Kuiper Explorer", page_icon="🕸️", layout="wide")
 
 PAGES = [
     st.Page("pages/1_home.py", title="Home / model", icon=":material/home:", default=True),

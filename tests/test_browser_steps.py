@@ -179,3 +179,16 @@ def test_forward_reset_then_burst_never_freezes(page) -> None:
         assert page.get_by_text(f"Operator {want} of {total}:").count() >= 1, (i, burst)
         assert url_step(page) == want, (i, burst, page.url)
         assert not page.locator('[role="dialog"]').count() and not exception_boxes(page), i
+
+
+def test_no_request_leaves_the_server(page) -> None:
+    """A classroom network may have no Internet: every request the page makes (the favicon
+    was fetched from a font CDN) goes to the app's own server or is inline data."""
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    open_walk(page, "A small diamond", "dfs")
+    page.keyboard.press("ArrowRight")
+    icon = page.evaluate("() => document.querySelector(\"link[rel='shortcut icon']\")?.href || ''")
+    assert icon.startswith(("data:", page.kx_url)), icon
+    outside = [u for u in requested if not u.startswith((page.kx_url, "data:", "blob:", "ws://127.0.0.1"))]
+    assert outside == [], outside
