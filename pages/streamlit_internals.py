@@ -36,7 +36,7 @@ def session_reaper() -> Callable[[], list[Any]] | None:
     try:
         from streamlit.runtime import Runtime
 
-        manager: Any = Runtime.instance()._session_mgr  # type: ignore[attr-defined]
+        manager: Any = Runtime.instance()._session_mgr
         storage, lock = manager._session_storage, manager._storage_lock
         storage._cache.expire  # noqa: B018  -- the API this relies on
     except Exception:  # noqa: BLE001
