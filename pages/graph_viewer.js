@@ -24,7 +24,7 @@
 
 const CURRENT = "#d62728";
 const MARK = "#0072b2";  // search matches: a blue ring (Okabe-Ito blue)
-const MIN_FIT_FONT_PX = 7;  // Fit never draws node text smaller than this (it says what is left out)
+const MIN_FIT_FONT_PX = 7;  // node text smaller than this: the view is an overview (the box says so)
 const MARGIN = 12;
 const MIN_BOX_PX = 220;  // the box shrinks to this to keep its legend on a 720-px screen
 const MAP_NODES = 40;
@@ -32,6 +32,8 @@ const SMALL_GRAPH_FONT_PX = 10.5;
 const MAP_MIN_PX = 48;  // the overview map opens by itself on graphs this big that do not fit
 const EXPORT_MAX_PX = 16000;  // a PNG side (Chromium's canvas limit is 32767; memory is the real one)
 const EXPORT_MAX_AREA = 1.2e8;
+const LEGEND_MIN_PT = 420;  // an export's legend wraps within the graph's width, or this much
+const EXPORT_MIN_FONT_PX = 6;  // a PNG whose node text would be smaller: the part in view instead
 
 function esc(text) {
   return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
@@ -68,7 +70,7 @@ function build(root) {
     '<span class="kx-msg"></span><div class="kx-tools">' +
     '<button data-act="out" title="Zoom out (-)">−</button>' +
     '<button data-act="in" title="Zoom in (+)">+</button>' +
-    '<button data-act="fit" title="Fit the graph (0); never below readable size">Fit</button>' +
+    '<button data-act="fit" title="The whole graph (0): an overview when it is big">Fit</button>' +
     '<button data-act="read" title="Readable text size (1)">Aa</button>' +
     '<button data-act="map" title="Overview map with the visible part (m)">Map</button>' +
     '<button data-act="svg" title="Download the graph as drawn, as SVG">SVG</button>' +
@@ -143,10 +145,13 @@ function status(s) {
   if (!s.svg) return;
   const total = s.nodes.size, shown = inViewCount(s);
   s.view.dataset.inView = String(shown);
-  s.msg.textContent = total && shown < total && s.nodes.size >= MAP_NODES
-    ? `${shown.toLocaleString()} of ${total.toLocaleString()} nodes in view` +
-      (s.k <= s.minK * 1.001 ? " · zoom out (−) or use the map for all" : "")
-    : "";
+  const overview = total && shown === total && (s.fontPx || 0) * s.k < MIN_FIT_FONT_PX;
+  s.msg.textContent = overview
+    ? `overview of all ${total.toLocaleString()} nodes · Aa or + to read them`
+    : total && shown < total && s.nodes.size >= MAP_NODES
+      ? `${shown.toLocaleString()} of ${total.toLocaleString()} nodes in view` +
+        (s.k <= s.minK * 1.001 ? " · Fit (0) for all, or the map" : "")
+      : "";
   s.view.classList.toggle("kx-has-msg", !!s.msg.textContent);
   drawMapView(s);
 }
@@ -166,8 +171,19 @@ function centreAt(s, cx, cy) {  // stage px (unscaled) -> the middle of the box
   apply(s);
 }
 
+// A node's box in unscaled stage px, measured now: the cached boxes (the counts, the map) may
+// predate a layout change above the box or a font that loaded late (search and deep links
+// centred a node 257-3,275 px off the box on stale geometry: issue 38).
+function freshBox(s, name) {
+  const g = s.nodes && s.nodes.get(name);
+  if (!g) return null;
+  const sr = s.stage.getBoundingClientRect(), r = g.getBoundingClientRect();
+  if (!sr.width && !sr.height) return null;  // not laid out (a hidden tab): nothing to centre on
+  return { x: (r.left - sr.left) / s.k, y: (r.top - sr.top) / s.k, w: r.width / s.k, h: r.height / s.k };
+}
+
 function centreOn(s, name) {
-  const b = s.nodes && s.nodes.has(name) && boxes(s).get(name);
+  const b = freshBox(s, name);
   if (!b) return false;
   centreAt(s, b.x + b.w / 2, b.y + b.h / 2);
   clampView(s);
@@ -184,12 +200,15 @@ function clampView(s) {
   apply(s);
 }
 
+// Whether the node is wholly inside the box on screen, from the DOM as drawn now (not from
+// the pan/zoom arithmetic): what a student sees.
 function isVisible(s, name) {
-  const b = s.nodes && s.nodes.has(name) && boxes(s).get(name);
-  if (!b) return false;
-  const { W, H } = viewSize(s);
-  const l = s.x + b.x * s.k, t = s.y + b.y * s.k, r = l + b.w * s.k, btm = t + b.h * s.k;
-  return l >= 0 && t >= 0 && r <= W && btm <= H && !underMap(s, l, t, r, btm);
+  const g = s.nodes && s.nodes.get(name);
+  if (!g) return false;
+  const r = g.getBoundingClientRect(), p = s.port.getBoundingClientRect();
+  if (!r.width || !p.width) return false;
+  const l = r.left - p.left, t = r.top - p.top, rt = r.right - p.left, b = r.bottom - p.top;
+  return l >= -0.5 && t >= -0.5 && rt <= p.width + 0.5 && b <= p.height + 0.5 && !underMap(s, l, t, rt, b);
 }
 
 function underMap(s, l, t, r, b) {
@@ -200,22 +219,14 @@ function underMap(s, l, t, r, b) {
 }
 
 // -- views ---------------------------------------------------------------------------------
-// Fit: the whole graph, or when that would make text unreadable (a 1,500-operator chain at
-// scale 0.002), the smallest readable scale around the middle, and the box says how many
-// nodes are in view.
+// Fit: the whole graph, always: below the legible scale it is an overview, like a map (the
+// box says so; Aa or + read it). Fit used to stop at 7-px text and showed 14 of 166 nodes.
 function fitView(s) {
   const { W, H } = viewSize(s);
-  s.k = Math.max(s.fit, s.minK);
-  if (s.k === s.fit) {
-    s.x = (W - s.size.w * s.k) / 2;
-    s.y = Math.max(MARGIN / 2, (H - s.size.h * s.k) / 2);
-    apply(s);
-  } else if (!(s.data.highlight && centreOn(s, s.data.highlight))) {
-    const top = entryNode(s);
-    s.x = top ? W / 2 - (top.x + top.w / 2) * s.k : (W - s.size.w * s.k) / 2;
-    s.y = MARGIN;
-    apply(s);
-  }
+  s.k = s.fit;
+  s.x = (W - s.size.w * s.k) / 2;
+  s.y = Math.max(MARGIN / 2, (H - s.size.h * s.k) / 2);
+  apply(s);
 }
 
 // The node a reader starts from: the topmost one (the graph's inputs), its middle if several.
@@ -292,9 +303,15 @@ function mapPan(s, e) {
 }
 
 // -- export: exactly the drawing on screen (colours, highlight), the whole graph, the legend --
-function serialise(s, withLegend, stretch = false) {
+// region: {x, y, w, h} in stage px, the part to export (default: the whole graph).
+function serialise(s, withLegend, stretch = false, region = null) {
   const svg = s.svg.cloneNode(true);
-  const w = s.size.w, h = s.size.h;
+  const w = region ? region.w : s.size.w, h = region ? region.h : s.size.h;
+  const vb = region
+    ? (([x0, y0]) => `${x0 + region.x * 0.75} ${y0 + region.y * 0.75} ${region.w * 0.75} ${region.h * 0.75}`)(
+        s.size.vb.split(" ").map(Number))
+    : s.size.vb;
+  svg.setAttribute("viewBox", vb);
   svg.setAttribute("xmlns", "http://www.w3.org/2000/svg");
   svg.setAttribute("xmlns:xlink", "http://www.w3.org/1999/xlink");
   if (stretch) svg.setAttribute("preserveAspectRatio", "none");  // (the map of a tall chain)
@@ -304,28 +321,33 @@ function serialise(s, withLegend, stretch = false) {
   svg.setAttribute("height", h);
   for (const g of svg.querySelectorAll("g.node.kx-current")) g.classList.remove("kx-current");
   const items = withLegend ? legendItems(s.data) : [];
-  if (items.length) {  // the legend as one row of chips under the graph
-    const [vx, vy, vw, vh] = s.size.vb.split(" ").map(Number);
-    const rowPt = 20, fontPt = 10;
-    svg.setAttribute("viewBox", `${vx} ${vy} ${vw} ${vh + rowPt}`);
-    svg.setAttribute("height", h + rowPt * 4 / 3);
+  if (items.length) {  // the legend as rows of chips under the graph, whole (a narrow graph is widened)
+    const [vx, vy, vw, vh] = vb.split(" ").map(Number);
+    const rowPt = 20, fontPt = 10, room = Math.max(vw, LEGEND_MIN_PT);
     const NS = "http://www.w3.org/2000/svg";
     const g = document.createElementNS(NS, "g");
     g.setAttribute("font-family", "Helvetica,sans-Serif");
     g.setAttribute("font-size", fontPt);
-    let x = vx + 4;
+    let x = vx + 4, row = 0, widest = 0;
     for (const [label, colour, stroke] of items) {
       const width = label.length * fontPt * 0.55 + 10;
+      if (x > vx + 4 && x + width > vx + room - 4) { x = vx + 4; row++; }  // wrap: no chip is cut
+      const y = vy + vh + 3 + row * rowPt;
       const r = document.createElementNS(NS, "rect");
-      Object.entries({ x, y: vy + vh + 3, width, height: rowPt - 6, rx: 3, fill: colour, stroke: stroke || "#888888",
+      Object.entries({ x, y, width, height: rowPt - 6, rx: 3, fill: colour, stroke: stroke || "#888888",
         "stroke-width": stroke ? 2 : 0.75 }).forEach(([k, v]) => r.setAttribute(k, v));
       const t = document.createElementNS(NS, "text");
       t.setAttribute("x", x + 5);
-      t.setAttribute("y", vy + vh + rowPt - 6.5);
+      t.setAttribute("y", y + rowPt - 9.5);
       t.textContent = label;
       g.append(r, t);
       x += width + 6;
+      widest = Math.max(widest, x - vx);
     }
+    const W2 = Math.max(vw, widest + 4), H2 = vh + (row + 1) * rowPt;
+    svg.setAttribute("viewBox", `${vx} ${vy} ${W2} ${H2}`);
+    svg.setAttribute("width", W2 * 4 / 3);
+    svg.setAttribute("height", H2 * 4 / 3);
     svg.appendChild(g);
   }
   return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(svg);
@@ -342,15 +364,33 @@ function exportSvg(s) {
   return s.svg ? serialise(s, true) : "";
 }
 
+// The part of the graph in the box, in stage px (for a PNG the whole graph would make unreadable).
+function regionInView(s) {
+  const { W, H } = viewSize(s);
+  const x0 = Math.max(0, -s.x / s.k), y0 = Math.max(0, -s.y / s.k);
+  const x1 = Math.min(s.size.w, (W - s.x) / s.k), y1 = Math.min(s.size.h, (H - s.y) / s.k);
+  return { x: x0, y: y0, w: Math.max(1, x1 - x0), h: Math.max(1, y1 - y0) };
+}
+
+// The PNG's scale for a drawing of w x h px: at most 2x, within the canvas's limits.
+function pngScale(w, h) {
+  return Math.min(2, EXPORT_MAX_PX / w, EXPORT_MAX_PX / h, Math.sqrt(EXPORT_MAX_AREA / (w * h)));
+}
+
 function exportPng(s) {
   return new Promise((resolve, reject) => {
     if (!s.svg) { reject(new Error("nothing drawn")); return; }
-    const text = serialise(s, true);
+    // A tall graph (deep1500: 18 x 16,000 px, unreadable) exports the part in view instead,
+    // and says so; the SVG always has the whole graph.
+    const whole = pngScale(s.size.w, s.size.h) * (s.fontPx || 14) >= EXPORT_MIN_FONT_PX;
+    s.view.dataset.pngPart = whole ? "whole" : "view";
+    if (!whole) s.msg.textContent = "PNG: the part in view (the whole graph would be unreadable; the SVG has it all)";
+    const text = serialise(s, true, false, whole ? null : regionInView(s));
     const img = new Image();
     const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
     img.onload = () => {
       const w = img.naturalWidth || s.size.w, h = img.naturalHeight || s.size.h;
-      const k = Math.min(2, EXPORT_MAX_PX / w, EXPORT_MAX_PX / h, Math.sqrt(EXPORT_MAX_AREA / (w * h)));
+      const k = pngScale(w, h);
       const c = document.createElement("canvas");
       c.width = Math.max(1, Math.round(w * k));
       c.height = Math.max(1, Math.round(h * k));
