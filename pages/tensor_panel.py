@@ -51,7 +51,11 @@ def histogram_chart(a: np.ndarray, height: int = 160) -> tuple[pd.DataFrame, dic
 
 
 def heatmap_chart(
-    m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis"
+    m: np.ndarray,
+    row_title: str,
+    col_title: str,
+    scheme: str = "viridis",
+    domain: tuple[float, float] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any], str]:
     """A capped heatmap of a 2-D array (data, spec) and a caption saying what was averaged."""
     cells, (fr, fc) = tensor_view.block_reduce(m, tensor_view.MAX_HEATMAP, tensor_view.MAX_HEATMAP)
@@ -103,7 +107,7 @@ def heatmap_chart(
                     "color": {
                         "field": "value",
                         "type": "quantitative",
-                        "scale": {"scheme": scheme},
+                        "scale": {"scheme": scheme, **({"domain": list(domain)} if domain is not None else {})},
                         "legend": {"title": None, "format": ".4~g"},
                     },
                 },
@@ -141,10 +145,12 @@ def _cells(m: np.ndarray) -> int:
     return min(rows, cap) * min(cols, cap)
 
 
-def heatmap_picture(m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis") -> str:
+def heatmap_picture(
+    m: np.ndarray, row_title: str, col_title: str, scheme: str = "viridis", domain: tuple[float, float] | None = None
+) -> str:
     """A big heatmap drawn as a picture (one PNG, no chart: see tensor_view.heatmap_image),
     its axes and colour scale said in the caption; returns the notes heatmap_chart would."""
-    pic = tensor_view.heatmap_image(m, HEAT_W, HEAT_H, scheme)
+    pic = tensor_view.heatmap_image(m, HEAT_W, HEAT_H, scheme, domain=domain)
     nrows, ncols = m.shape if m.ndim == 2 else (1, m.shape[0])
     st.image(
         pic.rgb,
@@ -293,14 +299,18 @@ def show_tensor(
             value_table(m)
         else:
             shown, scheme = (m, "viridis") if diff_m is None else (diff_m, "reds")
+            # a difference is coloured from 0 to max(tolerance, its largest): noise stays pale
+            domain = tensor_view.difference_domain(diff_m, comparison.tolerance) if diff_m is not None else None
             if _cells(shown) > tensor_view.IMAGE_ABOVE:
-                note = heatmap_picture(shown, row_title, col_title, scheme)
+                note = heatmap_picture(shown, row_title, col_title, scheme, domain=domain)
             else:
-                data, spec, note = heatmap_chart(shown, row_title, col_title, scheme=scheme)
+                data, spec, note = heatmap_chart(shown, row_title, col_title, scheme=scheme, domain=domain)
                 chart((data, spec), width="content")
             if diff_m is not None:
                 note = (
-                    "|engine − reference| of this slice"
+                    "|engine − reference| of this slice, coloured from 0 to "
+                    + f"{domain[1]:.3g}"
+                    + (" (the tolerance)" if domain[1] == comparison.tolerance else "")
                     + (f"; {note}" if note else "")
                     + f"; tolerance {comparison.tolerance:.3g}"
                 )

@@ -211,3 +211,16 @@ def test_compare_the_model_after_kuiper_opt_with_a_run_saved_before(tmp_path) ->
     assert "all 42 within tolerance" in said
     unmatched = next(df.value for df in at.dataframe if "why" in df.value.columns)
     assert len(unmatched) == 8 and unmatched["why"].str.contains("optimisation removed it").all()
+
+
+@pytest.mark.slow
+def test_the_difference_view_is_scaled_from_zero_to_the_tolerance() -> None:
+    """digits_cnn's first conv agrees with PyTorch within float noise: its difference picture
+    runs from 0 to the tolerance (not from the noise's min to its max) and says so."""
+    at = app("digits_cnn", FORWARD)
+    click(at, "fw_step", 2)
+    at.session_state["fw_view"] = "difference"
+    at.run()
+    no_exception(at)
+    caption = " ".join(c.value for c in at.caption)
+    assert "coloured from 0 to" in caption and "(the tolerance)" in caption, caption

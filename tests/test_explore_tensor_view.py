@@ -97,3 +97,18 @@ def test_a_huge_heatmap_picture_shows_block_means_within_its_box() -> None:
     assert pic.rgb.shape[0] <= 380 and pic.rgb.shape[1] <= 400
     assert pic.lo == pic.hi == 1.0  # one value: one colour, no division by zero
     assert V.heatmap_image(np.ones((1000, 30)), 400, 380).stretched  # 4 px down, 12 across: the caption says so
+
+
+def test_a_difference_is_coloured_from_zero_to_the_tolerance() -> None:
+    """Float noise far below the tolerance stays pale (it filled the whole colour range when
+    the scale ran from the noise's min to its max: issue 38)."""
+    noise = np.random.default_rng(0).uniform(1e-9, 3e-9, (40, 40))
+    lo, hi = V.difference_domain(noise, 1e-4)
+    assert (lo, hi) == (0.0, 1e-4)
+    pic = V.heatmap_image(noise, 400, 400, "reds", domain=(lo, hi))
+    assert (pic.lo, pic.hi) == (0.0, 1e-4)
+    cells = pic.rgb[:, : pic.rgb.shape[1] - V.BAR_W - V.BAR_GAP]
+    assert np.ptp(cells.reshape(-1, 3), axis=0).max() <= 2  # one pale colour, no invented structure
+    assert V.difference_domain(np.array([0.0, 0.5, np.inf]), 1e-4) == (0.0, 0.5)  # over: its largest
+    own = V.heatmap_image(noise, 400, 400, "reds")  # without a domain: its own min and max
+    assert own.lo == pytest.approx(noise.min()) and own.hi == pytest.approx(noise.max())

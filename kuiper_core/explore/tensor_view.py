@@ -116,11 +116,19 @@ class HeatmapImage:
     nonfinite: bool  # some cells are NaN/Inf (magenta)
 
 
-def heatmap_image(m: np.ndarray, max_w: int, max_h: int, scheme: str = "viridis", max_cell: int = 36) -> HeatmapImage:
+def heatmap_image(
+    m: np.ndarray,
+    max_w: int,
+    max_h: int,
+    scheme: str = "viridis",
+    max_cell: int = 36,
+    domain: tuple[float, float] | None = None,
+) -> HeatmapImage:
     """A 2-D array as a picture of at most about max_w x max_h px (cells of whole pixels,
     at most max_cell px a side) with a colour bar. Why: a chart of one Vega mark per cell
     (a 56x56 slice: 3,136 marks) cost the browser ~0.15 s at each Forward step; a picture of
-    the same cells is one <img>."""
+    the same cells is one <img>. domain: the colour scale's ends (default: the cells' min and
+    max; a difference passes (0, its scale): see difference_domain)."""
     from kuiper_core.explore.tensors import colorize
 
     cells, factors = block_reduce(m, MAX_HEATMAP, MAX_HEATMAP)
@@ -128,6 +136,8 @@ def heatmap_image(m: np.ndarray, max_w: int, max_h: int, scheme: str = "viridis"
     finite = np.isfinite(cells)
     lo = float(cells[finite].min()) if finite.any() else 0.0
     hi = float(cells[finite].max()) if finite.any() else 1.0
+    if domain is not None:
+        lo, hi = domain
     kh = max(1, min(max_cell, max_h // rows))
     kw = max(1, min(max_cell, (max_w - BAR_W - BAR_GAP) // cols))
     picture = np.repeat(np.repeat(colorize(cells, lo, hi, scheme), kh, axis=0), kw, axis=1)
@@ -202,3 +212,14 @@ def value_preview(value: Any, max_items: int = 6) -> str:
     shown = ", ".join(f"{x:.4g}" if value.dtype.kind in "fc" else str(x) for x in flat[:max_items])
     more = f", … ({value.size:,} values)" if value.size > max_items else ""
     return f"[{shown}{more}]"
+
+
+def difference_domain(diff: np.ndarray, tolerance: float) -> tuple[float, float]:
+    """The colour scale of a |engine - reference| heatmap: from 0 to the larger of the
+    tolerance and the largest difference. Scaled to its own min and max, float noise far
+    below the tolerance (1e-9 .. 3e-9) filled the whole colour range and looked like
+    structure, and a colour bar whose ends differ in the 5th digit read "0.05 / 0.05 / 0.05"."""
+    d = np.asarray(diff, dtype=np.float64)
+    finite = d[np.isfinite(d)]
+    top = float(finite.max()) if finite.size else 0.0
+    return 0.0, max(top, float(tolerance), np.finfo(np.float32).tiny)
