@@ -9,9 +9,11 @@ import streamlit as st
 from kuiper_core.explore.dot import CLUSTER_LIMIT, graph_view
 from kuiper_core.explore.overlay import Overlay
 from kuiper_core.explore.profile import declared_kernel
+from kuiper_core.explore.search import matches as find_operators
 from kuiper_core.explore.summary import operator_details, weight_table
 from kuiper_core.explore.tensors import npy_bytes
 from pages import common
+from pages.find_key import find_key
 from pages.graph_viewer import ModuleState, show_graph
 from pages.tensor_panel import chart, histogram_chart
 
@@ -51,10 +53,7 @@ def _on_detail(widget: str) -> None:
 
 
 def _matches(text: str) -> list[str]:
-    needle = text.strip().lower()
-    return (
-        [op.name for op in graph.operators if needle in op.name.lower() or needle in op.type.lower()] if needle else []
-    )
+    return find_operators(graph, text)
 
 
 def _on_search() -> None:
@@ -73,10 +72,13 @@ c1, c2, c3, c4, c5 = st.columns([2, 2, 2, 0.8, 1.2])
 search = c1.text_input(
     "Find an operator (name or type)",
     key="graph_search",
-    placeholder="e.g. conv, relu, blocks.3",
+    placeholder="conv, 64x56x56, stride=2,2 (/ or Ctrl+F)",
     on_change=_on_search,
-    help="Selects and centres the first match and rings every match in blue; the graph stays whole.",
+    help="A name or type; a shape (`64x56x56`); a parameter or weight (`stride=2,2`, `weight=64x3x7x7`). "
+    "Selects and centres the first match and rings every match in blue; the graph stays whole. "
+    "`/` or Ctrl+F puts the cursor here.",
 )
+find_key("graph_search")
 type_filter = c2.multiselect("Only these types", types, key="graph_types")
 focus = c3.selectbox("Focus on operator", names, index=None, key="graph_focus", placeholder="whole graph")
 hops = c4.number_input("Hops", min_value=1, max_value=20, value=2, key="graph_hops", disabled=focus is None)

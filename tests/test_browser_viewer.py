@@ -468,3 +468,19 @@ def test_1080p_graph_box_uses_the_height(page) -> None:
         b = _boxes(page)
         assert b["legend"]["bottom"] >= 1080 - 60, b  # no third of the screen left empty
         assert b["legend"]["bottom"] <= 1080
+
+
+def test_slash_finds_by_shape_and_parameter(page) -> None:
+    """`/` puts the cursor in the search; a shape or a parameter finds operators (issue 38)."""
+    _open_app(page, "resnet18", "graph")
+    wait_idle(page)
+    page.locator("h1").first.click()  # the focus on the page, not a field
+    page.keyboard.press("/")
+    box = page.get_by_role("textbox", name="Find an operator (name or type)")
+    page.wait_for_function("() => document.activeElement && document.activeElement.closest('.st-key-graph_search')")
+    page.keyboard.type("weight=1000x512")
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"() => document.querySelector('{VIEW}')?.dataset.highlight === 'fc'", timeout=30_000)
+    wait_idle(page)
+    page.wait_for_function(f"() => document.querySelector('{VIEW}')?.kxVisible('fc')", timeout=30_000)
+    assert box.input_value() == "weight=1000x512" and exception_boxes(page) == []
