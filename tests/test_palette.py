@@ -12,13 +12,15 @@ from kuiper_core.explore.categories import CATEGORY_COLORS
 MIN_DELTA_E = 8.0  # CIEDE2000: side by side, clearly different colours
 
 
+def too_close(colours: dict[str, str], vision: str) -> list[tuple[str, str, float]]:
+    """The pairs of `colours` closer than MIN_DELTA_E as seen with `vision`."""
+    pairs = ((a, b, difference(colours[a], colours[b], vision)) for a, b in itertools.combinations(colours, 2))
+    return [(a, b, round(d, 1)) for a, b, d in pairs if d < MIN_DELTA_E]
+
+
 @pytest.mark.parametrize("vision", ["normal", "protanopia", "deuteranopia"])
 def test_every_pair_of_categories_stays_apart(vision: str) -> None:
-    close = [
-        (a, b, round(difference(CATEGORY_COLORS[a], CATEGORY_COLORS[b], vision), 1))
-        for a, b in itertools.combinations(CATEGORY_COLORS, 2)
-        if difference(CATEGORY_COLORS[a], CATEGORY_COLORS[b], vision) < MIN_DELTA_E
-    ]
+    close = too_close(CATEGORY_COLORS, vision)
     assert close == [], f"categories too alike for {vision} vision (CIEDE2000 < {MIN_DELTA_E}): {close}"
 
 
@@ -61,12 +63,7 @@ STATE_VISIONS = ["normal", "protanopia", "deuteranopia", "tritanopia", "greyscal
 def test_every_state_of_a_view_stays_apart(palette: str, vision: str) -> None:
     """Pass and fail, finished and on the cycle, on the stack and used: told apart by a
     colour-blind student and on a greyscale projector (lightness differs, not only hue)."""
-    colours = _state_palettes()[palette]
-    close = [
-        (a, b, round(difference(colours[a], colours[b], vision), 1))
-        for a, b in itertools.combinations(colours, 2)
-        if difference(colours[a], colours[b], vision) < MIN_DELTA_E
-    ]
+    close = too_close(_state_palettes()[palette], vision)
     assert close == [], f"{palette}: states too alike for {vision} (CIEDE2000 < {MIN_DELTA_E}): {close}"
 
 
