@@ -25,6 +25,7 @@ from kuiper_core.graph import shape_label
 from pages import common, compare_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
+from pages.step_controls import url_follows
 from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
 from pages.tensor_panel import chart, show_tensor
 
@@ -151,6 +152,7 @@ def _body() -> None:
     pos = stepper.cursor + 1  # the slider and the picker show it (new widgets per position)
     common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
     common.write_url()
+    url_follows("fw_url", step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
 
     b = st.columns([1, 1, 1, 1.2, 1.1, 1.4, 4.2])
     b[0].button(

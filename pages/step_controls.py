@@ -81,3 +81,24 @@ def step_controls(
 def step_panel(key: str, group: str, frames: list[str], step: int) -> None:
     """The panel of `group`: frames[step] (HTML made and escaped by kuiper_core.explore)."""
     _panel(key=key, data={"group": group, "frames": frames, "step": int(step)})
+
+
+_URL_JS = """
+export default function (component) {
+  const { data } = component;
+  const url = new URL(window.location.href);
+  for (const [k, v] of Object.entries(data.params || {})) {
+    if (v === null) url.searchParams.delete(k); else url.searchParams.set(k, String(v));
+  }
+  if (url.href !== window.location.href) window.history.replaceState(window.history.state, "", url.href);
+}
+"""
+_url = st.components.v2.component("kx_url_follow", js=_URL_JS, isolate_styles=False)
+
+
+def url_follows(key: str, **params: int | str | None) -> None:
+    """The address bar shows `params` once this run's page is drawn. Streamlit writes the
+    query string when a run calls st.query_params, and after a burst of fragment runs an
+    earlier run's write could land last (Forward showed operator 2 with ?step=1); this
+    element is drawn with the page, so the last page drawn sets the URL it shows."""
+    _url(key=key, data={"params": params})
