@@ -159,7 +159,7 @@ def test_a_link_to_an_upload_the_server_no_longer_has_says_so() -> None:
 
 def test_a_link_to_a_bundled_model_that_does_not_exist_says_what_opened_instead() -> None:
     at = app(None, FORWARD, query={"model": "resnet1000"})
-    assert any("'resnet1000' that this app does not have: opened `digits_cnn` instead" in w.value for w in at.warning)
+    assert any("`resnet1000` that this app does not have: opened `digits_cnn` instead" in w.value for w in at.warning)
 
 
 def test_a_failing_operator_shows_its_failing_output_first() -> None:
