@@ -6,7 +6,8 @@
     runtime = model.build()
 
 Each format is one module with `match(context)` (looks at the bytes) and `open(context)`, as
-Netron's ModelFactory: pnnx (.param + .bin), kir (textual IR), onnx and torchscript (both
+Netron's ModelFactory: pnnx (.param + .bin), ncnn (.ncnn.param + .ncnn.bin, run with ncnn's
+own layer semantics: kuiper_core/ncnn), kir (textual IR), onnx and torchscript (both
 converted to PNNX by the real `pnnx` converter, convert.py). The suffix is only a hint, used
 when no content matches (so a damaged `.param` still gets the .param parser's located error).
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import InputError
-from . import kir, onnx, pnnx, torchscript
+from . import kir, ncnn, onnx, pnnx, torchscript
 from .base import (
     Context,
     Conversion,
@@ -34,11 +35,12 @@ from .base import (
 )
 
 # The format modules are the factories (a module satisfies the ModelFormat protocol).
-FORMATS: tuple[ModelFormat, ...] = cast("tuple[ModelFormat, ...]", (pnnx, kir, onnx, torchscript))
+FORMATS: tuple[ModelFormat, ...] = cast("tuple[ModelFormat, ...]", (pnnx, ncnn, kir, onnx, torchscript))
 BY_NAME: dict[str, ModelFormat] = {f.NAME: f for f in FORMATS}
 CONVERTED = ("onnx", "torchscript")  # the formats the pnnx converter turns into PNNX first
 EXPECTED = (
-    "a PNNX .param (first line 7767517, weights in its .bin), textual IR (.kir), "
+    "a PNNX .param (first line 7767517, weights in its .bin), an ncnn .ncnn.param (with its .ncnn.bin), "
+    "textual IR (.kir), "
     "an ONNX model (.onnx) or a TorchScript module (.pt, from torch.jit.trace/script)"
 )
 
@@ -46,7 +48,7 @@ EXPECTED = (
 def detect(context: Context) -> ModelFormat:
     """The format of the file: by content first, then by a file name suffix."""
     if context.problem is not None:
-        for f in (BY_NAME["pnnx"], BY_NAME["kir"]):  # their readers say what is wrong, located (as always)
+        for f in (BY_NAME["ncnn"], BY_NAME["pnnx"], BY_NAME["kir"]):  # their readers say what is wrong, located (as always)
             if context.suffix_is(*f.SUFFIXES):
                 return f
         raise InputError(f"cannot read {context.where}: {context.problem}")

@@ -195,7 +195,7 @@ class OpenedModel:
     """A model opened by any format: its Graph and where it came from."""
 
     graph: Graph
-    format: str  # "pnnx" | "kir" | "onnx" | "torchscript"
+    format: str  # "pnnx" | "kir" | "onnx" | "torchscript" | "ncnn"
     name: str  # the source as messages name it
     source: Path | None  # the file opened (None: given as bytes)
     files: PnnxFiles | None = None
@@ -205,6 +205,7 @@ class OpenedModel:
     # A converted model's verdict: does the converted file compute what the original does?
     # (conversion_check.py; None: not converted, or opened without checking)
     check: ConversionCheck | None = None
+    ncnn_bin: Path | None = None  # an ncnn model's .ncnn.bin on disk (ncnn's own run reads it)
 
     @property
     def converted(self) -> bool:
@@ -223,7 +224,9 @@ class OpenedModel:
 
     def describe(self) -> str:
         """One line: what was opened and how (for CLI notes and the app)."""
-        what = {"pnnx": "PNNX", "kir": "textual IR", "onnx": "ONNX", "torchscript": "TorchScript"}[self.format]
+        what = {"pnnx": "PNNX", "kir": "textual IR", "onnx": "ONNX", "torchscript": "TorchScript", "ncnn": "ncnn"}[
+            self.format
+        ]
         line = f"{self.name}: {what}, {len(self.graph.operators)} operators"
         c = self.conversion
         if c is not None:

@@ -25,14 +25,13 @@ def match(context: Context) -> bool:
 
 
 def _is_ncnn(lines: list[str]) -> bool:
-    """ncnn's .param shares the magic line; its first layer is `Input` (pnnx's `pnnx.Input`)."""
-    return len(lines) >= 3 and lines[2].split()[:1] == ["Input"]
+    """ncnn's .param shares the magic line; its layer types are bare names (formats/ncnn.py)."""
+    from ..ncnn.param import is_ncnn_text
+
+    return is_ncnn_text(lines)
 
 
 def explain(context: Context) -> str | None:
-    lines = _lines(context, 3)
-    if lines and lines[0].strip() == MAGIC and _is_ncnn(lines):
-        return "an ncnn .param (ncnn's format, not PNNX): open the .pnnx.param that pnnx wrote beside it"
     names = context.zip_names
     if names and not any("/" in n for n in names) and any(n.endswith((".weight", ".bias", ".data")) for n in names):
         return "a PNNX .bin (the weights only): open its .pnnx.param"

@@ -1,6 +1,6 @@
 """The child process of isolated.py: runs one job (pnnx's generated Python, onnxruntime
-with every value exposed, or a TorchScript module) from FOLDER/job.json and FOLDER/inputs.npz under the memory and CPU
-limits the job names, and writes result.json + result.npz, or error.json.
+with every value exposed, a TorchScript module, or ncnn with every blob extracted) from
+FOLDER/job.json and FOLDER/inputs.npz under the memory and CPU limits the job names, and writes result.json + result.npz, or error.json.
 
     python -m kuiper_core.references.child FOLDER
 
@@ -74,7 +74,18 @@ def _torchscript_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any
     return len(outputs), {f"o:{i}": y for i, y in enumerate(outputs)}
 
 
-_JOBS = {"pnnx_py": _pnnx_py_job, "onnx": _onnx_job, "torchscript": _torchscript_job}
+def _ncnn_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    from .ncnn_blobs import ncnn_blobs, ncnn_version
+
+    arrays: dict[str, np.ndarray] = {}
+    feeds = dict(zip(job["inputs"], inputs))
+    for r, run in enumerate(job["runs"]):
+        blobs = ncnn_blobs(run["param"], run["bin"], feeds, job["blobs"], run["options"])
+        arrays |= {f"r{r}:{i}": blobs[name] for i, name in enumerate(job["blobs"])}
+    return {"version": ncnn_version()}, arrays
+
+
+_JOBS = {"pnnx_py": _pnnx_py_job, "onnx": _onnx_job, "torchscript": _torchscript_job, "ncnn": _ncnn_job}
 
 if __name__ == "__main__":
     _child(Path(sys.argv[1]))

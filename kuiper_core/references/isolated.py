@@ -150,3 +150,27 @@ def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: floa
             "constants": constants,
             "first_input": meta["first_input"],
         }
+
+
+def run_ncnn(
+    runs: list[tuple[str | Path, str | Path, dict[str, bool]]],
+    inputs: dict[str, np.ndarray],
+    blobs: list[str],
+    timeout: float | None,
+) -> tuple[str, list[dict[str, np.ndarray]]]:
+    """ncnn_blobs.ncnn_blobs in a child, once per (param, bin, options) of `runs` (one import
+    of ncnn for all): (ncnn's version, each run's blobs by name)."""
+    job: dict[str, Any] = {
+        "kind": "ncnn",
+        "inputs": list(inputs),
+        "blobs": blobs,
+        "runs": [{"param": str(Path(p).resolve()), "bin": str(Path(b).resolve()), "options": o} for p, b, o in runs],
+    }
+    folder, tmp = _spawn("ncnn", job, list(inputs.values()), timeout)
+    with tmp:
+        meta = json.loads((folder / "result.json").read_text())
+        results = []
+        for r in range(len(runs)):
+            values = _arrays(folder, f"r{r}:")
+            results.append(dict(zip(blobs, values)))
+        return meta["version"], results

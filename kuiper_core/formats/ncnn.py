@@ -1,0 +1,52 @@
+"""ncnn: a `.ncnn.param` text (magic 7767517, bare layer types such as `Convolution`) and its
+`.ncnn.bin` weights, as pnnx writes them beside every PNNX conversion. Run by the engine with
+ncnn's own layer semantics (kuiper_core/ncnn); blobs have no batch dim."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import ncnn as ncnn_io
+from ..ncnn.param import is_ncnn_text
+from .base import Context, OpenedModel, ReferenceInfo, installed
+
+NAME = "ncnn"
+SUFFIXES = (".ncnn.param",)
+
+
+def match(context: Context) -> bool:
+    return is_ncnn_text(context.text_head().lstrip().split("\n", 3)[:3])
+
+
+def explain(context: Context) -> str | None:
+    if context.suffix_is(".ncnn.bin"):
+        return "an ncnn .bin (the weights only): open its .ncnn.param"
+    return None
+
+
+def references() -> ReferenceInfo:
+    if installed("ncnn"):
+        return ReferenceInfo(("ncnn",))
+    return ReferenceInfo((), ("ncnn, to compare every blob with ncnn's own (pip install ncnn)",))
+
+
+def open(context: Context) -> OpenedModel:
+    opts = context.options
+    if context.path is not None:
+        bin_file = Path(opts.bin_path) if isinstance(opts.bin_path, (str, Path)) else None
+        if opts.bin_path is not None and bin_file is None:  # the .bin given as bytes
+            param = ncnn_io.read_param(context.path)
+            graph = ncnn_io.graph_of(param, bytes(opts.bin_path) if opts.weights else None, "model.ncnn.bin")
+        else:
+            graph = ncnn_io.load_ncnn(context.path, bin_file, weights=bool(opts.weights))
+            bin_file = bin_file or ncnn_io.default_bin_path(context.path)
+        return OpenedModel(graph, NAME, context.where, context.path, references=references(), ncnn_bin=bin_file)
+    bin_bytes = None if opts.bin_path is None or not opts.weights else opts.bin_path
+    if isinstance(bin_bytes, (str, Path)):
+        bin_bytes = Path(bin_bytes).read_bytes()
+    graph = (
+        ncnn_io.load_ncnn_bytes(context.data(), None if bin_bytes is None else bytes(bin_bytes), context.where)
+        if opts.weights
+        else ncnn_io.graph_of(ncnn_io.parse_bytes(context.data(), context.where), None, "")
+    )
+    return OpenedModel(graph, NAME, context.where, None, None, references=references())
