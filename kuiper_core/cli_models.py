@@ -104,6 +104,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .npy import read_npy
     from .references.compare import compare
 
+    if getattr(args, "ncnn", False):
+        from .cli_ncnn import cmd_compare_ncnn
+
+        return cmd_compare_ncnn(args)
     if args.reference and args.framework:
         raise InputError("give --reference or --framework, not both")
     if args.relative is not None and args.rtol is not None:
@@ -199,6 +203,9 @@ def add_compare_command(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     cmp.add_argument("--failed", action="store_true", help="list only the operands over tolerance")
     cmp.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
     cmp.add_argument("--save", metavar="RUN.npz", help="write every operand of this run (keyed by operand name)")
+    from .cli_ncnn import add_ncnn_options
+
+    add_ncnn_options(cmp)
     add_model_options(cmp)
     cmp.set_defaults(func=_cmd_compare)
     return cmp

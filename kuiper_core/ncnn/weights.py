@@ -80,12 +80,8 @@ def load_weights(layers: list[NcnnLayer], data: bytes, name: str) -> list[dict[s
     reader = BinReader(data, name)
     out: list[dict[str, Attribute]] = []
     for layer in layers:
-        try:
-            specs = weights(layer)
-        except ValueError as e:
-            raise WeightError(str(e), operator=layer.name, op_type=layer.type) from None
         attrs: dict[str, Attribute] = {}
-        for spec in specs:
+        for spec in _specs(layer):
             dtype, values = reader.read(layer, spec)
             attrs[spec.name] = Attribute(dtype, spec.shape, values)
         out.append(attrs)
@@ -99,10 +95,31 @@ def load_weights(layers: list[NcnnLayer], data: bytes, name: str) -> list[dict[s
 
 def specs_only(layers: list[NcnnLayer]) -> list[dict[str, Attribute]]:
     """The weights' shapes without their values (a graph read without its .bin)."""
-    out = []
-    for layer in layers:
-        try:
-            out.append({s.name: Attribute("f32", s.shape) for s in weights(layer)})
-        except ValueError as e:
-            raise WeightError(str(e), operator=layer.name, op_type=layer.type) from None
-    return out
+    return [{s.name: Attribute("f32", s.shape) for s in _specs(layer)} for layer in layers]
+
+
+def write_bin(layers: list[NcnnLayer], weights: list[dict[str, Attribute]], fp16: bool) -> bytes:
+    """A .ncnn.bin of these weights with every flagged blob stored as fp16 (`fp16`, what pnnx
+    writes by default) or fp32 (pnnx's fp16=0); unflagged blobs stay raw fp32, as ncnn reads
+    them. Widening fp16 weights to fp32 keeps their values (it cannot bring back the lost bits)."""
+    parts: list[bytes] = []
+    for layer, attrs in zip(layers, weights):
+        for spec in _specs(layer):
+            data = attrs[spec.name].data
+            assert data is not None
+            values = np.ascontiguousarray(data, "<f4").ravel()
+            if not spec.flagged:
+                parts.append(values.tobytes())
+            elif fp16:
+                raw = values.astype("<f2").tobytes()
+                parts += [FP16_TAG.to_bytes(4, "little"), raw, b"\0" * (_align4(len(raw)) - len(raw))]
+            else:
+                parts += [b"\0\0\0\0", values.tobytes()]
+    return b"".join(parts)
+
+
+def _specs(layer: NcnnLayer) -> list[WeightSpec]:
+    try:
+        return weights(layer)
+    except ValueError as e:
+        raise WeightError(str(e), operator=layer.name, op_type=layer.type) from None

@@ -153,13 +153,13 @@ def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: floa
 
 
 def run_ncnn(
-    runs: list[tuple[str | Path, str | Path, dict[str, bool]]],
+    runs: list[tuple[str | Path, str | Path, dict[str, bool] | None]],
     inputs: dict[str, np.ndarray],
     blobs: list[str],
     timeout: float | None,
 ) -> tuple[str, list[dict[str, np.ndarray]]]:
     """ncnn_blobs.ncnn_blobs in a child, once per (param, bin, options) of `runs` (one import
-    of ncnn for all): (ncnn's version, each run's blobs by name)."""
+    of ncnn for all; options None: ncnn's defaults): (ncnn's version, each run's blobs by name)."""
     job: dict[str, Any] = {
         "kind": "ncnn",
         "inputs": list(inputs),

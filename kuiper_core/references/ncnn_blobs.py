@@ -46,15 +46,17 @@ def ncnn_blobs(
     options: dict[str, bool] | None = None,
 ) -> dict[str, np.ndarray]:
     """Each of `blobs` (names) extracted from one ncnn run on `inputs`, with ncnn's options as
-    BASELINE updated by `options` (one thread: the same order of sums on every run)."""
+    BASELINE updated by `options`, or ncnn's own defaults for this CPU when `options` is None
+    (one thread: the same order of sums on every run)."""
     import ncnn
 
     net = ncnn.Net()
     opt: Any = net.opt
     opt.use_vulkan_compute = False
     opt.num_threads = 1
-    for name, value in {**BASELINE, **(options or {})}.items():
-        setattr(opt, name, bool(value))
+    if options is not None:
+        for name, value in {**BASELINE, **options}.items():
+            setattr(opt, name, bool(value))
     if net.load_param(str(param)) != 0:
         raise ValueError(f"ncnn could not read {param}")
     if net.load_model(str(bin_path)) != 0:
