@@ -63,7 +63,10 @@ def ncnn_blobs(
         raise ValueError(f"ncnn could not read {bin_path}")
     ex = net.create_extractor()
     for name, value in inputs.items():
-        ex.input(name, ncnn.Mat(np.ascontiguousarray(value, np.float32)))
+        # a Mat made from an array only points at it (no refcount): in-place layers (ReLU,
+        # LayerNorm…) then write through the pointer and crash; a clone owns its data
+        array = np.ascontiguousarray(value, np.float32)
+        ex.input(name, ncnn.Mat(array).clone())
     out: dict[str, np.ndarray] = {}
     for name in blobs:
         status, mat = ex.extract(name)

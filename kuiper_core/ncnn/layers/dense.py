@@ -176,7 +176,7 @@ class InnerProduct(NcnnLayer):
 
 @ncnn_layer("Gemm")
 class Gemm(NcnnLayer):
-    """y = alpha * op(A) op(B) + beta * C; A, B, C each a constant (4/5/6=constantA/B/C, then
+    """y = alpha * (op(A) op(B) + beta * C) (ncnn scales C by alpha too); A, B, C each a constant (4/5/6=constantA/B/C, then
     7/8/9=M/N/K) or an input blob; 2/3=transA/B; 10=how C broadcasts (0 scalar, 1/2 per row,
     3 full, 4 per column)."""
 
@@ -208,12 +208,12 @@ class Gemm(NcnnLayer):
             b = np.swapaxes(b, -1, -2)
         if a.shape[-1] != b.shape[-2]:
             raise self.error(f"A {a.shape} and B {b.shape} do not multiply (K differs)")
-        y = (a @ b) * self.alpha if self.alpha != 1 else a @ b
+        y = a @ b
         if c is not None:
             if self.c is not None and self.c_type in (1, 2):
                 c = c[:, None]
             y = y + c * self.beta
-        return [np.asarray(y, F32)]
+        return [np.asarray(y * self.alpha if self.alpha != 1 else y, F32)]
 
 
 @ncnn_layer("MatMul")

@@ -148,13 +148,19 @@ BINARY: dict[int, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = 
 }
 
 
-def broadcast_b(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """ncnn's broadcast of b against a: NumPy's right-aligned rule, except that a 1-D b as long
-    as a's channels (its first dim) but not its last runs along the channels (ncnn's legacy
-    per-channel rule, which pnnx's writer relies on for `x * scale[:, None, None]`)."""
-    if b.ndim == 1 and a.ndim > 1 and b.shape[0] == a.shape[0] and b.shape[0] != a.shape[-1] and b.shape[0] != 1:
+def broadcast_b(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """ncnn's broadcast of the lower-rank b against a: a 1-D b as long as a's channels (its
+    first dim) but not its last runs along the channels (ncnn's per-channel rule); a 1-D b as
+    long as a's last dim, or of one value, runs along the rows (NumPy's rule). None for other
+    rank mismatches: ncnn lines those up its own way (a (4, 7, 9) and a (7, 9) blob give
+    (7, 9, 9) in ncnn 1.0.20261020), which pnnx never writes (it reshapes to equal ranks)."""
+    if b.ndim == a.ndim:
+        return b
+    if b.ndim == 1 and b.shape[0] == a.shape[0] and b.shape[0] != a.shape[-1] and b.shape[0] != 1:
         return b.reshape((-1,) + (1,) * (a.ndim - 1))
-    return b
+    if b.ndim == 1 and b.shape[0] in (1, a.shape[-1]) or b.ndim == 0:
+        return b
+    return None
 
 
 @ncnn_layer("BinaryOp")
@@ -181,10 +187,16 @@ class BinaryOp(NcnnLayer):
             b: np.ndarray = np.asarray(self.b)
         else:
             b = np.asarray(inputs[1], F32)
+            lined = broadcast_b(a, b) if a.ndim >= b.ndim else broadcast_b(b, a)
+            if lined is None:
+                raise self.error(
+                    f"blobs of shapes {a.shape} and {b.shape}: ncnn's broadcast of blobs of different ranks "
+                    "is only per channel or per row (a 1-D blob); expected equal ranks"
+                )
             if a.ndim >= b.ndim:
-                b = broadcast_b(a, b)
+                b = lined
             else:
-                a = broadcast_b(b, a)
+                a = lined
         with np.errstate(all="ignore"):
             try:
                 return [np.asarray(self.fn(a, b), F32)]

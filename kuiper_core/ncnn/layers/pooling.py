@@ -81,13 +81,13 @@ class Pooling(NcnnLayer):
         if self.kind == MAX:
             return win.max(axis=(3, 4))
         total = win.sum(axis=(3, 4), dtype=F32)
-        if self.include_pad and self.mode != FULL:
+        if self.mode != FULL:  # ncnn counts SAME's computed padding in the divisor, always
             return total / F32(kh * kw)
-        # ncnn divides by the real pixels of each window: without the tail padding always,
-        # and without the padding proper too unless avgpool_count_include_pad
+        # full mode: the tail padding never counts; the padding proper counts with
+        # avgpool_count_include_pad only
         inside = np.zeros(padded.shape[1:], F32)
         if self.include_pad:
-            inside[: padded.shape[1] - (bottom - self.pads[1] if self.mode == FULL else 0), : padded.shape[2] - (right - self.pads[3] if self.mode == FULL else 0)] = 1
+            inside[: padded.shape[1] - (bottom - self.pads[1]), : padded.shape[2] - (right - self.pads[3])] = 1
         else:
             inside[top : top + h, left : left + w] = 1
         area = sliding_window_view(inside, (kh, kw))[::sh, ::sw].sum(axis=(2, 3))
