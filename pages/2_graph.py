@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from kuiper_core import KuiperError
 from kuiper_core.explore.dot import CLUSTER_LIMIT, graph_view
 from kuiper_core.explore.overlay import Overlay
 from kuiper_core.explore.profile import declared_kernel
@@ -211,3 +212,23 @@ with detail_col:
                 file_name=f"{selected}.{wname}.npy",
                 mime="application/octet-stream",
             )
+
+# The deployed model: the ncnn files pnnx wrote (or the ncnn model opened), its params named
+# and the PNNX operators each layer came from (kuiper_core/explore/ncnn_view.py, docs/ncnn.md).
+if model.opened is not None and (model.opened.format == "ncnn" or getattr(model.opened.files, "ncnn_param", None)):
+    from kuiper_core.explore.ncnn_view import deployed_rows
+
+    with st.expander("Deployed as ncnn: layers, params by name, and where each came from"):
+        origins_on = st.toggle(
+            "Find the PNNX operators behind each layer (runs both graphs once)", key="graph_ncnn_from"
+        )
+        try:
+            ncnn_view = deployed_rows(model.opened, model.sample_input, with_origins=origins_on)
+        except KuiperError as e:
+            st.warning(f"The ncnn files cannot be shown: {e}")
+            ncnn_view = None
+        if ncnn_view is not None:
+            st.caption(
+                ncnn_view[0] + ". `kuiper compare MODEL.ncnn.param --ncnn` lines every blob up with ncnn and PyTorch."
+            )
+            st.dataframe(pd.DataFrame(ncnn_view[1]), hide_index=True, width="stretch")

@@ -81,18 +81,28 @@ def test_kir_bytes_and_weights(tmp_path):
             lambda p: shutil.copy(SAMPLES / "tiny_mlp.pnnx.bin", p),
             "a PNNX .bin (the weights only): open its .pnnx.param",
         ),
-        (lambda p: p.write_text("7767517\n2 2\nInput data 0 1 data\nReLU r 1 1 data out\n"), "an ncnn .param"),
+        (lambda p: p.write_bytes(b"\0\0\0\0" + bytes(12)), "an ncnn .bin"),
         (lambda p: p.write_bytes(_zip({"m/data.pkl": b"x", "m/data/0": b"0"})), "a PyTorch checkpoint"),
         (lambda p: p.write_bytes(_zip({"m/archive_format": b"pt2", "m/models/x.json": b"{}"})), "torch.export"),
         (lambda p: p.write_bytes(b"\x80\x02\x8a\x0alegacy"), "legacy torch.save"),
     ],
-    ids=["pnnx-bin", "ncnn", "checkpoint", "pt2", "legacy-pickle"],
+    ids=["pnnx-bin", "ncnn-bin", "checkpoint", "pt2", "legacy-pickle"],
 )
 def test_files_that_are_no_model_say_what_they_are(tmp_path, make, said):
-    path = tmp_path / "model.pt"
+    path = tmp_path / ("model.ncnn.bin" if "ncnn" in said else "model.pt")
     make(path)
     with pytest.raises(InputError, match=said.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         open_model(path)
+
+
+def test_ncnn_param_opens_by_content(tmp_path):
+    """ncnn's .param shares PNNX's magic line; its bare layer types tell it apart."""
+    path = tmp_path / "model.param"
+    path.write_text("7767517\n2 2\nInput data 0 1 data\nReLU r 1 1 data out\n")
+    (tmp_path / "model.bin").write_bytes(b"")
+    model = open_model(path)
+    assert model.format == "ncnn" and [op.type for op in model.graph.operators][:2] == ["pnnx.Input", "ncnn.ReLU"]
+    np.testing.assert_array_equal(model.build().forward(np.array([-1.0, 2.0], np.float32))[0], [0.0, 2.0])
 
 
 def _zip(entries: dict[str, bytes]) -> bytes:

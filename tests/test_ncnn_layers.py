@@ -35,7 +35,9 @@ def ncnn_case(tmp: Path, layers: list[str], weights: list[tuple[bool, np.ndarray
     return param
 
 
-def check(tmp: Path, layers: list[str], x: np.ndarray, weights: list[tuple[bool, np.ndarray]] = (), tol: float = 1e-5) -> dict:
+def check(
+    tmp: Path, layers: list[str], x: np.ndarray, weights: list[tuple[bool, np.ndarray]] = (), tol: float = 1e-5
+) -> dict:
     from kuiper_core.references.isolated import run_ncnn
 
     param = ncnn_case(tmp, layers, list(weights))
@@ -79,7 +81,9 @@ def test_convolution(tmp_path, params):
 
 
 def test_depthwise_and_grouped_convolution(tmp_path):
-    check(tmp_path, ["ConvolutionDepthWise dw 1 1 in0 y 0=4 1=3 4=1 5=1 6=36 7=4 9=1"], X3, [(True, w(36)), (False, w(4))])
+    check(
+        tmp_path, ["ConvolutionDepthWise dw 1 1 in0 y 0=4 1=3 4=1 5=1 6=36 7=4 9=1"], X3, [(True, w(36)), (False, w(4))]
+    )
     check(tmp_path, ["ConvolutionDepthWise g 1 1 in0 y 0=6 1=3 3=2 4=1 5=0 6=108 7=2"], X3, [(True, w(108))])
 
 
@@ -93,16 +97,16 @@ def test_deconvolution(tmp_path):
 
 
 POOLINGS = [
-        "0=0 1=3 2=2 3=1 5=0",  # max, ceil mode (the tail padded)
-        "0=1 1=3 2=2 3=1 5=0 6=0",  # avg without the padding
-        "0=1 1=3 2=2 3=1 5=0 6=1",  # avg with the padding
-        "0=1 1=2 2=2 5=1",  # valid
-        "0=0 1=3 2=2 5=2",  # SAME_UPPER
-        "0=1 1=3 2=2 5=3 6=0",  # SAME_LOWER
-        "0=0 4=1",  # global max: a 1-D blob
-        "0=1 4=1",  # global avg
-        "0=1 7=1 8=4 18=3",  # adaptive avg
-        "0=0 7=1 8=2 18=5",  # adaptive max
+    "0=0 1=3 2=2 3=1 5=0",  # max, ceil mode (the tail padded)
+    "0=1 1=3 2=2 3=1 5=0 6=0",  # avg without the padding
+    "0=1 1=3 2=2 3=1 5=0 6=1",  # avg with the padding
+    "0=1 1=2 2=2 5=1",  # valid
+    "0=0 1=3 2=2 5=2",  # SAME_UPPER
+    "0=1 1=3 2=2 5=3 6=0",  # SAME_LOWER
+    "0=0 4=1",  # global max: a 1-D blob
+    "0=1 4=1",  # global avg
+    "0=1 7=1 8=4 18=3",  # adaptive avg
+    "0=0 7=1 8=2 18=5",  # adaptive max
 ]
 
 
@@ -155,21 +159,21 @@ def test_unaryop(tmp_path):
 
 
 ACTIVATIONS = [
-        "ReLU r 1 1 in0 y",
-        "ReLU r 1 1 in0 y 0=0.1",
-        "Clip c 1 1 in0 y 0=-0.5 1=0.7",
-        "HardSwish h 1 1 in0 y 0=0.1666667 1=0.5",
-        "HardSigmoid h 1 1 in0 y 0=0.2 1=0.5",
-        "Sigmoid s 1 1 in0 y",
-        "Swish s 1 1 in0 y",
-        "Mish m 1 1 in0 y",
-        "TanH t 1 1 in0 y",
-        "ELU e 1 1 in0 y 0=0.7",
-        "GELU g 1 1 in0 y",
-        "GELU g 1 1 in0 y 0=1",
-        "Dropout d 1 1 in0 y",
-        "Softmax s 1 1 in0 y 0=1 1=1",
-        "Softmax s 1 1 in0 y 0=-1 1=1",
+    "ReLU r 1 1 in0 y",
+    "ReLU r 1 1 in0 y 0=0.1",
+    "Clip c 1 1 in0 y 0=-0.5 1=0.7",
+    "HardSwish h 1 1 in0 y 0=0.1666667 1=0.5",
+    "HardSigmoid h 1 1 in0 y 0=0.2 1=0.5",
+    "Sigmoid s 1 1 in0 y",
+    "Swish s 1 1 in0 y",
+    "Mish m 1 1 in0 y",
+    "TanH t 1 1 in0 y",
+    "ELU e 1 1 in0 y 0=0.7",
+    "GELU g 1 1 in0 y",
+    "GELU g 1 1 in0 y 0=1",
+    "Dropout d 1 1 in0 y",
+    "Softmax s 1 1 in0 y 0=1 1=1",
+    "Softmax s 1 1 in0 y 0=-1 1=1",
 ]
 
 

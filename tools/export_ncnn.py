@@ -144,7 +144,9 @@ def export(name: str, out: Path, build: Callable[[], tuple[Any, Any]] | None = N
         torch.jit.trace(module, (x,)).save(str(pt))
         shape = "[" + ",".join(str(d) for d in x.shape) + "]"
         for tag, flag in (("fp32", "fp16=0"), ("fp16", "fp16=1")):
-            res = subprocess.run([pnnx.EXEC_PATH, pt.name, f"inputshape={shape}", flag], cwd=tmp, capture_output=True, text=True)
+            res = subprocess.run(
+                [pnnx.EXEC_PATH, pt.name, f"inputshape={shape}", flag], cwd=tmp, capture_output=True, text=True
+            )
             param = Path(tmp) / f"{name}.ncnn.param"
             if not param.exists():
                 raise RuntimeError(f"pnnx wrote no ncnn files for {name} ({res.returncode}): {res.stderr[-2000:]}")

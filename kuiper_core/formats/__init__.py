@@ -48,7 +48,11 @@ EXPECTED = (
 def detect(context: Context) -> ModelFormat:
     """The format of the file: by content first, then by a file name suffix."""
     if context.problem is not None:
-        for f in (BY_NAME["ncnn"], BY_NAME["pnnx"], BY_NAME["kir"]):  # their readers say what is wrong, located (as always)
+        for f in (
+            BY_NAME["ncnn"],
+            BY_NAME["pnnx"],
+            BY_NAME["kir"],
+        ):  # their readers say what is wrong, located (as always)
             if context.suffix_is(*f.SUFFIXES):
                 return f
         raise InputError(f"cannot read {context.where}: {context.problem}")

@@ -140,6 +140,8 @@ class PnnxFiles:
     bin: Path | None
     python: Path | None = None  # pnnx's NAME_pnnx.py: torch code of the same graph
     source: Path | None = None  # a converted model's original (.onnx/.pt), kept in the cache
+    ncnn_param: Path | None = None  # the ncnn files pnnx wrote in the same conversion (docs/ncnn.md)
+    ncnn_bin: Path | None = None
 
 
 @dataclass(frozen=True)

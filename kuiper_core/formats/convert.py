@@ -250,11 +250,15 @@ def _evict(root: Path, keep: Path) -> None:
 def _files(entry: Path, kind: str) -> PnnxFiles:
     python = entry / f"{STEM}_pnnx.py"
     source = entry / f"source{SUFFIX[kind]}"
+    ncnn_param, ncnn_bin = entry / f"{STEM}.ncnn.param", entry / f"{STEM}.ncnn.bin"
+    has_ncnn = ncnn_param.exists() and ncnn_bin.exists()
     return PnnxFiles(
         entry / f"{STEM}.pnnx.param",
         entry / f"{STEM}.pnnx.bin",
         python if python.exists() else None,
         source if source.exists() else None,
+        ncnn_param if has_ncnn else None,
+        ncnn_bin if has_ncnn else None,
     )
 
 
@@ -674,10 +678,28 @@ def convert(
             "note": "; ".join(notes) or None,
         }
         keep = [param, binf] + ([python] if python.exists() else [])
+        ncnn_files = [work / f"{STEM}.ncnn.param", work / f"{STEM}.ncnn.bin"]
+        if _valid_ncnn(*ncnn_files):  # the deployed model, kept for `kuiper compare --ncnn`
+            keep += ncnn_files
         try:
             return _store(root, key, keep, model_file, kind, record, log)
         except OSError as e:  # a full disk, a cache folder made read-only meanwhile
             raise ConversionError(f"{name}: converted, but the result could not be stored: {e.strerror or e}") from None
+
+
+def _valid_ncnn(param: Path, binf: Path) -> bool:
+    """pnnx's ncnn files, complete: the .param reads and the .bin holds exactly its weights
+    (pnnx may abort in its ncnn writer after writing the PNNX files)."""
+    from ..errors import KuiperError
+    from ..ncnn import load_ncnn
+
+    if not (param.is_file() and binf.is_file()):
+        return False
+    try:
+        load_ncnn(param, binf)
+    except KuiperError:
+        return False
+    return True
 
 
 def _restore_causal_masks(model_file: Path, param: Path, binf: Path, python: Path, name: str) -> list[str]:
@@ -753,8 +775,8 @@ def _store(
 
 
 def export_files(files: PnnxFiles, out_dir: str | Path, stem: str, inputs: Sequence[str | Path] = ()) -> list[Path]:
-    """Copy a conversion's files to `out_dir` as STEM.pnnx.param, STEM.pnnx.bin and
-    STEM_pnnx.py (its .bin file name rewritten to match), written safely (output_files.py:
+    """Copy a conversion's files to `out_dir` as STEM.pnnx.param, STEM.pnnx.bin,
+    STEM_pnnx.py (its .bin file name rewritten to match) and pnnx's STEM.ncnn.param/.bin, written safely (output_files.py:
     all complete or none touched; a FIFO, a directory, a missing name or one of `inputs`,
     such as the model converted, refused)."""
     from ..output_files import check_targets, write_files
@@ -775,7 +797,12 @@ def export_files(files: PnnxFiles, out_dir: str | Path, stem: str, inputs: Seque
         return write
 
     outputs: list[tuple[Path, Callable[[IO[bytes]], object]]] = []
-    for src, dst in ((files.param, out / f"{stem}.pnnx.param"), (files.bin, out / f"{stem}.pnnx.bin")):
+    for src, dst in (
+        (files.param, out / f"{stem}.pnnx.param"),
+        (files.bin, out / f"{stem}.pnnx.bin"),
+        (files.ncnn_param, out / f"{stem}.ncnn.param"),
+        (files.ncnn_bin, out / f"{stem}.ncnn.bin"),
+    ):
         if src is not None:
             outputs.append((dst, copy(src)))
     if files.python is not None:

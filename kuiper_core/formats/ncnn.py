@@ -33,10 +33,11 @@ def references() -> ReferenceInfo:
 def open(context: Context) -> OpenedModel:
     opts = context.options
     if context.path is not None:
-        bin_file = Path(opts.bin_path) if isinstance(opts.bin_path, (str, Path)) else None
-        if opts.bin_path is not None and bin_file is None:  # the .bin given as bytes
+        given = opts.bin_path
+        bin_file = Path(given) if isinstance(given, (str, Path)) else None
+        if given is not None and not isinstance(given, (str, Path)):  # the .bin given as bytes
             param = ncnn_io.read_param(context.path)
-            graph = ncnn_io.graph_of(param, bytes(opts.bin_path) if opts.weights else None, "model.ncnn.bin")
+            graph = ncnn_io.graph_of(param, bytes(given) if opts.weights else None, "model.ncnn.bin")
         else:
             graph = ncnn_io.load_ncnn(context.path, bin_file, weights=bool(opts.weights))
             bin_file = bin_file or ncnn_io.default_bin_path(context.path)

@@ -26,7 +26,7 @@ def build_graph(param: NcnnParam, weights: list[dict[str, Attribute]]) -> Graph:
     # pnnx names the model's outputs out0, out1, …: in that order (the graph's output order)
     sinks = sorted((o for o in graph.operands.values() if not o.consumers), key=_output_rank)
     taken = {op.name for op in graph.operators}
-    for i, operand in enumerate(sinks):
+    for operand in sinks:
         name = f"output_{operand.name}"
         while name in taken:
             name += "_"

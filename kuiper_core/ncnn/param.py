@@ -109,7 +109,9 @@ def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
             raise error("expected 'Type name bottom_count top_count bottoms… tops… id=value…'", number, toks[0][1])
         (ltype, tcol), (name, _ncol) = toks[0], toks[1]
         if not _NAME.match(ltype):
-            raise error(f"expected a layer type (a name like Convolution), got {short(ltype)!r}", number, tcol, len(ltype))
+            raise error(
+                f"expected a layer type (a name like Convolution), got {short(ltype)!r}", number, tcol, len(ltype)
+            )
         n = []
         for tok, col in toks[2:4]:
             if not _INT.match(tok) or not 0 <= int(tok) <= 1_000_000:

@@ -195,7 +195,8 @@ ACTIVATIONS = {0: "none", 1: "ReLU", 2: "LeakyReLU", 3: "Clip", 4: "Sigmoid", 5:
 
 class Params:
     """A layer's params read by name, with ncnn's defaults (a default may name another param:
-    kernel_h defaults to kernel_w)."""
+    kernel_h defaults to kernel_w): `integer`, `number`, `integers`, `numbers` (ValueError for
+    a value of the wrong kind, naming the param by id and name)."""
 
     def __init__(self, layer_type: str, params: dict[int, ParamValue]) -> None:
         self.table = PARAMS.get(layer_type, {})
@@ -211,7 +212,7 @@ class Params:
             return self.get(default)
         return default
 
-    def int(self, name: str) -> int:
+    def integer(self, name: str) -> int:
         v = self.get(name)
         if isinstance(v, float) and v.is_integer():
             return int(v)
@@ -219,19 +220,19 @@ class Params:
             raise ValueError(f"param {self.ids[name]} ({name}) must be an int, got {v!r}")
         return v
 
-    def float(self, name: str) -> float:
+    def number(self, name: str) -> float:
         v = self.get(name)
         if not isinstance(v, (int, float)):
             raise ValueError(f"param {self.ids[name]} ({name}) must be a number, got {v!r}")
         return float(v)
 
-    def ints(self, name: str) -> list[int]:
+    def integers(self, name: str) -> list[int]:
         v = self.get(name)
         if not isinstance(v, list) or not all(isinstance(x, int) for x in v):
             raise ValueError(f"param {self.ids[name]} ({name}) must be an array of ints, got {v!r}")
         return [int(x) for x in v]
 
-    def floats(self, name: str) -> list[float]:
+    def numbers(self, name: str) -> list[float]:
         v = self.get(name)
         if not isinstance(v, list):
             raise ValueError(f"param {self.ids[name]} ({name}) must be an array, got {v!r}")
@@ -253,13 +254,13 @@ class WeightSpec:
 
 
 def _conv_weights(p: Params, layer_type: str, ndim: int) -> list[WeightSpec]:
-    n_out, size = p.int("num_output"), p.int("weight_data_size")
-    if p.int("int8_scale_term"):
+    n_out, size = p.integer("num_output"), p.integer("weight_data_size")
+    if p.integer("int8_scale_term"):
         raise ValueError("int8 quantized convolutions (8=int8_scale_term) are not supported: run the float model")
-    if p.ids.get("dynamic_weight") is not None and p.int("dynamic_weight"):
+    if p.ids.get("dynamic_weight") is not None and p.integer("dynamic_weight"):
         raise ValueError("dynamic_weight=1 (the weight as an input blob) is not supported")
-    kernel = [p.int("kernel_w")] if ndim == 1 else [p.int("kernel_h"), p.int("kernel_w")]
-    group = p.int("group") if "group" in p.ids and layer_type.endswith("DepthWise") else 1
+    kernel = [p.integer("kernel_w")] if ndim == 1 else [p.integer("kernel_h"), p.integer("kernel_w")]
+    group = p.integer("group") if "group" in p.ids and layer_type.endswith("DepthWise") else 1
     maxk = math.prod(kernel)
     if n_out <= 0 or maxk <= 0 or group <= 0 or size % (maxk * n_out) or n_out % group:
         raise ValueError(
@@ -268,7 +269,7 @@ def _conv_weights(p: Params, layer_type: str, ndim: int) -> list[WeightSpec]:
         )
     per = size // (maxk * n_out)  # in_channels / group
     specs = [WeightSpec("weight", (n_out, per, *kernel), True)]
-    if p.int("bias_term"):
+    if p.integer("bias_term"):
         specs.append(WeightSpec("bias", (n_out,), False))
     return specs
 
@@ -282,47 +283,47 @@ def weights(layer: NcnnLayer) -> list[WeightSpec]:
     if t == "Convolution1D":
         return _conv_weights(p, t, 1)
     if t == "InnerProduct":
-        n_out, size = p.int("num_output"), p.int("weight_data_size")
-        if p.int("int8_scale_term"):
+        n_out, size = p.integer("num_output"), p.integer("weight_data_size")
+        if p.integer("int8_scale_term"):
             raise ValueError("int8 quantized InnerProduct (8=int8_scale_term) is not supported: run the float model")
         if n_out <= 0 or size % n_out:
             raise ValueError(f"weight_data_size {size} is not a multiple of num_output {n_out}")
         specs = [WeightSpec("weight", (n_out, size // n_out), True)]
-        if p.int("bias_term"):
+        if p.integer("bias_term"):
             specs.append(WeightSpec("bias", (n_out,), False))
         return specs
     if t == "BatchNorm":
-        c = p.int("channels")
+        c = p.integer("channels")
         return [WeightSpec(n, (c,), False) for n in ("slope", "mean", "var", "bias")]
     if t == "LayerNorm":
-        n = p.int("affine_size")
-        return [WeightSpec("gamma", (n,), False), WeightSpec("beta", (n,), False)] if p.int("affine") else []
+        n = p.integer("affine_size")
+        return [WeightSpec("gamma", (n,), False), WeightSpec("beta", (n,), False)] if p.integer("affine") else []
     if t == "PReLU":
-        return [WeightSpec("slope", (max(p.int("num_slope"), 1),), False)]
+        return [WeightSpec("slope", (max(p.integer("num_slope"), 1),), False)]
     if t == "MemoryData":
-        dims = [p.int("c"), p.int("d"), p.int("h"), p.int("w")]
+        dims = [p.integer("c"), p.integer("d"), p.integer("h"), p.integer("w")]
         shape = tuple(d for d in dims if d)
         return [WeightSpec("data", shape or (1,), False)]
     if t == "Padding":
-        n = p.int("per_channel_pad_data_size")
+        n = p.integer("per_channel_pad_data_size")
         return [WeightSpec("per_channel_pad", (n,), False)] if n else []
     if t == "Gemm":
         specs = []
-        m, n, k = p.int("constantM"), p.int("constantN"), p.int("constantK")
-        if p.int("int8_scale_term"):
+        m, n, k = p.integer("constantM"), p.integer("constantN"), p.integer("constantK")
+        if p.integer("int8_scale_term"):
             raise ValueError("int8 quantized Gemm (18=int8_scale_term) is not supported: run the float model")
-        if p.int("constantA"):
-            specs.append(WeightSpec("A", (m, k) if p.int("transA") == 0 else (k, m), True))
-        if p.int("constantB"):
-            specs.append(WeightSpec("B", (n, k) if p.int("transB") else (k, n), True))
-        if p.int("constantC"):
-            shape = {0: (1,), 1: (m,), 2: (m,), 3: (m, n), 4: (n,)}.get(p.int("constant_broadcast_type_C"))
-            if shape is not None:
-                specs.append(WeightSpec("C", shape, True))
+        if p.integer("constantA"):
+            specs.append(WeightSpec("A", (m, k) if p.integer("transA") == 0 else (k, m), True))
+        if p.integer("constantB"):
+            specs.append(WeightSpec("B", (n, k) if p.integer("transB") else (k, n), True))
+        if p.integer("constantC"):
+            c_shape = {0: (1,), 1: (m,), 2: (m,), 3: (m, n), 4: (n,)}.get(p.integer("constant_broadcast_type_C"))
+            if c_shape is not None:
+                specs.append(WeightSpec("C", c_shape, True))
         return specs
     if t == "MultiHeadAttention":
-        e, size = p.int("embed_dim"), p.int("weight_data_size")
-        kdim, vdim = p.int("kdim"), p.int("vdim")
+        e, size = p.integer("embed_dim"), p.integer("weight_data_size")
+        kdim, vdim = p.integer("kdim"), p.integer("vdim")
         if e <= 0 or size % e:
             raise ValueError(f"weight_data_size {size} is not a multiple of embed_dim {e}")
         qdim = size // e

@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -153,7 +154,7 @@ def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: floa
 
 
 def run_ncnn(
-    runs: list[tuple[str | Path, str | Path, dict[str, bool] | None]],
+    runs: Sequence[tuple[str | Path, str | Path, dict[str, bool] | None]],
     inputs: dict[str, np.ndarray],
     blobs: list[str],
     timeout: float | None,

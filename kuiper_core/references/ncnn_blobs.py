@@ -62,10 +62,10 @@ def ncnn_blobs(
     if net.load_model(str(bin_path)) != 0:
         raise ValueError(f"ncnn could not read {bin_path}")
     ex = net.create_extractor()
-    for name, value in inputs.items():
+    for name, given in inputs.items():
         # a Mat made from an array only points at it (no refcount): in-place layers (ReLU,
         # LayerNorm…) then write through the pointer and crash; a clone owns its data
-        array = np.ascontiguousarray(value, np.float32)
+        array = np.ascontiguousarray(given, np.float32)
         ex.input(name, ncnn.Mat(array).clone())
     out: dict[str, np.ndarray] = {}
     for name in blobs:

@@ -167,7 +167,9 @@ def align(
     return out
 
 
-def first_over(graph: Graph, run: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], jump: float) -> tuple[str | None, float | None]:
+def first_over(
+    graph: Graph, run: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], jump: float
+) -> tuple[str | None, float | None]:
     for op in graph.operators:
         for o in op.outputs:
             if o.name in run and o.name in ref:

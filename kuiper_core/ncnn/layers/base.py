@@ -23,7 +23,7 @@ def ncnn_layer(*types: str) -> Callable[[L], L]:
 
 
 class NcnnLayer(Layer):
-    """A layer reading ncnn's numbered params by their names (`self.p.int("num_output")`)."""
+    """A layer reading ncnn's numbered params by their names (`self.p.integer("num_output")`)."""
 
     n_inputs: int | None = 1  # None: any number
 
@@ -47,7 +47,7 @@ class NcnnLayer(Layer):
 
 def activation(p: Params) -> Callable[[np.ndarray], np.ndarray] | None:
     """ncnn's fused activation (9=activation_type, 10=activation_params), or None."""
-    kind, args = p.int("activation_type"), p.floats("activation_params")
+    kind, args = p.integer("activation_type"), p.numbers("activation_params")
     if kind not in ACTIVATIONS:
         raise ValueError(f"param 9 (activation_type) must be one of {sorted(ACTIVATIONS)}, got {kind}")
     if kind == 0:

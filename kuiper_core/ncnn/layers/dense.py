@@ -49,19 +49,19 @@ class Convolution(NcnnLayer):
         self.weight_ = self.w("weight")
         if self.one_d:
             self.weight_ = self.weight_[:, :, None, :]
-        self.bias = self.w("bias") if p.int("bias_term") else None
-        self.groups = p.int("group") if self.ncnn_type == "ConvolutionDepthWise" else 1
-        h = (1, 1, 1) if self.one_d else (p.int("dilation_h"), p.int("stride_h"), 0)
-        self.dilation = (h[0], p.int("dilation_w"))
-        self.stride = (h[1], p.int("stride_w"))
+        self.bias = self.w("bias") if p.integer("bias_term") else None
+        self.groups = p.integer("group") if self.ncnn_type == "ConvolutionDepthWise" else 1
+        h = (1, 1, 1) if self.one_d else (p.integer("dilation_h"), p.integer("stride_h"), 0)
+        self.dilation = (h[0], p.integer("dilation_w"))
+        self.stride = (h[1], p.integer("stride_w"))
         for v, what in ((self.dilation, "dilation"), (self.stride, "stride")):
             if min(v) < 1:
                 raise ValueError(f"{what} must be >= 1, got {v}")
         self.pads = (
-            (0, 0) if self.one_d else (p.int("pad_top"), p.int("pad_bottom")),
-            (p.int("pad_left"), p.int("pad_right")),
+            (0, 0) if self.one_d else (p.integer("pad_top"), p.integer("pad_bottom")),
+            (p.integer("pad_left"), p.integer("pad_right")),
         )
-        self.pad_value = p.float("pad_value")
+        self.pad_value = p.number("pad_value")
         self.act = activation(p)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -106,13 +106,13 @@ class Deconvolution(NcnnLayer):
     def setup(self) -> None:
         p = self.p
         self.weight_ = self.w("weight")
-        self.bias = self.w("bias") if p.int("bias_term") else None
-        self.groups = p.int("group") if self.ncnn_type == "DeconvolutionDepthWise" else 1
-        self.dilation = (p.int("dilation_h"), p.int("dilation_w"))
-        self.stride = (p.int("stride_h"), p.int("stride_w"))
-        self.pads = (p.int("pad_top"), p.int("pad_bottom"), p.int("pad_left"), p.int("pad_right"))
-        self.output_pad = (p.int("output_pad_bottom"), p.int("output_pad_right"))
-        self.output_size = (p.int("output_h"), p.int("output_w"))
+        self.bias = self.w("bias") if p.integer("bias_term") else None
+        self.groups = p.integer("group") if self.ncnn_type == "DeconvolutionDepthWise" else 1
+        self.dilation = (p.integer("dilation_h"), p.integer("dilation_w"))
+        self.stride = (p.integer("stride_h"), p.integer("stride_w"))
+        self.pads = (p.integer("pad_top"), p.integer("pad_bottom"), p.integer("pad_left"), p.integer("pad_right"))
+        self.output_pad = (p.integer("output_pad_bottom"), p.integer("output_pad_right"))
+        self.output_size = (p.integer("output_h"), p.integer("output_w"))
         if min(self.stride + self.dilation) < 1:
             raise ValueError(f"stride and dilation must be >= 1, got {self.stride}, {self.dilation}")
         if min(self.pads) < 0 and self.output_size == (0, 0):
@@ -126,7 +126,10 @@ class Deconvolution(NcnnLayer):
             raise self.error(f"expected a (c, h, w) blob of {per * self.groups} channels, got shape {x.shape}")
         c, h, w = x.shape
         (sh, sw), (dh, dw) = self.stride, self.dilation
-        full = ((h - 1) * sh + dh * (kh - 1) + 1 + self.output_pad[0], (w - 1) * sw + dw * (kw - 1) + 1 + self.output_pad[1])
+        full = (
+            (h - 1) * sh + dh * (kh - 1) + 1 + self.output_pad[0],
+            (w - 1) * sw + dw * (kw - 1) + 1 + self.output_pad[1],
+        )
         self.check_size((o, *full))
         y = np.zeros((o, *full), F32)
         og = o // self.groups
@@ -135,7 +138,11 @@ class Deconvolution(NcnnLayer):
             for i in range(kh):
                 for j in range(kw):
                     tap = (self.weight_[g * og : (g + 1) * og, :, i, j] @ xs).reshape(og, h, w)
-                    y[g * og : (g + 1) * og, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (w - 1) * sw + 1 : sw] += tap
+                    y[
+                        g * og : (g + 1) * og,
+                        i * dh : i * dh + (h - 1) * sh + 1 : sh,
+                        j * dw : j * dw + (w - 1) * sw + 1 : sw,
+                    ] += tap
         top, bottom, left, right = self.pads
         if self.output_size != (0, 0):  # ncnn centres the crop to the asked size
             oh, ow = self.output_size
@@ -156,7 +163,7 @@ class InnerProduct(NcnnLayer):
 
     def setup(self) -> None:
         self.weight_ = self.w("weight")
-        self.bias = self.w("bias") if self.p.int("bias_term") else None
+        self.bias = self.w("bias") if self.p.integer("bias_term") else None
         self.act = activation(self.p)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -185,14 +192,14 @@ class Gemm(NcnnLayer):
     def setup(self) -> None:
         p = self.p
         for key in ("output_N1M", "output_elempack", "output_elemtype", "output_transpose"):
-            if p.int(key):
+            if p.integer(key):
                 raise ValueError(f"param {p.ids[key]} ({key}) is not supported")
-        self.alpha, self.beta = F32(p.float("alpha")), F32(p.float("beta"))
-        self.trans_a, self.trans_b = p.int("transA"), p.int("transB")
-        self.a = self.w("A") if p.int("constantA") else None
-        self.b = self.w("B") if p.int("constantB") else None
+        self.alpha, self.beta = F32(p.number("alpha")), F32(p.number("beta"))
+        self.trans_a, self.trans_b = p.integer("transA"), p.integer("transB")
+        self.a = self.w("A") if p.integer("constantA") else None
+        self.b = self.w("B") if p.integer("constantB") else None
         self.c = self.w("C") if "C" in self.op.attrs else None
-        self.c_type = p.int("constant_broadcast_type_C")
+        self.c_type = p.integer("constant_broadcast_type_C")
         need = (self.a is None) + (self.b is None)
         if len(self.op.inputs) < need:
             raise ValueError(f"expected {need} bottom blob(s) besides the constants, got {len(self.op.inputs)}")
@@ -224,7 +231,7 @@ class MatMul(NcnnLayer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         a, b = (np.asarray(v, F32) for v in inputs)
-        if self.p.int("transB"):
+        if self.p.integer("transB"):
             b = np.swapaxes(b, -1, -2)
         try:
             return [np.matmul(a, b)]
@@ -242,14 +249,17 @@ class MultiHeadAttention(NcnnLayer):
 
     def setup(self) -> None:
         p = self.p
-        self.heads = p.int("num_heads")
-        self.embed = p.int("embed_dim")
+        self.heads = p.integer("num_heads")
+        self.embed = p.integer("embed_dim")
         if self.heads < 1 or self.embed % self.heads:
             raise ValueError(f"embed_dim {self.embed} is not a multiple of num_heads {self.heads}")
-        scale = p.float("scale")
+        scale = p.number("scale")
         self.scale = F32(scale if scale else 1 / math.sqrt(self.embed // self.heads))
-        self.mask = bool(p.int("attn_mask"))
-        self.ws = {n: self.w(n) for n in ("q_weight", "q_bias", "k_weight", "k_bias", "v_weight", "v_bias", "out_weight", "out_bias")}
+        self.mask = bool(p.integer("attn_mask"))
+        self.ws = {
+            n: self.w(n)
+            for n in ("q_weight", "q_bias", "k_weight", "k_bias", "v_weight", "v_bias", "out_weight", "out_bias")
+        }
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         blobs = [np.asarray(v, F32) for v in inputs]

@@ -25,14 +25,14 @@ class Pointwise(NcnnLayer):
 @ncnn_layer("ReLU")
 class ReLU(Pointwise):
     def setup(self) -> None:
-        slope = F32(self.p.float("slope"))
+        slope = F32(self.p.number("slope"))
         self.f = (lambda x: np.maximum(x, F32(0))) if slope == 0 else (lambda x: np.where(x < 0, x * slope, x))
 
 
 @ncnn_layer("Clip")
 class Clip(Pointwise):
     def setup(self) -> None:
-        lo, hi = F32(self.p.float("min")), F32(self.p.float("max"))
+        lo, hi = F32(self.p.number("min")), F32(self.p.number("max"))
         self.f = lambda x: np.clip(x, lo, hi)
 
 
@@ -41,7 +41,7 @@ class Hard(Pointwise):
     """HardSwish x * clip(alpha x + beta, 0, 1); HardSigmoid clip(alpha x + beta, 0, 1)."""
 
     def setup(self) -> None:
-        a, b = F32(self.p.float("alpha")), F32(self.p.float("beta"))
+        a, b = F32(self.p.number("alpha")), F32(self.p.number("beta"))
         if self.ncnn_type == "HardSwish":
             self.f = lambda x: hardswish(x, a, b)
         else:
@@ -61,9 +61,9 @@ class Activation(Pointwise):
         elif t == "TanH":
             self.f = np.tanh
         elif t == "ELU":
-            alpha = F32(self.p.float("alpha"))
+            alpha = F32(self.p.number("alpha"))
             self.f = lambda x: np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x)
-        elif self.p.int("fast_gelu"):
+        elif self.p.integer("fast_gelu"):
             c = F32(np.sqrt(2 / np.pi))
             self.f = lambda x: F32(0.5) * x * (F32(1) + np.tanh(c * (x + F32(0.044715) * x**3)))
         else:
@@ -120,7 +120,7 @@ UNARY: dict[int, tuple[str, Fn]] = {
 @ncnn_layer("UnaryOp")
 class UnaryOp(Pointwise):
     def setup(self) -> None:
-        op = self.p.int("op_type")
+        op = self.p.integer("op_type")
         if op not in UNARY:
             raise ValueError(f"param 0 (op_type) must be 0..{len(UNARY) - 1}, got {op}")
         fn = UNARY[op][1]
@@ -171,15 +171,17 @@ class BinaryOp(NcnnLayer):
     n_inputs = None
 
     def setup(self) -> None:
-        op = self.p.int("op_type")
+        op = self.p.integer("op_type")
         if op not in BINARY:
             raise ValueError(f"param 0 (op_type) must be 0..{len(BINARY) - 1}, got {op}")
         self.fn = BINARY[op][1]
-        self.scalar = bool(self.p.int("with_scalar"))
+        self.scalar = bool(self.p.integer("with_scalar"))
         want = 1 if self.scalar else 2
         if len(self.op.inputs) != want:
-            raise ValueError(f"expected {want} bottom blob(s) with with_scalar={int(self.scalar)}, got {len(self.op.inputs)}")
-        self.b = F32(self.p.float("b"))
+            raise ValueError(
+                f"expected {want} bottom blob(s) with with_scalar={int(self.scalar)}, got {len(self.op.inputs)}"
+            )
+        self.b = F32(self.p.number("b"))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         a = np.asarray(inputs[0], F32)
@@ -211,8 +213,8 @@ class Eltwise(NcnnLayer):
     n_inputs = None
 
     def setup(self) -> None:
-        self.kind = self.p.int("op_type")
-        self.coeffs = self.p.floats("coeffs")
+        self.kind = self.p.integer("op_type")
+        self.coeffs = self.p.numbers("coeffs")
         if self.kind not in (0, 1, 2):
             raise ValueError(f"param 0 (op_type) must be 0 (prod), 1 (sum) or 2 (max), got {self.kind}")
 
@@ -248,7 +250,7 @@ class Split(NcnnLayer):
 @ncnn_layer("Dropout")
 class Dropout(Pointwise):
     def setup(self) -> None:
-        scale = F32(self.p.float("scale"))
+        scale = F32(self.p.number("scale"))
         self.f = (lambda x: x) if scale == 1 else (lambda x: x * scale)
 
 
@@ -257,7 +259,7 @@ class BatchNorm(NcnnLayer):
     """(x - mean) / sqrt(var + eps) * slope + bias along the channels (the first dim)."""
 
     def setup(self) -> None:
-        eps = F32(self.p.float("eps"))
+        eps = F32(self.p.number("eps"))
         slope, mean, var, bias = (self.w(n) for n in ("slope", "mean", "var", "bias"))
         self.a = slope / np.sqrt(var + eps)
         self.b = bias - mean * self.a
@@ -276,10 +278,10 @@ class LayerNorm(NcnnLayer):
     2=affine: then gamma and beta."""
 
     def setup(self) -> None:
-        self.size = self.p.int("affine_size")
-        self.eps = F32(self.p.float("eps"))
-        self.gamma = self.w("gamma") if self.p.int("affine") else None
-        self.beta = self.w("beta") if self.p.int("affine") else None
+        self.size = self.p.integer("affine_size")
+        self.eps = F32(self.p.number("eps"))
+        self.gamma = self.w("gamma") if self.p.integer("affine") else None
+        self.beta = self.w("beta") if self.p.integer("affine") else None
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0], F32)
@@ -303,8 +305,8 @@ class Softmax(NcnnLayer):
     """Along 0=axis (counted over the blob's dims; 1=fixbug0 must be 1, as pnnx writes)."""
 
     def setup(self) -> None:
-        self.axis = self.p.int("axis")
-        if not self.p.int("fixbug0"):
+        self.axis = self.p.integer("axis")
+        if not self.p.integer("fixbug0"):
             raise ValueError("param 1 (fixbug0) = 0: ncnn's legacy axis numbering is not supported (pnnx writes 1=1)")
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:

@@ -21,17 +21,17 @@ class Pooling(NcnnLayer):
 
     def setup(self) -> None:
         p = self.p
-        self.kind = p.int("pooling_type")
+        self.kind = p.integer("pooling_type")
         if self.kind not in (MAX, AVG):
             raise ValueError(f"param 0 (pooling_type) must be 0 (max) or 1 (avg), got {self.kind}")
-        self.kernel = (p.int("kernel_h"), p.int("kernel_w"))
-        self.stride = (p.int("stride_h"), p.int("stride_w"))
-        self.pads = (p.int("pad_top"), p.int("pad_bottom"), p.int("pad_left"), p.int("pad_right"))
-        self.global_ = bool(p.int("global_pooling"))
-        self.adaptive = bool(p.int("adaptive_pooling"))
-        self.out_size = (p.int("out_h"), p.int("out_w"))
-        self.mode = p.int("pad_mode")
-        self.include_pad = bool(p.int("avgpool_count_include_pad"))
+        self.kernel = (p.integer("kernel_h"), p.integer("kernel_w"))
+        self.stride = (p.integer("stride_h"), p.integer("stride_w"))
+        self.pads = (p.integer("pad_top"), p.integer("pad_bottom"), p.integer("pad_left"), p.integer("pad_right"))
+        self.global_ = bool(p.integer("global_pooling"))
+        self.adaptive = bool(p.integer("adaptive_pooling"))
+        self.out_size = (p.integer("out_h"), p.integer("out_w"))
+        self.mode = p.integer("pad_mode")
+        self.include_pad = bool(p.integer("avgpool_count_include_pad"))
         if not (self.global_ or self.adaptive) and (min(self.kernel) < 1 or min(self.stride) < 1):
             raise ValueError(f"kernel and stride must be >= 1, got {self.kernel}, {self.stride}")
 

@@ -52,10 +52,10 @@ class Reshape(NcnnLayer):
     returns_views = True
 
     def setup(self) -> None:
-        if self.p.int("permute"):
+        if self.p.integer("permute"):
             raise ValueError("param 3 (permute=1) is not supported: pnnx writes permute=0")
         p = self.p
-        self.w_, self.h_, self.d_, self.c_ = p.int("w"), p.int("h"), p.int("d"), p.int("c")
+        self.w_, self.h_, self.d_, self.c_ = p.integer("w"), p.integer("h"), p.integer("d"), p.integer("c")
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.ascontiguousarray(inputs[0])
@@ -100,7 +100,7 @@ class Permute(NcnnLayer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        order = self.p.int("order_type")
+        order = self.p.integer("order_type")
         table = _ORDERS.get(x.ndim, ["w"])
         if not 0 <= order < len(table):
             raise self.error(f"param 0 (order_type) {order} is not one of ncnn's {len(table)} for a {x.ndim}-D blob")
@@ -118,7 +118,7 @@ class Concat(NcnnLayer):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         xs = [np.asarray(v) for v in inputs]
         try:
-            axis = axis_of(self.p.int("axis"), xs[0].ndim)
+            axis = axis_of(self.p.integer("axis"), xs[0].ndim)
             return [np.concatenate(xs, axis=axis)]
         except ValueError as e:
             raise self.error(f"{e} (blobs {[x.shape for x in xs]})") from None
@@ -134,15 +134,15 @@ class Slice(NcnnLayer):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
         try:
-            axis = axis_of(self.p.int("axis"), x.ndim)
+            axis = axis_of(self.p.integer("axis"), x.ndim)
         except ValueError as e:
             raise self.error(str(e)) from None
         total, n = x.shape[axis], len(self.op.outputs)
-        indices = self.p.ints("indices")
+        indices = self.p.integers("indices")
         if indices:
             points = [0] + [i + total if i < 0 else i for i in indices][: n - 1] + [total]
         else:
-            slices = self.p.ints("slices")
+            slices = self.p.integers("slices")
             if len(slices) != n:
                 raise self.error(f"{len(slices)} slices for {n} top blobs")
             points, q = [0], 0
@@ -172,9 +172,9 @@ class Crop(NcnnLayer):
         x = inputs[0]
         p = self.p
         box = [slice(None)] * x.ndim
-        starts = p.ints("starts")
+        starts = p.integers("starts")
         if starts:
-            ends, axes = p.ints("ends"), p.ints("axes") or list(range(len(starts)))
+            ends, axes = p.integers("ends"), p.integers("axes") or list(range(len(starts)))
             if not len(starts) == len(ends) == len(axes):
                 raise self.error(f"starts {starts}, ends {ends} and axes {axes} differ in length")
             for s, e, a in zip(starts, ends, axes):
@@ -190,7 +190,7 @@ class Crop(NcnnLayer):
             have = _wh_dc(x.shape)
             names = ("c", "d", "h", "w")[-x.ndim :] if x.ndim == 4 else ("c", "h", "w")[-x.ndim :]
             for i, n in enumerate(names):
-                off, size, off2 = (p.int(f"{n}offset"), p.int(f"out{n}"), p.int(f"{n}offset2"))
+                off, size, off2 = (p.integer(f"{n}offset"), p.integer(f"out{n}"), p.integer(f"{n}offset2"))
                 if size == AUTO:
                     size = have[n] - off
                 elif size <= 0:
@@ -210,7 +210,7 @@ class Squeeze(NcnnLayer):
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        axes = self.p.ints("axes")
+        axes = self.p.integers("axes")
         squeeze = self.ncnn_type == "Squeeze"
         word = "squeeze" if squeeze else "expand"
         ndim = x.ndim if squeeze else x.ndim + (len(axes) or 1)
@@ -219,7 +219,7 @@ class Squeeze(NcnnLayer):
                 picked = sorted({axis_of(a, ndim) for a in axes})
             else:
                 names = ("c", "h", "w")[-x.ndim :] if x.ndim < 4 else ("c", "d", "h", "w")
-                picked = [i for i, n in enumerate(names) if self.p.int(f"{word}_{n}")]
+                picked = [i for i, n in enumerate(names) if self.p.integer(f"{word}_{n}")]
             if squeeze:
                 keep = [i for i in picked if x.shape[i] == 1]  # ncnn skips a named dim that is not 1
                 if len(keep) == x.ndim:
@@ -237,12 +237,19 @@ class Padding(NcnnLayer):
 
     def setup(self) -> None:
         p = self.p
-        if p.int("per_channel_pad_data_size"):
+        if p.integer("per_channel_pad_data_size"):
             raise ValueError("per-channel pad values (6=per_channel_pad_data_size) are not supported")
-        self.pads = (p.int("front"), p.int("behind"), p.int("top"), p.int("bottom"), p.int("left"), p.int("right"))
+        self.pads = (
+            p.integer("front"),
+            p.integer("behind"),
+            p.integer("top"),
+            p.integer("bottom"),
+            p.integer("left"),
+            p.integer("right"),
+        )
         if min(self.pads) < 0:
             raise ValueError(f"negative pads {self.pads}: expected >= 0")
-        self.kind, self.value = p.int("type"), p.float("value")
+        self.kind, self.value = p.integer("type"), p.number("value")
         if self.kind not in (0, 1, 2):
             raise ValueError(f"param 4 (type) must be 0 (constant), 1 (replicate) or 2 (reflect), got {self.kind}")
 
@@ -282,14 +289,16 @@ class Interp(NcnnLayer):
 
     def setup(self) -> None:
         p = self.p
-        self.kind = p.int("resize_type")
+        self.kind = p.integer("resize_type")
         if self.kind not in (1, 2):
-            raise ValueError(f"param 0 (resize_type) {self.kind} is not supported: expected 1 (nearest) or 2 (bilinear)")
-        if p.int("dynamic_target_size"):
+            raise ValueError(
+                f"param 0 (resize_type) {self.kind} is not supported: expected 1 (nearest) or 2 (bilinear)"
+            )
+        if p.integer("dynamic_target_size"):
             raise ValueError("param 5 (dynamic_target_size) is not supported")
-        self.scale = (p.float("height_scale"), p.float("width_scale"))
-        self.size = (p.int("output_height"), p.int("output_width"))
-        self.align = bool(p.int("align_corner"))
+        self.scale = (p.number("height_scale"), p.number("width_scale"))
+        self.size = (p.integer("output_height"), p.integer("output_width"))
+        self.align = bool(p.integer("align_corner"))
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0], F32)
@@ -334,26 +343,26 @@ class Reduction(NcnnLayer):
     with 1=reduce_all), times 2=coeff; 4=keepdims; 5=fixbug0 must be 1 (axes count the dims)."""
 
     def setup(self) -> None:
-        self.kind = self.p.int("operation")
+        self.kind = self.p.integer("operation")
         if self.kind not in _REDUCE:
             raise ValueError(f"param 0 (operation) must be 0..10, got {self.kind}")
-        if not self.p.int("reduce_all") and not self.p.int("fixbug0"):
+        if not self.p.integer("reduce_all") and not self.p.integer("fixbug0"):
             raise ValueError("param 5 (fixbug0) = 0: ncnn's legacy axis numbering is not supported (pnnx writes 5=1)")
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0], F32)
-        keep = bool(self.p.int("keepdims"))
+        keep = bool(self.p.integer("keepdims"))
         try:
             axes = (
                 tuple(range(x.ndim))
-                if self.p.int("reduce_all")
-                else tuple(sorted({axis_of(a, x.ndim) for a in self.p.ints("axes")}))
+                if self.p.integer("reduce_all")
+                else tuple(sorted({axis_of(a, x.ndim) for a in self.p.integers("axes")}))
             )
         except ValueError as e:
             raise self.error(str(e)) from None
         with np.errstate(all="ignore"):
             y = np.asarray(_REDUCE[self.kind](x, axes, keep), F32)
-        coeff = self.p.float("coeff")
+        coeff = self.p.number("coeff")
         if coeff != 1:
             y = y * F32(coeff)
         return [y.reshape(1) if y.ndim == 0 else y]
