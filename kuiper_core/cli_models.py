@@ -77,6 +77,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     out_dir = Path(args.output) if args.output else source.parent
     written = export_files(model.files, out_dir, stem, inputs=[source])
     print(f"wrote {', '.join(map(str, written))}")
+    ncnn_param = next((p for p in written if p.name.endswith(".ncnn.param")), None)
+    if ncnn_param is not None:
+        print(
+            f"ncnn: {ncnn_param} and its .bin, as pnnx wrote them (kuiper compare {ncnn_param} --ncnn --input CHW.npy)"
+        )
     print(model.describe())
     if model.check is not None:
         print(model.check.text())

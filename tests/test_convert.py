@@ -190,7 +190,9 @@ def test_cli_convert_writes_pnnx_files(tmp_path, capsys):
     assert main(["convert", str(USER / "lstm.onnx"), "-o", str(tmp_path / "out"), "-q"]) == 0
     out = capsys.readouterr().out
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert written == ["lstm.pnnx.bin", "lstm.pnnx.param", "lstm_pnnx.py"]
+    # pnnx's ncnn files of the same conversion too (docs/ncnn.md), and the command says where
+    assert written == ["lstm.ncnn.bin", "lstm.ncnn.param", "lstm.pnnx.bin", "lstm.pnnx.param", "lstm_pnnx.py"]
+    assert f"ncnn: {tmp_path / 'out' / 'lstm.ncnn.param'} and its .bin" in out
     assert "'lstm.pnnx.bin'" in (tmp_path / "out" / "lstm_pnnx.py").read_text()  # the script opens its own .bin
     assert "lstm.onnx: ONNX, " in out and "converted by pnnx" in out
     x = np.load(USER / "lstm.input.npy")

@@ -688,15 +688,16 @@ def convert(
 
 
 def _valid_ncnn(param: Path, binf: Path) -> bool:
-    """pnnx's ncnn files, complete: the .param reads and the .bin holds exactly its weights
-    (pnnx may abort in its ncnn writer after writing the PNNX files)."""
+    """pnnx wrote ncnn files and their .param reads whole (pnnx may abort in its ncnn writer
+    after writing the PNNX files). Layers the engine cannot run (an LSTM) keep them too: ncnn
+    itself may."""
     from ..errors import KuiperError
-    from ..ncnn import load_ncnn
+    from ..ncnn import read_param
 
     if not (param.is_file() and binf.is_file()):
         return False
     try:
-        load_ncnn(param, binf)
+        read_param(param)
     except KuiperError:
         return False
     return True

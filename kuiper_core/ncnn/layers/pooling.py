@@ -15,7 +15,8 @@ FULL, VALID, SAME_UPPER, SAME_LOWER = 0, 1, 2, 3
 @ncnn_layer("Pooling")
 class Pooling(NcnnLayer):
     """0=pooling_type (0 max, 1 avg) 1/11=kernel 2/12=stride 3/14/13/15=pads 4=global_pooling
-    5=pad_mode (0 full: ceil, the tail padded; 1 valid: no pad; 2/3 SAME upper/lower)
+    5=pad_mode (0 full: the pads and a tail so the last window fits (ceil); 1 valid: the pads
+    only; 2/3 SAME upper/lower: computed pads)
     6=avgpool_count_include_pad 7=adaptive_pooling 8/18=out_w/out_h. Global pooling gives a
     1-D blob of the channels (ncnn's shape rule), not (c, 1, 1)."""
 
@@ -60,8 +61,8 @@ class Pooling(NcnnLayer):
         c, h, w = x.shape
         (kh, kw), (sh, sw) = self.kernel, self.stride
         top, bottom, left, right = self.pads
-        if self.mode == VALID:
-            top = bottom = left = right = 0
+        if self.mode == VALID:  # the pads as given, no tail: the last partial window dropped
+            pass
         elif self.mode in (SAME_UPPER, SAME_LOWER):
             ph = max(kh + (h - 1) // sh * sh - h, 0)
             pw = max(kw + (w - 1) // sw * sw - w, 0)
@@ -81,9 +82,9 @@ class Pooling(NcnnLayer):
         if self.kind == MAX:
             return win.max(axis=(3, 4))
         total = win.sum(axis=(3, 4), dtype=F32)
-        if self.mode != FULL:  # ncnn counts SAME's computed padding in the divisor, always
+        if self.mode not in (FULL, VALID):  # ncnn counts SAME's computed padding in the divisor, always
             return total / F32(kh * kw)
-        # full mode: the tail padding never counts; the padding proper counts with
+        # the tail padding (full mode) never counts; the pads as given count with
         # avgpool_count_include_pad only
         inside = np.zeros(padded.shape[1:], F32)
         if self.include_pad:
