@@ -255,3 +255,25 @@ def test_why_names_the_weight_storage_with_pytorch_per_layer(tmp_path):
     base = next(r for r in report.runs if r.label.startswith("baseline"))
     assert base.first_layer is None and base.final_error < 1e-5
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_graph_page_data_names_params_and_origins(tmp_path):
+    """The Graph page's ncnn view: params named, and the PNNX operators behind each layer found by
+    content (the bundled vit_tiny's PNNX files are the same seeded module as this export)."""
+    import shutil
+
+    from conftest import SAMPLES
+    from kuiper_core.explore.ncnn_view import deployed_rows
+
+    for suffix in (".param", ".bin"):
+        shutil.copy(NCNN / f"vit_tiny.fp32.ncnn{suffix}", tmp_path / f"m.ncnn{suffix}")
+        shutil.copy(SAMPLES / f"vit_tiny.pnnx{suffix}", tmp_path / f"m.pnnx{suffix}")
+    opened = open_model(tmp_path / "m.ncnn.param")
+    caption, rows = deployed_rows(opened, np.load(NCNN / "vit_tiny.input.npy"), with_origins=True)
+    by_name = {r["layer"]: r for r in rows}
+    assert "num_output=64 [0]" in by_name["conv_18"]["params"] and "f32" in by_name["conv_18"]["weights"]
+    assert by_name["splitncnn_0"]["from PNNX"] == "(ncnn's own fan-out)"
+    assert by_name["conv_18"]["from PNNX"] == "patch_embed"
+    assert by_name["attention_33"]["from PNNX"] == "blocks.0.attn.mha"
+    assert by_name["transpose_56"]["from PNNX"] == "torch.flatten_25, torch.transpose_26"  # two fused into one
+    assert caption.startswith("m.ncnn.param: the ncnn model itself")

@@ -152,7 +152,7 @@ def deployed_rows(
             from ..references.ncnn_compare import pnnx_sibling
 
             sibling = pnnx_sibling(Path(opened.source))
-            if sibling.is_file():
+            if sibling.is_file() and sibling.with_name(sibling.name.removesuffix(".param") + ".bin").is_file():
                 from ..pnnx import load_graph
 
                 pnnx_graph = load_graph(sibling)
