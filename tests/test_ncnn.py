@@ -276,4 +276,4 @@ def test_graph_page_data_names_params_and_origins(tmp_path):
     assert by_name["conv_18"]["from PNNX"] == "patch_embed"
     assert by_name["attention_33"]["from PNNX"] == "blocks.0.attn.mha"
     assert by_name["transpose_56"]["from PNNX"] == "torch.flatten_25, torch.transpose_26"  # two fused into one
-    assert caption.startswith("m.ncnn.param: the ncnn model itself")
+    assert caption.endswith("m.ncnn.param: the ncnn model itself (86 layers)")
