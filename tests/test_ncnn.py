@@ -277,3 +277,5 @@ def test_graph_page_data_names_params_and_origins(tmp_path):
     assert by_name["attention_33"]["from PNNX"] == "blocks.0.attn.mha"
     assert by_name["transpose_56"]["from PNNX"] == "torch.flatten_25, torch.transpose_26"  # two fused into one
     assert caption.endswith("m.ncnn.param: the ncnn model itself (86 layers)")
+    # the input's shape, from the PNNX files beside (pnnx's ncnn Input has none): the app can make one
+    assert opened.graph.inputs[0].outputs[0].shape == (3, 32, 32)

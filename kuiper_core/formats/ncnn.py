@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import ncnn as ncnn_io
 from ..ncnn.param import is_ncnn_text
+from ..graph import Graph
 from .base import Context, OpenedModel, ReferenceInfo, installed
 
 NAME = "ncnn"
@@ -41,6 +42,7 @@ def open(context: Context) -> OpenedModel:
         else:
             graph = ncnn_io.load_ncnn(context.path, bin_file, weights=bool(opts.weights))
             bin_file = bin_file or ncnn_io.default_bin_path(context.path)
+        _declare_inputs(graph, context.path)
         return OpenedModel(graph, NAME, context.where, context.path, references=references(), ncnn_bin=bin_file)
     bin_bytes = None if opts.bin_path is None or not opts.weights else opts.bin_path
     if isinstance(bin_bytes, (str, Path)):
@@ -51,3 +53,26 @@ def open(context: Context) -> OpenedModel:
         else ncnn_io.graph_of(ncnn_io.parse_bytes(context.data(), context.where), None, "")
     )
     return OpenedModel(graph, NAME, context.where, None, None, references=references())
+
+
+def _declare_inputs(graph: Graph, param: Path) -> None:
+    """Give the inputs pnnx left undeclared (its ncnn `Input` lines carry no shape) the shapes of
+    the PNNX inputs it wrote beside them, without their batch dim: the app can then make an
+    input and step through the model. Nothing when there is no such .pnnx.param."""
+    from ..errors import KuiperError
+    from ..pnnx import read_param as read_pnnx
+    from ..references.ncnn_compare import pnnx_sibling
+
+    inputs = [op.outputs[0] for op in graph.inputs]
+    sibling = pnnx_sibling(param)
+    if all(o.shape is not None for o in inputs) or not sibling.is_file():
+        return
+    try:
+        declared = [op.outputs[0].shape for op in read_pnnx(sibling).inputs]
+    except KuiperError:
+        return
+    if len(declared) != len(inputs):
+        return
+    for operand, shape in zip(inputs, declared):
+        if operand.shape is None and shape and shape[0] == 1:
+            operand.shape, operand.dtype = tuple(shape[1:]), "f32"

@@ -23,6 +23,11 @@ def build_graph(param: NcnnParam, weights: list[dict[str, Attribute]]) -> Graph:
         op.params = {str(k): v for k, v in layer.params.items()}
         op.attrs = attrs
         op.line = layer.line
+        if layer.type == INPUT:  # 0=w 1=h 11=d 2=c when given: the blob's declared shape
+            dims = [layer.params.get(k, 0) for k in (2, 11, 1, 0)]
+            known = tuple(int(d) for d in dims if isinstance(d, int) and d > 0)
+            if known:
+                outputs[0].shape, outputs[0].dtype = known, "f32"
     # pnnx names the model's outputs out0, out1, …: in that order (the graph's output order)
     sinks = sorted((o for o in graph.operands.values() if not o.consumers), key=_output_rank)
     taken = {op.name for op in graph.operators}
