@@ -279,3 +279,18 @@ def test_graph_page_data_names_params_and_origins(tmp_path):
     assert caption.endswith("m.ncnn.param: the ncnn model itself (86 layers)")
     # the input's shape, from the PNNX files beside (pnnx's ncnn Input has none): the app can make one
     assert opened.graph.inputs[0].outputs[0].shape == (3, 32, 32)
+
+
+def test_forward_stepper_walks_the_deployed_graph():
+    from kuiper_core.explore.stepper import ForwardStepper
+
+    model = open_model(NCNN / "mobilenet_v3_small.fp16.ncnn.param")
+    x = np.load(NCNN / "mobilenet_v3_small.input.npy")
+    stepper = ForwardStepper(model.build(), [x])
+    seen = []
+    while (event := stepper.step()) is not None:
+        seen.append(event.type)
+    assert stepper.error is None and len(seen) == stepper.total
+    assert "ncnn.ConvolutionDepthWise" in seen and "ncnn.Split" in seen
+    with np.load(NCNN / "mobilenet_v3_small.expected.npz") as z:
+        assert rel_error(np.asarray(stepper.values["out0"]), z["out0"]) <= TOLERANCE["fp16"]
