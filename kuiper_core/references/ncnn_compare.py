@@ -261,13 +261,20 @@ def compare_ncnn(
             )
     reference, ref = ("PyTorch", torch_ref) if torch_ref else ("ncnn with every option off", base)
     outs = [op.inputs[0].name for op in graph.outputs]
+    # the first layer over `jump`: against PyTorch's layers when known, else against ncnn's own
+    # run with every option off (PyTorch's outputs alone would name the last layer every time)
+    per_layer = any(b not in outs for b in torch_ref)
+    layer_ref = ref if per_layer or not base else base
+    layer_against = reference if layer_ref is ref else "ncnn with every option off"
     option_runs = []
     for label, values in zip(labels, ncnn_runs):
         if ref is base and values is base:
             continue
         final = max((rel_error(values[o], ref[o]) for o in outs if o in ref), default=0.0)
-        layer, err = first_over(graph, values, ref, jump)
+        layer, err = (None, None) if values is layer_ref else first_over(graph, values, layer_ref, jump)
         option_runs.append(OptionRun(label, final, layer, err))
+    if layer_against != reference:
+        notes.append(f"the first layer over {jump:g} is against {layer_against} (PyTorch gave only the outputs)")
     ours_first = first_over(graph, ours, torch_ref, jump) if torch_ref else (None, None)
     advice = _advice(storage, option_runs, ours_first, reference, jump)
     return NcnnReport(param.name, storage, reference, rows, option_runs, advice, notes, version)
