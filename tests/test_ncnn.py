@@ -213,10 +213,21 @@ def test_bigger_exports_match_pytorch(tmp_path, name):
     x = np.load(out / f"{name}.input.npy")
     with np.load(out / f"{name}.expected.npz") as z:
         expected = [z[f"out{i}"] for i in range(len(z.files))]
+    # measured: YOLOv5s-mini's heads are 3e-5 from PyTorch at fp32 and 1.5e-2 with fp16 weights,
+    # where ncnn's own outputs agree with ours (below)
+    tolerance = {"fp32": 1e-4, "fp16": 2e-2}
     for tag in ("fp32", "fp16"):
-        outs = open_model(out / f"{name}.{tag}.ncnn.param").build().forward(x)
+        param = out / f"{name}.{tag}.ncnn.param"
+        model = open_model(param)
+        outs = model.build().forward(x)
         errs = [rel_error(y, e) for y, e in zip(outs, expected)]
-        assert max(errs) <= max(TOLERANCE[tag], 1e-4), (tag, errs)  # YOLO's fp32 heads: 3e-5
+        assert max(errs) <= tolerance[tag], (tag, errs)
+        if installed("ncnn"):
+            from kuiper_core.references.isolated import run_ncnn
+
+            names = [op.inputs[0].name for op in model.graph.outputs]
+            _, (theirs,) = run_ncnn([(param, param.with_suffix(".bin"), {})], {"in0": x}, names, 300)
+            assert max(rel_error(y, theirs[n]) for y, n in zip(outs, names)) <= 1e-4
 
 
 @pytest.mark.slow
@@ -244,7 +255,7 @@ def test_why_names_the_weight_storage_with_pytorch_per_layer(tmp_path):
         [pnnx.EXEC_PATH, "m.pt", "inputshape=[1,1,8,8]", "fp16=0"], cwd=tmp_path, check=True, capture_output=True
     )
     assert (tmp_path / "m_pnnx.py").exists()
-    report = compare_ncnn(tmp_path / "m.ncnn.param", [x.numpy()[0]])
+    report = compare_ncnn(tmp_path / "m.ncnn.param", [x.numpy()[0]], options=("use_fp16_storage",))
     aligned = [r for r in report.rows if r.torch_operand is not None]
     assert len(aligned) >= len(report.rows) - 1  # every blob has its PyTorch operand
     assert report.reference == "PyTorch" and report.weights == "fp32"

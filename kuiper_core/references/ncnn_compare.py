@@ -82,6 +82,7 @@ class NcnnReport:
     advice: list[str]
     notes: list[str] = field(default_factory=list)
     ncnn_version: str | None = None
+    jump: float = JUMP  # the tolerance "first layer over" means
 
     def text(self) -> str:
         out = [f"{self.model}: ncnn weights stored as {self.weights}; ncnn {self.ncnn_version or 'not run'}"]
@@ -95,7 +96,7 @@ class NcnnReport:
         if self.runs:
             out.append("")
             out.append(f"why it differs (errors against {self.reference}):")
-            out.append(f"  {'ncnn run':<34} {'final error':>11}  first layer over {JUMP:g}")
+            out.append(f"  {'ncnn run':<34} {'final error':>11}  first layer over {self.jump:g}")
             for run in self.runs:
                 first = "-" if run.first_layer is None else f"{run.first_layer} ({_e(run.first_error)})"
                 out.append(f"  {run.label:<34} {_e(run.final_error):>11}  {first}")
@@ -187,9 +188,12 @@ def compare_ncnn(
     expected: Sequence[np.ndarray] = (),
     pnnx_param: str | Path | None = None,
     why: bool = True,
+    options: Sequence[str] = PRECISION_OPTIONS + ALGORITHM_OPTIONS,
     jump: float = JUMP,
     timeout: float | None = None,
 ) -> NcnnReport:
+    """The report of the module docstring for `inputs` (ncnn's blobs: no batch dim). `options`:
+    the ncnn options the sweep turns on one at a time (`why=False`: one baseline run only)."""
     from ..ncnn import default_bin_path, load_ncnn, read_param
     from ..ncnn.weights import write_bin
     from ..runtime import RuntimeGraph
@@ -221,7 +225,7 @@ def compare_ncnn(
             runs.append((param, bin_file, {}))
             labels.append("baseline (all options off)")
             if why:
-                for option in PRECISION_OPTIONS + ALGORITHM_OPTIONS:
+                for option in options:
                     runs.append((param, bin_file, {option: True}))
                     labels.append(option)
                 if storage != "none":
@@ -277,7 +281,7 @@ def compare_ncnn(
         notes.append(f"the first layer over {jump:g} is against {layer_against} (PyTorch gave only the outputs)")
     ours_first = first_over(graph, ours, torch_ref, jump) if torch_ref else (None, None)
     advice = _advice(storage, option_runs, ours_first, reference, jump)
-    return NcnnReport(param.name, storage, reference, rows, option_runs, advice, notes, version)
+    return NcnnReport(param.name, storage, reference, rows, option_runs, advice, notes, version, jump)
 
 
 def _attrs(graph: Graph) -> list[dict[str, Any]]:
