@@ -1,6 +1,7 @@
 """The child process of isolated.py: runs one job (pnnx's generated Python, onnxruntime
 with every value exposed, a TorchScript module, or ncnn with every blob extracted) from
-FOLDER/job.json and FOLDER/inputs.npz under the memory and CPU limits the job names, and writes result.json + result.npz, or error.json.
+FOLDER/job.json and FOLDER/inputs.npz under the memory and CPU limits the job names, and
+writes result.json + result.npz, or error.json.
 
     python -m kuiper_core.references.child FOLDER
 
