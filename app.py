@@ -4,14 +4,7 @@ The pages only lay out data that `kuiper_core` computes; see pages/common.py for
 shared model/input state.
 """
 
-import os
-
 import streamlit as st
-
-# The engine may fork a helper process for a batch-1 forward at two BLAS threads
-# (kuiper_core/runtime/split_forward.py); not in a server of many sessions: the child would
-# copy the server's threads' state and hold its sockets.
-os.environ.setdefault("KUIPER_HELPER_PROCESS", "0")
 
 # The favicon is an emoji, which Streamlit draws as an inline SVG: a ":material/…:" icon is
 # fetched from fonts.gstatic.com, a request leaving a classroom's network (an error offline).

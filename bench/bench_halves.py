@@ -1,7 +1,7 @@
-"""Batch 1 at two threads: the whole prepared forward (BLAS at two threads) against the split
-one (runtime/split_forward.py: BLAS at one thread, big operators in halves, one in a helper
-process),
-alternated in blocks of calls in one process (a pause before each block: see PAUSE).
+"""Batch 1 at two threads: the whole prepared forward (`kuiper_core.load(..., threads=2)`) against
+the split one (`executor="split"`, runtime/split_forward.py: BLAS at one thread, big operators in
+halves, one in a helper process), alternated in blocks of calls in one process (a pause before
+each block: see PAUSE).
 
     python bench/bench_halves.py                                  # ResNet-18, 5 rounds x 20 calls each
     python bench/bench_halves.py --model sample_models/unet.pnnx.param --rounds 3
@@ -29,13 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import batch1  # noqa: E402
+import argparse  # noqa: E402
+
 import kuiper_core  # noqa: E402
 from kuiper_core.runtime.prepared import PreparedForward  # noqa: E402
 from kuiper_core.runtime.split_forward import SplitForward  # noqa: E402
 from kuiper_core.layers import halves  # noqa: E402
 from kuiper_core.runtime.program import Program  # noqa: E402
-from kuiper_core.threads import blas_threads, one_blas_thread  # noqa: E402
+from kuiper_core.threads import using_blas_threads  # noqa: E402
 
 
 PAUSE = 0.3  # s
@@ -53,7 +54,7 @@ def _cpu(f: Callable[[], object], repeats: int = 15) -> float:
 def per_operator(split: SplitForward, program: Program, x: np.ndarray) -> None:
     """Each split call (one BLAS thread, warm): the whole call's CPU time, each half's alone
     (the halves as bound in the split call), their sum and the slower one."""
-    with one_blas_thread():
+    with using_blas_threads(1):
         whole = dict(zip(*_names_calls(PreparedForward.build(program, [x]))))
         split.prepared.run([x])
         totals = [0.0, 0.0, 0.0]
@@ -78,80 +79,63 @@ def _names_calls(forward: PreparedForward) -> tuple[list[str], list[Callable[[],
 
 
 def main() -> None:
-    ap = batch1.parser(__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=ROOT / "sample_models" / "resnet18.pnnx.param")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2, help="the whole forward's BLAS threads")
     ap.add_argument("--one", action="store_true", help="also time the whole forward at one BLAS thread")
     ap.add_argument(
         "--ops",
         action="store_true",
         help="per split call, one BLAS thread, warm, CPU time (min of 15): the whole call and each half alone",
     )
-    ap.add_argument(
-        "--bands",
-        action="store_true",
-        help="also time the row bands (row_sharded.py) as they run and with the rest at one BLAS thread too",
-    )
     args = ap.parse_args()
-    program, x = batch1.model_and_input(args)
-    with kuiper_core.limits.use(program.limits):
-        whole = PreparedForward.build(program, [x])
-        split = SplitForward.make(program, [x])
-        if split is None:
-            sys.exit(f"{args.model.name}: no operator splits")
-        ref, out = whole.run([x]), split.run([x])
-        err = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in zip(ref, out))
-        print(f"{args.model.name}: {split.splits} calls split; max rel. difference to the whole forward {err:.1e}")
-        if args.ops:
+    x = np.load(args.model.with_name(args.model.name.replace(".pnnx.param", ".input.npy")))
+    graphs = {"whole": kuiper_core.load(args.model, threads=args.threads)}
+    graphs["split"] = kuiper_core.load(args.model, executor="split")
+    if args.one:
+        graphs["one"] = kuiper_core.load(args.model, threads=1)
+    ref, out = graphs["whole"].forward(x), graphs["split"].forward(x)
+    if graphs["split"].last_executor != "split":
+        sys.exit(f"{args.model.name}: no operator splits")
+    err = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in zip(ref, out))
+    print(f"{args.model.name}: max rel. difference of the split forward to the whole one {err:.1e}")
+    if args.ops:
+        program = graphs["split"].program
+        assert program is not None
+        split = graphs["split"]._executors[((x.shape, x.dtype.str),)].parallel
+        assert isinstance(split, SplitForward)
+        with kuiper_core.limits.use(program.limits):
             per_operator(split, program, x)
-            return
-        one = PreparedForward.build(program, [x]) if args.one else None
-
-        def whole_one(inputs: list[np.ndarray]) -> list[np.ndarray]:
-            assert one is not None
-            with one_blas_thread():
-                return one.run(inputs)
-
-        runs = {"whole": whole.run, "split": split.run}
-        if one is not None:
-            runs["one"] = whole_one
-        if args.bands:
-            from kuiper_core.runtime.row_sharded import RowShardedForward
-
-            banded = RowShardedForward.make(program, [x], whole, force=True)
-            assert banded is not None
-
-            def bands_one(inputs: list[np.ndarray]) -> list[np.ndarray]:
-                assert banded is not None
-                with one_blas_thread():
-                    return banded.run_in_parallel(inputs)
-
-            runs["bands"], runs["bands_one"] = banded.run_in_parallel, bands_one
-        for _ in range(3):
-            for run in runs.values():
-                run([x])
-        print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')} BLAS threads {blas_threads()}")
-        for r in range(args.rounds):
-            wall: dict[str, list[float]] = {k: [] for k in runs}
-            cpu = dict.fromkeys(runs, 0.0)
-            for name, run in runs.items():
-                # In blocks, a pause between: after a two-thread GEMM OpenBLAS's pool thread
-                # spins ~0.1 s on a core, which a run right after it would have to share.
-                time.sleep(PAUSE)
-                run([x])
-                for _ in range(args.runs):
-                    c, t = time.process_time(), time.perf_counter()
-                    run([x])
-                    wall[name].append(time.perf_counter() - t)
-                    cpu[name] += time.process_time() - c
-            med = {k: statistics.median(v) * 1e3 for k, v in wall.items()}
-            print(
-                f"round {r}: "
-                + ", ".join(
-                    f"{k} {med[k]:.2f} ms (min {min(wall[k]) * 1e3:.2f}, CPU {cpu[k] / args.runs * 1e3:.2f})"
-                    for k in runs
-                )
-                + f"; split/whole {med['split'] / med['whole']:.3f} (min {min(wall['split']) / min(wall['whole']):.3f}); "
-                f"load average {os.getloadavg()[0]:.2f}"
+        return
+    for _ in range(3):
+        for g in graphs.values():
+            g.forward(x)
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')} whole at {args.threads} BLAS threads")
+    for r in range(args.rounds):
+        wall: dict[str, list[float]] = {k: [] for k in graphs}
+        cpu = dict.fromkeys(graphs, 0.0)
+        for name, g in graphs.items():
+            # In blocks, a pause between: after a two-thread GEMM OpenBLAS's pool thread
+            # spins ~0.1 s on a core, which a run right after it would have to share.
+            time.sleep(PAUSE)
+            g.forward(x)
+            for _ in range(args.runs):
+                c, t = time.process_time(), time.perf_counter()
+                g.forward(x)
+                wall[name].append(time.perf_counter() - t)
+                cpu[name] += time.process_time() - c
+        med = {k: statistics.median(v) * 1e3 for k, v in wall.items()}
+        print(
+            f"round {r}: "
+            + ", ".join(
+                f"{k} {med[k]:.2f} ms (min {min(wall[k]) * 1e3:.2f}, CPU {cpu[k] / args.runs * 1e3:.2f})"
+                for k in graphs
             )
+            + f"; split/whole {med['split'] / med['whole']:.3f} (min {min(wall['split']) / min(wall['whole']):.3f}); "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -67,6 +67,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--probes", type=int, default=3, help="fresh-process load/memory probes per engine (default 3)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
+        "--executor",
+        choices=["auto", "interpreter", "sharded", "split"],
+        default="auto",
+        help="kuiper_core's executor (kuiper_core.load(..., executor=)); default auto, what a caller gets",
+    )
+    ap.add_argument(
         "--clock",
         choices=["wall", "cpu"],
         default="wall",
@@ -101,7 +107,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def variants(threads: int, clock: str = "wall", blas_env: str = "unset") -> list[tuple[str, str, dict[str, str]]]:
+def variants(
+    threads: int, clock: str = "wall", blas_env: str = "unset", executor: str = "auto"
+) -> list[tuple[str, str, dict[str, str]]]:
     """(tag, engine, environment) for every process kind the run uses.
 
     Imports use compiled bytecode, as after `pip install` (which compiles it): an
@@ -114,6 +122,7 @@ def variants(threads: int, clock: str = "wall", blas_env: str = "unset") -> list
             "OMP_NUM_THREADS": str(threads),
             "KUIPER_BENCH_THREADS": str(threads),
             "KUIPER_BENCH_CLOCK": clock,
+            "KUIPER_BENCH_EXECUTOR": executor,
             "PYTHONPATH": str(ROOT),
         }
     )
@@ -308,10 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     suite = CASES if args.suite == "bundled" else OUTSIDE_CASES
     cases = [c for c in CASES + OUTSIDE_CASES if c.name in args.cases] if args.cases else suite
-    kinds = variants(args.threads, args.clock, args.blas_env)
+    kinds = variants(args.threads, args.clock, args.blas_env, args.executor)
     results: dict[str, Any] = {
         "machine": machine(),
         "threads": args.threads,
+        "executor": args.executor,
         "clock": args.clock,
         "rounds": args.rounds,
         "runs": args.runs,

@@ -55,7 +55,8 @@ class Kuiper(Engine):
 
         import kuiper_core
 
-        self.graph = kuiper_core.load(os.path.join(case_dir, "model.pnnx.param"))
+        executor = os.environ.get("KUIPER_BENCH_EXECUTOR", "auto")  # compare.py --executor
+        self.graph = kuiper_core.load(os.path.join(case_dir, "model.pnnx.param"), executor=executor, threads=THREADS)  # type: ignore[arg-type]
         self.x = np.load(os.path.join(case_dir, "input.npy"))
         self.run = lambda: self.graph.forward(self.x)
 
@@ -170,23 +171,11 @@ def _timed(run: Callable[[], Any], runs: int) -> list[float]:
 def _steps_compare(eng: Kuiper, runs: int) -> dict[str, Any]:
     """forward() and a full steps() walk alternated; per-type and per-operator step times
     from a third walk, clocked per step. The forward here is the one that runs what a walk
-    runs, one operator at a time in this process: at batch 1 and two threads the timed
-    forward takes its operators in halves with a helper process (split_forward.py), which a
-    walk does not, so a graph of its own with the helper turned off."""
+    runs, one operator at a time in this process: the whole forward (executor "auto")."""
     import kuiper_core
-    from kuiper_core.runtime.split_forward import ENV
 
-    before = os.environ.get(ENV)
-    os.environ[ENV] = "0"
-    try:
-        graph, x = kuiper_core.load(os.path.join(eng.dir, "model.pnnx.param")), eng.x
-        for _ in range(3):  # prepared, then the two-thread decision made here, with the helper off
-            graph.forward(x)
-    finally:
-        if before is None:
-            del os.environ[ENV]
-        else:
-            os.environ[ENV] = before
+    graph, x = kuiper_core.load(os.path.join(eng.dir, "model.pnnx.param"), executor="auto"), eng.x
+    graph.forward(x)
     fwd, stp = [], []
     per_type: dict[str, list[float]] = {}
     per_op: dict[str, list[float]] = {}

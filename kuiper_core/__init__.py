@@ -27,7 +27,8 @@ from .errors import (
     WeightError,
 )
 from .graph import Attribute, Graph, Operand, Operator
-from .runtime import GraphState, RuntimeGraph, StepEvent
+from .runtime import ExecutionOptions, GraphState, RuntimeGraph, StepEvent
+from .runtime.policy import Request
 
 __version__ = "0.1.0"
 
@@ -37,6 +38,8 @@ def load(
     bin_path: str | Path | bytes | None = None,
     *,
     algorithm: str = "dfs",
+    executor: Request = "auto",
+    threads: int | None = None,
     **options: Any,
 ) -> RuntimeGraph:
     """Open a model of any format the engine reads and build a RuntimeGraph.
@@ -44,13 +47,21 @@ def load(
     `source` is a `.pnnx.param` (weights from `bin_path`, default its sibling .bin), a
     textual IR `.kir`, an ONNX `.onnx` or a TorchScript `.pt` (both converted by the `pnnx`
     converter; TorchScript needs `inputshape=`), or the bytes of one. The format is told by
-    content. `options` go to kuiper_core.formats.open_model (inputshape, optlevel, on_log, …)."""
+    content. `options` go to kuiper_core.formats.open_model (inputshape, optlevel, on_log, …).
+
+    `executor` and `threads` say how its calls run (`ExecutionOptions`, runtime/policy.py):
+    "auto" (the whole prepared forward), "interpreter", "sharded" (batch >= 2 on two threads)
+    or "split" (batch 1, a helper process); `threads`: the BLAS's thread count during its
+    calls (None: the process's count now). `RuntimeGraph.last_executor` says which ran."""
     from .formats import open_model
 
+    execution = ExecutionOptions(executor, threads)  # checked before the file is read
     # A .pnnx.param's weights are read when first used (the .bin is checked now): a load parses
     # and plans, and each convolution's kernel reads and lays out its weight at its first run.
     options.setdefault("weights", "lazy")
-    return open_model(source, bin_path=bin_path, **options).build(algorithm, release_weights=True)
+    runtime = open_model(source, bin_path=bin_path, **options).build(algorithm, release_weights=True)
+    runtime.options = execution
+    return runtime
 
 
 def __getattr__(name: str) -> object:
@@ -74,6 +85,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "load",
     "RuntimeGraph",
+    "ExecutionOptions",
     "GraphState",
     "StepEvent",
     "Graph",

@@ -1,9 +1,11 @@
-"""The BLAS's thread count: NumPy's bundled OpenBLAS, read through its own C API.
+"""The BLAS's thread count: NumPy's bundled OpenBLAS, read and set through its own C API.
 
-Kernel choice needs it where a kernel's GEMMs are too small for OpenBLAS to spread over its
-threads (conv_kernels.stride2_tile: its cost model is for one thread). Read by ctypes
-(~0.1 us); threadpoolctl's inspection of the loaded libraries takes ~ms. A BLAS this module
-cannot reach (not NumPy's bundled OpenBLAS) counts as one thread.
+The engine's calls run at the count their RuntimeGraph's options name (runtime/policy.py),
+set for the call and restored after it (`using_blas_threads`). Kernel choice reads it where a
+kernel's GEMMs are too small for OpenBLAS to spread over its threads (conv_kernels.stride2_tile:
+its cost model is for one thread). Read by ctypes (~0.1 us a call; threadpoolctl's inspection of
+the loaded libraries takes ~ms). A BLAS this module cannot reach (not NumPy's bundled OpenBLAS:
+conda's, macOS's Accelerate, MKL) counts as one thread and keeps its own setting.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ctypes
 import glob
 import os
 import threading
+import contextlib
 from contextlib import contextmanager
 from collections.abc import Callable, Iterator
 
@@ -64,26 +67,53 @@ def set_blas_threads(n: int) -> None:
         _blas[0](n)
 
 
-_one_lock = threading.Lock()
-_one_depth = 0  # how many callers are inside one_blas_thread()
-_one_saved = 1  # the count to restore when the last leaves
+class _Lease:
+    """The BLAS's thread count held by the engine's calls: the count is one setting for the whole
+    process (OpenBLAS has no per-call one), and its GEMMs round differently at one thread and at
+    two. So a call sets the count it was asked for and restores what it found when the last
+    call sharing that count leaves; a call at another count waits until then: concurrent engine
+    calls never run at a count they did not ask for."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.count = 0  # the count the calls inside hold (0: nobody inside)
+        self.holders = 0
+        self.found = 1  # the count to restore when the last holder leaves
+
+    @contextmanager
+    def hold(self, n: int | None) -> Iterator[None]:
+        if n is None or _blas is None:
+            yield
+            return
+        with self.changed:
+            while self.holders and self.count != n:
+                self.changed.wait()
+            if not self.holders:
+                self.found, self.count = blas_threads(), n
+                if self.found != n:
+                    set_blas_threads(n)
+            self.holders += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.holders -= 1
+                if not self.holders:
+                    if self.found != n:
+                        set_blas_threads(self.found)
+                    self.count = 0
+                    self.changed.notify_all()
 
 
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """The BLAS at one thread inside, restored on leaving (even on error). The count is
-    process-wide: callers nest and overlap (two graphs' sharded forwards at once), and the
-    last to leave restores the count the first found."""
-    global _one_depth, _one_saved
-    with _one_lock:
-        if _one_depth == 0:
-            _one_saved = blas_threads()
-            set_blas_threads(1)
-        _one_depth += 1
-    try:
-        yield
-    finally:
-        with _one_lock:
-            _one_depth -= 1
-            if _one_depth == 0:
-                set_blas_threads(_one_saved)
+_lease = _Lease()
+
+
+def using_blas_threads(n: int | None) -> contextlib.AbstractContextManager[None]:
+    """The BLAS at `n` threads inside (None: as the process has it), restored on leaving, even
+    on error (see _Lease)."""
+    return _lease.hold(n)
+
+
+def blas_reachable() -> bool:
+    """Whether the engine can set the BLAS's thread count (NumPy's bundled OpenBLAS)."""
+    return _blas is not None

@@ -45,7 +45,7 @@ from kuiper_core.explore.upload_store import DIGEST_CHARS, StoredModel, UploadSt
 from kuiper_core.explore.model_cache import ModelCache
 from kuiper_core.formats import OpenedModel, open_model
 from kuiper_core.graph import Graph
-from kuiper_core.runtime import RuntimeGraph
+from kuiper_core.runtime import ExecutionOptions, RuntimeGraph
 
 if TYPE_CHECKING:
     from kuiper_core.explore.stepper import ForwardStepper
@@ -181,7 +181,9 @@ def _read_model(model: LoadedModel, read: Callable[[], Graph]) -> LoadedModel:
             fail(e)
             return model
         try:
-            model.runtime = RuntimeGraph.from_graph(model.graph).build()
+            # "auto": the whole forward in this process, never the split executor's helper
+            # process (one server process holds every session's sockets and threads).
+            model.runtime = RuntimeGraph.from_graph(model.graph, options=ExecutionOptions("auto")).build()
         except Exception as e:
             fail(e)
     return model

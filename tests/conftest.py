@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import io
-import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
-
-# No helper process forked by a model's forward (kuiper_core/runtime/split_forward.py) in tests
-# that do not ask for one (test_halves.py does): hundreds of models forwarded at two BLAS threads
-# would each fork one and spend ~0.3 s deciding.
-os.environ["KUIPER_HELPER_PROCESS"] = "0"
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

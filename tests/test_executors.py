@@ -7,19 +7,16 @@ convolution kernels'.
   bytes; NaN where NaN). They call the same layers' kernels as the interpreter: a prepared
   function is the kernel the layer's forward picks for those shapes (conv._choose_kernel), a
   ReLU fused into a convolution's call computes max(x, 0) on the same sums, in place or not.
-- sharded forward (forced on at the inputs' batch, or at 2 for batch 1, whether it would pay
-  or not): each half runs at
-  batch 1 on one BLAS thread, so a convolution may take another kernel than at batch 2
+- sharded forward (`executor="sharded"`'s, at the inputs' batch, or at 2 for batch 1): each
+  half runs at batch 1 on one BLAS thread, so a convolution may take another kernel than at batch 2
   (Winograd's tile and the im2col/Winograd choice follow the batch; OpenBLAS blocks a GEMM
   by its size and thread count): equal within float rounding, |a - b| <= 1e-4 * max(1, |ref|)
   (tests/conftest.max_err_ok, the tolerance against PyTorch) — a mixed-up image would be off
-  by far more; integer and bool outputs exactly. Forced on where ShardedForward.build would
-  take it but for the timing: its structure check (keeps_images_apart) and its last guard,
-  the outputs close to the whole forward's.
-- row-sharded forward (batch 1, forced on wherever the graph has a banded prefix, whether it
-  would pay or not): the bands run other shapes, so other kernels (and OpenBLAS at one
-  thread); within the same tolerance, in parallel and in turn. A wrong halo or offset gives
-  wrong rows at the band edges, off by far more.
+  by far more; integer and bool outputs exactly. Wherever ShardedForward.make takes it: its
+  structure check (keeps_images_apart) and its last guard, the outputs close to the
+  interpreter's.
+- split forward (`executor="split"`'s, every operator that can split in halves however little
+  its work, the second half in the helper process): other kernels on parts of the arrays; within the same tolerance.
 """
 
 from __future__ import annotations
@@ -36,12 +33,11 @@ from conftest import max_err_ok
 from kuiper_core import KuiperError
 from kuiper_core.runtime import interpreter
 from kuiper_core.runtime.planned import PlannedForward, ViewNotes
-from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, PreparedSteps, record
+from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, PreparedSteps
 from kuiper_core.runtime.program import Program
-from kuiper_core.runtime.row_sharded import RowShardedForward
 from kuiper_core.runtime.split_forward import SplitForward
 from kuiper_core.layers import attention, conv, halves, linear, pool
-from kuiper_core.runtime.sharded import ShardedForward, close_enough
+from kuiper_core.runtime.sharded import ShardedForward
 from kuiper_core.runtime.step_arena import StepArena
 from tools.golden_outputs import models
 
@@ -116,7 +112,6 @@ def test_fast_executors_match_the_interpreter(key: str, monkeypatch: pytest.Monk
         _assert_same_outputs(prepared.run(inputs), want, "prepared forward")
         _check_arena(program, inputs, prepared, stepped)
         _check_sharded(program, inputs)
-        _check_row_sharded(program, inputs, prepared, want)
         _check_split(program, inputs, want, monkeypatch)
 
 
@@ -148,33 +143,17 @@ def _check_sharded(program: Program, inputs: list[np.ndarray]) -> None:
         return
     try:
         want = program.outputs_of(interpreter.run(program, pair))
-        sharded = ShardedForward.make(program, pair, record(program, pair))
-    except (KuiperError, NotPreparable):
-        return  # not at batch 2 (a traced batch written into a reshape), or not preparable there
+    except KuiperError:
+        return  # not at batch 2 (a traced batch written into a reshape)
+    sharded = ShardedForward.make(program, pair)
     if sharded is None:
-        return  # mixes images, or not preparable at batch 1: never sharded
-    whole = PreparedForward.build(program, pair).first_outputs
-    if not all(close_enough(a, b) for a, b in zip(whole, sharded.run_in_parallel(pair))):
-        return  # the last guard of ShardedForward.build refuses it (images mixed by an op with no dim)
-    for got in (sharded.run_in_parallel(pair), sharded.run_in_turn(pair)):
-        assert len(got) == len(want)
-        for k, (a, b) in enumerate(zip(got, want)):
-            assert a.shape == b.shape and a.dtype == b.dtype, f"sharded output {k}: {a.shape} vs {b.shape}"
-            ok, err, bound = max_err_ok(a, b)
-            assert ok, f"sharded output {k}: max abs err {err:.3g} > {bound:.3g}"
-
-
-def _check_row_sharded(program: Program, inputs: list[np.ndarray], whole: PreparedForward, want: list[Any]) -> None:
-    banded = RowShardedForward.make(program, inputs, whole, force=True)
-    if banded is None:
-        return  # no batch-1 4-D input, or no row-local prefix with a cut
-    for how, got in (("in parallel", banded.run_in_parallel(inputs)), ("in turn", banded.run_in_turn(inputs))):
-        assert len(got) == len(want)
-        for k, (a, b) in enumerate(zip(got, want)):
-            assert a.shape == b.shape and a.dtype == b.dtype, f"row-sharded {how}, output {k}: {a.shape} vs {b.shape}"
-            ok, err, bound = max_err_ok(a, b)
-            assert ok, f"row-sharded {how}, output {k}: max abs err {err:.3g} > {bound:.3g}"
-    _assert_same_outputs(whole.run(inputs), want, "prepared forward after the row-sharded one")
+        return  # mixes images, or not preparable at these shapes: the whole forward runs
+    got = sharded.run(pair)
+    assert len(got) == len(want)
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert a.shape == b.shape and a.dtype == b.dtype, f"sharded output {k}: {a.shape} vs {b.shape}"
+        ok, err, bound = max_err_ok(a, b)
+        assert ok, f"sharded output {k}: max abs err {err:.3g} > {bound:.3g}"
 
 
 def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,6 @@ import pytest
 from conftest import DATA, SAMPLES, max_err_ok
 
 import kuiper_core
-from kuiper_core import threads
 from kuiper_core.errors import ShapeError
 
 CASES = DATA / "value_shapes"
@@ -57,21 +56,15 @@ def test_every_input_set_gives_pytorchs_answer(name: str) -> None:
             _same(model.outputs_of(run.values), refs)
 
 
-def test_a_batch_on_two_blas_threads_is_never_sharded() -> None:
+def test_a_batch_is_never_sharded_where_images_mix() -> None:
     """Sharded, each half of the batch would have its own class count: the halves cannot be
     put back together (and must not be)."""
-    if threads._blas is None:
-        pytest.skip("NumPy's OpenBLAS thread count is out of reach")
-    model = kuiper_core.load(CASES / "one_hot_free" / "model.pnnx.param")
+    model = kuiper_core.load(CASES / "one_hot_free" / "model.pnnx.param", executor="sharded", threads=2)
     inputs, refs = _runs("one_hot_free")[3]
     assert inputs[0].shape[0] == 4
-    before = threads.blas_threads()
-    threads.set_blas_threads(2)
-    try:
-        for _ in range(3):
-            _same(model.forward(*inputs), refs)
-    finally:
-        threads.set_blas_threads(before)
+    for _ in range(3):
+        _same(model.forward(*inputs), refs)
+        assert model.last_executor != "sharded"
 
 
 def test_only_the_operands_computed_from_a_value_sized_one_are_loose() -> None:

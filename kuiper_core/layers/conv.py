@@ -65,9 +65,9 @@ _reuse = threading.local()
 @contextmanager
 def reusing_weights() -> Iterator[None]:
     """Kernels made inside (on this thread) use a Winograd U the layer already holds rather
-    than transform its weight again for another tile or the stride-2 rows: the row bands of a
-    batch-1 forward (runtime/row_sharded.py) run the layers at other heights and one BLAS
-    thread, where the cost model would pick other layouts (ResNet-18: +11 MiB of U)."""
+    than transform its weight again for another tile or the stride-2 rows: the split forward
+    (runtime/split_forward.py) runs the layers in halves at one BLAS thread, where the cost
+    model would pick other layouts than the whole forward's (ResNet-18: +11 MiB of U)."""
     before = getattr(_reuse, "on", False)
     _reuse.on = True
     try:

@@ -3,11 +3,13 @@ the facade that keeps seed 004's states and chooses an executor (docs/architectu
 
 from .events import StepEvent, StepRun
 from .order import OrderEvent, dfs_order, execution_order, is_topological, kahn_order
+from .policy import ExecutionOptions
 from .program import Program, build
 from .runtime_graph import GraphState, RuntimeGraph
 from .runtime_operator import RuntimeOperator
 
 __all__ = [
+    "ExecutionOptions",
     "GraphState",
     "Program",
     "RuntimeGraph",

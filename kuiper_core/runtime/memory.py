@@ -66,27 +66,14 @@ class BufferPlan:
     def allocate(
         self,
         limits: _limits.Limits | None = None,
-        pool: list[np.ndarray] | None = None,
         make: Callable[[int], np.ndarray] | None = None,
     ) -> None:
         """Allocate the slots, refusing (before allocating) a plan over max_planned_bytes.
-        `pool`: byte arrays shared with other plans whose runs never overlap this one's (the
-        row bands of successive segments: row_sharded.py): slot i takes pool[i] where it is
-        big enough, else a new array that replaces it there. `make`: makes a slot's byte
-        array instead of np.empty (split_forward.py: memory shared with a helper process)."""
+        `make`: makes a slot's byte array instead of np.empty (split_forward.py: memory shared
+        with a helper process)."""
         self.check_size(limits)
-        if make is not None:
-            self._slots = [make(n) for n in self.slot_bytes]
-            return
-        if pool is None:
-            self._slots = [np.empty(n, np.uint8) for n in self.slot_bytes]
-            return
-        for i, n in enumerate(self.slot_bytes):
-            if i == len(pool):
-                pool.append(np.empty(n, np.uint8))
-            elif pool[i].nbytes < n:
-                pool[i] = np.empty(n, np.uint8)
-        self._slots = [pool[i][:n] for i, n in enumerate(self.slot_bytes)]
+        new = make or (lambda n: np.empty(n, np.uint8))
+        self._slots = [new(n) for n in self.slot_bytes]
 
     def allocated(self, limits: _limits.Limits | None = None) -> BufferPlan:
         """A copy of this plan with slots of its own (the plan itself stays unallocated)."""

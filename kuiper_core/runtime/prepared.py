@@ -109,23 +109,17 @@ class PreparedForward:
         self.record = rec  # what the record run saw (steps' arenas reuse it)
         # operand -> (call index, layer, args, outs) of the bound call that writes it
         self.writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
-        # operand -> how many calls come before the operator after its writer (run_from), and
-        # its array; operands a fused ReLU reads (their values never exist on their own)
-        self.ends: dict[str, int] = {}
-        self.arrays: dict[str, np.ndarray] = {}
-        self.fused: set[str] = set()
+        self.fused: set[str] = set()  # operands a fused ReLU reads (never whole on their own)
 
     @classmethod
     def build(
         cls,
         program: Program,
         inputs: list[np.ndarray],
-        pool: list[np.ndarray] | None = None,
         rec: Record | None = None,
         make: Callable[[int], np.ndarray] | None = None,
     ) -> PreparedForward:
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result.
-        `pool`: buffers shared with forwards that never run at the same time (BufferPlan.allocate).
         `rec`: another prepared forward's record run on these inputs (not checked again).
         `make`: makes the buffers' byte arrays (BufferPlan.allocate)."""
         rec = rec or record(program, inputs)
@@ -139,7 +133,7 @@ class PreparedForward:
             if r.layer is not None and r.key not in rec.views and r.layer.overwritable_inputs()
         }
         plan = plan_buffers(ops, set(rec.views), outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
-        plan.allocate(program.limits, pool, make)
+        plan.allocate(program.limits, make)
         self = cls(plan, rec, len(program.inputs))
         values: dict[str, Any] = dict(program.run_constants)  # constants folded at build
         feeds = program.feeds(inputs)
@@ -161,10 +155,6 @@ class PreparedForward:
             elif not self._fuse_relu(operator, plan, readers, outputs, values):
                 args = [values[o.name] for o in operator.binding.inputs]
                 self._bind(program, operator, args, plan.buffer, rec, values)
-            for o in operator.binding.outputs:
-                self.ends[o.name] = len(self.calls)
-                if isinstance(values.get(o.name), np.ndarray):
-                    self.arrays[o.name] = values[o.name]
         self.output_values = [values[name] for name in program.output_operands]
         self.first_outputs = self._outputs()
         return self
@@ -238,21 +228,6 @@ class PreparedForward:
             raise_for_operator(e, self.names[i], self.types[i])
         finally:
             self.feeds[:] = [None] * len(self.feeds)  # do not keep the caller's arrays alive
-
-    def run_from(self, start: int) -> list[np.ndarray]:
-        """The calls from `start` on (`calls_after`), the operands they read already in their
-        buffers (row_sharded.py writes the cut's); copies of the outputs."""
-        self.run_calls([None] * len(self.feeds), start)
-        return self._outputs()
-
-    def operand_array(self, name: str) -> np.ndarray | None:
-        """The buffer (or view) that holds operand `name` during a run."""
-        return self.arrays.get(name)
-
-    def calls_after(self, name: str) -> int | None:
-        """The index of the first call after the one that writes `name` (None where a fused
-        ReLU reads it: its value is never whole in a buffer)."""
-        return None if name in self.fused else self.ends.get(name)
 
     def _outputs(self) -> list[np.ndarray]:
         result: list[np.ndarray] = []

@@ -4,30 +4,30 @@ init()  reads .param + .bin into a Graph                       (NeedInit  -> Nee
 build() makes the Program (program.py: execution order, bindings, folded constants, layers,
         the declared-shape buffer plan)                        (NeedBuild -> Complete)
 forward(*arrays) and steps(*arrays) check the inputs (inputs.py), then hand the Program to
-one executor, chosen by a short policy (`_executor_for`, `steps`):
+one executor, chosen by the execution policy (policy.py) from the Program, the input shapes
+and the caller's `ExecutionOptions` alone; `last_executor` names the one that ran:
 
-- the reference interpreter (interpreter.py): the first run at each set of input shapes (its
-  outputs checked against their annotations), graphs whose shapes follow the input values,
-  and steps() where no step arena is free (calling the layers' prepared functions there);
-- the prepared forward (prepared.py): later runs, as a flat list of prepared calls on
-  planned buffers;
-- the sharded forward (sharded.py): at batch >= 2 with >= 2 BLAS threads, where splitting
-  the batch over two threads paid when timed;
-- the split forward (split_forward.py): at batch 1 with >= 2 BLAS threads, every big
-  convolution, pool, activation, norm, concat... in two halves, one in a helper process,
-  where that paid when timed (ResNet-18 b1 ~0.75x the whole forward's time);
-- the row-sharded forward (row_sharded.py): at batch 1 with >= 2 BLAS threads, the
-  convolutional prefix as two row bands on two threads, where that paid when timed;
-- the planned forward (planned.py): graphs that cannot be prepared, after their checked run;
-- step arenas (step_arena.py): steps() as bound calls on one block of operand memory.
+- "interpreter" (interpreter.py): the first run at each set of input shapes of a graph the
+  prepared forward cannot take (its outputs checked against their annotations), graphs
+  whose shapes follow the input values, and every call where the options ask for it;
+- "prepared" (prepared.py): a flat list of prepared calls on planned buffers, made at the first
+  run at a set of input shapes (its record run is the interpreter's checked run);
+- "planned" (planned.py): graphs that cannot be prepared, after their checked run;
+- "sharded" (sharded.py, asked for): at batch >= 2, two half-batch forwards on two threads;
+- "split" (split_forward.py, asked for): at batch 1, big operators in halves, one half in a
+  helper process;
+- steps(): "step arena" (step_arena.py: bound calls on one block of operand memory), else
+  "interpreter steps" (one operator at a time, calling the layers' prepared functions).
 
+Every call holds the BLAS at the options' thread count (kuiper_core/threads.py).
 Consumers read their producers' output arrays by reference: nothing is copied.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import limits as _limits
-from .. import threads
+from ..threads import blas_threads, using_blas_threads
 from ..errors import KuiperError
 from ..graph import Graph
 from . import interpreter
@@ -45,20 +45,36 @@ from .events import StepEvent, StepRun
 from .inputs import InputCheck
 from .memory import BufferPlan
 from .planned import PlannedForward, ViewNotes
+from .policy import ExecutionOptions, Ran
 from .prepared import NotPreparable, PreparedForward, PreparedSteps
 from .program import Program, build
 from .runtime_operator import RuntimeOperator, Value
-from .sharded import ShardedForward, batch_size, best_time
+from .sharded import ShardedForward
 from .step_arena import StepArenas
 
-if TYPE_CHECKING:  # imported at the first batch-1 forward at two threads: `import kuiper_core` stays light
-    from .row_sharded import RowShardedForward
+if TYPE_CHECKING:  # imported where the split executor is asked for: `import kuiper_core` stays light
     from .split_forward import SplitForward
 
 # Input signatures whose first run was checked (the planned forward's); beyond this many, start again.
 MAX_CHECKED_SIGNATURES = 256
 # Input signatures kept prepared (prepared.py; each prepared forward holds its own buffers).
 MAX_PREPARED = 4
+
+
+@dataclass
+class ShapeExecutors:
+    """What a RuntimeGraph made for one input signature (its shapes and dtypes)."""
+
+    prepared: PreparedForward | None = None
+    preparable: bool = True  # False: the prepared forward cannot take the graph at these shapes
+    parallel: ShardedForward | SplitForward | None = None  # the asked-for sharded or split one
+    parallel_tried: bool = False  # made, or found not to apply, at these shapes
+
+    def close(self) -> None:
+        """End what the executors hold beyond memory (a split forward's helper process)."""
+        close = getattr(self.parallel, "close", None)
+        if close is not None:
+            close()
 
 
 class GraphState(IntEnum):
@@ -75,9 +91,13 @@ class RuntimeGraph:
         *,
         graph: Graph | None = None,
         limits: _limits.Limits | None = None,
+        options: ExecutionOptions | None = None,
     ) -> None:
         # The limits this graph was created under apply to its build, forward and steps.
         self._limits = limits or _limits.current()
+        self._options = options or ExecutionOptions()
+        self._blas = self._options.threads or blas_threads()  # fixed now: the same count every call
+        self.last_executor: Ran | None = None  # what ran the latest forward() or steps()
         self.param_path = Path(param_path) if param_path is not None else None
         self.bin_path = Path(bin_path) if bin_path is not None else None
         self.graph: Graph | None = graph  # None until init() reads it
@@ -94,12 +114,11 @@ class RuntimeGraph:
         self._reset_executors()
 
     def _reset_executors(self) -> None:
-        """Forget every executor's state (after a build, or new limits)."""
+        """Forget every executor's state (after a build, new limits or new options)."""
         self._check_inputs = InputCheck(self.program) if self.program is not None else None
-        # Per input signature: the prepared forward (None: the graph cannot be prepared), the
-        # sharded one (None: it stays whole), the step arenas, steps()' prepared functions.
-        self._prepared: dict[tuple, PreparedForward | None] = {}
-        self._sharded: dict[tuple, ShardedForward | RowShardedForward | SplitForward | None] = {}
+        for made in getattr(self, "_executors", {}).values():
+            made.close()
+        self._executors: dict[tuple, ShapeExecutors] = {}  # by input signature
         self._arenas: dict[tuple, StepArenas] = {}
         self._step_calls: dict[tuple, PreparedSteps] = {}
         self._step_signature: tuple | None = None  # the input shapes of the latest steps()
@@ -109,9 +128,16 @@ class RuntimeGraph:
         self._planned: PlannedForward | None = None
 
     @classmethod
-    def from_graph(cls, graph: Graph, limits: _limits.Limits | None = None, *, owned: bool = False) -> RuntimeGraph:
+    def from_graph(
+        cls,
+        graph: Graph,
+        limits: _limits.Limits | None = None,
+        *,
+        owned: bool = False,
+        options: ExecutionOptions | None = None,
+    ) -> RuntimeGraph:
         """owned: nothing else keeps `graph`, so its weights may go after build (as when read here)."""
-        runtime = cls(graph=graph, limits=limits)
+        runtime = cls(graph=graph, limits=limits, options=options)
         runtime.owns_graph = owned
         return runtime
 
@@ -158,6 +184,25 @@ class RuntimeGraph:
             self._reset_executors()
 
     @property
+    def options(self) -> ExecutionOptions:
+        """Which executor runs and at how many BLAS threads (policy.py)."""
+        return self._options
+
+    @options.setter
+    def options(self, options: ExecutionOptions) -> None:
+        """New options apply from the next run on (the executors are made again under them)."""
+        with self._run_lock:
+            self._options = options
+            self._blas = options.threads or blas_threads()
+            self._reset_executors()
+
+    @property
+    def blas_threads(self) -> int:
+        """The BLAS thread count this graph's calls run at (the options', else the process's
+        count when the graph was made); the sharded and split executors' halves run at one."""
+        return self._blas
+
+    @property
     def order(self) -> tuple[RuntimeOperator, ...]:
         return self.program.order if self.program is not None else ()
 
@@ -198,98 +243,83 @@ class RuntimeGraph:
 
     # -- running ----------------------------------------------------------------------------
     def forward(self, *arrays: np.ndarray) -> list[np.ndarray]:
-        """Run the model; outputs in pnnx.Output order with tuples flattened."""
+        """Run the model; outputs in pnnx.Output order with tuples flattened. `last_executor`
+        then names the executor that ran (policy.py)."""
         program = self._built()
         assert self._check_inputs is not None
         # as torch: silent on overflow, 0/0, log(-1) (inf and nan are the answer; no NumPy
         # warning naming this file reaches the user), in every executor
         with _limits.use(self.limits), np.errstate(all="ignore"):
             inputs = self._check_inputs(arrays)
-            if program.value_shaped:  # shapes that change with the values: no fixed buffers fit
-                return program.outputs_of(interpreter.run(program, inputs))
-            key = signature(inputs)
-            with self._run_lock:
-                outputs = self._fast_forward(program, key, inputs)
-            if outputs is not None:
-                return outputs
-            return self._forward_unprepared(program, key, inputs)
+            ran, outputs = self._forward(program, inputs)
+        self.last_executor = ran
+        return outputs
 
-    def _fast_forward(self, program: Program, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
-        """The sharded or prepared forward's outputs (under the lock); None if the graph cannot
-        be prepared. The first run at a signature prepares (its record run is the checked run),
-        the second decides whether it runs sharded (by images, or at batch 1 by rows)."""
-        two, batch = threads.blas_threads() >= 2, batch_size(inputs)
-        shard, rows = two and batch >= 2, two and batch == 1
-        sharded = self._sharded.get(key) if shard or rows else None
-        owned = getattr(sharded, "owned", None)  # SplitForward's (imported at first use)
-        if owned is not None and not owned():
-            sharded = None  # a forked process: its buffers are its maker's; the whole forward here
-        if sharded is not None:  # split by images or rows over two threads (sharded.py, row_sharded.py)
-            return sharded.run(inputs)
-        if key not in self._prepared:
-            return self._prepare(program, key, inputs)
-        prepared = self._prepared[key]
-        if prepared is None:
-            return None
-        if shard and key not in self._sharded:
-            return self._shard(program, key, prepared, inputs)  # the second run decides
-        if rows and key not in self._sharded:
-            return self._shard_rows(program, key, prepared, inputs)
-        return prepared.run(inputs)
+    def _forward(self, program: Program, inputs: list[np.ndarray]) -> tuple[Ran, list[np.ndarray]]:
+        request = self._options.executor
+        if request == "interpreter" or program.value_shaped:  # value-shaped: no fixed buffers fit
+            with using_blas_threads(self._blas):
+                return "interpreter", program.outputs_of(interpreter.run(program, inputs))
+        key = signature(inputs)
+        with self._run_lock:
+            made = self._executors_for(key)
+            if request in ("sharded", "split"):
+                with using_blas_threads(1):
+                    parallel = self._parallel(program, made, inputs)
+                    if parallel is not None:
+                        return request, parallel.run(inputs)
+            if made.preparable:
+                with using_blas_threads(self._blas):
+                    outputs = self._prepared(program, made, inputs)
+                if outputs is not None:
+                    return "prepared", outputs
+        return self._forward_unprepared(program, key, inputs)
 
-    def _prepare(self, program: Program, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    def _executors_for(self, key: tuple) -> ShapeExecutors:
+        made = self._executors.get(key)
+        if made is None:
+            if len(self._executors) >= MAX_PREPARED:
+                self._executors.pop(next(iter(self._executors))).close()
+            made = self._executors[key] = ShapeExecutors()
+        return made
+
+    def _prepared(self, program: Program, made: ShapeExecutors, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The prepared forward's outputs, made at the first call at these shapes (its binding
+        run's outputs); None where the graph cannot be prepared."""
+        if made.prepared is not None:
+            return made.prepared.run(inputs)
         try:
-            prepared: PreparedForward | None = PreparedForward.build(program, inputs)
+            prepared = PreparedForward.build(program, inputs)
         except NotPreparable:
-            prepared = None
-        if len(self._prepared) >= MAX_PREPARED:
-            self._prepared.pop(next(iter(self._prepared)))
-        self._prepared[key] = prepared
-        if prepared is None:
+            made.preparable = False
             return None
+        made.prepared = prepared
         outputs, prepared.first_outputs = prepared.first_outputs, []
         return outputs
 
-    def _shard(
-        self, program: Program, key: tuple, whole: PreparedForward, inputs: list[np.ndarray]
-    ) -> list[np.ndarray]:
-        """Decide whether this signature runs sharded; this call's outputs. The whole forward
-        is let go of first, so that the shards' buffers reuse its memory (ResNet-18 b4 peak RSS
-        220 -> 202 MiB); made again if the graph stays whole, or at the next call at one BLAS
-        thread."""
-        del self._prepared[key]
-        t_whole, outputs = best_time(whole.run, inputs)
-        record = whole.record
-        del whole  # the last reference: its buffers go back to the allocator
-        sharded, sharded_outputs = ShardedForward.build(program, inputs, record, outputs, t_whole)
-        if len(self._sharded) >= MAX_PREPARED:
-            self._sharded.pop(next(iter(self._sharded)))
-        self._sharded[key] = sharded
-        if sharded is None:  # whole again, prepared now: later calls take the hot path
-            return self._prepare(program, key, inputs) or outputs
-        return sharded_outputs
+    def _parallel(
+        self, program: Program, made: ShapeExecutors, inputs: list[np.ndarray]
+    ) -> ShardedForward | SplitForward | None:
+        """The asked-for sharded or split forward at these shapes, made at the first call (at
+        one BLAS thread: the kernels' cost models see the count they run at); None where it
+        does not apply (the batch, the graph), and then the whole forward runs."""
+        parallel = made.parallel
+        if parallel is not None and not parallel.owned():
+            made.close()  # a process forked from this one: its helper and buffers are the maker's
+            made.parallel, made.parallel_tried = None, False
+        if not made.parallel_tried:
+            made.parallel_tried = True
+            if self._options.executor == "sharded":
+                made.parallel = ShardedForward.make(program, inputs)
+            else:
+                from .split_forward import SplitForward
 
-    def _shard_rows(
-        self, program: Program, key: tuple, whole: PreparedForward, inputs: list[np.ndarray]
-    ) -> list[np.ndarray]:
-        """Decide whether this batch-1 signature runs with its operators split in halves over
-        two threads (split_forward.py), else as row bands (row_sharded.py), else whole; this
-        call's outputs (the whole forward's)."""
-        from .row_sharded import RowShardedForward
-        from .split_forward import SplitForward
+                made.parallel = SplitForward.make(program, inputs)
+        return made.parallel
 
-        t_whole, outputs = best_time(whole.run, inputs)
-        chosen: SplitForward | RowShardedForward | None = SplitForward.build(program, inputs, whole, outputs, t_whole)
-        if chosen is None:
-            chosen = RowShardedForward.build(program, inputs, whole, outputs, t_whole)
-        if len(self._sharded) >= MAX_PREPARED:
-            dropped = self._sharded.pop(next(iter(self._sharded)))
-            if isinstance(dropped, SplitForward):
-                dropped.close()  # its helper process ends now, not when the collector finds it
-        self._sharded[key] = chosen
-        return outputs
-
-    def _forward_unprepared(self, program: Program, key: tuple, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    def _forward_unprepared(
+        self, program: Program, key: tuple, inputs: list[np.ndarray]
+    ) -> tuple[Ran, list[np.ndarray]]:
         """A graph the prepared forward cannot take: the interpreter's checked run first at
         each input signature (noting which operators return views), then the planned forward
         (unplanned at other than the declared input shapes)."""
@@ -297,22 +327,27 @@ class RuntimeGraph:
         outputs: list[np.ndarray] | None
         if key not in self._checked:
             notes = ViewNotes()
-            outputs = program.outputs_of(interpreter.run(program, inputs, notes.note))
+            with using_blas_threads(self._blas):
+                outputs = program.outputs_of(interpreter.run(program, inputs, notes.note))
             if len(self._checked) >= MAX_CHECKED_SIGNATURES:
                 self._checked.clear()
             self._checked.add(key)
             if declared:
                 with self._run_lock:
                     self._planned = PlannedForward(program, notes.views)
-            return outputs
+            return "interpreter", outputs
         if not declared:
-            outputs = PlannedForward(program, None).run(inputs)
+            with using_blas_threads(self._blas):
+                outputs = PlannedForward(program, None).run(inputs)
         else:
-            with self._run_lock:
+            with self._run_lock, using_blas_threads(self._blas):
                 outputs = self._planned.run(inputs) if self._planned is not None else None
                 if outputs is None:  # a layer broke the view contract: the interpreter from now on
                     self._planned = None
-        return outputs if outputs is not None else program.outputs_of(interpreter.run(program, inputs))
+        if outputs is not None:
+            return "planned", outputs
+        with using_blas_threads(self._blas):
+            return "interpreter", program.outputs_of(interpreter.run(program, inputs))
 
     def steps(self, *arrays: np.ndarray) -> StepRun:
         """Run one operator per iteration. The returned iterator's `.values` holds every
@@ -328,16 +363,19 @@ class RuntimeGraph:
         calls, arenas = self._steps_for(key)
         started = None
         if not program.value_shaped:  # an arena is laid out from one run's shapes
-            forward = self._prepared.get(key)
-            started = arenas.start(program, inputs, forward.record if forward is not None else None)
+            made = self._executors.get(key)
+            forward = made.prepared if made is not None else None
+            with using_blas_threads(self._blas):
+                started = arenas.start(program, inputs, forward.record if forward is not None else None)
         values: Mapping[str, Value]
         if started is not None:  # a free arena's flat run (step_arena.py)
-            run, values = started
+            (run, values), self.last_executor = started, "step arena"
         else:  # the interpreter, one operator at a time, calling the layers' prepared functions
             fresh: dict[str, Value] = {}
             run, values = interpreter.steps(program, inputs, fresh, calls.call), fresh
+            self.last_executor = "interpreter steps"
         self.values = values
-        return StepRun(run, values)
+        return StepRun(_each_at(self._blas, run), values)
 
     def _steps_for(self, key: tuple) -> tuple[PreparedSteps, StepArenas]:
         arenas = self._arenas.get(key)
@@ -357,4 +395,28 @@ class RuntimeGraph:
         return self._step_calls[key], arenas
 
 
-__all__ = ["GraphState", "RuntimeGraph", "RuntimeOperator", "StepEvent", "StepRun"]
+def _each_at(threads: int, events: Iterator[StepEvent]) -> Iterator[StepEvent]:
+    """The steps, each computed at the BLAS thread count `threads` (not held between steps: a
+    caller may pause for minutes between two, and other calls must not wait for it)."""
+    try:
+        while True:
+            with using_blas_threads(threads):
+                event = next(events, None)
+            if event is None:
+                return
+            yield event
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+
+
+__all__ = [
+    "ExecutionOptions",
+    "GraphState",
+    "ShapeExecutors",
+    "RuntimeGraph",
+    "RuntimeOperator",
+    "StepEvent",
+    "StepRun",
+]
