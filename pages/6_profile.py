@@ -51,12 +51,18 @@ if run or cached is None:
     except (KuiperError, MemoryError) as e:
         common.show_error(e, title="The model failed while running")
         st.stop()
-    shared[key] = cached = (rows, time.strftime("%H:%M:%S"))
+    ran = model.runtime.last_executor or ""  # steps()' executor (RuntimeGraph.last_executor)
+    shared[key] = cached = (rows, time.strftime("%H:%M:%S"), ran)
     shared.move_to_end(key)
     while len(shared) > PROFILES_KEPT:
         shared.popitem(last=False)
-rows, measured_at = cached
-st.caption(f"Measured at {measured_at} (server time); **Run profile** measures again.")
+rows, measured_at, ran = cached
+options = model.runtime.options
+st.caption(
+    f"Measured at {measured_at} (server time) by the `{ran}` executor, at {model.runtime.blas_threads} BLAS "
+    f"thread(s); `forward()` here runs the `{options.executor}` executor (docs/architecture.md, "
+    '"Which executor runs when"); **Run profile** measures again.'
+)
 
 totals = profile_totals(rows)
 m1, m2, m3, m4 = st.columns(4)
