@@ -59,9 +59,9 @@ def per_operator(split: SplitForward, program: Program, x: np.ndarray) -> None:
         split.prepared.run([x])
         totals = [0.0, 0.0, 0.0]
         for name, call in zip(*_names_calls(split.prepared)):
-            if not isinstance(call, partial) or call.func is not halves._run_parts or name not in whole:
+            if not isinstance(call, partial) or call.func is not halves._run_pair or name not in whole:
                 continue
-            parts = call.args[1:3]  # the two halves, bound to their arrays
+            parts = call.args[0].args[1:3]  # the pair's two halves, bound to their arrays
             first = parts[0].func
             how = type(getattr(first, "__self__", None) or first).__name__
             halves_ = list(parts)

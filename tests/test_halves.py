@@ -23,11 +23,11 @@ import kuiper_core
 from kuiper_core import threads
 from kuiper_core.layers import conv, halves
 from kuiper_core.layers.conv_reference import conv2d_reference
-from kuiper_core.layers.halves import HelperProcess, Splits, input_rows, made, run_halves, split_rows, splitting
-from kuiper_core.runtime import split_forward
+from kuiper_core.layers.halves import input_rows, split_rows
+from kuiper_core.runtime.helper_process import HelperProcess, Splits, Ticket, run_halves, shared_bytes
 from kuiper_core.runtime.policy import split_refusal
 from kuiper_core.runtime.split_forward import SplitForward
-from conftest import SAMPLES, max_err_ok
+from conftest import ROOT, SAMPLES, max_err_ok
 from layer_testing import assert_close, layer_of
 from test_conv_kernels import arrays, conv_layer, relu_of
 from test_layers_pool import pool_layer
@@ -61,20 +61,20 @@ def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.n
         case["relu"],
     )
     y = np.full(ref.shape, np.nan, np.float32)
-    with splitting() as made:
-        call = layer.prepare_with_relu([x], [y]) if case["relu"] else layer.prepare([x], [y])
+    made = Splits(shared=False)
+    call = (layer.prepare_with_relu if case["relu"] else layer.prepare)([x], [y], split=made)
     assert call is not None
     for _ in range(2):
         call([x], [y])
-    kinds = "" if not made.made else "/".join(type(half.func.__self__).__name__ for half in call.args[1:3])
+    kinds = "" if not made.made else "/".join(type(half.func.__self__).__name__ for half in call.args[0].args[1:3])
     return y, ref, kinds
 
 
 def run_split(prepare: Callable[..., Any], inputs: list, y: np.ndarray) -> np.ndarray:
-    """y, written by the call `prepare(inputs, [y])` makes inside splitting() (asserted to be one
-    split call), both halves run here."""
-    with splitting() as splits:
-        call = prepare(inputs, [y])
+    """y, written by the call `prepare(inputs, [y], split)` makes (asserted to be one split call),
+    both halves run here."""
+    splits = Splits(shared=False)
+    call = prepare(inputs, [y], split=splits)
     assert call is not None and splits.made == 1
     call(inputs, [y])
     return y
@@ -164,8 +164,8 @@ def test_each_kernel_splits(
 def test_small_convs_and_depthwise_stay_whole(blas_one: None, groups: int) -> None:
     x, wt, b = arrays(1, (1, 8, 8, 8), (8, 8 // groups, 3, 3), (8,))
     layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=groups)
-    with splitting() as made:
-        call = layer.prepare([x], [np.empty((1, 8, 8, 8), np.float32)])
+    made = Splits(shared=False)
+    call = layer.prepare([x], [np.empty((1, 8, 8, 8), np.float32)], split=made)
     assert call is not None and made.made == 0
 
 
@@ -192,13 +192,35 @@ def test_split_pool_matches_the_whole(
     x = np.random.default_rng(3).standard_normal((1, 13, *size)).astype(np.float32)
     (ref,) = layer.forward([x], [None])
     y = np.full_like(ref, np.nan)
-    with splitting() as made:
-        call = layer.prepare([x], [y])
+    made = Splits(shared=False)
+    call = layer.prepare([x], [y], split=made)
     assert call is not None and made.made == 1
     for _ in range(2):
         call([x], [y])
         np.testing.assert_array_equal(y, ref)
-    assert layer.prepare([x], [y]) is None  # outside splitting(): forward
+    assert layer.prepare([x], [y]) is None  # not asked to split: forward
+
+
+def test_splittable_layers_take_a_split_request_and_none_knows_of_processes() -> None:
+    """The capability is the layer's attribute (registry.Layer.splittable); who runs the halves
+    is the runtime's (runtime/helper_process.py): no layer module imports thread or process
+    machinery for it."""
+    import ast
+    import inspect
+
+    from kuiper_core.layers import registry
+
+    classes = {registry.layer_class(t) for t in registry.supported_types()}
+    splittable = {cls for cls in classes if cls is not None and cls.splittable}
+    assert {c.__name__ for c in splittable} >= {"Convolution", "MaxPool", "Linear", "BatchNorm", "LayerNorm", "Cat"}
+    for cls in splittable:
+        assert "split" in inspect.signature(cls.prepare).parameters, cls.__name__
+    for path in (ROOT / "kuiper_core" / "layers").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            assert not {"multiprocessing", "mmap", "signal"} & {n.split(".")[0] for n in names + [module]}, path.name
+            assert "runtime" not in module.split("."), f"{path.name} imports the runtime"
 
 
 def test_split_rows_and_input_rows() -> None:
@@ -211,15 +233,14 @@ def test_split_rows_and_input_rows() -> None:
 
 
 def _shared(n: int) -> np.ndarray:
-    return split_forward.shared_bytes(8 * n).view(np.int64)
+    return shared_bytes(8 * n).view(np.int64)
 
 
-def _one_split(second: Callable[[], None]) -> tuple[Splits, halves.Ticket]:
-    """A Splits with one call whose second half is `second`, and that call's ticket."""
-    with splitting() as splits:
-        ticket = made()
-    ticket.bind(lambda: run_halves(ticket, lambda: None, second))
-    return splits, ticket
+def _one_split(second: Callable[[], None]) -> tuple[Splits, Ticket]:
+    """A Splits with one pair whose second half is `second`, and that pair's ticket."""
+    splits = Splits()
+    splits.pair(lambda: None, second)
+    return splits, Ticket(splits, 0)
 
 
 def test_the_helper_process_runs_the_second_half() -> None:
@@ -323,8 +344,8 @@ def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu
     a, b = (rng.standard_normal((1, 5, 7, 9)).astype(np.float32) for _ in range(2))
     want = np.maximum(a + b * np.float32(2.5), 0) if relu else a + b * np.float32(2.5)
     x = a.copy()
-    with splitting() as splits:
-        call = (layer.prepare_with_relu if relu else layer.prepare)([x, b], [x])
+    splits = Splits(shared=False)
+    call = (layer.prepare_with_relu if relu else layer.prepare)([x, b], [x], split=splits)
     assert call is not None and splits.made == 1
     call([x, b], [x])
     np.testing.assert_array_equal(x, want)
@@ -348,8 +369,8 @@ def test_split_expressions_over_views_and_broadcasts_match_the_whole(monkeypatch
     want = a + view * scale * np.float32(0.5)
     want = np.maximum(want, 0) if relu else want
     y = np.full_like(a, np.nan)
-    with splitting() as splits:
-        call = (layer.prepare_with_relu if relu else layer.prepare)([a, view, scale], [y])
+    splits = Splits(shared=False)
+    call = (layer.prepare_with_relu if relu else layer.prepare)([a, view, scale], [y], split=splits)
     assert call is not None and splits.made == 1
     call([a, view, scale], [y])
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
@@ -550,7 +571,7 @@ def _is_split(call: Any) -> bool:
     """A prepared call that runs in halves (halves_call's or self-attention's steps)."""
     while isinstance(call, partial):  # the bound call, around the layer's prepared one
         call = call.func
-    return getattr(call, "__name__", "") in ("_run_parts", "_run_steps")
+    return getattr(call, "__name__", "") in ("_run_pair", "_run_steps")
 
 
 def test_a_forked_process_runs_the_whole_forward(two_threads: None) -> None:
@@ -562,7 +583,7 @@ def test_a_forked_process_runs_the_whole_forward(two_threads: None) -> None:
     assert graph.last_executor == "split"
     chosen = graph._executors[((x.shape, x.dtype.str),)].parallel
     assert isinstance(chosen, SplitForward) and chosen.owned()
-    verdict = split_forward.shared_bytes(8).view(np.int64)
+    verdict = shared_bytes(8).view(np.int64)
     pid = os.fork()
     if pid == 0:  # the worker: its forwards must not touch the maker's buffers
         ok = 0

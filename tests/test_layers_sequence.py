@@ -244,7 +244,8 @@ def test_self_attention_split_in_halves_matches_forward(
     """Inside a split forward (layers/halves.py) self-attention runs as two halves of its batch
     (batch first, more than one: Swin's windows), else its heads in two halves then its output
     projection in two halves of the rows (both here: no helper process): the forward's values."""
-    from kuiper_core.layers import attention, halves
+    from kuiper_core.layers import attention
+    from kuiper_core.runtime.helper_process import Splits
 
     monkeypatch.setattr(attention, "MIN_HALF_WORK", 16)
     layer, inputs = _masked_self_attention(batch_first, mask_kind)
@@ -252,8 +253,8 @@ def test_self_attention_split_in_halves_matches_forward(
         layer.b_fused = layer.bo = None
     expected = layer.forward(inputs, [None])[0]
     y = np.full_like(inputs[0], np.nan)
-    with halves.splitting() as splits:
-        f = layer.prepare(inputs, [y])
+    splits = Splits(shared=False)
+    f = layer.prepare(inputs, [y], split=splits)
     assert f is not None and splits.made == (1 if batch_first else 2)  # the batch; or heads, then rows
     f(inputs, [y])
     np.testing.assert_allclose(y, expected, rtol=2e-6, atol=1e-6)

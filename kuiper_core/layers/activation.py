@@ -19,7 +19,7 @@ import numpy as np
 from ..graph import Operator
 from . import clamp
 from ._common import output_like
-from .halves import active as splitting, split_flat
+from .halves import SplitRequest, split_flat
 from .registry import Layer, Prepared, register
 from .windows import scratch
 
@@ -33,9 +33,10 @@ class Elementwise(Layer):
     so the runtime may run it in place (see Layer.overwritable_inputs)."""
 
     inplace_safe = False
-    # Inside halves.splitting(): split in two flat halves (a helper process runs one) from
-    # halves.min_half(cheap) elements a half (`cheap`: the one-pass piecewise linear ones). Not
-    # for layers whose value depends on the position (PReLU's per-channel slopes).
+    splittable = True
+    # Asked to split (prepare's `split`): in two flat halves from halves.min_half(cheap)
+    # elements a half (`cheap`: the one-pass piecewise linear ones). Not for layers whose value
+    # depends on the position (PReLU's per-channel slopes).
     pointwise = True
     cheap = False
     # Prepared calls of the multi-pass (not `cheap`) pointwise ones run over flat blocks of
@@ -57,11 +58,13 @@ class Elementwise(Layer):
         self.compute(x, y)
         return [y]
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+    def prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
         f = self.prepare_whole(inputs, out)
-        if f is None or not (self.pointwise and splitting()):
+        if f is None or split is None or not self.pointwise:
             return f
-        return split_flat(self.prepare_whole, inputs, out, self.cheap) or f
+        return split_flat(split, self.prepare_whole, inputs, out, self.cheap) or f
 
     def prepare_whole(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
         """The prepared function over the whole arrays (Layer.prepare)."""
@@ -690,6 +693,7 @@ class AlongDim(Layer):
     """Softmax-style layers over `dim` (negative dims count from the end)."""
 
     default_dim: int | None = None
+    splittable = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -720,16 +724,18 @@ class AlongDim(Layer):
     def compute(self, x: np.ndarray, y: np.ndarray, axis: int | None) -> None:
         raise NotImplementedError
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
-        """Inside halves.splitting(): over the last dim of a float array, its rows in two halves
-        (a helper process runs one); else None (forward)."""
+    def prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
+        """Asked to split: over the last dim of a float array, its rows in two halves; else
+        None (forward)."""
         x, y = inputs[0], out[0]
-        if not splitting() or x.ndim < 2 or x.dtype.kind != "f" or y.dtype != x.dtype:
+        if split is None or x.ndim < 2 or x.dtype.kind != "f" or y.dtype != x.dtype:
             return None
         if self.axis(x.ndim) != x.ndim - 1:
             return None
         n = x.shape[-1]
-        return split_flat(partial(_rows_of, self, n), inputs, out, unit=n)
+        return split_flat(split, partial(_rows_of, self, n), inputs, out, unit=n)
 
 
 def _rows_of(layer: AlongDim, n: int, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared:

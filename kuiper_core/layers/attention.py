@@ -35,7 +35,7 @@ from ..graph import Operand, Operator, Shape
 from .activation import softmax
 from .broadcast import expanded
 from .linear import matmul_bias
-from .halves import MIN_HALF_WORK, active as splitting, halves_call, made, run_halves, shared_array, split_rows
+from .halves import MIN_HALF_WORK, SplitRequest, halves_call, split_rows
 from .module_outputs import match_outputs
 from .registry import Layer, Prepared, register
 from .windows import scratch
@@ -69,6 +69,8 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None)
 
 @register("nn.MultiheadAttention")
 class MultiheadAttention(Layer):
+    splittable = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         E = self.embed_dim = self.int_param("embed_dim")
@@ -241,7 +243,9 @@ class MultiheadAttention(Layer):
             values["weights"] = probs.mean(axis=-3, dtype=F32)  # averaged over heads
         return [values[name] for name in self.outputs]
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+    def prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
         """Batched self-attention (one float32 input, at most a mask, no extra keys, only the
         output): `self_attention`, its work arrays in scratch and the output written in place."""
         if (
@@ -273,12 +277,12 @@ class MultiheadAttention(Layer):
             except Exception:
                 return None
         rows = B * L
-        if splitting() and rows * self.flops_per_row() >= 2 * MIN_HALF_WORK:
+        if split is not None and rows * self.flops_per_row() >= 2 * MIN_HALF_WORK:
             per_batch = mask is None or mask.ndim == 2 or mask.shape[0] == B * self.num_heads
             if B >= 2 and self.batch_first and per_batch:
-                return self._split_batch(x, y, mask, B, L)
+                return self._split_batch(split, x, y, mask, B, L)
             if self.num_heads >= 2 and rows >= 2:
-                return self._split_heads(x, y, mask, B, L)
+                return self._split_heads(split, x, y, mask, B, L)
         return self._attention_call(x, y, mask, B, L)
 
     @property
@@ -304,8 +308,10 @@ class MultiheadAttention(Layer):
         """Multiply-adds of the projections per input row (self-attention)."""
         return 4 * self.embed_dim * self.embed_dim
 
-    def _split_batch(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int) -> Prepared:
-        """Self-attention over two halves of the batch (halves.py: a helper process runs one):
+    def _split_batch(
+        self, split: SplitRequest, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int
+    ) -> Prepared:
+        """Self-attention over two halves of the batch (halves.py):
         independent, each with its part of a per-batch mask (Swin's 64 windows at 56x56)."""
         h = split_rows(B)
         halves = []
@@ -314,18 +320,19 @@ class MultiheadAttention(Layer):
             if mask is not None:
                 part = mask if mask.ndim == 2 else mask[b0 * self.num_heads : b1 * self.num_heads]
             halves.append(self._attention_call(x[b0:b1], y[b0:b1], part, b1 - b0, L, bound=True))
-        return halves_call(halves[0], halves[1], [x], [y])
+        return halves_call(split, halves[0], halves[1], [x], [y])
 
-    def _split_heads(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int) -> Prepared:
-        """Self-attention in two steps of two halves (halves.py: a helper process runs one of
-        each): the heads in two halves (each its columns of the q/k/v projection and its
+    def _split_heads(
+        self, split: SplitRequest, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None, B: int, L: int
+    ) -> Prepared:
+        """Self-attention in two steps of two halves (halves.py): the heads in two halves (each its columns of the q/k/v projection and its
         heads' attention, into a shared buffer), then the output projection in two halves of
         the rows. Inside a split forward the BLAS runs one thread: unsplit, the ViT-B/16's
         attention (525 M multiply-adds a layer) would leave the other core idle."""
         assert self.w_fused is not None
         s0, s1, E = x.shape
         rows, heads, d = s0 * s1, self.num_heads, self.head_dim
-        attn = shared_array((s0, s1, heads, d), F32)
+        attn = split.array((s0, s1, heads, d), F32)
         x2, attn2, y2 = x.reshape(rows, E), attn.reshape(rows, E), y.reshape(rows, E)
         h = heads // 2
         parts = ((0, h), (h, heads))
@@ -349,12 +356,8 @@ class MultiheadAttention(Layer):
             partial(matmul_bias, attn2[r0:r1], self.wo, expanded(self.bo, (r1 - r0, E)), y2[r0:r1])
             for r0, r1 in ((0, r), (r, rows))
         ]
-        tickets = []
-        for first, second in (head_halves, row_halves):
-            ticket = made()
-            ticket.bind(partial(run_halves, ticket, first, second))
-            tickets.append((ticket, first, second))
-        return partial(_run_steps, tuple(tickets))
+        pairs = tuple(split.pair(first, second) for first, second in (head_halves, row_halves))
+        return partial(_run_steps, pairs)
 
     def _project(
         self, ops: list[np.ndarray], query: np.ndarray, key: np.ndarray, value: np.ndarray
@@ -485,9 +488,9 @@ def attend_heads(
 
 
 def _run_steps(steps: tuple, inputs: list[np.ndarray], out: list[np.ndarray]) -> None:
-    """A split call of several steps, each two halves (halves.run_halves), one after the other."""
-    for ticket, first, second in steps:
-        run_halves(ticket, first, second)
+    """A split call of several steps, each a pair of halves (SplitRequest.pair), one after the other."""
+    for pair in steps:
+        pair()
 
 
 @register("F.scaled_dot_product_attention")

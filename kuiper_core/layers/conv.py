@@ -35,7 +35,7 @@ import numpy as np
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry, channels_last_wins, wide_rows_win
-from .halves import MIN_HALF_WORK, active as splitting, halves_call, input_rows, split_rows
+from .halves import MIN_HALF_WORK, SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
@@ -181,6 +181,8 @@ class _ConvBase(Layer):
 
 @register("nn.Conv1d", "nn.Conv2d", "F.conv1d", "F.conv2d")
 class Convolution(_ConvBase):
+    splittable = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.padding_mode = str(self.param("padding_mode", "zeros"))
@@ -431,13 +433,19 @@ class Convolution(_ConvBase):
             relu=relu,
         )
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
-        return self._prepare(inputs, out, relu=False)
+    def prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
+        return self._prepare(inputs, out, False, split)
 
-    def prepare_with_relu(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
-        return self._prepare(inputs, out, relu=True)
+    def prepare_with_relu(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
+        return self._prepare(inputs, out, True, split)
 
-    def _prepare(self, inputs: list[np.ndarray], out: list[np.ndarray], relu: bool) -> Prepared | None:
+    def _prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], relu: bool, split: SplitRequest | None
+    ) -> Prepared | None:
         if self.weight_dtype is None:
             return None
         x4, prefix = self._lift(inputs[0])
@@ -447,8 +455,8 @@ class Convolution(_ConvBase):
         y = out[0]
         if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
             return None
-        if splitting():
-            halves = self._split_call(inputs, out, x4.shape, dtype, relu, pads, (oh, ow))
+        if split is not None:
+            halves = self._split_call(split, inputs, out, x4.shape, dtype, relu, pads, (oh, ow))
             if halves is not None:
                 return halves
         # A kernel of its own (not this thread's cached one): the caller owns its buffers.
@@ -457,6 +465,7 @@ class Convolution(_ConvBase):
 
     def _split_call(
         self,
+        split: SplitRequest,
         inputs: list[np.ndarray],
         out: list[np.ndarray],
         x_shape: tuple[int, int, int, int],
@@ -488,17 +497,17 @@ class Convolution(_ConvBase):
                 halves.append((slice(None), (slice(None), chans), kernel))
         elif oh >= 2:
             unit = choice[1] if choice[0] == "winograd" and isinstance(choice[1], int) else 1
-            split, keff = split_rows(oh, unit), self.dilation[0] * (kh - 1) + 1
-            for r0, r1 in ((0, split), (split, oh)):
+            cut, keff = split_rows(oh, unit), self.dilation[0] * (kh - 1) + 1
+            for r0, r1 in ((0, cut), (cut, oh)):
                 (lo, hi), (top, bottom) = input_rows((r0, r1), h, keff, self.stride[0], pads[0])
                 kernel = self._make_kernel((n, c, hi - lo, w), dtype, relu, ((top, bottom) + pads[2:], choice))
                 halves.append((slice(lo, hi), (slice(None), slice(None), slice(r0, r1)), kernel))
         else:
             return None
-        # Bound once: inside splitting() the arrays are the split forward's fixed buffers.
+        # Bound once: asked to split, the arrays are the split forward's fixed buffers.
         x, y = inputs[0].reshape(x_shape), out[0].reshape((n, o, oh, ow))
         first, second = (partial(k.run, x[:, :, rows], y[part]) for rows, part, k in halves)
-        return halves_call(first, second, inputs, out)
+        return halves_call(split, first, second, inputs, out)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x4, prefix = self._lift(inputs[0])

@@ -21,12 +21,14 @@ from ..expression import Node, Plan, VType, compile_plan, depth, parse, walk
 from ..expression.parser import Call, OperandRef
 from ..graph import Operator, numpy_dtype
 from . import clamp
-from .halves import active as splitting, split_flat, split_leading
+from .halves import SplitRequest, split_flat, split_leading
 from .registry import Layer, Prepared, read_as_tensor, register
 
 
 @register("pnnx.Expression")
 class Expression(Layer):
+    splittable = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         expr = self.param("expr")
@@ -108,24 +110,30 @@ class Expression(Layer):
             arr = arr.reshape(declared)  # optlevel 1 writes torch.tensor([0.5]) as `expr=0.5 #21=(1)f32`
         return [arr]
 
-    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+    def prepare(self, inputs: list[Any], out: list[np.ndarray], split: SplitRequest | None = None) -> Prepared | None:
         f = self._prepare_whole(inputs, out)
-        if f is None or not splitting():
+        if f is None or split is None:
             return f
         return (
-            split_flat(self._prepare_whole, inputs, out, cheap=True)
-            or split_leading(self._prepare_whole, inputs, out, cheap=True)
+            split_flat(split, self._prepare_whole, inputs, out, cheap=True)
+            or split_leading(split, self._prepare_whole, inputs, out, cheap=True)
             or f
         )
 
-    def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+    def prepare_with_relu(
+        self, inputs: list[Any], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
         """The prepared function, then a ReLU on its float output (a residual add and the ReLU
         after it in one call: one pass less over the output)."""
         with_relu = partial(_with_relu, self._prepare_whole)
         f = with_relu(inputs, out) if out[0].dtype.kind == "f" else None
-        if f is None or not splitting():
+        if f is None or split is None:
             return f
-        return split_flat(with_relu, inputs, out, cheap=True) or split_leading(with_relu, inputs, out, cheap=True) or f
+        return (
+            split_flat(split, with_relu, inputs, out, cheap=True)
+            or split_leading(split, with_relu, inputs, out, cheap=True)
+            or f
+        )
 
     def _prepare_whole(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
         if not all(isinstance(x, np.ndarray) for x in inputs):

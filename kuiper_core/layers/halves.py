@@ -1,291 +1,59 @@
-"""One operator in two halves on two cores: this process and a helper process.
+"""One operator in two halves: how a layer's prepared call splits itself when asked.
 
-Why: at batch 1 with two BLAS threads only OpenBLAS's bigger GEMMs use the second core; the
-Winograd transforms, gathers, scatters, pooling passes and the small GEMMs (OpenBLAS runs those
-under ~1 M multiply-adds on one thread) run on one (ResNet-18 b1: 35 ms at one thread, 26.5 at
-two, PyTorch 21). A layer's prepared call made inside `splitting()` (runtime/split_forward.py
-builds a whole forward so, its buffers in shared memory) runs as two halves bound once to
-their parts of the arrays (`halves_call`; convolutions by output rows or channels, conv.py;
-pools by rows, pool.py; BatchNorm by channels; activations, expressions, norms, softmax as flat
-halves of whole rows, `split_flat`; a concat and a one-row Linear by halves of their output):
-the first here, the second in a helper process.
+A layer whose `splittable` attribute is set receives a split request in prepare()
+(`prepare(inputs, out, split)`): where its work is big enough it returns a call made of two
+halves, each bound once to its part of the arrays (convolutions by output rows or channels,
+conv.py; pools by rows, pool.py; BatchNorm by channels; activations, expressions, norms,
+softmax as flat halves of whole rows, `split_flat`; a concat and a one-row Linear by halves of
+their output; self-attention by heads then rows), and hands the pair to the request. Who runs
+the halves, and where, is the request's business (runtime/helper_process.py: the second in a
+helper process): a layer knows nothing of threads or processes.
 
-Why a process: a helper *thread* was measured first (branch twothreads26, docs/BENCHMARKS.md)
-and gained nothing on the 2-core VM: waking a sleeping thread on the other, halted vCPU takes
-50-70 us, twice a call, and a thread that polls instead shares the GIL with the caller and was
-time-sliced with it on one vCPU. A forked process has no GIL to share, so it can poll: a
-posted half reaches it in ~1 us (round trip 0.65 us, 2026-11-27). It polls for SPIN_SECONDS
-after its last half, as OpenBLAS's and OpenMP's pool threads spin, then sleeps on a pipe (the
-next forward wakes it once).
-
-The protocol (`HelperProcess.run`): a half is posted by its index into `Splits.calls` (the
-child has its own copy of every split call, made before the fork: the same arrays at the same
-addresses, the buffers shared). Whoever claims the half first runs it (a claim is a
-compare-and-set under a process-shared lock): the caller, done with its own half, takes the
-second too if the helper has not started it, so a helper that starts late (another job on the
-core) costs no more than the whole call here. An error in the helper's half is raised by
-running that half here. A helper that died is noticed while waiting (a half here instead, and
-none posted after).
+The sizes below are fitted to a 2-core x86 VM (bench/bench_halves.py --ops measures each split
+call's halves against the whole call).
 """
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-import os
-import signal
-import threading
-import time
-import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # multiprocessing costs ~5 ms to import: only a split forward needs it
-    from multiprocessing.synchronize import Lock as ProcessLock
+from .registry import Prepared
 
 # A layer splits only where the work of one half (multiply-adds, or a pool's window taps times
 # PASS_COST) is at least this: a half costs a few microseconds to hand over and each half of a
 # small call does a little more than half its work (its own copies and calls).
 MIN_HALF_WORK = 1_000_000
-# Multiply-adds a pooling window tap is worth (ResNet-18's maxpool: 1.6 ms for 1.8 M taps; its
-# 1x1 convs 0.28 ms for 6.4 M multiply-adds).
+# Multiply-adds a pooling window tap is worth (ResNet-18's maxpool against its 1x1 convs).
 PASS_COST = 16
 # Elements a half from which an elementwise-style call splits (min_half): a hand-off costs a few
-# microseconds; GELU on 4096 floats ~25 us, a ReLU (a cheap one: one pass) on 32768 ~10 us.
+# microseconds against a GELU's or a one-pass ReLU's time on a half.
 SPLIT_MIN_HALF = 4096
 SPLIT_MIN_HALF_CHEAP = 32768
-# How long the helper polls for the next half before it sleeps (OpenBLAS's threads spin ~0.1 s).
-SPIN_SECONDS = 0.05
-# A helper that has not finished a claimed half in this long is taken for hung: killed, the
-# half run here.
-HUNG_SECONDS = 30.0
-
-_local = threading.local()
 
 
-class Splits:
-    """The split calls of one forward (what splitting() yields): each call's zero-argument
-    function by index, and the helper process that runs their second halves (None: both
-    halves here)."""
+class SplitRequest(Protocol):
+    """What a splittable layer's prepare() receives: where its halves go."""
 
-    def __init__(self) -> None:
-        self.calls: list[Callable[[], None]] = []
-        self.helper: HelperProcess | None = None
+    def pair(self, first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+        """A call that runs both halves (perhaps at once), both done on return."""
+        ...
 
-    @property
-    def made(self) -> int:
-        return len(self.calls)
+    def array(self, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+        """A work array both halves may write and a later call reads."""
+        ...
 
 
-class Ticket:
-    """One split call's place in its Splits (`run_halves` posts its index)."""
+class Splittable(Protocol):
+    """A layer whose `splittable` is set: its prepare takes a split request (prepare_with_relu
+    takes one on every layer: registry.Layer)."""
 
-    __slots__ = ("splits", "index")
-
-    def __init__(self, splits: Splits, index: int) -> None:
-        self.splits, self.index = splits, index
-
-    def bind(self, call: Callable[[], None]) -> None:
-        """The whole split call (both halves, through run_halves), as the helper runs it."""
-        self.splits.calls[self.index] = call
-
-
-@contextmanager
-def splitting() -> Iterator[Splits]:
-    """Layers prepared inside (on this thread) split their calls in two halves where they pay."""
-    before = getattr(_local, "splits", None)
-    _local.splits = splits = Splits()
-    try:
-        yield splits
-    finally:
-        _local.splits = before
-
-
-def active() -> bool:
-    """Inside splitting(): a layer preparing a call may split it (and then calls `made`)."""
-    return getattr(_local, "splits", None) is not None
-
-
-def made() -> Ticket:
-    """A layer prepared a split call: its ticket (the layer binds the call to it)."""
-    splits: Splits = _local.splits
-    splits.calls.append(_unbound)
-    return Ticket(splits, len(splits.calls) - 1)
-
-
-def _unbound() -> None:
-    raise RuntimeError("a split call was not bound to its ticket")
-
-
-def run_halves(ticket: Ticket, first: Callable[[], None], second: Callable[[], None]) -> None:
-    """first() here while the helper process runs second(); both done on return. Without a
-    helper (the build's own runs, or one that died) both here. In the helper it is the second
-    half it was asked for."""
-    if getattr(_local, "in_helper", False):
-        second()
-        return
-    helper = ticket.splits.helper
-    if helper is None or not helper.alive or helper.owner != os.getpid():
-        first()
-        second()
-        return
-    helper.run(ticket.index, first, second)
-
-
-# -- the helper process ---------------------------------------------------------------------
-# Control words in a shared page: what the caller posted, what is claimed and done.
-_POSTED, _INDEX, _CLAIMED, _DONE, _FAILED, _SLEEPING, _STOP = range(7)
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when its parent ends (PR_SET_PDEATHSIG)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # elsewhere the pipe's end-of-file still ends it once the parent is gone
-
-
-class HelperProcess:
-    """A forked process that runs the second halves of one Splits' calls (module docstring)."""
-
-    def __init__(self, splits: Splits) -> None:
-        self.page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_SHARED)
-        self.ctl = np.frombuffer(self.page, np.int64, 8)
-        import multiprocessing
-
-        self.lock = multiprocessing.get_context("fork").Lock()
-        self.seq = 0
-        self.taken = 0  # halves the caller ran itself (the helper had not claimed them in time)
-        self.alive = True
-        wake_r, self.wake_w = os.pipe()
-        parent = os.getpid()
-        self.pid = os.fork()
-        if self.pid == 0:  # the helper: never returns
-            code = 1
-            try:
-                os.close(self.wake_w)
-                _local.in_helper = True
-                _helper_main(splits, self.ctl, self.lock, wake_r, parent)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(wake_r)
-        splits.helper = self
-        self.owner = parent
-        self._finalizer = weakref.finalize(self, _stop, self.ctl, self.wake_w, self.pid, parent)
-
-    def run(self, index: int, first: Callable[[], None], second: Callable[[], None]) -> None:
-        ctl = self.ctl
-        self.seq = seq = self.seq + 1
-        ctl[_INDEX] = index
-        ctl[_POSTED] = seq  # after the index: x86 keeps stores in order, so does the helper see them
-        if ctl[_SLEEPING]:
-            os.write(self.wake_w, b"!")
-        try:
-            first()
-        finally:
-            with self.lock:
-                ours = ctl[_CLAIMED] < seq
-                if ours:
-                    ctl[_CLAIMED] = seq
-            if not ours:
-                self._wait(seq)
-        if ours or ctl[_FAILED] == seq:
-            self.taken += 1
-            second()  # not started by the helper, or failed there: raise its error here
-
-    def _wait(self, seq: int) -> None:
-        """Until the helper has done half `seq` (or is dead: then the half is run here)."""
-        ctl, spins, start = self.ctl, 0, 0.0
-        while ctl[_DONE] != seq:
-            spins += 1
-            if spins & 0xFFFF == 0:  # every ~5 ms: still there?
-                start = start or time.monotonic()
-                if os.waitpid(self.pid, os.WNOHANG)[0] or time.monotonic() - start > HUNG_SECONDS:
-                    self.close()
-                    ctl[_FAILED] = seq  # the caller runs it
-                    return
-
-    def close(self) -> None:
-        """Stop the helper (idempotent); later halves run here."""
-        self.alive = False
-        self._finalizer()
-
-
-def _stop(ctl: np.ndarray, wake_w: int, pid: int, owner: int) -> None:
-    if os.getpid() != owner:
-        return  # a process forked from the owner: the helper is the owner's to stop
-    ctl[_STOP] = 1
-    try:
-        os.write(wake_w, b"!")
-        os.close(wake_w)
-    except OSError:
-        pass
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ChildProcessError, ProcessLookupError):
-        pass
-
-
-def _helper_main(splits: Splits, ctl: np.ndarray, lock: ProcessLock, wake_r: int, parent: int) -> None:
-    """The helper's loop: poll for a posted half, claim it, run it, mark it done; sleep on the
-    pipe after SPIN_SECONDS without one."""
-    from ..threads import set_blas_threads
-    from ..ufunc_buffers import set_engine_bufsize
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _die_with_parent()
-    if os.getppid() != parent:
-        return
-    # Only the pipe: a server's sockets and files stay the parent's alone to close.
-    os.closerange(3, wake_r)
-    os.closerange(wake_r + 1, 1 << 16)
-    set_blas_threads(1)
-    set_engine_bufsize()  # as the caller's halves run (ufunc_buffers.py)
-    calls = splits.calls
-    seen = 0
-    while not ctl[_STOP]:
-        deadline = time.monotonic() + SPIN_SECONDS
-        while ctl[_POSTED] == seen and not ctl[_STOP]:
-            if time.monotonic() > deadline:
-                ctl[_SLEEPING] = 1
-                if ctl[_POSTED] == seen and not ctl[_STOP]:
-                    if not os.read(wake_r, 64):
-                        return  # the parent is gone
-                ctl[_SLEEPING] = 0
-                deadline = time.monotonic() + SPIN_SECONDS
-        seq = int(ctl[_POSTED])
-        seen = seq
-        index = int(ctl[_INDEX])
-        with lock:
-            mine = ctl[_CLAIMED] < seq
-            if mine:
-                ctl[_CLAIMED] = seq
-        if not mine:
-            continue
-        try:
-            calls[index]()
-        except BaseException:  # noqa: BLE001  (the caller runs the half again and raises)
-            ctl[_FAILED] = seq
-        ctl[_DONE] = seq
-
-
-def shared_bytes(n: int) -> np.ndarray:
-    """n bytes of anonymous memory shared with processes forked later (a buffer slot)."""
-    return np.frombuffer(mmap.mmap(-1, max(n, 1), flags=mmap.MAP_SHARED), np.uint8)[:n]
-
-
-def shared_array(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """An array in shared memory (shared_bytes): a work buffer both halves of a split call
-    write and a later step reads (the helper is forked after the split calls are made)."""
-    dtype = np.dtype(dtype)
-    return shared_bytes(int(np.prod(shape)) * dtype.itemsize).view(dtype).reshape(shape)
+    def prepare(
+        self, inputs: list[Any], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None: ...
 
 
 def min_half(cheap: bool) -> int:
@@ -295,6 +63,7 @@ def min_half(cheap: bool) -> int:
 
 
 def split_flat(
+    split: SplitRequest,
     prepare_part: Callable[..., Any],
     inputs: list,
     out: list,
@@ -302,7 +71,7 @@ def split_flat(
     unit: int = 1,
 ) -> Callable[[list, list], None] | None:
     """An elementwise call (or one over rows of `unit` elements: a norm, a softmax over the last
-    dim) as its two flat halves, split at a whole row (inside splitting()): `prepare_part(ins,
+    dim) as its two flat halves, split at a whole row: `prepare_part(ins,
     outs)` prepares the layer's function for parts of its arrays. None where the arrays are
     not all contiguous and of the output's shape, a half would be under min_half(cheap)
     elements, or a part cannot be prepared."""
@@ -316,10 +85,11 @@ def split_flat(
         return None
     h = unit * split_rows(y.size // unit)
     parts = [([x.reshape(-1)[s] for x in inputs], [y.reshape(-1)[s]]) for s in (slice(0, h), slice(h, None))]
-    return _prepared_halves(prepare_part, parts, inputs, out)
+    return _prepared_halves(split, prepare_part, parts, inputs, out)
 
 
 def split_leading(
+    split: SplitRequest,
     prepare_part: Callable[..., Any],
     inputs: list,
     out: list,
@@ -351,31 +121,30 @@ def split_leading(
             else:
                 return None
         parts.append((ins, [y[(slice(None),) * axis + (cut,)]]))
-    return _prepared_halves(prepare_part, parts, inputs, out)
+    return _prepared_halves(split, prepare_part, parts, inputs, out)
 
 
-def _prepared_halves(prepare_part: Callable[..., Any], parts: list, inputs: list, out: list) -> Callable | None:
+def _prepared_halves(
+    split: SplitRequest, prepare_part: Callable[..., Any], parts: list, inputs: list, out: list
+) -> Callable | None:
     """The split call over two (inputs, out) parts, each prepared by `prepare_part`; None where
     one cannot be."""
     fs = [prepare_part(*part) for part in parts]
     if fs[0] is None or fs[1] is None:
         return None
-    return halves_call(partial(fs[0], *parts[0]), partial(fs[1], *parts[1]), inputs, out)
+    return halves_call(split, partial(fs[0], *parts[0]), partial(fs[1], *parts[1]), inputs, out)
 
 
 def halves_call(
-    first: Callable[[], None], second: Callable[[], None], inputs: list, out: list
+    split: SplitRequest, first: Callable[[], None], second: Callable[[], None], inputs: list, out: list
 ) -> Callable[[list, list], None]:
-    """The prepared call (f(inputs, out), inside splitting()) that runs two halves already bound
-    to their parts of `inputs` and `out`."""
-    ticket = made()
-    call = partial(_run_parts, ticket, first, second)
-    ticket.bind(partial(call, inputs, out))
-    return call
+    """A prepared call f(inputs, out) that runs two halves already bound to their parts of
+    `inputs` and `out` (the arrays are the split forward's fixed buffers)."""
+    return partial(_run_pair, split.pair(first, second))
 
 
-def _run_parts(ticket: Ticket, first: Callable[[], None], second: Callable[[], None], inputs: list, out: list) -> None:
-    run_halves(ticket, first, second)
+def _run_pair(pair: Callable[[], None], inputs: list, out: list) -> None:
+    pair()
 
 
 def split_rows(rows: int, unit: int = 1) -> int:
@@ -398,19 +167,14 @@ def input_rows(
 
 
 __all__ = [
-    "HelperProcess",
-    "Splits",
-    "Ticket",
-    "active",
-    "input_rows",
+    "MIN_HALF_WORK",
+    "PASS_COST",
+    "SplitRequest",
+    "Splittable",
     "halves_call",
-    "made",
+    "input_rows",
     "min_half",
-    "run_halves",
-    "shared_array",
-    "shared_bytes",
-    "split_rows",
     "split_flat",
     "split_leading",
-    "splitting",
+    "split_rows",
 ]

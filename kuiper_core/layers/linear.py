@@ -22,12 +22,12 @@ import numpy as np
 
 from ..graph import Operator
 from .broadcast import expanded
-from .halves import MIN_HALF_WORK, active as splitting, halves_call, split_rows
+from .halves import MIN_HALF_WORK, SplitRequest, halves_call, split_rows
 from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype
 from .windows import output_buffer
 
-# Inside halves.splitting(): a one-row Linear (a classifier's GEMV) splits its output features
+# Asked to split (prepare's `split`): a one-row Linear (a classifier's GEMV) splits its output features
 # in two from this many weight elements a half (1 MB of float32: ~50 us of reading it); one of
 # more rows splits its rows from MIN_HALF_WORK multiply-adds a half.
 SPLIT_MIN_HALF_WEIGHTS = 1 << 18
@@ -81,6 +81,8 @@ def matmul(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> None:
 
 @register("nn.Linear", "F.linear")
 class Linear(Layer):
+    splittable = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.wt: np.ndarray | None = None  # (in, out)
@@ -128,7 +130,9 @@ class Linear(Layer):
             y += b
         return [y]
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+    def prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
         x, y = inputs[0], out[0]
         wt = self.wt
         if wt is None or x.ndim == 0 or x.shape[-1] != wt.shape[0] or not x.flags.c_contiguous:
@@ -139,15 +143,20 @@ class Linear(Layer):
         # pass): no checks or lookups per call.
         rows = (x.size // wt.shape[0], wt.shape[1])
         if (w_rows := self._one_row_weight(x, y)) is not None:
-            if splitting() and w_rows.size >= 2 * SPLIT_MIN_HALF_WEIGHTS:
-                return self._split_row(w_rows, inputs, out)
+            if split is not None and w_rows.size >= 2 * SPLIT_MIN_HALF_WEIGHTS:
+                return self._split_row(split, w_rows, inputs, out)
             return partial(_linear_row, w_rows, self.bias)
-        if splitting() and rows[0] >= 2 and x.size * wt.shape[1] >= 2 * MIN_HALF_WORK:
-            return self._split_call(wt, inputs, out, rows)
+        if split is not None and rows[0] >= 2 and x.size * wt.shape[1] >= 2 * MIN_HALF_WORK:
+            return self._split_call(split, wt, inputs, out, rows)
         return partial(_linear, wt, expanded(self.bias, rows), (-1, wt.shape[0]), rows)
 
     def _split_call(
-        self, wt: np.ndarray, inputs: list[np.ndarray], out: list[np.ndarray], rows: tuple[int, int]
+        self,
+        split: SplitRequest,
+        wt: np.ndarray,
+        inputs: list[np.ndarray],
+        out: list[np.ndarray],
+        rows: tuple[int, int],
     ) -> Prepared:
         """x @ W.T as two GEMMs (halves.py): inside a split forward the BLAS runs one thread,
         so an unsplit GEMM would leave the other core idle (ConvNeXt-T's channels-last Linears:
@@ -176,9 +185,11 @@ class Linear(Layer):
                 )
                 for r0, r1 in ((0, h), (h, n))
             )
-        return halves_call(first, second, inputs, out)
+        return halves_call(split, first, second, inputs, out)
 
-    def _split_row(self, w: np.ndarray, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared:
+    def _split_row(
+        self, split: SplitRequest, w: np.ndarray, inputs: list[np.ndarray], out: list[np.ndarray]
+    ) -> Prepared:
         """W @ x for one row as two halves of the output features (halves.py: a helper process
         runs one): a GEMV reads its weight once from memory, so two cores read it ~2x faster."""
         h = w.shape[0] // 2
@@ -188,7 +199,7 @@ class Linear(Layer):
             partial(_linear_row, w[rows], None if self.bias is None else self.bias[rows], inputs, [part])
             for rows, part in parts
         )
-        return halves_call(first, second, inputs, out)
+        return halves_call(split, first, second, inputs, out)
 
     def _one_row_weight(self, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
         """The (out, in) weight when x is a single row of a module weight's dtype, else None:

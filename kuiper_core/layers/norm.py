@@ -24,7 +24,7 @@ from ..graph import Operator
 from ._common import output_like
 from .broadcast import expanded
 from .reduce import vector_norm
-from .halves import active as splitting, halves_call, min_half, split_flat, split_leading
+from .halves import SplitRequest, halves_call, min_half, split_flat, split_leading
 from .registry import Layer, Prepared, register
 from .torch_args import input_index
 
@@ -183,6 +183,8 @@ class BatchNorm(Norm):
     so this layer sees the others (after an input, a ReLU, a concat...).
     """
 
+    splittable = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         n = self.int_param("num_features")
@@ -204,21 +206,22 @@ class BatchNorm(Norm):
         apply_channel_affine(x, y, self.scale, self.shift)
         return [y]
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
-        """x * s + t with the checks done once; inside halves.splitting(), at batch 1, as two
-        halves of the channels (a helper process runs one: DenseNet's BatchNorms before each
-        conv are 11 ms of its 59)."""
+    def prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
+        """x * s + t with the checks done once; asked to split, at batch 1, as two halves of
+        the channels (DenseNet's BatchNorms before each conv are a fifth of its time)."""
         x, y = inputs[0], out[0]
         if x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype or x.ndim < 2 or x.shape[1] != self.n:
             return None
-        if not (splitting() and x.shape[0] == 1 and self.n >= 2 and x.size >= 2 * min_half(cheap=True)):
+        if not (split is not None and x.shape[0] == 1 and self.n >= 2 and x.size >= 2 * min_half(cheap=True)):
             return partial(_channel_affine, self.scale, self.shift)
         h = self.n // 2
         first, second = (
             partial(apply_channel_affine, x[:, part], y[:, part], self.scale[part], self.shift[part])
             for part in (slice(0, h), slice(h, None))
         )
-        return halves_call(first, second, inputs, out)
+        return halves_call(split, first, second, inputs, out)
 
 
 @register("F.batch_norm")
@@ -381,6 +384,8 @@ class TrailingNorm(Norm):
     """Shared by LayerNorm and RMSNorm: statistics over the trailing `normalized_shape` dims;
     the weight and bias have that shape (module @attrs, or F.* inputs)."""
 
+    splittable = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         shape = self.ints_param("normalized_shape")
@@ -434,19 +439,21 @@ class TrailingNorm(Norm):
             y += b.reshape(self.norm_shape)
         return [y]
 
-    def prepare(self, inputs: list[np.ndarray], out: list[np.ndarray]) -> Prepared | None:
+    def prepare(
+        self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
+    ) -> Prepared | None:
         x, y = inputs[0], out[0]
         if self.tensors is not None or x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype:
             return None
         self.check_trailing(x.shape)
         whole = self._prepare_rows(inputs, out)
-        if self.size and splitting():  # its rows in two halves, a helper process runs one
-            # split_leading: a view's rows (ConvNeXt's LayerNorm reads a permuted map: 0.77 ms
-            # of each of its stage-1 blocks unsplit), along a leading axis
+        if self.size and split is not None:  # its rows in two halves
+            # split_leading: a view's rows (ConvNeXt's LayerNorm reads a permuted map), along
+            # a leading axis
             lead = x.ndim - len(self.norm_shape)
             return (
-                split_flat(self._prepare_rows, inputs, out, unit=self.size)
-                or split_leading(self._prepare_rows, inputs, out, max_axis=lead)
+                split_flat(split, self._prepare_rows, inputs, out, unit=self.size)
+                or split_leading(split, self._prepare_rows, inputs, out, max_axis=lead)
                 or whole
             )
         return whole

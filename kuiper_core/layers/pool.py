@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import short
 from ..graph import Operator
-from .halves import MIN_HALF_WORK, PASS_COST, active as splitting, halves_call, input_rows, split_rows
+from .halves import MIN_HALF_WORK, PASS_COST, SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
 
@@ -98,6 +98,8 @@ POOL_FLAT_MIN = 1 << 15
 class _WindowPool(_Pool):
     """Kernel/stride/padding pooling (max and average)."""
 
+    splittable = True
+
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.kernel = self._pair("kernel_size", None, 1)
@@ -114,23 +116,23 @@ class _WindowPool(_Pool):
             if p > k // 2:
                 raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
 
-    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
-        """Inside halves.splitting(): a big 2-D pool at batch 1 as its top and bottom output
-        rows on two cores (rows, as the convolutions around it split: each thread reads
-        the rows the one before wrote); else None (forward)."""
+    def prepare(self, inputs: list[Any], out: list[np.ndarray], split: SplitRequest | None = None) -> Prepared | None:
+        """Asked to split: a big 2-D pool at batch 1 as its top and bottom output rows (rows,
+        as the convolutions around it split: each half reads the rows the one before wrote);
+        else None (forward)."""
         x, y = inputs[0], out[0]
-        if not splitting() or getattr(self, "return_indices", False) or self.dims != 2 or x.ndim != 4:
+        if split is None or getattr(self, "return_indices", False) or self.dims != 2 or x.ndim != 4:
             return None
         pads, (oh, ow) = self._geometry(*x.shape[2:])
         if x.shape[0] != 1 or oh < 2 or PASS_COST * self.kernel[0] * self.kernel[1] * y.size < 2 * MIN_HALF_WORK:
             return None
         keff = self.dilation[0] * (self.kernel[0] - 1) + 1
-        split = split_rows(oh)
+        cut = split_rows(oh)
         halves = []
-        for r0, r1 in ((0, split), (split, oh)):
+        for r0, r1 in ((0, cut), (cut, oh)):
             (lo, hi), (top, bottom) = input_rows((r0, r1), x.shape[2], keff, self.stride[0], pads[0])
             halves.append(partial(self._rows, x[:, :, lo:hi], y, (top, bottom) + pads[2:], slice(r0, r1), x.shape[2:]))
-        return halves_call(halves[0], halves[1], inputs, out)
+        return halves_call(split, halves[0], halves[1], inputs, out)
 
     def _rows(
         self, x: np.ndarray, y: np.ndarray, pads: tuple[int, int, int, int], rows: slice, hw: tuple[int, int]

@@ -52,6 +52,9 @@ Optional, for speed (runtime/prepared.py):
   output. When a ReLU is the only reader of this layer's output and runs in place on it,
   the prepared forward calls that f and drops the ReLU's call (convolutions: the ReLU is
   applied while the output is in cache, or in Winograd's scatter for nothing).
+- `splittable = True`: prepare and prepare_with_relu take a third argument, a split request
+  (layers/halves.SplitRequest, or None): with one, the layer may return a call made of two
+  halves handed to the request (the split executor runs the second on another core).
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class Layer:
     """Base class of all layers; see the module docstring for the contract."""
 
     returns_views: bool = False  # outputs may alias inputs (reshape, permute, slice…)
+    splittable: bool = False  # prepare() takes a split request (see the module docstring)
     # Names of positional inputs that may be parameters (TorchScript-style aten:: ops);
     # None: only `$key` inputs are.
     arg_names: tuple[str, ...] | None = None
@@ -257,10 +261,10 @@ class Layer:
         """f(inputs, out) doing forward for arrays shaped like these, or None (see above)."""
         return None
 
-    def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
+    def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray], split: Any = None) -> Prepared | None:
         """Like prepare, for a function that also applies ReLU to its output: the prepared
         forward fuses a ReLU that runs in place on this layer's output into it. None: no such
-        function (convolutions have one)."""
+        function (convolutions have one). `split`: as a splittable layer's prepare takes it."""
         return None
 
     def overwritable_inputs(self) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import LimitError, short
 from ..graph import Operator
-from .halves import active as splitting, halves_call, min_half
+from .halves import SplitRequest, halves_call, min_half
 from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
 
@@ -89,6 +89,8 @@ class _Join(Layer):
 
 @register("torch.cat")
 class Cat(_Join):
+    splittable = True
+
     def axis(self, inputs: list[np.ndarray]) -> int:
         return normalize_axis(self, self.dim, inputs[0].ndim)
 
@@ -103,13 +105,12 @@ class Cat(_Join):
     def join(self, inputs: list[np.ndarray], axis: int, y: np.ndarray) -> None:
         np.concatenate(inputs, axis=axis, out=y, casting="unsafe")
 
-    def prepare(self, inputs: list[Any], out: list[np.ndarray]) -> Prepared | None:
-        """Inside halves.splitting(): where the inputs lie one after another in the output (no
-        dim before `dim` above 1: a batch-1 concat of channels) as two halves of the output's
-        elements, each copying its parts of the inputs (a helper process runs one: DenseNet's
-        58 concats are 3.8 ms of its 59); else None (forward)."""
+    def prepare(self, inputs: list[Any], out: list[np.ndarray], split: SplitRequest | None = None) -> Prepared | None:
+        """Asked to split: where the inputs lie one after another in the output (no dim before
+        `dim` above 1: a batch-1 concat of channels) as two halves of the output's elements,
+        each copying its parts of the inputs (DenseNet's concats); else None (forward)."""
         y = out[0]
-        if not splitting() or not all(isinstance(x, np.ndarray) for x in inputs) or y.size < 2 * min_half(cheap=True):
+        if split is None or not all(isinstance(x, np.ndarray) for x in inputs) or y.size < 2 * min_half(cheap=True):
             return None
         axis = self.axis(inputs)
         if self.follow_batch(inputs, axis) is not inputs or math.prod(y.shape[:axis]) != 1 or not y.flags.c_contiguous:
@@ -128,7 +129,7 @@ class Cat(_Join):
                 if s < e:
                     pieces.append((x.reshape(-1)[s - a : e - a], flat[s:e]))
             halves.append(partial(_copy_pieces, pieces))
-        return halves_call(halves[0], halves[1], inputs, out)
+        return halves_call(split, halves[0], halves[1], inputs, out)
 
 
 def _copy_pieces(pieces: list[tuple[np.ndarray, np.ndarray]]) -> None:

@@ -35,11 +35,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..graph import Operator
+from ..layers.halves import Splittable, SplitRequest
 from ..layers.registry import Layer
 from ..ufunc_buffers import set_engine_bufsize
 from . import interpreter
@@ -110,6 +111,7 @@ class PreparedForward:
         # operand -> (call index, layer, args, outs) of the bound call that writes it
         self.writers: dict[str, tuple[int, Layer, list[Any], list[np.ndarray]]] = {}
         self.fused: set[str] = set()  # operands a fused ReLU reads (never whole on their own)
+        self.split: SplitRequest | None = None  # where splittable layers' halves go
 
     @classmethod
     def build(
@@ -118,10 +120,12 @@ class PreparedForward:
         inputs: list[np.ndarray],
         rec: Record | None = None,
         make: Callable[[int], np.ndarray] | None = None,
+        split: SplitRequest | None = None,
     ) -> PreparedForward:
         """Record, plan, bind (see the module docstring); `first_outputs` is this forward's result.
         `rec`: another prepared forward's record run on these inputs (not checked again).
-        `make`: makes the buffers' byte arrays (BufferPlan.allocate)."""
+        `make`: makes the buffers' byte arrays (BufferPlan.allocate).
+        `split`: handed to every splittable layer's prepare (split_forward.py)."""
         rec = rec or record(program, inputs)
         ops = [
             Operator(r.type, r.key, inputs=r.binding.reads, outputs=list(r.binding.outputs)) for r in program.run_order
@@ -135,6 +139,7 @@ class PreparedForward:
         plan = plan_buffers(ops, set(rec.views), outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
         plan.allocate(program.limits, make)
         self = cls(plan, rec, len(program.inputs))
+        self.split = split
         values: dict[str, Any] = dict(program.run_constants)  # constants folded at build
         feeds = program.feeds(inputs)
         input_index = {op.name: k for k, op in enumerate(program.inputs)}
@@ -169,7 +174,7 @@ class PreparedForward:
         values: dict[str, Any],
     ) -> None:
         outs = [buffer(o.name) for o in operator.binding.outputs]
-        call = bind_operator(program, operator, args, outs, operator.key in rec.views, values)
+        call = bind_operator(program, operator, args, outs, operator.key in rec.views, values, self.split)
         if call is None:
             return
         if len(outs) == 1 and operator.layer is not None and outs[0] is not None:
@@ -197,7 +202,7 @@ class PreparedForward:
         if writer is None or readers[src] != 1 or src in outputs or buf is None or not _same_array(buf, writer[3][0]):
             return False
         k, layer, args, outs = writer
-        f = layer.prepare_with_relu(args, outs)
+        f = layer.prepare_with_relu(args, outs, self.split if layer.splittable else None)
         if f is None:
             return False
         self.calls[k] = partial(f, args, outs)
@@ -243,6 +248,7 @@ def bind_operator(
     outs: list[np.ndarray | None],
     view: bool,
     values: dict[str, Any],
+    split: SplitRequest | None = None,
 ) -> Callable[[], Any] | None:
     """Run one operator on its buffers `outs`, put its results into `values`, and return the
     call that repeats it (None for a view operator: its views of buffers and constants stay
@@ -253,7 +259,10 @@ def bind_operator(
     call: Callable[[], Any] | None = None
     buffers = [b for b in outs if b is not None]
     if not view and len(buffers) == len(outs):
-        f = layer.prepare(args, buffers)
+        if split is not None and layer.splittable:
+            f = cast(Splittable, layer).prepare(args, buffers, split)
+        else:
+            f = layer.prepare(args, buffers)
         call = None if f is None else partial(f, args, buffers)
     if call is not None:
         call()

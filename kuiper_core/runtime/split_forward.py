@@ -4,11 +4,11 @@ Why: with two BLAS threads only OpenBLAS's bigger GEMMs use the second core (Res
 ~1.35x from one thread to two, PyTorch ~2x). Here the BLAS runs one thread for the whole
 forward and every convolution, pool, activation, norm, BatchNorm, concat or classifier GEMV
 with enough work is split in two (layers/halves.py: this process and a helper process forked
-for this forward, a half handed over in ~1 us): its transforms, gathers, scatters and small
+for this forward by helper_process.py, a half handed over in ~1 us): its transforms, gathers, scatters and small
 GEMMs run on both cores too, and no OpenBLAS pool thread spins on a core the helper needs.
 
-It is a PreparedForward built inside `halves.splitting()` (the layers' prepared calls split
-themselves) at one BLAS thread (the caller holds that count: the kernels' cost models see the
+It is a PreparedForward whose splittable layers received a split request (`Splits`,
+helper_process.py: their prepared calls split themselves) at one BLAS thread (the caller holds that count: the kernels' cost models see the
 count they run at), with its buffers in shared memory (the helper writes its half of each
 output where this process reads it). The helper is forked after the build: it holds a copy of
 every split call, the same arrays at the same addresses.
@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..layers.conv import reusing_weights
-from ..layers.halves import HelperProcess, shared_bytes, splitting
+from .helper_process import HelperProcess, Splits, shared_bytes
 from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
 
@@ -49,9 +49,12 @@ class SplitForward:
         helper: fork the helper process (else both halves run here, one after the other)."""
         if len(inputs) != 1 or inputs[0].ndim != 4 or inputs[0].shape[0] != 1:
             return None
+        splits = Splits(shared=helper)
         try:
-            with reusing_weights(), splitting() as splits:
-                prepared = PreparedForward.build(program, inputs, rec=rec, make=shared_bytes if helper else None)
+            with reusing_weights():
+                prepared = PreparedForward.build(
+                    program, inputs, rec=rec, make=shared_bytes if helper else None, split=splits
+                )
         except (NotPreparable, KuiperError):
             return None
         prepared.first_outputs = []
