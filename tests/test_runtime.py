@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kuiper_core
+from kuiper_core.formats import open_model
 from kuiper_core import GraphState, RuntimeGraph
 from kuiper_core.errors import CycleError, InputError, LimitError, UnsupportedOperatorError
 from kuiper_core.graph import Graph
@@ -65,7 +66,7 @@ def test_seed_004_example_through_the_runtime() -> None:
 
 
 def test_states_need_init_then_build() -> None:
-    g = RuntimeGraph(OPS / "io_tuple_outputs" / "model.pnnx.param")
+    g = RuntimeGraph(OPS / "io_tuple_outputs" / "model.pnnx.param", reader=lambda p, b: open_model(p, bin_path=b).graph)
     assert g.state == GraphState.NeedInit and g.graph is None
     g.init()
     assert g.state == GraphState.NeedBuild and g.graph is not None

@@ -9,6 +9,7 @@ still a cycle for a reader. A private access is `x._name` where x is not `self` 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -92,4 +93,47 @@ def test_no_module_reaches_into_another_s_privates() -> None:
                     found.append(f"{name}.py:{node.lineno}: {expression}")
             elif isinstance(node, ast.ImportFrom) and node.level >= 1:
                 found += [f"{name}.py:{node.lineno}: imports {a.name}" for a in node.names if _is_private(a.name)]
+    assert found == []
+
+
+# -- the whole package: data flows file -> graph -> runtime -> layers ---------------------------
+# What each package may not import (function-local imports included): formats and ir may use
+# the runtime, never the reverse; layers never see the runtime.
+UPPER = ("formats", "ir", "passes", "explore", "references", "cli", "cli_models")
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "pnnx": ("layers", "runtime", *UPPER),
+    "expression": ("layers", "runtime", *UPPER),
+    "layers": ("runtime", *UPPER),
+    "runtime": UPPER,
+}
+
+
+def _absolute(module: str, level: int, name: str | None) -> str:
+    """The absolute module an import in kuiper_core/<module path> names."""
+    if level == 0:
+        return name or ""
+    parts = module.split(".")[:-level]
+    return ".".join(parts + ([name] if name else []))
+
+
+def _package_imports(path: Path) -> set[str]:
+    rel = path.relative_to(ROOT).with_suffix("")
+    module = ".".join(rel.parts if rel.name != "__init__" else rel.parts)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node.level, node.module)
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m.split(".")[1] for m in found if m.startswith("kuiper_core.") and len(m.split(".")) > 1}
+
+
+def test_no_package_imports_a_package_above_it() -> None:
+    found = []
+    for package, forbidden in FORBIDDEN.items():
+        for path in sorted((ROOT / "kuiper_core" / package).glob("*.py")):
+            bad = _package_imports(path) & set(forbidden)
+            found += [f"{path.relative_to(ROOT)} imports kuiper_core.{b}" for b in sorted(bad)]
     assert found == []

@@ -1,6 +1,7 @@
 """RuntimeGraph: a Graph made runnable (seed 004's states NeedInit -> NeedBuild -> Complete).
 
-init()  reads .param + .bin into a Graph                       (NeedInit  -> NeedBuild)
+init()  reads .param + .bin into a Graph with the reader it was given (NeedInit -> NeedBuild);
+        reading files is the formats' job (kuiper_core.load passes kuiper_core.formats')
 build() makes the Program (program.py: execution order, bindings, folded constants, layers,
         the declared-shape buffer plan)                        (NeedBuild -> Complete)
 forward(*arrays) and steps(*arrays) check the inputs (inputs.py), then hand the Program to
@@ -26,7 +27,7 @@ Consumers read their producers' output arrays by reference: nothing is copied.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -92,7 +93,10 @@ class RuntimeGraph:
         graph: Graph | None = None,
         limits: _limits.Limits | None = None,
         options: ExecutionOptions | None = None,
+        reader: Callable[[Path, Path | None], Graph] | None = None,
     ) -> None:
+        """A graph to run (`graph`), or the files init() reads with `reader` (param path, bin
+        path or None -> Graph: e.g. `lambda p, b: kuiper_core.open_model(p, bin_path=b).graph`)."""
         # The limits this graph was created under apply to its build, forward and steps.
         self._limits = limits or _limits.current()
         self._options = options or ExecutionOptions()
@@ -101,6 +105,7 @@ class RuntimeGraph:
         self.param_path = Path(param_path) if param_path is not None else None
         self.bin_path = Path(bin_path) if bin_path is not None else None
         self.graph: Graph | None = graph  # None until init() reads it
+        self._reader = reader
         # A graph this runtime read itself is nobody else's: its weights may be let go of
         # after build. A graph given to it stays as its owner keeps it (a pass pipeline
         # may still save it, over the very .bin it was read from).
@@ -145,12 +150,10 @@ class RuntimeGraph:
     def init(self) -> None:
         if self.state != GraphState.NeedInit:
             return
-        from ..formats import open_model  # any format the registry reads (kuiper_core.formats)
-
-        if self.param_path is None:
-            raise KuiperError("no .param path to initialise from")
+        if self.param_path is None or self._reader is None:
+            raise KuiperError("no file and reader to initialise from: use kuiper_core.load(path), or pass reader=")
         with _limits.use(self.limits):
-            self.graph = open_model(self.param_path, bin_path=self.bin_path).graph
+            self.graph = self._reader(self.param_path, self.bin_path)
         self.state = GraphState.NeedBuild
 
     def build(self, algorithm: str = "dfs") -> RuntimeGraph:
