@@ -35,6 +35,7 @@ import numpy as np
 from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry, channels_last_wins, wide_rows_win
+from .conv_reference import conv2d_reference
 from .halves import MIN_HALF_WORK, SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
@@ -539,6 +540,24 @@ class Convolution(_ConvBase):
         y = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
         kernel.run(x4 if x4.dtype == dtype else x4.astype(dtype), y.reshape(n, o, oh, ow))
         return [y]
+
+    def reference(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        """The convolution as written on the blackboard (conv_reference.conv2d_reference, in
+        float64), whatever kernel forward would choose."""
+        x4, prefix = self._lift(inputs[0])
+        if self.weight_dtype is None:  # F.conv*: the weight and bias are inputs
+            weight = inputs[self.w_index]
+            bias = inputs[self.b_index] if self.b_index is not None else None
+        else:
+            weight, bias = self._module_weight(), self.bias_data
+        o, cg, kh, kw = self._lift_shape(weight.shape)  # 1-D: (O, C/groups, 1, K)
+        weight = weight.reshape(o, cg, kh, kw)
+        dtype = np.result_type(x4.dtype, weight.dtype)
+        pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], (kh, kw))
+        y = conv2d_reference(x4, weight, bias, self.stride, pads, self.dilation, self.groups, self.padding_mode)
+        result = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
+        result[...] = y.reshape(result.shape)
+        return [result]
 
     def flops(self, inputs: list[tuple[int, ...]], outputs: list[tuple[int, ...]]) -> int:
         if self.kernel is None:  # F.conv* without a declared weight shape

@@ -261,6 +261,13 @@ class Layer:
         """f(inputs, out) doing forward for arrays shaped like these, or None (see above)."""
         return None
 
+    def reference(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[Any]:
+        """The layer's plain definition, the oracle its fast kernels are tested against (ncnn's
+        relu.cpp beside x86/relu_x86.cpp): the interpreter's reference mode
+        (`executor="reference"`) calls it. Its forward, for a layer with no fast kernel of
+        its own; a layer whose forward chooses among kernels overrides it."""
+        return self.forward(inputs, out)
+
     def prepare_with_relu(self, inputs: list[Any], out: list[np.ndarray], split: Any = None) -> Prepared | None:
         """Like prepare, for a function that also applies ReLU to its output: the prepared
         forward fuses a ReLU that runs in place on this layer's output into it. None: no such

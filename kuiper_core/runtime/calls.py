@@ -27,12 +27,18 @@ def raise_for_operator(e: Exception, name: str, op_type: str) -> NoReturn:
 
 
 def call_layer(
-    operator: RuntimeOperator, layer: Layer, args: list[Value], out: list[np.ndarray | None], limits: _limits.Limits
+    operator: RuntimeOperator,
+    layer: Layer,
+    args: list[Value],
+    out: list[np.ndarray | None],
+    limits: _limits.Limits,
+    reference: bool = False,
 ) -> list[Value]:
-    """layer.forward(args, out), its errors naming the operator; one result per output, none
-    over the element limit (a broadcast view costs no memory, but everything after it would)."""
+    """layer.forward(args, out) (`reference`: its plain definition, layer.reference), its errors
+    naming the operator; one result per output, none over the element limit (a broadcast view
+    costs no memory, but everything after it would)."""
     try:
-        results = layer.forward(args, out)
+        results = (layer.reference if reference else layer.forward)(args, out)
     except Exception as e:
         raise_for_operator(e, operator.name, operator.type)
     if len(results) != len(out):

@@ -44,16 +44,26 @@ def call_forward(program: Program, operator: RuntimeOperator, layer: Layer, args
     return call_layer(operator, layer, args, [None] * len(operator.binding.outputs), program.limits)
 
 
-def run(program: Program, inputs: list[np.ndarray], note: Note | None = None) -> dict[str, Value]:
+def call_reference(program: Program, operator: RuntimeOperator, layer: Layer, args: list[Value]) -> list[Value]:
+    """The reference mode's call (`executor="reference"`): the layer's plain definition
+    (Layer.reference: a convolution on the blackboard instead of Winograd or im2col), the one
+    numerical oracle of every fast kernel and executor."""
+    return call_layer(operator, layer, args, [None] * len(operator.binding.outputs), program.limits, reference=True)
+
+
+def run(
+    program: Program, inputs: list[np.ndarray], note: Note | None = None, call: Call = call_forward
+) -> dict[str, Value]:
     """One forward over the operators not folded at build; returns the operand values left at
     the end (the graph outputs among them: program.outputs_of). An operand is let go of after
-    the last operator that reads it, so a deep model holds only what is still to be read."""
+    the last operator that reads it, so a deep model holds only what is still to be read.
+    `call`: how each layer is called (call_reference: reference mode)."""
     values: dict[str, Value] = dict(program.run_constants)
     feeds = program.feeds(inputs)
     batch = program.batch(inputs)
     last_use = program.plan.last_use
     for operator in program.run_order:
-        args, results = run_operator(program, operator, values, feeds, batch)
+        args, results = run_operator(program, operator, values, feeds, batch, call)
         if note is not None:
             note(operator, args, results)
         store(operator, results, values)

@@ -11,7 +11,11 @@ Requests (`ExecutionOptions.executor`):
 - "auto": the whole forward: the prepared forward (prepared.py), or where a graph cannot be
   prepared the interpreter's checked run then the planned forward (planned.py); graphs whose
   shapes follow the input values on the interpreter.
-- "interpreter": the reference interpreter (interpreter.py) every call, every output checked.
+- "reference": the interpreter calling each layer's plain definition (Layer.reference: a
+  convolution as written on the blackboard, not Winograd or im2col): the one numerical oracle
+  of every fast kernel and executor; slow on purpose.
+- "interpreter": the interpreter (interpreter.py) every call, every output checked, each layer's
+  forward (its fast kernels).
 - "sharded": at batch >= 2, two half-batch prepared forwards on two threads (sharded.py)
   where the graph keeps images apart; elsewhere what "auto" runs.
 - "split": at batch 1 (one 4-D input), big operators in two halves, one in a helper process
@@ -29,9 +33,9 @@ from typing import Literal, get_args
 
 from ..errors import KuiperError
 
-Request = Literal["auto", "interpreter", "sharded", "split"]
+Request = Literal["auto", "reference", "interpreter", "sharded", "split"]
 # What ran (RuntimeGraph.last_executor): the executors of forward(), and steps()' two.
-Ran = Literal["interpreter", "prepared", "planned", "sharded", "split", "step arena", "interpreter steps"]
+Ran = Literal["reference", "interpreter", "prepared", "planned", "sharded", "split", "step arena", "interpreter steps"]
 
 REQUESTS: tuple[str, ...] = get_args(Request)
 # Executors whose halves or shards run at one BLAS thread each (the two cores are theirs).

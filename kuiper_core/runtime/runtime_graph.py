@@ -8,6 +8,7 @@ forward(*arrays) and steps(*arrays) check the inputs (inputs.py), then hand the 
 one executor, chosen by the execution policy (policy.py) from the Program, the input shapes
 and the caller's `ExecutionOptions` alone; `last_executor` names the one that ran:
 
+- "reference" (asked for): the interpreter calling each layer's plain definition;
 - "interpreter" (interpreter.py): the first run at each set of input shapes of a graph the
   prepared forward cannot take (its outputs checked against their annotations), graphs
   whose shapes follow the input values, and every call where the options ask for it;
@@ -260,6 +261,11 @@ class RuntimeGraph:
 
     def _forward(self, program: Program, inputs: list[np.ndarray]) -> tuple[Ran, list[np.ndarray]]:
         request = self._options.executor
+        if request == "reference":
+            with using_blas_threads(self._blas):
+                return "reference", program.outputs_of(
+                    interpreter.run(program, inputs, call=interpreter.call_reference)
+                )
         if request == "interpreter" or program.value_shaped:  # value-shaped: no fixed buffers fit
             with using_blas_threads(self._blas):
                 return "interpreter", program.outputs_of(interpreter.run(program, inputs))
