@@ -28,6 +28,7 @@ from .errors import (
 )
 from .graph import Attribute, Graph, Operand, Operator
 from .runtime import ExecutionOptions, GraphState, RuntimeGraph, StepEvent
+from .layers.halves import DEFAULT_SIZES, SplitSizes
 from .runtime.policy import Request
 
 __version__ = "0.1.0"
@@ -40,6 +41,7 @@ def load(
     algorithm: str = "dfs",
     executor: Request = "auto",
     threads: int | None = None,
+    split_sizes: SplitSizes | None = None,
     **options: Any,
 ) -> RuntimeGraph:
     """Open a model of any format the engine reads and build a RuntimeGraph.
@@ -52,10 +54,11 @@ def load(
     `executor` and `threads` say how its calls run (`ExecutionOptions`, runtime/policy.py):
     "auto" (the whole prepared forward), "interpreter", "sharded" (batch >= 2 on two threads)
     or "split" (batch 1, a helper process); `threads`: the BLAS's thread count during its
-    calls (None: the process's count now). `RuntimeGraph.last_executor` says which ran."""
+    calls (None: the process's count now); `split_sizes`: when the split executor splits a call
+    (layers/halves.SplitSizes). `RuntimeGraph.last_executor` says which ran."""
     from .formats import open_model
 
-    execution = ExecutionOptions(executor, threads)  # checked before the file is read
+    execution = ExecutionOptions(executor, threads, split_sizes or DEFAULT_SIZES)  # checked before the file is read
     # A .pnnx.param's weights are read when first used (the .bin is checked now): a load parses
     # and plans, and each convolution's kernel reads and lays out its weight at its first run.
     options.setdefault("weights", "lazy")

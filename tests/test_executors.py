@@ -36,7 +36,7 @@ from kuiper_core.runtime.planned import PlannedForward, ViewNotes
 from kuiper_core.runtime.prepared import NotPreparable, PreparedForward, PreparedSteps
 from kuiper_core.runtime.program import Program
 from kuiper_core.runtime.split_forward import SplitForward
-from kuiper_core.layers import attention, conv, halves, linear, pool
+from kuiper_core.layers.halves import EVERY_CALL
 from kuiper_core.runtime.sharded import ShardedForward
 from kuiper_core.runtime.step_arena import StepArena
 from tools.golden_outputs import models
@@ -85,7 +85,7 @@ def _batch_of_two(inputs: list[np.ndarray]) -> list[np.ndarray] | None:
 
 
 @pytest.mark.parametrize("key", [k if k in FAST else pytest.param(k, marks=pytest.mark.slow) for k in MODELS])
-def test_fast_executors_match_the_interpreter(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_executors_match_the_interpreter(key: str) -> None:
     program = _program(key)
     inputs = MODELS[key][1]
     with kuiper_core.limits.use(program.limits):
@@ -112,7 +112,7 @@ def test_fast_executors_match_the_interpreter(key: str, monkeypatch: pytest.Monk
         _assert_same_outputs(prepared.run(inputs), want, "prepared forward")
         _check_arena(program, inputs, prepared, stepped)
         _check_sharded(program, inputs)
-        _check_split(program, inputs, want, monkeypatch)
+        _check_split(program, inputs, want)
 
 
 def _check_planned(program: Program, inputs: list[np.ndarray], want: list[Any]) -> None:
@@ -156,14 +156,10 @@ def _check_sharded(program: Program, inputs: list[np.ndarray]) -> None:
         assert ok, f"sharded output {k}: max abs err {err:.3g} > {bound:.3g}"
 
 
-def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any]) -> None:
     """Every convolution, window pool, Linear and self-attention split in halves (however
     little its work)."""
-    for module in (conv, pool, linear, attention):
-        monkeypatch.setattr(module, "MIN_HALF_WORK", 0)
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 1)
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 1)
-    split = SplitForward.make(program, inputs)
+    split = SplitForward.make(program, inputs, sizes=EVERY_CALL)
     if split is None:
         return  # no batch-1 4-D input, or nothing that splits
     try:

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -21,9 +22,9 @@ from hypothesis import strategies as st
 
 import kuiper_core
 from kuiper_core import threads
-from kuiper_core.layers import conv, halves
+from kuiper_core.layers import conv
 from kuiper_core.layers.conv_reference import conv2d_reference
-from kuiper_core.layers.halves import input_rows, split_rows
+from kuiper_core.layers.halves import EVERY_CALL, input_rows, split_rows
 from kuiper_core.runtime.helper_process import HelperProcess, Splits, Ticket, run_halves, shared_bytes
 from kuiper_core.runtime.policy import split_refusal
 from kuiper_core.runtime.split_forward import SplitForward
@@ -49,8 +50,7 @@ def blas_one() -> Iterator[None]:
 
 def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.ndarray, np.ndarray, str]:
     """(the split layer's output, the reference's, its kernels) for one convolution case."""
-    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
-    monkeypatch.setattr(conv, "SPLIT_CHANNELS", 0.0 if way == "channels" else float("inf"))
+    sizes = replace(EVERY_CALL, conv_channels_over_input=0.0 if way == "channels" else float("inf"))
     n, c, o, h, w, k, s, d, pads = (case[key] for key in ("n", "c", "o", "h", "w", "k", "stride", "dilation", "pads"))
     x, wt, b = arrays(case["seed"], (n, c, h, w), (o, c, k, k), (o,))
     wt *= 1 / np.sqrt(c * k * k)
@@ -61,7 +61,7 @@ def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.n
         case["relu"],
     )
     y = np.full(ref.shape, np.nan, np.float32)
-    made = Splits(shared=False)
+    made = Splits(shared=False, sizes=sizes)
     call = (layer.prepare_with_relu if case["relu"] else layer.prepare)([x], [y], split=made)
     assert call is not None
     for _ in range(2):
@@ -73,7 +73,7 @@ def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.n
 def run_split(prepare: Callable[..., Any], inputs: list, y: np.ndarray) -> np.ndarray:
     """y, written by the call `prepare(inputs, [y], split)` makes (asserted to be one split call),
     both halves run here."""
-    splits = Splits(shared=False)
+    splits = Splits(shared=False, sizes=EVERY_CALL)
     call = prepare(inputs, [y], split=splits)
     assert call is not None and splits.made == 1
     call(inputs, [y])
@@ -182,17 +182,14 @@ def test_small_convs_and_depthwise_stay_whole(blas_one: None, groups: int) -> No
     ],
 )
 @pytest.mark.parametrize("size", [(31, 30), (8, 9)])
-def test_split_pool_matches_the_whole(
-    monkeypatch: pytest.MonkeyPatch, op_type: str, params: dict, size: tuple[int, int]
-) -> None:
+def test_split_pool_matches_the_whole(op_type: str, params: dict, size: tuple[int, int]) -> None:
     """Top and bottom output rows, each from its input rows (halo, padding, ceil_mode's
     overhang, an average's divisors by position): the unsplit layer's values exactly."""
-    monkeypatch.setattr("kuiper_core.layers.pool.MIN_HALF_WORK", 0)
     layer = pool_layer(op_type, **params)
     x = np.random.default_rng(3).standard_normal((1, 13, *size)).astype(np.float32)
     (ref,) = layer.forward([x], [None])
     y = np.full_like(ref, np.nan)
-    made = Splits(shared=False)
+    made = Splits(shared=False, sizes=EVERY_CALL)
     call = layer.prepare([x], [y], split=made)
     assert call is not None and made.made == 1
     for _ in range(2):
@@ -318,9 +315,8 @@ def test_the_caller_takes_a_half_the_helper_has_not_started() -> None:
 
 
 @pytest.mark.parametrize("op_type", ["nn.GELU", "nn.SiLU", "nn.Hardswish", "nn.ReLU"])
-def test_split_activations_match_the_whole(monkeypatch: pytest.MonkeyPatch, op_type: str) -> None:
+def test_split_activations_match_the_whole(op_type: str) -> None:
     """Two flat halves (odd sizes too) give the unsplit layer's values exactly."""
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
     from test_layers_activation import make_layer
 
     layer = make_layer(op_type)
@@ -333,10 +329,9 @@ def test_split_activations_match_the_whole(monkeypatch: pytest.MonkeyPatch, op_t
 
 
 @pytest.mark.parametrize("relu", [False, True])
-def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu: bool) -> None:
+def test_split_expressions_match_the_whole(relu: bool) -> None:
     """A residual add in two flat halves, with the ReLU after it fused or not, and in place as
     the prepared forward runs it (the output is the first input): the unsplit values exactly."""
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 16)
     layer = layer_of(
         "pnnx.Expression e 2 1 0 1 2 expr=add(@0,mul(@1,2.5)) #2=(1,5,7,9)f32", "#0=(1,5,7,9)f32", "#1=(1,5,7,9)f32"
     )
@@ -344,7 +339,7 @@ def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu
     a, b = (rng.standard_normal((1, 5, 7, 9)).astype(np.float32) for _ in range(2))
     want = np.maximum(a + b * np.float32(2.5), 0) if relu else a + b * np.float32(2.5)
     x = a.copy()
-    splits = Splits(shared=False)
+    splits = Splits(shared=False, sizes=EVERY_CALL)
     call = (layer.prepare_with_relu if relu else layer.prepare)([x, b], [x], split=splits)
     assert call is not None and splits.made == 1
     call([x, b], [x])
@@ -352,10 +347,9 @@ def test_split_expressions_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu
 
 
 @pytest.mark.parametrize("relu", [False, True])
-def test_split_expressions_over_views_and_broadcasts_match_the_whole(monkeypatch: pytest.MonkeyPatch, relu) -> None:
+def test_split_expressions_over_views_and_broadcasts_match_the_whole(relu) -> None:
     """ConvNeXt's residual: a permuted view times a per-channel scale (1, C, 1, 1) plus a map, and
     a scalar operand: not flat, so halves of the first axis of more than one: the unsplit values."""
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 16)
     layer = layer_of(
         "pnnx.Expression e 3 1 0 1 2 3 expr=add(@0,mul(mul(@1,@2),0.5)) #3=(1,6,7,9)f32",
         "#0=(1,6,7,9)f32",
@@ -369,7 +363,7 @@ def test_split_expressions_over_views_and_broadcasts_match_the_whole(monkeypatch
     want = a + view * scale * np.float32(0.5)
     want = np.maximum(want, 0) if relu else want
     y = np.full_like(a, np.nan)
-    splits = Splits(shared=False)
+    splits = Splits(shared=False, sizes=EVERY_CALL)
     call = (layer.prepare_with_relu if relu else layer.prepare)([a, view, scale], [y], split=splits)
     assert call is not None and splits.made == 1
     call([a, view, scale], [y])
@@ -389,11 +383,10 @@ def test_split_expressions_over_views_and_broadcasts_match_the_whole(monkeypatch
         ("nn.LogSoftmax ls 1 1 0 1 dim=2", (2, 3, 33)),
     ],
 )
-def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, shape: tuple[int, ...]) -> None:
+def test_split_rows_match_the_whole(line: str, shape: tuple[int, ...]) -> None:
     """Norms over trailing dims and softmax over the last dim in two halves of whole rows (odd
     row counts too): the unsplit layer's values, up to float32 rounding (their row sums are
     GEMVs, which OpenBLAS blocks by the number of rows)."""
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
     dims = ",".join(map(str, shape))
     layer = layer_of(f"{line} #1=({dims})f32", f"#0=({dims})f32")
     if hasattr(layer, "norm_shape"):  # an affine of random weights (the .param line has no .bin)
@@ -405,10 +398,9 @@ def test_split_rows_match_the_whole(monkeypatch: pytest.MonkeyPatch, line: str, 
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
 
 
-def test_a_layernorm_over_a_permuted_view_splits_its_leading_axis(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_layernorm_over_a_permuted_view_splits_its_leading_axis() -> None:
     """ConvNeXt's LayerNorm reads a channels-last view of an NCHW map: its rows are not one
     flat run, so it splits along the first leading axis of more than one: the unsplit values."""
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
     layer = layer_of(
         "nn.LayerNorm ln 1 1 0 1 elementwise_affine=False eps=1e-06 normalized_shape=(24) #1=(1,7,9,24)f32",
         "#0=(1,7,9,24)f32",
@@ -422,15 +414,12 @@ def test_a_layernorm_over_a_permuted_view_splits_its_leading_axis(monkeypatch: p
 
 
 @pytest.mark.parametrize("x_shape", [(1, 40), (1, 7, 9, 40), (5, 40)])
-def test_a_linear_splits_its_rows_or_a_single_rows_features(monkeypatch: pytest.MonkeyPatch, x_shape) -> None:
+def test_a_linear_splits_its_rows_or_a_single_rows_features(x_shape) -> None:
     """A classifier's GEMV as two halves of the output features, a Linear of more rows (ConvNeXt's
     channels-last ones, odd counts too) as two halves of its rows (bias too): the unsplit values."""
     from kuiper_core.graph import Attribute, Graph
-    from kuiper_core.layers import linear
     from kuiper_core.layers.registry import create_layer
 
-    monkeypatch.setattr(linear, "SPLIT_MIN_HALF_WEIGHTS", 16)
-    monkeypatch.setattr(linear, "MIN_HALF_WORK", 16)
     rng = np.random.default_rng(7)
     w, bias = rng.standard_normal((33, 40)).astype(np.float32), rng.standard_normal(33).astype(np.float32)
     g = Graph()
@@ -448,12 +437,9 @@ def test_a_linear_splits_its_rows_or_a_single_rows_features(monkeypatch: pytest.
 @pytest.mark.parametrize(
     "c, size, k, stride", [(144, (13, 12), 3, 1), (96, (24, 24), 5, 2), (32, (40, 37), 3, 1), (8, (64, 59), 3, 1)]
 )
-def test_depthwise_convs_split_by_rows(
-    monkeypatch: pytest.MonkeyPatch, c: int, size: tuple[int, int], k: int, stride: int
-) -> None:
+def test_depthwise_convs_split_by_rows(c: int, size: tuple[int, int], k: int, stride: int) -> None:
     """Depthwise convolutions (channels last, wide rows or im2col, as the shape picks) by
     output rows."""
-    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)
     x, wt, b = arrays(c, (1, c, *size), (c, 1, k, k), (c,))
     layer = conv_layer(wt, b, x.shape, stride=[stride, stride], padding=[k // 2, k // 2], dilation=[1, 1], groups=c)
     ref = conv2d_reference(x, wt, b, stride=(stride, stride), pads=(k // 2,) * 4, groups=c)
@@ -461,10 +447,9 @@ def test_depthwise_convs_split_by_rows(
     assert_close(y, ref, f"depthwise {c} {size} k{k} s{stride}")
 
 
-def test_batchnorm_and_concat_split_match_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batchnorm_and_concat_split_match_the_whole() -> None:
     """BatchNorm by two halves of its channels, a channel concat by two halves of the output's
     elements (a cut inside an input): the unsplit values exactly."""
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF_CHEAP", 16)
     rng = np.random.default_rng(9)
     from kuiper_core.graph import Attribute, Graph
     from kuiper_core.layers.registry import create_layer
@@ -505,14 +490,12 @@ def test_no_helper_unless_asked_for() -> None:
 
 
 @pytest.fixture
-def two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every convolution and pool split (whatever its size)."""
+def two_threads() -> Iterator[None]:
+    """The split executor is available here (its tests pass EVERY_CALL: every call that can split does)."""
     if not threads.blas_reachable():
         pytest.skip("the BLAS's thread count cannot be set here")
     if split_refusal() is not None:
         pytest.skip(f"no split executor here: {split_refusal()}")
-    monkeypatch.setattr(conv, "MIN_HALF_WORK", 0)  # every convolution and pool splits
-    monkeypatch.setattr("kuiper_core.layers.pool.MIN_HALF_WORK", 0)
     yield
 
 
@@ -522,7 +505,10 @@ def test_split_forward_gives_pytorchs_outputs(two_threads: None, name: str) -> N
     if not param.exists():
         pytest.skip(f"sample model {name} not exported")
     expected = np.load(SAMPLES / f"{name}.expected.npz")
-    graph, x = kuiper_core.load(param, executor="split", threads=2), np.load(SAMPLES / f"{name}.input.npy")
+    graph, x = (
+        kuiper_core.load(param, executor="split", threads=2, split_sizes=EVERY_CALL),
+        np.load(SAMPLES / f"{name}.input.npy"),
+    )
     before = threads.blas_threads()
     outputs = [graph.forward(x)[0] for _ in range(3)]
     assert graph.last_executor == "split"
@@ -538,16 +524,12 @@ def test_split_forward_gives_pytorchs_outputs(two_threads: None, name: str) -> N
     np.testing.assert_allclose(outputs[0], whole, rtol=0, atol=2e-5 * float(np.abs(whole).max()))
 
 
-def test_a_split_transformer_gives_pytorchs_outputs(two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_split_transformer_gives_pytorchs_outputs(two_threads: None) -> None:
     """The tiny ViT's split forward, made whatever its timing and size (it stays whole at its
     size: ViT-B/16's are the calls these splits are for): its Linears by output features, its
     self-attention by heads then rows, its norms by rows (a half the helper process has not
     claimed runs here: these are small); against PyTorch's outputs."""
-    from kuiper_core.layers import attention, linear
 
-    for module in (linear, attention):
-        monkeypatch.setattr(module, "MIN_HALF_WORK", 0)
-    monkeypatch.setattr(halves, "SPLIT_MIN_HALF", 16)
     param = SAMPLES / "vit_tiny.pnnx.param"
     if not param.exists():
         pytest.skip("sample model vit_tiny not exported")
@@ -555,7 +537,7 @@ def test_a_split_transformer_gives_pytorchs_outputs(two_threads: None, monkeypat
     graph, x = kuiper_core.load(param), np.load(SAMPLES / "vit_tiny.input.npy")
     assert graph.program is not None
     with threads.using_blas_threads(1):
-        split = SplitForward.make(graph.program, [x])
+        split = SplitForward.make(graph.program, [x], sizes=EVERY_CALL)
     assert split is not None and split.helper is not None
     try:
         kinds = set(split.prepared.types[i] for i, c in enumerate(split.prepared.calls) if _is_split(c))
@@ -578,7 +560,7 @@ def test_a_forked_process_runs_the_whole_forward(two_threads: None) -> None:
     """multiprocessing's fork workers inherit a graph whose split forward's buffers are shared
     with its maker: the worker makes its own split forward, the maker keeps its own."""
     param = SAMPLES / "unet.pnnx.param"
-    graph, x = kuiper_core.load(param, executor="split"), np.load(SAMPLES / "unet.input.npy")
+    graph, x = kuiper_core.load(param, executor="split", split_sizes=EVERY_CALL), np.load(SAMPLES / "unet.input.npy")
     want = graph.forward(x)[0]
     assert graph.last_executor == "split"
     chosen = graph._executors[((x.shape, x.dtype.str),)].parallel

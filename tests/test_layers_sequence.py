@@ -244,16 +244,15 @@ def test_self_attention_split_in_halves_matches_forward(
     """Inside a split forward (layers/halves.py) self-attention runs as two halves of its batch
     (batch first, more than one: Swin's windows), else its heads in two halves then its output
     projection in two halves of the rows (both here: no helper process): the forward's values."""
-    from kuiper_core.layers import attention
+    from kuiper_core.layers.halves import EVERY_CALL
     from kuiper_core.runtime.helper_process import Splits
 
-    monkeypatch.setattr(attention, "MIN_HALF_WORK", 16)
     layer, inputs = _masked_self_attention(batch_first, mask_kind)
     if not bias:
         layer.b_fused = layer.bo = None
     expected = layer.forward(inputs, [None])[0]
     y = np.full_like(inputs[0], np.nan)
-    splits = Splits(shared=False)
+    splits = Splits(shared=False, sizes=EVERY_CALL)
     f = layer.prepare(inputs, [y], split=splits)
     assert f is not None and splits.made == (1 if batch_first else 2)  # the batch; or heads, then rows
     f(inputs, [y])

@@ -60,7 +60,7 @@ def test_options_can_be_changed_and_apply_from_the_next_call() -> None:
     assert g.options.executor == "interpreter" and g.blas_threads == 1
     g.forward(x)
     assert g.last_executor == "interpreter"
-    assert set(REQUESTS) == {"auto", "interpreter", "sharded", "split"}
+    assert set(REQUESTS) == {"auto", "reference", "interpreter", "sharded", "split"}
 
 
 @pytest.mark.skipif(not threads.blas_reachable(), reason="NumPy's OpenBLAS thread count is out of reach")

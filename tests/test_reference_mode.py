@@ -39,7 +39,9 @@ def _expected(key: str, param: Path) -> list[np.ndarray] | None:
     with np.load(path) as z:
         if not prefix:
             return [z[k] for k in z.files]
-        names = sorted((k for k in z.files if k.startswith(prefix) and k.endswith(suffix)), key=lambda k: int(k[3:].split("_")[0]))
+        names = sorted(
+            (k for k in z.files if k.startswith(prefix) and k.endswith(suffix)), key=lambda k: int(k[3:].split("_")[0])
+        )
         return [z[k] for k in names]
 
 

@@ -34,7 +34,7 @@ class Elementwise(Layer):
 
     inplace_safe = False
     splittable = True
-    # Asked to split (prepare's `split`): in two flat halves from halves.min_half(cheap)
+    # Asked to split (prepare's `split`): in two flat halves from split.sizes.min_elements(cheap)
     # elements a half (`cheap`: the one-pass piecewise linear ones). Not for layers whose value
     # depends on the position (PReLU's per-channel slopes).
     pointwise = True

@@ -35,7 +35,7 @@ from ..graph import Operand, Operator, Shape
 from .activation import softmax
 from .broadcast import expanded
 from .linear import matmul_bias
-from .halves import MIN_HALF_WORK, SplitRequest, halves_call, split_rows
+from .halves import SplitRequest, halves_call, split_rows
 from .module_outputs import match_outputs
 from .registry import Layer, Prepared, register
 from .windows import scratch
@@ -277,7 +277,7 @@ class MultiheadAttention(Layer):
             except Exception:
                 return None
         rows = B * L
-        if split is not None and rows * self.flops_per_row() >= 2 * MIN_HALF_WORK:
+        if split is not None and rows * self.flops_per_row() >= 2 * split.sizes.min_half_work:
             per_batch = mask is None or mask.ndim == 2 or mask.shape[0] == B * self.num_heads
             if B >= 2 and self.batch_first and per_batch:
                 return self._split_batch(split, x, y, mask, B, L)

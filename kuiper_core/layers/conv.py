@@ -36,24 +36,13 @@ from ..graph import Operator
 from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
 from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry, channels_last_wins, wide_rows_win
 from .conv_reference import conv2d_reference
-from .halves import MIN_HALF_WORK, SplitRequest, halves_call, input_rows, split_rows
+from .halves import SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
 from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 
 PaddingSpec = str | Pads  # "same" or explicit pads
-# A split convolution (halves.py) halves its output channels where its weights have more than
-# this many elements per input element, else its output rows (Convolution._split_call).
-# ResNet-18 b1, one thread, CPU time of the slower half over the whole conv (warm, 2026-11-27):
-# rows: stem 0.47, 64-channel 56x56 0.44, 128x28x28 0.62 (channels 0.70; 7 tile rows split
-# 4/3); channels: 256x14x14 0.61 (rows 0.65), 512x7x7 0.46-0.52 (rows 0.67-0.72: both
-# halves read all of U, 12 MiB).
-SPLIT_CHANNELS = 2.0
-# What a grouped (depthwise) convolution's multiply-add is worth in MIN_HALF_WORK's units (GEMM
-# ones): MobileNetV2's 192-channel 28x28 3x3 depthwise conv, 1.35 M multiply-adds, takes
-# 0.44 ms at one thread, a GEMM of as many ~0.01 (2026-11-27).
-GROUPED_MAC_WORTH = 16
 # Weights of at most this many elements (64 KB) always carry the bias as a GEMM column.
 SMALL_WEIGHT = 1 << 14
 
@@ -476,9 +465,9 @@ class Convolution(_ConvBase):
         out_hw: tuple[int, int],
     ) -> Prepared | None:
         """The call as two kernels on two cores (halves.py), the kernel the whole shape chose
-        for both; None where a half is too little work (MIN_HALF_WORK). Two ways to halve:
+        for both; None where a half is too little work (split.sizes). Two ways to halve:
 
-        - output channels (groups == 1), where the weights outweigh the input (SPLIT_CHANNELS:
+        - output channels (groups == 1), where the weights outweigh the input (conv_channels_over_input:
           ResNet-18 from layer 2 on): each half reads half the weights and does the whole
           input side (gather, transform) again;
         - output rows, elsewhere: each half reads the input rows its rows need (a halo of
@@ -487,12 +476,13 @@ class Convolution(_ConvBase):
         (oh, ow), (kh, kw), o = out_hw, self._kernel_hw(), self.out_channels
         weights = o * c // self.groups * kh * kw
         # A grouped convolution's multiply-adds are dearer (per-channel passes, short GEMMs).
-        worth = 1 if self.groups == 1 else GROUPED_MAC_WORTH
-        if self.padding_mode != "zeros" or worth * weights * oh * ow * n < 2 * MIN_HALF_WORK:
+        sizes = split.sizes
+        worth = 1 if self.groups == 1 else sizes.grouped_mac_worth
+        if self.padding_mode != "zeros" or worth * weights * oh * ow * n < 2 * sizes.min_half_work:
             return None
         choice = self._choose_kernel(x_shape)
         halves: list[tuple[slice, tuple[slice, ...], ConvKernel]] = []  # input rows, output part, kernel
-        if self.groups == 1 and o >= 2 and weights > SPLIT_CHANNELS * n * c * h * w:
+        if self.groups == 1 and o >= 2 and weights > sizes.conv_channels_over_input * n * c * h * w:
             for chans in (slice(0, o // 2), slice(o // 2, o)):
                 kernel = self._make_kernel(x_shape, dtype, relu, (pads, choice), chans)
                 halves.append((slice(None), (slice(None), chans), kernel))

@@ -8,14 +8,12 @@ softmax as flat halves of whole rows, `split_flat`; a concat and a one-row Linea
 their output; self-attention by heads then rows), and hands the pair to the request. Who runs
 the halves, and where, is the request's business (runtime/helper_process.py: the second in a
 helper process): a layer knows nothing of threads or processes.
-
-The sizes below are fitted to a 2-core x86 VM (bench/bench_halves.py --ops measures each split
-call's halves against the whole call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
@@ -23,20 +21,47 @@ import numpy as np
 
 from .registry import Prepared
 
-# A layer splits only where the work of one half (multiply-adds, or a pool's window taps times
-# PASS_COST) is at least this: a half costs a few microseconds to hand over and each half of a
-# small call does a little more than half its work (its own copies and calls).
-MIN_HALF_WORK = 1_000_000
-# Multiply-adds a pooling window tap is worth (ResNet-18's maxpool against its 1x1 convs).
-PASS_COST = 16
-# Elements a half from which an elementwise-style call splits (min_half): a hand-off costs a few
-# microseconds against a GELU's or a one-pass ReLU's time on a half.
-SPLIT_MIN_HALF = 4096
-SPLIT_MIN_HALF_CHEAP = 32768
+
+@dataclass(frozen=True)
+class SplitSizes:
+    """When a splittable layer splits its call: fitted to a 2-core x86 VM at one BLAS thread
+    (bench/bench_halves.py --ops measures each split call's halves against the whole call).
+    The split executor takes them from ExecutionOptions.split_sizes; tests pass their own."""
+
+    # Multiply-adds a half (or a pool's window taps times pass_cost): a half costs a few
+    # microseconds to hand over and each half of a small call does a little more than half its
+    # work (its own copies and calls).
+    min_half_work: int = 1_000_000
+    # Multiply-adds a pooling window tap is worth (ResNet-18's maxpool against its 1x1 convs).
+    pass_cost: int = 16
+    # Elements a half from which an elementwise-style call splits: a hand-off against a GELU's
+    # time on a half (`cheap`: a one-pass ReLU's).
+    min_half: int = 4096
+    min_half_cheap: int = 32768
+    # A one-row Linear (a classifier's GEMV) splits its output features from this many weight
+    # elements a half (1 MB of float32: ~50 us of reading it).
+    linear_row_weights: int = 1 << 18
+    # A convolution halves its output channels where its weights outweigh its input this many
+    # times (each half then reads half the weights; ResNet-18 from layer 2 on), else its rows.
+    conv_channels_over_input: float = 2.0
+    # What a grouped (depthwise) convolution's multiply-add is worth in min_half_work's units
+    # (GEMM ones): per-channel passes and short GEMMs.
+    grouped_mac_worth: int = 16
+
+    def min_elements(self, cheap: bool) -> int:
+        """Elements a half from which an elementwise-style call splits."""
+        return self.min_half_cheap if cheap else self.min_half
+
+
+DEFAULT_SIZES = SplitSizes()
+# Every call that can split does, however little its work (the tests' sizes).
+EVERY_CALL = SplitSizes(min_half_work=0, min_half=1, min_half_cheap=1, linear_row_weights=1)
 
 
 class SplitRequest(Protocol):
-    """What a splittable layer's prepare() receives: where its halves go."""
+    """What a splittable layer's prepare() receives: when to split, and where its halves go."""
+
+    sizes: SplitSizes
 
     def pair(self, first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
         """A call that runs both halves (perhaps at once), both done on return."""
@@ -56,12 +81,6 @@ class Splittable(Protocol):
     ) -> Prepared | None: ...
 
 
-def min_half(cheap: bool) -> int:
-    """Elements a half from which an elementwise-style call splits (read at each prepare: the
-    tests lower them)."""
-    return SPLIT_MIN_HALF_CHEAP if cheap else SPLIT_MIN_HALF
-
-
 def split_flat(
     split: SplitRequest,
     prepare_part: Callable[..., Any],
@@ -73,12 +92,12 @@ def split_flat(
     """An elementwise call (or one over rows of `unit` elements: a norm, a softmax over the last
     dim) as its two flat halves, split at a whole row: `prepare_part(ins,
     outs)` prepares the layer's function for parts of its arrays. None where the arrays are
-    not all contiguous and of the output's shape, a half would be under min_half(cheap)
+    not all contiguous and of the output's shape, a half would be under split.sizes.min_elements(cheap)
     elements, or a part cannot be prepared."""
     y = out[0]
     arrays = [*inputs, y]
     if (
-        y.size < 2 * min_half(cheap)
+        y.size < 2 * split.sizes.min_elements(cheap)
         or y.size < 2 * unit
         or not all(isinstance(a, np.ndarray) and a.flags.c_contiguous and a.shape == y.shape for a in arrays)
     ):
@@ -100,10 +119,15 @@ def split_leading(
     output's shape) as two halves of the output's first axis of more than one (below
     `max_axis`: a norm's leading axes): each input is cut there where it has that axis, passed
     whole where it broadcasts over it; the output's halves stay contiguous. None where the
-    output is not contiguous, a half is under min_half(cheap) elements, an input's size
+    output is not contiguous, a half is under split.sizes.min_elements(cheap) elements, an input's size
     there fits neither, or a part cannot be prepared."""
     y = out[0]
-    if len(out) != 1 or not isinstance(y, np.ndarray) or not y.flags.c_contiguous or y.size < 2 * min_half(cheap):
+    if (
+        len(out) != 1
+        or not isinstance(y, np.ndarray)
+        or not y.flags.c_contiguous
+        or y.size < 2 * split.sizes.min_elements(cheap)
+    ):
         return None
     axis = next((a for a in range(y.ndim if max_axis is None else max_axis) if y.shape[a] >= 2), None)
     if axis is None:
@@ -167,13 +191,13 @@ def input_rows(
 
 
 __all__ = [
-    "MIN_HALF_WORK",
-    "PASS_COST",
+    "DEFAULT_SIZES",
+    "EVERY_CALL",
+    "SplitSizes",
     "SplitRequest",
     "Splittable",
     "halves_call",
     "input_rows",
-    "min_half",
     "split_flat",
     "split_leading",
     "split_rows",

@@ -22,15 +22,10 @@ import numpy as np
 
 from ..graph import Operator
 from .broadcast import expanded
-from .halves import MIN_HALF_WORK, SplitRequest, halves_call, split_rows
+from .halves import SplitRequest, halves_call, split_rows
 from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype
 from .windows import output_buffer
-
-# Asked to split (prepare's `split`): a one-row Linear (a classifier's GEMV) splits its output features
-# in two from this many weight elements a half (1 MB of float32: ~50 us of reading it); one of
-# more rows splits its rows from MIN_HALF_WORK multiply-adds a half.
-SPLIT_MIN_HALF_WEIGHTS = 1 << 18
 
 
 def _input_position(layer: Layer, name: str, i: int) -> int | None:
@@ -143,10 +138,10 @@ class Linear(Layer):
         # pass): no checks or lookups per call.
         rows = (x.size // wt.shape[0], wt.shape[1])
         if (w_rows := self._one_row_weight(x, y)) is not None:
-            if split is not None and w_rows.size >= 2 * SPLIT_MIN_HALF_WEIGHTS:
+            if split is not None and w_rows.size >= 2 * split.sizes.linear_row_weights:
                 return self._split_row(split, w_rows, inputs, out)
             return partial(_linear_row, w_rows, self.bias)
-        if split is not None and rows[0] >= 2 and x.size * wt.shape[1] >= 2 * MIN_HALF_WORK:
+        if split is not None and rows[0] >= 2 and x.size * wt.shape[1] >= 2 * split.sizes.min_half_work:
             return self._split_call(split, wt, inputs, out, rows)
         return partial(_linear, wt, expanded(self.bias, rows), (-1, wt.shape[0]), rows)
 

@@ -24,7 +24,7 @@ from ..graph import Operator
 from ._common import output_like
 from .broadcast import expanded
 from .reduce import vector_norm
-from .halves import SplitRequest, halves_call, min_half, split_flat, split_leading
+from .halves import SplitRequest, halves_call, split_flat, split_leading
 from .registry import Layer, Prepared, register
 from .torch_args import input_index
 
@@ -214,7 +214,9 @@ class BatchNorm(Norm):
         x, y = inputs[0], out[0]
         if x.dtype.kind != "f" or y.shape != x.shape or y.dtype != x.dtype or x.ndim < 2 or x.shape[1] != self.n:
             return None
-        if not (split is not None and x.shape[0] == 1 and self.n >= 2 and x.size >= 2 * min_half(cheap=True)):
+        if not (
+            split is not None and x.shape[0] == 1 and self.n >= 2 and x.size >= 2 * split.sizes.min_elements(cheap=True)
+        ):
             return partial(_channel_affine, self.scale, self.shift)
         h = self.n // 2
         first, second = (

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import short
 from ..graph import Operator
-from .halves import MIN_HALF_WORK, PASS_COST, SplitRequest, halves_call, input_rows, split_rows
+from .halves import SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
 
@@ -124,7 +124,8 @@ class _WindowPool(_Pool):
         if split is None or getattr(self, "return_indices", False) or self.dims != 2 or x.ndim != 4:
             return None
         pads, (oh, ow) = self._geometry(*x.shape[2:])
-        if x.shape[0] != 1 or oh < 2 or PASS_COST * self.kernel[0] * self.kernel[1] * y.size < 2 * MIN_HALF_WORK:
+        taps = split.sizes.pass_cost * self.kernel[0] * self.kernel[1] * y.size
+        if x.shape[0] != 1 or oh < 2 or taps < 2 * split.sizes.min_half_work:
             return None
         keff = self.dilation[0] * (self.kernel[0] - 1) + 1
         cut = split_rows(oh)

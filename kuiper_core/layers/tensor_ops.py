@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import LimitError, short
 from ..graph import Operator
-from .halves import SplitRequest, halves_call, min_half
+from .halves import SplitRequest, halves_call
 from .registry import Layer, Prepared, register
 from .torch_args import declared_dtype, input_index, normalize_axis, torch_dtype
 
@@ -110,7 +110,11 @@ class Cat(_Join):
         `dim` above 1: a batch-1 concat of channels) as two halves of the output's elements,
         each copying its parts of the inputs (DenseNet's concats); else None (forward)."""
         y = out[0]
-        if split is None or not all(isinstance(x, np.ndarray) for x in inputs) or y.size < 2 * min_half(cheap=True):
+        if (
+            split is None
+            or not all(isinstance(x, np.ndarray) for x in inputs)
+            or y.size < 2 * split.sizes.min_elements(cheap=True)
+        ):
             return None
         axis = self.axis(inputs)
         if self.follow_batch(inputs, axis) is not inputs or math.prod(y.shape[:axis]) != 1 or not y.flags.c_contiguous:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..layers.halves import DEFAULT_SIZES, SplitSizes
 from ..threads import set_blas_threads
 from ..ufunc_buffers import set_engine_bufsize
 
@@ -53,7 +54,8 @@ class Splits:
     (layers/halves.SplitRequest), each pair of halves by index, and the helper process that
     runs their second halves (None: both halves here)."""
 
-    def __init__(self, shared: bool = True) -> None:
+    def __init__(self, shared: bool = True, sizes: SplitSizes = DEFAULT_SIZES) -> None:
+        self.sizes = sizes  # when a layer splits
         self.calls: list[Callable[[], None]] = []
         self.helper: HelperProcess | None = None
         self.shared = shared  # work arrays in memory a helper forked later shares

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from ..errors import KuiperError
+from ..layers.halves import DEFAULT_SIZES, SplitSizes
 
 Request = Literal["auto", "reference", "interpreter", "sharded", "split"]
 # What ran (RuntimeGraph.last_executor): the executors of forward(), and steps()' two.
@@ -59,10 +60,13 @@ class ExecutionOptions:
     threads: the BLAS's thread count during the engine's calls (set for each call and restored
         after it: kuiper_core/threads.py); None: the count the process has. The split and
         sharded executors run their halves at one BLAS thread each, on two cores.
+    split_sizes: when the split executor splits a layer's call (layers/halves.SplitSizes:
+        each size's provenance beside it).
     """
 
     executor: Request = "auto"
     threads: int | None = None
+    split_sizes: SplitSizes = DEFAULT_SIZES
 
     def __post_init__(self) -> None:
         if self.executor not in REQUESTS:

@@ -323,7 +323,7 @@ class RuntimeGraph:
             else:
                 from .split_forward import SplitForward
 
-                made.parallel = SplitForward.make(program, inputs)
+                made.parallel = SplitForward.make(program, inputs, sizes=self._options.split_sizes)
         return made.parallel
 
     def _forward_unprepared(

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import KuiperError
 from ..layers.conv import reusing_weights
+from ..layers.halves import DEFAULT_SIZES, SplitSizes
 from .helper_process import HelperProcess, Splits, shared_bytes
 from .prepared import NotPreparable, PreparedForward, Record
 from .program import Program
@@ -42,14 +43,20 @@ class SplitForward:
 
     @classmethod
     def make(
-        cls, program: Program, inputs: list[np.ndarray], rec: Record | None = None, helper: bool = True
+        cls,
+        program: Program,
+        inputs: list[np.ndarray],
+        rec: Record | None = None,
+        helper: bool = True,
+        sizes: SplitSizes = DEFAULT_SIZES,
     ) -> SplitForward | None:
         """The split forward at these inputs, or None where no call splits.
         `rec`: the whole forward's record run on these inputs (the checks are not run again).
-        helper: fork the helper process (else both halves run here, one after the other)."""
+        helper: fork the helper process (else both halves run here, one after the other).
+        sizes: when a layer splits (ExecutionOptions.split_sizes)."""
         if len(inputs) != 1 or inputs[0].ndim != 4 or inputs[0].shape[0] != 1:
             return None
-        splits = Splits(shared=helper)
+        splits = Splits(shared=helper, sizes=sizes)
         try:
             with reusing_weights():
                 prepared = PreparedForward.build(
