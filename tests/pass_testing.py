@@ -32,7 +32,7 @@ def run_passes(graph: Graph, *names: str, level: int = 2, **ctx: object) -> tupl
     passes = registered_passes()
     log = PassLog()
     with PassContext(level, instruments=[log], **ctx):  # type: ignore[arg-type]
-        out, _ = Sequential([passes[n] for n in names])(clone_graph(graph))
+        out, _ = Sequential([passes[n] for n in names], known=passes)(clone_graph(graph))
     return out, log
 
 

@@ -37,7 +37,7 @@ CHAIN = (
 
 
 def toy(name: str, level: int, fn=None, required: tuple[str, ...] = ()) -> FunctionPass:
-    """An unregistered pass; by default it changes nothing and records that it ran."""
+    """A pass of the test's own; by default it changes nothing and records that it ran."""
 
     def noop(graph):
         record("ran", name)
@@ -73,13 +73,15 @@ def test_tvm_enabling_rule(ctx_level, required, disabled, pass_level, enabled):
 
 def test_unknown_pass_names_are_refused():
     with pytest.raises(KuiperError, match="unknown pass 'NoSuchPass'"):
-        PassContext(2, disabled=["NoSuchPass"])
+        PassContext(2, disabled=["NoSuchPass"], known=registered_passes())
+    with pytest.raises(KuiperError, match="unknown pass 'NoSuchPass'"):
+        optimize(graph_of(*CHAIN), disabled=["NoSuchPass"])
 
 
 def test_sequential_runs_enabled_passes_in_order_with_required_first():
     g = graph_of(*CHAIN)
     log = PassLog()
-    seq = Sequential([toy("A", 1), toy("B", 3), toy("C", 2, required=("RemoveUnused",))])
+    seq = Sequential([toy("A", 1), toy("B", 3), toy("C", 2, required=("RemoveUnused",))], known=registered_passes())
     with PassContext(2, instruments=[log]) as ctx:
         seq(g)
     assert [r.name for r in log.rows] == ["A", "RemoveUnused", "C"]  # B is above level 2

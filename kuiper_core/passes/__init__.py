@@ -21,9 +21,16 @@ from .manager import (
     Sequential,
     graph_pass,
     record,
+)
+from .pipeline import (
+    PIPELINE_ORDER,
+    OptimizeResult,
+    default_pipeline,
+    optimize,
+    pass_names,
+    pass_table,
     registered_passes,
 )
-from .pipeline import PIPELINE_ORDER, OptimizeResult, default_pipeline, optimize, pass_names, pass_table
 from .rewrite import clone_graph
 from .text import graph_text
 from .verify import GraphVerifyError, verify_graph

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..errors import KuiperError, ModelError
 from ..graph import Graph
@@ -110,11 +110,19 @@ class Sequential(Pass):
         required: Iterable[str] = (),
         fixed_point: bool = False,
         max_rounds: int = 8,
+        known: Mapping[str, Pass] | None = None,
     ) -> None:
+        """`known`: the passes a pass may name as required, by name (default: these)."""
         self.passes = list(passes)
+        self.known = dict(known) if known is not None else {p.info.name: p for p in self.passes}
         self.info = PassInfo(name, opt_level, tuple(required))
         self.fixed_point = fixed_point
         self.max_rounds = max_rounds
+
+    def _required(self, name: str) -> Pass:
+        if name not in self.known:
+            raise KuiperError(f"unknown pass {name!r}: expected one of {', '.join(sorted(self.known))}")
+        return self.known[name]
 
     def transform(self, graph: Graph) -> tuple[Graph, bool]:
         ctx = PassContext.current()
@@ -136,7 +144,7 @@ class Sequential(Pass):
                     continue
                 for name in p.info.required:
                     if name not in clean:  # a required pass with nothing new to do is skipped
-                        changed |= run(_lookup(name))
+                        changed |= run(self._required(name))
                 changed |= run(p)
             changed_any |= changed
             if not changed:
@@ -144,42 +152,17 @@ class Sequential(Pass):
         return graph, changed_any
 
 
-# -- registry: passes by name (for --disable/--require and `required`) -----------------------
-_REGISTRY: dict[str, Pass] = {}
-
-
-def register_pass(p: Pass) -> Pass:
-    if p.info.name in _REGISTRY and _REGISTRY[p.info.name] is not p:
-        raise RuntimeError(f"pass {p.info.name!r} registered twice")
-    _REGISTRY[p.info.name] = p
-    return p
-
-
 def graph_pass(
     name: str, opt_level: int, required: Iterable[str] = (), description: str = ""
 ) -> Callable[[Callable[[Graph], tuple[Graph, bool]]], FunctionPass]:
-    """Decorator: a registered FunctionPass from `def f(graph) -> (graph, changed)`."""
+    """Decorator: a FunctionPass from `def f(graph) -> (graph, changed)` (pipeline.py lists
+    every pass by name)."""
 
     def deco(fn: Callable[[Graph], tuple[Graph, bool]]) -> FunctionPass:
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
-        p = FunctionPass(fn, PassInfo(name, opt_level, tuple(required), doc))
-        register_pass(p)
-        return p
+        return FunctionPass(fn, PassInfo(name, opt_level, tuple(required), doc))
 
     return deco
-
-
-def registered_passes() -> dict[str, Pass]:
-    from . import pipeline  # noqa: F401  (importing the pass modules registers them)
-
-    return dict(_REGISTRY)
-
-
-def _lookup(name: str) -> Pass:
-    passes = registered_passes()
-    if name not in passes:
-        raise KuiperError(f"unknown pass {name!r}: expected one of {', '.join(sorted(passes))}")
-    return passes[name]
 
 
 def record(action: str, operator: str, detail: str = "") -> None:
@@ -222,14 +205,18 @@ class PassContext:
         instruments: Sequence[PassInstrument] = (),
         verify: bool = True,
         config: dict | None = None,
+        known: Iterable[str] | None = None,
     ) -> None:
+        """`known`: the pass names `required` and `disabled` must come from (pipeline.optimize
+        passes every pass's: pipeline.PASSES); None: any name."""
         self.opt_level = opt_level
         self.required = set(required)
         self.disabled = set(disabled)
-        known = set(registered_passes())
-        for name in sorted(self.required | self.disabled):
-            if name not in known:
-                raise KuiperError(f"unknown pass {name!r}: expected one of {', '.join(sorted(known))}")
+        if known is not None:
+            names = set(known)
+            for name in sorted(self.required | self.disabled):
+                if name not in names:
+                    raise KuiperError(f"unknown pass {name!r}: expected one of {', '.join(sorted(names))}")
         self.instruments = list(instruments)
         self.verify = verify
         self.config = dict(config or {})

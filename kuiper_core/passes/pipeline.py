@@ -21,7 +21,7 @@ from ..errors import ModelError
 from ..graph import Graph
 from . import attention, batchnorm, constants, cse, dce, fuse, lists, noops, pad, patterns, slices, static_weights
 from .instruments import IRSnapshots, PassInstrument, PassLog
-from .manager import Pass, PassContext, Sequential, registered_passes
+from .manager import Pass, PassContext, Sequential
 from .rewrite import clone_graph
 from .verify import verify_graph
 
@@ -43,27 +43,37 @@ PIPELINE_ORDER: tuple[str, ...] = (
     "RemoveUnused",
 )
 
-_MODULES = (
-    attention,
-    batchnorm,
-    constants,
-    cse,
-    dce,
-    fuse,
-    lists,
-    noops,
-    pad,
-    patterns,
-    slices,
-    static_weights,
-)  # imported: registered
+# Every pass, by name: the pipeline names them here, nothing registers itself on import.
+PASSES: dict[str, Pass] = {
+    p.info.name: p
+    for p in (
+        constants.fold_constant_params,
+        lists.unpack_lists,
+        constants.fold_static_shapes,
+        noops.remove_noops,
+        constants.fold_constants,
+        cse.eliminate_common_subexpr,
+        static_weights.fold_static_weights,
+        batchnorm.fold_batchnorm,
+        pad.fold_pad_into_conv,
+        slices.fuse_slices,
+        patterns.fuse_patterns,
+        attention.fuse_attention,
+        fuse.fuse_expressions,
+        dce.remove_unused,
+    )
+}
+
+
+def registered_passes() -> dict[str, Pass]:
+    """Every pass by name (for --disable/--require and `required`)."""
+    return dict(PASSES)
 
 
 def default_pipeline(names: Sequence[str] | None = None) -> Sequential:
     """The passes in pipeline order (or only `names`, in the order given), to a fixed point."""
-    passes = registered_passes()
     chosen = list(names) if names is not None else list(PIPELINE_ORDER)
-    return Sequential([passes[n] for n in chosen], "Optimize", fixed_point=True)
+    return Sequential([PASSES[n] for n in chosen], "Optimize", fixed_point=True, known=PASSES)
 
 
 @dataclass
@@ -102,7 +112,9 @@ def optimize(
             f"the graph to optimise is invalid before any pass: {e.message}", operator=e.operator, op_type=e.op_type
         ) from e
     work = clone_graph(graph)
-    with PassContext(opt_level, required=required, disabled=disabled, instruments=insts, config=config) as ctx:
+    with PassContext(
+        opt_level, required=required, disabled=disabled, instruments=insts, config=config, known=PASSES
+    ) as ctx:
         after, changed = default_pipeline(passes)(work)
         history = list(ctx.history)
     return OptimizeResult(graph, after, log, snaps, changed, history)
@@ -114,10 +126,9 @@ def pass_names() -> list[str]:
 
 def pass_table() -> list[dict[str, object]]:
     """Name, level, required passes and description of every pass (pipeline order)."""
-    passes: dict[str, Pass] = registered_passes()
     rows = []
     for name in PIPELINE_ORDER:
-        info = passes[name].info
+        info = PASSES[name].info
         rows.append(
             {"name": name, "level": info.opt_level, "requires": ", ".join(info.required), "what": info.description}
         )
