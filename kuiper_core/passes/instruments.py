@@ -15,7 +15,7 @@ from typing import TextIO
 from collections.abc import Callable, Iterable
 
 from ..graph import Graph
-from .manager import Change, PassInfo
+from .records import Change, PassInfo
 from .text import graph_text
 
 

@@ -19,37 +19,16 @@ Sequential.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..errors import KuiperError, ModelError
 from ..graph import Graph
+from .records import Change, PassInfo
 from .verify import verify_graph
 
 if TYPE_CHECKING:
     from .instruments import PassInstrument
-
-
-@dataclass(frozen=True)
-class PassInfo:
-    name: str
-    opt_level: int
-    required: tuple[str, ...] = ()
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class Change:
-    """One rewrite a pass made: `action` (removed, merged, folded, fused, rewired, added,
-    changed, kept) on `operator`, with a human-readable `detail`."""
-
-    action: str
-    operator: str
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.action} {self.operator}" + (f": {self.detail}" if self.detail else "")
 
 
 class PassError(KuiperError):
