@@ -22,15 +22,25 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import TYPE_CHECKING, Any
-from collections.abc import Iterable
+from typing import Any, Protocol
+from collections.abc import Callable, Iterable
 
+from ..errors import ParseError
 from ..graph import Attribute, known_dims
 from .lexer import Kind, Span, Token
 from .types import ANY, TensorType, format_body, parse_body
 
-if TYPE_CHECKING:
-    from .parser import Parser
+
+class Parser(Protocol):
+    """What a dialect asks of the parser that calls it (parser.Parser is one): tokens, located
+    errors. A protocol, so that the parser may import the dialects and not the reverse."""
+
+    def error(self, span: Span, message: str) -> ParseError: ...
+
+    def parse_token(self, kind: Kind, expected: str) -> Token: ...
+
+    def body_error(self, body: Token) -> Callable[[int, int, str], ParseError]: ...
+
 
 # Builtin attribute kinds for PNNX's parameter values (Array is structural: the parser and
 # printer handle it without recursion).
