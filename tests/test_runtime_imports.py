@@ -1,4 +1,6 @@
-"""The runtime's modules form no import cycle and reach into no other module's privates.
+"""The runtime's modules form no import cycle and reach into no other module's privates; the
+whole package has no import cycle and no package imports one above it (file -> graph ->
+runtime -> layers: formats and ir may use the runtime, never the reverse).
 
 Read from the source (ast), imports under `if TYPE_CHECKING:` included: a cycle there is
 still a cycle for a reader. A private access is `x._name` where x is not `self` or `cls`
@@ -137,3 +139,33 @@ def test_no_package_imports_a_package_above_it() -> None:
             bad = _package_imports(path) & set(forbidden)
             found += [f"{path.relative_to(ROOT)} imports kuiper_core.{b}" for b in sorted(bad)]
     assert found == []
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    """Between kuiper_core's modules (a package is its __init__), function-local imports included."""
+    files = {_module_name(p): p for p in sorted((ROOT / "kuiper_core").rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        found: set[str] = set()
+        tree = ast.parse(path.read_text(), str(path))
+        main = [n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test)]
+        scripted = {id(n) for m in main for n in ast.walk(m)}  # run as a script: not the module's imports
+        for node in ast.walk(tree):
+            if id(node) in scripted:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute(name + (".__init__" if is_package else ""), node.level, node.module)
+                targets = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in files] or [base]
+                found |= set(targets)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = {m for m in found if m in files and m != name}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])

@@ -312,12 +312,11 @@ def _load_all() -> None:
         return
     import importlib
     import pkgutil
+    from pathlib import Path
 
-    from .. import layers
-
-    for mod in pkgutil.iter_modules(layers.__path__):
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):  # this package's modules
         if mod.name != "registry" and not mod.name.startswith("_"):
-            importlib.import_module(f"{layers.__name__}.{mod.name}")
+            importlib.import_module(f"{__package__}.{mod.name}")
     _loaded = True
 
 
