@@ -8,7 +8,8 @@ GEMM rounding, depend on it), and notes a digest of the bytes of:
 
 - forward(): the first call's outputs (the checked run, or the prepared forward's binding
   run) and the second call's (the hot path); at 2 threads, an input batch >= 2 leaves the
-  second out: whether it runs sharded is decided by timing there;
+  second out (recorded when sharding was decided by timing there; kuiper_core.load's default
+  executor, "auto", now never shards: runtime/policy.py);
 - steps(): the operand values after a full walk, three walks in a row with each walk's
   values held, so that the third takes the per-operator path (step_arena.py: MAX_ARENAS = 2).
 
