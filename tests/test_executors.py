@@ -148,12 +148,16 @@ def _check_sharded(program: Program, inputs: list[np.ndarray]) -> None:
     sharded = ShardedForward.make(program, pair)
     if sharded is None:
         return  # mixes images, or not preparable at these shapes: the whole forward runs
-    got = sharded.run(pair)
-    assert len(got) == len(want)
+    _assert_close_outputs(sharded.run(pair), want, "sharded")
+
+
+def _assert_close_outputs(got: list[Any], want: list[Any], what: str) -> None:
+    """Within the tolerance against PyTorch (conftest.max_err_ok), same shapes and dtypes."""
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, the interpreter {len(want)}"
     for k, (a, b) in enumerate(zip(got, want)):
-        assert a.shape == b.shape and a.dtype == b.dtype, f"sharded output {k}: {a.shape} vs {b.shape}"
+        assert a.shape == b.shape and a.dtype == b.dtype, f"{what}, output {k}: {a.shape} vs {b.shape}"
         ok, err, bound = max_err_ok(a, b)
-        assert ok, f"sharded output {k}: max abs err {err:.3g} > {bound:.3g}"
+        assert ok, f"{what}, output {k}: max abs err {err:.3g} > {bound:.3g}"
 
 
 def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any]) -> None:
@@ -164,12 +168,7 @@ def _check_split(program: Program, inputs: list[np.ndarray], want: list[Any]) ->
         return  # no batch-1 4-D input, or nothing that splits
     try:
         for run in range(2):
-            got = split.run(inputs)
-            assert len(got) == len(want)
-            for k, (a, b) in enumerate(zip(got, want)):
-                assert a.shape == b.shape and a.dtype == b.dtype, f"split, output {k}: {a.shape} vs {b.shape}"
-                ok, err, bound = max_err_ok(a, b)
-                assert ok, f"split run {run}, output {k}: max abs err {err:.3g} > {bound:.3g}"
+            _assert_close_outputs(split.run(inputs), want, f"split run {run}")
     finally:
         split.close()
 
