@@ -108,10 +108,20 @@ class _Lease:
 _lease = _Lease()
 
 
+def _forget_holders() -> None:
+    """A forked child has only the thread that forked: calls other threads held are not its."""
+    global _lease
+    _lease = _Lease()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_holders)
+
+
 def using_blas_threads(n: int | None) -> contextlib.AbstractContextManager[None]:
     """The BLAS at `n` threads inside (None: as the process has it), restored on leaving, even
     on error (see _Lease)."""
-    return _lease.hold(n)
+    return _lease.hold(n)  # the module's current lease (a forked child's own: _forget_holders)
 
 
 def blas_reachable() -> bool:

@@ -5,6 +5,8 @@ and restored after it; the Profile page says which executor measured."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import numpy as np
@@ -122,3 +124,28 @@ def test_the_profile_page_says_which_executor_measured() -> None:
     at.switch_page(PROFILE).run()
     no_exception(at)
     assert any("executor" in c.value and "`auto`" in c.value for c in at.caption)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_child_forked_while_another_thread_holds_a_count_is_not_blocked() -> None:
+    """The holding thread does not exist in the child: its calls must not wait for it."""
+    inside, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with threads.using_blas_threads(1):
+            inside.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert inside.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(10)  # a child that waits for the lease dies instead of hanging the test
+        with threads.using_blas_threads(2):
+            pass
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    release.set()
+    t.join()
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
