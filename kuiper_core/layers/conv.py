@@ -26,8 +26,6 @@ parameter weight becomes nn.Conv2d. F.* convs get the weight (and bias) as input
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 
 import numpy as np
@@ -47,23 +45,6 @@ PaddingSpec = str | Pads  # "same" or explicit pads
 SMALL_WEIGHT = 1 << 14
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-
-# Inside reusing_weights(): kernels keep to the weight layouts a layer already holds.
-_reuse = threading.local()
-
-
-@contextmanager
-def reusing_weights() -> Iterator[None]:
-    """Kernels made inside (on this thread) use a Winograd U the layer already holds rather
-    than transform its weight again for another tile or the stride-2 rows: the split forward
-    (runtime/split_forward.py) runs the layers in halves at one BLAS thread, where the cost
-    model would pick other layouts than the whole forward's (ResNet-18: +11 MiB of U)."""
-    before = getattr(_reuse, "on", False)
-    _reuse.on = True
-    try:
-        yield
-    finally:
-        _reuse.on = before
 
 
 class _ConvBase(Layer):
@@ -308,16 +289,20 @@ class Convolution(_ConvBase):
             plan = plans[key] = self._make_kernel(x_shape, dtype)
         return plan
 
-    def _choose_kernel(self, x_shape: tuple[int, int, int, int]) -> tuple[str, int | str | None]:
+    def _choose_kernel(self, x_shape: tuple[int, int, int, int], reuse: bool = False) -> tuple[str, int | str | None]:
         """Which kernel runs this input shape: ("winograd", m or ROWS), ("stride2", m),
         ("depthwise", None), ("wide", None), ("pointwise", None) or ("im2col", None); see
-        conv_kernels.py and depthwise.py."""
+        conv_kernels.py and depthwise.py. `reuse`: keep to a Winograd U the layer already holds
+        rather than transform its weight again for another tile (a split call's halves run at
+        other heights, where the cost model would pick other layouts: ResNet-18 +11 MiB of U); a layer
+        that holds none chooses freely."""
         assert self.kernel is not None
         n, c, h, w = x_shape
         pads, out_hw = self._geometry(h, w, self.kernel)
         geometry = (self.out_channels, self.kernel, self.stride, self.dilation, self.groups, self.padding_mode, out_hw)
         m = winograd_tile(x_shape, *geometry)
-        reuse = getattr(_reuse, "on", False)
+        # reuse binds only a layer that holds a layout already (its weight may be let go of)
+        reuse = reuse and bool(self._winograd_weights or self._stride2_weights or self._wmat is not None)
         if reuse and m is not None and m not in self._winograd_weights:
             m = next(iter(self._winograd_weights), None)
         if m is not None:
@@ -359,11 +344,13 @@ class Convolution(_ConvBase):
         relu: bool = False,
         half: tuple[Pads, tuple[str, int | str | None]] | None = None,
         channels: slice = slice(None),
+        reuse: bool = False,
     ) -> ConvKernel:
         """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu). half:
         the pads of one half of the rows and the kernel chosen for the whole (`_split_call`);
         channels: the output channels the kernel computes (groups == 1: their rows of U, of
-        the GEMM's weight matrix and of the bias, all views)."""
+        the GEMM's weight matrix and of the bias, all views); reuse: keep to the weight layouts
+        the layer holds (_choose_kernel; prepared for the split executor)."""
         assert self.weight_dtype is not None
         kernel_hw = self._kernel_hw()
         n, c, h, w = x_shape
@@ -373,7 +360,7 @@ class Convolution(_ConvBase):
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         self.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
         self.check_size((n, self.out_channels) + tuple(out_hw))
-        kind, m = half[1] if half else self._choose_kernel(x_shape)
+        kind, m = half[1] if half else self._choose_kernel(x_shape, reuse)
         bias = None if self.bias_data is None else self.bias_data[channels]
         if kind == "winograd":  # m: the tile, or ROWS
             assert m is not None
@@ -403,9 +390,9 @@ class Convolution(_ConvBase):
         # while the weight is smaller than the output (not for ResNet's 512-channel convs),
         # or small anyway (deep1500's 8x8 convs: one NumPy call less, ~1 us of their ~6).
         k = c // self.groups * kernel_hw[0] * kernel_hw[1]
-        # (inside reusing_weights, the matrix with its bias column where the layer holds it: the
-        # weight itself may have been let go of, and reading it again is what reuse avoids)
-        held = getattr(_reuse, "on", False) and self._wmat is not None
+        # (with reuse, the matrix with its bias column where the layer holds it: the weight
+        # itself may have been let go of, and reading it again is what reuse avoids)
+        held = reuse and self._wmat is not None
         wmat, after = self._gemm_weights(
             bias_column=held or k < out_hw[0] * out_hw[1] or self.out_channels * (k + 1) <= SMALL_WEIGHT
         )
@@ -450,7 +437,7 @@ class Convolution(_ConvBase):
             if halves is not None:
                 return halves
         # A kernel of its own (not this thread's cached one): the caller owns its buffers.
-        kernel = self._make_kernel(x4.shape, dtype, relu)
+        kernel = self._make_kernel(x4.shape, dtype, relu, reuse=split is not None)
         return partial(_run_kernel, kernel, x4.shape, (x4.shape[0], o, oh, ow))
 
     def _split_call(
@@ -480,18 +467,20 @@ class Convolution(_ConvBase):
         worth = 1 if self.groups == 1 else sizes.grouped_mac_worth
         if self.padding_mode != "zeros" or worth * weights * oh * ow * n < 2 * sizes.min_half_work:
             return None
-        choice = self._choose_kernel(x_shape)
+        choice = self._choose_kernel(x_shape, reuse=True)
         halves: list[tuple[slice, tuple[slice, ...], ConvKernel]] = []  # input rows, output part, kernel
         if self.groups == 1 and o >= 2 and weights > sizes.conv_channels_over_input * n * c * h * w:
             for chans in (slice(0, o // 2), slice(o // 2, o)):
-                kernel = self._make_kernel(x_shape, dtype, relu, (pads, choice), chans)
+                kernel = self._make_kernel(x_shape, dtype, relu, (pads, choice), chans, reuse=True)
                 halves.append((slice(None), (slice(None), chans), kernel))
         elif oh >= 2:
             unit = choice[1] if choice[0] == "winograd" and isinstance(choice[1], int) else 1
             cut, keff = split_rows(oh, unit), self.dilation[0] * (kh - 1) + 1
             for r0, r1 in ((0, cut), (cut, oh)):
                 (lo, hi), (top, bottom) = input_rows((r0, r1), h, keff, self.stride[0], pads[0])
-                kernel = self._make_kernel((n, c, hi - lo, w), dtype, relu, ((top, bottom) + pads[2:], choice))
+                kernel = self._make_kernel(
+                    (n, c, hi - lo, w), dtype, relu, ((top, bottom) + pads[2:], choice), reuse=True
+                )
                 halves.append((slice(lo, hi), (slice(None), slice(None), slice(r0, r1)), kernel))
         else:
             return None

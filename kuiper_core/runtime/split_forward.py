@@ -26,7 +26,6 @@ import os
 import numpy as np
 
 from ..errors import KuiperError
-from ..layers.conv import reusing_weights
 from ..layers.halves import DEFAULT_SIZES, SplitSizes
 from .helper_process import HelperProcess, Splits, shared_bytes
 from .prepared import NotPreparable, PreparedForward, Record
@@ -58,10 +57,9 @@ class SplitForward:
             return None
         splits = Splits(shared=helper, sizes=sizes)
         try:
-            with reusing_weights():
-                prepared = PreparedForward.build(
-                    program, inputs, rec=rec, make=shared_bytes if helper else None, split=splits
-                )
+            prepared = PreparedForward.build(
+                program, inputs, rec=rec, make=shared_bytes if helper else None, split=splits
+            )
         except (NotPreparable, KuiperError):
             return None
         prepared.first_outputs = []
