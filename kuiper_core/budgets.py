@@ -65,11 +65,11 @@ def _end_record(fp: BinaryIO) -> tuple[int, int, int] | None:
         return None
     if not end:
         return None
-    entries = int(end[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]
-    size = int(end[zipfile._ECD_SIZE])  # type: ignore[attr-defined]
+    entries = int(end[zipfile._ECD_ENTRIES_TOTAL])  # type: ignore[attr-defined]  # zipfile's private record layout
+    size = int(end[zipfile._ECD_SIZE])  # type: ignore[attr-defined]  # zipfile's private record layout
     location = int(end[zipfile._ECD_LOCATION])  # type: ignore[attr-defined]  # where the end record starts
-    if end[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # type: ignore[attr-defined]
-        location -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator  # type: ignore[attr-defined]
+    if end[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # type: ignore[attr-defined]  # zipfile's private record layout
+        location -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator  # type: ignore[attr-defined]  # zipfile's private record layout
     return entries, size, location
 
 

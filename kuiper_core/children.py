@@ -33,7 +33,7 @@ from .cache_dir import cache_root, trusted_folder
 try:
     import fcntl
 except ImportError:  # Windows: no slots, no sweeping (folders are removed as they end)
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module or None, tested where used
 
 ENV_CHILDREN = "KUIPER_CHILDREN"
 DEFAULT_CHILDREN = 2

@@ -30,7 +30,7 @@ class NcnnLayer(Layer):
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
         self.ncnn_type = op.type.removeprefix("ncnn.")
-        self.p = Params(self.ncnn_type, {int(k): v for k, v in op.params.items()})  # type: ignore[misc]
+        self.p = Params(self.ncnn_type, {int(k): v for k, v in op.params.items()})  # type: ignore[misc]  # ncnn param values: ints, floats or arrays by key
         if self.n_inputs is not None and len(op.inputs) != self.n_inputs:
             raise self.error(f"expected {self.n_inputs} bottom blob(s), got {len(op.inputs)}")
         try:

@@ -54,7 +54,7 @@ class Pooling(NcnnLayer):
         y = np.empty((c, oh, ow), F32)
         for i in range(oh):
             for j in range(ow):
-                y[:, i, j] = reduce(x[:, r0[i] : r1[i], c0[j] : c1[j]], axis=(1, 2))  # type: ignore[operator]
+                y[:, i, j] = reduce(x[:, r0[i] : r1[i], c0[j] : c1[j]], axis=(1, 2))  # type: ignore[operator]  # np.max or np.mean, passed as an object
         return y
 
     def _windows(self, x: np.ndarray) -> np.ndarray:
