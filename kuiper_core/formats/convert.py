@@ -39,6 +39,7 @@ from ..cache_dir import cache_root, trusted_folder
 from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
+from .onnx_prepare import prepare
 
 ENV_CONVERTER = "KUIPER_PNNX"
 ENV_CACHE_MAX = "KUIPER_CACHE_MAX_MB"
@@ -58,7 +59,7 @@ INSTALL_HINT = (
 )
 
 _DTYPES = "f32|f64|f16|bf16|i64|i32|i16|i8|u8|bool|c64|c128"
-_SHAPE = re.compile(rf"\[[0-9]+(?:,[0-9]+)*\](?:{_DTYPES})?")  # ASCII digits: \d takes any script's
+_SHAPE = re.compile(rf"\[(?:[0-9]+(?:,[0-9]+)*)?\](?:{_DTYPES})?")  # ASCII digits (\d takes any script's); [] is 0-d
 _SHAPES = re.compile(rf"{_SHAPE.pattern}(?:,{_SHAPE.pattern})*\Z")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -614,8 +615,9 @@ def convert(
             model_file.write_bytes(source)
         else:
             shutil.copyfile(source, model_file)
+        pnnx_shape = prepare(model_file, kind, shape1, timeout=timeout, name=name, on_log=on_log)  # onnx_prepare.py
         cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
-        cmd += [f"inputshape={shape1}"] if shape1 else []
+        cmd += [f"inputshape={pnnx_shape}"] if pnnx_shape else []
         cmd += [f"inputshape2={shape2}"] if shape2 else []
         if on_log is not None:
             on_log("$ pnnx " + " ".join(cmd[1:]))

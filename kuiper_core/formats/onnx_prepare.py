@@ -1,0 +1,568 @@
+"""An ONNX file made fit for the pnnx converter, with onnx's own tools, before pnnx reads it.
+
+pnnx reads ONNX through its own onnxruntime, and crashes or refuses on files the ONNX
+standard allows: opset-6 files (the PyTorch 0.x exports of ONNX's backend test models)
+segfault it; an IR version newer than its onnxruntime is refused; an input whose dims the
+user gave but the file leaves dynamic is converted at pnnx's guessed size; `Shape→Gather→…`
+chains and `If`s whose condition follows from the input shapes are left for it to fold, which
+it cannot do for `If`; a 0-d input (`sr: int64 []`) cannot be written in its `inputshape=`.
+On the copy in the conversion's folder, in order:
+
+1. an opset below MIN_OPSET is upgraded to TARGET_OPSET (`onnx.version_converter`);
+2. initializers listed as graph inputs (IR < 4) are no longer inputs; an IR version past
+   MAX_IR_VERSION is lowered to it;
+3. the input shapes given are written into the graph's inputs (0-d ones too): pnnx then
+   reads them from the file and needs no `inputshape=`;
+4. shapes are inferred (`onnx.shape_inference`, with data propagation);
+5. what is constant at those shapes is folded, node by node with `onnx.reference`: `Shape`
+   and `Size` of tensors whose shape is known, nodes whose inputs are all constant and small
+   (at most FOLD_ELEMENTS elements; in total within the max_folded_bytes limit), and `If`s
+   whose condition became constant, replaced by the branch taken; repeated while it folds;
+6. control flow left (`If` on input values, `Loop`, `Scan`) is an error before pnnx runs,
+   saying what the node is, its branches, and what the user can do.
+
+onnxsim does the same folding but needs a compiled wheel of its own and runs onnxruntime
+in-process; these few steps with the `onnx` package the project already needs are enough for
+the models met so far. The work runs in a child process (`python -m
+kuiper_core.formats.onnx_prepare FOLDER`) in one of the machine's child slots
+(children.py), under the converter's memory limit and the conversion's time limit: a hostile or huge file can crash or exhaust the child, never the
+caller. When the child fails, the file is converted as it was and the log says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..children import set_rlimits, slot
+from ..errors import ConversionError, InputError
+
+MIN_OPSET = 13  # older default-domain opsets are upgraded: pnnx crashes on many opset 6-12 files
+TARGET_OPSET = 17  # what torch's exporter writes by default; pnnx converts it
+MAX_IR_VERSION = 10  # pnnx 20261020's onnxruntime refuses IR 14 files
+FOLD_ELEMENTS = 1 << 20  # largest input or output of a node folded here (larger work is pnnx's)
+FOLD_ROUNDS = 4  # fold, infer shapes again, fold what that made constant, …
+_CONTROL_FLOW = ("If", "Loop", "Scan")
+_NOT_FOLDED = _CONTROL_FLOW + ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike")
+_NOT_FOLDED += ("Multinomial", "Bernoulli", "SequenceEmpty", "SequenceConstruct", "SplitToSequence")
+_DTYPES = {"f32": 1, "u8": 2, "i8": 3, "i16": 5, "i32": 6, "i64": 7, "bool": 9, "f16": 10, "f64": 11, "bf16": 16}
+_SHAPE = re.compile(r"\[([\d,]*)\]([a-z0-9]*)")
+
+
+class _UserError(Exception):
+    """Something the user must change (a control-flow node, input shapes that do not fit)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+# -- the parent's side -------------------------------------------------------------------------------
+def zero_dim(inputshape: str | None) -> bool:
+    """Whether a pnnx input-shape text names a 0-d input (`[]i64`), which pnnx cannot parse."""
+    return bool(inputshape) and "[]" in (inputshape or "")
+
+
+def prepare(
+    model_file: Path,
+    kind: str,
+    inputshape: str | None,
+    *,
+    timeout: float,
+    name: str = "model",
+    on_log: Callable[[str], None] | None = None,
+) -> str | None:
+    """Normalise `model_file` (an .onnx in the conversion's folder) in place, in a child
+    process. Returns the `inputshape=` to give pnnx: None once the shapes are in the file.
+
+    ConversionError for control flow pnnx cannot convert, InputError for shapes that do not
+    fit the model's inputs; any other failure of the child leaves the file as it was."""
+    log = on_log or (lambda line: None)
+    if kind != "onnx":
+        if zero_dim(inputshape):
+            raise ConversionError(
+                f"inputshape {inputshape}: the pnnx converter cannot take a 0-d input ([]) for a TorchScript "
+                "model; trace the module with that argument fixed (a constant in forward, or a 1-element tensor)"
+            )
+        return inputshape
+    import importlib.util
+
+    if importlib.util.find_spec("onnx") is None:
+        if zero_dim(inputshape):
+            raise ConversionError(
+                f"inputshape {inputshape}: a 0-d input ([]) is written into the ONNX file before pnnx reads it, "
+                "which needs the onnx package: pip install onnx"
+            )
+        log("the onnx package is not installed: the file goes to pnnx as it is (pip install onnx to normalise it)")
+        return inputshape
+    from .convert import converter_memory
+
+    folder = model_file.parent / "prepare"
+    folder.mkdir(exist_ok=True)
+    job = {
+        "source": str(model_file.resolve()),
+        "target": str((folder / "prepared.onnx").resolve()),
+        "inputshape": inputshape,
+        "name": name,
+        "memory": converter_memory(),
+        "cpu": int(timeout) + 1,
+    }
+    _limits_into(job)
+    (folder / "job.json").write_text(json.dumps(job))
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    argv = [sys.executable, "-m", "kuiper_core.formats.onnx_prepare", str(folder)]
+    log("normalising the ONNX file (onnx: opset, shapes, constants, If) …")
+    try:
+        with slot("the ONNX normalisation", on_log):  # one of the machine's framework processes (children.py)
+            proc = subprocess.run(
+                argv, env=env, cwd=folder, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+        failed = None if proc.returncode == 0 else _how_it_ended(proc.returncode, proc.stderr)
+    except subprocess.TimeoutExpired:
+        failed = f"it ran past {timeout:g} s"
+    except OSError as e:
+        failed = f"it could not start: {e.strerror or e}"
+    result_file = folder / "result.json"
+    result = json.loads(result_file.read_text()) if failed is None and result_file.exists() else None
+    if result is None:
+        failed = failed or "it wrote no result"
+    elif result.get("error"):
+        kind_, message = result["error"]
+        if kind_ == "input":
+            raise InputError(message)
+        if kind_ == "control_flow":
+            raise ConversionError(f"{message}", log="\n".join(result.get("notes", [])))
+        failed = message
+    if failed is not None or result is None:
+        if zero_dim(inputshape):
+            raise ConversionError(
+                f"inputshape {inputshape}: a 0-d input ([]) must be written into the ONNX file before pnnx reads "
+                f"it, and normalising the file failed ({failed})"
+            )
+        log(f"normalising the ONNX file failed ({failed}): it goes to pnnx as it is")
+        return inputshape
+    for note in result["notes"]:
+        log(note)
+    if result["changed"]:
+        os.replace(folder / "prepared.onnx", model_file)
+    return None if result["shapes_written"] else inputshape
+
+
+def _limits_into(job: dict[str, Any]) -> None:
+    from .. import limits
+
+    now = limits.current()
+    job["fold_elements"] = min(FOLD_ELEMENTS, now.max_tensor_elements)
+    job["fold_bytes"] = now.max_folded_bytes
+
+
+def _how_it_ended(code: int, stderr: bytes) -> str:
+    tail = " | ".join(stderr.decode(errors="replace").strip().splitlines()[-2:])[-300:]
+    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    return f"{how}{': ' + tail if tail else ''}"
+
+
+# -- the child's side: shapes ---------------------------------------------------------------------
+def parse_shapes(text: str) -> list[tuple[list[int], str | None]]:
+    """`[1,3,8,8]f32,[]i64` → [([1,3,8,8], 'f32'), ([], 'i64')] (the text convert.py checked)."""
+    return [([int(d) for d in dims.split(",")] if dims else [], dtype or None) for dims, dtype in _SHAPE.findall(text)]
+
+
+def _dims_text(tensor_type: Any) -> str:
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim]
+    return "[" + ",".join(dims) + "]"
+
+
+def _write_shapes(graph: Any, inputshape: str) -> None:
+    """The given shapes into the graph's inputs, one per input in order; an InputError-kind
+    _UserError when their number or a dtype does not fit."""
+    import onnx
+
+    shapes = parse_shapes(inputshape)
+    inputs = list(graph.input)
+    if len(shapes) != len(inputs):
+        listed = ", ".join(
+            f"{i.name}: {onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)} "
+            f"{_dims_text(i.type.tensor_type)}"
+            for i in inputs[:8]
+        )
+        raise _UserError(
+            "input",
+            f"inputshape {inputshape} gives {len(shapes)} shape(s), but the model has {len(inputs)} input(s): {listed}",
+        )
+    codes = {v: k for k, v in _DTYPES.items()}
+    for value, (dims, dtype) in zip(inputs, shapes):
+        tensor_type = value.type.tensor_type
+        if dtype is not None and _DTYPES.get(dtype) != tensor_type.elem_type:
+            have = codes.get(tensor_type.elem_type, str(tensor_type.elem_type))
+            raise _UserError(
+                "input", f"inputshape {inputshape}: input '{value.name}' is {have} in the model, not {dtype}"
+            )
+        declared = tensor_type.shape.dim
+        if len(declared) and len(declared) != len(dims):
+            raise _UserError(
+                "input",
+                f"inputshape {inputshape}: input '{value.name}' has {len(declared)} dims in the model "
+                f"({_dims_text(tensor_type)}), the shape given has {len(dims)}",
+            )
+        tensor_type.shape.Clear()
+        tensor_type.shape.SetInParent()  # a 0-d input keeps an empty shape (not "unknown rank")
+        for d in dims:
+            tensor_type.shape.dim.add().dim_value = d
+
+
+def _static_shapes(graph: Any) -> dict[str, tuple[int, ...]]:
+    """Every value whose shape inference knows all dims."""
+    out: dict[str, tuple[int, ...]] = {}
+    for v in list(graph.input) + list(graph.value_info) + list(graph.output):
+        t = v.type.tensor_type
+        if not v.type.HasField("tensor_type") or not t.HasField("shape"):
+            continue
+        if all(d.HasField("dim_value") for d in t.shape.dim):
+            out[v.name] = tuple(d.dim_value for d in t.shape.dim)
+    return out
+
+
+# -- the child's side: folding ----------------------------------------------------------------------
+def _subgraphs(node: Any) -> Iterator[Any]:
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def _names_used(nodes: Iterable[Any]) -> set[str]:
+    """Every value name the nodes read, inside their subgraphs too (outer-scope references)."""
+    used: set[str] = set()
+    for node in nodes:
+        used.update(node.input)
+        for sub in _subgraphs(node):
+            used |= _names_used(sub.node)
+            used.update(o.name for o in sub.output)
+    return used
+
+
+class _Folder:
+    """Folds one graph's constants (module docstring, step 5)."""
+
+    def __init__(self, model: Any, fold_elements: int, fold_bytes: int) -> None:
+        from onnx import numpy_helper
+
+        self.model = model
+        self.graph = model.graph
+        self.fold_elements = fold_elements
+        self.budget = fold_bytes
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TARGET_OPSET)
+        self.known: dict[str, Any] = {}
+        for init in self.graph.initializer:
+            n = 1
+            for d in init.dims:
+                n *= d
+            if n <= fold_elements:
+                self.known[init.name] = numpy_helper.to_array(init)
+        self.big_constants = {i.name for i in self.graph.initializer} - set(self.known)
+        self.folded = 0
+        self.ifs = 0
+
+    def run(self) -> bool:
+        """Fold; True when anything changed."""
+        import onnx
+
+        shapes = _static_shapes(self.graph)
+        pending = list(self.graph.node)
+        kept: list[Any] = []
+        names = {o for n in self.graph.node for o in n.output} | {i.name for i in self.graph.input}
+        while pending:
+            node = pending.pop(0)
+            if node.op_type == "If" and node.domain in ("", "ai.onnx") and node.input[0] in self.known:
+                pending[:0] = self._inline(node, names)
+                self.ifs += 1
+                continue
+            values = self._evaluate(node, shapes)
+            if values is None:
+                kept.append(node)
+                continue
+            self.known.update(zip(node.output, values))
+            self.folded += 1
+        if not self.folded and not self.ifs:
+            return False
+        used = _names_used(kept) | {o.name for o in self.graph.output}
+        existing = {i.name for i in self.graph.initializer}
+        made = [
+            onnx.numpy_helper.from_array(self.known[name], name) for name in sorted(used & self.known.keys() - existing)
+        ]
+        del self.graph.node[:]
+        self.graph.node.extend(kept)
+        self.graph.initializer.extend(made)
+        _drop_dead(self.graph)
+        return True
+
+    def _evaluate(self, node: Any, shapes: dict[str, tuple[int, ...]]) -> list[Any] | None:
+        """The node's outputs when they are constant and small; None to keep the node."""
+        import numpy as np
+
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED or any(_subgraphs(node)):
+            return None
+        if node.op_type in ("Shape", "Size") and node.input[0] in shapes:
+            dims = shapes[node.input[0]]
+            if node.op_type == "Size":
+                return [np.array(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)]
+            attrs = {a.name: a.i for a in node.attribute}
+            rank = len(dims)
+            start, end = attrs.get("start", 0), attrs.get("end", rank)
+            return [np.array(dims[slice(start, end)], dtype=np.int64)]
+        inputs = [name for name in node.input if name]
+        if not all(name in self.known for name in inputs):
+            return None
+        for out in node.output:  # what shape inference says it will make
+            if out in shapes and int(np.prod(shapes[out], dtype=np.int64)) > self.fold_elements:
+                return None
+        from onnx.reference import ReferenceEvaluator
+
+        try:
+            run = ReferenceEvaluator(self._single(node), opsets={"": self.opset})
+            values = run.run(None, {name: self.known[name] for name in inputs})
+        except Exception:  # noqa: BLE001  -- an operator onnx.reference does not run: pnnx's to fold
+            return None
+        arrays = [np.asarray(v) for v in values]
+        size = sum(a.nbytes for a in arrays)
+        if any(a.size > self.fold_elements or a.dtype == object for a in arrays) or size > self.budget:
+            return None
+        self.budget -= size
+        return arrays
+
+    def _single(self, node: Any) -> Any:
+        """A one-node graph for onnx.reference: its inputs typed from the known values."""
+        import onnx
+
+        inputs = [
+            onnx.helper.make_tensor_value_info(
+                name, onnx.helper.np_dtype_to_tensor_dtype(self.known[name].dtype), self.known[name].shape
+            )
+            for name in dict.fromkeys(n for n in node.input if n)
+        ]
+        outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        clean = onnx.NodeProto()
+        clean.CopyFrom(node)
+        return onnx.helper.make_model(
+            onnx.helper.make_graph([clean], "fold", inputs, outputs),
+            opset_imports=[onnx.helper.make_opsetid("", self.opset)],
+        )
+
+    def _inline(self, node: Any, names: set[str]) -> list[Any]:
+        """The nodes of the branch a constant-condition If takes, then Identity nodes from the
+        branch's outputs to the If's; branch values renamed where they clash with the graph's."""
+        import onnx
+
+        take = "then_branch" if bool(self.known[node.input[0]]) else "else_branch"
+        branch = next(a.g for a in node.attribute if a.name == take)
+        renamed: dict[str, str] = {}
+        for init in branch.initializer:  # a branch's own constants become the graph's
+            copy = onnx.TensorProto()
+            copy.CopyFrom(init)
+            copy.name = self._fresh(init.name, node, names, renamed)
+            self.graph.initializer.append(copy)
+            self.known[copy.name] = onnx.numpy_helper.to_array(copy)
+        nodes = []
+        for inner in branch.node:
+            copy = onnx.NodeProto()
+            copy.CopyFrom(inner)
+            for i, name in enumerate(copy.input):
+                copy.input[i] = renamed.get(name, name)
+            for i, name in enumerate(copy.output):
+                copy.output[i] = self._fresh(name, node, names, renamed)
+            nodes.append(copy)
+        for inner_out, out in zip(branch.output, node.output):
+            nodes.append(
+                onnx.helper.make_node(
+                    "Identity", [renamed.get(inner_out.name, inner_out.name)], [out], name=f"{node.name}/{take}/out"
+                )
+            )
+        return nodes
+
+    @staticmethod
+    def _fresh(name: str, node: Any, names: set[str], renamed: dict[str, str]) -> str:
+        if name in names:
+            new, k = f"{node.name or 'If'}/{name}", 1
+            while new in names:
+                new, k = f"{node.name or 'If'}/{name}_{k}", k + 1
+            renamed[name] = new
+            name = new
+        names.add(name)
+        return name
+
+
+def _drop_dead(graph: Any) -> None:
+    """Remove nodes nothing reads (outputs, later nodes, subgraphs), last first; then the
+    initializers and value_info of values that are gone."""
+    needed = {o.name for o in graph.output}
+    kept = []
+    for node in reversed(list(graph.node)):
+        if any(o in needed for o in node.output if o):
+            kept.append(node)
+            needed |= _names_used([node])
+    kept.reverse()
+    del graph.node[:]
+    graph.node.extend(kept)
+    inits = [i for i in graph.initializer if i.name in needed]
+    del graph.initializer[:]
+    graph.initializer.extend(inits)
+    made = {o for n in graph.node for o in n.output}
+    infos = [v for v in graph.value_info if v.name in made]
+    del graph.value_info[:]
+    graph.value_info.extend(infos)
+
+
+# -- the child's side: control flow left ------------------------------------------------------------
+def _branch_summary(graph: Any) -> str:
+    ops: dict[str, int] = {}
+    for n in graph.node:
+        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    listed = ", ".join(f"{op}×{k}" if k > 1 else op for op, k in list(ops.items())[:6])
+    more = ", …" if len(ops) > 6 else ""
+    return f"{len(graph.node)} node(s) ({listed}{more}) giving {len(graph.output)} output(s)"
+
+
+def _depends_on(graph: Any, name: str) -> list[str]:
+    """The graph inputs a value is computed from."""
+    producer = {o: n for n in graph.node for o in n.output}
+    inputs = {i.name for i in graph.input}
+    seen, stack, found = set(), [name], []
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in inputs:
+            found.append(v)
+        elif v in producer:
+            stack.extend(_names_used([producer[v]]))
+    return sorted(found)
+
+
+def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
+    """The message for the first control-flow node left in the main graph, or None."""
+    graph = model.graph
+    for index, node in enumerate(graph.node):
+        if node.op_type not in _CONTROL_FLOW or node.domain not in ("", "ai.onnx"):
+            continue
+        label = f"{name}: node {index} '{node.name or node.output[0]}' ({node.op_type})"
+        if node.op_type != "If":
+            body = next(_subgraphs(node), None)
+            inner = f" whose body has {_branch_summary(body)}" if body is not None else ""
+            return (
+                f"{label} is a loop{inner}: the pnnx converter cannot convert control flow. Export the model "
+                "with the loop unrolled (torch.onnx.export traces loops with a fixed trip count), or run it "
+                "with onnxruntime"
+            )
+        branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
+        sources = _depends_on(graph, node.input[0])
+        static = _static_shapes(graph)
+        dynamic = [s for s in sources if s not in static]
+        if dynamic and not shapes_given:
+            why = (
+                f"depends on input(s) {', '.join(map(repr, dynamic))} whose dims are not all fixed: give their "
+                "shapes (--inputshape, or run with --input) and it may fold"
+            )
+        elif sources:
+            why = f"depends on the values of input(s) {', '.join(map(repr, sources))}, not only on their shapes"
+        else:
+            why = "could not be computed here"
+        then_b, else_b = branches.get("then_branch"), branches.get("else_branch")
+        structure = (
+            f"then-branch {_branch_summary(then_b) if then_b is not None else '(missing)'}; "
+            f"else-branch {_branch_summary(else_b) if else_b is not None else '(missing)'}"
+        )
+        return (
+            f"{label} is control flow (ONNX If): its condition '{node.input[0]}' {why}. {structure}. "
+            "The pnnx converter cannot convert an If it cannot fold: export the model with the condition "
+            "fixed (e.g. silero-vad's 16 kHz-only variant, or torch.onnx.export of the module with that "
+            "argument a constant), so that only the branch you need is in the file"
+        )
+    return None
+
+
+# -- the child's side: the steps --------------------------------------------------------------------
+def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int, fold_bytes: int) -> dict:
+    """Steps 1-6 of the module docstring on a ModelProto, in place: {'notes', 'changed',
+    'shapes_written'}; _UserError for what the user must change."""
+    import onnx
+
+    notes: list[str] = []
+    changed = False
+    graph = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None and opset < MIN_OPSET:
+        try:
+            upgraded = onnx.version_converter.convert_version(model, TARGET_OPSET)
+            model.CopyFrom(upgraded)
+            model.ir_version = max(model.ir_version, onnx.helper.find_min_ir_version_for(model.opset_import, True))
+            graph = model.graph
+            notes.append(f"opset {opset} upgraded to {TARGET_OPSET} (onnx.version_converter)")
+            changed = True
+        except Exception as e:  # noqa: BLE001  -- an op the converter has no adapter for
+            notes.append(f"opset {opset} could not be upgraded to {TARGET_OPSET} ({str(e).splitlines()[0][:200]})")
+    inits = {i.name for i in graph.initializer}
+    if any(i.name in inits for i in graph.input):
+        kept = [i for i in graph.input if i.name not in inits]
+        notes.append(f"{len(graph.input) - len(kept)} weight(s) listed as graph inputs (IR < 4): inputs no more")
+        del graph.input[:]
+        graph.input.extend(kept)
+        changed = True
+    if model.ir_version > MAX_IR_VERSION:
+        notes.append(f"IR version {model.ir_version} written as {MAX_IR_VERSION} (pnnx's onnxruntime reads up to that)")
+        model.ir_version = MAX_IR_VERSION
+        changed = True
+    if inputshape:
+        _write_shapes(graph, inputshape)
+        changed = True
+    folded = ifs = 0
+    for _ in range(FOLD_ROUNDS):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+            model.CopyFrom(inferred)
+            graph = model.graph
+        except Exception as e:  # noqa: BLE001  -- inference is a help, not a requirement
+            notes.append(f"shape inference failed ({str(e).splitlines()[0][:200]})")
+        folder = _Folder(model, fold_elements, fold_bytes)
+        if not folder.run():
+            break
+        folded += folder.folded
+        ifs += folder.ifs
+        changed = True
+    if folded or ifs:
+        what = f"{folded} constant node(s) folded" + (f", {ifs} If(s) with a constant condition inlined" if ifs else "")
+        notes.append(what + " at these input shapes")
+    problem = control_flow_error(model, name, bool(inputshape))
+    if problem is not None:
+        raise _UserError("control_flow", problem)
+    return {"notes": notes, "changed": changed, "shapes_written": bool(inputshape)}
+
+
+def _child(folder: Path) -> None:
+    job = json.loads((folder / "job.json").read_text())
+    set_rlimits(job["memory"], job["cpu"])  # within the hard limits the parent runs under
+    import onnx
+
+    result: dict[str, Any]
+    try:
+        model = onnx.load(job["source"])
+        result = normalise(model, job["inputshape"], job["name"], job["fold_elements"], job["fold_bytes"])
+        if result["changed"]:
+            onnx.save(model, job["target"])
+    except _UserError as e:
+        result = {"error": [e.kind, str(e)], "notes": []}
+    except Exception as e:  # noqa: BLE001  -- reported to the parent, which converts the file as it is
+        result = {"error": ["failed", f"{type(e).__name__}: {str(e)[:300]}"], "notes": []}
+    (folder / "result.json").write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    _child(Path(sys.argv[1]))
