@@ -43,7 +43,7 @@ from typing import Any
 from ..children import set_rlimits, slot
 from ..errors import ConversionError, InputError
 
-MIN_OPSET = 13  # older default-domain opsets are upgraded: pnnx crashes on many opset 6-12 files
+MIN_OPSET = 11  # older default-domain opsets are upgraded: pnnx crashes on many opset 6-10 files (11-12 convert)
 TARGET_OPSET = 17  # what torch's exporter writes by default; pnnx converts it
 MAX_IR_VERSION = 10  # pnnx 20261020's onnxruntime refuses IR 14 files
 FOLD_ELEMENTS = 1 << 20  # largest input or output of a node folded here (larger work is pnnx's)
@@ -270,6 +270,7 @@ class _Folder:
         self.big_constants = {i.name for i in self.graph.initializer} - set(self.known)
         self.folded = 0
         self.ifs = 0
+        self.splits = 0
 
     def run(self) -> bool:
         """Fold; True when anything changed."""
@@ -287,11 +288,13 @@ class _Folder:
                 continue
             values = self._evaluate(node, shapes)
             if values is None:
+                if node.op_type == "Split" and self._explicit_split(node, shapes):
+                    self.splits += 1
                 kept.append(node)
                 continue
             self.known.update(zip(node.output, values))
             self.folded += 1
-        if not self.folded and not self.ifs:
+        if not (self.folded or self.ifs or self.splits):
             return False
         used = _names_used(kept) | {o.name for o in self.graph.output}
         existing = {i.name for i in self.graph.initializer}
@@ -327,7 +330,7 @@ class _Folder:
         from onnx.reference import ReferenceEvaluator
 
         try:
-            run = ReferenceEvaluator(self._single(node), opsets={"": self.opset})
+            run = ReferenceEvaluator(self._single(node))
             values = run.run(None, {name: self.known[name] for name in inputs})
         except Exception:  # noqa: BLE001  -- an operator onnx.reference does not run: pnnx's to fold
             return None
@@ -337,6 +340,33 @@ class _Folder:
             return None
         self.budget -= size
         return arrays
+
+    def _explicit_split(self, node: Any, shapes: dict[str, tuple[int, ...]]) -> bool:
+        """Give a Split that splits evenly (no `split` input) its sizes as a constant input:
+        pnnx writes it as torch.split with no sizes otherwise."""
+        import numpy as np
+
+        if node.domain not in ("", "ai.onnx") or self.opset < 13 or node.input[0] not in shapes:
+            return False
+        if len(node.input) > 1 and node.input[1]:
+            return False
+        dims = shapes[node.input[0]]
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if not -len(dims) <= axis < len(dims):
+            return False
+        size, parts = dims[axis], len(node.output)
+        step = -(-size // parts)  # ceil: opset 18's num_outputs leaves the last part smaller
+        sizes = [min(step, size - i * step) for i in range(parts)]
+        if min(sizes) < 0 or (self.opset < 18 and size % parts):
+            return False
+        name = f"{node.name or node.output[0]}/split_sizes"
+        self.known[name] = np.array(sizes, dtype=np.int64)
+        del node.input[1:]
+        node.input.append(name)
+        kept = [a for a in node.attribute if a.name != "num_outputs"]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        return True
 
     def _single(self, node: Any) -> Any:
         """A one-node graph for onnx.reference: its inputs typed from the known values."""
@@ -523,7 +553,7 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
     if inputshape:
         _write_shapes(graph, inputshape)
         changed = True
-    folded = ifs = 0
+    folded = ifs = splits = 0
     for _ in range(FOLD_ROUNDS):
         try:
             inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
@@ -536,10 +566,13 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
             break
         folded += folder.folded
         ifs += folder.ifs
+        splits += folder.splits
         changed = True
     if folded or ifs:
         what = f"{folded} constant node(s) folded" + (f", {ifs} If(s) with a constant condition inlined" if ifs else "")
         notes.append(what + " at these input shapes")
+    if splits:
+        notes.append(f"{splits} even Split(s) given their sizes")
     problem = control_flow_error(model, name, bool(inputshape))
     if problem is not None:
         raise _UserError("control_flow", problem)
