@@ -117,7 +117,7 @@ def prepare(
     (folder / "job.json").write_text(json.dumps(job))
     root = str(Path(__file__).resolve().parent.parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    argv = [sys.executable, "-m", "kuiper_core.formats.onnx_prepare", str(folder)]
+    argv = [sys.executable, *_child_args(folder)]
     log("normalising the ONNX file (onnx: opset, shapes, constants, If) …")
     try:
         with slot("the ONNX normalisation", on_log):  # one of the machine's framework processes (children.py)
@@ -137,7 +137,7 @@ def prepare(
         kind_, message = result["error"]
         if kind_ == "input":
             raise InputError(message)
-        if kind_ == "control_flow":
+        if kind_ in ("control_flow", "unsupported"):
             raise ConversionError(f"{message}", log="\n".join(result.get("notes", [])))
         failed = message
     if failed is not None or result is None:
@@ -153,6 +153,10 @@ def prepare(
     if result["changed"]:
         os.replace(folder / "prepared.onnx", model_file)
     return None if result["shapes_written"] else inputshape
+
+
+def _child_args(folder: Path) -> list[str]:
+    return ["-m", "kuiper_core.formats.onnx_prepare", str(folder)]
 
 
 def _limits_into(job: dict[str, Any]) -> None:
@@ -519,6 +523,32 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
     return None
 
 
+def out_of_reach(model: Any, name: str) -> str | None:
+    """Why the engine cannot run the model at all, or None: string, sequence or map values
+    (its tensors are numbers), training operators."""
+    graph = model.graph
+    for value in list(graph.input) + list(graph.output):
+        which = value.type.WhichOneof("value")
+        if which != "tensor_type":
+            kind = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional"}.get(
+                which, which
+            )
+            return f"{name}: {value.name!r} is {kind}, not a tensor: the engine's values are numeric tensors"
+        if value.type.tensor_type.elem_type == 8:  # STRING
+            return f"{name}: {value.name!r} is a string tensor: the engine's values are numeric tensors"
+    for index, node in enumerate(graph.node):
+        if node.domain == "ai.onnx.preview.training":
+            return (
+                f"{name}: node {index} '{node.name}' ({node.op_type}) is a training operator: the engine runs inference"
+            )
+        if "Sequence" in node.op_type or node.op_type == "ConcatFromSequence":
+            return (
+                f"{name}: node {index} '{node.name}' ({node.op_type}) works on an ONNX sequence (a list of tensors): "
+                "the engine's values are tensors; export with the list unrolled (e.g. torch.split's parts used one by one)"
+            )
+    return None
+
+
 # -- the child's side: the steps --------------------------------------------------------------------
 def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int, fold_bytes: int) -> dict:
     """Steps 1-6 of the module docstring on a ModelProto, in place: {'notes', 'changed',
@@ -528,6 +558,9 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
     notes: list[str] = []
     changed = False
     graph = model.graph
+    unreachable = out_of_reach(model, name)
+    if unreachable is not None:
+        raise _UserError("unsupported", unreachable)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is not None and opset < MIN_OPSET:
         try:
