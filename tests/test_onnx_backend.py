@@ -5,8 +5,7 @@ normalisation) and run by the engine, must give the outputs ONNX recorded with i
 project's tolerance, or be listed in GAPS with the reason, and then stop with a KuiperError
 (a message, never a bare exception). A gap that starts running fails the test: take it off.
 
-Most are slow (a child process for the normalisation, one for pnnx: 1-3 s each); FAST keeps
-one of each kind in the fast tier.
+All are slow (a child process for the normalisation, one for pnnx: 1-3 s each).
 """
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ GAPS = {
         )
     },
 }
-FAST = {"test_Linear", "test_BatchNorm2d_eval", "test_Conv2d", "test_GLU", "test_operator_pow", "test_sign_model"}
 
 
 def _cases() -> list:
@@ -69,8 +67,7 @@ def _cases() -> list:
     for suite in SUITES:
         for case in sorted((DATA / suite).iterdir()):
             if (case / "model.onnx").exists():
-                marks = () if case.name in FAST else (pytest.mark.slow,)
-                found.append(pytest.param(case, id=f"{suite}/{case.name}", marks=marks))
+                found.append(pytest.param(case, id=f"{suite}/{case.name}", marks=pytest.mark.slow))
     return found
 
 
@@ -119,4 +116,3 @@ def test_gaps_name_real_cases() -> None:
         pytest.skip("the onnx wheel ships no backend test data")
     names = {c.name for s in SUITES for c in (DATA / s).iterdir()}
     assert set(GAPS) <= names, sorted(set(GAPS) - names)
-    assert FAST <= names

@@ -23,6 +23,7 @@ from kuiper_core.formats import onnx_prepare  # noqa: E402
 from kuiper_core.formats.convert import converter_available, inputshape_text  # noqa: E402
 
 needs_pnnx = pytest.mark.skipif(not converter_available(), reason="needs the pnnx converter")
+slow = pytest.mark.slow  # a real conversion: the normalising child, then pnnx
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
@@ -75,6 +76,7 @@ def test_inputshape_accepts_0d() -> None:
     assert onnx_prepare.parse_shapes("[1,16]f32,[]i64") == [([1, 16], "f32"), ([], "i64")]
 
 
+@slow
 @needs_pnnx
 @pytest.mark.parametrize("n", [4, 3])
 def test_if_on_a_shape_is_folded(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,6 +93,7 @@ def test_if_on_a_shape_is_folded(n: int, tmp_path: Path, monkeypatch: pytest.Mon
     assert any("1 If(s) with a constant condition inlined" in line for line in log), log
 
 
+@slow
 @needs_pnnx
 def test_if_on_values_is_a_located_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An If whose condition depends on an input's values: the node, its branches and what to do."""
@@ -118,13 +121,14 @@ def test_if_on_values_is_a_located_error(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(ConversionError) as info:
         kuiper_core.load(data, name="vad.onnx", inputshape="[1,8],[]i64")
     text = str(info.value)
-    assert "vad.onnx: node 2 'pick_rate' (If) is control flow" in text
+    assert "vad.onnx: node 'pick_rate' (If) is control flow" in text
     assert "depends on the values of input(s) 'sr'" in text
     assert "then-branch 1 node(s) (Relu) giving 1 output(s)" in text
     assert "else-branch 2 node(s) (Neg, Exp)" in text
     assert "export the model with the condition fixed" in text
 
 
+@slow
 @needs_pnnx
 def test_0d_input_converts_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`[]i64` in inputshape: written into the file (pnnx cannot parse it), and the model runs."""
@@ -141,6 +145,7 @@ def test_0d_input_converts_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert max_err_ok(y, _onnxruntime(data, [x, sr])[0])[0]
 
 
+@slow
 @needs_pnnx
 def test_shapes_that_do_not_fit_the_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUIPER_CACHE", str(tmp_path))
@@ -192,6 +197,21 @@ def test_folding_keeps_to_its_limits() -> None:
     assert max_err_ok(_onnxruntime(model.SerializeToString(), [x])[0], _onnxruntime(data, [x])[0])[0]
 
 
+def test_quantized_models_are_refused_up_front() -> None:
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+        helper.make_node("MatMulInteger", ["q", "w", "z"], ["y"]),
+    ]
+    data = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [onnx.numpy_helper.from_array(np.ones((4, 3), np.uint8), "w")],
+    )
+    with pytest.raises(onnx_prepare._UserError, match=r"node 0 '' \(DynamicQuantizeLinear\) is a quantized operator"):
+        onnx_prepare.normalise(onnx.load_from_string(data), None, "q.onnx", 1 << 20, 1 << 30)
+
+
 def test_string_and_training_models_are_refused_up_front() -> None:
     path = Path(onnx.__file__).parent / "backend/test/data/simple"
     if not path.exists():
@@ -206,6 +226,7 @@ def test_string_and_training_models_are_refused_up_front() -> None:
             onnx_prepare.normalise(model, None, case, 1 << 20, 1 << 30)
 
 
+@slow
 @needs_pnnx
 def test_a_crashing_child_leaves_the_file_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The normalisation dies (here by SIGSEGV): the caller lives, the log says so, and the

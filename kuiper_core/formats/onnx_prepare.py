@@ -19,7 +19,9 @@ On the copy in the conversion's folder, in order:
    (at most FOLD_ELEMENTS elements; in total within the max_folded_bytes limit), and `If`s
    whose condition became constant, replaced by the branch taken; repeated while it folds;
 6. control flow left (`If` on input values, `Loop`, `Scan`) is an error before pnnx runs,
-   saying what the node is, its branches, and what the user can do.
+   saying what the node is, its branches, and what the user can do; so are, before step 1,
+   models the engine cannot hold at all (string, sequence or map values, training and
+   quantized operators), on which pnnx crashes or fails with no reason.
 
 onnxsim does the same folding but needs a compiled wheel of its own and runs onnxruntime
 in-process; these few steps with the `onnx` package the project already needs are enough for
@@ -51,6 +53,7 @@ FOLD_ROUNDS = 4  # fold, infer shapes again, fold what that made constant, …
 _CONTROL_FLOW = ("If", "Loop", "Scan")
 _NOT_FOLDED = _CONTROL_FLOW + ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike")
 _NOT_FOLDED += ("Multinomial", "Bernoulli", "SequenceEmpty", "SequenceConstruct", "SplitToSequence")
+_QUANTIZED = ("ConvInteger", "MatMulInteger", "DynamicQuantizeLinear", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul")
 _DTYPES = {"f32": 1, "u8": 2, "i8": 3, "i16": 5, "i32": 6, "i64": 7, "bool": 9, "f16": 10, "f64": 11, "bf16": 16}
 _SHAPE = re.compile(r"\[([\d,]*)\]([a-z0-9]*)")
 
@@ -484,10 +487,10 @@ def _depends_on(graph: Any, name: str) -> list[str]:
 def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
     """The message for the first control-flow node left in the main graph, or None."""
     graph = model.graph
-    for index, node in enumerate(graph.node):
+    for node in graph.node:
         if node.op_type not in _CONTROL_FLOW or node.domain not in ("", "ai.onnx"):
             continue
-        label = f"{name}: node {index} '{node.name or node.output[0]}' ({node.op_type})"
+        label = f"{name}: node '{node.name or node.output[0]}' ({node.op_type})"
         if node.op_type != "If":
             body = next(_subgraphs(node), None)
             inner = f" whose body has {_branch_summary(body)}" if body is not None else ""
@@ -523,6 +526,24 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
     return None
 
 
+def _channel_slopes(graph: Any) -> None:
+    """Opset 6's PRelu applies a 1-d slope along the channels (axis 1); from opset 7 it
+    broadcasts from the right, and onnx's version converter leaves the slope as it was: a
+    (C,) slope of an (N, C, L) input becomes (C, 1)."""
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in list(graph.input) + list(graph.value_info)}
+    inits = {i.name: i for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type != "PRelu" or len(node.input) < 2 or node.input[1] not in inits:
+            continue
+        slope, rank = inits[node.input[1]], ranks.get(node.input[0], 0)
+        if len(slope.dims) == 1 and slope.dims[0] > 1 and rank > 2:
+            slope.dims.extend([1] * (rank - 2))
+            for value in graph.input:  # IR < 4 lists it as an input too
+                if value.name == slope.name:
+                    for _ in range(rank - 2):
+                        value.type.tensor_type.shape.dim.add().dim_value = 1
+
+
 def out_of_reach(model: Any, name: str) -> str | None:
     """Why the engine cannot run the model at all, or None: string, sequence or map values
     (its tensors are numbers), training operators."""
@@ -537,6 +558,12 @@ def out_of_reach(model: Any, name: str) -> str | None:
         if value.type.tensor_type.elem_type == 8:  # STRING
             return f"{name}: {value.name!r} is a string tensor: the engine's values are numeric tensors"
     for index, node in enumerate(graph.node):
+        if node.op_type in _QUANTIZED or node.op_type.startswith("QLinear"):
+            return (
+                f"{name}: node {index} '{node.name}' ({node.op_type}) is a quantized operator (integer arithmetic, "
+                "as onnxruntime.quantization writes it): the engine and pnnx run float models; convert the float "
+                "model it was quantized from"
+            )
         if node.domain == "ai.onnx.preview.training":
             return (
                 f"{name}: node {index} '{node.name}' ({node.op_type}) is a training operator: the engine runs inference"
@@ -563,6 +590,8 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
         raise _UserError("unsupported", unreachable)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is not None and opset < MIN_OPSET:
+        if opset < 7:
+            _channel_slopes(graph)
         try:
             upgraded = onnx.version_converter.convert_version(model, TARGET_OPSET)
             model.CopyFrom(upgraded)
