@@ -132,8 +132,7 @@ def prepare(
         failed = f"it ran past {timeout:g} s"
     except OSError as e:
         failed = f"it could not start: {e.strerror or e}"
-    result_file = folder / "result.json"
-    result = json.loads(result_file.read_text()) if failed is None and result_file.exists() else None
+    result = _read_result(folder / "result.json") if failed is None else None
     if result is None:
         failed = failed or "it wrote no result"
     elif result.get("error"):
@@ -156,6 +155,14 @@ def prepare(
     if result["changed"]:
         os.replace(folder / "prepared.onnx", model_file)
     return None if result["shapes_written"] else inputshape
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return result if isinstance(result, dict) else None
 
 
 def _child_args(folder: Path) -> list[str]:
