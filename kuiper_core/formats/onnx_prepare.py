@@ -38,6 +38,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -291,13 +292,13 @@ class _Folder:
         import onnx
 
         shapes = _static_shapes(self.graph)
-        pending = list(self.graph.node)
+        pending = deque(self.graph.node)
         kept: list[Any] = []
         names = {o for n in self.graph.node for o in n.output} | {i.name for i in self.graph.input}
         while pending:
-            node = pending.pop(0)
+            node = pending.popleft()
             if node.op_type == "If" and node.domain in ("", "ai.onnx") and node.input[0] in self.known:
-                pending[:0] = self._inline(node, names)
+                pending.extendleft(reversed(self._inline(node, names)))
                 self.ifs += 1
                 continue
             values = self._evaluate(node, shapes)
