@@ -128,6 +128,40 @@ def test_if_on_values_is_a_located_error(tmp_path: Path, monkeypatch: pytest.Mon
     assert "export the model with the condition fixed" in text
 
 
+def test_if_on_an_unknown_shape_asks_for_the_shapes() -> None:
+    """Without input shapes the same If cannot fold: the message says what would fold it."""
+    model = onnx.load_from_string(_shape_if(2.0))
+    with pytest.raises(onnx_prepare._UserError) as info:
+        onnx_prepare.normalise(model, None, "m.onnx", 1 << 20, 1 << 30)
+    assert "depends on the shape of 'x', not known from the file: give the input shapes (--inputshape" in str(
+        info.value
+    )
+
+
+def test_a_loop_is_named_with_its_body() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["v_in", "v_in"], ["v_out"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", I64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", F, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", F, None),
+        ],
+    )
+    nodes = [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body, name="repeat")]
+    data = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [2]), helper.make_tensor_value_info("n", I64, [])],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    with pytest.raises(onnx_prepare._UserError, match=r"node 'repeat' \(Loop\) is a loop whose body has 2 node\(s\)"):
+        onnx_prepare.normalise(onnx.load_from_string(data), "[2],[]i64", "m.onnx", 1 << 20, 1 << 30)
+
+
 @slow
 @needs_pnnx
 def test_0d_input_converts_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

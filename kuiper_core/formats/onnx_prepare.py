@@ -475,21 +475,27 @@ def _branch_summary(graph: Any) -> str:
     return f"{len(graph.node)} node(s) ({listed}{more}) giving {len(graph.output)} output(s)"
 
 
-def _depends_on(graph: Any, name: str) -> list[str]:
-    """The graph inputs a value is computed from."""
+def _depends_on(graph: Any, name: str) -> tuple[list[str], list[str]]:
+    """What a value is computed from: (graph inputs whose values it reads, tensors whose shape
+    it reads through Shape/Size where shape inference did not know that shape)."""
     producer = {o: n for n in graph.node for o in n.output}
     inputs = {i.name for i in graph.input}
-    seen, stack, found = set(), [name], []
+    seen: set[str] = set()
+    stack, values, shapes = [name], set(), set()
     while stack:
         v = stack.pop()
         if v in seen:
             continue
         seen.add(v)
         if v in inputs:
-            found.append(v)
+            values.add(v)
         elif v in producer:
-            stack.extend(_names_used([producer[v]]))
-    return sorted(found)
+            node = producer[v]
+            if node.op_type in ("Shape", "Size"):
+                shapes.add(node.input[0])
+            else:
+                stack.extend(_names_used([node]))
+    return sorted(values), sorted(shapes)
 
 
 def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
@@ -508,16 +514,19 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
                 "with onnxruntime"
             )
         branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
-        sources = _depends_on(graph, node.input[0])
-        static = _static_shapes(graph)
-        dynamic = [s for s in sources if s not in static]
-        if dynamic and not shapes_given:
+        values, shapes = _depends_on(graph, node.input[0])
+        if values:
+            why = f"depends on the values of input(s) {', '.join(map(repr, values))}, not only on their shapes"
+        elif shapes and not shapes_given:
             why = (
-                f"depends on input(s) {', '.join(map(repr, dynamic))} whose dims are not all fixed: give their "
-                "shapes (--inputshape, or run with --input) and it may fold"
+                f"depends on the shape of {', '.join(map(repr, shapes[:3]))}, not known from the file: give the "
+                "input shapes (--inputshape, or run with --input) and it may fold"
             )
-        elif sources:
-            why = f"depends on the values of input(s) {', '.join(map(repr, sources))}, not only on their shapes"
+        elif shapes:
+            why = (
+                f"depends on the shape of {', '.join(map(repr, shapes[:3]))}, which onnx's shape inference could "
+                "not work out at these input shapes"
+            )
         else:
             why = "could not be computed here"
         then_b, else_b = branches.get("then_branch"), branches.get("else_branch")
