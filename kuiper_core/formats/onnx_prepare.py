@@ -8,7 +8,8 @@ chains and `If`s whose condition follows from the input shapes are left for it t
 it cannot do for `If`; a 0-d input (`sr: int64 []`) cannot be written in its `inputshape=`.
 On the copy in the conversion's folder, in order:
 
-1. an opset below MIN_OPSET is upgraded to TARGET_OPSET (`onnx.version_converter`);
+1. an opset below MIN_OPSET is upgraded to TARGET_OPSET (`onnx.version_converter`; opset
+   6's channel-wise PRelu slope reshaped first, which the converter does not do);
 2. initializers listed as graph inputs (IR < 4) are no longer inputs; an IR version past
    MAX_IR_VERSION is lowered to it;
 3. the input shapes given are written into the graph's inputs (0-d ones too): pnnx then
@@ -18,16 +19,18 @@ On the copy in the conversion's folder, in order:
    and `Size` of tensors whose shape is known, nodes whose inputs are all constant and small
    (at most FOLD_ELEMENTS elements; in total within the max_folded_bytes limit), and `If`s
    whose condition became constant, replaced by the branch taken; repeated while it folds;
+   an even `Split` is given its sizes (pnnx writes a sizeless one as `torch.split(x, None)`);
 6. control flow left (`If` on input values, `Loop`, `Scan`) is an error before pnnx runs,
    saying what the node is, its branches, and what the user can do; so are, before step 1,
    models the engine cannot hold at all (string, sequence or map values, training and
    quantized operators), on which pnnx crashes or fails with no reason.
 
-onnxsim does the same folding but needs a compiled wheel of its own and runs onnxruntime
-in-process; these few steps with the `onnx` package the project already needs are enough for
-the models met so far. The work runs in a child process (`python -m
-kuiper_core.formats.onnx_prepare FOLDER`) in one of the machine's child slots
-(children.py), under the converter's memory limit and the conversion's time limit: a hostile or huge file can crash or exhaust the child, never the
+onnxsim (0.8.1, a 9.7 MB compiled wheel) folds much the same with onnxruntime, but would be
+a second compiled dependency for what these steps with the `onnx` package (already needed)
+do: ONNX's backend models and the PyPI wheels' models (docs/coverage.md) need nothing more.
+The work runs in a child process (`python -m kuiper_core.formats.onnx_prepare FOLDER`) in one
+of the machine's child slots (children.py), under the converter's memory limit and the
+conversion's time limit: a hostile or huge file can crash or exhaust the child, never the
 caller. When the child fails, the file is converted as it was and the log says why.
 """
 
