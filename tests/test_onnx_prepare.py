@@ -128,6 +128,18 @@ def test_if_on_values_is_a_located_error(tmp_path: Path, monkeypatch: pytest.Mon
     assert "export the model with the condition fixed" in text
 
 
+@pytest.mark.parametrize("n", [4, 3])
+def test_the_inlined_branch_gives_onnxruntimes_answer(n: int) -> None:
+    """The normalised file (If replaced by the branch its shape picks) against the original,
+    both in onnxruntime, at the two shapes that take the two branches."""
+    data = _shape_if(2.0)
+    model = onnx.load_from_string(data)
+    onnx_prepare.normalise(model, f"[1,{n},8]", "m.onnx", 1 << 20, 1 << 30)
+    assert "If" not in [node.op_type for node in model.graph.node]
+    x = np.random.default_rng(1).standard_normal((1, n, 8)).astype(np.float32)
+    assert np.array_equal(_onnxruntime(model.SerializeToString(), [x])[0], _onnxruntime(data, [x])[0])
+
+
 def test_if_on_an_unknown_shape_asks_for_the_shapes() -> None:
     """Without input shapes the same If cannot fold: the message says what would fold it."""
     model = onnx.load_from_string(_shape_if(2.0))
