@@ -127,7 +127,7 @@ def prepare(
     argv = [sys.executable, *_child_args(folder)]
     log("normalising the ONNX file (onnx: opset, shapes, constants, If) …")
     try:
-        with slot("the ONNX normalisation", on_log):  # one of the machine's framework processes (children.py)
+        with slot("the converter", on_log):  # a slot of the machine's (children.py), named as the app expects
             proc = subprocess.run(
                 argv, env=env, cwd=folder, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
             )
