@@ -615,7 +615,7 @@ def convert(
             model_file.write_bytes(source)
         else:
             shutil.copyfile(source, model_file)
-        pnnx_shape = prepare(model_file, kind, shape1, timeout=timeout, name=name, on_log=on_log)  # onnx_prepare.py
+        pnnx_shape = prepare(model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log)
         cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
         cmd += [f"inputshape={pnnx_shape}"] if pnnx_shape else []
         cmd += [f"inputshape2={shape2}"] if shape2 else []

@@ -76,13 +76,15 @@ def prepare(
     model_file: Path,
     kind: str,
     inputshape: str | None,
-    *,
     timeout: float,
+    memory: int,
+    *,
     name: str = "model",
     on_log: Callable[[str], None] | None = None,
 ) -> str | None:
     """Normalise `model_file` (an .onnx in the conversion's folder) in place, in a child
-    process. Returns the `inputshape=` to give pnnx: None once the shapes are in the file.
+    process of `memory` bytes of address space that stops after `timeout` seconds. Returns
+    the `inputshape=` to give pnnx: None once the shapes are in the file.
 
     ConversionError for control flow pnnx cannot convert, InputError for shapes that do not
     fit the model's inputs; any other failure of the child leaves the file as it was."""
@@ -104,8 +106,6 @@ def prepare(
             )
         log("the onnx package is not installed: the file goes to pnnx as it is (pip install onnx to normalise it)")
         return inputshape
-    from .convert import converter_memory
-
     folder = model_file.parent / "prepare"
     folder.mkdir(exist_ok=True)
     job = {
@@ -113,7 +113,7 @@ def prepare(
         "target": str((folder / "prepared.onnx").resolve()),
         "inputshape": inputshape,
         "name": name,
-        "memory": converter_memory(),
+        "memory": memory,
         "cpu": int(timeout) + 1,
     }
     _limits_into(job)
