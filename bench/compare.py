@@ -235,8 +235,8 @@ def output_error(folder: Path, tag: str) -> dict[str, float]:
 
 # Before each engine's block the others rest this long: onnxruntime's intra-op pool spins after
 # a run, OpenBLAS's after a threaded GEMM, each holding a core for tens of ms, which a user
-# running one engine never meets (measured at 08:35 on 27 Nov: kuiper on yolov5s_mini right
-# after onnxruntime's block 8.6 ms median, after a 0.3 s rest 4.2 ms). The same for every engine.
+# running one engine never meets (kuiper on yolov5s_mini right after onnxruntime's block took
+# about twice its time after a 0.3 s rest). The same for every engine.
 IDLE_GAP_S = 0.3
 
 
