@@ -1,10 +1,10 @@
 """kuiper_core vs PyTorch eager vs onnxruntime on every bundled model: the benchmark command.
 
-    python bench/compare.py                  # everything (~10 min); writes docs/BENCHMARKS.md
+    python bench/compare.py                  # everything (~10 min); writes docs/BENCHMARKS.md's bundled section
     python bench/compare.py --quick          # fewer runs and probes, a smoke test
     python bench/compare.py --cases resnet18 unet --out /tmp/b.md
     python bench/compare.py --suite outside  # torchvision models not in the project;
-                                             # writes docs/BENCHMARKS-outside.md (needs torchvision)
+                                             # writes its section of docs/BENCHMARKS.md (needs torchvision)
 
 In one run, for every case of bench/cases.py (each bundled model, ResNet-18 also at batch 4):
 - converts the torch module (tools/samples/) afresh: pnnx (the .pnnx.param kuiper_core runs
@@ -83,7 +83,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--out",
         type=Path,
-        help="the report ('-': none; default docs/BENCHMARKS.md, for the outside suite docs/BENCHMARKS-outside.md)",
+        help="the report ('-': none; default docs/BENCHMARKS.md, whose section for this suite the run rewrites)",
     )
     ap.add_argument("--json", type=Path, help="raw results (default bench/results/compare.json, compare-outside.json)")
     ap.add_argument(
@@ -102,7 +102,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.rounds, args.runs, args.probes = 2, 5, 1
     suffix = "" if args.suite == "bundled" else "-" + args.suite
-    args.out = args.out or ROOT / "docs" / f"BENCHMARKS{suffix}.md"
+    args.out = args.out or ROOT / "docs" / "BENCHMARKS.md"
     args.json = args.json or BENCH / "results" / f"compare{suffix}.json"
     return args
 
@@ -235,8 +235,8 @@ def output_error(folder: Path, tag: str) -> dict[str, float]:
 
 # Before each engine's block the others rest this long: onnxruntime's intra-op pool spins after
 # a run, OpenBLAS's after a threaded GEMM, each holding a core for tens of ms, which a user
-# running one engine never meets (measured at 08:35 on 27 Nov: kuiper on yolov5s_mini right
-# after onnxruntime's block 8.6 ms median, after a 0.3 s rest 4.2 ms). The same for every engine.
+# running one engine never meets (kuiper on yolov5s_mini right after onnxruntime's block took
+# about twice its time after a 0.3 s rest). The same for every engine.
 IDLE_GAP_S = 0.3
 
 

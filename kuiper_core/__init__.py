@@ -69,7 +69,7 @@ def load(
 
 def __getattr__(name: str) -> object:
     """print_ir / parse_ir load the textual IR on first use: `import kuiper_core` stays light
-    (a fresh process's first load is timed, imports included: bench/README.md)."""
+    (a fresh process's first load is timed, imports included: bench/compare.py's probes)."""
     if name == "open_model":
         from .formats import open_model
 

@@ -3,7 +3,7 @@
 A ufunc over arrays that are not contiguous as a whole (a strided view, a per-channel weight
 broadcast over a map, a crop) runs through NumPy's buffered iterator. With NumPy's default
 buffer of 8192 elements it copies rows shorter than about a third of that through its buffers
-instead of running its SIMD loop on them in place (NumPy 2.4, 2026-11-27, one thread): a
+instead of running its SIMD loop on them in place (NumPy 2.4, one thread): a
 (20, 1624) strided view times a (20, 1) weight 12.7 us instead of 3.5; a (10, 56, 56) crop
 plus a (10, 1, 1) bias 16.0 us instead of 7.0. Buffers of 2048 elements keep rows from ~700
 elements on the fast loop (EfficientNet's 144-channel 56x56 depthwise conv in halves, wide

@@ -452,5 +452,5 @@ def _outputs() -> None:
 run_fragment(_body, state, current_speed("fw_speed"))
 # Outside the fragment: nothing in it changes with the step (its Save and Download read the
 # stepper when clicked), so a Step no longer sends and redraws its uploader, radio, expander
-# and buttons (a ResNet-18 step 0.50 -> 0.375 s in one A/B at load ~4: docs/app_latency.md).
+# and buttons (about a quarter off a ResNet-18 step: bench/bench_app.py, docs/app_latency.md).
 compare_panel.compare_section(model, resolved, stepper, compare_panel.active_references(model, resolved))

@@ -286,7 +286,7 @@ def test_winograd_is_chosen_for_resnet_layers_only() -> None:
     assert winograd_tile((1, 64, 56, 56), 64, out_hw=(28, 28), **{**geometry, "stride": (2, 2)}) is None
     # 512 channels: any 2-D U is too big to keep (16 MiB); F(2,3) along the rows (U 12 MiB)
     # at every batch: at batch 1 its GEMMs beat im2col's narrow one, which reads the whole
-    # weight for 49 columns (measured 0.97-0.98x of the model's time; bench/README.md)
+    # weight for 49 columns (bench/bench_convs.py --candidates measures it)
     assert winograd_tile((1, 512, 7, 7), 512, out_hw=(7, 7), **geometry) == ROWS
     assert winograd_tile((4, 512, 7, 7), 512, out_hw=(7, 7), **geometry) == ROWS
     assert winograd_tile((1, 768, 7, 7), 768, out_hw=(7, 7), **geometry) is None  # U 27 MiB

@@ -133,8 +133,8 @@ def test_layer_picks_wide_rows_on_a_big_map_and_matches_reference() -> None:
     assert_close(out, np.maximum(y, 0), "layer with ReLU")
 
 
-# MobileNetV3's depthwise convs (1 thread; channels last as einsum over the strided taps since
-# 2026-11-27, bench/README.md "Depthwise convolutions"): (x_shape, kernel, stride, pads,
+# MobileNetV3's depthwise convs (1 thread; channels last as einsum over the strided taps;
+# bench/bench_convs.py --param measures them): (x_shape, kernel, stride, pads,
 # out_hw, channels last?)
 MOBILENET_DEPTHWISE = [
     ((1, 576, 3, 3), (5, 5), (1, 1), (2, 2, 2, 2), (3, 3), True),  # 21 vs 147 us

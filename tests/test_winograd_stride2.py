@@ -107,7 +107,7 @@ def blas_at():
 
 def test_stride2_rows_is_chosen_where_it_wins(blas_at) -> None:
     """With one BLAS thread: ResNet-18's 3x3 stride-2 convs of layers 2-3
-    (bench/README.md); not its 256->512 conv on 14x14 (7 output columns: GEMMs too narrow),
+    (bench/bench_convs.py); not its 256->512 conv on 14x14 (7 output columns: GEMMs too narrow),
     nor other geometries. Nothing with two BLAS threads."""
     geometry = dict(stride=(2, 2), dilation=(1, 1), groups=1, padding_mode="zeros")
     blas_at(1)

@@ -26,7 +26,7 @@ into the convolution (runtime/prepared.py), applied while the output is in cache
 in Winograd's scatter for free) instead of in a pass of its own.
 
 `choose` estimates each candidate's time with a cost model fitted to single-thread
-measurements of this project's kernels (bench/README.md) and takes the cheapest.
+measurements of this project's kernels (bench/bench_convs.py --candidates) and takes the cheapest.
 conv_reference.py holds the plain definitions every kernel here is tested against.
 """
 
@@ -64,7 +64,7 @@ BAND_MAX_ELEMENTS = 1 << 18
 # ill-conditioned inputs (docs/coverage.md). Blocks of 64 brought it to PyTorch's level but cost
 # 25-38 % on every 1x1 conv over 128+ channels (partial sums written and reduced; ResNet-50
 # 48.5 -> 55.4 ms, DenseNet-121 58.6 -> 67.4 at two threads); blocks of 256 keep the long sums
-# (1024-2048 channels) blocked at a few % of that cost (2026-11-27). Measured error against
+# (1024-2048 channels) blocked at a few % of that cost (bench/compare.py --suite outside). Measured error against
 # float64 over the terms' magnitude (test_models_styles): at most 2.1 float32 eps with 256, 0.7
 # with 64, 2.1 unblocked.
 POINTWISE_BLOCK = 256
@@ -396,7 +396,7 @@ _CACHED_WEIGHTS = 1 << 18
 # an intercept for the flushed code and buffers, which every kernel pays): 0.82e-7; the old
 # estimate was 18 % low on those shapes on average, now 13 %. It is what makes ResNet-18's
 # 512-channel 7x7 layers at batch 1 take F(2,3) along the rows (2.94 vs 2.86 ms
-# estimated; measured flushed 2.84-2.91 vs 2.93-3.01; the whole model 0.97-0.98x, bench/README.md).
+# estimated; measured flushed 2.84-2.91 vs 2.93-3.01 with bench/bench_convs.py --candidates).
 _GEMM_WEIGHT = 8.2e-8
 WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
 # The 2-D tiles winograd_tile weighs. Not F(4,3): its float32 error against float64 is 5-35x
@@ -410,8 +410,8 @@ WINOGRAD_TILES = (2,)
 # of PyTorch's: ResNet-18 at batch 4 would hold 150 MB of F(4,3) weights in its 512-channel
 # layers). ResNet-18's 512-channel layers then take F(2,3) along the rows (U 12 MiB a layer,
 # 1.33x the weight it replaces): batch 4 peak 145 -> 183 MB (0.48x PyTorch's; 2-D F(2,3)'s
-# 16 MiB would pass half), batch 1 112.7 -> 122.4 MiB (0.39x of 313; until 2026-11-26 batch 1
-# had a cap of 8 MiB and kept im2col: the rows take 2-3 % off its whole model).
+# 16 MiB would pass half), batch 1 112.7 -> 122.4 MiB (0.39x of 313; a cap of 8 MiB would keep
+# im2col there, 2-3 % slower on the whole model: bench/compare.py's memory and speed tables).
 WINOGRAD_FREE_WEIGHTS = 1 << 20
 WINOGRAD_MAX_WEIGHTS = 3 << 20
 # WinogradRowsConv's GEMMs (K = 3C, one per transform point) run faster per
@@ -502,7 +502,7 @@ def winograd_tile(
 # -- stride-2 convolutions: Winograd along the rows on the column phases ------------------
 # Stride2RowsConv (winograd_stride2.py): least-squares fit over 52 measured (shape, m) pairs
 # (stride-2 3x3/5x5/6x6/7x7, C 3-256, O 16-512, 4-128 outputs across, N 1 and 4; one thread,
-# CPU time; bench/README.md): per GEMM multiply-accumulate, per element gathered or
+# CPU time; bench/bench_convs.py --candidates): per GEMM multiply-accumulate, per element gathered or
 # B^T-transformed, per element of the GEMMs' results and of the output blocks; one call's
 # fixed cost. Chosen only when 5 % cheaper than im2col: both models err by a few percent
 # on small convs, where the two kernels are within 10 % (then 1.1 % off the fastest on

@@ -40,7 +40,7 @@ from .conv_kernels import Pads
 
 # Cost models (milliseconds, one thread), least-squares fits (relative error).
 # Im2col on a depthwise conv, over 356 depthwise convs (N 1/4, C 16-576, maps 3-24, 3x3 and
-# 5x5, stride 1 and 2; bench/README.md, "Depthwise convolutions"): per channel and image (a
+# 5x5, stride 1 and 2; bench/bench_convs.py --candidates): per channel and image (a
 # BLAS call each), per column element (wide rows at stride 1: OH x Wp columns per tap), per
 # gathered row of taps at stride > 1.
 _IM2COL_CALL = 6.88e-5
@@ -48,12 +48,11 @@ _IM2COL_COLUMN = 1.68e-7
 _IM2COL_ROW = 2.98e-6
 _IM2COL_FIXED = 2.52e-3
 # Beyond the fit's maps: from ~1 M column elements (4 MB, past L2) a column element costs ~3x
-# the fit's (2026-11-27, one thread, maps 28-112: 2.6-3.4x on nine convs, 1.4-1.6x on the
-# fit's biggest). Without it ConvNeXt's (96, 56x56) 7x7 conv took im2col: 9.06 ms against
-# channels last's 3.26; EfficientNet's (144, 56x56) 5x5 stride 2: 0.97 against 0.75.
+# the fit's (one thread, maps 28-112; bench/bench_convs.py --param on ConvNeXt and EfficientNet).
+# Without it ConvNeXt's (96, 56x56) 7x7 conv took im2col at about 3x channels last's time.
 _IM2COL_SPILL_ELEMENTS = 1 << 20
 _IM2COL_SPILL_FACTOR = 3.0
-# Channels last as einsum over the strided taps (2026-11-27, 74 convs at N 1: C 16-576, maps
+# Channels last as einsum over the strided taps (bench/bench_convs.py --candidates, 74 convs at N 1: C 16-576, maps
 # 3-48, 3x3 and 5x5, stride 1 and 2; median error 8 %): per multiply-add, per contiguous run
 # of C, per input element (the transposed copy into the padded buffer). It won 59 of the 74
 # (all but C = 16 and three of C = 72); the choice below is 3.5 % off the faster kernel on
@@ -154,8 +153,8 @@ class DepthwiseChannelsLast:
         np.copyto(y, self.result.transpose(0, 3, 1, 2))
 
 
-# Wide rows win at stride 1 with 3x3 kernels from 28x28 outputs on (one thread, 2026-11-27,
-# against the faster of Im2col and channels last: bench/README.md "Depthwise convolutions"):
+# Wide rows win at stride 1 with 3x3 kernels from 28x28 outputs on (one thread, against the
+# faster of Im2col and channels last; bench/bench_convs.py --candidates measures it):
 # (32, 112x112) 1.08 ms against 1.94, (144, 56x56) 1.77 against 2.06; with NumPy's buffers at
 # 2048 elements (ufunc_buffers.py) also (192, 28x28) 0.50 against 0.56, (16, 48x48) 0.13
 # against 0.20, (144, 28x28) a tie; at 24x24 and with 5x5 kernels (49 passes) channels last

@@ -95,7 +95,7 @@ class Conv3d(Layer):
     run on every output depth as an image (N·OD of them), and the output put back in NCDHW
     order. So Conv3d gets conv.py's tuned kernels (Winograd, im2col in bands, grouped
     GEMMs): 0.4-0.9x PyTorch's time on one thread where one tensordot per group took
-    1.1-1.8x (a depthwise one 30x, now 4.3x; bench/README.md). `conv3d_reference`
+    1.1-1.8x (a depthwise one 30x, now 4.3x; bench/bench_volume.py). `conv3d_reference`
     (conv_reference.py) is the readable definition it is tested against. Padding: numbers,
     'same' (stride 1) or 'valid', in any padding_mode: the depth is padded here, the planes by
     the 2-D layer."""
@@ -339,7 +339,7 @@ class _Pool3d(Layer):
     of every (H, W) plane, the input viewed as (N, C·D, H, W) with no copy, then the depth
     taps of the pooled planes combined (max, or the sum over torch's per-axis counts: a box's
     count is the product of its per-axis counts). 5-9x faster than max/sum over a strided
-    view of every box (bench/README.md); `pool3d_reference` is that definition, kept for the
+    view of every box (bench/bench_volume.py); `pool3d_reference` is that definition, kept for the
     tests."""
 
     plane_type = ""
@@ -495,7 +495,7 @@ class AdaptiveAvgPool3d(_Adaptive3d):
     """Adaptive windows are boxes too: pool.py's 2-D adaptive average of every plane (the
     input viewed as (N, C·D, H, W); two small GEMMs), then an averaging matrix along the depth
     (the cell walk, now `adaptive_pool3d_reference`, took 12x PyTorch's time for an
-    (8, 28, 28) output; bench/README.md)."""
+    (8, 28, 28) output; bench/bench_volume.py)."""
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)

@@ -18,7 +18,7 @@ columns 2tm .. 2tm + 2m, and per tile:
     z = [A^T | I] [U_even ⊙ B^T d_even ; U_odd d_odd]     (m + 1 + m points)
 
 Unlike a 2-D Winograd over all four phases ((2m+1)^2 points, 9x9 transforms for m = 4:
-measured slower than im2col, bench/README.md), the transforms here are 1-D and only the
+measured slower than im2col by bench/bench_convs.py --candidates), the transforms here are 1-D and only the
 even columns are transformed.
 
 The transform matrices come from `toom_cook` (interpolation points 0, ±1, ±2, ±1/2, ...

@@ -1,7 +1,7 @@
 """The split executor's second core: a helper process that runs the second half of each split
 call (runtime/split_forward.py; the layers make the halves: layers/halves.py).
 
-Why a process: a helper *thread* was measured first (docs/BENCHMARKS.md, branch twothreads26)
+Why a process: a helper *thread* was measured first (bench/bench_halves.py measures the split forward)
 and gained nothing on a 2-core VM: waking a sleeping thread on the other, halted vCPU takes
 50-70 us, twice a call, and a thread that polls instead shares the GIL with the caller and was
 time-sliced with it on one vCPU. A forked process has no GIL to share, so it can poll: a

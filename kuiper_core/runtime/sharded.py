@@ -3,7 +3,7 @@
 Why: with two BLAS threads only OpenBLAS's GEMMs use the second core; the im2col gathers,
 Winograd transforms and elementwise passes run on one. Splitting each convolution over a
 worker never paid (a hand-off costs tens of microseconds and a worker may start milliseconds
-late: bench/README.md). So the forward is split by images instead: each shard is a complete
+late; docs/speed.md, "Two cores"). So the forward is split by images instead: each shard is a complete
 PreparedForward (its own buffers and kernels) for its part of the batch, run with OpenBLAS at
 one thread (the caller holds that count: policy.py), one on the caller's thread and one on a
 persistent worker, so a hand-off covers a whole half forward.
