@@ -1,0 +1,211 @@
+"""ONNX Resize nodes that pnnx would rewrite with a different answer, kept as Resize nodes.
+
+pnnx (20261020) turns a `Resize` with constant sizes or scales into torch's `F.interpolate`
+(its pass_level2 F_interpolate_onnx / _dynamic patterns). It reads only `mode` and, for
+linear/cubic, whether the coordinates are `half_pixel` or `align_corners`; it ignores
+`cubic_coeff_a`, `exclude_outside`, `antialias`, every other coordinate mode and the
+nearest rounding, so many variants come out with torch's semantics instead of ONNX's
+(docs/coverage.md has the table). It does not rewrite a node whose `roi` is a non-empty
+constant or whose `nearest_mode` is other than `floor`: then it keeps the ONNX node, which
+the engine runs with the ONNX spec's semantics (layers/onnx_resize.py).
+
+So, before pnnx: a Resize whose rewrite would change the answer gets the identity roi
+(starts 0, ends 1 on every axis). ONNX reads roi only for `tf_crop_and_resize`, so the model
+means what it meant (onnxruntime, which runs inside pnnx, gives the same outputs) and pnnx
+keeps the node. Whether the rewrite would change the answer is found, per node at its
+shapes, by running both semantics on a seeded probe: torch's `F.interpolate` as pnnx would
+write it (layers/resize.py's Interpolate) and ONNX's Resize (layers/onnx_resize.py's
+OnnxResize). A node whose sizes are not constant is always kept: the F.interpolate pnnx
+writes for it has a size computed at run time, which the engine's F.interpolate cannot run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..graph import Operand, Operator
+
+ROI_SUFFIX = "/kept_roi"  # the identity roi's initializer: `<node output>/kept_roi`
+PROBE_TOLERANCE = 1e-5  # of the probe's largest value: float32 table rounding is far below, a semantic change far above
+
+
+def keep_lossy_resizes(model: Any) -> list[str]:
+    """Give every Resize of `model` (an onnx.ModelProto, changed in place) that pnnx would
+    rewrite with a different answer the identity roi. Returns one note per node changed."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    graph = model.graph
+    nodes = [n for n in graph.node if n.op_type == "Resize" and n.domain in ("", "ai.onnx")]
+    if opset is None or opset < 11 or not nodes:  # Resize-10 has no roi input (convert.py upgrades it first)
+        return []
+    constants = _constants(graph)
+    shapes, ranks = _shapes(model)
+    notes = []
+    for node in nodes:
+        why = _why_lossy(node, constants, shapes)
+        if why is None:
+            continue
+        axes = _attributes(node).get("axes")
+        k = len(axes) if axes is not None else ranks.get(node.input[0])
+        if k is None:
+            notes.append(
+                f"Resize '{node.name or node.output[0]}' ({why}) left to pnnx: the rank of its input is unknown"
+            )
+            continue
+        _add_identity_roi(graph, node, k)
+        notes.append(f"Resize '{node.name or node.output[0]}' kept as an ONNX node ({why})")
+    return notes
+
+
+def _why_lossy(node: Any, constants: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """Why pnnx's F.interpolate would differ from the node, or None when pnnx keeps the node
+    anyway or its rewrite gives the same answer."""
+    attrs = _attributes(node)
+    inputs = list(node.input) + [""] * (4 - len(node.input))
+    roi = _value(inputs[1], constants)
+    if roi is not None and roi.size:
+        return None  # a non-empty constant roi: pnnx keeps the node already
+    if attrs.get("mode", "nearest") == "nearest" and attrs.get("nearest_mode", "floor") != "floor":
+        return None  # pnnx matches only floor (or no nearest_mode): it keeps the node already
+    sizes, scales = _value(inputs[3], constants), _value(inputs[2], constants)
+    given = sizes if sizes is not None and sizes.size else scales if scales is not None and scales.size else None
+    if given is None:
+        return "sizes computed at run time"
+    shape = shapes.get(inputs[0])
+    if shape is None:
+        return "input shape unknown"
+    if "axes" in attrs or not 3 <= len(shape) <= 5 or len(given) != len(shape):
+        return None  # pnnx's pattern wants N, C and every spatial dim: it keeps the node
+    if given is sizes and tuple(int(v) for v in sizes[:2]) != shape[:2]:
+        return None
+    if given is scales and tuple(float(v) for v in scales[:2]) != (1.0, 1.0):
+        return None
+    probe_shape = (1, 1, *shape[2:])
+    onnx_answer = _run(_onnx_operator(node, attrs, sizes, scales, probe_shape), probe_shape)
+    try:
+        torch_answer = _run(
+            _interpolate_operator(attrs, sizes if given is sizes else None, scales, probe_shape), probe_shape
+        )
+    except Exception as e:  # noqa: BLE001  -- torch's form cannot say it at all (e.g. bicubic of a 3-D input)
+        return f"F.interpolate cannot say it: {str(e)[:120]}"
+    if torch_answer.shape != onnx_answer.shape:
+        return f"F.interpolate gives shape {torch_answer.shape[2:]}, ONNX {onnx_answer.shape[2:]}"
+    err = float(np.abs(torch_answer - onnx_answer).max())
+    if err > PROBE_TOLERANCE * float(np.abs(onnx_answer).max()):
+        return f"F.interpolate's answer is {err:.2g} off ONNX's on a probe"
+    return None
+
+
+def _interpolate_operator(
+    attrs: dict[str, Any], sizes: np.ndarray | None, scales: np.ndarray | None, shape: tuple[int, ...]
+) -> Operator:
+    """The F.interpolate pnnx writes for the node (its F_interpolate_onnx pattern's write)."""
+    mode, coordinates = attrs.get("mode", "nearest"), attrs.get("coordinate_transformation_mode", "half_pixel")
+    params: dict[str, Any] = {}
+    if mode in ("linear", "cubic") and coordinates in ("half_pixel", "align_corners"):
+        params["align_corners"] = coordinates == "align_corners"
+    spatial = len(shape) - 2
+    if mode == "linear":
+        mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[spatial]
+    elif mode == "cubic":
+        mode = "bicubic"
+    params["mode"] = mode
+    if sizes is not None:
+        params["size"] = [int(v) for v in sizes[2:]]
+    else:
+        assert scales is not None
+        params["scale_factor"] = [float(v) for v in scales[2:]]
+        params["recompute_scale_factor"] = False
+    return _operator("F.interpolate", params, shape)
+
+
+def _onnx_operator(
+    node: Any, attrs: dict[str, Any], sizes: np.ndarray | None, scales: np.ndarray | None, shape: tuple[int, ...]
+) -> Operator:
+    """The node as pnnx writes a kept Resize: attributes and constant sizes/scales as params,
+    at the probe's N = C = 1."""
+    params = dict(attrs)
+    if sizes is not None and sizes.size:
+        params["sizes"] = [1, 1, *(int(v) for v in sizes[2:])]
+    elif scales is not None:
+        params["scales"] = [float(v) for v in scales]
+    return _operator("Resize", params, shape)
+
+
+def _operator(op_type: str, params: dict[str, Any], shape: tuple[int, ...]) -> Operator:
+    op = Operator(op_type, "probe", params=params)
+    op.inputs = [Operand("x", shape=shape, dtype="f32")]
+    op.outputs = [Operand("y", dtype="f32")]
+    op.input_names = ["input"]
+    return op
+
+
+def _run(op: Operator, shape: tuple[int, ...]) -> np.ndarray:
+    from ..layers.registry import create_layer
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    return np.asarray(create_layer(op).forward([x], [None])[0], dtype=np.float64)
+
+
+# -- reading and changing the ONNX graph ---------------------------------------------------------------
+def _attributes(node: Any) -> dict[str, Any]:
+    import onnx
+
+    out = {}
+    for a in node.attribute:
+        value = onnx.helper.get_attribute_value(a)
+        out[a.name] = value.decode() if isinstance(value, bytes) else list(value) if isinstance(value, list) else value
+    return out
+
+
+def _constants(graph: Any) -> dict[str, np.ndarray]:
+    """Initializers and Constant nodes' values (small ones are all a Resize reads)."""
+    import onnx
+
+    values = {i.name: onnx.numpy_helper.to_array(i) for i in graph.initializer if _elements(i.dims) <= 64}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+            for a in n.attribute:
+                if a.name == "value" and _elements(a.t.dims) <= 64:
+                    values[n.output[0]] = onnx.numpy_helper.to_array(a.t)
+    return values
+
+
+def _elements(dims: Any) -> int:
+    return int(np.prod(list(dims), dtype=np.int64))
+
+
+def _value(name: str, constants: dict[str, np.ndarray]) -> np.ndarray | None:
+    return constants.get(name) if name else None
+
+
+def _shapes(model: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Values whose shape is fully known, and the rank of every value whose rank is, from the
+    file or onnx's shape inference."""
+    import onnx
+
+    try:
+        graph = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001  -- inference is a help: unknown shapes keep their nodes
+        graph = model.graph
+    shapes, ranks = {}, {}
+    for v in list(graph.input) + list(graph.value_info) + list(graph.output):
+        t = v.type.tensor_type
+        if not v.type.HasField("tensor_type") or not t.HasField("shape"):
+            continue
+        ranks[v.name] = len(t.shape.dim)
+        if all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes[v.name] = tuple(d.dim_value for d in t.shape.dim)
+    return shapes, ranks
+
+
+def _add_identity_roi(graph: Any, node: Any, k: int) -> None:
+    import onnx
+
+    name = node.output[0] + ROI_SUFFIX
+    roi = np.array([0.0] * k + [1.0] * k, dtype=np.float32)
+    graph.initializer.append(onnx.numpy_helper.from_array(roi, name))
+    while len(node.input) < 2:
+        node.input.append("")
+    node.input[1] = name
