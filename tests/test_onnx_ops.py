@@ -233,6 +233,10 @@ RESIZE_LINE = {
     ),
     "cubic_asymmetric": resize_case(X4, sizes=[1, 3, 7, 6], mode="cubic", coordinate_transformation_mode="asymmetric"),
     "cubic_antialias_down": resize_case(f32(1, 1, 10, 9), sizes=[1, 1, 4, 4], mode="cubic", antialias=1, opset=18),
+    # Scales that leave every length as it was: onnxruntime copies (the formulas would not).
+    "linear_asymmetric_same_shape": resize_case(
+        f32(1, 2, 3, 2), scales=[1, 1, 1.2, 1.25], mode="linear", coordinate_transformation_mode="asymmetric"
+    ),
 }
 
 

@@ -39,6 +39,10 @@ LOSSY = {
     "nearest_default_4_to_7": resize_case(X, sizes=[1, 2, 7, 7], mode="nearest"),  # 2.7
     "nearest_default_9_to_4": resize_case(X9, sizes=[1, 2, 4, 4], mode="nearest"),  # 4.5
     "nearest_default_scales_1_75": resize_case(X, scales=[1, 1, 1.75, 1.75], mode="nearest"),  # 3.4
+    "nearest_default_6_to_2": resize_case(f32(1, 2, 6, 6), sizes=[1, 2, 2, 2], mode="nearest"),  # 1.8
+    "nearest_align_corners_3_to_9": resize_case(
+        f32(1, 2, 3, 3), sizes=[1, 2, 9, 9], mode="nearest", coordinate_transformation_mode="align_corners"
+    ),  # 2.0
     "nearest_half_pixel_floor_x2": resize_case(X, sizes=[1, 2, 8, 8], mode="nearest", nearest_mode="floor"),  # 3.7
     "nearest_pytorch_half_pixel_4_to_7": resize_case(
         X, sizes=[1, 2, 7, 7], mode="nearest", coordinate_transformation_mode="pytorch_half_pixel"
@@ -79,6 +83,13 @@ EXACT = {
         coordinate_transformation_mode="asymmetric",
         nearest_mode="floor",
     ),
+    "nearest_asymmetric_floor_scales_0_6": resize_case(
+        f32(1, 2, 7, 7),
+        scales=[1, 1, 0.6, 0.6],
+        mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+        nearest_mode="floor",
+    ),  # 3/0.6 lands on 5 only as pnnx writes the scale (0.6, not float32's 0.6000000238)
     "linear_half_pixel_9_to_4": resize_case(X9, sizes=[1, 2, 4, 4], mode="linear"),
     "linear_align_corners_4_to_7": resize_case(
         X, sizes=[1, 2, 7, 7], mode="linear", coordinate_transformation_mode="align_corners"
@@ -112,8 +123,11 @@ def test_a_lossy_variant_is_kept_and_gives_onnxruntimes_answer(name: str, tmp_pa
 @converted
 @pytest.mark.parametrize("name", RESIZE_LINE)
 def test_the_variants_pnnx_rewrote_when_alone_now_convert_end_to_end(name: str, tmp_path) -> None:
-    """test_onnx_ops.py could check these only as a hand-written kept line: pnnx rewrote them."""
-    check(_within(RESIZE_LINE[name], "Resize"), tmp_path, keep_lossy_resizes)
+    """test_onnx_ops.py could check these only as a hand-written kept line: pnnx rewrote them.
+    Those the step keeps run as Resize, the one it leaves (a same-shape copy) as F.interpolate."""
+    model, _ = model_of(RESIZE_LINE[name])
+    kept = "Resize" if keep_lossy_resizes(model) else "F.interpolate"
+    check(_within(RESIZE_LINE[name], kept), tmp_path, keep_lossy_resizes)
 
 
 @pytest.mark.slow

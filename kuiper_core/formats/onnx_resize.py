@@ -115,7 +115,7 @@ def _interpolate_operator(
         params["size"] = [int(v) for v in sizes[2:]]
     else:
         assert scales is not None
-        params["scale_factor"] = [float(v) for v in scales[2:]]
+        params["scale_factor"] = [_as_written(v) for v in scales[2:]]
         params["recompute_scale_factor"] = False
     return _operator("F.interpolate", params, shape)
 
@@ -129,8 +129,14 @@ def _onnx_operator(
     if sizes is not None and sizes.size:
         params["sizes"] = [1, 1, *(int(v) for v in sizes[2:])]
     elif scales is not None:
-        params["scales"] = [float(v) for v in scales]
+        params["scales"] = [_as_written(v) for v in scales]
     return _operator("Resize", params, shape)
+
+
+def _as_written(v: float) -> float:
+    """A float32 as the engine reads it back from pnnx's .param: pnnx writes its shortest
+    decimal (0.6, not 0.6000000238), and nearest indices at exact boundaries follow that."""
+    return float(np.format_float_positional(np.float32(v), unique=True, trim="0"))
 
 
 def _operator(op_type: str, params: dict[str, Any], shape: tuple[int, ...]) -> Operator:
