@@ -190,3 +190,21 @@ def test_a_resize_to_a_size_computed_at_run_time_is_kept(tmp_path) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     check_model(model, {"x": X, "z": f32(1, 2, 6, 5)}, "Resize", tmp_path, 1e-5, keep_lossy_resizes)
+
+
+@needs_onnx
+@pytest.mark.parametrize(("name", "changed"), [("nearest_default_4_to_7", True), ("linear_half_pixel_9_to_4", False)])
+def test_a_dynamic_batch_is_judged_by_the_spatial_sizes(name: str, changed: bool) -> None:
+    """Files usually leave N dynamic: the decision needs only the spatial sizes."""
+    model, _ = model_of({**LOSSY, **EXACT}[name])
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    assert bool(keep_lossy_resizes(model)) == changed
+
+
+@needs_onnx
+def test_an_unknown_spatial_size_keeps_the_node() -> None:
+    """Sizes constant but the image's size unknown: the rewrite cannot be judged, so it is kept."""
+    model, _ = model_of(EXACT["linear_half_pixel_9_to_4"])
+    model.graph.input[0].type.tensor_type.shape.dim[3].dim_param = "W"
+    (note,) = keep_lossy_resizes(model)
+    assert "spatial size unknown" in note

@@ -40,14 +40,14 @@ def keep_lossy_resizes(model: Any) -> list[str]:
     if opset is None or opset < 11 or not nodes:  # Resize-10 has no roi input (convert.py upgrades it first)
         return []
     constants = _constants(graph)
-    shapes, ranks = _shapes(model)
+    shapes = _shapes(model)
     notes = []
     for node in nodes:
         why = _why_lossy(node, constants, shapes)
         if why is None:
             continue
         axes = _attributes(node).get("axes")
-        k = len(axes) if axes is not None else ranks.get(node.input[0])
+        k = len(axes) if axes is not None else len(shapes[node.input[0]]) if node.input[0] in shapes else None
         if k is None:
             notes.append(
                 f"Resize '{node.name or node.output[0]}' ({why}) left to pnnx: the rank of its input is unknown"
@@ -58,7 +58,7 @@ def keep_lossy_resizes(model: Any) -> list[str]:
     return notes
 
 
-def _why_lossy(node: Any, constants: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> str | None:
+def _why_lossy(node: Any, constants: dict[str, np.ndarray], shapes: dict[str, tuple[int | None, ...]]) -> str | None:
     """Why pnnx's F.interpolate would differ from the node, or None when pnnx keeps the node
     anyway or its rewrite gives the same answer."""
     attrs = _attributes(node)
@@ -74,15 +74,21 @@ def _why_lossy(node: Any, constants: dict[str, np.ndarray], shapes: dict[str, tu
         return "sizes computed at run time"
     shape = shapes.get(inputs[0])
     if shape is None:
-        return "input shape unknown"
+        return "input rank unknown"
     if "axes" in attrs or not 3 <= len(shape) <= 5 or len(given) != len(shape):
         return None  # pnnx's pattern wants N, C and every spatial dim: it keeps the node
-    if given is sizes and tuple(int(v) for v in sizes[:2]) != shape[:2]:
-        return None
+    if given is sizes and any(d is not None and d != int(v) for d, v in zip(shape[:2], sizes[:2])):
+        return None  # N or C resized: pnnx keeps the node (a dynamic N or C may match: probed)
     if given is scales and tuple(float(v) for v in scales[:2]) != (1.0, 1.0):
         return None
-    probe_shape = (1, 1, *shape[2:])
-    onnx_answer = _run(_onnx_operator(node, attrs, sizes, scales, probe_shape), probe_shape)
+    spatial = shape[2:]
+    if any(d is None for d in spatial):
+        return "spatial size unknown"
+    probe_shape = (1, 1, *(int(d) for d in spatial if d is not None))
+    try:
+        onnx_answer = _run(_onnx_operator(attrs, sizes, scales, probe_shape), probe_shape)
+    except Exception:  # noqa: BLE001  -- not a Resize the spec allows: onnxruntime (inside pnnx) says why
+        return None
     try:
         torch_answer = _run(
             _interpolate_operator(attrs, sizes if given is sizes else None, scales, probe_shape), probe_shape
@@ -121,7 +127,7 @@ def _interpolate_operator(
 
 
 def _onnx_operator(
-    node: Any, attrs: dict[str, Any], sizes: np.ndarray | None, scales: np.ndarray | None, shape: tuple[int, ...]
+    attrs: dict[str, Any], sizes: np.ndarray | None, scales: np.ndarray | None, shape: tuple[int, ...]
 ) -> Operator:
     """The node as pnnx writes a kept Resize: attributes and constant sizes/scales as params,
     at the probe's N = C = 1."""
@@ -186,24 +192,21 @@ def _value(name: str, constants: dict[str, np.ndarray]) -> np.ndarray | None:
     return constants.get(name) if name else None
 
 
-def _shapes(model: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
-    """Values whose shape is fully known, and the rank of every value whose rank is, from the
-    file or onnx's shape inference."""
+def _shapes(model: Any) -> dict[str, tuple[int | None, ...]]:
+    """The shape of every value whose rank is known (None for a dynamic dim), from the file
+    or onnx's shape inference."""
     import onnx
 
     try:
         graph = onnx.shape_inference.infer_shapes(model).graph
     except Exception:  # noqa: BLE001  -- inference is a help: unknown shapes keep their nodes
         graph = model.graph
-    shapes, ranks = {}, {}
+    shapes = {}
     for v in list(graph.input) + list(graph.value_info) + list(graph.output):
         t = v.type.tensor_type
-        if not v.type.HasField("tensor_type") or not t.HasField("shape"):
-            continue
-        ranks[v.name] = len(t.shape.dim)
-        if all(d.HasField("dim_value") for d in t.shape.dim):
-            shapes[v.name] = tuple(d.dim_value for d in t.shape.dim)
-    return shapes, ranks
+        if v.type.HasField("tensor_type") and t.HasField("shape"):
+            shapes[v.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+    return shapes
 
 
 def _add_identity_roi(graph: Any, node: Any, k: int) -> None:
