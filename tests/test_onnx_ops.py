@@ -206,6 +206,7 @@ RESIZE = {
 
 # pnnx turns these into F.interpolate when the node is converted alone; as a kept node (a
 # size computed at run time) they read as below: the param line, against onnxruntime.
+# test_onnx_resize_keep.py converts them end to end with formats/onnx_resize.py's step.
 RESIZE_LINE = {
     "nearest_align_corners_floor": resize_case(
         X4,
