@@ -57,6 +57,26 @@ def resize_case(x: np.ndarray, *, roi=None, scales=None, sizes=None, opset: int 
     return case("Resize", *ins, opset=opset, **attrs)
 
 
+def resize_to_shape_of(x: np.ndarray, **attrs: Any) -> Any:
+    """The ONNX model Resize(x, sizes=Shape(z)) (inputs x and z): z has x's N and C and dynamic
+    H, W, so pnnx cannot fold the sizes."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Shape", ["z"], ["s"]), helper.make_node("Resize", ["x", "", "", "s"], ["y"], **attrs)]
+    graph = helper.make_graph(
+        nodes,
+        "resize_to",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [*x.shape[:2], "H", "W"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
 def model_of(c: Case) -> tuple[Any, dict[str, np.ndarray]]:
     import onnx
     from onnx import helper, numpy_helper

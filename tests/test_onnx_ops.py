@@ -14,7 +14,7 @@ import kuiper_core
 from conftest import DATA, max_err_ok
 from kuiper_core.formats import converter_available
 from kuiper_core.formats.base import installed
-from onnx_op_testing import C, case, check, check_line, check_model, resize_case
+from onnx_op_testing import C, case, check, check_line, check_model, resize_case, resize_to_shape_of
 
 needs_onnxruntime = pytest.mark.skipif(
     not (installed("onnx") and installed("onnxruntime")), reason="needs onnx and onnxruntime"
@@ -271,23 +271,7 @@ def test_resize_modes_as_a_kept_node_give_onnxruntimes_answer(name: str) -> None
 def test_a_resize_to_another_tensors_shape_gives_onnxruntimes_answer(tmp_path) -> None:
     """Resize(x, sizes=Shape(z)) with z's spatial dims dynamic: pnnx keeps the Resize and hands it
     z itself in place of the Shape (it drops that node); the layer takes z's shape as sizes."""
-    from onnx import TensorProto, helper
-
-    nodes = [
-        helper.make_node("Shape", ["z"], ["s"]),
-        helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest", nearest_mode="round_prefer_ceil"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "resize_to",
-        [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
-            helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, "H", "W"]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = resize_to_shape_of(X4, mode="nearest", nearest_mode="round_prefer_ceil")
     check_model(model, {"x": X4, "z": f32(1, 3, 6, 5)}, "Resize", tmp_path)
 
 
