@@ -184,3 +184,11 @@ def test_an_unknown_spatial_size_keeps_the_node() -> None:
     model.graph.input[0].type.tensor_type.shape.dim[3].dim_param = "W"
     (note,) = keep_lossy_resizes(model)
     assert "spatial size unknown" in note
+
+
+@needs_onnx
+def test_a_resize_too_large_to_compare_keeps_the_node() -> None:
+    """The probe has the node's output size: past PROBE_ELEMENTS the node is kept, not probed."""
+    model, _ = model_of(resize_case(X, sizes=[1, 2, 2048, 1024], mode="linear"))
+    (note,) = keep_lossy_resizes(model)
+    assert "too large to compare" in note

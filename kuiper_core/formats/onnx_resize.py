@@ -28,6 +28,7 @@ import numpy as np
 from ..graph import Operand, Operator
 
 ROI_SUFFIX = "/kept_roi"  # the identity roi's initializer: `<node output>/kept_roi`
+PROBE_ELEMENTS = 1 << 20  # largest probe output (a larger node is kept: the Resize layer runs it right)
 PROBE_TOLERANCE = 1e-5  # of the probe's largest value: float32 table rounding is far below, a semantic change far above
 
 
@@ -40,7 +41,9 @@ def keep_lossy_resizes(model: Any) -> list[str]:
     if opset is None or opset < 11 or not nodes:  # Resize-10 has no roi input (convert.py upgrades it first)
         return []
     constants = _constants(graph)
-    shapes = _shapes(model)
+    shapes = _shapes(graph)
+    if any(n.input[0] not in shapes for n in nodes):
+        shapes = _shapes(_inferred(model).graph)
     notes = []
     for node in nodes:
         why = _why_lossy(node, constants, shapes)
@@ -85,6 +88,8 @@ def _why_lossy(node: Any, constants: dict[str, np.ndarray], shapes: dict[str, tu
     if any(d is None for d in spatial):
         return "spatial size unknown"
     probe_shape = (1, 1, *(int(d) for d in spatial if d is not None))
+    if _elements(_probe_output(given, probe_shape, given is sizes)) > PROBE_ELEMENTS:
+        return "too large to compare"
     try:
         onnx_answer = _run(_onnx_operator(attrs, sizes, scales, probe_shape), probe_shape)
     except Exception:  # noqa: BLE001  -- not a Resize the spec allows: onnxruntime (inside pnnx) says why
@@ -101,6 +106,12 @@ def _why_lossy(node: Any, constants: dict[str, np.ndarray], shapes: dict[str, tu
     if err > PROBE_TOLERANCE * float(np.abs(onnx_answer).max()):
         return f"F.interpolate's answer is {err:.2g} off ONNX's on a probe"
     return None
+
+
+def _probe_output(given: np.ndarray, shape: tuple[int, ...], are_sizes: bool) -> list[int]:
+    if are_sizes:
+        return [int(v) for v in given[2:]]
+    return [int(np.floor(n * float(v))) for n, v in zip(shape[2:], given[2:])]
 
 
 def _interpolate_operator(
@@ -192,21 +203,25 @@ def _value(name: str, constants: dict[str, np.ndarray]) -> np.ndarray | None:
     return constants.get(name) if name else None
 
 
-def _shapes(model: Any) -> dict[str, tuple[int | None, ...]]:
-    """The shape of every value whose rank is known (None for a dynamic dim), from the file
-    or onnx's shape inference."""
-    import onnx
-
-    try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
-    except Exception:  # noqa: BLE001  -- inference is a help: unknown shapes keep their nodes
-        graph = model.graph
+def _shapes(graph: Any) -> dict[str, tuple[int | None, ...]]:
+    """The shape of every value whose rank is known (None for a dynamic dim)."""
     shapes = {}
     for v in list(graph.input) + list(graph.value_info) + list(graph.output):
         t = v.type.tensor_type
         if v.type.HasField("tensor_type") and t.HasField("shape"):
             shapes[v.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
     return shapes
+
+
+def _inferred(model: Any) -> Any:
+    """The model with onnx's inferred shapes (not done when the file has them: it copies the
+    whole model, weights too)."""
+    import onnx
+
+    try:
+        return onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001  -- inference is a help: unknown shapes keep their nodes
+        return model
 
 
 def _add_identity_roi(graph: Any, node: Any, k: int) -> None:
