@@ -192,3 +192,20 @@ def test_a_resize_too_large_to_compare_keeps_the_node() -> None:
     model, _ = model_of(resize_case(X, sizes=[1, 2, 2048, 1024], mode="linear"))
     (note,) = keep_lossy_resizes(model)
     assert "too large to compare" in note
+
+
+@needs_onnx
+def test_sizes_from_a_constant_node_are_read() -> None:
+    """Exporters write sizes as a Constant node as often as an initializer."""
+    from onnx import helper, numpy_helper
+
+    model, _ = model_of(LOSSY["nearest_default_4_to_7"])
+    sizes = model.graph.initializer.pop()
+    model.graph.node.insert(
+        0,
+        helper.make_node(
+            "Constant", [], [sizes.name], value=numpy_helper.from_array(numpy_helper.to_array(sizes), sizes.name)
+        ),
+    )
+    (note,) = keep_lossy_resizes(model)
+    assert "off ONNX's on a probe" in note
