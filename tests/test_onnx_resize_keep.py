@@ -209,3 +209,25 @@ def test_sizes_from_a_constant_node_are_read() -> None:
     )
     (note,) = keep_lossy_resizes(model)
     assert "off ONNX's on a probe" in note
+
+
+@pytest.mark.slow
+@converted
+def test_after_pnnx_a_kept_resize_does_not_spoil_the_pairing(tmp_path) -> None:
+    """onnx_resize_fix pairs the Resizes pnnx rewrote with the interpolations it wrote: one it kept
+    (nearest round_prefer_ceil) is not counted (pnnx_keeps), so the lossy one after it is given
+    back its ONNX semantics with no step before pnnx."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    sizes = numpy_helper.from_array(np.array([1, 2, 7, 7], np.int64), "s7")
+    nodes = [
+        helper.make_node("Resize", ["x", "", "", "s7"], ["a"], mode="nearest", nearest_mode="round_prefer_ceil"),
+        helper.make_node("Resize", ["x", "", "", "s7"], ["b"], mode="nearest"),
+        helper.make_node("Add", ["a", "b"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "two", [x], [y], [sizes])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    check_model(model, {"x": X}, "Resize", tmp_path, 1e-5)

@@ -61,16 +61,21 @@ def keep_lossy_resizes(model: Any) -> list[str]:
     return notes
 
 
+def pnnx_keeps(attrs: dict[str, Any], roi: np.ndarray | None) -> bool:
+    """Whether pnnx keeps a Resize (opset >= 11) as an ONNX node whatever its sizes: its
+    patterns refuse a non-empty constant roi, and a nearest_mode other than floor (or none)."""
+    if roi is not None and roi.size:
+        return True
+    return attrs.get("mode", "nearest") == "nearest" and attrs.get("nearest_mode", "floor") != "floor"
+
+
 def _why_lossy(node: Any, constants: dict[str, np.ndarray], shapes: dict[str, tuple[int | None, ...]]) -> str | None:
     """Why pnnx's F.interpolate would differ from the node, or None when pnnx keeps the node
     anyway or its rewrite gives the same answer."""
     attrs = _attributes(node)
     inputs = list(node.input) + [""] * (4 - len(node.input))
-    roi = _value(inputs[1], constants)
-    if roi is not None and roi.size:
-        return None  # a non-empty constant roi: pnnx keeps the node already
-    if attrs.get("mode", "nearest") == "nearest" and attrs.get("nearest_mode", "floor") != "floor":
-        return None  # pnnx matches only floor (or no nearest_mode): it keeps the node already
+    if pnnx_keeps(attrs, _value(inputs[1], constants)):
+        return None
     sizes, scales = _value(inputs[3], constants), _value(inputs[2], constants)
     given = sizes if sizes is not None and sizes.size else scales if scales is not None and scales.size else None
     if given is None:
