@@ -9,6 +9,8 @@ folded param), None an omitted optional input (`""`).
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,40 @@ def case(
     return Case(op, list(inputs), attrs, outputs, opset, kept, rel)
 
 
-def _model(c: Case) -> tuple[Any, dict[str, np.ndarray]]:
+def resize_case(x: np.ndarray, *, roi=None, scales=None, sizes=None, opset: int = 13, **attrs: Any) -> Case:
+    """A Resize of the graph input x, its roi / scales / sizes constants (omitted when None)."""
+    ins: list[Any] = [
+        x,
+        None if roi is None else C(np.array(roi, np.float32)),
+        None if scales is None else C(np.array(scales, np.float32)),
+        None if sizes is None else C(np.array(sizes, np.int64)),
+    ]
+    while ins[-1] is None:
+        ins.pop()
+    return case("Resize", *ins, opset=opset, **attrs)
+
+
+def resize_to_shape_of(x: np.ndarray, **attrs: Any) -> Any:
+    """The ONNX model Resize(x, sizes=Shape(z)) (inputs x and z): z has x's N and C and dynamic
+    H, W, so pnnx cannot fold the sizes."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Shape", ["z"], ["s"]), helper.make_node("Resize", ["x", "", "", "s"], ["y"], **attrs)]
+    graph = helper.make_graph(
+        nodes,
+        "resize_to",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [*x.shape[:2], "H", "W"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def model_of(c: Case) -> tuple[Any, dict[str, np.ndarray]]:
     import onnx
     from onnx import helper, numpy_helper
 
@@ -76,24 +111,35 @@ def _model(c: Case) -> tuple[Any, dict[str, np.ndarray]]:
     return model, feeds
 
 
-def check(c: Case, tmp_path: Path) -> None:
+def check(c: Case, tmp_path: Path, before_pnnx: Callable[[Any], Any] | None = None) -> None:
     """onnxruntime's outputs = the engine's on pnnx's conversion, which keeps the ONNX node."""
-    model, feeds = _model(c)
-    check_model(model, feeds, c.kept or c.op, tmp_path, c.rel)
+    model, feeds = model_of(c)
+    check_model(model, feeds, c.kept or c.op, tmp_path, c.rel, before_pnnx)
 
 
-def check_model(model: Any, feeds: dict[str, np.ndarray], kept: str, tmp_path: Path, rel: float = 1e-4) -> None:
+def check_model(
+    model: Any,
+    feeds: dict[str, np.ndarray],
+    kept: str,
+    tmp_path: Path,
+    rel: float = 1e-4,
+    before_pnnx: Callable[[Any], Any] | None = None,
+) -> None:
     """An ONNX model run by onnxruntime and by the engine on pnnx's conversion, which must
-    keep an operator of type `kept`: every output the same."""
+    keep an operator of type `kept`: every output the same. `before_pnnx` changes (in place)
+    the copy pnnx converts; onnxruntime runs the model as it was."""
     import onnx
     import onnxruntime as ort
 
     from kuiper_core.formats import open_model
 
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, feeds)
+    if before_pnnx is not None:
+        model = copy.deepcopy(model)
+        before_pnnx(model)
     path = tmp_path / "case.onnx"
     onnx.save_model(model, str(path))
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    expected = session.run(None, feeds)
     m = open_model(path, cache_dir=tmp_path / "cache")
     types = [op.type for op in m.graph.operators]
     assert kept in types, f"pnnx did not keep {kept}: {types}"
@@ -131,7 +177,7 @@ def check_line(c: Case, params: str = "") -> None:
     from kuiper_core import RuntimeGraph
     from kuiper_core.pnnx import parse_param
 
-    model, feeds = _model(c)
+    model, feeds = model_of(c)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = session.run(None, feeds)
     arrays = list(feeds.values())

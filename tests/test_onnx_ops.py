@@ -14,7 +14,7 @@ import kuiper_core
 from conftest import DATA, max_err_ok
 from kuiper_core.formats import converter_available
 from kuiper_core.formats.base import installed
-from onnx_op_testing import C, case, check, check_line, check_model
+from onnx_op_testing import C, case, check, check_line, check_model, resize_case, resize_to_shape_of
 
 needs_onnxruntime = pytest.mark.skipif(
     not (installed("onnx") and installed("onnxruntime")), reason="needs onnx and onnxruntime"
@@ -180,28 +180,18 @@ def test_recurrent_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(RECURRENT[name], tmp_path)
 
 
-def _resize(x: np.ndarray, *, roi=None, scales=None, sizes=None, opset: int = 13, **attrs):
-    ins = [
-        x,
-        None if roi is None else C(np.array(roi, np.float32)),
-        None if scales is None else C(np.array(scales, np.float32)),
-    ]
-    ins.append(None if sizes is None else C(np.array(sizes, np.int64)))
-    while ins[-1] is None:
-        ins.pop()
-    return case("Resize", *ins, opset=opset, **attrs)
-
-
 RESIZE = {
-    "nearest_pytorch_half_pixel_round_prefer_ceil": _resize(
+    "nearest_pytorch_half_pixel_round_prefer_ceil": resize_case(
         X4,
         sizes=[1, 3, 7, 9],
         mode="nearest",
         coordinate_transformation_mode="pytorch_half_pixel",
         nearest_mode="round_prefer_ceil",
     ),
-    "nearest_half_pixel_ceil_down": _resize(f32(1, 2, 9, 7), sizes=[1, 2, 4, 3], mode="nearest", nearest_mode="ceil"),
-    "linear_tf_crop_and_resize": _resize(
+    "nearest_half_pixel_ceil_down": resize_case(
+        f32(1, 2, 9, 7), sizes=[1, 2, 4, 3], mode="nearest", nearest_mode="ceil"
+    ),
+    "linear_tf_crop_and_resize": resize_case(
         X4,
         roi=[0, 0, 0.1, 0.2, 1, 1, 0.9, 1.2],
         scales=[1, 1, 2, 2],
@@ -209,38 +199,45 @@ RESIZE = {
         coordinate_transformation_mode="tf_crop_and_resize",
         extrapolation_value=0.5,
     ),
-    "axes_not_larger": _resize(
+    "axes_not_larger": resize_case(
         X4, sizes=[6, 10], mode="linear", axes=[2, 3], keep_aspect_ratio_policy="not_larger", opset=18
     ),
 }
 
 # pnnx turns these into F.interpolate when the node is converted alone; as a kept node (a
 # size computed at run time) they read as below: the param line, against onnxruntime.
+# test_onnx_resize_keep.py converts them end to end with formats/onnx_resize.py's step.
 RESIZE_LINE = {
-    "nearest_align_corners_floor": _resize(
+    "nearest_align_corners_floor": resize_case(
         X4,
         scales=[1, 1, 1.5, 2.5],
         mode="nearest",
         coordinate_transformation_mode="align_corners",
         nearest_mode="floor",
     ),
-    "nearest_tf_half_pixel_for_nn": _resize(
+    "nearest_tf_half_pixel_for_nn": resize_case(
         X4, roi=[], scales=[1, 1, 2, 3], mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn", opset=11
     ),
-    "linear_pytorch_half_pixel_to_one": _resize(
+    "linear_pytorch_half_pixel_to_one": resize_case(
         X4, sizes=[1, 3, 1, 5], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"
     ),
-    "linear_half_pixel_symmetric": _resize(
+    "linear_half_pixel_symmetric": resize_case(
         f32(1, 2, 5, 5),
         scales=[1, 1, 1.7, 0.6],
         mode="linear",
         coordinate_transformation_mode="half_pixel_symmetric",
         opset=19,
     ),
-    "linear_antialias_down": _resize(f32(1, 2, 9, 8), sizes=[1, 2, 4, 3], mode="linear", antialias=1, opset=18),
-    "cubic_exclude_outside_a": _resize(X4, scales=[1, 1, 2, 1.5], mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1),
-    "cubic_asymmetric": _resize(X4, sizes=[1, 3, 7, 6], mode="cubic", coordinate_transformation_mode="asymmetric"),
-    "cubic_antialias_down": _resize(f32(1, 1, 10, 9), sizes=[1, 1, 4, 4], mode="cubic", antialias=1, opset=18),
+    "linear_antialias_down": resize_case(f32(1, 2, 9, 8), sizes=[1, 2, 4, 3], mode="linear", antialias=1, opset=18),
+    "cubic_exclude_outside_a": resize_case(
+        X4, scales=[1, 1, 2, 1.5], mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1
+    ),
+    "cubic_asymmetric": resize_case(X4, sizes=[1, 3, 7, 6], mode="cubic", coordinate_transformation_mode="asymmetric"),
+    "cubic_antialias_down": resize_case(f32(1, 1, 10, 9), sizes=[1, 1, 4, 4], mode="cubic", antialias=1, opset=18),
+    # Scales that leave every length as it was: onnxruntime copies (the formulas would not).
+    "linear_asymmetric_same_shape": resize_case(
+        f32(1, 2, 3, 2), scales=[1, 1, 1.2, 1.25], mode="linear", coordinate_transformation_mode="asymmetric"
+    ),
 }
 
 
@@ -274,23 +271,7 @@ def test_resize_modes_as_a_kept_node_give_onnxruntimes_answer(name: str) -> None
 def test_a_resize_to_another_tensors_shape_gives_onnxruntimes_answer(tmp_path) -> None:
     """Resize(x, sizes=Shape(z)) with z's spatial dims dynamic: pnnx keeps the Resize and hands it
     z itself in place of the Shape (it drops that node); the layer takes z's shape as sizes."""
-    from onnx import TensorProto, helper
-
-    nodes = [
-        helper.make_node("Shape", ["z"], ["s"]),
-        helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest", nearest_mode="round_prefer_ceil"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "resize_to",
-        [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4]),
-            helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 3, "H", "W"]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    model = resize_to_shape_of(X4, mode="nearest", nearest_mode="round_prefer_ceil")
     check_model(model, {"x": X4, "z": f32(1, 3, 6, 5)}, "Resize", tmp_path)
 
 
@@ -445,10 +426,10 @@ def test_lstm_layout_1_is_layout_0_batch_first() -> None:
 
     from kuiper_core import RuntimeGraph
     from kuiper_core.pnnx import parse_param
-    from onnx_op_testing import _model
+    from onnx_op_testing import model_of
 
     c = _recurrent("LSTM", 4, dirs=2, outputs=2)
-    model, feeds = _model(c)
+    model, feeds = model_of(c)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     y, y_h = session.run(None, feeds)
     x = feeds["i0"]

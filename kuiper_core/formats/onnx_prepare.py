@@ -48,6 +48,7 @@ from typing import Any
 from ..children import set_rlimits, slot
 from ..errors import ConversionError, InputError
 from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs
+from .onnx_resize import keep_lossy_resizes
 
 MIN_OPSET = 11  # older default-domain opsets are upgraded: pnnx crashes on many opset 6-10 files (11-12 convert)
 TARGET_OPSET = 17  # what torch's exporter writes by default; pnnx converts it
@@ -419,6 +420,9 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
         notes.append(what + " at these input shapes")
     if splits:
         notes.append(f"{splits} even Split(s) given their sizes")
+    resizes = keep_lossy_resizes(model)  # kept as Resize where pnnx's F.interpolate would answer otherwise
+    notes += resizes
+    changed = changed or bool(resizes)
     problem = control_flow_error(model, name, bool(inputshape))
     if problem is not None:
         raise _UserError("control_flow", problem)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .onnx_resize import pnnx_keeps
+
 INTERPOLATIONS = ("F.interpolate", "F.upsample", "F.upsample_nearest", "F.upsample_bilinear", "nn.Upsample")
 _HALF_PIXEL = ("half_pixel", "pytorch_half_pixel")
 
@@ -95,6 +97,8 @@ def _constant_resizes(source: Path) -> list[_Resize] | None:
         given = {k: consts.get(v) for k, v in named.items() if k != "X" and v}
         if any(v is None for v in given.values()):
             return None
+        if len(node.input) != 2 and pnnx_keeps(attrs, given.get("roi")):
+            continue  # kept as a Resize, not rewritten: no interpolation stands for it
         sizes = given.get("sizes")
         scales = given.get("scales")
         sizes_t = tuple(int(d) for d in sizes.reshape(-1)) if sizes is not None and sizes.size else None

@@ -226,6 +226,8 @@ class OnnxResize(Layer):
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.asarray(inputs[0])
         sizes = self._sizes(x.shape, inputs)
+        if tuple(sizes.out) == x.shape and self.coordinates != "tf_crop_and_resize":
+            return [x.copy()]  # onnxruntime copies when no axis changes length, whatever the scales say
         y = x
         for axis in range(x.ndim):
             if sizes.out[axis] != x.shape[axis] or sizes.scale[axis] != 1.0 or self.coordinates == "tf_crop_and_resize":
