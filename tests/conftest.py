@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable, Container, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,25 +36,34 @@ def max_err_ok(y: np.ndarray, ref: np.ndarray, rel: float = 1e-4) -> tuple[bool,
 
 
 # -- the fast tier ------------------------------------------------------------------------------
-# `pytest -m "not slow"` runs every module's quick tests (≤ 90 s on a quiet 2-core machine); the
-# README's command runs everything. Slow: the browser tests, the fuzzers (their own subprocesses)
-# and the tests listed in slow_tests.txt (measured; tools/slow_tests.py rewrites the list).
+# `pytest -m "not slow"` runs every module's quick tests; the README's command runs everything.
+# A slow test says so where it is written: `@pytest.mark.slow` (or a module's `pytestmark`), and
+# for a parametrized test whose cases differ, `slow_cases(...)` in its parametrize list. The
+# browser tests and the fuzzers (their own subprocesses) are slow by their marker and file here.
+# `python tools/slow_tests.py` reports the fast tests over a time budget; it writes no list.
 _SLOW_FILES = ("test_fuzz.py",)
-
-
-def _slow_ids() -> frozenset[str]:
-    lines = (Path(__file__).with_name("slow_tests.txt")).read_text().splitlines()
-    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
 
 
 def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001  (pytest's hook signature)
     import pytest
 
-    slow = _slow_ids()
     for item in items:
-        nodeid = item.nodeid.removeprefix("tests/")
-        if item.get_closest_marker("browser") or nodeid.split("::")[0] in _SLOW_FILES or nodeid in slow:
+        if item.get_closest_marker("browser") or item.nodeid.removeprefix("tests/").split("::")[0] in _SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+
+
+def slow_cases(values: Iterable[Any], slow: Container[Any], key: Callable[[Any], Any] = lambda v: v) -> list[Any]:
+    """`values` for `pytest.mark.parametrize`, those whose `key` is in `slow` marked slow.
+
+    A tuple value is one case of several argnames (unpacked into pytest.param, as pytest does)."""
+    import pytest
+
+    def case(v: Any) -> Any:
+        if key(v) not in slow:
+            return v
+        return pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
+
+    return [case(v) for v in values]
 
 
 def without_traced_inputs(data: bytes) -> bytes:

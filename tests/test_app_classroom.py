@@ -34,6 +34,7 @@ def _pick(at, value: str) -> None:
     no_exception(at)
 
 
+@pytest.mark.slow
 def test_order_quiz_on_kahn_says_why_and_names_the_queue_rule() -> None:
     at = _quiz("A small diamond", "kahn")
     assert "#### Which node does Kahn emit next?" in texts(at.markdown)
@@ -57,6 +58,7 @@ def test_order_quiz_on_kahn_says_why_and_names_the_queue_rule() -> None:
     assert _score(at).startswith("**Score: no answers yet** · question 1 of 5")
 
 
+@pytest.mark.slow
 def test_order_quiz_on_dfs_asks_which_node_finishes_next() -> None:
     at = _quiz("KuiperInfer's worked example", "dfs")
     at.radio(key="order_quiz_kind_dfs").set_value("finish").run()
@@ -73,6 +75,7 @@ def test_order_quiz_on_dfs_asks_which_node_finishes_next() -> None:
     assert any("The end of the next node finished questions" in s for s in _boxes(at)["success"])
 
 
+@pytest.mark.slow
 def test_order_quiz_on_a_typed_graph_and_on_the_loaded_model() -> None:
     at = _quiz("Type your own graph", "kahn")
     at.text_area(key="order_typed").input("a -> b -> d\na -> c -> d").run()
@@ -90,6 +93,7 @@ def test_order_quiz_on_a_typed_graph_and_on_the_loaded_model() -> None:
     assert _score(at).startswith("**Score: 0 of 1** · question 1 of 166")
 
 
+@pytest.mark.slow
 def test_order_quiz_with_both_algorithms_asks_about_dfs() -> None:
     at = _quiz("A small diamond", "both")
     assert "#### Which node does DFS enter next?" in texts(at.markdown)
@@ -100,6 +104,7 @@ def _presenting(at) -> list[str]:
     return [h.proto.body for h in at.get("html") if "kx-present" in h.proto.body]
 
 
+@pytest.mark.slow
 def test_order_presenter_view_hides_the_controls_and_shows_the_step_large() -> None:
     at = app(page=ORDER, query={"graph": "A small diamond", "algo": "kahn", "step": "7"})
     click(at, "order_present")
@@ -120,6 +125,7 @@ def test_order_presenter_view_hides_the_controls_and_shows_the_step_large() -> N
     assert not any("Score" in m for m in texts(at.markdown))
 
 
+@pytest.mark.slow
 def test_expression_quiz_next_node_first_argument_and_closing_paren() -> None:
     at = app(page=EXPR)
     at.radio(key="expr_view").set_value("quiz").run()
@@ -144,6 +150,7 @@ def test_expression_quiz_next_node_first_argument_and_closing_paren() -> None:
     no_exception(at)
 
 
+@pytest.mark.slow
 def test_expression_quiz_on_the_models_expression() -> None:
     at = app(model="expr_zoo", page=EXPR)
     at.radio(key="expr_view").set_value("quiz").run()
@@ -155,6 +162,7 @@ def test_expression_quiz_on_the_models_expression() -> None:
     assert _score(at).startswith("**Score: 0 of 1**")
 
 
+@pytest.mark.slow
 def test_expressions_presenter_view() -> None:
     at = app(page=EXPR)
     click(at, "expr_present")
@@ -165,6 +173,7 @@ def test_expressions_presenter_view() -> None:
     assert any("Expressions: quiz" in b for b in _presenting(at))
 
 
+@pytest.mark.slow
 def test_a_mistake_typed_while_presenting_can_be_fixed_and_left() -> None:
     at = app(page=EXPR, query={"present": "1"})
     at.text_input(key="expr_text").input("add(@0,").run()  # the choices show again with the error
@@ -177,6 +186,7 @@ def test_a_mistake_typed_while_presenting_can_be_fixed_and_left() -> None:
     assert "present" not in at.query_params
 
 
+@pytest.mark.slow
 def test_a_quiz_link_opens_the_same_question() -> None:
     at = _quiz("A small diamond", "kahn")
     _pick(at, "input")

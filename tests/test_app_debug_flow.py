@@ -37,6 +37,7 @@ def _use_input(at, array: np.ndarray) -> None:
     at.session_state["kx_input_arrays"] = {"npy": (array, "input.npy")}
 
 
+@pytest.mark.slow
 def test_hook_keyed_references_switch_to_the_error_view_and_compare_what_pnnx_kept() -> None:
     at = app()
     _upload_model(at)
@@ -60,6 +61,7 @@ def test_hook_keyed_references_switch_to_the_error_view_and_compare_what_pnnx_ke
     assert any("def save_references" in c.value for c in at.code)  # the hook snippet to copy
 
 
+@pytest.mark.slow
 def test_the_colour_view_chosen_stays_while_stepping() -> None:
     at = app("resnet18", FORWARD)
     assert at.radio(key="fw_color_mode").value == "errors"  # PyTorch's references for the sample
@@ -68,6 +70,7 @@ def test_the_colour_view_chosen_stays_while_stepping() -> None:
     assert at.radio(key="fw_color_mode").value == "progress"
 
 
+@pytest.mark.slow
 def test_the_first_failure_offered_is_the_node_drawn_red() -> None:
     at = app("digits_cnn", FORWARD)
     at.radio(key="fw_color_mode").set_value("progress").run()
@@ -89,6 +92,7 @@ def test_the_first_failure_offered_is_the_node_drawn_red() -> None:
     assert all(viewer["colors"].get(n) != C.ERROR_COLORS["first bad"] for n in later)
 
 
+@pytest.mark.slow
 def test_save_a_run_and_compare_another_input_with_it() -> None:
     at = app("digits_cnn", FORWARD)
     click(at, "fw_save_run")  # nothing has run yet: said so, nothing saved
@@ -115,6 +119,7 @@ def test_save_a_run_and_compare_another_input_with_it() -> None:
     assert "(operator 1)" in first.label  # the input itself differs
 
 
+@pytest.mark.slow
 def test_every_tensor_is_downloadable_without_references() -> None:
     at = app()
     _upload_model(at)  # an uploaded model on seeded random input: no references at all
@@ -132,6 +137,7 @@ def _param(at, key: str) -> str | None:
     return value[0] if isinstance(value, list) else value
 
 
+@pytest.mark.slow
 def test_an_uploaded_model_survives_a_reload_by_its_digest_in_the_url() -> None:
     at = app()
     _upload_model(at)
@@ -145,6 +151,7 @@ def test_an_uploaded_model_survives_a_reload_by_its_digest_in_the_url() -> None:
     assert _param(reloaded, "upload") == digest
 
 
+@pytest.mark.slow
 def test_a_link_to_an_upload_the_server_no_longer_has_says_so() -> None:
     at = app(None, FORWARD, query={"upload": "0123456789abcdef", "step": "2"})
     said = " ".join(texts(at.warning))
@@ -157,11 +164,13 @@ def test_a_link_to_an_upload_the_server_no_longer_has_says_so() -> None:
     assert "No model loaded" in " ".join([m.value for m in at.sidebar.markdown] + [c.value for c in at.sidebar.caption])
 
 
+@pytest.mark.slow
 def test_a_link_to_a_bundled_model_that_does_not_exist_says_what_opened_instead() -> None:
     at = app(None, FORWARD, query={"model": "resnet1000"})
     assert any("`resnet1000` that this app does not have: opened `digits_cnn` instead" in w.value for w in at.warning)
 
 
+@pytest.mark.slow
 def test_a_failing_operator_shows_its_failing_output_first() -> None:
     """nn.LSTM makes three tensors; its hidden state alone is off: going to the first failure
     shows that tensor (the one that made the node red), not the operator's last output."""
@@ -185,6 +194,7 @@ def test_a_failing_operator_shows_its_failing_output_first() -> None:
     assert any("over tolerance" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_compare_the_model_after_kuiper_opt_with_a_run_saved_before(tmp_path) -> None:
     """resnet18 run and saved; `kuiper opt -O2` fuses each ReLU into its convolution; the
     optimised model uploaded and compared with the saved run: every operator it kept agrees,

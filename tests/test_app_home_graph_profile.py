@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, slow_cases
 
 from kuiper_core.pnnx import read_param
 
@@ -33,7 +33,7 @@ def graphviz_specs(at) -> list[str]:
 
 
 # -- every page on every bundled model ------------------------------------------------------------
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "digits_cnn", "resnet18", "yolov5s_mini"}))
 def test_pages_on_bundled_model(name: str) -> None:
     graph = read_param(SAMPLES / f"{name}.pnnx.param")
     n_ops = len(graph.operators)

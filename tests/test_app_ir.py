@@ -8,7 +8,7 @@ import re
 
 import pytest
 import apptest_helpers as helpers
-from conftest import ROOT, SAMPLES
+from conftest import ROOT, SAMPLES, slow_cases
 
 import kuiper_core
 
@@ -42,7 +42,7 @@ def highlighted(at: AppTest) -> set[str]:
     return {op for body in ir_blocks(at) for op in re.findall(r'class="kx-ir-current" data-op="([^"]+)"', body)}
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500"}))
 def test_page_renders_every_model_in_all_three_ways(name: str) -> None:
     at = app(name)
     ops = [op.name for op in kuiper_core.pnnx.read_param(SAMPLES / f"{name}.pnnx.param").operators]
@@ -57,6 +57,7 @@ def test_page_renders_every_model_in_all_three_ways(name: str) -> None:
     assert any("The full tree has" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_highlight_follows_the_shared_forward_cursor() -> None:
     at = app("digits_cnn")
     assert highlighted(at) == set()
@@ -76,6 +77,7 @@ def test_highlight_follows_the_shared_forward_cursor() -> None:
     assert highlighted(at) == {order[1]}
 
 
+@pytest.mark.slow
 def test_buttons_are_drawn_for_the_cursor_they_moved_and_the_url_keeps_it() -> None:
     """Step and Back act before the buttons are drawn: Step is disabled by the click that
     reaches the last operator, not the one after; the URL carries the step."""

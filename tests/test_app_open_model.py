@@ -42,6 +42,7 @@ def _summary(at) -> str:
     return " ".join(h.value for h in at.header)
 
 
+@pytest.mark.slow
 @needs_converter
 def test_an_onnx_model_is_converted_and_its_files_offered() -> None:
     at = _choose(app(), DEBUG / "small_cnn.onnx")
@@ -54,6 +55,7 @@ def test_an_onnx_model_is_converted_and_its_files_offered() -> None:
     assert any("pnnx" in c.value for c in at.code)  # the converter's log
 
 
+@pytest.mark.slow
 @needs_converter
 @pytest.mark.skipif(
     importlib.util.find_spec("torch") is None and importlib.util.find_spec("onnxruntime") is None,
@@ -73,6 +75,7 @@ def test_references_from_the_framework_compare_every_operator_of_an_onnx_model()
     assert at.radio(key="fw_color_mode").value == "errors"
 
 
+@pytest.mark.slow
 @needs_converter
 def test_a_traced_torchscript_model_needs_no_shape_and_an_untraced_one_asks_for_it() -> None:
     at = _load(_choose(app(), DEBUG / "small_cnn.pt"))
@@ -87,6 +90,7 @@ def test_a_traced_torchscript_model_needs_no_shape_and_an_untraced_one_asks_for_
     assert any("inputshape [1,3,16,16]" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 @needs_converter
 def test_a_converter_failure_quotes_the_converter() -> None:
     at = _choose(app(), DEBUG / "small_cnn_untraced.pt")
@@ -98,6 +102,7 @@ def test_a_converter_failure_quotes_the_converter() -> None:
     assert "Summary of `digits_cnn`" in _summary(at)  # the session's model did not change
 
 
+@pytest.mark.slow
 def test_without_the_converter_one_message_says_how_to_install_it(monkeypatch) -> None:
     monkeypatch.setenv("KUIPER_PNNX", "/nonexistent/pnnx")
     at = _choose(app(), DEBUG / "small_cnn.onnx")
@@ -106,6 +111,7 @@ def test_without_the_converter_one_message_says_how_to_install_it(monkeypatch) -
     assert at.button(key="home_load_upload").disabled
 
 
+@pytest.mark.slow
 def test_a_path_on_the_server_opens_a_pnnx_model_with_its_weights(monkeypatch) -> None:
     """Only with KUIPER_SERVER_MODELS, and only files inside that folder: any other path, an
     existing one (/etc/passwd, a file beside the folder through `..`) or not, gets the same
@@ -131,6 +137,7 @@ def test_no_path_on_the_server_by_default(monkeypatch) -> None:
     assert not [t for t in at.text_input if t.key == "home_path"]
 
 
+@pytest.mark.slow
 @needs_converter
 def test_a_converted_model_survives_a_reload() -> None:
     at = _load(_choose(app(), DEBUG / "small_cnn.onnx"))
@@ -143,6 +150,7 @@ def test_a_converted_model_survives_a_reload() -> None:
     assert not reloaded.warning
 
 
+@pytest.mark.slow
 def test_a_textual_ir_model_opens_with_its_weights() -> None:
     import kuiper_core
     from conftest import SAMPLES
@@ -158,6 +166,7 @@ def test_a_textual_ir_model_opens_with_its_weights() -> None:
     assert any("Operator 12 of 12" in m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 @needs_converter
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="computing references needs torch")
 @pytest.mark.parametrize("file", ["mobilenet_v2.onnx", "shufflenet.pt"])
@@ -179,6 +188,7 @@ def test_a_model_nobody_here_wrote_is_compared_operator_by_operator(file: str) -
     assert match and int(match.group(1)) >= int(match.group(2)) - 2, said
 
 
+@pytest.mark.slow
 def test_the_server_path_field_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setenv("KUIPER_SERVER_MODELS", str(DEBUG))
     monkeypatch.setenv("KUIPER_APP_NO_PATHS", "1")
@@ -186,6 +196,7 @@ def test_the_server_path_field_can_be_turned_off(monkeypatch) -> None:
     assert not [t for t in at.text_input if t.key == "home_path"]
 
 
+@pytest.mark.slow
 @needs_converter
 def test_without_torch_or_onnxruntime_the_page_says_what_would_compute_references(monkeypatch) -> None:
     import kuiper_core.formats.base as base

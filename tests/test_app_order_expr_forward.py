@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, slow_cases
 
 import kuiper_core
 from kuiper_core.explore import compare as C
@@ -52,6 +52,7 @@ def disabled(at, key: str) -> bool:
 
 
 # -- Execution order ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_order_walkthrough_step_back_and_end_on_the_kuiperinfer_example() -> None:
     at = app(page=ORDER)
     controls = component(at, "kx_step_controls")
@@ -79,6 +80,7 @@ def test_order_a_step_past_the_end_is_the_end() -> None:
     assert component(at, "kx_step_controls")["step"] == 13 and at.query_params["step"] in ("13", ["13"])
 
 
+@pytest.mark.slow
 def test_order_kahn_shows_the_indegree_table() -> None:
     at = app(page=ORDER)
     at.selectbox(key="order_source").set_value("A small diamond").run()
@@ -91,6 +93,7 @@ def test_order_kahn_shows_the_indegree_table() -> None:
     assert "in-degree" in dots(at)[0]  # the drawing has the room for the in-degree line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["dfs", "kahn"])
 def test_order_cycle_is_shown_as_the_lesson_at_its_end(algorithm: str) -> None:
     at = app(page=ORDER)
@@ -131,7 +134,7 @@ def test_order_of_a_typed_graph_and_its_located_errors() -> None:
     assert "<your graph>:2:2:" in at.code[0].value and "^" in at.code[0].value
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "resnet18", "yolov5s_mini"}))
 def test_order_of_each_bundled_model(name: str) -> None:
     g = runtime(name)
     at = app(name, ORDER)
@@ -158,6 +161,7 @@ def expected_compared(name: str, n_run: int) -> int:
     return sum(any(o.name in keys for o in r.op.outputs) for r in g.order[:n_run])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> None:
     g = runtime(name)
@@ -188,6 +192,7 @@ def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> N
     assert not disabled(at, "fw_step")
 
 
+@pytest.mark.slow
 def test_forward_on_resnet18_compares_every_operator_it_ran() -> None:
     """resnet18 bundles PyTorch's tensor for every operand: 44 operators run, 44 compared."""
     at = app("resnet18", FORWARD)
@@ -198,6 +203,7 @@ def test_forward_on_resnet18_compares_every_operator_it_ran() -> None:
     assert at.radio(key="fw_color_mode").value == "errors"
 
 
+@pytest.mark.slow
 def test_forward_big_feature_map_is_a_picture_whose_scale_is_pytorchs() -> None:
     """ResNet-18's first conv (1x64x112x112): channel 0 drawn as a picture of 56x56 block means
     (no chart of 3,136 marks), its colour bar's range that of PyTorch's tensor for that operand."""
@@ -324,7 +330,7 @@ def test_forward_bad_input_shows_the_engine_message() -> None:
 
 
 # -- Expressions ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500"}))
 def test_expressions_page_on_each_bundled_model(name: str) -> None:
     g = runtime(name)
     exprs = [op for op in g.graph.operators if op.type == "pnnx.Expression"]
@@ -343,6 +349,7 @@ def test_expressions_page_on_each_bundled_model(name: str) -> None:
     assert f"%{op.inputs[0].name} " in dots(at)[0]  # operands labelled with the model's operand names
 
 
+@pytest.mark.slow
 def test_expressions_of_a_model_run_it_once_for_every_session(monkeypatch) -> None:
     """A class following one link: the model runs up to the operator once per server, not
     once per session (ResNet-18: 1-6 s of a first visit by link on a shared machine)."""
@@ -362,6 +369,7 @@ def test_expressions_of_a_model_run_it_once_for_every_session(monkeypatch) -> No
     assert runs.count(op.name) <= 1  # (0 when an earlier test of this process ran it)
 
 
+@pytest.mark.slow
 def test_expressions_typed_text_steps_through_the_stack() -> None:
     at = app("digits_cnn", EXPR)
     at.text_input(key="expr_text").set_value("mul(add(@0,1),@1)").run()
@@ -400,6 +408,7 @@ def test_expressions_parse_error_shows_the_caret_even_on_a_long_line() -> None:
     assert len(excerpt) < 110 and excerpt[caret.index("^")] == "$"
 
 
+@pytest.mark.slow
 def test_a_selection_follows_between_the_graph_and_forward_pages() -> None:
     from apptest_helpers import GRAPH
 

@@ -51,6 +51,7 @@ def test_seed_preset_folds_batchnorm_and_shows_both_graphs():
     assert list(checks["equal"]) == ["yes"]
 
 
+@pytest.mark.slow
 def test_pass_zoo_reports_every_pass_and_levels_change_the_result():
     at = passes_page("pass_zoo")
     m = metrics(at)
@@ -108,6 +109,7 @@ def test_the_url_keeps_the_start_and_the_level():
     assert at.query_params["level"] in ("2", ["2"]) and at.query_params["start"] in ("pass_zoo", ["pass_zoo"])
 
 
+@pytest.mark.slow
 def test_a_huge_pass_diff_is_cut_on_the_page_and_downloaded_whole():
     """deep1500's FuseExpressions rewrites 424 KB of text: the page draws its start (the
     browser highlighted all of it for seconds on every visit) and offers the whole diff."""

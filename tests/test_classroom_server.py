@@ -51,6 +51,7 @@ def test_splice_replaces_only_its_own_block(tmp_path: Path) -> None:
     assert text.count("second") == 1 and text.count("other") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [1, 2], ids=["one-process", "behind-nginx"])
 def test_a_few_students_at_once_each_see_only_their_own_state(processes: int, tmp_path: Path) -> None:
     """Three sessions on the app (Home, seeded input, Forward steps, Execution order) through the

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import OPS, ROOT, max_err_ok
 
@@ -58,6 +59,7 @@ def test_bad_param_exits_2_with_location(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr and "^^^" in r.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_naming_the_input(tmp_path: Path) -> None:
     np.save(tmp_path / "a.npy", np.zeros((2, 5), np.float32))
     r = kuiper(

@@ -138,6 +138,7 @@ def test_allow_unregistered(capsys, tmp_path: Path) -> None:
     assert code == 0 and out == text
 
 
+@pytest.mark.slow
 def test_end_to_end_in_a_subprocess(tmp_path: Path, kir: Path) -> None:
     r = kuiper("print", str(kir))
     assert r.returncode == 0 and r.stdout == kir.read_text()

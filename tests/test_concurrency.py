@@ -19,6 +19,7 @@ from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.winograd import WinogradConv, transform_weights
 from kuiper_core.pnnx import load_graph
 from kuiper_core.runtime import RuntimeGraph
+from conftest import slow_cases
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_models"
 
@@ -81,7 +82,7 @@ def test_one_winograd_kernel_on_four_threads_at_once_matches_the_reference() -> 
     assert max(errors) < 1e-4
 
 
-@pytest.mark.parametrize("model", ["digits_cnn", "unet"])
+@pytest.mark.parametrize("model", slow_cases(["digits_cnn", "unet"], {"unet"}))
 def test_steps_of_one_graph_on_several_threads_see_only_their_own_input(model: str) -> None:
     """As app sessions do: each thread walks steps() on the shared graph with its own input
     and keeps its values; every operand matches the same walk run alone."""

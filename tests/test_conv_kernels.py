@@ -23,6 +23,7 @@ from kuiper_core.layers.registry import create_layer
 from kuiper_core.layers.windows import out_size
 from kuiper_core.layers.winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
 from layer_testing import assert_close
+from conftest import slow_cases
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -297,7 +298,7 @@ def test_winograd_is_chosen_for_resnet_layers_only() -> None:
     assert winograd_tile((1, 64, 8, 8), 64, out_hw=(8, 8), **geometry) is None
 
 
-@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("batch", slow_cases([1, 4], {4}))
 def test_layer_picks_winograd_rows_for_512_channels_and_matches_reference(batch: int) -> None:
     x, wt, b = arrays(9, (batch, 512, 7, 7), (512, 512, 3, 3), (512,))
     wt *= 1 / np.sqrt(9 * 512)

@@ -90,6 +90,7 @@ def test_operator_checks_against_pytorch_count_what_was_compared() -> None:
     assert rows[0]["#"] == 1  # numbered from 1, like the stepper
 
 
+@pytest.mark.slow
 def test_nothing_compared_is_never_all_within_tolerance() -> None:
     g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     x = np.load(SAMPLES / "resnet18.input.npy")

@@ -28,6 +28,7 @@ def test_lines_are_tied_to_their_operators() -> None:
     assert V.line_of_operator(module, "fc1") == 4 and "@fc1 " in lines[3].text
 
 
+@pytest.mark.slow
 def test_window_and_html_highlight() -> None:
     lines = V.ir_lines(_module("deep1500"))
     name = lines[700].op

@@ -8,7 +8,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, slow_cases
 
 from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.layout import layout_svg, text_width
@@ -42,7 +42,7 @@ def boxes(svg: str) -> dict[str, tuple[float, float, float, float]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["resnet18", "deep1500", "mobilenetv3"])
+@pytest.mark.parametrize("name", slow_cases(["resnet18", "deep1500", "mobilenetv3"], {"deep1500"}))
 def test_every_node_and_edge_drawn_without_overlap(name: str) -> None:
     g, view = all_open(name)
     svg = layout_svg(view.dot)

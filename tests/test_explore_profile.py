@@ -88,6 +88,7 @@ def test_table_top_and_by_type(tiny) -> None:
     assert types == sorted(types, key=lambda t: -t["time_ms"])
 
 
+@pytest.mark.slow
 def test_convolutions_say_which_kernel_runs_them() -> None:
     # ResNet-18 at batch 1: the kernels the cost model picks (conv_kernels.py, bench/bench_convs.py).
     g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
@@ -108,6 +109,7 @@ def test_depthwise_convolutions_on_small_maps_run_channels_last() -> None:
     assert "depthwise, channels last" in kernels and "1x1: one GEMM" in kernels
 
 
+@pytest.mark.slow
 def test_the_declared_shapes_give_the_same_kernel_as_a_run() -> None:
     g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     rows = profile_model(g, [np.load(SAMPLES / "resnet18.input.npy")])

@@ -213,6 +213,7 @@ def test_close_names_the_innermost_open_call() -> None:
     assert lists.node_of_token(8) is None  # ','
 
 
+@pytest.mark.slow
 def test_a_big_expression_is_judged_quickly() -> None:
     """A 3,000-node expression (a model's folded arithmetic can be long): naming nodes and
     finding tokens stay linear."""
@@ -244,6 +245,7 @@ def _dags(draw) -> dict[str, list[str]]:
     return succ
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(_dags(), st.sampled_from(["dfs", "kahn"]))
 def test_any_graph_has_exactly_one_right_answer_per_question_and_explains_the_rest(succ, algorithm) -> None:

@@ -215,6 +215,7 @@ def test_the_drawing_agrees_with_the_state() -> None:
             assert re.search(rf'^  "{a}" -> "{b}" \[(style="dashed"|color="#d62728")', dot, re.M)
 
 
+@pytest.mark.slow
 def test_no_order_event_is_made_without_an_observer(monkeypatch) -> None:
     """build() orders every model: without an observer the algorithms build no event and no
     sentence (the trace cost build ~4 ms on deep1500)."""

@@ -342,6 +342,7 @@ def test_trace_shows_constants_without_folding() -> None:
 DEEP = 100_000
 
 
+@pytest.mark.slow
 def test_100000_deep_nesting_parses_prints_and_evaluates() -> None:
     text = "neg(" * DEEP + "@0" + ")" * DEEP
     ast = ex.parse(text)
@@ -357,6 +358,7 @@ def test_100000_deep_nesting_parses_prints_and_evaluates() -> None:
     np.testing.assert_array_equal(tr.result, [DEEP + 1])
 
 
+@pytest.mark.slow
 def test_100000_deep_malformed_is_a_parse_error() -> None:
     with pytest.raises(ParseError, match="missing '\\)'"):
         ex.parse("neg(" * DEEP + "@0")

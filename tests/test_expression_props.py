@@ -197,6 +197,7 @@ def _assert_same(y: Any, ref: np.ndarray, text: str) -> None:
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(tree=float_trees(3))
 def test_random_trees_round_trip_through_print_and_parse(tree: Tree) -> None:
@@ -209,6 +210,7 @@ def test_random_trees_round_trip_through_print_and_parse(tree: Tree) -> None:
     assert len(ex.to_rpn(ast)) == sum(1 for _ in ex.walk(ast))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(tree=float_trees(3), seed=st.integers(0, 2**31 - 1))
 def test_random_float_trees_match_the_reference_with_broadcasting(tree: Tree, seed: int) -> None:
@@ -225,6 +227,7 @@ def test_random_float_trees_match_the_reference_with_broadcasting(tree: Tree, se
     _assert_same(np.asarray(ex.evaluate_traced(text, inputs).result), ref, text)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(tree=int_trees(2), seed=st.integers(0, 2**31 - 1))
 def test_random_integer_trees_match_the_reference(tree: Tree, seed: int) -> None:

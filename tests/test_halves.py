@@ -28,7 +28,7 @@ from kuiper_core.layers.halves import EVERY_CALL, input_rows, split_rows
 from kuiper_core.runtime.helper_process import HelperProcess, Splits, Ticket, run_halves, shared_bytes
 from kuiper_core.runtime.policy import split_refusal
 from kuiper_core.runtime.split_forward import SplitForward
-from conftest import ROOT, SAMPLES, max_err_ok
+from conftest import ROOT, SAMPLES, max_err_ok, slow_cases
 from layer_testing import assert_close, layer_of
 from test_conv_kernels import arrays, conv_layer, relu_of
 from test_layers_pool import pool_layer
@@ -499,7 +499,7 @@ def two_threads() -> Iterator[None]:
     yield
 
 
-@pytest.mark.parametrize("name", ["resnet18", "unet", "yolov5s_mini"])
+@pytest.mark.parametrize("name", slow_cases(["resnet18", "unet", "yolov5s_mini"], {"resnet18"}))
 def test_split_forward_gives_pytorchs_outputs(two_threads: None, name: str) -> None:
     param = SAMPLES / f"{name}.pnnx.param"
     if not param.exists():

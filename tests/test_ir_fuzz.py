@@ -93,6 +93,7 @@ def mutated(draw) -> str:
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=3000, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(mutated())
 def test_broken_text_gives_a_located_error_or_a_stable_graph(text: str) -> None:

@@ -247,6 +247,7 @@ def test_comments_anywhere() -> None:
     assert ir.parse_ir(commented).equals(g)
 
 
+@pytest.mark.slow
 def test_nesting_needs_no_recursion() -> None:
     """The parser and printer nest without recursion; by default max_param_depth (64) stops
     deeper arrays, which layers, the .param writer and the passes would recurse into."""
@@ -265,6 +266,7 @@ def test_nesting_needs_no_recursion() -> None:
     assert info.value.line is not None and info.value.column > 64 * 8
 
 
+@pytest.mark.slow
 def test_unclosed_deep_nesting_is_a_located_error() -> None:
     g, _ = _one_op_graph({"deep": 1})
     text = ir.print_graph(g).replace("(Int32)1", "(Array)[" * 50_000 + "(Int32)1")
@@ -337,6 +339,7 @@ def test_registry_refuses_a_second_dialect_of_the_same_name() -> None:
 
 
 # -- every prefix of a real model's text is handled ---------------------------------------------------
+@pytest.mark.slow
 def test_every_truncation_is_a_located_error() -> None:
     text = ir.print_graph(read_param(SAMPLES / "tiny_mlp.pnnx.param"))
     for n in range(len(text.rstrip())):

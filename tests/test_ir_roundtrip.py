@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import OPS, SAMPLES, max_err_ok
+from conftest import OPS, SAMPLES, max_err_ok, slow_cases
 
 from kuiper_core import ir
 from kuiper_core.bundles import open_bundle
@@ -30,7 +30,7 @@ def _round_trip(param: Path, **parse: object) -> tuple[Graph, str]:
     return back, text
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "resnet18", "unet", "yolov5s_mini"}))
 def test_bundled_model_round_trips_and_runs_to_pytorchs_answer(tmp_path: Path, name: str) -> None:
     _, text = _round_trip(SAMPLES / f"{name}.pnnx.param")
     kir = tmp_path / f"{name}.kir"

@@ -214,6 +214,7 @@ def random_conv(rng: random.Random) -> tuple[dict, tuple[int, ...], tuple[int, .
     return params, (rng.randint(1, 3), cg * groups) + size, (og * groups, cg) + k
 
 
+@pytest.mark.slow
 def test_conv2d_sweep_matches_torch() -> None:
     torch = pytest.importorskip("torch")
     rng = random.Random(7)

@@ -86,6 +86,7 @@ def test_max_pool_keeps_nan_and_writes_the_buffer() -> None:
 # -- sweeps against torch ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_window_pool_sweep_matches_torch() -> None:
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
@@ -122,6 +123,7 @@ def test_window_pool_sweep_matches_torch() -> None:
     assert checked > 300
 
 
+@pytest.mark.slow
 def test_adaptive_pool_sweep_matches_torch() -> None:
     torch = pytest.importorskip("torch")
     F = torch.nn.functional

@@ -47,6 +47,7 @@ def _model(folder, location: str = "tiny.onnx.data"):
     return path
 
 
+@pytest.mark.slow
 def test_the_weights_beside_the_model_are_read_in(tmp_path) -> None:
     path = _model(tmp_path)
     assert (tmp_path / "tiny.onnx.data").stat().st_size > 400  # the weights are not in the .onnx
@@ -88,6 +89,7 @@ def test_a_location_outside_the_models_folder_is_not_read(tmp_path) -> None:
         open_model(path, cache_dir=tmp_path / "cache")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not installed("torch"), reason="pnnx's generated code runs with torch")
 def test_pnnx_code_calling_torch_clamp_runs_in_the_guarded_namespace(tmp_path) -> None:
     """pnnx writes ONNX's Clip as torch.clamp(v, max=6.0, min=0.0), whose C code imports torch
@@ -100,6 +102,7 @@ def test_pnnx_code_calling_torch_clamp_runs_in_the_guarded_namespace(tmp_path) -
     assert not any("failed" in n for n in report.notes), report.notes
 
 
+@pytest.mark.slow
 def test_the_app_asks_for_the_data_file_and_opens_the_model_with_it(tmp_path, monkeypatch) -> None:
     """Home: an .onnx that keeps its weights apart offers a second uploader; without the file
     the error names it, with it the model converts and opens."""

@@ -18,12 +18,22 @@ import numpy as np
 import pytest
 
 import kuiper_core
-from conftest import DATA, OPS, max_err_ok
+from conftest import DATA, OPS, max_err_ok, slow_cases
 
 LEVELS = [DATA / "ops_o0", DATA / "ops_o1"]
 CASES = sorted(p.parent for p in OPS.glob("*/model.pnnx.param"))
 CASES += sorted(p.parent for d in LEVELS for p in d.glob("*/model.pnnx.param"))
 IDS = [c.name if c.parent == OPS else f"{c.parent.name}/{c.name}" for c in CASES]
+# Stepping is compared with the operands pnnx's generated *_pnnx.py computed (operands.npz). Left
+# out: the cases without that file (about 60 of ops/, most of ops_o0/, 40 of ops_o1/), where pnnx's
+# own script failed to run when the case was exported (tools/pnnx_export.py warns and writes none):
+# a data gap, not the environment's, so they are not generated rather than skipped. Their forward()
+# is still checked against PyTorch above.
+WITH_OPERANDS = [c for c in CASES if (c / "operands.npz").exists()]
+
+
+def _id(case: Path) -> str:
+    return case.name if case.parent == OPS else f"{case.parent.name}/{case.name}"
 
 
 def _inputs(case: Path) -> list[np.ndarray]:
@@ -48,13 +58,18 @@ def test_forward_matches_pytorch(case: Path) -> None:
         assert ok, f"out{i}: max abs err {err:.3g} > {bound:.3g}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize(
+    "case",
+    slow_cases(
+        WITH_OPERANDS,
+        {"io_attribute_const", "rnn_lstm_proj", "rnn_rnn_relu_bidir_2l_state"},
+        key=_id,
+    ),
+    ids=_id,
+)
 def test_steps_match_pnnx_operands(case: Path) -> None:
-    ref_path = case / "operands.npz"
-    if not ref_path.exists():
-        pytest.skip("no operand references for this case")
     g = kuiper_core.load(case / "model.pnnx.param")
-    refs = np.load(ref_path)
+    refs = np.load(case / "operands.npz")
     seen = 0
     for ev in g.steps(*_inputs(case)):
         for name, value in ev.outputs.items():

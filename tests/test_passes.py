@@ -909,6 +909,7 @@ def test_a_cat_of_one_list_operand_is_not_a_no_op():
     assert types(after) == types(g) and not log.rows[-1].changed
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)  # a hang guard, not a speed measurement: the quadratic version took many minutes
 def test_deep_expressions_and_long_chains_stay_linear():
     """No pass walks a tree once per node: a 10,000-deep expression and a 500-operator

@@ -52,6 +52,7 @@ def _script(tmp_path, body: str = "v_1", tail: str = "") -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_plain_script_runs_with_our_weight_loader(tmp_path):
     refs, outputs = capture_operands(_script(tmp_path), [np.array([[1.0, 1.0]], np.float32)])
     np.testing.assert_array_equal(refs["1"], [[3.5, 6.0]])
@@ -78,6 +79,7 @@ def test_code_beyond_computing_is_refused(tmp_path, body):
     assert not (tmp_path / "HACKED").exists()
 
 
+@pytest.mark.slow
 def test_code_outside_the_model_class_never_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     tail = "\nopen('HACKED', 'w').write('x')\nif __name__ == '__main__':\n    os.system('touch HACKED2')\n"
@@ -85,6 +87,7 @@ def test_code_outside_the_model_class_never_runs(tmp_path, monkeypatch):
     assert not (tmp_path / "HACKED").exists() and not (tmp_path / "HACKED2").exists()
 
 
+@pytest.mark.slow
 def test_aten_operators_run(tmp_path):
     """pnnx writes an operator it has no Python for as `aten::op(...)`: repaired to torch.ops.aten."""
     from kuiper_core.formats.convert import repair_python

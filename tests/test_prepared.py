@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kuiper_core
-from conftest import OPS, SAMPLES, max_err_ok
+from conftest import OPS, SAMPLES, max_err_ok, slow_cases
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.runtime.prepared import PreparedForward
 from kuiper_core.graph import Attribute
@@ -66,6 +66,7 @@ def test_op_case_runs_prepared(case: Path) -> None:
     _three_runs(runtime, _npz(case / "inputs.npz", "in"), _npz(case / "expected.npz", "out"))
 
 
+@pytest.mark.slow
 def test_most_op_cases_are_prepared() -> None:
     """Only graphs whose operators pass non-arrays around (size arithmetic) run unprepared."""
     unprepared = []
@@ -77,7 +78,7 @@ def test_most_op_cases_are_prepared() -> None:
     assert len(unprepared) < 0.2 * len(CASES), unprepared
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "resnet18", "unet", "yolov5s_mini"}))
 def test_model_runs_prepared(name: str) -> None:
     runtime = kuiper_core.load(SAMPLES / f"{name}.pnnx.param")
     x = np.load(SAMPLES / f"{name}.input.npy")
@@ -85,6 +86,7 @@ def test_model_runs_prepared(name: str) -> None:
     assert runtime.last_executor == "prepared"
 
 
+@pytest.mark.slow
 def test_resnet_runs_relu_and_residual_add_in_place() -> None:
     runtime = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     x = np.load(SAMPLES / "resnet18.input.npy")
@@ -103,6 +105,7 @@ def test_resnet_runs_relu_and_residual_add_in_place() -> None:
     assert runtime.plan is not None and prepared.plan.total_bytes < 0.8 * runtime.plan.total_bytes
 
 
+@pytest.mark.slow
 def test_relu_after_a_convolution_joins_its_call() -> None:
     """ResNet-18: the ReLU after the stem and after each block's first conv (the conv's
     only reader, in place) has no call of its own, nor the 8 after residual adds (the add's

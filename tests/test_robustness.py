@@ -187,6 +187,7 @@ def test_tiny_file_declaring_a_huge_input_gets_no_random_input(tmp_path: Path) -
     assert info.value.value == 3 * 16000 * 16000
 
 
+@pytest.mark.slow
 def test_ordering_trace_memory_is_linear() -> None:
     """The trace copied the whole stack at each step: 12,000 operators took over 3 GB."""
     n = 12_000
@@ -433,6 +434,7 @@ def test_npz_member_inflating_past_any_array_is_refused(tmp_path: Path) -> None:
         read_npz(buf.getvalue(), "refs.npz", limits.DEFAULT.replace(max_tensor_elements=1000))
 
 
+@pytest.mark.slow
 def test_cli_output_naming_a_directory_exits_2(tmp_path: Path) -> None:
     case = OPS / "linear_1d_input"
     np.save(tmp_path / "x.npy", np.load(case / "inputs.npz")["in0"])
@@ -484,6 +486,7 @@ def test_every_error_is_a_kuiper_error() -> None:
 
 
 # -- found by our own hostile corpus (tools/hostile_corpus.py) ------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "dev_zero", "directory", "symlink_loop"])
 def test_special_files_are_refused_not_read(tmp_path: Path, kind: str) -> None:
     """A FIFO as .param/.bin/.npy blocked forever; /dev/zero never ended."""
@@ -536,6 +539,7 @@ def test_integer_division_by_zero_is_an_error_as_in_pytorch(text: str) -> None:
     assert ex.evaluate("remainder(@0,0.0)", [a]).dtype == np.float32  # a float divisor gives nan, as in torch
 
 
+@pytest.mark.slow
 def test_cli_limits_can_be_raised_or_lowered() -> None:
     """A legitimately big model must stay runnable from the command line: --limit NAME=VALUE."""
     param = str(OPS / "linear_1d_input" / "model.pnnx.param")
@@ -580,6 +584,7 @@ def test_cli_prints_a_python_number_output(tmp_path: Path) -> None:
     assert r.returncode == 0 and "output 0: ()bool" in r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_fusing_a_long_relu_chain_stays_fast(tmp_path: Path) -> None:
     """FuseExpressions re-read the growing expression at every fusion: 1,000 ReLUs took 38 s,
     20,000 (a 600 KB upload, on the app's Passes page) would never finish."""

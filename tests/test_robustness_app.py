@@ -174,6 +174,7 @@ def test_picture_claiming_gigapixels_is_refused_before_decoding() -> None:
     assert "decompression bomb" in shown(at)
 
 
+@pytest.mark.slow
 def test_hostile_names_on_every_page() -> None:
     """Operator and operand names are any tokens: quotes, backslashes, HTML, DOT record syntax,
     right-to-left marks, emoji, 3,000 characters. Every page lays them out without raising."""
@@ -209,6 +210,7 @@ def test_ir_editor_runs_typed_text_under_the_apps_limits() -> None:
     assert "limit max_expression_operand = 256" in shown(at)
 
 
+@pytest.mark.slow
 def test_uploads_leave_nothing_in_the_temp_folder(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every upload was copied to a temp folder that was never deleted: uploads are now read
     from memory, so after a model, an input and every page the temp folder is still empty

@@ -86,6 +86,7 @@ def test_escapes_are_refused_before_anything_runs(tmp_path, monkeypatch, body):
     assert not (tmp_path / "HACKED").exists()
 
 
+@pytest.mark.slow
 def test_the_check_accepts_what_pnnx_writes(tmp_path):
     """Calls of every namespace pnnx uses, aten's operators (also the dunder ones), `_` names.
     (Scripts pnnx wrote run in tests/test_references.py; 98 of them, from every export made
@@ -110,6 +111,7 @@ def test_the_child_process_has_a_time_limit(tmp_path):
         capture_operands(_script(tmp_path), [np.ones((1, 2), np.float32)], timeout=0.2)
 
 
+@pytest.mark.slow
 def test_the_child_process_has_a_memory_limit(tmp_path):
     """32 GiB asked by checked code fails in the child (limited to max_planned_bytes + 2 GiB),
     not in the server."""
@@ -121,6 +123,7 @@ def test_the_child_process_has_a_memory_limit(tmp_path):
         capture_operands(script, [np.ones((1, 2), np.float32)])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not (installed("onnx") and installed("onnxruntime")), reason="onnx and onnxruntime are not installed"
 )

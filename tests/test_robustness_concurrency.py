@@ -60,6 +60,7 @@ def resnet_batch4() -> tuple[object, np.ndarray]:
     return kuiper_core.load(SAMPLES / "resnet18.pnnx.param"), x
 
 
+@pytest.mark.slow
 def test_batch_4_gives_the_same_bits_alone_and_concurrently(resnet_batch4) -> None:  # type: ignore[no-untyped-def]
     """With graphs of another thread count and the sharded executor running at the same time:
     each call holds its own count (kuiper_core/threads.py)."""
@@ -82,6 +83,7 @@ def test_batch_4_gives_the_same_bits_alone_and_concurrently(resnet_batch4) -> No
         assert np.array_equal(y, first)
 
 
+@pytest.mark.slow
 def test_executors_and_thread_counts_agree_within_the_documented_bound(resnet_batch4) -> None:  # type: ignore[no-untyped-def]
     _, x = resnet_batch4
     param = SAMPLES / "resnet18.pnnx.param"

@@ -110,6 +110,7 @@ def test_convert_never_writes_its_input_nor_outside_its_folder(tmp_path, capsys)
     assert not list(tmp_path.glob("x*"))
 
 
+@pytest.mark.slow
 def test_mapping_onnx_values_to_a_big_graph_is_not_quadratic():
     """map_to_operands rebuilt the set of our operands once per operand (20,000 operators:
     4e8 insertions), and each multi-output operator's unmapped output scanned every ONNX value."""
@@ -133,6 +134,7 @@ def test_mapping_onnx_values_to_a_big_graph_is_not_quadratic():
     assert mapping.mapped == n and not mapping.unmapped
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
 def test_the_converter_runs_within_a_memory_limit(tmp_path):
     """A 214-byte .onnx whose constant subgraph (ConstantOfShape of 2^31 floats, summed) pnnx
@@ -161,6 +163,7 @@ def test_the_converter_runs_within_a_memory_limit(tmp_path):
         open_model(tmp_path / "m.onnx", cache_dir=tmp_path / "cache")
 
 
+@pytest.mark.slow
 def test_matching_reference_keys_is_linear():
     """Each key of a reference .npz that is not an operand number was looked up by scanning the
     operators (and a `name#2` key rebuilt every operator's key), and each unmatched key's reason

@@ -44,6 +44,7 @@ def _param_line(n: int) -> str:
     return f"7767517\n3 3\npnnx.Input i 0 1 x #x=(1)f32\n{big}\npnnx.Output o 1 0 y\n"
 
 
+@pytest.mark.slow
 def test_param_annotations_are_looked_up_by_name() -> None:
     """Before: every `$`/`#` scanned the line's operands: a 0.97 MB line took 88 s to inspect
     (10,000 operands: 36 s). After: 40,000 operands in about a second."""
@@ -64,6 +65,7 @@ def _kir_results(n: int) -> str:
     )
 
 
+@pytest.mark.slow
 def test_kir_duplicate_results_are_checked_by_set() -> None:
     """Before: each result was compared with every earlier one: 16,000 results took 5.7 s."""
     texts = {n: _kir_results(n) for n in (8_000, 32_000)}

@@ -110,6 +110,7 @@ def test_the_app_folds_at_most_its_budget() -> None:
 
 
 # -- the app's model cache: bytes, not a count; released with the sessions ----------------------
+@pytest.mark.slow
 def test_model_cache_is_bounded_in_bytes_least_recently_used_first() -> None:
     from kuiper_core.explore.model_cache import ModelCache
 
@@ -147,6 +148,7 @@ def test_model_cache_builds_once_for_sessions_asking_at_once() -> None:
     assert len(builds) == 1 and len({id(g) for g in got}) == 1
 
 
+@pytest.mark.slow
 def test_a_model_goes_when_the_last_session_holding_it_ends() -> None:
     import gc
 

@@ -103,6 +103,7 @@ def test_outputs_that_are_not_regular_files_are_refused_at_once(
     assert np.load(x).tolist() == [[1, 1, 1, 1]]
 
 
+@pytest.mark.slow
 def test_full_disk_leaves_the_input_whole_and_names_the_file(tmp_path: Path) -> None:
     """Before: in-place `opt` on a full disk exited 2 but had rewritten the .param and truncated
     the .bin, and named the wrong file. After: the input is byte for byte what it was, the
@@ -272,6 +273,7 @@ def test_non_finite_params_pnnx_writes_keep_their_spelling() -> None:
     assert parse_param(format_param(g)).operators[1].params == {"max_val": "inf", "min_val": "-inf", "v": "nan"}
 
 
+@pytest.mark.slow
 def test_every_real_export_is_written_as_it_was_read() -> None:
     """The writer refuses no real export: .param -> .param (and via .kir) keeps every name,
     type and value (1,031 exports in tests/data and sample_models)."""

@@ -191,6 +191,7 @@ def test_real_exports_that_failed_at_batch_2(case: str, level: int) -> None:
             assert ok, f"{err:.3g} > {bound:.3g}"
 
 
+@pytest.mark.slow
 def test_the_pass_fuzzer_finds_the_old_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     """tools/fuzz_passes.py runs each graph at batch 1, batch 2 and with -0.0/±inf/NaN: with the
     old no-op rules back it reports the batch-2 and the signed-zero findings."""

@@ -18,7 +18,7 @@ from kuiper_core.graph import Graph
 from kuiper_core.pnnx import parse_param, read_param
 from kuiper_core.explore.walkthrough import SEED_004_EXAMPLE, WITH_CYCLE
 from kuiper_core.runtime.order import OrderEvent, dfs_order, execution_order, is_topological, kahn_order
-from conftest import OPS, SAMPLES, max_err_ok
+from conftest import OPS, SAMPLES, max_err_ok, slow_cases
 
 SAMPLE_PARAMS = sorted(SAMPLES.glob("*.pnnx.param"))
 
@@ -154,6 +154,7 @@ def test_consumers_read_producers_outputs_by_reference() -> None:
     assert g.values[g.input_operands[0]] is x or np.shares_memory(g.values[g.input_operands[0]], x)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "deep1500", "unet"])
 def test_forward_reuses_buffers_by_liveness(name: str) -> None:
     param, x = _sample(name)
@@ -170,7 +171,9 @@ def test_forward_reuses_buffers_by_liveness(name: str) -> None:
     assert np.array_equal(y_first, y1) and not np.array_equal(y_other, y1)
 
 
-@pytest.mark.parametrize("name", ["digits_cnn", "mobilenetv3", "unet", "vit_tiny", "yolov5s_mini"])
+@pytest.mark.parametrize(
+    "name", slow_cases(["digits_cnn", "mobilenetv3", "unet", "vit_tiny", "yolov5s_mini"], {"unet", "yolov5s_mini"})
+)
 def test_batch_4_equals_four_batch_1_runs(name: str) -> None:
     param, x = _sample(name)
     g = kuiper_core.load(param)
@@ -247,6 +250,7 @@ def test_models_json_lists_every_sample() -> None:
     assert sum(1 for m in meta.values() if m.get("default")) == 1
 
 
+@pytest.mark.slow
 def test_concurrent_forwards_on_one_cached_graph_do_not_mix() -> None:
     """The app shares one RuntimeGraph between browser sessions."""
     from concurrent.futures import ThreadPoolExecutor

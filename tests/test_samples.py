@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kuiper_core
-from conftest import SAMPLES, max_err_ok
+from conftest import SAMPLES, max_err_ok, slow_cases
 
 MANIFEST = json.loads((SAMPLES / "models.json").read_text())
 NAMES = list(MANIFEST)
@@ -43,7 +43,7 @@ def test_manifest_is_consistent() -> None:
             assert meta["preprocess"] is not None, f"{name}: image models say how to map a picture"
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_cases(NAMES, {"deep1500", "resnet18", "yolov5s_mini"}))
 def test_forward_matches_pytorch(name: str) -> None:
     g = _load(name)
     ys = _outputs(g.forward(np.load(SAMPLES / f"{name}.input.npy")))
@@ -57,7 +57,7 @@ def test_forward_matches_pytorch(name: str) -> None:
         assert ok, f"out{i}: max abs err {err:.3g} > {bound:.3g}"
 
 
-@pytest.mark.parametrize("name", WITH_OPERANDS)
+@pytest.mark.parametrize("name", slow_cases(WITH_OPERANDS, {"deep1500", "resnet18", "unet", "yolov5s_mini"}))
 def test_steps_match_pnnx_operands(name: str) -> None:
     g = _load(name)
     x = np.load(SAMPLES / f"{name}.input.npy")

@@ -31,6 +31,7 @@ def test_ruff(args: list[str]) -> None:
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_mypy() -> None:
     """mypy over kuiper_core with pyproject.toml's [tool.mypy] (files, options, the optional
     frameworks read as Any): no error, and no `# type: ignore` that is unused or names no code.

@@ -15,7 +15,7 @@ from kuiper_core.errors import ModelError
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.runtime.step_arena import MAX_ARENAS, StepValues
 
-from conftest import SAMPLES
+from conftest import SAMPLES, slow_cases
 
 CASES = ["tiny_mlp", "digits_cnn", "expr_zoo", "mobilenetv3", "unet"]
 
@@ -49,7 +49,7 @@ def _inputs(x: np.ndarray, n: int) -> list[np.ndarray]:
     return [x] + [rng.standard_normal(x.shape).astype(x.dtype) for _ in range(n - 1)]
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", slow_cases(CASES, {"unet"}))
 def test_arena_runs_match_the_per_operator_path(name: str) -> None:
     """Every operand of an arena run equals the per-operator path's (the reference: fresh
     outputs, each checked against its annotation), and the outputs equal forward()'s."""
@@ -74,7 +74,10 @@ def test_arena_runs_match_the_per_operator_path(name: str) -> None:
             np.testing.assert_allclose(y, f, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name, joined", [("unet", 3), ("yolov5s_mini", 13), ("expr_zoo", 1)])
+@pytest.mark.parametrize(
+    "name, joined",
+    slow_cases([("unet", 3), ("yolov5s_mini", 13), ("expr_zoo", 1)], {"unet", "yolov5s_mini"}, key=lambda c: c[0]),
+)
 def test_concatenations_are_laid_out_in_place(name: str, joined: int) -> None:
     """A torch.cat whose inputs can sit one after another in its output's block has no call:
     its producers write there. Its output is still the concatenation of its inputs, every

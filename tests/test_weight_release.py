@@ -64,6 +64,7 @@ def _expected() -> tuple[np.ndarray, np.ndarray]:
         return x, z[z.files[0]]
 
 
+@pytest.mark.slow
 def test_winograd_weights_are_let_go_of_and_read_back_bit_for_bit(model: Path, reads: list[str]) -> None:
     g = kuiper_core.load(model)
     assert sum(a.nbytes for _, _, a in _gone(g)) > 44e6  # no conv weight is read at load
@@ -92,6 +93,7 @@ def test_load_reads_no_convolution_weight_and_checks_the_whole_bin(model: Path, 
     assert sum(a.nbytes for _, a in convs) > 44e6  # 45 MB of weights not copied at load
 
 
+@pytest.mark.slow
 def test_held_weights_stay_one_array_and_forwards_read_nothing(model: Path, reads: list[str]) -> None:
     g = kuiper_core.load(model)
     x, _ = _expected()
@@ -106,6 +108,7 @@ def test_held_weights_stay_one_array_and_forwards_read_nothing(model: Path, read
     assert len(reads) == first
 
 
+@pytest.mark.slow
 def test_a_changed_or_deleted_file_is_an_error_naming_the_operator(model: Path) -> None:
     g = kuiper_core.load(model)
     x, expected = _expected()
@@ -132,6 +135,7 @@ def test_a_changed_or_deleted_file_is_an_error_naming_the_operator(model: Path) 
         attr.data
 
 
+@pytest.mark.slow
 def test_weights_from_bytes_given_or_rewritten_by_a_pass_are_kept(model: Path) -> None:
     bin_path = model.with_name("model.pnnx.bin")
     graph = load_graph_bytes(model.read_bytes(), bin_path.read_bytes())
@@ -179,6 +183,7 @@ def test_a_corrupt_payload_is_caught_at_load(model: Path) -> None:
     assert "'convbn2d_3.weight'" in msg and "CRC-32" in msg and "operator 'convbn2d_3'" in msg, msg
 
 
+@pytest.mark.slow
 def test_a_local_header_naming_another_entry_is_refused(model: Path) -> None:
     bin_path = model.with_name("model.pnnx.bin")
     with zipfile.ZipFile(bin_path) as zf:
@@ -228,6 +233,7 @@ def test_the_first_run_lets_go_of_each_weight_as_its_kernel_is_made(
     assert max(held) < 0.4 * total  # never most of the weights at once (layer4: its im2col views and one U)
 
 
+@pytest.mark.slow
 def test_a_new_thread_reads_no_weight_again(model: Path, reads: list[str]) -> None:
     """The app runs every click on a new thread (Streamlit) and kernels are per thread: the
     first thread's kernels die with it, so a weight that only they held (im2col's views)
