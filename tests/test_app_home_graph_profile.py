@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import SAMPLES, slow_cases
+from conftest import SAMPLES
 
 from kuiper_core.pnnx import read_param
 
@@ -33,7 +33,8 @@ def graphviz_specs(at) -> list[str]:
 
 
 # -- every page on every bundled model ------------------------------------------------------------
-@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "digits_cnn", "resnet18", "yolov5s_mini"}))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MODELS)
 def test_pages_on_bundled_model(name: str) -> None:
     graph = read_param(SAMPLES / f"{name}.pnnx.param")
     n_ops = len(graph.operators)
@@ -64,6 +65,7 @@ def test_pages_on_bundled_model(name: str) -> None:
     assert (table["time_ms"] >= 0).all() and list(table["#"]) == list(range(1, n_ops + 1))  # numbered from 1
 
 
+@pytest.mark.slow
 def test_a_profile_is_measured_once_for_every_session_until_run_again(monkeypatch) -> None:
     """A class opening the Profile page by link: one measurement on the server, not one per
     session (ResNet-18's took 7 s on a shared machine); **Run profile** measures again."""
@@ -114,6 +116,7 @@ def test_graph_detail_panel_highlights_the_chosen_operator() -> None:
     assert not any(c.value.startswith("Runs as") for c in at.caption)  # a ReLU has no kernel to choose
 
 
+@pytest.mark.slow
 def test_graph_filters_and_focus() -> None:
     at = app("resnet18", GRAPH)
     ops = read_param(SAMPLES / "resnet18.pnnx.param").operators
@@ -140,6 +143,7 @@ def test_graph_filters_and_focus() -> None:
     assert operator_nodes(dot) == near
 
 
+@pytest.mark.slow
 def test_graph_groups_by_module_and_opens_them() -> None:
     at = app("resnet18", GRAPH)
     (dot,) = graphviz_specs(at)
@@ -155,6 +159,7 @@ def test_graph_groups_by_module_and_opens_them() -> None:
     assert "group layer4" in dot  # the others stay closed
 
 
+@pytest.mark.slow
 def test_big_graph_deep_link_opens_the_module_of_the_operator() -> None:
     ops = read_param(SAMPLES / "deep1500.pnnx.param").operators
     target = ops[777].name

@@ -281,6 +281,7 @@ def test_forward_colours_the_first_wrong_operator() -> None:
     assert highlight(at) == relu.name
 
 
+@pytest.mark.slow
 def test_forward_warns_when_an_uploaded_npz_names_no_operand() -> None:
     at = app("digits_cnn", FORWARD)
     buf = io.BytesIO()
@@ -330,7 +331,7 @@ def test_forward_bad_input_shows_the_engine_message() -> None:
 
 
 # -- Expressions ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500"}))
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "yolov5s_mini"}))
 def test_expressions_page_on_each_bundled_model(name: str) -> None:
     g = runtime(name)
     exprs = [op for op in g.graph.operators if op.type == "pnnx.Expression"]

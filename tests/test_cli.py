@@ -76,6 +76,7 @@ def test_debug_shows_a_traceback(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" in r.stderr
 
 
+@pytest.mark.slow
 def test_run_on_values_that_overflow_prints_no_numpy_warning(tmp_path: Path) -> None:
     """Issue 35: ±1e20 into a LayerNorm squared past float32's range and `kuiper run` printed
     NumPy's RuntimeWarning with the engine's source path. Overflow is the answer (inf, or

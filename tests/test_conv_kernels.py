@@ -298,7 +298,8 @@ def test_winograd_is_chosen_for_resnet_layers_only() -> None:
     assert winograd_tile((1, 64, 8, 8), 64, out_hw=(8, 8), **geometry) is None
 
 
-@pytest.mark.parametrize("batch", slow_cases([1, 4], {4}))
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [1, 4])
 def test_layer_picks_winograd_rows_for_512_channels_and_matches_reference(batch: int) -> None:
     x, wt, b = arrays(9, (batch, 512, 7, 7), (512, 512, 3, 3), (512,))
     wt *= 1 / np.sqrt(9 * 512)
@@ -331,7 +332,7 @@ def conv_layer(weight: np.ndarray, bias: np.ndarray | None, in_shape: tuple[int,
 
 
 @pytest.mark.parametrize("declared", [True, False])
-@pytest.mark.parametrize("c, o, size", [(48, 64, 32), (40, 48, 30), (64, 64, 17)])
+@pytest.mark.parametrize("c, o, size", slow_cases([(48, 64, 32), (40, 48, 30), (64, 64, 17)], {(48, 64, 32)}))
 def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: int, size: int) -> None:
     x, wt, b = arrays(c, (2, c, size, size + 1), (o, c, 3, 3), (o,))
     wt *= 1 / np.sqrt(9 * c)

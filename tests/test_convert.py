@@ -136,6 +136,7 @@ def test_a_crash_on_a_torchscript_model_suggests_tracing(tmp_path, monkeypatch):
     assert "torch.jit.trace" not in str(info.value)  # an ONNX model: no such advice
 
 
+@pytest.mark.slow
 def test_abort_after_valid_files_is_accepted(tmp_path, monkeypatch):
     param = "7767517\\n3 2\\npnnx.Input in0 0 1 0 #0=(1,4)f32\\nF.relu r 1 1 0 1 #0=(1,4)f32 #1=(1,4)f32\\npnnx.Output out0 1 0 1\\n"
     script = f'printf "{param}" > model.pnnx.param\n: > model.pnnx.bin\necho "writing ncnn"\nkill -6 $$\n'

@@ -68,6 +68,7 @@ def run_kernel(case: dict, wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
     return y, np.maximum(ref, 0) if case["relu"] else ref
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(depthwise_cases())
 def test_channels_last_matches_reference(case: dict) -> None:
@@ -76,6 +77,7 @@ def test_channels_last_matches_reference(case: dict) -> None:
     assert_close(y, ref, f"depthwise {case}")
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(depthwise_cases(), st.integers(1, 40))
 def test_wide_rows_match_reference(case: dict, block: int) -> None:

@@ -8,7 +8,6 @@ from kuiper_core.explore.dot import node_label
 from kuiper_core.explore.labels import UNKNOWN, label_params, param_lines, param_schema
 from kuiper_core.graph import Attribute, Operator
 from kuiper_core.layers.registry import supported_types
-from conftest import slow_cases
 
 
 def op(type_: str, **params) -> Operator:
@@ -53,7 +52,7 @@ def test_what_does_not_fit_is_counted() -> None:
     assert len(lines) == 5 and lines[-1] == "+5 more params"
 
 
-@pytest.mark.parametrize("t", slow_cases(supported_types(), {"F.adaptive_avg_pool3d"}))
+@pytest.mark.parametrize("t", supported_types())
 def test_every_layer_has_a_readable_schema(t: str) -> None:
     schema = param_schema(t)
     assert schema is not None

@@ -28,7 +28,7 @@ from kuiper_core.layers.halves import EVERY_CALL, input_rows, split_rows
 from kuiper_core.runtime.helper_process import HelperProcess, Splits, Ticket, run_halves, shared_bytes
 from kuiper_core.runtime.policy import split_refusal
 from kuiper_core.runtime.split_forward import SplitForward
-from conftest import ROOT, SAMPLES, max_err_ok, slow_cases
+from conftest import ROOT, SAMPLES, max_err_ok
 from layer_testing import assert_close, layer_of
 from test_conv_kernels import arrays, conv_layer, relu_of
 from test_layers_pool import pool_layer
@@ -481,6 +481,7 @@ def test_split_is_refused_off_x86_64(monkeypatch: pytest.MonkeyPatch) -> None:
         kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param", executor="split")
 
 
+@pytest.mark.slow
 def test_no_helper_unless_asked_for() -> None:
     """A library never forks behind its caller: "auto" runs the whole forward at batch 1."""
     graph, x = kuiper_core.load(SAMPLES / "unet.pnnx.param"), np.load(SAMPLES / "unet.input.npy")
@@ -499,7 +500,8 @@ def two_threads() -> Iterator[None]:
     yield
 
 
-@pytest.mark.parametrize("name", slow_cases(["resnet18", "unet", "yolov5s_mini"], {"resnet18"}))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "unet", "yolov5s_mini"])
 def test_split_forward_gives_pytorchs_outputs(two_threads: None, name: str) -> None:
     param = SAMPLES / f"{name}.pnnx.param"
     if not param.exists():

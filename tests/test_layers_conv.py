@@ -242,6 +242,7 @@ def test_conv2d_sweep_matches_torch() -> None:
         assert_close(y, ref, f"conv2d {params} x{x_shape}")
 
 
+@pytest.mark.slow
 def test_conv_transpose2d_sweep_matches_torch() -> None:
     torch = pytest.importorskip("torch")
     rng = random.Random(11)

@@ -88,7 +88,7 @@ def _o2_rows() -> list[Path]:
     return sorted(p for p in DATA.iterdir() if (p / "o1").is_dir() and (p / "o2").is_dir())
 
 
-@pytest.mark.parametrize("model", _o2_rows(), ids=lambda p: p.name)
+@pytest.mark.parametrize("model", slow_cases(_o2_rows(), {"swin_v2"}, key=lambda p: p.name), ids=lambda p: p.name)
 def test_opt_O2_on_optlevel1_reaches_pnnx_count_with_torchs_answer(model: Path) -> None:
     """Swin too, at any batch: its window masks repeat along the batch (attn_mask_repeat)."""
     if model.name == "batched_nms":
@@ -140,6 +140,7 @@ def test_swin_fused_attention_runs_at_batch_2_with_torchs_answer(level: str) -> 
             assert ok, f"{level}{name}: max abs err {err:.3g} > {bound:.3g}"
 
 
+@pytest.mark.slow
 def test_swin_v2_o0_normalize_fuses_like_o1() -> None:
     """optlevel 0 writes F.normalize as norm → aten::clamp_min(eps) → div: the clamp joins the
     expressions (its eps a prim::Constant no longer), so -O2 from o0 reaches pnnx's count too."""
@@ -310,7 +311,8 @@ def _torchvision_ops():
     return torchvision_ops
 
 
-@pytest.mark.parametrize("seed", slow_cases(range(6), {0}))
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
 def test_nms_matches_the_kernel_written_in_torch(seed: int) -> None:
     ops = _torchvision_ops()
     import torch
@@ -527,7 +529,7 @@ def test_pointwise_conv_error_over_many_channels_is_float32_rounding(channels: i
     "folder",
     slow_cases(
         [p for p in EXPORTS if _key(p) not in REFUSED and p.parent.name != "efficientnet_precision"],
-        {"swin/o1"},
+        {"maxvit/o1", "maxvit/o2", "swin/o1"},
         key=lambda p: f"{p.parent.name}/{p.name}",
     ),
     ids=lambda p: f"{p.parent.name}/{p.name}",

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DATA
+from conftest import DATA, slow_cases
 from kuiper_core import LimitError, ParseError, WeightError, limits
 from kuiper_core.formats import open_model
 from kuiper_core.formats.base import installed
@@ -53,7 +53,9 @@ def test_exports_match_pytorch(name, tag):
     assert ("f16" in stored) == (tag == "fp16")  # the weights kept as the file stores them
 
 
-@pytest.mark.parametrize(("name", "tag"), EXPORTS, ids=[f"{m}-{t}" for m, t in EXPORTS])
+@pytest.mark.parametrize(
+    ("name", "tag"), slow_cases(EXPORTS, {("mobilenet_v3_small", "fp16")}), ids=[f"{m}-{t}" for m, t in EXPORTS]
+)
 def test_every_blob_matches_ncnn(name, tag):
     pytest.importorskip("ncnn")
     from kuiper_core.references.isolated import run_ncnn
@@ -268,6 +270,7 @@ def test_why_names_the_weight_storage_with_pytorch_per_layer(tmp_path):
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_graph_page_data_names_params_and_origins(tmp_path):
     """The Graph page's ncnn view: params named, and the PNNX operators behind each layer found by
     content (the bundled vit_tiny's PNNX files are the same seeded module as this export)."""

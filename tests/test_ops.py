@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import kuiper_core
-from conftest import DATA, OPS, max_err_ok, slow_cases
+from conftest import DATA, OPS, max_err_ok
 
 LEVELS = [DATA / "ops_o0", DATA / "ops_o1"]
 CASES = sorted(p.parent for p in OPS.glob("*/model.pnnx.param"))
@@ -60,11 +60,7 @@ def test_forward_matches_pytorch(case: Path) -> None:
 
 @pytest.mark.parametrize(
     "case",
-    slow_cases(
-        WITH_OPERANDS,
-        {"io_attribute_const", "rnn_lstm_proj", "rnn_rnn_relu_bidir_2l_state"},
-        key=_id,
-    ),
+    WITH_OPERANDS,
     ids=_id,
 )
 def test_steps_match_pnnx_operands(case: Path) -> None:

@@ -304,6 +304,7 @@ def test_repeated_operator_names_of_optlevel0() -> None:
     assert stepper.error is None and len(stepper.events) == len(g.order)
 
 
+@pytest.mark.slow
 def test_operand_count_is_tolerated_like_pnnx_and_said_in_inspect() -> None:
     """An optlevel-0 export declares an operand (torch.max's unused indices) that no
     operator uses. pnnx's Graph::load reads the count and ignores it."""

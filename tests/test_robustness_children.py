@@ -176,6 +176,7 @@ def test_a_killed_server_leaves_nothing_the_next_conversion_keeps(tmp_path, monk
 
 
 # -- the cache ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_cache_entry_that_lost_its_bin_is_rebuilt_and_the_log_says_so(tmp_path, monkeypatch, private_cache) -> None:
     _fake(tmp_path, monkeypatch)
     first = open_model(USER / "lstm.onnx")
@@ -217,6 +218,7 @@ def test_an_entry_larger_than_the_cache_is_not_kept(tmp_path, monkeypatch, priva
     assert _entries(private_cache) == [] and m.files.param.exists()
 
 
+@pytest.mark.slow
 def test_the_cache_never_grows_past_its_limit(tmp_path, monkeypatch, private_cache) -> None:
     """Entries used a moment ago go too when the cache is over (three small uploads made
     12 MiB at a 1 MiB limit): each store leaves the cache within KUIPER_CACHE_MAX_MB."""
@@ -234,6 +236,7 @@ def test_the_cache_never_grows_past_its_limit(tmp_path, monkeypatch, private_cac
     assert len(_entries(private_cache)) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="modes are POSIX's")
 def test_a_cache_others_may_write_is_not_used(tmp_path, monkeypatch, private_cache) -> None:
     _fake(tmp_path, monkeypatch)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 RUNTIME = ROOT / "kuiper_core" / "runtime"
@@ -132,6 +133,7 @@ def _package_imports(path: Path) -> set[str]:
     return {m.split(".")[1] for m in found if m.startswith("kuiper_core.") and len(m.split(".")) > 1}
 
 
+@pytest.mark.slow
 def test_no_package_imports_a_package_above_it() -> None:
     found = []
     for package, forbidden in FORBIDDEN.items():
@@ -158,6 +160,7 @@ KNOWN_CYCLE_EDGES = {
 }
 
 
+@pytest.mark.slow
 def test_no_import_cycle_in_the_package() -> None:
     """Between kuiper_core's modules (a package is its __init__), function-local imports included;
     imports for annotations only (under `if TYPE_CHECKING:`) are not counted package-wide (the

@@ -207,6 +207,7 @@ def test_a_model_loaded_by_a_relative_path_reads_its_own_file_after_a_chdir(
     np.testing.assert_array_equal(attr.data, load_graph(model).operator(name).attrs[key].data)
 
 
+@pytest.mark.slow
 def test_the_first_run_lets_go_of_each_weight_as_its_kernel_is_made(
     model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

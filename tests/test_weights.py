@@ -12,7 +12,7 @@ import pytest
 
 from kuiper_core.errors import KuiperError, WeightError
 from kuiper_core.pnnx import load_graph, save
-from conftest import OPS, slow_cases
+from conftest import OPS
 
 CASE = OPS / "io_attribute_const"  # one pnnx.Attribute "bias" with @data=(1,4,1,1)f32
 
@@ -79,7 +79,7 @@ def test_truncated_archive(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "param",
-    slow_cases(sorted(OPS.glob("*/model.pnnx.param")), {"linear_matmul_nd_1d"}, key=lambda p: p.parent.name),
+    sorted(OPS.glob("*/model.pnnx.param")),
     ids=lambda p: p.parent.name,
 )
 def test_load_save_load_gives_the_same_graph(tmp_path: Path, param: Path) -> None:
