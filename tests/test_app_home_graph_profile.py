@@ -90,6 +90,7 @@ def detail_picker(at):
     return next(s for s in at.selectbox if s.label == "Operator details")
 
 
+@pytest.mark.slow
 def test_graph_detail_panel_highlights_the_chosen_operator() -> None:
     at = app("digits_cnn", GRAPH)
     assert highlight(at) is None
@@ -224,6 +225,7 @@ def test_a_misspelled_operator_type_gets_did_you_mean() -> None:
     assert "nn.Relu: did you mean nn.ReLU" in "\n".join(c.value for c in at.code)
 
 
+@pytest.mark.slow
 def test_good_upload_loads_and_profiles() -> None:
     at = upload(app(), (SAMPLES / "tiny_mlp.pnnx.param").read_bytes(), (SAMPLES / "tiny_mlp.pnnx.bin").read_bytes())
     no_exception(at)
@@ -289,6 +291,7 @@ def test_bundled_digit_examples_are_a_picker() -> None:
     assert np.array_equal(x, images[4:5])
 
 
+@pytest.mark.slow
 def test_a_shared_link_opens_the_model_page_and_step() -> None:
     at = app(None, FORWARD, query={"model": "resnet18", "step": "5"})
     assert any("Operator 5 of 51" in m.value for m in at.markdown)

@@ -18,6 +18,7 @@ def _upload(at: AppTest) -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_dynamic_model_runs_at_the_chosen_size() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.run()

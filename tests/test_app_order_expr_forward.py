@@ -134,7 +134,7 @@ def test_order_of_a_typed_graph_and_its_located_errors() -> None:
     assert "<your graph>:2:2:" in at.code[0].value and "^" in at.code[0].value
 
 
-@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "resnet18", "yolov5s_mini"}))
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "digits_cnn", "resnet18", "vit_tiny", "yolov5s_mini"}))
 def test_order_of_each_bundled_model(name: str) -> None:
     g = runtime(name)
     at = app(name, ORDER)
@@ -320,6 +320,7 @@ def test_forward_marks_the_operator_a_shape_error_names() -> None:
     assert disabled(at, "fw_step") and disabled(at, "fw_run_all")
 
 
+@pytest.mark.slow
 def test_forward_bad_input_shows_the_engine_message() -> None:
     at = app("digits_cnn", FORWARD)
     at.session_state["kx_input"] = {"kind": "npy", "seed": 0}
@@ -331,7 +332,7 @@ def test_forward_bad_input_shows_the_engine_message() -> None:
 
 
 # -- Expressions ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "yolov5s_mini"}))
+@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "mobilenetv3", "resnet18", "yolov5s_mini"}))
 def test_expressions_page_on_each_bundled_model(name: str) -> None:
     g = runtime(name)
     exprs = [op for op in g.graph.operators if op.type == "pnnx.Expression"]

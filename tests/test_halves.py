@@ -198,6 +198,7 @@ def test_split_pool_matches_the_whole(op_type: str, params: dict, size: tuple[in
     assert layer.prepare([x], [y]) is None  # not asked to split: forward
 
 
+@pytest.mark.slow
 def test_splittable_layers_take_a_split_request_and_none_knows_of_processes() -> None:
     """The capability is the layer's attribute (registry.Layer.splittable); who runs the halves
     is the runtime's (runtime/helper_process.py): no layer module imports thread or process

@@ -96,6 +96,7 @@ def test_the_converter_takes_the_callers_time_and_memory(monkeypatch) -> None:
 
 
 # -- how many at once -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_conversion_waits_for_a_free_slot_and_says_so(tmp_path, monkeypatch) -> None:
     """With every slot taken (another process's conversion), a conversion is queued, not
     refused: its log says it waits, and it runs once the slot is free."""
@@ -190,6 +191,7 @@ def test_a_cache_entry_that_lost_its_bin_is_rebuilt_and_the_log_says_so(tmp_path
     np.testing.assert_array_equal(y, [[0, 2, 0, 4]])
 
 
+@pytest.mark.slow
 def test_a_cache_entry_whose_file_changed_size_is_not_used(tmp_path, monkeypatch) -> None:
     _fake(tmp_path, monkeypatch)
     first = open_model(USER / "lstm.onnx")
@@ -201,6 +203,7 @@ def test_a_cache_entry_whose_file_changed_size_is_not_used(tmp_path, monkeypatch
     assert not first.conversion.directory.exists()
 
 
+@pytest.mark.slow
 def test_a_model_over_the_limits_is_refused_before_it_is_cached(tmp_path, monkeypatch, private_cache) -> None:
     """pnnx folded a 146-byte ConstantOfShape([2^27]) into a 512 MiB weight the app then
     refused, and the entry stayed: now the LimitError comes first and nothing is stored."""
@@ -210,6 +213,7 @@ def test_a_model_over_the_limits_is_refused_before_it_is_cached(tmp_path, monkey
     assert _entries(private_cache) == []
 
 
+@pytest.mark.slow
 def test_an_entry_larger_than_the_cache_is_not_kept(tmp_path, monkeypatch, private_cache) -> None:
     _fake(tmp_path, monkeypatch)
     monkeypatch.setenv("KUIPER_CACHE_MAX_MB", "0.0001")  # 100 bytes
@@ -248,6 +252,7 @@ def test_a_cache_others_may_write_is_not_used(tmp_path, monkeypatch, private_cac
     assert not again.conversion.cached and "not this user's alone" in (again.conversion.note or "")
 
 
+@pytest.mark.slow
 def test_a_cache_that_is_a_symlink_is_not_used(tmp_path, monkeypatch) -> None:
     _fake(tmp_path, monkeypatch)
     real = tmp_path / "real"
@@ -283,6 +288,7 @@ def test_a_cache_writable_by_the_users_own_group_is_still_used(tmp_path) -> None
     assert not trusted_folder(folder)
 
 
+@pytest.mark.slow
 def test_uncached_conversions_go_after_a_day(tmp_path, monkeypatch) -> None:
     """Conversions no cache could keep live in kuiper-converted-* folders the model reads later
     (no lock): the sweep removes them a day later, not before."""
@@ -312,6 +318,7 @@ def test_a_planted_slot_folder_does_not_lift_the_bound(private_cache) -> None:
         assert (private_cache / "locks" / "slot-0").exists()
 
 
+@pytest.mark.slow
 def test_a_backtrace_does_not_push_pnnxs_message_out_of_the_error(tmp_path, monkeypatch) -> None:
     """libtorch's c10::Error prints its message, then a dozen `frame #N:` lines with install
     paths: the error quotes the message and counts the frames."""

@@ -92,6 +92,7 @@ def test_a_full_standard_output_is_an_error_not_an_internal_one(monkeypatch, cap
     assert "cannot write to the standard output: No space left on device" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
 def test_convert_never_writes_its_input_nor_outside_its_folder(tmp_path, capsys):
     """A TorchScript file named m.pnnx.bin converted with --name m wrote over itself; --name
