@@ -49,14 +49,15 @@ def load(
     `source` is a `.pnnx.param` (weights from `bin_path`, default its sibling .bin), a
     textual IR `.kir`, an ONNX `.onnx` or a TorchScript `.pt` (both converted by the `pnnx`
     converter; TorchScript needs `inputshape=`), or the bytes of one. The format is told by
-    content. `options` go to kuiper_core.formats.open_model (inputshape, optlevel, on_log, …).
+    content. `options` go to kuiper_core.formats.open_model (inputshape, optlevel, on_log, …),
+    the conversion checked (references/conversion_check.py).
 
     `executor` and `threads` say how its calls run (`ExecutionOptions`, runtime/policy.py):
     "auto" (the whole prepared forward), "interpreter", "sharded" (batch >= 2 on two threads)
     or "split" (batch 1, a helper process); `threads`: the BLAS's thread count during its
     calls (None: the process's count now); `split_sizes`: when the split executor splits a call
     (layers/halves.SplitSizes). `RuntimeGraph.last_executor` says which ran."""
-    from .formats import open_model
+    from .references.conversion_check import open_model
 
     execution = ExecutionOptions(executor, threads, split_sizes or DEFAULT_SIZES)  # checked before the file is read
     # A .pnnx.param's weights are read when first used (the .bin is checked now): a load parses
@@ -70,8 +71,8 @@ def load(
 def __getattr__(name: str) -> object:
     """print_ir / parse_ir load the textual IR on first use: `import kuiper_core` stays light
     (a fresh process's first load is timed, imports included: bench/compare.py's probes)."""
-    if name == "open_model":
-        from .formats import open_model
+    if name == "open_model":  # the formats' open_model with the conversion checked
+        from .references.conversion_check import open_model
 
         return open_model
     if name == "compare":

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, KuiperError
-from .formats import OpenedModel, open_model
+from .formats import OpenedModel
+from .references.conversion_check import open_model
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:

@@ -43,7 +43,8 @@ from kuiper_core.explore.messages import error_text
 from kuiper_core.explore.links import link_int
 from kuiper_core.explore.upload_store import DIGEST_CHARS, StoredModel, UploadStore, content_digest
 from kuiper_core.explore.model_cache import ModelCache
-from kuiper_core.formats import OpenedModel, open_model
+from kuiper_core.formats import OpenedModel
+from kuiper_core.references.conversion_check import open_model
 from kuiper_core.graph import Graph
 from kuiper_core.runtime import ExecutionOptions, RuntimeGraph
 

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import DATA
 from kuiper_core.cli import main
-from kuiper_core.formats import base, converter_available, open_cached, open_model
+from kuiper_core.formats import base, converter_available
 from kuiper_core.formats.conversion_check import (
     AGREES,
     CHECKS_FILE,
@@ -30,6 +30,7 @@ from kuiper_core.formats.conversion_check import (
 )
 from kuiper_core.formats.convert import ENV_CONVERTER, find_converter
 from kuiper_core.pnnx import parse_param
+from kuiper_core.references.conversion_check import open_cached, open_model
 
 HERE = DATA / "conversion_check"
 X = HERE / "probe.input.npy"

@@ -149,7 +149,7 @@ def deployed_rows(
         graph = opened.graph
         caption = f"{opened.name}: the ncnn model itself ({len(layer_rows(graph))} layers)"
         if opened.source is not None:
-            from ..references.ncnn_compare import pnnx_sibling
+            from ..formats.ncnn import pnnx_sibling
 
             sibling = pnnx_sibling(Path(opened.source))
             if sibling.is_file() and sibling.with_name(sibling.name.removesuffix(".param") + ".bin").is_file():

@@ -21,6 +21,7 @@ from typing import Any, cast
 from ..errors import InputError
 from . import kir, ncnn, onnx, pnnx, torchscript
 from .base import (
+    Checker,
     Context,
     Conversion,
     ConversionOptions,
@@ -87,6 +88,7 @@ def open_model(
     check_layers: bool = False,
     inputs: Sequence[Any] | None = None,
     check: bool = True,
+    checker: Checker | None = None,
 ) -> OpenedModel:
     """Open a model file (a path, or its bytes with `name` for messages) of any known format.
 
@@ -98,12 +100,15 @@ def open_model(
     apply to ONNX and TorchScript: see kuiper_core.formats.convert. `inputs`: the arrays the
     model will run on (a converted model is converted at their shapes unless inputshape is
     given, and checked on them); `check`: check a conversion against the original's framework
-    (conversion_check.py; the verdict is OpenedModel.check, cached with the conversion)."""
+    with `checker` (None: not checked; kuiper_core.open_model passes references/conversion_check.py's,
+    which runs the framework; the verdict is OpenedModel.check, cached with the conversion)."""
     options = OpenOptions(
         bin_path=bin_path,
         name=name,
         weights=weights,
-        conversion=ConversionOptions(inputshape, inputshape2, optlevel, timeout, on_log, cache_dir, inputs, check),
+        conversion=ConversionOptions(
+            inputshape, inputshape2, optlevel, timeout, on_log, cache_dir, inputs, check, checker
+        ),
         allow_unregistered=allow_unregistered,
         check_layers=check_layers,
     )
@@ -124,9 +129,12 @@ def needs_inputshape(source: Source, name: str | None = None) -> bool:
     return torchscript.match(context) and not records_input_shapes(context.zip_names)
 
 
-def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | None = None) -> OpenedModel | None:
+def open_cached(
+    key: str, *, name: str | None = None, cache_dir: str | Path | None = None, checker: Checker | None = None
+) -> OpenedModel | None:
     """A converted model from the conversion cache by its key (Conversion.key), without its
-    source: e.g. the app restoring an upload after a reload. None when it is not there."""
+    source: e.g. the app restoring an upload after a reload; its verdict from `checker` (None:
+    none). None when it is not there."""
     from .convert import cached_conversion
 
     hit = cached_conversion(key, cache_dir)
@@ -141,9 +149,8 @@ def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | No
     model = OpenedModel(
         graph, kind, name or conversion.source_name, files.source, files, conversion, reference_info(kind, files)
     )
-    from .conversion_check import checked
-
-    model.check = checked(model)  # stored with the conversion when it was first opened
+    if checker is not None:
+        model.check = checker(model, None, None)  # stored with the conversion when it was first opened
     return model
 
 

@@ -30,6 +30,10 @@ HEAD_BYTES = 64 * 1024  # what content detection reads of a file
 
 Source = str | Path | bytes | bytearray | memoryview
 InputShape = str | Sequence[int] | Sequence[Sequence[int]] | None
+# What checks a conversion: (the opened model, the arrays it will run on or None, the framework's
+# time limit or None) -> its verdict. The formats run no framework: the caller passes this in
+# (kuiper_core.references.conversion_check.checked, which kuiper_core.open_model passes).
+Checker = Callable[["OpenedModel", "Sequence[Any] | None", "float | None"], "ConversionCheck | None"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class ConversionOptions:
     # and the conversion checked on them (conversion_check.py); None: the seeded probe.
     inputs: Sequence[Any] | None = None
     check: bool = True  # check the conversion against the original's framework (once: cached)
+    checker: Checker | None = None  # what checks it; None: not checked
 
 
 @dataclass(frozen=True)

@@ -70,10 +70,8 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
                     "is another process clearing it?"
                 ) from None
     model = OpenedModel(graph, kind, context.where, context.path, files, conversion, reference_info(kind, files))
-    if opts.weights and options.check:
-        from .conversion_check import checked
-
-        model.check = checked(model, options.inputs, options.timeout)
+    if opts.weights and options.check and options.checker is not None:
+        model.check = options.checker(model, options.inputs, options.timeout)
     return model
 
 

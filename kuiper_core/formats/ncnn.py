@@ -55,13 +55,20 @@ def open(context: Context) -> OpenedModel:
     return OpenedModel(graph, NAME, context.where, None, None, references=references())
 
 
+def pnnx_sibling(param: Path) -> Path:
+    """`m.ncnn.param` -> `m.pnnx.param` (pnnx writes both; `m.fp16.ncnn.param` -> `m.pnnx.param` too)."""
+    stem = param.name.removesuffix(".param").removesuffix(".ncnn")
+    for tag in (".fp16", ".fp32"):
+        stem = stem.removesuffix(tag)
+    return param.with_name(f"{stem}.pnnx.param")
+
+
 def _declare_inputs(graph: Graph, param: Path) -> None:
     """Give the inputs pnnx left undeclared (its ncnn `Input` lines carry no shape) the shapes of
     the PNNX inputs it wrote beside them, without their batch dim: the app can then make an
     input and step through the model. Nothing when there is no such .pnnx.param."""
     from ..errors import KuiperError
     from ..pnnx import read_param as read_pnnx
-    from ..references.ncnn_compare import pnnx_sibling
 
     inputs = [op.outputs[0] for op in graph.inputs]
     sibling = pnnx_sibling(param)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..formats.base import installed
+from ..formats.ncnn import pnnx_sibling
 from ..graph import Graph
 from .ncnn_blobs import ALGORITHM_OPTIONS, PRECISION_OPTIONS
 
@@ -115,14 +116,6 @@ def weight_storage(graph: Graph) -> str:
     if not kinds:
         return "none"
     return "fp16" if flagged_f16 else "fp32"
-
-
-def pnnx_sibling(param: Path) -> Path:
-    """`m.ncnn.param` -> `m.pnnx.param` (pnnx writes both; `m.fp16.ncnn.param` -> `m.pnnx.param` too)."""
-    stem = param.name.removesuffix(".param").removesuffix(".ncnn")
-    for tag in (".fp16", ".fp32"):
-        stem = stem.removesuffix(tag)
-    return param.with_name(f"{stem}.pnnx.param")
 
 
 def torch_operands(pnnx_param: Path, inputs: Sequence[np.ndarray]) -> dict[str, np.ndarray] | None:
