@@ -25,12 +25,12 @@ from kuiper_core.formats.conversion_check import (
     CHECKS_FILE,
     DISAGREES,
     NOT_CHECKED,
+    PASSED,
     ConversionCheck,
-    probe_inputs,
 )
 from kuiper_core.formats.convert import ENV_CONVERTER, find_converter
 from kuiper_core.pnnx import parse_param
-from kuiper_core.references.conversion_check import open_cached, open_model
+from kuiper_core.references.conversion_check import open_cached, open_model, probe_inputs
 
 HERE = DATA / "conversion_check"
 X = HERE / "probe.input.npy"
@@ -230,7 +230,7 @@ def test_integer_probes_stay_within_what_the_graph_indexes():
         "nn.Embedding emb 1 1 0 1 embedding_dim=4 num_embeddings=3 sparse=False @weight=(3,4)f32",
         "torch.gather g 1 1 0 1 dim=0",
     )
-    from kuiper_core.formats.conversion_check import ProbeError
+    from kuiper_core.references.conversion_check import ProbeError
 
     with pytest.raises(ProbeError, match="integer input 0 indexes with operator g .torch.gather."):
         probe_inputs(parse_param(gather, "gather.param"))
@@ -311,3 +311,10 @@ def test_a_resize_pnnx_rewrites_wrongly_is_caught_and_given_back_its_onnx_semant
         _resize_onnx(tmp_path / f"{name}.onnx", 7, **attrs)
         model = open_model(tmp_path / f"{name}.onnx")
         assert [op.type for op in model.graph.operators][1] == "Resize" and model.check.agrees, model.check.text()
+
+
+def test_a_passing_output_is_explore_compare_s_ok():
+    """The verdict (formats/, below explore/) names explore.compare's OK status by its value."""
+    from kuiper_core.explore.compare import OK
+
+    assert PASSED == OK

@@ -14,7 +14,7 @@ match and the one its top matches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,6 @@ def _values(graph: Graph, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
 def origins(ncnn_graph: Graph, pnnx_graph: Graph, inputs: list[np.ndarray]) -> dict[str, list[str]]:
     """ncnn layer -> the PNNX operators it stands for (empty for a Split: ncnn's own fan-out).
     `inputs`: the ncnn inputs (no batch dim); the PNNX graph runs them with one."""
-    from ..references.ncnn_compare import align
 
     ours = _values(ncnn_graph, inputs)
     theirs = _values(pnnx_graph, [x[None] for x in inputs])
@@ -172,3 +171,51 @@ def deployed_rows(
             parts = came.get(row["layer"])
             row["from PNNX"] = "(ncnn's own fan-out)" if row["type"] == "Split" else ", ".join(parts) if parts else "-"
     return caption, rows
+
+
+# -- the engine's ncnn blobs beside PyTorch's values (here and in references/ncnn_compare.py) --
+MATCH = 0.05  # a content match further than this is no match
+
+
+def rel_error(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| / max |b| (0 for empty blobs, inf for a shape mismatch, NaN where either
+    has a NaN the other has not)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    if not a.size:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a - b)
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        diff[same] = 0.0
+        scale = np.abs(b[np.isfinite(b)]).max(initial=0.0)
+        return float(diff.max() / max(float(scale), 1e-30))
+
+
+def align(
+    graph: Graph, values: Mapping[str, Any], refs: Mapping[str, np.ndarray], expected: Sequence[np.ndarray] = ()
+) -> dict[str, tuple[str, str, np.ndarray]]:
+    """blob -> (the PyTorch value's name, how aligned, the value shaped as the blob)."""
+    out: dict[str, tuple[str, str, np.ndarray]] = {}
+    for i, y in enumerate(expected):
+        name = f"out{i}"
+        if name in graph.operands and np.asarray(y).size == np.asarray(values.get(name)).size:
+            out[name] = (name, "name", np.asarray(y).reshape(np.shape(values[name])))
+    by_size: dict[int, list[tuple[str, np.ndarray]]] = {}
+    for name, ref in refs.items():
+        a = np.asarray(ref)
+        if a.dtype.kind == "f":
+            by_size.setdefault(a.size, []).append((name, a))
+    for blob in graph.operands:
+        if blob in out or blob not in values:
+            continue
+        ours = np.asarray(values[blob])
+        best: tuple[float, str, np.ndarray] | None = None
+        for name, ref in by_size.get(ours.size, []):
+            err = rel_error(ours, ref.reshape(ours.shape))
+            if best is None or err < best[0]:
+                best = (err, name, ref.reshape(ours.shape))
+        if best is not None and best[0] < MATCH:
+            out[blob] = (best[1], "content", best[2])
+    return out

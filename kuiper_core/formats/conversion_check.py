@@ -1,7 +1,7 @@
-"""Is a converted model what its framework computes? The verdict on a conversion, its probe input
-and where verdicts are stored; the check itself runs the framework references, above the formats,
-and lives in kuiper_core/references/conversion_check.py (the formats call it as the `checker` they
-are given).
+"""Is a converted model what its framework computes? The verdict on a conversion and where verdicts
+are stored; the check itself (its probe input, the framework's run) needs the framework references,
+above the formats, and lives in kuiper_core/references/conversion_check.py (the formats call it as
+the `checker` they are given).
 
 The engine runs what the pnnx converter writes, exactly; when the converter changes a model's
 meaning (a lossy rewrite, a size baked into a reshape), the engine is faithful to a wrong file.
@@ -31,41 +31,17 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..errors import KuiperError
-
-if TYPE_CHECKING:
-    from ..graph import Graph
 
 AGREES, DISAGREES, NOT_CHECKED = "agrees", "disagrees", "not checked"
 ENV_CHECK = "KUIPER_CHECK_CONVERSIONS"  # "0": conversions are not checked (and say so)
 CHECKS_FILE = "checks.json"  # in the conversion's cache entry: {probe key: verdict}
 CHECK_VERSION = 1  # bump when a verdict's meaning changes: older ones are checked again
 SEED = 0
-DEFAULT_INT_RANGE = 10  # integers of a probe where nothing in the graph indexes with them: 0..9
-
-# Operators that index with an integer input, and where the graph says how far it may go.
-_EMBEDDINGS = {"nn.Embedding", "nn.EmbeddingBag"}
-_INDEXING = {
-    "F.embedding", "torch.gather", "torch.index_select", "Tensor.index_select", "torch.take",
-    "Tensor.index", "Tensor.index_put", "torch.take_along_dim", "F.one_hot", "torch.scatter",
-    "Tensor.scatter", "torch.scatter_add", "Tensor.scatter_add", "nn.EmbeddingBag", "nn.Embedding",
-    "Gather", "GatherElements", "GatherND", "ScatterND", "OneHot",
-}  # fmt: skip
-# Operators an integer passes through unchanged in value (its range is its consumers').
-_PASS_THROUGH = {
-    "Tensor.to", "Tensor.long", "Tensor.int", "Tensor.type_as", "Tensor.reshape", "Tensor.view",
-    "torch.squeeze", "torch.unsqueeze", "torch.flatten", "Tensor.contiguous", "torch.transpose",
-    "torch.permute", "Tensor.permute", "Tensor.expand", "torch.clone", "Tensor.clone", "torch.cat",
-    "torch.stack", "Tensor.slice", "Tensor.select", "pnnx.Attribute",
-}  # fmt: skip
-
-
-class ProbeError(KuiperError):
-    """No probe input can be made from the graph alone (the message says why)."""
+PASSED = "within tolerance"  # explore.compare.OK, the status of an output within tolerance (a test holds them equal)
 
 
 @dataclass(frozen=True)
@@ -82,9 +58,7 @@ class OutputCheck:
 
     @property
     def failed(self) -> bool:
-        from ..explore.compare import OK
-
-        return self.status != OK
+        return self.status != PASSED
 
     def text(self) -> str:
         head = f"output {self.index} (operand {self.operand})"
@@ -195,106 +169,7 @@ def not_checked(reason: str) -> ConversionCheck:
     return ConversionCheck(NOT_CHECKED, reason=reason)
 
 
-# -- the probe ------------------------------------------------------------------------------------
-def _index_bound(graph: Graph, name: str) -> tuple[int | None, str]:
-    """How far an integer input may index: (exclusive bound, '') from the operators it indexes
-    with, (None, '') when nothing indexes with it, (None, why) when an operator indexes with it
-    and the graph does not say how far."""
-    operand = graph.operands.get(name)
-    bounds: list[int] = []
-    seen: set[str] = set()
-    todo = [operand] if operand is not None else []
-    while todo:
-        current = todo.pop()
-        if current.name in seen:
-            continue
-        seen.add(current.name)
-        for op in current.consumers:
-            if op.type in _PASS_THROUGH:
-                todo.extend(op.outputs)
-                continue
-            if op.type not in _INDEXING:
-                continue
-            bound = _bound_of(op, current)
-            if bound is None:
-                return (
-                    None,
-                    f"integer input {name} indexes with operator {op.name} ({op.type}), whose range the file does not say",
-                )
-            bounds.append(bound)
-    return (min(bounds) if bounds else None), ""
-
-
-def _bound_of(op: Any, index: Any) -> int | None:
-    if op.type in _EMBEDDINGS:
-        n = op.params.get("num_embeddings")
-        return int(n) if isinstance(n, int) else None
-    if op.type in ("F.one_hot", "OneHot"):
-        n = op.params.get("num_classes")
-        return int(n) if isinstance(n, int) and n > 0 else None
-    others = [o for o in op.inputs if o is not index and o.shape]
-    weights = [a for a in op.attrs.values() if a.shape]
-    shapes = [o.shape for o in others] + [a.shape for a in weights]
-    dim = op.params.get("dim", 0)
-    if not shapes or not isinstance(dim, int):
-        return None
-    shape = shapes[0]
-    if op.type == "torch.take":
-        sizes = [d for d in shape if isinstance(d, int)]
-        return int(np.prod(sizes)) if len(sizes) == len(shape) else None
-    d = shape[dim] if -len(shape) <= dim < len(shape) else None
-    return int(d) if isinstance(d, int) and d > 0 else None
-
-
-def _guessed_sizes(graph: Graph, guessed: str | None) -> dict[str, dict[int, int]]:
-    """The sizes pnnx chose for the open dims (`[1,3,128,128]f32,…`), by input operand and dim."""
-    import re
-
-    if not guessed:
-        return {}
-    shapes = [[int(d) for d in m.split(",")] for m in re.findall(r"\[([\d,]+)\]", guessed)]
-    sizes: dict[str, dict[int, int]] = {}
-    for op, dims in zip(graph.inputs, shapes):
-        operand = op.outputs[0]
-        if operand.shape is not None and len(operand.shape) == len(dims):
-            sizes[operand.name] = {i: n for i, (d, n) in enumerate(zip(operand.shape, dims)) if not isinstance(d, int)}
-    return sizes
-
-
-def probe_inputs(graph: Graph, seed: int = SEED, guessed: str | None = None) -> tuple[list[np.ndarray], str]:
-    """Seeded inputs of the declared shapes and dtypes: floats standard normal, integers within
-    the range the graph can index with them (an embedding's size; 0..9 where nothing indexes),
-    booleans half true; open dims at the sizes pnnx converted at (`guessed`, Conversion.guessed).
-    ProbeError when an input's shape or an integer's range is not in the file."""
-    from ..errors import InputError
-    from ..explore.inputs import input_specs
-    from ..graph import numpy_dtype, shape_label
-
-    try:
-        specs = input_specs(graph, sizes=_guessed_sizes(graph, guessed))
-    except InputError as e:
-        raise ProbeError(f"no probe input: {e}") from None
-    arrays: list[np.ndarray] = []
-    said: list[str] = []
-    for i, (name, shape, dtype) in enumerate(specs):
-        rng = np.random.default_rng(seed + i)
-        dt = numpy_dtype(dtype)
-        if dt.kind in "iu":
-            bound, why = _index_bound(graph, name)
-            if why:
-                raise ProbeError(f"no probe input: {why}; give your own input (--input)")
-            high = bound if bound is not None else DEFAULT_INT_RANGE
-            arrays.append(rng.integers(0, max(1, high), size=shape).astype(dt))
-            said.append(f"{shape_label(shape)} {dtype} in 0..{max(1, high) - 1}")
-        elif dt.kind == "b":
-            arrays.append(rng.random(shape) < 0.5)
-            said.append(f"{shape_label(shape)} bool")
-        else:
-            arrays.append(rng.standard_normal(shape).astype(dt))
-            said.append(f"{shape_label(shape)} {dtype} standard normal")
-    return arrays, f"seeded random (seed {seed}): {', '.join(said)}"
-
-
+# -- the key a verdict is stored under ---------------------------------------------------------
 def probe_key(inputs: Sequence[np.ndarray] | None) -> str:
     """The key a verdict is stored under: 'seeded' for the seeded probe, else a digest of the
     given arrays (dtype, shape and bytes)."""

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, KuiperError
+from ..graph import Graph, numpy_dtype, shape_label
 from ..explore import compare as explore_compare
+from ..explore.inputs import input_specs
 from ..formats import OpenedModel, open_cached as open_cached_unchecked, open_model as open_model_unchecked
 from ..formats.base import Source
 from ..formats.conversion_check import (
@@ -33,10 +35,9 @@ from ..formats.conversion_check import (
     NOT_CHECKED,
     ConversionCheck,
     Departure,
+    SEED,
     OutputCheck,
-    ProbeError,
     not_checked,
-    probe_inputs,
     probe_key,
     store_check,
     stored_check,
@@ -56,6 +57,125 @@ def open_model(source: Source, **options: Any) -> OpenedModel:
 def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | None = None) -> OpenedModel | None:
     """kuiper_core.formats.open_cached with the conversion's verdict (stored when first opened)."""
     return open_cached_unchecked(key, name=name, cache_dir=cache_dir, checker=checked)
+
+
+DEFAULT_INT_RANGE = 10  # integers of a probe where nothing in the graph indexes with them: 0..9
+
+# Operators that index with an integer input, and where the graph says how far it may go.
+_EMBEDDINGS = {"nn.Embedding", "nn.EmbeddingBag"}
+_INDEXING = {
+    "F.embedding", "torch.gather", "torch.index_select", "Tensor.index_select", "torch.take",
+    "Tensor.index", "Tensor.index_put", "torch.take_along_dim", "F.one_hot", "torch.scatter",
+    "Tensor.scatter", "torch.scatter_add", "Tensor.scatter_add", "nn.EmbeddingBag", "nn.Embedding",
+    "Gather", "GatherElements", "GatherND", "ScatterND", "OneHot",
+}  # fmt: skip
+# Operators an integer passes through unchanged in value (its range is its consumers').
+_PASS_THROUGH = {
+    "Tensor.to", "Tensor.long", "Tensor.int", "Tensor.type_as", "Tensor.reshape", "Tensor.view",
+    "torch.squeeze", "torch.unsqueeze", "torch.flatten", "Tensor.contiguous", "torch.transpose",
+    "torch.permute", "Tensor.permute", "Tensor.expand", "torch.clone", "Tensor.clone", "torch.cat",
+    "torch.stack", "Tensor.slice", "Tensor.select", "pnnx.Attribute",
+}  # fmt: skip
+
+
+class ProbeError(KuiperError):
+    """No probe input can be made from the graph alone (the message says why)."""
+
+
+# -- the probe: seeded inputs of the declared shapes --------------------------------------------------
+def _index_bound(graph: Graph, name: str) -> tuple[int | None, str]:
+    """How far an integer input may index: (exclusive bound, '') from the operators it indexes
+    with, (None, '') when nothing indexes with it, (None, why) when an operator indexes with it
+    and the graph does not say how far."""
+    operand = graph.operands.get(name)
+    bounds: list[int] = []
+    seen: set[str] = set()
+    todo = [operand] if operand is not None else []
+    while todo:
+        current = todo.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        for op in current.consumers:
+            if op.type in _PASS_THROUGH:
+                todo.extend(op.outputs)
+                continue
+            if op.type not in _INDEXING:
+                continue
+            bound = _bound_of(op, current)
+            if bound is None:
+                return (
+                    None,
+                    f"integer input {name} indexes with operator {op.name} ({op.type}), whose range the file does not say",
+                )
+            bounds.append(bound)
+    return (min(bounds) if bounds else None), ""
+
+
+def _bound_of(op: Any, index: Any) -> int | None:
+    if op.type in _EMBEDDINGS:
+        n = op.params.get("num_embeddings")
+        return int(n) if isinstance(n, int) else None
+    if op.type in ("F.one_hot", "OneHot"):
+        n = op.params.get("num_classes")
+        return int(n) if isinstance(n, int) and n > 0 else None
+    others = [o for o in op.inputs if o is not index and o.shape]
+    weights = [a for a in op.attrs.values() if a.shape]
+    shapes = [o.shape for o in others] + [a.shape for a in weights]
+    dim = op.params.get("dim", 0)
+    if not shapes or not isinstance(dim, int):
+        return None
+    shape = shapes[0]
+    if op.type == "torch.take":
+        sizes = [d for d in shape if isinstance(d, int)]
+        return int(np.prod(sizes)) if len(sizes) == len(shape) else None
+    d = shape[dim] if -len(shape) <= dim < len(shape) else None
+    return int(d) if isinstance(d, int) and d > 0 else None
+
+
+def _guessed_sizes(graph: Graph, guessed: str | None) -> dict[str, dict[int, int]]:
+    """The sizes pnnx chose for the open dims (`[1,3,128,128]f32,…`), by input operand and dim."""
+    import re
+
+    if not guessed:
+        return {}
+    shapes = [[int(d) for d in m.split(",")] for m in re.findall(r"\[([\d,]+)\]", guessed)]
+    sizes: dict[str, dict[int, int]] = {}
+    for op, dims in zip(graph.inputs, shapes):
+        operand = op.outputs[0]
+        if operand.shape is not None and len(operand.shape) == len(dims):
+            sizes[operand.name] = {i: n for i, (d, n) in enumerate(zip(operand.shape, dims)) if not isinstance(d, int)}
+    return sizes
+
+
+def probe_inputs(graph: Graph, seed: int = SEED, guessed: str | None = None) -> tuple[list[np.ndarray], str]:
+    """Seeded inputs of the declared shapes and dtypes: floats standard normal, integers within
+    the range the graph can index with them (an embedding's size; 0..9 where nothing indexes),
+    booleans half true; open dims at the sizes pnnx converted at (`guessed`, Conversion.guessed).
+    ProbeError when an input's shape or an integer's range is not in the file."""
+    try:
+        specs = input_specs(graph, sizes=_guessed_sizes(graph, guessed))
+    except InputError as e:
+        raise ProbeError(f"no probe input: {e}") from None
+    arrays: list[np.ndarray] = []
+    said: list[str] = []
+    for i, (name, shape, dtype) in enumerate(specs):
+        rng = np.random.default_rng(seed + i)
+        dt = numpy_dtype(dtype)
+        if dt.kind in "iu":
+            bound, why = _index_bound(graph, name)
+            if why:
+                raise ProbeError(f"no probe input: {why}; give your own input (--input)")
+            high = bound if bound is not None else DEFAULT_INT_RANGE
+            arrays.append(rng.integers(0, max(1, high), size=shape).astype(dt))
+            said.append(f"{shape_label(shape)} {dtype} in 0..{max(1, high) - 1}")
+        elif dt.kind == "b":
+            arrays.append(rng.random(shape) < 0.5)
+            said.append(f"{shape_label(shape)} bool")
+        else:
+            arrays.append(rng.standard_normal(shape).astype(dt))
+            said.append(f"{shape_label(shape)} {dtype} standard normal")
+    return arrays, f"seeded random (seed {seed}): {', '.join(said)}"
 
 
 # -- the check --------------------------------------------------------------------------------------

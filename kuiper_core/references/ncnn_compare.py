@@ -27,28 +27,12 @@ from typing import Any
 import numpy as np
 
 from ..formats.base import installed
+from ..explore.ncnn_view import align, rel_error
 from ..formats.ncnn import pnnx_sibling
 from ..graph import Graph
 from .ncnn_blobs import ALGORITHM_OPTIONS, PRECISION_OPTIONS
 
 JUMP = 1e-4  # a blob further than this (relative) from the reference has diverged
-MATCH = 0.05  # a content match further than this is no match
-
-
-def rel_error(a: np.ndarray, b: np.ndarray) -> float:
-    """max |a - b| / max |b| (0 for empty blobs, inf for a shape mismatch, NaN where either
-    has a NaN the other has not)."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        return float("inf")
-    if not a.size:
-        return 0.0
-    with np.errstate(invalid="ignore"):
-        diff = np.abs(a - b)
-        same = (a == b) | (np.isnan(a) & np.isnan(b))
-        diff[same] = 0.0
-        scale = np.abs(b[np.isfinite(b)]).max(initial=0.0)
-        return float(diff.max() / max(float(scale), 1e-30))
 
 
 @dataclass
@@ -131,34 +115,6 @@ def torch_operands(pnnx_param: Path, inputs: Sequence[np.ndarray]) -> dict[str, 
         return None
     model = open_model(pnnx_param)
     return framework_references(model, [x[None] for x in inputs], methods=["pnnx_py"]).refs
-
-
-def align(
-    graph: Graph, values: Mapping[str, Any], refs: Mapping[str, np.ndarray], expected: Sequence[np.ndarray] = ()
-) -> dict[str, tuple[str, str, np.ndarray]]:
-    """blob -> (the PyTorch value's name, how aligned, the value shaped as the blob)."""
-    out: dict[str, tuple[str, str, np.ndarray]] = {}
-    for i, y in enumerate(expected):
-        name = f"out{i}"
-        if name in graph.operands and np.asarray(y).size == np.asarray(values.get(name)).size:
-            out[name] = (name, "name", np.asarray(y).reshape(np.shape(values[name])))
-    by_size: dict[int, list[tuple[str, np.ndarray]]] = {}
-    for name, ref in refs.items():
-        a = np.asarray(ref)
-        if a.dtype.kind == "f":
-            by_size.setdefault(a.size, []).append((name, a))
-    for blob in graph.operands:
-        if blob in out or blob not in values:
-            continue
-        ours = np.asarray(values[blob])
-        best: tuple[float, str, np.ndarray] | None = None
-        for name, ref in by_size.get(ours.size, []):
-            err = rel_error(ours, ref.reshape(ours.shape))
-            if best is None or err < best[0]:
-                best = (err, name, ref.reshape(ours.shape))
-        if best is not None and best[0] < MATCH:
-            out[blob] = (best[1], "content", best[2])
-    return out
 
 
 def first_over(
