@@ -5,7 +5,7 @@ convolution kernels'.
 - prepared forward, step arenas, planned forward, steps() with the layers' prepared
   functions (PreparedSteps): exactly equal (same dtype, shape and
   bytes; NaN where NaN). They call the same layers' kernels as the interpreter: a prepared
-  function is the kernel the layer's forward picks for those shapes (conv._choose_kernel), a
+  function is the kernel the layer's forward picks for those shapes (conv_choice.choose_kernel), a
   ReLU fused into a convolution's call computes max(x, 0) on the same sums, in place or not.
 - sharded forward (`executor="sharded"`'s, at the inputs' batch, or at 2 for batch 1): each
   half runs at batch 1 on one BLAS thread, so a convolution may take another kernel than at batch 2

@@ -3,7 +3,7 @@
 Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 case.
 
 This module reads and checks the params and weights (at build) and picks a kernel per input
-shape (`_choose_kernel`, which `Layer.kernel_name` names for the app): conv_kernels.py holds
+shape (conv_choice.py's `choose_kernel`, which `Layer.kernel_name` names for the app): conv_kernels.py holds
 the kernels and the cost models that weigh them (im2col GEMM, plain GEMM for pointwise convs,
 Winograd for stride-1 3x3 convs (winograd.py) and along the rows for stride-2 ones
 (winograd_stride2.py), depthwise convs on small maps channels last (depthwise.py)),
@@ -31,8 +31,9 @@ from functools import partial
 import numpy as np
 
 from ..graph import Operator
-from .conv_kernels import ROWS, ConvKernel, Im2col, Pads, Pointwise, stride2_tile, winograd_tile
-from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry, channels_last_wins, wide_rows_win
+from .conv_choice import Choice, ConvGeometry, HeldLayouts, choose_kernel, kernel_label
+from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise
+from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry
 from .conv_reference import conv2d_reference
 from .halves import SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
@@ -289,60 +290,28 @@ class Convolution(_ConvBase):
             plan = plans[key] = self._make_kernel(x_shape, dtype)
         return plan
 
-    def _choose_kernel(self, x_shape: tuple[int, int, int, int], reuse: bool = False) -> tuple[str, int | str | None]:
-        """Which kernel runs this input shape: ("winograd", m or ROWS), ("stride2", m),
-        ("depthwise", None), ("wide", None), ("pointwise", None) or ("im2col", None); see
-        conv_kernels.py and depthwise.py. `reuse`: keep to a Winograd U the layer already holds
-        rather than transform its weight again for another tile (a split call's halves run at
-        other heights, where the cost model would pick other layouts: ResNet-18 +11 MiB of U); a layer
-        that holds none chooses freely."""
+    def _choose_kernel(self, x_shape: tuple[int, int, int, int], reuse: bool = False) -> Choice:
+        """Which kernel runs this input shape (conv_choice.choose_kernel); `reuse`: keep to the
+        weight layouts the layer holds."""
         assert self.kernel is not None
-        n, c, h, w = x_shape
-        pads, out_hw = self._geometry(h, w, self.kernel)
-        geometry = (self.out_channels, self.kernel, self.stride, self.dilation, self.groups, self.padding_mode, out_hw)
-        m = winograd_tile(x_shape, *geometry)
-        # reuse binds only a layer that holds a layout already (its weight may be let go of)
-        reuse = reuse and bool(self._winograd_weights or self._stride2_weights or self._wmat is not None)
-        if reuse and m is not None and m not in self._winograd_weights:
-            m = next(iter(self._winograd_weights), None)
-        if m is not None:
-            return "winograd", m
-        m2 = stride2_tile(x_shape, *geometry)
-        if reuse and m2 is not None and m2 not in self._stride2_weights:
-            # another tile's U, where one is held (any tile computes the same convolution);
-            # else im2col, which reads the weight again
-            m2 = next(iter(self._stride2_weights), None)
-        if m2 is not None:
-            return "stride2", m2
-        if self.groups == c == self.out_channels and self.padding_mode == "zeros":
-            if wide_rows_win(self.kernel, self.stride, out_hw):
-                return "wide", None
-            if channels_last_wins(x_shape, self.kernel, self.stride, pads, out_hw):
-                return "depthwise", None
-        if self.kernel == (1, 1) and self.stride == (1, 1) and not any(pads):
-            return "pointwise", None
-        return "im2col", None
+        pads, out_hw = self._geometry(x_shape[2], x_shape[3], self.kernel)
+        geo = ConvGeometry(
+            self.out_channels, self.kernel, self.stride, self.dilation, self.groups, self.padding_mode, pads, out_hw
+        )
+        held = HeldLayouts(tuple(self._winograd_weights), tuple(self._stride2_weights), self._wmat is not None)
+        return choose_kernel(x_shape, geo, held, reuse)
 
     def kernel_name(self, inputs: list[tuple[int, ...]]) -> str:
         if self.weight_dtype is None or not inputs or len(inputs[0]) not in (self.dims + 1, self.dims + 2):
             return "im2col + GEMM"  # F.conv*: weights arrive as inputs, laid out per call
-        kind, m = self._choose_kernel(self._lift_shape(inputs[0]))
-        if kind == "winograd":
-            return "Winograd F(2, 3) along the rows" if m == ROWS else f"Winograd F({m}x{m}, 3x3)"
-        return {
-            "stride2": f"Winograd along the rows, stride 2 (m={m})",
-            "depthwise": "depthwise, channels last",
-            "wide": "depthwise, wide rows",
-            "pointwise": "1x1: one GEMM",
-            "im2col": "im2col + GEMM",
-        }[kind]
+        return kernel_label(self._choose_kernel(self._lift_shape(inputs[0])))
 
     def _make_kernel(
         self,
         x_shape: tuple[int, int, int, int],
         dtype: np.dtype,
         relu: bool = False,
-        half: tuple[Pads, tuple[str, int | str | None]] | None = None,
+        half: tuple[Pads, Choice] | None = None,
         channels: slice = slice(None),
         reuse: bool = False,
     ) -> ConvKernel:
