@@ -113,6 +113,7 @@ def _compute_blocks(
 class ReLU(Elementwise):
     cheap = True
     inplace_safe = True
+    fuses_into_writer = True
 
     def compute(self, x: np.ndarray, y: np.ndarray) -> None:
         clamp.maximum(x, F32(0), y)

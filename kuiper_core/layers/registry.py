@@ -106,6 +106,9 @@ class Layer:
 
     returns_views: bool = False  # outputs may alias inputs (reshape, permute, slice…)
     splittable: bool = False  # prepare() takes a split request (see the module docstring)
+    # A ReLU that the call writing its input may apply instead (that layer's prepare_with_relu):
+    # the prepared forward fuses it there.
+    fuses_into_writer: bool = False
     # Names of positional inputs that may be parameters (TorchScript-style aten:: ops);
     # None: only `$key` inputs are.
     arg_names: tuple[str, ...] | None = None

@@ -49,9 +49,6 @@ from .memory import BufferPlan, ShapeDtype, plan_buffers
 from .program import Program
 from .runtime_operator import RuntimeOperator
 
-# Operators the prepared forward may fuse into the call of the layer whose output they read.
-RELU_TYPES = ("nn.ReLU", "F.relu")
-
 
 class NotPreparable(Exception):
     """The graph cannot run as fixed calls on fixed buffers (e.g. a value that is not an array)."""
@@ -192,8 +189,8 @@ class PreparedForward:
         values: dict[str, Any],
     ) -> bool:
         """Fold a ReLU into the call that writes its input (module docstring); False: bind it."""
-        binding = operator.binding
-        if operator.type not in RELU_TYPES or len(binding.inputs) != 1 or len(binding.outputs) != 1:
+        binding, relu = operator.binding, operator.layer
+        if relu is None or not relu.fuses_into_writer or len(binding.inputs) != 1 or len(binding.outputs) != 1:
             return False
         src, dst = binding.inputs[0].name, binding.outputs[0].name
         writer = self.writers.get(src)
@@ -208,8 +205,6 @@ class PreparedForward:
         self.calls[k] = partial(f, args, outs)
         # The binding run: the ReLU on the writer's output (running the fused call again would
         # apply an in-place writer twice: a residual add over its own input).
-        relu = operator.layer
-        assert relu is not None
         relu.forward([buf], [buf])
         self.fused.add(src)
         values[dst] = buf
