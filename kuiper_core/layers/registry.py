@@ -109,6 +109,9 @@ class Layer:
     # A ReLU that the call writing its input may apply instead (that layer's prepare_with_relu):
     # the prepared forward fuses it there.
     fuses_into_writer: bool = False
+    # Its output is its inputs laid one after another along its `dim` (torch.cat): the step
+    # arena may let their producers write there instead of copying.
+    concatenates: bool = False
     # Names of positional inputs that may be parameters (TorchScript-style aten:: ops);
     # None: only `$key` inputs are.
     arg_names: tuple[str, ...] | None = None

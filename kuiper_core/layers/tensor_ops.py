@@ -90,6 +90,7 @@ class _Join(Layer):
 @register("torch.cat")
 class Cat(_Join):
     splittable = True
+    concatenates = True
 
     def axis(self, inputs: list[np.ndarray]) -> int:
         return normalize_axis(self, self.dim, inputs[0].ndim)

@@ -266,15 +266,15 @@ def _plan_joins(program: Program, rec: Record) -> tuple[dict[str, tuple[str, int
     joined: dict[str, tuple[str, int]] = {}
     joins: set[str] = set()
     for operator in program.run_order:
-        b = operator.binding
-        if operator.type != "torch.cat" or operator.key in rec.views or len(b.outputs) != 1 or not b.inputs:
+        b, layer = operator.binding, operator.layer
+        if layer is None or not layer.concatenates or operator.key in rec.views or len(b.outputs) != 1 or not b.inputs:
             continue
         out = b.outputs[0].name
         names = [o.name for o in b.inputs]
         if out not in rec.shapes or len(set(names)) != len(names) or any(n not in made or n in joined for n in names):
             continue
         shape, dtype = rec.shapes[out]
-        dim = getattr(operator.layer, "dim", None)
+        dim = getattr(layer, "dim", None)
         if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
             continue
         axis = dim % len(shape)
