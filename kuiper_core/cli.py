@@ -16,7 +16,7 @@ textual IR (`.kir`, docs/ir.md), an ONNX `.onnx` or a TorchScript `.pt` (convert
 
 Bad input exits with status 2 and `error: <located message>` on stderr, never a
 traceback (`--debug` shows one). A converted model is checked against its framework once
-(formats/conversion_check.py): every command says the verdict on stderr, and `run` on a
+(references/conversion_check.py): every command says the verdict on stderr, and `run` on a
 conversion that disagrees with the original exits 3 without running it, unless
 --accept-disagreement.
 """

@@ -244,7 +244,7 @@ class ConversionError(KuiperError):
 
 class ConversionDisagreement(ConversionError):
     """A converted model computes something else than the original in its framework
-    (formats/conversion_check.py): `kuiper run` refuses it unless told to accept it."""
+    (references/conversion_check.py): `kuiper run` refuses it unless told to accept it."""
 
 
 class ConverterNotFoundError(ConversionError):
