@@ -8,6 +8,7 @@ ever one click out of date.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,8 @@ if state is None or state.get("stepper") is not stepper:  # a new stepper (model
     if wanted is not None and stepper.cursor < 0:
         st.session_state[PENDING] = ("go", wanted)
 
-st.caption(
+st.html(Path(__file__).with_name("forward_projector.css"))  # a projector's 1280x720: see the file
+st.container(key="fw_caption").caption(
     f"`{model.name}`: {len(names)} operators in execution order, input: {resolved.description}. "
     "Step runs the next operator; Back only moves the view (results are kept). "
     "Keys: → or PageDown steps, ← or PageUp goes back. Click a node to go to it."
@@ -218,7 +220,7 @@ def _body() -> None:
     left, right = st.columns([1, 1])
     with left:
         _graph_panel(event.name if event is not None else None, checks, failure)
-    with right:
+    with right.container(key="fw_tensor"):
         _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
     _errors_panel(checks)
     _outputs()

@@ -470,6 +470,42 @@ def test_1080p_graph_box_uses_the_height(page) -> None:
         assert b["legend"]["bottom"] <= 1080
 
 
+# The first picture of the current tensor (a channel mosaic, a chart) in Forward's tensor panel.
+_FORWARD_FOLD_JS = """() => {
+  const r = e => { const b = e.getBoundingClientRect(); return {top: b.top, bottom: b.bottom}; };
+  const v = document.querySelector('.kx-view'), cur = v.querySelector('svg g.node.kx-current');
+  const pic = document.querySelector('.st-key-fw_tensor :is([data-testid="stImage"] img, [data-testid="stVegaLiteChart"])');
+  const caption = document.querySelector('.st-key-fw_caption');
+  return {port: r(v.querySelector('.kx-port')), legend: r(v.parentElement.querySelector('.kx-legend')),
+          current: cur ? r(cur) : null, picture: pic ? r(pic) : null, scrolled: document.querySelector(
+          '[data-testid="stMain"]')?.scrollTop || window.scrollY, caption: caption ? caption.offsetHeight : null};
+}"""
+
+
+@pytest.mark.parametrize("step", [5, 50], ids=["conv-channels", "fc-vector"])
+def test_projector_forward_graph_and_tensor_above_the_fold(page, step: int) -> None:
+    """At 1280x720 Forward's graph box (with its legend) and the current tensor's picture are
+    both on screen without scrolling (issue 38: the box was 195 px and the tensor began below
+    the fold); a 1080p screen keeps the caption the short layout hides."""
+    with viewport(page, PROJECTOR):
+        page.goto(f"{page.kx_url}/forward?model=resnet18&step={step}")
+        page.wait_for_selector(f"{VIEW} .kx-stage svg g.node.kx-current", timeout=120_000)
+        wait_idle(page)
+        page.wait_for_timeout(500)  # the viewer fits its box to the window after the run
+        got = page.evaluate(_FORWARD_FOLD_JS)
+        assert got["scrolled"] == 0, got
+        assert got["port"]["bottom"] - got["port"]["top"] >= 300, got  # a graph, not a strip
+        assert got["legend"]["bottom"] <= 720, got
+        cur, port = got["current"], got["port"]
+        assert cur["top"] >= port["top"] - 1 and cur["bottom"] <= port["bottom"] + 1, got
+        assert got["picture"] is not None and got["picture"]["bottom"] <= 720, got
+        assert got["caption"] == 0, got  # hidden on a short screen
+        assert exception_boxes(page) == []
+    with viewport(page, HD):
+        page.wait_for_timeout(300)
+        assert page.evaluate(_FORWARD_FOLD_JS)["caption"] > 0
+
+
 def test_slash_finds_by_shape_and_parameter(page) -> None:
     """`/` puts the cursor in the search; a shape or a parameter finds operators (issue 38)."""
     _open_app(page, "resnet18", "graph")
