@@ -209,6 +209,11 @@ def _body() -> None:
             f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}"
             + (f", {how}" if how else "")
             + f"), {event.seconds * 1e3:.3f} ms"
+            + (
+                f" · ONNX node `{active.onnx_nodes[event.name].replace('`', chr(39))}`"
+                if event.name in active.onnx_nodes
+                else ""
+            )
             + (f" · next: `{stepper.next_name}`" if stepper.next_name else " · the last operator")
         )
         if link.button(
@@ -222,7 +227,7 @@ def _body() -> None:
         _graph_panel(event.name if event is not None else None, checks, failure)
     with right.container(key="fw_tensor"):
         _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
-    _errors_panel(checks)
+    _errors_panel(checks, active.onnx_nodes)
     _outputs()
 
 
@@ -332,7 +337,7 @@ def _worst_output(items: list[tuple[str, str, np.ndarray]], check: compare.Opera
     )
 
 
-def _errors_panel(checks: list[compare.OperatorCheck]) -> None:
+def _errors_panel(checks: list[compare.OperatorCheck], onnx_nodes: dict[str, str]) -> None:
     if not refs:
         return
     st.subheader("Error against the reference, per operator")
@@ -349,7 +354,7 @@ def _errors_panel(checks: list[compare.OperatorCheck]) -> None:
         )
     if not checks:
         return
-    rows = compare.check_rows(checks)
+    rows = compare.check_rows(checks, onnx_nodes)
     compared = [r for r in rows if r["status"] != compare.NO_REF]
     if compared:
         chart(_error_plot(compared))

@@ -9,6 +9,7 @@ choices through callbacks. kuiper_core.explore.references does the matching.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,9 @@ def active_references(model: common.LoadedModel, resolved: common.ResolvedInput)
     active = references.choose_references(
         model.graph, chosen, bundled=bundled, uploaded=_uploaded(), runs=runs, framework=framework
     )
+    if chosen == references.FRAMEWORK and framework is not None:  # an .onnx's node names, for details and tables
+        nodes = st.session_state[FRAMEWORK_KEY]["set"].onnx_nodes
+        active = dataclasses.replace(active, onnx_nodes=references.operator_onnx_nodes(model.graph, nodes))
     token = (model.key, *active.token)
     if active.refs and st.session_state.get(TOKEN) != token:
         st.session_state["fw_color_mode"] = "errors"
@@ -298,12 +302,14 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
     computed = state["set"]
     covered = computed.computed - len(computed.unmapped)
     level = st.success if not computed.unmapped else st.warning
-    level(
-        f"{_framework_label(computed)} computed references for {covered} of the {computed.computed} operands this "
-        "model computes: " + "; ".join(computed.sources)
-    )
-    for note in computed.notes:
-        st.caption(note)
+    # One count (issue 38: "9 of the 9 operands", each method's own "10 operands" and the
+    # verdict's operators side by side read as three disagreeing numbers); how each method
+    # got there, with its own counts, is one click away.
+    every = f"every one of the {covered}" if not computed.unmapped else f"{covered} of the {computed.computed}"
+    level(f"{_framework_label(computed)} computed a reference for {every} operands this model computes.")
+    with st.expander("How the references were computed"):
+        for line in [*computed.sources, *computed.notes]:
+            st.caption(line)
     if computed.unmapped:
         some = ", ".join(computed.unmapped[:20]) + (" …" if len(computed.unmapped) > 20 else "")
         st.caption(f"No reference for: {some}")

@@ -50,7 +50,7 @@ def test_hook_keyed_references_switch_to_the_error_view_and_compare_what_pnnx_ke
     no_exception(at)
     assert at.radio(key="fw_color_mode").value == "errors"  # references arrived: the error view
     said = " ".join(texts(at.success))
-    assert "6 of 11 operators run so far compared with the uploaded hooks.npz: all 6 within tolerance" in said, said
+    assert "7 of 11 operators run so far compared with the uploaded hooks.npz: all 7 within tolerance" in said, said
     warning = " ".join(texts(at.warning))
     assert "7 of 9 arrays matched" in warning and "2 match nothing" in warning, warning
     unmatched = next(df.value for df in at.dataframe if "why" in df.value.columns)
@@ -106,7 +106,7 @@ def test_save_a_run_and_compare_another_input_with_it() -> None:
     click(at, "fw_reset")
     click(at, "fw_run_all")
     said = " ".join(texts(at.success))
-    assert "11 of 12 operators run so far compared with the saved run 'run 1" in said and "all 11" in said, said
+    assert "12 of 12 operators run so far compared with the saved run 'run 1" in said and "all 12" in said, said
     # another input: the page compares with the run, and the first difference is the first operator after the input
     at.switch_page(HOME).run()
     at.radio(key="home_input_kind").set_value("random").run()
@@ -217,8 +217,8 @@ def test_compare_the_model_after_kuiper_opt_with_a_run_saved_before(tmp_path) ->
     at.radio(key="fw_ref_choice").set_value("run:run 1: resnet18, the model's sample input").run()
     click(at, "fw_run_all")
     said = " ".join(texts(at.success))
-    assert "42 of 43 operators run so far compared with the saved run 'run 1: resnet18" in said, said
-    assert "all 42 within tolerance" in said
+    assert "43 of 43 operators run so far compared with the saved run 'run 1: resnet18" in said, said
+    assert "all 43 within tolerance" in said
     unmatched = next(df.value for df in at.dataframe if "why" in df.value.columns)
     assert len(unmatched) == 8 and unmatched["why"].str.contains("optimisation removed it").all()
 

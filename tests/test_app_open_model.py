@@ -70,9 +70,17 @@ def test_references_from_the_framework_compare_every_operator_of_an_onnx_model()
     click(at, "fw_run_all")  # a finished run first: its values are given to the ONNX mapping
     click(at, "fw_framework")
     said = " ".join(texts(at.success))
-    assert "for 9 of the 9 operands this model computes" in said, said
-    assert "10 of 11 operators run so far compared" in said and "all 10 within tolerance" in said, said
+    # one count of operands, and every operator compared: the output node too (issue 38)
+    assert "a reference for every one of the 9 operands this model computes." in said, said
+    assert "11 of 11 operators run so far compared" in said and "all 11 within tolerance" in said, said
+    assert "no reference" not in said, said
     assert at.radio(key="fw_color_mode").value == "errors"
+    # the .onnx's own node names, beside pnnx's, in the details and the error table
+    table = at.dataframe[-1].value
+    assert dict(zip(table["operator"], table["ONNX node"]))["conv2d_0"] == "/conv1/Conv", table
+    assert table.set_index("operator").loc["out0", "status"] == "within tolerance", table
+    assert table.set_index("operator").loc["out0", "ONNX node"] == "/fc/Gemm", table
+    assert any("ONNX node `/fc/Gemm`" in m.value for m in at.markdown), texts(at.markdown)
 
 
 @pytest.mark.slow

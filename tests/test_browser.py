@@ -451,7 +451,7 @@ def test_ir_page_highlight_follows_step_and_an_edit_shows_the_caret(page) -> Non
 # -- truth: what was compared, said in the browser ------------------------------------------------------
 def test_forward_on_resnet18_compares_every_operator(page) -> None:
     """resnet18 bundles PyTorch's tensor for every operand: a shared link to step 44 shows 44
-    of 44 compared, Run all every operator but pnnx.Output (it makes no tensor)."""
+    of 44 compared, Run all every operator (pnnx.Output with the output it passes on)."""
     page.goto(page.kx_url + "/forward?model=resnet18&step=44")  # a shared link
     page.get_by_text(re.compile(r"^Operator 44 of 51")).wait_for(timeout=120_000)
     wait_idle(page)
@@ -462,7 +462,7 @@ def test_forward_on_resnet18_compares_every_operator(page) -> None:
     wait_idle(page)
     said = alerts(page)
     assert any(
-        "50 of 51 operators run so far compared with PyTorch" in a and "all 50 within tolerance" in a for a in said
+        "51 of 51 operators run so far compared with PyTorch" in a and "all 51 within tolerance" in a for a in said
     ), said
     assert exception_boxes(page) == []
 

@@ -130,3 +130,34 @@ def test_check_cache_compares_each_event_once_per_set_of_references() -> None:
     wrong = {k: v + 1 for k, v in refs.items()}
     other = cache.checks(events, wrong, "b")  # other references: computed afresh
     assert other[1] is not again[1] and other[1].status == C.OVER
+
+
+def test_the_output_node_is_compared_with_the_output_it_passes_on() -> None:
+    """pnnx.Output has no outputs of its own: its check is the model's output it passes on, so
+    a fully compared model has no grey 'not compared' node left (issue 38)."""
+    g = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param")
+    x = np.load(SAMPLES / "digits_cnn.input.npy")
+    events = list(g.steps(x))
+    (out,) = g.forward(x)
+    refs = C.references_for(g.graph, {"out0": out})
+    checks = C.check_events(events, refs)
+    assert [c.type for c in checks if c.status != C.NO_REF] == [events[-2].type, "pnnx.Output"]
+    assert checks[-1].status == C.OK and list(checks[-1].outputs) == list(events[-1].inputs)
+    wrong = C.check_events(events, {k: v + 1.0 for k, v in refs.items()})
+    assert wrong[-1].status == C.OVER  # a wrong output shows on the output node too
+    assert C.CheckCache().checks(events, refs, "t")[-1] == checks[-1]
+
+
+def test_onnx_node_names_per_operator_and_in_the_table() -> None:
+    from kuiper_core.explore.references import operator_onnx_nodes
+
+    g = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param").graph
+    first = next(op for op in g.operators if op.type not in ("pnnx.Input", "pnnx.Output"))
+    output = next(op for op in g.operators if op.type == "pnnx.Output")
+    nodes = {first.outputs[0].name: "/conv1/Conv", output.inputs[0].name: "/fc/Gemm"}
+    by_op = operator_onnx_nodes(g, nodes)
+    assert by_op[first.name] == "/conv1/Conv" and by_op[output.name] == "/fc/Gemm"
+    assert len(by_op) == 3  # the operator making the output, and pnnx.Output passing it on
+    check = C.OperatorCheck(1, first.name, first.type, C.NO_REF, {})
+    assert C.check_rows([check], by_op)[0]["ONNX node"] == "/conv1/Conv"
+    assert "ONNX node" not in C.check_rows([check])[0]  # no .onnx: no column

@@ -371,11 +371,18 @@ def check_operator(
     return OperatorCheck(index, name, op_type, status, per)
 
 
+def checked_values(event: Any) -> Mapping[str, Any]:
+    """What an operator's check compares: its outputs; pnnx.Output has none and is the model's
+    output node, so the values it passes on (the model's outputs) are its own (it was the one
+    grey 'not compared' node of a fully compared model)."""
+    return event.inputs if event.type == "pnnx.Output" and not event.outputs else event.outputs
+
+
 def check_events(
     events: Iterable[Any], references: Mapping[str, np.ndarray], tolerance_of: Tolerance | None = None
 ) -> list[OperatorCheck]:
-    """One OperatorCheck per StepEvent (index, name, type, outputs)."""
-    return [check_operator(e.index, e.name, e.type, e.outputs, references, tolerance_of) for e in events]
+    """One OperatorCheck per StepEvent (index, name, type, outputs; inputs of pnnx.Output)."""
+    return [check_operator(e.index, e.name, e.type, checked_values(e), references, tolerance_of) for e in events]
 
 
 class CheckCache:
@@ -394,7 +401,10 @@ class CheckCache:
         for e in events:
             hit = self._by_event.get(id(e))
             if hit is None or hit[0] is not e:  # the event itself is kept, so its id is never reused
-                hit = self._by_event[id(e)] = (e, check_operator(e.index, e.name, e.type, e.outputs, references))
+                hit = self._by_event[id(e)] = (
+                    e,
+                    check_operator(e.index, e.name, e.type, checked_values(e), references),
+                )
             out.append(hit[1])
         if len(self._by_event) > 2 * len(events) + 64:  # a reset or replay made new events: drop the old
             live = {id(e) for e in events}
@@ -447,8 +457,9 @@ def verdict(s: CheckSummary, source: str) -> tuple[str, str]:
     return "error", f"{counted}: " + ", ".join(parts) + unchecked + "."
 
 
-def check_rows(checks: Sequence[OperatorCheck]) -> list[dict[str, Any]]:
-    """The error table: one row per operator, numbered from 1 like the stepper."""
+def check_rows(checks: Sequence[OperatorCheck], onnx_nodes: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The error table: one row per operator, numbered from 1 like the stepper; with
+    `onnx_nodes` (operator -> ONNX node name) a column of the .onnx's own names."""
     rows = []
     for c in checks:
         w = c.worst
@@ -456,6 +467,7 @@ def check_rows(checks: Sequence[OperatorCheck]) -> list[dict[str, Any]]:
             {
                 "#": c.index + 1,
                 "operator": c.name,
+                **({"ONNX node": onnx_nodes.get(c.name, "")} if onnx_nodes else {}),
                 "type": c.type,
                 "status": c.status,
                 "max |error|": None if w is None else w.max_error,

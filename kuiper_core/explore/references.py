@@ -170,6 +170,21 @@ class ActiveReferences:
     source: str
     match: KeyMatch | None
     token: tuple[Any, ...]
+    onnx_nodes: dict[str, str] = field(default_factory=dict)  # operator -> its ONNX node (computed from an .onnx)
+
+
+def operator_onnx_nodes(graph: Graph, operand_nodes: Mapping[str, str]) -> dict[str, str]:
+    """Each operator's ONNX node name ('/layer1/layer1.0/conv1/Conv'), from the node that made
+    its first output operand that has one; pnnx.Output (no outputs) takes the node making the
+    model's output it passes on. pnnx renames operators (conv2d_1): the .onnx's names are what
+    its author knows."""
+    out: dict[str, str] = {}
+    for op in graph.operators:
+        operands = op.inputs if op.type == "pnnx.Output" else op.outputs
+        node = next((operand_nodes[o.name] for o in operands if o.name in operand_nodes), None)
+        if node is not None:
+            out[op.name] = node
+    return out
 
 
 def reference_choices(bundled: bool, uploaded: bool, runs: list[SavedRun], framework: bool = False) -> list[str]:

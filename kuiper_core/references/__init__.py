@@ -42,6 +42,7 @@ class ReferenceSet:
     computed: int  # our operands that have a value in a run (the ones a reference could cover)
     unmapped: list[str] = field(default_factory=list)  # of those, the ones with no reference
     notes: list[str] = field(default_factory=list)  # methods that could not run, and why
+    onnx_nodes: dict[str, str] = field(default_factory=dict)  # operand -> the ONNX node that made it
 
     def summary(self) -> str:
         head = f"{len(self.refs)} reference tensor(s)"
@@ -93,6 +94,7 @@ def framework_references(
     sources: list[str] = []
     notes: list[str] = [f"not available: {m}" for m in info.missing]
     computed_names: set[str] | None = None
+    onnx_nodes: dict[str, str] = {}
     arrays = [np.asarray(x) for x in inputs]
     for method in wanted:
         try:
@@ -137,6 +139,7 @@ def framework_references(
                         refs[k] = v
                     else:
                         refs.setdefault(k, v)
+                onnx_nodes = {k: run.producers[n] for k, n in mapping.onnx_names.items() if n in run.producers}
                 total = mapping.mapped + len(mapping.unmapped)
                 sources.append(
                     f"onnxruntime {run.version} running the original .onnx: {mapping.mapped} of {total} operands "
@@ -160,7 +163,7 @@ def framework_references(
             o.name for op in model.graph.operators if op.type not in ("pnnx.Input", "pnnx.Output") for o in op.outputs
         }
     unmapped = [n for n in _in_order(model, computed_names) if n not in refs]
-    return ReferenceSet(refs, sources, len(computed_names), unmapped, notes)
+    return ReferenceSet(refs, sources, len(computed_names), unmapped, notes, onnx_nodes)
 
 
 def _others(wanted: Sequence[str], failed: str) -> str:

@@ -62,6 +62,7 @@ def _onnx_job(job: dict[str, Any], inputs: list[np.ndarray]) -> tuple[Any, dict[
         "version": run.version,
         "sources": run.sources,
         "first_input": run.first_input,
+        "producers": run.producers,
     }
     arrays = {f"v:{i}": a for i, (_, _, a) in enumerate(run.values)}
     arrays |= {f"o:{i}": y for i, y in enumerate(run.outputs)} | {f"c:{i}": a for i, (_, a) in enumerate(run.constants)}

@@ -150,6 +150,7 @@ def run_onnx(source: str | Path | bytes, inputs: list[np.ndarray], timeout: floa
             "sources": meta["sources"],
             "constants": constants,
             "first_input": meta["first_input"],
+            "producers": meta.get("producers", {}),
         }
 
 

@@ -130,6 +130,9 @@ class OnnxRun:
     sources: dict[str, str] = field(default_factory=dict)
     constants: list[tuple[str, np.ndarray]] = field(default_factory=list)  # initializers, by name
     first_input: dict[str, str] = field(default_factory=dict)  # value name -> its node's first input
+    # value name -> the name of the ONNX node making it ('/layer1/layer1.0/conv1/Conv'), and
+    # 'output K' -> the node making the graph's output K: what a reader of the .onnx knows it by
+    producers: dict[str, str] = field(default_factory=dict)
 
 
 def run_onnx(
@@ -172,7 +175,11 @@ def run_onnx(
     values = [(n, t, np.asarray(got[n])) for n, t in produced if n in got and isinstance(got[n], np.ndarray)]
     constants = [(i.name, onnx.numpy_helper.to_array(i)) for i in graph.initializer]
     first_input = {o: node.input[0] for node in graph.node if node.input for o in node.output if o}
-    return OnnxRun(values, [np.asarray(got[n]) for n in outputs], str(ort.__version__), sources, constants, first_input)
+    producers = {o: node.name for node in graph.node if node.name for o in node.output if o}
+    producers |= {f"output {k}": producers[n] for k, n in enumerate(outputs) if n in producers}
+    return OnnxRun(
+        values, [np.asarray(got[n]) for n in outputs], str(ort.__version__), sources, constants, first_input, producers
+    )
 
 
 @dataclass
