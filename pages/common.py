@@ -17,7 +17,8 @@ files) and shared between sessions; what a user picked lives in ``st.session_sta
 Pages call ``require_model()`` (stops the page with a hint when nothing is usable) and
 ``resolve_input()`` (the arrays and an honest description of what they are); they never
 touch the files or the cache directly. The URL carries the model (``model=NAME`` for a
-bundled one, ``upload=DIGEST`` for an upload, kept by content in ``upload_store()``) and each
+bundled one, ``upload=DIGEST`` for an upload, kept by content in ``upload_store()``), an
+uploaded input (``input=DIGEST``, kept by content in ``kept_store()`` with computed references) and each
 page's position (``sync_url``), so a reload or a shared link opens the same view.
 """
 
@@ -41,7 +42,7 @@ from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.messages import error_text
 from kuiper_core.explore.links import link_int
-from kuiper_core.explore.upload_store import DIGEST_CHARS, StoredModel, UploadStore, content_digest
+from kuiper_core.explore.upload_store import DIGEST_CHARS, Kept, StoredModel, UploadStore, content_digest
 from kuiper_core.explore.model_cache import ModelCache
 from kuiper_core.formats import OpenedModel
 from kuiper_core.references.conversion_check import open_model
@@ -230,9 +231,45 @@ UNKEPT_KEY = "kx_unkept"  # the session's upload was too big for the store: a re
 
 
 @st.cache_resource(show_spinner=False)
-def upload_store() -> UploadStore:
+def upload_store() -> UploadStore[StoredModel]:
     """The server's uploaded models by content digest (one per process, bounded by bytes)."""
     return UploadStore(UPLOAD_STORE_BYTES)
+
+
+KEPT_BYTES = 512 << 20  # uploaded inputs and computed references kept for reloads, every session together
+INPUT_DIGESTS_KEY = "kx_input_digests"  # {kind: digest} of kx_input_arrays' arrays (the URL's input=)
+
+
+@st.cache_resource(show_spinner=False)
+def kept_store() -> UploadStore[Kept]:
+    """Uploaded inputs ('input:DIGEST') and computed references ('refs:MODEL:INPUT') by digest,
+    so a reload finds them as it finds an uploaded model (one per process, bounded by bytes)."""
+    return UploadStore(KEPT_BYTES)
+
+
+def _add_link_note(note: str) -> None:
+    old = st.session_state.get(LINK_NOTE_KEY)
+    st.session_state[LINK_NOTE_KEY] = f"{old}\n\n{note}" if old else note
+
+
+def _input_from_url() -> None:
+    """A new session: the uploaded input its URL names (`input=DIGEST`), from the kept store;
+    when the server no longer has it the page says what was lost instead of quietly running
+    on another input."""
+    digest = url_param("input")
+    if digest is None:
+        return
+    kept = kept_store().get(f"input:{digest}") if _DIGEST.fullmatch(digest) else None
+    if kept is None:
+        _add_link_note(
+            "The link's input (an uploaded array, picture or drawing) is no longer on this server (it restarted, or "
+            "dropped it for newer uploads): the pages use the default input instead (the sidebar says which), and "
+            "references computed for that input are gone. Upload the input again on the Home page."
+        )
+        return
+    kind, array, name = kept.value
+    st.session_state[INPUT_KEY] = {"kind": kind, "seed": 0}
+    set_input_array(kind, array, name)
 
 
 # Uploaded models, shared by the sessions that upload the same files, bounded in bytes
@@ -384,6 +421,7 @@ def _reset_model_state() -> None:
         LOST_KEY,
         UNKEPT_KEY,
         INPUT_ARRAYS_KEY,
+        INPUT_DIGESTS_KEY,
         REFS_KEY,
         REFS_NAME_KEY,
         "kx_ref_choice",  # what to compare with (pages/compare_panel.py): chosen again per model
@@ -419,6 +457,7 @@ def _current_model() -> LoadedModel | None:
         choice = _model_from_url()
         if choice is None:
             return None
+        _input_from_url()
     if choice["source"] == "lost":
         return None
     if choice["source"] == "upload":
@@ -592,11 +631,18 @@ def input_description(model: LoadedModel | None = None) -> str:
 def set_input_array(kind: str, array: np.ndarray | None, name: str | None = None) -> None:
     """Keep (or, with None, forget) the array an upload or a drawing produced for `kind`."""
     arrays = dict(st.session_state.get(INPUT_ARRAYS_KEY) or {})
+    digests = dict(st.session_state.get(INPUT_DIGESTS_KEY) or {})
     if array is None:
         arrays.pop(kind, None)
+        digests.pop(kind, None)
     else:
+        from kuiper_core.explore.tensors import arrays_digest
+
         arrays[kind] = (array, name)
+        digests[kind] = arrays_digest([array])  # kept by content, like an uploaded model: a reload finds it
+        kept_store().put(Kept(f"input:{digests[kind]}", (kind, array, name), int(array.nbytes)))
     st.session_state[INPUT_ARRAYS_KEY] = arrays
+    st.session_state[INPUT_DIGESTS_KEY] = digests
 
 
 def set_uploaded_references(data: bytes, name: str = "references.npz") -> dict[str, np.ndarray]:
@@ -644,6 +690,11 @@ def write_url() -> None:
         wanted["model"] = choice["name"]
     elif choice.get("source") in ("upload", "lost"):  # a lost model's link stays: re-uploading restores it
         wanted["upload"] = choice["digest"]
+    input_digest = (st.session_state.get(INPUT_DIGESTS_KEY) or {}).get(
+        (st.session_state.get(INPUT_KEY) or {}).get("kind")
+    )
+    if input_digest is not None:  # an uploaded input, kept by content (kept_store)
+        wanted["input"] = input_digest
     wanted.update({k: v for k, v in (st.session_state.get(_URL_KEY) or {}).items() if v is not None})
     if dict(st.query_params) != wanted:
         st.query_params.from_dict(wanted)

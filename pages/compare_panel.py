@@ -22,6 +22,7 @@ from kuiper_core.explore import references
 from kuiper_core.explore import tensors
 from kuiper_core.references import ReferenceSet, framework_references
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.explore.upload_store import Kept
 from kuiper_core.references.hooks import hook_snippet
 from pages import common
 
@@ -56,11 +57,20 @@ def _framework_offered(model: common.LoadedModel) -> bool:
     return model.opened is not None and model.opened.references.available
 
 
+def _kept_name(key: tuple[str, str]) -> str:
+    return f"refs:{key[0]}:{key[1]}"
+
+
 def _framework(model: common.LoadedModel, resolved: common.ResolvedInput) -> tuple[str, dict[str, np.ndarray]] | None:
-    """The references computed from the model's framework for this model and input, if any."""
+    """The references computed from the model's framework for this model and input, if any:
+    this session's, or the server's kept ones (a reload of a session that computed them)."""
+    key = (model.key, tensors.arrays_digest(resolved.arrays))
     state = st.session_state.get(FRAMEWORK_KEY)
-    if state is None or state["key"] != (model.key, tensors.arrays_digest(resolved.arrays)):
-        return None
+    if state is None or state["key"] != key:
+        kept = common.kept_store().get(_kept_name(key))
+        if kept is None:
+            return None
+        state = st.session_state[FRAMEWORK_KEY] = {"key": key, "set": kept.value}
     return _framework_label(state["set"]), state["set"].refs
 
 
@@ -296,6 +306,8 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
                     common.show_error(e, title="No references could be computed")
                     return
             st.session_state[FRAMEWORK_KEY] = {"key": key, "set": computed}
+            nbytes = sum(int(getattr(a, "nbytes", 0)) for a in computed.refs.values())
+            common.kept_store().put(Kept(_kept_name(key), computed, nbytes))  # a reload finds them (issue 38)
             st.session_state[CHOICE] = references.FRAMEWORK
             st.rerun()
         return

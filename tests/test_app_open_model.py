@@ -216,3 +216,43 @@ def test_without_torch_or_onnxruntime_the_page_says_what_would_compute_reference
     assert not [r for r in at.radio if r.key == "fw_ref_choice"]  # only a reference file is offered
     said = " ".join(c.value for c in at.caption)
     assert "could be computed here with: torch, to run pnnx's generated code; onnxruntime and onnx" in said, said
+
+
+@needs_converter
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="computing references needs onnxruntime")
+def test_a_reload_keeps_the_uploaded_input_and_the_computed_references() -> None:
+    """Issue 38 item 5: after uploading a model and an input and computing references, a reload
+    (a new session on the URL) runs on the same input with the same references; a link whose
+    input the server no longer has says so instead of quietly running on another input."""
+    import io
+
+    at = _load(_choose(app(), DEBUG / "small_cnn.onnx"))
+    x = np.load(DEBUG / "small_cnn.input.npy")
+    at.radio(key="home_input_kind").set_value("npy").run()
+    buf = io.BytesIO()
+    np.save(buf, x)
+    at.file_uploader(key="home_npy").upload("input.npy", buf.getvalue()).run()
+    no_exception(at)
+    at.switch_page(FORWARD).run()
+    click(at, "fw_run_all")
+    if any(b.key == "fw_framework" for b in at.button):  # (an earlier test's, for this model and input, are kept)
+        click(at, "fw_framework")
+    assert "11 of 11 operators run so far compared" in " ".join(texts(at.success))
+    query = {
+        k: at.query_params[k][0] if isinstance(at.query_params[k], list) else at.query_params[k]
+        for k in ("upload", "input")
+    }
+    assert query["input"], query
+
+    reloaded = app(None, FORWARD, query={**query, "step": "11"})
+    assert any("input: uploaded array input.npy" in c.value for c in reloaded.caption), texts(reloaded.caption)
+    said = " ".join(texts(reloaded.success))
+    assert "11 of 11 operators run so far compared with PyTorch and onnxruntime" in said, said
+    assert reloaded.radio(key="fw_ref_choice").value == "framework"
+    assert not reloaded.warning, texts(reloaded.warning)
+
+    gone = app(None, FORWARD, query={**query, "input": "0123456789abcdef"})
+    warned = " ".join(texts(gone.warning))
+    assert "The link's input" in warned and "no longer on this server" in warned, warned
+    assert not any("uploaded array" in c.value for c in gone.caption)

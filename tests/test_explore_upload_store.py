@@ -51,3 +51,16 @@ def test_concurrent_sessions_keep_it_within_budget() -> None:
     for t in threads:
         t.join()
     assert store.nbytes <= 1000
+
+
+def test_kept_inputs_and_references_share_one_byte_budget() -> None:
+    """An uploaded input and computed references are kept like models (issue 38: a reload
+    lost both): by their digest, least recently used first, none over the budget."""
+    from kuiper_core.explore.upload_store import Kept
+
+    store: UploadStore[Kept] = UploadStore(max_bytes=100)
+    x, refs = Kept("input:aa", ("npy", b"x", "x.npy"), 60), Kept("refs:m:aa", {"a": 1}, 30)
+    assert store.put(x) and store.put(refs) and store.get("input:aa") is x
+    assert store.put(Kept("input:bb", None, 40))  # 130 > 100: the least recently used (refs) goes
+    assert "refs:m:aa" not in store and "input:aa" in store
+    assert not store.put(Kept("refs:huge", None, 101)) and "input:bb" in store

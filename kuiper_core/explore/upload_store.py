@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 DIGEST_CHARS = 16  # hex characters of SHA-256 in URLs and cache keys
 
@@ -49,12 +49,35 @@ class StoredModel:
         return sum(len(b or b"") for b in self.files.values())
 
 
-class UploadStore:
-    """Models by digest, least recently used dropped first to stay within `max_bytes`."""
+@dataclass(frozen=True)
+class Kept:
+    """Anything else a reload must find again, by a digest of what it belongs to: an uploaded
+    input (the digest of its array) or references computed for a model and an input (issue 38:
+    a reload swapped an uploaded input for seeded random numbers and dropped the references)."""
+
+    digest: str
+    value: Any
+    nbytes: int
+
+
+class _Stored(Protocol):
+    @property
+    def digest(self) -> str: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+T = TypeVar("T", bound=_Stored)
+
+
+class UploadStore(Generic[T]):
+    """Models (or Kept values) by digest, least recently used dropped first to stay within
+    `max_bytes`."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._models: OrderedDict[str, StoredModel] = OrderedDict()
+        self._models: OrderedDict[str, T] = OrderedDict()
         self._lock = threading.Lock()  # one store, every session's script thread
 
     @property
@@ -65,7 +88,7 @@ class UploadStore:
     def __len__(self) -> int:
         return len(self._models)
 
-    def put(self, model: StoredModel) -> bool:
+    def put(self, model: T) -> bool:
         """Keep `model` (the most recently used); False when it alone exceeds the budget."""
         if model.nbytes > self.max_bytes:
             return False
@@ -78,7 +101,7 @@ class UploadStore:
                 total -= dropped.nbytes
         return True
 
-    def get(self, digest: str) -> StoredModel | None:
+    def get(self, digest: str) -> T | None:
         with self._lock:
             model = self._models.get(digest)
             if model is not None:
