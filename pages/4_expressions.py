@@ -334,10 +334,18 @@ def _pick_value(key: str) -> None:
 
 
 def _tree(
-    z: ExpressionQuiz, shown: int, key: str, height: int, label: str, on_click=None, numbered=False, mark=None
+    z: ExpressionQuiz,
+    shown: int,
+    key: str,
+    height: int,
+    label: str,
+    on_click=None,
+    numbered=False,
+    mark=None,
+    font_px: int | None = None,
 ) -> None:
     """The tree after stack step `shown` (-1: before the first; None: no state, `mark`ed
-    node only); a quiz hides the RPN numbers."""
+    node only); a quiz hides the RPN numbers; `font_px`: the least text size (a presenter's)."""
     view = expression_view.ast_dot(ast, labels, numbered=numbered)
     colors, node = view.overlay_colors(trace, shown) if shown is not None and shown >= 0 else ({}, None)
     if mark is not None:
@@ -355,7 +363,15 @@ def _tree(
         if title in by_title and on_click is not None:
             on_click(str(by_title[title]))
 
-    show_graph(view.dot, key, overlay, height=height, follow=True, on_click=clicked if on_click else None)
+    show_graph(
+        view.dot,
+        key,
+        overlay,
+        height=height,
+        follow=True,
+        on_click=clicked if on_click else None,
+        **({"min_font_px": font_px} if font_px else {}),
+    )
 
 
 def _caret(z: ExpressionQuiz, token: int) -> str:
@@ -450,14 +466,16 @@ def _present() -> None:
             "Expressions: quiz",
             text[:80],
             f"question {index + 1} of {len(qs)}",
-            keys="→ reveals the answer, then asks the next",
+            keys="→ reveals the answer, then asks the next · drag: pan",
         )
         left, right = st.columns([3, 2])
         with left:
             if q.kind == "close":
                 st.code(_caret(z, q.step), language=None)
             else:
-                _tree(z, q.step if verdict else q.shown, "ast_present", 540, "the answer" if verdict else "last step")
+                shown = q.step if verdict else q.shown
+                label = "the answer" if verdict else "last step"
+                _tree(z, shown, "ast_present", 540, label, font_px=presenter.GRAPH_FONT_PX)
         with right:
             presenter.message(f"**{q.prompt}**")
             if verdict is not None:  # the class's answer was spoken: explain the engine's
@@ -466,10 +484,12 @@ def _present() -> None:
                 _present_stack(q.step if verdict is not None else q.shown)
         return
     presenter.begin("expressions", "expr_present_keys", lambda: _move(by=1), lambda: _move(by=-1))
-    presenter.head("Expressions", text[:80], f"step {step + 1} of {n_steps}")
+    # The tree's text as large as Execution order's presenter graph (it stayed 13 px): a tree
+    # wider than the box follows the step's node, and dragging pans to the rest.
+    presenter.head("Expressions", text[:80], f"step {step + 1} of {n_steps}", keys="drag: pan")
     left, right = st.columns([3, 2])
     with left:
-        _tree(z, step, "ast_present", 540, "this step", numbered=True)
+        _tree(z, step, "ast_present", 540, "this step", numbered=True, font_px=presenter.GRAPH_FONT_PX)
     with right:
         presenter.message(current.describe())
         _present_stack(step)

@@ -34,7 +34,7 @@ section[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], hea
 .kx-present-msg { font-size: 30px; line-height: 1.3; margin: 0.2rem 0 0.8rem; }
 .kx-present-msg.kx-small { font-size: 23px; }
 .kx-present-state { font-size: 23px; line-height: 1.35; margin: 0.15rem 0; }
-.kx-present-state code { font-size: 23px; }
+.kx-present-state code { font-size: 23px; white-space: pre-wrap; overflow-wrap: anywhere; }  /* long values wrap */
 </style>"""
 KEYS = "→ / PageDown: next · ← / PageUp: back · Esc: leave"
 GRAPH_FONT_PX = 18  # a model's graph is drawn at least this large (the viewer's default: 13 px)

@@ -246,3 +246,42 @@ def test_expressions_presenter_fits_the_projector_and_steps_by_keyboard(page) ->
     page.keyboard.press("Escape")
     button(page, "Step").wait_for()
     assert exception_boxes(page) == []
+
+
+def _tree_state(page) -> dict:
+    return page.locator(VIEW).first.evaluate(
+        """v => ({text_px: +v.dataset.fontPx * +v.dataset.scale, highlight: v.dataset.highlight,
+                 inside: v.kxVisible(v.dataset.highlight),
+                 stack: [...document.querySelectorAll('.kx-present-state')].map(e => ({
+                   over: e.scrollWidth - e.clientWidth, right: e.getBoundingClientRect().right})),
+                 width: innerWidth})"""
+    )
+
+
+def test_expressions_presenter_on_a_big_tree_scales_pans_and_wraps(page) -> None:
+    """expr_zoo's 30-node tree on a projector (issue 38 item 8): its text as large as Execution
+    order's presenter graph (it stayed 13 px), the step's node inside the box at every step, a
+    drag pans to the rest (the left branch was cut with no way to it) and the stack's long lines
+    wrap on the screen (they ran off it)."""
+    open_page(page, "/expressions?model=expr_zoo&present=1&step=24")
+    page.get_by_text(re.compile(r"step 24 of \d+")).wait_for()
+    _check_presenter(page)
+    for step in range(24, 31):
+        if step > 24:
+            page.keyboard.press("ArrowRight")
+            page.get_by_text(re.compile(rf"step {step} of \d+")).wait_for()
+            wait_idle(page)
+        page.wait_for_function(f"() => (v => v.kxVisible(v.dataset.highlight))(document.querySelector('{VIEW}'))")
+        got = _tree_state(page)
+        assert got["text_px"] >= 17.5 and got["inside"], (step, got)
+        assert got["stack"] and all(s["over"] <= 1 and s["right"] <= got["width"] for s in got["stack"]), (step, got)
+    node = f"{VIEW} .kx-stage svg g.node"
+    before = page.locator(node).first.bounding_box()
+    port = page.locator(f"{VIEW} .kx-port").bounding_box()
+    page.mouse.move(port["x"] + 40, port["y"] + port["height"] - 40)
+    page.mouse.down()
+    page.mouse.move(port["x"] + 240, port["y"] + port["height"] - 40, steps=8)
+    page.mouse.up()
+    after = page.locator(node).first.bounding_box()
+    assert after["x"] - before["x"] == pytest.approx(200, abs=3), (before, after)  # the tree pans with the drag
+    assert exception_boxes(page) == []
