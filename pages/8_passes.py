@@ -122,13 +122,45 @@ st.caption(
     f"Removed operators are red on the left, new ones green on the right, rewritten ones amber on both sides "
     f"({len(view.diff.removed)} removed, {len(view.diff.added)} added, {len(view.diff.changed)} rewritten)."
 )
+# "Next change" walks the changes (ringed and centred where each side has it); the two
+# viewers pan and zoom together (link=), so the same place is in view on both sides.
+order = view.changes_in_order()
+NEXT = "passes_next_at"  # (the run's key, index into order)
+at = st.session_state.get(NEXT)
+at = at[1] if isinstance(at, tuple) and at[0] == key and at[1] < len(order) else None
+
+
+def _next() -> None:
+    st.session_state[NEXT] = (key, 0 if at is None else (at + 1) % len(order))
+
+
+current = order[at] if at is not None else None
+b_next, b_line = st.columns([1, 5], vertical_alignment="center")
+b_next.button("Next change", key="passes_next", on_click=_next, disabled=not order, width="stretch")
+if current is not None:
+    what = "removed" if current in view.diff.removed else "added" if current in view.diff.added else "rewritten"
+    b_line.markdown(f"Change {at + 1} of {len(order)}: `{current}` ({what})")
 left, right = st.columns(2)
 with left:
     st.markdown(f"**Before** · {n0} operators")
-    show_graph(view.before_dot(edge_labels=False), "passes_before", view.overlay("before"), height=520)
+    show_graph(
+        view.before_dot(edge_labels=False),
+        "passes_before",
+        view.overlay("before", current),
+        height=520,
+        follow=True,
+        link="passes",
+    )
 with right:
     st.markdown(f"**After** · {n1} operators")
-    show_graph(view.after_dot(edge_labels=False), "passes_after", view.overlay("after"), height=520)
+    show_graph(
+        view.after_dot(edge_labels=False),
+        "passes_after",
+        view.overlay("after", current),
+        height=520,
+        follow=True,
+        link="passes",
+    )
 
 # -- the log and the diff of each pass ------------------------------------------------------------
 st.subheader("Per-pass log")

@@ -134,6 +134,14 @@ function inViewCount(s) {
 function apply(s) {
   s.stage.style.transform = `translate(${s.x}px, ${s.y}px) scale(${s.k})`;
   s.view.dataset.scale = s.k.toFixed(4);
+  // Linked viewers (Passes' before and after) pan and zoom together: tell the others the
+  // scale and the view's centre as a fraction of the graph (the two graphs differ in size:
+  // the same pixels would show the smaller one's empty margin).
+  if (s.given && s.given.link && !s.linking && s.size && s.size.w && s.size.h) {
+    const { W, H } = viewSize(s);
+    const cx = (W / 2 - s.x) / (s.k * s.size.w), cy = (H / 2 - s.y) / (s.k * s.size.h);
+    window.dispatchEvent(new CustomEvent("kx-link", { detail: { link: s.given.link, from: s, k: s.k, cx, cy } }));
+  }
   s.view.dataset.fontPx = ((s.fontPx || 0) * s.k).toFixed(1);
   if (!s.svg) return;
   if (!s.statusQueued) {  // the counts and the map follow at most once a frame (panning stays smooth)
@@ -749,6 +757,19 @@ export default function (component) {
     };
     window.addEventListener("kx-step", s.onStep);
   }
+  if (s.given.link && !s.onLink) {
+    s.onLink = e => {
+      if (e.detail.link !== s.given.link || e.detail.from === s || !s.svg || !s.size || !s.size.w) return;
+      const { W, H } = viewSize(s);
+      s.linking = true;  // (no echo back)
+      s.k = e.detail.k;
+      s.x = W / 2 - e.detail.cx * s.k * s.size.w;
+      s.y = H / 2 - e.detail.cy * s.k * s.size.h;
+      apply(s);
+      s.linking = false;
+    };
+    window.addEventListener("kx-link", s.onLink);
+  }
   if (fresh) {
     s.view.style.height = (s.data.height || 560) + "px";
     attach(s);
@@ -766,6 +787,7 @@ export default function (component) {
     if (s.mapUrl) URL.revokeObjectURL(s.mapUrl);
     window.removeEventListener("resize", s.onResize);
     if (s.onStep) window.removeEventListener("kx-step", s.onStep);
+    if (s.onLink) window.removeEventListener("kx-link", s.onLink);
     clearTimeout(s.timer);
     delete parentElement.__kx;
   };

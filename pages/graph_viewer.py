@@ -106,6 +106,7 @@ def show_graph(
     frames: list[dict] | None = None,
     group: str | None = None,
     step: int = 0,
+    link: str | None = None,
 ) -> None:
     """Draw `dot` in the viewer. on_click(title) runs as a callback (before the next run).
 
@@ -114,7 +115,8 @@ def show_graph(
     view; export_name: the file name (without extension) of the SVG/PNG download;
     min_font_px: node text is never drawn smaller at first (a presenter view asks for more);
     frames, group, step: steps in the browser (pages/step_controls.py): frames[i] is drawn
-    over `overlay` while group `group` is at step i (`step` until the controls say)."""
+    over `overlay` while group `group` is at step i (`step` until the controls say);
+    link: viewers given the same name pan and zoom together (Passes' two graphs)."""
     ov = overlay or Overlay()
 
     def _clicked() -> None:
@@ -153,6 +155,7 @@ def show_graph(
                 "frames": frames,
                 "group": group,
                 "step": int(step),
+                "link": link,
             },
             on_clicked_change=_clicked,
             on_missing_change=_svg_missing,

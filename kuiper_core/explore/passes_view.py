@@ -145,9 +145,19 @@ class PassesView:
     def after_dot(self, **options: Any) -> str:
         return graph_view(self.after, node_colors=self.colors("after"), **options).dot
 
-    def overlay(self, side: str) -> Overlay:
+    def changes_in_order(self) -> list[str]:
+        """Every changed operator once, in the order a reader meets them: the original graph's
+        removed and rewritten ones, then the optimised graph's new ones ("Next change")."""
+        gone = self.diff.removed | self.diff.changed
+        return [op.name for op in self.before.operators if op.name in gone] + [
+            op.name for op in self.after.operators if op.name in self.diff.added
+        ]
+
+    def overlay(self, side: str, current: str | None = None) -> Overlay:
         """What the viewer paints on one side: the changed operators in their colours, the
-        rest neutral, and the legend."""
+        rest neutral, and the legend; `current` (a change being shown) ringed where it is."""
+        graph = self.before if side == "before" else self.after
+        here = current if current is not None and any(op.name == current for op in graph.operators) else None
         gone_or_new = (
             ("removed by the passes", REMOVED_COLOR) if side == "before" else ("added by the passes", ADDED_COLOR)
         )
@@ -156,6 +166,8 @@ class PassesView:
             neutral=True,
             legend=[gone_or_new, ("rewritten", CHANGED_COLOR)],
             note="grey: unchanged",
+            highlight=here,
+            highlight_label="this change" if here else None,
         )
 
     def changes_of(self, pass_name: str) -> list[str]:
