@@ -140,27 +140,15 @@ b_next.button("Next change", key="passes_next", on_click=_next, disabled=not ord
 if current is not None:
     what = "removed" if current in view.diff.removed else "added" if current in view.diff.added else "rewritten"
     b_line.markdown(f"Change {at + 1} of {len(order)}: `{current}` ({what})")
-left, right = st.columns(2)
-with left:
-    st.markdown(f"**Before** · {n0} operators")
-    show_graph(
-        view.before_dot(edge_labels=False),
-        "passes_before",
-        view.overlay("before", current),
-        height=520,
-        follow=True,
-        link="passes",
-    )
-with right:
-    st.markdown(f"**After** · {n1} operators")
-    show_graph(
-        view.after_dot(edge_labels=False),
-        "passes_after",
-        view.overlay("after", current),
-        height=520,
-        follow=True,
-        link="passes",
-    )
+for column, side, n, dot in zip(
+    st.columns(2),
+    ("before", "after"),
+    (n0, n1),
+    (view.before_dot(edge_labels=False), view.after_dot(edge_labels=False)),
+):
+    with column:
+        st.markdown(f"**{side.capitalize()}** · {n} operators")
+        show_graph(dot, f"passes_{side}", view.overlay(side, current), height=520, follow=True, link="passes")
 
 # -- the log and the diff of each pass ------------------------------------------------------------
 st.subheader("Per-pass log")
