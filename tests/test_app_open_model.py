@@ -192,7 +192,7 @@ def test_a_model_nobody_here_wrote_is_compared_operator_by_operator(file: str) -
     click(at, "fw_run_all")
     said = " ".join(texts(at.success))
     match = re.search(r"(\d+) of (\d+) operators run so far compared with .*: all \1 within tolerance", said)
-    # every operator but pnnx.Output (no tensor) and, where only onnxruntime's values map, pnnx.Input
+    # every operator (pnnx.Output: the output it passes on), give or take pnnx.Input where only onnxruntime maps
     assert match and int(match.group(1)) >= int(match.group(2)) - 2, said
 
 

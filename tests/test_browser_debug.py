@@ -316,5 +316,5 @@ def test_a_torchvision_model_built_here_is_compared_operator_by_operator(page, t
             warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation notice
             torch.onnx.export(module, (x,), str(path), dynamo=False, opset_version=17)
     compared, total = compare_every_operator(page, path, x.numpy())
-    # every operator but pnnx.Output (no tensor) and, where only onnxruntime's values map, pnnx.Input
+    # every operator (pnnx.Output: the output it passes on), give or take pnnx.Input where only onnxruntime maps
     assert compared >= total - 2, (compared, total)
