@@ -67,7 +67,6 @@ LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
     "ncnn/param.py::parse_text": (114, "one pass over the .param lines with located errors, like pnnx/param.py"),
     "pnnx/param.py::_parse_operator": (109, "one operator line: counts, operands, then each key=value kind located"),
     "references/ncnn_compare.py::compare_ncnn": (102, "ncnn's run per option set and the jump search that says why"),
-    "references/__init__.py::framework_references": (96, "each reference method tried in order, its failure kept"),
     "explore/dot.py::_dot": (89, "the DOT text of nested module frames, nodes and edges in one walk"),
     "references/compare.py::compare": (88, "the public compare(): argument forms resolved to one comparison"),
     "pnnx/weights.py::load_weights": (88, "the .bin's zip entries checked (place, size, CRC) before any is read"),

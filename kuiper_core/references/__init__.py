@@ -119,35 +119,10 @@ def framework_references(
                     refs[name] = y  # the original module's answer wins over pnnx's code's
                 sources.append(f"torch {torch_version()} running the original TorchScript module: {len(ys)} output(s)")
             elif method == "onnxruntime":
-                from .onnx_values import map_to_operands, run_onnx
-
-                source = model.files.source if model.files is not None else None
-                if source is None:
-                    raise ReferenceError("the original .onnx is not kept")
                 if ours is None:
                     ours = engine_values(model, arrays)
-                run = run_onnx(source, arrays, timeout=timeout)
-                mapping = map_to_operands(model.graph, ours, run, outputs)
-                for op, x in zip(model.graph.inputs, arrays):
-                    refs.setdefault(op.outputs[0].name, x)  # what onnxruntime was given (as pnnx's code records)
-                replaced = 0
-                for k, v in mapping.refs.items():
-                    # The original model is the truth, pnnx's code the converter's reading of it: the
-                    # original's outputs win, and its values mapped by structure win in between.
-                    if k in outputs or (mapping.aligned and k not in _input_names(model)):
-                        replaced += k in refs
-                        refs[k] = v
-                    else:
-                        refs.setdefault(k, v)
-                onnx_nodes = {k: run.producers[n] for k, n in mapping.onnx_names.items() if n in run.producers}
-                total = mapping.mapped + len(mapping.unmapped)
-                sources.append(
-                    f"onnxruntime {run.version} running the original .onnx: {mapping.mapped} of {total} operands "
-                    + ("mapped by structure" if mapping.aligned else "mapped where values agree (too big to align)")
-                    + f" ({len(outputs)} output(s) by position)"
-                    + (f"; not mapped: {_names(mapping.unmapped)}" if mapping.unmapped else "")
-                    + (f"; the original's values used over pnnx's code's for {replaced}" if replaced else "")
-                )
+                source_text, onnx_nodes = _onnx_references(model, arrays, ours, outputs, refs, timeout)
+                sources.append(source_text)
         except ReferenceError as e:
             notes.append(f"{method}: {e}")
         except UnsafeCode as e:
@@ -164,6 +139,46 @@ def framework_references(
         }
     unmapped = [n for n in _in_order(model, computed_names) if n not in refs]
     return ReferenceSet(refs, sources, len(computed_names), unmapped, notes, onnx_nodes)
+
+
+def _onnx_references(
+    model: OpenedModel,
+    arrays: Sequence[np.ndarray],
+    ours: Mapping[str, Any],
+    outputs: Sequence[str],
+    refs: dict[str, np.ndarray],
+    timeout: float | None,
+) -> tuple[str, dict[str, str]]:
+    """onnxruntime's values of the original .onnx mapped onto our operands, into `refs`:
+    (the sources line, {operand: the ONNX node that made it})."""
+    from .onnx_values import map_to_operands, run_onnx
+
+    source = model.files.source if model.files is not None else None
+    if source is None:
+        raise ReferenceError("the original .onnx is not kept")
+    run = run_onnx(source, arrays, timeout=timeout)
+    mapping = map_to_operands(model.graph, ours, run, outputs)
+    for op, x in zip(model.graph.inputs, arrays):
+        refs.setdefault(op.outputs[0].name, x)  # what onnxruntime was given (as pnnx's code records)
+    replaced = 0
+    for k, v in mapping.refs.items():
+        # The original model is the truth, pnnx's code the converter's reading of it: the
+        # original's outputs win, and its values mapped by structure win in between.
+        if k in outputs or (mapping.aligned and k not in _input_names(model)):
+            replaced += k in refs
+            refs[k] = v
+        else:
+            refs.setdefault(k, v)
+    onnx_nodes = {k: run.producers[n] for k, n in mapping.onnx_names.items() if n in run.producers}
+    total = mapping.mapped + len(mapping.unmapped)
+    text = (
+        f"onnxruntime {run.version} running the original .onnx: {mapping.mapped} of {total} operands "
+        + ("mapped by structure" if mapping.aligned else "mapped where values agree (too big to align)")
+        + f" ({len(outputs)} output(s) by position)"
+        + (f"; not mapped: {_names(mapping.unmapped)}" if mapping.unmapped else "")
+        + (f"; the original's values used over pnnx's code's for {replaced}" if replaced else "")
+    )
+    return text, onnx_nodes
 
 
 def _others(wanted: Sequence[str], failed: str) -> str:
