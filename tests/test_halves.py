@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import kuiper_core
 from kuiper_core import threads
-from kuiper_core.layers import conv
+from kuiper_core.layers import conv, conv_choice, conv_kernels
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.halves import EVERY_CALL, input_rows, split_rows
 from kuiper_core.runtime.helper_process import HelperProcess, Splits, Ticket, run_halves, shared_bytes
@@ -152,9 +152,9 @@ def test_each_kernel_splits(
         relu=True,
         seed=k,
     )
-    tile = {"WinogradConv": 2, "WinogradRowsConv": conv.ROWS}.get(kind)  # the kernel each case is for
-    monkeypatch.setattr(conv, "winograd_tile", lambda *args: tile)
-    monkeypatch.setattr(conv, "stride2_tile", lambda *args: 2 if kind == "Stride2RowsConv" else None)
+    tile = {"WinogradConv": 2, "WinogradRowsConv": conv_kernels.ROWS}.get(kind)  # the kernel each case is for
+    monkeypatch.setattr(conv_choice, "winograd_tile", lambda *args: tile)
+    monkeypatch.setattr(conv_choice, "stride2_tile", lambda *args: 2 if kind == "Stride2RowsConv" else None)
     y, ref, kinds = _split_conv(monkeypatch, way, **case)
     assert kinds == f"{kind}/{kind}"
     assert_close(y, ref, f"{way} {kind}")
