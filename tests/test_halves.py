@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import kuiper_core
 from kuiper_core import threads
-from kuiper_core.layers import conv, conv_choice, conv_kernels
+from kuiper_core.layers import conv_choice, conv_kernels
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.halves import EVERY_CALL, input_rows, split_rows
 from kuiper_core.runtime.helper_process import HelperProcess, Splits, Ticket, run_halves, shared_bytes

@@ -280,6 +280,7 @@ def test_every_real_export_is_written_as_it_was_read() -> None:
     from kuiper_core import ir
 
     files = sorted((ROOT / "tests" / "data").rglob("*.param")) + sorted((ROOT / "sample_models").rglob("*.param"))
+    files = [f for f in files if not f.name.endswith(".ncnn.param")]  # ncnn's format: kuiper_core/ncnn reads it
     written = 0
     for f in files:
         try:
