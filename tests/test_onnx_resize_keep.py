@@ -119,8 +119,7 @@ def test_a_lossy_variant_is_kept_and_gives_onnxruntimes_answer(name: str, tmp_pa
 def test_the_variants_pnnx_rewrote_when_alone_now_convert_end_to_end(name: str, tmp_path, monkeypatch) -> None:
     """test_onnx_ops.py could check these only as a hand-written kept line: pnnx rewrote them.
     Those the step keeps run as Resize, the one it leaves (a same-shape copy) as pnnx's
-    F.interpolate (the fix after pnnx off: this is the step's decision alone)."""
-    _as_pnnx_wrote_it(monkeypatch)
+    F.interpolate."""
     model, _ = model_of(RESIZE_LINE[name])
     kept = "Resize" if keep_lossy_resizes(model) else "F.interpolate"
     check(_within(RESIZE_LINE[name], kept), tmp_path, keep_lossy_resizes)
@@ -131,16 +130,7 @@ def test_the_variants_pnnx_rewrote_when_alone_now_convert_end_to_end(name: str, 
 @pytest.mark.parametrize("name", EXACT)
 def test_an_exact_variant_is_left_to_pnnx_and_gives_onnxruntimes_answer(name: str, tmp_path, monkeypatch) -> None:
     """pnnx's own F.interpolate, as it wrote it, gives onnxruntime's answer (the table's claim)."""
-    _as_pnnx_wrote_it(monkeypatch)
     check(_within(EXACT[name], "F.interpolate"), tmp_path, keep_lossy_resizes)
-
-
-def _as_pnnx_wrote_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Turn off the fix after pnnx (onnx_resize_fix, a conservative whitelist that also makes some
-    exact interpolations Resizes): the converted file is what pnnx wrote."""
-    from kuiper_core.formats import onnx_resize_fix
-
-    monkeypatch.setattr(onnx_resize_fix, "restore_resizes", lambda *a: [])
 
 
 @needs_onnx
@@ -221,25 +211,3 @@ def test_sizes_from_a_constant_node_are_read() -> None:
     )
     (note,) = keep_lossy_resizes(model)
     assert "off ONNX's on a probe" in note
-
-
-@pytest.mark.slow
-@converted
-def test_after_pnnx_a_kept_resize_does_not_spoil_the_pairing(tmp_path) -> None:
-    """onnx_resize_fix pairs the Resizes pnnx rewrote with the interpolations it wrote: one it kept
-    (nearest round_prefer_ceil) is not counted (pnnx_keeps), so the lossy one after it is given
-    back its ONNX semantics with no step before pnnx."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    sizes = numpy_helper.from_array(np.array([1, 2, 7, 7], np.int64), "s7")
-    nodes = [
-        helper.make_node("Resize", ["x", "", "", "s7"], ["a"], mode="nearest", nearest_mode="round_prefer_ceil"),
-        helper.make_node("Resize", ["x", "", "", "s7"], ["b"], mode="nearest"),
-        helper.make_node("Add", ["a", "b"], ["y"]),
-    ]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    graph = helper.make_graph(nodes, "two", [x], [y], [sizes])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    check_model(model, {"x": X}, "Resize", tmp_path, 1e-5)

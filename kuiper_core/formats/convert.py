@@ -653,10 +653,6 @@ def convert(
             )
         if kind == "torchscript":
             notes += _restore_causal_masks(model_file, param, binf, python, name)
-        if kind == "onnx":
-            from .onnx_resize_fix import restore_resizes
-
-            notes += restore_resizes(model_file, param, binf)
         if python.exists():
             code_text = repair_python(python.read_text(errors="replace"))
             if code_text is None:
