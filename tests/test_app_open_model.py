@@ -248,7 +248,8 @@ def test_a_reload_keeps_the_uploaded_input_and_the_computed_references() -> None
     reloaded = app(None, FORWARD, query={**query, "step": "11"})
     assert any("input: uploaded array input.npy" in c.value for c in reloaded.caption), texts(reloaded.caption)
     said = " ".join(texts(reloaded.success))
-    assert "11 of 11 operators run so far compared with PyTorch and onnxruntime" in said, said
+    # PyTorch joins onnxruntime where torch is installed (CI's venv has none)
+    assert re.search(r"11 of 11 operators run so far compared with (PyTorch and )?onnxruntime", said), said
     assert reloaded.radio(key="fw_ref_choice").value == "framework"
     assert not reloaded.warning, texts(reloaded.warning)
 
