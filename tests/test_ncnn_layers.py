@@ -257,3 +257,20 @@ def test_padding_interp_reduction(tmp_path):
         "Reduction r3 1 1 i y8 0=10 1=1 4=0 5=1",
     ]
     check(tmp_path, layers, X3)
+
+
+@pytest.mark.parametrize("shape", [(4, 7, 9), (2, 4, 5), (2, 2, 3), (1, 12, 16)])
+def test_bicubic_interp(tmp_path, shape):
+    """Bicubic up and down, by scale and by size, with and without align_corner: ncnn clamps the
+    taps that fall outside the blob (small blobs included). By a scale that does not divide the
+    size, ncnn steps 1/scale input pixels per output pixel (bilinear too)."""
+    layers = [
+        "Split s 1 6 in0 a b c d e f",
+        "Interp i6 1 1 f y5 0=2 1=0.5 2=0.75",
+        "Interp i 1 1 a y0 0=3 1=2.0 2=2.0",
+        "Interp i2 1 1 b y1 0=3 3=11 4=5",
+        "Interp i3 1 1 c y2 0=3 3=13 4=17 6=1",
+        "Interp i4 1 1 d y3 0=3 1=0.5 2=0.5",
+        "Interp i5 1 1 e y4 0=3 3=3 4=2 6=1",
+    ]
+    check(tmp_path, layers, w(*shape))

@@ -267,13 +267,14 @@ class Padding(NcnnLayer):
         return [np.pad(x, widths, mode="edge" if self.kind == 1 else "reflect")]
 
 
-def _linear_table(n_in: int, n_out: int, align: bool) -> tuple[np.ndarray, np.ndarray]:
-    """ncnn's linear_coeffs: source index and weight of the right neighbour, per output."""
+def _linear_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """ncnn's linear_coeffs: source index and weight of the right neighbour, per output
+    (`step` as in _cubic_table)."""
     d = np.arange(n_out, dtype=np.float64)
     if align:
         src = d * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
     else:
-        src = (d + 0.5) * (n_in / n_out) - 0.5
+        src = (d + 0.5) * step - 0.5
     i0 = np.floor(src).astype(np.int64)
     frac = src - i0
     frac[i0 < 0], i0[i0 < 0] = 0.0, 0
@@ -282,17 +283,40 @@ def _linear_table(n_in: int, n_out: int, align: bool) -> tuple[np.ndarray, np.nd
     return i0, frac.astype(F32)
 
 
+def _cubic_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """ncnn's cubic_coeffs (Keys, A = -0.75): the four source indices and weights per output;
+    `step`: input pixels per output pixel (1/scale where the param gives a scale).
+    ncnn moves taps that fall outside onto the edge and merges their weights, which is the
+    same as reading the edge pixel for them (clamped indices)."""
+    d = np.arange(n_out, dtype=np.float64)
+    if align:
+        src = d * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    else:
+        src = (d + 0.5) * step - 0.5
+    src = src.astype(F32)  # ncnn rounds the position to float before taking its floor
+    i0 = np.floor(src).astype(np.int64)
+    t = (src - i0).astype(F32)
+    a = F32(-0.75)
+    t0, t2 = t + F32(1), F32(1) - t
+    w0 = a * t0**3 - 5 * a * t0**2 + 8 * a * t0 - 4 * a
+    w1 = (a + 2) * t**3 - (a + 3) * t**2 + 1
+    w2 = (a + 2) * t2**3 - (a + 3) * t2**2 + 1
+    weights = np.stack([w0, w1, w2, F32(1) - w0 - w1 - w2], axis=1).astype(F32)
+    taps = np.clip(i0[:, None] + np.arange(-1, 3), 0, n_in - 1)
+    return taps, weights
+
+
 @ncnn_layer("Interp")
 class Interp(NcnnLayer):
-    """Resize the (h, w) of a (c, h, w) blob: 0=resize_type (1 nearest, 2 bilinear), 1/2=
-    height/width scale or 3/4=output size, 6=align_corner."""
+    """Resize the (h, w) of a (c, h, w) blob: 0=resize_type (1 nearest, 2 bilinear, 3 bicubic),
+    1/2=height/width scale or 3/4=output size, 6=align_corner."""
 
     def setup(self) -> None:
         p = self.p
         self.kind = p.integer("resize_type")
-        if self.kind not in (1, 2):
+        if self.kind not in (1, 2, 3):
             raise ValueError(
-                f"param 0 (resize_type) {self.kind} is not supported: expected 1 (nearest) or 2 (bilinear)"
+                f"param 0 (resize_type) {self.kind} is not supported: expected 1 (nearest), 2 (bilinear) or 3 (bicubic)"
             )
         if p.integer("dynamic_target_size"):
             raise ValueError("param 5 (dynamic_target_size) is not supported")
@@ -310,13 +334,17 @@ class Interp(NcnnLayer):
         if oh < 1 or ow < 1:
             raise self.error(f"the output size ({oh}, {ow}) must be >= 1")
         self.check_size((c, oh, ow))
+        hs = h / oh if self.size[0] else 1 / self.scale[0]
+        ws = w / ow if self.size[1] else 1 / self.scale[1]
         if self.kind == 1:
-            hs = h / oh if self.size[0] else 1 / self.scale[0]
-            ws = w / ow if self.size[1] else 1 / self.scale[1]
             rows = np.minimum((np.arange(oh) * hs).astype(np.int64), h - 1)
             cols = np.minimum((np.arange(ow) * ws).astype(np.int64), w - 1)
             return [x[:, rows][:, :, cols]]
-        (r0, rf), (c0, cf) = _linear_table(h, oh, self.align), _linear_table(w, ow, self.align)
+        if self.kind == 3:
+            (rt, rw), (ct, cw) = _cubic_table(h, oh, self.align, hs), _cubic_table(w, ow, self.align, ws)
+            cols = np.einsum("chwk,wk->chw", x[:, :, ct], cw)  # ncnn: along each row first
+            return [np.einsum("chkw,hk->chw", cols[:, rt], rw).astype(F32)]
+        (r0, rf), (c0, cf) = _linear_table(h, oh, self.align, hs), _linear_table(w, ow, self.align, ws)
         r1, c1 = np.minimum(r0 + 1, h - 1), np.minimum(c0 + 1, w - 1)
         rows = x[:, r0] * (F32(1) - rf)[:, None] + x[:, r1] * rf[:, None]
         return [rows[:, :, c0] * (F32(1) - cf) + rows[:, :, c1] * cf]
