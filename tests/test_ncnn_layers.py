@@ -259,6 +259,12 @@ def test_padding_interp_reduction(tmp_path):
     check(tmp_path, layers, X3)
 
 
+def test_padding_per_channel_values(tmp_path):
+    """6=per_channel_pad_data_size: each output channel's own constant, new channels included."""
+    layers = ["Padding p 1 1 in0 y0 0=1 1=2 2=0 3=3 4=0 5=9.0 6=7 7=1 8=2"]
+    check(tmp_path, layers, X3, [(False, w(7))])
+
+
 @pytest.mark.parametrize("shape", [(4, 7, 9), (2, 4, 5), (2, 2, 3), (1, 12, 16)])
 def test_bicubic_interp(tmp_path, shape):
     """Bicubic up and down, by scale and by size, with and without align_corner: ncnn clamps the

@@ -233,12 +233,11 @@ class Squeeze(NcnnLayer):
 @ncnn_layer("Padding")
 class Padding(NcnnLayer):
     """0/1/2/3 = top/bottom/left/right, 7/8 = front/behind (channels), 4=type (0 constant 5=value,
-    1 replicate, 2 reflect)."""
+    1 replicate, 2 reflect); 6=per_channel_pad_data_size: a constant per output channel, from
+    the weights, in place of 5=value (for blobs with channels)."""
 
     def setup(self) -> None:
         p = self.p
-        if p.integer("per_channel_pad_data_size"):
-            raise ValueError("per-channel pad values (6=per_channel_pad_data_size) are not supported")
         self.pads = (
             p.integer("front"),
             p.integer("behind"),
@@ -262,9 +261,18 @@ class Padding(NcnnLayer):
         elif x.ndim == 4:
             widths = [(0, 0), (f, b)] + widths
         self.check_size([a + s + c for (a, c), s in zip(widths, x.shape)])
-        if self.kind == 0:
+        if self.kind != 0:
+            return [np.pad(x, widths, mode="edge" if self.kind == 1 else "reflect")]
+        if not self.p.integer("per_channel_pad_data_size") or x.ndim < 3:
             return [np.pad(x, widths, constant_values=F32(self.value))]
-        return [np.pad(x, widths, mode="edge" if self.kind == 1 else "reflect")]
+        values = self.w("per_channel_pad").astype(F32)
+        channels = x.shape[0] + f + b
+        if values.size < channels:
+            raise self.error(f"{values.size} per-channel pad values for {channels} output channels")
+        y = np.empty([a + n + c for (a, c), n in zip(widths, x.shape)], F32)
+        y[...] = values[:channels].reshape((channels,) + (1,) * (x.ndim - 1))
+        y[tuple(slice(a, a + n) for (a, _), n in zip(widths, x.shape))] = x
+        return [y]
 
 
 def _linear_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
