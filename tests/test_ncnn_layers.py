@@ -259,6 +259,34 @@ def test_padding_interp_reduction(tmp_path):
     check(tmp_path, layers, X3)
 
 
+def test_group_and_instance_norm_selu_softplus(tmp_path):
+    layers = [
+        "Split s 1 5 in0 a b c d e",
+        "GroupNorm g 1 1 a y0 0=2 1=4 2=0.01 3=1",
+        "GroupNorm g2 1 1 b y1 0=4 1=4 2=0.001 3=0",
+        "InstanceNorm n 1 1 c y2 0=4 1=0.00001 2=1",
+        "SELU se 1 1 d y3",
+        "Softplus sp 1 1 e y4",
+    ]
+    check(tmp_path, layers, X3 * 3, [(False, w(4)), (False, w(4)), (False, w(4)), (False, w(4))])
+
+
+def test_pixel_shuffle_and_reorg(tmp_path):
+    layers = [
+        "Split s 1 4 in0 a b c d",
+        "PixelShuffle ps 1 1 a y0 0=2",
+        "PixelShuffle ps2 1 1 b y1 0=2 1=1",
+        "Reorg r 1 1 c y2 0=2",
+        "Reorg r2 1 1 d y3 0=2 1=1",
+    ]
+    check(tmp_path, layers, w(8, 4, 6))
+
+
+def test_shuffle_channel(tmp_path):
+    layers = ["Split s 1 2 in0 a b", "ShuffleChannel sc 1 1 a y0 0=3", "ShuffleChannel sc2 1 1 b y1 0=2 1=1"]
+    check(tmp_path, layers, w(6, 3, 4))
+
+
 def test_padding_per_channel_values(tmp_path):
     """6=per_channel_pad_data_size: each output channel's own constant, new channels included."""
     layers = ["Padding p 1 1 in0 y0 0=1 1=2 2=0 3=3 4=0 5=9.0 6=7 7=1 8=2"]

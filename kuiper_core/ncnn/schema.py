@@ -101,6 +101,8 @@ PARAMS: dict[str, dict[int, tuple[str, object]]] = {
     "Swish": {},
     "Mish": {},
     "TanH": {},
+    "SELU": {0: ("alpha", 1.67326324), 1: ("lambda", 1.050700987)},
+    "Softplus": {},
     "Split": {},
     "Noop": {},
     "Dropout": {0: ("scale", 1.0)},
@@ -108,9 +110,14 @@ PARAMS: dict[str, dict[int, tuple[str, object]]] = {
     "Concat": {0: ("axis", 0)},
     "Reshape": {0: ("w", -233), 1: ("h", -233), 11: ("d", -233), 2: ("c", -233), 3: ("permute", 0)},
     "Permute": {0: ("order_type", 0)},
+    "ShuffleChannel": {0: ("group", 1), 1: ("reverse", 0)},
+    "PixelShuffle": {0: ("upscale_factor", 1), 1: ("mode", 0)},
+    "Reorg": {0: ("stride", 1), 1: ("mode", 0)},
     "Softmax": {0: ("axis", 0), 1: ("fixbug0", 0)},
     "BatchNorm": {0: ("channels", 0), 1: ("eps", 0.0)},
     "LayerNorm": {0: ("affine_size", 0), 1: ("eps", 0.001), 2: ("affine", 1)},
+    "GroupNorm": {0: ("group", 1), 1: ("channels", 0), 2: ("eps", 0.001), 3: ("affine", 1)},
+    "InstanceNorm": {0: ("channels", 0), 1: ("eps", 0.001), 2: ("affine", 1)},
     "Padding": {
         0: ("top", 0),
         1: ("bottom", 0),
@@ -297,6 +304,9 @@ def weights(layer: NcnnLayer) -> list[WeightSpec]:
         return [WeightSpec(n, (c,), False) for n in ("slope", "mean", "var", "bias")]
     if t == "LayerNorm":
         n = p.integer("affine_size")
+        return [WeightSpec("gamma", (n,), False), WeightSpec("beta", (n,), False)] if p.integer("affine") else []
+    if t in ("GroupNorm", "InstanceNorm"):
+        n = p.integer("channels")
         return [WeightSpec("gamma", (n,), False), WeightSpec("beta", (n,), False)] if p.integer("affine") else []
     if t == "PReLU":
         return [WeightSpec("slope", (max(p.integer("num_slope"), 1),), False)]

@@ -48,7 +48,7 @@ class Hard(Pointwise):
             self.f = lambda x: np.clip(x * a + b, F32(0), F32(1))
 
 
-@ncnn_layer("Sigmoid", "Swish", "Mish", "TanH", "GELU", "ELU")
+@ncnn_layer("Sigmoid", "Swish", "Mish", "TanH", "GELU", "ELU", "SELU", "Softplus")
 class Activation(Pointwise):
     def setup(self) -> None:
         t = self.ncnn_type
@@ -63,6 +63,11 @@ class Activation(Pointwise):
         elif t == "ELU":
             alpha = F32(self.p.number("alpha"))
             self.f = lambda x: np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x)
+        elif t == "SELU":
+            alpha, scale = F32(self.p.number("alpha")), F32(self.p.number("lambda"))
+            self.f = lambda x: scale * np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x)
+        elif t == "Softplus":
+            self.f = lambda x: np.logaddexp(x, F32(0))  # log(1 + e^x) without overflow
         elif self.p.integer("fast_gelu"):
             c = F32(np.sqrt(2 / np.pi))
             self.f = lambda x: F32(0.5) * x * (F32(1) + np.tanh(c * (x + F32(0.044715) * x**3)))
@@ -291,12 +296,41 @@ class LayerNorm(NcnnLayer):
             n *= x.shape[-tail]
         if n != self.size:
             raise self.error(f"affine_size {self.size} is not the size of the last dims of the blob {x.shape}")
-        axes = tuple(range(x.ndim - tail, x.ndim))
-        mean = x.mean(axis=axes, keepdims=True)
-        var = np.square(x - mean).mean(axis=axes, keepdims=True)
-        y = (x - mean) / np.sqrt(var + self.eps)
+        y = _normalized(x, tuple(range(x.ndim - tail, x.ndim)), self.eps)
         if self.gamma is not None and self.beta is not None:
             y = y * self.gamma.reshape(x.shape[-tail:]) + self.beta.reshape(x.shape[-tail:])
+        return [y.astype(F32)]
+
+
+def _normalized(x: np.ndarray, axes: tuple[int, ...], eps: np.float32) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) over `axes`, as ncnn's norm layers write it."""
+    mean = x.mean(axis=axes, keepdims=True)
+    var = np.square(x - mean).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+@ncnn_layer("GroupNorm", "InstanceNorm")
+class ChannelGroupNorm(NcnnLayer):
+    """GroupNorm: 0=group, 1=channels, 2=eps, 3=affine; InstanceNorm: 0=channels, 1=eps,
+    2=affine (one group per channel). Channels are the blob's first dim; gamma/beta per channel."""
+
+    def setup(self) -> None:
+        self.channels = self.p.integer("channels")
+        self.groups = self.p.integer("group") if self.ncnn_type == "GroupNorm" else self.channels
+        if self.groups < 1 or self.channels % self.groups:
+            raise ValueError(f"channels {self.channels} is not a multiple of group {self.groups}")
+        self.eps = F32(self.p.number("eps"))
+        self.affine = bool(self.p.integer("affine"))
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0], F32)
+        if x.shape[0] != self.channels:
+            raise self.error(f"expected {self.channels} channels (the blob's first dim), got shape {x.shape}")
+        grouped = x.reshape(self.groups, -1)
+        y = _normalized(grouped, (1,), self.eps).reshape(x.shape)
+        if self.affine:
+            at = (self.channels,) + (1,) * (x.ndim - 1)
+            y = y * self.w("gamma").reshape(at) + self.w("beta").reshape(at)
         return [y.astype(F32)]
 
 

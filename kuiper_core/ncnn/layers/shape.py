@@ -111,6 +111,47 @@ class Permute(NcnnLayer):
         return [np.transpose(x, [axis[n] for n in reversed(table[order].split())])]
 
 
+@ncnn_layer("ShuffleChannel")
+class ShuffleChannel(NcnnLayer):
+    """0=group, 1=reverse: channels as (group, c/group) read out transposed (ShuffleNet's
+    channel shuffle; reverse undoes it: (c/group, group))."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        g = self.p.integer("group")
+        if x.ndim != 3 or g < 1 or x.shape[0] % g:
+            raise self.error(f"expected a (c, h, w) blob with c divisible by group {g}, got {x.shape}")
+        c, h, w = x.shape
+        rows, cols = (c // g, g) if self.p.integer("reverse") else (g, c // g)
+        return [np.ascontiguousarray(x.reshape(rows, cols, h, w).transpose(1, 0, 2, 3)).reshape(c, h, w)]
+
+
+@ncnn_layer("PixelShuffle", "Reorg")
+class DepthSpace(NcnnLayer):
+    """PixelShuffle (depth to space, 0=upscale_factor) and Reorg (space to depth, 0=stride) of a
+    (c, h, w) blob; 1=mode 0: channels ordered (outc, sh, sw) as PyTorch's pixel_(un)shuffle,
+    1: (sh, sw, outc)."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        s = self.p.integer("upscale_factor" if self.ncnn_type == "PixelShuffle" else "stride")
+        if x.ndim != 3 or s < 1:
+            raise self.error(f"expected a (c, h, w) blob and a factor >= 1, got {x.shape} and {s}")
+        c, h, w = x.shape
+        mode = self.p.integer("mode")
+        if self.ncnn_type == "PixelShuffle":
+            if c % (s * s):
+                raise self.error(f"{c} channels do not divide by upscale_factor² = {s * s}")
+            parts = x.reshape((c // (s * s), s, s, h, w) if mode == 0 else (s, s, c // (s * s), h, w))
+            order = (0, 3, 1, 4, 2) if mode == 0 else (2, 3, 0, 4, 1)
+            return [np.ascontiguousarray(parts.transpose(order)).reshape(c // (s * s), h * s, w * s)]
+        if h % s or w % s:
+            raise self.error(f"the map {h}x{w} does not divide by stride {s}")
+        parts = x.reshape(c, h // s, s, w // s, s)
+        order = (0, 2, 4, 1, 3) if mode == 0 else (2, 4, 0, 1, 3)
+        return [np.ascontiguousarray(parts.transpose(order)).reshape(c * s * s, h // s, w // s)]
+
+
 @ncnn_layer("Concat")
 class Concat(NcnnLayer):
     n_inputs = None
