@@ -282,6 +282,38 @@ def test_pixel_shuffle_and_reorg(tmp_path):
     check(tmp_path, layers, w(8, 4, 6))
 
 
+@pytest.mark.parametrize("direction", [0, 1, 2])
+def test_recurrent_layers(tmp_path, direction):
+    """LSTM (with and without a projection), GRU and RNN over a (T, input) blob, each direction;
+    weights as ncnn stores them (one flagged blob per kind for all directions)."""
+    d, t, n_in, hid = 2 if direction == 2 else 1, 6, 5, 4
+    x = w(t, n_in)
+    layers = [
+        "Split s 1 4 in0 a b c e",
+        f"LSTM l 1 1 a y0 0={hid} 1={d * 4 * hid * n_in} 2={direction}",
+        f"LSTM lp 1 1 b y1 0=3 1={d * 4 * hid * n_in} 2={direction} 3={hid}",
+        f"GRU g 1 1 c y2 0={hid} 1={d * 3 * hid * n_in} 2={direction}",
+        f"RNN r 1 1 e y3 0={hid} 1={d * hid * n_in} 2={direction}",
+    ]
+    weights = [
+        *[(True, v) for v in (w(d, 4 * hid, n_in), w(d, 4, hid), w(d, 4 * hid, hid))],
+        *[(True, v) for v in (w(d, 4 * hid, n_in), w(d, 4, hid), w(d, 4 * hid, 3), w(d, 3, hid))],
+        *[(True, v) for v in (w(d, 3 * hid, n_in), w(d, 4, hid), w(d, 3 * hid, hid))],
+        *[(True, v) for v in (w(d, hid, n_in), w(d, 1, hid), w(d, hid, hid))],
+    ]
+    check(tmp_path, layers, x, weights)
+
+
+def test_lstm_with_states_in_and_out(tmp_path):
+    layers = [
+        "Split s 1 3 in0 a b c",
+        "Reduction r 1 1 b h0 0=3 1=0 -23303=1,0 4=1 5=1",
+        "Reduction r2 1 1 c c0 0=4 1=0 -23303=1,0 4=1 5=1",
+        "LSTM l 3 3 a h0 c0 y0 h1 c1 0=5 1=100 2=0",
+    ]
+    check(tmp_path, layers, w(7, 5), [(True, v) for v in (w(1, 20, 5), w(1, 4, 5), w(1, 20, 5))])
+
+
 def test_shuffle_channel(tmp_path):
     layers = ["Split s 1 2 in0 a b", "ShuffleChannel sc 1 1 a y0 0=3", "ShuffleChannel sc2 1 1 b y1 0=2 1=1"]
     check(tmp_path, layers, w(6, 3, 4))

@@ -166,6 +166,15 @@ PARAMS: dict[str, dict[int, tuple[str, object]]] = {
         18: ("int8_scale_term", 0),
     },
     "MatMul": {0: ("transB", 0)},
+    "LSTM": {
+        0: ("num_output", 0),
+        1: ("weight_data_size", 0),
+        2: ("direction", 0),
+        3: ("hidden_size", "num_output"),
+        8: ("int8_scale_term", 0),
+    },
+    "GRU": {0: ("num_output", 0), 1: ("weight_data_size", 0), 2: ("direction", 0), 8: ("int8_scale_term", 0)},
+    "RNN": {0: ("num_output", 0), 1: ("weight_data_size", 0), 2: ("direction", 0), 8: ("int8_scale_term", 0)},
     "MultiHeadAttention": {
         0: ("embed_dim", 0),
         1: ("num_heads", 1),
@@ -281,6 +290,31 @@ def _conv_weights(p: Params, layer_type: str, ndim: int) -> list[WeightSpec]:
     return specs
 
 
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}  # gate rows per hidden unit
+
+
+def _recurrent_weights(p: Params, t: str) -> list[WeightSpec]:
+    """LSTM/GRU/RNN: input-to-hidden, biases, hidden-to-hidden (and LSTM's projection), each
+    (directions, rows, cols) in one flagged blob per kind."""
+    if p.integer("int8_scale_term"):
+        raise ValueError(f"int8 quantized {t} (8=int8_scale_term) is not supported: run the float model")
+    n_out, dirs = p.integer("num_output"), 2 if p.integer("direction") == 2 else 1
+    hidden = p.integer("hidden_size") if t == "LSTM" else n_out
+    rows = hidden * GATES[t]
+    if n_out <= 0 or hidden <= 0 or p.integer("weight_data_size") % (dirs * rows):
+        raise ValueError(f"weight_data_size {p.integer('weight_data_size')} is not a multiple of {dirs * rows}")
+    size = p.integer("weight_data_size") // (dirs * rows)
+    bias_rows = {"LSTM": 4, "GRU": 4, "RNN": 1}[t]  # GRU: r, u, and n's input and hidden biases
+    specs = [
+        WeightSpec("weight_xc", (dirs, rows, size), True),
+        WeightSpec("bias_c", (dirs, bias_rows, hidden), True),
+        WeightSpec("weight_hc", (dirs, rows, n_out), True),
+    ]
+    if t == "LSTM" and n_out != hidden:
+        specs.append(WeightSpec("weight_hr", (dirs, n_out, hidden), True))
+    return specs
+
+
 def weights(layer: NcnnLayer) -> list[WeightSpec]:
     """The weight blobs `layer` reads from the .bin, in order (ValueError: params that make no
     weight layout)."""
@@ -331,6 +365,8 @@ def weights(layer: NcnnLayer) -> list[WeightSpec]:
             if c_shape is not None:
                 specs.append(WeightSpec("C", c_shape, True))
         return specs
+    if t in GATES:
+        return _recurrent_weights(p, t)
     if t == "MultiHeadAttention":
         e, size = p.integer("embed_dim"), p.integer("weight_data_size")
         kdim, vdim = p.integer("kdim"), p.integer("vdim")
