@@ -314,6 +314,19 @@ def test_lstm_with_states_in_and_out(tmp_path):
     check(tmp_path, layers, w(7, 5), [(True, v) for v in (w(1, 20, 5), w(1, 4, 5), w(1, 20, 5))])
 
 
+@pytest.mark.parametrize("shape", [(4, 3, 4), (5, 5), (3, 2, 2, 3)])
+def test_binaryop_per_channel_wins_where_the_last_dim_is_as_long(tmp_path, shape):
+    """A 1-D blob as long as both the channels and the last dim runs along the channels (found on
+    EfficientNet-B0 at 64x64: its first SE block scales 32 channels of a 32x32 map)."""
+    axes = ",".join(str(i) for i in range(1, len(shape)))
+    layers = [
+        "Split s 1 2 in0 a b",
+        f"Reduction r 1 1 b v 0=3 1=0 -23303={len(shape) - 1},{axes} 4=0 5=1",
+        "BinaryOp m 2 1 a v y 0=2",
+    ]
+    check(tmp_path, layers, w(*shape))
+
+
 def test_shuffle_channel(tmp_path):
     layers = ["Split s 1 2 in0 a b", "ShuffleChannel sc 1 1 a y0 0=3", "ShuffleChannel sc2 1 1 b y1 0=2 1=1"]
     check(tmp_path, layers, w(6, 3, 4))

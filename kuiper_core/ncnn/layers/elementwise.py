@@ -155,13 +155,14 @@ BINARY: dict[int, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = 
 
 def broadcast_b(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """ncnn's broadcast of the lower-rank b against a: a 1-D b as long as a's channels (its
-    first dim) but not its last runs along the channels (ncnn's per-channel rule); a 1-D b as
-    long as a's last dim, or of one value, runs along the rows (NumPy's rule). None for other
+    first dim) runs along the channels (ncnn's per-channel rule, first even where the last dim
+    is as long: an SE block's scale on a square map of as many channels); else a 1-D b as long
+    as a's last dim, or of one value, runs along the rows (NumPy's rule). None for other
     rank mismatches: ncnn lines those up its own way (a (4, 7, 9) and a (7, 9) blob give
     (7, 9, 9) in ncnn 1.0.20261020), which pnnx never writes (it reshapes to equal ranks)."""
     if b.ndim == a.ndim:
         return b
-    if b.ndim == 1 and b.shape[0] == a.shape[0] and b.shape[0] != a.shape[-1] and b.shape[0] != 1:
+    if b.ndim == 1 and b.shape[0] == a.shape[0] and b.shape[0] != 1:
         return b.reshape((-1,) + (1,) * (a.ndim - 1))
     if b.ndim == 1 and b.shape[0] in (1, a.shape[-1]) or b.ndim == 0:
         return b
