@@ -308,3 +308,21 @@ def test_forward_stepper_walks_the_deployed_graph():
     assert "ncnn.ConvolutionDepthWise" in seen and "ncnn.Split" in seen
     with np.load(NCNN / "mobilenet_v3_small.expected.npz") as z:
         assert rel_error(np.asarray(stepper.values["out0"]), z["out0"]) <= TOLERANCE["fp16"]
+
+
+def test_shape_expressions_read_as_ncnn_reads_them():
+    from kuiper_core.ncnn.shape_expr import blobs_used, evaluate
+
+    shapes = [(4, 7, 9), (2, 5)]
+    assert evaluate("0w,-1", shapes) == [9, -1]
+    assert evaluate("*(0c,0h),//(1w,2),max(1h,3)", shapes) == [28, 2, 3]
+    assert evaluate("+(0w,/(1w,2))", shapes) == [11]  # a float result truncated to a size
+    assert blobs_used("0w,1h,1c") == 2 and blobs_used("-1") == 0
+    for bad, said in [
+        ("2w", "reads bottom 2"),
+        ("//(0w,0)", "divides by zero"),
+        ("sqrt(0w)", "not a size"),
+        ("", "empty"),
+    ]:
+        with pytest.raises(ValueError, match=said):
+            evaluate(bad, shapes)

@@ -327,6 +327,21 @@ def test_binaryop_per_channel_wins_where_the_last_dim_is_as_long(tmp_path, shape
     check(tmp_path, layers, w(*shape))
 
 
+def test_reshape_by_shape_expression(tmp_path):
+    """6=shape_expr (newer pnnx writes it for ConvNeXt's channels-last LayerNorm): sizes from the
+    bottoms' dims, prefix operators, a second bottom lending its dims."""
+    layers = [
+        "Split s 1 4 in0 a b c d",
+        'Reshape r 1 1 a y0 6="0w,-1"',
+        'Reshape r2 1 1 b y1 6="*(0c,0h),0w"',
+        "Interp i 1 1 c ref 0=1 3=7 4=18",
+        'Reshape r3 2 1 d ref y2 6="//(1w,2),1h,-1"',
+        'Reshape r4 1 1 y1 y3 6="//(0w,7),-1,3"',
+    ]
+    got = check(tmp_path, layers, X3)
+    assert got["y0"].shape == (28, 9) and got["y2"].shape == (4, 7, 9) and got["y3"].shape == (3, 21, 4)
+
+
 def test_shuffle_channel(tmp_path):
     layers = ["Split s 1 2 in0 a b", "ShuffleChannel sc 1 1 a y0 0=3", "ShuffleChannel sc2 1 1 b y1 0=2 1=1"]
     check(tmp_path, layers, w(6, 3, 4))

@@ -8,7 +8,8 @@ Format (ncnn's Net::load_param, the text form pnnx writes beside its .pnnx.param
 
 A parameter id is 0..31 (`0=16`), or an array written as `-23300-id=n,v1,…,vn` (`-23309=1,0`
 is array param 9 holding [0]). A value is a float when its text has `.`, `e` or `E` (as
-ncnn's vstr_is_float decides), else an int. Unlike ncnn (which reads garbage as 0), every
+ncnn's vstr_is_float decides), else an int; a value in double quotes is a string (newer
+pnnx writes shape expressions such as Reshape's `6="0w,-1"`). Unlike ncnn (which reads garbage as 0), every
 problem is a ParseError with file:line:col and a caret under the token.
 """
 
@@ -33,7 +34,7 @@ _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|[-+]?(inf|nan)\Z",
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 Number = int | float
-ParamValue = Number | list[Number]
+ParamValue = Number | list[Number] | str
 
 
 @dataclass
@@ -174,6 +175,8 @@ def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
                         raise error(f"expected a number in the array, got {short(item)!r}", number, vcol, len(value))
                     values.append(v)
                 params[index] = values
+            elif len(value) >= 2 and value[0] == value[-1] == '"':
+                params[index] = value[1:-1]
             else:
                 v = _value(value)
                 if v is None:

@@ -108,7 +108,14 @@ PARAMS: dict[str, dict[int, tuple[str, object]]] = {
     "Dropout": {0: ("scale", 1.0)},
     "Flatten": {},
     "Concat": {0: ("axis", 0)},
-    "Reshape": {0: ("w", -233), 1: ("h", -233), 11: ("d", -233), 2: ("c", -233), 3: ("permute", 0)},
+    "Reshape": {
+        0: ("w", -233),
+        1: ("h", -233),
+        11: ("d", -233),
+        2: ("c", -233),
+        3: ("permute", 0),
+        6: ("shape_expr", None),
+    },
     "Permute": {0: ("order_type", 0)},
     "ShuffleChannel": {0: ("group", 1), 1: ("reverse", 0)},
     "PixelShuffle": {0: ("upscale_factor", 1), 1: ("mode", 0)},
@@ -227,6 +234,15 @@ class Params:
         if isinstance(default, str):
             return self.get(default)
         return default
+
+    def text(self, name: str) -> str:
+        """A string param ('' where it is not given)."""
+        v = self.get(name)
+        if v is None:
+            return ""
+        if not isinstance(v, str):
+            raise ValueError(f"param {self.ids[name]} ({name}) must be a string, got {v!r}")
+        return v
 
     def integer(self, name: str) -> int:
         v = self.get(name)

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..shape_expr import blobs_used, dims_of, evaluate
 from .base import F32, NcnnLayer, axis_of, ncnn_layer
 
 AUTO = -233  # ncnn's "not given" / "the rest" in shapes and slices
@@ -36,36 +37,44 @@ class Flatten(NcnnLayer):
         return [np.ascontiguousarray(inputs[0]).reshape(-1)]
 
 
-def _wh_dc(shape: tuple[int, ...]) -> dict[str, int]:
-    """A blob's ncnn dims by name (a missing one is 1)."""
-    names = ("w", "h", "d", "c") if len(shape) == 4 else ("w", "h", "c")
-    dims = dict.fromkeys(("w", "h", "d", "c"), 1)
-    dims.update(zip(names, reversed(shape)))
-    return dims
-
-
 @ncnn_layer("Reshape")
 class Reshape(NcnnLayer):
     """To 0=w 1=h 11=d 2=c (how many are given decides the rank; 0 keeps the bottom's dim of
-    that name, -1 is inferred); 3=permute (legacy, must be 0)."""
+    that name, -1 is inferred), or 6=shape_expr: the sizes computed from the bottoms' dims
+    (shape_expr.py; bottoms after the first only lend their dims); 3=permute (legacy, must be 0)."""
 
     returns_views = True
+    n_inputs = None
 
     def setup(self) -> None:
         if self.p.integer("permute"):
             raise ValueError("param 3 (permute=1) is not supported: pnnx writes permute=0")
         p = self.p
         self.w_, self.h_, self.d_, self.c_ = p.integer("w"), p.integer("h"), p.integer("d"), p.integer("c")
+        self.expr = p.text("shape_expr")
+        wanted = max(1, blobs_used(self.expr))
+        if len(self.op.inputs) != wanted:
+            raise ValueError(f"expected {wanted} bottom blob(s) (the data, then those the shape expression reads)")
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.ascontiguousarray(inputs[0])
-        names = ["w"]
-        if self.h_ != AUTO:
-            names.append("h")
-        if self.c_ != AUTO:
-            names += ["d", "c"] if self.d_ != AUTO else ["c"]
         given = {"w": self.w_, "h": self.h_, "d": self.d_, "c": self.c_}
-        have = _wh_dc(x.shape)
+        if self.expr:
+            try:
+                sizes = evaluate(self.expr, [np.shape(v) for v in inputs])
+            except ValueError as e:
+                raise self.error(str(e)) from None
+            if not 1 <= len(sizes) <= 4:
+                raise self.error(f"shape expression {self.expr!r} gives {len(sizes)} sizes: expected 1 to 4")
+            names = ["w", "h", "d", "c"] if len(sizes) == 4 else ["w", "h", "c"][: len(sizes)]
+            given.update(zip(names, sizes))
+        else:
+            names = ["w"]
+            if self.h_ != AUTO:
+                names.append("h")
+            if self.c_ != AUTO:
+                names += ["d", "c"] if self.d_ != AUTO else ["c"]
+        have = dims_of(x.shape)
         shape = [have[n] if given[n] == 0 else given[n] for n in reversed(names)]
         if shape.count(-1) > 1 or any(s < -1 for s in shape):
             raise self.error(f"cannot reshape to {shape}: at most one -1 and no other negative size")
@@ -228,7 +237,7 @@ class Crop(NcnnLayer):
                 e = n if e >= INT_MAX else min(max(e + n if e < 0 else e, 0), n)
                 box[axis] = slice(s, max(e, s))
         else:
-            have = _wh_dc(x.shape)
+            have = dims_of(x.shape)
             names = ("c", "d", "h", "w")[-x.ndim :] if x.ndim == 4 else ("c", "h", "w")[-x.ndim :]
             for i, n in enumerate(names):
                 off, size, off2 = (p.integer(f"{n}offset"), p.integer(f"out{n}"), p.integer(f"{n}offset2"))
