@@ -103,6 +103,8 @@ def write(tmp: Path, text: str, data: bytes = b"") -> Path:
         ("7767517\n2 2\nInput in0 0 1 in0\nReLU r 1 1 in0\n", 4, 12, "has only 1 name"),
         ("7767517\n3 2\nInput in0 0 1 in0\nReLU r 1 1 in0 y\n", 2, 1, "declares 3 layer"),
         ("7767517\n2 2\nInput in0 0 1 in0\nReLU r 1 1 in0 in0\n", 4, 16, "already produced"),
+        ("7767517\n2 2\nInput in0 0 1 in0\nTensor.reshape t 1 1 in0 y\n", 4, 1, "PNNX operator pnnx left"),
+        ('7767517\n2 2\nInput in0 0 1 in0\nReshape r 1 1 in0 y 6="0w,-1\n', 4, 23, "expected a number"),
     ],
 )
 def test_param_errors_are_located(tmp_path, text, line, col, said):

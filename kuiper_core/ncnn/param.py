@@ -32,6 +32,7 @@ _TOKEN = re.compile(r"[^ \t\n\r\f\v]+")
 _INT = re.compile(r"[-+]?\d+\Z")
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|[-+]?(inf|nan)\Z", re.IGNORECASE)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PNNX_OP = re.compile(r"(nn|F|torch|Tensor|pnnx|aten|prim)\.[A-Za-z_][A-Za-z0-9_.]*\Z")
 
 Number = int | float
 ParamValue = Number | list[Number] | str
@@ -109,6 +110,14 @@ def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
         if len(toks) < 4:
             raise error("expected 'Type name bottom_count top_count bottoms… tops… id=value…'", number, toks[0][1])
         (ltype, tcol), (name, _ncol) = toks[0], toks[1]
+        if _PNNX_OP.match(ltype):  # pnnx writes the operators it could not convert under their PNNX names
+            raise error(
+                f"{short(ltype)!r} is a PNNX operator pnnx left unconverted: ncnn cannot load this file either "
+                "(run the model's .pnnx.param, or change the model so pnnx converts this operator)",
+                number,
+                tcol,
+                len(ltype),
+            )
         if not _NAME.match(ltype):
             raise error(
                 f"expected a layer type (a name like Convolution), got {short(ltype)!r}", number, tcol, len(ltype)
