@@ -115,6 +115,8 @@ PARAMS: dict[str, dict[int, tuple[str, object]]] = {
         2: ("c", -233),
         3: ("permute", 0),
         6: ("shape_expr", None),
+        12: ("input_batch_axis", 233),
+        13: ("output_batch_axis", 233),
     },
     "Permute": {0: ("order_type", 0)},
     "ShuffleChannel": {0: ("group", 1), 1: ("reverse", 0)},

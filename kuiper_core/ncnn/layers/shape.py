@@ -50,6 +50,11 @@ class Reshape(NcnnLayer):
         if self.p.integer("permute"):
             raise ValueError("param 3 (permute=1) is not supported: pnnx writes permute=0")
         p = self.p
+        if (p.integer("input_batch_axis"), p.integer("output_batch_axis")) != (233, 233):
+            raise ValueError(
+                "params 12/13 (batch axes: a reshape across ncnn's batch, NCNN_BATCH) are not supported; "
+                "the ncnn 1.0.20261020 binding crashes on them too"
+            )
         self.w_, self.h_, self.d_, self.c_ = p.integer("w"), p.integer("h"), p.integer("d"), p.integer("c")
         self.expr = p.text("shape_expr")
         wanted = max(1, blobs_used(self.expr))
