@@ -186,15 +186,10 @@ def stride2_tile(x_shape: tuple[int, int, int, int], geo: ConvGeometry, inputs: 
     return best if estimates[best] < costs.stride2_margin * im2col_cost(costs, n, c, o, *geo.out_hw, k * k) else None
 
 
-def channels_last_wins(x_shape: tuple[int, int, int, int], geo: ConvGeometry, costs: KernelCosts) -> bool:
-    """Whether DepthwiseChannelsLast beats Im2col for this depthwise convolution (zero padding).
-
-    Only for 2-D maps, where the models were fitted: on 1-D ones (H = 1) im2col's rows are
-    the whole signal and won 5 of 6 measured convs."""
+def depthwise_costs(x_shape: tuple[int, int, int, int], geo: ConvGeometry, costs: KernelCosts) -> tuple[float, float]:
+    """(Im2col's, DepthwiseChannelsLast's) estimated time for a depthwise convolution."""
     n, c, h, w = x_shape
     oh, ow = geo.out_hw
-    if min(oh, ow) < 2:
-        return False
     taps = geo.kernel[0] * geo.kernel[1]
     wide = geo.stride == (1, 1)  # Im2col's wide rows: OH x padded width columns per tap
     cols = oh * (w + geo.pads[2] + geo.pads[3]) if wide else oh * ow
@@ -212,6 +207,17 @@ def channels_last_wins(x_shape: tuple[int, int, int, int], geo: ConvGeometry, co
         + costs.dw_last_input * n * c * h * w
         + costs.dw_last_fixed
     )
+    return im2col, last
+
+
+def channels_last_wins(x_shape: tuple[int, int, int, int], geo: ConvGeometry, costs: KernelCosts) -> bool:
+    """Whether DepthwiseChannelsLast beats Im2col for this depthwise convolution (zero padding).
+
+    Only for 2-D maps, where the models were fitted: on 1-D ones (H = 1) im2col's rows are
+    the whole signal and won 5 of 6 measured convs."""
+    if min(geo.out_hw) < 2:
+        return False
+    im2col, last = depthwise_costs(x_shape, geo, costs)
     return last < costs.dw_margin * im2col
 
 

@@ -93,13 +93,13 @@ class ConvKernels:
         dtype: np.dtype,
         inputs: ChoiceInputs,
         relu: bool = False,
-        half: tuple[Pads, Choice] | None = None,
+        given: tuple[Pads, Choice] | None = None,
         channels: slice = slice(None),
         reuse: bool = False,
     ) -> ConvKernel:
         """A kernel of its own (buffers the caller owns). relu: it also applies a ReLU fused
-        into it (prepare_with_relu). half: the pads of one half of the rows and the kernel
-        chosen for the whole (`split_call`); channels: the output channels it computes (groups
+        into it (prepare_with_relu). given: the pads and the kernel, chosen by the caller (a
+        half of the rows: `split_call`; a bench timing each candidate); channels: the output channels it computes (groups
         == 1: their rows of U, of the GEMM's weight matrix and of the bias, all views); reuse:
         keep to the weight layouts held (prepared for the split executor)."""
         conv = self.conv
@@ -107,11 +107,11 @@ class ConvKernels:
         n, c, h, w = x_shape
         if c != conv.in_channels:
             raise conv.error(f"input has {c} channels, expected in_channels={conv.in_channels}")
-        pads, out_hw = conv.geometry(h, w, kernel_hw, half[0] if half else None)
+        pads, out_hw = conv.geometry(h, w, kernel_hw, given[0] if given else None)
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         conv.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
         conv.check_size((n, conv.out_channels) + tuple(out_hw))
-        kind, m = half[1] if half else self.choose(x_shape, inputs, reuse)
+        kind, m = given[1] if given else self.choose(x_shape, inputs, reuse)
         costs = inputs.costs
         bias = None if conv.bias_data is None else conv.bias_data[channels]
         if kind == "winograd":  # m: the tile, or ROWS
@@ -222,13 +222,13 @@ class ConvKernels:
         halves: list[tuple[slice, tuple[slice, ...], ConvKernel]] = []  # input rows, output part, kernel
         if conv.groups == 1 and o >= 2 and weights > sizes.conv_channels_over_input * n * c * h * w:
             for chans in (slice(0, o // 2), slice(o // 2, o)):
-                halves.append((slice(None), (slice(None), chans), make(x_shape, half=(pads, choice), channels=chans)))
+                halves.append((slice(None), (slice(None), chans), make(x_shape, given=(pads, choice), channels=chans)))
         elif oh >= 2:
             unit = choice[1] if choice[0] == "winograd" and isinstance(choice[1], int) else 1
             cut, keff = split_rows(oh, unit), conv.dilation[0] * (kh - 1) + 1
             for r0, r1 in ((0, cut), (cut, oh)):
                 (lo, hi), (top, bottom) = input_rows((r0, r1), h, keff, conv.stride[0], pads[0])
-                kernel = make((n, c, hi - lo, w), half=((top, bottom) + pads[2:], choice))
+                kernel = make((n, c, hi - lo, w), given=((top, bottom) + pads[2:], choice))
                 halves.append((slice(lo, hi), (slice(None), slice(None), slice(r0, r1)), kernel))
         else:
             return None
