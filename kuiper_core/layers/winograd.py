@@ -30,7 +30,7 @@ over hundreds of channels at once, that was 2-2.7x PyTorch float32's error again
 (tools/precision_convs.py; issue 34). The GEMMs therefore sum the channels in blocks of at
 most CHANNEL_BLOCK (ROWS_CHANNEL_BLOCK along the rows), partial sums added: 1.0-1.6x
 PyTorch's. F(4,3)'s constants (1/6, 1/24, points ±2) cost 5-35x PyTorch's error, blocks or
-not; conv_kernels.winograd_tile does not take it (its transforms are kept, tested, for
+not; conv_choice.winograd_tile does not take it (its transforms are kept, tested, for
 reference).
 """
 
