@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -144,14 +144,23 @@ def current() -> ChoiceInputs:
     return _current.get()
 
 
+def enter(inputs: ChoiceInputs) -> Token[ChoiceInputs]:
+    """Layers called from now on (in this context) choose with `inputs`, until leave(the token)."""
+    return _current.set(inputs)
+
+
+def leave(token: Token[ChoiceInputs]) -> None:
+    _current.reset(token)
+
+
 @contextmanager
 def choosing(inputs: ChoiceInputs) -> Iterator[None]:
     """Layers called inside choose their kernels with `inputs`."""
-    token = _current.set(inputs)
+    token = enter(inputs)
     try:
         yield
     finally:
-        _current.reset(token)
+        leave(token)
 
 
-__all__ = ["DEFAULT_CHOICE", "DEFAULT_COSTS", "ChoiceInputs", "KernelCosts", "choosing", "current"]
+__all__ = ["DEFAULT_CHOICE", "DEFAULT_COSTS", "ChoiceInputs", "KernelCosts", "choosing", "current", "enter", "leave"]

@@ -28,12 +28,12 @@ Consumers read their producers' output arrays by reference: nothing is copied.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -411,7 +411,11 @@ class RuntimeGraph:
             run, values = interpreter.steps(program, inputs, fresh, calls.call), fresh
             self.last_executor = "interpreter steps"
         self.values = values
-        return StepRun(_each_at(partial(self._at, self._blas), run), values)
+        # The walk runs in a context of its own where the kernel choice is this graph's: set
+        # once, not per step (per-step cost: bench/compare.py's step-mode table).
+        walk = contextvars.copy_context()
+        walk.run(kernel_costs.enter, self._choice(self._blas))
+        return StepRun(_each_at(self._blas, walk, run), values)
 
     def _steps_for(self, key: tuple) -> tuple[PreparedSteps, StepArenas]:
         arenas = self._arenas.get(key)
@@ -433,18 +437,22 @@ class RuntimeGraph:
 
 @contextmanager
 def _held(threads: int, choice: ChoiceInputs) -> Iterator[None]:
-    with using_blas_threads(threads), kernel_costs.choosing(choice):
-        yield
+    with using_blas_threads(threads):
+        token = kernel_costs.enter(choice)
+        try:
+            yield
+        finally:
+            kernel_costs.leave(token)
 
 
-def _each_at(footing: Callable[[], AbstractContextManager[None]], events: Iterator[StepEvent]) -> Iterator[StepEvent]:
-    """The steps, each computed on the call's footing (RuntimeGraph._at; the BLAS's count is not
-    held between steps: a caller may pause for minutes between two, and other calls must not
-    wait for it)."""
+def _each_at(threads: int, walk: contextvars.Context, events: Iterator[StepEvent]) -> Iterator[StepEvent]:
+    """The steps, each computed at the BLAS thread count `threads` (not held between steps: a
+    caller may pause for minutes between two, and other calls must not wait for it) in the
+    walk's context (its kernel choice)."""
     try:
         while True:
-            with footing():
-                event = next(events, None)
+            with using_blas_threads(threads):
+                event = walk.run(next, events, None)
             if event is None:
                 return
             yield event
