@@ -26,9 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Operator
-from . import kernel_costs
-from .conv_factory import ConvKernels
-from .conv_kernels import ConvKernel, Im2col, Pads
+from .conv_factory import ConvKernels, given_weight_kernel
+from .conv_kernels import Pads
 from .conv_reference import conv2d_reference
 from .halves import SplitRequest
 from .registry import Layer, Prepared, register
@@ -233,7 +232,7 @@ class Convolution(_ConvBase):
         self, h: int, w: int, kernel: tuple[int, int], pads_of_half: Pads | None = None
     ) -> tuple[Pads, tuple[int, int]]:
         """The pads and output (OH, OW) at an input size, cached; `pads_of_half`: the pads of
-        one half of the rows (`_split_call`) instead of the layer's."""
+        one half of the rows (conv_factory.ConvKernels.split_call) instead of the layer's."""
         key = (h, w) + kernel + (pads_of_half or ())
         geo = self._geometry_cache.get(key)
         if geo is None:
@@ -279,18 +278,7 @@ class Convolution(_ConvBase):
             wmat = self.weight_matrix(weight, bias)
             dtype = np.result_type(x4.dtype, wmat.dtype)
             pads, (oh, ow) = self.geometry(x4.shape[2], x4.shape[3], kernel_hw)
-            kernel: ConvKernel = Im2col(
-                wmat.astype(dtype, copy=False),
-                kernel_hw,
-                self.stride,
-                self.dilation,
-                pads,
-                self.padding_mode,
-                x4.shape,
-                (oh, ow),
-                dtype,
-                costs=kernel_costs.current().costs,
-            )
+            kernel = given_weight_kernel(self, wmat.astype(dtype, copy=False), pads, x4.shape, (oh, ow), dtype)
             o = wmat.shape[0] * wmat.shape[1]
         else:
             dtype = np.result_type(x4.dtype, self.weight_dtype)

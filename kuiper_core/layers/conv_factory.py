@@ -238,6 +238,22 @@ class ConvKernels:
         return halves_call(split, first, second, inputs, out)
 
 
+def given_weight_kernel(
+    conv: Convolution,
+    wmat: np.ndarray,
+    pads: Pads,
+    x_shape: tuple[int, int, int, int],
+    out_hw: tuple[int, int],
+    dtype: np.dtype,
+) -> ConvKernel:
+    """F.conv*'s kernel: im2col on the weight matrix the call was given (laid out per call)."""
+    kernel_hw = conv.kernel_hw()
+    costs = kernel_costs.current().costs
+    return Im2col(
+        wmat, kernel_hw, conv.stride, conv.dilation, pads, conv.padding_mode, x_shape, out_hw, dtype, costs=costs
+    )
+
+
 def _run_kernel(
     kernel: ConvKernel,
     x_shape: tuple[int, ...],
@@ -248,4 +264,4 @@ def _run_kernel(
     kernel.run(inputs[0].reshape(x_shape), out[0].reshape(y_shape))
 
 
-__all__ = ["ConvKernels"]
+__all__ = ["ConvKernels", "given_weight_kernel"]

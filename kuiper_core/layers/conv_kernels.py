@@ -42,17 +42,6 @@ from .windows import PADDED, RESULT, WORK, batch_chunks, pad_spatial, scratch, w
 
 Pads = tuple[int, int, int, int]  # top, bottom, left, right
 
-# Up to this many output channels per group, a stride-1 conv copies whole padded rows
-# (measured: 1.5-2x faster for depthwise convs, a wash or worse for dense ones).
-WIDE_ROWS_MAX_OUT_PER_GROUP = 16
-# A plan owns its buffers (zero borders and the bias row written once, views made once)
-# when they are this small; bigger convolutions use the per-thread scratch buffers.
-OWN_BUFFERS_MAX_BYTES = 1 << 20
-# Up to this many output positions per image, a batch's columns go side by side into one
-# GEMM (see the module docstring); bigger images make GEMMs wide enough on their own.
-ACROSS_BATCH_MAX_COLUMNS = 256
-
-
 # Pointwise convolutions over more than twice this many input channels sum them in blocks of at
 # most this many: one float32 accumulation over 480-1152 channels (EfficientNet's projections)
 # had about twice PyTorch's rounding error, which the next squeeze-excitation blocks amplify on
@@ -179,7 +168,7 @@ class Im2col:
         through a row of ones in the columns) or without, then `bias_after` (G*Og,) if any
         is added to the output (for big weights, where a copy with the column costs more
         memory than the extra pass over a small output costs time).
-        own_buffers: None = when small (OWN_BUFFERS_MAX_BYTES); needs padding_mode 'zeros'."""
+        own_buffers: None = when small (costs.im2col_own_buffers_bytes); needs padding_mode 'zeros'."""
         n, c, h, w = x_shape
         g, og = wmat.shape[0], wmat.shape[1]
         kh, kw = kernel
@@ -193,14 +182,14 @@ class Im2col:
         self.dtype = dtype
         self.g = g
         oh, ow = out_hw
-        # Wide rows: stride 1, few outputs per group (see WIDE_ROWS_MAX_OUT_PER_GROUP).
-        self.wide = stride == (1, 1) and og <= WIDE_ROWS_MAX_OUT_PER_GROUP
+        # Wide rows: stride 1, few outputs per group (costs.im2col_wide_max_out).
+        self.wide = stride == (1, 1) and og <= costs.im2col_wide_max_out
         self.slack = (kw - 1) * dilation[1] if self.wide else 0
         hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
         self.cols_w = oh * wp if self.wide else oh * ow  # columns per item
         # Across the batch: columns laid out (G, K, N·OH·OW) for one GEMM, whose (G, Og,
         # N·OH·OW) result is then copied to the NCHW output.
-        self.across = n > 1 and g == 1 and not self.wide and oh * ow <= ACROSS_BATCH_MAX_COLUMNS
+        self.across = n > 1 and g == 1 and not self.wide and oh * ow <= costs.im2col_across_max_columns
         # Bands of output rows whose columns fit costs.im2col_band_elements (plain layout only).
         self.band = oh
         band_elements = costs.im2col_band_elements
@@ -210,7 +199,7 @@ class Im2col:
         self.per_item = g * (self.k + 1) * self.cols_w + (g * og * oh * wp if self.wide else 0)
         self.per_item += g * og * oh * ow if self.across else 0
         nbytes = (n * (c * hp * wp + self.slack) + n * self.per_item) * dtype.itemsize
-        own = nbytes <= OWN_BUFFERS_MAX_BYTES if own_buffers is None else own_buffers
+        own = nbytes <= costs.im2col_own_buffers_bytes if own_buffers is None else own_buffers
         self.own = own and padding_mode == "zeros" and self.band == oh
         if self.own:
             # Padded input with zero borders, columns with the ones row, and the strided

@@ -82,6 +82,9 @@ class KernelCosts:
     # -- layouts and blocks the kernels cut their work into (bench_convs on the model's shapes) -----
     bias_column_max_weight: int = 1 << 14  # weights this small carry the bias as a GEMM column, whatever the map
     im2col_band_elements: int = 1 << 18  # im2col columns above this many elements go in bands of output rows
+    im2col_wide_max_out: int = 16  # im2col copies whole padded rows at stride 1 up to this many outputs a group
+    im2col_across_max_columns: int = 256  # a batch of images this small (outputs each) is one GEMM
+    im2col_own_buffers_bytes: int = 1 << 20  # an im2col this small owns its buffers (borders, views made once)
     winograd_min_tiles: int = 196  # Winograd runs a batch in chunks of at least this many tiles ...
     winograd_work_elements: int = 1 << 20  # ... whose work buffers stay under this many elements
     rows_work_elements: int = 1 << 21  # the row kernels' (F(2,3) rows, stride-2) work arrays per chunk of images
