@@ -3,15 +3,15 @@ and thresholds conv_choice.py weighs kernels with, and the block sizes the kerne
 work into, fitted offline to one machine and passed in (ExecutionOptions.kernel_costs).
 
 Re-fitting for another machine (docs/speed.md, "Re-fitting the kernel costs"): time each
-candidate with `bench/bench_convs.py --candidates` (one thread, CPU clock), fit the costs that
-field comments name, `replace(DEFAULT_COSTS, ...)`, `save(path)`; then
+candidate against its estimate with `bench/bench_convs.py --candidates` (one thread, CPU clock),
+fit the fields each section's comment names, `replace(DEFAULT_COSTS, ...)`, `save(path)`; then
 `kuiper_core.load(model, kernel_costs=KernelCosts.load(path))`. A cost changes which kernel runs
 a convolution, never what the kernel computes beyond rounding: every kernel is tested against
 conv_reference.py; the block sizes change only how a batch or a map is cut into calls.
 
-The runtime tells a layer the costs and the BLAS thread count its call runs at (`choosing`,
-entered with the BLAS's count by runtime/runtime_graph.py; a layer called outside a runtime
-sees `DEFAULT_CHOICE`).
+The runtime tells a layer the costs and the BLAS thread count its call runs at (`ChoiceInputs`,
+set with the BLAS's count by runtime/runtime_graph.py through `enter`/`leave` or `choosing`; a
+layer called outside a runtime sees `DEFAULT_CHOICE`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ FORMAT = "kuiper-kernel-costs"  # a saved file's "format" (load checks it)
 class KernelCosts:
     """Milliseconds per operation at one BLAS thread (the `_mac`, `_copy`, … fields) and sizes.
     The defaults were fitted on the project's 2-core x86 build VM; `fitted_on` says where a
-    value's came from."""
+    value's numbers came from (saved with them)."""
 
     fitted_on: str = "kuiper defaults: the project's 2-core x86 build VM (bench/bench_convs.py --candidates)"
     # -- im2col + GEMM (conv_choice.im2col_cost; bench_convs --candidates, dense convs) ----------
