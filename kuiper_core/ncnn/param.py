@@ -78,6 +78,31 @@ def _value(text: str) -> Number | None:
     return None
 
 
+def _param_value(value: str, is_array: bool) -> ParamValue:
+    """One param's value: a number, an array `count,v1,…` or a quoted string (ValueError: what
+    is wrong with it)."""
+    if is_array:
+        items = value.split(",")
+        count = _value(items[0])
+        if not isinstance(count, int) or not 0 <= count <= MAX_ARRAY or count != len(items) - 1:
+            raise ValueError(
+                f"an array parameter is 'count,v1,…,vcount'; got {short(value)!r} ({len(items) - 1} value(s))"
+            )
+        values: list[Number] = []
+        for item in items[1:]:
+            v = _value(item)
+            if v is None:
+                raise ValueError(f"expected a number in the array, got {short(item)!r}")
+            values.append(v)
+        return values
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    number = _value(value)
+    if number is None:
+        raise ValueError(f"expected a number (int or float), got {short(value)!r}")
+    return number
+
+
 def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
     _limits.check_text(text, path)
     lines = text.split("\n")
@@ -167,30 +192,10 @@ def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
             if index in params:
                 raise error(f"parameter {index} is given twice", number, col, len(key))
             vcol = col + len(key) + 1
-            if is_array:
-                items = value.split(",")
-                count = _value(items[0])
-                if not isinstance(count, int) or not 0 <= count <= MAX_ARRAY or count != len(items) - 1:
-                    raise error(
-                        f"an array parameter is 'count,v1,…,vcount'; got {short(value)!r} ({len(items) - 1} value(s))",
-                        number,
-                        vcol,
-                        len(value),
-                    )
-                values: list[Number] = []
-                for item in items[1:]:
-                    v = _value(item)
-                    if v is None:
-                        raise error(f"expected a number in the array, got {short(item)!r}", number, vcol, len(value))
-                    values.append(v)
-                params[index] = values
-            elif len(value) >= 2 and value[0] == value[-1] == '"':
-                params[index] = value[1:-1]
-            else:
-                v = _value(value)
-                if v is None:
-                    raise error(f"expected a number (int or float), got {short(value)!r}", number, vcol, len(value))
-                params[index] = v
+            try:
+                params[index] = _param_value(value, is_array)
+            except ValueError as e:
+                raise error(str(e), number, vcol, len(value)) from None
         layers.append(NcnnLayer(ltype, name, bottoms, tops, params, number, line.strip()))
     if len(layers) != layer_count:
         raise error(f"line 2 declares {layer_count} layer(s), the file has {len(layers)}", 2, counts[0][1])
