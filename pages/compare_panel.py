@@ -126,7 +126,7 @@ def _on_upload() -> None:
     f = st.session_state.get("forward_refs")
     st.session_state.pop(ERROR, None)
     if f is None:
-        st.session_state.pop(common.REFS_KEY, None)
+        common.clear_uploaded_references()
         return
     try:
         common.set_uploaded_references(f.getvalue(), common.display_name(f.name))
@@ -249,6 +249,8 @@ def _upload_panel(model: common.LoadedModel) -> None:
     )
     if ERROR in st.session_state:
         common.show_error(st.session_state[ERROR], title="Cannot read the reference file")
+    elif st.session_state.get(common.REFS_KEY) is not None and not st.session_state.get(common.REFS_DIGEST_KEY):
+        st.warning("The reference file is too big for what this server keeps for reloads and links: a reload loses it.")
     # Drawn only when opened: highlighting the Python took the browser ~0.5 s at each load of the page.
     hooks = st.expander(
         "Make a reference file from your PyTorch model (forward hooks)", key="fw_hooks", on_change="rerun"
