@@ -142,6 +142,22 @@ def guess_inputshape(data: bytes) -> str:
     return DEFAULT_SHAPE
 
 
+NCNN_SHAPE = "[3,224,224]"  # an ncnn blob has no batch dim: (c, h, w)
+
+
+def ncnn_needs_shape(data: bytes, name: str) -> bool:
+    """An ncnn .param with an `Input` that declares no shape (pnnx writes none): the app asks for it,
+    as ncnn's own app is given it by whoever feeds the input (False when the file does not read:
+    opening it says why)."""
+    from ..ncnn import parse_bytes
+
+    try:
+        layers = parse_bytes(data, name).layers
+    except KuiperError:
+        return False
+    return any(layer.type == "Input" and not any(layer.params.get(k) for k in (0, 1, 2, 11)) for layer in layers)
+
+
 def shape_problem(text: str | None, *, required: bool) -> str | None:
     """What is wrong with the input-shape field ('' or None when it is fine)."""
     if not (text or "").strip():
@@ -253,7 +269,7 @@ def from_path(text: str, max_bytes: int, folder: Path | None = None) -> OpenRequ
     data = read(path)
     kind = kind_of(data, path.name)
     weights = None
-    if kind in ("pnnx", "kir"):
+    if kind in ("pnnx", "kir", "ncnn"):  # m.ncnn.param's weights: m.ncnn.bin
         sibling = default_bin_path(path)
         weights = read(sibling) if sibling.is_file() else None
     elif kind == "onnx":  # weights kept in one file beside it (model.onnx.data): read too
