@@ -221,7 +221,7 @@ def _body() -> None:
         ):
             st.session_state["graph_selected"] = (model.key, event.name)
             st.switch_page("pages/2_graph.py")
-        ncnn_panel.step_line(model, resolved, event)  # ours vs ncnn vs PyTorch, when ncnn is the reference
+        ncnn_panel.step_line(model, resolved, event, active)  # ours vs ncnn vs PyTorch, when ncnn is the reference
     checks = state.setdefault("checks", compare.CheckCache()).checks(stepper.events, refs, active.token) if refs else []
     left, right = st.columns([1, 1])
     with left:
@@ -229,7 +229,7 @@ def _body() -> None:
     with right.container(key="fw_tensor"):
         _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
     _errors_panel(checks, active.onnx_nodes)
-    ncnn_panel.layer_table(model, resolved, stepper.events)
+    ncnn_panel.layer_table(model, resolved, stepper.events, active)
     _outputs()
 
 

@@ -145,7 +145,7 @@ def panel(model: common.LoadedModel, resolved: common.ResolvedInput, stepper: Fo
     )
     if run.unmapped:
         some = ", ".join(run.unmapped[:20]) + (" …" if len(run.unmapped) > 20 else "")
-        st.caption(f"No ncnn blob is (ncnn fused them into a layer, or computes them another way): {some}")
+        st.caption(f"Operands no ncnn blob is (fused into a layer, or computed another way by ncnn): {some}")
     st.markdown("**Why it differs**")
     for line in report.advice:
         st.info(line)
@@ -156,27 +156,25 @@ def panel(model: common.LoadedModel, resolved: common.ResolvedInput, stepper: Fo
         st.caption(note)
 
 
-def _active(model: common.LoadedModel, resolved: common.ResolvedInput) -> DeployedRun | None:
+def _active(model: common.LoadedModel, resolved: common.ResolvedInput, active: Any) -> DeployedRun | None:
+    """The ncnn run, when the deployed model is the reference in use (`active`: ActiveReferences)."""
     from kuiper_core.explore import references
-    from pages import compare_panel
 
-    if st.session_state.get(compare_panel.CHOICE) != references.NCNN:
-        return None
-    return current(model, resolved)
+    return current(model, resolved) if active.token[:1] == (references.NCNN,) else None
 
 
-def step_line(model: common.LoadedModel, resolved: common.ResolvedInput, event: Any) -> None:
+def step_line(model: common.LoadedModel, resolved: common.ResolvedInput, event: Any, active: Any) -> None:
     """Beside the step: this operator's output against ncnn's blob and PyTorch's value."""
-    run = _active(model, resolved)
+    run = _active(model, resolved, active)
     if run is None or event is None:
         return
     row = deployed.operator_row(event, run.refs, torch_refs(model, resolved, run), run.blobs)
     st.caption(deployed.step_text(row))
 
 
-def layer_table(model: common.LoadedModel, resolved: common.ResolvedInput, events: list[Any]) -> None:
+def layer_table(model: common.LoadedModel, resolved: common.ResolvedInput, events: list[Any], active: Any) -> None:
     """Every operator run so far: ours vs ncnn vs PyTorch (relative errors)."""
-    run = _active(model, resolved)
+    run = _active(model, resolved, active)
     if run is None or not events:
         return
     st.subheader("Ours vs ncnn vs PyTorch, per operator")
