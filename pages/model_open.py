@@ -52,7 +52,7 @@ def open_panel() -> None:
         kind = model_files.kind_of(f.getvalue(), f.name) if f is not None else None
         if kind in ("pnnx", "kir", None):
             st.file_uploader("model.pnnx.bin (its weights; none for a model without any)", type=["bin"], key="home_bin")
-        elif kind == "ncnn":
+        elif kind == "ncnn" and f is not None:
             st.file_uploader("model.ncnn.bin (its weights, written with this .param)", type=["bin"], key="home_bin")
             _ncnn_shape(f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
         elif kind == "onnx" and model_files.may_have_external_data(f.getvalue()):

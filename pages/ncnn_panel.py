@@ -27,6 +27,7 @@ from pages import common
 
 STATE = "kx_ncnn_refs"  # {"key": (model, input digest), "run": DeployedRun}
 ERROR = "fw_ncnn_error"
+ROWS = "fw_ncnn_rows"  # {"token", "torch", "rows": {id(event): (event, row)}}: computed once per step
 
 
 def has_deployed(model: common.LoadedModel) -> bool:
@@ -110,7 +111,8 @@ def _compute(model: common.LoadedModel, resolved: common.ResolvedInput, stepper:
             return
     key = _key(model, resolved)
     st.session_state[STATE] = {"key": key, "run": run}
-    nbytes = sum(int(a.nbytes) for d in (run.refs, run.torch) for a in d.values())
+    held = (run.refs, run.torch, run.report.values, run.report.torch)
+    nbytes = sum(int(a.nbytes) for d in held for a in d.values())
     common.kept_store().put(Kept(f"ncnn:{key[0]}:{key[1]}", run, nbytes))  # a reload finds it (issue 38)
 
 
@@ -163,13 +165,34 @@ def _active(model: common.LoadedModel, resolved: common.ResolvedInput, active: A
     return current(model, resolved) if active.token[:1] == (references.NCNN,) else None
 
 
+def _rows(model: common.LoadedModel, resolved: common.ResolvedInput, run: DeployedRun, events: list[Any]) -> list[Any]:
+    """The rows of `events`, each computed once per ncnn run and PyTorch reference set: a step
+    then compares only the new operator (as compare.CheckCache does for the error table)."""
+    from pages import compare_panel
+
+    framework = compare_panel.computed_framework(model, resolved)
+    token = (id(run), None if framework is None else id(framework[1]))
+    cache = st.session_state.get(ROWS)
+    if cache is None or cache["token"] != token:
+        cache = st.session_state[ROWS] = {"token": token, "torch": torch_refs(model, resolved, run), "rows": {}}
+    rows = []
+    for e in events:
+        hit = cache["rows"].get(id(e))
+        if hit is None or hit[0] is not e:  # the event is kept with its row, so its id is never reused
+            hit = cache["rows"][id(e)] = (e, deployed.operator_row(e, run.refs, cache["torch"], run.blobs))
+        rows.append(hit[1])
+    if len(cache["rows"]) > 2 * len(events) + 64:  # a reset made new events: drop the old
+        live = {id(e) for e in events}
+        cache["rows"] = {k: v for k, v in cache["rows"].items() if k in live}
+    return rows
+
+
 def step_line(model: common.LoadedModel, resolved: common.ResolvedInput, event: Any, active: Any) -> None:
     """Beside the step: this operator's output against ncnn's blob and PyTorch's value."""
     run = _active(model, resolved, active)
     if run is None or event is None:
         return
-    row = deployed.operator_row(event, run.refs, torch_refs(model, resolved, run), run.blobs)
-    st.caption(deployed.step_text(row))
+    st.caption(deployed.step_text(_rows(model, resolved, run, [event])[0]))
 
 
 def layer_table(model: common.LoadedModel, resolved: common.ResolvedInput, events: list[Any], active: Any) -> None:
@@ -178,12 +201,11 @@ def layer_table(model: common.LoadedModel, resolved: common.ResolvedInput, event
     if run is None or not events:
         return
     st.subheader("Ours vs ncnn vs PyTorch, per operator")
-    torch = torch_refs(model, resolved, run)
-    if not torch:
+    rows = _rows(model, resolved, run, events)
+    if all(r[deployed.OURS_TORCH] is None for r in rows):
         st.caption(
             "No PyTorch values for this model and input (pnnx's NAME_pnnx.py with torch beside the files, the sample "
-            "input's tensors, or references computed from the framework give them)."
+            "input's tensors, or references computed from the framework with PyTorch give them)."
         )
-    rows = deployed.operator_rows(events, run.refs, torch, run.blobs)
     numbers = {k: st.column_config.NumberColumn(format="%.3g") for k in deployed.ERROR_COLUMNS}
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=numbers)

@@ -149,7 +149,7 @@ def test_without_ncnn_the_page_says_what_would_compare_the_deployed_model(monkey
 @pytest.mark.slow
 @needs_ncnn
 @pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
-@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="PyTorch's side needs the framework")
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch's column needs torch")
 def test_a_converted_model_is_compared_with_its_deployed_ncnn_model_and_pytorch(tmp_path, monkeypatch) -> None:
     """An .onnx converted in the app: pnnx's ncnn files in the cache entry are offered; ncnn's blobs
     line up with our operands, and each operator shows ours vs ncnn vs the framework's values: ours
