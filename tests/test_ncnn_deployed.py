@@ -96,3 +96,17 @@ def test_rows_say_ours_vs_ncnn_vs_pytorch_per_operator() -> None:
     alone = deployed.operator_row(Event(), {}, {}, {})
     assert alone[deployed.OURS_NCNN] is None and "no ncnn blob" in deployed.step_text(alone)
     assert references.reference_choices(False, False, [], True, True) == ["framework", "ncnn", "upload"]
+
+
+@needs_ncnn
+def test_a_blob_of_another_size_than_ours_is_a_shape_mismatch_not_a_crash() -> None:
+    from kuiper_core.explore import compare
+
+    opened = open_model(NCNN / "digits_cnn.fp32.ncnn.param")
+    x = np.load(NCNN / "digits_cnn.input.npy")
+    ours = engine_values(opened, [x])
+    ours["2"] = np.zeros((32, 7, 7), np.float32)  # as a wrong layer of ours would make it
+    run = deployed_references(opened, [x], ours, why=False)
+    assert run.refs["2"].shape == (32, 8, 8)  # ncnn's own
+    assert compare.compare(ours["2"], run.refs["2"]).status == compare.SHAPE
+    assert rel_error(ours["out0"], run.refs["out0"]) < 1e-5

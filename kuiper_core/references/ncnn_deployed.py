@@ -111,12 +111,18 @@ def deployed_references(
         blobs = {b: b for b in report.values if b in values}
     else:
         blobs = _aligned(report, values)
-    refs = {o: report.values[b].reshape(np.shape(values[o])) for o, b in blobs.items()}
-    torch = {o: report.torch[b].reshape(np.shape(values[o])) for o, b in blobs.items() if b in report.torch}
+    refs = {o: _shaped(report.values[b], values[o]) for o, b in blobs.items()}
+    torch = {o: _shaped(report.torch[b], values[o]) for o, b in blobs.items() if b in report.torch}
     inputs_ = {op.outputs[0].name for op in opened.graph.inputs}
     computed = [o.name for op in opened.graph.operators for o in op.outputs if o.name in values]
     computed = [o for o in computed if o not in inputs_]
     return DeployedRun(refs, blobs, torch, report, len(computed), [o for o in computed if o not in refs])
+
+
+def _shaped(theirs: np.ndarray, ours: np.ndarray) -> np.ndarray:
+    """ncnn's blob in our operand's shape ((c, h, w) -> (1, c, h, w)); as it is when the sizes differ
+    (the comparison then says a shape mismatch: a layer of ours made another size than ncnn's)."""
+    return theirs.reshape(ours.shape) if theirs.size == ours.size else theirs
 
 
 def _aligned(report: NcnnReport, values: Mapping[str, np.ndarray]) -> dict[str, str]:
