@@ -64,6 +64,8 @@ def _framework_offered(model: common.LoadedModel) -> bool:
 
 
 def _ncnn(model: common.LoadedModel, resolved: common.ResolvedInput) -> dict[str, np.ndarray] | None:
+    if not ncnn_panel.has_deployed(model):  # (most models: no input digest taken for nothing)
+        return None
     run = ncnn_panel.current(model, resolved)
     return None if run is None else run.refs
 
