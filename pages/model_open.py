@@ -162,12 +162,16 @@ def _load(kind: str, path_text: str | None) -> None:
     if problem:
         st.error(problem)
         return
-    if request.kind == "ncnn" and kind == "upload":
-        problem = _ncnn_shape_problem(request.data, request.name)
-        if problem:
-            st.error(problem)
+    if request.kind == "ncnn":  # the input blob's shape: the field (an upload), or the PNNX files beside (a path)
+        problem = _ncnn_shape_problem(request.data, request.name) if kind == "upload" else None
+        needs = model_files.ncnn_needs_shape(request.data, request.name)
+        if problem or (needs and kind == "path" and request.inputshape is None):
+            st.error(
+                problem
+                or "This .ncnn.param does not say its input blob's shape and no .pnnx.param is beside it: upload it instead, the page then asks for the shape."
+            )
             return
-        given = st.session_state.get(SHAPE_KEY) if model_files.ncnn_needs_shape(request.data, request.name) else None
+        given = (request.inputshape or st.session_state.get(SHAPE_KEY)) if needs else None
         common.select_upload(request.name, request.data, request.bin, inputshape=given)
         _done()
     if request.kind not in model_files.CONVERTED:

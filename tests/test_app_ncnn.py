@@ -174,3 +174,31 @@ def test_a_converted_model_is_compared_with_its_deployed_ncnn_model_and_pytorch(
     assert any("weights stored as fp16 by pnnx" in i.value for i in at.info), texts(at.info)
     options = next(df.value for df in at.dataframe if "ncnn run" in df.value.columns)
     assert "final error vs PyTorch" in options.columns  # measured against the framework's outputs
+
+
+def test_a_path_on_the_server_opens_an_ncnn_model_with_the_shape_of_the_pnnx_files_beside(
+    tmp_path, monkeypatch
+) -> None:
+    import shutil
+
+    from conftest import SAMPLES
+
+    for ext in ("param", "bin"):
+        shutil.copy(NCNN / f"tiny_mlp.fp32.ncnn.{ext}", tmp_path / f"m.ncnn.{ext}")
+    shutil.copy(NCNN / "tiny_mlp.fp32.ncnn.param", tmp_path / "alone.ncnn.param")
+    shutil.copy(NCNN / "tiny_mlp.fp32.ncnn.bin", tmp_path / "alone.ncnn.bin")
+    shutil.copy(SAMPLES / "tiny_mlp.pnnx.param", tmp_path / "m.pnnx.param")
+    monkeypatch.setenv("KUIPER_SERVER_MODELS", str(tmp_path))
+    at = app()
+    at.text_input(key="home_path").set_value("alone.ncnn.param").run()
+    click(at, "home_load_path")
+    assert "no .pnnx.param is beside it" in " ".join(texts(at.error)), texts(at.error)
+    at.text_input(key="home_path").set_value("m.ncnn.param").run()
+    click(at, "home_load_path")
+    assert any("Summary of `m.ncnn.param`" in h.value for h in at.header), texts(at.header)
+    declared = at.session_state["kx_upload"].meta["inputshape"]
+    pnnx_input = (tmp_path / "m.pnnx.param").read_text().splitlines()[2]
+    assert f"#0=(1,{declared[1:-1]})f32" in pnnx_input  # the PNNX input's shape without its batch dim
+    at.switch_page(FORWARD).run()
+    click(at, "fw_run_all")
+    assert not at.error and any("out0: shape" in m.value for m in at.markdown), texts(at.error)

@@ -177,6 +177,7 @@ class OpenRequest:
     data: bytes
     bin: bytes | None
     kind: str | None
+    inputshape: str | None = None  # an ncnn model's input blob shapes, from the PNNX files beside it
 
 
 _EXTERNAL_SEEN: dict[bytes, bool] = {}  # by content digest: the page asks at every rerun
@@ -277,7 +278,26 @@ def from_path(text: str, max_bytes: int, folder: Path | None = None) -> OpenRequ
 
         beside = [path.parent / name for name in external_files(data)]
         weights = read(beside[0]) if len(beside) == 1 and beside[0].is_file() else None
-    return OpenRequest(path.name, data, weights, kind)
+    shape = _ncnn_shape_beside(path, read) if kind == "ncnn" and ncnn_needs_shape(data, path.name) else None
+    return OpenRequest(path.name, data, weights, kind, shape)
+
+
+def _ncnn_shape_beside(path: Path, read: Callable[[Path], bytes]) -> str | None:
+    """`[c,h,w]` per input from the .pnnx.param pnnx wrote beside an .ncnn.param (its inputs'
+    shapes without the batch dim), or None (no such file, or its inputs do not say)."""
+    from ..formats.ncnn import pnnx_sibling
+    from ..pnnx import parse_param_bytes
+
+    sibling = pnnx_sibling(path)
+    if not sibling.is_file():
+        return None
+    try:
+        shapes = [op.outputs[0].shape for op in parse_param_bytes(read(sibling), sibling.name).inputs]
+    except KuiperError:
+        return None
+    if not shapes or any(not s or s[0] != 1 or not all(isinstance(d, int) for d in s[1:]) for s in shapes):
+        return None
+    return ",".join("[" + ",".join(str(d) for d in s[1:]) + "]" for s in shapes if s)
 
 
 def conversion_text(conversion: Conversion, say_cached: bool = True) -> str:
