@@ -63,18 +63,16 @@ def current(model: common.LoadedModel, resolved: common.ResolvedInput) -> Deploy
 
 
 def torch_refs(model: common.LoadedModel, resolved: common.ResolvedInput, run: DeployedRun) -> dict[str, np.ndarray]:
-    """PyTorch's values of our operands: pnnx's code beside the files, else the session's (the
-    bundled tensors of the sample input, the references computed from the framework)."""
+    """PyTorch's values of our operands: the session's, keyed by operand (the sample input's bundled
+    tensors, references computed with PyTorch), else pnnx's code's beside the files, lined up through
+    ncnn's blobs."""
     from pages import compare_panel
 
-    out: dict[str, np.ndarray] = {}
-    bundled = compare_panel.bundled_references(model, resolved)
+    out = dict(run.torch)  # lined up by content through ncnn's blobs: the session's, keyed by operand, win
     framework = compare_panel.computed_framework(model, resolved)
     if framework is not None and "PyTorch" in framework[0]:
         out.update(framework[1])
-    if bundled:
-        out.update(bundled)
-    out.update(run.torch)
+    out.update(compare_panel.bundled_references(model, resolved) or {})
     return out
 
 
