@@ -26,7 +26,7 @@ from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
 
 STATE = "kx_ncnn_refs"  # {"key": (model, input digest), "run": DeployedRun}
-ERROR = "fw_ncnn_error"
+ERROR = "fw_ncnn_error"  # ((model, input digest), the error) of the last failed run
 ROWS = "fw_ncnn_rows"  # {"token", "torch", "rows": {id(event): (event, row)}}: computed once per step
 
 
@@ -105,7 +105,10 @@ def _compute(model: common.LoadedModel, resolved: common.ResolvedInput, stepper:
                 expected = _expected(model, resolved)
                 run = deployed_references(model.opened, resolved.arrays, ours, data=data, expected=expected)
         except (KuiperError, MemoryError, IsolatedRunError) as e:
-            st.session_state[ERROR] = e
+            st.session_state[ERROR] = (_key(model, resolved), e)
+            return
+        except Exception as e:  # an engine bug: said, never a traceback on the page
+            st.session_state[ERROR] = (_key(model, resolved), f"internal error: {type(e).__name__}: {e}")
             return
     key = _key(model, resolved)
     st.session_state[STATE] = {"key": key, "run": run}
@@ -133,8 +136,9 @@ def panel(model: common.LoadedModel, resolved: common.ResolvedInput, stepper: Fo
             _compute(model, resolved, stepper)
             if ERROR not in st.session_state:
                 st.rerun()
-        if ERROR in st.session_state:
-            common.show_error(st.session_state[ERROR], title="ncnn could not run the deployed model")
+        failed = st.session_state.get(ERROR)
+        if failed is not None and failed[0] == _key(model, resolved):  # (this model and input's)
+            common.show_error(failed[1], title="ncnn could not run the deployed model")
         return
     report = run.report
     covered = run.computed - len(run.unmapped)

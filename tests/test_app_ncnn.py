@@ -202,3 +202,18 @@ def test_a_path_on_the_server_opens_an_ncnn_model_with_the_shape_of_the_pnnx_fil
     at.switch_page(FORWARD).run()
     click(at, "fw_run_all")
     assert not at.error and any("out0: shape" in m.value for m in at.markdown), texts(at.error)
+
+
+@needs_ncnn
+def test_ncnn_failing_on_the_deployed_model_is_said_not_a_traceback(monkeypatch) -> None:
+    from kuiper_core.references import isolated
+
+    def crash(*args, **kwargs):
+        raise isolated.IsolatedRunError("ncnn was killed by signal 11 (memory limit 3072 MiB): Segmentation fault")
+
+    monkeypatch.setattr(isolated, "run_ncnn", crash)  # as a SIGSEGV in the binding reaches the page
+    at = _upload()
+    at.switch_page(FORWARD).run()
+    click(at, "fw_ncnn")
+    said = _errors(at)
+    assert "ncnn could not run the deployed model" in said and "signal 11" in said, said
