@@ -23,7 +23,7 @@ from kuiper_core.explore.overlay import RAN, Overlay, roll_up, state_overlay
 from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
-from pages import common, compare_panel
+from pages import common, compare_panel, ncnn_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
 from pages.step_controls import url_follows
@@ -221,6 +221,7 @@ def _body() -> None:
         ):
             st.session_state["graph_selected"] = (model.key, event.name)
             st.switch_page("pages/2_graph.py")
+        ncnn_panel.step_line(model, resolved, event, active)  # ours vs ncnn vs PyTorch, when ncnn is the reference
     checks = state.setdefault("checks", compare.CheckCache()).checks(stepper.events, refs, active.token) if refs else []
     left, right = st.columns([1, 1])
     with left:
@@ -228,6 +229,7 @@ def _body() -> None:
     with right.container(key="fw_tensor"):
         _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
     _errors_panel(checks, active.onnx_nodes)
+    ncnn_panel.layer_table(model, resolved, stepper.events, active)
     _outputs()
 
 
