@@ -23,6 +23,7 @@ from kuiper_core.explore.overlay import RAN, Overlay, roll_up, state_overlay
 from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
+from kuiper_core.runtime import RuntimeGraph
 from pages import common, compare_panel, ncnn_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.keys import step_keys
@@ -37,15 +38,15 @@ FAILED = "#7a0000"
 
 st.title("Step through Forward")
 model = common.require_model()
-runtime = model.runtime
-assert runtime is not None and model.graph is not None
+assert model.runtime is not None and model.graph is not None
+runtime: RuntimeGraph = model.runtime  # declared: the callbacks below see it narrowed
 resolved = common.resolve_input(model)
 names = [r.name for r in runtime.order]
 position_of = {n: i + 1 for i, n in enumerate(names)}
 
 stepper: ForwardStepper = common.forward_stepper(model, resolved.arrays)  # shared with the IR page
-state = st.session_state.get(PLAYING)
-if state is None or state.get("stepper") is not stepper:  # a new stepper (model or input changed)
+state: dict[str, Any] = st.session_state.get(PLAYING) or {}
+if state.get("stepper") is not stepper:  # a new stepper (model or input changed)
     state = {"stepper": stepper, "playing": False}
     st.session_state[PLAYING] = state
     wanted = common.url_number("step", high=len(names))  # a reload or a shared link
@@ -268,6 +269,7 @@ def _graph_panel(current: str | None, checks: list[compare.OperatorCheck], failu
         label_visibility="collapsed",
         format_func={"errors": "error vs reference", "progress": "run so far", "categories": "operator category"}.get,
     )
+    assert model.graph is not None  # (checked at the top)
     view = graph_view(model.graph, show=[current, failed_op], expanded=modules.expanded)
     modules.remember(view)
     if mode == "categories":

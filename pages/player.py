@@ -8,6 +8,7 @@ takes longer than the tick (a rerun more often than about 4 times a second would
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -60,7 +61,7 @@ def sync_timer(state: dict[str, Any], speed: int) -> None:
         st.rerun(scope="app")
 
 
-def run_fragment(body, state: dict[str, Any], speed: int) -> None:
+def run_fragment(body: Callable[[], None], state: dict[str, Any], speed: int) -> None:
     """Run `body` as a fragment, on a timer while playing."""
     state["timer"] = interval(speed) if state.get("playing") else None
     st.fragment(run_every=state["timer"])(body)()
