@@ -208,8 +208,10 @@ def test_the_server_path_field_can_be_turned_off(monkeypatch) -> None:
 @needs_converter
 def test_without_torch_or_onnxruntime_the_page_says_what_would_compute_references(monkeypatch) -> None:
     import kuiper_core.formats.base as base
+    from pages import ncnn_panel
 
     monkeypatch.setattr(base, "installed", lambda module: False)
+    monkeypatch.setattr(ncnn_panel, "installed", lambda module: False)  # (the deployed model's runner)
     at = _load(_choose(app(), DEBUG / "small_cnn.onnx", "nothing_installed.onnx"))
     at.switch_page(FORWARD).run()
     no_exception(at)

@@ -69,8 +69,10 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 # -- the engine's size budget (tinygrad keeps one: its line count is checked in CI) -------------
 # Set where the engine landed on main after issue 36's merges (35,925 non-blank lines, 13
 # functions over 80 lines) plus a small margin: growing past either number is a decision to
-# write down here, not drift. The app (pages/), tools and tests are not counted.
-ENGINE_LINES = 37_000  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
+# write down here, not drift. The app (pages/), tools and tests are not counted. Raised once,
+# by the 29 Nov session: the app's state moved in from pages/common.py (kuiper_core/explore:
+# ~570 lines that pages/ lost), and ncnn's layers for models not in the project (~450).
+ENGINE_LINES = 37_800  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
 FUNCTION_LINES = 80  # def line to last line, docstring included
 # Functions over FUNCTION_LINES today, each at most its length then (they may shrink, not grow).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
