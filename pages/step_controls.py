@@ -48,10 +48,12 @@ def step_controls(
     url_param: str | None = "step",
     report_ms: int | None = None,
     first: int = 0,
+    known: int | None = None,
 ) -> None:
     """The controls of one walk of `total` steps, at `step`. `seq`: bump it whenever the
     server moves the position itself (the browser then takes `step`); on_step(n) runs (as a
-    callback) with the browser's position once the user pauses."""
+    callback) with the browser's position once the user pauses, or at once for a step past
+    `known` (the last step the browser has a frame for: Forward's operators not run yet)."""
 
     def _reported() -> None:
         value = (st.session_state.get(key) or {}).get("step")
@@ -73,14 +75,19 @@ def step_controls(
             "speeds": SPEEDS,
             "speed": DEFAULT,
             "first": int(first),
+            "known": int(total if known is None else known),
         },
         on_step_change=_reported,
     )
 
 
-def step_panel(key: str, group: str, frames: list[str], step: int) -> None:
-    """The panel of `group`: frames[step] (HTML made and escaped by kuiper_core.explore)."""
-    _panel(key=key, data={"group": group, "frames": frames, "step": int(step)})
+def step_panel(
+    key: str, group: str, frames: list[str], step: int, *, beyond: str | None = None, behind: str | None = None
+) -> None:
+    """The panel of `group`: frames[step] (HTML made and escaped by kuiper_core.explore).
+    beyond: the HTML for a step past the last frame ("{step}" is its number); behind: a CSS
+    selector of what the server drew for `step`, dimmed while the browser shows another."""
+    _panel(key=key, data={"group": group, "frames": frames, "step": int(step), "beyond": beyond, "behind": behind})
 
 
 _URL_JS = """
