@@ -217,7 +217,7 @@ def _body() -> None:
         )
         with st.container(key="fw_tensor"):
             _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
-    _errors_panel(checks, active.onnx_nodes)
+    _errors_panel(checks, pos, active.onnx_nodes)
     _outputs()
 
 
@@ -335,14 +335,17 @@ def _worst_output(items: list[tuple[str, str, np.ndarray]], check: compare.Opera
     )
 
 
-def _errors_panel(checks: list[compare.OperatorCheck], onnx_nodes: dict[str, str]) -> None:
+def _errors_panel(every: list[compare.OperatorCheck], pos: int, onnx_nodes: dict[str, str]) -> None:
+    """The operators up to the step on view; the first failure among all those run (the
+    server may have run ahead of the view)."""
     if not refs:
         return
+    checks = every[:pos]
     st.subheader("Error against the reference, per operator")
     summary = compare.summarize(checks)
     level, sentence = compare.verdict(summary, refs_source)
     getattr(st, level)(sentence)
-    bad = compare.first_bad(checks)
+    bad = compare.first_bad(every)
     if bad is not None:
         st.button(
             f"Go to the first failure: {bad.name} (operator {bad.index + 1})",

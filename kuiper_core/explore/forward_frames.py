@@ -68,7 +68,7 @@ def _stats_row(label: str, a: np.ndarray, stats: dict[str, Any]) -> str:
     return "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>"
 
 
-_HEAD = "".join(f"<th>{h}</th>" for h in ("tensor", "shape", "dtype", "min", "max", "mean", "std", "NaN / Inf"))
+_HEAD = "".join(f"<th>{h}</th>" for h in ("tensor", "shape", "dtype", "min", "max", "mean", "std", "NaN/Inf"))
 
 
 def operator_html(
