@@ -302,7 +302,9 @@ def test_forward_colours_the_first_wrong_operator() -> None:
     assert highlight(at) == relu.name
     assert forward_controls(at)["seq"] == seq + 1  # the server moved: the browser takes its position
     assert output not in viewer_colors(at)  # not run yet at this step: a step colours what has run by then
-    assert f"kx-s-error\">%{relu.op.outputs[0].name} against the uploaded references: max |error| 1 " in forward_panel(at)
+    assert f'kx-s-error">%{relu.op.outputs[0].name} against the uploaded references: max |error| 1 ' in forward_panel(
+        at
+    )
 
 
 @pytest.mark.slow
