@@ -33,6 +33,7 @@ from app_server import (
     streamlit_server,
     svg_node_titles,
     wait_highlight,
+    wait_caught_up,
     wait_idle,
 )
 from conftest import SAMPLES
@@ -453,7 +454,7 @@ def test_forward_on_resnet18_compares_every_operator(page) -> None:
     assert any("44 of 44 operators run so far compared with PyTorch" in a for a in said), said
     button(page, "End").click()
     page.get_by_text(re.compile(r"^Operator 51 of 51")).wait_for()
-    wait_idle(page)
+    wait_caught_up(page)  # the server draws the error summary once the browser pauses
     said = alerts(page)
     assert any(
         "51 of 51 operators run so far compared with PyTorch" in a and "all 51 within tolerance" in a for a in said
@@ -475,7 +476,7 @@ def test_forward_uploaded_references_no_match_and_wrong_shape(page) -> None:
     if not button(page, "End").is_disabled():
         button(page, "End").click()
     page.get_by_text(re.compile(r"^Operator 12 of 12")).wait_for()
-    wait_idle(page)
+    wait_caught_up(page)
     said = alerts(page)
     assert any(
         "None of the 2 arrays in the uploaded .npz names an operand of `digits_cnn`" in a
