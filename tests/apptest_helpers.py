@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import zlib
 from typing import Any
 
 from conftest import ROOT
@@ -137,7 +139,10 @@ def forward_back(at: AppTest) -> AppTest:
 def forward_panel(at: AppTest) -> str:
     """The HTML Forward's step panel shows at the server's position."""
     panel = component_data(at, "kx_step_panel")
-    return panel["frames"][min(panel["step"], len(panel["frames"]) - 1)]
+    frames = panel["frames"]
+    if panel.get("packed"):  # sent deflated (pages/step_controls.py: a long run's frames)
+        frames = json.loads(zlib.decompress(base64.b64decode(panel["packed"]["z"])))
+    return frames[min(panel["step"], len(frames) - 1)]
 
 
 def viewer_colors(at: AppTest, i: int = 0) -> dict[str, str]:

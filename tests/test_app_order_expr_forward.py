@@ -215,6 +215,22 @@ def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> N
 
 
 @pytest.mark.slow
+def test_forward_frames_of_a_long_model_go_deflated() -> None:
+    """deep1500 run to the end: all 1,503 steps go to the browser, the panels deflated (0.9 MB
+    of summaries as ~50 KB), the graph's frames one added fill a step at most."""
+    from apptest_helpers import component_data
+
+    at = app("deep1500", FORWARD)
+    forward_go(at, END)
+    panel = component_data(at, "kx_step_panel")
+    assert panel["frames"] is None and len(panel["packed"]["z"]) < 120_000
+    assert "Operator 1502 of 1502: " in forward_panel(at) and "the last operator" in forward_panel(at)
+    graph = viewers(at)[0]
+    assert len(graph["frames"]) == 1503 and graph["additive"] and len(json.dumps(graph["frames"])) < 120_000
+    assert forward_controls(at)["known"] == 1502
+
+
+@pytest.mark.slow
 def test_forward_on_resnet18_compares_every_operator_it_ran() -> None:
     """resnet18 bundles PyTorch's tensor for every operand: 44 operators run, 44 compared."""
     at = app("resnet18", FORWARD)
