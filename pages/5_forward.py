@@ -130,20 +130,31 @@ def _apply_pending(slot: Any) -> None:
 
 
 def _panels(checks: list[compare.OperatorCheck], token: Any, onnx_nodes: dict[str, str]) -> list[str]:
-    """The panel frame of every step run so far (made again only when the run or the references changed)."""
-    key = (len(stepper.events), id(stepper.events[-1]) if stepper.events else None, token, refs_source)
+    """The panel frame of every step run so far: the frames of the operators run since the last
+    call are added (the server runs ahead a little at a time), all made again when the
+    references or the run changed."""
+    events = stepper.events
+    key = (token, refs_source, id(events[0]) if events else None)
     cached = state.get("panels")
-    if cached is None or cached[0] != key:
-        frames = forward_frames.panel_frames(
-            stepper.events,
+    if cached is None or cached[0] != key or cached[1] > len(events):
+        cached = state["panels"] = (key, 0, [])
+    _, done, frames = cached
+
+    def make(new: list, start: bool) -> list[str]:
+        return forward_frames.panel_frames(
+            new,
             names,
             kernel_of=lambda e: event_kernel(runtime, e),
             checks=checks,
             ref_source=refs_source,
             onnx_nodes=onnx_nodes,
+            start=start,
         )
-        cached = state["panels"] = (key, frames)
-    return cached[1]
+
+    if done < len(events) or not frames:
+        frames = (frames or make([], True)) + make(events[done:], False)  # a new list: the browser's copy is another
+        state["panels"] = (key, len(events), frames)
+    return frames
 
 
 def _body() -> None:

@@ -120,9 +120,11 @@ def panel_frames(
     checks: Sequence[compare.OperatorCheck] = (),
     ref_source: str = "the reference",
     onnx_nodes: Mapping[str, str] | None = None,
+    start: bool = True,
 ) -> list[str]:
-    """The panel at each step 0..len(events). Each operand's summary is computed once (an
-    output is the next operator's input)."""
+    """The panel at each step 0..len(events) (start=False: only the events', to extend a run's
+    frames as it goes on). Each operand's summary is computed once (an output is the next
+    operator's input)."""
     cache: dict[int, tuple[np.ndarray, dict[str, Any]]] = {}
 
     def stats_of(a: np.ndarray) -> dict[str, Any]:
@@ -131,7 +133,7 @@ def panel_frames(
             hit = cache[id(a)] = (a, tensors.tensor_stats(a))
         return hit[1]
 
-    frames = [start_html(names[0], bool(checks))] if names else [""]
+    frames = ([start_html(names[0], bool(checks))] if names else [""]) if start else []
     for e in events:
         frames.append(
             operator_html(
