@@ -37,12 +37,14 @@ from pages.step_controls import group_of, step_controls, step_panel
 from pages.tensor_panel import chart, show_tensor
 
 PENDING = "fw_pending"  # ("go", position), ("name", operator) or ("report", position)
-STATE = "fw_playing"  # {"stepper", "seq": server moves, "panels": (token, frames)}
+STATE = "fw_state"  # {"stepper", "seq": server moves, "checks": CheckCache, "panels": (key, run, frames)}
 FAILED = forward_frames.FAILED
 # After the server runs the operator a step asked for, it runs on for this long, the view
 # staying put, so the next steps are frames the browser already has. Not the whole forward
 # at once: a ResNet-18's steps take 3-12 s on a loaded 2-core server (one operator: 0.1 s).
 RUN_AHEAD_SECONDS = 0.3
+WAIT = '<div class="kx-s-box kx-s-info">Operator {step}: the server is running it…</div>'  # no frame yet
+DRAWING = '<div class="kx-s-box kx-s-info">The server is drawing this step…</div>'  # (over MAX_OPERATORS)
 
 st.title("Step through Forward")
 model = common.require_model()
@@ -213,7 +215,7 @@ def _body() -> None:
             ref_source=refs_source,
             onnx_nodes=active.onnx_nodes,
         )
-        panels = one[:1] + [""] * (pos - 1) + one[1:]
+        panels = one[:1] + [DRAWING] * (pos - 1) + one[1:]
     left, right = st.columns([1, 1])
     with left:
         _graph_panel(pos, checks, failure, browser)
@@ -223,13 +225,14 @@ def _body() -> None:
             group,
             panels,
             pos,
-            beyond='<div class="kx-s-box kx-s-info">Running operator {step}…</div>',
+            beyond=WAIT,
             behind=".st-key-fw_tensor",
         )
         with st.container(key="fw_tensor"):
             _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
     _errors_panel(checks, pos, active.onnx_nodes)
-    _outputs()
+    if pos == len(names):  # (the server may have run to the end ahead of the view)
+        _outputs()
 
 
 def _show_failure(failure: BaseException | None) -> None:

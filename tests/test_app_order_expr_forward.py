@@ -214,6 +214,21 @@ def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> N
     assert forward_controls(at)["step"] == len(names) - 1
 
 
+def test_forward_over_the_frame_bound_steps_on_the_server(monkeypatch) -> None:
+    """A model over forward_frames.MAX_OPERATORS sends the step on view only: every position
+    is reported at once (known = -1) and nothing is run ahead of it."""
+    from kuiper_core.explore import forward_frames
+
+    monkeypatch.setattr(forward_frames, "MAX_OPERATORS", 5)
+    at = app("digits_cnn", FORWARD)
+    forward_go(at, 3)
+    controls = forward_controls(at)
+    assert controls["known"] == -1 and controls["step"] == 3
+    assert len(at.session_state["kx_forward"]["stepper"].events) == 3  # no run ahead
+    assert "Operator 3 of 12:" in forward_panel(at)
+    assert len(viewers(at)[0]["frames"]) == 4 and highlight(at) == runtime("digits_cnn").order[2].name
+
+
 @pytest.mark.slow
 def test_forward_frames_of_a_long_model_go_deflated() -> None:
     """deep1500 run to the end: all 1,503 steps go to the browser, the panels deflated (0.9 MB
