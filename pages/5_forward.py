@@ -226,7 +226,7 @@ def _body() -> None:
             panels,
             pos,
             beyond=WAIT,
-            behind=".st-key-fw_tensor",
+            behind=".st-key-fw_tensor, [class*='st-key-fw_target_']",  # the server's, for its step
         )
         with st.container(key="fw_tensor"):
             _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)

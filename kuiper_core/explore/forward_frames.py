@@ -91,7 +91,8 @@ def operator_html(
         + (f" · next: <code>{escape(_cut(next_name))}</code>" if next_name else " · the last operator")
     )
     rows = "".join(_stats_row(_cut(label), a, stats_of(a)) for label, _, a in tensor_items(event))
-    html = f'<p class="kx-fw-status">{head}</p><table class="kx-s-table kx-fw-tensors"><thead><tr>{_HEAD}</tr></thead><tbody>{rows}</tbody></table>'
+    table = f'<table class="kx-s-table kx-fw-tensors"><thead><tr>{_HEAD}</tr></thead><tbody>{rows}</tbody></table>'
+    html = f'<p class="kx-fw-status">{head}</p><div class="kx-fw-scroll">{table}</div>'
     if event.type == "pnnx.Input":
         html += '<p class="kx-s-caption">pnnx.Input passes the model\'s input through.</p>'
     for name, c in (check.outputs if check is not None else {}).items():
