@@ -7,8 +7,8 @@
     python bench/bench_convs.py --param /tmp/kb/unet/model.pnnx.param --threads 1 --clock cpu  # a model's nn.Conv2d
     python bench/bench_convs.py --candidates --param sample_models/unet.pnnx.param   # every kernel the chooser weighs
 
-The kernel is the one the layer picks for that input (conv_kernels.choose: Winograd F(m,3),
-im2col or pointwise GEMM), made once as the prepared forward makes it. With one thread it
+The kernel is the one the layer picks for that input (conv_choice.choose_kernel: Winograd
+F(m,3), im2col or pointwise GEMM, depthwise), made once as the prepared forward makes it. With one thread it
 is timed on the same input as PyTorch in alternating blocks in one process (bench/timing.py).
 With more, each engine is timed in a process of its own (`--engine`; kuiper's imports no
 torch), the two alternating `--rounds` times, and the best round's median of each is shown:
@@ -18,9 +18,12 @@ cost model's choices and a kernel change; bench/compare.py times whole models.
 
 `--candidates` (kuiper only, one thread, CPU time of this thread): every kernel the chooser
 weighs for each conv that has more than one (im2col, F(2,3), F(4,3), F(2,3) along the rows,
-stride-2 rows m=2/4), whatever the memory caps say, timed warm and with the caches flushed
-before each call (a 96 MiB read: in a model whose weights pass L3, as ResNet-18's 45 MB do,
-each conv's weights come from memory), beside the cost model's estimate; `*` marks the pick.
+stride-2 rows m=2/4; depthwise: im2col, channels last, wide rows), whatever the memory caps
+say, timed warm and with the caches flushed before each call (a 96 MiB read: in a model whose
+weights pass L3, as ResNet-18's 45 MB do, each conv's weights come from memory), beside the
+cost model's estimate under the built-in costs or `--costs file.json`; `*` marks the pick.
+The measured against the estimated columns are what the costs are fitted to
+(layers/kernel_costs.py; docs/speed.md, "Re-fitting the kernel costs").
 """
 
 from __future__ import annotations
@@ -72,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         "--candidates",
         action="store_true",
         help="time every kernel the chooser weighs, warm and flushed (kuiper only, one thread)",
+    )
+    ap.add_argument(
+        "--costs",
+        help="a KernelCosts JSON (kernel_costs.py's save) to estimate and pick with; default: the built-in costs",
     )
     ap.add_argument(
         "--engine",
@@ -181,8 +188,11 @@ def time_candidates(args: argparse.Namespace) -> int:
     """--candidates: each conv's candidate kernels, median ms warm and flushed, and estimated."""
     import numpy as np
 
+    from kuiper_core.layers.kernel_costs import DEFAULT_COSTS, ChoiceInputs, KernelCosts
+
     if args.threads != 1:
         raise SystemExit("--candidates times one thread (the cost model's fit)")
+    costs = KernelCosts.load(args.costs) if args.costs else DEFAULT_COSTS
     shapes = [tuple(args.shape) + (1,)] if args.shape else RESNET18_CONVS
     rng = np.random.default_rng(0)
     cases = model_convs(args.param) if args.param else [synthetic_conv(rng, args.batch, *shape) for shape in shapes]
@@ -194,11 +204,11 @@ def time_candidates(args: argparse.Namespace) -> int:
     seen = set()
     for label, layer, x, y, _, _ in cases:
         key = (x.shape, y.shape, layer.kernel, layer.stride, layer.dilation, layer.groups)  # type: ignore[attr-defined]
-        kernels = candidate_kernels(layer, x.shape)
+        kernels = candidate_kernels(layer, x.shape, costs)
         if len(kernels) < 2 or key in seen:
             continue
         seen.add(key)
-        picked = kernel_name(layer._make_kernel(x.shape, np.dtype(np.float32)))  # type: ignore[attr-defined]
+        picked = kernel_name(layer.kernels.make(x.shape, np.dtype(np.float32), ChoiceInputs(costs, 1)))  # type: ignore[attr-defined]
         times: dict[str, dict[str, list[float]]] = {name: {"warm": [], "flushed": []} for name in kernels}
         for _ in range(args.rounds):
             for name, (kernel, _) in kernels.items():
@@ -217,39 +227,43 @@ def time_candidates(args: argparse.Namespace) -> int:
     return 0
 
 
-def candidate_kernels(layer, x_shape: tuple[int, ...]) -> dict[str, tuple[object, float]]:
-    """name -> (kernel, the cost model's estimate in ms) for every kernel `choose` weighs for
-    this conv (Winograd's memory caps aside), each made by the layer with the choice forced."""
+def candidate_kernels(layer, x_shape: tuple[int, ...], costs) -> dict[str, tuple[object, float]]:
+    """name -> (kernel, the cost model's estimate in ms under `costs`) for every kernel the
+    chooser weighs for this conv (the memory caps aside), each made by the layer's kernel
+    factory with the choice given (conv_factory.ConvKernels.make)."""
     import numpy as np
 
-    import kuiper_core.layers.conv as conv
-    from kuiper_core.layers import conv_kernels as ck
+    from kuiper_core.layers import conv_choice as cc
+    from kuiper_core.layers.kernel_costs import ChoiceInputs
 
     n, c = x_shape[:2]
     o, kernel, stride = layer.out_channels, layer.kernel, layer.stride
-    pads, (oh, ow) = layer._geometry(x_shape[2], x_shape[3], kernel)
+    pads, (oh, ow) = layer.geometry(x_shape[2], x_shape[3], kernel)
+    geo = cc.ConvGeometry(o, kernel, stride, layer.dilation, layer.groups, layer.padding_mode, pads, (oh, ow))
     geometry = (kernel, stride, layer.dilation, layer.groups, layer.padding_mode)
-    choices: dict[str, tuple[object, object, float]] = {}  # name -> (winograd tile, stride-2 tile, estimate)
+    choices: dict[str, tuple[cc.Choice, float]] = {}  # name -> (the choice, its estimate)
     if layer.groups == 1 and not (kernel == (1, 1) and stride == (1, 1) and not any(pads)):
-        choices["im2col"] = (None, None, ck.im2col_cost(n, c, o, oh, ow, kernel[0] * kernel[1]))
-    if geometry == ((3, 3), (1, 1), (1, 1), 1, "zeros") and min(c, o) >= ck.WINOGRAD_MIN_CHANNELS:
+        choices["im2col"] = (("im2col", None), cc.im2col_cost(costs, n, c, o, oh, ow, kernel[0] * kernel[1]))
+    if geometry == ((3, 3), (1, 1), (1, 1), 1, "zeros") and min(c, o) >= costs.winograd_min_channels:
         for m in (2, 4):
-            choices[f"F({m},3)"] = (m, None, ck.winograd_cost(m, n, c, o, oh, ow))
-        choices["rows F(2,3)"] = (ck.ROWS, None, ck.winograd_rows_cost(n, c, o, oh, ow))
+            choices[f"F({m},3)"] = (("winograd", m), cc.winograd_cost(costs, m, n, c, o, oh, ow))
+        choices["rows F(2,3)"] = (("winograd", cc.ROWS), cc.winograd_rows_cost(costs, n, c, o, oh, ow))
     k = kernel[0]
-    if geometry[1:] == ((2, 2), (1, 1), 1, "zeros") and kernel == (k, k) and k in ck.STRIDE2_KERNELS:
-        for m in ck.STRIDE2_TILES:
-            choices[f"stride2 m={m}"] = (None, m, ck.stride2_cost(m, k, n, c, o, oh, ow))
-    made = {}
-    saved = conv.winograd_tile, conv.stride2_tile
-    try:
-        for name, (tile, tile2, estimate) in choices.items():
-            conv.winograd_tile = lambda *a, tile=tile: tile  # type: ignore[assignment]
-            conv.stride2_tile = lambda *a, tile2=tile2: tile2  # type: ignore[assignment]
-            made[name] = (layer._make_kernel(x_shape, np.dtype(np.float32)), estimate)
-    finally:
-        conv.winograd_tile, conv.stride2_tile = saved
-    return made
+    if geometry[1:] == ((2, 2), (1, 1), 1, "zeros") and kernel == (k, k) and k in cc.STRIDE2_KERNELS:
+        for m in (2, 4):
+            choices[f"stride2 m={m}"] = (("stride2", m), cc.stride2_cost(costs, m, k, n, c, o, oh, ow))
+    if layer.groups == c == o and layer.padding_mode == "zeros":  # depthwise
+        im2col, last = cc.depthwise_costs(x_shape, geo, costs)
+        choices["im2col"] = (("im2col", None), im2col)
+        choices["chan. last"] = (("depthwise", None), last)
+        if stride == (1, 1):
+            choices["wide rows"] = (("wide", None), float("nan"))  # a rule, not a cost model
+    inputs = ChoiceInputs(costs, 1)
+    f32 = np.dtype(np.float32)
+    return {
+        name: (layer.kernels.make(x_shape, f32, inputs, given=(pads, choice)), estimate)
+        for name, (choice, estimate) in choices.items()
+    }
 
 
 def kernel_name(k: object) -> str:
@@ -315,7 +329,7 @@ def model_convs(param: str) -> list[tuple]:
         layer = rop.layer
         x = rng.standard_normal(rop.op.inputs[0].shape, dtype=np.float32)
         y = np.empty(rop.op.outputs[0].shape, np.float32)
-        pads = layer._geometry(x.shape[2], x.shape[3], layer.kernel)[0]  # type: ignore[attr-defined]
+        pads = layer.geometry(x.shape[2], x.shape[3], layer.kernel)[0]  # type: ignore[attr-defined]
         if pads[0] != pads[1] or pads[2] != pads[3] or layer.padding_mode != "zeros":  # type: ignore[attr-defined]
             continue  # F.conv2d pads symmetrically with zeros
         conv_args = (

@@ -29,6 +29,7 @@ from .errors import (
 from .graph import Attribute, Graph, Operand, Operator
 from .runtime import ExecutionOptions, GraphState, RuntimeGraph, StepEvent
 from .layers.halves import DEFAULT_SIZES, SplitSizes
+from .layers.kernel_costs import DEFAULT_COSTS, KernelCosts
 from .runtime.policy import Request
 
 __version__ = "0.1.0"
@@ -42,6 +43,7 @@ def load(
     executor: Request = "auto",
     threads: int | None = None,
     split_sizes: SplitSizes | None = None,
+    kernel_costs: KernelCosts | None = None,
     **options: Any,
 ) -> RuntimeGraph:
     """Open a model of any format the engine reads and build a RuntimeGraph.
@@ -56,10 +58,14 @@ def load(
     "auto" (the whole prepared forward), "interpreter", "sharded" (batch >= 2 on two threads)
     or "split" (batch 1, a helper process); `threads`: the BLAS's thread count during its
     calls (None: the process's count now); `split_sizes`: when the split executor splits a call
-    (layers/halves.SplitSizes). `RuntimeGraph.last_executor` says which ran."""
+    (layers/halves.SplitSizes); `kernel_costs`: the convolution kernel chooser's fitted costs
+    (layers/kernel_costs.KernelCosts, e.g. `KernelCosts.load(path)`). `RuntimeGraph.last_executor`
+    says which ran."""
     from .references.conversion_check import open_model
 
-    execution = ExecutionOptions(executor, threads, split_sizes or DEFAULT_SIZES)  # checked before the file is read
+    execution = ExecutionOptions(
+        executor, threads, split_sizes or DEFAULT_SIZES, kernel_costs or DEFAULT_COSTS
+    )  # checked before the file is read
     # A .pnnx.param's weights are read when first used (the .bin is checked now): a load parses
     # and plans, and each convolution's kernel reads and lays out its weight at its first run.
     options.setdefault("weights", "lazy")
@@ -90,6 +96,7 @@ __all__ = [
     "load",
     "RuntimeGraph",
     "ExecutionOptions",
+    "KernelCosts",
     "GraphState",
     "StepEvent",
     "Graph",

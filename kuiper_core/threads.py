@@ -1,9 +1,8 @@
 """The BLAS's thread count: NumPy's bundled OpenBLAS, read and set through its own C API.
 
 The engine's calls run at the count their RuntimeGraph's options name (runtime/policy.py),
-set for the call and restored after it (`using_blas_threads`). Kernel choice reads it where a
-kernel's GEMMs are too small for OpenBLAS to spread over its threads (conv_kernels.stride2_tile:
-its cost model is for one thread). Read by ctypes (~0.1 us a call; threadpoolctl's inspection of
+set for the call and restored after it (`using_blas_threads`); the kernel choice is told the same
+count by the runtime (layers/kernel_costs.ChoiceInputs), not read here. Read by ctypes (~0.1 us a call; threadpoolctl's inspection of
 the loaded libraries takes ~ms). A BLAS this module cannot reach (not NumPy's bundled OpenBLAS:
 conda's, macOS's Accelerate, MKL) counts as one thread and keeps its own setting.
 """

@@ -100,7 +100,11 @@ if not model.ok:
 # Every choice is stored by a callback, before the page (and the sidebar) is drawn, so
 # everything on screen names the input that is really used.
 st.header("3. Input")
-specs = common.model_input_specs(model)
+try:
+    specs = common.model_input_specs(model)
+except KuiperError as e:  # an input the file gives no shape (an ncnn Input line): say so, no traceback
+    common.show_error(e, title=f"No input can be made for '{model.name}'")
+    st.stop()
 size_picker(model, specs)  # dynamic-shape models only
 kinds = ["sample", "example", "random", "zeros", "ones", "npy"]
 if model.sample_input is None:

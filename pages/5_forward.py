@@ -31,7 +31,7 @@ from kuiper_core.explore.overlay import RAN, Overlay, state_overlay
 from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
-from pages import common, compare_panel
+from pages import common, compare_panel, ncnn_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.step_controls import group_of, step_controls, step_panel
 from pages.tensor_panel import chart, show_tensor
@@ -229,8 +229,10 @@ def _body() -> None:
             behind=".st-key-fw_tensor, [class*='st-key-fw_target_']",  # the server's, for its step
         )
         with st.container(key="fw_tensor"):
+            ncnn_panel.step_line(model, resolved, event, active)  # ours vs ncnn vs PyTorch, when ncnn is the reference
             _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
     _errors_panel(checks, pos, active.onnx_nodes)
+    ncnn_panel.layer_table(model, resolved, stepper.events[:pos], active)  # up to the step on view
     if pos == len(names):  # (the server may have run to the end ahead of the view)
         _outputs()
 

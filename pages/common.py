@@ -61,6 +61,7 @@ INPUT_KEY = "kx_input"
 INPUT_ARRAYS_KEY = "kx_input_arrays"
 REFS_KEY = "kx_refs"
 REFS_NAME_KEY = "kx_refs_name"  # the uploaded reference file's name
+REFS_DIGEST_KEY = "kx_refs_digest"  # its content digest: the URL's refs=, kept in kept_store() (issue 38)
 LOAD_ERROR_KEY = "kx_load_error"  # why the session's model was dropped (shown on Home)
 
 # One process serves every browser session: lower limits than the engine's defaults
@@ -272,6 +273,25 @@ def _input_from_url() -> None:
     set_input_array(kind, array, name)
 
 
+def _references_from_url() -> None:
+    """A new session: the reference .npz its URL names (`refs=DIGEST`), from the kept store, or
+    a note saying it is gone (the Forward page would otherwise compare with nothing, silently)."""
+    digest = url_param("refs")
+    if digest is None:
+        return
+    kept = kept_store().get(f"npz:{digest}") if _DIGEST.fullmatch(digest) else None
+    if kept is None:
+        _add_link_note(
+            "The link's reference file (an uploaded .npz) is no longer on this server (it restarted, or dropped it "
+            "for newer uploads): nothing is compared with it. Upload it again under **Compare with** on the Forward "
+            "page."
+        )
+        return
+    name, arrays = kept.value
+    st.session_state[REFS_KEY], st.session_state[REFS_NAME_KEY] = arrays, name
+    st.session_state[REFS_DIGEST_KEY] = digest
+
+
 # Uploaded models, shared by the sessions that upload the same files, bounded in bytes
 # (APP_LIMITS.max_model_cache_bytes) and dropped when no session holds them any more.
 def _unload(model: LoadedModel) -> None:
@@ -424,6 +444,7 @@ def _reset_model_state() -> None:
         INPUT_DIGESTS_KEY,
         REFS_KEY,
         REFS_NAME_KEY,
+        REFS_DIGEST_KEY,
         "kx_ref_choice",  # what to compare with (pages/compare_panel.py): chosen again per model
         "home_input_kind",
         "home_seed",
@@ -458,6 +479,7 @@ def _current_model() -> LoadedModel | None:
         if choice is None:
             return None
         _input_from_url()
+        _references_from_url()
     if choice["source"] == "lost":
         return None
     if choice["source"] == "upload":
@@ -653,7 +675,15 @@ def set_uploaded_references(data: bytes, name: str = "references.npz") -> dict[s
     refs = read_npz(data, name, APP_LIMITS)
     st.session_state[REFS_KEY] = refs
     st.session_state[REFS_NAME_KEY] = name
+    digest = content_digest({"npz": data})  # kept by content, as an uploaded input: a reload finds it
+    kept = kept_store().put(Kept(f"npz:{digest}", (name, refs), sum(int(a.nbytes) for a in refs.values())))
+    st.session_state[REFS_DIGEST_KEY] = digest if kept else None
     return refs
+
+
+def clear_uploaded_references() -> None:
+    for key in (REFS_KEY, REFS_NAME_KEY, REFS_DIGEST_KEY):
+        st.session_state.pop(key, None)
 
 
 # -- the URL ---------------------------------------------------------------------------------
@@ -695,6 +725,8 @@ def write_url() -> None:
     )
     if input_digest is not None:  # an uploaded input, kept by content (kept_store)
         wanted["input"] = input_digest
+    if st.session_state.get(REFS_DIGEST_KEY) and st.session_state.get(REFS_KEY) is not None:
+        wanted["refs"] = st.session_state[REFS_DIGEST_KEY]  # an uploaded reference .npz, kept the same way
     wanted.update({k: v for k, v in (st.session_state.get(_URL_KEY) or {}).items() if v is not None})
     if dict(st.query_params) != wanted:
         st.query_params.from_dict(wanted)

@@ -18,13 +18,13 @@ import streamlit as st
 
 from kuiper_core import limits
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import references
+from kuiper_core.explore import compare, references
 from kuiper_core.explore import tensors
 from kuiper_core.references import ReferenceSet, framework_references
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.explore.upload_store import Kept
 from kuiper_core.references.hooks import hook_snippet
-from pages import common
+from pages import common, ncnn_panel
 
 CHOICE = "kx_ref_choice"  # the chosen source; survives page changes (a widget's state does not)
 RUNS = "kx_saved_runs"  # [SavedRun], shared by every model of the session (before/after `kuiper opt`)
@@ -47,6 +47,12 @@ def _bundled(model: common.LoadedModel, resolved: common.ResolvedInput) -> dict[
     return arrays
 
 
+def bundled_references(model: common.LoadedModel, resolved: common.ResolvedInput) -> dict[str, np.ndarray] | None:
+    """PyTorch's bundled tensors for the sample input keyed by operand, or None."""
+    bundled = _bundled(model, resolved)
+    return None if bundled is None or model.graph is None else compare.references_for(model.graph, bundled)
+
+
 def _uploaded() -> tuple[str, dict[str, np.ndarray]] | None:
     arrays = st.session_state.get(common.REFS_KEY)
     return None if arrays is None else (st.session_state.get(common.REFS_NAME_KEY) or "references", arrays)
@@ -57,8 +63,22 @@ def _framework_offered(model: common.LoadedModel) -> bool:
     return model.opened is not None and model.opened.references.available
 
 
+def _ncnn(model: common.LoadedModel, resolved: common.ResolvedInput) -> dict[str, np.ndarray] | None:
+    if not ncnn_panel.has_deployed(model):  # (most models: no input digest taken for nothing)
+        return None
+    run = ncnn_panel.current(model, resolved)
+    return None if run is None else run.refs
+
+
 def _kept_name(key: tuple[str, str]) -> str:
     return f"refs:{key[0]}:{key[1]}"
+
+
+def computed_framework(
+    model: common.LoadedModel, resolved: common.ResolvedInput
+) -> tuple[str, dict[str, np.ndarray]] | None:
+    """(what computed them, operand -> array): the framework's references for this model and input, if computed."""
+    return _framework(model, resolved)
 
 
 def _framework(model: common.LoadedModel, resolved: common.ResolvedInput) -> tuple[str, dict[str, np.ndarray]] | None:
@@ -104,12 +124,18 @@ def active_references(model: common.LoadedModel, resolved: common.ResolvedInput)
     runs = saved_runs()
     framework = _framework(model, resolved)
     options = references.reference_choices(
-        bundled is not None, _uploaded() is not None, runs, _framework_offered(model)
+        bundled is not None, _uploaded() is not None, runs, _framework_offered(model), ncnn_panel.offered(model)
     )
     assert model.graph is not None
     chosen = _choice(options, framework is not None)
     active = references.choose_references(
-        model.graph, chosen, bundled=bundled, uploaded=_uploaded(), runs=runs, framework=framework
+        model.graph,
+        chosen,
+        bundled=bundled,
+        uploaded=_uploaded(),
+        runs=runs,
+        framework=framework,
+        ncnn=_ncnn(model, resolved),
     )
     if chosen == references.FRAMEWORK and framework is not None:  # an .onnx's node names, for details and tables
         nodes = st.session_state[FRAMEWORK_KEY]["set"].onnx_nodes
@@ -126,7 +152,7 @@ def _on_upload() -> None:
     f = st.session_state.get("forward_refs")
     st.session_state.pop(ERROR, None)
     if f is None:
-        st.session_state.pop(common.REFS_KEY, None)
+        common.clear_uploaded_references()
         return
     try:
         common.set_uploaded_references(f.getvalue(), common.display_name(f.name))
@@ -165,10 +191,13 @@ def compare_section(
     bundled = _bundled(model, resolved) is not None
     runs = saved_runs()
     framework = _framework(model, resolved)
-    options = references.reference_choices(bundled, _uploaded() is not None, runs, _framework_offered(model))
+    options = references.reference_choices(
+        bundled, _uploaded() is not None, runs, _framework_offered(model), ncnn_panel.offered(model)
+    )
     labels = {
         references.BUNDLED: "PyTorch's tensors for the sample input",
         references.FRAMEWORK: "computed from the model's framework",
+        references.NCNN: "the deployed ncnn model (ncnn itself)",
         references.UPLOADED: "a reference file (.npz)",
     }
     if len(options) == 1:
@@ -188,8 +217,12 @@ def compare_section(
     missing = model.opened.references.missing if model.opened is not None and model.opened.converted else ()
     if missing and not _framework_offered(model):
         st.caption(f"References from `{model.name}`'s own framework could be computed here with: {'; '.join(missing)}.")
+    if ncnn_panel.missing_note(model):
+        st.caption(ncnn_panel.missing_note(model) or "")
     if chosen == references.FRAMEWORK:
         _framework_panel(model, resolved, stepper)
+    elif chosen == references.NCNN:
+        ncnn_panel.panel(model, resolved, stepper)
     elif chosen == references.BUNDLED:
         st.caption(
             f"PyTorch computed these tensors for `{model.name}`'s sample input with the original module "
@@ -249,6 +282,8 @@ def _upload_panel(model: common.LoadedModel) -> None:
     )
     if ERROR in st.session_state:
         common.show_error(st.session_state[ERROR], title="Cannot read the reference file")
+    elif st.session_state.get(common.REFS_KEY) is not None and not st.session_state.get(common.REFS_DIGEST_KEY):
+        st.warning("The reference file is too big for what this server keeps for reloads and links: a reload loses it.")
     # Drawn only when opened: highlighting the Python took the browser ~0.5 s at each load of the page.
     hooks = st.expander(
         "Make a reference file from your PyTorch model (forward hooks)", key="fw_hooks", on_change="rerun"

@@ -1,6 +1,6 @@
 """Home's "open your own model": an upload or a path on the server, of any format the engine
 opens (kuiper_core.formats): a .pnnx.param (+ .bin), a .kir (+ .bin), an .onnx, a TorchScript
-.pt. ONNX and TorchScript are converted by the real pnnx converter, its log shown live; what
+.pt, an ncnn .ncnn.param (+ .ncnn.bin and its input blob's shape, which pnnx does not write). ONNX and TorchScript are converted by the real pnnx converter, its log shown live; what
 it made can be downloaded. Loading happens in the page body (not in a callback) so the
 conversion can stream into a status box.
 """
@@ -43,7 +43,7 @@ def open_panel() -> None:
     st.markdown("**…or open your own model**")
     with st.container(border=True):
         st.file_uploader(
-            "model.pnnx.param, .kir, .onnx or TorchScript .pt",
+            "model.pnnx.param, .kir, .onnx, TorchScript .pt or ncnn .ncnn.param",
             type=MODEL_TYPES,
             key="home_param",
             help="ONNX and TorchScript are converted to PNNX by the pnnx converter",
@@ -52,6 +52,9 @@ def open_panel() -> None:
         kind = model_files.kind_of(f.getvalue(), f.name) if f is not None else None
         if kind in ("pnnx", "kir", None):
             st.file_uploader("model.pnnx.bin (its weights; none for a model without any)", type=["bin"], key="home_bin")
+        elif kind == "ncnn" and f is not None:
+            st.file_uploader("model.ncnn.bin (its weights, written with this .param)", type=["bin"], key="home_bin")
+            _ncnn_shape(f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
         elif kind == "onnx" and model_files.may_have_external_data(f.getvalue()):
             st.file_uploader(
                 "its weights file, e.g. model.onnx.data (this .onnx may keep its weights in a separate file, "
@@ -76,6 +79,37 @@ def open_panel() -> None:
     pending = st.session_state.pop(LOAD, None)
     if pending is not None:
         _load(*pending)
+
+
+def _ncnn_shape(data: bytes, name: str, upload_id: str) -> None:
+    """ncnn's Input lines as pnnx writes them carry no shape: ask for the blob's (no batch dim)."""
+    if not model_files.ncnn_needs_shape(data, name):
+        return
+    if st.session_state.get(SHAPE_FOR) != upload_id:
+        st.session_state[SHAPE_FOR] = upload_id
+        st.session_state[SHAPE_KEY] = ""
+    st.text_input(
+        "Input blob shape for ncnn (no batch dim)",
+        key=SHAPE_KEY,
+        placeholder=f"e.g. {model_files.NCNN_SHAPE} for a (c, h, w) image",
+        help="ncnn's blobs have no batch dim: (c, h, w) for an image, (w,) for a vector; one shape per input, "
+        "e.g. [3,224,224],[10]",
+    )
+    problem = _ncnn_shape_problem(data, name)
+    if problem:
+        st.caption(problem)
+
+
+def _ncnn_shape_problem(data: bytes, name: str) -> str | None:
+    if not model_files.ncnn_needs_shape(data, name):
+        return None
+    text = st.session_state.get(SHAPE_KEY)
+    if not (text or "").strip():
+        return (
+            "This .ncnn.param does not say its input blob's shape (pnnx writes none): give it, without the batch dim, "
+            f"e.g. {model_files.NCNN_SHAPE}."
+        )
+    return model_files.shape_problem(text, required=True)
 
 
 def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> None:
@@ -128,6 +162,18 @@ def _load(kind: str, path_text: str | None) -> None:
     if problem:
         st.error(problem)
         return
+    if request.kind == "ncnn":  # the input blob's shape: the field (an upload), or the PNNX files beside (a path)
+        problem = _ncnn_shape_problem(request.data, request.name) if kind == "upload" else None
+        needs = model_files.ncnn_needs_shape(request.data, request.name)
+        if problem or (needs and kind == "path" and request.inputshape is None):
+            st.error(
+                problem
+                or "This .ncnn.param does not say its input blob's shape and no .pnnx.param is beside it: upload it instead, the page then asks for the shape."
+            )
+            return
+        given = (request.inputshape or st.session_state.get(SHAPE_KEY)) if needs else None
+        common.select_upload(request.name, request.data, request.bin, inputshape=given)
+        _done()
     if request.kind not in model_files.CONVERTED:
         common.select_upload(request.name, request.data, request.bin)
         _done()

@@ -11,13 +11,17 @@ must agree with max(reference, 0).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuiper_core.graph import Attribute, Graph
-from kuiper_core.layers.conv_kernels import ROWS, Im2col, Pointwise, winograd_tile
+from kuiper_core.layers.conv_choice import ROWS, ConvGeometry, winograd_tile
+from kuiper_core.layers.conv_kernels import Im2col, Pointwise
+from kuiper_core.layers.kernel_costs import DEFAULT_CHOICE, DEFAULT_COSTS
 from kuiper_core.layers.conv_reference import conv2d_reference, conv_transpose2d_reference
 from kuiper_core.layers.registry import create_layer
 from kuiper_core.layers.windows import out_size
@@ -111,32 +115,26 @@ def test_im2col_matches_reference(own: bool, bias_column: bool, case: dict) -> N
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=conv_cases())
 def test_im2col_in_bands_of_rows_matches_reference(bias_column: bool, case: dict) -> None:
-    """Every plain-layout Im2col done one output row at a time (BAND_MAX_ELEMENTS = 1)."""
-    import kuiper_core.layers.conv_kernels as conv_kernels
-
+    """Every plain-layout Im2col done one output row at a time (costs.im2col_band_elements = 1)."""
     n, c, h, w = case["x_shape"]
     x, wt, b = arrays(case["seed"], case["x_shape"], (case["o"], c // case["groups"]) + case["k"], (case["o"],))
     bias = b if case["bias"] else None
     p, k, s, d = case["pads"], case["k"], case["stride"], case["dil"]
     out_hw = (out_size(h, k[0], s[0], p[0], p[1], d[0]), out_size(w, k[1], s[1], p[2], p[3], d[1]))
-    saved = conv_kernels.BAND_MAX_ELEMENTS
-    conv_kernels.BAND_MAX_ELEMENTS = 1
-    try:
-        kernel = Im2col(
-            weight_matrix(wt, bias if bias_column else None, case["groups"]),
-            k,
-            s,
-            d,
-            p,
-            case["mode"],
-            case["x_shape"],
-            out_hw,
-            np.dtype(np.float32),
-            bias_after=None if bias_column else bias,
-            relu=case["relu"],
-        )
-    finally:
-        conv_kernels.BAND_MAX_ELEMENTS = saved
+    kernel = Im2col(
+        weight_matrix(wt, bias if bias_column else None, case["groups"]),
+        k,
+        s,
+        d,
+        p,
+        case["mode"],
+        case["x_shape"],
+        out_hw,
+        np.dtype(np.float32),
+        bias_after=None if bias_column else bias,
+        relu=case["relu"],
+        costs=replace(DEFAULT_COSTS, im2col_band_elements=1),
+    )
     assert kernel.band == 1 or kernel.wide or kernel.across
     y = np.full((n, case["o"]) + out_hw, np.nan, np.float32)
     for _ in range(2):
@@ -247,15 +245,15 @@ def test_winograd_rows_matches_reference(n, c, o, h, w, pads, bias, relu, seed) 
         assert_close(y, ref, "F(2,3) rows")
 
 
-def test_winograd_rows_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kuiper_core.layers.winograd as winograd
-
+def test_winograd_rows_runs_big_batches_in_chunks() -> None:
     x, wt, b = arrays(4, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
     one_image = sum(
         WinogradRowsConv(transform_weights_rows(wt), b, (1, 4, 6, 7), (1, 1, 1, 1), np.dtype(np.float32)).sizes
     )
-    monkeypatch.setattr(winograd, "ROWS_WORK_BUDGET", 2 * one_image)
-    kernel = WinogradRowsConv(transform_weights_rows(wt), b, x.shape, (1, 1, 1, 1), np.dtype(np.float32), relu=True)
+    costs = replace(DEFAULT_COSTS, rows_work_elements=2 * one_image)
+    kernel = WinogradRowsConv(
+        transform_weights_rows(wt), b, x.shape, (1, 1, 1, 1), np.dtype(np.float32), relu=True, costs=costs
+    )
     assert kernel.chunk == 2  # 5 images: 2 + 2 + 1
     y = np.empty((5, 3, 6, 7), np.float32)
     kernel.run(x, y)
@@ -263,39 +261,52 @@ def test_winograd_rows_runs_big_batches_in_chunks(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize("budget, min_tiles, chunk", [(1, 196, 1), (1 << 20, 8, 2)])
-def test_winograd_runs_big_batches_in_chunks(
-    monkeypatch: pytest.MonkeyPatch, budget: int, min_tiles: int, chunk: int
-) -> None:
-    import kuiper_core.layers.winograd as winograd
-
-    monkeypatch.setattr(winograd, "WORK_BUDGET", budget)
-    monkeypatch.setattr(winograd, "MIN_TILES", min_tiles)  # 4 tiles an image: 2 images for 8
+def test_winograd_runs_big_batches_in_chunks(budget: int, min_tiles: int, chunk: int) -> None:
+    # 4 tiles an image: 2 images for 8
+    costs = replace(DEFAULT_COSTS, winograd_work_elements=budget, winograd_min_tiles=min_tiles)
     x, wt, b = arrays(3, (5, 4, 6, 7), (3, 4, 3, 3), (3,))
-    kernel = WinogradConv(transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32), relu=True)
+    kernel = WinogradConv(
+        transform_weights(wt, 4), b, 4, x.shape, (1, 1, 1, 1), np.dtype(np.float32), relu=True, costs=costs
+    )
     assert kernel.chunk == chunk  # 5 images: chunks of 1, or 2 + 2 + 1
     y = np.empty((5, 3, 6, 7), np.float32)
     kernel.run(x, y)
     assert_close(y, np.maximum(conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), 0), "chunked")
 
 
+def geometry(
+    out_channels: int,
+    out_hw: tuple[int, int],
+    kernel: tuple[int, int] = (3, 3),
+    stride: tuple[int, int] = (1, 1),
+    groups: int = 1,
+    pads: tuple[int, int, int, int] = (1, 1, 1, 1),
+) -> ConvGeometry:
+    """A zero-padded, undilated convolution's geometry as the chooser reads it."""
+    return ConvGeometry(out_channels, kernel, stride, (1, 1), groups, "zeros", pads, out_hw)
+
+
+def _tile(x_shape: tuple[int, int, int, int], o: int, out_hw: tuple[int, int], **kw) -> int | str | None:
+    return winograd_tile(x_shape, geometry(o, out_hw, **kw), DEFAULT_COSTS)
+
+
 def test_winograd_is_chosen_for_resnet_layers_only() -> None:
-    geometry = dict(kernel=(3, 3), stride=(1, 1), dilation=(1, 1), groups=1, padding_mode="zeros")
-    # F(2,3) only: F(4,3) loses precision (conv_kernels.WINOGRAD_TILES, test_conv_precision.py)
-    assert winograd_tile((1, 64, 56, 56), 64, out_hw=(56, 56), **geometry) == 2
-    assert winograd_tile((1, 256, 14, 14), 256, out_hw=(14, 14), **geometry) == 2  # U of F(4,3) is 2.25x bigger
-    assert winograd_tile((1, 8, 8, 8), 8, out_hw=(8, 8), **geometry) is None  # transforms cost more
-    assert winograd_tile((1, 64, 56, 56), 64, out_hw=(28, 28), **{**geometry, "stride": (2, 2)}) is None
+    # F(2,3) only: F(4,3) loses precision (conv_choice.WINOGRAD_TILES, test_conv_precision.py)
+    assert _tile((1, 64, 56, 56), 64, (56, 56)) == 2
+    assert _tile((1, 256, 14, 14), 256, (14, 14)) == 2  # U of F(4,3) is 2.25x bigger
+    assert _tile((1, 8, 8, 8), 8, (8, 8)) is None  # transforms cost more
+    assert _tile((1, 64, 56, 56), 64, (28, 28), stride=(2, 2)) is None
     # 512 channels: any 2-D U is too big to keep (16 MiB); F(2,3) along the rows (U 12 MiB)
     # at every batch: at batch 1 its GEMMs beat im2col's narrow one, which reads the whole
     # weight for 49 columns (bench/bench_convs.py --candidates measures it)
-    assert winograd_tile((1, 512, 7, 7), 512, out_hw=(7, 7), **geometry) == ROWS
-    assert winograd_tile((4, 512, 7, 7), 512, out_hw=(7, 7), **geometry) == ROWS
-    assert winograd_tile((1, 768, 7, 7), 768, out_hw=(7, 7), **geometry) is None  # U 27 MiB
+    assert _tile((1, 512, 7, 7), 512, (7, 7)) == ROWS
+    assert _tile((4, 512, 7, 7), 512, (7, 7)) == ROWS
+    assert _tile((1, 768, 7, 7), 768, (7, 7)) is None  # U 27 MiB
     # Where im2col stays (measured faster or even, one thread): 4x4 maps (YOLOv5's and
     # 512 channels), YOLOv5's 64-channel 8x8 convs
-    assert winograd_tile((1, 512, 4, 4), 512, out_hw=(4, 4), **geometry) is None
-    assert winograd_tile((1, 128, 4, 4), 128, out_hw=(4, 4), **geometry) is None
-    assert winograd_tile((1, 64, 8, 8), 64, out_hw=(8, 8), **geometry) is None
+    assert _tile((1, 512, 4, 4), 512, (4, 4)) is None
+    assert _tile((1, 128, 4, 4), 128, (4, 4)) is None
+    assert _tile((1, 64, 8, 8), 64, (8, 8)) is None
 
 
 @pytest.mark.slow
@@ -304,7 +315,7 @@ def test_layer_picks_winograd_rows_for_512_channels_and_matches_reference(batch:
     x, wt, b = arrays(9, (batch, 512, 7, 7), (512, 512, 3, 3), (512,))
     wt *= 1 / np.sqrt(9 * 512)
     layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
-    assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), WinogradRowsConv)
+    assert isinstance(layer.kernels.kernel(x.shape, np.dtype(np.float32)), WinogradRowsConv)
     (y,) = layer.forward([x], [None])
     assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "layer, rows")
 
@@ -337,12 +348,12 @@ def test_layer_picks_winograd_and_matches_reference(declared: bool, c: int, o: i
     x, wt, b = arrays(c, (2, c, size, size + 1), (o, c, 3, 3), (o,))
     wt *= 1 / np.sqrt(9 * c)
     layer = conv_layer(wt, b, x.shape if declared else None, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
-    assert not layer._winograd_weights  # transformed when the kernel is made (the first run), not at build
+    assert not layer.kernels.winograd_weights  # transformed when the kernel is made (the first run), not at build
     if declared:
         assert layer.kernel_name([x.shape]) == "Winograd F(2x2, 3x3)"  # decided from the shape alone
     (y,) = layer.forward([x], [None])
-    assert layer._winograd_weights
-    assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), WinogradConv)
+    assert layer.kernels.winograd_weights
+    assert isinstance(layer.kernels.kernel(x.shape, np.dtype(np.float32)), WinogradConv)
     assert_close(y, conv2d_reference(x, wt, b, pads=(1, 1, 1, 1)), "layer")
 
 
@@ -420,7 +431,7 @@ def _padded_3x3_kernel(
     wt = rng.standard_normal((out_channels, x_shape[1], 3, 3)).astype(np.float32)
     b = rng.standard_normal(out_channels).astype(np.float32)
     layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1)
-    return x, wt, b, layer._make_kernel(x.shape, np.dtype(np.float32), relu=relu)
+    return x, wt, b, layer.kernels.make(x.shape, np.dtype(np.float32), DEFAULT_CHOICE, relu=relu)
 
 
 @pytest.mark.parametrize("relu", [False, True])

@@ -6,6 +6,8 @@ bundled MobileNetV3 (whose 5x5 depthwise layers on 3x3 and 6x6 maps take this ke
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,13 +15,9 @@ from hypothesis import strategies as st
 
 from kuiper_core.layers.conv_kernels import Im2col
 from kuiper_core.layers.conv_reference import conv2d_reference
-from kuiper_core.layers.depthwise import (
-    DepthwiseChannelsLast,
-    DepthwiseWideRows,
-    Geometry,
-    channels_last_wins,
-    wide_rows_win,
-)
+from kuiper_core.layers.conv_choice import ConvGeometry, channels_last_wins, wide_rows_win
+from kuiper_core.layers.depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry
+from kuiper_core.layers.kernel_costs import DEFAULT_CHOICE, DEFAULT_COSTS, KernelCosts
 from kuiper_core.layers.windows import out_size
 from layer_testing import assert_close
 from test_conv_kernels import conv_layer
@@ -46,8 +44,9 @@ def depthwise_cases(draw):
     )
 
 
-def run_kernel(case: dict, wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(the kernel's output, the reference's) for a case; `wide`: DepthwiseWideRows (stride 1)."""
+def run_kernel(case: dict, wide: bool = False, costs: KernelCosts = DEFAULT_COSTS) -> tuple[np.ndarray, np.ndarray]:
+    """(the kernel's output, the reference's) for a case; `wide`: DepthwiseWideRows (stride 1)
+    with `costs`' channel blocks."""
     rng = np.random.default_rng(case["seed"])
     n, c, h, w = case["x_shape"]
     dtype = np.dtype(case["dtype"])
@@ -59,8 +58,12 @@ def run_kernel(case: dict, wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
         out_size(h, case["k"][0], stride[0], pads[0], pads[1], dil[0]),
         out_size(w, case["k"][1], stride[1], pads[2], pads[3], dil[1]),
     )
-    make = DepthwiseWideRows if wide else DepthwiseChannelsLast
-    kernel = make(wt, b, Geometry(case["k"], stride, dil, pads, x.shape, out_hw), dtype, case["relu"])
+    geo = Geometry(case["k"], stride, dil, pads, x.shape, out_hw)
+    kernel = (
+        DepthwiseWideRows(wt, b, geo, dtype, case["relu"], costs)
+        if wide
+        else DepthwiseChannelsLast(wt, b, geo, dtype, case["relu"])
+    )
     y = np.full((n, c, *out_hw), np.nan, dtype)
     kernel.run(x, y)
     kernel.run(x * 2, y)  # a second call reuses the buffers: nothing of the first is left
@@ -82,9 +85,9 @@ def test_channels_last_matches_reference(case: dict) -> None:
 @given(depthwise_cases(), st.integers(1, 40))
 def test_wide_rows_match_reference(case: dict, block: int) -> None:
     case["stride"] = (1, 1)
-    with pytest.MonkeyPatch.context() as m:  # channel blocks of any size, the last one short
-        m.setattr("kuiper_core.layers.depthwise.WIDE_BLOCK_ELEMENTS", block * case["x_shape"][3] * 3)
-        y, ref = run_kernel(case, wide=True)
+    # channel blocks of any size, the last one short
+    costs = replace(DEFAULT_COSTS, wide_block_elements=block * case["x_shape"][3] * 3)
+    y, ref = run_kernel(case, wide=True, costs=costs)
     assert y.dtype == np.dtype(case["dtype"])
     assert_close(y, ref, f"depthwise wide rows {case}")
 
@@ -101,9 +104,16 @@ BIG_MAP_DEPTHWISE = [
 ]
 
 
+def depthwise(
+    kernel: tuple[int, int], stride: tuple[int, int], pads: tuple[int, ...], out_hw: tuple[int, int], c: int = 1
+) -> ConvGeometry:
+    """A depthwise convolution's geometry as the chooser reads it."""
+    return ConvGeometry(c, kernel, stride, (1, 1), c, "zeros", pads, out_hw)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("kernel, stride, out_hw, expected", BIG_MAP_DEPTHWISE)
 def test_wide_rows_are_chosen_for_big_maps(kernel, stride, out_hw, expected) -> None:
-    assert wide_rows_win(kernel, stride, out_hw) == expected
+    assert wide_rows_win(depthwise(kernel, stride, (0, 0, 0, 0), out_hw), DEFAULT_COSTS) == expected
 
 
 # Big maps with more taps, where im2col's columns spill out of L2 (one thread, 2026-11-27):
@@ -117,7 +127,7 @@ SPILLING_IM2COL = [
 
 @pytest.mark.parametrize("x_shape, kernel, stride, pads, out_hw", SPILLING_IM2COL)
 def test_channels_last_beats_im2col_whose_columns_spill(x_shape, kernel, stride, pads, out_hw) -> None:
-    assert channels_last_wins(x_shape, kernel, stride, pads, out_hw)
+    assert channels_last_wins(x_shape, depthwise(kernel, stride, pads, out_hw, x_shape[1]), DEFAULT_COSTS)
 
 
 def test_layer_picks_wide_rows_on_a_big_map_and_matches_reference() -> None:
@@ -126,7 +136,7 @@ def test_layer_picks_wide_rows_on_a_big_map_and_matches_reference() -> None:
     wt = rng.standard_normal((24, 1, 3, 3)).astype(np.float32)
     b = rng.standard_normal(24).astype(np.float32)
     layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=24)
-    assert isinstance(layer._kernel(x.shape, np.dtype(np.float32)), DepthwiseWideRows)
+    assert isinstance(layer.kernels.kernel(x.shape, np.dtype(np.float32)), DepthwiseWideRows)
     assert layer.kernel_name([x.shape]) == "depthwise, wide rows"
     (y,) = layer.forward([x], [None])
     assert_close(y, conv2d_reference(x, wt, b, stride=(1, 1), pads=(1, 1, 1, 1), groups=24), "layer")
@@ -154,7 +164,7 @@ MOBILENET_DEPTHWISE = [
 def test_channels_last_is_chosen_for_small_maps_with_many_channels(
     x_shape, kernel, stride, pads, out_hw, expected
 ) -> None:
-    assert channels_last_wins(x_shape, kernel, stride, pads, out_hw) == expected
+    assert channels_last_wins(x_shape, depthwise(kernel, stride, pads, out_hw, x_shape[1]), DEFAULT_COSTS) == expected
 
 
 @pytest.mark.parametrize("x_shape, kernel, stride, pads, out_hw, expected", MOBILENET_DEPTHWISE[::3])
@@ -167,7 +177,7 @@ def test_layer_picks_the_depthwise_kernel_and_matches_reference(
     wt = rng.standard_normal((c, 1, *kernel)).astype(np.float32)
     b = rng.standard_normal(c).astype(np.float32)
     layer = conv_layer(wt, b, x.shape, stride=list(stride), padding=[pads[0], pads[2]], dilation=[1, 1], groups=c)
-    picked = layer._kernel(x.shape, np.dtype(np.float32))
+    picked = layer.kernels.kernel(x.shape, np.dtype(np.float32))
     assert isinstance(picked, DepthwiseChannelsLast if expected else Im2col)
     (y,) = layer.forward([x], [None])
     assert_close(y, conv2d_reference(x, wt, b, stride=stride, pads=pads, groups=c), "layer")
@@ -183,8 +193,8 @@ def test_other_padding_modes_and_grouped_convs_stay_im2col() -> None:
     wt = rng.standard_normal((576, 1, 5, 5)).astype(np.float32)
     layer = conv_layer(wt, None, x.shape, stride=[1, 1], padding=[2, 2], dilation=[1, 1], groups=576)
     layer.padding_mode = "reflect"
-    assert isinstance(layer._make_kernel(x.shape, np.dtype(np.float32)), Im2col)
+    assert isinstance(layer.kernels.make(x.shape, np.dtype(np.float32), DEFAULT_CHOICE), Im2col)
     # two input channels per group: not depthwise
     wt2 = rng.standard_normal((288, 2, 5, 5)).astype(np.float32)
     layer2 = conv_layer(wt2, None, x.shape, stride=[1, 1], padding=[2, 2], dilation=[1, 1], groups=288)
-    assert isinstance(layer2._kernel(x.shape, np.dtype(np.float32)), Im2col)
+    assert isinstance(layer2.kernels.kernel(x.shape, np.dtype(np.float32)), Im2col)

@@ -90,7 +90,7 @@ def test_table_top_and_by_type(tiny) -> None:
 
 @pytest.mark.slow
 def test_convolutions_say_which_kernel_runs_them() -> None:
-    # ResNet-18 at batch 1: the kernels the cost model picks (conv_kernels.py, bench/bench_convs.py).
+    # ResNet-18 at batch 1: the kernels the cost model picks (conv_choice.py with the default KernelCosts, bench/bench_convs.py).
     g = kuiper_core.load(SAMPLES / "resnet18.pnnx.param")
     rows = {r.name: r for r in profile_model(g, [np.load(SAMPLES / "resnet18.input.npy")])}
     convs = {name: r.kernel for name, r in rows.items() if r.type == "nn.Conv2d"}

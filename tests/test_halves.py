@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 import kuiper_core
 from kuiper_core import threads
-from kuiper_core.layers import conv_choice, conv_kernels
+from kuiper_core.layers import kernel_costs
+from kuiper_core.layers.kernel_costs import DEFAULT_COSTS, ChoiceInputs
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.halves import EVERY_CALL, input_rows, split_rows
 from kuiper_core.runtime.helper_process import HelperProcess, Splits, Ticket, run_halves, shared_bytes
@@ -39,16 +40,16 @@ SETTINGS = settings(
 F32 = np.dtype(np.float32)
 
 
-@pytest.fixture
-def blas_one() -> Iterator[None]:
-    """One BLAS thread (the stride-2 rows kernel is chosen only there), restored after."""
-    if not threads.blas_reachable():
-        pytest.skip("the BLAS's thread count cannot be set here")
-    with threads.using_blas_threads(1):
-        yield
+# Costs under which the chooser takes the kernel a case is for (im2col priced out; the
+# stride-2 kernel's widths let through); the kernels the others take by default.
+TAKES = {
+    "WinogradConv": replace(DEFAULT_COSTS, gemm_mac=1.0, rows_mac=1.0, winograd_min_channels=1),
+    "WinogradRowsConv": replace(DEFAULT_COSTS, gemm_mac=1.0, wino_mac=1.0),
+    "Stride2RowsConv": replace(DEFAULT_COSTS, gemm_mac=1.0, stride2_min_width=1, stride2_rows_first_min_width=1),
+}
 
 
-def _split_conv(monkeypatch: pytest.MonkeyPatch, way: str, **case) -> tuple[np.ndarray, np.ndarray, str]:
+def _split_conv(way: str, **case) -> tuple[np.ndarray, np.ndarray, str]:
     """(the split layer's output, the reference's, its kernels) for one convolution case."""
     sizes = replace(EVERY_CALL, conv_channels_over_input=0.0 if way == "channels" else float("inf"))
     n, c, o, h, w, k, s, d, pads = (case[key] for key in ("n", "c", "o", "h", "w", "k", "stride", "dilation", "pads"))
@@ -106,10 +107,11 @@ def conv_cases(draw):
 @pytest.mark.parametrize("way", ["rows", "channels"])
 @SETTINGS
 @given(case=conv_cases())
-def test_split_conv_matches_reference(monkeypatch: pytest.MonkeyPatch, blas_one: None, way: str, case: dict) -> None:
+def test_split_conv_matches_reference(way: str, case: dict) -> None:
     """Whatever kernel the shape picks (Winograd F(2,3), stride-2 rows, im2col, 1x1),
     halved by rows (halo and padding per half, odd heights) or by output channels."""
-    y, ref, kinds = _split_conv(monkeypatch, way, **case)
+    with kernel_costs.choosing(ChoiceInputs(DEFAULT_COSTS, threads=1)):  # stride-2 rows too
+        y, ref, kinds = _split_conv(way, **case)
     assert kinds, "not split"
     assert_close(y, ref, f"{way} {kinds} {case}")
 
@@ -127,17 +129,8 @@ def test_split_conv_matches_reference(monkeypatch: pytest.MonkeyPatch, blas_one:
         ("channels", (12, 13), 8, 24, 1, 2, "Im2col"),
     ],
 )
-def test_each_kernel_splits(
-    monkeypatch: pytest.MonkeyPatch,
-    blas_one: None,
-    way: str,
-    size: tuple[int, int],
-    c: int,
-    o: int,
-    k: int,
-    stride: int,
-    kind: str,
-) -> None:
+def test_each_kernel_splits(way: str, size: tuple[int, int], c: int, o: int, k: int, stride: int, kind: str) -> None:
+    """Each kernel the chooser can take, halved: the costs passed in make it take the case's."""
     case = dict(
         n=1,
         c=c,
@@ -152,16 +145,14 @@ def test_each_kernel_splits(
         relu=True,
         seed=k,
     )
-    tile = {"WinogradConv": 2, "WinogradRowsConv": conv_kernels.ROWS}.get(kind)  # the kernel each case is for
-    monkeypatch.setattr(conv_choice, "winograd_tile", lambda *args: tile)
-    monkeypatch.setattr(conv_choice, "stride2_tile", lambda *args: 2 if kind == "Stride2RowsConv" else None)
-    y, ref, kinds = _split_conv(monkeypatch, way, **case)
+    with kernel_costs.choosing(ChoiceInputs(TAKES.get(kind, DEFAULT_COSTS), threads=1)):
+        y, ref, kinds = _split_conv(way, **case)
     assert kinds == f"{kind}/{kind}"
     assert_close(y, ref, f"{way} {kind}")
 
 
 @pytest.mark.parametrize("groups", [1, 8])  # a dense conv, a depthwise one
-def test_small_convs_and_depthwise_stay_whole(blas_one: None, groups: int) -> None:
+def test_small_convs_and_depthwise_stay_whole(groups: int) -> None:
     x, wt, b = arrays(1, (1, 8, 8, 8), (8, 8 // groups, 3, 3), (8,))
     layer = conv_layer(wt, b, x.shape, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=groups)
     made = Splits(shared=False)

@@ -103,6 +103,8 @@ def write(tmp: Path, text: str, data: bytes = b"") -> Path:
         ("7767517\n2 2\nInput in0 0 1 in0\nReLU r 1 1 in0\n", 4, 12, "has only 1 name"),
         ("7767517\n3 2\nInput in0 0 1 in0\nReLU r 1 1 in0 y\n", 2, 1, "declares 3 layer"),
         ("7767517\n2 2\nInput in0 0 1 in0\nReLU r 1 1 in0 in0\n", 4, 16, "already produced"),
+        ("7767517\n2 2\nInput in0 0 1 in0\nTensor.reshape t 1 1 in0 y\n", 4, 1, "PNNX operator pnnx left"),
+        ('7767517\n2 2\nInput in0 0 1 in0\nReshape r 1 1 in0 y 6="0w,-1\n', 4, 23, "expected a number"),
     ],
 )
 def test_param_errors_are_located(tmp_path, text, line, col, said):
@@ -166,6 +168,16 @@ def test_format_registry_and_messages(tmp_path):
     binfile.write_bytes((NCNN / "tiny_mlp.fp32.ncnn.bin").read_bytes())
     with pytest.raises(InputError, match="an ncnn .bin"):
         open_model(binfile)
+
+
+def test_batch_axis_reshape_is_refused_by_name(tmp_path):
+    """pnnx writes DeepLabV3's pooling branch as a reshape across ncnn's batch (12=0 13=0, `0n`),
+    which the ncnn binding crashes on: refused at load, naming the layer and the params."""
+    from kuiper_core.errors import ModelError
+
+    p = write(tmp_path, '7767517\n2 2\nInput in0 0 1 in0\nReshape r 1 1 in0 y 12=0 13=0 6="1,1,//(256,0n),0n"\n')
+    with pytest.raises(ModelError, match=r"'r' \(ncnn.Reshape\): params 12/13 \(batch axes"):
+        open_model(p).build()
 
 
 def test_shape_errors_name_the_layer():
@@ -308,3 +320,21 @@ def test_forward_stepper_walks_the_deployed_graph():
     assert "ncnn.ConvolutionDepthWise" in seen and "ncnn.Split" in seen
     with np.load(NCNN / "mobilenet_v3_small.expected.npz") as z:
         assert rel_error(np.asarray(stepper.values["out0"]), z["out0"]) <= TOLERANCE["fp16"]
+
+
+def test_shape_expressions_read_as_ncnn_reads_them():
+    from kuiper_core.ncnn.shape_expr import blobs_used, evaluate
+
+    shapes = [(4, 7, 9), (2, 5)]
+    assert evaluate("0w,-1", shapes) == [9, -1]
+    assert evaluate("*(0c,0h),//(1w,2),max(1h,3)", shapes) == [28, 2, 3]
+    assert evaluate("+(0w,/(1w,2))", shapes) == [11]  # a float result truncated to a size
+    assert blobs_used("0w,1h,1c") == 2 and blobs_used("-1") == 0
+    for bad, said in [
+        ("2w", "reads bottom 2"),
+        ("//(0w,0)", "divides by zero"),
+        ("sqrt(0w)", "not a size"),
+        ("", "empty"),
+    ]:
+        with pytest.raises(ValueError, match=said):
+            evaluate(bad, shapes)

@@ -257,3 +257,114 @@ def test_padding_interp_reduction(tmp_path):
         "Reduction r3 1 1 i y8 0=10 1=1 4=0 5=1",
     ]
     check(tmp_path, layers, X3)
+
+
+def test_group_and_instance_norm_selu_softplus(tmp_path):
+    layers = [
+        "Split s 1 5 in0 a b c d e",
+        "GroupNorm g 1 1 a y0 0=2 1=4 2=0.01 3=1",
+        "GroupNorm g2 1 1 b y1 0=4 1=4 2=0.001 3=0",
+        "InstanceNorm n 1 1 c y2 0=4 1=0.00001 2=1",
+        "SELU se 1 1 d y3",
+        "Softplus sp 1 1 e y4",
+    ]
+    check(tmp_path, layers, X3 * 3, [(False, w(4)), (False, w(4)), (False, w(4)), (False, w(4))])
+
+
+def test_pixel_shuffle_and_reorg(tmp_path):
+    layers = [
+        "Split s 1 4 in0 a b c d",
+        "PixelShuffle ps 1 1 a y0 0=2",
+        "PixelShuffle ps2 1 1 b y1 0=2 1=1",
+        "Reorg r 1 1 c y2 0=2",
+        "Reorg r2 1 1 d y3 0=2 1=1",
+    ]
+    check(tmp_path, layers, w(8, 4, 6))
+
+
+@pytest.mark.parametrize("direction", [0, 1, 2])
+def test_recurrent_layers(tmp_path, direction):
+    """LSTM (with and without a projection), GRU and RNN over a (T, input) blob, each direction;
+    weights as ncnn stores them (one flagged blob per kind for all directions)."""
+    d, t, n_in, hid = 2 if direction == 2 else 1, 6, 5, 4
+    x = w(t, n_in)
+    layers = [
+        "Split s 1 4 in0 a b c e",
+        f"LSTM l 1 1 a y0 0={hid} 1={d * 4 * hid * n_in} 2={direction}",
+        f"LSTM lp 1 1 b y1 0=3 1={d * 4 * hid * n_in} 2={direction} 3={hid}",
+        f"GRU g 1 1 c y2 0={hid} 1={d * 3 * hid * n_in} 2={direction}",
+        f"RNN r 1 1 e y3 0={hid} 1={d * hid * n_in} 2={direction}",
+    ]
+    weights = [
+        *[(True, v) for v in (w(d, 4 * hid, n_in), w(d, 4, hid), w(d, 4 * hid, hid))],
+        *[(True, v) for v in (w(d, 4 * hid, n_in), w(d, 4, hid), w(d, 4 * hid, 3), w(d, 3, hid))],
+        *[(True, v) for v in (w(d, 3 * hid, n_in), w(d, 4, hid), w(d, 3 * hid, hid))],
+        *[(True, v) for v in (w(d, hid, n_in), w(d, 1, hid), w(d, hid, hid))],
+    ]
+    check(tmp_path, layers, x, weights)
+
+
+def test_lstm_with_states_in_and_out(tmp_path):
+    layers = [
+        "Split s 1 3 in0 a b c",
+        "Reduction r 1 1 b h0 0=3 1=0 -23303=1,0 4=1 5=1",
+        "Reduction r2 1 1 c c0 0=4 1=0 -23303=1,0 4=1 5=1",
+        "LSTM l 3 3 a h0 c0 y0 h1 c1 0=5 1=100 2=0",
+    ]
+    check(tmp_path, layers, w(7, 5), [(True, v) for v in (w(1, 20, 5), w(1, 4, 5), w(1, 20, 5))])
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 4), (5, 5), (3, 2, 2, 3)])
+def test_binaryop_per_channel_wins_where_the_last_dim_is_as_long(tmp_path, shape):
+    """A 1-D blob as long as both the channels and the last dim runs along the channels (found on
+    EfficientNet-B0 at 64x64: its first SE block scales 32 channels of a 32x32 map)."""
+    axes = ",".join(str(i) for i in range(1, len(shape)))
+    layers = [
+        "Split s 1 2 in0 a b",
+        f"Reduction r 1 1 b v 0=3 1=0 -23303={len(shape) - 1},{axes} 4=0 5=1",
+        "BinaryOp m 2 1 a v y 0=2",
+    ]
+    check(tmp_path, layers, w(*shape))
+
+
+def test_reshape_by_shape_expression(tmp_path):
+    """6=shape_expr (newer pnnx writes it for ConvNeXt's channels-last LayerNorm): sizes from the
+    bottoms' dims, prefix operators, a second bottom lending its dims."""
+    layers = [
+        "Split s 1 4 in0 a b c d",
+        'Reshape r 1 1 a y0 6="0w,-1"',
+        'Reshape r2 1 1 b y1 6="*(0c,0h),0w"',
+        "Interp i 1 1 c ref 0=1 3=7 4=18",
+        'Reshape r3 2 1 d ref y2 6="//(1w,2),1h,-1"',
+        'Reshape r4 1 1 y1 y3 6="//(0w,7),-1,3"',
+    ]
+    got = check(tmp_path, layers, X3)
+    assert got["y0"].shape == (28, 9) and got["y2"].shape == (4, 7, 9) and got["y3"].shape == (3, 21, 4)
+
+
+def test_shuffle_channel(tmp_path):
+    layers = ["Split s 1 2 in0 a b", "ShuffleChannel sc 1 1 a y0 0=3", "ShuffleChannel sc2 1 1 b y1 0=2 1=1"]
+    check(tmp_path, layers, w(6, 3, 4))
+
+
+def test_padding_per_channel_values(tmp_path):
+    """6=per_channel_pad_data_size: each output channel's own constant, new channels included."""
+    layers = ["Padding p 1 1 in0 y0 0=1 1=2 2=0 3=3 4=0 5=9.0 6=7 7=1 8=2"]
+    check(tmp_path, layers, X3, [(False, w(7))])
+
+
+@pytest.mark.parametrize("shape", [(4, 7, 9), (2, 4, 5), (2, 2, 3), (1, 12, 16)])
+def test_bicubic_interp(tmp_path, shape):
+    """Bicubic up and down, by scale and by size, with and without align_corner: ncnn clamps the
+    taps that fall outside the blob (small blobs included). By a scale that does not divide the
+    size, ncnn steps 1/scale input pixels per output pixel (bilinear too)."""
+    layers = [
+        "Split s 1 6 in0 a b c d e f",
+        "Interp i6 1 1 f y5 0=2 1=0.5 2=0.75",
+        "Interp i 1 1 a y0 0=3 1=2.0 2=2.0",
+        "Interp i2 1 1 b y1 0=3 3=11 4=5",
+        "Interp i3 1 1 c y2 0=3 3=13 4=17 6=1",
+        "Interp i4 1 1 d y3 0=3 1=0.5 2=0.5",
+        "Interp i5 1 1 e y4 0=3 3=3 4=2 6=1",
+    ]
+    check(tmp_path, layers, w(*shape))

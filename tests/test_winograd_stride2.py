@@ -4,12 +4,15 @@ its Toom-Cook transforms against a direct correlation; the cost model's choice."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kuiper_core.layers.conv_kernels import stride2_tile
+from kuiper_core.layers.conv_choice import ConvGeometry, stride2_tile
+from kuiper_core.layers.kernel_costs import DEFAULT_COSTS, ChoiceInputs
 from kuiper_core.layers.conv_reference import conv2d_reference
 from kuiper_core.layers.winograd_stride2 import Stride2RowsConv, toom_cook, transform_weights_stride2
 from layer_testing import assert_close
@@ -66,22 +69,17 @@ def test_stride2_rows_matches_reference(case: dict) -> None:
 
 
 @pytest.mark.parametrize("k, m, size", [(3, 4, (30, 29)), (7, 4, (40, 44)), (3, 2, (21, 28))])
-def test_stride2_rows_in_bands_and_chunks(
-    monkeypatch: pytest.MonkeyPatch, k: int, m: int, size: tuple[int, int]
-) -> None:
+def test_stride2_rows_in_bands_and_chunks(k: int, m: int, size: tuple[int, int]) -> None:
     """A batch of 5 in chunks of 2, 2 and 1, the last image in bands of output rows (both
     gather orders: tiles or rows innermost); a strided output; another kernel taking turns
     on the per-thread work buffer."""
-    import kuiper_core.layers.winograd_stride2 as ws
-
     x, wt, b = arrays(k, (5, 4, *size), (5, 4, k, k), (5,))
     pads = (k // 2,) * 4
     u = transform_weights_stride2(wt, m)
     _, rows, bands = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32).sizes  # one image, one band
-    monkeypatch.setattr(ws, "ROWS_WORK_BUDGET", 2 * (rows + bands))
-    monkeypatch.setattr(ws, "BAND_BUDGET", bands // 3)
-    kernel = Stride2RowsConv(u, b, m, k, x.shape, pads, F32, relu=True)
-    last = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32)
+    costs = replace(DEFAULT_COSTS, rows_work_elements=2 * (rows + bands), stride2_band_elements=bands // 3)
+    kernel = Stride2RowsConv(u, b, m, k, x.shape, pads, F32, relu=True, costs=costs)
+    last = Stride2RowsConv(u, b, m, k, (1, 4, *size), pads, F32, costs=costs)
     assert kernel.chunk == 2 and kernel.band == kernel.out_hw[0] and 1 < last.band < last.out_hw[0]
     other = Stride2RowsConv(u, b, m, k, (1, 4, 9, 9), pads, F32)
     ref = np.maximum(conv2d_reference(x, wt, b, stride=(2, 2), pads=pads), 0)
@@ -93,43 +91,37 @@ def test_stride2_rows_in_bands_and_chunks(
         assert np.isnan(wide[..., 1::2]).all()
 
 
-@pytest.fixture
-def blas_at():
-    """Set the BLAS's thread count for a test (restored after it)."""
-    from kuiper_core import threads
-
-    before = threads.blas_threads()
-    if not threads.blas_reachable():
-        pytest.skip("the BLAS's thread count cannot be set here")
-    yield threads.set_blas_threads
-    threads.set_blas_threads(before)
+def _tile(
+    x_shape: tuple[int, int, int, int], o: int, kernel: tuple[int, int], out_hw: tuple[int, int], threads: int = 1, **kw
+) -> int | None:
+    geo = dict(stride=(2, 2), groups=1) | kw
+    pads = (kernel[0] // 2,) * 4
+    conv = ConvGeometry(o, kernel, geo["stride"], (1, 1), geo["groups"], "zeros", pads, out_hw)
+    return stride2_tile(x_shape, conv, ChoiceInputs(DEFAULT_COSTS, threads))
 
 
-def test_stride2_rows_is_chosen_where_it_wins(blas_at) -> None:
+def test_stride2_rows_is_chosen_where_it_wins() -> None:
     """With one BLAS thread: ResNet-18's 3x3 stride-2 convs of layers 2-3
     (bench/bench_convs.py); not its 256->512 conv on 14x14 (7 output columns: GEMMs too narrow),
-    nor other geometries. Nothing with two BLAS threads."""
-    geometry = dict(stride=(2, 2), dilation=(1, 1), groups=1, padding_mode="zeros")
-    blas_at(1)
-    # m = 2 only: m = 4 loses precision (conv_kernels.STRIDE2_TILES, test_conv_precision.py),
+    nor other geometries. Nothing with two BLAS threads (the count the call runs at: ChoiceInputs)."""
+    # m = 2 only: m = 4 loses precision (conv_choice.STRIDE2_TILES, test_conv_precision.py),
     # and at m = 2 the 7x7 stem is left to im2col
-    assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) is None
-    assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **geometry) is not None
-    assert stride2_tile((1, 256, 14, 14), 512, kernel=(3, 3), out_hw=(7, 7), **geometry) is None
-    assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(56, 56), **{**geometry, "stride": (1, 1)}) is None
-    assert stride2_tile((1, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **{**geometry, "groups": 2}) is None
-    assert stride2_tile((1, 64, 56, 56), 128, kernel=(1, 1), out_hw=(28, 28), **geometry) is None
-    blas_at(2)
-    assert stride2_tile((1, 3, 224, 224), 64, kernel=(7, 7), out_hw=(112, 112), **geometry) is None
-    assert stride2_tile((4, 64, 56, 56), 128, kernel=(3, 3), out_hw=(28, 28), **geometry) is None
+    assert _tile((1, 3, 224, 224), 64, (7, 7), (112, 112)) is None
+    assert _tile((1, 64, 56, 56), 128, (3, 3), (28, 28)) is not None
+    assert _tile((1, 256, 14, 14), 512, (3, 3), (7, 7)) is None
+    assert _tile((1, 64, 56, 56), 128, (3, 3), (56, 56), stride=(1, 1)) is None
+    assert _tile((1, 64, 56, 56), 128, (3, 3), (28, 28), groups=2) is None
+    assert _tile((1, 64, 56, 56), 128, (1, 1), (28, 28)) is None
+    assert _tile((1, 3, 224, 224), 64, (7, 7), (112, 112), threads=2) is None
+    assert _tile((4, 64, 56, 56), 128, (3, 3), (28, 28), threads=2) is None
+    assert _tile((4, 64, 56, 56), 128, (3, 3), (28, 28), threads=1) is not None  # the same at one thread
 
 
-def test_layer_picks_stride2_rows_and_matches_reference(blas_at) -> None:
-    blas_at(1)
+def test_layer_picks_stride2_rows_and_matches_reference() -> None:
     x, wt, b = arrays(5, (2, 64, 56, 55), (128, 64, 3, 3), (128,))
     wt *= 1 / np.sqrt(9 * 64)
     layer = conv_layer(wt, b, x.shape, stride=[2, 2], padding=[1, 1], dilation=[1, 1], groups=1)
-    assert isinstance(layer._kernel(x.shape, F32), Stride2RowsConv)
+    assert isinstance(layer.kernels.kernel(x.shape, F32), Stride2RowsConv)
     (y,) = layer.forward([x], [None])
     assert_close(y, conv2d_reference(x, wt, b, stride=(2, 2), pads=(1, 1, 1, 1)), "layer, stride 2")
 

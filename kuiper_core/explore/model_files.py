@@ -142,6 +142,22 @@ def guess_inputshape(data: bytes) -> str:
     return DEFAULT_SHAPE
 
 
+NCNN_SHAPE = "[3,224,224]"  # an ncnn blob has no batch dim: (c, h, w)
+
+
+def ncnn_needs_shape(data: bytes, name: str) -> bool:
+    """An ncnn .param with an `Input` that declares no shape (pnnx writes none): the app asks for it,
+    as ncnn's own app is given it by whoever feeds the input (False when the file does not read:
+    opening it says why)."""
+    from ..ncnn import parse_bytes
+
+    try:
+        layers = parse_bytes(data, name).layers
+    except KuiperError:
+        return False
+    return any(layer.type == "Input" and not any(layer.params.get(k) for k in (0, 1, 2, 11)) for layer in layers)
+
+
 def shape_problem(text: str | None, *, required: bool) -> str | None:
     """What is wrong with the input-shape field ('' or None when it is fine)."""
     if not (text or "").strip():
@@ -161,6 +177,7 @@ class OpenRequest:
     data: bytes
     bin: bytes | None
     kind: str | None
+    inputshape: str | None = None  # an ncnn model's input blob shapes, from the PNNX files beside it
 
 
 _EXTERNAL_SEEN: dict[bytes, bool] = {}  # by content digest: the page asks at every rerun
@@ -253,7 +270,7 @@ def from_path(text: str, max_bytes: int, folder: Path | None = None) -> OpenRequ
     data = read(path)
     kind = kind_of(data, path.name)
     weights = None
-    if kind in ("pnnx", "kir"):
+    if kind in ("pnnx", "kir", "ncnn"):  # m.ncnn.param's weights: m.ncnn.bin
         sibling = default_bin_path(path)
         weights = read(sibling) if sibling.is_file() else None
     elif kind == "onnx":  # weights kept in one file beside it (model.onnx.data): read too
@@ -261,7 +278,26 @@ def from_path(text: str, max_bytes: int, folder: Path | None = None) -> OpenRequ
 
         beside = [path.parent / name for name in external_files(data)]
         weights = read(beside[0]) if len(beside) == 1 and beside[0].is_file() else None
-    return OpenRequest(path.name, data, weights, kind)
+    shape = _ncnn_shape_beside(path, read) if kind == "ncnn" and ncnn_needs_shape(data, path.name) else None
+    return OpenRequest(path.name, data, weights, kind, shape)
+
+
+def _ncnn_shape_beside(path: Path, read: Callable[[Path], bytes]) -> str | None:
+    """`[c,h,w]` per input from the .pnnx.param pnnx wrote beside an .ncnn.param (its inputs'
+    shapes without the batch dim), or None (no such file, or its inputs do not say)."""
+    from ..formats.ncnn import pnnx_sibling
+    from ..pnnx import parse_param_bytes
+
+    sibling = pnnx_sibling(path)
+    if not sibling.is_file():
+        return None
+    try:
+        shapes = [op.outputs[0].shape for op in parse_param_bytes(read(sibling), sibling.name).inputs]
+    except KuiperError:
+        return None
+    if not shapes or any(not s or s[0] != 1 or not all(isinstance(d, int) for d in s[1:]) for s in shapes):
+        return None
+    return ",".join("[" + ",".join(str(d) for d in s[1:]) + "]" for s in shapes if s)
 
 
 def conversion_text(conversion: Conversion, say_cached: bool = True) -> str:

@@ -47,7 +47,9 @@ def event_kernel(runtime: RuntimeGraph, event: StepEvent) -> str:
     """The kernel the operator of a step ran, at the shapes it saw (Layer.kernel_name; "" where
     its layer has no choice to make)."""
     layer = runtime.order[event.index].layer
-    return layer.kernel_name([_shape(event.inputs[o.name]) for o in event.operator.inputs]) if layer is not None else ""
+    if layer is None:
+        return ""
+    return runtime.kernel_name(layer, [_shape(event.inputs[o.name]) for o in event.operator.inputs])
 
 
 def declared_kernel(runtime: RuntimeGraph, name: str) -> str:
@@ -60,7 +62,7 @@ def declared_kernel(runtime: RuntimeGraph, name: str) -> str:
     if len(shapes) != len(rop.op.inputs):
         return ""
     try:
-        return rop.layer.kernel_name(shapes)
+        return runtime.kernel_name(rop.layer, shapes)
     except KuiperError:  # declared shapes the layer cannot run (its forward would say so)
         return ""
 

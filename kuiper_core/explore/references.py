@@ -158,6 +158,7 @@ def keep_runs(runs: list[SavedRun], new: SavedRun, max_runs: int, max_bytes: int
 
 # -- what the Forward page compares with --------------------------------------------------------------
 BUNDLED, FRAMEWORK, UPLOADED = "bundled", "framework", "upload"  # the choices besides saved runs ("run:LABEL")
+NCNN = "ncnn"  # the deployed ncnn model: ncnn's own run of the files pnnx wrote (references/ncnn_deployed.py)
 
 
 @dataclass
@@ -187,12 +188,16 @@ def operator_onnx_nodes(graph: Graph, operand_nodes: Mapping[str, str]) -> dict[
     return out
 
 
-def reference_choices(bundled: bool, uploaded: bool, runs: list[SavedRun], framework: bool = False) -> list[str]:
+def reference_choices(
+    bundled: bool, uploaded: bool, runs: list[SavedRun], framework: bool = False, ncnn: bool = False
+) -> list[str]:
     """The sources the page offers, the bundled references first; an upload is always offered;
-    `framework`: references computed from the model's own framework can be (or were) made."""
+    `framework`: references computed from the model's own framework can be (or were) made;
+    `ncnn`: the model has a deployed ncnn model that ncnn can run here."""
     return (
         ([BUNDLED] if bundled else [])
         + ([FRAMEWORK] if framework else [])
+        + ([NCNN] if ncnn else [])
         + [UPLOADED]
         + [f"run:{r.label}" for r in runs]
     )
@@ -206,15 +211,19 @@ def choose_references(
     uploaded: tuple[str, Mapping[str, np.ndarray]] | None,
     runs: list[SavedRun],
     framework: tuple[str, dict[str, np.ndarray]] | None = None,
+    ncnn: dict[str, np.ndarray] | None = None,
 ) -> ActiveReferences:
     """The references for `choice`. `bundled` (PyTorch's, keyed by operand and outN) applies
     only to the sample input; `uploaded` is (file name, arrays); `framework` (what computed
-    them, operand -> array) the model's own framework's for this input."""
+    them, operand -> array) the model's own framework's for this input; `ncnn` ncnn's values of
+    our operands (the deployed model's run on this input)."""
     if choice == BUNDLED and bundled:
         return ActiveReferences(compare.references_for(graph, bundled), "PyTorch (sample input)", None, (BUNDLED,))
     if choice == FRAMEWORK and framework is not None:
         source, computed = framework
         return ActiveReferences(computed, source, None, (FRAMEWORK, id(computed)))
+    if choice == NCNN and ncnn is not None:
+        return ActiveReferences(ncnn, "ncnn (the deployed model)", None, (NCNN, id(ncnn)))
     if choice == UPLOADED and uploaded is not None:
         name, arrays = uploaded
         match = match_keys(graph, arrays)

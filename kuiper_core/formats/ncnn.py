@@ -4,12 +4,13 @@ ncnn's own layer semantics (kuiper_core/ncnn); blobs have no batch dim."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .. import ncnn as ncnn_io
 from ..ncnn.param import is_ncnn_text
 from ..graph import Graph
-from .base import Context, OpenedModel, ReferenceInfo, installed
+from .base import Context, InputShape, OpenedModel, ReferenceInfo
 
 NAME = "ncnn"
 SUFFIXES = (".ncnn.param",)
@@ -26,9 +27,10 @@ def explain(context: Context) -> str | None:
 
 
 def references() -> ReferenceInfo:
-    if installed("ncnn"):
-        return ReferenceInfo(("ncnn",))
-    return ReferenceInfo((), ("ncnn, to compare every blob with ncnn's own (pip install ncnn)",))
+    """No framework reference: ncnn's own run of the file is a source of its own
+    (references/ncnn_deployed.py; the app's "the deployed ncnn model"), PyTorch's comes from the
+    PNNX files beside it (`kuiper compare --ncnn`)."""
+    return ReferenceInfo()
 
 
 def open(context: Context) -> OpenedModel:
@@ -43,6 +45,7 @@ def open(context: Context) -> OpenedModel:
             graph = ncnn_io.load_ncnn(context.path, bin_file, weights=bool(opts.weights))
             bin_file = bin_file or ncnn_io.default_bin_path(context.path)
         _declare_inputs(graph, context.path)
+        declare_given(graph, opts.conversion.inputshape)
         return OpenedModel(graph, NAME, context.where, context.path, references=references(), ncnn_bin=bin_file)
     bin_bytes = None if opts.bin_path is None or not opts.weights else opts.bin_path
     if isinstance(bin_bytes, (str, Path)):
@@ -52,6 +55,7 @@ def open(context: Context) -> OpenedModel:
         if opts.weights
         else ncnn_io.graph_of(ncnn_io.parse_bytes(context.data(), context.where), None, "")
     )
+    declare_given(graph, opts.conversion.inputshape)
     return OpenedModel(graph, NAME, context.where, None, None, references=references())
 
 
@@ -83,3 +87,25 @@ def _declare_inputs(graph: Graph, param: Path) -> None:
     for operand, shape in zip(inputs, declared):
         if operand.shape is None and shape and shape[0] == 1:
             operand.shape, operand.dtype = tuple(shape[1:]), "f32"
+
+
+def declare_given(graph: Graph, inputshape: InputShape) -> None:
+    """The input blobs' shapes from `inputshape` (ncnn's, without the batch dim: `[1,8,8]` is
+    (c, h, w)), given by whoever opens the files: pnnx writes ncnn `Input` lines without a shape,
+    and an upload has no PNNX files beside it to take one from."""
+    from ..errors import InputError
+    from .convert import inputshape_text
+
+    text = inputshape_text(inputshape)
+    if text is None:
+        return
+    shapes = [tuple(int(d) for d in m.group(1).split(",") if d) for m in re.finditer(r"\[([0-9,]*)\]", text)]
+    inputs = [op.outputs[0] for op in graph.inputs]
+    if len(shapes) != len(inputs) or any(not s or min(s) < 1 for s in shapes):
+        names = ", ".join(o.name for o in inputs)
+        raise InputError(
+            f"the input shape {text} does not fit the ncnn model's {len(inputs)} input blob(s) ({names}): give one "
+            "shape of sizes >= 1 per blob, without the batch dim, e.g. [3,224,224] for a (c, h, w) image"
+        )
+    for operand, shape in zip(inputs, shapes):
+        operand.shape, operand.dtype = shape, "f32"

@@ -47,8 +47,11 @@ def open(context: Context) -> OpenedModel:
             source = weights if isinstance(weights, (str, Path)) else bytes(weights)
             pnnx_io.load_weights(graph, source, lazy=opts.weights == "lazy")
         bin_file = Path(weights) if isinstance(weights, (str, Path)) else None
-        python = context.path.with_name(context.path.name.removesuffix(".param").removesuffix(".pnnx") + "_pnnx.py")
-        files = PnnxFiles(context.path, bin_file, python if python.is_file() else None)
+        stem = context.path.name.removesuffix(".param").removesuffix(".pnnx")
+        python = context.path.with_name(stem + "_pnnx.py")
+        ncnn = [context.path.with_name(f"{stem}.ncnn.{ext}") for ext in ("param", "bin")]  # pnnx writes them beside
+        deployed = ncnn if all(f.is_file() for f in ncnn) else [None, None]
+        files = PnnxFiles(context.path, bin_file, python if python.is_file() else None, None, *deployed)
     else:
         data, bin_source = context.data(), opts.bin_path
         if isinstance(bin_source, (str, Path)) or not opts.weights:

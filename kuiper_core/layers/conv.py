@@ -2,15 +2,13 @@
 
 Everything is computed as 2-D over (N, C, H, W); 1-D convolutions are the H = 1 case.
 
-This module reads and checks the params and weights (at build) and picks a kernel per input
-shape (conv_choice.py's `choose_kernel`, which `Layer.kernel_name` names for the app): conv_kernels.py holds
-the kernels and the cost models that weigh them (im2col GEMM, plain GEMM for pointwise convs,
-Winograd for stride-1 3x3 convs (winograd.py) and along the rows for stride-2 ones
-(winograd_stride2.py), depthwise convs on small maps channels last (depthwise.py)),
-conv_reference.py the readable definitions they are tested against. Weights are laid out for the kernel at
-build: (G, Og, Cg·KH·KW [+ bias column]) for the GEMMs, Winograd's transformed weights when
-the input shape is declared (else on first use). A kernel (buffers, views) is made once per
-input shape and thread.
+This module is the layers' definition: it reads and checks the params and weights (at build),
+works out the padding and output sizes, and holds the plain reference forward
+(conv_reference.py, the definition every fast kernel is tested against). The fast side is
+apart, as ncnn keeps x86/convolution_x86.cpp beside convolution.cpp: an nn.Conv*'s `kernels`
+(conv_factory.ConvKernels) make the kernel conv_choice.py chooses per input shape (im2col
+GEMM, plain GEMM for pointwise convs, Winograd (winograd.py, winograd_stride2.py), depthwise
+(depthwise.py)) with the costs the runtime passes (kernel_costs.py).
 
 Transposed convolution is the GEMM the other way (weight^T @ input gives every tap's
 contribution) followed by a scatter-add of the KH·KW taps onto the output (col2im).
@@ -25,25 +23,17 @@ parameter weight becomes nn.Conv2d. F.* convs get the weight (and bias) as input
 
 from __future__ import annotations
 
-import threading
-from functools import partial
-
 import numpy as np
 
 from ..graph import Operator
-from .conv_choice import Choice, ConvGeometry, HeldLayouts, choose_kernel, kernel_label
-from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise
-from .depthwise import DepthwiseChannelsLast, DepthwiseWideRows, Geometry
+from .conv_factory import ConvKernels, given_weight_kernel
+from .conv_kernels import Pads
 from .conv_reference import conv2d_reference
-from .halves import SplitRequest, halves_call, input_rows, split_rows
+from .halves import SplitRequest
 from .registry import Layer, Prepared, register
 from .windows import batch_chunks, out_size, output_buffer, same_padding, scratch
-from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
-from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 
 PaddingSpec = str | Pads  # "same" or explicit pads
-# Weights of at most this many elements (64 KB) always carry the bias as a GEMM column.
-SMALL_WEIGHT = 1 << 14
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -73,13 +63,13 @@ class _ConvBase(Layer):
         )
         return (default, v[0]) if self.dims == 1 else (v[0], v[1])
 
-    def _lift_shape(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    def lift_shape(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
         """A declared (possibly unbatched, possibly 1-D) input shape as (N, C, H, W)."""
         lifted = (1,) * (self.dims + 2 - len(shape)) + tuple(shape)
         n, c, h, w = lifted if self.dims == 2 else lifted[:2] + (1,) + lifted[2:]
         return n, c, h, w
 
-    def _lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    def lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
         """x as (N, C, H, W) and the output shape prefix to restore: unbatched and 1-D inputs."""
         if x.ndim == self.dims + 1:  # unbatched, as torch allows
             x = x[None]
@@ -137,7 +127,7 @@ class _ConvBase(Layer):
         """Checks a weight's shape against the channels; sets and returns `self.kernel` (KH, KW)."""
         raise NotImplementedError
 
-    def _kernel_hw(self) -> tuple[int, int]:
+    def kernel_hw(self) -> tuple[int, int]:
         """(KH, KW) of a conv whose weight shape is known (nn.*: from build; F.*: once checked)."""
         if self.kernel is None:
             raise self.error("the weight's shape is not known yet (F.conv* without a declared weight)")
@@ -147,7 +137,7 @@ class _ConvBase(Layer):
         if bias is not None and bias.shape != (channels,):
             raise self.error(f"bias shape {bias.shape} does not match out_channels: expected ({channels},)")
 
-    def _out_shape(self, prefix: tuple[int, ...], channels: int, oh: int, ow: int) -> tuple[int, ...]:
+    def out_shape(self, prefix: tuple[int, ...], channels: int, oh: int, ow: int) -> tuple[int, ...]:
         return prefix + ((channels, ow) if self.dims == 1 else (channels, oh, ow))
 
 
@@ -165,43 +155,27 @@ class Convolution(_ConvBase):
         if self.padding == "same" and self.stride != (1, 1):
             raise self.error(f"padding='same' needs stride 1, got {self.stride}")
 
-        # nn.* weights (F.* convs get theirs as inputs: None here). Each kernel lays them
-        # out its own way, once, when it is made (the first run at an input shape): the GEMM
-        # matrix (`_gemm_weights`) or Winograd's U. Only those layouts are kept (a view of the
-        # weight for GEMMs, Winograd's U): the weight itself is asked of the graph when a
-        # kernel needs it, so the graph may let go of it (Attribute.release) or not have read
-        # it yet (a lazily read .bin): loading a model transforms nothing.
+        # nn.* weights (F.* convs get theirs as inputs: None here). Only their shapes are read
+        # now: the kernels lay the weight out when first made (conv_factory.py) and ask the
+        # graph for it then, so a lazily read .bin is not read at load.
         checked = self._check_weights()
         self._weight_attr = None if checked is None else op.attrs["weight"]
         self.bias_data = None if checked is None else checked[2]
         self.out_channels = 0 if checked is None else checked[0][0]
         self.weight_dtype = None if checked is None else checked[1]
-        self._wmat: np.ndarray | None = None
-        self._winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C)
-        self._stride2_weights: dict[int, np.ndarray] = {}  # m -> the stride-2 rows kernel's U
-        self._local = threading.local()  # this thread's kernels by input shape
+        # nn.*: the fast kernels and the weight layouts they read (conv_factory.py)
+        self.kernels = None if checked is None else ConvKernels(self)
 
     @property
     def weight_data(self) -> np.ndarray | None:
         """nn.*: the weight (from the graph: read again if it was let go of); F.*: None."""
         return None if self._weight_attr is None else self._weight_attr.data
 
-    def _module_weight(self) -> np.ndarray:
+    def module_weight(self) -> np.ndarray:
         """nn.*'s weight, for the kernels that lay it out (F.* convs have none: their weight is an input)."""
         weight = self.weight_data
         assert weight is not None, "F.conv* runs im2col on the weight it is given"
         return weight
-
-    def _gemm_weights(self, bias_column: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        """The im2col/pointwise GEMM's left operand (G, Og, Cg·KH·KW) and the bias left to add
-        after it: with `bias_column`, the bias rides in the GEMM as an extra column (a copy
-        of the weight, made once); else the matrix is a view of the weight itself."""
-        if not bias_column or self.bias_data is None:
-            weight = self._module_weight()
-            return weight.reshape(self.groups, weight.shape[0] // self.groups, -1), self.bias_data
-        if self._wmat is None:  # the weight is read only to make it (it may have been let go of)
-            self._wmat = self._weight_matrix(self._module_weight(), self.bias_data)
-        return self._wmat, None
 
     def _padding_spec(self) -> PaddingSpec:
         p = self.param("padding", 0)
@@ -244,7 +218,7 @@ class Convolution(_ConvBase):
         self.kernel = kernel
         return kernel
 
-    def _weight_matrix(self, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    def weight_matrix(self, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         """(G, Og, Cg·KH·KW [+1]): the GEMM's left operand, bias as the extra last column."""
         g = self.groups
         out_ch = weight.shape[0]
@@ -254,11 +228,11 @@ class Convolution(_ConvBase):
         self._check_bias(bias, out_ch)
         return np.concatenate([wm, bias.astype(weight.dtype).reshape(g, out_ch // g, 1)], axis=2)
 
-    def _geometry(
+    def geometry(
         self, h: int, w: int, kernel: tuple[int, int], pads_of_half: Pads | None = None
     ) -> tuple[Pads, tuple[int, int]]:
         """The pads and output (OH, OW) at an input size, cached; `pads_of_half`: the pads of
-        one half of the rows (`_split_call`) instead of the layer's."""
+        one half of the rows (conv_factory.ConvKernels.split_call) instead of the layer's."""
         key = (h, w) + kernel + (pads_of_half or ())
         geo = self._geometry_cache.get(key)
         if geo is None:
@@ -279,231 +253,57 @@ class Convolution(_ConvBase):
             self._geometry_cache[key] = geo
         return geo
 
-    def _kernel(self, x_shape: tuple[int, int, int, int], dtype: np.dtype) -> ConvKernel:
-        """This thread's kernel for an input shape, made on first use (nn.* convs only)."""
-        plans: dict | None = getattr(self._local, "plans", None)
-        if plans is None:
-            plans = self._local.plans = {}
-        key = x_shape + (dtype.str,)
-        plan = plans.get(key)
-        if plan is None:
-            plan = plans[key] = self._make_kernel(x_shape, dtype)
-        return plan
-
-    def _choose_kernel(self, x_shape: tuple[int, int, int, int], reuse: bool = False) -> Choice:
-        """Which kernel runs this input shape (conv_choice.choose_kernel); `reuse`: keep to the
-        weight layouts the layer holds."""
-        assert self.kernel is not None
-        pads, out_hw = self._geometry(x_shape[2], x_shape[3], self.kernel)
-        geo = ConvGeometry(
-            self.out_channels, self.kernel, self.stride, self.dilation, self.groups, self.padding_mode, pads, out_hw
-        )
-        held = HeldLayouts(tuple(self._winograd_weights), tuple(self._stride2_weights), self._wmat is not None)
-        return choose_kernel(x_shape, geo, held, reuse)
-
     def kernel_name(self, inputs: list[tuple[int, ...]]) -> str:
-        if self.weight_dtype is None or not inputs or len(inputs[0]) not in (self.dims + 1, self.dims + 2):
+        if self.kernels is None or not inputs or len(inputs[0]) not in (self.dims + 1, self.dims + 2):
             return "im2col + GEMM"  # F.conv*: weights arrive as inputs, laid out per call
-        return kernel_label(self._choose_kernel(self._lift_shape(inputs[0])))
-
-    def _make_kernel(
-        self,
-        x_shape: tuple[int, int, int, int],
-        dtype: np.dtype,
-        relu: bool = False,
-        half: tuple[Pads, Choice] | None = None,
-        channels: slice = slice(None),
-        reuse: bool = False,
-    ) -> ConvKernel:
-        """relu: the kernel also applies a ReLU fused into it (see prepare_with_relu). half:
-        the pads of one half of the rows and the kernel chosen for the whole (`_split_call`);
-        channels: the output channels the kernel computes (groups == 1: their rows of U, of
-        the GEMM's weight matrix and of the bias, all views); reuse: keep to the weight layouts
-        the layer holds (_choose_kernel; prepared for the split executor)."""
-        assert self.weight_dtype is not None
-        kernel_hw = self._kernel_hw()
-        n, c, h, w = x_shape
-        if c != self.in_channels:
-            raise self.error(f"input has {c} channels, expected in_channels={self.in_channels}")
-        pads, out_hw = self._geometry(h, w, kernel_hw, half[0] if half else None)
-        # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
-        self.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
-        self.check_size((n, self.out_channels) + tuple(out_hw))
-        kind, m = half[1] if half else self._choose_kernel(x_shape, reuse)
-        bias = None if self.bias_data is None else self.bias_data[channels]
-        if kind == "winograd":  # m: the tile, or ROWS
-            assert m is not None
-            u = self._winograd_weights.get(m)
-            if u is None:
-                weight = self._module_weight()
-                u = transform_weights(weight, m) if isinstance(m, int) else transform_weights_rows(weight)
-                self._winograd_weights[m] = u
-            u = u[:, channels].astype(dtype, copy=False)
-            if isinstance(m, int):
-                return WinogradConv(u, bias, m, x_shape, pads, dtype, relu)
-            return WinogradRowsConv(u, bias, x_shape, pads, dtype, relu)
-        if kind == "stride2":
-            assert isinstance(m, int)
-            if m not in self._stride2_weights:
-                self._stride2_weights[m] = transform_weights_stride2(self._module_weight(), m)
-            u = self._stride2_weights[m][:, channels].astype(dtype, copy=False)
-            return Stride2RowsConv(u, bias, m, kernel_hw[0], x_shape, pads, dtype, relu)
-        if kind in ("depthwise", "wide"):
-            make = DepthwiseChannelsLast if kind == "depthwise" else DepthwiseWideRows
-            geo = Geometry(kernel_hw, self.stride, self.dilation, pads, x_shape, out_hw)
-            return make(self._module_weight(), self.bias_data, geo, dtype, relu)
-        if kind == "pointwise":
-            wmat, _ = self._gemm_weights(bias_column=False)  # the bias after the GEMM: `bias`
-            return Pointwise(wmat[:, channels].astype(dtype, copy=False), bias, x_shape, relu)
-        # The bias as a GEMM column saves a pass over the output; worth a weight copy only
-        # while the weight is smaller than the output (not for ResNet's 512-channel convs),
-        # or small anyway (deep1500's 8x8 convs: one NumPy call less, ~1 us of their ~6).
-        k = c // self.groups * kernel_hw[0] * kernel_hw[1]
-        # (with reuse, the matrix with its bias column where the layer holds it: the weight
-        # itself may have been let go of, and reading it again is what reuse avoids)
-        held = reuse and self._wmat is not None
-        wmat, after = self._gemm_weights(
-            bias_column=held or k < out_hw[0] * out_hw[1] or self.out_channels * (k + 1) <= SMALL_WEIGHT
-        )
-        return Im2col(
-            wmat[:, channels].astype(dtype, copy=False),
-            kernel_hw,
-            self.stride,
-            self.dilation,
-            pads,
-            self.padding_mode,
-            x_shape,
-            out_hw,
-            dtype,
-            bias_after=None if after is None else bias,
-            relu=relu,
-        )
+        return self.kernels.kernel_name(self.lift_shape(inputs[0]))
 
     def prepare(
         self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
     ) -> Prepared | None:
-        return self._prepare(inputs, out, False, split)
+        return None if self.kernels is None else self.kernels.prepare(inputs, out, False, split)
 
     def prepare_with_relu(
         self, inputs: list[np.ndarray], out: list[np.ndarray], split: SplitRequest | None = None
     ) -> Prepared | None:
-        return self._prepare(inputs, out, True, split)
-
-    def _prepare(
-        self, inputs: list[np.ndarray], out: list[np.ndarray], relu: bool, split: SplitRequest | None
-    ) -> Prepared | None:
-        if self.weight_dtype is None:
-            return None
-        x4, prefix = self._lift(inputs[0])
-        dtype = np.result_type(x4.dtype, self.weight_dtype)
-        pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self._kernel_hw())
-        o = self.out_channels
-        y = out[0]
-        if x4.dtype != dtype or y.dtype != dtype or y.shape != self._out_shape(prefix, o, oh, ow):
-            return None
-        if split is not None:
-            halves = self._split_call(split, inputs, out, x4.shape, dtype, relu, pads, (oh, ow))
-            if halves is not None:
-                return halves
-        # A kernel of its own (not this thread's cached one): the caller owns its buffers.
-        kernel = self._make_kernel(x4.shape, dtype, relu, reuse=split is not None)
-        return partial(_run_kernel, kernel, x4.shape, (x4.shape[0], o, oh, ow))
-
-    def _split_call(
-        self,
-        split: SplitRequest,
-        inputs: list[np.ndarray],
-        out: list[np.ndarray],
-        x_shape: tuple[int, int, int, int],
-        dtype: np.dtype,
-        relu: bool,
-        pads: Pads,
-        out_hw: tuple[int, int],
-    ) -> Prepared | None:
-        """The call as two kernels on two cores (halves.py), the kernel the whole shape chose
-        for both; None where a half is too little work (split.sizes). Two ways to halve:
-
-        - output channels (groups == 1), where the weights outweigh the input (conv_channels_over_input:
-          ResNet-18 from layer 2 on): each half reads half the weights and does the whole
-          input side (gather, transform) again;
-        - output rows, elsewhere: each half reads the input rows its rows need (a halo of
-          kernel rows both read) with its own zero padding, split at a whole Winograd tile."""
-        n, c, h, w = x_shape
-        (oh, ow), (kh, kw), o = out_hw, self._kernel_hw(), self.out_channels
-        weights = o * c // self.groups * kh * kw
-        # A grouped convolution's multiply-adds are dearer (per-channel passes, short GEMMs).
-        sizes = split.sizes
-        worth = 1 if self.groups == 1 else sizes.grouped_mac_worth
-        if self.padding_mode != "zeros" or worth * weights * oh * ow * n < 2 * sizes.min_half_work:
-            return None
-        choice = self._choose_kernel(x_shape, reuse=True)
-        halves: list[tuple[slice, tuple[slice, ...], ConvKernel]] = []  # input rows, output part, kernel
-        if self.groups == 1 and o >= 2 and weights > sizes.conv_channels_over_input * n * c * h * w:
-            for chans in (slice(0, o // 2), slice(o // 2, o)):
-                kernel = self._make_kernel(x_shape, dtype, relu, (pads, choice), chans, reuse=True)
-                halves.append((slice(None), (slice(None), chans), kernel))
-        elif oh >= 2:
-            unit = choice[1] if choice[0] == "winograd" and isinstance(choice[1], int) else 1
-            cut, keff = split_rows(oh, unit), self.dilation[0] * (kh - 1) + 1
-            for r0, r1 in ((0, cut), (cut, oh)):
-                (lo, hi), (top, bottom) = input_rows((r0, r1), h, keff, self.stride[0], pads[0])
-                kernel = self._make_kernel(
-                    (n, c, hi - lo, w), dtype, relu, ((top, bottom) + pads[2:], choice), reuse=True
-                )
-                halves.append((slice(lo, hi), (slice(None), slice(None), slice(r0, r1)), kernel))
-        else:
-            return None
-        # Bound once: asked to split, the arrays are the split forward's fixed buffers.
-        x, y = inputs[0].reshape(x_shape), out[0].reshape((n, o, oh, ow))
-        first, second = (partial(k.run, x[:, :, rows], y[part]) for rows, part, k in halves)
-        return halves_call(split, first, second, inputs, out)
+        return None if self.kernels is None else self.kernels.prepare(inputs, out, True, split)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
-        x4, prefix = self._lift(inputs[0])
+        x4, prefix = self.lift(inputs[0])
         n = x4.shape[0]
-        if self.weight_dtype is None:  # F.conv*: weights arrive as inputs, laid out per call
+        if self.kernels is None:  # F.conv*: weights arrive as inputs, laid out per call
             weight = inputs[self.w_index]
             bias = inputs[self.b_index] if self.b_index is not None else None
             kernel_hw = self._check_weight_shape(weight.shape, x4.shape[1], None)
-            wmat = self._weight_matrix(weight, bias)
+            wmat = self.weight_matrix(weight, bias)
             dtype = np.result_type(x4.dtype, wmat.dtype)
-            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], kernel_hw)
-            kernel: ConvKernel = Im2col(
-                wmat.astype(dtype, copy=False),
-                kernel_hw,
-                self.stride,
-                self.dilation,
-                pads,
-                self.padding_mode,
-                x4.shape,
-                (oh, ow),
-                dtype,
-            )
+            pads, (oh, ow) = self.geometry(x4.shape[2], x4.shape[3], kernel_hw)
+            kernel = given_weight_kernel(self, wmat.astype(dtype, copy=False), pads, x4.shape, (oh, ow), dtype)
             o = wmat.shape[0] * wmat.shape[1]
         else:
             dtype = np.result_type(x4.dtype, self.weight_dtype)
-            kernel = self._kernel(x4.shape, dtype)
-            pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], self._kernel_hw())
+            kernel = self.kernels.kernel(x4.shape, dtype)
+            pads, (oh, ow) = self.geometry(x4.shape[2], x4.shape[3], self.kernel_hw())
             o = self.out_channels
-        y = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
+        y = output_buffer(out, self.out_shape(prefix, o, oh, ow), dtype)
         kernel.run(x4 if x4.dtype == dtype else x4.astype(dtype), y.reshape(n, o, oh, ow))
         return [y]
 
     def reference(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         """The convolution as written on the blackboard (conv_reference.conv2d_reference, in
         float64), whatever kernel forward would choose."""
-        x4, prefix = self._lift(inputs[0])
+        x4, prefix = self.lift(inputs[0])
         if self.weight_dtype is None:  # F.conv*: the weight and bias are inputs
             weight = inputs[self.w_index]
             bias = inputs[self.b_index] if self.b_index is not None else None
         else:
-            weight, bias = self._module_weight(), self.bias_data
-        o, cg, kh, kw = self._lift_shape(weight.shape)  # 1-D: (O, C/groups, 1, K)
+            weight, bias = self.module_weight(), self.bias_data
+        o, cg, kh, kw = self.lift_shape(weight.shape)  # 1-D: (O, C/groups, 1, K)
         weight = weight.reshape(o, cg, kh, kw)
         dtype = np.result_type(x4.dtype, weight.dtype)
-        pads, (oh, ow) = self._geometry(x4.shape[2], x4.shape[3], (kh, kw))
+        pads, (oh, ow) = self.geometry(x4.shape[2], x4.shape[3], (kh, kw))
         y = conv2d_reference(x4, weight, bias, self.stride, pads, self.dilation, self.groups, self.padding_mode)
-        result = output_buffer(out, self._out_shape(prefix, o, oh, ow), dtype)
+        result = output_buffer(out, self.out_shape(prefix, o, oh, ow), dtype)
         result[...] = y.reshape(result.shape)
         return [result]
 
@@ -512,16 +312,6 @@ class Convolution(_ConvBase):
             return 0
         cg = inputs[0][-self.dims - 1] // self.groups
         return int(np.prod(outputs[0])) * cg * self.kernel[0] * self.kernel[1]
-
-
-def _run_kernel(
-    kernel: ConvKernel,
-    x_shape: tuple[int, ...],
-    y_shape: tuple[int, ...],
-    inputs: list[np.ndarray],
-    out: list[np.ndarray],
-) -> None:
-    kernel.run(inputs[0].reshape(x_shape), out[0].reshape(y_shape))
 
 
 @register("nn.ConvTranspose1d", "nn.ConvTranspose2d", "F.conv_transpose1d", "F.conv_transpose2d")
@@ -586,7 +376,7 @@ class TransposedConvolution(_ConvBase):
         return geo
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
-        x4, prefix = self._lift(inputs[0])
+        x4, prefix = self.lift(inputs[0])
         if self.wmat is None:
             weight = inputs[self.w_index]
             bias = inputs[self.b_index] if self.b_index is not None else None
@@ -604,7 +394,7 @@ class TransposedConvolution(_ConvBase):
         og = wmat.shape[1] // (kernel[0] * kernel[1])
         (pt, pl), (oh, ow) = self._geometry(h, w, kernel)
         dtype = np.result_type(x4.dtype, wmat.dtype)
-        y = output_buffer(out, self._out_shape(prefix, g * og, oh, ow), dtype)
+        y = output_buffer(out, self.out_shape(prefix, g * og, oh, ow), dtype)
         y4 = y.reshape(n, g * og, oh, ow)
         for part in batch_chunks(n, g * wmat.shape[1] * h * w):
             conv_transpose2d_gemm(x4[part], wmat, kernel, self.stride, self.dilation, (pt, pl), y4[part])

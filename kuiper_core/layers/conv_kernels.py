@@ -25,8 +25,7 @@ Every kernel takes `relu`: it then writes max(conv, 0), a ReLU the prepared forw
 into the convolution (runtime/prepared.py), applied while the output is in cache (per band,
 in Winograd's scatter for free) instead of in a pass of its own.
 
-`choose` estimates each candidate's time with a cost model fitted to single-thread
-measurements of this project's kernels (bench/bench_convs.py --candidates) and takes the cheapest.
+Which kernel runs a convolution is conv_choice.py's business (its cost model: kernel_costs.py);
 conv_reference.py holds the plain definitions every kernel here is tested against.
 """
 
@@ -38,25 +37,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
+from .kernel_costs import DEFAULT_COSTS, KernelCosts
 from .windows import PADDED, RESULT, WORK, batch_chunks, pad_spatial, scratch, window_view
-from ..threads import blas_threads
-from .winograd_stride2 import phase_points
 
 Pads = tuple[int, int, int, int]  # top, bottom, left, right
-
-# Up to this many output channels per group, a stride-1 conv copies whole padded rows
-# (measured: 1.5-2x faster for depthwise convs, a wash or worse for dense ones).
-WIDE_ROWS_MAX_OUT_PER_GROUP = 16
-# A plan owns its buffers (zero borders and the bias row written once, views made once)
-# when they are this small; bigger convolutions use the per-thread scratch buffers.
-OWN_BUFFERS_MAX_BYTES = 1 << 20
-# Up to this many output positions per image, a batch's columns go side by side into one
-# GEMM (see the module docstring); bigger images make GEMMs wide enough on their own.
-ACROSS_BATCH_MAX_COLUMNS = 256
-# Column buffers bigger than this many elements (1 MB of float32) are done in bands of
-# output rows (see the module docstring).
-BAND_MAX_ELEMENTS = 1 << 18
-
 
 # Pointwise convolutions over more than twice this many input channels sum them in blocks of at
 # most this many: one float32 accumulation over 480-1152 channels (EfficientNet's projections)
@@ -178,12 +162,13 @@ class Im2col:
         own_buffers: bool | None = None,
         bias_after: np.ndarray | None = None,
         relu: bool = False,
+        costs: KernelCosts = DEFAULT_COSTS,
     ) -> None:
         """wmat: (G, Og, Cg·KH·KW), with the bias as an extra last column (added by the GEMM
         through a row of ones in the columns) or without, then `bias_after` (G*Og,) if any
         is added to the output (for big weights, where a copy with the column costs more
         memory than the extra pass over a small output costs time).
-        own_buffers: None = when small (OWN_BUFFERS_MAX_BYTES); needs padding_mode 'zeros'."""
+        own_buffers: None = when small (costs.im2col_own_buffers_bytes); needs padding_mode 'zeros'."""
         n, c, h, w = x_shape
         g, og = wmat.shape[0], wmat.shape[1]
         kh, kw = kernel
@@ -197,23 +182,24 @@ class Im2col:
         self.dtype = dtype
         self.g = g
         oh, ow = out_hw
-        # Wide rows: stride 1, few outputs per group (see WIDE_ROWS_MAX_OUT_PER_GROUP).
-        self.wide = stride == (1, 1) and og <= WIDE_ROWS_MAX_OUT_PER_GROUP
+        # Wide rows: stride 1, few outputs per group (costs.im2col_wide_max_out).
+        self.wide = stride == (1, 1) and og <= costs.im2col_wide_max_out
         self.slack = (kw - 1) * dilation[1] if self.wide else 0
         hp, wp = h + pads[0] + pads[1], w + pads[2] + pads[3]
         self.cols_w = oh * wp if self.wide else oh * ow  # columns per item
         # Across the batch: columns laid out (G, K, N·OH·OW) for one GEMM, whose (G, Og,
         # N·OH·OW) result is then copied to the NCHW output.
-        self.across = n > 1 and g == 1 and not self.wide and oh * ow <= ACROSS_BATCH_MAX_COLUMNS
-        # Bands of output rows whose columns fit BAND_MAX_ELEMENTS (plain layout only).
+        self.across = n > 1 and g == 1 and not self.wide and oh * ow <= costs.im2col_across_max_columns
+        # Bands of output rows whose columns fit costs.im2col_band_elements (plain layout only).
         self.band = oh
-        if not (self.wide or self.across) and g * (self.k + 1) * oh * ow > BAND_MAX_ELEMENTS:
-            self.band = max(1, BAND_MAX_ELEMENTS // (g * (self.k + 1) * ow))
+        band_elements = costs.im2col_band_elements
+        if not (self.wide or self.across) and g * (self.k + 1) * oh * ow > band_elements:
+            self.band = max(1, band_elements // (g * (self.k + 1) * ow))
             self.cols_w = self.band * ow
         self.per_item = g * (self.k + 1) * self.cols_w + (g * og * oh * wp if self.wide else 0)
         self.per_item += g * og * oh * ow if self.across else 0
         nbytes = (n * (c * hp * wp + self.slack) + n * self.per_item) * dtype.itemsize
-        own = nbytes <= OWN_BUFFERS_MAX_BYTES if own_buffers is None else own_buffers
+        own = nbytes <= costs.im2col_own_buffers_bytes if own_buffers is None else own_buffers
         self.own = own and padding_mode == "zeros" and self.band == oh
         if self.own:
             # Padded input with zero borders, columns with the ones row, and the strided
@@ -363,249 +349,3 @@ class Im2col:
 
 class ConvKernel(Protocol):
     def run(self, x: np.ndarray, y: np.ndarray) -> None: ...
-
-
-# -- choosing a kernel -------------------------------------------------------------------
-# Cost model (milliseconds, one thread), least-squares fit over 181 shapes (N 1/4, C and O
-# 8-512, H 7-112) of measured single-thread times of Im2col and WinogradConv F(2,3)/F(4,3)
-# on the project's build machine (weights in cache); the choice it makes is within 2 % of
-# the fastest on average.
-_GEMM_MAC = 1.96e-8  # im2col GEMM, per multiply-accumulate
-_COL_COPY = 2.47e-7  # im2col, per column element copied
-_WINO_MAC = 2.19e-8  # Winograd batched GEMM, per multiply-accumulate
-_WINO_WEIGHT = 2.12e-7  # per transformed weight element read
-_WINO_IN = 6.53e-7  # per input-tile element (gather + transform)
-_WINO_OUT = 2.18e-6  # per output element (inverse transform + scatter)
-_CALL = 1.35e-2  # fixed cost per kernel call
-# Winograd's fixed cost: 3 calls' worth when fitted; 2 since its work-buffer views are made
-# once (20-45 us less per call). Re-checked on 62 shapes (C, O 16-256, H 4-64, N 1 and 4): the choice
-# is then 5.3 % off the fastest on average (6.8 % with 3); it now takes Winograd for
-# UNet's (128, 128, 8x8) and (32, 64, 16x16) and YOLOv5's (32, 32, 16x16), 11-38 % faster.
-_WINO_FIXED = 2 * _CALL
-# In a whole model a layer's weights beyond what a core's L2 keeps (1 MB here) come from
-# memory (ResNet-18 holds 45 MB): per such element, read once per call (~20 GB/s). Measured
-# on ResNet-18's 256-channel 14x14 convs: F(4,3) 1.85 ms alone, 2.05 ms in the model, where
-# F(2,3)'s smaller U wins.
-_COLD_WEIGHT = 2.0e-7
-_CACHED_WEIGHTS = 1 << 18
-# im2col's GEMM also reads (packs) its whole weight every call, whatever its width: per
-# weight element. The fit above had few GEMMs narrow enough to see it (it went into the
-# per-MAC term). Fitted at batch 1 (16 stride-1 3x3 shapes, C and O 64-512, 4x4 to 14x14;
-# one thread, CPU time, the caches flushed before each call as in a model whose weights
-# pass L3: least squares of the measured minus the old estimate on the weight's size, with
-# an intercept for the flushed code and buffers, which every kernel pays): 0.82e-7; the old
-# estimate was 18 % low on those shapes on average, now 13 %. It is what makes ResNet-18's
-# 512-channel 7x7 layers at batch 1 take F(2,3) along the rows (2.94 vs 2.86 ms
-# estimated; measured flushed 2.84-2.91 vs 2.93-3.01 with bench/bench_convs.py --candidates).
-_GEMM_WEIGHT = 8.2e-8
-WINOGRAD_MIN_CHANNELS = 16  # below, the transforms cost more than they save (measured)
-# The 2-D tiles winograd_tile weighs. Not F(4,3): its float32 error against float64 is 5-35x
-# PyTorch float32's on the same layer (64-1024 channels, 4x4-14x14 maps; 2-6x even on maps
-# where it was chosen for speed, ResNet-18's 64-channel 56x56), where F(2,3) in channel
-# blocks is 1.0-1.6x (tools/precision_convs.py; issue 34: no fast kernel over 2x).
-WINOGRAD_TILES = (2,)
-# Winograd's transformed weights U are (m+2)^2/9 times the weight (4x for F(4,3)) and stay
-# in memory instead of it: up to this many elements (4 MB) any U is fine; beyond, U may be
-# at most twice the weight and 12 MiB (3 << 20 elements; peak memory stays well under half
-# of PyTorch's: ResNet-18 at batch 4 would hold 150 MB of F(4,3) weights in its 512-channel
-# layers). ResNet-18's 512-channel layers then take F(2,3) along the rows (U 12 MiB a layer,
-# 1.33x the weight it replaces): batch 4 peak 145 -> 183 MB (0.48x PyTorch's; 2-D F(2,3)'s
-# 16 MiB would pass half), batch 1 112.7 -> 122.4 MiB (0.39x of 313; a cap of 8 MiB would keep
-# im2col there, 2-3 % slower on the whole model: bench/compare.py's memory and speed tables).
-WINOGRAD_FREE_WEIGHTS = 1 << 20
-WINOGRAD_MAX_WEIGHTS = 3 << 20
-# WinogradRowsConv's GEMMs (K = 3C, one per transform point) run faster per
-# multiply-accumulate than the 2-D kernel's 16-36 small ones: measured 5.7-5.9 ms for
-# ResNet-18's 512-channel 7x7 layer at batch 4 (352 M MACs).
-_ROWS_MAC = 1.65e-8
-
-
-def _cold(weights: int) -> float:
-    return _COLD_WEIGHT * max(0, weights - _CACHED_WEIGHTS)
-
-
-def im2col_cost(n: int, c: int, o: int, oh: int, ow: int, taps: int) -> float:
-    p = n * oh * ow
-    weights = taps * c * o
-    return _GEMM_MAC * weights * p + _COL_COPY * taps * c * p + _GEMM_WEIGHT * weights + _cold(weights) + _CALL
-
-
-def winograd_cost(m: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
-    t = m + 2
-    tiles = n * -(-oh // m) * -(-ow // m)
-    return (
-        _WINO_MAC * t * t * o * c * tiles
-        + _WINO_WEIGHT * t * t * o * c
-        + _cold(t * t * o * c)
-        + _WINO_IN * tiles * c * t * t
-        + _WINO_OUT * tiles * o * m * m
-        + _WINO_FIXED
-    )
-
-
-def winograd_rows_cost(n: int, c: int, o: int, oh: int, ow: int) -> float:
-    """WinogradRowsConv: four GEMMs with K = 3C over N*OH*ceil(OW/2) columns; its input
-    side is copies and flat adds (priced as im2col's column copies), its output side as
-    WinogradConv's."""
-    cols = n * oh * -(-ow // 2)
-    u = 12 * o * c
-    return (
-        _ROWS_MAC * 12 * o * c * cols
-        + _WINO_WEIGHT * u
-        + _cold(u)
-        + _COL_COPY * (8 * c * n * (oh + 2) * -(-ow // 2) + 12 * c * cols)
-        + _WINO_OUT * o * n * oh * ow
-        + _WINO_FIXED
-    )
-
-
-# winograd_tile's answer for F(2,3) along the rows only (WinogradRowsConv).
-ROWS = "rows"
-
-
-def winograd_tile(
-    x_shape: tuple[int, int, int, int],
-    out_channels: int,
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    dilation: tuple[int, int],
-    groups: int,
-    padding_mode: str,
-    out_hw: tuple[int, int],
-) -> int | str | None:
-    """m of the Winograd F(m, 3) that beats im2col for this convolution, ROWS for F(2,3)
-    along the rows only, or None.
-
-    A U bigger than WINOGRAD_FREE_WEIGHTS must be at most twice the weight and at most
-    WINOGRAD_MAX_WEIGHTS."""
-    n, c = x_shape[:2]
-    if (kernel, stride, dilation, groups, padding_mode) != ((3, 3), (1, 1), (1, 1), 1, "zeros"):
-        return None
-    if min(c, out_channels) < WINOGRAD_MIN_CHANNELS:
-        return None
-    raw = 9 * c * out_channels
-    sizes: dict[int | str, int] = {m: (m + 2) ** 2 * c * out_channels for m in WINOGRAD_TILES}
-    sizes[ROWS] = 12 * c * out_channels
-    costs = {
-        m: winograd_cost(m, n, c, out_channels, *out_hw)
-        if isinstance(m, int)
-        else winograd_rows_cost(n, c, out_channels, *out_hw)  # m is ROWS
-        for m, u in sizes.items()
-        if u <= WINOGRAD_FREE_WEIGHTS or (u <= 2 * raw and u <= WINOGRAD_MAX_WEIGHTS)
-    }
-    if not costs:
-        return None
-    best = min(costs, key=costs.__getitem__)
-    return best if costs[best] < im2col_cost(n, c, out_channels, *out_hw, 9) else None
-
-
-# -- stride-2 convolutions: Winograd along the rows on the column phases ------------------
-# Stride2RowsConv (winograd_stride2.py): least-squares fit over 52 measured (shape, m) pairs
-# (stride-2 3x3/5x5/6x6/7x7, C 3-256, O 16-512, 4-128 outputs across, N 1 and 4; one thread,
-# CPU time; bench/bench_convs.py --candidates): per GEMM multiply-accumulate, per element gathered or
-# B^T-transformed, per element of the GEMMs' results and of the output blocks; one call's
-# fixed cost. Chosen only when 5 % cheaper than im2col: both models err by a few percent
-# on small convs, where the two kernels are within 10 % (then 1.1 % off the fastest on
-# average over those pairs, never more than 1 % slower than im2col where it is chosen).
-_S2_MAC = 1.64e-8
-_S2_IN = 3.60e-7
-_S2_OUT = 2.21e-7
-_S2_FIXED = _CALL
-# The same for kernels over 3x3 (Stride2RowsConv's "rows first" path), fitted over 18 convs
-# (5x5/6x6/7x7, C 3-32, N 1/4; 36 (shape, m) pairs), taken only for outputs at least
-# STRIDE2_ROWS_FIRST_MIN_WIDTH wide: image stems. On narrower ones (32-48 across) it lost
-# to im2col by up to 20 % (k = 5, C = 8-32) and the fit misjudged 3 of 10.
-_S2R_MAC = 2.46e-8
-_S2R_IN = 2.95e-7
-_S2R_OUT = 7.9e-8
-_S2R_FIXED = 2.9e-2
-STRIDE2_ROWS_FIRST_MIN_WIDTH = 56
-STRIDE2_MARGIN = 0.95
-STRIDE2_KERNELS = (3, 4, 5, 6, 7)
-# m = 7 (3x3: 15 points per 7 outputs) was at best as fast as m = 4 and much slower on
-# small maps; m = 4 (points ±2, ±1/2) has 2.1-4.3x PyTorch float32's error against float64 on
-# 64-256 channel 3x3 layers and 5x5/7x7 stems, m = 2 at most 1.7x (tools/precision_convs.py;
-# issue 34: no fast kernel over 2x).
-STRIDE2_TILES = (2,)
-# Narrower outputs stay im2col: its GEMM over the whole batch reads the weight once, and the
-# model misjudged ResNet-18's 256->512 conv (7 wide) at batch 4: m = 2 4.47 vs 4.27 ms.
-# Of 10 measured convs with 4-7 outputs across, none gained more than 4 %.
-STRIDE2_MIN_WIDTH = 8
-
-
-def stride2_cost(m: int, k: int, n: int, c: int, o: int, oh: int, ow: int) -> float:
-    """Stride2RowsConv's estimated time: the GEMMs, the gather and B^T (X and the even/odd
-    operands), [A^T | ...] and the scatter, reading U."""
-    ne, no = phase_points(m, k)
-    shared = k // 2 == 1  # one odd tap (3x3): no odd transform, one U for its m points
-    tw = -(-ow // m)
-    cols = n * oh * tw
-    kc = k * c
-    span = max(2 * ne - 1, 2 * no)
-    u = (ne + (1 if shared else no)) * o * kc
-    weights = _WINO_WEIGHT * u + _cold(u)
-    if shared:  # the gathered columns and B^T of the even ones
-        return (
-            _S2_MAC * (ne + no) * o * kc * cols
-            + _S2_IN * (span + ne) * kc * cols
-            + _S2_OUT * (ne + no + m) * o * cols
-            + weights
-            + _S2_FIXED
-        )
-    # rows first: each input row's tiles and their transform, then the operands copied
-    moved = (span + ne + no) * c * n * (2 * oh + k - 2) * tw + (ne + no) * kc * cols
-    return (
-        _S2R_MAC * (ne + no) * o * kc * cols
-        + _S2R_IN * moved
-        + _S2R_OUT * (ne + no + m) * o * cols
-        + weights
-        + _S2R_FIXED
-    )
-
-
-def stride2_weights(m: int, k: int, c: int, o: int) -> int:
-    """Elements of Stride2RowsConv's U."""
-    ne, no = phase_points(m, k)
-    return (ne + (1 if k // 2 == 1 else no)) * o * k * c
-
-
-def stride2_tile(
-    x_shape: tuple[int, int, int, int],
-    out_channels: int,
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    dilation: tuple[int, int],
-    groups: int,
-    padding_mode: str,
-    out_hw: tuple[int, int],
-) -> int | None:
-    """m of the Stride2RowsConv that beats im2col for this convolution, or None; only while
-    the BLAS runs one thread. With two, its GEMMs (the stem's K = 21, or 9 GEMMs of a few
-    hundred columns) thread worse than im2col's one big GEMM: measured in the model, with
-    the choice patched on and off in one process (two threads, wall clock), ResNet-18 b1
-    1.015-1.028x, b4 1.015-1.039x (the 7x7 stem alone 1.74 vs 1.75-1.85 ms at batch 1).
-
-    A U bigger than WINOGRAD_FREE_WEIGHTS must be at most 1.5x the weight (3x3: m = 2) and
-    within winograd_tile's totals: ResNet-18's 256->512 conv at batch 4 took m = 4 (U 2x
-    the weight, 9.4 MB) for 0-1 % (4.28 vs 4.31 ms)."""
-    n, c = x_shape[:2]
-    k = kernel[0]
-    if (
-        (stride, dilation, groups, padding_mode) != ((2, 2), (1, 1), 1, "zeros")
-        or kernel != (k, k)
-        or k not in STRIDE2_KERNELS
-    ):
-        return None
-    if out_hw[1] < (STRIDE2_MIN_WIDTH if k == 3 else STRIDE2_ROWS_FIRST_MIN_WIDTH) or blas_threads() > 1:
-        return None
-    raw = k * k * c * out_channels
-    costs = {
-        m: stride2_cost(m, k, n, c, out_channels, *out_hw)
-        for m in STRIDE2_TILES
-        if (u := stride2_weights(m, k, c, out_channels)) <= WINOGRAD_FREE_WEIGHTS
-        or (2 * u <= 3 * raw and u <= WINOGRAD_MAX_WEIGHTS)
-    }
-    if not costs:
-        return None
-    best = min(costs, key=costs.__getitem__)
-    return best if costs[best] < STRIDE2_MARGIN * im2col_cost(n, c, out_channels, *out_hw, k * k) else None

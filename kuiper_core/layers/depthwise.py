@@ -12,8 +12,8 @@ run of C contiguous floats:
 
 one einsum over the taps of that strided view (no columns copied) with the (KH, KW, C)
 weight, and the (small) result copied back to NCHW. On big maps with few channels the runs
-are short and Im2col's whole-row copies win: `channels_last_wins` weighs the two (cost
-models below).
+are short and Im2col's whole-row copies win: conv_choice.channels_last_wins weighs the two
+(with the costs of kernel_costs.py).
 
 On big maps at stride 1 (MobileNetV2's and EfficientNet's 112x112 and 56x56 3x3 convs)
 `DepthwiseWideRows` wins over both: each channel's padded map, flat, read at each tap's
@@ -37,67 +37,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import clamp
 from .conv_kernels import Pads
-
-# Cost models (milliseconds, one thread), least-squares fits (relative error).
-# Im2col on a depthwise conv, over 356 depthwise convs (N 1/4, C 16-576, maps 3-24, 3x3 and
-# 5x5, stride 1 and 2; bench/bench_convs.py --candidates): per channel and image (a
-# BLAS call each), per column element (wide rows at stride 1: OH x Wp columns per tap), per
-# gathered row of taps at stride > 1.
-_IM2COL_CALL = 6.88e-5
-_IM2COL_COLUMN = 1.68e-7
-_IM2COL_ROW = 2.98e-6
-_IM2COL_FIXED = 2.52e-3
-# Beyond the fit's maps: from ~1 M column elements (4 MB, past L2) a column element costs ~3x
-# the fit's (one thread, maps 28-112; bench/bench_convs.py --param on ConvNeXt and EfficientNet).
-# Without it ConvNeXt's (96, 56x56) 7x7 conv took im2col at about 3x channels last's time.
-_IM2COL_SPILL_ELEMENTS = 1 << 20
-_IM2COL_SPILL_FACTOR = 3.0
-# Channels last as einsum over the strided taps (bench/bench_convs.py --candidates, 74 convs at N 1: C 16-576, maps
-# 3-48, 3x3 and 5x5, stride 1 and 2; median error 8 %): per multiply-add, per contiguous run
-# of C, per input element (the transposed copy into the padded buffer). It won 59 of the 74
-# (all but C = 16 and three of C = 72); the choice below is 3.5 % off the faster kernel on
-# average there, its worst picks Im2col where channels last was up to 1.8x faster (big maps).
-_LAST_COLUMN = 9.7e-8
-_LAST_RUN = 1.1e-5
-_LAST_INPUT = 4.36e-7
-_LAST_FIXED = 3.0e-3
-MARGIN = 1.0
-
-
-def channels_last_wins(
-    x_shape: tuple[int, int, int, int],
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    pads: Pads,
-    out_hw: tuple[int, int],
-) -> bool:
-    """Whether DepthwiseChannelsLast beats Im2col for this depthwise convolution (zero padding).
-
-    Only for 2-D maps, where the models were fitted: on 1-D ones (H = 1) im2col's rows are
-    the whole signal and it won 5 of 6 measured convs (e.g. (512, 50), k = 5: 44 vs 64 us,
-    where the models would have picked channels last)."""
-    n, c, h, w = x_shape
-    oh, ow = out_hw
-    if min(oh, ow) < 2:
-        return False
-    taps = kernel[0] * kernel[1]
-    wide = stride == (1, 1)  # Im2col's wide rows: OH x padded width columns per tap
-    cols = oh * (w + pads[2] + pads[3]) if wide else oh * ow
-    columns = n * c * (taps + 1) * cols
-    spill = _IM2COL_SPILL_FACTOR if columns > _IM2COL_SPILL_ELEMENTS else 1.0
-    im2col = (
-        _IM2COL_CALL * n * c
-        + _IM2COL_COLUMN * spill * columns
-        + (0 if wide else _IM2COL_ROW * n * c * taps * oh)
-        + _IM2COL_FIXED
-    )
-    last = (
-        _LAST_COLUMN * n * oh * ow * taps * c
-        + _LAST_RUN * n * oh * ow * taps
-        + _LAST_INPUT * n * c * h * w
-        + _LAST_FIXED
-    )
-    return last < MARGIN * im2col
+from .kernel_costs import DEFAULT_COSTS, KernelCosts
 
 
 class Geometry(NamedTuple):
@@ -153,34 +93,20 @@ class DepthwiseChannelsLast:
         np.copyto(y, self.result.transpose(0, 3, 1, 2))
 
 
-# Wide rows win at stride 1 with 3x3 kernels from 28x28 outputs on (one thread, against the
-# faster of Im2col and channels last; bench/bench_convs.py --candidates measures it):
-# (32, 112x112) 1.08 ms against 1.94, (144, 56x56) 1.77 against 2.06; with NumPy's buffers at
-# 2048 elements (ufunc_buffers.py) also (192, 28x28) 0.50 against 0.56, (16, 48x48) 0.13
-# against 0.20, (144, 28x28) a tie; at 24x24 and with 5x5 kernels (49 passes) channels last
-# stays ahead, and at stride 2 (over sh x sw phase planes, or planes of rows only keeping
-# every other column: measured) the others are as fast or faster.
-WIDE_MIN_OUTPUT = 28 * 28
-WIDE_MAX_TAPS = 9
-# Channels per block: a block's wide rows (and its products) stay in L2, ~128 KB each.
-WIDE_BLOCK_ELEMENTS = 1 << 15
-
-
-def wide_rows_win(kernel: tuple[int, int], stride: tuple[int, int], out_hw: tuple[int, int]) -> bool:
-    """Whether DepthwiseWideRows runs this depthwise convolution (zero padding)."""
-    return (
-        stride == (1, 1)
-        and kernel[0] * kernel[1] <= WIDE_MAX_TAPS
-        and out_hw[0] * out_hw[1] >= WIDE_MIN_OUTPUT
-        and min(out_hw) >= 2
-    )
-
-
 class DepthwiseWideRows:
     """y = depthwise conv of x at stride 1 over wide rows (module docstring); zero padding."""
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geo: Geometry, dtype: np.dtype, relu: bool) -> None:
-        """weight: (C, 1, KH, KW); bias: (C,) or None."""
+    def __init__(
+        self,
+        weight: np.ndarray,
+        bias: np.ndarray | None,
+        geo: Geometry,
+        dtype: np.dtype,
+        relu: bool,
+        costs: KernelCosts = DEFAULT_COSTS,
+    ) -> None:
+        """weight: (C, 1, KH, KW); bias: (C,) or None; channels in blocks whose wide rows fit
+        costs.wide_block_elements (a block's rows and products stay in L2)."""
         kernel, stride, (dh, dw), pads, x_shape, out_hw = geo
         assert stride == (1, 1), "wide rows are for stride 1"
         n, c, h, w = x_shape
@@ -197,7 +123,7 @@ class DepthwiseWideRows:
         self.flat = padded.reshape(n, c, -1)
         self.offsets = [a * dh * wp + b * dw for a in range(kh) for b in range(kw)]
         self.wide_len, self.wp = oh * wp, wp
-        block = max(1, min(c, WIDE_BLOCK_ELEMENTS // self.wide_len))
+        block = max(1, min(c, costs.wide_block_elements // self.wide_len))
         self.blocks = [(c0, min(c, c0 + block)) for c0 in range(0, c, block)]
         self.acc = np.empty((block, self.wide_len), dtype)
         self.products = np.empty((block, self.wide_len), dtype)

@@ -3,7 +3,7 @@
 A layer whose `splittable` attribute is set receives a split request in prepare()
 (`prepare(inputs, out, split)`): where its work is big enough it returns a call made of two
 halves, each bound once to its part of the arrays (convolutions by output rows or channels,
-conv.py; pools by rows, pool.py; BatchNorm by channels; activations, expressions, norms,
+conv_factory.py; pools by rows, pool.py; BatchNorm by channels; activations, expressions, norms,
 softmax as flat halves of whole rows, `split_flat`; a concat and a one-row Linear by halves of
 their output; self-attention by heads then rows), and hands the pair to the request. Who runs
 the halves, and where, is the request's business (runtime/helper_process.py: the second in a

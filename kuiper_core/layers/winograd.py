@@ -30,7 +30,7 @@ over hundreds of channels at once, that was 2-2.7x PyTorch float32's error again
 (tools/precision_convs.py; issue 34). The GEMMs therefore sum the channels in blocks of at
 most CHANNEL_BLOCK (ROWS_CHANNEL_BLOCK along the rows), partial sums added: 1.0-1.6x
 PyTorch's. F(4,3)'s constants (1/6, 1/24, points ±2) cost 5-35x PyTorch's error, blocks or
-not; conv_kernels.winograd_tile does not take it (its transforms are kept, tested, for
+not; conv_choice.winograd_tile does not take it (its transforms are kept, tested, for
 reference).
 """
 
@@ -42,15 +42,14 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .kernel_costs import DEFAULT_COSTS, KernelCosts
 from .windows import WORK, hold_scratch, scratch
 
-# A batch runs in chunks of whole images: as few images as give the GEMMs this many tiles
-# (columns), and never work buffers over WORK_BUDGET elements (4 MB of float32; six such
-# buffers live per thread). Measured at batch 4, one thread: ResNet-18's 64-channel 56x56
-# layer (196 tiles an image) 8.2 -> 7.2 ms one image at a time instead of two; its 256-channel
-# 14x14 layer (49 tiles) 7.0 -> 6.2 ms four at a time instead of two.
-MIN_TILES = 196
-WORK_BUDGET = 1 << 20
+# A batch runs in chunks of whole images: as few images as give the GEMMs
+# costs.winograd_min_tiles tiles (columns), and never work buffers over
+# costs.winograd_work_elements (six such buffers live per thread): bench/bench_convs.py
+# --batch 4 --threads 1 on ResNet-18's shapes measures both ends (big maps one image at a
+# time, small ones several).
 # Weight elements transformed at a time by transform_weights_rows.
 TRANSFORM_BLOCK = 1 << 16
 # The GEMMs sum at most this many channels (WinogradRowsConv: GEMM rows, 3 per channel) into
@@ -187,7 +186,7 @@ def padded_parts(padded: np.ndarray, top: int, left: int, h: int, w: int) -> tup
 class WinogradConv(_WorkKernel):
     """One stride-1 3x3 convolution at one input shape: buffers and views made once.
 
-    Batches run in chunks of `self.chunk` images (MIN_TILES, WORK_BUDGET)."""
+    Batches run in chunks of `self.chunk` images (costs.winograd_min_tiles, winograd_work_elements)."""
 
     def __init__(
         self,
@@ -198,6 +197,7 @@ class WinogradConv(_WorkKernel):
         pads: tuple[int, int, int, int],
         dtype: np.dtype,
         relu: bool = False,
+        costs: KernelCosts = DEFAULT_COSTS,
     ) -> None:
         """relu: write max(conv + bias, 0), a following ReLU fused into the scatter."""
         bt, _, at = TRANSFORMS[m]
@@ -206,8 +206,8 @@ class WinogradConv(_WorkKernel):
         o = u.shape[1]
         oh, ow = h + pads[0] + pads[1] - 2, w + pads[2] + pads[3] - 2
         th, tw = -(-oh // m), -(-ow // m)  # tiles down and across (the last ones may overhang)
-        fill = -(-MIN_TILES // (th * tw))  # images for MIN_TILES tiles
-        self.chunk = n = max(1, min(batch, fill, WORK_BUDGET // (t * t * max(c, o) * th * tw)))
+        fill = -(-costs.winograd_min_tiles // (th * tw))  # images for that many tiles
+        self.chunk = n = max(1, min(batch, fill, costs.winograd_work_elements // (t * t * max(c, o) * th * tw)))
         self.m, self.t, self.o, self.c = m, t, o, c
         self.tiles = n * th * tw
         self.u = u
@@ -332,7 +332,6 @@ class _Work:
 # done as F(2,3) (4 multiplications per 2 outputs instead of 6), and the three kernel rows
 # are summed by the GEMM itself (its K runs over (kernel row, channel)). U is (4, O, 3C):
 # 12 O C elements, 1.33x the weight; multiplications 2/3 of a direct convolution's.
-ROWS_WORK_BUDGET = 1 << 21  # elements of work arrays per chunk of images (8 MB of float32)
 
 
 def transform_weights_rows(weight: np.ndarray) -> np.ndarray:
@@ -370,8 +369,9 @@ class WinogradRowsConv(_WorkKernel):
         pads: tuple[int, int, int, int],
         dtype: np.dtype,
         relu: bool = False,
+        costs: KernelCosts = DEFAULT_COSTS,
     ) -> None:
-        """A batch runs in chunks of images whose work arrays fit ROWS_WORK_BUDGET."""
+        """A batch runs in chunks of images whose work arrays fit costs.rows_work_elements."""
         batch, c, h, w = x_shape
         self.u, self.o, self.c = u, u.shape[1], c
         self.bias = None if bias is None else bias.astype(dtype).reshape(-1, 1)
@@ -393,7 +393,7 @@ class WinogradRowsConv(_WorkKernel):
         self.u_blocks = [u[:, :, b] for b in self.blocks]
         if len(self.blocks) > 1:
             per_image.append(4 * self.o * oh * tw)  # a block's partial sums
-        self.chunk = n = max(1, min(batch, ROWS_WORK_BUDGET // sum(per_image)))
+        self.chunk = n = max(1, min(batch, costs.rows_work_elements // sum(per_image)))
         self.x_shape = (n, c, h, w)
         self.padded_shape = (n, c, oh + 2, 2 * tw + 2)
         self.sizes = tuple(n * size for size in per_image)

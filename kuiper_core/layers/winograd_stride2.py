@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .winograd import ROWS_WORK_BUDGET, _WorkKernel, padded_parts
+from .kernel_costs import DEFAULT_COSTS, KernelCosts
+from .winograd import _WorkKernel, padded_parts
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -140,7 +141,7 @@ class Stride2RowsConv(_WorkKernel):
     (O x kC) @ (kC x N·rows·TW) per transform point β; [A_even^T | A_odd^T] over all the
     points' results (one small GEMM); the m output columns of every tile scattered into
     the output (a fused ReLU in the clip, as WinogradConv). Big images go in bands of
-    output rows (BAND_BUDGET). The bias is added at the even columns' point x = 1, whose
+    output rows (costs.stride2_band_elements). The bias is added at the even columns' point x = 1, whose
     A^T column is all ones. K is made one of two ways:
 
     - 3x3 (one odd tap, no odd transform): the k kernel rows' tile columns gathered in one
@@ -160,6 +161,7 @@ class Stride2RowsConv(_WorkKernel):
         pads: tuple[int, int, int, int],
         dtype: np.dtype,
         relu: bool = False,
+        costs: KernelCosts = DEFAULT_COSTS,
     ) -> None:
         """u: transform_weights_stride2(weight, m)."""
         batch, c, h, w = x_shape
@@ -193,12 +195,12 @@ class Stride2RowsConv(_WorkKernel):
         operands = (ne + no) * kc if self.rows_first else (span + ne) * kc
         per_row = tw * (operands + (ne + no + m) * self.o)
         per_input_row = tw * (span + ne + no) * c if self.rows_first else 0
-        # Whole images up to ROWS_WORK_BUDGET, in chunks of equal size (a last chunk of one
-        # image made ResNet-18's 256->512 conv at batch 4 10 % slower: its GEMMs narrow, U
-        # read again); an image bigger than BAND_BUDGET in bands of output rows.
-        most = max(1, min(batch, ROWS_WORK_BUDGET // (per_row * oh + per_input_row * hp)))
+        # Whole images up to costs.rows_work_elements, in chunks of equal size (a last chunk of
+        # one image narrows the GEMMs and reads U again); an image bigger than
+        # costs.stride2_band_elements in bands of output rows.
+        most = max(1, min(batch, costs.rows_work_elements // (per_row * oh + per_input_row * hp)))
         self.chunk = n = -(-batch // -(-batch // most))
-        self.band = oh if n > 1 else min(oh, max(1, BAND_BUDGET // per_row))
+        self.band = oh if n > 1 else min(oh, max(1, costs.stride2_band_elements // per_row))
         self.x_shape = (n, c, h, w)
         self.padded_shape = (n, c, hp, wp)
         self.sizes = (n * c * hp * wp, n * per_input_row * hp, n * per_row * self.band)
@@ -244,11 +246,6 @@ class Stride2RowsConv(_WorkKernel):
                 self.high,
                 out=dst,
             )
-
-
-# Work elements (gathered columns to output blocks) of one band of output rows: 4 MB of
-# float32. Bands of fewer rows were no faster (the stem) or slower (narrower GEMMs).
-BAND_BUDGET = 1 << 20
 
 
 class _Stride2Work:

@@ -8,7 +8,8 @@ Format (ncnn's Net::load_param, the text form pnnx writes beside its .pnnx.param
 
 A parameter id is 0..31 (`0=16`), or an array written as `-23300-id=n,v1,…,vn` (`-23309=1,0`
 is array param 9 holding [0]). A value is a float when its text has `.`, `e` or `E` (as
-ncnn's vstr_is_float decides), else an int. Unlike ncnn (which reads garbage as 0), every
+ncnn's vstr_is_float decides), else an int; a value in double quotes is a string (newer
+pnnx writes shape expressions such as Reshape's `6="0w,-1"`). Unlike ncnn (which reads garbage as 0), every
 problem is a ParseError with file:line:col and a caret under the token.
 """
 
@@ -31,9 +32,10 @@ _TOKEN = re.compile(r"[^ \t\n\r\f\v]+")
 _INT = re.compile(r"[-+]?\d+\Z")
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|[-+]?(inf|nan)\Z", re.IGNORECASE)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PNNX_OP = re.compile(r"(nn|F|torch|Tensor|pnnx|aten|prim)\.[A-Za-z_][A-Za-z0-9_.]*\Z")
 
 Number = int | float
-ParamValue = Number | list[Number]
+ParamValue = Number | list[Number] | str
 
 
 @dataclass
@@ -76,6 +78,31 @@ def _value(text: str) -> Number | None:
     return None
 
 
+def _param_value(value: str, is_array: bool) -> ParamValue:
+    """One param's value: a number, an array `count,v1,…` or a quoted string (ValueError: what
+    is wrong with it)."""
+    if is_array:
+        items = value.split(",")
+        count = _value(items[0])
+        if not isinstance(count, int) or not 0 <= count <= MAX_ARRAY or count != len(items) - 1:
+            raise ValueError(
+                f"an array parameter is 'count,v1,…,vcount'; got {short(value)!r} ({len(items) - 1} value(s))"
+            )
+        values: list[Number] = []
+        for item in items[1:]:
+            v = _value(item)
+            if v is None:
+                raise ValueError(f"expected a number in the array, got {short(item)!r}")
+            values.append(v)
+        return values
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    number = _value(value)
+    if number is None:
+        raise ValueError(f"expected a number (int or float), got {short(value)!r}")
+    return number
+
+
 def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
     _limits.check_text(text, path)
     lines = text.split("\n")
@@ -108,6 +135,14 @@ def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
         if len(toks) < 4:
             raise error("expected 'Type name bottom_count top_count bottoms… tops… id=value…'", number, toks[0][1])
         (ltype, tcol), (name, _ncol) = toks[0], toks[1]
+        if _PNNX_OP.match(ltype):  # pnnx writes the operators it could not convert under their PNNX names
+            raise error(
+                f"{short(ltype)!r} is a PNNX operator pnnx left unconverted: ncnn cannot load this file either "
+                "(run the model's .pnnx.param, or change the model so pnnx converts this operator)",
+                number,
+                tcol,
+                len(ltype),
+            )
         if not _NAME.match(ltype):
             raise error(
                 f"expected a layer type (a name like Convolution), got {short(ltype)!r}", number, tcol, len(ltype)
@@ -157,28 +192,10 @@ def parse_text(text: str, path: str = "<ncnn.param>") -> NcnnParam:
             if index in params:
                 raise error(f"parameter {index} is given twice", number, col, len(key))
             vcol = col + len(key) + 1
-            if is_array:
-                items = value.split(",")
-                count = _value(items[0])
-                if not isinstance(count, int) or not 0 <= count <= MAX_ARRAY or count != len(items) - 1:
-                    raise error(
-                        f"an array parameter is 'count,v1,…,vcount'; got {short(value)!r} ({len(items) - 1} value(s))",
-                        number,
-                        vcol,
-                        len(value),
-                    )
-                values: list[Number] = []
-                for item in items[1:]:
-                    v = _value(item)
-                    if v is None:
-                        raise error(f"expected a number in the array, got {short(item)!r}", number, vcol, len(value))
-                    values.append(v)
-                params[index] = values
-            else:
-                v = _value(value)
-                if v is None:
-                    raise error(f"expected a number (int or float), got {short(value)!r}", number, vcol, len(value))
-                params[index] = v
+            try:
+                params[index] = _param_value(value, is_array)
+            except ValueError as e:
+                raise error(str(e), number, vcol, len(value)) from None
         layers.append(NcnnLayer(ltype, name, bottoms, tops, params, number, line.strip()))
     if len(layers) != layer_count:
         raise error(f"line 2 declares {layer_count} layer(s), the file has {len(layers)}", 2, counts[0][1])

@@ -101,16 +101,32 @@ PARAMS: dict[str, dict[int, tuple[str, object]]] = {
     "Swish": {},
     "Mish": {},
     "TanH": {},
+    "SELU": {0: ("alpha", 1.67326324), 1: ("lambda", 1.050700987)},
+    "Softplus": {},
     "Split": {},
     "Noop": {},
     "Dropout": {0: ("scale", 1.0)},
     "Flatten": {},
     "Concat": {0: ("axis", 0)},
-    "Reshape": {0: ("w", -233), 1: ("h", -233), 11: ("d", -233), 2: ("c", -233), 3: ("permute", 0)},
+    "Reshape": {
+        0: ("w", -233),
+        1: ("h", -233),
+        11: ("d", -233),
+        2: ("c", -233),
+        3: ("permute", 0),
+        6: ("shape_expr", None),
+        12: ("input_batch_axis", 233),
+        13: ("output_batch_axis", 233),
+    },
     "Permute": {0: ("order_type", 0)},
+    "ShuffleChannel": {0: ("group", 1), 1: ("reverse", 0)},
+    "PixelShuffle": {0: ("upscale_factor", 1), 1: ("mode", 0)},
+    "Reorg": {0: ("stride", 1), 1: ("mode", 0)},
     "Softmax": {0: ("axis", 0), 1: ("fixbug0", 0)},
     "BatchNorm": {0: ("channels", 0), 1: ("eps", 0.0)},
     "LayerNorm": {0: ("affine_size", 0), 1: ("eps", 0.001), 2: ("affine", 1)},
+    "GroupNorm": {0: ("group", 1), 1: ("channels", 0), 2: ("eps", 0.001), 3: ("affine", 1)},
+    "InstanceNorm": {0: ("channels", 0), 1: ("eps", 0.001), 2: ("affine", 1)},
     "Padding": {
         0: ("top", 0),
         1: ("bottom", 0),
@@ -159,6 +175,15 @@ PARAMS: dict[str, dict[int, tuple[str, object]]] = {
         18: ("int8_scale_term", 0),
     },
     "MatMul": {0: ("transB", 0)},
+    "LSTM": {
+        0: ("num_output", 0),
+        1: ("weight_data_size", 0),
+        2: ("direction", 0),
+        3: ("hidden_size", "num_output"),
+        8: ("int8_scale_term", 0),
+    },
+    "GRU": {0: ("num_output", 0), 1: ("weight_data_size", 0), 2: ("direction", 0), 8: ("int8_scale_term", 0)},
+    "RNN": {0: ("num_output", 0), 1: ("weight_data_size", 0), 2: ("direction", 0), 8: ("int8_scale_term", 0)},
     "MultiHeadAttention": {
         0: ("embed_dim", 0),
         1: ("num_heads", 1),
@@ -211,6 +236,15 @@ class Params:
         if isinstance(default, str):
             return self.get(default)
         return default
+
+    def text(self, name: str) -> str:
+        """A string param ('' where it is not given)."""
+        v = self.get(name)
+        if v is None:
+            return ""
+        if not isinstance(v, str):
+            raise ValueError(f"param {self.ids[name]} ({name}) must be a string, got {v!r}")
+        return v
 
     def integer(self, name: str) -> int:
         v = self.get(name)
@@ -274,6 +308,31 @@ def _conv_weights(p: Params, layer_type: str, ndim: int) -> list[WeightSpec]:
     return specs
 
 
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}  # gate rows per hidden unit
+
+
+def _recurrent_weights(p: Params, t: str) -> list[WeightSpec]:
+    """LSTM/GRU/RNN: input-to-hidden, biases, hidden-to-hidden (and LSTM's projection), each
+    (directions, rows, cols) in one flagged blob per kind."""
+    if p.integer("int8_scale_term"):
+        raise ValueError(f"int8 quantized {t} (8=int8_scale_term) is not supported: run the float model")
+    n_out, dirs = p.integer("num_output"), 2 if p.integer("direction") == 2 else 1
+    hidden = p.integer("hidden_size") if t == "LSTM" else n_out
+    rows = hidden * GATES[t]
+    if n_out <= 0 or hidden <= 0 or p.integer("weight_data_size") % (dirs * rows):
+        raise ValueError(f"weight_data_size {p.integer('weight_data_size')} is not a multiple of {dirs * rows}")
+    size = p.integer("weight_data_size") // (dirs * rows)
+    bias_rows = {"LSTM": 4, "GRU": 4, "RNN": 1}[t]  # GRU: r, u, and n's input and hidden biases
+    specs = [
+        WeightSpec("weight_xc", (dirs, rows, size), True),
+        WeightSpec("bias_c", (dirs, bias_rows, hidden), True),
+        WeightSpec("weight_hc", (dirs, rows, n_out), True),
+    ]
+    if t == "LSTM" and n_out != hidden:
+        specs.append(WeightSpec("weight_hr", (dirs, n_out, hidden), True))
+    return specs
+
+
 def weights(layer: NcnnLayer) -> list[WeightSpec]:
     """The weight blobs `layer` reads from the .bin, in order (ValueError: params that make no
     weight layout)."""
@@ -298,6 +357,9 @@ def weights(layer: NcnnLayer) -> list[WeightSpec]:
     if t == "LayerNorm":
         n = p.integer("affine_size")
         return [WeightSpec("gamma", (n,), False), WeightSpec("beta", (n,), False)] if p.integer("affine") else []
+    if t in ("GroupNorm", "InstanceNorm"):
+        n = p.integer("channels")
+        return [WeightSpec("gamma", (n,), False), WeightSpec("beta", (n,), False)] if p.integer("affine") else []
     if t == "PReLU":
         return [WeightSpec("slope", (max(p.integer("num_slope"), 1),), False)]
     if t == "MemoryData":
@@ -321,6 +383,8 @@ def weights(layer: NcnnLayer) -> list[WeightSpec]:
             if c_shape is not None:
                 specs.append(WeightSpec("C", c_shape, True))
         return specs
+    if t in GATES:
+        return _recurrent_weights(p, t)
     if t == "MultiHeadAttention":
         e, size = p.integer("embed_dim"), p.integer("weight_data_size")
         kdim, vdim = p.integer("kdim"), p.integer("vdim")

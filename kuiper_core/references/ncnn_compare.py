@@ -68,6 +68,8 @@ class NcnnReport:
     notes: list[str] = field(default_factory=list)
     ncnn_version: str | None = None
     jump: float = JUMP  # the tolerance "first layer over" means
+    values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # ncnn's blobs, every option off
+    torch: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # PyTorch's value per blob, where aligned
 
     def text(self) -> str:
         out = [f"{self.model}: ncnn weights stored as {self.weights}; ncnn {self.ncnn_version or 'not run'}"]
@@ -230,7 +232,7 @@ def compare_ncnn(
         notes.append(f"the first layer over {jump:g} is against {layer_against} (PyTorch gave only the outputs)")
     ours_first = first_over(graph, ours, torch_ref, jump) if torch_ref else (None, None)
     advice = _advice(storage, option_runs, ours_first, reference, jump)
-    return NcnnReport(param.name, storage, reference, rows, option_runs, advice, notes, version, jump)
+    return NcnnReport(param.name, storage, reference, rows, option_runs, advice, notes, version, jump, base, torch_ref)
 
 
 def _attrs(graph: Graph) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from typing import Literal, get_args
 
 from ..errors import KuiperError
 from ..layers.halves import DEFAULT_SIZES, SplitSizes
+from ..layers.kernel_costs import DEFAULT_COSTS, KernelCosts
 
 Request = Literal["auto", "reference", "interpreter", "sharded", "split"]
 # What ran (RuntimeGraph.last_executor): the executors of forward(), and steps()' two.
@@ -62,11 +63,15 @@ class ExecutionOptions:
         sharded executors run their halves at one BLAS thread each, on two cores.
     split_sizes: when the split executor splits a layer's call (layers/halves.SplitSizes:
         each size's provenance beside it).
+    kernel_costs: what the convolution kernel chooser weighs candidates with, and the blocks
+        kernels cut their work into (layers/kernel_costs.KernelCosts: fitted offline, saved
+        and loaded as JSON; docs/speed.md says how to re-fit them).
     """
 
     executor: Request = "auto"
     threads: int | None = None
     split_sizes: SplitSizes = DEFAULT_SIZES
+    kernel_costs: KernelCosts = DEFAULT_COSTS
 
     def __post_init__(self) -> None:
         if self.executor not in REQUESTS:

@@ -21,14 +21,17 @@ and the caller's `ExecutionOptions` alone; `last_executor` names the one that ra
 - steps(): "step arena" (step_arena.py: bound calls on one block of operand memory), else
   "interpreter steps" (one operator at a time, calling the layers' prepared functions).
 
-Every call holds the BLAS at the options' thread count (kuiper_core/threads.py).
+Every call holds the BLAS at the options' thread count (kuiper_core/threads.py) and tells the
+layers' kernel choice that count and the options' kernel costs (layers/kernel_costs.py).
 Consumers read their producers' output arrays by reference: nothing is copied.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -41,6 +44,9 @@ from .. import limits as _limits
 from ..threads import blas_threads, using_blas_threads
 from ..errors import KuiperError
 from ..graph import Graph
+from ..layers import kernel_costs
+from ..layers.kernel_costs import ChoiceInputs
+from ..layers.registry import Layer
 from . import interpreter
 from .calls import signature
 from .events import StepEvent, StepRun
@@ -102,6 +108,7 @@ class RuntimeGraph:
         self._limits = limits or _limits.current()
         self._options = options or ExecutionOptions()
         self._blas = self._options.threads or blas_threads()  # fixed now: the same count every call
+        self._choices: dict[int, ChoiceInputs] = {}  # what kernel choice reads, by BLAS thread count
         self.last_executor: Ran | None = None  # what ran the latest forward() or steps()
         self.param_path = Path(param_path) if param_path is not None else None
         self.bin_path = Path(bin_path) if bin_path is not None else None
@@ -198,7 +205,27 @@ class RuntimeGraph:
         with self._run_lock:
             self._options = options
             self._blas = options.threads or blas_threads()
+            self._choices = {}
             self._reset_executors()
+
+    def _choice(self, threads: int) -> ChoiceInputs:
+        """What kernel choice reads at `threads` under the options (one object per count: layers
+        key their kernels on it)."""
+        choice = self._choices.get(threads)
+        if choice is None:
+            choice = self._choices[threads] = ChoiceInputs(self._options.kernel_costs, threads)
+        return choice
+
+    def _at(self, threads: int) -> AbstractContextManager[None]:
+        """A call's footing: the BLAS at `threads`, and the layers' kernel choice told that count
+        and the options' costs."""
+        return _held(threads, self._choice(threads))
+
+    def kernel_name(self, layer: Layer, shapes: list[tuple[int, ...]]) -> str:
+        """The kernel `layer` (one of this graph's) runs at these input shapes in a forward()
+        under "auto" (Layer.kernel_name, told this graph's thread count and kernel costs)."""
+        with kernel_costs.choosing(self._choice(self._blas)):
+            return layer.kernel_name(shapes)
 
     @property
     def blas_threads(self) -> int:
@@ -262,23 +289,23 @@ class RuntimeGraph:
     def _forward(self, program: Program, inputs: list[np.ndarray]) -> tuple[Ran, list[np.ndarray]]:
         request = self._options.executor
         if request == "reference":
-            with using_blas_threads(self._blas):
+            with self._at(self._blas):
                 return "reference", program.outputs_of(
                     interpreter.run(program, inputs, call=interpreter.call_reference)
                 )
         if request == "interpreter" or program.value_shaped:  # value-shaped: no fixed buffers fit
-            with using_blas_threads(self._blas):
+            with self._at(self._blas):
                 return "interpreter", program.outputs_of(interpreter.run(program, inputs))
         key = signature(inputs)
         with self._run_lock:
             made = self._executors_for(key)
             if request in ("sharded", "split"):
-                with using_blas_threads(1):
+                with self._at(1):
                     parallel = self._parallel(program, made, inputs)
                     if parallel is not None:
                         return request, parallel.run(inputs)
             if made.preparable:
-                with using_blas_threads(self._blas):
+                with self._at(self._blas):
                     outputs = self._prepared(program, made, inputs)
                 if outputs is not None:
                     return "prepared", outputs
@@ -336,7 +363,7 @@ class RuntimeGraph:
         outputs: list[np.ndarray] | None
         if key not in self._checked:
             notes = ViewNotes()
-            with using_blas_threads(self._blas):
+            with self._at(self._blas):
                 outputs = program.outputs_of(interpreter.run(program, inputs, notes.note))
             if len(self._checked) >= MAX_CHECKED_SIGNATURES:
                 self._checked.clear()
@@ -346,16 +373,16 @@ class RuntimeGraph:
                     self._planned = PlannedForward(program, notes.views)
             return "interpreter", outputs
         if not declared:
-            with using_blas_threads(self._blas):
+            with self._at(self._blas):
                 outputs = PlannedForward(program, None).run(inputs)
         else:
-            with self._run_lock, using_blas_threads(self._blas):
+            with self._run_lock, self._at(self._blas):
                 outputs = self._planned.run(inputs) if self._planned is not None else None
                 if outputs is None:  # a layer broke the view contract: the interpreter from now on
                     self._planned = None
         if outputs is not None:
             return "planned", outputs
-        with using_blas_threads(self._blas):
+        with self._at(self._blas):
             return "interpreter", program.outputs_of(interpreter.run(program, inputs))
 
     def steps(self, *arrays: np.ndarray) -> StepRun:
@@ -374,7 +401,7 @@ class RuntimeGraph:
         if not program.value_shaped:  # an arena is laid out from one run's shapes
             made = self._executors.get(key)
             forward = made.prepared if made is not None else None
-            with using_blas_threads(self._blas):
+            with self._at(self._blas):
                 started = arenas.start(program, inputs, forward.record if forward is not None else None)
         values: Mapping[str, Value]
         if started is not None:  # a free arena's flat run (step_arena.py)
@@ -384,7 +411,11 @@ class RuntimeGraph:
             run, values = interpreter.steps(program, inputs, fresh, calls.call), fresh
             self.last_executor = "interpreter steps"
         self.values = values
-        return StepRun(_each_at(self._blas, run), values)
+        # The walk runs in a context of its own where the kernel choice is this graph's: set
+        # once, not per step (per-step cost: bench/compare.py's step-mode table).
+        walk = contextvars.copy_context()
+        walk.run(kernel_costs.enter, self._choice(self._blas))
+        return StepRun(_each_at(self._blas, walk, run), values)
 
     def _steps_for(self, key: tuple) -> tuple[PreparedSteps, StepArenas]:
         arenas = self._arenas.get(key)
@@ -404,13 +435,24 @@ class RuntimeGraph:
         return self._step_calls[key], arenas
 
 
-def _each_at(threads: int, events: Iterator[StepEvent]) -> Iterator[StepEvent]:
+@contextmanager
+def _held(threads: int, choice: ChoiceInputs) -> Iterator[None]:
+    with using_blas_threads(threads):
+        token = kernel_costs.enter(choice)
+        try:
+            yield
+        finally:
+            kernel_costs.leave(token)
+
+
+def _each_at(threads: int, walk: contextvars.Context, events: Iterator[StepEvent]) -> Iterator[StepEvent]:
     """The steps, each computed at the BLAS thread count `threads` (not held between steps: a
-    caller may pause for minutes between two, and other calls must not wait for it)."""
+    caller may pause for minutes between two, and other calls must not wait for it) in the
+    walk's context (its kernel choice)."""
     try:
         while True:
             with using_blas_threads(threads):
-                event = next(events, None)
+                event = walk.run(next, events, None)
             if event is None:
                 return
             yield event

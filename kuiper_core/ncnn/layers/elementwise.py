@@ -48,7 +48,7 @@ class Hard(Pointwise):
             self.f = lambda x: np.clip(x * a + b, F32(0), F32(1))
 
 
-@ncnn_layer("Sigmoid", "Swish", "Mish", "TanH", "GELU", "ELU")
+@ncnn_layer("Sigmoid", "Swish", "Mish", "TanH", "GELU", "ELU", "SELU", "Softplus")
 class Activation(Pointwise):
     def setup(self) -> None:
         t = self.ncnn_type
@@ -63,6 +63,11 @@ class Activation(Pointwise):
         elif t == "ELU":
             alpha = F32(self.p.number("alpha"))
             self.f = lambda x: np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x)
+        elif t == "SELU":
+            alpha, scale = F32(self.p.number("alpha")), F32(self.p.number("lambda"))
+            self.f = lambda x: scale * np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x)
+        elif t == "Softplus":
+            self.f = lambda x: np.logaddexp(x, F32(0))  # log(1 + e^x) without overflow
         elif self.p.integer("fast_gelu"):
             c = F32(np.sqrt(2 / np.pi))
             self.f = lambda x: F32(0.5) * x * (F32(1) + np.tanh(c * (x + F32(0.044715) * x**3)))
@@ -150,13 +155,14 @@ BINARY: dict[int, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = 
 
 def broadcast_b(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """ncnn's broadcast of the lower-rank b against a: a 1-D b as long as a's channels (its
-    first dim) but not its last runs along the channels (ncnn's per-channel rule); a 1-D b as
-    long as a's last dim, or of one value, runs along the rows (NumPy's rule). None for other
+    first dim) runs along the channels (ncnn's per-channel rule, first even where the last dim
+    is as long: an SE block's scale on a square map of as many channels); else a 1-D b as long
+    as a's last dim, or of one value, runs along the rows (NumPy's rule). None for other
     rank mismatches: ncnn lines those up its own way (a (4, 7, 9) and a (7, 9) blob give
     (7, 9, 9) in ncnn 1.0.20261020), which pnnx never writes (it reshapes to equal ranks)."""
     if b.ndim == a.ndim:
         return b
-    if b.ndim == 1 and b.shape[0] == a.shape[0] and b.shape[0] != a.shape[-1] and b.shape[0] != 1:
+    if b.ndim == 1 and b.shape[0] == a.shape[0] and b.shape[0] != 1:
         return b.reshape((-1,) + (1,) * (a.ndim - 1))
     if b.ndim == 1 and b.shape[0] in (1, a.shape[-1]) or b.ndim == 0:
         return b
@@ -291,12 +297,41 @@ class LayerNorm(NcnnLayer):
             n *= x.shape[-tail]
         if n != self.size:
             raise self.error(f"affine_size {self.size} is not the size of the last dims of the blob {x.shape}")
-        axes = tuple(range(x.ndim - tail, x.ndim))
-        mean = x.mean(axis=axes, keepdims=True)
-        var = np.square(x - mean).mean(axis=axes, keepdims=True)
-        y = (x - mean) / np.sqrt(var + self.eps)
+        y = _normalized(x, tuple(range(x.ndim - tail, x.ndim)), self.eps)
         if self.gamma is not None and self.beta is not None:
             y = y * self.gamma.reshape(x.shape[-tail:]) + self.beta.reshape(x.shape[-tail:])
+        return [y.astype(F32)]
+
+
+def _normalized(x: np.ndarray, axes: tuple[int, ...], eps: np.float32) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) over `axes`, as ncnn's norm layers write it."""
+    mean = x.mean(axis=axes, keepdims=True)
+    var = np.square(x - mean).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+@ncnn_layer("GroupNorm", "InstanceNorm")
+class ChannelGroupNorm(NcnnLayer):
+    """GroupNorm: 0=group, 1=channels, 2=eps, 3=affine; InstanceNorm: 0=channels, 1=eps,
+    2=affine (one group per channel). Channels are the blob's first dim; gamma/beta per channel."""
+
+    def setup(self) -> None:
+        self.channels = self.p.integer("channels")
+        self.groups = self.p.integer("group") if self.ncnn_type == "GroupNorm" else self.channels
+        if self.groups < 1 or self.channels % self.groups:
+            raise ValueError(f"channels {self.channels} is not a multiple of group {self.groups}")
+        self.eps = F32(self.p.number("eps"))
+        self.affine = bool(self.p.integer("affine"))
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0], F32)
+        if x.shape[0] != self.channels:
+            raise self.error(f"expected {self.channels} channels (the blob's first dim), got shape {x.shape}")
+        grouped = x.reshape(self.groups, -1)
+        y = _normalized(grouped, (1,), self.eps).reshape(x.shape)
+        if self.affine:
+            at = (self.channels,) + (1,) * (x.ndim - 1)
+            y = y * self.w("gamma").reshape(at) + self.w("beta").reshape(at)
         return [y.astype(F32)]
 
 

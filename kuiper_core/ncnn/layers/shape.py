@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..shape_expr import blobs_used, dims_of, evaluate
 from .base import F32, NcnnLayer, axis_of, ncnn_layer
 
 AUTO = -233  # ncnn's "not given" / "the rest" in shapes and slices
@@ -36,36 +37,49 @@ class Flatten(NcnnLayer):
         return [np.ascontiguousarray(inputs[0]).reshape(-1)]
 
 
-def _wh_dc(shape: tuple[int, ...]) -> dict[str, int]:
-    """A blob's ncnn dims by name (a missing one is 1)."""
-    names = ("w", "h", "d", "c") if len(shape) == 4 else ("w", "h", "c")
-    dims = dict.fromkeys(("w", "h", "d", "c"), 1)
-    dims.update(zip(names, reversed(shape)))
-    return dims
-
-
 @ncnn_layer("Reshape")
 class Reshape(NcnnLayer):
     """To 0=w 1=h 11=d 2=c (how many are given decides the rank; 0 keeps the bottom's dim of
-    that name, -1 is inferred); 3=permute (legacy, must be 0)."""
+    that name, -1 is inferred), or 6=shape_expr: the sizes computed from the bottoms' dims
+    (shape_expr.py; bottoms after the first only lend their dims); 3=permute (legacy, must be 0)."""
 
     returns_views = True
+    n_inputs = None
 
     def setup(self) -> None:
         if self.p.integer("permute"):
             raise ValueError("param 3 (permute=1) is not supported: pnnx writes permute=0")
         p = self.p
+        if (p.integer("input_batch_axis"), p.integer("output_batch_axis")) != (233, 233):
+            raise ValueError(
+                "params 12/13 (batch axes: a reshape across ncnn's batch, NCNN_BATCH) are not supported; "
+                "the ncnn 1.0.20261020 binding crashes on them too"
+            )
         self.w_, self.h_, self.d_, self.c_ = p.integer("w"), p.integer("h"), p.integer("d"), p.integer("c")
+        self.expr = p.text("shape_expr")
+        wanted = max(1, blobs_used(self.expr))
+        if len(self.op.inputs) != wanted:
+            raise ValueError(f"expected {wanted} bottom blob(s) (the data, then those the shape expression reads)")
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = np.ascontiguousarray(inputs[0])
-        names = ["w"]
-        if self.h_ != AUTO:
-            names.append("h")
-        if self.c_ != AUTO:
-            names += ["d", "c"] if self.d_ != AUTO else ["c"]
         given = {"w": self.w_, "h": self.h_, "d": self.d_, "c": self.c_}
-        have = _wh_dc(x.shape)
+        if self.expr:
+            try:
+                sizes = evaluate(self.expr, [np.shape(v) for v in inputs])
+            except ValueError as e:
+                raise self.error(str(e)) from None
+            if not 1 <= len(sizes) <= 4:
+                raise self.error(f"shape expression {self.expr!r} gives {len(sizes)} sizes: expected 1 to 4")
+            names = ["w", "h", "d", "c"] if len(sizes) == 4 else ["w", "h", "c"][: len(sizes)]
+            given.update(zip(names, sizes))
+        else:
+            names = ["w"]
+            if self.h_ != AUTO:
+                names.append("h")
+            if self.c_ != AUTO:
+                names += ["d", "c"] if self.d_ != AUTO else ["c"]
+        have = dims_of(x.shape)
         shape = [have[n] if given[n] == 0 else given[n] for n in reversed(names)]
         if shape.count(-1) > 1 or any(s < -1 for s in shape):
             raise self.error(f"cannot reshape to {shape}: at most one -1 and no other negative size")
@@ -109,6 +123,47 @@ class Permute(NcnnLayer):
             names = ("c", "h", "w")
         axis = {n: i for i, n in enumerate(names)}
         return [np.transpose(x, [axis[n] for n in reversed(table[order].split())])]
+
+
+@ncnn_layer("ShuffleChannel")
+class ShuffleChannel(NcnnLayer):
+    """0=group, 1=reverse: channels as (group, c/group) read out transposed (ShuffleNet's
+    channel shuffle; reverse undoes it: (c/group, group))."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        g = self.p.integer("group")
+        if x.ndim != 3 or g < 1 or x.shape[0] % g:
+            raise self.error(f"expected a (c, h, w) blob with c divisible by group {g}, got {x.shape}")
+        c, h, w = x.shape
+        rows, cols = (c // g, g) if self.p.integer("reverse") else (g, c // g)
+        return [np.ascontiguousarray(x.reshape(rows, cols, h, w).transpose(1, 0, 2, 3)).reshape(c, h, w)]
+
+
+@ncnn_layer("PixelShuffle", "Reorg")
+class DepthSpace(NcnnLayer):
+    """PixelShuffle (depth to space, 0=upscale_factor) and Reorg (space to depth, 0=stride) of a
+    (c, h, w) blob; 1=mode 0: channels ordered (outc, sh, sw) as PyTorch's pixel_(un)shuffle,
+    1: (sh, sw, outc)."""
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        s = self.p.integer("upscale_factor" if self.ncnn_type == "PixelShuffle" else "stride")
+        if x.ndim != 3 or s < 1:
+            raise self.error(f"expected a (c, h, w) blob and a factor >= 1, got {x.shape} and {s}")
+        c, h, w = x.shape
+        mode = self.p.integer("mode")
+        if self.ncnn_type == "PixelShuffle":
+            if c % (s * s):
+                raise self.error(f"{c} channels do not divide by upscale_factor² = {s * s}")
+            parts = x.reshape((c // (s * s), s, s, h, w) if mode == 0 else (s, s, c // (s * s), h, w))
+            order = (0, 3, 1, 4, 2) if mode == 0 else (2, 3, 0, 4, 1)
+            return [np.ascontiguousarray(parts.transpose(order)).reshape(c // (s * s), h * s, w * s)]
+        if h % s or w % s:
+            raise self.error(f"the map {h}x{w} does not divide by stride {s}")
+        parts = x.reshape(c, h // s, s, w // s, s)
+        order = (0, 2, 4, 1, 3) if mode == 0 else (2, 4, 0, 1, 3)
+        return [np.ascontiguousarray(parts.transpose(order)).reshape(c * s * s, h // s, w // s)]
 
 
 @ncnn_layer("Concat")
@@ -187,7 +242,7 @@ class Crop(NcnnLayer):
                 e = n if e >= INT_MAX else min(max(e + n if e < 0 else e, 0), n)
                 box[axis] = slice(s, max(e, s))
         else:
-            have = _wh_dc(x.shape)
+            have = dims_of(x.shape)
             names = ("c", "d", "h", "w")[-x.ndim :] if x.ndim == 4 else ("c", "h", "w")[-x.ndim :]
             for i, n in enumerate(names):
                 off, size, off2 = (p.integer(f"{n}offset"), p.integer(f"out{n}"), p.integer(f"{n}offset2"))
@@ -233,12 +288,11 @@ class Squeeze(NcnnLayer):
 @ncnn_layer("Padding")
 class Padding(NcnnLayer):
     """0/1/2/3 = top/bottom/left/right, 7/8 = front/behind (channels), 4=type (0 constant 5=value,
-    1 replicate, 2 reflect)."""
+    1 replicate, 2 reflect); 6=per_channel_pad_data_size: a constant per output channel, from
+    the weights, in place of 5=value (for blobs with channels)."""
 
     def setup(self) -> None:
         p = self.p
-        if p.integer("per_channel_pad_data_size"):
-            raise ValueError("per-channel pad values (6=per_channel_pad_data_size) are not supported")
         self.pads = (
             p.integer("front"),
             p.integer("behind"),
@@ -262,18 +316,28 @@ class Padding(NcnnLayer):
         elif x.ndim == 4:
             widths = [(0, 0), (f, b)] + widths
         self.check_size([a + s + c for (a, c), s in zip(widths, x.shape)])
-        if self.kind == 0:
+        if self.kind != 0:
+            return [np.pad(x, widths, mode="edge" if self.kind == 1 else "reflect")]
+        if not self.p.integer("per_channel_pad_data_size") or x.ndim < 3:
             return [np.pad(x, widths, constant_values=F32(self.value))]
-        return [np.pad(x, widths, mode="edge" if self.kind == 1 else "reflect")]
+        values = self.w("per_channel_pad").astype(F32)
+        channels = x.shape[0] + f + b
+        if values.size < channels:
+            raise self.error(f"{values.size} per-channel pad values for {channels} output channels")
+        y = np.empty([a + n + c for (a, c), n in zip(widths, x.shape)], F32)
+        y[...] = values[:channels].reshape((channels,) + (1,) * (x.ndim - 1))
+        y[tuple(slice(a, a + n) for (a, _), n in zip(widths, x.shape))] = x
+        return [y]
 
 
-def _linear_table(n_in: int, n_out: int, align: bool) -> tuple[np.ndarray, np.ndarray]:
-    """ncnn's linear_coeffs: source index and weight of the right neighbour, per output."""
+def _linear_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """ncnn's linear_coeffs: source index and weight of the right neighbour, per output
+    (`step` as in _cubic_table)."""
     d = np.arange(n_out, dtype=np.float64)
     if align:
         src = d * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
     else:
-        src = (d + 0.5) * (n_in / n_out) - 0.5
+        src = (d + 0.5) * step - 0.5
     i0 = np.floor(src).astype(np.int64)
     frac = src - i0
     frac[i0 < 0], i0[i0 < 0] = 0.0, 0
@@ -282,17 +346,40 @@ def _linear_table(n_in: int, n_out: int, align: bool) -> tuple[np.ndarray, np.nd
     return i0, frac.astype(F32)
 
 
+def _cubic_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """ncnn's cubic_coeffs (Keys, A = -0.75): the four source indices and weights per output;
+    `step`: input pixels per output pixel (1/scale where the param gives a scale).
+    ncnn moves taps that fall outside onto the edge and merges their weights, which is the
+    same as reading the edge pixel for them (clamped indices)."""
+    d = np.arange(n_out, dtype=np.float64)
+    if align:
+        src = d * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    else:
+        src = (d + 0.5) * step - 0.5
+    src = src.astype(F32)  # ncnn rounds the position to float before taking its floor
+    i0 = np.floor(src).astype(np.int64)
+    t = (src - i0).astype(F32)
+    a = F32(-0.75)
+    t0, t2 = t + F32(1), F32(1) - t
+    w0 = a * t0**3 - 5 * a * t0**2 + 8 * a * t0 - 4 * a
+    w1 = (a + 2) * t**3 - (a + 3) * t**2 + 1
+    w2 = (a + 2) * t2**3 - (a + 3) * t2**2 + 1
+    weights = np.stack([w0, w1, w2, F32(1) - w0 - w1 - w2], axis=1).astype(F32)
+    taps = np.clip(i0[:, None] + np.arange(-1, 3), 0, n_in - 1)
+    return taps, weights
+
+
 @ncnn_layer("Interp")
 class Interp(NcnnLayer):
-    """Resize the (h, w) of a (c, h, w) blob: 0=resize_type (1 nearest, 2 bilinear), 1/2=
-    height/width scale or 3/4=output size, 6=align_corner."""
+    """Resize the (h, w) of a (c, h, w) blob: 0=resize_type (1 nearest, 2 bilinear, 3 bicubic),
+    1/2=height/width scale or 3/4=output size, 6=align_corner."""
 
     def setup(self) -> None:
         p = self.p
         self.kind = p.integer("resize_type")
-        if self.kind not in (1, 2):
+        if self.kind not in (1, 2, 3):
             raise ValueError(
-                f"param 0 (resize_type) {self.kind} is not supported: expected 1 (nearest) or 2 (bilinear)"
+                f"param 0 (resize_type) {self.kind} is not supported: expected 1 (nearest), 2 (bilinear) or 3 (bicubic)"
             )
         if p.integer("dynamic_target_size"):
             raise ValueError("param 5 (dynamic_target_size) is not supported")
@@ -310,13 +397,17 @@ class Interp(NcnnLayer):
         if oh < 1 or ow < 1:
             raise self.error(f"the output size ({oh}, {ow}) must be >= 1")
         self.check_size((c, oh, ow))
+        hs = h / oh if self.size[0] else 1 / self.scale[0]
+        ws = w / ow if self.size[1] else 1 / self.scale[1]
         if self.kind == 1:
-            hs = h / oh if self.size[0] else 1 / self.scale[0]
-            ws = w / ow if self.size[1] else 1 / self.scale[1]
             rows = np.minimum((np.arange(oh) * hs).astype(np.int64), h - 1)
             cols = np.minimum((np.arange(ow) * ws).astype(np.int64), w - 1)
             return [x[:, rows][:, :, cols]]
-        (r0, rf), (c0, cf) = _linear_table(h, oh, self.align), _linear_table(w, ow, self.align)
+        if self.kind == 3:
+            (rt, rw), (ct, cw) = _cubic_table(h, oh, self.align, hs), _cubic_table(w, ow, self.align, ws)
+            cols = np.einsum("chwk,wk->chw", x[:, :, ct], cw)  # ncnn: along each row first
+            return [np.einsum("chkw,hk->chw", cols[:, rt], rw).astype(F32)]
+        (r0, rf), (c0, cf) = _linear_table(h, oh, self.align, hs), _linear_table(w, ow, self.align, ws)
         r1, c1 = np.minimum(r0 + 1, h - 1), np.minimum(c0 + 1, w - 1)
         rows = x[:, r0] * (F32(1) - rf)[:, None] + x[:, r1] * rf[:, None]
         return [rows[:, :, c0] * (F32(1) - cf) + rows[:, :, c1] * cf]
