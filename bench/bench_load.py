@@ -709,7 +709,7 @@ def run_one(args: argparse.Namespace) -> int:
     res.update(
         args=vars(args),
         argv=" " + " ".join(sys.argv[1:]) if len(sys.argv) > 1 else "",
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         servers=servers.describe,
         machine=machine(),
         cores=os.cpu_count(),

@@ -158,6 +158,7 @@ def _on_example() -> None:
 def _on_file(kind: str, widget: str) -> None:
     """Read an uploaded .npy or picture now; a rejected file leaves no array behind."""
     f = st.session_state.get(widget)
+    assert model is not None  # (the uploaders are drawn only with a model)
     errors = dict(st.session_state.get(ERR) or {})
     errors.pop(kind, None)
     if f is None:
@@ -201,7 +202,7 @@ if kind == "random":
     )
 elif kind == "example":
     labels_ = model.example_labels
-    n = len(model.examples)
+    n = len(model.examples) if model.examples is not None else 0  # (offered only with examples)
     st.selectbox(
         f"Held-out examples the model never saw in training ({n})",
         list(range(n)),
@@ -242,7 +243,7 @@ elif kind == "drawing":
 resolved = common.resolve_input(model)
 if resolved.note:
     st.info(f"Using {resolved.description}.")
-for (name, _, _), a in zip(specs, resolved.arrays):
+for (name, _shape, _dtype), a in zip(specs, resolved.arrays):
     values = (
         f", min {float(a.min()):.3g}, max {float(a.max()):.3g}, mean {float(a.mean()):.3g}"
         if a.size and a.dtype.kind in "biuf"

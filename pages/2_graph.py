@@ -3,6 +3,8 @@ operator detail panel that opens when a node is clicked."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
@@ -13,14 +15,15 @@ from kuiper_core.explore.profile import declared_kernel
 from kuiper_core.explore.search import matches as find_operators
 from kuiper_core.explore.summary import operator_details, weight_table
 from kuiper_core.explore.tensors import npy_bytes
+from kuiper_core.graph import Graph
 from pages import common
 from pages.find_key import find_key
 from pages.graph_viewer import ModuleState, show_graph
 from pages.tensor_panel import chart, histogram_chart
 
 model = common.require_model(runnable=False)  # a graph that cannot run can still be drawn
-graph = model.graph
-assert graph is not None
+assert model.graph is not None  # (require_model stops the page when there is none)
+graph: Graph = model.graph  # declared: the callbacks below see it narrowed
 names = [op.name for op in graph.operators]
 types = sorted({op.type for op in graph.operators})
 SEL = "graph_selected"  # (model key, operator name)
@@ -208,7 +211,7 @@ with detail_col:
             chart(histogram_chart(data, height=180))
             st.download_button(
                 f"Download @{wname} (.npy)",
-                lambda: npy_bytes(data),
+                partial(npy_bytes, data),  # made when the button is clicked
                 file_name=f"{selected}.{wname}.npy",
                 mime="application/octet-stream",
             )

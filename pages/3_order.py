@@ -11,6 +11,8 @@ the list); the presenter view shows the step alone in large type, keyboard only.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -48,7 +50,7 @@ def _model_walkthrough(key: str, algorithm: str, _graph: Graph) -> walkthrough.W
     return walkthrough.model_walkthrough(_graph, algorithm)
 
 
-def _names(items, empty: str = "(empty)", limit: int = 40) -> str:
+def _names(items: Iterable[str], empty: str = "(empty)", limit: int = 40) -> str:
     """Space-separated names; long lists keep their most recent `limit` (the end matters)."""
     if not items:
         return empty
@@ -74,12 +76,15 @@ for _alg, _kinds in order_quiz.KINDS.items():  # the quiz's question kind (a rel
 controls = presenter.controls()
 # Three columns, the third for a typed graph's text: the drawing stays above the fold at 720 px.
 c1, c2, c3 = controls.columns([3, 3, 4])
-source = c1.selectbox(
-    "Graph",
-    sources,
-    key="order_source",
-    format_func=lambda s: f"{s} ({model.name}, {len(model.graph.operators)} operators)" if s == MODEL_SOURCE else s,
-)
+
+
+def _source_label(s: str) -> str:
+    if s == MODEL_SOURCE and model is not None and model.graph is not None:
+        return f"{s} ({model.name}, {len(model.graph.operators)} operators)"
+    return s
+
+
+source = c1.selectbox("Graph", sources, key="order_source", format_func=_source_label)
 mode = beside_title.radio(
     "Mode",
     list(quiz_panel.MODES),
@@ -120,9 +125,9 @@ else:
     ident = source
 
 key = (source, algorithm, ident)
-state = st.session_state.get(STATE)
-if state is None or state.get("key") != key:
-    wanted = common.url_number("step") if state is None else None
+state: dict[str, Any] = st.session_state.get(STATE) or {}
+if state.get("key") != key:
+    wanted = None if state else common.url_number("step")  # a link's step, on a new session only
     state = {"key": key, "step": wanted or 0, "seq": 0}
     st.session_state[STATE] = state
 total = max(len(w) for w in walks)  # steps are numbered 1..total; 0 is before the first
@@ -403,7 +408,7 @@ def _quiz() -> None:
 
 
 # -- the presenter view ------------------------------------------------------------------------------
-def _judge_setup():
+def _judge_setup() -> quiz_panel.QuizSetup:
     w, qs, qstate = _quiz_setup()
     return (lambda q, p: order_quiz.judge(w, q, p)), qs, qstate
 

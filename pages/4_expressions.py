@@ -9,6 +9,9 @@ shows the tree and the stack alone in large type, keyboard only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -26,7 +29,7 @@ from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
 from pages import common, presenter
 from pages import quiz_panel
-from pages.graph_viewer import show_graph
+from pages.graph_viewer import MIN_FONT_PX, show_graph
 from pages.step_controls import group_of, step_controls, step_panel
 from pages.tensor_panel import show_tensor
 
@@ -104,18 +107,25 @@ labels = expression_view.operand_labels(op, n_inputs)
 # -- the values to evaluate on ----------------------------------------------------------------------
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _operator_values(
-    model_key: str, inputs_digest: str, op_name: str, operands: tuple[str, ...], output: str, _model, _inputs
+    model_key: str,
+    inputs_digest: str,
+    op_name: str,
+    operands: tuple[str, ...],
+    output: str,
+    _model: common.LoadedModel,
+    _inputs: list[np.ndarray],
 ) -> tuple[list[np.ndarray], np.ndarray | None] | str:
     """An operator's input tensors and its layer's output for one model and input, run once per
     server (keyed by the model's hash and the input's digest): every session opening the same
     expression, a class following a teacher's link, shares them. An engine error comes back as
     its message."""
+    assert _model.runtime is not None  # (called for a runnable model only)
     stepper = ForwardStepper(_model.runtime, _inputs)
     stepper.run_to(op_name)
     if stepper.error is not None:
         return stepper.error
 
-    def kept(a):  # a copy (the runtime may reuse its buffers), read-only: shared by sessions
+    def kept(a: Any) -> Any:  # a copy (the runtime may reuse its buffers), read-only: shared by sessions
         if not isinstance(a, np.ndarray):
             return a
         a = a.copy()
@@ -335,13 +345,13 @@ def _pick_value(key: str) -> None:
 
 def _tree(
     z: ExpressionQuiz,
-    shown: int,
+    shown: int | None,
     key: str,
     height: int,
     label: str,
-    on_click=None,
-    numbered=False,
-    mark=None,
+    on_click: Callable[[str], None] | None = None,
+    numbered: bool = False,
+    mark: ex.Node | None = None,
     font_px: int | None = None,
 ) -> None:
     """The tree after stack step `shown` (-1: before the first; None: no state, `mark`ed
@@ -370,7 +380,7 @@ def _tree(
         height=height,
         follow=True,
         on_click=clicked if on_click else None,
-        **({"min_font_px": font_px} if font_px else {}),
+        min_font_px=font_px or MIN_FONT_PX,
     )
 
 
@@ -437,7 +447,7 @@ def _quiz() -> None:
 
 
 # -- the presenter view ------------------------------------------------------------------------------
-def _judge_setup():
+def _judge_setup() -> quiz_panel.QuizSetup:
     z, qs, qstate = _quiz_setup()
     return z.judge, qs, qstate
 

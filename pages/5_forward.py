@@ -31,6 +31,7 @@ from kuiper_core.explore.overlay import RAN, Overlay, state_overlay
 from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
+from kuiper_core.runtime import RuntimeGraph
 from pages import common, compare_panel, ncnn_panel
 from pages.graph_viewer import ModuleState, show_graph
 from pages.step_controls import group_of, step_controls, step_panel
@@ -48,15 +49,15 @@ DRAWING = '<div class="kx-s-box kx-s-info">The server is drawing this step…</d
 
 st.title("Step through Forward")
 model = common.require_model()
-runtime = model.runtime
-assert runtime is not None and model.graph is not None
+assert model.runtime is not None and model.graph is not None
+runtime: RuntimeGraph = model.runtime  # declared: the callbacks below see it narrowed
 resolved = common.resolve_input(model)
 names = [r.name for r in runtime.order]
 position_of = {n: i + 1 for i, n in enumerate(names)}
 
 stepper: ForwardStepper = common.forward_stepper(model, resolved.arrays)  # shared with the IR page
-state = st.session_state.get(STATE)
-if state is None or state.get("stepper") is not stepper:  # a new stepper (model or input changed)
+state: dict[str, Any] = st.session_state.get(STATE) or {}
+if state.get("stepper") is not stepper:  # a new stepper (model or input changed)
     state = {"stepper": stepper, "seq": 0}
     st.session_state[STATE] = state
     wanted = common.url_number("step", high=len(names))  # a reload or a shared link
@@ -274,6 +275,7 @@ def _graph_panel(pos: int, checks: list[compare.OperatorCheck], failure: BaseExc
         label_visibility="collapsed",
         format_func={"errors": "error vs reference", "progress": "run so far", "categories": "operator category"}.get,
     )
+    assert model.graph is not None  # (checked at the top)
     view = graph_view(model.graph, show=[current, failed_op], expanded=modules.expanded)
     modules.remember(view)
     events = stepper.events if browser else stepper.events[:pos]

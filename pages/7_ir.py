@@ -9,6 +9,8 @@ import streamlit as st
 from kuiper_core import ir, limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import ir_view
+from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.graph import Graph
 from pages import common
 
 RUN = "kx_ir_run"  # the last edit's run: {"model": key, "rows": [...], "diff": str, "ops": int} or {"model", "error"}
@@ -17,7 +19,7 @@ WHOLE_UP_TO = 80  # models with at most this many lines show the whole text by d
 
 
 @st.cache_data(show_spinner="Printing the IR…", max_entries=12)
-def _printed(key: str, _graph) -> str:  # key: the model's digest (the graph itself is not hashable)
+def _printed(key: str, _graph: Graph) -> str:  # key: the model's digest (the graph itself is not hashable)
     return ir.print_graph(_graph)
 
 
@@ -39,7 +41,12 @@ text = _printed(model.key, model.graph)
 module = _module(model.key, text)
 lines = ir_view.ir_lines(module)
 
+
 # -- the Forward stepper's cursor --------------------------------------------------------------------
+def _step(stepper: ForwardStepper) -> None:
+    stepper.step()  # (a callback returns nothing: the page draws the step after it)
+
+
 current = None
 if model.ok:
     inputs = common.current_input(model)
@@ -62,7 +69,7 @@ if model.ok:
         disabled=stepper.cursor < 0 and not stepper.events,
     )
     b[1].button("Back", key="ir_back", width="stretch", on_click=stepper.back, disabled=stepper.cursor < 0)
-    b[2].button("Step", key="ir_step", width="stretch", on_click=stepper.step, disabled=at_end)
+    b[2].button("Step", key="ir_step", width="stretch", on_click=_step, args=(stepper,), disabled=at_end)
     common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
     event = stepper.current
     current = event.name if event is not None else None

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import passes_view as pv
-from kuiper_core.graph import shape_label
+from kuiper_core.graph import Graph, shape_label
 from kuiper_core.passes import pass_names, pass_table
 from pages import common
 from pages.graph_viewer import show_graph
@@ -21,7 +22,7 @@ DIFF_LINES = 400  # a pass's diff drawn on the page (the rest is a download)
 
 
 @st.cache_resource(show_spinner=False)
-def preset(name: str):
+def preset(name: str) -> tuple[pv.Preset, Graph]:
     return pv.load_preset(PRESET_DIR, name)
 
 
@@ -88,13 +89,20 @@ key = (source, ident, level, tuple(disabled), tuple(required), tuple(only_passes
 
 
 @st.cache_resource(show_spinner="Running the passes…", max_entries=8)
-def _optimised(run: tuple, _graph) -> pv.PassesView:
+def _optimised(run: tuple, _graph: Graph) -> pv.PassesView:
     with limits.use(common.APP_LIMITS):  # folding computes tensors: the app's limits
         return pv.optimise_view(_graph, level, disabled=disabled, required=required, passes=only_passes)
 
 
 @st.cache_resource(show_spinner="Checking the outputs…", max_entries=8)
-def _checked(run: tuple, inputs_digest: str, with_expected: bool, _view, _inputs, _expected):
+def _checked(
+    run: tuple,
+    inputs_digest: str,
+    with_expected: bool,
+    _view: pv.PassesView,
+    _inputs: list[np.ndarray],
+    _expected: list[np.ndarray] | None,
+) -> tuple[list[pv.OutputCheck], str | None]:
     with limits.use(common.APP_LIMITS):
         return pv.check_outputs(_view.before, _view.after, _inputs, _expected)
 
@@ -126,18 +134,18 @@ st.caption(
 # viewers pan and zoom together (link=), so the same place is in view on both sides.
 order = view.changes_in_order()
 NEXT = "passes_next_at"  # (the run's key, index into order)
-at = st.session_state.get(NEXT)
-at = at[1] if isinstance(at, tuple) and at[0] == key and at[1] < len(order) else None
+last = st.session_state.get(NEXT)
+at: int | None = last[1] if isinstance(last, tuple) and last[0] == key and last[1] < len(order) else None
 
 
 def _next() -> None:
     st.session_state[NEXT] = (key, 0 if at is None else (at + 1) % len(order))
 
 
-current = order[at] if at is not None else None
+current = order[at] if at is not None else None  # (the two are None together)
 b_next, b_line = st.columns([1, 5], vertical_alignment="center")
 b_next.button("Next change", key="passes_next", on_click=_next, disabled=not order, width="stretch")
-if current is not None:
+if at is not None and current is not None:
     what = "removed" if current in view.diff.removed else "added" if current in view.diff.added else "rewritten"
     b_line.markdown(f"Change {at + 1} of {len(order)}: `{current}` ({what})")
 for column, side, n, dot in zip(

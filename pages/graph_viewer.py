@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -174,11 +175,11 @@ class ModuleState:
     def __init__(self, key: str, model_key: str) -> None:
         self.key, self.model_key = key, model_key
 
-    def _get(self, suffix: str):
+    def _get(self, suffix: str) -> Any:
         v = st.session_state.get(self.key + suffix)
         return v[1] if isinstance(v, tuple) and len(v) == 2 and v[0] == self.model_key else None
 
-    def _set(self, suffix: str, value) -> None:
+    def _set(self, suffix: str, value: Any) -> None:
         st.session_state[self.key + suffix] = (self.model_key, value)
 
     @property

@@ -55,7 +55,7 @@ def open_panel() -> None:
         elif kind == "ncnn" and f is not None:
             st.file_uploader("model.ncnn.bin (its weights, written with this .param)", type=["bin"], key="home_bin")
             _ncnn_shape(f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
-        elif kind == "onnx" and model_files.may_have_external_data(f.getvalue()):
+        elif kind == "onnx" and f is not None and model_files.may_have_external_data(f.getvalue()):
             st.file_uploader(
                 "its weights file, e.g. model.onnx.data (this .onnx may keep its weights in a separate file, "
                 "as torch.onnx.export writes by default)",
@@ -65,7 +65,7 @@ def open_panel() -> None:
         blocked = kind in model_files.CONVERTED and not converter_available()
         if blocked:
             st.warning(model_files.NO_CONVERTER)  # the one message: nothing to click that could only fail
-        elif kind in model_files.CONVERTED:
+        elif kind in model_files.CONVERTED and f is not None:
             _conversion_options(kind, f.getvalue(), f.name, str(getattr(f, "file_id", f.name)))
         st.button("Load uploaded model", key="home_load_upload", on_click=_ask, args=("upload",), disabled=blocked)
         if _models_folder() is not None:  # only with KUIPER_SERVER_MODELS: nothing else on the server is read
@@ -234,7 +234,7 @@ def conversion_details(model: common.LoadedModel) -> None:
                 if path is not None and path.exists():
                     col.download_button(
                         f"Download {stem}{suffix}",
-                        lambda p=path: p.read_bytes(),
+                        path.read_bytes,  # read when clicked
                         file_name=f"{stem}{suffix}",
                         mime="application/octet-stream",
                         key=f"home_dl{suffix}",

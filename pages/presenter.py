@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from pages import common
 from pages.keys import STEP_KEYS, keyboard
@@ -54,7 +55,7 @@ def _set(page: str, on: bool) -> None:
     st.session_state.setdefault(_FLAG, {})[page] = on
 
 
-def title(page: str, text: str, key: str):
+def title(page: str, text: str, key: str) -> DeltaGenerator:
     """The page's title, the button that starts presenting, and between them a slot the page
     fills (returned): one row, hidden while presenting with the page's other choices."""
     left, mid, right = controls("-title").columns([3, 2, 1.1], vertical_alignment="center")
@@ -79,7 +80,7 @@ def begin(page: str, key: str, forward: Callable[[], None], back: Callable[[], N
     keyboard(key, actions)
 
 
-def controls(part: str = ""):
+def controls(part: str = "") -> DeltaGenerator:
     """A container for a page's choices (graph, algorithm, expression, the step buttons):
     hidden while presenting. `part` tells several apart."""
     return st.container(key=f"kx-controls{part}")

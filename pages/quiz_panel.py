@@ -102,7 +102,10 @@ def controls(state: dict[str, Any], qs: Sequence[Question], prefix: str) -> None
     right.button("Start again", key=f"{prefix}_restart", width="stretch", on_click=restart, args=(state,))
 
 
-def presenter_keys(setup: Callable[[], tuple[Callable[[Question, str], Verdict], Sequence[Question], dict]]):
+QuizSetup = tuple[Callable[[Question, str], Verdict], Sequence[Question], dict[str, Any]]  # judge, questions, state
+
+
+def presenter_keys(setup: Callable[[], QuizSetup]) -> tuple[Callable[[], None], Callable[[], None]]:
     """The presenter's keys for a quiz: → reveals the engine's answer, then moves to the
     next question; ← goes back. `setup()` gives (judge, questions, state). No score is kept:
     the class answers aloud."""

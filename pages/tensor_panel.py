@@ -9,7 +9,7 @@ channels as a mosaic), always with a value table; with a reference, the differen
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from collections.abc import Sequence
 
 import numpy as np
@@ -178,7 +178,7 @@ def vector_chart(v: np.ndarray) -> tuple[pd.DataFrame, dict[str, Any]]:
     return df, spec
 
 
-def chart(data_and_spec: tuple, width: str = "stretch") -> None:
+def chart(data_and_spec: tuple, width: Literal["stretch", "content"] = "stretch") -> None:
     data, spec = data_and_spec[0], data_and_spec[1]
     st.vega_lite_chart(data, spec, width=width)
 
@@ -204,12 +204,12 @@ def _pick_slice(a: np.ndarray, lay: tensor_view.Layout, key: str) -> tuple[np.nd
     axes = list(range(lay.lead, full.ndim))
     names = {ax: _axis_name(full.ndim, ax, full.shape[ax]) for ax in range(full.ndim)}
     c1, c2 = st.columns(2)
-    rows = c1.selectbox("Rows", axes, index=len(axes) - 2, format_func=names.get, key=f"{key}_rows")
+    rows = c1.selectbox("Rows", axes, index=len(axes) - 2, format_func=names.__getitem__, key=f"{key}_rows")
     cols = c2.selectbox(
         "Columns",
         [ax for ax in axes if ax != rows],
         index=len(axes) - 2 if axes[-1] != rows else len(axes) - 2,
-        format_func=names.get,
+        format_func=names.__getitem__,
         key=f"{key}_cols",
     )
     index = {}
@@ -303,19 +303,20 @@ def show_tensor(
         else:
             shown, scheme = (m, "viridis") if diff_m is None else (diff_m, "reds")
             # a difference is coloured from 0 to max(tolerance, its largest): noise stays pale
-            domain = tensor_view.difference_domain(diff_m, comparison.tolerance) if diff_m is not None else None
+            tolerance = comparison.tolerance if comparison is not None else 0.0  # (a difference has a reference)
+            domain = tensor_view.difference_domain(diff_m, tolerance) if diff_m is not None else None
             if _cells(shown) > tensor_view.IMAGE_ABOVE:
                 note = heatmap_picture(shown, row_title, col_title, scheme, domain=domain)
             else:
                 data, spec, note = heatmap_chart(shown, row_title, col_title, scheme=scheme, domain=domain)
                 chart((data, spec), width="content")
-            if diff_m is not None:
+            if domain is not None:
                 note = (
                     "|engine − reference| of this slice, coloured from 0 to "
                     + f"{domain[1]:.3g}"
-                    + (" (the tolerance)" if domain[1] == comparison.tolerance else "")
+                    + (" (the tolerance)" if domain[1] == tolerance else "")
                     + (f"; {note}" if note else "")
-                    + f"; tolerance {comparison.tolerance:.3g}"
+                    + f"; tolerance {tolerance:.3g}"
                 )
             if note:
                 st.caption(note[0].upper() + note[1:] + ".")

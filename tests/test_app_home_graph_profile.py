@@ -289,7 +289,7 @@ def test_bundled_digit_examples_are_a_picker() -> None:
     assert sidebar_input(at) == f"held-out example 5 of {len(images)}, a {labels[4]}"
     at.switch_page(FORWARD).run()
     forward_step(at)
-    x = at.session_state["kx_forward"]["stepper"].inputs[0]
+    x = at.session_state["kx_forward"].stepper.inputs[0]
     assert np.array_equal(x, images[4:5])
 
 

@@ -34,5 +34,5 @@ def test_a_bad_question_opens_the_first() -> None:
 
 def test_a_step_past_the_end_opens_the_last() -> None:
     at = app(page=FORWARD, query={"model": "tiny_mlp", "step": "999999999"})
-    total = len(at.session_state["kx_forward"]["stepper"].runtime.order)
+    total = len(at.session_state["kx_forward"].stepper.runtime.order)
     assert at.query_params["step"] in (str(total), [str(total)])

@@ -75,10 +75,10 @@ def test_an_uploaded_ncnn_model_opens_draws_orders_and_steps() -> None:
     assert not at.error, texts(at.error)
     said = " ".join(m.value for m in at.markdown)
     assert "Operator 9 of 9:" in forward_panel(at) and "out0: shape 10, float32" in said, said
-    y = at.session_state["kx_forward"]["stepper"].outputs()[0]  # PyTorch's answer, from the export
+    y = at.session_state["kx_forward"].stepper.outputs()[0]  # PyTorch's answer, from the export
     with np.load(NCNN / "digits_cnn.expected.npz") as z:
         np.testing.assert_allclose(y, z["out0"].reshape(y.shape), rtol=1e-4, atol=1e-6)
-    assert len(at.session_state["kx_forward"]["stepper"].events) == len(LAYERS) + 1 == 9  # + its pnnx.Output
+    assert len(at.session_state["kx_forward"].stepper.events) == len(LAYERS) + 1 == 9  # + its pnnx.Output
 
     query = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
     reloaded = app(None, FORWARD, query=query)  # the upload, its shape and its input survive a reload

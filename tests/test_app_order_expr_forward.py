@@ -224,7 +224,7 @@ def test_forward_over_the_frame_bound_steps_on_the_server(monkeypatch) -> None:
     forward_go(at, 3)
     controls = forward_controls(at)
     assert controls["known"] == -1 and controls["step"] == 3
-    assert len(at.session_state["kx_forward"]["stepper"].events) == 3  # no run ahead
+    assert len(at.session_state["kx_forward"].stepper.events) == 3  # no run ahead
     assert "Operator 3 of 12:" in forward_panel(at)
     assert len(viewers(at)[0]["frames"]) == 4 and highlight(at) == runtime("digits_cnn").order[2].name
 

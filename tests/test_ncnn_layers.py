@@ -337,9 +337,11 @@ def test_reshape_by_shape_expression(tmp_path):
         "Interp i 1 1 c ref 0=1 3=7 4=18",
         'Reshape r3 2 1 d ref y2 6="//(1w,2),1h,-1"',
         'Reshape r4 1 1 y1 y3 6="//(0w,7),-1,3"',
+        'Reshape r5 1 1 y2 y4 12=0 13=0 6="1,1,//(252,0n),0n"',  # ConvNeXt's head: a batch entry
     ]
     got = check(tmp_path, layers, X3)
     assert got["y0"].shape == (28, 9) and got["y2"].shape == (4, 7, 9) and got["y3"].shape == (3, 21, 4)
+    assert got["y4"].shape == (252, 1, 1)
 
 
 def test_shuffle_channel(tmp_path):

@@ -1,5 +1,5 @@
 """Static checks run by the README's test command: ruff's lint and format, and mypy's type check
-of the engine (configs in pyproject.toml)."""
+of the engine and the app (configs in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -32,15 +33,25 @@ def test_ruff(args: list[str]) -> None:
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
+TYPED = ["kuiper_core", "pages", "app.py"]  # what pyproject.toml's [tool.mypy] files must hold
+
+
 @pytest.mark.slow
 def test_mypy() -> None:
-    """mypy over kuiper_core with pyproject.toml's [tool.mypy] (files, options, the optional
-    frameworks read as Any): no error, and no `# type: ignore` that is unused or names no code.
-    Cold about 10 s of CPU, a few with the .mypy_cache a previous run left."""
+    """mypy with pyproject.toml's [tool.mypy] (files, options, the optional frameworks read as
+    Any): the engine and the app (pages/, app.py) at 3.11, the oldest Python the project
+    installs on (Streamlit 1.67 needs it); no error, and no `# type: ignore` that is unused or names no code. Cold about 40 s of CPU, a few
+    with the .mypy_cache a previous run left."""
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is not installed (pip install -e '.[test]')")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert config["files"] == TYPED, "the app and the engine are type-checked together"
     r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+
+
+def _typed_files() -> list[Path]:
+    return sorted(p for name in TYPED for p in ([ROOT / name] if name.endswith(".py") else (ROOT / name).rglob("*.py")))
 
 
 def test_every_type_ignore_names_its_code_and_says_why() -> None:
@@ -48,7 +59,7 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
     ignores); the reason is for the reader."""
     bare = [
         f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-        for path in sorted((ROOT / "kuiper_core").rglob("*.py"))
+        for path in _typed_files()
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if "type: ignore" in line and not re.search(r"type: ignore\[[\w, -]+\]\s+#\s*\S", line)
     ]
@@ -59,7 +70,10 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 # Set where the engine landed on main after issue 36's merges (35,925 non-blank lines, 13
 # functions over 80 lines) plus a small margin: growing past either number is a decision to
 # write down here, not drift. The app (pages/), tools and tests are not counted.
-ENGINE_LINES = 37_000  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
+# Raised to 37,400 (issue 38, Forward's steps in the browser): main stood at 37,096 after issue
+# 37's ncnn reference and the app state moved into kuiper_core/explore/ (both counted here now),
+# and explore/forward_frames.py adds 161 (each step's frame, built without Streamlit).
+ENGINE_LINES = 37_400  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
 FUNCTION_LINES = 80  # def line to last line, docstring included
 # Functions over FUNCTION_LINES today, each at most its length then (they may shrink, not grow).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {

@@ -222,4 +222,4 @@ def difference_domain(diff: np.ndarray, tolerance: float) -> tuple[float, float]
     d = np.asarray(diff, dtype=np.float64)
     finite = d[np.isfinite(d)]
     top = float(finite.max()) if finite.size else 0.0
-    return 0.0, max(top, float(tolerance), np.finfo(np.float32).tiny)
+    return 0.0, max(top, float(tolerance), float(np.finfo(np.float32).tiny))

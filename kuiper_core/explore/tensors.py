@@ -122,7 +122,7 @@ _LUT = LUTS["viridis"]
 NAN_RGB = np.array([255, 0, 255], np.uint8)  # magenta: impossible to miss
 
 
-def _unit(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _unit(x: np.ndarray, lo: np.ndarray | np.floating[Any], hi: np.ndarray | np.floating[Any]) -> np.ndarray:
     """(x - lo) / (hi - lo) clipped to 0..1 (0 where hi <= lo), computed on halves so values
     near ±1.8e308 do not overflow the range into inf and NaN."""
     half_lo, half_hi = lo / 2, hi / 2

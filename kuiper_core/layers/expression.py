@@ -107,7 +107,8 @@ class Expression(Layer):
             raise self.error(f"expr={self.expr} gives {result!r}, which is not a {dtype or 'tensor'}: {e}") from None
         declared = self.op.outputs[0].shape
         if arr.ndim == 0 and declared and all(d == 1 for d in declared):
-            arr = arr.reshape(declared)  # optlevel 1 writes torch.tensor([0.5]) as `expr=0.5 #21=(1)f32`
+            # optlevel 1 writes torch.tensor([0.5]) as `expr=0.5 #21=(1)f32` (every dim is 1)
+            arr = arr.reshape((1,) * len(declared))
         return [arr]
 
     def prepare(self, inputs: list[Any], out: list[np.ndarray], split: SplitRequest | None = None) -> Prepared | None:

@@ -37,6 +37,22 @@ class Flatten(NcnnLayer):
         return [np.ascontiguousarray(inputs[0]).reshape(-1)]
 
 
+NO_BATCH = 233  # ncnn's "no batch axis"
+
+
+def _without_batch(sizes: list[int], axis: int) -> list[int]:
+    """The expression's sizes (w first) less the batch's entry at logical `axis` (counted from
+    the outermost; negative from the end), which must be 1: these blobs are one sample."""
+    outer_first = sizes[::-1]
+    at = axis + len(outer_first) if axis < 0 else axis
+    if not 0 <= at < len(outer_first):
+        raise ValueError(f"output batch axis {axis} is outside the {len(outer_first)} sizes of the shape expression")
+    if outer_first[at] not in (1, -1):
+        raise ValueError(f"the batch entry of the shape expression is {outer_first[at]}: a blob here is one sample")
+    del outer_first[at]
+    return outer_first[::-1]
+
+
 @ncnn_layer("Reshape")
 class Reshape(NcnnLayer):
     """To 0=w 1=h 11=d 2=c (how many are given decides the rank; 0 keeps the bottom's dim of
@@ -50,13 +66,14 @@ class Reshape(NcnnLayer):
         if self.p.integer("permute"):
             raise ValueError("param 3 (permute=1) is not supported: pnnx writes permute=0")
         p = self.p
-        if (p.integer("input_batch_axis"), p.integer("output_batch_axis")) != (233, 233):
-            raise ValueError(
-                "params 12/13 (batch axes: a reshape across ncnn's batch, NCNN_BATCH) are not supported; "
-                "the ncnn 1.0.20261020 binding crashes on them too"
-            )
         self.w_, self.h_, self.d_, self.c_ = p.integer("w"), p.integer("h"), p.integer("d"), p.integer("c")
         self.expr = p.text("shape_expr")
+        # 12/13: where ncnn's batch sits in the input's and the output's shapes (pnnx writes them
+        # with a shape expression whose `0n` is the batch). Our blobs are one sample, so the batch
+        # is 1 and only the output's batch entry has to be taken out of the expression's list.
+        self.batch_axis = p.integer("output_batch_axis")
+        if self.batch_axis != NO_BATCH and not self.expr:
+            raise ValueError("params 12/13 (batch axes) without 6=shape_expr are not supported")
         wanted = max(1, blobs_used(self.expr))
         if len(self.op.inputs) != wanted:
             raise ValueError(f"expected {wanted} bottom blob(s) (the data, then those the shape expression reads)")
@@ -67,6 +84,8 @@ class Reshape(NcnnLayer):
         if self.expr:
             try:
                 sizes = evaluate(self.expr, [np.shape(v) for v in inputs])
+                if self.batch_axis != NO_BATCH:
+                    sizes = _without_batch(sizes, self.batch_axis)
             except ValueError as e:
                 raise self.error(str(e)) from None
             if not 1 <= len(sizes) <= 4:
