@@ -94,13 +94,15 @@ def timed(page, action: Callable[[], None], cond: str, label: str) -> float:
 
 
 def status_step(page) -> int:
-    line = page.locator('[data-testid="stMarkdown"]').filter(has_text=re.compile(r"^Operator \d+ of")).first
+    line = (
+        page.locator(".kx-panel .kx-fw-status").filter(has_text=re.compile(r"^Operator \d+ of")).first
+    )  # the step panel
     return int(re.match(r"Operator (\d+)", line.inner_text()).group(1)) if line.count() else 0
 
 
 def forward_cond(k: int) -> str:
     return (
-        f"[...document.querySelectorAll('[data-testid=\"stMarkdown\"]')].some(e => e.innerText.startsWith('Operator {k} of'))"
+        f"[...document.querySelectorAll('.kx-panel .kx-fw-status')].some(e => e.innerText.startsWith('Operator {k} of'))"
         f" && document.querySelector('{VIEW}') && document.querySelector('{VIEW}').dataset.highlight"
     )
 
@@ -147,7 +149,7 @@ def queued_clicks(page, url: str, model: str, clicks: int = 5) -> tuple[float, i
     for _ in range(clicks):
         button.click(timeout=10_000)
     moved = (
-        "(() => { const e = [...document.querySelectorAll('[data-testid=\"stMarkdown\"]')]"
+        "(() => { const e = [...document.querySelectorAll('.kx-panel .kx-fw-status')]"
         ".find(e => /^Operator \\d+ of/.test(e.innerText));"
         f" return e && +e.innerText.match(/^Operator (\\d+)/)[1] > {k}; }})()"
     )

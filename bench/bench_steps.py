@@ -4,7 +4,8 @@
     python bench/bench_steps.py --url http://127.0.0.1:8501 --md /tmp/steps.md
 
 For each walk (Execution order: Kahn and DFS on KuiperInfer's example, both side by side;
-Expressions on expr_zoo), every step forward and back is timed in the page itself: from the
+Expressions on expr_zoo; Forward on digits_cnn, yolov5s_mini and deep1500, once every
+operator has run), every step forward and back is timed in the page itself: from the
 key press (a → / ← keydown, what a clicker sends) to the first animation frame after the
 step was painted (the controls, the panel and the graph's overlay all changed in that task).
 No server run is involved (the position is reported once, after a pause), so the figure is
@@ -22,14 +23,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from app_server import chromium_page, streamlit_server, wait_idle  # noqa: E402
+from app_server import chromium_page, streamlit_server, wait_caught_up, wait_idle  # noqa: E402
 
 WALKS = {
     "Execution order, Kahn (KuiperInfer's example)": "/order?graph=KuiperInfer%27s+worked+example&algo=kahn",
     "Execution order, DFS (KuiperInfer's example)": "/order?graph=KuiperInfer%27s+worked+example&algo=dfs",
     "Execution order, both side by side": "/order?graph=KuiperInfer%27s+worked+example&algo=both",
     "Expressions (expr_zoo), stack machine": "/expressions?model=expr_zoo&step=1",
+    "Forward, digits_cnn (12 operators)": "/forward?model=digits_cnn",
+    "Forward, yolov5s_mini (166 operators)": "/forward?model=yolov5s_mini",
+    "Forward, deep1500 (1,502 operators; the first 200 steps)": "/forward?model=deep1500",
 }
+LIMIT = 200  # steps timed each way on a long walk
 
 # One step timed in the page: keydown -> painted -> the next frame.
 STEP_JS = """async (key) => {
@@ -40,15 +45,32 @@ STEP_JS = """async (key) => {
 }"""
 
 
+def run_forward(page) -> None:
+    """Forward's frames exist for the operators run: End runs them all (the server), Reset
+    goes back to step 0 in the browser."""
+    page.locator(".st-key-fw_end button").click()
+    page.wait_for_function(
+        "() => /^Operator (\\d+) of \\1:/.test(document.querySelector('.kx-panel .kx-fw-status')?.innerText || '')",
+        timeout=300_000,
+    )
+    wait_caught_up(page)
+    page.locator(".st-key-fw_reset button").click()
+    page.wait_for_timeout(1500)  # the pause: the server draws step 0
+    wait_caught_up(page)
+
+
 def measure(page, url: str, path: str) -> list[float]:
     page.goto(url + path)
     page.locator(".kx-steps").wait_for(timeout=120_000)
     wait_idle(page)
     page.wait_for_function("() => document.querySelector('.kx-view')?.dataset.nodes > 0")
+    if path.startswith("/forward"):
+        run_forward(page)
     total = int(page.evaluate("() => +document.querySelector('.kx-steps input[type=range]').max"))
     at = int(page.evaluate("() => +document.querySelector('.kx-steps').dataset.step"))
+    n = min(total - at, LIMIT)
     out = []
-    for key, n in (("ArrowRight", total - at), ("ArrowLeft", total - at)):
+    for key in ("ArrowRight", "ArrowLeft"):
         for _ in range(n):
             out.append(page.evaluate(STEP_JS, key))
     assert int(page.evaluate("() => +document.querySelector('.kx-steps').dataset.step")) == at
@@ -60,6 +82,7 @@ def main() -> None:
     ap.add_argument("--url", help="a running app instead of starting one")
     ap.add_argument("--md", help="write the table (Markdown) here")
     ap.add_argument("--label", default="", help="what else ran (printed in the table)")
+    ap.add_argument("--only", nargs="*", default=[], help="walks whose name contains one of these words")
     args = ap.parse_args()
     rows = []
     with (
@@ -67,6 +90,8 @@ def main() -> None:
         chromium_page(1280, 720) as page,
     ):
         for name, path in WALKS.items():
+            if args.only and not any(w.lower() in name.lower() for w in args.only):
+                continue
             load = os.getloadavg()[0]
             times = measure(page, url, path)
             times.sort()

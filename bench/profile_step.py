@@ -137,7 +137,7 @@ def main() -> int:
             t0 = time.perf_counter()
             for _ in range(args.clicks):
                 step.click(timeout=10_000)
-            moved = f"(() => {{ const e = [...document.querySelectorAll('[data-testid=\"stMarkdown\"]')].find(e => /^Operator \\d+ of/.test(e.innerText)); return e && +e.innerText.match(/^Operator (\\d+)/)[1] > {k}; }})()"
+            moved = f"(() => {{ const e = [...document.querySelectorAll('.kx-panel .kx-fw-status')].find(e => /^Operator \\d+ of/.test(e.innerText)); return e && +e.innerText.match(/^Operator (\\d+)/)[1] > {k}; }})()"
             done = bench_app.settle(page, moved)
             page.wait_for_timeout(500)
             if not page.evaluate(f"() => {bench_app.IDLE}"):

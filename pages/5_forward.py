@@ -1,9 +1,17 @@
 """Step through Forward: run the model one operator at a time and look at every tensor.
 
-State flow: every button, the slider, the "Go to" picker, a click on a graph node and the
-keyboard only record what to do (callbacks, before the page is drawn); the page applies
-it first and then draws every widget from the stepper's new position, so no button is
-ever one click out of date.
+Steps in the browser (issue 38): every operator the stepper has run is a frame (the graph's
+highlight and fills, the panel: status line, tensor summaries, comparison; built by
+kuiper_core/explore/forward_frames.py) sent with the page, and Reset / Back / Step / End /
+Play, the slider and → ← PageDown PageUp move through them in the browser
+(pages/step_controls.js) with no server run. The server hears the position when the user
+pauses, and only then draws what it must compute for that step: the tensor's picture, the
+error table. A step past the last operator run is reported at once: the server runs it, then
+runs ahead (RUN_AHEAD_SECONDS) so the next steps are frames too.
+
+State flow: the Go-to picker, a click on a graph node, "go to the first failure" and a link
+record where to go (callbacks, before the page is drawn; a new `seq` makes the browser take
+the position); the page applies it first and then draws from the stepper's new position.
 """
 
 from __future__ import annotations
@@ -16,25 +24,28 @@ import pandas as pd
 import streamlit as st
 
 from kuiper_core.errors import ShapeError
-from kuiper_core.explore import compare
+from kuiper_core.explore import compare, forward_frames
 from kuiper_core.explore import tensors
 from kuiper_core.explore.dot import graph_view
-from kuiper_core.explore.overlay import RAN, Overlay, roll_up, state_overlay
+from kuiper_core.explore.overlay import RAN, Overlay, state_overlay
 from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.graph import shape_label
 from kuiper_core.runtime import RuntimeGraph
 from pages import common, compare_panel, ncnn_panel
 from pages.graph_viewer import ModuleState, show_graph
-from pages.keys import step_keys
-from pages.step_controls import url_follows
-from pages.player import current_speed, run_fragment, speed_picker, steps_due, sync_timer
+from pages.step_controls import group_of, step_controls, step_panel
 from pages.tensor_panel import chart, show_tensor
 
-PENDING = "fw_pending"  # ("go", position) or ("name", operator), from a callback or another page
-PLAYING = "fw_playing"  # (stepper id, bool)
-MAX_TENSORS = 8  # tensors shown per operator (torch.cat may read dozens)
-FAILED = "#7a0000"
+PENDING = "fw_pending"  # ("go", position), ("name", operator) or ("report", position)
+STATE = "fw_state"  # {"stepper", "seq": server moves, "checks": CheckCache, "panels": (key, run, frames)}
+FAILED = forward_frames.FAILED
+# After the server runs the operator a step asked for, it runs on for this long, the view
+# staying put, so the next steps are frames the browser already has. Not the whole forward
+# at once: a ResNet-18's steps take 3-12 s on a loaded 2-core server (one operator: 0.1 s).
+RUN_AHEAD_SECONDS = 0.3
+WAIT = '<div class="kx-s-box kx-s-info">Operator {step}: the server is running it…</div>'  # no frame yet
+DRAWING = '<div class="kx-s-box kx-s-info">The server is drawing this step…</div>'  # (over MAX_OPERATORS)
 
 st.title("Step through Forward")
 model = common.require_model()
@@ -45,13 +56,14 @@ names = [r.name for r in runtime.order]
 position_of = {n: i + 1 for i, n in enumerate(names)}
 
 stepper: ForwardStepper = common.forward_stepper(model, resolved.arrays)  # shared with the IR page
-state: dict[str, Any] = st.session_state.get(PLAYING) or {}
+state: dict[str, Any] = st.session_state.get(STATE) or {}
 if state.get("stepper") is not stepper:  # a new stepper (model or input changed)
-    state = {"stepper": stepper, "playing": False}
-    st.session_state[PLAYING] = state
+    state = {"stepper": stepper, "seq": 0}
+    st.session_state[STATE] = state
     wanted = common.url_number("step", high=len(names))  # a reload or a shared link
     if wanted is not None and stepper.cursor < 0:
         st.session_state[PENDING] = ("go", wanted)
+group = group_of("forward", model.key, tensors.arrays_digest(resolved.arrays))
 
 st.html(Path(__file__).with_name("forward_projector.css"))  # a projector's 1280x720: see the file
 st.container(key="fw_caption").caption(
@@ -70,32 +82,18 @@ refs_source = ""
 
 # -- callbacks ----------------------------------------------------------------------------------
 def _go(position: int) -> None:
+    """The server moves the position: the browser's controls take it (a new seq)."""
     st.session_state[PENDING] = ("go", position)
-    state["playing"] = False
+    state["seq"] = state.get("seq", 0) + 1
 
 
-def _step() -> None:
-    stepper.step()
+def _reported(position: int) -> None:
+    """The browser's position, once the user paused or stepped past what has run."""
+    st.session_state[PENDING] = ("report", position)
 
 
-def _back() -> None:
-    stepper.back()
-    state["playing"] = False
-
-
-def _reset() -> None:
-    stepper.reset()
-    state["playing"] = False
-
-
-# The slider and the picker are new widgets at each position (their key holds it). A rerun
-# the browser started before it had drawn the newest position (Play's timer) sends an older
-# widget's value back; only the widget drawn at the current position is the user's.
-def _on_slider(widget: str, drawn_at: int) -> None:
-    if drawn_at == stepper.cursor + 1:
-        _go(int(st.session_state[widget]))
-
-
+# The picker is a new widget at each position (its key holds it): only the one drawn at the
+# current position is the user's (an older one's value can arrive after a move).
 def _on_target(widget: str, drawn_at: int) -> None:
     name = st.session_state.get(widget)
     if name is not None and drawn_at == stepper.cursor + 1:
@@ -111,10 +109,6 @@ def _on_click(title: str) -> None:
         _go(position_of[name])
 
 
-def _play(on: bool) -> None:
-    state["playing"] = on
-
-
 # -- apply what the callbacks asked for, then draw ---------------------------------------------
 def _apply_pending(slot: Any) -> None:
     pending = st.session_state.pop(PENDING, None)
@@ -122,7 +116,8 @@ def _apply_pending(slot: Any) -> None:
         return
     where = position_of.get(pending[1], 0) if pending[0] == "name" else int(pending[1])
     target = max(0, min(len(names), where))
-    if target > len(stepper.events) + 20:  # a long run: show progress
+    ran = len(stepper.events)
+    if target > ran + 20:  # a long run: show progress
         bar = slot.progress(0.0, text="Running…")
 
         def _progress(i: int, n: int) -> None:
@@ -133,44 +128,63 @@ def _apply_pending(slot: Any) -> None:
         bar.empty()
     else:
         stepper.go_to(target)
+    if len(stepper.events) > ran and len(names) <= forward_frames.MAX_OPERATORS:
+        stepper.run_ahead(RUN_AHEAD_SECONDS)
+
+
+def _panels(checks: list[compare.OperatorCheck], token: Any, onnx_nodes: dict[str, str]) -> list[str]:
+    """The panel frame of every step run so far: the frames of the operators run since the last
+    call are added (the server runs ahead a little at a time), all made again when the
+    references or the run changed."""
+    events = stepper.events
+    key = (token, refs_source, id(events[0]) if events else None)
+    cached = state.get("panels")
+    if cached is None or cached[0] != key or cached[1] > len(events):
+        cached = state["panels"] = (key, 0, [])
+    _, done, frames = cached
+
+    def make(new: list, start: bool) -> list[str]:
+        return forward_frames.panel_frames(
+            new,
+            names,
+            kernel_of=lambda e: event_kernel(runtime, e),
+            checks=checks,
+            ref_source=refs_source,
+            onnx_nodes=onnx_nodes,
+            start=start,
+        )
+
+    if done < len(events) or not frames:
+        frames = (frames or make([], True)) + make(events[done:], False)  # a new list: the browser's copy is another
+        state["panels"] = (key, len(events), frames)
+    return frames
 
 
 def _body() -> None:
     global refs, refs_source
     active = compare_panel.active_references(model, resolved)
     refs, refs_source = active.refs, active.source
-    sync_timer(state, current_speed("fw_speed"))
-    if state["playing"]:
-        for _ in range(steps_due(state, current_speed("fw_speed"))):
-            if stepper.step() is None:
-                break
-        if stepper.cursor + 1 >= len(names) or stepper.error is not None:
-            state["playing"] = False
-            st.rerun(scope="app")
     _apply_pending(st.empty())  # always present, so the elements below keep their places
-    at_end = stepper.cursor + 1 >= len(names) or (
-        stepper.error is not None and stepper.cursor + 1 >= len(stepper.events)
-    )
     event = stepper.current
-    pos = stepper.cursor + 1  # the slider and the picker show it (new widgets per position)
-    common.set_url(step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
+    pos = stepper.cursor + 1
+    stopped = stepper.error is not None
+    total = len(stepper.events) if stopped else len(names)  # past a failure there is nothing to show
+    browser = len(names) <= forward_frames.MAX_OPERATORS  # frames for the steps run so far
+    common.set_url(step=pos or None)
     common.write_url()
-    url_follows("fw_url", step=stepper.cursor + 1 if stepper.cursor >= 0 else None)
 
-    b = st.columns([1, 1, 1, 1.2, 1.1, 1.4, 4.2])
-    b[0].button(
-        "Reset", key="fw_reset", width="stretch", on_click=_reset, disabled=stepper.cursor < 0 and not stepper.events
+    step_controls(
+        "fw_steps",
+        group,
+        total,
+        pos,
+        state.get("seq", 0),
+        _reported,
+        prefix="fw",
+        known=len(stepper.events) if browser else -1,
     )
-    b[1].button("Back", key="fw_back", width="stretch", on_click=_back, disabled=stepper.cursor < 0)
-    b[2].button("Step", key="fw_step", width="stretch", on_click=_step, disabled=at_end, type="primary")
-    b[3].button("Run all", key="fw_run_all", width="stretch", on_click=_go, args=(len(names),), disabled=at_end)
-    if state["playing"]:
-        b[4].button("Pause", key="fw_pause", width="stretch", on_click=_play, args=(False,))
-    else:
-        b[4].button("Play", key="fw_play", width="stretch", on_click=_play, args=(True,), disabled=at_end)
-    with b[5]:
-        speed_picker("fw_speed")
-    b[6].selectbox(
+    pick, link = st.columns([5, 1])
+    pick.selectbox(
         "Go to operator",
         names,
         index=None if event is None else pos - 1,
@@ -181,57 +195,47 @@ def _body() -> None:
         placeholder="go to an operator (or click it in the graph)",
         label_visibility="collapsed",
     )
-    st.slider(
-        "Position in the execution order",
-        0,
-        len(names),
-        pos,
-        key=f"fw_pos_{pos}",
-        on_change=_on_slider,
-        args=(f"fw_pos_{pos}", pos),
-        label_visibility="collapsed",
-        help="0 = before the first operator",
-    )
-    step_keys("fw_keys", _step, _back, buttons={"fw_step": _step, "fw_back": _back})  # none merged
+    if event is not None and link.button(
+        "Details in Graph", key="fw_to_graph", width="stretch", help="its params and weights on the Graph page"
+    ):
+        st.session_state["graph_selected"] = (model.key, event.name)
+        st.switch_page("pages/2_graph.py")
 
     failure = stepper.failure
-    if stepper.error is not None:
+    if stopped:
         _show_failure(failure)
-
-    if event is None:
-        st.info(
-            f"Nothing has run yet. The first operator is **{names[0]}**: press **Step** (or →)."
-            + ("" if refs else " To check each operator, choose references under **Compare with**, below the graph.")
-        )
-    else:
-        line, link = st.columns([5, 1])
-        how = event_kernel(runtime, event)  # e.g. a conv's kernel: Winograd F(4x4, 3x3)
-        line.markdown(
-            f"**Operator {event.index + 1} of {len(names)}: `{event.name}`** ({event.type}"
-            + (f", {how}" if how else "")
-            + f"), {event.seconds * 1e3:.3f} ms"
-            + (
-                f" · ONNX node `{active.onnx_nodes[event.name].replace('`', chr(39))}`"
-                if event.name in active.onnx_nodes
-                else ""
-            )
-            + (f" · next: `{stepper.next_name}`" if stepper.next_name else " · the last operator")
-        )
-        if link.button(
-            "Details in Graph", key="fw_to_graph", width="stretch", help="its params and weights on the Graph page"
-        ):
-            st.session_state["graph_selected"] = (model.key, event.name)
-            st.switch_page("pages/2_graph.py")
-        ncnn_panel.step_line(model, resolved, event, active)  # ours vs ncnn vs PyTorch, when ncnn is the reference
     checks = state.setdefault("checks", compare.CheckCache()).checks(stepper.events, refs, active.token) if refs else []
+    if browser:
+        panels = _panels(checks, active.token, active.onnx_nodes)
+    else:  # only the step on view (a model this big steps on the server)
+        one = forward_frames.panel_frames(
+            stepper.events[pos - 1 : pos] if pos else [],
+            names,
+            kernel_of=lambda e: event_kernel(runtime, e),
+            checks=checks,
+            ref_source=refs_source,
+            onnx_nodes=active.onnx_nodes,
+        )
+        panels = one[:1] + [DRAWING] * (pos - 1) + one[1:]
     left, right = st.columns([1, 1])
     with left:
-        _graph_panel(event.name if event is not None else None, checks, failure)
-    with right.container(key="fw_tensor"):
-        _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
-    _errors_panel(checks, active.onnx_nodes)
-    ncnn_panel.layer_table(model, resolved, stepper.events, active)
-    _outputs()
+        _graph_panel(pos, checks, failure, browser)
+    with right:
+        step_panel(
+            "fw_panel",
+            group,
+            panels,
+            pos,
+            beyond=WAIT,
+            behind=".st-key-fw_tensor, [class*='st-key-fw_target_']",  # the server's, for its step
+        )
+        with st.container(key="fw_tensor"):
+            ncnn_panel.step_line(model, resolved, event, active)  # ours vs ncnn vs PyTorch, when ncnn is the reference
+            _tensors_panel(event, checks[event.index] if event is not None and event.index < len(checks) else None)
+    _errors_panel(checks, pos, active.onnx_nodes)
+    ncnn_panel.layer_table(model, resolved, stepper.events[:pos], active)  # up to the step on view
+    if pos == len(names):  # (the server may have run to the end ahead of the view)
+        _outputs()
 
 
 def _show_failure(failure: BaseException | None) -> None:
@@ -256,8 +260,10 @@ def _show_failure(failure: BaseException | None) -> None:
         st.caption("The operator is marked dark red in the graph.")
 
 
-def _graph_panel(current: str | None, checks: list[compare.OperatorCheck], failure: BaseException | None) -> None:
+def _graph_panel(pos: int, checks: list[compare.OperatorCheck], failure: BaseException | None, browser: bool) -> None:
+    """The graph at `pos`; with `browser`, the frame of every step run so far goes along."""
     failed_op = getattr(failure, "operator", None)
+    current = names[pos - 1] if pos else None
     modes = (["errors"] if refs else []) + ["progress", "categories"]
     if st.session_state.get("fw_color_mode") not in modes:  # references gone: back to the default
         st.session_state.pop("fw_color_mode", None)
@@ -272,41 +278,46 @@ def _graph_panel(current: str | None, checks: list[compare.OperatorCheck], failu
     assert model.graph is not None  # (checked at the top)
     view = graph_view(model.graph, show=[current, failed_op], expanded=modules.expanded)
     modules.remember(view)
+    events = stepper.events if browser else stepper.events[:pos]
     if mode == "categories":
-        overlay = Overlay(highlight=view.node_for(current), legend=view.legend(), highlight_label="current step")
+        overlay = Overlay(legend=view.legend(), highlight_label="current step")
+        fills, priority = None, []
     else:
         if mode == "errors":
-            colors, legend = compare.error_colors(checks), list(compare.ERROR_LEGEND)
+            fills, legend = forward_frames.error_colors(checks), list(compare.ERROR_LEGEND)
             note = "grey: not compared (no reference, or not run yet)"
         else:
-            colors = {e.name: RAN for e in stepper.events}
-            legend, note = [("run", RAN)], "grey: not run yet"
+            fills, legend, note = forward_frames.progress_colors(events), [("run", RAN)], "grey: not run yet"
         if failed_op is not None:
-            colors[failed_op] = FAILED
             legend.append(("stopped here", FAILED))
-        colors = roll_up(colors, view.unit_of, [c for _, c in legend])
-        overlay = state_overlay(colors, legend, highlight=view.node_for(current), note=note)
-    if failed_op is not None and current is None:
-        overlay.highlight = view.node_for(failed_op)
-    show_graph(view.dot, "forward", overlay, height=520, follow=True, on_click=_on_click)
+        overlay = state_overlay({}, legend, note=note)
+        priority = [c for _, c in legend]
+    # Fills up to the step on view: a step colours what has run by then (Back uncolours).
+    frames = forward_frames.graph_frames(events, view.unit_of, fills, priority, failed_op)
+    if not browser:
+        frames = frames[: pos + 1]
+    overlay.highlight = frames[min(pos, len(frames) - 1)]["highlight"]
+    show_graph(
+        view.dot,
+        "forward",
+        overlay,
+        height=520,
+        follow=True,
+        on_click=_on_click,
+        frames=frames,
+        group=group,
+        step=pos,
+        additive=True,
+    )
 
 
 def _tensors_panel(event: Any, check: compare.OperatorCheck | None) -> None:
+    """What the server draws for the step the user stopped at: one tensor's picture (the
+    summaries of all of them are in the step's panel, drawn in the browser)."""
     if event is None:
         st.caption("The current operator's inputs and outputs show here.")
         return
-    items: list[tuple[str, str, np.ndarray]] = []
-    for direction, values in (("in", event.inputs), ("out", event.outputs)):
-        for name, value in values.items():
-            arrays = tensors.as_arrays(value)
-            for i, a in enumerate(arrays):
-                suffix = f"[{i}]" if len(arrays) > 1 else ""
-                items.append((f"{direction} %{name}{suffix}", name + (f"_{i}" if suffix else ""), a))
-    if event.type == "pnnx.Input":
-        st.caption("pnnx.Input passes the model's input through.")
-    if len(items) > MAX_TENSORS:
-        st.caption(f"{len(items)} tensors: showing the first {MAX_TENSORS - 1} and the output.")
-        items = items[: MAX_TENSORS - 1] + [items[-1]]
+    items = forward_frames.tensor_items(event)
     labels = model.meta.get("labels")
     # One tensor at a time (drawing every tab would make each step slow); the output first.
     names_ = [label for label, _, _ in items]
@@ -328,6 +339,7 @@ def _tensors_panel(event: Any, check: compare.OperatorCheck | None) -> None:
         ref_source=refs_source,
         view_key="fw_view",
         labels=labels if labels and a.size == len(labels) else None,
+        stats=False,
     )
 
 
@@ -341,14 +353,17 @@ def _worst_output(items: list[tuple[str, str, np.ndarray]], check: compare.Opera
     )
 
 
-def _errors_panel(checks: list[compare.OperatorCheck], onnx_nodes: dict[str, str]) -> None:
+def _errors_panel(every: list[compare.OperatorCheck], pos: int, onnx_nodes: dict[str, str]) -> None:
+    """The operators up to the step on view; the first failure among all those run (the
+    server may have run ahead of the view)."""
     if not refs:
         return
+    checks = every[:pos]
     st.subheader("Error against the reference, per operator")
     summary = compare.summarize(checks)
     level, sentence = compare.verdict(summary, refs_source)
     getattr(st, level)(sentence)
-    bad = compare.first_bad(checks)
+    bad = compare.first_bad(every)
     if bad is not None:
         st.button(
             f"Go to the first failure: {bad.name} (operator {bad.index + 1})",
@@ -459,8 +474,8 @@ def _outputs() -> None:
         st.markdown(line)
 
 
-# Play re-runs only this fragment on a timer; clicks inside it re-run only it too (fast).
-run_fragment(_body, state, current_speed("fw_speed"))
+# A report or a click inside the fragment re-runs only it (fast).
+st.fragment(_body)()
 # Outside the fragment: nothing in it changes with the step (its Save and Download read the
 # stepper when clicked), so a Step no longer sends and redraws its uploader, radio, expander
 # and buttons (about a quarter off a ResNet-18 step: bench/bench_app.py, docs/app_latency.md).

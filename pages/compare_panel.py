@@ -263,7 +263,7 @@ def _run_actions(model: common.LoadedModel, resolved: common.ResolvedInput, step
     )
     if "fw_saved_note" in st.session_state and st.session_state["fw_saved_note"] is None:
         del st.session_state["fw_saved_note"]
-        st.warning("Nothing has run yet: press **Step** (or **Run all**) first, then save the run.")
+        st.warning("Nothing has run yet: press **Step** (or **End**) first, then save the run.")
     note = st.session_state.pop("fw_saved_note", None)
     if note is not None:
         label, dropped = note

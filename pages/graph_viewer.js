@@ -15,7 +15,8 @@
 //        Python: the SVG itself only the first time this session draws it),
 //        frames + group (steps in the browser: frames[i] is the overlay of step i, with each
 //        node's label lines `texts` and the edges drawn apart `edges` {"a->b": "current" |
-//        "removed"}; the step is the group's, from pages/step_controls.js's "kx-step" events)}
+//        "removed"}; the step is the group's, from pages/step_controls.js's "kx-step" events;
+//        with `additive`, frame i's colors are what step i adds to frames 0..i-1's)}
 // trigger: clicked = the <title> of the node or cluster clicked; missing = the id of a
 // big graph's SVG this page does not hold (Python then sends it again).
 // For automation the .kx-view element carries dataset {scale, fontPx, nodes, inView,
@@ -689,7 +690,11 @@ function frameData(s) {
   const at = (window.__kxSteps || {})[d.group];
   const i = Math.max(0, Math.min(frames.length - 1, at ?? d.step ?? 0));
   s.view.dataset.step = String(i);
-  return { ...d, ...frames[i] };
+  if (!d.additive) return { ...d, ...frames[i] };
+  // Each frame holds the fills its step adds (Forward): step i's are frames 0..i's, merged.
+  const colors = { ...(d.colors || {}) };
+  for (let k = 0; k <= i; k++) Object.assign(colors, frames[k].colors);
+  return { ...d, ...frames[i], colors };
 }
 
 // The box is at least as tall as asked and grows to the window (1080p uses the screen), but

@@ -108,6 +108,7 @@ def show_graph(
     group: str | None = None,
     step: int = 0,
     link: str | None = None,
+    additive: bool = False,
 ) -> None:
     """Draw `dot` in the viewer. on_click(title) runs as a callback (before the next run).
 
@@ -116,7 +117,8 @@ def show_graph(
     view; export_name: the file name (without extension) of the SVG/PNG download;
     min_font_px: node text is never drawn smaller at first (a presenter view asks for more);
     frames, group, step: steps in the browser (pages/step_controls.py): frames[i] is drawn
-    over `overlay` while group `group` is at step i (`step` until the controls say);
+    over `overlay` while group `group` is at step i (`step` until the controls say); with
+    `additive`, frame i's colors are only what step i adds (a long run's fills stay small);
     link: viewers given the same name pan and zoom together (Passes' two graphs)."""
     ov = overlay or Overlay()
 
@@ -156,6 +158,7 @@ def show_graph(
                 "frames": frames,
                 "group": group,
                 "step": int(step),
+                "additive": additive,
                 "link": link,
             },
             on_clicked_change=_clicked,

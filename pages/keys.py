@@ -17,8 +17,8 @@ drawn: however many are pending when a run starts, they all apply in that run an
 page is drawn once, for the final position. Events that arrive while a fragment's run is
 going on wait for its end and apply in the next run. (Stopping such a run early through
 Streamlit's private request state froze the page after a Reset and a burst: issue 38.)
-Walkthroughs whose every step is known in advance step in the browser instead
-(pages/step_controls.py).
+Walkthroughs and Forward step in the browser instead (pages/step_controls.py); this is
+for the presenter's and the quizzes' keys.
 """
 
 from __future__ import annotations
@@ -116,13 +116,3 @@ def keyboard(
         data={"keys": sorted(actions), "buttons": sorted(buttons)},
         on_clicks_change=_apply,
     )
-
-
-def step_keys(
-    key: str,
-    forward: Callable[[], None],
-    back: Callable[[], None],
-    buttons: Mapping[str, Callable[[], None]] | None = None,
-) -> None:
-    """→ and PageDown step forward, ← and PageUp step back; `buttons`: as keyboard's."""
-    keyboard(key, {k: forward if d > 0 else back for k, d in STEP_KEYS.items()}, buttons)

@@ -11,7 +11,8 @@
 //
 // data: {group, total, step, seq, prefix (the buttons' keys: PREFIX_step …), label_suffix,
 //        url_param, report_ms, speeds {label: steps per second}, speed, first (the lowest
-//        step: 0 = before the first event, 1 for a walk that opens on its first step)}
+//        step: 0 = before the first event, 1 for a walk that opens on its first step),
+//        known (the last step with a frame; past it the position is reported at once)}
 // state: step (the position, reported as above).
 // Listeners: window "kx-step" events {group, step}; window.__kxSteps[group] the position now.
 
@@ -89,7 +90,9 @@ function go(s, to) {
   announce(s.data.group, step);
   writeUrl(s);
   clearTimeout(s.reportTimer);
-  const wait = s.data.report_ms ?? 700;
+  // A step past `known` has no frame yet (Forward: an operator not run): the server must run
+  // it, so it hears the position at once.
+  const wait = step > (s.data.known ?? s.data.total) ? 0 : (s.data.report_ms ?? 700);
   if (wait <= 0) s.report("step", s.step);
   else s.reportTimer = setTimeout(() => s.report("step", s.step), wait);
 }

@@ -11,7 +11,10 @@ No private Streamlit state is involved: a step is a plain component state value.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,10 +51,12 @@ def step_controls(
     url_param: str | None = "step",
     report_ms: int | None = None,
     first: int = 0,
+    known: int | None = None,
 ) -> None:
     """The controls of one walk of `total` steps, at `step`. `seq`: bump it whenever the
     server moves the position itself (the browser then takes `step`); on_step(n) runs (as a
-    callback) with the browser's position once the user pauses."""
+    callback) with the browser's position once the user pauses, or at once for a step past
+    `known` (the last step the browser has a frame for: Forward's operators not run yet)."""
 
     def _reported() -> None:
         value = (st.session_state.get(key) or {}).get("step")
@@ -73,14 +78,53 @@ def step_controls(
             "speeds": SPEEDS,
             "speed": DEFAULT,
             "first": int(first),
+            "known": int(total if known is None else known),
         },
         on_step_change=_reported,
     )
 
 
-def step_panel(key: str, group: str, frames: list[str], step: int) -> None:
-    """The panel of `group`: frames[step] (HTML made and escaped by kuiper_core.explore)."""
-    _panel(key=key, data={"group": group, "frames": frames, "step": int(step)})
+PACK_ABOVE = 32_000  # bytes of frames' JSON above which they go deflated (Forward on deep1500: 0.9 MB -> 50 KB)
+_packed: list[tuple[list[str], dict[str, str]]] = []  # the last frames packed (each a rerun sends again)
+
+
+def _pack(frames: list[str]) -> dict[str, str] | None:
+    """{"z": base64 of the zlib-deflated JSON, "id"} for frames above PACK_ABOVE, else None.
+    step_panel.js inflates them once per id (DecompressionStream)."""
+    for kept, packed in _packed:
+        if kept is frames:  # the same list (the page caches it): packed once
+            return packed
+    text = json.dumps(frames)
+    if len(text) <= PACK_ABOVE:
+        return None
+    body = text.encode()
+    packed = {
+        "z": base64.b64encode(zlib.compress(body, 6)).decode(),
+        "id": hashlib.blake2b(body, digest_size=12).hexdigest(),
+    }
+    _packed.insert(0, (frames, packed))
+    del _packed[8:]
+    return packed
+
+
+def step_panel(
+    key: str, group: str, frames: list[str], step: int, *, beyond: str | None = None, behind: str | None = None
+) -> None:
+    """The panel of `group`: frames[step] (HTML made and escaped by kuiper_core.explore).
+    beyond: the HTML for a step past the last frame ("{step}" is its number); behind: a CSS
+    selector of what the server drew for `step`, dimmed while the browser shows another."""
+    packed = _pack(frames)
+    _panel(
+        key=key,
+        data={
+            "group": group,
+            "frames": None if packed else frames,
+            "packed": packed,
+            "step": int(step),
+            "beyond": beyond,
+            "behind": behind,
+        },
+    )
 
 
 _URL_JS = """

@@ -235,13 +235,16 @@ def show_tensor(
     labels: Sequence[str] | None = None,
     ref_source: str = "the reference",
     view_key: str | None = None,
+    stats: bool = True,
 ) -> None:
     """Stats, then one view: a picture chosen by shape, the values, the histogram, or the
     difference to `ref`. Only the chosen view is drawn (a step stays quick); `view_key`
-    keeps the choice across tensors and steps."""
+    keeps the choice across tensors and steps. stats=False: the caller shows them (Forward's
+    step panel, drawn in the browser)."""
     s = tensors.tensor_stats(a)
-    cols = ["min", "max", "mean", "std", "nan", "inf"]
-    st.dataframe(pd.DataFrame([{k: _fmt(s[k]) for k in cols}]), hide_index=True, width="stretch")
+    if stats:
+        cols = ["min", "max", "mean", "std", "nan", "inf"]
+        st.dataframe(pd.DataFrame([{k: _fmt(s[k]) for k in cols}]), hide_index=True, width="stretch")
     if s["nan"] or s["inf"]:
         st.warning(f"{s['nan']} NaN and {s['inf']} Inf values")
     comparison = compare.compare(a, ref) if ref is not None else None

@@ -262,3 +262,10 @@ def graph_render_seconds(page, model: str) -> tuple[float, int]:
     nodes = page.locator(f"{VIEW_SVG} g.node").count()
     wait_idle(page)
     return seconds, nodes
+
+
+def wait_caught_up(page, timeout_ms: int = 90_000) -> None:
+    """Until the server has drawn the step the browser shows (Forward steps in the browser and
+    dims what the server drew for another step: pages/step_panel.js's `behind`) and is idle."""
+    page.wait_for_function(f"() => !document.querySelector('.kx-behind') && {IDLE_JS}", timeout=timeout_ms)
+    wait_idle(page, timeout_ms)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import zlib
 from typing import Any
 
 from conftest import ROOT
@@ -98,3 +100,60 @@ def keyed(elements, prefix: str):
     in their key: fw_pos_5, order_pos_4, fw_target_5)."""
     (found,) = [e for e in elements if e.key and e.key.startswith(prefix)]
     return found
+
+
+# -- Step through Forward: its steps happen in the browser (pages/step_controls.js) ------------
+def component_data(at: AppTest, name: str, i: int = 0) -> dict[str, Any]:
+    """The data the i-th component `name` was given (kx_step_controls, kx_step_panel, …)."""
+    return [json.loads(el.proto.json) for el in at.get("bidi_component") if el.proto.component_name == name][i]
+
+
+def forward_controls(at: AppTest) -> dict[str, Any]:
+    """Forward's step controls: step (the server's position), total, known (frames up to), seq."""
+    return next(
+        json.loads(el.proto.json)
+        for el in at.get("bidi_component")
+        if el.proto.component_name == "kx_step_controls" and json.loads(el.proto.json)["prefix"] == "fw"
+    )
+
+
+def forward_go(at: AppTest, position: int) -> AppTest:
+    """The browser's controls reporting a position, as after a pause (or a step past the
+    operators run, reported at once); a position past the end is the end (Run all)."""
+    at.session_state["fw_pending"] = ("report", position)
+    at.run()
+    no_exception(at)
+    return at
+
+
+def forward_step(at: AppTest, times: int = 1) -> AppTest:
+    for _ in range(times):
+        forward_go(at, forward_controls(at)["step"] + 1)
+    return at
+
+
+def forward_back(at: AppTest) -> AppTest:
+    return forward_go(at, max(0, forward_controls(at)["step"] - 1))
+
+
+def forward_panel(at: AppTest) -> str:
+    """The HTML Forward's step panel shows at the server's position."""
+    panel = component_data(at, "kx_step_panel")
+    frames = panel["frames"]
+    if panel.get("packed"):  # sent deflated (pages/step_controls.py: a long run's frames)
+        frames = json.loads(zlib.decompress(base64.b64decode(panel["packed"]["z"])))
+    return frames[min(panel["step"], len(frames) - 1)]
+
+
+def viewer_colors(at: AppTest, i: int = 0) -> dict[str, str]:
+    """The fills viewer i shows at its step (frames with `additive` add to the ones before)."""
+    v = viewers(at)[i]
+    if not v.get("frames"):
+        return v["colors"]
+    upto = min(v["step"], len(v["frames"]) - 1)
+    if not v.get("additive"):
+        return v["frames"][upto].get("colors", v["colors"])
+    colors = dict(v["colors"])
+    for frame in v["frames"][: upto + 1]:
+        colors.update(frame["colors"])
+    return colors

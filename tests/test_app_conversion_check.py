@@ -10,7 +10,7 @@ from conftest import DATA
 from kuiper_core.formats import base, converter_available
 
 pytest.importorskip("streamlit")
-from apptest_helpers import FORWARD, app, no_exception  # noqa: E402
+from apptest_helpers import FORWARD, app, forward_panel, no_exception  # noqa: E402
 from test_conversion_check import _altering_converter  # noqa: E402
 
 PROBE = DATA / "conversion_check" / "probe.onnx"
@@ -43,7 +43,7 @@ def test_a_disagreeing_conversion_is_shown_in_the_error_colour_with_a_way_to_whe
     assert links and links[0].proto.query_string == "step=2"  # conv2d_0, step 2 (after pnnx.Input)
     at.button(key="home_verdict_to_forward").click().run()
     no_exception(at)
-    assert any("Operator 2 of 8" in m.value for m in at.markdown), [m.value for m in at.markdown][:8]
+    assert "Operator 2 of 8:" in forward_panel(at), forward_panel(at)
     assert sum("DISAGREES" in e.value for e in at.sidebar.error) >= 1  # still said on the Forward page
 
 

@@ -16,7 +16,19 @@ import kuiper_core
 from kuiper_core.explore import compare as C
 
 pytest.importorskip("streamlit")
-from apptest_helpers import FORWARD, HOME, app, click, highlight, no_exception, texts, viewers  # noqa: E402
+from apptest_helpers import (  # noqa: E402
+    FORWARD,
+    HOME,
+    app,
+    click,
+    forward_go,
+    forward_step,
+    highlight,
+    no_exception,
+    texts,
+    viewer_colors,
+    viewers,
+)
 
 DEBUG = DATA / "debug_models"  # tools/export_debug_fixtures.py
 
@@ -45,7 +57,7 @@ def test_hook_keyed_references_switch_to_the_error_view_and_compare_what_pnnx_ke
     at.switch_page(FORWARD).run()
     no_exception(at)
     assert at.radio(key="fw_color_mode").value == "progress"  # nothing to compare with yet
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     at.file_uploader(key="forward_refs").upload("hooks.npz", (DEBUG / "small_cnn.hooks.npz").read_bytes()).run()
     no_exception(at)
     assert at.radio(key="fw_color_mode").value == "errors"  # references arrived: the error view
@@ -66,7 +78,7 @@ def test_the_colour_view_chosen_stays_while_stepping() -> None:
     at = app("resnet18", FORWARD)
     assert at.radio(key="fw_color_mode").value == "errors"  # PyTorch's references for the sample
     at.radio(key="fw_color_mode").set_value("progress").run()
-    click(at, "fw_step", 2)
+    forward_step(at, 2)
     assert at.radio(key="fw_color_mode").value == "progress"
 
 
@@ -81,15 +93,15 @@ def test_the_first_failure_offered_is_the_node_drawn_red() -> None:
     bad = [r for r in g.order if r.type == "nn.Linear"][0]
     refs[bad.op.outputs[0].name] = refs[bad.op.outputs[0].name] + 0.01  # the issue's injected error
     at.session_state["kx_refs"], at.session_state["kx_refs_name"] = refs, "off.npz"
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     assert at.radio(key="fw_color_mode").value == "errors"
     button = next(b for b in at.button if b.key == "fw_show_bad")
     assert f"{bad.name} (operator {order.index(bad.name) + 1})" in button.label
     click(at, "fw_show_bad")
-    viewer = viewers(at)[0]
-    assert highlight(at) == bad.name and viewer["colors"][bad.name] == C.ERROR_COLORS["first bad"]
+    colors = viewer_colors(at)
+    assert highlight(at) == bad.name and colors[bad.name] == C.ERROR_COLORS["first bad"]
     later = order[order.index(bad.name) + 1 :]
-    assert all(viewer["colors"].get(n) != C.ERROR_COLORS["first bad"] for n in later)
+    assert all(colors.get(n) != C.ERROR_COLORS["first bad"] for n in later)
 
 
 @pytest.mark.slow
@@ -98,13 +110,12 @@ def test_save_a_run_and_compare_another_input_with_it() -> None:
     click(at, "fw_save_run")  # nothing has run yet: said so, nothing saved
     assert any("Nothing has run yet" in w.value for w in at.warning)
     assert "kx_saved_runs" not in at.session_state or not at.session_state["kx_saved_runs"]
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     click(at, "fw_save_run")
     assert any("Saved 'run 1: digits_cnn, the model's sample input'" in s.value for s in at.success)
     # the same input against the saved run: every operator equal
     at.radio(key="fw_ref_choice").set_value("run:run 1: digits_cnn, the model's sample input").run()
-    click(at, "fw_reset")
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     said = " ".join(texts(at.success))
     assert "12 of 12 operators run so far compared with the saved run 'run 1" in said and "all 12" in said, said
     # another input: the page compares with the run, and the first difference is the first operator after the input
@@ -113,7 +124,7 @@ def test_save_a_run_and_compare_another_input_with_it() -> None:
     at.switch_page(FORWARD).run()
     no_exception(at)
     assert at.radio(key="fw_ref_choice").value.startswith("run:run 1")
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     assert any("over tolerance" in e.value for e in at.error), texts(at.error)
     first = next(b for b in at.button if b.key == "fw_show_bad")
     assert "(operator 1)" in first.label  # the input itself differs
@@ -126,7 +137,7 @@ def test_every_tensor_is_downloadable_without_references() -> None:
     at.switch_page(FORWARD).run()
     dl = [d for d in at.get("download_button") if "every tensor" in d.proto.label]
     assert dl and "empty until a Step" in dl[0].proto.help  # never disabled (no whole-page rerun to enable it)
-    click(at, "fw_step")
+    forward_step(at)
     dl = [d for d in at.get("download_button") if "every tensor" in d.proto.label]
     assert dl and not dl[0].proto.disabled
     assert not at.button(key="fw_save_run").disabled
@@ -142,7 +153,7 @@ def test_an_uploaded_model_survives_a_reload_by_its_digest_in_the_url() -> None:
     at = app()
     _upload_model(at)
     at.switch_page(FORWARD).run()
-    click(at, "fw_step", 3)
+    forward_step(at, 3)
     digest = _param(at, "upload")
     assert digest and _param(at, "model") is None and _param(at, "step") == "3"
     reloaded = app(None, FORWARD, query={"upload": digest, "step": "3"})  # a new session from the same URL
@@ -186,7 +197,7 @@ def test_a_failing_operator_shows_its_failing_output_first() -> None:
     refs["2"] = refs["2"] + 0.01  # the LSTM's second output (h_n)
     at.session_state["kx_refs"], at.session_state["kx_refs_name"] = refs, "off.npz"
     at.switch_page(FORWARD).run()
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     click(at, "fw_show_bad")
     assert highlight(at) == "rnn"
     tensors = next(g for g in at.get("button_group") if g.key == "fw_tensor_1")
@@ -208,14 +219,14 @@ def test_compare_the_model_after_kuiper_opt_with_a_run_saved_before(tmp_path) ->
     cmd = [sys.executable, "-m", "kuiper_core.cli", "opt", str(SAMPLES / "resnet18.pnnx.param"), "-O2", "-o", str(out)]
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, timeout=300)
     at = app("resnet18", FORWARD)
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     click(at, "fw_save_run")
     at.switch_page(HOME).run()
     _upload_model_files(at, out, out.with_suffix(".bin"))
     _use_input(at, np.load(SAMPLES / "resnet18.input.npy"))
     at.switch_page(FORWARD).run()
     at.radio(key="fw_ref_choice").set_value("run:run 1: resnet18, the model's sample input").run()
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     said = " ".join(texts(at.success))
     assert "43 of 43 operators run so far compared with the saved run 'run 1: resnet18" in said, said
     assert "all 43 within tolerance" in said
@@ -228,7 +239,7 @@ def test_the_difference_view_is_scaled_from_zero_to_the_tolerance() -> None:
     """digits_cnn's first conv agrees with PyTorch within float noise: its difference picture
     runs from 0 to the tolerance (not from the noise's min to its max) and says so."""
     at = app("digits_cnn", FORWARD)
-    click(at, "fw_step", 2)
+    forward_step(at, 2)
     at.session_state["fw_view"] = "difference"
     at.run()
     no_exception(at)

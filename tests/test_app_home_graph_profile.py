@@ -19,6 +19,8 @@ from apptest_helpers import (  # noqa: E402
     PROFILE,
     app,
     dots,
+    forward_panel,
+    forward_step,
     highlight,
     no_exception,
     operator_nodes,
@@ -286,7 +288,7 @@ def test_bundled_digit_examples_are_a_picker() -> None:
     no_exception(at)
     assert sidebar_input(at) == f"held-out example 5 of {len(images)}, a {labels[4]}"
     at.switch_page(FORWARD).run()
-    at.button(key="fw_step").click().run()
+    forward_step(at)
     x = at.session_state["kx_forward"].stepper.inputs[0]
     assert np.array_equal(x, images[4:5])
 
@@ -294,7 +296,7 @@ def test_bundled_digit_examples_are_a_picker() -> None:
 @pytest.mark.slow
 def test_a_shared_link_opens_the_model_page_and_step() -> None:
     at = app(None, FORWARD, query={"model": "resnet18", "step": "5"})
-    assert any("Operator 5 of 51" in m.value for m in at.markdown)
+    assert "Operator 5 of 51:" in forward_panel(at)
     assert at.sidebar.markdown[0].value.startswith("**Model:** `resnet18`")
     assert at.query_params["step"] in ("5", ["5"]) and at.query_params["model"] in ("resnet18", ["resnet18"])
 

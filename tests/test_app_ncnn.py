@@ -17,7 +17,7 @@ from conftest import DATA
 from kuiper_core.formats import converter_available
 
 pytest.importorskip("streamlit")
-from apptest_helpers import FORWARD, GRAPH, ORDER, app, click, no_exception, texts  # noqa: E402
+from apptest_helpers import FORWARD, GRAPH, ORDER, app, click, forward_go, forward_panel, no_exception, texts  # noqa: E402
 
 NCNN = DATA / "ncnn"
 DEBUG = DATA / "debug_models"
@@ -71,10 +71,10 @@ def test_an_uploaded_ncnn_model_opens_draws_orders_and_steps() -> None:
     assert "f32" in conv["weights"]
 
     at.switch_page(FORWARD).run()
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     assert not at.error, texts(at.error)
     said = " ".join(m.value for m in at.markdown)
-    assert "Operator 9 of 9" in said and "out0: shape 10, float32" in said, said
+    assert "Operator 9 of 9:" in forward_panel(at) and "out0: shape 10, float32" in said, said
     y = at.session_state["kx_forward"].stepper.outputs()[0]  # PyTorch's answer, from the export
     with np.load(NCNN / "digits_cnn.expected.npz") as z:
         np.testing.assert_allclose(y, z["out0"].reshape(y.shape), rtol=1e-4, atol=1e-6)
@@ -112,7 +112,7 @@ def test_an_uploaded_ncnn_model_is_compared_with_ncnn_itself_layer_by_layer() ->
     assert at.radio(key="fw_ref_choice").value == "ncnn"  # the first source offered for an ncnn model
     click(at, "fw_ncnn")
     assert any("computed 7 of the 7 operands" in s.value and "fp16" in s.value for s in at.success), texts(at.success)
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     said = " ".join(texts(at.success))
     assert "9 of 9 operators run so far compared with ncnn (the deployed model): all 9 within tolerance" in said, said
     table = _compared(at)
@@ -160,7 +160,7 @@ def test_a_converted_model_is_compared_with_its_deployed_ncnn_model_and_pytorch(
     at.file_uploader(key="home_param").upload("small_cnn.onnx", (DEBUG / "small_cnn.onnx").read_bytes()).run()
     click(at, "home_load_upload")
     at.switch_page(FORWARD).run()
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     click(at, "fw_framework")
     at.radio(key="fw_ref_choice").set_value("ncnn").run()
     click(at, "fw_ncnn")
@@ -200,7 +200,7 @@ def test_a_path_on_the_server_opens_an_ncnn_model_with_the_shape_of_the_pnnx_fil
     pnnx_input = (tmp_path / "m.pnnx.param").read_text().splitlines()[2]
     assert f"#0=(1,{declared[1:-1]})f32" in pnnx_input  # the PNNX input's shape without its batch dim
     at.switch_page(FORWARD).run()
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     assert not at.error and any("out0: shape" in m.value for m in at.markdown), texts(at.error)
 
 

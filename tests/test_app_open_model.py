@@ -15,7 +15,7 @@ from conftest import DATA
 from kuiper_core.formats import converter_available
 
 pytest.importorskip("streamlit")
-from apptest_helpers import FORWARD, app, click, no_exception, texts  # noqa: E402
+from apptest_helpers import FORWARD, app, click, forward_go, forward_panel, no_exception, texts  # noqa: E402
 
 DEBUG = DATA / "debug_models"  # tools/export_debug_fixtures.py
 needs_converter = pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
@@ -67,7 +67,7 @@ def test_references_from_the_framework_compare_every_operator_of_an_onnx_model()
     at.session_state["kx_input_arrays"] = {"npy": (np.load(DEBUG / "small_cnn.input.npy"), "input.npy")}
     at.switch_page(FORWARD).run()
     assert at.radio(key="fw_ref_choice").value == "framework"
-    click(at, "fw_run_all")  # a finished run first: its values are given to the ONNX mapping
+    forward_go(at, 10**6)  # a finished run first: its values are given to the ONNX mapping
     click(at, "fw_framework")
     said = " ".join(texts(at.success))
     # one count of operands, and every operator compared: the output node too (issue 38)
@@ -80,7 +80,7 @@ def test_references_from_the_framework_compare_every_operator_of_an_onnx_model()
     assert dict(zip(table["operator"], table["ONNX node"]))["conv2d_0"] == "/conv1/Conv", table
     assert table.set_index("operator").loc["out0", "status"] == "within tolerance", table
     assert table.set_index("operator").loc["out0", "ONNX node"] == "/fc/Gemm", table
-    assert any("ONNX node `/fc/Gemm`" in m.value for m in at.markdown), texts(at.markdown)
+    assert "ONNX node <code>/fc/Gemm</code>" in forward_panel(at), forward_panel(at)
 
 
 @pytest.mark.slow
@@ -170,8 +170,8 @@ def test_a_textual_ir_model_opens_with_its_weights() -> None:
     _load(at)
     assert "Summary of `digits.kir`" in _summary(at), texts(at.error)
     at.switch_page(FORWARD).run()
-    click(at, "fw_run_all")
-    assert any("Operator 12 of 12" in m.value for m in at.markdown)
+    forward_go(at, 10**6)
+    assert "Operator 12 of 12:" in forward_panel(at)
 
 
 @pytest.mark.slow
@@ -189,7 +189,7 @@ def test_a_model_nobody_here_wrote_is_compared_operator_by_operator(file: str) -
     at.session_state["kx_input_arrays"] = {"npy": (np.load(users / f"{stem}.input.npy"), "input.npy")}
     at.switch_page(FORWARD).run()
     click(at, "fw_framework")
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     said = " ".join(texts(at.success))
     match = re.search(r"(\d+) of (\d+) operators run so far compared with .*: all \1 within tolerance", said)
     # every operator (pnnx.Output: the output it passes on), give or take pnnx.Input where only onnxruntime maps
@@ -237,7 +237,7 @@ def test_a_reload_keeps_the_uploaded_input_and_the_computed_references() -> None
     at.file_uploader(key="home_npy").upload("input.npy", buf.getvalue()).run()
     no_exception(at)
     at.switch_page(FORWARD).run()
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     if any(b.key == "fw_framework" for b in at.button):  # (an earlier test's, for this model and input, are kept)
         click(at, "fw_framework")
     assert "11 of 11 operators run so far compared" in " ".join(texts(at.success))

@@ -18,7 +18,27 @@ from kuiper_core.explore import compare as C
 from kuiper_core.explore import expression_view
 
 pytest.importorskip("streamlit")
-from apptest_helpers import EXPR, FORWARD, ORDER, app, click, dots, highlight, keyed, no_exception, texts, viewers  # noqa: E402
+from apptest_helpers import (  # noqa: E402
+    EXPR,
+    FORWARD,
+    ORDER,
+    app,
+    click,
+    dots,
+    forward_back,
+    forward_controls,
+    forward_go,
+    forward_panel,
+    forward_step,
+    highlight,
+    keyed,
+    no_exception,
+    texts,
+    viewer_colors,
+    viewers,
+)
+
+END = 10**6  # a position past the end: the End button (runs every operator left)
 
 MODELS = list(json.loads((SAMPLES / "models.json").read_text()))
 
@@ -45,10 +65,6 @@ def shown(at, i: int = 0) -> tuple[dict, str]:
 
 def runtime(name: str) -> kuiper_core.RuntimeGraph:
     return kuiper_core.load(SAMPLES / f"{name}.pnnx.param")
-
-
-def disabled(at, key: str) -> bool:
-    return at.button(key=key).disabled
 
 
 # -- Execution order ----------------------------------------------------------------------------------
@@ -170,20 +186,23 @@ def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> N
     g = runtime(name)
     names = [r.name for r in g.order]
     at = app(name, FORWARD)
-    assert disabled(at, "fw_back") and not disabled(at, "fw_step")
-    click(at, "fw_step")
+    controls = forward_controls(at)
+    assert controls["step"] == 0 and controls["total"] == len(names) and controls["known"] == 0  # nothing run yet
+    forward_step(at)
     assert highlight(at) == names[0]
-    click(at, "fw_step")
+    assert forward_controls(at)["known"] >= 1  # the operators run so far go to the browser as frames
+    forward_step(at)
     assert highlight(at) == names[1]
-    assert any(f"Operator 2 of {len(names)}" in m.value for m in at.markdown)
+    assert f"Operator 2 of {len(names)}: {names[1]}</b>" in forward_panel(at)
     assert keyed(at.selectbox, "fw_target_").value == names[1]  # the picker follows the cursor
-    assert keyed(at.slider, "fw_pos_").value == 2
-    click(at, "fw_back")
+    forward_back(at)
     assert highlight(at) == names[0] and keyed(at.selectbox, "fw_target_").value == names[0]
-    click(at, "fw_run_all")
+    forward_go(at, END)
     assert not at.error, texts(at.error)
     assert highlight(at) == names[-1]
-    assert disabled(at, "fw_step") and disabled(at, "fw_run_all") and not disabled(at, "fw_back")  # not one click late
+    controls = forward_controls(at)
+    assert controls["step"] == controls["total"] == controls["known"] == len(names)  # every step is a frame
+    assert len(viewers(at)[0]["frames"]) == len(names) + 1
     k = expected_compared(name, len(names))
     assert k >= 1  # every bundled model has at least PyTorch's outputs
     every = "within tolerance" if k == 1 else f"all {k} within tolerance"
@@ -191,17 +210,47 @@ def test_forward_steps_and_matches_pytorch_on_each_bundled_model(name: str) -> N
         f"{k} of {len(names)} operators run so far compared" in s.value and f": {every}" in s.value for s in at.success
     ), texts(at.success)
     assert any(h.value == "Outputs" for h in at.subheader)
-    click(at, "fw_back")
-    assert not disabled(at, "fw_step")
+    forward_back(at)
+    assert forward_controls(at)["step"] == len(names) - 1
+
+
+def test_forward_over_the_frame_bound_steps_on_the_server(monkeypatch) -> None:
+    """A model over forward_frames.MAX_OPERATORS sends the step on view only: every position
+    is reported at once (known = -1) and nothing is run ahead of it."""
+    from kuiper_core.explore import forward_frames
+
+    monkeypatch.setattr(forward_frames, "MAX_OPERATORS", 5)
+    at = app("digits_cnn", FORWARD)
+    forward_go(at, 3)
+    controls = forward_controls(at)
+    assert controls["known"] == -1 and controls["step"] == 3
+    assert len(at.session_state["kx_forward"].stepper.events) == 3  # no run ahead
+    assert "Operator 3 of 12:" in forward_panel(at)
+    assert len(viewers(at)[0]["frames"]) == 4 and highlight(at) == runtime("digits_cnn").order[2].name
+
+
+@pytest.mark.slow
+def test_forward_frames_of_a_long_model_go_deflated() -> None:
+    """deep1500 run to the end: all 1,503 steps go to the browser, the panels deflated (0.9 MB
+    of summaries as ~50 KB), the graph's frames one added fill a step at most."""
+    from apptest_helpers import component_data
+
+    at = app("deep1500", FORWARD)
+    forward_go(at, END)
+    panel = component_data(at, "kx_step_panel")
+    assert panel["frames"] is None and len(panel["packed"]["z"]) < 120_000
+    assert "Operator 1502 of 1502: " in forward_panel(at) and "the last operator" in forward_panel(at)
+    graph = viewers(at)[0]
+    assert len(graph["frames"]) == 1503 and graph["additive"] and len(json.dumps(graph["frames"])) < 120_000
+    assert forward_controls(at)["known"] == 1502
 
 
 @pytest.mark.slow
 def test_forward_on_resnet18_compares_every_operator_it_ran() -> None:
     """resnet18 bundles PyTorch's tensor for every operand: 44 operators run, 44 compared."""
     at = app("resnet18", FORWARD)
-    keyed(at.slider, "fw_pos_").set_value(44).run()
-    no_exception(at)
-    assert any("Operator 44 of 51" in m.value for m in at.markdown)
+    forward_go(at, 44)
+    assert "Operator 44 of 51:" in forward_panel(at)
     assert any("44 of 44 operators run so far compared with PyTorch" in s.value for s in at.success), texts(at.success)
     assert at.radio(key="fw_color_mode").value == "errors"
 
@@ -213,7 +262,7 @@ def test_forward_big_feature_map_is_a_picture_whose_scale_is_pytorchs() -> None:
     from kuiper_core.explore.tensor_view import block_reduce
 
     at = app("resnet18", FORWARD)
-    click(at, "fw_step", 2)
+    forward_step(at, 2)
     assert highlight(at) == "convbn2d_0"
     captions = [c for e in at.get("image") for c in (i.caption for i in e.proto.imgs) if "colour bar" in c]
     assert len(captions) == 1, captions
@@ -234,9 +283,8 @@ def test_forward_go_to_an_operator_and_tensor_views() -> None:
     keyed(at.selectbox, "fw_target_").set_value(conv).run()
     no_exception(at)
     assert highlight(at) == conv and keyed(at.selectbox, "fw_target_").value == conv
-    assert any(f"`{conv}`" in m.value for m in at.markdown)
     # the status line says which kernel ran the conv (8x8 maps, few channels: im2col)
-    assert any(f"`{conv}`** (nn.Conv2d, im2col + GEMM), " in m.value for m in at.markdown)
+    assert f": {conv}</b> (nn.Conv2d, im2col + GEMM), " in forward_panel(at)
     tensors = next(
         g
         for g in at.get("button_group")
@@ -258,7 +306,7 @@ def run_with_a_bad_reference(make_bad) -> tuple:
     operand = relu.op.outputs[0].name
     refs[operand] = make_bad(refs[operand])
     at.session_state["kx_refs"] = refs
-    click(at, "fw_run_all")
+    forward_go(at, END)
     return at, relu
 
 
@@ -276,12 +324,18 @@ def test_forward_colours_the_first_wrong_operator() -> None:
     g = runtime("digits_cnn")
     assert any("over tolerance" in e.value for e in at.error)
     assert any(relu.name in b.label for b in at.button if b.key == "fw_show_bad")
-    viewer = viewers(at)[0]
-    assert viewer["colors"][relu.name] == C.ERROR_COLORS["first bad"] and viewer["neutral"]
+    colors = viewer_colors(at)
+    assert colors[relu.name] == C.ERROR_COLORS["first bad"] and viewers(at)[0]["neutral"]
     output = next(r.name for r in g.order if r.type == "pnnx.Output")  # compared: the output it passes on
-    assert viewer["colors"][output] == C.ERROR_COLORS[C.OK]  # the model's output is right (issue 38)
+    assert colors[output] == C.ERROR_COLORS[C.OK]  # the model's output is right (issue 38)
+    seq = forward_controls(at)["seq"]
     click(at, "fw_show_bad")
     assert highlight(at) == relu.name
+    assert forward_controls(at)["seq"] == seq + 1  # the server moved: the browser takes its position
+    assert output not in viewer_colors(at)  # not run yet at this step: a step colours what has run by then
+    assert f'kx-s-error">%{relu.op.outputs[0].name} against the uploaded references: max |error| 1 ' in forward_panel(
+        at
+    )
 
 
 @pytest.mark.slow
@@ -291,7 +345,7 @@ def test_forward_warns_when_an_uploaded_npz_names_no_operand() -> None:
     np.savez(buf, **{"conv1.weight": np.zeros(3, np.float32), "logits": np.zeros((1, 10), np.float32)})
     at.file_uploader(key="forward_refs").upload("mine.npz", buf.getvalue()).run()
     no_exception(at)
-    click(at, "fw_run_all")
+    forward_go(at, END)
     warning = " ".join(texts(at.warning))
     assert "None of the 2 arrays in the uploaded .npz names an operand" in warning and "'logits'" in warning
     assert not any("within tolerance" in s.value for s in at.success)
@@ -307,7 +361,7 @@ def test_forward_marks_the_operator_a_shape_error_names() -> None:
     at.file_uploader(key="home_bin").upload("wrong.pnnx.bin", (SAMPLES / "digits_cnn.pnnx.bin").read_bytes())
     next(b for b in at.button if b.label == "Load uploaded model").click().run()
     at.switch_page(FORWARD).run()
-    click(at, "fw_run_all")
+    forward_go(at, END)
     order = [r.name for r in runtime("digits_cnn").order]
     position = order.index("pool") + 1
     assert any(f"Forward stopped at operator {position}: `pool` (ShapeError)" in e.value for e in at.error), texts(
@@ -318,9 +372,9 @@ def test_forward_marks_the_operator_a_shape_error_names() -> None:
         table.iloc[0]["the .param declares"] == "(1,32,3,3)f32"
         and table.iloc[0]["the layer produced"] == "(1,32,4,4)f32"
     )
-    viewer = viewers(at)[0]
-    assert viewer["colors"]["pool"] == "#7a0000" and ["stopped here", "#7a0000"] in viewer["legend"]
-    assert disabled(at, "fw_step") and disabled(at, "fw_run_all")
+    assert viewer_colors(at)["pool"] == "#7a0000" and ["stopped here", "#7a0000"] in viewers(at)[0]["legend"]
+    controls = forward_controls(at)
+    assert controls["step"] == controls["total"] == position - 1  # nothing to step to past the failure
 
 
 @pytest.mark.slow
@@ -329,7 +383,7 @@ def test_forward_bad_input_shows_the_engine_message() -> None:
     at.session_state["kx_input"] = {"kind": "npy", "seed": 0}
     at.session_state["kx_input_arrays"] = {"npy": (np.zeros((1, 3, 8, 8), np.float32), "bad.npy")}
     at.run()
-    click(at, "fw_step")
+    forward_step(at)
     assert any("Forward stopped" in e.value for e in at.error)
     assert any("dim 1 must be 1" in c.value for c in at.code)
 
@@ -421,10 +475,10 @@ def test_a_selection_follows_between_the_graph_and_forward_pages() -> None:
     next(s for s in at.selectbox if s.label == "Operator details").set_value("layer2.0.relu").run()
     click(at, "graph_to_forward")
     position = [r.name for r in runtime("resnet18").order].index("layer2.0.relu") + 1
-    assert any(f"Operator {position} of 51: `layer2.0.relu`" in m.value for m in at.markdown)
+    assert f"Operator {position} of 51: layer2.0.relu</b>" in forward_panel(at)
     assert highlight(at) == "layer2.0.relu"
     at.switch_page(FORWARD)  # (AppTest keeps asking for the page it was sent to last; a browser follows st.switch_page)
-    click(at, "fw_step")
+    forward_step(at)
     current = [r.name for r in runtime("resnet18").order][position]
     click(at, "fw_to_graph")
     at.switch_page(GRAPH).run()

@@ -11,7 +11,7 @@ import pytest
 from conftest import SAMPLES
 
 pytest.importorskip("streamlit")
-from apptest_helpers import FORWARD, app, click, no_exception, texts  # noqa: E402
+from apptest_helpers import FORWARD, app, forward_go, no_exception, texts  # noqa: E402
 
 
 def _query(at) -> dict[str, str]:
@@ -28,7 +28,7 @@ def test_an_uploaded_reference_file_survives_a_reload() -> None:
     np.savez(buf, **arrays)
     at.file_uploader(key="forward_refs").upload("mine.npz", buf.getvalue()).run()
     no_exception(at)
-    click(at, "fw_run_all")
+    forward_go(at, 10**6)
     before = " ".join(texts(at.error) + texts(at.success))
     assert "the uploaded mine.npz" in before, before
     query = _query(at)

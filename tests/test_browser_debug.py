@@ -23,6 +23,7 @@ from app_server import (
     goto_page,
     pick_bundled_model,
     streamlit_server,
+    wait_caught_up,
     wait_idle,
 )
 from conftest import DATA, SAMPLES
@@ -87,10 +88,10 @@ def fill_of(page, title: str) -> str | None:
 
 
 def run_all(page, total: int) -> None:
-    if not button(page, "Run all").is_disabled():
-        button(page, "Run all").click()
+    if not button(page, "End").is_disabled():
+        button(page, "End").click()
     page.get_by_text(re.compile(rf"^Operator {total} of {total}")).wait_for(timeout=120_000)
-    wait_idle(page)
+    wait_caught_up(page)
 
 
 def colour_mode(page) -> str:

@@ -26,6 +26,7 @@ from app_server import (
     exception_boxes,
     skip_without_browser,
     streamlit_server,
+    wait_caught_up,
     wait_highlight,
     wait_idle,
 )
@@ -47,10 +48,11 @@ def button(page, name: str):
 
 
 def step_to(page, k: int, n: int, name: str) -> None:
+    """Step, and wait until the server has drawn that step (after the pause it waits for)."""
     button(page, "Step").click()
     page.get_by_text(re.compile(rf"^Operator {k} of {n}: {re.escape(name)}")).wait_for()
     wait_highlight(page, name)
-    wait_idle(page)
+    wait_caught_up(page)
 
 
 def sent_elements(frames: list[bytes]) -> list[tuple[str, str]]:
@@ -251,8 +253,8 @@ def test_a_burst_of_step_keys_on_forward_makes_one_step_per_key(page) -> None:
     wait_idle(page)
     if not button(page, "Reset").is_disabled():  # an earlier test stepped this session's stepper
         button(page, "Reset").click()
-        page.get_by_text(re.compile(r"^Nothing has run yet")).first.wait_for()
-        wait_idle(page)
+        page.get_by_text(re.compile(r"^Before the first operator")).first.wait_for()
+        wait_caught_up(page)
     press_burst(page, ["ArrowRight"] * 5)
     press_burst(page, ["ArrowLeft"] * 2)
     k = 3
@@ -264,7 +266,13 @@ def test_a_burst_of_step_keys_on_forward_makes_one_step_per_key(page) -> None:
     assert status.count() == 1 and status.first.inner_text().startswith(f"Operator {k} of 51: {names[k - 1]}")
     assert current_highlight(page) == [names[k - 1]]
     page.wait_for_function(f"() => location.search.includes('step={k}')", timeout=10_000)
-    shown = page.locator('[data-testid="stMarkdown"]').filter(has_text=re.compile(r"^\S+: shape ")).first.inner_text()
+    wait_caught_up(page)
+    # the tensor view the server drew once the keys paused: that operator's output
+    shown = (
+        page.locator('.st-key-fw_tensor [data-testid="stMarkdown"]')
+        .filter(has_text=re.compile(r"^\S+: shape "))
+        .first.inner_text()
+    )
     output = order[k - 1].op.outputs[0]  # the tensor panel shows operator k's output first
     assert shown.startswith(f"{output.name}: shape {shape_label(output.shape)}"), shown
     press_burst(page, ["PageDown", "PageDown", "PageUp"])

@@ -1,16 +1,25 @@
-"""Steps in the browser (issue 38), in Chromium: an Execution order walk moves through the
-frames it was sent with no request to the server per step; the URL, the controls, the panel
-and the graph agree at every step; the Reset-then-burst sequences that froze the page end on
+"""Steps in the browser (issue 38), in Chromium: an Execution order walk and Forward move
+through the frames they were sent with no request to the server per step; the URL, the
+controls, the panel and the graph agree at every step; the Reset-then-burst sequences that froze the page end on
 the right step 50 of 50 times; the current node is inside the box at 1280x720 on every step
 of every toy graph, measured on the real DOM."""
 
 from __future__ import annotations
 
 import random
+import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from app_server import chromium_page, exception_boxes, skip_without_browser, streamlit_server, wait_idle
+from app_server import (
+    chromium_page,
+    click_node,
+    exception_boxes,
+    skip_without_browser,
+    streamlit_server,
+    wait_caught_up,
+    wait_idle,
+)
 
 from kuiper_core.explore import walkthrough as W
 
@@ -151,15 +160,144 @@ def test_reset_then_burst_ends_on_the_right_step_50_of_50(page) -> None:
     assert not exception_boxes(page)
 
 
-def test_forward_reset_then_burst_never_freezes(page) -> None:
-    """Forward still steps on the server (each step runs an operator): a Reset and a burst of
-    clicks and keys, 50 times, ends on the right operator with the URL agreeing, and no
-    "Connection error" dialog (issue 38: it froze 3 of 6 times by keys, 1 of 6 by clicks,
-    when a fragment run was stopped early through Streamlit's private request state)."""
-    page.goto(page.kx_url + "/forward?model=digits_cnn")
-    page.locator(".kx-view").wait_for(timeout=120_000)
+# -- Step through Forward ------------------------------------------------------------------------
+# Counts the script runs the page starts: the app root's data-test-script-state turning "running".
+COUNT_RUNS_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (window.__kxRunWatch) window.__kxRunWatch.disconnect();
+  window.__kxRuns = 0;
+  window.__kxRunWatch = new MutationObserver(() => { if (app.dataset.testScriptState === 'running') window.__kxRuns++; });
+  window.__kxRunWatch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+
+
+def forward_shown(page) -> dict:
+    """Forward's step as the browser shows it: the controls, the panel's status line and the
+    output rows of its summary table, the highlighted node, the URL."""
+    got = page.evaluate(
+        """() => ({step: +document.querySelector('.kx-steps').dataset.step,
+                  status: document.querySelector('.kx-panel .kx-fw-status')?.innerText || '',
+                  panel: document.querySelector('.kx-panel').innerText,
+                  outputs: [...document.querySelectorAll('.kx-panel .kx-fw-tensors tbody tr')]
+                      .map(r => [...r.cells].map(c => c.innerText)).filter(c => c[0].startsWith('out ')),
+                  current: [...document.querySelectorAll('.kx-view svg g.node.kx-current > title')].map(t => t.textContent),
+                  behind: !!document.querySelector('.st-key-fw_tensor.kx-behind')})"""
+    )
+    got["url"] = url_step(page)
+    return got
+
+
+def open_forward(page, model: str) -> list:
+    """Forward on `model` with every operator run (the first Step runs them: the server runs
+    ahead), back at step 0; the runtime's order."""
+    import kuiper_core
+    from conftest import SAMPLES
+
+    order = kuiper_core.load(SAMPLES / f"{model}.pnnx.param").order
+    page.goto(page.kx_url + f"/forward?model={model}")
+    page.locator(STEPS).wait_for(timeout=120_000)
     wait_idle(page)
-    total = 12
+    page.wait_for_function("() => document.querySelector('.kx-view')?.dataset.nodes > 0")
+    page.locator(".st-key-fw_step button").click()
+    page.wait_for_function(
+        f"() => +document.querySelector('.kx-steps input[type=range]').max === {len(order)} && "
+        f"document.querySelector('.kx-panel .kx-fw-status')",
+        timeout=60_000,
+    )
+    wait_caught_up(page)
+    return order
+
+
+def test_forward_steps_in_the_browser_with_no_script_run(page) -> None:
+    """Keys and clicks move Forward's panel, the highlighted node and the URL at once, with no
+    script run and nothing sent to the server in between; after the pause the server draws
+    the tensor view of the step the browser shows, and a reload opens it."""
+    from kuiper_core.graph import shape_label
+
+    order = open_forward(page, "digits_cnn")
+    total = len(order)
+    page.locator(".st-key-fw_reset button").click()
+    page.wait_for_timeout(1200)
+    wait_caught_up(page)
+    page.evaluate(COUNT_RUNS_JS)
+    page.kx_sent.clear()
+    moves = ["ArrowRight", "click:step", "PageDown", "click:step", "ArrowLeft", "PageUp", "ArrowRight", "click:back"]
+    moves += ["click:end", "click:back", "ArrowLeft", "click:step"]
+    at = 0
+    for move in moves:
+        if move.startswith("click:"):
+            page.locator(f".st-key-fw_{move[6:]} button").click()
+        else:
+            page.keyboard.press(move)
+        act = move.removeprefix("click:")
+        at = {
+            "step": at + 1,
+            "ArrowRight": at + 1,
+            "PageDown": at + 1,
+            "back": at - 1,
+            "ArrowLeft": at - 1,
+            "PageUp": at - 1,
+            "end": total,
+        }[act]
+        got = forward_shown(page)  # drawn at once: nothing was waited for
+        rop = order[at - 1]
+        assert got["step"] == at and got["url"] == at, (move, got)
+        assert got["status"].startswith(f"Operator {at} of {total}: {rop.name} ({rop.type}"), (move, got)
+        assert got["current"] == [rop.name], (move, got)
+        out = rop.op.outputs[0] if rop.op.outputs else None
+        if out is not None:
+            assert got["outputs"][0][:3] == [f"out %{out.name}", shape_label(out.shape), "float32"], (move, got)
+        assert got["behind"], "the server's tensor view is marked as another step's"
+    assert page.evaluate("() => window.__kxRuns") == 0 and len(page.kx_sent) == 0, (
+        page.evaluate("() => window.__kxRuns"),
+        len(page.kx_sent),
+    )
+    page.wait_for_timeout(1500)  # the pause: the server hears the position once and draws its tensor
+    wait_caught_up(page)
+    assert page.evaluate("() => window.__kxRuns") == 1 and 1 <= len(page.kx_sent) <= 2
+    got = forward_shown(page)
+    name = order[at - 1].op.outputs[0].name
+    assert got["step"] == at and not got["behind"]
+    drawn = page.locator('.st-key-fw_tensor [data-testid="stMarkdown"]').filter(has_text=re.compile(r"^\S+: shape "))
+    assert drawn.first.inner_text().startswith(f"{name}: shape {got['outputs'][0][1]}"), drawn.first.inner_text()
+    picker = page.get_by_role("combobox", name="Go to operator").input_value()
+    assert picker.startswith(f"{at}. {order[at - 1].name} "), picker
+    page.reload()
+    page.locator(STEPS).wait_for()
+    wait_caught_up(page)
+    got = forward_shown(page)
+    assert got["step"] == at and got["url"] == at and got["current"] == [order[at - 1].name]
+    assert not exception_boxes(page)
+
+
+def test_forward_click_and_go_to_move_the_browser(page) -> None:
+    """A click on a node and the Go-to picker are the server's moves: the browser takes them."""
+    order = open_forward(page, "digits_cnn")
+    target = order[6].name
+    page.locator(".kx-view .kx-tools button[data-act=fit]").click()
+    click_node(page, target)
+    page.wait_for_function("() => +document.querySelector('.kx-steps').dataset.step === 7", timeout=30_000)
+    wait_caught_up(page)
+    got = forward_shown(page)
+    assert got["current"] == [target] and got["url"] == 7 and got["status"].startswith(f"Operator 7 of 12: {target}")
+    page.keyboard.press("ArrowRight")  # and steps on from there in the browser
+    assert forward_shown(page)["status"].startswith(f"Operator 8 of 12: {order[7].name}")
+    picker = page.get_by_role("combobox", name="Go to operator")
+    picker.click()
+    picker.fill(order[2].name)
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => +document.querySelector('.kx-steps').dataset.step === 3", timeout=30_000)
+    wait_caught_up(page)
+    assert forward_shown(page)["current"] == [order[2].name]
+    assert not exception_boxes(page)
+
+
+def test_forward_reset_then_burst_never_freezes(page) -> None:
+    """A Reset and a burst of clicks and keys, 50 times, ends on the right operator with the
+    URL agreeing, and no "Connection error" dialog (issue 38: the server-stepped page froze
+    3 of 6 times by keys, 1 of 6 by clicks); now and then the server catches up and agrees."""
+    order = open_forward(page, "digits_cnn")
+    total = len(order)
     rng = random.Random(35)
     for i in range(50):
         page.locator(".st-key-fw_reset button").click() if page.locator(
@@ -172,12 +310,14 @@ def test_forward_reset_then_burst_never_freezes(page) -> None:
             else:
                 page.locator(".st-key-fw_step button").click(no_wait_after=True)
         want = min(total, burst)
-        page.get_by_text(f"Operator {want} of {total}:").first.wait_for(timeout=60_000)
-        wait_idle(page)
-        page.wait_for_timeout(300)
-        wait_idle(page)
-        assert page.get_by_text(f"Operator {want} of {total}:").count() >= 1, (i, burst)
-        assert url_step(page) == want, (i, burst, page.url)
+        got = forward_shown(page)
+        assert got["status"].startswith(f"Operator {want} of {total}:") and got["url"] == want, (i, burst, got)
+        if i % 10 == 9:
+            page.wait_for_timeout(1000)
+            wait_caught_up(page)
+            got = forward_shown(page)
+            assert got["step"] == want and got["url"] == want and not got["behind"], (i, got)
+            assert page.get_by_role("combobox", name="Go to operator").input_value().startswith(f"{want}. ")
         assert not page.locator('[role="dialog"]').count() and not exception_boxes(page), i
 
 

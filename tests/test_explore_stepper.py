@@ -93,3 +93,18 @@ def test_bad_input_stops_with_the_engine_message() -> None:
     assert s.done
     s.reset()
     assert s.error is None and s.events == []
+
+
+def test_run_ahead_runs_on_without_moving_the_view() -> None:
+    """run_ahead (Forward's frames for the next steps): the view stays, the run goes on until
+    the end or the time is up; then stepping shows what was run, and the outputs are right."""
+    g, x, expected = _load()
+    s = ForwardStepper(g, x)
+    s.step()
+    s.run_ahead(0.0)  # no time: nothing more
+    assert len(s.events) == 1 and s.cursor == 0
+    s.run_ahead(60.0)
+    assert len(s.events) == s.total and s.cursor == 0 and s.current is s.events[0]
+    s.go_to(s.total)
+    assert s.cursor == s.total - 1
+    _check_outputs(s, expected)

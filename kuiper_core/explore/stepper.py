@@ -9,6 +9,7 @@ stepper with the engine's message in `error` instead of raising into the page.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -84,6 +85,13 @@ class ForwardStepper:
         while self._advance(progress) is not None:
             pass
         self.cursor = len(self.events) - 1
+
+    def run_ahead(self, seconds: float) -> None:
+        """Run the operators after the last one run, the view staying where it is, until the
+        end or until `seconds` have passed (the app precomputes the next steps' frames)."""
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline and self._advance() is not None:
+            pass
 
     def reset(self) -> None:
         self.events, self.values, self.cursor, self.error, self.failure, self._gen = [], {}, -1, None, None, None
