@@ -6,6 +6,7 @@ installed (slow)."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -53,19 +54,30 @@ def test_exports_match_pytorch(name, tag):
     assert ("f16" in stored) == (tag == "fp16")  # the weights kept as the file stores them
 
 
+@functools.cache
+def _ncnn_blobs(name: str, blobs: tuple[str, ...]) -> dict[str, dict[str, np.ndarray]]:
+    """ncnn's value of each of `blobs` in each of `name`'s exports with those blobs, by tag: one
+    child (run_ncnn, ncnn imported once) runs the fp32 and the fp16 export on the same input."""
+    from kuiper_core.references.isolated import run_ncnn
+
+    tags = [t for m, t in EXPORTS if m == name and tuple(load_ncnn(NCNN / f"{m}.{t}.ncnn.param").operands) == blobs]
+    params = [NCNN / f"{name}.{t}.ncnn.param" for t in tags]
+    x = np.load(NCNN / f"{name}.input.npy")
+    _, runs = run_ncnn([(p, p.with_suffix(".bin"), {}) for p in params], {"in0": x}, list(blobs), 120)
+    return dict(zip(tags, runs))
+
+
 @pytest.mark.parametrize(
     ("name", "tag"), slow_cases(EXPORTS, {("mobilenet_v3_small", "fp16")}), ids=[f"{m}-{t}" for m, t in EXPORTS]
 )
 def test_every_blob_matches_ncnn(name, tag):
     pytest.importorskip("ncnn")
-    from kuiper_core.references.isolated import run_ncnn
-
     param = NCNN / f"{name}.{tag}.ncnn.param"
     graph = load_ncnn(param)
     x = np.load(NCNN / f"{name}.input.npy")
     ours = run_all(graph, x)
     blobs = list(graph.operands)
-    _, (theirs,) = run_ncnn([(param, param.with_suffix(".bin"), {})], {"in0": x}, blobs, 120)
+    theirs = _ncnn_blobs(name, tuple(blobs))[tag]
     for b in blobs:
         assert ours[b].shape == theirs[b].shape, b
         assert rel_error(ours[b], theirs[b]) <= 1e-4, (b, rel_error(ours[b], theirs[b]))

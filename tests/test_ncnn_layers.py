@@ -1,7 +1,7 @@
 """ncnn's layers one at a time, with the param variants the exports do not all reach (SAME
 padding, ceil-mode average pooling, broadcasting, every Permute order, crops, slices, resize
 modes, reductions…), each checked against ncnn itself: the same .ncnn.param and .ncnn.bin run
-by the `ncnn` binding in a child process (skipped without ncnn). Weights are random, written
+by the `ncnn` binding in this process (skipped without ncnn; test_ncnn runs it in run_ncnn's child). Weights are random, written
 with ncnn's flag words by ncnn_case (fp32: flag 0; raw for unflagged blobs)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from kuiper_core.ncnn import load_ncnn
+from kuiper_core.references.ncnn_blobs import ncnn_blobs
 from kuiper_core.references.ncnn_compare import rel_error
 from kuiper_core.runtime import RuntimeGraph
 
@@ -38,15 +39,15 @@ def ncnn_case(tmp: Path, layers: list[str], weights: list[tuple[bool, np.ndarray
 def check(
     tmp: Path, layers: list[str], x: np.ndarray, weights: list[tuple[bool, np.ndarray]] = (), tol: float = 1e-5
 ) -> dict:
-    from kuiper_core.references.isolated import run_ncnn
-
     param = ncnn_case(tmp, layers, list(weights))
     graph = load_ncnn(param)
     run = RuntimeGraph.from_graph(graph).build().steps(x.astype(np.float32))
     for _ in run:
         pass
     blobs = [b for b in graph.operands if b != "in0"]
-    _, (theirs,) = run_ncnn([(param, param.with_suffix(".bin"), {})], {"in0": x.astype(np.float32)}, blobs, 60)
+    # ncnn in this process with run_ncnn's options ({}: BASELINE); the child run_ncnn starts
+    # (interpreter and imports, ~0.3 s a call) is checked by test_ncnn's every-blob test
+    theirs = ncnn_blobs(param, param.with_suffix(".bin"), {"in0": x.astype(np.float32)}, blobs, {})
     for b in blobs:
         ours = np.asarray(run.values[b])
         assert ours.shape == theirs[b].shape, (b, ours.shape, theirs[b].shape)
