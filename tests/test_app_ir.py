@@ -42,7 +42,9 @@ def highlighted(at: AppTest) -> set[str]:
     return {op for body in ir_blocks(at) for op in re.findall(r'class="kx-ir-current" data-op="([^"]+)"', body)}
 
 
-@pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "mobilenetv3", "tiny_mlp", "yolov5s_mini"}))
+@pytest.mark.parametrize(
+    "name", slow_cases(MODELS, {"deep1500", "mobilenetv3", "resnet18", "tiny_mlp", "yolov5s_mini"})
+)
 def test_page_renders_every_model_in_all_three_ways(name: str) -> None:
     at = app(name)
     ops = [op.name for op in kuiper_core.pnnx.read_param(SAMPLES / f"{name}.pnnx.param").operators]

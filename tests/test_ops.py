@@ -46,6 +46,10 @@ def _expected(case: Path) -> list[np.ndarray]:
         return [z[f"out{i}"] for i in range(len(z.files))]
 
 
+# Slow: in the fast tier test_prepared.py's test_op_case_runs_prepared runs these same cases
+# (ops, ops_o1, ops_o0) through the same kuiper_core.load(...).forward and checks its first
+# run against expected.npz the same way (count, shape, max_err_ok), then two runs more.
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_forward_matches_pytorch(case: Path) -> None:
     g = kuiper_core.load(case / "model.pnnx.param")

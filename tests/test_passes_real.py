@@ -173,7 +173,9 @@ def test_the_pass_zoo_gives_every_pass_work():
 DYNAMIC = sorted(p for p in OPTLEVEL.glob("*/dyn") if (p / "inputs_1.npz").exists())
 
 
-@pytest.mark.parametrize("folder", DYNAMIC, ids=[p.parent.name for p in DYNAMIC])
+@pytest.mark.parametrize(
+    "folder", slow_cases(DYNAMIC, {"unet"}, key=lambda p: p.parent.name), ids=[p.parent.name for p in DYNAMIC]
+)
 def test_dynamic_exports_stay_dynamic(folder):
     """A model exported with inputshape2 still runs at the shapes pnnx never saw."""
     if f"{folder.parent.name}/dyn" in PNNX_WRONG:

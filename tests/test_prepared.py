@@ -51,9 +51,15 @@ def _other(x: np.ndarray) -> np.ndarray:
 
 def _three_runs(runtime: kuiper_core.RuntimeGraph, inputs: list[np.ndarray], expected: list[np.ndarray]) -> None:
     first = runtime.forward(*inputs)
+    assert len(first) == len(expected)
+    for i, (y, ref) in enumerate(zip(first, expected)):  # the first run too (test_ops' forward check)
+        assert y.shape == ref.shape, f"out{i}: shape {y.shape} != {ref.shape}"
+        ok, err, bound = max_err_ok(y, ref)
+        assert ok, f"out{i}: first run err {err:.3g} > {bound:.3g}"
     kept = [y.copy() for y in first]
     runtime.forward(*[_other(x) for x in inputs])
     last = runtime.forward(*inputs)
+    assert len(last) == len(expected)
     for i, (y0, k, y, ref) in enumerate(zip(first, kept, last, expected)):
         assert np.array_equal(y0, k, equal_nan=True), f"out{i} changed after it was returned"
         ok, err, bound = max_err_ok(y, ref)

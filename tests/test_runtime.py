@@ -172,7 +172,10 @@ def test_forward_reuses_buffers_by_liveness(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", slow_cases(["digits_cnn", "mobilenetv3", "unet", "vit_tiny", "yolov5s_mini"], {"unet", "yolov5s_mini"})
+    "name",
+    slow_cases(
+        ["digits_cnn", "mobilenetv3", "unet", "vit_tiny", "yolov5s_mini"], {"mobilenetv3", "unet", "yolov5s_mini"}
+    ),
 )
 def test_batch_4_equals_four_batch_1_runs(name: str) -> None:
     param, x = _sample(name)

@@ -111,6 +111,8 @@ def _function_lengths(path: Path) -> dict[str, int]:
 
     def walk(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):  # no def inside an expression (a lambda is no FunctionDef)
+                continue
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = prefix + child.name
                 if not isinstance(child, ast.ClassDef):
