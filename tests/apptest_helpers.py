@@ -10,6 +10,7 @@ from typing import Any
 
 from conftest import ROOT
 
+from streamlit.components.v2 import manifest_scanner
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
@@ -29,6 +30,23 @@ def _navigation_mode_init(self, *args, **kwargs) -> None:  # type: ignore[no-unt
 
 
 PagesManager.__init__ = _navigation_mode_init  # type: ignore[method-assign]
+
+# Each new AppTest's first run makes a BidiComponentManager that scans every installed
+# distribution's metadata for component manifests (importlib.metadata, ~0.3 s with this venv's
+# torch & co.: most of a fresh AppTest's run). The server scans once at start-up; the installed
+# packages do not change during a test session, so the tests scan once too and reuse the list.
+_scan_component_manifests = manifest_scanner.scan_component_manifests
+_manifests: list[Any] | None = None
+
+
+def _scan_once(max_workers: int | None = None) -> list[Any]:
+    global _manifests
+    if _manifests is None:
+        _manifests = _scan_component_manifests(max_workers)
+    return list(_manifests)
+
+
+manifest_scanner.scan_component_manifests = _scan_once
 HOME, GRAPH, ORDER, EXPR, FORWARD, PROFILE = (
     "pages/1_home.py",
     "pages/2_graph.py",

@@ -7,6 +7,7 @@ from conftest import DATA, ROOT
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
+import apptest_helpers  # noqa: E402, F401  (the AppTest set-up every app test file runs under: one manifest scan, app.py navigation)
 
 DYN = DATA / "optlevel" / "resnet18" / "dyn"
 
