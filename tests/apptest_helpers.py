@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import zlib
 from typing import Any
@@ -12,7 +13,9 @@ from conftest import ROOT
 
 from streamlit.components.v2 import manifest_scanner
 from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import app_test as app_test_module
 
 TIMEOUT = 180
 
@@ -47,6 +50,29 @@ def _scan_once(max_workers: int | None = None) -> list[Any]:
 
 
 manifest_scanner.scan_component_manifests = _scan_once
+
+
+# Each AppTest run makes a new ScriptCache, so app.py and the page were read, rewritten by
+# Streamlit's "magic" (an AST pass) and compiled again on every run: about a third of a page
+# run. The server keeps one ScriptCache for all sessions; the tests share one too, keyed also by
+# the file's mtime and size so that a script written anew (from_function's temp file) is read again.
+class _SessionScriptCache(ScriptCache):
+    def __init__(self) -> None:
+        super().__init__()
+        self._versions: dict[str, tuple[int, int]] = {}
+
+    def get_bytecode(self, script_path: str) -> Any:
+        path = os.path.abspath(script_path)
+        st = os.stat(path)
+        with self._lock:
+            if self._versions.get(path) != (st.st_mtime_ns, st.st_size):
+                self._cache.pop(path, None)
+                self._versions[path] = (st.st_mtime_ns, st.st_size)
+        return super().get_bytecode(path)
+
+
+_script_cache = _SessionScriptCache()
+app_test_module.ScriptCache = lambda: _script_cache  # type: ignore[assignment]
 HOME, GRAPH, ORDER, EXPR, FORWARD, PROFILE = (
     "pages/1_home.py",
     "pages/2_graph.py",
