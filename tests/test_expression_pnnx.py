@@ -9,6 +9,7 @@ is in test_ops.py / test_samples.py.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -96,13 +97,20 @@ def _graph_output(graph: Graph, name: str, expected: Path | None) -> np.ndarray 
         return z[f"out{outs.index(name)}"]
 
 
+@functools.cache
+def _references(path: Path) -> np.lib.npyio.NpzFile:
+    """One open archive per operands.npz (members are read afresh on each access): deep1500's
+    lists 1,501 members, and opening it again for each of its 300 expressions was most of their time."""
+    return np.load(path)
+
+
 @pytest.mark.parametrize("ident,graph,op,operands,expected", EXPRESSIONS, ids=[e[0] for e in EXPRESSIONS])
 def test_real_expression_matches_pytorch(
     ident: str, graph: Graph, op: Operator, operands: Path, expected: Path | None
 ) -> None:
     text = op.params["expr"]
     assert ex.to_text(ex.parse(text)) == text  # pnnx's text is canonical
-    refs = np.load(operands)
+    refs = _references(operands)
     missing = [o.name for o in op.inputs if o.name not in refs.files]
     if missing:
         pytest.skip(f"no reference for input operand(s) {missing}")
