@@ -72,8 +72,9 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 # write down here, not drift. The app (pages/), tools and tests are not counted. Raised once,
 # with issues 36-38's second round: the app's state moved in from pages/common.py
 # (kuiper_core/explore, ~570 lines that pages/ lost), the deployed-ncnn reference, ncnn's layers
-# for models not in the project (~450) and explore/forward_frames.py (Forward's steps, 161).
-ENGINE_LINES = 37_800  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
+# for models not in the project (~450) and explore/forward_frames.py (Forward's steps, 161);
+# landed at 37,264.
+ENGINE_LINES = 37_400  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
 FUNCTION_LINES = 80  # def line to last line, docstring included
 # Functions over FUNCTION_LINES today, each at most its length then (they may shrink, not grow).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
