@@ -99,6 +99,20 @@ def app(model: str | None = None, page: str | None = None, query: dict[str, str]
     return at
 
 
+def upload_input(at: AppTest, array: Any, name: str) -> AppTest:
+    """Home: choose "an array file" as the input and upload `array` as the .npy `name`."""
+    import io
+
+    import numpy as np
+
+    at.radio(key="home_input_kind").set_value("npy").run()
+    buf = io.BytesIO()
+    np.save(buf, array)
+    at.file_uploader(key="home_npy").upload(name, buf.getvalue()).run()
+    no_exception(at)
+    return at
+
+
 def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 

@@ -6,7 +6,6 @@ Graph page with ncnn's params named, Execution order, Forward through every laye
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 
 import numpy as np
@@ -17,7 +16,18 @@ from conftest import DATA
 from kuiper_core.formats import converter_available
 
 pytest.importorskip("streamlit")
-from apptest_helpers import FORWARD, GRAPH, ORDER, app, click, forward_go, forward_panel, no_exception, texts  # noqa: E402
+from apptest_helpers import (
+    FORWARD,
+    GRAPH,
+    ORDER,
+    app,
+    click,
+    forward_go,
+    forward_panel,
+    no_exception,
+    texts,
+    upload_input,
+)  # noqa: E402
 
 NCNN = DATA / "ncnn"
 DEBUG = DATA / "debug_models"
@@ -56,12 +66,7 @@ def test_a_bin_that_is_missing_or_not_the_params_is_said() -> None:
 def test_an_uploaded_ncnn_model_opens_draws_orders_and_steps() -> None:
     at = _upload()
     assert any("Summary of `digits_cnn.fp32.ncnn.param`" in h.value for h in at.header), texts(at.header)
-    x = np.load(NCNN / "digits_cnn.input.npy")
-    at.radio(key="home_input_kind").set_value("npy").run()
-    buf = io.BytesIO()
-    np.save(buf, x)
-    at.file_uploader(key="home_npy").upload("chw.npy", buf.getvalue()).run()
-    no_exception(at)
+    upload_input(at, np.load(NCNN / "digits_cnn.input.npy"), "chw.npy")
 
     at.switch_page(GRAPH).run()
     no_exception(at)

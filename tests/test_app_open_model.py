@@ -15,7 +15,7 @@ from conftest import DATA
 from kuiper_core.formats import converter_available
 
 pytest.importorskip("streamlit")
-from apptest_helpers import FORWARD, app, click, forward_go, forward_panel, no_exception, texts  # noqa: E402
+from apptest_helpers import FORWARD, app, click, forward_go, forward_panel, no_exception, texts, upload_input  # noqa: E402
 
 DEBUG = DATA / "debug_models"  # tools/export_debug_fixtures.py
 needs_converter = pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed")
@@ -227,15 +227,9 @@ def test_a_reload_keeps_the_uploaded_input_and_the_computed_references() -> None
     """Issue 38 item 5: after uploading a model and an input and computing references, a reload
     (a new session on the URL) runs on the same input with the same references; a link whose
     input the server no longer has says so instead of quietly running on another input."""
-    import io
-
-    at = _load(_choose(app(), DEBUG / "small_cnn.onnx"))
-    x = np.load(DEBUG / "small_cnn.input.npy")
-    at.radio(key="home_input_kind").set_value("npy").run()
-    buf = io.BytesIO()
-    np.save(buf, x)
-    at.file_uploader(key="home_npy").upload("input.npy", buf.getvalue()).run()
-    no_exception(at)
+    at = upload_input(
+        _load(_choose(app(), DEBUG / "small_cnn.onnx")), np.load(DEBUG / "small_cnn.input.npy"), "input.npy"
+    )
     at.switch_page(FORWARD).run()
     forward_go(at, 10**6)
     if any(b.key == "fw_framework" for b in at.button):  # (an earlier test's, for this model and input, are kept)
