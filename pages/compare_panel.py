@@ -18,17 +18,17 @@ import streamlit as st
 
 from kuiper_core import limits
 from kuiper_core.errors import KuiperError
-from kuiper_core.explore import compare, references
+from kuiper_core.explore import references
 from kuiper_core.explore import tensors
-from kuiper_core.references import ReferenceSet, framework_references
+from kuiper_core.references import framework_references
 from kuiper_core.explore.stepper import ForwardStepper
 from kuiper_core.explore.upload_store import Kept
 from kuiper_core.references.hooks import hook_snippet
 from pages import common, ncnn_panel
+from pages import reference_sources as sources
 
 CHOICE = "kx_ref_choice"  # the chosen source; survives page changes (a widget's state does not)
 RUNS = "kx_saved_runs"  # [SavedRun], shared by every model of the session (before/after `kuiper opt`)
-FRAMEWORK_KEY = "kx_framework_refs"  # {"key": (model, input digest), "set": ReferenceSet}: computed references
 TOKEN = "fw_refs_token"  # the references last seen: new ones switch the graph to the error view
 ERROR = "fw_refs_error"
 MAX_RUNS, MAX_RUN_BYTES = 4, 256 * 2**20  # saved runs per session, oldest dropped first
@@ -36,21 +36,6 @@ MAX_RUNS, MAX_RUN_BYTES = 4, 256 * 2**20  # saved runs per session, oldest dropp
 
 def saved_runs() -> list[references.SavedRun]:
     return list(st.session_state.get(RUNS) or [])
-
-
-def _bundled(model: common.LoadedModel, resolved: common.ResolvedInput) -> dict[str, np.ndarray] | None:
-    """PyTorch's tensors for the sample input (outN and operands), or None."""
-    if not resolved.is_sample or not (model.expected or model.operands):
-        return None
-    arrays: dict[str, np.ndarray] = {f"out{i}": y for i, y in enumerate(model.expected)}
-    arrays.update(model.operands)
-    return arrays
-
-
-def bundled_references(model: common.LoadedModel, resolved: common.ResolvedInput) -> dict[str, np.ndarray] | None:
-    """PyTorch's bundled tensors for the sample input keyed by operand, or None."""
-    bundled = _bundled(model, resolved)
-    return None if bundled is None or model.graph is None else compare.references_for(model.graph, bundled)
 
 
 def _uploaded() -> tuple[str, dict[str, np.ndarray]] | None:
@@ -70,40 +55,6 @@ def _ncnn(model: common.LoadedModel, resolved: common.ResolvedInput) -> dict[str
     return None if run is None else run.refs
 
 
-def _kept_name(key: tuple[str, str]) -> str:
-    return f"refs:{key[0]}:{key[1]}"
-
-
-def computed_framework(
-    model: common.LoadedModel, resolved: common.ResolvedInput
-) -> tuple[str, dict[str, np.ndarray]] | None:
-    """(what computed them, operand -> array): the framework's references for this model and input, if computed."""
-    return _framework(model, resolved)
-
-
-def _framework(model: common.LoadedModel, resolved: common.ResolvedInput) -> tuple[str, dict[str, np.ndarray]] | None:
-    """The references computed from the model's framework for this model and input, if any:
-    this session's, or the server's kept ones (a reload of a session that computed them)."""
-    key = (model.key, tensors.arrays_digest(resolved.arrays))
-    state = st.session_state.get(FRAMEWORK_KEY)
-    if state is None or state["key"] != key:
-        kept = common.kept_store().get(_kept_name(key))
-        if kept is None:
-            return None
-        state = st.session_state[FRAMEWORK_KEY] = {"key": key, "set": kept.value}
-    return _framework_label(state["set"]), state["set"].refs
-
-
-def _framework_label(refs: ReferenceSet) -> str:
-    """'PyTorch', 'onnxruntime' or 'PyTorch and onnxruntime': what computed the references."""
-    used = [
-        n
-        for n, prefix in (("PyTorch", "torch"), ("onnxruntime", "onnxruntime"))
-        if any(s.startswith(prefix) for s in refs.sources)
-    ]
-    return " and ".join(used) or "the framework"
-
-
 def _choice(options: list[str], computed: bool = False) -> str:
     """The chosen source; by default an upload when there is one, else references computed
     from the framework, else the first offered."""
@@ -120,9 +71,9 @@ def _choice(options: list[str], computed: bool = False) -> str:
 def active_references(model: common.LoadedModel, resolved: common.ResolvedInput) -> references.ActiveReferences:
     """The references in use. When they change (an upload, another choice), the graph's
     'Colour nodes by' moves to the error view: the next thing the user wants to see."""
-    bundled = _bundled(model, resolved)
+    bundled = sources.bundled(model, resolved)
     runs = saved_runs()
-    framework = _framework(model, resolved)
+    framework = sources.computed_framework(model, resolved)
     options = references.reference_choices(
         bundled is not None, _uploaded() is not None, runs, _framework_offered(model), ncnn_panel.offered(model)
     )
@@ -138,7 +89,7 @@ def active_references(model: common.LoadedModel, resolved: common.ResolvedInput)
         ncnn=_ncnn(model, resolved),
     )
     if chosen == references.FRAMEWORK and framework is not None:  # an .onnx's node names, for details and tables
-        nodes = st.session_state[FRAMEWORK_KEY]["set"].onnx_nodes
+        nodes = st.session_state[sources.FRAMEWORK_KEY]["set"].onnx_nodes
         active = dataclasses.replace(active, onnx_nodes=references.operator_onnx_nodes(model.graph, nodes))
     token = (model.key, *active.token)
     if active.refs and st.session_state.get(TOKEN) != token:
@@ -188,9 +139,9 @@ def compare_section(
     """Save / download this run, choose what to compare with, and say what an upload matched."""
     st.subheader("Compare with")
     _run_actions(model, resolved, stepper)
-    bundled = _bundled(model, resolved) is not None
+    bundled = sources.bundled(model, resolved) is not None
     runs = saved_runs()
-    framework = _framework(model, resolved)
+    framework = sources.computed_framework(model, resolved)
     options = references.reference_choices(
         bundled, _uploaded() is not None, runs, _framework_offered(model), ncnn_panel.offered(model)
     )
@@ -325,7 +276,7 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
     """Compute references from the model's own framework for this input, or say what they cover."""
     assert model.opened is not None
     info = model.opened.references
-    state = st.session_state.get(FRAMEWORK_KEY)
+    state = st.session_state.get(sources.FRAMEWORK_KEY)
     key = (model.key, tensors.arrays_digest(resolved.arrays))
     if state is None or state["key"] != key:
         engines = sorted({"onnxruntime" if m == "onnxruntime" else "PyTorch" for m in info.methods})
@@ -340,9 +291,9 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
                 except (KuiperError, MemoryError) as e:
                     common.show_error(e, title="No references could be computed")
                     return
-            st.session_state[FRAMEWORK_KEY] = {"key": key, "set": computed}
+            st.session_state[sources.FRAMEWORK_KEY] = {"key": key, "set": computed}
             nbytes = sum(int(getattr(a, "nbytes", 0)) for a in computed.refs.values())
-            common.kept_store().put(Kept(_kept_name(key), computed, nbytes))  # a reload finds them (issue 38)
+            common.kept_store().put(Kept(sources.kept_name(key), computed, nbytes))  # a reload finds them (issue 38)
             st.session_state[CHOICE] = references.FRAMEWORK
             st.rerun()
         return
@@ -353,7 +304,7 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
     # verdict's operators side by side read as three disagreeing numbers); how each method
     # got there, with its own counts, is one click away.
     every = f"every one of the {covered}" if not computed.unmapped else f"{covered} of the {computed.computed}"
-    level(f"{_framework_label(computed)} computed a reference for {every} operands this model computes.")
+    level(f"{sources.framework_label(computed)} computed a reference for {every} operands this model computes.")
     with st.expander("How the references were computed"):
         for line in [*computed.sources, *computed.notes]:
             st.caption(line)

@@ -24,6 +24,7 @@ from kuiper_core.references.isolated import IsolatedRunError
 from kuiper_core.references.ncnn_deployed import INSTALL, DeployedRun, deployed_files, deployed_references
 from kuiper_core.explore.stepper import ForwardStepper
 from pages import common
+from pages import reference_sources as sources
 
 STATE = "kx_ncnn_refs"  # {"key": (model, input digest), "run": DeployedRun}
 ERROR = "fw_ncnn_error"  # ((model, input digest), the error) of the last failed run
@@ -66,24 +67,20 @@ def torch_refs(model: common.LoadedModel, resolved: common.ResolvedInput, run: D
     """PyTorch's values of our operands: the session's, keyed by operand (the sample input's bundled
     tensors, references computed with PyTorch), else pnnx's code's beside the files, lined up through
     ncnn's blobs."""
-    from pages import compare_panel
-
     out = dict(run.torch)  # lined up by content through ncnn's blobs: the session's, keyed by operand, win
-    framework = compare_panel.computed_framework(model, resolved)
+    framework = sources.computed_framework(model, resolved)
     if framework is not None and "PyTorch" in framework[0]:
         out.update(framework[1])
-    out.update(compare_panel.bundled_references(model, resolved) or {})
+    out.update(sources.bundled_references(model, resolved) or {})
     return out
 
 
 def _expected(model: common.LoadedModel, resolved: common.ResolvedInput) -> list[np.ndarray]:
     """PyTorch's outputs without the batch dim (a PNNX model's, at batch 1), when the session has them."""
-    from pages import compare_panel
-
     if model.graph is None or (model.opened is not None and model.opened.format == "ncnn"):
         return []
-    known = {**(compare_panel.bundled_references(model, resolved) or {})}
-    framework = compare_panel.computed_framework(model, resolved)
+    known = {**(sources.bundled_references(model, resolved) or {})}
+    framework = sources.computed_framework(model, resolved)
     if framework is not None and "PyTorch" in framework[0]:
         known.update(framework[1])
     outs = compare.output_operand_names(model.graph)
@@ -170,9 +167,7 @@ def _active(model: common.LoadedModel, resolved: common.ResolvedInput, active: A
 def _rows(model: common.LoadedModel, resolved: common.ResolvedInput, run: DeployedRun, events: list[Any]) -> list[Any]:
     """The rows of `events`, each computed once per ncnn run and PyTorch reference set: a step
     then compares only the new operator (as compare.CheckCache does for the error table)."""
-    from pages import compare_panel
-
-    framework = compare_panel.computed_framework(model, resolved)
+    framework = sources.computed_framework(model, resolved)
     token = (id(run), None if framework is None else id(framework[1]))
     cache = st.session_state.get(ROWS)
     if cache is None or cache["token"] != token:
