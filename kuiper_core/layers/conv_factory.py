@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import threading
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
+from ..errors import ModelError
 from . import kernel_costs
 from .conv_choice import Choice, ConvGeometry, HeldLayouts, choose_kernel, kernel_label
 from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise
@@ -28,8 +29,31 @@ from .registry import Prepared
 from .winograd import WinogradConv, WinogradRowsConv, transform_weights, transform_weights_rows
 from .winograd_stride2 import Stride2RowsConv, transform_weights_stride2
 
-if TYPE_CHECKING:
-    from .conv import Convolution
+
+class ConvDefinition(Protocol):
+    """What the kernels read of a convolution's definition (layers/conv.Convolution): named
+    here so the factory does not import the layer that imports it."""
+
+    in_channels: int
+    out_channels: int
+    groups: int
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    padding_mode: str
+    bias_data: np.ndarray | None
+    weight_dtype: np.dtype | None
+
+    def module_weight(self) -> np.ndarray: ...
+    def weight_matrix(self, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray: ...
+    def kernel_hw(self) -> tuple[int, int]: ...
+    def geometry(
+        self, h: int, w: int, kernel: tuple[int, int], pads_of_half: Pads | None = None
+    ) -> tuple[Pads, tuple[int, int]]: ...
+    def out_shape(self, prefix: tuple[int, ...], channels: int, oh: int, ow: int) -> tuple[int, ...]: ...
+    def lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]: ...
+    def check_size(self, shape: Any, what: str = "the output") -> int: ...
+    def error(self, message: str) -> ModelError: ...
+
 
 # Choice inputs a thread keeps kernels for at once (a graph's count and the one-thread halves').
 MAX_CHOICES = 4
@@ -38,7 +62,7 @@ MAX_CHOICES = 4
 class ConvKernels:
     """The kernels of one nn.Conv* layer (`conv`: its definition) and the weight layouts they read."""
 
-    def __init__(self, conv: Convolution) -> None:
+    def __init__(self, conv: ConvDefinition) -> None:
         self.conv = conv
         self.matrix: np.ndarray | None = None  # (G, Og, Cg·KH·KW + 1): the weight with its bias column
         self.winograd_weights: dict[int | str, np.ndarray] = {}  # m -> U (t*t, O, C); ROWS -> (4, O, 3C)
@@ -239,7 +263,7 @@ class ConvKernels:
 
 
 def given_weight_kernel(
-    conv: Convolution,
+    conv: ConvDefinition,
     wmat: np.ndarray,
     pads: Pads,
     x_shape: tuple[int, int, int, int],
