@@ -8,13 +8,14 @@
 
 Each student (one websocket session speaking Streamlit's own protocol, `st_client.py`; no
 browser) opens Home with `?model=resnet18`, picks seeded random input with a seed of its own,
-then, one action every `--interval` seconds: Step on "Step through Forward" six times, over
+then, one action every `--interval` seconds: Step on "Step through Forward" six times (the
+position the browser reports to the server, as after a pause: stepping itself is in the browser), over
 to "Execution order" (the loaded model), Step there six times, back to Forward, and so on
 (Reset at the end). An action's latency is from the request to the server's
 `script_finished`: the server's whole work for it (the browser's drawing is not counted).
 
 What each student sees is checked against what it did alone: the Forward page names its own
-position ("Operator k of 51") and its own seed, the tensor on screen has the min/max that
+position (its Go-to picker at operator k of 51) and its own seed, the tensor on screen has the min/max that
 operand has for its seed (computed here by the engine on the same input), and the Execution
 order page shows its own step. Any other is a cross-session leak.
 
@@ -55,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 from st_client import ProtocolError, Session  # noqa: E402
 from timing import median, quantile  # noqa: E402
 
-FORWARD_RE = re.compile(r"\*\*Operator (\d+) of (\d+): `([^`]+)`\*\*")
+FORWARD_RE = re.compile(r"^(\d+)\. (\S+) \(")  # the Go-to picker at the step the server drew
 ORDER_RE = re.compile(r"^\*\*Step (\d+) of (\d+):\*\*")  # the loaded model's panel (the server draws it)
 OPERAND_RE = re.compile(r"^`([^`]+)`: shape")
 SEED_RE = re.compile(r"seeded random numbers \(seed (\d+)\)")
@@ -323,7 +324,7 @@ class Student:
         seeds = {int(m.group(1)) for t in texts for m in SEED_RE.finditer(t)}
         if seeds != {self.seed}:
             self._leak(f"the page names seeds {sorted(seeds)}")
-        shown = next((FORWARD_RE.search(t) for t in texts if FORWARD_RE.search(t)), None)
+        shown = FORWARD_RE.match(s.current_option("Go to operator") or "")
         if self.forward_pos == 0:
             if shown is not None:
                 self._leak(f"expected nothing run, the page shows operator {shown.group(1)}")
@@ -331,7 +332,7 @@ class Student:
         if shown is None:
             self._leak(f"expected operator {self.forward_pos}, the page shows none")
             return
-        k, name = int(shown.group(1)), shown.group(3)
+        k, name = int(shown.group(1)), shown.group(2)
         if k != self.forward_pos or name != self.expected.order[k - 1]:
             self._leak(f"expected operator {self.forward_pos}, the page shows {k} ({name})")
             return
@@ -395,11 +396,14 @@ class Student:
                 self.check_forward(s)
             return
         if self.page == "forward":
+            # Steps move in the browser (pages/step_controls.py); the server hears the position
+            # when the student pauses, or at once past the operators it has run: that report is
+            # what a Step costs the server.
             if self.forward_pos >= len(self.expected.order):
-                await self.act(s, "Forward: Reset", s.click("Reset"))
+                await self.act(s, "Forward: Reset", s.set_component_state("kx_step_controls", step=0))
                 self.forward_pos = 0
             else:
-                await self.act(s, "Forward: Step", s.click("Step"))
+                await self.act(s, "Forward: Step", forward_report(s, self.forward_pos + 1))
                 self.forward_pos += 1
             self.check_forward(s)
             await self.fetch_media(s)
@@ -443,6 +447,11 @@ class Student:
     expected_model: str = "resnet18"
 
 
+def forward_report(s: Session, step: int) -> Any:
+    """What the Forward page's browser controls send the server for `step` (a pause on it)."""
+    return s.set_component_state("kx_step_controls", step=step)
+
+
 # -- phases ------------------------------------------------------------------------------------
 async def lone_session(url: str, model: str, expected: Expected, seed: int, steps: int, t0: float) -> Student:
     """One student alone: open Forward, then `steps` Steps one after the other (no pause)."""
@@ -452,7 +461,7 @@ async def lone_session(url: str, model: str, expected: Expected, seed: int, step
     try:
         await st_.setup(s)
         for _ in range(steps):
-            await st_.act(s, "Forward: Step", s.click("Step"))
+            await st_.act(s, "Forward: Step", forward_report(s, st_.forward_pos + 1))
             st_.forward_pos += 1
             st_.check_forward(s)
             await asyncio.sleep(0.2)
