@@ -213,7 +213,7 @@ def test_the_first_run_lets_go_of_each_weight_as_its_kernel_is_made(
 ) -> None:
     """Not all at once: the first run would then hold every weight and every Winograd U at
     once (ResNet-18 b1: a peak 37 MiB over the forward's). Loading transforms nothing."""
-    import kuiper_core.layers.conv as conv
+    import kuiper_core.layers.conv_factory as conv  # the kernel factory makes the Winograd U
 
     g = kuiper_core.load(model)
     held: list[int] = []  # bytes of weights alive at each Winograd transform
