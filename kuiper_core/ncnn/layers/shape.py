@@ -349,14 +349,18 @@ class Padding(NcnnLayer):
         return [y]
 
 
-def _linear_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
-    """ncnn's linear_coeffs: source index and weight of the right neighbour, per output
-    (`step` as in _cubic_table)."""
+def _source_positions(n_in: int, n_out: int, align: bool, step: float) -> np.ndarray:
+    """Where each output pixel reads the input: corners aligned, or pixel centres `step` input
+    pixels apart (1/scale where the param gives a scale, else n_in/n_out)."""
     d = np.arange(n_out, dtype=np.float64)
     if align:
-        src = d * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
-    else:
-        src = (d + 0.5) * step - 0.5
+        return d * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
+    return (d + 0.5) * step - 0.5
+
+
+def _linear_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """ncnn's linear_coeffs: source index and weight of the right neighbour, per output."""
+    src = _source_positions(n_in, n_out, align, step)
     i0 = np.floor(src).astype(np.int64)
     frac = src - i0
     frac[i0 < 0], i0[i0 < 0] = 0.0, 0
@@ -366,16 +370,10 @@ def _linear_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.n
 
 
 def _cubic_table(n_in: int, n_out: int, align: bool, step: float) -> tuple[np.ndarray, np.ndarray]:
-    """ncnn's cubic_coeffs (Keys, A = -0.75): the four source indices and weights per output;
-    `step`: input pixels per output pixel (1/scale where the param gives a scale).
+    """ncnn's cubic_coeffs (Keys, A = -0.75): the four source indices and weights per output.
     ncnn moves taps that fall outside onto the edge and merges their weights, which is the
     same as reading the edge pixel for them (clamped indices)."""
-    d = np.arange(n_out, dtype=np.float64)
-    if align:
-        src = d * ((n_in - 1) / (n_out - 1)) if n_out > 1 else np.zeros(n_out)
-    else:
-        src = (d + 0.5) * step - 0.5
-    src = src.astype(F32)  # ncnn rounds the position to float before taking its floor
+    src = _source_positions(n_in, n_out, align, step).astype(F32)  # ncnn floors the float position
     i0 = np.floor(src).astype(np.int64)
     t = (src - i0).astype(F32)
     a = F32(-0.75)
