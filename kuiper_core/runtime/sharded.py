@@ -8,8 +8,9 @@ PreparedForward (its own buffers and kernels) for its part of the batch, run wit
 one thread (the caller holds that count: policy.py), one on the caller's thread and one on a
 persistent worker, so a hand-off covers a whole half forward.
 
-When (policy.py): asked for (`executor="sharded"`), every input has the same batch >= 2 in
-dim 0, and `ShardedForward.make` finds
+When (policy.py, `ExecutionOptions.shards`): asked for (`executor="sharded"`), or under
+"auto" at two BLAS threads; every input has the same batch >= 2 in dim 0, and
+`ShardedForward.make` finds
 - the graph keeps images apart (`keeps_images_apart`): every operand computed from the
   inputs is batch-major at the whole batch and at the shard's (dim 0 the batch, the other
   dims the same), and no operator takes a dim parameter naming dim 0 (softmax over the
