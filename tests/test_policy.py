@@ -72,6 +72,7 @@ def test_the_sharding_rule_reads_only_the_options_threads_and_batch() -> None:
     auto, whole = ExecutionOptions(), ExecutionOptions("interpreter")
     assert auto.shards(2, 2) and not auto.shards(1, 8) and not auto.shards(4, 8) and not auto.shards(2, 1)
     assert ExecutionOptions("sharded").shards(1, 2) and not whole.shards(2, 4)
+    assert not ExecutionOptions("prepared").shards(2, 4)  # the whole forward, asked for
 
 
 def test_options_can_be_changed_and_apply_from_the_next_call() -> None:
@@ -82,7 +83,7 @@ def test_options_can_be_changed_and_apply_from_the_next_call() -> None:
     assert g.options.executor == "interpreter" and g.blas_threads == 1
     g.forward(x)
     assert g.last_executor == "interpreter"
-    assert set(REQUESTS) == {"auto", "reference", "interpreter", "sharded", "split"}
+    assert set(REQUESTS) == {"auto", "prepared", "reference", "interpreter", "sharded", "split"}
 
 
 @pytest.mark.skipif(not threads.blas_reachable(), reason="NumPy's OpenBLAS thread count is out of reach")

@@ -12,6 +12,7 @@ Requests (`ExecutionOptions.executor`):
   otherwise the whole forward: the prepared forward (prepared.py), or where a graph cannot be
   prepared the interpreter's checked run then the planned forward (planned.py); graphs whose
   shapes follow the input values on the interpreter.
+- "prepared": the whole forward, as "auto" runs it where it does not shard (never sharded).
 - "reference": the interpreter calling each layer's plain definition (Layer.reference: a
   convolution as written on the blackboard, not Winograd or im2col): the one numerical oracle
   of every fast kernel and executor; slow on purpose.
@@ -36,7 +37,7 @@ from ..errors import KuiperError
 from ..layers.halves import DEFAULT_SIZES, SplitSizes
 from ..layers.kernel_costs import DEFAULT_COSTS, KernelCosts
 
-Request = Literal["auto", "reference", "interpreter", "sharded", "split"]
+Request = Literal["auto", "prepared", "reference", "interpreter", "sharded", "split"]
 # What ran (RuntimeGraph.last_executor): the executors of forward(), and steps()' two.
 Ran = Literal["reference", "interpreter", "prepared", "planned", "sharded", "split", "step arena", "interpreter steps"]
 

@@ -22,13 +22,13 @@ rounding at one BLAS thread (bounded in docs/limits.md).
 
 from __future__ import annotations
 
+import contextvars
 import os
 from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
 import numpy as np
 
-from .. import limits as _limits
 from ..errors import KuiperError
 from . import interpreter
 from .memory import ShapeDtype
@@ -106,10 +106,9 @@ def close_enough(a: np.ndarray, b: np.ndarray) -> bool:
 class ShardedForward:
     """Two PreparedForwards, each for its slice of the batch (see the module docstring)."""
 
-    def __init__(self, shards: list[PreparedForward], splits: list[slice], limits: _limits.Limits) -> None:
+    def __init__(self, shards: list[PreparedForward], splits: list[slice]) -> None:
         self.shards = shards
         self.splits = splits
-        self.limits = limits
 
     @classmethod
     def make(cls, program: Program, inputs: list[np.ndarray]) -> ShardedForward | None:
@@ -130,7 +129,7 @@ class ShardedForward:
             s.first_outputs = []
         if not keeps_images_apart(program, rec.shapes, shards[0].record.shapes, n, half):
             return None
-        sharded = cls(shards, splits, program.limits)
+        sharded = cls(shards, splits)
         want = program.outputs_of(interpreter.run(program, inputs))
         try:
             got = sharded.run(inputs)
@@ -149,14 +148,12 @@ class ShardedForward:
     def close(self) -> None:
         """Nothing beyond memory to let go of (the worker thread is shared)."""
 
-    def _run_shard(self, k: int, part: list[np.ndarray]) -> list[np.ndarray]:
-        with _limits.use(self.limits):  # the worker thread does not see the caller's context
-            return self.shards[k].run(part)
-
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """Both shards at once, the second on the worker (the caller holds one BLAS thread)."""
+        """Both shards at once, the second on the worker (the caller holds one BLAS thread). The
+        worker runs in a copy of the caller's context: the same limits and kernel choice
+        inputs (the options' costs, one thread) as the first shard."""
         parts = [[a[s] for a in inputs] for s in self.splits]
-        second = shard_worker().submit(self._run_shard, 1, parts[1])
+        second = shard_worker().submit(contextvars.copy_context().run, self.shards[1].run, parts[1])
         try:
             first = self.shards[0].run(parts[0])
         finally:
