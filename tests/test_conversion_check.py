@@ -217,6 +217,37 @@ def test_the_check_runs_under_the_conversions_time_limit(monkeypatch):
     assert isolated.memory_limit() == converter_memory()  # the framework's address space is the converter's
 
 
+@pytest.mark.slow  # a real conversion and a framework child per route
+@needs_pnnx
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_framework_past_the_time_limit_is_not_checked_timed_out_not_a_hang(monkeypatch, route):
+    """The framework's child runs under the conversion's time limit, the current limits'
+    max_child_seconds (the app's are lower) when nothing else is asked: a child that cannot finish
+    in it (here: 0.3 s, less than importing the framework takes) is stopped and the verdict says
+    so; it is not stored, so a later open checks again."""
+    import time
+
+    from kuiper_core import limits
+    from kuiper_core.formats.convert import ENV_TIMEOUT
+    from kuiper_core.references.conversion_check import TIMED_OUT
+
+    monkeypatch.delenv(ENV_TIMEOUT, raising=False)
+    converted = open_model(HERE / f"probe.{route}", check=False)  # converted (and cached) unchecked
+    assert converted.check is None
+    started = time.perf_counter()
+    with limits.use(max_child_seconds=0.3):
+        model = open_model(HERE / f"probe.{route}")  # the cached conversion: only the check runs
+    seconds = time.perf_counter() - started
+    check = model.check
+    assert model.conversion.cached and check is not None and check.status == NOT_CHECKED, check
+    assert check.reason.startswith(TIMED_OUT) and "0.3 s" in check.reason and ENV_TIMEOUT in check.reason, check.reason
+    assert check.headline().startswith("conversion not checked: timed out")
+    assert seconds < 10, seconds  # the child stopped at its limit (and the engine's side is small)
+    assert not (model.conversion.directory / CHECKS_FILE).exists()
+    assert open_model(HERE / f"probe.{route}").check.agrees  # under the usual limit: checked, stored
+    assert (model.conversion.directory / CHECKS_FILE).exists()
+
+
 def test_integer_probes_stay_within_what_the_graph_indexes():
     text = (
         "7767517\n3 2\n"

@@ -42,11 +42,11 @@ from ..formats.conversion_check import (
     store_check,
     stored_check,
 )
-from ..formats.convert import DEFAULT_TIMEOUT
 from ..formats.convert import ENV_TIMEOUT as CONVERT_TIMEOUT
+from ..formats.convert import converter_timeout
 from . import ReferenceError
 from .compare import compare
-from .isolated import IsolatedRunError
+from .isolated import ChildTimeout, IsolatedRunError
 
 
 def open_model(source: Source, **options: Any) -> OpenedModel:
@@ -59,6 +59,7 @@ def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | No
     return open_cached_unchecked(key, name=name, cache_dir=cache_dir, checker=checked)
 
 
+TIMED_OUT = "timed out"  # the start of a verdict's reason when the framework ran past the time limit
 DEFAULT_INT_RANGE = 10  # integers of a probe where nothing in the graph indexes with them: 0..9
 
 # Operators that index with an integer input, and where the graph says how far it may go.
@@ -201,8 +202,10 @@ def check_conversion(
 ) -> ConversionCheck:
     """Run the original in its framework and the converted graph in the engine on `inputs`
     (None: the seeded probe) and compare every output; on a disagreement, find the first
-    departing operand. The framework runs in a child under `timeout` seconds (None: the
-    conversion's, KUIPER_CONVERT_TIMEOUT or 600) and the conversion's memory limit."""
+    departing operand. The framework runs in a child under the conversion's limits: `timeout`
+    seconds (None: the converter's, KUIPER_CONVERT_TIMEOUT or the current limits'
+    max_child_seconds, lower in the app) and its memory limit; past the time, 'not checked:
+    timed out'."""
     if os.environ.get(ENV_CHECK, "1") == "0":
         return not_checked(f"{ENV_CHECK}=0")
     methods, locating, why = _methods(model)
@@ -217,12 +220,17 @@ def check_conversion(
             probe = "the given input: " + ", ".join(f"{x.shape} {x.dtype}" for x in arrays)
     except ProbeError as e:
         return not_checked(str(e))
-    limit = float(os.environ.get(CONVERT_TIMEOUT, DEFAULT_TIMEOUT)) if timeout is None else timeout
+    limit = converter_timeout(timeout)
     started = time.perf_counter()
     try:
         with np.errstate(all="ignore"):
             report = compare(model, arrays, framework=methods, reference_timeout=limit)
     except (ReferenceError, IsolatedRunError, InputError) as e:
+        if isinstance(e, ChildTimeout) or isinstance(e.__cause__, ChildTimeout):
+            return not_checked(
+                f"{TIMED_OUT}: {methods[0]} ran past the conversion's time limit of {limit:g} s on the probe "
+                f"(set {CONVERT_TIMEOUT} or the timeout option for more)"
+            )
         return not_checked(f"the framework could not run the original on the probe: {e}")
     except KuiperError as e:  # said in full where the model is run; the verdict keeps its first line
         said = str(e).splitlines()[0] if str(e) else type(e).__name__
