@@ -343,3 +343,22 @@ def test_a_passing_output_is_explore_compare_s_ok():
     from kuiper_core.explore.compare import OK
 
     assert PASSED == OK
+
+
+def test_the_app_shows_a_disagreement_in_the_error_colour_with_its_forward_step():
+    """explore/conversion_verdict.py: what the pages draw of a verdict (tone, lines, the step)."""
+    from kuiper_core.explore.conversion_verdict import ERROR, INFO, SUCCESS, verdict_view
+    from kuiper_core.formats.conversion_check import ConversionCheck, Departure, OutputCheck
+
+    out = OutputCheck(0, "5", "over tolerance", 0.8, 0.4, 1e-4, "at (0, 3)")
+    first = Departure(1, "conv2d_0", "nn.Conv2d", "1", "max |error| 0.3")
+    view = verdict_view(ConversionCheck(DISAGREES, "onnxruntime 1.32.0 running the original .onnx", "seeded", (out,), first))
+    assert view is not None and view.tone == ERROR and view.step == 2 and view.operator == "conv2d_0"
+    assert "DISAGREES with onnxruntime 1.32.0" in view.line and "conv2d_0" in view.line
+    assert "conv2d_0" in view.link_label and "does not compute what the original does" in view.warning
+    assert "first departing operand" in view.details and "step 2" in view.details
+    agrees = verdict_view(ConversionCheck(AGREES, "torch 2.13.0 running the original TorchScript module", "seeded"))
+    assert agrees is not None and agrees.tone == SUCCESS and agrees.step is None and not agrees.warning
+    unchecked = verdict_view(ConversionCheck(NOT_CHECKED, reason="timed out: onnxruntime ran past …"))
+    assert unchecked is not None and unchecked.tone == INFO and "not checked: timed out" in unchecked.line
+    assert verdict_view(None) is None  # a model that was not converted
