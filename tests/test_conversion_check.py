@@ -352,7 +352,9 @@ def test_the_app_shows_a_disagreement_in_the_error_colour_with_its_forward_step(
 
     out = OutputCheck(0, "5", "over tolerance", 0.8, 0.4, 1e-4, "at (0, 3)")
     first = Departure(1, "conv2d_0", "nn.Conv2d", "1", "max |error| 0.3")
-    view = verdict_view(ConversionCheck(DISAGREES, "onnxruntime 1.32.0 running the original .onnx", "seeded", (out,), first))
+    view = verdict_view(
+        ConversionCheck(DISAGREES, "onnxruntime 1.32.0 running the original .onnx", "seeded", (out,), first)
+    )
     assert view is not None and view.tone == ERROR and view.step == 2 and view.operator == "conv2d_0"
     assert "DISAGREES with onnxruntime 1.32.0" in view.line and "conv2d_0" in view.line
     assert "conv2d_0" in view.link_label and "does not compute what the original does" in view.warning
