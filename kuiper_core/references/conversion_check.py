@@ -14,6 +14,7 @@ module: `open_model` here is the formats' open_model with this check passed in, 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -87,30 +88,43 @@ class ProbeError(KuiperError):
 def _index_bound(graph: Graph, name: str) -> tuple[int | None, str]:
     """How far an integer input may index: (exclusive bound, '') from the operators it indexes
     with, (None, '') when nothing indexes with it, (None, why) when an operator indexes with it
-    and the graph does not say how far."""
+    and the graph does not say how far, or with values an operator in between changed
+    (`emb(ids + 45)`: 0..49 would index past the table)."""
     operand = graph.operands.get(name)
     bounds: list[int] = []
     seen: set[str] = set()
-    todo = [operand] if operand is not None else []
+    todo: list[tuple[Any, Any]] = [(operand, None)] if operand is not None else []  # (operand, what changed it)
     while todo:
-        current = todo.pop()
+        current, changed = todo.pop()
         if current.name in seen:
             continue
         seen.add(current.name)
         for op in current.consumers:
-            if op.type in _PASS_THROUGH:
-                todo.extend(op.outputs)
-                continue
-            if op.type not in _INDEXING:
-                continue
-            bound = _bound_of(op, current)
-            if bound is None:
-                return (
-                    None,
-                    f"integer input {name} indexes with operator {op.name} ({op.type}), whose range the file does not say",
-                )
-            bounds.append(bound)
+            if op.type in _INDEXING:
+                bound = None if changed is not None else _bound_of(op, current)
+                if bound is None:
+                    how = (
+                        f" through operator {changed.name} ({changed.type}), which changes its values"
+                        if changed
+                        else ""
+                    )
+                    return (
+                        None,
+                        f"integer input {name} indexes with operator {op.name} ({op.type}){how}, "
+                        "and the file does not say what range that input may take",
+                    )
+                bounds.append(bound)
+            elif op.type in _PASS_THROUGH or _packs_indices(op):
+                todo.extend((o, changed) for o in op.outputs)
+            else:  # arithmetic on the integers (an offset, a clamp): followed while its results are integers
+                todo.extend((o, changed or op) for o in op.outputs if o.dtype is not None and o.dtype[:1] in "iu")
     return (min(bounds) if bounds else None), ""
+
+
+def _packs_indices(op: Any) -> bool:
+    """pnnx's `expr=[@0]` (Tensor.index's list of index tensors): the values pass unchanged."""
+    expr = op.params.get("expr") if op.type == "pnnx.Expression" else None
+    return isinstance(expr, str) and re.fullmatch(r"\[@\d+(,@\d+)*\]", expr) is not None
 
 
 def _bound_of(op: Any, index: Any) -> int | None:
@@ -123,21 +137,21 @@ def _bound_of(op: Any, index: Any) -> int | None:
     others = [o for o in op.inputs if o is not index and o.shape]
     weights = [a for a in op.attrs.values() if a.shape]
     shapes = [o.shape for o in others] + [a.shape for a in weights]
-    dim = op.params.get("dim", 0)
+    dim = op.params.get("dim", op.params.get("axis", 0))  # torch's dim, ONNX's axis
     if not shapes or not isinstance(dim, int):
         return None
     shape = shapes[0]
-    if op.type == "torch.take":
+    if op.type in ("torch.take", "GatherND", "ScatterND"):  # (an index into many dims: the least of them)
         sizes = [d for d in shape if isinstance(d, int)]
-        return int(np.prod(sizes)) if len(sizes) == len(shape) else None
+        if len(sizes) != len(shape) or not sizes:
+            return None
+        return int(np.prod(sizes)) if op.type == "torch.take" else min(sizes)
     d = shape[dim] if -len(shape) <= dim < len(shape) else None
     return int(d) if isinstance(d, int) and d > 0 else None
 
 
 def _guessed_sizes(graph: Graph, guessed: str | None) -> dict[str, dict[int, int]]:
     """The sizes pnnx chose for the open dims (`[1,3,128,128]f32,…`), by input operand and dim."""
-    import re
-
     if not guessed:
         return {}
     shapes = [[int(d) for d in m.split(",")] for m in re.findall(r"\[([\d,]+)\]", guessed)]
@@ -166,7 +180,9 @@ def probe_inputs(graph: Graph, seed: int = SEED, guessed: str | None = None) -> 
         if dt.kind in "iu":
             bound, why = _index_bound(graph, name)
             if why:
-                raise ProbeError(f"no probe input: {why}; give your own input (--input)")
+                raise ProbeError(
+                    f"no probe input: {why}; check it on your own input (--input; in the app, an uploaded .npy)"
+                )
             high = bound if bound is not None else DEFAULT_INT_RANGE
             arrays.append(rng.integers(0, max(1, high), size=shape).astype(dt))
             said.append(f"{shape_label(shape)} {dtype} in 0..{max(1, high) - 1}")
