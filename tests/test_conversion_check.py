@@ -96,6 +96,35 @@ def test_an_honest_conversion_agrees(route):
     np.testing.assert_allclose(y, np.load(HERE / "probe.expected.npz")["out0"], atol=1e-5)
 
 
+@pytest.mark.slow  # real conversions and a framework per route
+@needs_pnnx
+@pytest.mark.parametrize("route", ROUTES)
+def test_token_ids_of_two_dtypes_two_outputs_and_a_0d_input_are_probed_from_the_file(route):
+    """tokens: f32 features and i64 ids into a 40-row Embedding, two outputs; scalar: a 0-d f32
+    input, which pnnx's .param declares no shape of (its log says the one it read)."""
+    tokens = open_model(HERE / f"tokens.{route}")
+    check = tokens.check
+    assert check is not None and check.agrees, check.text()
+    assert "1x5x6 f32 standard normal, 1x5 i64 in 0..39" in check.probe, check.probe
+    assert [o.index for o in check.outputs] == [0, 1] and not any(o.failed for o in check.outputs)
+    scalar = open_model(HERE / f"scalar.{route}")
+    assert scalar.graph.inputs[1].outputs[0].shape is None  # pnnx wrote no shape for it
+    assert scalar.check is not None and scalar.check.agrees, scalar.check.text()
+    assert "1x5 f32 standard normal, () f32 standard normal" in scalar.check.probe, scalar.check.probe
+
+
+@pytest.mark.slow
+@needs_pnnx
+@needs_ort
+def test_an_altered_weight_of_a_two_output_model_names_both_outputs(tmp_path, monkeypatch):
+    _altering_converter(tmp_path, monkeypatch, "weight")  # the Linear before both outputs
+    check = open_model(HERE / "tokens.onnx").check
+    assert check is not None and check.disagrees, check.text()
+    assert [o.index for o in check.outputs if o.failed] == [0, 1], check.text()
+    assert check.first is not None and check.first.type == "nn.Linear", check.text()
+    assert "output 0" in check.headline() and "✗ output 1" in check.text()
+
+
 @pytest.mark.slow
 @needs_pnnx
 @pytest.mark.parametrize("route", ROUTES)

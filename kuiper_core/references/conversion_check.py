@@ -163,15 +163,41 @@ def _guessed_sizes(graph: Graph, guessed: str | None) -> dict[str, dict[int, int
     return sizes
 
 
-def probe_inputs(graph: Graph, seed: int = SEED, guessed: str | None = None) -> tuple[list[np.ndarray], str]:
+_TRACED = re.compile(r"get inputshape from traced inputs\s*\n\s*inputshape = (\S+)")
+
+
+def traced_shapes(graph: Graph, log: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """(shape, dtype) pnnx read from the original file (its log: 'get inputshape from traced
+    inputs', then `inputshape = [1,5]f32,[]f32`) for the inputs its .param declares no shape of:
+    a 0-d input, for which pnnx writes none."""
+    found = _TRACED.search(log or "")
+    if found is None:
+        return {}
+    shapes = re.findall(r"\[([\d,]*)\]([a-z]+\d*)", found.group(1))
+    if len(shapes) != len(graph.inputs):
+        return {}
+    return {
+        op.outputs[0].name: (tuple(int(d) for d in dims.split(",") if d), dtype)
+        for op, (dims, dtype) in zip(graph.inputs, shapes)
+        if op.outputs[0].shape is None
+    }
+
+
+def probe_inputs(
+    graph: Graph, seed: int = SEED, guessed: str | None = None, log: str = ""
+) -> tuple[list[np.ndarray], str]:
     """Seeded inputs of the declared shapes and dtypes: floats standard normal, integers within
     the range the graph can index with them (an embedding's size; 0..9 where nothing indexes),
-    booleans half true; open dims at the sizes pnnx converted at (`guessed`, Conversion.guessed).
-    ProbeError when an input's shape or an integer's range is not in the file."""
+    booleans half true; open dims at the sizes pnnx converted at (`guessed`, Conversion.guessed);
+    an input the .param gives no shape (0-d) at the one pnnx's `log` read from the original.
+    ProbeError when an input's shape or an integer's range is not known."""
     try:
-        specs = input_specs(graph, sizes=_guessed_sizes(graph, guessed))
+        specs = input_specs(graph, sizes=_guessed_sizes(graph, guessed), declared=traced_shapes(graph, log))
     except InputError as e:
-        raise ProbeError(f"no probe input: {e}") from None
+        why = str(e).split(": upload", 1)[0]  # (the app's advice; the check's is below)
+        raise ProbeError(
+            f"no probe input: {why}; check it on your own input (--input; in the app, an uploaded .npy)"
+        ) from None
     arrays: list[np.ndarray] = []
     said: list[str] = []
     for i, (name, shape, dtype) in enumerate(specs):
@@ -229,8 +255,9 @@ def check_conversion(
         return not_checked(why)
     try:
         if inputs is None:
-            guessed = model.conversion.guessed if model.conversion is not None else None
-            arrays, probe = probe_inputs(model.graph, guessed=guessed)
+            conversion = model.conversion
+            guessed, log = (conversion.guessed, conversion.log) if conversion is not None else (None, "")
+            arrays, probe = probe_inputs(model.graph, guessed=guessed, log=log)
         else:
             arrays = [np.asarray(x) for x in inputs]
             probe = "the given input: " + ", ".join(f"{x.shape} {x.dtype}" for x in arrays)
