@@ -397,6 +397,52 @@ def test_a_resize_pnnx_rewrites_wrongly_is_caught_and_given_back_its_onnx_semant
         assert [op.type for op in model.graph.operators][1] == "Resize" and model.check.agrees, model.check.text()
 
 
+def _clip_onnx(path, max_input: str, constant: bool) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [] if constant else [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0)]  # a computed max
+    nodes += [helper.make_node("Clip", ["x", "", max_input], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "m")] if constant else []
+    graph = helper.make_graph(nodes, "g", [x], [y], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+
+
+def test_a_clip_with_only_a_computed_max_is_made_a_min_before_pnnx(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from kuiper_core.formats.onnx_prepare import max_only_clips
+
+    _clip_onnx(tmp_path / "c.onnx", "m", constant=False)
+    model = onnx.load(str(tmp_path / "c.onnx"))
+    assert max_only_clips(model.graph) and [(n.op_type, list(n.input)) for n in model.graph.node][1] == (
+        "Min",
+        ["x", "m"],
+    )
+    _clip_onnx(tmp_path / "k.onnx", "m", constant=True)  # a constant max: pnnx writes torch.clamp(max=0.5), right
+    kept = onnx.load(str(tmp_path / "k.onnx"))
+    assert max_only_clips(kept.graph) == [] and kept.graph.node[0].op_type == "Clip"
+
+
+@pytest.mark.slow  # real conversions and onnxruntime
+@needs_pnnx
+@needs_ort
+def test_a_clip_pnnx_reads_its_max_as_a_min_is_caught_and_fixed_before_pnnx(tmp_path, monkeypatch):
+    """pnnx 20261020 writes Clip(x, "", max) with a computed max as Clip(x, max): the max read as
+    the min. The check finds it at the Clip; the normalisation before pnnx makes it Min(x, max)."""
+    from kuiper_core.formats import convert
+
+    _clip_onnx(tmp_path / "c.onnx", "m", constant=False)
+    with monkeypatch.context() as m:  # as pnnx writes it: no normalisation before it
+        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: inputshape)
+        check = open_model(tmp_path / "c.onnx", cache_dir=tmp_path / "as_written").check
+    assert check is not None and check.disagrees and check.first is not None and check.first.type == "Clip", check
+    assert check.worst is not None and check.worst.max_error > 0.1
+    fixed = open_model(tmp_path / "c.onnx")
+    assert "expr=min(@0,@1)" in fixed.files.param.read_text() and fixed.check.agrees, fixed.check.text()
+
+
 def test_a_passing_output_is_explore_compare_s_ok():
     """The verdict (formats/, below explore/) names explore.compare's OK status by its value."""
     from kuiper_core.explore.compare import OK

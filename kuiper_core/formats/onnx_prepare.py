@@ -20,6 +20,8 @@ On the copy in the conversion's folder, in order:
    (at most FOLD_ELEMENTS elements; in total within the max_folded_bytes limit), and `If`s
    whose condition became constant, replaced by the branch taken; repeated while it folds;
    an even `Split` is given its sizes (pnnx writes a sizeless one as `torch.split(x, None)`);
+   nodes pnnx would rewrite to something else are made ones it converts right: lossy `Resize`s
+   kept (onnx_resize.py), a `Clip(x, "", max)` whose max is computed made `Min(x, max)`;
 6. control flow left (`If` on input values, `Loop`, `Scan`) is an error before pnnx runs,
    saying what the node is, its branches, and what the user can do; so are, before step 1,
    models the engine cannot hold at all (string, sequence or map values, training and
@@ -329,6 +331,26 @@ def _channel_slopes(graph: Any) -> None:
                         value.type.tensor_type.shape.dim.add().dim_value = 1
 
 
+def max_only_clips(graph: Any) -> list[str]:
+    """pnnx 20261020 writes `Clip(x, "", max)` with a max it cannot read as a constant as
+    `Clip(x, max)`, which reads the max as the min (ONNX's second input): 1.4 off onnxruntime on a
+    ReduceMean's max. `Min(x, max)` computes the same (Clip's bounds are scalars) and pnnx keeps it
+    right; a constant max stays a Clip (pnnx writes torch.clamp(max=…), right)."""
+    constants = {i.name for i in graph.initializer}
+    constants |= {o for node in graph.node if node.op_type == "Constant" for o in node.output}
+    made = 0
+    for node in graph.node:
+        inputs = list(node.input)
+        if node.op_type == "Clip" and node.domain in ("", "ai.onnx") and len(inputs) == 3 and inputs[1] == "":
+            if inputs[2] and inputs[2] not in constants:
+                node.op_type = "Min"
+                del node.input[1]
+                made += 1
+    return (
+        [f"{made} Clip(x, '', max) with a computed max made Min(x, max) (pnnx reads that max as a min)"] if made else []
+    )
+
+
 def out_of_reach(model: Any, name: str) -> str | None:
     """Why the engine cannot run the model at all, or None: string, sequence or map values
     (its tensors are numbers), training operators."""
@@ -421,8 +443,9 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
     if splits:
         notes.append(f"{splits} even Split(s) given their sizes")
     resizes = keep_lossy_resizes(model)  # kept as Resize where pnnx's F.interpolate would answer otherwise
-    notes += resizes
-    changed = changed or bool(resizes)
+    clips = max_only_clips(graph)
+    notes += resizes + clips
+    changed = changed or bool(resizes) or bool(clips)
     problem = control_flow_error(model, name, bool(inputshape))
     if problem is not None:
         raise _UserError("control_flow", problem)
