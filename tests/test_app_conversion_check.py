@@ -59,6 +59,16 @@ def test_a_disagreeing_conversion_is_shown_in_the_error_colour_with_a_way_to_whe
     at.query_params["step"] = "2"
     at.switch_page(FORWARD).run()
     assert "Operator 2 of 8:" in forward_panel(at), forward_panel(at)
+    # a reload (the URL names the model): the verdict comes back with it, no framework runs again
+    from kuiper_core.references import isolated
+
+    spawned: list[str] = []  # (an error raised there would be caught as the framework failing)
+    monkeypatch.setattr(isolated, "_spawn", lambda what, *a, **k: spawned.append(what))
+    query = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    reloaded = app(None, GRAPH, query=query)
+    assert any("DISAGREES" in e.value for e in reloaded.sidebar.error), [e.value for e in reloaded.error]
+    assert any("does not compute what the original does" in e.value for e in reloaded.main.error)
+    assert spawned == []
 
 
 def test_an_honest_conversion_says_it_agrees():

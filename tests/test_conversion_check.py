@@ -156,10 +156,18 @@ def test_the_verdict_survives_the_cache_and_a_reload(tmp_path, monkeypatch, priv
     assert first.check is not None and first.check.disagrees
     stored = json.loads((first.conversion.directory / CHECKS_FILE).read_text())
     assert list(stored) == ["seeded-0"]
+    run = ["run", str(HERE / "probe.onnx"), "--input", str(X)]
+    assert main(run) == 3  # checked on the user's input too: stored under its digest
+    assert len(json.loads((first.conversion.directory / CHECKS_FILE).read_text())) == 2
+    from kuiper_core.references import isolated
+
+    spawned: list[str] = []  # (an error raised here would be caught as the framework failing)
+    monkeypatch.setattr(isolated, "_spawn", lambda what, *a, **k: spawned.append(what))
     again = open_model(HERE / "probe.onnx")  # the cache: no conversion, no framework run
     assert again.conversion.cached and again.check == first.check
     reloaded = open_cached(first.conversion.key)  # the app after a reload: by key, without the source
     assert reloaded is not None and reloaded.check == first.check
+    assert main(run) == 3 and spawned == []  # the CLI's second run: the stored verdict
     assert ConversionCheck.from_json(first.check.to_json()) == first.check
 
 
