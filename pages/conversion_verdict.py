@@ -8,16 +8,38 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
-from kuiper_core.explore.conversion_verdict import ERROR, SUCCESS, VerdictView, verdict_view
+from kuiper_core.errors import KuiperError
+from kuiper_core.explore.conversion_verdict import ERROR, SUCCESS, VerdictView, session_verdict, verdict_view
+from kuiper_core.references.conversion_check import checked
+from pages import common
 
 FORWARD = "pages/5_forward.py"
 PENDING = "fw_pending"  # the Forward page's ("name", operator): applied when it opens (5_forward.py)
 
 
+def _given_input() -> list[np.ndarray] | None:
+    """The session's input when the user gave it (an upload, a picture, a drawing), else None."""
+    kind = (st.session_state.get(common.INPUT_KEY) or {}).get("kind")
+    held = (st.session_state.get(common.INPUT_ARRAYS_KEY) or {}).get(kind)
+    return None if held is None else [held[0]]
+
+
 def view_of(model: Any) -> VerdictView | None:
-    return verdict_view(getattr(getattr(model, "opened", None), "check", None))
+    return verdict_view(session_verdict(getattr(model, "opened", None), _given_input()))
+
+
+def check_input(model: Any, array: np.ndarray) -> None:
+    """The user gave a converted model an input: the conversion checked on it once (the
+    framework's run, stored with the conversion; later pages and a reload read it)."""
+    opened = getattr(model, "opened", None)
+    if opened is not None and opened.conversion is not None:
+        try:
+            checked(opened, [array])
+        except KuiperError:  # (the verdict says why it was not checked; nothing else to stop)
+            pass
 
 
 def _link(view: VerdictView, model: Any) -> None:

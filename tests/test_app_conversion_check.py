@@ -4,18 +4,31 @@ the error colour, with a way to the Forward step where it first departs; an hone
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import DATA
 
 from kuiper_core.formats import base, converter_available
 
 pytest.importorskip("streamlit")
-from apptest_helpers import EXPR, FORWARD, GRAPH, HOME, ORDER, PROFILE, app, forward_panel, no_exception  # noqa: E402
+from apptest_helpers import (  # noqa: E402
+    EXPR,
+    FORWARD,
+    GRAPH,
+    HOME,
+    ORDER,
+    PROFILE,
+    app,
+    forward_panel,
+    no_exception,
+    upload_input,
+)
 
 PAGES = [HOME, GRAPH, ORDER, EXPR, FORWARD, PROFILE, "pages/7_ir.py", "pages/8_passes.py", "pages/9_class.py"]
 from test_conversion_check import _altering_converter  # noqa: E402
 
 PROBE = DATA / "conversion_check" / "probe.onnx"
+X = DATA / "conversion_check" / "probe.input.npy"
 pytestmark = [
     pytest.mark.slow,  # AppTest runs, real conversions, onnxruntime
     pytest.mark.skipif(not converter_available(), reason="the pnnx converter is not installed"),
@@ -80,6 +93,14 @@ def test_an_honest_conversion_says_it_agrees():
         at.switch_page(page).run()
         assert any("agrees with onnxruntime" in c.value for c in at.sidebar.caption), page
         assert not any("DISAGREES" in e.value for e in at.error), page
+    # the user's own input: the conversion is checked on it too, and the pages say so
+    at.switch_page(HOME).run()
+    assert not any("(on your input)" in c.value for c in at.sidebar.caption)
+    upload_input(at, np.load(X), "mine.npy")
+    said = [c.value for c in at.sidebar.caption]
+    assert any("agrees with onnxruntime" in c and "(on your input)" in c for c in said), said
+    at.switch_page(FORWARD).run()
+    assert any("(on your input)" in c.value for c in at.sidebar.caption)
 
 
 def test_an_input_of_another_shape_converts_the_upload_again_at_that_shape():

@@ -477,3 +477,21 @@ def test_the_app_shows_a_disagreement_in_the_error_colour_with_its_forward_step(
     unchecked = verdict_view(ConversionCheck(NOT_CHECKED, reason="timed out: onnxruntime ran past …"))
     assert unchecked is not None and unchecked.tone == INFO and "not checked: timed out" in unchecked.line
     assert verdict_view(None) is None  # a model that was not converted
+
+
+def test_the_app_shows_the_verdict_on_the_users_input_where_one_was_stored(tmp_path):
+    from types import SimpleNamespace
+
+    from kuiper_core.explore.conversion_verdict import session_verdict, verdict_view
+    from kuiper_core.formats.conversion_check import probe_key, store_check
+
+    seeded = ConversionCheck(AGREES, "onnxruntime 1.32.0 running the original .onnx", "seeded random (seed 0): 1x2 f32")
+    opened = SimpleNamespace(conversion=SimpleNamespace(directory=tmp_path), check=seeded)
+    mine = [np.ones((1, 2), np.float32)]
+    assert session_verdict(opened, mine) is seeded  # not checked on it yet: the seeded probe's
+    on_mine = ConversionCheck(DISAGREES, seeded.reference, "the given input: (1, 2) float32")
+    store_check(tmp_path, probe_key(mine), on_mine)
+    assert session_verdict(opened, mine) == on_mine and session_verdict(opened, None) is seeded
+    view = verdict_view(session_verdict(opened, mine))
+    assert view is not None and view.line.endswith("(on your input)")
+    assert session_verdict(SimpleNamespace(conversion=None, check=None), mine) is None  # not converted

@@ -3,17 +3,22 @@ its tone (the error colour when the converted file disagrees with the original),
 shows, and the Forward step of the first departing operand its link opens. pages/conversion_verdict.py
 only draws this.
 
-    view = verdict_view(model.opened.check)   # None: not a converted model
+    view = verdict_view(session_verdict(model.opened, inputs))   # None: not a converted model
     view.tone, view.line, view.step
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from ..formats.conversion_check import ConversionCheck
+import numpy as np
+
+from ..formats.conversion_check import ConversionCheck, probe_key, stored_check
 
 ERROR, SUCCESS, INFO = "error", "success", "info"
+GIVEN = "the given input"  # how a verdict's probe starts when it is the user's input
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,23 @@ class VerdictView:
         return f"Step through Forward to {self.operator}" if self.operator else ""
 
 
+def session_verdict(opened: Any, inputs: Sequence[np.ndarray] | None) -> ConversionCheck | None:
+    """The verdict on the input the user gave (`inputs`: an upload, a drawing) where the
+    conversion was checked on it (stored with the conversion), else the opened model's (the
+    seeded probe's); None for a model that was not converted."""
+    conversion = getattr(opened, "conversion", None)
+    if conversion is not None and inputs is not None:
+        found = stored_check(conversion.directory, probe_key(inputs))
+        if found is not None:
+            return found
+    return getattr(opened, "check", None)
+
+
 def verdict_view(check: ConversionCheck | None) -> VerdictView | None:
     """How the app shows `check` (None for a model that was not converted)."""
     if check is None:
         return None
-    line = check.headline()
+    line = check.headline() + (" (on your input)" if check.probe.startswith(GIVEN) else "")
     if not check.disagrees:
         return VerdictView(SUCCESS if check.agrees else INFO, line, check.text())
     first = check.first
