@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore.conversion_verdict import ERROR, SUCCESS, VerdictView, session_verdict, verdict_view
 from kuiper_core.references.conversion_check import checked
@@ -37,7 +38,8 @@ def check_input(model: Any, array: np.ndarray) -> None:
     opened = getattr(model, "opened", None)
     if opened is not None and opened.conversion is not None:
         try:
-            checked(opened, [array])
+            with limits.use(common.APP_LIMITS):  # the framework child's memory and time: the app's
+                checked(opened, [array])
         except KuiperError:  # (the verdict says why it was not checked; nothing else to stop)
             pass
 
