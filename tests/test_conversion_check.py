@@ -451,6 +451,61 @@ def test_a_clip_pnnx_reads_its_max_as_a_min_is_caught_and_fixed_before_pnnx(tmp_
     assert "expr=min(@0,@1)" in fixed.files.param.read_text() and fixed.check.agrees, fixed.check.text()
 
 
+def _softmax_onnx(path, op: str, axis: int, opset: int = 11) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node(op, ["n"], ["s"], axis=axis)]
+    nodes.append(helper.make_node("Neg", ["s"], ["y"]))
+    graph = helper.make_graph(nodes, "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=7), str(path))
+
+
+def test_an_old_opset_softmax_before_the_last_axis_is_made_the_flatten_it_means(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")  # (onnx.reference takes opset 11's Softmax per axis too)
+    from kuiper_core.formats.onnx_prepare import flattening_softmaxes
+
+    def run(model):
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": x})[0]
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 4)).astype(np.float32)
+    for op, axis in (("Softmax", 1), ("LogSoftmax", 0), ("Softmax", -2)):
+        _softmax_onnx(tmp_path / "s.onnx", op, axis)
+        model = onnx.shape_inference.infer_shapes(onnx.load(str(tmp_path / "s.onnx")))  # (as normalise has)
+        before = run(model)
+        assert flattening_softmaxes(model), (op, axis)
+        assert [n.op_type for n in model.graph.node] == ["Neg", "Flatten", op, "Reshape", "Neg"]
+        np.testing.assert_allclose(run(model), before, rtol=1e-6, atol=1e-7)  # onnxruntime: the same values
+    for axis, opset in ((-1, 11), (2, 12), (1, 13)):  # over the last axis, or opset 13's per-axis meaning: kept
+        _softmax_onnx(tmp_path / "k.onnx", "Softmax", axis, opset)
+        kept = onnx.shape_inference.infer_shapes(onnx.load(str(tmp_path / "k.onnx")))
+        assert flattening_softmaxes(kept) == [] and len(kept.graph.node) == 3
+
+
+@pytest.mark.slow  # real conversions and onnxruntime
+@needs_pnnx
+@needs_ort
+def test_an_old_opset_softmax_pnnx_takes_per_axis_is_caught_and_fixed_before_pnnx(tmp_path, monkeypatch):
+    """pnnx 20261020 writes opset 11's Softmax(axis=1) of a (1,3,4) input, which normalises over
+    the 12 values flattened from axis 1, as a softmax over dim 1 (3 values): the check names it;
+    the normalisation before pnnx writes the flatten out."""
+    from kuiper_core.formats import convert
+
+    _softmax_onnx(tmp_path / "s.onnx", "Softmax", 1)
+    with monkeypatch.context() as m:  # as pnnx writes it: no normalisation before it
+        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: inputshape)
+        check = open_model(tmp_path / "s.onnx", cache_dir=tmp_path / "as_written").check
+    assert check is not None and check.disagrees and check.first is not None, check
+    assert check.first.type == "F.softmin", check.text()  # (pnnx fuses Neg, Softmax into F.softmin(dim=1))
+    assert check.worst is not None and check.worst.max_error > 0.1
+    fixed = open_model(tmp_path / "s.onnx")
+    assert "torch.flatten" in [op.type for op in fixed.graph.operators] and fixed.check.agrees, fixed.check.text()
+
+
 def test_a_passing_output_is_explore_compare_s_ok():
     """The verdict (formats/, below explore/) names explore.compare's OK status by its value."""
     from kuiper_core.explore.compare import OK
