@@ -303,35 +303,40 @@ def test_integer_probes_stay_within_what_the_graph_indexes():
     with pytest.raises(ProbeError, match="integer input 0 indexes with operator g .torch.gather."):
         probe_inputs(parse_param(gather, "gather.param"))
     # values changed on the way (pnnx.Expression add(@0,45) before the embedding): no range is known
-    shifted = (
-        "7767517\n4 3\n"
-        "pnnx.Input in0 0 1 0 #0=(2,7)i64\n"
-        "pnnx.Expression e 1 1 0 5 expr=add(@0,45) #0=(2,7)i64 #5=(2,7)i64\n"
-        "nn.Embedding emb 1 1 5 1 embedding_dim=4 num_embeddings=50 sparse=False @weight=(50,4)f32 #5=(2,7)i64 #1=(2,7,4)f32\n"
-        "pnnx.Output out0 1 0 1 #1=(2,7,4)f32\n"
+    shifted = _graph(
+        3,
+        "pnnx.Input in0 0 1 0 #0=(2,7)i64",
+        "pnnx.Expression e 1 1 0 5 expr=add(@0,45) #0=(2,7)i64 #5=(2,7)i64",
+        "nn.Embedding emb 1 1 5 1 embedding_dim=4 num_embeddings=50 sparse=False @weight=(50,4)f32 #5=(2,7)i64 #1=(2,7,4)f32",
+        "pnnx.Output out0 1 0 1 #1=(2,7,4)f32",
     )
     with pytest.raises(ProbeError, match="emb .nn.Embedding. through operator e .pnnx.Expression., which changes"):
-        probe_inputs(parse_param(shifted, "shifted.param"))
+        probe_inputs(shifted)
     # ONNX's Gather left by pnnx indexes along `axis` (a (4,30) table on axis 1: 0..29), and
     # pnnx's `[@0]` before Tensor.index passes the indices unchanged (a (12,3) table: 0..11)
-    onnx_gather = (
-        "7767517\n4 3\n"
-        "pnnx.Input in0 0 1 0 #0=(6)i64\n"
-        "pnnx.Attribute w 0 1 1 @data=(4,30)f32 #1=(4,30)f32\n"
-        "Gather g 2 1 1 0 2 axis=1 #1=(4,30)f32 #0=(6)i64 #2=(4,6)f32\n"
-        "pnnx.Output out0 1 0 2 #2=(4,6)f32\n"
+    onnx_gather = _graph(
+        3,
+        "pnnx.Input in0 0 1 0 #0=(6)i64",
+        "pnnx.Attribute w 0 1 1 @data=(4,30)f32 #1=(4,30)f32",
+        "Gather g 2 1 1 0 2 axis=1 #1=(4,30)f32 #0=(6)i64 #2=(4,6)f32",
+        "pnnx.Output out0 1 0 2 #2=(4,6)f32",
     )
-    (ids,), said = probe_inputs(parse_param(onnx_gather, "g.param"))
+    (ids,), said = probe_inputs(onnx_gather)
     assert "in 0..29" in said and ids.max() <= 29
-    index = (
-        "7767517\n5 4\n"
-        "pnnx.Input in0 0 1 0 #0=(5)i64\n"
-        "pnnx.Attribute w 0 1 1 @data=(12,3)f32 #1=(12,3)f32\n"
-        "pnnx.Expression e 1 1 0 2 expr=[@0] #0=(5)i64\n"
-        "Tensor.index i 2 1 1 2 3 $input=1 $expr=2 #1=(12,3)f32 #3=(5,3)f32\n"
-        "pnnx.Output out0 1 0 3 #3=(5,3)f32\n"
+    index = _graph(
+        4,
+        "pnnx.Input in0 0 1 0 #0=(5)i64",
+        "pnnx.Attribute w 0 1 1 @data=(12,3)f32 #1=(12,3)f32",
+        "pnnx.Expression e 1 1 0 2 expr=[@0] #0=(5)i64",
+        "Tensor.index i 2 1 1 2 3 $input=1 $expr=2 #1=(12,3)f32 #3=(5,3)f32",
+        "pnnx.Output out0 1 0 3 #3=(5,3)f32",
     )
-    assert "in 0..11" in probe_inputs(parse_param(index, "i.param"))[1]
+    assert "in 0..11" in probe_inputs(index)[1]
+
+
+def _graph(operands: int, *lines: str):
+    """A .param graph of `lines` (one operator each) with `operands` operands."""
+    return parse_param(f"7767517\n{len(lines)} {operands}\n" + "\n".join(lines) + "\n", "probe.param")
 
 
 def test_a_batch_baked_into_a_reshape_is_named_not_folded_into_another_dim():
