@@ -332,6 +332,14 @@ def test_integer_probes_stay_within_what_the_graph_indexes():
         "pnnx.Output out0 1 0 3 #3=(5,3)f32",
     )
     assert "in 0..11" in probe_inputs(index)[1]
+    pixels = _graph(  # an image of bytes nothing indexes with: all 256 values
+        2,
+        "pnnx.Input in0 0 1 0 #0=(1,3,4,4)u8",
+        "Tensor.to t 1 1 0 1 dtype=torch.float copy=False #0=(1,3,4,4)u8 #1=(1,3,4,4)f32",
+        "pnnx.Output out0 1 0 1 #1=(1,3,4,4)f32",
+    )
+    (image,), said = probe_inputs(pixels)
+    assert image.dtype == np.uint8 and "in 0..255" in said and image.max() > 9
 
 
 def _graph(operands: int, *lines: str):

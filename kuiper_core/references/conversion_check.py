@@ -62,6 +62,7 @@ def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | No
 
 TIMED_OUT = "timed out"  # the start of a verdict's reason when the framework ran past the time limit
 DEFAULT_INT_RANGE = 10  # integers of a probe where nothing in the graph indexes with them: 0..9
+BYTE_RANGE = 256  # … but an unindexed u8 (an image's pixels) takes all its values
 
 # Operators that index with an integer input, and where the graph says how far it may go.
 _EMBEDDINGS = {"nn.Embedding", "nn.EmbeddingBag"}
@@ -209,7 +210,7 @@ def probe_inputs(
                 raise ProbeError(
                     f"no probe input: {why}; check it on your own input (--input; in the app, an uploaded .npy)"
                 )
-            high = bound if bound is not None else DEFAULT_INT_RANGE
+            high = bound if bound is not None else BYTE_RANGE if dt == np.uint8 else DEFAULT_INT_RANGE
             arrays.append(rng.integers(0, max(1, high), size=shape).astype(dt))
             said.append(f"{shape_label(shape)} {dtype} in 0..{max(1, high) - 1}")
         elif dt.kind == "b":
