@@ -73,8 +73,11 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 # with issues 36-38's second round: the app's state moved in from pages/common.py
 # (kuiper_core/explore, ~570 lines that pages/ lost), the deployed-ncnn reference, ncnn's layers
 # for models not in the project (~450) and explore/forward_frames.py (Forward's steps, 161);
-# landed at 37,264.
-ENGINE_LINES = 37_400  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
+# landed at 37,264. Issue 39's second round (+~210: the verdict's app wording moved out of pages/
+# into explore/conversion_verdict.py with the verdict on the user's input, the integer probe
+# through arithmetic and ONNX axes, the 0-d probe from pnnx's log, the timed-out verdict, and two
+# converter rewrites undone before pnnx: ONNX Clip(x, "", max) and opset < 13 Softmax).
+ENGINE_LINES = 37_500  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
 FUNCTION_LINES = 80  # def line to last line, docstring included
 # Functions over FUNCTION_LINES today, each at most its length then (they may shrink, not grow).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {

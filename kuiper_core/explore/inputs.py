@@ -22,9 +22,13 @@ FREE_DIM_DEFAULT = 32  # size of an open (`?`) input dim other than the batch, u
 
 
 def input_specs(
-    graph: Graph, fallback_shape: Sequence[int] | None = None, sizes: Mapping[str, Mapping[int, int]] | None = None
+    graph: Graph,
+    fallback_shape: Sequence[int] | None = None,
+    sizes: Mapping[str, Mapping[int, int]] | None = None,
+    declared: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
 ) -> list[tuple[str, tuple[int, ...], str]]:
-    """(operand name, static shape, dtype name) of every model input.
+    """(operand name, static shape, dtype name) of every model input; `declared`: (shape, dtype)
+    known from elsewhere for an input the file declares none of (pnnx writes no shape for a 0-d one).
 
     Unknown dims (`?` or `%name`: a dynamic-shape export, pnnx's inputshape2) take the size
     chosen in `sizes` (operand name -> {dim: size}, see `free_dims`), else the one of
@@ -36,6 +40,9 @@ def input_specs(
     for op in graph.inputs:
         operand = op.outputs[0]
         shape = operand.shape
+        if shape is None and declared and operand.name in declared:
+            specs.append((operand.name, *declared[operand.name]))
+            continue
         if shape is None:
             if fallback_shape is None:
                 raise InputError(f"input '{operand.name}' has no declared shape: upload a .npy instead")

@@ -20,6 +20,9 @@ On the copy in the conversion's folder, in order:
    (at most FOLD_ELEMENTS elements; in total within the max_folded_bytes limit), and `If`s
    whose condition became constant, replaced by the branch taken; repeated while it folds;
    an even `Split` is given its sizes (pnnx writes a sizeless one as `torch.split(x, None)`);
+   nodes pnnx would rewrite to something else are made ones it converts right: lossy `Resize`s
+   kept (onnx_resize.py), a `Clip(x, "", max)` whose max is computed made `Min(x, max)`, an
+   opset < 13 `Softmax`/`LogSoftmax` before the last axis made the flatten it means;
 6. control flow left (`If` on input values, `Loop`, `Scan`) is an error before pnnx runs,
    saying what the node is, its branches, and what the user can do; so are, before step 1,
    models the engine cannot hold at all (string, sequence or map values, training and
@@ -329,6 +332,82 @@ def _channel_slopes(graph: Any) -> None:
                         value.type.tensor_type.shape.dim.add().dim_value = 1
 
 
+def max_only_clips(graph: Any) -> list[str]:
+    """pnnx 20261020 writes `Clip(x, "", max)` with a max it cannot read as a constant as
+    `Clip(x, max)`, which reads the max as the min (ONNX's second input): 1.4 off onnxruntime on a
+    ReduceMean's max. `Min(x, max)` computes the same (Clip's bounds are scalars) and pnnx keeps it
+    right; a constant max stays a Clip (pnnx writes torch.clamp(max=…), right)."""
+    constants = {i.name for i in graph.initializer}
+    constants |= {o for node in graph.node if node.op_type == "Constant" for o in node.output}
+    made = 0
+    for node in graph.node:
+        inputs = list(node.input)
+        if node.op_type == "Clip" and node.domain in ("", "ai.onnx") and len(inputs) == 3 and inputs[1] == "":
+            if inputs[2] and inputs[2] not in constants:
+                node.op_type = "Min"
+                del node.input[1]
+                made += 1
+    return (
+        [f"{made} Clip(x, '', max) with a computed max made Min(x, max) (pnnx reads that max as a min)"] if made else []
+    )
+
+
+_FLATTENING = ("Softmax", "LogSoftmax")  # before opset 13: over the input flattened to 2-d at `axis`
+
+
+def flattening_softmaxes(model: Any) -> list[str]:
+    """Before opset 13, ONNX's Softmax and LogSoftmax flatten the input to 2-d at `axis` (default 1)
+    and normalise over everything from it on; pnnx 20261020 writes them as F.softmax(dim=axis),
+    over that one dim: 0.46 off onnxruntime on a (1,3,4) input at axis 1. Where the input's
+    shape is known, made Flatten(axis) -> Softmax(axis=1) -> Reshape(shape), which pnnx writes
+    right; where it is not, left for the conversion check to name."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset >= 13:
+        return []
+    graph = model.graph
+    shapes = {}
+    for value in list(graph.input) + list(graph.value_info):
+        dims = value.type.tensor_type.shape.dim
+        if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
+            shapes[value.name] = [d.dim_value for d in dims]
+    taken = names_used(graph.node) | {o for n in graph.node for o in n.output} | {i.name for i in graph.initializer}
+    nodes: list[Any] = []
+    made = 0
+    for node in graph.node:
+        shape = shapes.get(node.input[0]) if node.op_type in _FLATTENING and node.domain in ("", "ai.onnx") else None
+        rank = len(shape) if shape is not None else 0
+        axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 1)
+        if shape is None or not -rank <= axis < rank or axis % rank == rank - 1:  # (over the last axis: alike)
+            nodes.append(node)
+            continue
+        flat, two_d, target = (_fresh(f"{node.output[0]}_{what}", taken) for what in ("flat", "2d", "shape"))
+        graph.initializer.append(numpy_helper.from_array(np.array(shape, np.int64), target))
+        nodes += [
+            helper.make_node("Flatten", [node.input[0]], [flat], axis=axis % rank),
+            helper.make_node(node.op_type, [flat], [two_d], axis=1, name=node.name),
+            helper.make_node("Reshape", [two_d, target], [node.output[0]]),
+        ]
+        made += 1
+    if made:
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return (
+        [f"{made} opset-{opset} Softmax/LogSoftmax over all dims from its axis made Flatten, Softmax, Reshape"]
+        if made
+        else []
+    )
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
 def out_of_reach(model: Any, name: str) -> str | None:
     """Why the engine cannot run the model at all, or None: string, sequence or map values
     (its tensors are numbers), training operators."""
@@ -421,8 +500,9 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
     if splits:
         notes.append(f"{splits} even Split(s) given their sizes")
     resizes = keep_lossy_resizes(model)  # kept as Resize where pnnx's F.interpolate would answer otherwise
-    notes += resizes
-    changed = changed or bool(resizes)
+    clips = max_only_clips(graph) + flattening_softmaxes(model)
+    notes += resizes + clips
+    changed = changed or bool(resizes) or bool(clips)
     problem = control_flow_error(model, name, bool(inputshape))
     if problem is not None:
         raise _UserError("control_flow", problem)
