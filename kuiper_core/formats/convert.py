@@ -39,6 +39,7 @@ from ..cache_dir import cache_root, trusted_folder
 from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
+from .onnx_given import given_values, mark_fixed_inputs, values_text
 from .onnx_prepare import prepare
 
 ENV_CONVERTER = "KUIPER_PNNX"
@@ -178,9 +179,18 @@ def content_digest(source: Path | bytes) -> str:
 
 
 def cache_key(
-    digest: str, kind: str, inputshape: str | None, inputshape2: str | None, optlevel: int, version: str
+    digest: str,
+    kind: str,
+    inputshape: str | None,
+    inputshape2: str | None,
+    optlevel: int,
+    version: str,
+    values: str = "",
 ) -> str:
-    text = "\0".join([CACHE_VERSION, digest, kind, inputshape or "", inputshape2 or "", str(optlevel), version])
+    """`values`: the given values of small integer inputs (onnx_given.values_text), which a
+    converted file may be specialised at; '' (none) keeps the keys made before they counted."""
+    parts = [CACHE_VERSION, digest, kind, inputshape or "", inputshape2 or "", str(optlevel), version]
+    text = "\0".join(parts + ([values] if values else []))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -599,8 +609,8 @@ def convert(
             "e.g. [1,3,224,224] (several inputs: [1,3,224,224],[1,10]i64; "
             "`--inputshape` on the command line)"
         )
-    digest = content_digest(source)
-    key = cache_key(digest, kind, shape1, shape2, level, converter.version)
+    values = given_values(options.inputs) if kind == "onnx" else None
+    key = cache_key(content_digest(source), kind, shape1, shape2, level, converter.version, values_text(values))
     root = cache_root(cache_dir) / "convert"
     hit = cached_conversion(key, cache_dir, on_log)
     if hit is not None:
@@ -615,7 +625,10 @@ def convert(
             model_file.write_bytes(source)
         else:
             shutil.copyfile(source, model_file)
-        pnnx_shape = prepare(model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log)
+        prepared = prepare(
+            model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log, values=values
+        )
+        pnnx_shape = prepared.inputshape
         cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
         cmd += [f"inputshape={pnnx_shape}"] if pnnx_shape else []
         cmd += [f"inputshape2={shape2}"] if shape2 else []
@@ -644,6 +657,7 @@ def convert(
         notes = []
         if code != 0:
             notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
+        notes += mark_fixed_inputs(param, prepared.fixed)
         guess = guessed_shapes(lines) if shape1 is None else None
         if guess is not None:
             notes.append(
