@@ -48,7 +48,7 @@ from typing import Any
 
 from ..children import set_rlimits, slot
 from ..errors import ConversionError, InputError
-from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs
+from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs, widen_f64_scalars
 from .onnx_given import fix_inputs, fixed_note, inputs_to_fix
 from .onnx_resize import keep_lossy_resizes
 
@@ -433,7 +433,11 @@ def normalise(
         what = f"{folded} constant node(s) folded" + (f", {ifs} If(s) with a constant condition inlined" if ifs else "")
         notes.append(what + " at these input shapes")
     if splits:
-        notes.append(f"{splits} even Split(s) given their sizes")
+        notes.append(f"{splits} Split or Expand node(s) given explicit sizes (an even Split, a two-way Expand)")
+    widened = widen_f64_scalars(graph)
+    if widened:
+        notes.append(f"{widened} one-element float64 constant(s) repeated along the operand they broadcast with")
+        changed = True
     resizes = keep_lossy_resizes(model)  # kept as Resize where pnnx's F.interpolate would answer otherwise
     notes += resizes
     changed = changed or bool(resizes)
