@@ -113,7 +113,7 @@ def make_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
             a = np.array(16000 if kind == "sr16k" else 8000)
         else:
             a = np.zeros(shape)
-        arrays.append(np.ascontiguousarray(a.astype(dtype)))
+        arrays.append(np.array(a, dtype=dtype, order="C"))  # (np.ascontiguousarray makes a 0-d array 1-d)
     return arrays
 
 

@@ -41,6 +41,7 @@ from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 from .onnx_given import given_values, mark_fixed_inputs, values_text
 from .onnx_prepare import prepare
+from .scripted import NOT_A_TENSOR, scripted_argument_hint
 
 ENV_CONVERTER = "KUIPER_PNNX"
 ENV_CACHE_MAX = "KUIPER_CACHE_MAX_MB"
@@ -460,16 +461,19 @@ _ECHO = re.compile(r"(pnnx|ncnn)\w* = |(fp16|optlevel|device|inputshape2?|input2
 
 
 def _last_lines(lines: Sequence[str], n: int = QUOTED_LINES) -> str:
-    kept = [line for line in lines if line.strip() and not _ECHO.match(line) and not BACKTRACE_FRAME.match(line)]
-    frames = sum(1 for line in lines if BACKTRACE_FRAME.match(line))
+    kept = [line for line in lines if line.strip() and not _ECHO.match(line) and not _frame(line)]
+    frames = sum(1 for line in lines if _frame(line))
     note = [f"({frames} frames of a C++ backtrace left out: the whole log is kept)"] if frames else []  # pnnx's
     # message is above them, and a dozen frames would push it out of the quoted lines
     return "\n".join("  " + line for line in kept[-n:] + note)
 
 
 def _frame(line: str) -> bool:
-    """A line of a stack trace (a C++ backtrace's frame, Python's traceback): no reason."""
-    return bool(BACKTRACE_FRAME.match(line)) or line.lstrip().startswith(('File "', "Traceback "))
+    """A line of a stack trace (a C++ backtrace's frame and c10's header over them, Python's
+    traceback): no reason."""
+    return bool(BACKTRACE_FRAME.match(line)) or line.lstrip().startswith(
+        ('File "', "Traceback ", "Exception raised from ")
+    )
 
 
 # The converter's own reason: the line that says what went wrong.
@@ -484,8 +488,12 @@ _GUESSED = re.compile(r"get inputshape from traced inputs")
 
 
 def reason_line(lines: Sequence[str]) -> str | None:
-    """The converter's own line that says why it failed (the last such, frames left out)."""
+    """The converter's own line that says why it failed: a C++ exception's `what():` (the
+    last), else the last line that reads as a reason; frames left out."""
     kept = [line.strip() for line in lines if line.strip() and not _ECHO.match(line) and not _frame(line)]
+    thrown = [line for line in kept if line.startswith("what():")]
+    if thrown:
+        return thrown[-1][:500]
     for line in reversed(kept):
         if _REASON.search(line) and not line.startswith("#"):
             return line[:500]
@@ -528,7 +536,10 @@ def failure_message(
         hints.append("a shape is what it quotes: giving the input shape the model runs at (--inputshape) may help")
     if kind == "torchscript" and inputshape is None and not records_shapes:
         hints.append("giving inputshape, e.g. [1,3,224,224], may help")
-    if kind == "torchscript" and code is not None and code < 0 and os.name == "posix":
+    argument = NOT_A_TENSOR.search(reason or "") if kind == "torchscript" else None
+    if argument is not None:
+        hints.append(scripted_argument_hint(argument.group(1)))
+    elif kind == "torchscript" and code is not None and code < 0 and os.name == "posix":
         # pnnx 20261020 dies in pass_level1 on a torch.jit.script module
         hints.append("pnnx crashes on some torch.jit.script modules: if this is one, save it with torch.jit.trace")
     head = f"{name}: the pnnx converter failed (exit code {code}) and wrote no model"

@@ -51,6 +51,7 @@ from ..errors import ConversionError, InputError
 from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs, widen_f64_scalars
 from .onnx_given import fix_inputs, fixed_note, inputs_to_fix
 from .onnx_resize import keep_lossy_resizes
+from .scripted import scripted_argument_hint
 
 MIN_OPSET = 11  # older default-domain opsets are upgraded: pnnx crashes on many opset 6-10 files (11-12 convert)
 TARGET_OPSET = 17  # what torch's exporter writes by default; pnnx converts it
@@ -106,7 +107,9 @@ def prepare(
         if zero_dim(inputshape):
             raise ConversionError(
                 f"inputshape {inputshape}: the pnnx converter cannot take a 0-d input ([]) for a TorchScript "
-                "model; trace the module with that argument fixed (a constant in forward, or a 1-element tensor)"
+                "model (it writes no shapes into a TorchScript file, and its inputshape= has no []); if the 0-d "
+                f"input is an int argument of forward: {scripted_argument_hint('that argument')}; if it is a 0-d "
+                "tensor: trace the module with a 1-element tensor instead"
             )
         return Prepared(inputshape)
     import importlib.util
@@ -295,7 +298,7 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
                 f"depends on the values of input(s) {', '.join(map(repr, values))}, not only on their shapes "
                 f"(give {'their values' if len(values) > 1 else 'its value'} and the model is converted for "
                 f"{'them' if len(values) > 1 else 'it'}: kuiper run MODEL --input … with every input, "
-                f"{', '.join(map(repr, values))} included, e.g. a 0-d int64 .npy, or the app's input)"
+                f"{', '.join(map(repr, values))} included, e.g. a 0-d int64 .npy; kuiper_core.load(MODEL, inputs=[…]))"
             )
         elif shapes and not shapes_given:
             why = (

@@ -92,7 +92,8 @@ def check_fixed_value(op: Operator, a: np.ndarray) -> None:
     raise InputError(
         f"input '{op.name}' (operand {op.outputs[0].name}): the model was converted for the value {want} of this "
         f"input only (control flow or a shape read it, folded at that value), got {got}: convert it again with "
-        "this input given (kuiper run MODEL --input …, or the app's input), which converts it for that value"
+        "this input given (kuiper run MODEL --input …, or kuiper_core.load(MODEL, inputs=[…])), which converts it for "
+        "that value"
     )
 
 

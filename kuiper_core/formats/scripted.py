@@ -1,0 +1,27 @@
+"""What to say when a TorchScript module's forward takes an argument that is no tensor.
+
+pnnx calls forward with one tensor per inputshape entry: a scripted `forward(x, sr: int)`
+(silero-vad's .jit) fails inside it with torch's "forward() is missing value for argument
+'sr.1'" (or "Expected a value of type 'int' for argument 'sr.1'"), and its inputshape= cannot
+say a 0-d value at all. Tracing a wrapper that passes a constant around the scripted file does
+not help: the trace calls the script, whose control flow (and state kept in attributes) pnnx
+fails on again (tried on silero_vad.jit, also frozen and constant-propagated).
+"""
+
+from __future__ import annotations
+
+import re
+
+# torch's complaint when pnnx calls a scripted forward with tensors only (silero-vad's `sr: int`)
+NOT_A_TENSOR = re.compile(r"(?:missing value for|of type '\w+' for) argument '(\w+?)(?:\.\d+)?'")
+
+
+def scripted_argument_hint(argument: str) -> str:
+    """What to do about a scripted forward's argument that is no tensor (an int, a float, a bool)."""
+    return (
+        f"the module's forward takes '{argument}', which is no tensor, and pnnx calls forward with tensors only "
+        f"(one per inputshape, of that shape): trace the original Python module with '{argument}' fixed "
+        f"(torch.jit.trace of a wrapper whose forward passes it as a constant), or torch.onnx.export it so "
+        f"and open the .onnx (the ONNX route also fixes '{argument}' at the value you give with --input); a "
+        "wrapper traced around this scripted file keeps its script, and pnnx fails on that again"
+    )
