@@ -106,10 +106,10 @@ def prepare(
     if kind != "onnx":
         if zero_dim(inputshape):
             raise ConversionError(
-                f"inputshape {inputshape}: the pnnx converter cannot take a 0-d input ([]) for a TorchScript "
-                "model (it writes no shapes into a TorchScript file, and its inputshape= has no []); if the 0-d "
-                f"input is an int argument of forward: {scripted_argument_hint('that argument')}; if it is a 0-d "
-                "tensor: trace the module with a 1-element tensor instead"
+                f"{name}: inputshape {inputshape} gives a 0-d input, which the pnnx converter cannot give a "
+                "TorchScript module (its inputshape= has no [], and it calls forward with tensors only: on an int "
+                'argument it fails with "forward() is missing value for argument …"); '
+                f"{scripted_argument_hint('that argument')}; a 0-d tensor argument: trace with a 1-element tensor"
             )
         return Prepared(inputshape)
     import importlib.util
