@@ -109,7 +109,7 @@ def prepare(
                 f"{name}: inputshape {inputshape} gives a 0-d input, which the pnnx converter cannot give a "
                 "TorchScript module (its inputshape= has no [], and it calls forward with tensors only: on an int "
                 'argument it fails with "forward() is missing value for argument …"); '
-                f"{scripted_argument_hint('that argument')}; a 0-d tensor argument: trace with a 1-element tensor"
+                f"{scripted_argument_hint()}; a 0-d tensor argument: trace with a 1-element tensor"
             )
         return Prepared(inputshape)
     import importlib.util

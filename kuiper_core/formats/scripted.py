@@ -16,12 +16,18 @@ import re
 NOT_A_TENSOR = re.compile(r"(?:missing value for|of type '\w+' for) argument '(\w+?)(?:\.\d+)?'")
 
 
-def scripted_argument_hint(argument: str) -> str:
-    """What to do about a scripted forward's argument that is no tensor (an int, a float, a bool)."""
-    return (
-        f"the module's forward takes '{argument}', which is no tensor (an int, a float, a bool), and pnnx calls "
-        f"forward with tensors only (one per inputshape): trace the original Python module with '{argument}' fixed "
-        f"(torch.jit.trace of a wrapper whose forward passes it as a constant), or torch.onnx.export it so "
-        f"and open the .onnx (the ONNX route also fixes '{argument}' at the value you give with --input); a "
-        "wrapper traced around this scripted file keeps its script, and pnnx fails on that again"
+def scripted_argument_hint(argument: str | None = None) -> str:
+    """What to do about a scripted forward's argument that is no tensor (None: not known by name)."""
+    which = f"'{argument}'" if argument else "that argument"
+    head = (
+        f"the module's forward takes {which}, which is no tensor (an int, a float, a bool), and pnnx calls forward "
+        "with tensors only (one per inputshape): "
+        if argument
+        else ""
+    )
+    return head + (
+        f"trace the original Python module with {which} fixed (torch.jit.trace of a wrapper whose forward passes "
+        f"it as a constant), or torch.onnx.export it so and open the .onnx (the ONNX route also fixes {which} at "
+        "the value given with --input); a wrapper traced around a scripted file keeps its script, and pnnx fails "
+        "on that again"
     )
