@@ -23,6 +23,10 @@ from kuiper_core.errors import ConversionError, InputError  # noqa: E402
 from kuiper_core.formats import onnx_given, onnx_prepare  # noqa: E402
 from kuiper_core.formats.convert import converter_available  # noqa: E402
 from kuiper_core.pnnx import parse_param_bytes  # noqa: E402
+from kuiper_core.explore.input_choice import resolve_input  # noqa: E402
+from kuiper_core.explore.inputs import input_specs  # noqa: E402
+from kuiper_core.explore.loaded_model import LoadedModel  # noqa: E402
+from kuiper_core.references.compare import random_inputs  # noqa: E402
 from kuiper_core.references.conversion_check import probe_inputs  # noqa: E402
 from kuiper_core.runtime.inputs import check_fixed_value  # noqa: E402
 
@@ -132,6 +136,17 @@ def test_the_engine_refuses_another_value_and_the_probe_uses_the_fixed_one() -> 
     assert int(arrays[1]) == 16000 and arrays[1].dtype == np.int64 and "= 16000 (converted for it)" in said
 
 
+def test_made_up_inputs_use_the_fixed_value() -> None:
+    """`kuiper compare` without --input and the app's seeded/zeros input feed the fixed value."""
+    graph = parse_param_bytes(_FIXED_PARAM.encode(), "fixed.pnnx.param")
+    arrays, _ = random_inputs(graph)
+    assert arrays[1].shape == () and int(arrays[1]) == 16000
+    model = LoadedModel(key="k", name="fixed.pnnx.param", source="upload", graph=graph)
+    for kind in ("random", "zeros"):
+        resolved = resolve_input(model, {"kind": kind}, input_specs(graph), {})
+        assert int(resolved.arrays[1]) == 16000 and resolved.arrays[0].shape == (1, 8)
+
+
 @pytest.mark.slow
 @needs_pnnx
 def test_a_value_dependent_if_converts_for_each_given_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,3 +201,28 @@ def test_expand_to_a_given_shape_converts(tmp_path: Path, monkeypatch: pytest.Mo
         s = np.array(shape, np.int64)
         (y,) = kuiper_core.load(data, inputs=[x, s]).forward(x, s)
         assert np.array_equal(y, _onnxruntime(data, [x, s])[0])
+
+
+@pytest.mark.slow
+@needs_pnnx
+def test_kuiper_convert_with_inputs_writes_a_file_for_that_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`kuiper convert vad.onnx --input x.npy --input sr.npy` writes files for that sr, which
+    `kuiper inspect` says and `kuiper run` refuses another sr on."""
+    from kuiper_core.cli import main
+
+    monkeypatch.setenv("KUIPER_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "vad.onnx"
+    model.write_bytes(_rate_if())
+    for name, value in (("x.npy", X), ("sr8.npy", np.array(8000, np.int64)), ("sr16.npy", np.array(16000, np.int64))):
+        np.save(tmp_path / name, value)
+    args = ["--input", str(tmp_path / "x.npy"), "--input", str(tmp_path / "sr8.npy")]
+    assert main(["convert", str(model), "-q", "-o", str(tmp_path / "out"), *args]) == 0
+    param = tmp_path / "out" / "vad.pnnx.param"
+    assert "value=8000" in param.read_text()
+    capsys.readouterr()
+    assert main(["inspect", str(param)]) == 0
+    assert "is fixed at 8000" in capsys.readouterr().out
+    assert main(["run", str(param), "--input", str(tmp_path / "x.npy"), "--input", str(tmp_path / "sr16.npy")]) != 0
+    assert "converted for the value 8000 of this input only" in capsys.readouterr().err
