@@ -104,14 +104,7 @@ def prepare(
     fit the model's inputs; any other failure of the child leaves the file as it was."""
     log = on_log or (lambda line: None)
     if kind != "onnx":
-        if zero_dim(inputshape):
-            raise ConversionError(
-                f"{name}: inputshape {inputshape} gives a 0-d input, which the pnnx converter cannot give a "
-                "TorchScript module (its inputshape= has no [], and it calls forward with tensors only: on an int "
-                'argument it fails with "forward() is missing value for argument …"); '
-                f"{scripted_argument_hint()}; a 0-d tensor argument: trace with a 1-element tensor"
-            )
-        return Prepared(inputshape)
+        return Prepared(_torchscript_shapes(inputshape, name))
     import importlib.util
 
     if importlib.util.find_spec("onnx") is None:
@@ -166,6 +159,19 @@ def prepare(
         os.replace(folder / "prepared.onnx", model_file)
     fixed = [(int(i), str(n), v, str(d)) for i, n, v, d in result.get("fixed", [])]
     return Prepared(None if result["shapes_written"] else inputshape, fixed)
+
+
+def _torchscript_shapes(inputshape: str | None, name: str) -> str | None:
+    """A TorchScript file's inputshape as given: pnnx takes no 0-d one (ConversionError)."""
+    if zero_dim(inputshape):
+        raise ConversionError(
+            f"{name}: inputshape {inputshape} gives a 0-d input, which the pnnx converter cannot give a "
+            "TorchScript module (its inputshape= has no [], and it calls forward with tensors only: on an int "
+            'argument it fails with "forward() is missing value for argument …"); '
+            f"{scripted_argument_hint()}; a 0-d tensor argument: trace with a 1-element tensor"
+        )
+
+    return inputshape
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:
