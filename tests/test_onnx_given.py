@@ -226,3 +226,28 @@ def test_kuiper_convert_with_inputs_writes_a_file_for_that_value(
     assert "is fixed at 8000" in capsys.readouterr().out
     assert main(["run", str(param), "--input", str(tmp_path / "x.npy"), "--input", str(tmp_path / "sr16.npy")]) != 0
     assert "converted for the value 8000 of this input only" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_pnnx
+def test_an_input_nothing_fixed_shares_one_conversion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small integer input used as data: converted once (the key without values), every value runs."""
+    monkeypatch.setenv("KUIPER_CACHE", str(tmp_path))
+    nodes = [helper.make_node("Cast", ["n"], ["f"], to=F), helper.make_node("Mul", ["x", "f"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, 8]), helper.make_tensor_value_info("n", I64, [])],
+        [helper.make_tensor_value_info("y", F, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    keys = set()
+    for n in (3, 5):
+        inputs = [X, np.array(n, np.int64)]
+        opened = kuiper_core.open_model(data, inputs=inputs)
+        assert opened.conversion is not None and opened.conversion.cached == (n == 5)
+        keys.add(opened.conversion.key)
+        assert max_err_ok(opened.build().forward(*inputs)[0], _onnxruntime(data, inputs)[0])[0]
+    assert len(keys) == 1

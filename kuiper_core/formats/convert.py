@@ -347,6 +347,21 @@ def cached_conversion(
     return files, conversion
 
 
+def _cached(
+    keys: Sequence[str], cache_dir: str | Path | None, on_log: Callable[[str], None] | None
+) -> tuple[PnnxFiles, Conversion] | None:
+    """The first of `keys` in the cache, said to `on_log`: a conversion that fixed no input at its
+    given value is stored under the key without the values (valid for every value), one that
+    did under the key with them (onnx_given.py)."""
+    for key in dict.fromkeys(keys):
+        hit = cached_conversion(key, cache_dir, on_log)
+        if hit is not None:
+            if on_log is not None:
+                on_log(f"using the cached conversion {key} (pnnx {hit[1].version}, {hit[1].seconds:.2f} s when made)")
+            return hit
+    return None
+
+
 def _drop(entry: Path, why: str, on_log: Callable[[str], None] | None) -> None:
     shutil.rmtree(entry, ignore_errors=True)
     if on_log is not None:
@@ -620,13 +635,13 @@ def convert(
             "e.g. [1,3,224,224] (several inputs: [1,3,224,224],[1,10]i64; "
             "`--inputshape` on the command line)"
         )
-    values = given_values(options.inputs) if kind == "onnx" else None
-    key = cache_key(content_digest(source), kind, shape1, shape2, level, converter.version, values_text(values))
+    values, digest = (given_values(options.inputs) if kind == "onnx" else None), content_digest(source)
+    key, key_given = (
+        cache_key(digest, kind, shape1, shape2, level, converter.version, v) for v in ("", values_text(values))
+    )
     root = cache_root(cache_dir) / "convert"
-    hit = cached_conversion(key, cache_dir, on_log)
+    hit = _cached((key, key_given), cache_dir, on_log)
     if hit is not None:
-        if on_log is not None:
-            on_log(f"using the cached conversion {key} (pnnx {hit[1].version}, {hit[1].seconds:.2f} s when made)")
         return hit
     timeout = converter_timeout(timeout)
 
@@ -639,7 +654,7 @@ def convert(
         prepared = prepare(
             model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log, values=values
         )
-        pnnx_shape = prepared.inputshape
+        pnnx_shape, key = prepared.inputshape, (key_given if prepared.fixed else key)  # valid for these values only
         cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
         cmd += [f"inputshape={pnnx_shape}"] if pnnx_shape else []
         cmd += [f"inputshape2={shape2}"] if shape2 else []
