@@ -104,6 +104,34 @@ def test_values_nothing_reads_as_a_condition_or_shape_are_not_fixed() -> None:
     assert result["fixed"] == [] and [n.op_type for n in model.graph.node] == ["Cast", "Mul"]
 
 
+def test_an_if_on_float_data_is_not_offered_a_value() -> None:
+    """An If on the values of a float tensor cannot be converted for one value: the message says
+    so, and does not ask for --input."""
+    then_b = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"])], "then", [], [helper.make_tensor_value_info("t", F, None)]
+    )
+    else_b = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", F, None)]
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_b, else_branch=else_b, name="sign"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, [1, 8])],
+        [helper.make_tensor_value_info("y", F, None)],
+        initializer=[onnx.numpy_helper.from_array(np.array(0.0, np.float32), "zero")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(onnx_prepare._UserError) as info:
+        onnx_prepare.normalise(model, "[1,8]", "m.onnx", 1 << 20, 1 << 30, None)
+    text = str(info.value)
+    assert "depends on the values of input(s) 'x', data too large (or not integers)" in text and "--input" not in text
+
+
 def test_only_small_integer_inputs_are_offered() -> None:
     values = onnx_given.given_values([X, np.array(16000), np.arange(9), np.array([True, False])])
     assert values == [None, 16000, None, [True, False]]

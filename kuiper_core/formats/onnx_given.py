@@ -116,6 +116,23 @@ def _shape_of(value: Any) -> tuple[int, ...]:
 
 
 # -- the child's side -------------------------------------------------------------------------------
+_INTEGERS = {2, 3, 4, 5, 6, 7, 9, 12, 13}  # ONNX's uint8 … int64 and bool element types
+
+
+def can_be_fixed(value_info: Any) -> bool:
+    """Whether a graph input is one a given value can fix: integers or booleans, at most
+    MAX_GIVEN_ELEMENTS of them by its declared shape (unknown dims: not known to be small)."""
+    tensor = value_info.type.tensor_type
+    if tensor.elem_type not in _INTEGERS or not tensor.HasField("shape"):
+        return False
+    if not all(d.HasField("dim_value") for d in tensor.shape.dim):
+        return False
+    n = 1
+    for d in tensor.shape.dim:
+        n *= d.dim_value
+    return n <= MAX_GIVEN_ELEMENTS
+
+
 def inputs_to_fix(graph: Any, values: Sequence[Any] | None, depends_on: Any) -> dict[str, Any]:
     """The given inputs (name -> array of the input's dtype and declared shape) that a
     control-flow condition or a shape operand left in the graph depends on. `depends_on(graph,

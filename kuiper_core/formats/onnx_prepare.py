@@ -49,7 +49,7 @@ from typing import Any
 from ..children import set_rlimits, slot
 from ..errors import ConversionError, InputError
 from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs, widen_f64_scalars
-from .onnx_given import fix_inputs, fixed_note, inputs_to_fix
+from .onnx_given import can_be_fixed, fix_inputs, fixed_note, inputs_to_fix
 from .onnx_resize import keep_lossy_resizes
 from .scripted import scripted_argument_hint
 
@@ -299,12 +299,18 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
             )
         branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
         values, shapes = _depends_on(graph, node.input[0])
-        if values:
+        small = all(can_be_fixed(i) for i in graph.input if i.name in values)
+        if values and small:
             why = (
                 f"depends on the values of input(s) {', '.join(map(repr, values))}, not only on their shapes "
                 f"(give {'their values' if len(values) > 1 else 'its value'} and the model is converted for "
                 f"{'them' if len(values) > 1 else 'it'}: kuiper run MODEL --input … with every input, "
                 f"{', '.join(map(repr, values))} included, e.g. a 0-d int64 .npy; kuiper_core.load(MODEL, inputs=[…]))"
+            )
+        elif values:
+            why = (
+                f"depends on the values of input(s) {', '.join(map(repr, values))}, data too large (or not integers) "
+                f"to convert for one value of"
             )
         elif shapes and not shapes_given:
             why = (
