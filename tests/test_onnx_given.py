@@ -90,8 +90,8 @@ def test_the_normalised_file_takes_the_given_values_branch(rate: int) -> None:
     assert np.array_equal(_onnxruntime(model.SerializeToString(), [X, sr])[0], _onnxruntime(data, [X, sr])[0])
 
 
-def test_values_nothing_reads_as_a_condition_or_shape_are_not_fixed() -> None:
-    """An integer input used as data only is left as it is, given or not."""
+def _scaled_by_n() -> bytes:
+    """y = x * float(n): the small integer input n is data, read by no condition or shape."""
     nodes = [helper.make_node("Cast", ["n"], ["f"], to=F), helper.make_node("Mul", ["x", "f"], ["y"])]
     graph = helper.make_graph(
         nodes,
@@ -100,6 +100,13 @@ def test_values_nothing_reads_as_a_condition_or_shape_are_not_fixed() -> None:
         [helper.make_tensor_value_info("y", F, None)],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_values_nothing_reads_as_a_condition_or_shape_are_not_fixed() -> None:
+    """An integer input used as data only is left as it is, given or not."""
+    model = onnx.load_from_string(_scaled_by_n())
     result = onnx_prepare.normalise(model, "[1,8],[]i64", "m.onnx", 1 << 20, 1 << 30, [None, 3])
     assert result["fixed"] == [] and [n.op_type for n in model.graph.node] == ["Cast", "Mul"]
 
@@ -261,16 +268,7 @@ def test_kuiper_convert_with_inputs_writes_a_file_for_that_value(
 def test_an_input_nothing_fixed_shares_one_conversion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A small integer input used as data: converted once (the key without values), every value runs."""
     monkeypatch.setenv("KUIPER_CACHE", str(tmp_path))
-    nodes = [helper.make_node("Cast", ["n"], ["f"], to=F), helper.make_node("Mul", ["x", "f"], ["y"])]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", F, [1, 8]), helper.make_tensor_value_info("n", I64, [])],
-        [helper.make_tensor_value_info("y", F, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data = model.SerializeToString()
+    data = _scaled_by_n()
     keys = set()
     for n in (3, 5):
         inputs = [X, np.array(n, np.int64)]
