@@ -305,7 +305,8 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
                 f"depends on the values of input(s) {', '.join(map(repr, values))}, not only on their shapes "
                 f"(give {'their values' if len(values) > 1 else 'its value'} and the model is converted for "
                 f"{'them' if len(values) > 1 else 'it'}: kuiper run MODEL --input … with every input, "
-                f"{', '.join(map(repr, values))} included, e.g. a 0-d int64 .npy; kuiper_core.load(MODEL, inputs=[…]))"
+                f"{', '.join(map(repr, values))} included, e.g. a 0-d int64 .npy; kuiper convert MODEL --input … "
+                "writes files for it that the app opens; kuiper_core.load(MODEL, inputs=[…]))"
             )
         elif values:
             why = (
