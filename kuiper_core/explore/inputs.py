@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..graph import Graph, format_shape, numpy_dtype
+from ..graph import FIXED_INPUT_PARAM, Graph, format_shape, numpy_dtype
 from ..limits import check_elements
 
 INPUT_KINDS = ("sample", "random", "zeros", "ones", "npy", "image")
@@ -69,6 +69,19 @@ def free_dims(graph: Graph) -> list[tuple[str, int]]:
         for i, d in enumerate(op.outputs[0].shape or ())
         if not isinstance(d, int)
     ]
+
+
+def fixed_values(graph: Graph) -> dict[str, np.ndarray]:
+    """Input operand name -> the one value its file was converted for (a pnnx.Input's `value=`,
+    formats/onnx_given.py), of the declared dtype: made-up inputs use it (the engine refuses others)."""
+    fixed = {}
+    for op in graph.inputs:
+        operand = op.outputs[0]
+        if FIXED_INPUT_PARAM in op.params:
+            a = np.asarray(op.params[FIXED_INPUT_PARAM], dtype=numpy_dtype(operand.dtype or "i64"))
+            shape = operand.static_shape
+            fixed[operand.name] = a.reshape(shape) if shape is not None and a.size == int(np.prod(shape)) else a
+    return fixed
 
 
 def synthetic_input(kind: str, shape: Sequence[int], dtype: str = "f32", seed: int = 0) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import InputError, KuiperError
 from ..graph import Graph, numpy_dtype, shape_label
 from ..explore import compare as explore_compare
-from ..explore.inputs import input_specs
+from ..explore.inputs import fixed_values, input_specs
 from ..formats import OpenedModel, open_cached as open_cached_unchecked, open_model as open_model_unchecked
 from ..formats.base import Source
 from ..formats.conversion_check import (
@@ -201,10 +201,14 @@ def probe_inputs(
         ) from None
     arrays: list[np.ndarray] = []
     said: list[str] = []
+    fixed = fixed_values(graph)
     for i, (name, shape, dtype) in enumerate(specs):
         rng = np.random.default_rng(seed + i)
         dt = numpy_dtype(dtype)
-        if dt.kind in "iu":
+        if name in fixed:  # the one value the file was converted for (formats/onnx_given.py)
+            arrays.append(fixed[name])
+            said.append(f"{shape_label(shape)} {dtype} = {fixed[name].tolist()} (converted for it)")
+        elif dt.kind in "iu":
             bound, why = _index_bound(graph, name)
             if why:
                 raise ProbeError(
