@@ -29,6 +29,7 @@ from kuiper_core.formats.conversion_check import (
     ConversionCheck,
 )
 from kuiper_core.formats.convert import ENV_CONVERTER, find_converter
+from kuiper_core.formats.onnx_prepare import Prepared
 from kuiper_core.pnnx import parse_param
 from kuiper_core.references.conversion_check import open_cached, open_model, probe_inputs
 
@@ -399,7 +400,7 @@ def test_a_resize_pnnx_rewrites_wrongly_is_caught_and_given_back_its_onnx_semant
 
     _resize_onnx(tmp_path / "r.onnx", 7, mode="nearest")
     with monkeypatch.context() as m:  # as pnnx wrote it: no normalisation before it
-        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: inputshape)
+        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: Prepared(inputshape))
         check = open_model(tmp_path / "r.onnx", cache_dir=tmp_path / "as_written").check
     assert check is not None and check.disagrees, check.text()
     assert check.first is not None and check.first.type == "F.interpolate" and check.worst.max_error > 0.1
@@ -456,7 +457,7 @@ def test_a_clip_pnnx_reads_its_max_as_a_min_is_caught_and_fixed_before_pnnx(tmp_
 
     _clip_onnx(tmp_path / "c.onnx", "m", constant=False)
     with monkeypatch.context() as m:  # as pnnx writes it: no normalisation before it
-        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: inputshape)
+        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: Prepared(inputshape))
         check = open_model(tmp_path / "c.onnx", cache_dir=tmp_path / "as_written").check
     assert check is not None and check.disagrees and check.first is not None and check.first.type == "Clip", check
     assert check.worst is not None and check.worst.max_error > 0.1
@@ -510,7 +511,7 @@ def test_an_old_opset_softmax_pnnx_takes_per_axis_is_caught_and_fixed_before_pnn
 
     _softmax_onnx(tmp_path / "s.onnx", "Softmax", 1)
     with monkeypatch.context() as m:  # as pnnx writes it: no normalisation before it
-        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: inputshape)
+        m.setattr(convert, "prepare", lambda model_file, kind, inputshape, *a, **k: Prepared(inputshape))
         check = open_model(tmp_path / "s.onnx", cache_dir=tmp_path / "as_written").check
     assert check is not None and check.disagrees and check.first is not None, check
     assert check.first.type == "F.softmin", check.text()  # (pnnx fuses Neg, Softmax into F.softmin(dim=1))
