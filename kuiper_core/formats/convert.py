@@ -40,6 +40,7 @@ from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 from .onnx_prepare import prepare
+from .torchscript import forget_traced_inputs
 
 ENV_CONVERTER = "KUIPER_PNNX"
 ENV_CACHE_MAX = "KUIPER_CACHE_MAX_MB"
@@ -616,6 +617,9 @@ def convert(
         else:
             shutil.copyfile(source, model_file)
         pnnx_shape = prepare(model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log)
+        notes = []
+        if kind == "torchscript" and shape1 is not None and forget_traced_inputs(model_file):
+            notes.append(f"the file records the inputs it was traced with; converted at {shape1}, the shapes given")
         cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
         cmd += [f"inputshape={pnnx_shape}"] if pnnx_shape else []
         cmd += [f"inputshape2={shape2}"] if shape2 else []
@@ -641,7 +645,6 @@ def convert(
                 log=log,
                 exit_code=code,
             )
-        notes = []
         if code != 0:
             notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
         guess = guessed_shapes(lines) if shape1 is None else None
