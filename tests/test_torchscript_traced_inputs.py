@@ -37,3 +37,16 @@ def test_a_traced_file_converts_at_another_shape_than_it_was_traced_at():
             ref = torch.jit.load(str(LRASPP)).eval()(torch.from_numpy(x))
         ref = ref["out"] if isinstance(ref, dict) else ref
         assert np.abs(y - ref.numpy()).max() <= 1e-4 * max(1.0, float(np.abs(ref.numpy()).max()))
+
+
+@pytest.mark.slow  # a real conversion
+def test_run_with_an_input_of_another_size_converts_at_that_size(tmp_path, capsys):
+    """`kuiper run model.pt --input x.npy`: converted at the input's shapes, as an ONNX file with
+    open dims is (before, at the traced 64x64, which the engine cannot run at 96x80)."""
+    from kuiper_core.cli import main
+
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(1).normal(0, 1, (1, 3, 96, 80)).astype(np.float32))
+    assert main(["run", str(LRASPP), "--input", str(x)]) == 0
+    out = capsys.readouterr()
+    assert "96,80" in out.out + out.err and "traced with" in out.out + out.err
