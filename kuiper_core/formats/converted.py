@@ -36,11 +36,7 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
             )
         source = self_contained(source, context.where, bytes(extra) if extra is not None else None)
     options = opts.conversion
-    derived = (
-        options.inputshape is None
-        and options.inputs is not None
-        and not fixes_input_shapes(source, kind)
-    )
+    derived = options.inputshape is None and options.inputs is not None and not fixes_input_shapes(source, kind)
     if derived:  # converted at the shapes it will run at: no size guessed, none baked but these
         assert options.inputs is not None
         options = replace(options, inputshape=shapes_of(options.inputs))
