@@ -107,6 +107,9 @@ CASES = [
     # (int16 values as float), the embedding one 76x32 window, each head its model's frames x 96.
     Case("openwakeword==0.5.1", "melspectrogram.onnx", (("pcm16", (1, 1760), "float32"),), "1280 + 480 samples"),
     Case("openwakeword==0.5.1", "embedding_model.onnx", _image(1, 76, 32, 1), "one 76-frame window"),
+    # embed_clips (training-data features): clips in a batch, then up to 128 windows at once
+    Case("openwakeword==0.5.1", "melspectrogram.onnx", (("pcm16", (8, 32000), "float32"),), "8 clips of 2 s"),
+    Case("openwakeword==0.5.1", "embedding_model.onnx", _image(128, 76, 32, 1), "batch of 128 windows"),
     Case("openwakeword==0.5.1", "alexa_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
     Case("openwakeword==0.5.1", "hey_jarvis_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
     Case("openwakeword==0.5.1", "hey_mycroft_v0.1.onnx", _image(1, 16, 96), "16 embeddings"),
