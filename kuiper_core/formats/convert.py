@@ -40,7 +40,6 @@ from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 from .onnx_prepare import prepare
-from .torchscript import forget_traced_inputs
 
 ENV_CONVERTER = "KUIPER_PNNX"
 ENV_CACHE_MAX = "KUIPER_CACHE_MAX_MB"
@@ -617,14 +616,14 @@ def convert(
         else:
             shutil.copyfile(source, model_file)
         pnnx_shape = prepare(model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log)
-        notes = []
-        if kind == "torchscript" and shape1 is not None and forget_traced_inputs(model_file):
-            notes.append(f"the file records the inputs it was traced with; converted at {shape1}, the shapes given")
         cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
         cmd += [f"inputshape={pnnx_shape}"] if pnnx_shape else []
         cmd += [f"inputshape2={shape2}"] if shape2 else []
         if on_log is not None:
             on_log("$ pnnx " + " ".join(cmd[1:]))
+        from .torchscript import forget_traced_inputs  # here: the format module imports this one's callers
+
+        untraced = kind == "torchscript" and shape1 is not None and forget_traced_inputs(model_file)
         started = time.perf_counter()
         try:
             code, lines = _run(_limited(cmd), work, timeout, on_log)
@@ -645,6 +644,7 @@ def convert(
                 log=log,
                 exit_code=code,
             )
+        notes = []
         if code != 0:
             notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
         guess = guessed_shapes(lines) if shape1 is None else None
@@ -656,6 +656,8 @@ def convert(
             )
         if kind == "torchscript":
             notes += _restore_causal_masks(model_file, param, binf, python, name)
+        if untraced:
+            notes.append(f"the file records the inputs it was traced with; converted at {shape1}, the shapes given")
         if python.exists():
             code_text = repair_python(python.read_text(errors="replace"))
             if code_text is None:
