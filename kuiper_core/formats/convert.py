@@ -621,7 +621,7 @@ def convert(
         cmd += [f"inputshape2={shape2}"] if shape2 else []
         if on_log is not None:
             on_log("$ pnnx " + " ".join(cmd[1:]))
-        from .torchscript import forget_traced_inputs  # here: the format module imports this one's callers
+        from .torchscript import forget_traced_inputs  # only TorchScript conversions need it
 
         untraced = kind == "torchscript" and shape1 is not None and forget_traced_inputs(model_file)
         started = time.perf_counter()
