@@ -621,6 +621,7 @@ def convert(
         cmd += [f"inputshape2={shape2}"] if shape2 else []
         if on_log is not None:
             on_log("$ pnnx " + " ".join(cmd[1:]))
+        from .param_order import put_in_order
         from .torchscript import forget_traced_inputs  # only TorchScript conversions need it
 
         untraced = kind == "torchscript" and shape1 is not None and forget_traced_inputs(model_file)
@@ -658,6 +659,8 @@ def convert(
             notes += _restore_causal_masks(model_file, param, binf, python, name)
         if untraced:
             notes.append(f"the file records the inputs it was traced with; converted at {shape1}, the shapes given")
+        if put_in_order(param):
+            notes.append("pnnx wrote an operator after one reading its output: put in an order that runs")
         if python.exists():
             code_text = repair_python(python.read_text(errors="replace"))
             if code_text is None:
