@@ -1,9 +1,7 @@
-"""pnnx's `.pnnx.param` in an order that runs. pnnx can write an operator after one that reads
-its output: its LSTM+Squeeze fusion puts the fused `nn.LSTM` where the Squeeze was, after the
-`torch.cat` of the LSTM's states (two stacked ONNX LSTMs whose states are concatenated: silero
-v4's). The engine's reader refuses an operand used before it is made (a hand-written file is
-located that way), so a converted file is put in order first: operators in file order, each
-moved only after what it reads (a stable topological order)."""
+"""pnnx's `.pnnx.param` in an order that runs: its LSTM+Squeeze fusion puts `nn.LSTM` where the
+Squeeze was, after the `torch.cat` of the LSTM's states (two stacked ONNX LSTMs: silero v4).
+The reader refuses an operand used before it is made (locating it in a hand-written file), so a
+converted file is put in order first: file order, each operator moved only after what it reads."""
 
 from __future__ import annotations
 
@@ -25,8 +23,7 @@ def _operands(line: str) -> tuple[list[str], list[str]] | None:
 def put_in_order(param: Path) -> bool:
     """Rewrite `param` so that no operator reads an operand before the operator making it;
     False when it already was (or it cannot be read as operator lines: the reader says why)."""
-    text = param.read_text(encoding="utf-8", errors="replace")
-    lines = text.splitlines()
+    lines = param.read_text(encoding="utf-8", errors="replace").splitlines()
     if len(lines) < 2:
         return False
     ops = lines[2:]
@@ -42,8 +39,7 @@ def put_in_order(param: Path) -> bool:
     for k, need in enumerate(needs):
         for j in need:
             readers[j].append(k)
-    ready = [k for k, n in enumerate(waiting) if n == 0]
-    heapq.heapify(ready)
+    ready = [k for k, n in enumerate(waiting) if n == 0]  # ascending: a heap already
     order: list[int] = []
     while ready:
         k = heapq.heappop(ready)

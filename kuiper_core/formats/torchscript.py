@@ -41,12 +41,10 @@ def open(context: Context) -> OpenedModel:
 
 
 def forget_traced_inputs(model_file: Path) -> bool:
-    """Rewrite `model_file` without the example inputs torch.jit.trace stored in it
-    (`traced_inputs.pkl`, `traced_inputs/…`): pnnx refuses any other input shape than those
-    ("input_shapes[0] expect [1,3,8,8]f32 but got [1,3,1024,1024]f32": kelp-o-matic's
-    LRASPP, traced at 8x8, runs at 1024x1024). A trace keeps `x.size(2)` as a size op, so the
-    module runs at other shapes; a size the trace baked in shows in the conversion check,
-    which runs the original file at the shapes given. False when there was nothing to drop."""
+    """Rewrite `model_file` without the example inputs torch.jit.trace stored in it, as pnnx
+    refuses other shapes than those ("input_shapes[0] expect [1,3,8,8]f32 but got
+    [1,3,1024,1024]f32": kelp-o-matic's LRASPP). A trace keeps `x.size(2)` as a size op; a size
+    it baked in shows in the conversion check (the original at the shapes given). False: none."""
     with zipfile.ZipFile(model_file) as z:
         infos = z.infolist()
         keep = [
