@@ -125,3 +125,19 @@ def test_dim_out_of_range_is_named_at_run() -> None:
     layer = layer_of("torch.mean r 1 1 0 1 dim=(3) keepdim=False #0=(2,3)f32", "#0=(2,3)f32")
     with pytest.raises(ModelError, match="operator 'r'.*dim 3 is out of range for a tensor of rank 2"):
         layer.forward([np.zeros((2, 3), np.float32)], [None])
+
+
+def test_clamp_takes_an_infinite_bound_as_pnnx_writes_it() -> None:
+    """ONNX `Clip(x, 1e-10, +inf)` (openwakeword's melspectrogram.onnx) becomes `max=inf`:
+    the bare string pnnx writes for an infinity is the bound, not an error."""
+    layer = layer_of("torch.clamp c 1 1 0 1 max=inf min=1.000000e-10 $input=0 #0=(3)f32 #1=(3)f32", "#0=(3)f32")
+    (y,) = layer.forward([np.array([-1.0, 0.0, 3e38], np.float32)], [None])
+    assert y.tolist() == np.float32([1e-10, 1e-10, 3e38]).tolist()
+    layer = layer_of("torch.clamp c 1 1 0 1 max=2 min=-inf $input=0 #0=(2)i64 #1=(2)i64", "#0=(2)i64")
+    (y,) = layer.forward([np.array([-(2**62), 5])], [None])
+    assert y.dtype == np.int64 and y.tolist() == [-(2**62), 2]
+
+
+def test_clamp_refuses_a_bound_that_is_not_a_number() -> None:
+    with pytest.raises(ModelError, match="parameter 'max' must be a number"):
+        layer_of("torch.clamp c 1 1 0 1 max=high min=0.0 $input=0 #0=(3)f32 #1=(3)f32", "#0=(3)f32")

@@ -38,6 +38,8 @@ from typing import IO, Any
 from ..cache_dir import cache_root, trusted_folder
 from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
+from .param_order import put_in_order
+from .torchscript import forget_traced_inputs
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 from .onnx_given import given_values, mark_fixed_inputs, values_text
 from .onnx_prepare import prepare
@@ -660,6 +662,7 @@ def convert(
         cmd += [f"inputshape2={shape2}"] if shape2 else []
         if on_log is not None:
             on_log("$ pnnx " + " ".join(cmd[1:]))
+        untraced = kind == "torchscript" and shape1 is not None and forget_traced_inputs(model_file)
         started = time.perf_counter()
         try:
             code, lines = _run(_limited(cmd), work, timeout, on_log)
@@ -693,6 +696,8 @@ def convert(
             )
         if kind == "torchscript":
             notes += _restore_causal_masks(model_file, param, binf, python, name)
+        if untraced:
+            notes.append(f"the file records the inputs it was traced with; converted at {shape1}, the shapes given")
         if python.exists():
             code_text = repair_python(python.read_text(errors="replace"))
             if code_text is None:
@@ -779,6 +784,9 @@ def _store(
     cache's size. A model over the current limits is refused first (_within_limits); an
     entry larger than the whole cache, or a cache not this user's alone, or one that cannot
     be written, goes to a private folder that lives as long as the machine's temp instead."""
+    if put_in_order(files[0]):
+        why = "pnnx wrote an operator after one reading its output: put in an order that runs"
+        record["note"] = "; ".join(filter(None, [record["note"], why]))
     _within_limits(files[0], record["name"])
     size = sum(f.stat().st_size for f in [*files, model_file]) + len(log)
     why_not = None

@@ -18,7 +18,7 @@ from .base import Context, OpenedModel, installed, reference_info
 
 def open_converted(context: Context, kind: str) -> OpenedModel:
     """Convert (or find in the cache), then read the PNNX files pnnx wrote."""
-    from .convert import convert  # subprocess, selectors, hashing: only when converting
+    from .convert import convert, records_input_shapes  # subprocess, selectors, hashing: only when converting
 
     opts = context.options
     source: Path | bytes = context.path if context.path is not None else context.data()
@@ -36,11 +36,7 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
             )
         source = self_contained(source, context.where, bytes(extra) if extra is not None else None)
     options = opts.conversion
-    derived = (
-        options.inputshape is None
-        and options.inputs is not None
-        and not fixes_input_shapes(source, kind, context.zip_names)
-    )
+    derived = options.inputshape is None and options.inputs is not None and not fixes_input_shapes(source, kind)
     if derived:  # converted at the shapes it will run at: no size guessed, none baked but these
         assert options.inputs is not None
         options = replace(options, inputshape=shapes_of(options.inputs, zero_dim=kind == "onnx"))
@@ -50,9 +46,11 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
         try:
             files, conversion = convert(source, kind, options, name=context.where, zip_names=context.zip_names)
         except ConversionError as e:
-            if not (derived and options.inputshape and _FIXED.search(e.log)):
+            traced = kind == "torchscript" and records_input_shapes(context.zip_names)
+            if not (derived and options.inputshape and (traced or _FIXED.search(e.log))):
                 raise
-            # the file fixes its input shapes after all: converted at those (the engine's batch rule follows the batch)
+            # the file fixes its input shapes after all, or its trace runs only at the shapes it was traced
+            # at: converted at those (the engine's batch rule follows the batch)
             options = replace(options, inputshape=None)
             files, conversion = convert(source, kind, options, name=context.where, zip_names=context.zip_names)
         assert files.param is not None and files.bin is not None
@@ -78,14 +76,13 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
 _FIXED = re.compile(r"input_shapes\[\d+\] expect \S+ but got")  # pnnx: an inputshape other than the file's
 
 
-def fixes_input_shapes(source: Path | bytes, kind: str, zip_names: Sequence[str] | None) -> bool:
-    """Whether the file fixes its input shapes, which pnnx then takes and no others: a TorchScript
-    module that records its traced inputs, an ONNX model whose inputs have no dynamic dim (read
-    with the onnx package when installed; without it, False: the converter says so if it does)."""
-    from .convert import records_input_shapes
-
+def fixes_input_shapes(source: Path | bytes, kind: str) -> bool:
+    """Whether the file fixes its input shapes, which pnnx then takes and no others: an ONNX model
+    whose inputs have no dynamic dim (read with the onnx package when installed; without it,
+    False: the converter says so if it does). Not a TorchScript module that records its traced
+    inputs: those are left out of the copy pnnx reads when it is given shapes (convert.py)."""
     if kind == "torchscript":
-        return records_input_shapes(zip_names)
+        return False
     if not installed("onnx"):
         return False
     import onnx

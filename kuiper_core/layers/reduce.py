@@ -402,8 +402,10 @@ class Clamp(Layer):
         for key in ("min", "max"):
             idx = input_index(op, key)
             value = None if idx is not None else self.param(key, None)
-            if isinstance(value, (bool, list, str)):
-                raise self.error(f"parameter '{key}' must be a number or None, got {value!r}")
+            if value is not None:  # pnnx writes an infinite bound as the string 'inf' (ONNX Clip to +inf)
+                value = self.number_param(key) if not isinstance(value, (bool, list, tuple)) else value
+                if isinstance(value, (bool, list, tuple, str)):
+                    raise self.error(f"parameter '{key}' must be a number or None, got {value!r}")
             self.bounds.append((idx, value))
         self.dtype = declared_dtype(op)
 

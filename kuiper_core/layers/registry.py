@@ -101,6 +101,13 @@ class BoundOperator(Operator):
     computed: frozenset[str] = frozenset()
 
 
+def _non_finite(value: Any) -> Any:
+    """pnnx writes an infinity or NaN as the bare strings `inf`, `-inf`, `nan`: those as floats."""
+    if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan", "-nan"):
+        return float(value)
+    return value
+
+
 class Layer:
     """Base class of all layers; see the module docstring for the contract."""
 
@@ -203,17 +210,16 @@ class Layer:
         return tuple(value)
 
     def float_param(self, key: str, default: Any = _MISSING) -> float:
-        """A number param as a float (pnnx may write a whole number as an int: `max_val=6`)."""
-        value = self.param(key, default)
+        """A number param as a float (pnnx may write a whole number as an int: `max_val=6`, and
+        an infinity as the string `inf`: ONNX `Clip` with a max of +inf, openwakeword's mel)."""
+        value = _non_finite(self.param(key, default))
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._not_a_number(key, value)
         return float(value)
 
     def number_param(self, key: str) -> float | int | bool:
         """A number param; pnnx writes infinities and NaN as the strings `inf`, `-inf`, `nan`."""
-        value = self.param(key)
-        if isinstance(value, str) and value.lower() in ("inf", "-inf", "+inf", "nan", "-nan"):
-            return float(value)
+        value = _non_finite(self.param(key))
         if isinstance(value, (bool, int, float)):
             return value
         raise self._not_a_number(key, value)

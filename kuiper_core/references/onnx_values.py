@@ -248,12 +248,10 @@ def map_to_operands(
             return bool(np.abs(a - b).max() <= 1e-3 * max(1.0, float(np.abs(b).max())))
 
         pairs = _in_order(len(mine), len(theirs), lambda i, j: allowed(i, j) and agree(i, j))
+    pairs = list(pairs) + _siblings(graph, mine, theirs, pairs, run.first_input, allowed)
     refs: dict[str, np.ndarray] = {}
     names: dict[str, str] = {}
-    for i, j in pairs:
-        refs[mine[i][0]] = theirs[j][2]
-        names[mine[i][0]] = theirs[j][0]
-    for i, j in _siblings(graph, mine, theirs, pairs, run.first_input, allowed):
+    for i, j in _by_values_within_operator(graph, mine, theirs, pairs):
         refs[mine[i][0]] = theirs[j][2]
         names[mine[i][0]] = theirs[j][0]
     for k, (name, y) in enumerate(zip(output_names, run.outputs)):
@@ -304,6 +302,51 @@ def _siblings(
                 extra.append((i, fits[0]))
                 used.add(fits[0])
     return extra
+
+
+def _by_values_within_operator(
+    graph: Graph,
+    mine: Sequence[tuple[str, str, np.ndarray]],
+    theirs: Sequence[tuple[str, str, np.ndarray]],
+    pairs: Sequence[tuple[int, int]],
+) -> list[tuple[int, int]]:
+    """The outputs of one of our multi-output operators have no order against the ONNX values
+    they match: a bidirectional LSTM's `torch.unbind` gives (forward, backward) where tf2onnx
+    computes the backward Slice first, and the in-order alignment paired them crosswise (a
+    false divergence in openwakeword 0.4.0's hey_mycroft). Within such a group, each output
+    takes the group's ONNX value whose values agree with it, where one does."""
+    row = {name: i for i, (name, _, _) in enumerate(mine)}
+    to = dict(pairs)
+    for op in graph.operators:
+        group = [row[o.name] for o in op.outputs if row.get(o.name) in to]
+        if len(group) < 2:
+            continue
+        free = [to[i] for i in group]
+        agree = {
+            (i, j): mine[i][2].shape == theirs[j][2].shape and _close(mine[i][2], theirs[j][2])
+            for i in group
+            for j in free
+        }
+        if all(agree[i, to[i]] for i in group):
+            continue
+        taken: dict[int, int] = {}
+        for i in group:  # the agreeing value first; what agrees with nothing keeps a leftover
+            j = next((j for j in free if agree[i, j] and j not in taken.values()), None)
+            if j is not None:
+                taken[i] = j
+        rest = [j for j in free if j not in taken.values()]
+        for i in group:
+            if i not in taken:
+                taken[i] = to[i] if to[i] in rest else rest[0]
+                rest.remove(taken[i])
+        to.update(taken)
+    return list(to.items())
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    """A 64-element sample of a and b agrees (the alignment's tie-break, as in `_scores`)."""
+    fa, fb = _fingerprint(a), _fingerprint(b)
+    return bool(np.abs(fa - fb).max() <= 1e-3 * max(1.0, float(np.abs(fb).max())))
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
