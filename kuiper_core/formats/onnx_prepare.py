@@ -313,8 +313,8 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
             )
         elif values:
             why = (
-                f"depends on the values of input(s) {', '.join(map(repr, values))}, data too large (or not integers) "
-                f"to convert for one value of"
+                f"depends on the values of input(s) {', '.join(map(repr, values))}: data (not a few integers), "
+                "so the model cannot be converted for one given value of it, and each input takes its own branch"
             )
         elif shapes and not shapes_given:
             why = (
