@@ -191,6 +191,48 @@ def test_external_data_behind_an_overlong_varint_is_found() -> None:
         self_contained(data, "m.onnx")
 
 
+@needs_onnx
+def test_every_message_field_of_onnx_is_walked_before_a_parse() -> None:
+    """The wire walk's table is onnx.proto's: every field that holds a message, from the model
+    down (a field it missed is one protobuf fills without the walk counting it)."""
+    import onnx
+
+    from kuiper_core.formats.onnx_external import _MESSAGES
+
+    seen: set[tuple[str, str]] = set()
+    stack = [("model", onnx.ModelProto.DESCRIPTOR)]
+    while stack:
+        kind, descriptor = stack.pop()
+        if (kind, descriptor.full_name) in seen:
+            continue
+        seen.add((kind, descriptor.full_name))
+        fields = {f.number: f.message_type for f in descriptor.fields if f.message_type is not None}
+        if kind == "tensor":
+            del fields[13]  # external_data: counted as found
+        assert set(_MESSAGES[kind]) == set(fields), (kind, descriptor.full_name)
+        stack += [(_MESSAGES[kind][n], m) for n, m in fields.items()]
+
+
+@needs_onnx
+@pytest.mark.parametrize("external", [True, False])
+def test_a_shape_of_millions_of_dims_is_counted_before_protobuf_parses_it(external: bool) -> None:
+    """2,100,000 dims of one value_info (4 MB; 20,000,000 of them, 40 MB, took 1.6 GB in the
+    server's process to read an upload's external data in): past MAX_PROTOBUF_FIELDS before
+    protobuf makes an object of each, on both parses in the caller's process."""
+    from kuiper_core.formats.converted import fixes_input_shapes
+    from kuiper_core.formats.onnx_external import parse_model, self_contained
+
+    data = H.onnx_dims_bomb(2_100_000, external)
+    if external:
+        with pytest.raises(LimitError, match="MAX_PROTOBUF_FIELDS"):
+            self_contained(data, "m.onnx", b"\0" * 16)
+    else:
+        with pytest.raises(LimitError, match="MAX_PROTOBUF_FIELDS"):
+            parse_model(data, "m.onnx")
+        assert not fixes_input_shapes(data, "onnx", None)  # its inputs are fixed, but it is not read
+    assert fixes_input_shapes(H.onnx_dims_bomb(10, external=False), "onnx", None)
+
+
 @pytest.mark.parametrize("cut", [1, 39, 100])
 def test_a_corrupt_onnx_is_a_located_error(tmp_path, cut: int) -> None:
     """A 39-byte cut of a real .onnx: not protobuf's DecodeError, the byte where it breaks."""

@@ -1,7 +1,8 @@
 """Small hostile uploads of issue 35, made here rather than committed: pickles with cycles,
 shared children and class bombs, TorchScript archives with a second folder or an inflating
 `code/` member, zips listing more entries than they hold, ONNX models whose external data is
-named many times or hidden behind an overlong varint.
+named many times or hidden behind an overlong varint, or whose shapes list millions of dims;
+ncnn `.param` files whose shape expressions overflow.
 
     python tools/hostile_uploads.py OUT_DIR      # writes every case into OUT_DIR
 
@@ -199,6 +200,42 @@ def onnx_hidden_external(location: str = "../../etc/passwd") -> bytes:
     return data
 
 
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def onnx_dims_bomb(dims: int = 20_000_000, external: bool = True) -> bytes:
+    """An .onnx (2 bytes per dim) of one ReLU whose graph lists a value_info whose shape has
+    `dims` empty dims: protobuf makes an object of each (40 MB -> 1.6 GB at 20,000,000). With
+    `external`, its one initializer names 16 bytes in `w.data` (the app then parses the model
+    to read them in)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    shape = b"\x0a\x00" * dims  # TensorShapeProto.dim, empty Dimensions
+    value_info = _field(1, b"v") + _field(2, _field(1, b"\x08\x01" + _field(2, shape)))  # name, type.tensor_type
+    inits = []
+    if external:
+        t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "w.data"), ("offset", "0"), ("length", "16")):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        inits.append(t)
+    x = "w" if external else "x"
+    graph = helper.make_graph(
+        [helper.make_node("Relu", [x], ["y"])],
+        "g",
+        [] if external else [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        inits,
+    )
+    model = onnx.helper.make_model(helper.make_graph([], "empty", [], []))
+    model.ClearField("graph")
+    return model.SerializeToString() + _field(7, graph.SerializeToString() + _field(13, value_info))
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("hostile_uploads")
     out.mkdir(parents=True, exist_ok=True)
@@ -212,6 +249,7 @@ def main(argv: list[str]) -> int:
         "shared_external.onnx": onnx_shared_external(),
         "w.data": b"\0" * (16 << 20),
         "hidden_external.onnx": onnx_hidden_external(),
+        "dims_bomb.onnx": onnx_dims_bomb(),
     }
     for name, data in cases.items():
         (out / name).write_bytes(data)
