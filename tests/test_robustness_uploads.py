@@ -316,3 +316,32 @@ def test_a_member_zipfile_cannot_read_is_a_conversion_error(tmp_path, method: in
     path.write_bytes(bytes(data))
     with pytest.raises(ConversionError, match="extra.py' cannot be read"):
         C.causal_attention_paths(path)
+
+
+# -- ncnn shape expressions ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "expr",
+    ["inf", "*(1e308,10.0)", "trunc(1e400)", "nan", "round(nan)", "-1,99999999999999999999999", "big"],
+)
+def test_a_shape_expression_past_every_size_is_the_layers_error(expr: str) -> None:
+    """An ncnn Reshape's `6="…"` whose values are infinite, NaN or past int64: a ModelError
+    naming the operator and the expression, not an OverflowError only the runtime's safety net
+    caught ("failed while running"); 100,000 nested products (a 800,000-digit integer, more
+    work at each step) stop at the first value past the bound."""
+    import time
+
+    import numpy as np
+
+    from kuiper_core import limits
+    from kuiper_core.errors import ModelError
+    from kuiper_core.ncnn import load_ncnn_bytes
+    from kuiper_core.runtime.runtime_graph import RuntimeGraph
+
+    text = H.ncnn_shape_expression(H.ncnn_product_bomb() if expr == "big" else expr)
+    binary = (ROOT / "tests" / "data" / "ncnn" / "tiny_mlp.fp32.ncnn.bin").read_bytes()
+    x = np.zeros((1, 8, 8), np.float32)
+    started = time.perf_counter()
+    with limits.use(max_line_chars=2 << 20), pytest.raises(ModelError, match="shape expression") as e:
+        RuntimeGraph.from_graph(load_ncnn_bytes(text, binary, "m.ncnn.param")).build().forward(x)
+    assert "failed while running" not in str(e.value) and "flatten_4" in str(e.value)
+    assert time.perf_counter() - started < 5

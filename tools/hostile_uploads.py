@@ -236,6 +236,23 @@ def onnx_dims_bomb(dims: int = 20_000_000, external: bool = True) -> bytes:
     return model.SerializeToString() + _field(7, graph.SerializeToString() + _field(13, value_info))
 
 
+# -- ncnn -----------------------------------------------------------------------------------------------
+NCNN_MLP = ROOT / "tests" / "data" / "ncnn" / "tiny_mlp.fp32.ncnn.param"  # pnnx's ncnn files of tiny_mlp
+
+
+def ncnn_shape_expression(expr: str) -> bytes:
+    """tiny_mlp's .ncnn.param with its Reshape (`0=64 1=1`) given the shape expression `expr`."""
+    text = NCNN_MLP.read_text()
+    assert "0=64 1=1\n" in text
+    return text.replace("0=64 1=1\n", f'6="{expr}"\n', 1).encode()
+
+
+def ncnn_product_bomb(n: int = 100_000) -> str:
+    """A shape expression of `n` nested products of 99999999: an integer of 8n digits, each
+    product costing more than the last (about 1 MiB of text at 100,000)."""
+    return "*(" * n + "99999999," * n + "2" + ")" * n
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("hostile_uploads")
     out.mkdir(parents=True, exist_ok=True)
@@ -250,6 +267,8 @@ def main(argv: list[str]) -> int:
         "w.data": b"\0" * (16 << 20),
         "hidden_external.onnx": onnx_hidden_external(),
         "dims_bomb.onnx": onnx_dims_bomb(),
+        "product_bomb.ncnn.param": ncnn_shape_expression(ncnn_product_bomb()),
+        "infinite_size.ncnn.param": ncnn_shape_expression("*(1e308,10.0)"),
     }
     for name, data in cases.items():
         (out / name).write_bytes(data)
