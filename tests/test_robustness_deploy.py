@@ -165,3 +165,36 @@ def test_an_uploaded_file_name_is_inert_as_markdown(name: str) -> None:
     shown = display_name(name)
     assert not any(c in shown for c in "`[]<>") and "www." not in shown.lower()
     assert shown.endswith(name.rsplit(".", 1)[1])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "[Session_expired](https://evil.example/login)",
+        "<img/src=x/onerror=alert(1)>",
+        "www.evil.example",
+        "a@evil.example",
+        ":red[x]**y**_z_",
+        "a`b``c`",
+        "`lead",
+        "x\ny",
+    ],
+)
+def test_a_models_own_names_are_inert_as_markdown(name: str) -> None:
+    """Operator, operand, weight and input names (any text a `.param` or `.kir` holds) as the
+    pages put them into Markdown: every ASCII punctuation character escaped outside code spans
+    (with autolinks broken), and a code span they cannot end; one line either way.
+    tests/test_browser_links.py checks the Graph page in Chromium."""
+    import re
+
+    from kuiper_core.explore.upload_names import code_span, md_text
+
+    text = md_text(name)
+    assert "\n" not in text and not re.search(r"(?<!\\)[\[\]()<>`*_:@]", text)
+    assert "://" not in text and "www." not in text.lower()
+    assert re.sub(r"\\(.)", r"\1", text).replace("\u2060", "") == name.replace("\n", " ")
+    span = code_span(name)
+    fence = re.match(r"`+", span).group(0)
+    inner = span[len(fence) : -len(fence)]
+    assert span.endswith(fence) and fence not in inner and "\n" not in span
+    assert inner.strip(" ") == name.replace("\n", " ")

@@ -96,10 +96,10 @@ def fixes_input_shapes(source: Path | bytes, kind: str, zip_names: Sequence[str]
         raw = (
             source
             if isinstance(source, bytes)
-            else read_regular(source, OSError, max_bytes=MAX_ONNX_BYTES, limit="MAX_ONNX_BYTES")
+            else read_regular(source, ConversionError, max_bytes=MAX_ONNX_BYTES, limit="MAX_ONNX_BYTES")
         )
         model = parse_model(raw, "the model")
-    except (KuiperError, OSError):  # a file onnx cannot read, or past a budget: the conversion says so
+    except KuiperError:  # a file onnx cannot read, or past a budget: the conversion says so
         return False
     initializers = {i.name for i in model.graph.initializer}
     for value in model.graph.input:
