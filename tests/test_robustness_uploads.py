@@ -233,6 +233,23 @@ def test_a_shape_of_millions_of_dims_is_counted_before_protobuf_parses_it(extern
     assert fixes_input_shapes(H.onnx_dims_bomb(10, external=False), "onnx", None)
 
 
+@needs_onnx
+def test_the_walk_reads_as_deep_as_protobuf_and_no_deeper() -> None:
+    """Messages nested as deep as protobuf reads them (a subgraph's value_info now counts
+    its type's messages too) are walked; one level more is refused by both."""
+    import onnx
+
+    from kuiper_core.formats.onnx_external import external_tensors
+
+    deepest = H.onnx_nested_types(48)
+    onnx.load_model_from_string(deepest)
+    assert external_tensors(deepest) == 0
+    with pytest.raises(Exception, match="recursion|Error parsing|nested|depth"):
+        onnx.load_model_from_string(H.onnx_nested_types(49))
+    with pytest.raises(ConversionError, match="messages nested more than 100 deep"):
+        external_tensors(H.onnx_nested_types(49))
+
+
 @pytest.mark.parametrize("cut", [1, 39, 100])
 def test_a_corrupt_onnx_is_a_located_error(tmp_path, cut: int) -> None:
     """A 39-byte cut of a real .onnx: not protobuf's DecodeError, the byte where it breaks."""

@@ -236,6 +236,23 @@ def onnx_dims_bomb(dims: int = 20_000_000, external: bool = True) -> bytes:
     return model.SerializeToString() + _field(7, graph.SerializeToString() + _field(13, value_info))
 
 
+def onnx_nested_types(levels: int) -> bytes:
+    """An .onnx whose one value_info is a sequence of a sequence … (`levels` deep) of f32
+    tensors: messages nested 2 * levels + 4 deep."""
+    import onnx
+    from onnx import helper
+
+    kind = _field(1, b"\x08\x01")  # TypeProto.tensor_type, f32
+    for _ in range(levels):
+        kind = _field(4, _field(1, kind))  # TypeProto.sequence_type.elem_type
+    value_info = _field(1, b"v") + _field(2, kind)
+    model = onnx.helper.make_model(helper.make_graph([], "empty", [], []))
+    model.ClearField("graph")
+    return model.SerializeToString() + _field(
+        7, helper.make_graph([], "g", [], []).SerializeToString() + _field(13, value_info)
+    )
+
+
 # -- ncnn -----------------------------------------------------------------------------------------------
 NCNN_MLP = ROOT / "tests" / "data" / "ncnn" / "tiny_mlp.fp32.ncnn.param"  # pnnx's ncnn files of tiny_mlp
 
