@@ -198,3 +198,29 @@ def test_a_models_own_names_are_inert_as_markdown(name: str) -> None:
     inner = span[len(fence) : -len(fence)]
     assert span.endswith(fence) and fence not in inner and "\n" not in span
     assert inner.strip(" ") == name.replace("\n", " ")
+
+
+def test_a_verdict_quoting_a_node_name_shows_no_link_and_no_path() -> None:
+    """A 2 KB `.onnx` of 12 Adds over a ConstantOfShape of 2^26, every node named
+    `[Session expired: log in again](https://evil.example/login) N`: pnnx folds it, and the
+    check's onnxruntime (every value kept) runs out of memory with a message quoting the node's
+    name and its build path; the verdict's headline was a real link in every page's sidebar."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from pages.conversion_verdict import _headline
+
+    from kuiper_core.formats.conversion_check import not_checked
+
+    said = (
+        "the framework could not run the original on the probe: no reference could be computed: onnxruntime "
+        "failed: IsolatedRunError: onnxruntime failed: Fail: [ONNXRuntimeError] : 1 : FAIL : Non-zero status "
+        "code returned while running Add node. Name:'[Session expired: log in again](https://evil.example/login)"
+        " 7' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360 void* "
+        "onnxruntime::BFCArena::AllocateRawInternal"
+    )
+    shown = _headline(not_checked(said))
+    assert not re.search(r"(?<!\\)[\[\]()]", shown) and "://" not in shown
+    plain = re.sub(r"\\(.)", r"\1", shown).replace("\u2060", "")
+    assert "onnxruntime_src" not in plain and "…/bfc_arena.cc:360" in plain and "Name:'[Session expired" in plain

@@ -253,6 +253,39 @@ def onnx_nested_types(levels: int) -> bytes:
     )
 
 
+PHISH_NODE = "[Session expired: log in again](https://evil.example/login)"
+
+
+def onnx_named_chain(adds: int = 12, elements: int = 1 << 26, name: str = PHISH_NODE) -> bytes:
+    """An .onnx (2 KB) adding `adds` times to a ConstantOfShape of `elements` floats, reduced
+    and added to the input, every node named `name`: pnnx folds it away, and onnxruntime with
+    every value kept (the conversion check) runs out of memory quoting a node's name. Converted
+    with max_planned_bytes=256 MiB, the check's note carried the link to the app's sidebar."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    one = numpy_helper.from_array(np.array([1.0], np.float32))
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["c0"], name=f"{name} 0", value=one)]
+    nodes += [helper.make_node("Add", [f"c{i}", "one"], [f"c{i + 1}"], name=f"{name} {i + 1}") for i in range(adds)]
+    nodes += [
+        helper.make_node("ReduceMax", [f"c{adds}"], ["r"], keepdims=0, name=f"{name} r"),
+        helper.make_node("Add", ["x", "r"], ["y"], name=f"{name} y"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", 1, [1, 4])],
+        [helper.make_tensor_value_info("y", 1, [1, 4])],
+        [
+            numpy_helper.from_array(np.array([elements], np.int64), "s"),
+            numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
 # -- ncnn -----------------------------------------------------------------------------------------------
 NCNN_MLP = ROOT / "tests" / "data" / "ncnn" / "tiny_mlp.fp32.ncnn.param"  # pnnx's ncnn files of tiny_mlp
 
@@ -284,6 +317,7 @@ def main(argv: list[str]) -> int:
         "w.data": b"\0" * (16 << 20),
         "hidden_external.onnx": onnx_hidden_external(),
         "dims_bomb.onnx": onnx_dims_bomb(),
+        "phish_chain.onnx": onnx_named_chain(),
         "product_bomb.ncnn.param": ncnn_shape_expression(ncnn_product_bomb()),
         "infinite_size.ncnn.param": ncnn_shape_expression("*(1e308,10.0)"),
     }
