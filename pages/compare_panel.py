@@ -22,7 +22,8 @@ from kuiper_core.explore import references
 from kuiper_core.explore import tensors
 from kuiper_core.references import framework_references
 from kuiper_core.explore.stepper import ForwardStepper
-from kuiper_core.explore.upload_names import code_span
+from kuiper_core.explore.messages import hide_server_paths
+from kuiper_core.explore.upload_names import code_span, md_text
 from kuiper_core.explore.upload_store import Kept
 from kuiper_core.references.hooks import hook_snippet
 from pages import common, ncnn_panel
@@ -308,7 +309,7 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
     level(f"{sources.framework_label(computed)} computed a reference for {every} operands this model computes.")
     with st.expander("How the references were computed"):
         for line in [*computed.sources, *computed.notes]:
-            st.caption(line)
+            st.caption(md_text(hide_server_paths(line), limit=1000))  # a framework's message quotes node names
     if computed.unmapped:
         some = ", ".join(code_span(n) for n in computed.unmapped[:20]) + (" …" if len(computed.unmapped) > 20 else "")
         st.caption(f"No reference for: {some}")
