@@ -237,7 +237,7 @@ if model.opened is not None and (model.opened.format == "ncnn" or getattr(model.
         try:
             ncnn_view = deployed_rows(model.opened, model.sample_input, with_origins=origins_on)
         except KuiperError as e:
-            st.warning(f"The ncnn files cannot be shown: {e}")
+            common.show_error(e, title="The ncnn files cannot be shown")  # (its message quotes the file)
             ncnn_view = None
         if ncnn_view is not None:
             st.caption(
