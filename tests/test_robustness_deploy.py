@@ -224,3 +224,17 @@ def test_a_verdict_quoting_a_node_name_shows_no_link_and_no_path() -> None:
     assert not re.search(r"(?<!\\)[\[\]()]", shown) and "://" not in shown
     plain = re.sub(r"\\(.)", r"\1", shown).replace("\u2060", "")
     assert "onnxruntime_src" not in plain and "…/bfc_arena.cc:360" in plain and "Name:'[Session expired" in plain
+
+
+def test_homes_tables_keep_a_types_markdown_inert() -> None:
+    """A `.param` operator type with a backtick (`` `[Log_in](https://evil.example) ``) left its
+    code span in Home's type table and was a link; names in the other columns were Markdown."""
+    import re
+
+    from kuiper_core.explore.summary import markdown_table
+
+    evil = "`[Log_in](https://evil.example)"
+    text = markdown_table([{"type": evil, "count": "[x](https://evil.example)"}], code=("type",))
+    row = text.splitlines()[2]
+    assert row.startswith("| `` `[Log_in](https://evil.example) `` | ")  # one code span holding it all
+    assert not re.search(r"(?<!\\)[\[\]()]", row.split(" | ")[1]) and "://" not in row.split(" | ")[1]
