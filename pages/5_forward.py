@@ -326,6 +326,7 @@ def _tensors_panel(event: Any, check: compare.OperatorCheck | None) -> None:
         "Tensor",
         names_,
         default=_worst_output(items, check) or names_[-1],
+        format_func=md_text,  # "out %name": the model's own operand names
         key=f"fw_tensor_{event.index}",
         required=True,
         label_visibility="collapsed",

@@ -291,7 +291,9 @@ def test_forward_go_to_an_operator_and_tensor_views() -> None:
         for g in at.get("button_group")
         if g.key == f"fw_tensor_{[r.name for r in runtime('digits_cnn').order].index(conv)}"
     )
-    assert [o.content for o in tensors.proto.options][-1].startswith("out %")  # its inputs and output, output shown
+    assert [as_shown(o.content) for o in tensors.proto.options][-1].startswith(
+        "out %"
+    )  # its inputs and output, output shown
     assert at.get("image"), "a C×H×W map shows its channels as a mosaic"
     assert at.get("vega_lite_chart"), "a heatmap / histogram chart"
 
