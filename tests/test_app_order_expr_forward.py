@@ -350,7 +350,7 @@ def test_forward_warns_when_an_uploaded_npz_names_no_operand() -> None:
     no_exception(at)
     forward_go(at, END)
     warning = " ".join(texts(at.warning))
-    assert "None of the 2 arrays in the uploaded .npz names an operand" in warning and "'logits'" in warning
+    assert "None of the 2 arrays in the uploaded .npz names an operand" in warning and "`logits`" in warning
     assert not any("within tolerance" in s.value for s in at.success)
 
 

@@ -17,6 +17,9 @@ _AUTOLINK = re.compile(r"(?i)www\.")
 DEFAULT_NAME = "model.pnnx.param"
 MAX_NAME_CHARS = 200  # of a name shown in Markdown (a .param line may be 1 MiB)
 _JOINER = "\u2060"  # a word joiner: invisible, and no character an autolink continues over
+# Where GFM's autolinks start: a scheme's ':' before '//', mailto: and xmpp:, an e-mail's '@'
+# (a word joiner after each; other text, "top: 1.5" or "@0", is left as it reads)
+_LINK_START = re.compile(r"(?i):(?=/)|(?<=mailto):|(?<=xmpp):|@(?=[\w.+-]*\.)")
 _MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
 
@@ -38,11 +41,12 @@ def md_text(text: str, limit: int = MAX_NAME_CHARS) -> str:
     """`text` as itself in Markdown outside a code span (a header, a caption, a button's or an
     option's label): one line, every ASCII punctuation character backslash-escaped (CommonMark
     allows it for each), so no link, image, HTML, emphasis, autolink or Streamlit directive
-    (`:red[…]`) comes of it; an invisible word joiner after each `:` and `@` and in `www.`
-    keeps GFM's autolinks off, which act on the text after its escapes. An operator named `[Session_expired](https://evil.example/login)`
+    (`:red[…]`) comes of it; an invisible word joiner where an autolink would start (`://`,
+    `mailto:`, an e-mail's `@`, `www.`) keeps GFM's autolinks off, which act on the text after
+    its escapes. An operator named `[Session_expired](https://evil.example/login)`
     was a real link in the Graph page's header."""
     text = _AUTOLINK.sub(lambda m: m.group(0)[:3] + _JOINER + ".", _one_line(text, limit))
-    text = text.replace(":", ":" + _JOINER).replace("@", "@" + _JOINER)  # no https://, mailto: or a@b.c
+    text = _LINK_START.sub(lambda m: m.group(0) + _JOINER, text)  # no https://, mailto: or a@b.c
     return _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
 
 
