@@ -43,7 +43,7 @@ MAX_PICKLE_BYTES = 8 * MiB  # a data.pkl: the module tree (tensors are in data/)
 MAX_PICKLE_CLASSES = 10_000  # distinct (module, name) globals of one pickle
 MAX_ONNX_BYTES = 2**31 - 1  # one protobuf message: an .onnx with its external data read in
 MAX_PROTOBUF_FIELDS = 2_000_000  # fields walked looking for external tensors (~1 s; 12 MB of 2-byte fields took 13 s)
-MAX_PROTOBUF_DEPTH = 64  # graphs nested in attributes (protobuf's own limit is 100)
+MAX_PROTOBUF_DEPTH = 100  # messages nested in messages: protobuf's own limit (a file it reads, the walk reads)
 MAX_GLOBAL_NAME_CHARS = 1_000  # a global's module or name (a memoised 1 MB name, once per class, is 1 MB each)
 
 _EOCD = struct.Struct("<4s4H2LH")  # end of central directory: signature, disks, counts, size, offset

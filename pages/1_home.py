@@ -9,6 +9,7 @@ from kuiper_core.errors import KuiperError
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.npy import read_npy
 from kuiper_core.explore.summary import markdown_table, model_summary, type_table
+from kuiper_core.explore.upload_names import code_span
 from kuiper_core.graph import shape_label
 from pages import common, conversion_verdict
 from pages.input_size import size_picker
@@ -250,7 +251,7 @@ for (name, _shape, _dtype), a in zip(specs, resolved.arrays):
         if a.size and a.dtype.kind in "biuf"
         else ""
     )
-    st.caption(f"`{name}`: shape {shape_label(a.shape)}, {a.dtype}{values}")
+    st.caption(f"{code_span(name)}: shape {shape_label(a.shape)}, {a.dtype}{values}")
 if resolved.kind in ("image", "example", "drawing", "sample") and is_image:
     a = resolved.arrays[0][0]
     shown = a.transpose(1, 2, 0) if a.shape[0] == 3 else a[0]

@@ -15,6 +15,7 @@ from kuiper_core.explore.profile import declared_kernel
 from kuiper_core.explore.search import matches as find_operators
 from kuiper_core.explore.summary import operator_details, weight_table
 from kuiper_core.explore.tensors import npy_bytes
+from kuiper_core.explore.upload_names import code_span, md_text
 from kuiper_core.graph import Graph
 from pages import common
 from pages.find_key import find_key
@@ -179,13 +180,13 @@ with detail_col:
     if selected is not None:
         d = operator_details(graph, selected)
         head, go = st.columns([3, 2])
-        head.subheader(d.name)
+        head.subheader(md_text(d.name))  # the model's own text: no link, no HTML
         if model.ok and go.button(
             "Run to here", key="graph_to_forward", width="stretch", help="Step through Forward up to this operator"
         ):
             st.session_state["fw_pending"] = ("name", selected)  # applied when the Forward page opens
             st.switch_page("pages/5_forward.py")
-        st.markdown(f"`{d.type}` · category **{d.category}**" + (f" · .param line {d.line}" if d.line else ""))
+        st.markdown(f"{code_span(d.type)} · category **{d.category}**" + (f" · .param line {d.line}" if d.line else ""))
         how = declared_kernel(model.runtime, selected) if model.ok and model.runtime is not None else ""
         if how:
             st.caption(f"Runs as **{how}** at the declared input shape (the kernel the cost model picks).")
@@ -199,13 +200,21 @@ with detail_col:
                 cols = st.columns([1] + [3] * min(3, len(neighbours)))
                 cols[0].markdown(f"**{label}**")
                 for i, n in enumerate(neighbours[:3]):
-                    cols[i + 1].button(n, key=f"graph_nav_{label}_{i}", on_click=_select, args=(n,), width="stretch")
+                    cols[i + 1].button(
+                        md_text(n), key=f"graph_nav_{label}_{i}", on_click=_select, args=(n,), width="stretch"
+                    )
                 if len(neighbours) > 3:
-                    st.caption(f"{label} also: " + ", ".join(f"`{n}`" for n in neighbours[3:]))
+                    st.caption(f"{label} also: " + ", ".join(code_span(n) for n in neighbours[3:]))
         if d.weights:
             st.markdown("**Weights**")
             st.dataframe(pd.DataFrame(weight_table(d.weights)), hide_index=True, width="stretch")
-            wname = st.radio("Histogram of", [w.name for w in d.weights], horizontal=True, key=f"graph_w_{selected}")
+            wname = st.radio(
+                "Histogram of",
+                [w.name for w in d.weights],
+                format_func=md_text,
+                horizontal=True,
+                key=f"graph_w_{selected}",
+            )
             data = graph.operator(selected).attrs[wname].data
             assert data is not None
             chart(histogram_chart(data, height=180))
@@ -228,7 +237,7 @@ if model.opened is not None and (model.opened.format == "ncnn" or getattr(model.
         try:
             ncnn_view = deployed_rows(model.opened, model.sample_input, with_origins=origins_on)
         except KuiperError as e:
-            st.warning(f"The ncnn files cannot be shown: {e}")
+            common.show_error(e, title="The ncnn files cannot be shown")  # (its message quotes the file)
             ncnn_view = None
         if ncnn_view is not None:
             st.caption(

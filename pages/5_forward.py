@@ -30,6 +30,7 @@ from kuiper_core.explore.dot import graph_view
 from kuiper_core.explore.overlay import RAN, Overlay, state_overlay
 from kuiper_core.explore.profile import event_kernel
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.explore.upload_names import code_span, md_text
 from kuiper_core.graph import shape_label
 from kuiper_core.runtime import RuntimeGraph
 from pages import common, compare_panel, ncnn_panel
@@ -325,12 +326,15 @@ def _tensors_panel(event: Any, check: compare.OperatorCheck | None) -> None:
         "Tensor",
         names_,
         default=_worst_output(items, check) or names_[-1],
+        format_func=md_text,  # "out %name": the model's own operand names
         key=f"fw_tensor_{event.index}",
         required=True,
         label_visibility="collapsed",
     )
     label, name, a = items[names_.index(pick)]
-    st.markdown(f"`{name}`: shape `{shape_label(a.shape) if a.ndim else 'scalar'}`, `{a.dtype}`, {a.size:,} values")
+    st.markdown(
+        f"{code_span(name)}: shape `{shape_label(a.shape) if a.ndim else 'scalar'}`, `{a.dtype}`, {a.size:,} values"
+    )
     ref = refs.get(name) if label.startswith("out") else None
     show_tensor(
         a,
@@ -366,7 +370,7 @@ def _errors_panel(every: list[compare.OperatorCheck], pos: int, onnx_nodes: dict
     bad = compare.first_bad(every)
     if bad is not None:
         st.button(
-            f"Go to the first failure: {bad.name} (operator {bad.index + 1})",
+            f"Go to the first failure: {md_text(bad.name)} (operator {bad.index + 1})",
             key="fw_show_bad",
             on_click=_go,
             args=(bad.index + 1,),

@@ -22,6 +22,8 @@ from kuiper_core.explore import references
 from kuiper_core.explore import tensors
 from kuiper_core.references import framework_references
 from kuiper_core.explore.stepper import ForwardStepper
+from kuiper_core.explore.messages import hide_server_paths
+from kuiper_core.explore.upload_names import code_span, md_text
 from kuiper_core.explore.upload_store import Kept
 from kuiper_core.references.hooks import hook_snippet
 from pages import common, ncnn_panel
@@ -253,8 +255,8 @@ def _match_report(match: references.KeyMatch, model: common.LoadedModel) -> None
     """What the file's keys matched, by kind, and every key that matched nothing with why."""
     kinds = ", ".join(f"{n} by {kind}" for kind, n in match.counts().items())
     if match.matched == 0:
-        example = ", ".join(f"'{o}'" for o in list(model.graph.operands)[:4]) if model.graph else ""
-        some = ", ".join(f"'{k}'" for k in match.unmatched[:8]) + (" …" if len(match.unmatched) > 8 else "")
+        example = ", ".join(code_span(o) for o in list(model.graph.operands)[:4]) if model.graph else ""
+        some = ", ".join(code_span(k) for k in match.unmatched[:8]) + (" …" if len(match.unmatched) > 8 else "")
         st.warning(
             f"None of the {match.keys} arrays in the uploaded .npz names an operand of `{model.name}` ({some}): "
             f"nothing can be compared. Keys must be operand names such as {example}, out0, out1, …, or operator "
@@ -307,7 +309,7 @@ def _framework_panel(model: common.LoadedModel, resolved: common.ResolvedInput, 
     level(f"{sources.framework_label(computed)} computed a reference for {every} operands this model computes.")
     with st.expander("How the references were computed"):
         for line in [*computed.sources, *computed.notes]:
-            st.caption(line)
+            st.caption(md_text(hide_server_paths(line), limit=1000))  # a framework's message quotes node names
     if computed.unmapped:
-        some = ", ".join(computed.unmapped[:20]) + (" …" if len(computed.unmapped) > 20 else "")
+        some = ", ".join(code_span(n) for n in computed.unmapped[:20]) + (" …" if len(computed.unmapped) > 20 else "")
         st.caption(f"No reference for: {some}")

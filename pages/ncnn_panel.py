@@ -18,6 +18,8 @@ import streamlit as st
 from kuiper_core import limits
 from kuiper_core.errors import KuiperError
 from kuiper_core.explore import compare, deployed, tensors
+from kuiper_core.explore.messages import hide_server_paths
+from kuiper_core.explore.upload_names import code_span, md_text
 from kuiper_core.explore.upload_store import Kept
 from kuiper_core.formats.base import installed
 from kuiper_core.references.isolated import IsolatedRunError
@@ -145,16 +147,16 @@ def panel(model: common.LoadedModel, resolved: common.ResolvedInput, stepper: Fo
         f"(weights stored as {report.weights})."
     )
     if run.unmapped:
-        some = ", ".join(run.unmapped[:20]) + (" …" if len(run.unmapped) > 20 else "")
+        some = ", ".join(code_span(n) for n in run.unmapped[:20]) + (" …" if len(run.unmapped) > 20 else "")
         st.caption(f"Operands no ncnn blob is (fused into a layer, or computed another way by ncnn): {some}")
     st.markdown("**Why it differs**")
     for line in report.advice:
-        st.info(line)
+        st.info(md_text(hide_server_paths(line), limit=1000))
     rows = deployed.option_rows(report)
     if rows:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     for note in report.notes:
-        st.caption(note)
+        st.caption(md_text(hide_server_paths(note), limit=1000))  # ncnn's and the child's messages
 
 
 def _active(model: common.LoadedModel, resolved: common.ResolvedInput, active: Any) -> DeployedRun | None:

@@ -16,6 +16,7 @@ import streamlit as st
 
 from kuiper_core.explore.links import link_int
 from kuiper_core.explore.quiz import Question, Score, Verdict
+from kuiper_core.explore.upload_names import md_text
 from pages import class_panel, common
 from pages.keys import keyboard
 
@@ -135,7 +136,7 @@ def choice(label: str, options: Sequence[int], labels: Sequence[str], key: str, 
     """One pick among `options` (labels[option] shows it): pills, or a list when there are many.
     `on_pick(key)` runs as the widget's callback."""
     if len(options) <= MAX_PILLS:
-        shown = unique_labels(labels)
+        shown = unique_labels([md_text(label) for label in labels])  # a loaded model's names: no link
         st.pills(label, options, format_func=shown.__getitem__, key=key, on_change=on_pick, args=(key,))
     else:
         st.selectbox(

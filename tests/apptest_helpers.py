@@ -113,6 +113,14 @@ def upload_input(at: AppTest, array: Any, name: str) -> AppTest:
     return at
 
 
+def as_shown(label: str) -> str:
+    """A label or header as the page shows it: Markdown escapes (upload_names.md_text) and the
+    invisible characters that keep labels apart and autolinks off taken out."""
+    import re
+
+    return re.sub(r"\\(.)", r"\1", label).replace("\u200b", "").replace("\u2060", "")
+
+
 def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 

@@ -36,3 +36,30 @@ def test_a_step_past_the_end_opens_the_last() -> None:
     at = app(page=FORWARD, query={"model": "tiny_mlp", "step": "999999999"})
     total = len(at.session_state["kx_forward"].stepper.runtime.order)
     assert at.query_params["step"] in (str(total), [str(total)])
+
+
+PHISH = "x[Session expired: log in again](https://evil.example/login)"
+
+
+@pytest.mark.parametrize(
+    ("page", "query"),
+    [
+        (ORDER, {"graph": PHISH, "algo": PHISH, "mode": "quiz", "kind": PHISH, "score": "²-³", "q": "1"}),
+        (EXPR, {"op": PHISH, "mode": PHISH, "kind": PHISH, "present": PHISH}),
+        (FORWARD, {"model": "tiny_mlp", "refs": PHISH, "input": PHISH, "present": "²"}),
+        ("pages/9_class.py", {"class": PHISH}),
+        ("pages/2_graph.py", {"model": "tiny_mlp", "op": PHISH}),
+    ],
+)
+def test_link_values_with_markdown_or_unicode_digits_open_the_page_and_repeat_nothing(
+    page: str, query: dict[str, str]
+) -> None:
+    """The other link parameters (?class=, ?kind=, ?score=, ?present=, ?refs=, ?input=, ?op=)
+    with a Markdown link or non-ASCII digits: the page opens and no element repeats the link."""
+    at = app(page=page, query=query)
+    shown = [
+        str(getattr(e, "value", "") or getattr(e, "body", ""))
+        for kind in ("markdown", "caption", "warning", "error", "info", "success", "subheader", "title")
+        for e in getattr(at, kind)
+    ]
+    assert not [s for s in shown if "evil.example" in s], shown

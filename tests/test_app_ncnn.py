@@ -21,6 +21,7 @@ from apptest_helpers import (
     GRAPH,
     ORDER,
     app,
+    as_shown,
     click,
     forward_go,
     forward_panel,
@@ -129,7 +130,7 @@ def test_an_uploaded_ncnn_model_is_compared_with_ncnn_itself_layer_by_layer() ->
     assert {"use_fp16_storage", "use_bf16_storage", "ncnn defaults (this CPU)"} <= set(options["ncnn run"])
     bf16 = options.set_index("ncnn run").loc["use_bf16_storage"]
     assert bf16.iloc[0] > 1e-3 and bf16.iloc[1] == "convrelu_0"  # bf16 storage: the first conv leaves ncnn's
-    assert any("use_bf16_storage=True moves the output" in i.value for i in at.info), texts(at.info)
+    assert any("use_bf16_storage=True moves the output" in as_shown(i.value) for i in at.info), texts(at.info)
     assert any(c.value.startswith("ncnn blob `out0`: ours vs ncnn") for c in at.caption)  # beside the step
 
     query = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
@@ -176,7 +177,7 @@ def test_a_converted_model_is_compared_with_its_deployed_ncnn_model_and_pytorch(
     assert both["ours vs PyTorch"].max() < 1e-5
     assert (both["ncnn vs PyTorch"].iloc[1:] > 1e-5).all()  # fp16 weights (the input row is exact)
     assert both["ncnn blob"].iloc[-1] == "out0"
-    assert any("weights stored as fp16 by pnnx" in i.value for i in at.info), texts(at.info)
+    assert any("weights stored as fp16 by pnnx" in as_shown(i.value) for i in at.info), texts(at.info)
     options = next(df.value for df in at.dataframe if "ncnn run" in df.value.columns)
     assert "final error vs PyTorch" in options.columns  # measured against the framework's outputs
 

@@ -23,6 +23,7 @@ from apptest_helpers import (  # noqa: E402
     FORWARD,
     ORDER,
     app,
+    as_shown,
     click,
     dots,
     forward_back,
@@ -290,7 +291,9 @@ def test_forward_go_to_an_operator_and_tensor_views() -> None:
         for g in at.get("button_group")
         if g.key == f"fw_tensor_{[r.name for r in runtime('digits_cnn').order].index(conv)}"
     )
-    assert [o.content for o in tensors.proto.options][-1].startswith("out %")  # its inputs and output, output shown
+    assert [as_shown(o.content) for o in tensors.proto.options][-1].startswith(
+        "out %"
+    )  # its inputs and output, output shown
     assert at.get("image"), "a C×H×W map shows its channels as a mosaic"
     assert at.get("vega_lite_chart"), "a heatmap / histogram chart"
 
@@ -347,7 +350,7 @@ def test_forward_warns_when_an_uploaded_npz_names_no_operand() -> None:
     no_exception(at)
     forward_go(at, END)
     warning = " ".join(texts(at.warning))
-    assert "None of the 2 arrays in the uploaded .npz names an operand" in warning and "'logits'" in warning
+    assert "None of the 2 arrays in the uploaded .npz names an operand" in warning and "`logits`" in warning
     assert not any("within tolerance" in s.value for s in at.success)
 
 
@@ -482,4 +485,4 @@ def test_a_selection_follows_between_the_graph_and_forward_pages() -> None:
     current = [r.name for r in runtime("resnet18").order][position]
     click(at, "fw_to_graph")
     at.switch_page(GRAPH).run()
-    assert highlight(at) == current and any(h.value == current for h in at.subheader)
+    assert highlight(at) == current and any(as_shown(h.value) == current for h in at.subheader)

@@ -165,3 +165,76 @@ def test_an_uploaded_file_name_is_inert_as_markdown(name: str) -> None:
     shown = display_name(name)
     assert not any(c in shown for c in "`[]<>") and "www." not in shown.lower()
     assert shown.endswith(name.rsplit(".", 1)[1])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "[Session_expired](https://evil.example/login)",
+        "<img/src=x/onerror=alert(1)>",
+        "www.evil.example",
+        "a@evil.example",
+        ":red[x]**y**_z_",
+        "a`b``c`",
+        "`lead",
+        "x\ny",
+    ],
+)
+def test_a_models_own_names_are_inert_as_markdown(name: str) -> None:
+    """Operator, operand, weight and input names (any text a `.param` or `.kir` holds) as the
+    pages put them into Markdown: every ASCII punctuation character escaped outside code spans
+    (with autolinks broken), and a code span they cannot end; one line either way.
+    tests/test_browser_links.py checks the Graph page in Chromium."""
+    import re
+
+    from kuiper_core.explore.upload_names import code_span, md_text
+
+    text = md_text(name)
+    assert "\n" not in text and not re.search(r"(?<!\\)[\[\]()<>`*_:@]", text)
+    assert "://" not in text and "www." not in text.lower()
+    assert re.sub(r"\\(.)", r"\1", text).replace("\u2060", "") == name.replace("\n", " ")
+    span = code_span(name)
+    fence = re.match(r"`+", span).group(0)
+    inner = span[len(fence) : -len(fence)]
+    assert span.endswith(fence) and fence not in inner and "\n" not in span
+    assert inner.strip(" ") == name.replace("\n", " ")
+
+
+def test_a_verdict_quoting_a_node_name_shows_no_link_and_no_path() -> None:
+    """A 2 KB `.onnx` of 12 Adds over a ConstantOfShape of 2^26, every node named
+    `[Session expired: log in again](https://evil.example/login) N`: pnnx folds it, and the
+    check's onnxruntime (every value kept) runs out of memory with a message quoting the node's
+    name and its build path; the verdict's headline was a real link in every page's sidebar."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from pages.conversion_verdict import _headline
+
+    from kuiper_core.formats.conversion_check import not_checked
+
+    said = (
+        "the framework could not run the original on the probe: no reference could be computed: onnxruntime "
+        "failed: IsolatedRunError: onnxruntime failed: Fail: [ONNXRuntimeError] : 1 : FAIL : Non-zero status "
+        "code returned while running Add node. Name:'[Session expired: log in again](https://evil.example/login)"
+        " 7' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360 void* "
+        "onnxruntime::BFCArena::AllocateRawInternal"
+    )
+    shown = _headline(not_checked(said))
+    assert not re.search(r"(?<!\\)[\[\]()]", shown) and "://" not in shown
+    plain = re.sub(r"\\(.)", r"\1", shown).replace("\u2060", "")
+    assert "onnxruntime_src" not in plain and "…/bfc_arena.cc:360" in plain and "Name:'[Session expired" in plain
+
+
+def test_homes_tables_keep_a_types_markdown_inert() -> None:
+    """A `.param` operator type with a backtick (`` `[Log_in](https://evil.example) ``) left its
+    code span in Home's type table and was a link; names in the other columns were Markdown."""
+    import re
+
+    from kuiper_core.explore.summary import markdown_table
+
+    evil = "`[Log_in](https://evil.example)"
+    text = markdown_table([{"type": evil, "count": "[x](https://evil.example)"}], code=("type",))
+    row = text.splitlines()[2]
+    assert row.startswith("| `` `[Log_in](https://evil.example) `` | ")  # one code span holding it all
+    assert not re.search(r"(?<!\\)[\[\]()]", row.split(" | ")[1]) and "://" not in row.split(" | ")[1]

@@ -191,6 +191,65 @@ def test_external_data_behind_an_overlong_varint_is_found() -> None:
         self_contained(data, "m.onnx")
 
 
+@needs_onnx
+def test_every_message_field_of_onnx_is_walked_before_a_parse() -> None:
+    """The wire walk's table is onnx.proto's: every field that holds a message, from the model
+    down (a field it missed is one protobuf fills without the walk counting it)."""
+    import onnx
+
+    from kuiper_core.formats.onnx_external import _MESSAGES
+
+    seen: set[tuple[str, str]] = set()
+    stack = [("model", onnx.ModelProto.DESCRIPTOR)]
+    while stack:
+        kind, descriptor = stack.pop()
+        if (kind, descriptor.full_name) in seen:
+            continue
+        seen.add((kind, descriptor.full_name))
+        fields = {f.number: f.message_type for f in descriptor.fields if f.message_type is not None}
+        if kind == "tensor":
+            del fields[13]  # external_data: counted as found
+        assert set(_MESSAGES[kind]) == set(fields), (kind, descriptor.full_name)
+        stack += [(_MESSAGES[kind][n], m) for n, m in fields.items()]
+
+
+@needs_onnx
+@pytest.mark.parametrize("external", [True, False])
+def test_a_shape_of_millions_of_dims_is_counted_before_protobuf_parses_it(external: bool) -> None:
+    """2,100,000 dims of one value_info (4 MB; 20,000,000 of them, 40 MB, took 1.6 GB in the
+    server's process to read an upload's external data in): past MAX_PROTOBUF_FIELDS before
+    protobuf makes an object of each, on both parses in the caller's process."""
+    from kuiper_core.formats.converted import fixes_input_shapes
+    from kuiper_core.formats.onnx_external import parse_model, self_contained
+
+    data = H.onnx_dims_bomb(2_100_000, external)
+    if external:
+        with pytest.raises(LimitError, match="MAX_PROTOBUF_FIELDS"):
+            self_contained(data, "m.onnx", b"\0" * 16)
+    else:
+        with pytest.raises(LimitError, match="MAX_PROTOBUF_FIELDS"):
+            parse_model(data, "m.onnx")
+        assert not fixes_input_shapes(data, "onnx", None)  # its inputs are fixed, but it is not read
+    assert fixes_input_shapes(H.onnx_dims_bomb(10, external=False), "onnx", None)
+
+
+@needs_onnx
+def test_the_walk_reads_as_deep_as_protobuf_and_no_deeper() -> None:
+    """Messages nested as deep as protobuf reads them (a subgraph's value_info now counts
+    its type's messages too) are walked; one level more is refused by both."""
+    import onnx
+
+    from kuiper_core.formats.onnx_external import external_tensors
+
+    deepest = H.onnx_nested_types(48)
+    onnx.load_model_from_string(deepest)
+    assert external_tensors(deepest) == 0
+    with pytest.raises(Exception, match="recursion|Error parsing|nested|depth"):
+        onnx.load_model_from_string(H.onnx_nested_types(49))
+    with pytest.raises(ConversionError, match="messages nested more than 100 deep"):
+        external_tensors(H.onnx_nested_types(49))
+
+
 @pytest.mark.parametrize("cut", [1, 39, 100])
 def test_a_corrupt_onnx_is_a_located_error(tmp_path, cut: int) -> None:
     """A 39-byte cut of a real .onnx: not protobuf's DecodeError, the byte where it breaks."""
@@ -274,3 +333,32 @@ def test_a_member_zipfile_cannot_read_is_a_conversion_error(tmp_path, method: in
     path.write_bytes(bytes(data))
     with pytest.raises(ConversionError, match="extra.py' cannot be read"):
         C.causal_attention_paths(path)
+
+
+# -- ncnn shape expressions ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "expr",
+    ["inf", "*(1e308,10.0)", "trunc(1e400)", "nan", "round(nan)", "-1,99999999999999999999999", "big"],
+)
+def test_a_shape_expression_past_every_size_is_the_layers_error(expr: str) -> None:
+    """An ncnn Reshape's `6="…"` whose values are infinite, NaN or past int64: a ModelError
+    naming the operator and the expression, not an OverflowError only the runtime's safety net
+    caught ("failed while running"); 100,000 nested products (a 800,000-digit integer, more
+    work at each step) stop at the first value past the bound."""
+    import time
+
+    import numpy as np
+
+    from kuiper_core import limits
+    from kuiper_core.errors import ModelError
+    from kuiper_core.ncnn import load_ncnn_bytes
+    from kuiper_core.runtime.runtime_graph import RuntimeGraph
+
+    text = H.ncnn_shape_expression(H.ncnn_product_bomb() if expr == "big" else expr)
+    binary = (ROOT / "tests" / "data" / "ncnn" / "tiny_mlp.fp32.ncnn.bin").read_bytes()
+    x = np.zeros((1, 8, 8), np.float32)
+    started = time.perf_counter()
+    with limits.use(max_line_chars=2 << 20), pytest.raises(ModelError, match="shape expression") as e:
+        RuntimeGraph.from_graph(load_ncnn_bytes(text, binary, "m.ncnn.param")).build().forward(x)
+    assert "failed while running" not in str(e.value) and "flatten_4" in str(e.value)
+    assert time.perf_counter() - started < 5

@@ -1,7 +1,8 @@
 """Small hostile uploads of issue 35, made here rather than committed: pickles with cycles,
 shared children and class bombs, TorchScript archives with a second folder or an inflating
 `code/` member, zips listing more entries than they hold, ONNX models whose external data is
-named many times or hidden behind an overlong varint.
+named many times or hidden behind an overlong varint, or whose shapes list millions of dims;
+ncnn `.param` files whose shape expressions overflow.
 
     python tools/hostile_uploads.py OUT_DIR      # writes every case into OUT_DIR
 
@@ -199,6 +200,109 @@ def onnx_hidden_external(location: str = "../../etc/passwd") -> bytes:
     return data
 
 
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def onnx_dims_bomb(dims: int = 20_000_000, external: bool = True) -> bytes:
+    """An .onnx (2 bytes per dim) of one ReLU whose graph lists a value_info whose shape has
+    `dims` empty dims: protobuf makes an object of each (40 MB -> 1.6 GB at 20,000,000). With
+    `external`, its one initializer names 16 bytes in `w.data` (the app then parses the model
+    to read them in)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    shape = b"\x0a\x00" * dims  # TensorShapeProto.dim, empty Dimensions
+    value_info = _field(1, b"v") + _field(2, _field(1, b"\x08\x01" + _field(2, shape)))  # name, type.tensor_type
+    inits = []
+    if external:
+        t = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "w.data"), ("offset", "0"), ("length", "16")):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        inits.append(t)
+    x = "w" if external else "x"
+    graph = helper.make_graph(
+        [helper.make_node("Relu", [x], ["y"])],
+        "g",
+        [] if external else [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        inits,
+    )
+    model = onnx.helper.make_model(helper.make_graph([], "empty", [], []))
+    model.ClearField("graph")
+    return model.SerializeToString() + _field(7, graph.SerializeToString() + _field(13, value_info))
+
+
+def onnx_nested_types(levels: int) -> bytes:
+    """An .onnx whose one value_info is a sequence of a sequence … (`levels` deep) of f32
+    tensors: messages nested 2 * levels + 4 deep."""
+    import onnx
+    from onnx import helper
+
+    kind = _field(1, b"\x08\x01")  # TypeProto.tensor_type, f32
+    for _ in range(levels):
+        kind = _field(4, _field(1, kind))  # TypeProto.sequence_type.elem_type
+    value_info = _field(1, b"v") + _field(2, kind)
+    model = onnx.helper.make_model(helper.make_graph([], "empty", [], []))
+    model.ClearField("graph")
+    return model.SerializeToString() + _field(
+        7, helper.make_graph([], "g", [], []).SerializeToString() + _field(13, value_info)
+    )
+
+
+PHISH_NODE = "[Session expired: log in again](https://evil.example/login)"
+
+
+def onnx_named_chain(adds: int = 12, elements: int = 1 << 26, name: str = PHISH_NODE) -> bytes:
+    """An .onnx (2 KB) adding `adds` times to a ConstantOfShape of `elements` floats, reduced
+    and added to the input, every node named `name`: pnnx folds it away, and onnxruntime with
+    every value kept (the conversion check) runs out of memory quoting a node's name. Converted
+    with max_planned_bytes=256 MiB, the check's note carried the link to the app's sidebar."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    one = numpy_helper.from_array(np.array([1.0], np.float32))
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["c0"], name=f"{name} 0", value=one)]
+    nodes += [helper.make_node("Add", [f"c{i}", "one"], [f"c{i + 1}"], name=f"{name} {i + 1}") for i in range(adds)]
+    nodes += [
+        helper.make_node("ReduceMax", [f"c{adds}"], ["r"], keepdims=0, name=f"{name} r"),
+        helper.make_node("Add", ["x", "r"], ["y"], name=f"{name} y"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", 1, [1, 4])],
+        [helper.make_tensor_value_info("y", 1, [1, 4])],
+        [
+            numpy_helper.from_array(np.array([elements], np.int64), "s"),
+            numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+# -- ncnn -----------------------------------------------------------------------------------------------
+NCNN_MLP = ROOT / "tests" / "data" / "ncnn" / "tiny_mlp.fp32.ncnn.param"  # pnnx's ncnn files of tiny_mlp
+
+
+def ncnn_shape_expression(expr: str) -> bytes:
+    """tiny_mlp's .ncnn.param with its Reshape (`0=64 1=1`) given the shape expression `expr`."""
+    text = NCNN_MLP.read_text()
+    assert "0=64 1=1\n" in text
+    return text.replace("0=64 1=1\n", f'6="{expr}"\n', 1).encode()
+
+
+def ncnn_product_bomb(n: int = 100_000) -> str:
+    """A shape expression of `n` nested products of 99999999: an integer of 8n digits, each
+    product costing more than the last (about 1 MiB of text at 100,000)."""
+    return "*(" * n + "99999999," * n + "2" + ")" * n
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("hostile_uploads")
     out.mkdir(parents=True, exist_ok=True)
@@ -212,6 +316,10 @@ def main(argv: list[str]) -> int:
         "shared_external.onnx": onnx_shared_external(),
         "w.data": b"\0" * (16 << 20),
         "hidden_external.onnx": onnx_hidden_external(),
+        "dims_bomb.onnx": onnx_dims_bomb(),
+        "phish_chain.onnx": onnx_named_chain(),
+        "product_bomb.ncnn.param": ncnn_shape_expression(ncnn_product_bomb()),
+        "infinite_size.ncnn.param": ncnn_shape_expression("*(1e308,10.0)"),
     }
     for name, data in cases.items():
         (out / name).write_bytes(data)

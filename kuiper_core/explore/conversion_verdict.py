@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..formats.conversion_check import ConversionCheck, probe_key, stored_check
+from .messages import hide_server_paths
+from .upload_names import md_text
 
 ERROR, SUCCESS, INFO = "error", "success", "info"
 GIVEN = "the given input"  # how a verdict's probe starts when it is the user's input
@@ -32,11 +34,11 @@ class VerdictView:
 
     @property
     def link_label(self) -> str:
-        return f"Step to {self.operator}, where it first departs" if self.operator else ""
+        return f"Step to {md_text(self.operator)}, where it first departs" if self.operator else ""
 
     @property
     def button_label(self) -> str:
-        return f"Step through Forward to {self.operator}" if self.operator else ""
+        return f"Step through Forward to {md_text(self.operator)}" if self.operator else ""
 
 
 def session_verdict(opened: Any, inputs: Sequence[np.ndarray] | None) -> ConversionCheck | None:
@@ -55,14 +57,19 @@ def verdict_view(check: ConversionCheck | None) -> VerdictView | None:
     """How the app shows `check` (None for a model that was not converted)."""
     if check is None:
         return None
-    line = check.headline() + (" (on your input)" if check.probe.startswith(GIVEN) else "")
+    # Markdown that shows the headline as written, without build paths: a framework's message in
+    # it quotes the model's node names (onnxruntime: `…running Add node. Name:'[Session expired:
+    # log in again](https://evil.example/login) 7'`, a real link in every page's sidebar).
+    line = md_text(hide_server_paths(check.headline()), limit=1000)
+    line += " (on your input)" if check.probe.startswith(GIVEN) else ""
+    details = hide_server_paths(check.text())  # (shown as code)
     if not check.disagrees:
-        return VerdictView(SUCCESS if check.agrees else INFO, line, check.text())
+        return VerdictView(SUCCESS if check.agrees else INFO, line, details)
     first = check.first
     return VerdictView(
         ERROR,
         line,
-        check.text(),
+        details,
         warning=(
             "The converted model does not compute what the original does: its answers here are the "
             "converted file's, not the original model's."

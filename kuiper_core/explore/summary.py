@@ -10,6 +10,7 @@ import numpy as np
 
 from ..graph import Attribute, Graph, Operand, Operator, shape_label
 from .categories import category
+from .upload_names import code_span, md_text
 
 
 @dataclass
@@ -205,8 +206,10 @@ def markdown_table(rows: list[dict[str, Any]], code: tuple[str, ...] = ()) -> st
     cols = list(rows[0])
 
     def cell(col: str, value: Any) -> str:
-        text = " ".join(str(value).split()).replace("|", "\\|")  # a | would end the cell, even in code
-        return f"`{text}`" if col in code and text and "`" not in text else text
+        # a model's names and types as written (upload_names: a type with a backtick left its
+        # code span and was Markdown); a | would end the cell, even in code
+        text = " ".join(str(value).split())
+        return code_span(text).replace("|", "\\|") if col in code and text else md_text(text)
 
     lines = ["| " + " | ".join(c or " " for c in cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(c, r.get(c, "")) for c in cols) + " |" for r in rows]

@@ -85,15 +85,18 @@ def fixes_input_shapes(source: Path | bytes, kind: str) -> bool:
         return False
     if not installed("onnx"):
         return False
-    import onnx
+    from ..budgets import MAX_ONNX_BYTES
+    from ..errors import KuiperError
+    from .onnx_external import parse_model
 
-    try:
-        model = (
-            onnx.load_from_string(source)
+    try:  # its fields counted before protobuf makes an object of each (budgets.MAX_PROTOBUF_FIELDS)
+        raw = (
+            source
             if isinstance(source, bytes)
-            else onnx.load(str(source), load_external_data=False)
+            else read_regular(source, ConversionError, max_bytes=MAX_ONNX_BYTES, limit="MAX_ONNX_BYTES")
         )
-    except Exception:  # noqa: BLE001  -- a file onnx cannot read: the converter says what is wrong
+        model = parse_model(raw, "the model")
+    except KuiperError:  # a file onnx cannot read, or past a budget: the conversion says so
         return False
     initializers = {i.name for i in model.graph.initializer}
     for value in model.graph.input:

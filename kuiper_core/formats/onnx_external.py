@@ -22,16 +22,33 @@ from ..errors import ConversionError, KuiperError
 from ..files import check_regular, read_regular
 
 
-# The messages holding TensorProtos, by field number (onnx.proto): which field is which message.
+# Every message of onnx.proto by field number: which field holds which message ("leaf": one
+# with no message fields). The walk visits them all, so every field protobuf would make an
+# object of is counted before it parses the file: a ValueInfo whose shape lists 20,000,000
+# dims is 40 MB of wire and 1.6 GB parsed, and a walk of the tensors' messages alone missed it
+# (tests/test_robustness_uploads.py checks this table against onnx's own descriptors).
 _MESSAGES: dict[str, dict[int, str]] = {
-    "model": {7: "graph", 20: "training", 25: "function"},
-    "training": {1: "graph", 2: "graph"},
-    "function": {7: "node"},
-    "graph": {1: "node", 5: "tensor", 15: "sparse"},
-    "node": {5: "attribute"},
-    "attribute": {5: "tensor", 6: "graph", 10: "tensor", 11: "graph", 22: "sparse", 23: "sparse"},
+    "model": {7: "graph", 8: "leaf", 14: "leaf", 20: "training", 25: "function", 26: "leaf"},
+    "training": {1: "graph", 2: "graph", 3: "leaf", 4: "leaf"},
+    "function": {7: "node", 9: "leaf", 11: "attribute", 12: "value_info", 14: "leaf"},
+    "graph": {1: "node", 5: "tensor", 11: "value_info", 12: "value_info", 13: "value_info", 14: "annotation"}
+    | {15: "sparse", 16: "leaf"},
+    "node": {5: "attribute", 9: "leaf", 10: "device"},
+    "device": {2: "sharding"},
+    "sharding": {3: "leaf", 4: "sharded_dim"},
+    "sharded_dim": {2: "leaf"},
+    "attribute": {5: "tensor", 6: "graph", 10: "tensor", 11: "graph", 14: "type", 15: "type", 22: "sparse"}
+    | {23: "sparse"},
     "sparse": {1: "tensor", 2: "tensor"},
-    "tensor": {},
+    "tensor": {3: "leaf", 16: "leaf"},  # 13 (external_data) is counted as found, not walked
+    "value_info": {2: "type", 4: "leaf"},
+    "type": {1: "tensor_type", 4: "elem_type", 5: "map_type", 7: "leaf", 8: "tensor_type", 9: "elem_type"},
+    "tensor_type": {2: "shape"},  # TypeProto.Tensor and .SparseTensor
+    "elem_type": {1: "type"},  # TypeProto.Sequence and .Optional
+    "map_type": {2: "type"},
+    "shape": {1: "leaf"},
+    "annotation": {2: "leaf"},
+    "leaf": {},
 }
 _EXTERNAL_DATA, _DATA_LOCATION = 13, 14  # TensorProto's fields; data_location 1 is EXTERNAL
 
@@ -156,8 +173,17 @@ def _tensors(model: Any) -> Iterator[Any]:
         yield from _graph_tensors(training.algorithm)
 
 
+def parse_model(raw: bytes, name: str) -> Any:
+    """The ModelProto of `raw` once the walk counted its fields within MAX_PROTOBUF_FIELDS
+    (LimitError otherwise); ConversionError when it is no ONNX model. Every parse of an
+    .onnx in the caller's process goes through here or follows external_tensors."""
+    external_tensors(raw, name)
+    return _parse(raw, name)
+
+
 def _parse(raw: bytes, name: str) -> Any:
-    """The ModelProto of `raw`; ConversionError (not protobuf's DecodeError) when it is none."""
+    """The ModelProto of `raw` (walked by external_tensors first); ConversionError (not
+    protobuf's DecodeError) when it is none."""
     import onnx
 
     try:
