@@ -564,3 +564,32 @@ def test_the_app_shows_the_verdict_on_the_users_input_where_one_was_stored(tmp_p
     view = verdict_view(session_verdict(opened, mine))
     assert view is not None and view.line.endswith("(on your input)")
     assert session_verdict(SimpleNamespace(conversion=None, check=None), mine) is None  # not converted
+
+
+def test_argmax_labels_that_differ_only_where_their_scores_tie_pass_and_say_why():
+    """A label differs only where the original's two best scores are closer than twice the
+    scores' largest difference: the scores are the measure (kelp-o-matic's segmentation)."""
+    from kuiper_core.explore.compare import OK, OVER, Comparison
+    from kuiper_core.formats.conversion_check import OutputCheck
+    from kuiper_core.references.compare import Row
+    from kuiper_core.references.conversion_check import _labels_at_ties
+
+    graph = _graph(
+        3,
+        "pnnx.Input in0 0 1 0 #0=(1,3,8,8)f32",
+        "torch.argmax am 1 1 0 1 dim=1 keepdim=False #0=(1,3,8,8)f32 #1=(1,8,8)i64",
+        "pnnx.Output out0 1 0 1 #1=(1,8,8)i64",
+    )
+
+    def row(operand: str, status: str, error: float) -> Row:
+        return Row(0, "am", "torch.argmax", operand, Comparison(status, error, 1e-4, (1,), (1,)))
+
+    labels = OutputCheck(0, "1", OVER, 1.0, 1.0, 1e-4, "at (0, 3, 5)")
+    passed = _labels_at_ties(graph, labels, {"0": row("0", OK, 3e-5), "1": row("1", OVER, 1.0)})
+    assert passed is not None and not passed.failed
+    assert "only where scores tie" in passed.text() and "6e-05" in passed.text()
+    # scores over tolerance, or not compared: the labels' own verdict stands
+    assert _labels_at_ties(graph, labels, {"0": row("0", OVER, 0.3)}) is None
+    assert _labels_at_ties(graph, labels, {}) is None
+    other = _graph(3, "pnnx.Input in0 0 1 0", "torch.abs a 1 1 0 1", "pnnx.Output out0 1 0 1")
+    assert _labels_at_ties(other, labels, {"0": row("0", OK, 0.0)}) is None
