@@ -229,8 +229,8 @@ def test_a_shape_of_millions_of_dims_is_counted_before_protobuf_parses_it(extern
     else:
         with pytest.raises(LimitError, match="MAX_PROTOBUF_FIELDS"):
             parse_model(data, "m.onnx")
-        assert not fixes_input_shapes(data, "onnx", None)  # its inputs are fixed, but it is not read
-    assert fixes_input_shapes(H.onnx_dims_bomb(10, external=False), "onnx", None)
+        assert not fixes_input_shapes(data, "onnx")  # its inputs are fixed, but it is not read
+    assert fixes_input_shapes(H.onnx_dims_bomb(10, external=False), "onnx")
 
 
 @needs_onnx

@@ -78,8 +78,10 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 # probe through arithmetic and ONNX axes, the 0-d probe from pnnx's log, the timed-out verdict,
 # two converter rewrites undone before pnnx: ONNX Clip(x, "", max) and opset < 13 Softmax) and
 # issue 34's control flow (~400: an ONNX model specialised at the given values of its small
-# integer inputs, formats/onnx_given.py and the engine's check of them; ONNX layers pnnx leaves).
-ENGINE_LINES = 38_000  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
+# integer inputs, formats/onnx_given.py and the engine's check of them; ONNX layers pnnx leaves),
+# the PyPI wheels' fixes (traced .pt at the given shapes, .param put in order, multi-output
+# matching) and issue 35's further round (the protobuf walk, names inert as Markdown).
+ENGINE_LINES = 38_400  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
 FUNCTION_LINES = 80  # def line to last line, docstring included
 # Functions over FUNCTION_LINES today, each at most its length then (they may shrink, not grow).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {

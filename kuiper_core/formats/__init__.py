@@ -123,7 +123,7 @@ def open_model(
 def needs_inputshape(source: Source, name: str | None = None) -> bool:
     """Whether opening `source` needs `inputshape` (a TorchScript module that does not record
     the shapes it was traced with: scripted, or saved by an older torch). The app asks first."""
-    from .convert import records_input_shapes
+    from .traced_inputs import records_input_shapes
 
     context = Context(source, OpenOptions(name=name))
     return torchscript.match(context) and not records_input_shapes(context.zip_names)

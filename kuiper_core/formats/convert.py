@@ -39,7 +39,7 @@ from ..cache_dir import cache_root, trusted_folder
 from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .param_order import put_in_order
-from .torchscript import forget_traced_inputs
+from .traced_inputs import forget_traced_inputs, records_input_shapes
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
 from .onnx_given import given_values, mark_fixed_inputs, values_text
 from .onnx_prepare import prepare
@@ -600,12 +600,6 @@ def _valid_param(path: Path) -> bool:
     return len(head) >= 2 and head[0].strip() == b"7767517" and len(head[1].split()) == 2
 
 
-def records_input_shapes(zip_names: Sequence[str] | None) -> bool:
-    """A TorchScript zip saved by torch.jit.trace (torch >= 2.x) records its example inputs:
-    pnnx reads the input shapes from them."""
-    return bool(zip_names) and any(n.endswith("/traced_inputs.pkl") for n in zip_names or ())
-
-
 def convert(
     source: Path | bytes,
     kind: str,
@@ -698,14 +692,7 @@ def convert(
             notes += _restore_causal_masks(model_file, param, binf, python, name)
         if untraced:
             notes.append(f"the file records the inputs it was traced with; converted at {shape1}, the shapes given")
-        if python.exists():
-            code_text = repair_python(python.read_text(errors="replace"))
-            if code_text is None:
-                python.unlink()
-                why = "was cut short" if code != 0 else "is not valid Python"
-                notes.append(f"the {STEM}_pnnx.py it wrote {why}: no torch references from it")
-            else:
-                python.write_text(code_text)
+        notes += _keep_python(python, code)
         record = {
             "converter": str(converter.path),
             "version": converter.version,
@@ -728,6 +715,20 @@ def convert(
             return _store(root, key, keep, model_file, kind, record, log)
         except OSError as e:  # a full disk, a cache folder made read-only meanwhile
             raise ConversionError(f"{name}: converted, but the result could not be stored: {e.strerror or e}") from None
+
+
+def _keep_python(python: Path, code: int | None) -> list[str]:
+    """pnnx's model_pnnx.py repaired so that torch can run it (the torch references), or dropped
+    with a note saying why."""
+    if not python.exists():
+        return []
+    code_text = repair_python(python.read_text(errors="replace"))
+    if code_text is None:
+        python.unlink()
+        why = "was cut short" if code != 0 else "is not valid Python"
+        return [f"the {STEM}_pnnx.py it wrote {why}: no torch references from it"]
+    python.write_text(code_text)
+    return []
 
 
 def _valid_ncnn(param: Path, binf: Path) -> bool:

@@ -18,7 +18,8 @@ from .base import Context, OpenedModel, installed, reference_info
 
 def open_converted(context: Context, kind: str) -> OpenedModel:
     """Convert (or find in the cache), then read the PNNX files pnnx wrote."""
-    from .convert import convert, records_input_shapes  # subprocess, selectors, hashing: only when converting
+    from .convert import convert  # subprocess, selectors, hashing: only when converting
+    from .traced_inputs import records_input_shapes
 
     opts = context.options
     source: Path | bytes = context.path if context.path is not None else context.data()

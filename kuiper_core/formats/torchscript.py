@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import zipfile
-from pathlib import Path
 
 from .base import Context, OpenedModel
 from .converted import open_converted
@@ -38,22 +36,3 @@ def explain(context: Context) -> str | None:
 
 def open(context: Context) -> OpenedModel:
     return open_converted(context, NAME)
-
-
-def forget_traced_inputs(model_file: Path) -> bool:
-    """Rewrite `model_file` without the example inputs torch.jit.trace stored in it, as pnnx
-    refuses other shapes than those ("input_shapes[0] expect [1,3,8,8]f32 but got
-    [1,3,1024,1024]f32": kelp-o-matic's LRASPP). A trace keeps `x.size(2)` as a size op; a size
-    it baked in shows in the conversion check (the original at the shapes given). False: none."""
-    with zipfile.ZipFile(model_file) as z:
-        infos = z.infolist()
-        keep = [
-            i for i in infos if not i.filename.split("/", 1)[-1].startswith(("traced_inputs.pkl", "traced_inputs/"))
-        ]
-        if len(keep) == len(infos):
-            return False
-        parts = [(i, z.read(i)) for i in keep]
-    with zipfile.ZipFile(model_file, "w") as z:
-        for info, data in parts:
-            z.writestr(info, data)  # each entry as it was (stored, as torch writes them)
-    return True
