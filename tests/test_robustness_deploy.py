@@ -206,11 +206,8 @@ def test_a_verdict_quoting_a_node_name_shows_no_link_and_no_path() -> None:
     check's onnxruntime (every value kept) runs out of memory with a message quoting the node's
     name and its build path; the verdict's headline was a real link in every page's sidebar."""
     import re
-    import sys
 
-    sys.path.insert(0, str(ROOT))
-    from pages.conversion_verdict import _headline
-
+    from kuiper_core.explore.conversion_verdict import verdict_view
     from kuiper_core.formats.conversion_check import not_checked
 
     said = (
@@ -220,7 +217,9 @@ def test_a_verdict_quoting_a_node_name_shows_no_link_and_no_path() -> None:
         " 7' Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:360 void* "
         "onnxruntime::BFCArena::AllocateRawInternal"
     )
-    shown = _headline(not_checked(said))
+    view = verdict_view(not_checked(said))
+    assert view is not None
+    shown = view.line  # what every page's model line draws
     assert not re.search(r"(?<!\\)[\[\]()]", shown) and "://" not in shown
     plain = re.sub(r"\\(.)", r"\1", shown).replace("\u2060", "")
     assert "onnxruntime_src" not in plain and "…/bfc_arena.cc:360" in plain and "Name:'[Session expired" in plain
