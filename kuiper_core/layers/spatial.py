@@ -128,7 +128,9 @@ class GridSample(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.mode = self.param("mode", "bilinear")
+        # ONNX GridSample from opset 20 says "linear" (and "cubic"), which pnnx copies into
+        # F.grid_sample's mode as it is (torch.onnx.export's default exporter writes opset 20+)
+        self.mode = {"linear": "bilinear"}.get(self.param("mode", "bilinear"), self.param("mode", "bilinear"))
         self.padding = self.param("padding_mode", "zeros")
         if self.mode not in ("bilinear", "nearest"):
             raise self.error(f"mode {self.mode!r} is not supported (bilinear, nearest)")
