@@ -457,9 +457,15 @@ def _last_lines(lines: Sequence[str], n: int = QUOTED_LINES) -> str:
     return "\n".join("  " + line for line in kept[-n:] + note)
 
 
+# c10's "Exception raised from reportError at …" heads a backtrace, and its dispatcher lists
+# every backend ("AutocastCPU: fallthrough registered at …"): neither says why.
+_NOT_A_REASON = re.compile(r"\s*(File \"|Traceback |Exception raised from |\w+: (fallthrough )?registered at )")
+
+
 def _frame(line: str) -> bool:
-    """A line of a stack trace (a C++ backtrace's frame, Python's traceback): no reason."""
-    return bool(BACKTRACE_FRAME.match(line)) or line.lstrip().startswith(('File "', "Traceback "))
+    """A line of a stack trace (a C++ backtrace's frame, Python's traceback, c10's dispatcher
+    listing): no reason."""
+    return bool(BACKTRACE_FRAME.match(line) or _NOT_A_REASON.match(line))
 
 
 # The converter's own reason: the line that says what went wrong.
@@ -471,6 +477,7 @@ _REASON = re.compile(
 _MEMORY = re.compile(r"bad_alloc|failed to allocate|cannot allocate|out of memory|memoryerror", re.I)
 _SHAPE_ERROR = re.compile(r"shape|reshape|broadcast|dimension|\bdims?\b|size mismatch|expect.*\[", re.I)
 _GUESSED = re.compile(r"get inputshape from traced inputs")
+_NESTED = re.compile(r"NestedTensor|nested_tensor")
 
 
 def reason_line(lines: Sequence[str]) -> str | None:
@@ -518,7 +525,13 @@ def failure_message(
         hints.append("a shape is what it quotes: giving the input shape the model runs at (--inputshape) may help")
     if kind == "torchscript" and inputshape is None and not records_shapes:
         hints.append("giving inputshape, e.g. [1,3,224,224], may help")
-    if kind == "torchscript" and code is not None and code < 0 and os.name == "posix":
+    if kind == "torchscript" and _NESTED.search(text):
+        hints.append(
+            "the trace holds nested tensors (nn.TransformerEncoder's fast path given a padding mask), which pnnx "
+            "cannot convert: trace with enable_nested_tensor=False (for nn.Transformer: model.encoder."
+            "use_nested_tensor = False before torch.jit.trace)"
+        )
+    elif kind == "torchscript" and code is not None and code < 0 and os.name == "posix":
         # pnnx 20261020 dies in pass_level1 on a torch.jit.script module
         hints.append("pnnx crashes on some torch.jit.script modules: if this is one, save it with torch.jit.trace")
     head = f"{name}: the pnnx converter failed (exit code {code}) and wrote no model"
