@@ -461,8 +461,10 @@ def _error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
 
 
 def _last_line(text: str) -> str:
+    """The error's first line (the CLI's `error: …`), else the last line said."""
     lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith("note:")]
-    return " ".join(lines[-1].split())[:240] if lines else ""
+    errors = [line for line in lines if line.startswith("error:")]
+    return " ".join((errors or lines[-1:] or [""])[0].split())[:240]
 
 
 def _verdict(stderr: str) -> str:
