@@ -130,7 +130,8 @@ class GridSample(Layer):
         super().__init__(op)
         # ONNX GridSample from opset 20 says "linear" (and "cubic"), which pnnx copies into
         # F.grid_sample's mode as it is (torch.onnx.export's default exporter writes opset 20+)
-        self.mode = {"linear": "bilinear"}.get(self.param("mode", "bilinear"), self.param("mode", "bilinear"))
+        mode = self.param("mode", "bilinear")
+        self.mode = "bilinear" if mode == "linear" else mode
         self.padding = self.param("padding_mode", "zeros")
         if self.mode not in ("bilinear", "nearest"):
             raise self.error(f"mode {self.mode!r} is not supported (bilinear, nearest)")
