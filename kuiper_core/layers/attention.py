@@ -142,7 +142,6 @@ class MultiheadAttention(Layer):
             q, m = (op.inputs[i] for i in (self.qkv_index[0], self.mask_index))
             if q.shape is not None and not self._fits(q, E) and self._fits(m, E):
                 self.mask_index, self.qkv_index = self.qkv_index[0], [self.mask_index]
-        self.key_padding = self.mask_index is not None and _folded_key_padding(op.inputs[self.mask_index])
         if not 1 <= len(self.qkv_index) <= 3:
             raise self.error(
                 f"expected 1 to 3 inputs (query[, key[, value]]) besides attn_mask, got {len(self.qkv_index)}"
@@ -210,6 +209,11 @@ class MultiheadAttention(Layer):
             S += int(self.add_bias_kv) + int(self.add_zero_attn)
         lead: Shape = () if len(q_shape) == 2 else (B,)  # B is None for unbatched, and for a `?` batch
         return {"output": q_shape, "weights": lead + (L, S), "head_weights": lead + (self.num_heads, L, S)}
+
+    @property
+    def key_padding(self) -> bool:
+        """The mask is a key padding mask pnnx folded and passed as $attn_mask (module docstring)."""
+        return self.mask_index is not None and _folded_key_padding(self.op.inputs[self.mask_index])
 
     # -- run ----------------------------------------------------------------------------
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
