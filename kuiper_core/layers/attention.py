@@ -213,7 +213,8 @@ class MultiheadAttention(Layer):
     @property
     def key_padding(self) -> bool:
         """The mask is a key padding mask pnnx folded and passed as $attn_mask (module docstring)."""
-        return self.mask_index is not None and _folded_key_padding(self.op.inputs[self.mask_index])
+        index, operands = self.mask_index, self.op.inputs  # (a layer made in a test may have no operands)
+        return index is not None and index < len(operands) and _folded_key_padding(operands[index])
 
     # -- run ----------------------------------------------------------------------------
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
