@@ -18,35 +18,20 @@ pytestmark = [
 ]
 
 
-def _padded_encoder(batch: int):  # noqa: ANN202 - (torch module, input); torch is imported here only
-    """A (seq, batch, d) TransformerEncoder given a src_key_padding_mask (B, S) built in forward:
-    pnnx folds the mask into `pnnx.Attribute pnnx_fold_key_padding_mask.1` and passes it to
-    nn.MultiheadAttention as `$attn_mask`."""
-    import torch
-    import torch.nn as nn
-
-    class Encoder(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0)
-            self.e = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
-
-        def forward(self, x):
-            s, b = x.shape[0], x.shape[1]
-            pad = (torch.arange(s)[None, :] + torch.arange(b)[:, None]) >= s  # row i: its last i keys padded
-            return self.e(x, src_key_padding_mask=pad)
-
-    torch.manual_seed(0)
-    return Encoder().eval(), torch.randn(6, batch, 16)
-
-
 @pytest.mark.parametrize("batch", [3, 6])  # 6: the (B, S) mask has an (L, S) mask's shape
 def test_a_folded_key_padding_mask_masks_keys_per_batch(batch: int, tmp_path) -> None:
-    """Was: batch 3 refused ("attn_mask has shape (3, 6), expected (6, 6)"), batch 6 read as an
-    (L, S) mask: 0.96 off PyTorch (the conversion check said DISAGREES)."""
+    """A seq-first TransformerEncoder given a src_key_padding_mask (B, S) built in forward: pnnx
+    folds it into `pnnx.Attribute pnnx_fold_key_padding_mask.1` and passes it to
+    nn.MultiheadAttention as `$attn_mask`. Was: batch 3 refused ("attn_mask has shape (3, 6),
+    expected (6, 6)"), batch 6 read as an (L, S) mask: 0.96 off PyTorch (the check said
+    DISAGREES)."""
     import torch
 
-    model, x = _padded_encoder(batch)
+    from tools.check_fresh_exports import MODELS  # (seq, batch, 16), the mask built in forward
+
+    torch.manual_seed(0)
+    model, (x,) = MODELS[f"encoder_padding_b{batch}"]()
+    model = model.eval()
     with torch.no_grad():
         expected = model(x).numpy()
         torch.jit.trace(model, (x,)).save(str(tmp_path / "enc.pt"))

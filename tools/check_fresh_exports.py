@@ -26,11 +26,8 @@ once per DIR; conversions are cached in DIR/cache (KUIPER_CACHE).
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +38,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TIMEOUT = 600  # seconds per command
+from tools.check_user_models import _cli  # noqa: E402 - run a kuiper command (its time limit, its cache)
+from tools.export_user_models import _randomise_norms  # noqa: E402 - seeded BatchNorm statistics
+
 TOLERANCE = 1e-4  # the project's: max |ours - theirs| <= 1e-4 * max(1, max |theirs|)
 
 Built = tuple[Any, tuple[Any, ...]]  # (module in eval mode, its example inputs)
@@ -381,17 +380,6 @@ def _flatten(value: Any) -> list[Any]:
     return [value]
 
 
-def _randomise_norms(model: Any) -> None:
-    """Fresh BatchNorms have mean 0, var 1: folding them would go untested. Seeded stats."""
-    import torch
-
-    g = torch.Generator().manual_seed(1)
-    for m in model.modules():
-        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
-            m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
-            m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
-
-
 def _first_line(e: Exception) -> str:
     lines = [line for line in str(e).splitlines() if line.strip()]
     return lines[0][:200] if lines else ""
@@ -434,23 +422,6 @@ def export(name: str, out: Path) -> str:
     except Exception as e:  # noqa: BLE001
         problems.append(f"onnx: {type(e).__name__}: {_first_line(e)}")
     return "; ".join(problems)
-
-
-def _cli(args: list[str], cache: Path) -> tuple[int, str, str, float]:
-    env = {**os.environ, "KUIPER_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "kuiper_core.cli", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=TIMEOUT,
-            cwd=ROOT,
-        )
-    except subprocess.TimeoutExpired:
-        return -1, "", f"timed out after {TIMEOUT} s", float(TIMEOUT)
-    return done.returncode, done.stdout, done.stderr, time.perf_counter() - started
 
 
 def _error(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
