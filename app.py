@@ -29,7 +29,7 @@ st.html(
     "[data-testid='stMainBlockContainer'] h1{font-size:2.1rem;padding-top:0.2rem}</style>"
 )
 
-from pages import class_panel, common, server  # noqa: E402  (after set_page_config)
+from pages import class_panel, common, conversion_verdict, server  # noqa: E402  (after set_page_config)
 
 server.start_upkeep()
 
@@ -42,6 +42,8 @@ common.begin_url()
 in_class = class_panel.joined()  # (a class's code stays in the URL on every page)
 if in_class is not None:
     st.sidebar.caption(f"Class **{in_class}**: your quiz answers count (anonymously)")
+if page.url_path != PAGES[0].url_path:  # (Home says it with every line)
+    conversion_verdict.page_banner(common.current_model())  # a disagreeing conversion, on every page
 try:
     page.run()
 except MemoryError as e:  # one no page caught (they catch it with KuiperError): said so, the server keeps serving

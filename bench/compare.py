@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
         "--executor",
-        choices=["auto", "interpreter", "sharded", "split"],
+        choices=["auto", "prepared", "interpreter", "sharded", "split"],
         default="auto",
         help="kuiper_core's executor (kuiper_core.load(..., executor=)); default auto, what a caller gets",
     )

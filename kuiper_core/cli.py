@@ -35,7 +35,7 @@ import numpy as np
 
 from . import limits
 from .errors import ConversionDisagreement, InputError, KuiperError, ModelError, ParseError
-from .graph import format_shape
+from .graph import FIXED_INPUT_PARAM, format_shape
 from .cli_models import add_compare_command, add_convert_command, add_model_options, open_from_args
 from .npy import read_npy, write_npy
 
@@ -100,6 +100,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     )
     for note in graph.notes:
         print(f"note: {note}")
+    for op in graph.inputs:
+        if FIXED_INPUT_PARAM in op.params:
+            print(
+                f"note: input {op.name} is fixed at {op.params[FIXED_INPUT_PARAM]}: the file was converted for that "
+                "value of it (control flow or a shape read it), and a run with another value is refused"
+            )
     return 0
 
 

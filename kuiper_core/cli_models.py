@@ -65,8 +65,11 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     """Convert an ONNX or TorchScript model to PNNX with the real pnnx converter."""
     from .formats.convert import export_files
 
+    from .npy import read_npy
+
     source = Path(args.model)
-    model = open_from_args(args, on_log=None if args.quiet else _log_to_stderr)
+    arrays = [read_npy(p) for p in args.input] or None  # converted at their shapes, for their small values
+    model = open_from_args(args, inputs=arrays, on_log=None if args.quiet else _log_to_stderr)
     if model.conversion is None or model.files is None:
         raise InputError(
             f"{args.model} is already {model.format.upper() if model.format == 'pnnx' else 'textual IR'}: "
@@ -100,6 +103,13 @@ def add_convert_command(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
     conv.add_argument("-o", "--output", metavar="DIR", help="folder for the files (default: beside the input)")
     conv.add_argument("--name", help="stem of the written files (default: the input's, e.g. resnet18)")
     conv.add_argument("-q", "--quiet", action="store_true", help="do not show the converter's log")
+    conv.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        help="an input .npy (repeat per input): converted at its shape, an If or shape reading a small integer input "
+        "fixed at its value",
+    )
     add_model_options(conv)
     conv.set_defaults(func=_cmd_convert)
     return conv

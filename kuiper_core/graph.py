@@ -51,6 +51,9 @@ def shape_label(shape: Sequence[Dim] | None) -> str:
 # Parameter values as .param writes them: None, bool, int, float, str, or a list of
 # ints/floats/strs (written as a tuple "(1,2)").
 ParamValue = None | bool | int | float | str | list
+# A pnnx.Input parameter: the one value of that input its file was converted for
+# (formats/onnx_given.py writes it; runtime/inputs.py refuses any other value).
+FIXED_INPUT_PARAM = "value"
 
 # .param dtype names <-> NumPy dtypes of the bytes in the .bin. bf16 has no NumPy dtype:
 # its bytes are uint16 bit patterns, widened to float32 when loaded (see numpy_dtype).

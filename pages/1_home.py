@@ -10,8 +10,7 @@ from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.npy import read_npy
 from kuiper_core.explore.summary import markdown_table, model_summary, type_table
 from kuiper_core.graph import shape_label
-from pages import common
-from pages.conversion_verdict import home_box
+from pages import common, conversion_verdict
 from pages.input_size import size_picker
 from pages.model_open import conversion_details, convert_at_input, open_panel, reset_pick
 
@@ -79,7 +78,7 @@ assert model.graph is not None
 summary = model_summary(model.graph)
 st.header(f"2. Summary of `{model.name}`")
 conversion_details(model)
-home_box(model)  # the conversion's check against the original's framework
+conversion_verdict.home_box(model)  # the conversion's check against the original's framework
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("Operators", f"{summary.operators:,}")
 c2.metric("Parameters", f"{summary.parameters:,}")
@@ -170,11 +169,13 @@ def _on_file(kind: str, widget: str) -> None:
                 common.check_upload_size(f.name, f.getvalue())
                 array = read_npy(f.getvalue(), common.display_name(f.name), common.APP_LIMITS)
                 if convert_at_input(model, array, common.display_name(f.name)):  # .onnx/.pt: at this shape
+                    conversion_verdict.check_input(common.current_model(), array)
                     return
                 array = kx_inputs.check_array(array, shape, name)
             else:
                 array = common.picture_to_input(f.getvalue(), model, shape)
             common.set_input_array(kind, array, common.display_name(f.name))
+            conversion_verdict.check_input(model, array)  # a converted model: checked on the user's input
         except (KuiperError, MemoryError) as e:
             common.set_input_array(kind, None)
             errors[kind] = (common.display_name(f.name), e)

@@ -67,6 +67,9 @@ TENSOR = {
     "pad_reflect_axes": case("Pad", X4, i64(1, 2, 3, 1), None, i64(2, 3), mode="reflect", opset=18),
     "pad_edge_axes": case("Pad", X4, i64(1, 0, 2, 1), None, i64(-2, -1), mode="edge", opset=18),
     "pad_wrap_axes": case("Pad", X4, i64(1, 2, 3, 1), None, i64(2, 3), mode="wrap", opset=19),
+    "shrink_default_lambd": case("Shrink", X4, bias=1.0, opset=13),  # no bias: pnnx writes F.hardshrink
+    "shrink_bias": case("Shrink", X4, bias=0.25, lambd=0.8, opset=13),
+    "shrink_int": case("Shrink", np.arange(-6, 6, dtype=np.int32).reshape(3, 4), bias=1.5, lambd=2.0, opset=13),
 }
 
 
@@ -430,6 +433,7 @@ def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_pat
 # onnxruntime's outputs (torch's for torch_stft), committed: they run without pnnx or torch.
 # torch_lstm / torch_misc are torch.onnx.export's own files (an nn.LSTM; topk, argmax, cumsum, amax).
 COMMITTED = ["reductions", "indexing", "tensors", "recurrent", "resize_stft", "torch_stft", "torch_lstm", "torch_misc"]
+COMMITTED += ["elementwise"]
 
 
 @pytest.mark.parametrize("name", COMMITTED)

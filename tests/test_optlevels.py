@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from typing import Literal
+
 import numpy as np
 import pytest
 
@@ -243,9 +245,12 @@ def test_a_wrong_annotation_on_a_folded_value_is_refused_at_build(tmp_path: Path
     assert info.value.operator == name and info.value.declared == f"({wrong})f32"
 
 
-def test_shape_check_runs_on_the_first_forward_per_input_shape_only(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("asked", ["prepared", "auto"])
+def test_shape_check_runs_on_the_first_forward_per_input_shape_only(
+    monkeypatch: pytest.MonkeyPatch, asked: Literal["prepared", "auto"]
+) -> None:
     folder = OPTLEVEL / "resnet18" / "o0"
-    g = kuiper_core.load(folder / "model.pnnx.param")
+    g = kuiper_core.load(folder / "model.pnnx.param", executor=asked, threads=2)
     calls: list[str] = []
     real = interpreter.check_outputs
     for executor in (interpreter, planned):  # the checked run, and the runs after it
@@ -256,9 +261,9 @@ def test_shape_check_runs_on_the_first_forward_per_input_shape_only(monkeypatch:
     assert first >= sum(1 for r in g.order if not r.folded and r.op.outputs) - len(g.graph.inputs)
     g.forward(x)
     assert len(calls) == first  # the hot path: no check
-    g.forward(np.concatenate([x, x]))  # a new input shape: checked once
-    assert len(calls) == 2 * first
-    g.forward(np.concatenate([x, x]))  # at >= 2 BLAS threads: sharded or not (sharded.py), its shards checked
+    g.forward(np.concatenate([x, x]))  # a new input shape: checked once, and each shard once where sharded
+    assert len(calls) == (2 if asked == "prepared" else 4) * first
+    assert g.last_executor == ("prepared" if asked == "prepared" else "sharded")
     after = len(calls)
     g.forward(np.concatenate([x, x]))
     assert len(calls) == after

@@ -54,6 +54,27 @@ def test_asked_for_executors_run_auto_where_they_do_not_apply() -> None:
     assert g.last_executor == "prepared"
 
 
+@pytest.mark.parametrize(("threads_", "batch", "ran"), [(2, 4, "sharded"), (1, 4, "prepared"), (2, 1, "prepared")])
+def test_auto_shards_at_two_threads_and_batch_two_or_more(threads_: int, batch: int, ran: str) -> None:
+    """The rule (ExecutionOptions.shards) reads the options' thread count and the batch only;
+    the sharded answer is PyTorch's and the same bits every call."""
+    x = np.load(SAMPLES / "digits_cnn.input.npy")
+    xs = np.concatenate([x] * batch)
+    g = kuiper_core.load(DIGITS, threads=threads_)
+    ys = [g.forward(xs)[0] for _ in range(3)]
+    assert g.last_executor == ran
+    assert all(np.array_equal(y, ys[0]) for y in ys)
+    expected = np.load(SAMPLES / "digits_cnn.expected.npz")
+    np.testing.assert_allclose(ys[0], np.concatenate([expected[expected.files[0]]] * batch), rtol=1e-4, atol=1e-4)
+
+
+def test_the_sharding_rule_reads_only_the_options_threads_and_batch() -> None:
+    auto, whole = ExecutionOptions(), ExecutionOptions("interpreter")
+    assert auto.shards(2, 2) and not auto.shards(1, 8) and not auto.shards(4, 8) and not auto.shards(2, 1)
+    assert ExecutionOptions("sharded").shards(1, 2) and not whole.shards(2, 4)
+    assert not ExecutionOptions("prepared").shards(2, 4)  # the whole forward, asked for
+
+
 def test_options_can_be_changed_and_apply_from_the_next_call() -> None:
     g = kuiper_core.load(DIGITS)
     x = np.load(SAMPLES / "digits_cnn.input.npy")
@@ -62,7 +83,7 @@ def test_options_can_be_changed_and_apply_from_the_next_call() -> None:
     assert g.options.executor == "interpreter" and g.blas_threads == 1
     g.forward(x)
     assert g.last_executor == "interpreter"
-    assert set(REQUESTS) == {"auto", "reference", "interpreter", "sharded", "split"}
+    assert set(REQUESTS) == {"auto", "prepared", "reference", "interpreter", "sharded", "split"}
 
 
 @pytest.mark.skipif(not threads.blas_reachable(), reason="NumPy's OpenBLAS thread count is out of reach")

@@ -68,7 +68,7 @@ def _three_runs(runtime: kuiper_core.RuntimeGraph, inputs: list[np.ndarray], exp
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.name}" for c in CASES])
 def test_op_case_runs_prepared(case: Path) -> None:
-    runtime = kuiper_core.load(case / "model.pnnx.param")
+    runtime = kuiper_core.load(case / "model.pnnx.param", executor="prepared")
     _three_runs(runtime, _npz(case / "inputs.npz", "in"), _npz(case / "expected.npz", "out"))
 
 
@@ -77,7 +77,7 @@ def test_most_op_cases_are_prepared() -> None:
     """Only graphs whose operators pass non-arrays around (size arithmetic) run unprepared."""
     unprepared = []
     for case in CASES:
-        runtime = kuiper_core.load(case / "model.pnnx.param")
+        runtime = kuiper_core.load(case / "model.pnnx.param", executor="prepared")
         runtime.forward(*_npz(case / "inputs.npz", "in"))
         if runtime.last_executor != "prepared":
             unprepared.append(f"{case.parent.name}/{case.name}")
@@ -86,7 +86,7 @@ def test_most_op_cases_are_prepared() -> None:
 
 @pytest.mark.parametrize("name", slow_cases(MODELS, {"deep1500", "resnet18", "unet", "yolov5s_mini"}))
 def test_model_runs_prepared(name: str) -> None:
-    runtime = kuiper_core.load(SAMPLES / f"{name}.pnnx.param")
+    runtime = kuiper_core.load(SAMPLES / f"{name}.pnnx.param", executor="prepared")
     x = np.load(SAMPLES / f"{name}.input.npy")
     _three_runs(runtime, [x], _npz(SAMPLES / f"{name}.expected.npz", "out"))
     assert runtime.last_executor == "prepared"
@@ -148,7 +148,7 @@ def test_relu_is_not_fused_when_another_operator_reads_the_conv_output() -> None
 
 
 def test_batch_change_gets_its_own_prepared_forward() -> None:
-    runtime = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param")
+    runtime = kuiper_core.load(SAMPLES / "digits_cnn.pnnx.param", executor="prepared")
     x = np.load(SAMPLES / "digits_cnn.input.npy")
     x4 = np.concatenate([x, _other(x), x, x], axis=0)
     y1 = runtime.forward(x)[0]

@@ -57,7 +57,8 @@ def test_batch_1_gives_the_same_bits_alone_and_concurrently() -> None:
 def resnet_batch4() -> tuple[object, np.ndarray]:
     x1 = np.load(SAMPLES / "resnet18.input.npy")
     x = np.ascontiguousarray(np.concatenate([x1, 0.5 * x1, x1[:, ::-1], -x1], 0))
-    return kuiper_core.load(SAMPLES / "resnet18.pnnx.param"), x
+    # the whole forward, whose steps() give its bits ("auto" shards at two threads: its own test)
+    return kuiper_core.load(SAMPLES / "resnet18.pnnx.param", executor="prepared"), x
 
 
 @pytest.mark.slow
@@ -79,6 +80,23 @@ def test_batch_4_gives_the_same_bits_alone_and_concurrently(resnet_batch4) -> No
         runs = [graph.forward(x)[0], *_concurrently(graph, x)]
         for t in busy:
             t.join()
+    for y in runs:
+        assert np.array_equal(y, first)
+
+
+@pytest.mark.slow
+def test_auto_at_batch_4_gives_the_same_bits_alone_and_concurrently(resnet_batch4) -> None:  # type: ignore[no-untyped-def]
+    """ "auto" at two threads shards (policy.py): its forwards keep their bits beside each other
+    and beside a whole forward at another thread count."""
+    _, x = resnet_batch4
+    graph = kuiper_core.load(SAMPLES / "resnet18.pnnx.param", threads=2)
+    first = graph.forward(x)[0]
+    assert graph.last_executor == "sharded"
+    other = kuiper_core.load(SAMPLES / "resnet18.pnnx.param", threads=1)
+    busy = threading.Thread(target=lambda: [other.forward(x) for _ in range(2)])
+    busy.start()
+    runs = _concurrently(graph, x, forwards=3, steppers=0)
+    busy.join()
     for y in runs:
         assert np.array_equal(y, first)
 

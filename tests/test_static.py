@@ -73,8 +73,13 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 # with issues 36-38's second round: the app's state moved in from pages/common.py
 # (kuiper_core/explore, ~570 lines that pages/ lost), the deployed-ncnn reference, ncnn's layers
 # for models not in the project (~450) and explore/forward_frames.py (Forward's steps, 161);
-# landed at 37,264.
-ENGINE_LINES = 37_400  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
+# landed at 37,264. Raised for issue 39's second round (+~210: the verdict's app wording moved out
+# of pages/ into explore/conversion_verdict.py with the verdict on the user's input, the integer
+# probe through arithmetic and ONNX axes, the 0-d probe from pnnx's log, the timed-out verdict,
+# two converter rewrites undone before pnnx: ONNX Clip(x, "", max) and opset < 13 Softmax) and
+# issue 34's control flow (~400: an ONNX model specialised at the given values of its small
+# integer inputs, formats/onnx_given.py and the engine's check of them; ONNX layers pnnx leaves).
+ENGINE_LINES = 38_000  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
 FUNCTION_LINES = 80  # def line to last line, docstring included
 # Functions over FUNCTION_LINES today, each at most its length then (they may shrink, not grow).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
@@ -92,7 +97,6 @@ LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
         85,
         "torch's MultiheadAttention parameters and weights checked",
     ),
-    "formats/onnx_prepare.py::prepare": (83, "the converter child's arguments, limits and log handling"),
 }
 
 

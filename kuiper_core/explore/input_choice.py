@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import limits as limits_module
 from ..limits import Limits
-from .inputs import synthetic_input
+from .inputs import fixed_values, synthetic_input
 from .loaded_model import LoadedModel
 from .tensors import arrays_digest
 from .upload_store import Kept
@@ -85,7 +85,11 @@ def resolve_input(
             if isinstance(found, ResolvedInput):
                 return found
             note, kind = found, "random"
-    arrays = [synthetic(kind, tuple(shape), dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
+    fixed = fixed_values(model.graph) if model.graph is not None else {}  # what the file was converted for
+    arrays = [
+        fixed[name] if name in fixed else synthetic(kind, tuple(shape), dtype, seed + i)
+        for i, (name, shape, dtype) in enumerate(specs)
+    ]
     text = SYNTHETIC[kind].format(seed=seed)
     return ResolvedInput(arrays, kind, text + (f" ({note})" if note else ""), note)
 

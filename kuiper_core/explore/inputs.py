@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..graph import Graph, format_shape, numpy_dtype
+from ..graph import FIXED_INPUT_PARAM, Graph, format_shape, numpy_dtype
 from ..limits import check_elements
 
 INPUT_KINDS = ("sample", "random", "zeros", "ones", "npy", "image")
@@ -22,9 +22,13 @@ FREE_DIM_DEFAULT = 32  # size of an open (`?`) input dim other than the batch, u
 
 
 def input_specs(
-    graph: Graph, fallback_shape: Sequence[int] | None = None, sizes: Mapping[str, Mapping[int, int]] | None = None
+    graph: Graph,
+    fallback_shape: Sequence[int] | None = None,
+    sizes: Mapping[str, Mapping[int, int]] | None = None,
+    declared: Mapping[str, tuple[tuple[int, ...], str]] | None = None,
 ) -> list[tuple[str, tuple[int, ...], str]]:
-    """(operand name, static shape, dtype name) of every model input.
+    """(operand name, static shape, dtype name) of every model input; `declared`: (shape, dtype)
+    known from elsewhere for an input the file declares none of (pnnx writes no shape for a 0-d one).
 
     Unknown dims (`?` or `%name`: a dynamic-shape export, pnnx's inputshape2) take the size
     chosen in `sizes` (operand name -> {dim: size}, see `free_dims`), else the one of
@@ -36,6 +40,9 @@ def input_specs(
     for op in graph.inputs:
         operand = op.outputs[0]
         shape = operand.shape
+        if shape is None and declared and operand.name in declared:
+            specs.append((operand.name, *declared[operand.name]))
+            continue
         if shape is None:
             if fallback_shape is None:
                 raise InputError(f"input '{operand.name}' has no declared shape: upload a .npy instead")
@@ -62,6 +69,19 @@ def free_dims(graph: Graph) -> list[tuple[str, int]]:
         for i, d in enumerate(op.outputs[0].shape or ())
         if not isinstance(d, int)
     ]
+
+
+def fixed_values(graph: Graph) -> dict[str, np.ndarray]:
+    """Input operand name -> the one value its file was converted for (a pnnx.Input's `value=`,
+    formats/onnx_given.py), of the declared dtype: made-up inputs use it (the engine refuses others)."""
+    fixed = {}
+    for op in graph.inputs:
+        operand = op.outputs[0]
+        if FIXED_INPUT_PARAM in op.params:
+            a = np.asarray(op.params[FIXED_INPUT_PARAM], dtype=numpy_dtype(operand.dtype or "i64"))
+            shape = operand.static_shape
+            fixed[operand.name] = a.reshape(shape) if shape is not None and a.size == int(np.prod(shape)) else a
+    return fixed
 
 
 def synthetic_input(kind: str, shape: Sequence[int], dtype: str = "f32", seed: int = 0) -> np.ndarray:

@@ -41,7 +41,8 @@ import numpy as np
 AGREES, DISAGREES, NOT_CHECKED = "agrees", "disagrees", "not checked"
 ENV_CHECK = "KUIPER_CHECK_CONVERSIONS"  # "0": conversions are not checked (and say so)
 CHECKS_FILE = "checks.json"  # in the conversion's cache entry: {probe key: verdict}
-CHECK_VERSION = 1  # bump when a verdict's meaning changes: older ones are checked again
+# Bump when a verdict's meaning changes: older ones are checked again (2: integer probes along ONNX axes).
+CHECK_VERSION = 2
 SEED = 0
 PASSED = "within tolerance"  # explore.compare.OK, the status of an output within tolerance (a test holds them equal)
 

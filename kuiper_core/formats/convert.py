@@ -39,7 +39,9 @@ from ..cache_dir import cache_root, trusted_folder
 from ..children import BACKTRACE_FRAME, private_folder, rlimit_code, slot
 from ..errors import ConversionError, ConverterNotFoundError, InputError
 from .base import Conversion, ConversionOptions, InputShape, PnnxFiles
+from .onnx_given import given_values, mark_fixed_inputs, values_text
 from .onnx_prepare import prepare
+from .scripted import NOT_A_TENSOR, scripted_argument_hint
 
 ENV_CONVERTER = "KUIPER_PNNX"
 ENV_CACHE_MAX = "KUIPER_CACHE_MAX_MB"
@@ -178,9 +180,18 @@ def content_digest(source: Path | bytes) -> str:
 
 
 def cache_key(
-    digest: str, kind: str, inputshape: str | None, inputshape2: str | None, optlevel: int, version: str
+    digest: str,
+    kind: str,
+    inputshape: str | None,
+    inputshape2: str | None,
+    optlevel: int,
+    version: str,
+    values: str = "",
 ) -> str:
-    text = "\0".join([CACHE_VERSION, digest, kind, inputshape or "", inputshape2 or "", str(optlevel), version])
+    """`values`: the given values of small integer inputs (onnx_given.values_text), which a
+    converted file may be specialised at; '' (none) keeps the keys made before they counted."""
+    parts = [CACHE_VERSION, digest, kind, inputshape or "", inputshape2 or "", str(optlevel), version]
+    text = "\0".join(parts + ([values] if values else []))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -336,6 +347,21 @@ def cached_conversion(
     return files, conversion
 
 
+def _cached(
+    keys: Sequence[str], cache_dir: str | Path | None, on_log: Callable[[str], None] | None
+) -> tuple[PnnxFiles, Conversion] | None:
+    """The first of `keys` in the cache, said to `on_log`: a conversion that fixed no input at its
+    given value is stored under the key without the values (valid for every value), one that
+    did under the key with them (onnx_given.py)."""
+    for key in dict.fromkeys(keys):
+        hit = cached_conversion(key, cache_dir, on_log)
+        if hit is not None:
+            if on_log is not None:
+                on_log(f"using the cached conversion {key} (pnnx {hit[1].version}, {hit[1].seconds:.2f} s when made)")
+            return hit
+    return None
+
+
 def _drop(entry: Path, why: str, on_log: Callable[[str], None] | None) -> None:
     shutil.rmtree(entry, ignore_errors=True)
     if on_log is not None:
@@ -450,8 +476,8 @@ _ECHO = re.compile(r"(pnnx|ncnn)\w* = |(fp16|optlevel|device|inputshape2?|input2
 
 
 def _last_lines(lines: Sequence[str], n: int = QUOTED_LINES) -> str:
-    kept = [line for line in lines if line.strip() and not _ECHO.match(line) and not BACKTRACE_FRAME.match(line)]
-    frames = sum(1 for line in lines if BACKTRACE_FRAME.match(line))
+    kept = [line for line in lines if line.strip() and not _ECHO.match(line) and not _frame(line)]
+    frames = sum(1 for line in lines if _frame(line))
     note = [f"({frames} frames of a C++ backtrace left out: the whole log is kept)"] if frames else []  # pnnx's
     # message is above them, and a dozen frames would push it out of the quoted lines
     return "\n".join("  " + line for line in kept[-n:] + note)
@@ -463,8 +489,8 @@ _NOT_A_REASON = re.compile(r"\s*(File \"|Traceback |Exception raised from |\w+: 
 
 
 def _frame(line: str) -> bool:
-    """A line of a stack trace (a C++ backtrace's frame, Python's traceback, c10's dispatcher
-    listing): no reason."""
+    """A line of a stack trace (a C++ backtrace's frame and c10's header over them, Python's
+    traceback, c10's dispatcher listing): no reason."""
     return bool(BACKTRACE_FRAME.match(line) or _NOT_A_REASON.match(line))
 
 
@@ -481,8 +507,16 @@ _NESTED = re.compile(r"NestedTensor|nested_tensor")
 
 
 def reason_line(lines: Sequence[str]) -> str | None:
-    """The converter's own line that says why it failed (the last such, frames left out)."""
+    """The converter's own line that says why it failed: a C++ exception's `what():` (the
+    last), else the last line that reads as a reason; frames left out."""
     kept = [line.strip() for line in lines if line.strip() and not _ECHO.match(line) and not _frame(line)]
+    # (TorchScript's "what():  The following operation failed in the TorchScript interpreter." says
+    # where; its reason is the `RuntimeError: …` line after the traceback)
+    thrown = [
+        line for line in kept if line.startswith("what():") and "failed in the TorchScript interpreter" not in line
+    ]
+    if thrown:
+        return thrown[-1][:500]
     for line in reversed(kept):
         if _REASON.search(line) and not line.startswith("#"):
             return line[:500]
@@ -525,12 +559,15 @@ def failure_message(
         hints.append("a shape is what it quotes: giving the input shape the model runs at (--inputshape) may help")
     if kind == "torchscript" and inputshape is None and not records_shapes:
         hints.append("giving inputshape, e.g. [1,3,224,224], may help")
+    argument = NOT_A_TENSOR.search(reason or "") if kind == "torchscript" else None
     if kind == "torchscript" and _NESTED.search(text):
         hints.append(
             "the trace holds nested tensors (nn.TransformerEncoder's fast path given a padding mask), which pnnx "
             "cannot convert: trace with enable_nested_tensor=False (for nn.Transformer: model.encoder."
             "use_nested_tensor = False before torch.jit.trace)"
         )
+    elif argument is not None:
+        hints.append(scripted_argument_hint(argument.group(1)))
     elif kind == "torchscript" and code is not None and code < 0 and os.name == "posix":
         # pnnx 20261020 dies in pass_level1 on a torch.jit.script module
         hints.append("pnnx crashes on some torch.jit.script modules: if this is one, save it with torch.jit.trace")
@@ -612,13 +649,13 @@ def convert(
             "e.g. [1,3,224,224] (several inputs: [1,3,224,224],[1,10]i64; "
             "`--inputshape` on the command line)"
         )
-    digest = content_digest(source)
-    key = cache_key(digest, kind, shape1, shape2, level, converter.version)
+    values, digest = (given_values(options.inputs) if kind == "onnx" else None), content_digest(source)
+    key, key_given = (
+        cache_key(digest, kind, shape1, shape2, level, converter.version, v) for v in ("", values_text(values))
+    )
     root = cache_root(cache_dir) / "convert"
-    hit = cached_conversion(key, cache_dir, on_log)
+    hit = _cached((key, key_given), cache_dir, on_log)
     if hit is not None:
-        if on_log is not None:
-            on_log(f"using the cached conversion {key} (pnnx {hit[1].version}, {hit[1].seconds:.2f} s when made)")
         return hit
     timeout = converter_timeout(timeout)
 
@@ -628,7 +665,10 @@ def convert(
             model_file.write_bytes(source)
         else:
             shutil.copyfile(source, model_file)
-        pnnx_shape = prepare(model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log)
+        prepared = prepare(
+            model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log, values=values
+        )
+        pnnx_shape, key = prepared.inputshape, (key_given if prepared.fixed else key)  # valid for these values only
         cmd = [str(converter.path), model_file.name, f"optlevel={level}"]
         cmd += [f"inputshape={pnnx_shape}"] if pnnx_shape else []
         cmd += [f"inputshape2={shape2}"] if shape2 else []
@@ -657,6 +697,7 @@ def convert(
         notes = []
         if code != 0:
             notes.append(f"pnnx exited with code {code} after writing a valid .pnnx.param/.bin: accepted")
+        notes += mark_fixed_inputs(param, prepared.fixed)
         guess = guessed_shapes(lines) if shape1 is None else None
         if guess is not None:
             notes.append(

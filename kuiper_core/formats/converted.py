@@ -43,7 +43,7 @@ def open_converted(context: Context, kind: str) -> OpenedModel:
     )
     if derived:  # converted at the shapes it will run at: no size guessed, none baked but these
         assert options.inputs is not None
-        options = replace(options, inputshape=shapes_of(options.inputs))
+        options = replace(options, inputshape=shapes_of(options.inputs, zero_dim=kind == "onnx"))
     # Messages name the user's file, not the cache's path on this machine (the app shows them).
     label = f"{Path(context.where).name} (converted)"
     for attempt in (1, 2):  # a cache entry another process evicted between finding and reading it: once more
@@ -114,14 +114,15 @@ _PNNX_DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "
 _PNNX_DTYPES |= {"int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
 
 
-def shapes_of(inputs: Sequence[Any]) -> str | None:
+def shapes_of(inputs: Sequence[Any], zero_dim: bool = False) -> str | None:
     """pnnx's inputshape (`[1,3,224,224]f32,[1,10]i64`) of the arrays a model will run on;
-    None when one cannot be said that way (a 0-d input: pnnx takes no `[]`; a dtype it has no name for)."""
+    None when one cannot be said that way (a dtype it has no name for; a 0-d input unless
+    `zero_dim`: pnnx takes no `[]`, which onnx_prepare.py writes into an ONNX file instead)."""
     parts = []
     for x in inputs:
         a = np.asarray(x)
         dtype = _PNNX_DTYPES.get(a.dtype.name)
-        if a.ndim == 0 or dtype is None:
+        if (a.ndim == 0 and not zero_dim) or dtype is None:
             return None
         suffix = "" if a.dtype.kind == "f" else dtype  # floats: pnnx's default f32 (a float64 .npy is cast on input)
         parts.append("[" + ",".join(str(d) for d in a.shape) + "]" + suffix)

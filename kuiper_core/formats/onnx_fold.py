@@ -91,6 +91,8 @@ class Folder:
             if values is None:
                 if node.op_type == "Split" and self._explicit_split(node, shapes):
                     self.splits += 1
+                if node.op_type == "Expand" and self._explicit_expand(node, shapes):
+                    self.splits += 1
                 kept.append(node)
                 continue
             self.known.update(zip(node.output, values))
@@ -167,6 +169,25 @@ class Folder:
         kept = [a for a in node.attribute if a.name != "num_outputs"]
         del node.attribute[:]
         node.attribute.extend(kept)
+        return True
+
+    def _explicit_expand(self, node: Any, shapes: dict[str, tuple[int, ...]]) -> bool:
+        """Give an Expand to a constant shape the shape it makes: ONNX's Expand broadcasts both
+        ways (x of (1,3,1) to [3,1] is (1,3,1)), pnnx writes torch's one-way Tensor.expand(3,-1)."""
+        import numpy as np
+
+        if node.domain not in ("", "ai.onnx") or node.input[0] not in shapes or node.input[1] not in self.known:
+            return False
+        asked = tuple(int(d) for d in np.asarray(self.known[node.input[1]]).reshape(-1))
+        try:
+            made = tuple(np.broadcast_shapes(shapes[node.input[0]], asked))
+        except ValueError:  # onnxruntime's error to give, not ours
+            return False
+        if made == asked:
+            return False
+        name = f"{node.name or node.output[0]}/expanded_shape"
+        self.known[name] = np.array(made, dtype=np.int64)
+        node.input[1] = name
         return True
 
     def _single(self, node: Any) -> Any:
@@ -249,3 +270,49 @@ def _drop_dead(graph: Any) -> None:
     infos = [v for v in graph.value_info if v.name in made]
     del graph.value_info[:]
     graph.value_info.extend(infos)
+
+
+# Elementwise nodes that broadcast their two operands (numpy's rule): a constant operand may be
+# repeated along the other's dims without changing what they compute.
+_BROADCASTING = frozenset(
+    {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
+)
+
+
+def widen_f64_scalars(graph: Any) -> int:
+    """pnnx makes every one-element constant a scalar and has no float64 scalar: it aborts
+    ('unknown constant scalar type 11'). A one-element float64 initializer read only by
+    broadcasting elementwise nodes of one other operand shape is repeated along the last dims of
+    that shape (as few as make two elements): the same answer, now a tensor. Returns how many."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    shapes = static_shapes(graph)
+    readers: dict[str, list[Any]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    inside = {n for node in graph.node for sub in subgraphs(node) for n in names_used(sub.node)}
+    widened = 0
+    for i, init in enumerate(graph.initializer):
+        if init.data_type != 11 or int(np.prod(init.dims, dtype=np.int64)) != 1 or init.name in inside:
+            continue
+        nodes = readers.get(init.name, [])
+        others = {
+            shapes.get(next((x for x in n.input if x != init.name), ""))
+            for n in nodes
+            if n.op_type in _BROADCASTING and len(n.input) == 2
+        }
+        if len(nodes) == 0 or len(others) != 1 or None in others or any(n.op_type not in _BROADCASTING for n in nodes):
+            continue
+        other = next(iter(others))
+        assert other is not None
+        k = len(init.dims)
+        while k <= len(other) and int(np.prod(other[len(other) - k :], dtype=np.int64)) < 2:
+            k += 1
+        if k > len(other) or k == 0:
+            continue
+        value = numpy_helper.to_array(init).reshape(())
+        graph.initializer[i].CopyFrom(numpy_helper.from_array(np.full(other[len(other) - k :], value), init.name))
+        widened += 1
+    return widened

@@ -20,6 +20,9 @@ On the copy in the conversion's folder, in order:
    (at most FOLD_ELEMENTS elements; in total within the max_folded_bytes limit), and `If`s
    whose condition became constant, replaced by the branch taken; repeated while it folds;
    an even `Split` is given its sizes (pnnx writes a sizeless one as `torch.split(x, None)`);
+   nodes pnnx would rewrite to something else are made ones it converts right: lossy `Resize`s
+   kept (onnx_resize.py), a `Clip(x, "", max)` whose max is computed made `Min(x, max)`, an
+   opset < 13 `Softmax`/`LogSoftmax` before the last axis made the flatten it means;
 6. control flow left (`If` on input values, `Loop`, `Scan`) is an error before pnnx runs,
    saying what the node is, its branches, and what the user can do; so are, before step 1,
    models the engine cannot hold at all (string, sequence or map values, training and
@@ -42,13 +45,16 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..children import set_rlimits, slot
 from ..errors import ConversionError, InputError
-from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs
+from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs, widen_f64_scalars
+from .onnx_given import can_be_fixed, fix_inputs, fixed_note, inputs_to_fix
 from .onnx_resize import keep_lossy_resizes
+from .scripted import scripted_argument_hint
 
 MIN_OPSET = 11  # older default-domain opsets are upgraded: pnnx crashes on many opset 6-10 files (11-12 convert)
 TARGET_OPSET = 17  # what torch's exporter writes by default; pnnx converts it
@@ -68,6 +74,14 @@ class _UserError(Exception):
 
 
 # -- the parent's side -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Prepared:
+    """What the normalisation tells the conversion."""
+
+    inputshape: str | None  # for pnnx's inputshape= (None: the shapes are in the file)
+    fixed: list[tuple[int, str, Any, str]] = field(default_factory=list)  # (index, name, value, dtype)
+
+
 def zero_dim(inputshape: str | None) -> bool:
     """Whether a pnnx input-shape text names a 0-d input (`[]i64`), which pnnx cannot parse."""
     return bool(inputshape) and "[]" in (inputshape or "")
@@ -82,21 +96,18 @@ def prepare(
     *,
     name: str = "model",
     on_log: Callable[[str], None] | None = None,
-) -> str | None:
+    values: list | None = None,
+) -> Prepared:
     """Normalise `model_file` (an .onnx in the conversion's folder) in place, in a child
     process of `memory` bytes of address space that stops after `timeout` seconds. Returns
-    the `inputshape=` to give pnnx: None once the shapes are in the file.
+    the `inputshape=` to give pnnx (None once the shapes are in the file) and the inputs fixed
+    at their given `values` (onnx_given.py).
 
     ConversionError for control flow pnnx cannot convert, InputError for shapes that do not
     fit the model's inputs; any other failure of the child leaves the file as it was."""
     log = on_log or (lambda line: None)
     if kind != "onnx":
-        if zero_dim(inputshape):
-            raise ConversionError(
-                f"inputshape {inputshape}: the pnnx converter cannot take a 0-d input ([]) for a TorchScript "
-                "model; trace the module with that argument fixed (a constant in forward, or a 1-element tensor)"
-            )
-        return inputshape
+        return Prepared(_torchscript_shapes(inputshape, name))
     import importlib.util
 
     if importlib.util.find_spec("onnx") is None:
@@ -106,17 +117,11 @@ def prepare(
                 "which needs the onnx package: pip install onnx"
             )
         log("the onnx package is not installed: the file goes to pnnx as it is (pip install onnx to normalise it)")
-        return inputshape
+        return Prepared(inputshape)
     folder = model_file.parent / "prepare"
     folder.mkdir(exist_ok=True)
-    job = {
-        "source": str(model_file.resolve()),
-        "target": str((folder / "prepared.onnx").resolve()),
-        "inputshape": inputshape,
-        "name": name,
-        "memory": memory,
-        "cpu": int(timeout) + 1,
-    }
+    job: dict[str, Any] = {"source": str(model_file.resolve()), "target": str((folder / "prepared.onnx").resolve())}
+    job |= {"inputshape": inputshape, "name": name, "values": values, "memory": memory, "cpu": int(timeout) + 1}
     _limits_into(job)
     (folder / "job.json").write_text(json.dumps(job))
     root = str(Path(__file__).resolve().parent.parent.parent)
@@ -150,12 +155,26 @@ def prepare(
                 f"it, and normalising the file failed ({failed})"
             )
         log(f"normalising the ONNX file failed ({failed}): it goes to pnnx as it is")
-        return inputshape
+        return Prepared(inputshape)
     for note in result["notes"]:
         log(note)
     if result["changed"]:
         os.replace(folder / "prepared.onnx", model_file)
-    return None if result["shapes_written"] else inputshape
+    fixed = [(int(i), str(n), v, str(d)) for i, n, v, d in result.get("fixed", [])]
+    return Prepared(None if result["shapes_written"] else inputshape, fixed)
+
+
+def _torchscript_shapes(inputshape: str | None, name: str) -> str | None:
+    """A TorchScript file's inputshape as given: pnnx takes no 0-d one (ConversionError)."""
+    if zero_dim(inputshape):
+        raise ConversionError(
+            f"{name}: inputshape {inputshape} gives a 0-d input, which the pnnx converter cannot give a "
+            "TorchScript module (its inputshape= has no [], and it calls forward with tensors only: on an int "
+            'argument it fails with "forward() is missing value for argument …"); '
+            f"{scripted_argument_hint()}; a 0-d tensor argument: trace with a 1-element tensor"
+        )
+
+    return inputshape
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:
@@ -283,8 +302,20 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
             )
         branches = {a.name: a.g for a in node.attribute if a.name in ("then_branch", "else_branch")}
         values, shapes = _depends_on(graph, node.input[0])
-        if values:
-            why = f"depends on the values of input(s) {', '.join(map(repr, values))}, not only on their shapes"
+        small = all(can_be_fixed(i) for i in graph.input if i.name in values)
+        if values and small:
+            why = (
+                f"depends on the values of input(s) {', '.join(map(repr, values))}, not only on their shapes "
+                f"(give {'their values' if len(values) > 1 else 'its value'} and the model is converted for "
+                f"{'them' if len(values) > 1 else 'it'}: kuiper run MODEL --input … with every input, "
+                f"{', '.join(map(repr, values))} included, e.g. a 0-d int64 .npy; kuiper convert MODEL --input … "
+                "writes files for it that the app opens; kuiper_core.load(MODEL, inputs=[…]))"
+            )
+        elif values:
+            why = (
+                f"depends on the values of input(s) {', '.join(map(repr, values))}, data too large (or not integers) "
+                f"to convert for one value of"
+            )
         elif shapes and not shapes_given:
             why = (
                 f"depends on the shape of {', '.join(map(repr, shapes[:3]))}, not known from the file: give the "
@@ -329,6 +360,82 @@ def _channel_slopes(graph: Any) -> None:
                         value.type.tensor_type.shape.dim.add().dim_value = 1
 
 
+def max_only_clips(graph: Any) -> list[str]:
+    """pnnx 20261020 writes `Clip(x, "", max)` with a max it cannot read as a constant as
+    `Clip(x, max)`, which reads the max as the min (ONNX's second input): 1.4 off onnxruntime on a
+    ReduceMean's max. `Min(x, max)` computes the same (Clip's bounds are scalars) and pnnx keeps it
+    right; a constant max stays a Clip (pnnx writes torch.clamp(max=…), right)."""
+    constants = {i.name for i in graph.initializer}
+    constants |= {o for node in graph.node if node.op_type == "Constant" for o in node.output}
+    made = 0
+    for node in graph.node:
+        inputs = list(node.input)
+        if node.op_type == "Clip" and node.domain in ("", "ai.onnx") and len(inputs) == 3 and inputs[1] == "":
+            if inputs[2] and inputs[2] not in constants:
+                node.op_type = "Min"
+                del node.input[1]
+                made += 1
+    return (
+        [f"{made} Clip(x, '', max) with a computed max made Min(x, max) (pnnx reads that max as a min)"] if made else []
+    )
+
+
+_FLATTENING = ("Softmax", "LogSoftmax")  # before opset 13: over the input flattened to 2-d at `axis`
+
+
+def flattening_softmaxes(model: Any) -> list[str]:
+    """Before opset 13, ONNX's Softmax and LogSoftmax flatten the input to 2-d at `axis` (default 1)
+    and normalise over everything from it on; pnnx 20261020 writes them as F.softmax(dim=axis),
+    over that one dim: 0.46 off onnxruntime on a (1,3,4) input at axis 1. Where the input's
+    shape is known, made Flatten(axis) -> Softmax(axis=1) -> Reshape(shape), which pnnx writes
+    right; where it is not, left for the conversion check to name."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset >= 13:
+        return []
+    graph = model.graph
+    shapes = {}
+    for value in list(graph.input) + list(graph.value_info):
+        dims = value.type.tensor_type.shape.dim
+        if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
+            shapes[value.name] = [d.dim_value for d in dims]
+    taken = names_used(graph.node) | {o for n in graph.node for o in n.output} | {i.name for i in graph.initializer}
+    nodes: list[Any] = []
+    made = 0
+    for node in graph.node:
+        shape = shapes.get(node.input[0]) if node.op_type in _FLATTENING and node.domain in ("", "ai.onnx") else None
+        rank = len(shape) if shape is not None else 0
+        axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 1)
+        if shape is None or not -rank <= axis < rank or axis % rank == rank - 1:  # (over the last axis: alike)
+            nodes.append(node)
+            continue
+        flat, two_d, target = (_fresh(f"{node.output[0]}_{what}", taken) for what in ("flat", "2d", "shape"))
+        graph.initializer.append(numpy_helper.from_array(np.array(shape, np.int64), target))
+        nodes += [
+            helper.make_node("Flatten", [node.input[0]], [flat], axis=axis % rank),
+            helper.make_node(node.op_type, [flat], [two_d], axis=1, name=node.name),
+            helper.make_node("Reshape", [two_d, target], [node.output[0]]),
+        ]
+        made += 1
+    if made:
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return (
+        [f"{made} opset-{opset} Softmax/LogSoftmax over all dims from its axis made Flatten, Softmax, Reshape"]
+        if made
+        else []
+    )
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
 def out_of_reach(model: Any, name: str) -> str | None:
     """Why the engine cannot run the model at all, or None: string, sequence or map values
     (its tensors are numbers), training operators."""
@@ -362,9 +469,17 @@ def out_of_reach(model: Any, name: str) -> str | None:
 
 
 # -- the child's side: the steps --------------------------------------------------------------------
-def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int, fold_bytes: int) -> dict:
+def normalise(
+    model: Any,
+    inputshape: str | None,
+    name: str,
+    fold_elements: int,
+    fold_bytes: int,
+    values: list | None = None,
+) -> dict:
     """Steps 1-6 of the module docstring on a ModelProto, in place: {'notes', 'changed',
-    'shapes_written'}; _UserError for what the user must change."""
+    'shapes_written', 'fixed'}; _UserError for what the user must change. `values`: per input,
+    its given value where it is small (onnx_given.py), fixed where control flow or a shape reads it."""
     import onnx
 
     notes: list[str] = []
@@ -400,12 +515,48 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
     if inputshape:
         _write_shapes(graph, inputshape)
         changed = True
+    folded, ifs, splits = _fold(model, notes, fold_elements, fold_bytes)
+    fixed = inputs_to_fix(model.graph, values, _depends_on)
+    if fixed:  # a condition or a shape reads a small input the user gave: folded at its value
+        fix_inputs(model.graph, fixed)
+        more = _fold(model, notes, fold_elements, fold_bytes)
+        folded, ifs, splits = folded + more[0], ifs + more[1], splits + more[2]
+        notes.append(fixed_note(fixed))
+    changed = changed or bool(folded or ifs or splits or fixed)
+    graph = model.graph
+    if folded or ifs:
+        what = f"{folded} constant node(s) folded" + (f", {ifs} If(s) with a constant condition inlined" if ifs else "")
+        notes.append(what + " at these input shapes")
+    if splits:
+        notes.append(f"{splits} Split or Expand node(s) given explicit sizes (an even Split, a two-way Expand)")
+    widened = widen_f64_scalars(graph)
+    if widened:
+        notes.append(f"{widened} one-element float64 constant(s) repeated along the operand they broadcast with")
+        changed = True
+    resizes = keep_lossy_resizes(model)  # kept as Resize where pnnx's F.interpolate would answer otherwise
+    clips = max_only_clips(graph) + flattening_softmaxes(model)
+    notes += resizes + clips
+    changed = changed or bool(resizes) or bool(clips)
+    problem = control_flow_error(model, name, bool(inputshape))
+    if problem is not None:
+        raise _UserError("control_flow", problem)
+    codes = {v: k for k, v in _DTYPES.items()}
+    index = {value.name: i for i, value in enumerate(graph.input)}
+    kept = [
+        [index[n], n, a.tolist(), codes.get(onnx.helper.np_dtype_to_tensor_dtype(a.dtype), "i64")]
+        for n, a in fixed.items()
+    ]
+    return {"notes": notes, "changed": changed, "shapes_written": bool(inputshape), "fixed": kept}
+
+
+def _fold(model: Any, notes: list[str], fold_elements: int, fold_bytes: int) -> tuple[int, int, int]:
+    """Step 5, repeated while it folds: (constant nodes folded, Ifs inlined, Splits given sizes)."""
+    import onnx
+
     folded = ifs = splits = 0
     for _ in range(FOLD_ROUNDS):
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-            model.CopyFrom(inferred)
-            graph = model.graph
+            model.CopyFrom(onnx.shape_inference.infer_shapes(model, data_prop=True))
         except Exception as e:  # noqa: BLE001  -- inference is a help, not a requirement
             notes.append(f"shape inference failed ({str(e).splitlines()[0][:200]})")
         folder = Folder(model, fold_elements, fold_bytes)
@@ -414,19 +565,7 @@ def normalise(model: Any, inputshape: str | None, name: str, fold_elements: int,
         folded += folder.folded
         ifs += folder.ifs
         splits += folder.splits
-        changed = True
-    if folded or ifs:
-        what = f"{folded} constant node(s) folded" + (f", {ifs} If(s) with a constant condition inlined" if ifs else "")
-        notes.append(what + " at these input shapes")
-    if splits:
-        notes.append(f"{splits} even Split(s) given their sizes")
-    resizes = keep_lossy_resizes(model)  # kept as Resize where pnnx's F.interpolate would answer otherwise
-    notes += resizes
-    changed = changed or bool(resizes)
-    problem = control_flow_error(model, name, bool(inputshape))
-    if problem is not None:
-        raise _UserError("control_flow", problem)
-    return {"notes": notes, "changed": changed, "shapes_written": bool(inputshape)}
+    return folded, ifs, splits
 
 
 def _child(folder: Path) -> None:
@@ -437,7 +576,9 @@ def _child(folder: Path) -> None:
     result: dict[str, Any]
     try:
         model = onnx.load(job["source"])
-        result = normalise(model, job["inputshape"], job["name"], job["fold_elements"], job["fold_bytes"])
+        result = normalise(
+            model, job["inputshape"], job["name"], job["fold_elements"], job["fold_bytes"], job.get("values")
+        )
         if result["changed"]:
             onnx.save(model, job["target"])
     except _UserError as e:

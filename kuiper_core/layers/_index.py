@@ -97,6 +97,7 @@ MODULE_OF: dict[str, str] = {
     "Resize": "onnx_resize",
     "STFT": "spectral",
     "ScatterND": "onnx_indexing",
+    "Shrink": "onnx_elementwise",
     "Tensor.clone": "inplace",
     "Tensor.contiguous": "shape",
     "Tensor.copy": "inplace",

@@ -96,6 +96,7 @@ def framework_references(
     computed_names: set[str] | None = None
     onnx_nodes: dict[str, str] = {}
     arrays = [np.asarray(x) for x in inputs]
+    failure: BaseException | None = None  # the last method's error: the ReferenceError's cause (a timeout, say)
     for method in wanted:
         try:
             if method == "pnnx_py":
@@ -125,12 +126,15 @@ def framework_references(
                 sources.append(source_text)
         except ReferenceError as e:
             notes.append(f"{method}: {e}")
+            failure = e.__cause__ or e
         except UnsafeCode as e:
             notes.append(f"pnnx's code was not run: the check refused it at {str(e)[:300]}{_others(wanted, method)}")
+            failure = e
         except Exception as e:  # a framework failing on the model: say so, keep the other methods
             notes.append(f"{method} failed: {type(e).__name__}: {str(e)[:300]}{_others(wanted, method)}")
+            failure = e
     if not refs:
-        raise ReferenceError("no reference could be computed: " + "; ".join(notes))
+        raise ReferenceError("no reference could be computed: " + "; ".join(notes)) from failure
     if ours is not None:
         computed_names = {k for k, v in ours.items() if isinstance(v, np.ndarray)} - _input_names(model)
     else:

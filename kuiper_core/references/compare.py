@@ -163,10 +163,13 @@ def _npz(reference: str | Path | Mapping[str, np.ndarray]) -> dict[str, np.ndarr
 def random_inputs(graph: Any, seed: int = 0) -> tuple[list[np.ndarray], str]:
     """Seeded standard-normal inputs of the model's declared shapes (open dims: see
     explore.inputs.input_specs), and a sentence saying so."""
-    from ..explore.inputs import input_specs, synthetic_input
+    from ..explore.inputs import fixed_values, input_specs, synthetic_input
 
-    specs = input_specs(graph)
-    arrays = [synthetic_input("random", shape, dtype, seed + i) for i, (_, shape, dtype) in enumerate(specs)]
+    specs, fixed = input_specs(graph), fixed_values(graph)  # an input fixed at conversion keeps its value
+    arrays = [
+        fixed[name] if name in fixed else synthetic_input("random", shape, dtype, seed + i)
+        for i, (name, shape, dtype) in enumerate(specs)
+    ]
     shapes = ", ".join(f"{shape_label(shape)} {dtype}" for _, shape, dtype in specs)
     return arrays, f"input: seeded random (standard normal, seed {seed}) of shape {shapes}"
 

@@ -14,6 +14,7 @@ module: `open_model` here is the formats' open_model with this check passed in, 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -25,7 +26,7 @@ import numpy as np
 from ..errors import InputError, KuiperError
 from ..graph import Graph, numpy_dtype, shape_label
 from ..explore import compare as explore_compare
-from ..explore.inputs import input_specs
+from ..explore.inputs import fixed_values, input_specs
 from ..formats import OpenedModel, open_cached as open_cached_unchecked, open_model as open_model_unchecked
 from ..formats.base import Source
 from ..formats.conversion_check import (
@@ -42,11 +43,11 @@ from ..formats.conversion_check import (
     store_check,
     stored_check,
 )
-from ..formats.convert import DEFAULT_TIMEOUT
 from ..formats.convert import ENV_TIMEOUT as CONVERT_TIMEOUT
+from ..formats.convert import converter_timeout
 from . import ReferenceError
 from .compare import compare
-from .isolated import IsolatedRunError
+from .isolated import ChildTimeout, IsolatedRunError
 
 
 def open_model(source: Source, **options: Any) -> OpenedModel:
@@ -59,7 +60,9 @@ def open_cached(key: str, *, name: str | None = None, cache_dir: str | Path | No
     return open_cached_unchecked(key, name=name, cache_dir=cache_dir, checker=checked)
 
 
+TIMED_OUT = "timed out"  # the start of a verdict's reason when the framework ran past the time limit
 DEFAULT_INT_RANGE = 10  # integers of a probe where nothing in the graph indexes with them: 0..9
+BYTE_RANGE = 256  # … but an unindexed u8 (an image's pixels) takes all its values
 
 # Operators that index with an integer input, and where the graph says how far it may go.
 _EMBEDDINGS = {"nn.Embedding", "nn.EmbeddingBag"}
@@ -86,30 +89,43 @@ class ProbeError(KuiperError):
 def _index_bound(graph: Graph, name: str) -> tuple[int | None, str]:
     """How far an integer input may index: (exclusive bound, '') from the operators it indexes
     with, (None, '') when nothing indexes with it, (None, why) when an operator indexes with it
-    and the graph does not say how far."""
+    and the graph does not say how far, or with values an operator in between changed
+    (`emb(ids + 45)`: 0..49 would index past the table)."""
     operand = graph.operands.get(name)
     bounds: list[int] = []
     seen: set[str] = set()
-    todo = [operand] if operand is not None else []
+    todo: list[tuple[Any, Any]] = [(operand, None)] if operand is not None else []  # (operand, what changed it)
     while todo:
-        current = todo.pop()
+        current, changed = todo.pop()
         if current.name in seen:
             continue
         seen.add(current.name)
         for op in current.consumers:
-            if op.type in _PASS_THROUGH:
-                todo.extend(op.outputs)
-                continue
-            if op.type not in _INDEXING:
-                continue
-            bound = _bound_of(op, current)
-            if bound is None:
-                return (
-                    None,
-                    f"integer input {name} indexes with operator {op.name} ({op.type}), whose range the file does not say",
-                )
-            bounds.append(bound)
+            if op.type in _INDEXING:
+                bound = None if changed is not None else _bound_of(op, current)
+                if bound is None:
+                    how = (
+                        f" through operator {changed.name} ({changed.type}), which changes its values"
+                        if changed
+                        else ""
+                    )
+                    return (
+                        None,
+                        f"integer input {name} indexes with operator {op.name} ({op.type}){how}, "
+                        "and the file does not say what range that input may take",
+                    )
+                bounds.append(bound)
+            elif op.type in _PASS_THROUGH or _packs_indices(op):
+                todo.extend((o, changed) for o in op.outputs)
+            else:  # arithmetic on the integers (an offset, a clamp): followed while its results are integers
+                todo.extend((o, changed or op) for o in op.outputs if o.dtype is not None and o.dtype[:1] in "iu")
     return (min(bounds) if bounds else None), ""
+
+
+def _packs_indices(op: Any) -> bool:
+    """pnnx's `expr=[@0]` (Tensor.index's list of index tensors): the values pass unchanged."""
+    expr = op.params.get("expr") if op.type == "pnnx.Expression" else None
+    return isinstance(expr, str) and re.fullmatch(r"\[@\d+(,@\d+)*\]", expr) is not None
 
 
 def _bound_of(op: Any, index: Any) -> int | None:
@@ -122,21 +138,21 @@ def _bound_of(op: Any, index: Any) -> int | None:
     others = [o for o in op.inputs if o is not index and o.shape]
     weights = [a for a in op.attrs.values() if a.shape]
     shapes = [o.shape for o in others] + [a.shape for a in weights]
-    dim = op.params.get("dim", 0)
+    dim = op.params.get("dim", op.params.get("axis", 0))  # torch's dim, ONNX's axis
     if not shapes or not isinstance(dim, int):
         return None
     shape = shapes[0]
-    if op.type == "torch.take":
+    if op.type in ("torch.take", "GatherND", "ScatterND"):  # (an index into many dims: the least of them)
         sizes = [d for d in shape if isinstance(d, int)]
-        return int(np.prod(sizes)) if len(sizes) == len(shape) else None
+        if len(sizes) != len(shape) or not sizes:
+            return None
+        return int(np.prod(sizes)) if op.type == "torch.take" else min(sizes)
     d = shape[dim] if -len(shape) <= dim < len(shape) else None
     return int(d) if isinstance(d, int) and d > 0 else None
 
 
 def _guessed_sizes(graph: Graph, guessed: str | None) -> dict[str, dict[int, int]]:
     """The sizes pnnx chose for the open dims (`[1,3,128,128]f32,…`), by input operand and dim."""
-    import re
-
     if not guessed:
         return {}
     shapes = [[int(d) for d in m.split(",")] for m in re.findall(r"\[([\d,]+)\]", guessed)]
@@ -148,25 +164,57 @@ def _guessed_sizes(graph: Graph, guessed: str | None) -> dict[str, dict[int, int
     return sizes
 
 
-def probe_inputs(graph: Graph, seed: int = SEED, guessed: str | None = None) -> tuple[list[np.ndarray], str]:
+_TRACED = re.compile(r"get inputshape from traced inputs\s*\n\s*inputshape = (\S+)")
+
+
+def traced_shapes(graph: Graph, log: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """(shape, dtype) pnnx read from the original file (its log: 'get inputshape from traced
+    inputs', then `inputshape = [1,5]f32,[]f32`) for the inputs its .param declares no shape of:
+    a 0-d input, for which pnnx writes none."""
+    found = _TRACED.search(log or "")
+    if found is None:
+        return {}
+    shapes = re.findall(r"\[([\d,]*)\]([a-z]+\d*)", found.group(1))
+    if len(shapes) != len(graph.inputs):
+        return {}
+    return {
+        op.outputs[0].name: (tuple(int(d) for d in dims.split(",") if d), dtype)
+        for op, (dims, dtype) in zip(graph.inputs, shapes)
+        if op.outputs[0].shape is None
+    }
+
+
+def probe_inputs(
+    graph: Graph, seed: int = SEED, guessed: str | None = None, log: str = ""
+) -> tuple[list[np.ndarray], str]:
     """Seeded inputs of the declared shapes and dtypes: floats standard normal, integers within
     the range the graph can index with them (an embedding's size; 0..9 where nothing indexes),
-    booleans half true; open dims at the sizes pnnx converted at (`guessed`, Conversion.guessed).
-    ProbeError when an input's shape or an integer's range is not in the file."""
+    booleans half true; open dims at the sizes pnnx converted at (`guessed`, Conversion.guessed);
+    an input the .param gives no shape (0-d) at the one pnnx's `log` read from the original.
+    ProbeError when an input's shape or an integer's range is not known."""
     try:
-        specs = input_specs(graph, sizes=_guessed_sizes(graph, guessed))
+        specs = input_specs(graph, sizes=_guessed_sizes(graph, guessed), declared=traced_shapes(graph, log))
     except InputError as e:
-        raise ProbeError(f"no probe input: {e}") from None
+        why = str(e).split(": upload", 1)[0]  # (the app's advice; the check's is below)
+        raise ProbeError(
+            f"no probe input: {why}; check it on your own input (--input; in the app, an uploaded .npy)"
+        ) from None
     arrays: list[np.ndarray] = []
     said: list[str] = []
+    fixed = fixed_values(graph)
     for i, (name, shape, dtype) in enumerate(specs):
         rng = np.random.default_rng(seed + i)
         dt = numpy_dtype(dtype)
-        if dt.kind in "iu":
+        if name in fixed:  # the one value the file was converted for (formats/onnx_given.py)
+            arrays.append(fixed[name])
+            said.append(f"{shape_label(shape)} {dtype} = {fixed[name].tolist()} (converted for it)")
+        elif dt.kind in "iu":
             bound, why = _index_bound(graph, name)
             if why:
-                raise ProbeError(f"no probe input: {why}; give your own input (--input)")
-            high = bound if bound is not None else DEFAULT_INT_RANGE
+                raise ProbeError(
+                    f"no probe input: {why}; check it on your own input (--input; in the app, an uploaded .npy)"
+                )
+            high = bound if bound is not None else BYTE_RANGE if dt == np.uint8 else DEFAULT_INT_RANGE
             arrays.append(rng.integers(0, max(1, high), size=shape).astype(dt))
             said.append(f"{shape_label(shape)} {dtype} in 0..{max(1, high) - 1}")
         elif dt.kind == "b":
@@ -201,8 +249,10 @@ def check_conversion(
 ) -> ConversionCheck:
     """Run the original in its framework and the converted graph in the engine on `inputs`
     (None: the seeded probe) and compare every output; on a disagreement, find the first
-    departing operand. The framework runs in a child under `timeout` seconds (None: the
-    conversion's, KUIPER_CONVERT_TIMEOUT or 600) and the conversion's memory limit."""
+    departing operand. The framework runs in a child under the conversion's limits: `timeout`
+    seconds (None: the converter's, KUIPER_CONVERT_TIMEOUT or the current limits'
+    max_child_seconds, lower in the app) and its memory limit; past the time, 'not checked:
+    timed out'."""
     if os.environ.get(ENV_CHECK, "1") == "0":
         return not_checked(f"{ENV_CHECK}=0")
     methods, locating, why = _methods(model)
@@ -210,19 +260,25 @@ def check_conversion(
         return not_checked(why)
     try:
         if inputs is None:
-            guessed = model.conversion.guessed if model.conversion is not None else None
-            arrays, probe = probe_inputs(model.graph, guessed=guessed)
+            conversion = model.conversion
+            guessed, log = (conversion.guessed, conversion.log) if conversion is not None else (None, "")
+            arrays, probe = probe_inputs(model.graph, guessed=guessed, log=log)
         else:
             arrays = [np.asarray(x) for x in inputs]
             probe = "the given input: " + ", ".join(f"{x.shape} {x.dtype}" for x in arrays)
     except ProbeError as e:
         return not_checked(str(e))
-    limit = float(os.environ.get(CONVERT_TIMEOUT, DEFAULT_TIMEOUT)) if timeout is None else timeout
+    limit = converter_timeout(timeout)
     started = time.perf_counter()
     try:
         with np.errstate(all="ignore"):
             report = compare(model, arrays, framework=methods, reference_timeout=limit)
     except (ReferenceError, IsolatedRunError, InputError) as e:
+        if isinstance(e, ChildTimeout) or isinstance(e.__cause__, ChildTimeout):
+            return not_checked(
+                f"{TIMED_OUT}: {methods[0]} ran past the conversion's time limit of {limit:g} s on the probe "
+                f"(set {CONVERT_TIMEOUT} or the timeout option for more)"
+            )
         return not_checked(f"the framework could not run the original on the probe: {e}")
     except KuiperError as e:  # said in full where the model is run; the verdict keeps its first line
         said = str(e).splitlines()[0] if str(e) else type(e).__name__

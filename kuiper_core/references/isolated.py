@@ -44,6 +44,10 @@ class IsolatedRunError(RuntimeError):
     """The child ran past a limit or failed: the message says which."""
 
 
+class ChildTimeout(IsolatedRunError):
+    """The child ran past its time limit and was stopped."""
+
+
 def memory_limit() -> int:
     return limits.current().max_planned_bytes + FRAMEWORK_BYTES
 
@@ -80,7 +84,7 @@ def _spawn(
                     argv, env=env, cwd=folder, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
                 )
         except subprocess.TimeoutExpired:
-            raise IsolatedRunError(f"{what} ran past its time limit ({timeout:g} s, {ENV_TIMEOUT})") from None
+            raise ChildTimeout(f"{what} ran past its time limit ({timeout:g} s, {ENV_TIMEOUT})") from None
         error = folder / "error.json"
         if error.exists():
             kind, message, fields = json.loads(error.read_text())

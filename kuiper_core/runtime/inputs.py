@@ -3,7 +3,9 @@
 Each input must be an array of numbers with the declared rank and the declared dims except
 the batch (dim 0 may differ: layers follow it by their batch rules), not empty in the batch,
 within the element limit; its dtype is cast to the declared one only where every value
-survives (an int64 300 must not become the i8 44). Errors name the input and what was expected.
+survives (an int64 300 must not become the i8 44). An input whose pnnx.Input holds `value=`
+(a file converted for that value of it: formats/onnx_given.py) must have that value, on every
+run. Errors name the input and what was expected.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 
 from .. import limits as _limits
 from ..errors import InputError
-from ..graph import format_shape, numpy_dtype
+from ..graph import FIXED_INPUT_PARAM as FIXED_PARAM, Operator, format_shape, numpy_dtype
 from .program import Program
 
 # Input signatures accepted unchanged that are remembered; beyond this many, start again.
@@ -27,12 +29,15 @@ class InputCheck:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.accepted: set[tuple] = set()
+        self.fixed = [(i, op) for i, op in enumerate(program.inputs) if FIXED_PARAM in op.params]
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         limits = self.program.limits
         plain = all(type(a) is np.ndarray for a in arrays)
         key = (limits, *((a.shape, a.dtype) for a in arrays)) if plain else None
         if key in self.accepted:
+            for i, op in self.fixed:  # values, not signatures: checked on every run
+                check_fixed_value(op, arrays[i])
             return list(arrays)
         checked = check_inputs(self.program, arrays)
         if key is not None and all(c is a for c, a in zip(checked, arrays)):
@@ -71,8 +76,25 @@ def check_inputs(program: Program, arrays: Sequence[np.ndarray]) -> list[np.ndar
                     )
             if a.ndim and a.shape[0] == 0 and operand.shape[0] != 0:
                 raise InputError(f"{where}: batch 0 (shape {a.shape}): an input needs at least one item")
+        if FIXED_PARAM in op.params:
+            check_fixed_value(op, a)
         checked.append(a)
     return checked
+
+
+def check_fixed_value(op: Operator, a: np.ndarray) -> None:
+    """An input the file was converted for one value of (its `value=`) has that value."""
+    want = op.params[FIXED_PARAM]
+    a, expected = np.asarray(a), np.asarray(want)
+    if a.size == expected.size and np.array_equal(a.reshape(-1), expected.reshape(-1)):
+        return
+    got = a.tolist() if a.size <= 16 else f"an array of shape {a.shape}"
+    raise InputError(
+        f"input '{op.name}' (operand {op.outputs[0].name}): the model was converted for the value {want} of this "
+        f"input only (control flow or a shape read it, folded at that value), got {got}: convert it again with "
+        "this input given (kuiper run MODEL --input …, or kuiper_core.load(MODEL, inputs=[…])), which converts it for "
+        "that value"
+    )
 
 
 def cast_input(a: np.ndarray, want: np.dtype, name: str, where: str) -> np.ndarray:

@@ -8,16 +8,18 @@ both (`kuiper_core.load(path, executor="split", threads=2)`), and `RuntimeGraph.
 says which ran.
 
 Requests (`ExecutionOptions.executor`):
-- "auto": the whole forward: the prepared forward (prepared.py), or where a graph cannot be
+- "auto": at batch >= 2 with two BLAS threads (`shards_by_default`), what "sharded" runs;
+  otherwise the whole forward: the prepared forward (prepared.py), or where a graph cannot be
   prepared the interpreter's checked run then the planned forward (planned.py); graphs whose
   shapes follow the input values on the interpreter.
+- "prepared": the whole forward, as "auto" runs it where it does not shard (never sharded).
 - "reference": the interpreter calling each layer's plain definition (Layer.reference: a
   convolution as written on the blackboard, not Winograd or im2col): the one numerical oracle
   of every fast kernel and executor; slow on purpose.
 - "interpreter": the interpreter (interpreter.py) every call, every output checked, each layer's
   forward (its fast kernels).
 - "sharded": at batch >= 2, two half-batch prepared forwards on two threads (sharded.py)
-  where the graph keeps images apart; elsewhere what "auto" runs.
+  where the graph keeps images apart; elsewhere the whole forward.
 - "split": at batch 1 (one 4-D input), big operators in two halves, one in a helper process
   forked for this graph (split_forward.py); elsewhere what "auto" runs. Opt-in only: a
   library must not fork behind its caller, and the hand-off between the processes relies on
@@ -35,13 +37,11 @@ from ..errors import KuiperError
 from ..layers.halves import DEFAULT_SIZES, SplitSizes
 from ..layers.kernel_costs import DEFAULT_COSTS, KernelCosts
 
-Request = Literal["auto", "reference", "interpreter", "sharded", "split"]
+Request = Literal["auto", "prepared", "reference", "interpreter", "sharded", "split"]
 # What ran (RuntimeGraph.last_executor): the executors of forward(), and steps()' two.
 Ran = Literal["reference", "interpreter", "prepared", "planned", "sharded", "split", "step arena", "interpreter steps"]
 
 REQUESTS: tuple[str, ...] = get_args(Request)
-# Executors whose halves or shards run at one BLAS thread each (the two cores are theirs).
-ONE_BLAS_THREAD = ("sharded", "split")
 
 
 def split_refusal() -> str | None:
@@ -85,9 +85,16 @@ class ExecutionOptions:
             if why is not None:
                 raise KuiperError(f"executor 'split' is not available: {why}")
 
-    def blas_threads(self, executor: str) -> int | None:
-        """The BLAS thread count a call of `executor` (what runs) holds."""
-        return 1 if executor in ONE_BLAS_THREAD else self.threads
+    def shards(self, threads: int, batch: int) -> bool:
+        """Whether a call at `batch` (sharded.batch_size: 0 when the inputs share none) under
+        these options asks for the sharded forward, at `threads` BLAS threads (the graph's).
+        "auto" shards at exactly two: two half-batch forwards at one BLAS thread each keep
+        both cores busy through the passes OpenBLAS does not thread (im2col, Winograd's
+        transforms, elementwise), measured on 2-core machines (docs/speed.md); at more threads
+        the whole forward's BLAS uses the cores the halves would leave idle."""
+        if self.executor == "sharded":
+            return batch >= 2
+        return self.executor == "auto" and threads == 2 and batch >= 2
 
 
-__all__ = ["ExecutionOptions", "ONE_BLAS_THREAD", "REQUESTS", "Ran", "Request", "split_refusal"]
+__all__ = ["ExecutionOptions", "REQUESTS", "Ran", "Request", "split_refusal"]

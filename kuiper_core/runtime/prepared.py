@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, cast
 
@@ -58,6 +58,7 @@ class NotPreparable(Exception):
 class Record:
     shapes: dict[str, ShapeDtype]  # operand -> shape and dtype of the array it held
     views: frozenset[str]  # operators whose outputs are views of their inputs or constants
+    outputs: list[np.ndarray]  # the checked run's outputs
 
 
 def record(program: Program, inputs: list[np.ndarray]) -> Record:
@@ -89,8 +90,8 @@ def record(program: Program, inputs: list[np.ndarray]) -> Record:
         elif any(shared) or any(not isinstance(r, np.ndarray) for r in results):
             raise NotPreparable(f"operator '{operator.name}' returns views and new arrays together")
 
-    interpreter.run(program, inputs, note)
-    return Record(shapes, frozenset(views))
+    values = interpreter.run(program, inputs, note)
+    return Record(shapes, frozenset(views), program.outputs_of(values))
 
 
 class PreparedForward:
@@ -135,7 +136,7 @@ class PreparedForward:
         }
         plan = plan_buffers(ops, set(rec.views), outputs, shapes=rec.shapes, inplace=inplace, keep_outputs=True)
         plan.allocate(program.limits, make)
-        self = cls(plan, rec, len(program.inputs))
+        self = cls(plan, replace(rec, outputs=[]), len(program.inputs))  # holds no record-run array
         self.split = split
         values: dict[str, Any] = dict(program.run_constants)  # constants folded at build
         feeds = program.feeds(inputs)

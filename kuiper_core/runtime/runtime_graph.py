@@ -15,7 +15,8 @@ and the caller's `ExecutionOptions` alone; `last_executor` names the one that ra
 - "prepared" (prepared.py): a flat list of prepared calls on planned buffers, made at the first
   run at a set of input shapes (its record run is the interpreter's checked run);
 - "planned" (planned.py): graphs that cannot be prepared, after their checked run;
-- "sharded" (sharded.py, asked for): at batch >= 2, two half-batch forwards on two threads;
+- "sharded" (sharded.py): at batch >= 2, two half-batch forwards on two threads (asked for,
+  or under "auto" at two BLAS threads);
 - "split" (split_forward.py, asked for): at batch 1, big operators in halves, one half in a
   helper process;
 - steps(): "step arena" (step_arena.py: bound calls on one block of operand memory), else
@@ -57,7 +58,7 @@ from .policy import ExecutionOptions, Ran
 from .prepared import NotPreparable, PreparedForward, PreparedSteps
 from .program import Program, build
 from .runtime_operator import RuntimeOperator, Value
-from .sharded import ShardedForward
+from .sharded import ShardedForward, batch_size
 from .step_arena import StepArenas
 
 if TYPE_CHECKING:  # imported where the split executor is asked for: `import kuiper_core` stays light
@@ -75,7 +76,7 @@ class ShapeExecutors:
 
     prepared: PreparedForward | None = None
     preparable: bool = True  # False: the prepared forward cannot take the graph at these shapes
-    parallel: ShardedForward | SplitForward | None = None  # the asked-for sharded or split one
+    parallel: ShardedForward | SplitForward | None = None  # the sharded or split one
     parallel_tried: bool = False  # made, or found not to apply, at these shapes
 
     def close(self) -> None:
@@ -297,13 +298,14 @@ class RuntimeGraph:
             with self._at(self._blas):
                 return "interpreter", program.outputs_of(interpreter.run(program, inputs))
         key = signature(inputs)
+        sharded = self._options.shards(self._blas, batch_size(inputs))
         with self._run_lock:
             made = self._executors_for(key)
-            if request in ("sharded", "split"):
+            if sharded or request == "split":
                 with self._at(1):
-                    parallel = self._parallel(program, made, inputs)
+                    parallel = self._parallel(program, made, inputs, sharded)
                     if parallel is not None:
-                        return request, parallel.run(inputs)
+                        return ("sharded" if sharded else "split"), parallel.run(inputs)
             if made.preparable:
                 with self._at(self._blas):
                     outputs = self._prepared(program, made, inputs)
@@ -334,9 +336,9 @@ class RuntimeGraph:
         return outputs
 
     def _parallel(
-        self, program: Program, made: ShapeExecutors, inputs: list[np.ndarray]
+        self, program: Program, made: ShapeExecutors, inputs: list[np.ndarray], sharded: bool
     ) -> ShardedForward | SplitForward | None:
-        """The asked-for sharded or split forward at these shapes, made at the first call (at
+        """The sharded or split forward at these shapes, made at the first call (at
         one BLAS thread: the kernels' cost models see the count they run at); None where it
         does not apply (the batch, the graph), and then the whole forward runs."""
         parallel = made.parallel
@@ -345,7 +347,7 @@ class RuntimeGraph:
             made.parallel, made.parallel_tried = None, False
         if not made.parallel_tried:
             made.parallel_tried = True
-            if self._options.executor == "sharded":
+            if sharded:
                 made.parallel = ShardedForward.make(program, inputs)
             else:
                 from .split_forward import SplitForward

@@ -8,8 +8,9 @@ PreparedForward (its own buffers and kernels) for its part of the batch, run wit
 one thread (the caller holds that count: policy.py), one on the caller's thread and one on a
 persistent worker, so a hand-off covers a whole half forward.
 
-When (policy.py): asked for (`executor="sharded"`), every input has the same batch >= 2 in
-dim 0, and `ShardedForward.make` finds
+When (policy.py, `ExecutionOptions.shards`): asked for (`executor="sharded"`), or under
+"auto" at two BLAS threads; every input has the same batch >= 2 in dim 0, and
+`ShardedForward.make` finds
 - the graph keeps images apart (`keeps_images_apart`): every operand computed from the
   inputs is batch-major at the whole batch and at the shard's (dim 0 the batch, the other
   dims the same), and no operator takes a dim parameter naming dim 0 (softmax over the
@@ -21,15 +22,14 @@ rounding at one BLAS thread (bounded in docs/limits.md).
 
 from __future__ import annotations
 
+import contextvars
 import os
 from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
 import numpy as np
 
-from .. import limits as _limits
 from ..errors import KuiperError
-from . import interpreter
 from .memory import ShapeDtype
 from .prepared import NotPreparable, PreparedForward, record
 from .program import Program
@@ -105,10 +105,9 @@ def close_enough(a: np.ndarray, b: np.ndarray) -> bool:
 class ShardedForward:
     """Two PreparedForwards, each for its slice of the batch (see the module docstring)."""
 
-    def __init__(self, shards: list[PreparedForward], splits: list[slice], limits: _limits.Limits) -> None:
+    def __init__(self, shards: list[PreparedForward], splits: list[slice]) -> None:
         self.shards = shards
         self.splits = splits
-        self.limits = limits
 
     @classmethod
     def make(cls, program: Program, inputs: list[np.ndarray]) -> ShardedForward | None:
@@ -129,8 +128,8 @@ class ShardedForward:
             s.first_outputs = []
         if not keeps_images_apart(program, rec.shapes, shards[0].record.shapes, n, half):
             return None
-        sharded = cls(shards, splits, program.limits)
-        want = program.outputs_of(interpreter.run(program, inputs))
+        sharded = cls(shards, splits)
+        want = rec.outputs  # the interpreter's, on these inputs
         try:
             got = sharded.run(inputs)
         except Exception:
@@ -148,14 +147,12 @@ class ShardedForward:
     def close(self) -> None:
         """Nothing beyond memory to let go of (the worker thread is shared)."""
 
-    def _run_shard(self, k: int, part: list[np.ndarray]) -> list[np.ndarray]:
-        with _limits.use(self.limits):  # the worker thread does not see the caller's context
-            return self.shards[k].run(part)
-
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """Both shards at once, the second on the worker (the caller holds one BLAS thread)."""
+        """Both shards at once, the second on the worker (the caller holds one BLAS thread). The
+        worker runs in a copy of the caller's context: the same limits and kernel choice
+        inputs (the options' costs, one thread) as the first shard."""
         parts = [[a[s] for a in inputs] for s in self.splits]
-        second = shard_worker().submit(self._run_shard, 1, parts[1])
+        second = shard_worker().submit(contextvars.copy_context().run, self.shards[1].run, parts[1])
         try:
             first = self.shards[0].run(parts[0])
         finally:
