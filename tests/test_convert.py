@@ -263,8 +263,11 @@ def test_the_converters_reason_comes_first_and_only_hints_that_apply(tmp_path, m
 
 def test_a_nested_tensor_trace_says_torchs_reason_and_how_to_trace_it(tmp_path, monkeypatch):
     """nn.Transformer traced with a src_key_padding_mask (fresh export, torch 2.13): pnnx aborts
-    with torch's dispatcher listing and "Exception raised from reportError …" after the reason."""
+    with TorchScript's generic what(), then torch's reason, its dispatcher listing and "Exception
+    raised from reportError …"."""
     script = (
+        "echo \"terminate called after throwing an instance of 'c10::NotImplementedError'\"\n"
+        'echo "  what():  The following operation failed in the TorchScript interpreter."\n'
         "echo \"RuntimeError: Could not run 'aten::_transformer_encoder_layer_fwd' with arguments from the "
         "'AutogradNestedTensor' backend. This could be because the operator doesn't exist\"\n"
         'echo "AutocastCPU: fallthrough registered at /p/aten/src/ATen/autocast_mode.cpp:322 [backend fallback]"\n'
