@@ -105,7 +105,7 @@ def _raft_small() -> Built:
         def forward(self, a, b):
             return self.inner(a, b, num_flow_updates=2)[-1]
 
-    return Last(), (_randn(1, 3, 64, 96), _randn(1, 3, 64, 96))
+    return Last(), (_randn(1, 3, 128, 160), _randn(1, 3, 128, 160))  # feature maps /8 >= 16
 
 
 def _transformer(batch_first: bool) -> Callable[[], Built]:
