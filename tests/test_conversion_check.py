@@ -28,6 +28,7 @@ from kuiper_core.formats.conversion_check import (
     NOT_CHECKED,
     PASSED,
     ConversionCheck,
+    engine_digest,
 )
 from kuiper_core.formats.convert import ENV_CONVERTER, find_converter
 from kuiper_core.formats.onnx_prepare import Prepared
@@ -157,7 +158,7 @@ def test_the_verdict_survives_the_cache_and_a_reload(tmp_path, monkeypatch, priv
     first = open_model(HERE / "probe.onnx")
     assert first.check is not None and first.check.disagrees
     stored = json.loads((first.conversion.directory / CHECKS_FILE).read_text())
-    assert list(stored) == ["seeded-0"]
+    assert list(stored) == [f"seeded-0@{engine_digest()}"]  # another engine version checks again
     run = ["run", str(HERE / "probe.onnx"), "--input", str(X)]
     assert main(run) == 3  # checked on the user's input too: stored under its digest
     assert len(json.loads((first.conversion.directory / CHECKS_FILE).read_text())) == 2
@@ -171,6 +172,24 @@ def test_the_verdict_survives_the_cache_and_a_reload(tmp_path, monkeypatch, priv
     assert reloaded is not None and reloaded.check == first.check
     assert main(run) == 3 and spawned == []  # the CLI's second run: the stored verdict
     assert ConversionCheck.from_json(first.check.to_json()) == first.check
+
+
+@pytest.mark.slow
+@needs_pnnx
+@needs_ort
+def test_a_verdict_another_engine_gave_is_not_reused(tmp_path, monkeypatch, private_cache):
+    """The verdict is the engine's answer too: after an engine change (a layer fixed, or broken)
+    the cached conversion is checked again (fresh exports: a Resize fixed while its stored
+    verdict still said DISAGREES)."""
+    from kuiper_core.formats import conversion_check
+
+    first = open_model(HERE / "probe.onnx")
+    assert first.check is not None and first.check.status == AGREES
+    monkeypatch.setattr(conversion_check, "engine_digest", lambda: "another-engine")
+    again = open_model(HERE / "probe.onnx")
+    assert again.conversion.cached and again.check is not None and again.check.status == AGREES
+    stored = json.loads((first.conversion.directory / CHECKS_FILE).read_text())
+    assert sorted(stored) == sorted([f"seeded-0@{engine_digest()}", "seeded-0@another-engine"])
 
 
 @pytest.mark.slow

@@ -261,6 +261,29 @@ def test_the_converters_reason_comes_first_and_only_hints_that_apply(tmp_path, m
     assert "torch.jit.trace" in head  # a TorchScript module crashed the converter: the advice applies
 
 
+def test_a_nested_tensor_trace_says_torchs_reason_and_how_to_trace_it(tmp_path, monkeypatch):
+    """nn.Transformer traced with a src_key_padding_mask (fresh export, torch 2.13): pnnx aborts
+    with TorchScript's generic what(), then torch's reason, its dispatcher listing and "Exception
+    raised from reportError …"."""
+    script = (
+        "echo \"terminate called after throwing an instance of 'c10::NotImplementedError'\"\n"
+        'echo "  what():  The following operation failed in the TorchScript interpreter."\n'
+        "echo \"RuntimeError: Could not run 'aten::_transformer_encoder_layer_fwd' with arguments from the "
+        "'AutogradNestedTensor' backend. This could be because the operator doesn't exist\"\n"
+        'echo "AutocastCPU: fallthrough registered at /p/aten/src/ATen/autocast_mode.cpp:322 [backend fallback]"\n'
+        'echo "FuncTorchBatched: registered at /p/aten/src/ATen/functorch/Legacy.cpp:730 [backend fallback]"\n'
+        'echo "Exception raised from reportError at /p/OperatorEntry.cpp:640 (most recent call first):"\n'
+        'echo "frame #0: /x/pnnx() [0x37f69bd]"\nkill -6 $$\n'
+    )
+    monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, script))
+    with pytest.raises(ConversionError) as info:
+        open_model(USER / "lstm.pt", inputshape=[1, 12, 16])
+    head = str(info.value).split("\n")[0]
+    assert head.split(": ", 2)[2].startswith("RuntimeError: Could not run 'aten::_transformer_encoder_layer_fwd'"), head
+    assert "enable_nested_tensor=False" in head and "use_nested_tensor = False" in head
+    assert "torch.jit.script" not in head  # not a scripted module: that hint does not apply
+
+
 def test_memory_is_blamed_only_where_an_allocation_failed(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_CONVERTER, _fake_converter(tmp_path, 'echo "what():  std::bad_alloc"\nkill -6 $$\n'))
     with pytest.raises(ConversionError, match=r"what\(\):  std::bad_alloc; it ran out of memory: it runs within"):

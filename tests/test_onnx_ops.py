@@ -207,6 +207,38 @@ RESIZE = {
     ),
 }
 
+# ONNX GridSample: pnnx writes it as F.grid_sample with the ONNX mode copied; opset 20 (what
+# torch.onnx.export's default exporter writes) calls bilinear "linear".
+GRID = {
+    "gridsample_opset20_linear_zeros": case(
+        "GridSample",
+        f32(2, 3, 7, 11),
+        (R.random((2, 5, 9, 2)) * 2.4 - 1.2).astype(np.float32),
+        mode="linear",
+        padding_mode="zeros",
+        align_corners=0,
+        opset=20,
+        kept="F.grid_sample",
+    ),
+    "gridsample_opset16_bilinear_border": case(
+        "GridSample",
+        f32(1, 2, 6, 5),
+        (R.random((1, 4, 3, 2)) * 2.4 - 1.2).astype(np.float32),
+        mode="bilinear",
+        padding_mode="border",
+        align_corners=1,
+        opset=16,
+        kept="F.grid_sample",
+    ),
+}
+
+
+@converted
+@pytest.mark.parametrize("name", GRID)
+def test_grid_sample_gives_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(GRID[name], tmp_path)
+
+
 # pnnx turns these into F.interpolate when the node is converted alone; as a kept node (a
 # size computed at run time) they read as below: the param line, against onnxruntime.
 # test_onnx_resize_keep.py converts them end to end with formats/onnx_resize.py's step.
@@ -237,6 +269,15 @@ RESIZE_LINE = {
     ),
     "cubic_asymmetric": resize_case(X4, sizes=[1, 3, 7, 6], mode="cubic", coordinate_transformation_mode="asymmetric"),
     "cubic_antialias_down": resize_case(f32(1, 1, 10, 9), sizes=[1, 1, 4, 4], mode="cubic", antialias=1, opset=18),
+    # align_corners at a scale whose output length is fractional (0.6 x 6 = 3.6 -> 3 rows):
+    # onnxruntime (and torch's align_corners=True, which exporters write so) divide by the
+    # whole output size, onnx.reference by 3.6 - 1 (torch.onnx.export's bicubic, 2026-11).
+    "cubic_align_corners_fractional_length": resize_case(
+        f32(2, 3, 6, 9), scales=[1, 1, 0.6, 2.5], mode="cubic", coordinate_transformation_mode="align_corners"
+    ),
+    "linear_align_corners_fractional_length": resize_case(
+        f32(1, 2, 6, 9), scales=[1, 1, 0.6, 1.7], mode="linear", coordinate_transformation_mode="align_corners"
+    ),
     # Scales that leave every length as it was: onnxruntime copies (the formulas would not).
     "linear_asymmetric_same_shape": resize_case(
         f32(1, 2, 3, 2), scales=[1, 1, 1.2, 1.25], mode="linear", coordinate_transformation_mode="asymmetric"

@@ -80,6 +80,24 @@ def test_onnx_graphs_too_big_to_align_map_only_agreeing_values(monkeypatch):
     assert all(not r.failed for r in broken.rows if r.operand not in outputs), broken.summary()
 
 
+def test_an_aligned_pair_whose_values_differ_moves_to_the_value_holding_ours():
+    """A fresh dynamo export of a 2-layer bidirectional GRU: onnxruntime lists the first GRU's
+    Y_h before the Transpose/Reshape of its Y, so the order-preserving alignment paired our
+    (Y, h_n) with the second GRU's h_n: `compare --framework` said 0.93 off at gru_9 where
+    every output agreed. Values that hold our numbers win; all-alike ones (zeros) never do."""
+    from kuiper_core.references.onnx_values import _by_values
+
+    r = np.random.default_rng(0)
+    h1, h2, y1 = r.standard_normal((2, 3)), r.standard_normal((2, 3)), r.standard_normal((4, 3))
+    theirs = [("val_80", "GRU", h1), ("val_94", "Reshape", y1), ("val_164", "GRU", h2), ("zeros", "GRU", 0 * h1)]
+    # ours: 0 = layer-1 Y, 1 = layer-1 h_n (holds h1), 2 = layer-2 h_n (holds h2); 1.5: the values agree
+    score = np.array([[-np.inf, 1.5, -np.inf, -np.inf], [1.5, -np.inf, 1.0, 1.0], [1.0, -np.inf, 1.5, 1.0]])
+    assert _by_values([(0, 1), (1, 2)], score, theirs) == [(0, 1), (1, 0), (2, 2)]
+    # a real divergence: nothing else holds our numbers (the zeros do not count), the pair stays
+    wrong = np.array([[-np.inf, 1.5, -np.inf, -np.inf], [1.0, -np.inf, 1.0, 1.5], [1.0, -np.inf, 1.5, 1.0]])
+    assert _by_values([(0, 1), (1, 2)], wrong, theirs) == [(0, 1), (1, 2)]
+
+
 @pytest.mark.slow  # a real conversion
 @needs_pnnx
 @needs_torch

@@ -12,7 +12,8 @@ user's own input when one is given, else seeded inputs of the declared shapes), 
 output is compared at the project's tolerance. On a disagreement `compare --framework`'s
 operand-by-operand run names the first operand that departs.
 
-The verdict is stored in the conversion's cache entry (checks.json, one per probe) and carried
+The verdict is stored in the conversion's cache entry (checks.json, one per probe and version of
+the engine's source: a verdict an older engine gave is not reused by a newer one) and carried
 by the opened model (OpenedModel.check): it costs once. The framework runs in a child process
 under the conversion's limits (its address space, max_planned_bytes + 2 GiB, and its time
 limit: references/isolated.py), since what it runs is a file's choice.
@@ -24,6 +25,7 @@ limit: references/isolated.py), since what it runs is a file's choice.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -171,17 +173,30 @@ def not_checked(reason: str) -> ConversionCheck:
 
 
 # -- the key a verdict is stored under ---------------------------------------------------------
+@functools.cache
+def engine_digest() -> str:
+    """A digest of the engine's source (kuiper_core/**/*.py). A verdict is the engine's answer as
+    much as the converter's: one stored by another version of the engine (a layer fixed since, or
+    broken since) is not reused. Read once per process (~2 MB)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def probe_key(inputs: Sequence[np.ndarray] | None) -> str:
     """The key a verdict is stored under: 'seeded' for the seeded probe, else a digest of the
-    given arrays (dtype, shape and bytes)."""
+    given arrays (dtype, shape and bytes); then the engine's digest."""
     if inputs is None:
-        return f"seeded-{SEED}"
+        return f"seeded-{SEED}@{engine_digest()}"
     h = hashlib.sha256()
     for x in inputs:
         a = np.ascontiguousarray(x)
         h.update(f"{a.dtype.str}{a.shape}".encode())
         h.update(a.tobytes())
-    return "input-" + h.hexdigest()[:24]
+    return "input-" + h.hexdigest()[:24] + f"@{engine_digest()}"
 
 
 # -- storing verdicts in the conversion's cache entry --------------------------------------------

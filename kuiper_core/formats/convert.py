@@ -485,12 +485,15 @@ def _last_lines(lines: Sequence[str], n: int = QUOTED_LINES) -> str:
     return "\n".join("  " + line for line in kept[-n:] + note)
 
 
+# c10's "Exception raised from reportError at …" heads a backtrace, and its dispatcher lists
+# every backend ("AutocastCPU: fallthrough registered at …"): neither says why.
+_NOT_A_REASON = re.compile(r"\s*(File \"|Traceback |Exception raised from |\w+: (fallthrough )?registered at )")
+
+
 def _frame(line: str) -> bool:
     """A line of a stack trace (a C++ backtrace's frame and c10's header over them, Python's
-    traceback): no reason."""
-    return bool(BACKTRACE_FRAME.match(line)) or line.lstrip().startswith(
-        ('File "', "Traceback ", "Exception raised from ")
-    )
+    traceback, c10's dispatcher listing): no reason."""
+    return bool(BACKTRACE_FRAME.match(line) or _NOT_A_REASON.match(line))
 
 
 # The converter's own reason: the line that says what went wrong.
@@ -502,13 +505,18 @@ _REASON = re.compile(
 _MEMORY = re.compile(r"bad_alloc|failed to allocate|cannot allocate|out of memory|memoryerror", re.I)
 _SHAPE_ERROR = re.compile(r"shape|reshape|broadcast|dimension|\bdims?\b|size mismatch|expect.*\[", re.I)
 _GUESSED = re.compile(r"get inputshape from traced inputs")
+_NESTED = re.compile(r"NestedTensor|nested_tensor")
 
 
 def reason_line(lines: Sequence[str]) -> str | None:
     """The converter's own line that says why it failed: a C++ exception's `what():` (the
     last), else the last line that reads as a reason; frames left out."""
     kept = [line.strip() for line in lines if line.strip() and not _ECHO.match(line) and not _frame(line)]
-    thrown = [line for line in kept if line.startswith("what():")]
+    # (TorchScript's "what():  The following operation failed in the TorchScript interpreter." says
+    # where; its reason is the `RuntimeError: …` line after the traceback)
+    thrown = [
+        line for line in kept if line.startswith("what():") and "failed in the TorchScript interpreter" not in line
+    ]
     if thrown:
         return thrown[-1][:500]
     for line in reversed(kept):
@@ -554,7 +562,13 @@ def failure_message(
     if kind == "torchscript" and inputshape is None and not records_shapes:
         hints.append("giving inputshape, e.g. [1,3,224,224], may help")
     argument = NOT_A_TENSOR.search(reason or "") if kind == "torchscript" else None
-    if argument is not None:
+    if kind == "torchscript" and _NESTED.search(text):
+        hints.append(
+            "the trace holds nested tensors (nn.TransformerEncoder's fast path given a padding mask), which pnnx "
+            "cannot convert: trace with enable_nested_tensor=False (for nn.Transformer: model.encoder."
+            "use_nested_tensor = False before torch.jit.trace)"
+        )
+    elif argument is not None:
         hints.append(scripted_argument_hint(argument.group(1)))
     elif kind == "torchscript" and code is not None and code < 0 and os.name == "posix":
         # pnnx 20261020 dies in pass_level1 on a torch.jit.script module

@@ -11,7 +11,11 @@ How pnnx writes nn.MultiheadAttention (verified with pnnx 20261020 / torch 2.13)
   self-attention's one input may be named `$input` (Swin at optlevel 2: `$input=7
   $attn_mask=8`, the mask (windows·heads, L, S) from the shifted windows and position bias). pnnx writes
   q = k != v and q = v != k also as 2 inputs, indistinguishable from (query, key = value).
-  pnnx writes key_padding_mask as `$attn_mask` too, so it cannot be supported faithfully.
+  pnnx writes key_padding_mask as `$attn_mask` too. Where it folded that mask into a constant
+  it names it (`pnnx.Attribute pnnx_fold_key_padding_mask.1`, a (B, S) additive mask of a
+  seq-first nn.TransformerEncoder given src_key_padding_mask): read as the key padding mask it
+  was. Any other (B, S) mask is refused (it cannot be told from an (L, S) one when B = L; the
+  conversion check then finds the disagreement).
 - `attn_mask_repeat=True` is this engine's, written by FuseAttention (passes/attention.py): the
   (P·heads, L, S) mask repeats along the batch, B a multiple of P (Swin's windows, a mask per
   window, at any batch: what its view (B/P, P, heads, L, S) + mask computes). PyTorch has no such
@@ -55,6 +59,12 @@ def additive_mask(mask: np.ndarray, true_means_masked: bool) -> np.ndarray:
         blocked = mask if true_means_masked else ~mask
         return np.where(blocked, NEG_INF, F32(0))
     return mask.astype(F32, copy=False)
+
+
+def _folded_key_padding(mask: Operand) -> bool:
+    """pnnx's constant of a folded key_padding_mask (see the module's docstring)."""
+    producer = mask.producer
+    return producer is not None and producer.type == "pnnx.Attribute" and "key_padding_mask" in producer.name
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -200,6 +210,12 @@ class MultiheadAttention(Layer):
         lead: Shape = () if len(q_shape) == 2 else (B,)  # B is None for unbatched, and for a `?` batch
         return {"output": q_shape, "weights": lead + (L, S), "head_weights": lead + (self.num_heads, L, S)}
 
+    @property
+    def key_padding(self) -> bool:
+        """The mask is a key padding mask pnnx folded and passed as $attn_mask (module docstring)."""
+        index, operands = self.mask_index, self.op.inputs  # (a layer made in a test may have no operands)
+        return index is not None and index < len(operands) and _folded_key_padding(operands[index])
+
     # -- run ----------------------------------------------------------------------------
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         ops = [inputs[i] for i in self.qkv_index]
@@ -250,6 +266,7 @@ class MultiheadAttention(Layer):
         output): `self_attention`, its work arrays in scratch and the output written in place."""
         if (
             self.w_fused is None
+            or self.key_padding  # (B, 1, 1, S): the batched kernels take (L, S) or per-head masks
             or len(self.qkv_index) != 1
             or self.extra_keys
             or self.outputs != ("output",)
@@ -388,7 +405,9 @@ class MultiheadAttention(Layer):
         h = self.num_heads
         m = additive_mask(np.asarray(mask), true_means_masked=True)
         S = S_total - self.extra_keys
-        if m.ndim == 2 and m.shape == (L, S):
+        if self.key_padding and m.shape == (B, S):
+            m = m.reshape(B, 1, 1, S)  # per batch, the same for every head and query
+        elif m.ndim == 2 and m.shape == (L, S):
             pass
         elif m.ndim == 3 and m.shape == (B * h, L, S):
             m = m.reshape(B, h, L, S)

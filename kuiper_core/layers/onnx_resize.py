@@ -153,7 +153,10 @@ class OnnxResize(Layer):
     # -- one axis ---------------------------------------------------------------------------
     def source_coordinates(self, n_in: int, n_out: int, scale: float, roi: tuple[float, float]) -> np.ndarray:
         """The source coordinate of every output position along one axis (ONNX's formulas;
-        the output length in them is scale · n_in, as the spec's reference has it)."""
+        the output length in them is scale · n_in, as the spec's reference has it, except
+        align_corners: onnxruntime, like torch's align_corners=True that exporters write as it,
+        divides by the whole output size, n_out - 1; at scale 0.6 of 6 rows the reference's
+        3.6 - 1 would move every coordinate)."""
         x = np.arange(n_out, dtype=np.float64)
         length = scale * n_in
         mode = self.coordinates
@@ -165,7 +168,7 @@ class OnnxResize(Layer):
         if mode == "pytorch_half_pixel":
             return (x + 0.5) / scale - 0.5 if length > 1 else np.full(n_out, -0.5)
         if mode == "align_corners":
-            return x * (n_in - 1) / (length - 1) if length != 1 else np.zeros(n_out)
+            return x * (n_in - 1) / (n_out - 1) if n_out != 1 else np.zeros(n_out)
         if mode == "asymmetric":
             return x / scale
         if mode == "tf_half_pixel_for_nn":

@@ -128,7 +128,10 @@ class GridSample(Layer):
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        self.mode = self.param("mode", "bilinear")
+        # ONNX GridSample from opset 20 says "linear" (and "cubic"), which pnnx copies into
+        # F.grid_sample's mode as it is (torch.onnx.export's default exporter writes opset 20+)
+        mode = self.param("mode", "bilinear")
+        self.mode = "bilinear" if mode == "linear" else mode
         self.padding = self.param("padding_mode", "zeros")
         if self.mode not in ("bilinear", "nearest"):
             raise self.error(f"mode {self.mode!r} is not supported (bilinear, nearest)")

@@ -238,7 +238,8 @@ def map_to_operands(
 
     aligned = len(mine) * len(theirs) <= MAX_CELLS
     if aligned:
-        pairs = _align(_scores(mine, theirs, keys_mine, keys_theirs, allowed))
+        score = _scores(mine, theirs, keys_mine, keys_theirs, allowed)
+        pairs = _by_values(_align(score), score, theirs)
     else:  # too big to align: only pairs whose values agree (a wrong one is unmapped, never a false alarm)
         prints: dict[tuple[int, int], np.ndarray] = {}
 
@@ -400,6 +401,34 @@ def _align(score: np.ndarray) -> list[tuple[int, int]]:
             pairs.append((i - 1, j - 1))
             i, j = i - 1, j - 1
     return pairs[::-1]
+
+
+def _by_values(
+    pairs: list[tuple[int, int]], score: np.ndarray, theirs: Sequence[tuple[str, str, np.ndarray]]
+) -> list[tuple[int, int]]:
+    """The order-preserving alignment cannot follow onnxruntime's order where it differs from
+    ours: a bidirectional GRU's Y_h comes before the Transpose/Reshape of its Y, so our (Y, h_n)
+    took the next layer's h_n (a false divergence, 0.93). A pair whose values differ moves to the
+    one unused value that fits and holds our numbers; an operand left out takes such a value.
+    Values all alike (zeros: an initial state) are evidence of nothing and are never taken."""
+    used = {j for _, j in pairs}
+    varied = [bool(np.ptp(_fingerprint(a)) > 0) for _, _, a in theirs]
+    mapped = dict(pairs)
+
+    def only_match(i: int) -> int | None:
+        fits = [j for j in np.flatnonzero(score[i] == 1.5) if j not in used and varied[j]]
+        return int(fits[0]) if len(fits) == 1 else None
+
+    for i in range(score.shape[0]):
+        j = mapped.get(i)
+        if j is not None and score[i, j] == 1.5:
+            continue
+        other = only_match(i)
+        if other is not None:
+            used.discard(j)
+            used.add(other)
+            mapped[i] = other
+    return sorted(mapped.items())
 
 
 def _in_order(n: int, m: int, allowed: Callable[[int, int], bool]) -> list[tuple[int, int]]:
