@@ -37,7 +37,7 @@ server.start_upkeep()
 # it, so it names what the page used when an input changed during this run.
 badge = st.sidebar.empty()
 with badge.container():
-    common.sidebar_model_badge()
+    common.sidebar_model_badge(conversion_verdict.model_line)
 common.begin_url()
 in_class = class_panel.joined()  # (a class's code stays in the URL on every page)
 if in_class is not None:
@@ -50,5 +50,5 @@ except MemoryError as e:  # one no page caught (they catch it with KuiperError):
     common.show_error(e, title="Out of memory")
 finally:  # also after st.stop(): the sidebar and the URL always reflect this run
     with badge.container():
-        common.sidebar_model_badge()
+        common.sidebar_model_badge(conversion_verdict.model_line)
     common.write_url()

@@ -486,17 +486,16 @@ def show_error(error: BaseException | str, title: str = "Error") -> None:
     st.code(text, language=None)
 
 
-def sidebar_model_badge() -> None:
-    """The current model and input, in the current container (app.py puts it in the sidebar)."""
+def sidebar_model_badge(verdict: Callable[[LoadedModel], None]) -> None:
+    """The current model and input, in the current container (app.py puts it in the sidebar);
+    `verdict` draws a converted model's check under the model's name (conversion_verdict.py)."""
     model = current_model()
     if model is None:
         st.caption("No model loaded")
         return
     status = "ready" if model.ok else ("graph only" if model.graph is not None else "failed")
     st.markdown(f"**Model:** `{model.name}` ({status})")
-    from pages.conversion_verdict import model_line
-
-    model_line(model)  # a converted model's check: agrees, DISAGREES (error colour, a link), not checked
+    verdict(model)  # a converted model's check: agrees, DISAGREES (error colour, a link), not checked
     if model.ok:
         st.caption(f"Input: {input_description(model)}")
 
