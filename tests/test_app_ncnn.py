@@ -110,6 +110,7 @@ def _compared(at) -> pd.DataFrame:
 
 
 @needs_ncnn
+@pytest.mark.slow  # ncnn run per layer in the app: ~1.2 s
 def test_an_uploaded_ncnn_model_is_compared_with_ncnn_itself_layer_by_layer() -> None:
     """The ncnn binding's own run of the uploaded files (fp16 weights): every blob, ours against it
     within 1e-5 (both widen the fp16 weights to fp32), and ncnn re-run per option says why."""

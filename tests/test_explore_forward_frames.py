@@ -108,6 +108,7 @@ def test_error_fills_keep_the_first_failure_and_the_stopped_operator(digits) -> 
     assert relu.name not in merged(frames, relu.index)
 
 
+@pytest.mark.slow  # deep1500 walked for its frames: ~1.2 s
 def test_deep1500_frames_stay_small() -> None:
     """Summaries only, no tensors: deep1500's 1,503 panels and graph frames, as JSON."""
     g = kuiper_core.load(SAMPLES / "deep1500.pnnx.param")

@@ -60,6 +60,7 @@ def test_the_weights_beside_the_model_are_read_in(tmp_path) -> None:
     assert y.shape == (1, 4, 8, 8) and 0 <= y.min() and y.max() <= 6 and y.max() > 0
 
 
+@pytest.mark.slow  # the app on Home, an upload converted: ~1.8 s
 def test_an_upload_without_its_data_file_says_which_file_to_give(tmp_path) -> None:
     path = _model(tmp_path)
     with pytest.raises(ConversionError, match=r"tiny\.onnx\.data .*give that file too"):
@@ -123,6 +124,7 @@ def test_the_app_asks_for_the_data_file_and_opens_the_model_with_it(tmp_path, mo
     assert "Summary of `tiny.onnx`" in " ".join(h.value for h in at.header)
 
 
+@pytest.mark.slow  # the app on Home with a data file beside the model: ~1 s
 def test_a_server_path_reads_the_data_file_beside_the_model(tmp_path, monkeypatch) -> None:
     from kuiper_core.explore import model_files as F
 

@@ -214,6 +214,7 @@ def test_every_message_field_of_onnx_is_walked_before_a_parse() -> None:
 
 
 @needs_onnx
+@pytest.mark.slow  # a 40 MB shape walked twice: ~1.5-1.9 s each
 @pytest.mark.parametrize("external", [True, False])
 def test_a_shape_of_millions_of_dims_is_counted_before_protobuf_parses_it(external: bool) -> None:
     """2,100,000 dims of one value_info (4 MB; 20,000,000 of them, 40 MB, took 1.6 GB in the
