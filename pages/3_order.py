@@ -132,6 +132,7 @@ if state.get("key") != key:
     st.session_state[STATE] = state
 total = max(len(w) for w in walks)  # steps are numbered 1..total; 0 is before the first
 state["step"] = max(0, min(total, state["step"]))
+state.pop("moved", None)  # (set by this rerun's callbacks, which ran before this line)
 
 
 # -- callbacks ------------------------------------------------------------------------------
@@ -139,11 +140,15 @@ def _move(to: int) -> None:
     """The server moves the position (a click on a node): the browser's controls take it."""
     state["step"] = max(0, min(total, to))
     state["seq"] = state.get("seq", 0) + 1
+    state["moved"] = True
 
 
 def _reported(to: int) -> None:
-    """The browser's position, once the user paused (steps themselves never reach the server)."""
-    state["step"] = max(0, min(total, to))
+    """The browser's position, once the user paused (steps themselves never reach the server).
+    A move the server made in the same rerun wins (callbacks run in no set order; the browser
+    sent this before it saw the move)."""
+    if not state.get("moved"):
+        state["step"] = max(0, min(total, to))
 
 
 model_modules = ModuleState("order_modules", model.key) if model is not None else None

@@ -89,8 +89,11 @@ def _go(position: int) -> None:
 
 
 def _reported(position: int) -> None:
-    """The browser's position, once the user paused or stepped past what has run."""
-    st.session_state[PENDING] = ("report", position)
+    """The browser's position, once the user paused or stepped past what has run. A move the
+    server made in the same rerun (a pick, a click: callbacks run in no set order) wins: the
+    browser's report was sent before it saw that move."""
+    if (st.session_state.get(PENDING) or ("",))[0] != "go":
+        st.session_state[PENDING] = ("report", position)
 
 
 # The picker is a new widget at each position (its key holds it): only the one drawn at the

@@ -18,6 +18,7 @@
 
 const STEPS = window.__kxSteps || (window.__kxSteps = {});
 const KEYS = { ArrowRight: 1, PageDown: 1, ArrowLeft: -1, PageUp: -1 };
+const MIN_GAP_MS = 250;  // between two reports of the position (see go)
 
 function announce(group, step) {
   STEPS[group] = step;
@@ -28,7 +29,7 @@ function build(root) {
   const el = document.createElement("div");
   el.className = "kx-steps";
   root.appendChild(el);
-  const s = { root, el, step: 0, playing: null, reportTimer: 0 };
+  const s = { root, el, step: 0, playing: null, reportTimer: 0, lastReport: -Infinity };
   el.addEventListener("click", e => {
     const b = e.target.closest("button[data-act]");
     if (b && !b.disabled) act(s, b.dataset.act);
@@ -91,10 +92,19 @@ function go(s, to) {
   writeUrl(s);
   clearTimeout(s.reportTimer);
   // A step past `known` has no frame yet (Forward: an operator not run): the server must run
-  // it, so it hears the position at once.
-  const wait = step > (s.data.known ?? s.data.total) ? 0 : (s.data.report_ms ?? 700);
-  if (wait <= 0) s.report("step", s.step);
-  else s.reportTimer = setTimeout(() => s.report("step", s.step), wait);
+  // it, so it hears the position at once, but at most every MIN_GAP_MS: a Play at 100/s
+  // would otherwise start a rerun per step, each cancelling the last (the page would not be
+  // drawn until the Play ended, and a big graph's reruns swamp the browser).
+  const due = step > (s.data.known ?? s.data.total) ? 0 : (s.data.report_ms ?? 700);
+  const wait = Math.max(due, s.lastReport + MIN_GAP_MS - performance.now());
+  if (wait <= 0) send(s);
+  else s.reportTimer = setTimeout(() => send(s), wait);
+}
+
+function send(s) {
+  s.reportTimer = 0;
+  s.lastReport = performance.now();
+  s.report("step", s.step);
 }
 
 function writeUrl(s) {
@@ -152,6 +162,8 @@ export default function (component) {
   if (s.speed === undefined) s.speed = d.speed;
   if (fresh) {  // the server set the position (a new walk, a click on a node, a link)
     stop(s);
+    clearTimeout(s.reportTimer);  // a report not sent yet is of a position the server replaced
+    s.reportTimer = 0;
     s.group = d.group;
     s.seq = d.seq;
     s.step = Math.max(d.first || 0, Math.min(d.total, d.step | 0));
