@@ -272,3 +272,18 @@ def test_csv_of_the_table(tmp_path, capsys):
     assert main(args) == 0
     lines = (tmp_path / "t.csv").read_text().splitlines()
     assert lines[0].startswith("#,operator,type,operand,status,max_abs_error") and len(lines) > 3
+
+
+def test_the_engines_run_in_a_comparison_stops_at_its_time_limit():
+    """A conversion check's engine half is bounded like its framework half: compare() stops
+    between operators once `engine_timeout` has passed, with a LimitError that says so."""
+    from kuiper_core.errors import LimitError
+
+    model = SAMPLES / "tiny_mlp.pnnx.param"
+    expected = dict(np.load(SAMPLES / "tiny_mlp.expected.npz"))
+    x = np.load(SAMPLES / "tiny_mlp.input.npy")
+    with pytest.raises(LimitError, match=r"took more than 0 s \(stopped after 1 operators\)") as caught:
+        compare(model, [x], reference=expected, engine_timeout=0.0)
+    assert caught.value.limit == "max_child_seconds"
+    report = compare(model, [x], reference=expected, engine_timeout=60.0)  # within its time: the whole run
+    assert report.rows and not report.first

@@ -90,7 +90,7 @@ LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
     "pnnx/param.py::_parse_operator": (109, "one operator line: counts, operands, then each key=value kind located"),
     "references/ncnn_compare.py::compare_ncnn": (102, "ncnn's run per option set and the jump search that says why"),
     "explore/dot.py::_dot": (89, "the DOT text of nested module frames, nodes and edges in one walk"),
-    "references/compare.py::compare": (88, "the public compare(): argument forms resolved to one comparison"),
+    "references/compare.py::compare": (89, "the public compare(): argument forms resolved to one comparison"),
     "pnnx/weights.py::load_weights": (88, "the .bin's zip entries checked (place, size, CRC) before any is read"),
     "runtime/program.py::_build": (87, "build(graph) → Program: order, bindings, folding, plan, in sequence"),
     "runtime/memory.py::plan_buffers": (87, "the greedy slot assignment over lifetimes, one loop"),

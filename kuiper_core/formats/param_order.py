@@ -39,6 +39,9 @@ def put_in_order(param: Path) -> bool:
     for k, need in enumerate(needs):
         for j in need:
             readers[j].append(k)
+    # Kahn's algorithm with a heap, not runtime/order.kahn_order's first-in first-out queue:
+    # the lowest file position goes first, so operators (inputs and outputs among them, whose
+    # file order is the model's argument order) keep their places unless they must move.
     ready = [k for k, n in enumerate(waiting) if n == 0]  # ascending: a heap already
     order: list[int] = []
     while ready:

@@ -11,14 +11,15 @@ operands with no reference, keys that matched nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, LimitError
 from ..explore import compare as explore_compare
 from ..formats import OpenedModel, open_model
 from ..graph import shape_label
@@ -174,6 +175,24 @@ def random_inputs(graph: Any, seed: int = 0) -> tuple[list[np.ndarray], str]:
     return arrays, f"input: seeded random (standard normal, seed {seed}) of shape {shapes}"
 
 
+def _events_within(run: Iterable[Any], seconds: float | None) -> list[Any]:
+    """Every step's event, stopping with a LimitError once the run has taken `seconds` (checked
+    after each operator: a conversion check in the app must not hold a session unbounded)."""
+    if seconds is None:
+        return list(run)
+    deadline = time.monotonic() + seconds
+    events = []
+    for event in run:
+        events.append(event)
+        if time.monotonic() > deadline:
+            raise LimitError(
+                f"the engine's run took more than {seconds:g} s (stopped after {len(events)} operators)",
+                limit="max_child_seconds",
+                maximum=int(seconds),
+            )
+    return events
+
+
 def compare(
     model: ModelLike,
     inputs: Any = None,
@@ -185,6 +204,7 @@ def compare(
     atol: float | None = None,
     relative: float | None = None,
     reference_timeout: float | None = None,
+    engine_timeout: float | None = None,
     **options: Any,
 ) -> CompareReport:
     """Run `model` (a path, bytes or an OpenedModel; `options` go to open_model) on `inputs`
@@ -195,8 +215,8 @@ def compare(
     them, the framework's references when this machine can compute them. A reference's
     tolerance is atol + rtol * max|reference| when either is given, else the project's
     (1e-4 * max(1, max|reference|)); `relative`: each element within atol + relative * |its
-    reference| instead (probability-valued outputs). `reference_timeout`: seconds the framework's child may
-    run (None: KUIPER_REFERENCE_TIMEOUT or 300)."""
+    reference| instead (probability-valued outputs). Seconds: `reference_timeout` for the framework's
+    child (None: KUIPER_REFERENCE_TIMEOUT or 300), `engine_timeout` for the engine (_events_within)."""
     opened = _opened(model, options)
     input_note = ""
     if inputs is None:
@@ -212,7 +232,7 @@ def compare(
         framework = True
     runtime = opened.build()
     run = runtime.steps(*arrays)
-    events = list(run)
+    events = _events_within(run, engine_timeout)
     ours = dict(run.values)
     inputs_ = {o.name for op in opened.graph.inputs for o in op.outputs}
     computed = [n for e in events for n in e.outputs if n not in inputs_ and isinstance(ours.get(n), np.ndarray)]

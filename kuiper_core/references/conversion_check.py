@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, KuiperError
+from ..errors import InputError, KuiperError, LimitError
 from ..graph import Graph, numpy_dtype, shape_label
 from ..explore import compare as explore_compare
 from ..explore.inputs import fixed_values, input_specs
@@ -272,7 +272,7 @@ def check_conversion(
     started = time.perf_counter()
     try:
         with np.errstate(all="ignore"):
-            report = compare(model, arrays, framework=methods, reference_timeout=limit)
+            report = compare(model, arrays, framework=methods, reference_timeout=limit, engine_timeout=limit)
     except (ReferenceError, IsolatedRunError, InputError) as e:
         if isinstance(e, ChildTimeout) or isinstance(e.__cause__, ChildTimeout):
             return not_checked(
@@ -281,6 +281,10 @@ def check_conversion(
             )
         return not_checked(f"the framework could not run the original on the probe: {e}")
     except KuiperError as e:  # said in full where the model is run; the verdict keeps its first line
+        if isinstance(e, LimitError) and e.limit == "max_child_seconds":  # the engine's run: compare's engine_timeout
+            return not_checked(
+                f"{TIMED_OUT}: {e.message} on the probe (set {CONVERT_TIMEOUT} or the timeout option for more)"
+            )
         said = str(e).splitlines()[0] if str(e) else type(e).__name__
         return not_checked(f"the engine could not run the converted model on the probe: {said[:300]}")
     seconds = time.perf_counter() - started
