@@ -24,6 +24,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,13 +84,17 @@ def _lock_folder() -> Path | None:
     return None
 
 
+_holding = threading.local()  # .slot: this thread holds one of the slots (slot() below)
+
+
 @contextlib.contextmanager
 def slot(what: str, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold one of the machine's KUIPER_CHILDREN slots while the block runs. When all are
     taken, waits (telling `on_wait` "waiting for …" now and then; an exception from it, such
-    as a closed browser tab's, ends the wait)."""
+    as a closed browser tab's, ends the wait). Within a block holding one (a conversion's
+    steps: the normalisation, then pnnx), a thread takes no second one: one slot a job."""
     folder = _lock_folder() if fcntl is not None else None
-    if folder is None:
+    if folder is None or getattr(_holding, "slot", False):
         yield
         return
     n = children_allowed()
@@ -104,10 +109,12 @@ def slot(what: str, on_wait: Callable[[str], None] | None = None) -> Iterator[No
                 os.close(fd)
                 continue
             try:
+                _holding.slot = True
                 if waited_since is not None and on_wait is not None:
                     on_wait(f"{what} starts after waiting {time.monotonic() - waited_since:.0f} s")
                 yield
             finally:
+                _holding.slot = False
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
             return

@@ -34,7 +34,7 @@ import streamlit as st
 
 from kuiper_core import limits
 from kuiper_core.errors import KuiperError, LimitError
-from kuiper_core.explore import app_limits, bundled_models as bundled, input_choice, session_link
+from kuiper_core.explore import app_limits, bundled_models as bundled, input_choice, model_files, session_link
 from kuiper_core.explore import inputs as kx_inputs
 from kuiper_core.explore.app_limits import KEPT_BYTES, UPLOAD_STORE_BYTES
 from kuiper_core.explore.input_choice import ResolvedInput
@@ -146,18 +146,21 @@ def load_uploaded(
     inputshape: str | None = None,
     optlevel: int | None = None,
     _on_log: Callable[[str], None] | None = None,
+    values: str | None = None,
 ) -> LoadedModel:
-    """An uploaded model (loaded_model.load_upload), kept in _UPLOADS for the sessions holding it."""
+    """An uploaded model (loaded_model.load_upload), kept in _UPLOADS for the sessions holding it.
+    `values`: the Home field's text for small integer ONNX inputs (model_files.parse_values)."""
 
     def make() -> LoadedModel:
         with st.spinner("Loading model…"):
             options: dict[str, Any] = {"inputshape": inputshape, "optlevel": optlevel, "on_log": _on_log}
+            options["values"] = model_files.parse_values(values) if values else None
             return load_upload(digest, name, _param, _bin, open_model, APP_LIMITS, hide=f"{ROOT}/", **options)
 
     token = st.session_state.get(_SESSION_TOKEN)
     if token is None:
         token = st.session_state[_SESSION_TOKEN] = _SessionToken()
-    key = (digest, name, inputshape, optlevel)
+    key = (digest, name, inputshape, optlevel, values)
     model = _UPLOADS.get(key, make, model_bytes)
     _UPLOADS.hold(token, key)
     return model
@@ -182,12 +185,13 @@ def select_upload(
     inputshape: str | None = None,
     optlevel: int | None = None,
     on_log: Callable[[str], None] | None = None,
+    values: str | None = None,
 ) -> LoadedModel:
     """Make an uploaded model the session's: a .pnnx.param or .kir (+ its .bin), an .onnx or a
-    TorchScript .pt (converted by pnnx with `inputshape`/`optlevel`; `on_log` gets each line
-    the converter prints, when it runs). Kept by content for reloads and links."""
+    TorchScript .pt (converted by pnnx with `inputshape`/`optlevel`/`values`; `on_log` gets each
+    line the converter prints, when it runs). Kept by content for reloads and links."""
     name = display_name(name)
-    options = {"inputshape": inputshape, "optlevel": optlevel}
+    options = {"inputshape": inputshape, "optlevel": optlevel} | ({"values": values} if values else {})
     files = {"param": data, "bin": bin_bytes}
     stored = StoredModel(content_digest(files, options), name, files, options)
     kept = upload_store().put(stored)
@@ -208,7 +212,14 @@ def _load_stored(stored: StoredModel, on_log: Callable[[str], None] | None = Non
     param = stored.files["param"] or b""
     meta = stored.meta
     return load_uploaded(
-        stored.digest, stored.name, param, stored.files.get("bin"), meta.get("inputshape"), meta.get("optlevel"), on_log
+        stored.digest,
+        stored.name,
+        param,
+        stored.files.get("bin"),
+        meta.get("inputshape"),
+        meta.get("optlevel"),
+        on_log,
+        meta.get("values"),
     )
 
 

@@ -25,6 +25,7 @@ LOAD = "home_load_pending"  # ("upload", None) or ("path", text): what the Load 
 SHAPE_KEY = "home_inputshape"
 RESET_PICK = "home_reset_pick"
 SHAPE_FOR = "home_inputshape_for"  # the file the shape field was filled for
+VALUES_KEY = "home_values"  # an .onnx's small integer inputs fixed for the converter: "sr=16000"
 PATHS_ENV = "KUIPER_APP_NO_PATHS"  # set it (to anything) to hide the server's models folder even when one is set
 MODEL_TYPES = ["param", "kir", "onnx", "pt", "pth", "torchscript", "ptl"]
 
@@ -112,6 +113,15 @@ def _ncnn_shape_problem(data: bytes, name: str) -> str | None:
     return model_files.shape_problem(text, required=True)
 
 
+def _field_error(problem: str) -> None:
+    """A field's problem: its sentence, and the text with a caret under where it stops reading
+    as code (Markdown would close up the spaces that place the caret)."""
+    head, _, caret = problem.partition("\n")
+    st.error(head)
+    if caret:
+        st.code(caret, language=None)
+
+
 def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> None:
     if kind == "torchscript":
         traced = not model_files.asks_for_shape(data, name)
@@ -126,7 +136,7 @@ def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> No
         )
         problem = model_files.shape_problem(st.session_state.get(SHAPE_KEY), required=not traced)
         if problem:
-            st.error(problem)
+            _field_error(problem)
         elif traced:
             st.caption(
                 "This file was saved by torch.jit.trace, which records its example inputs: pnnx uses their shapes."
@@ -137,7 +147,34 @@ def _conversion_options(kind: str, data: bytes, name: str, upload_id: str) -> No
                 "from its first layer's weights (channels or features); check the other sizes."
             )
     else:
-        st.caption("The input shapes are read from the ONNX file.")
+        if st.session_state.get(SHAPE_FOR) != upload_id:  # another file: the file's own shapes
+            st.session_state[SHAPE_FOR] = upload_id
+            st.session_state[SHAPE_KEY] = ""
+        st.caption(
+            "The input shapes are read from the ONNX file. Where it leaves a dim open, pnnx guesses one: "
+            "give the sizes the model runs at instead (a size pnnx guessed may be baked into a reshape)."
+        )
+        st.text_input(
+            "Input shape(s) for pnnx (optional)",
+            key=SHAPE_KEY,
+            placeholder="from the ONNX file, e.g. [1,512],[2,1,128],[]i64",
+            help="one shape per input in order, [] for a 0-d input, dtype f32 unless given (e.g. [1,10]i64)",
+        )
+        problem = model_files.shape_problem(st.session_state.get(SHAPE_KEY), required=False)
+        if problem:
+            _field_error(problem)
+        st.text_input(
+            "Values of integer inputs the model branches on (optional)",
+            key=VALUES_KEY,
+            placeholder=f"e.g. {model_files.VALUES_EXAMPLE}",
+            help=(
+                "Only for a model with control flow on a small integer input (silero-vad's sample rate `sr`): "
+                "it is converted for the value given, and runs at that value only. Several: sr=16000, mode=1"
+            ),
+        )
+        problem = model_files.values_problem(st.session_state.get(VALUES_KEY))
+        if problem:
+            _field_error(problem)
 
 
 def _load(kind: str, path_text: str | None) -> None:
@@ -155,13 +192,16 @@ def _load(kind: str, path_text: str | None) -> None:
     if request is None:
         st.warning("Choose a model file first.")
         return
-    shape = st.session_state.get(SHAPE_KEY) if request.kind == "torchscript" else None
+    shape = st.session_state.get(SHAPE_KEY) if request.kind in model_files.CONVERTED else None
     problem = model_files.shape_problem(
         shape, required=request.kind == "torchscript" and model_files.asks_for_shape(request.data, request.name)
     )
+    values = st.session_state.get(VALUES_KEY) if request.kind == "onnx" else None
+    problem = problem or model_files.values_problem(values)
     if problem:
-        st.error(problem)
+        _field_error(problem)
         return
+    values = (values or "").strip() or None
     if request.kind == "ncnn":  # the input blob's shape: the field (an upload), or the PNNX files beside (a path)
         problem = _ncnn_shape_problem(request.data, request.name) if kind == "upload" else None
         needs = model_files.ncnn_needs_shape(request.data, request.name)
@@ -192,14 +232,21 @@ def _load(kind: str, path_text: str | None) -> None:
 
         try:
             with limits.use(common.APP_LIMITS):  # the converter's memory and time: the app's
-                conversion = model_files.convert_request(request, shape or None, on_log)
+                conversion = model_files.convert_request(
+                    request, shape or None, on_log, model_files.parse_values(values)
+                )
         except (KuiperError, MemoryError) as e:
             status.update(label=f"pnnx could not convert `{shown}`", state="error", expanded=True)
             common.show_error(e, title=f"`{shown}` could not be converted")
+            if request.kind == "onnx" and "depends on the values of input(s)" in str(e):
+                st.info(
+                    "Give that input's value in **Values of integer inputs the model branches on** above "
+                    f"(e.g. `{model_files.VALUES_EXAMPLE}`) and load again: the model is converted for it."
+                )
             return
         status.update(label=f"`{shown}`: {model_files.conversion_text(conversion)}", state="complete")
     # the conversion is cached now (an .onnx's external data file is kept with it: a reload converts the same)
-    common.select_upload(request.name, request.data, request.bin, inputshape=shape or None)
+    common.select_upload(request.name, request.data, request.bin, inputshape=shape or None, values=values)
     _done()
 
 
@@ -259,8 +306,9 @@ def convert_at_input(model: common.LoadedModel, array: np.ndarray, name: str) ->
     if len(declared) != 1 or tuple(array.shape) == tuple(declared[0]) or inputshape is None:
         return False
     files, optlevel = stored.files, stored.meta.get("optlevel")
+    values = stored.meta.get("values")  # the values it was converted for stay
     new = common.select_upload(
-        stored.name, files["param"] or b"", files.get("bin"), inputshape=inputshape, optlevel=optlevel
+        stored.name, files["param"] or b"", files.get("bin"), inputshape=inputshape, optlevel=optlevel, values=values
     )
     if new.error is not None:  # back to the conversion that worked (cached: no converter run)
         common.select_upload(
@@ -269,6 +317,7 @@ def convert_at_input(model: common.LoadedModel, array: np.ndarray, name: str) ->
             files.get("bin"),
             inputshape=stored.meta.get("inputshape"),
             optlevel=optlevel,
+            values=values,
         )
         raise ConversionError(f"{stored.name} could not be converted at the input's shape {inputshape}: {new.error}")
     common.set_input_array("npy", array, name)

@@ -105,3 +105,24 @@ def _data_pkl(path) -> bytes:
 
     with zipfile.ZipFile(path) as z:
         return z.read(next(n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1))
+
+
+def test_the_values_field_reads_names_and_small_integers_and_points_at_what_does_not() -> None:
+    """Home's field for an .onnx's small integer inputs (model_files.parse_values)."""
+    from kuiper_core.errors import InputError
+    from kuiper_core.explore.model_files import parse_values, values_problem
+
+    assert parse_values("") == {} and values_problem("  ") is None
+    assert parse_values(" sr = 8000 , mode=[1, -2];k=3") == {"sr": 8000, "mode": [1, -2], "k": 3}
+    for text, column, expected in (
+        ("sr", 3, "'='"),
+        ("sr=1e4", 5, "','"),
+        ("sr=١٦", 4, "an integer"),  # ASCII digits only
+        ("x=[1,2,3,4,5,6,7,8,9]", 3, "an integer or [up to 8"),
+        ("=3", 1, "an input's name"),
+    ):
+        with pytest.raises(InputError) as caught:
+            parse_values(text)
+        message = str(caught.value)
+        assert f"column {column}: expected {expected}" in message and message.endswith("^"), message
+    assert "at most 400" in (values_problem("a=1," * 200) or "")

@@ -5,6 +5,7 @@ real conversion is the point."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +127,27 @@ def test_a_conversion_waits_for_a_free_slot_and_says_so(tmp_path, monkeypatch) -
     assert "done" in lines
 
 
+def test_a_conversions_steps_share_its_one_slot(tmp_path, monkeypatch) -> None:
+    """convert() holds one slot through the normalisation's child and pnnx: a step inside it
+    takes no second slot (with one slot it would wait for itself), another thread waits."""
+    monkeypatch.setenv(children.ENV_CHILDREN, "1")
+    _fake(tmp_path, monkeypatch)
+    got = threading.Event()
+
+    def another_upload() -> None:
+        with children.slot("another upload"):
+            got.set()
+
+    with children.slot("a conversion"):
+        with children.slot("its normalisation"):  # the same thread: at once
+            worker = threading.Thread(target=another_upload, daemon=True)
+            worker.start()
+            assert not got.wait(0.5)  # another thread waits
+    assert got.wait(10)
+    worker.join(10)
+    assert open_model(USER / "lstm.onnx").conversion.exit_code == 0  # type: ignore[union-attr]
+
+
 def test_a_closed_tab_ends_the_wait(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(children.ENV_CHILDREN, "1")
     monkeypatch.setattr(children, "WAIT_NOTE_EVERY", 0.0)
@@ -134,8 +157,29 @@ def test_a_closed_tab_ends_the_wait(tmp_path, monkeypatch) -> None:
         if line.startswith("waiting"):
             raise RuntimeError("the tab was closed")
 
-    with children.slot("the test"), pytest.raises(RuntimeError, match="tab was closed"):
+    with _slot_held_elsewhere(), pytest.raises(RuntimeError, match="tab was closed"):
         open_model(USER / "lstm.onnx", on_log=closed)
+
+
+@contextlib.contextmanager
+def _slot_held_elsewhere() -> Iterator[None]:
+    """The one slot held by another job (a thread of its own: this thread's own conversion
+    would go on in the slot it holds)."""
+    held, done = threading.Event(), threading.Event()
+
+    def job() -> None:
+        with children.slot("another job"):
+            held.set()
+            done.wait(60)
+
+    worker = threading.Thread(target=job, daemon=True)
+    worker.start()
+    assert held.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        worker.join(10)
 
 
 # -- leftovers ------------------------------------------------------------------------------------------

@@ -100,18 +100,25 @@ def load_upload(
     optlevel: int | None = None,
     on_log: Callable[[str], None] | None = None,
     hide: str | None = None,
+    values: dict[str, Any] | None = None,
 ) -> LoadedModel:
     """An uploaded model of any format (kuiper_core.formats: .pnnx.param + .bin, .kir, .onnx,
     TorchScript .pt), read from memory; messages call it by the uploaded name. ONNX and
-    TorchScript are converted by pnnx (`inputshape`, `optlevel`; `on_log` gets each converter
-    line as it is printed; `hide` as for read_model)."""
+    TorchScript are converted by pnnx (`inputshape`, `optlevel`, `values` of small integer ONNX
+    inputs by name; `on_log` gets each converter line as it is printed; `hide` as for read_model)."""
     model = LoadedModel(key=digest, name=name, source="upload")
 
     def read() -> Graph:
         for what, data in (("the model", param), ("the .bin", bin_bytes)):
             check_upload_size(what, data, limits)
         model.opened = open_model(
-            param, bin_path=bin_bytes, name=name, inputshape=inputshape, optlevel=optlevel, on_log=on_log
+            param,
+            bin_path=bin_bytes,
+            name=name,
+            inputshape=inputshape,
+            optlevel=optlevel,
+            on_log=on_log,
+            values=values or None,
         )
         return model.opened.graph
 

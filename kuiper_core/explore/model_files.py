@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..budgets import MAX_PICKLE_BYTES, Copied, load_pickle, open_zip, torchscript_pickle, walk_once
-from ..errors import InputError, KuiperError, LimitError
+from ..errors import InputError, KuiperError, LimitError, excerpt
 from ..files import read_regular
 from ..formats import BY_NAME, Context, Conversion, OpenOptions, detect, needs_inputshape
 from ..formats.base import ConversionOptions
@@ -169,6 +170,58 @@ def shape_problem(text: str | None, *, required: bool) -> str | None:
     return None
 
 
+VALUES_EXAMPLE = "sr=16000"
+MAX_VALUES_TEXT = 400
+# name, "=", value (an integer or up to 8 in brackets, ASCII digits), separator: matched in turn
+# so that an error points where the text stops reading.
+_VALUE_PARTS = (
+    (re.compile(r"\s*[A-Za-z_][A-Za-z0-9_.:/-]{0,63}", re.ASCII), "an input's name"),
+    (re.compile(r"\s*=", re.ASCII), "'='"),
+    (
+        re.compile(r"\s*(-?[0-9]{1,19}|\[\s*-?[0-9]{1,19}(\s*,\s*-?[0-9]{1,19}){0,7}\s*\])", re.ASCII),
+        "an integer or [up to 8 of them]",
+    ),
+    (re.compile(r"\s*([,;]|$)", re.ASCII), "',' before the next value"),
+)
+
+
+def parse_values(text: str | None) -> dict[str, int | list[int]]:
+    """The field for the values of an ONNX model's small integer inputs: `sr=16000`, several
+    separated by commas (`sr=8000, mode=[1,2]`). {} for an empty field; InputError with a
+    caret where the text stops reading (a name, `=`, at most 8 integers of ASCII digits)."""
+    text = (text or "").strip()
+    if len(text) > MAX_VALUES_TEXT:
+        raise InputError(f"the values field holds {len(text)} characters; at most {MAX_VALUES_TEXT}")
+    values: dict[str, int | list[int]] = {}
+    at = 0
+    while at < len(text):
+        parts = []
+        for pattern, expected in _VALUE_PARTS:
+            m = pattern.match(text, at)
+            if m is None:
+                column = at + 1 + len(text[at:]) - len(text[at:].lstrip())
+                raise InputError(
+                    f"values, column {column}: expected {expected} (e.g. {VALUES_EXAMPLE}):\n{excerpt(text, column)}"
+                )
+            parts.append(m.group().strip())
+            at = m.end()
+        name, value = parts[0], parts[2]
+        numbers = [int(v) for v in re.findall(r"-?[0-9]+", value)]
+        if any(not -(1 << 63) <= v < (1 << 63) for v in numbers):
+            raise InputError(f"values: the value of {name} does not fit in 64 bits")
+        values[name] = numbers if value.startswith("[") else numbers[0]
+    return values
+
+
+def values_problem(text: str | None) -> str | None:
+    """What is wrong with the values field (None when it is fine or empty)."""
+    try:
+        parse_values(text)
+    except InputError as e:
+        return str(e)
+    return None
+
+
 @dataclass(frozen=True)
 class OpenRequest:
     """What to open: the model's bytes, its weights' bytes (.param/.kir), its name and format."""
@@ -310,13 +363,18 @@ def conversion_text(conversion: Conversion, say_cached: bool = True) -> str:
     return f"converted from {conversion.kind} by pnnx {conversion.version} in {conversion.seconds:.1f} s ({what}){when}"
 
 
-def convert_request(request: OpenRequest, inputshape: str | None, on_log: Callable[[str], None] | None) -> Conversion:
+def convert_request(
+    request: OpenRequest,
+    inputshape: str | None,
+    on_log: Callable[[str], None] | None,
+    values: dict[str, int | list[int]] | None = None,
+) -> Conversion:
     """Run the pnnx converter on an ONNX or TorchScript request (or find it in the conversion
     cache), `on_log` getting each line; opening the same bytes afterwards finds it cached.
     ConversionError quoting the converter when it fails; ConverterNotFoundError without one."""
     assert request.kind in CONVERTED
     zip_names = Context(request.data, OpenOptions()).zip_names
-    options = ConversionOptions(inputshape=inputshape, on_log=on_log)
+    options = ConversionOptions(inputshape=inputshape, on_log=on_log, values=values or None)
     source: Path | bytes = request.data
     if request.kind == "onnx":  # weights in a separate file: given beside it (as open_model does)
         from ..formats.onnx_external import self_contained

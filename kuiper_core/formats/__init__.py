@@ -14,7 +14,7 @@ when no content matches (so a damaged `.param` still gets the .param parser's lo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -89,6 +89,7 @@ def open_model(
     inputs: Sequence[Any] | None = None,
     check: bool = True,
     checker: Checker | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> OpenedModel:
     """Open a model file (a path, or its bytes with `name` for messages) of any known format.
 
@@ -99,7 +100,8 @@ def open_model(
     The conversion options (inputshape, inputshape2, optlevel, timeout, on_log, cache_dir)
     apply to ONNX and TorchScript: see kuiper_core.formats.convert. `inputs`: the arrays the
     model will run on (a converted model is converted at their shapes unless inputshape is
-    given, and checked on them); `check`: check a conversion against the original's framework
+    given, and checked on them); `values`: small integer ONNX inputs by name, fixed at these
+    values for a model that branches on them (formats/onnx_given.py); `check`: check a conversion against the original's framework
     with `checker` (None: not checked; kuiper_core.open_model passes references/conversion_check.py's,
     which runs the framework; the verdict is OpenedModel.check, cached with the conversion)."""
     options = OpenOptions(
@@ -107,7 +109,7 @@ def open_model(
         name=name,
         weights=weights,
         conversion=ConversionOptions(
-            inputshape, inputshape2, optlevel, timeout, on_log, cache_dir, inputs, check, checker
+            inputshape, inputshape2, optlevel, timeout, on_log, cache_dir, inputs, check, checker, values
         ),
         allow_unregistered=allow_unregistered,
         check_layers=check_layers,

@@ -10,7 +10,7 @@ file that is no model is ("a PNNX .bin holds weights only: open its .param").
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -51,6 +51,9 @@ class ConversionOptions:
     inputs: Sequence[Any] | None = None
     check: bool = True  # check the conversion against the original's framework (once: cached)
     checker: Checker | None = None  # what checks it; None: not checked
+    # Values of small integer ONNX inputs by name (the app's "sr=16000"), for a model that
+    # branches on them (onnx_given.py); `inputs`, when given, say them by position instead.
+    values: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

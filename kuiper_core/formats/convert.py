@@ -51,7 +51,7 @@ ENV_TIMEOUT = "KUIPER_CONVERT_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CACHE_MAX_MB = 2048
 DEFAULT_OPTLEVEL = 2
-CACHE_VERSION = "5"  # bump when what a cache entry holds changes: older entries are not reused
+CACHE_VERSION = "6"  # bump when what a cache entry holds changes: older entries are not reused
 STEM = "model"  # the converted files' stem in the cache (pnnx's NAME_pnnx.py opens NAME.pnnx.bin)
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 QUOTED_LINES = 12  # of the converter's log in a ConversionError
@@ -645,7 +645,7 @@ def convert(
             "e.g. [1,3,224,224] (several inputs: [1,3,224,224],[1,10]i64; "
             "`--inputshape` on the command line)"
         )
-    values, digest = (given_values(options.inputs) if kind == "onnx" else None), content_digest(source)
+    values, digest = (given_values(options.inputs, options.values) if kind == "onnx" else None), content_digest(source)
     key, key_given = (
         cache_key(digest, kind, shape1, shape2, level, converter.version, v) for v in ("", values_text(values))
     )
@@ -655,12 +655,16 @@ def convert(
         return hit
     timeout = converter_timeout(timeout)
 
-    with private_folder("kuiper-convert-") as work:  # swept after a kill (children.py)
+    # One slot of the machine's children and one deadline for every step (the normalisation's
+    # child, then pnnx): an upload holds a slot at most `timeout` seconds once it has one.
+    with private_folder("kuiper-convert-") as work, slot("the converter", on_log):  # (a kill: swept)
+        deadline = time.monotonic() + timeout
         model_file = work / f"{STEM}{SUFFIX[kind]}"
         if isinstance(source, bytes):
             model_file.write_bytes(source)
         else:
             shutil.copyfile(source, model_file)
+        original = _kept_original(model_file, kind)
         prepared = prepare(
             model_file, kind, shape1, timeout, converter_memory(), name=name, on_log=on_log, values=values
         )
@@ -673,14 +677,14 @@ def convert(
         untraced = kind == "torchscript" and shape1 is not None and forget_traced_inputs(model_file)
         started = time.perf_counter()
         try:
-            code, lines = _run(_limited(cmd), work, timeout, on_log)
+            code, lines = _run(_limited(cmd), work, max(1.0, deadline - time.monotonic()), on_log)
         except OSError as e:
             raise ConversionError(f"could not run the pnnx converter {converter.path}: {e.strerror or e}") from None
         seconds = time.perf_counter() - started
         log = "\n".join(lines)
         if code is None:
             raise ConversionError(
-                f"{name}: the pnnx converter ran past its time limit of {timeout:g} s and was stopped "
+                f"{name}: the conversion ran past its time limit of {timeout:g} s and pnnx was stopped "
                 f"(set {ENV_TIMEOUT} or the timeout option for more); its last lines:\n{_last_lines(lines)}",
                 log=log,
             )
@@ -726,9 +730,24 @@ def convert(
         if _valid_ncnn(*ncnn_files):  # the deployed model, kept for `kuiper compare --ncnn`
             keep += ncnn_files
         try:
-            return _store(root, key, keep, model_file, kind, record, log)
+            return _store(root, key, keep, original, kind, record, log)
         except OSError as e:  # a full disk, a cache folder made read-only meanwhile
             raise ConversionError(f"{name}: converted, but the result could not be stored: {e.strerror or e}") from None
+
+
+def _kept_original(model_file: Path, kind: str) -> Path:
+    """The file as the user gave it, which the conversion check and `compare --framework` run:
+    an .onnx is normalised in place before pnnx reads it (onnx_prepare.py replaces the file), so
+    a second name keeps the original (a hard link: no copy). A TorchScript file is run as pnnx
+    read it (dropping its stored example inputs changes no computation)."""
+    if kind != "onnx":
+        return model_file
+    original = model_file.with_name(f"original{SUFFIX[kind]}")
+    try:
+        os.link(model_file, original)
+    except OSError:  # a filesystem without hard links
+        shutil.copyfile(model_file, original)
+    return original
 
 
 def _keep_python(python: Path, code: int | None) -> list[str]:

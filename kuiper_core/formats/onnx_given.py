@@ -19,7 +19,7 @@ and the conversion check's probe uses. The cache key holds the given values (con
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,23 +50,39 @@ SHAPE_SLOTS: dict[str, tuple[int, ...]] = {
 
 
 # -- the parent's side ------------------------------------------------------------------------------
-def given_values(inputs: Sequence[Any] | None) -> list[list | int | bool | None] | None:
+Given = list[Any] | dict[str, Any]  # per input position, or by input name
+
+
+def given_values(inputs: Sequence[Any] | None, named: Mapping[str, Any] | None = None) -> Given | None:
     """Per input (in order), its value as a (nested) list when it is at most MAX_GIVEN_ELEMENTS
-    integers or booleans, else None; None when no input is such (or none were given)."""
-    if inputs is None:
-        return None
+    integers or booleans, else None; or `named` (the app's "sr=16000": name -> value), checked
+    the same way; None when no input is such (or none were given)."""
     import numpy as np
 
-    values: list[list | int | bool | None] = []
-    for x in inputs:
+    from ..errors import InputError
+
+    def small(x: Any) -> Any:
         a = np.asarray(x)
-        small = a.dtype.kind in "biu" and a.size <= MAX_GIVEN_ELEMENTS
-        values.append(a.tolist() if small else None)
-    return values if any(v is not None for v in values) else None
+        return a.tolist() if a.dtype.kind in "biu" and a.size <= MAX_GIVEN_ELEMENTS else None
+
+    if named:
+        values = {name: small(v) for name, v in named.items()}
+        wrong = [name for name, v in values.items() if v is None]
+        if wrong:
+            raise InputError(
+                f"input {wrong[0]!r}: a value given for the converter is at most {MAX_GIVEN_ELEMENTS} integers"
+            )
+        return values
+    if inputs is None:
+        return None
+    by_position = [small(x) for x in inputs]
+    return by_position if any(v is not None for v in by_position) else None
 
 
-def values_text(values: Sequence[Any] | None) -> str:
+def values_text(values: Given | None) -> str:
     """The given values as they enter the cache key ('' for none)."""
+    if isinstance(values, dict):
+        return repr(sorted(values.items()))
     return "" if values is None else repr(list(values))
 
 
@@ -133,15 +149,26 @@ def can_be_fixed(value_info: Any) -> bool:
     return n <= MAX_GIVEN_ELEMENTS
 
 
-def inputs_to_fix(graph: Any, values: Sequence[Any] | None, depends_on: Any) -> dict[str, Any]:
+def inputs_to_fix(graph: Any, values: Given | None, depends_on: Any) -> dict[str, Any]:
     """The given inputs (name -> array of the input's dtype and declared shape) that a
-    control-flow condition or a shape operand left in the graph depends on. `depends_on(graph,
-    name)` gives (input names whose values it reads, …) (onnx_prepare._depends_on)."""
+    control-flow condition or a shape operand left in the graph depends on. `values`: per
+    input position, or by name. `depends_on(graph, name)` gives (input names whose values it
+    reads, …) (onnx_prepare._depends_on)."""
     import numpy as np
     import onnx
 
     if not values:
         return {}
+    if isinstance(values, dict):
+        unknown = sorted(set(values) - {i.name for i in graph.input})
+        if unknown:
+            from ..errors import InputError
+
+            names = ", ".join(repr(i.name) for i in graph.input)
+            raise InputError(
+                f"a value is given for {unknown[0]!r}, which is no input of the model (its inputs: {names})"
+            )
+        values = [values.get(i.name) for i in graph.input]
     given = {}
     for value_info, value in zip(graph.input, values):
         if value is None:
@@ -149,8 +176,8 @@ def inputs_to_fix(graph: Any, values: Sequence[Any] | None, depends_on: Any) -> 
         tensor = value_info.type.tensor_type
         array = np.asarray(value, dtype=onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         dims = tuple(d.dim_value for d in tensor.shape.dim)
-        if dims == array.shape:
-            given[value_info.name] = array
+        if array.size == int(np.prod(dims)):  # (a value given by name as one number: of the input's shape)
+            given[value_info.name] = array.reshape(dims)
     needed: set[str] = set()
     for node in graph.node:
         slots = (0, 1) if node.op_type in ("If", "Loop") else SHAPE_SLOTS.get(node.op_type, ())

@@ -52,7 +52,7 @@ from typing import Any
 from ..children import set_rlimits, slot
 from ..errors import ConversionError, InputError
 from .onnx_fold import CONTROL_FLOW, FOLD_ELEMENTS, Folder, names_used, subgraphs, widen_f64_scalars
-from .onnx_given import can_be_fixed, fix_inputs, fixed_note, inputs_to_fix
+from .onnx_given import Given, can_be_fixed, fix_inputs, fixed_note, inputs_to_fix
 from .onnx_resize import keep_lossy_resizes
 from .scripted import scripted_argument_hint
 
@@ -96,7 +96,7 @@ def prepare(
     *,
     name: str = "model",
     on_log: Callable[[str], None] | None = None,
-    values: list | None = None,
+    values: Given | None = None,
 ) -> Prepared:
     """Normalise `model_file` (an .onnx in the conversion's folder) in place, in a child
     process of `memory` bytes of address space that stops after `timeout` seconds. Returns
@@ -309,7 +309,8 @@ def control_flow_error(model: Any, name: str, shapes_given: bool) -> str | None:
                 f"(give {'their values' if len(values) > 1 else 'its value'} and the model is converted for "
                 f"{'them' if len(values) > 1 else 'it'}: kuiper run MODEL --input … with every input, "
                 f"{', '.join(map(repr, values))} included, e.g. a 0-d int64 .npy; kuiper convert MODEL --input … "
-                "writes files for it that the app opens; kuiper_core.load(MODEL, inputs=[…]))"
+                f"writes files for it; in the app, Home's field for the values of integer inputs, e.g. "
+                f"{values[0]}=16000; kuiper_core.load(MODEL, inputs=[…]) or load(MODEL, values={{{values[0]!r}: …}}))"
             )
         elif values:
             why = (
@@ -475,7 +476,7 @@ def normalise(
     name: str,
     fold_elements: int,
     fold_bytes: int,
-    values: list | None = None,
+    values: Given | None = None,
 ) -> dict:
     """Steps 1-6 of the module docstring on a ModelProto, in place: {'notes', 'changed',
     'shapes_written', 'fixed'}; _UserError for what the user must change. `values`: per input,
@@ -516,7 +517,7 @@ def normalise(
         _write_shapes(graph, inputshape)
         changed = True
     folded, ifs, splits = _fold(model, notes, fold_elements, fold_bytes)
-    fixed = inputs_to_fix(model.graph, values, _depends_on)
+    fixed = _inputs_to_fix(model.graph, values)
     if fixed:  # a condition or a shape reads a small input the user gave: folded at its value
         fix_inputs(model.graph, fixed)
         more = _fold(model, notes, fold_elements, fold_bytes)
@@ -566,6 +567,13 @@ def _fold(model: Any, notes: list[str], fold_elements: int, fold_bytes: int) -> 
         ifs += folder.ifs
         splits += folder.splits
     return folded, ifs, splits
+
+
+def _inputs_to_fix(graph: Any, values: Given | None) -> dict[str, Any]:
+    try:
+        return inputs_to_fix(graph, values, _depends_on)
+    except InputError as e:  # a value given for no input of the model: the parent raises it
+        raise _UserError("input", str(e)) from None
 
 
 def _child(folder: Path) -> None:
