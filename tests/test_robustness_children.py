@@ -127,6 +127,7 @@ def test_a_conversion_waits_for_a_free_slot_and_says_so(tmp_path, monkeypatch) -
     assert "done" in lines
 
 
+@pytest.mark.slow  # a wait, and a conversion
 def test_a_conversions_steps_share_its_one_slot(tmp_path, monkeypatch) -> None:
     """convert() holds one slot through the normalisation's child and pnnx: a step inside it
     takes no second slot (with one slot it would wait for itself), another thread waits."""
