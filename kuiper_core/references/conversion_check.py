@@ -286,7 +286,9 @@ def check_conversion(
                 f"{TIMED_OUT}: {e.message} on the probe (set {CONVERT_TIMEOUT} or the timeout option for more)"
             )
         said = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return not_checked(f"the engine could not run the converted model on the probe: {said[:300]}")
+        return not_checked(
+            f"the engine could not run the converted model on the probe: {said[:300]}{_optlevel_hint(model)}"
+        )
     seconds = time.perf_counter() - started
     by_operand = {r.operand: r for r in report.rows}
     names = explore_compare.output_operand_names(model.graph)
@@ -320,9 +322,20 @@ def check_conversion(
         if locating != methods and first.operand in names:
             reason = (
                 "pnnx's own code of the converted file computes every operand before it as the engine does: "
-                "the converter changed the model's meaning (docs/own_model.md)"
+                "the converter changed the model's meaning (docs/own_model.md)" + _optlevel_hint(model)
             )
     return ConversionCheck(DISAGREES, source, probe, tuple(outputs), departure, reason, time.perf_counter() - started)
+
+
+def _optlevel_hint(model: OpenedModel) -> str:
+    """What to try when a file pnnx converted at optlevel 2 does not run or changed meaning: its
+    optlevel-2 rewrites are the likeliest cause (swin_v2_t's zeroed key bias, docs/coverage.md)."""
+    conversion = model.conversion
+    if conversion is None or conversion.optlevel != 2:
+        return ""
+    return (
+        "; it was converted at pnnx's optlevel 2, whose rewrites are the likeliest cause: try optlevel 1 (`--optlevel 1` on the command line)"
+    )
 
 
 # Operators whose integer output is the position of a maximum or minimum along an axis.
