@@ -287,7 +287,7 @@ def check_conversion(
             )
         said = str(e).splitlines()[0] if str(e) else type(e).__name__
         return not_checked(
-            f"the engine could not run the converted model on the probe: {said[:300]}{_optlevel_hint(model)}"
+            f"the engine could not run the converted model on the probe: {said[:300]}{'' if isinstance(e, LimitError) else _optlevel_hint(model)}"
         )
     seconds = time.perf_counter() - started
     by_operand = {r.operand: r for r in report.rows}
@@ -333,9 +333,7 @@ def _optlevel_hint(model: OpenedModel) -> str:
     conversion = model.conversion
     if conversion is None or conversion.optlevel != 2:
         return ""
-    return (
-        "; it was converted at pnnx's optlevel 2, whose rewrites are the likeliest cause: try optlevel 1 (`--optlevel 1` on the command line)"
-    )
+    return "; it was converted at pnnx's optlevel 2, whose rewrites are the likeliest cause: try optlevel 1 (`--optlevel 1` on the command line)"
 
 
 # Operators whose integer output is the position of a maximum or minimum along an axis.
