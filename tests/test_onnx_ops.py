@@ -79,6 +79,33 @@ def test_tensor_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(TENSOR[name], tmp_path)
 
 
+@converted
+def test_an_infinite_constant_in_where_and_a_comparison_is_the_number(tmp_path) -> None:
+    """swift-f0's model.onnx masks the pitch bins outside fmin..fmax with `Where(inside, x, -inf)`:
+    pnnx writes the constant as `other=-inf` (the bare string), on torch.where as on torch.gt."""
+    import onnx
+    from onnx import helper
+
+    minus_inf = helper.make_tensor("minus_inf", onnx.TensorProto.FLOAT, [], [-np.inf])
+    zero = helper.make_tensor("zero", onnx.TensorProto.FLOAT, [], [0.0])
+    nodes = [
+        helper.make_node("Greater", ["x", "zero"], ["inside"]),
+        helper.make_node("Where", ["inside", "y", "minus_inf"], ["masked"]),
+        helper.make_node("Greater", ["masked", "minus_inf"], ["kept"]),
+    ]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "mask",
+        [value("x", onnx.TensorProto.FLOAT, [3, 4]), value("y", onnx.TensorProto.FLOAT, [2, 3, 4])],
+        [value("masked", onnx.TensorProto.FLOAT, None), value("kept", onnx.TensorProto.BOOL, None)],
+        [minus_inf, zero],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    check_model(model, {"x": f32(3, 4), "y": f32(2, 3, 4)}, "torch.where", tmp_path)
+
+
 REDUCE = {
     "reducemax_axes_attr": case("ReduceMax", X4, axes=[1, 2], keepdims=1, opset=13),
     "reducemax_axes_input": case("ReduceMax", X4, i64(1, 3), keepdims=0, opset=18),
