@@ -106,6 +106,32 @@ def test_an_infinite_constant_in_where_and_a_comparison_is_the_number(tmp_path) 
     check_model(model, {"x": f32(3, 4), "y": f32(2, 3, 4)}, "torch.where", tmp_path)
 
 
+@converted
+def test_a_constant_list_added_to_a_tensor_is_the_tensor_onnx_had(tmp_path) -> None:
+    """swift-f0's model.onnx adds the int64 constant [-1,0,1] to an ArgMax's labels (the bins
+    around each peak): pnnx writes the constant as an input-less, unannotated `expr=[-1,0,1]`,
+    a list, which the `add` reading it takes as that tensor."""
+    import onnx
+    from onnx import helper
+
+    offsets = helper.make_tensor("offsets", onnx.TensorProto.INT64, [3], [-1, 0, 1])
+    nodes = [
+        helper.make_node("ArgMax", ["x"], ["peak"], axis=-1, keepdims=1),
+        helper.make_node("Add", ["peak", "offsets"], ["around"]),
+    ]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "peaks",
+        [value("x", onnx.TensorProto.FLOAT, [1, 5, 9])],
+        [value("around", onnx.TensorProto.INT64, None)],
+        [offsets],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    check_model(model, {"x": f32(1, 5, 9)}, "pnnx.Expression", tmp_path)
+
+
 REDUCE = {
     "reducemax_axes_attr": case("ReduceMax", X4, axes=[1, 2], keepdims=1, opset=13),
     "reducemax_axes_input": case("ReduceMax", X4, i64(1, 3), keepdims=0, opset=18),
