@@ -511,6 +511,12 @@ def out_of_reach(model: Any, name: str) -> str | None:
                 "as onnxruntime.quantization writes it): the engine and pnnx run float models; convert the float "
                 "model it was quantized from"
             )
+        if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx"):
+            return (
+                f"{name}: node {index} '{node.name}' (QuantizeLinear) rounds a tensor to 8-bit steps: the model is "
+                "quantized in QDQ form (QuantizeLinear/DequantizeLinear pairs, as onnxruntime.quantization writes "
+                "it), which the engine and pnnx do not run; convert the float model it was quantized from"
+            )
         if node.domain == "ai.onnx.preview.training":
             return (
                 f"{name}: node {index} '{node.name}' ({node.op_type}) is a training operator: the engine runs inference"
