@@ -179,6 +179,9 @@ CASES += [
         _image(1, 3, 666, 160) + (("zeros", (4, 1, 64), "float32"),),
         "aecmos_16kHz, 10 s",
     ),
+    # EfficientWord-Net compares 1.5 s windows by the embedding of their 149 x 64 log-mel
+    Case("EfficientWord-Net==1.0.5", "slim_93%_accuracy_72.7390%.onnx", _image(1, 1, 149, 64), "one 1.5 s window"),
+    Case("EfficientWord-Net==1.0.5", "slim_93%_accuracy_72.7390%_qint8.onnx", _image(1, 1, 149, 64), "1.5 s"),
     Case(
         "speechmos==0.0.1.1",
         "plcmos_v2.onnx",
