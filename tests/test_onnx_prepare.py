@@ -265,6 +265,23 @@ def test_quantized_models_are_refused_up_front() -> None:
         onnx_prepare.normalise(onnx.load_from_string(data), None, "q.onnx", 1 << 20, 1 << 30)
 
 
+def test_qdq_quantized_models_are_refused_up_front() -> None:
+    """pipecat-ai's smart-turn-v3.2-cpu.onnx: QuantizeLinear/DequantizeLinear around each MatMul;
+    pnnx kept them as ONNX nodes and the engine listed 114 unsupported operators."""
+    scale = onnx.numpy_helper.from_array(np.array(0.02, np.float32), "s")
+    zero = onnx.numpy_helper.from_array(np.array(0, np.int8), "z")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q_x")]
+    nodes.append(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]))
+    data = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [2, 4])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [scale, zero],
+    )
+    with pytest.raises(onnx_prepare._UserError, match=r"node 0 'q_x' \(QuantizeLinear\) .* QDQ form"):
+        onnx_prepare.normalise(onnx.load_from_string(data), None, "qdq.onnx", 1 << 20, 1 << 30)
+
+
 def test_string_and_training_models_are_refused_up_front() -> None:
     path = Path(onnx.__file__).parent / "backend/test/data/simple"
     if not path.exists():

