@@ -280,15 +280,8 @@ def check_conversion(
                 f"(set {CONVERT_TIMEOUT} or the timeout option for more)"
             )
         return not_checked(f"the framework could not run the original on the probe: {e}")
-    except KuiperError as e:  # said in full where the model is run; the verdict keeps its first line
-        if isinstance(e, LimitError) and e.limit == "max_child_seconds":  # the engine's run: compare's engine_timeout
-            return not_checked(
-                f"{TIMED_OUT}: {e.message} on the probe (set {CONVERT_TIMEOUT} or the timeout option for more)"
-            )
-        said = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return not_checked(
-            f"the engine could not run the converted model on the probe: {said[:300]}{'' if isinstance(e, LimitError) else _optlevel_hint(model)}"
-        )
+    except KuiperError as e:
+        return _engine_failed(model, e)
     seconds = time.perf_counter() - started
     by_operand = {r.operand: r for r in report.rows}
     names = explore_compare.output_operand_names(model.graph)
@@ -325,6 +318,18 @@ def check_conversion(
                 "the converter changed the model's meaning (docs/own_model.md)" + _optlevel_hint(model)
             )
     return ConversionCheck(DISAGREES, source, probe, tuple(outputs), departure, reason, time.perf_counter() - started)
+
+
+def _engine_failed(model: OpenedModel, e: KuiperError) -> ConversionCheck:
+    """'not checked' for the engine's failure on the probe: its time limit (compare's
+    engine_timeout), or its error's first line (said in full where the model is run)."""
+    if isinstance(e, LimitError) and e.limit == "max_child_seconds":
+        return not_checked(
+            f"{TIMED_OUT}: {e.message} on the probe (set {CONVERT_TIMEOUT} or the timeout option for more)"
+        )
+    said = str(e).splitlines()[0] if str(e) else type(e).__name__
+    hint = "" if isinstance(e, LimitError) else _optlevel_hint(model)  # (a model too big is not pnnx's rewrite)
+    return not_checked(f"the engine could not run the converted model on the probe: {said[:300]}{hint}")
 
 
 def _optlevel_hint(model: OpenedModel) -> str:
