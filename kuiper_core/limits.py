@@ -44,6 +44,7 @@ class Limits:
     max_folded_bytes: int = 2 * GiB  # every value a model folds at build (depends only on constants), together
     max_model_cache_bytes: int = 2 * GiB  # the app's shared cache of uploaded models (weights, folds, buffers)
     max_child_seconds: int = 600  # a framework child process (the converter, a reference run) once started
+    max_operator_work: int = 1 << 40  # multiply-adds (or window reads) of one operator call (~5 min on one core)
 
     def replace(self, **changes: int) -> Limits:
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -99,6 +100,17 @@ def check_elements(shape: Iterable[int], what: str, limits: Limits | None = None
             maximum=lim,
             value=n,
         )
+    return n
+
+
+def check_work(n: int, what: str, limits: Limits | None = None) -> int:
+    """Raise LimitError if one operator call would do more than max_operator_work multiply-adds
+    (or reads of window elements), counted from the shapes before the work; returns `n`. Every
+    tensor may be within max_tensor_elements and the work still unbounded: a 240-byte file
+    multiplying two (8192, 8192) broadcast views of one number asks for 5.5e11, minutes of CPU."""
+    lim = (limits or current()).max_operator_work
+    if n > lim:
+        raise LimitError(f"{what} would take {n:,} multiply-adds", limit="max_operator_work", maximum=lim, value=n)
     return n
 
 

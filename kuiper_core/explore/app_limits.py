@@ -16,6 +16,7 @@ APP_LIMITS = DEFAULT.replace(
     max_inflated_bytes=512 << 20,  # an uploaded .npz, all members together
     max_folded_bytes=512 << 20,  # what one model folds at build
     max_model_cache_bytes=1 << 30,  # every uploaded model the server keeps, together
+    max_operator_work=1 << 34,  # ~4 s of one core an operator (VGG-16's largest conv at 224: 1.9e9)
     max_child_seconds=180,  # a conversion or a framework reference once it starts (it may wait for a slot first)
 )
 UPLOAD_STORE_BYTES = 1 << 30  # uploaded models kept for reloads and links, every session together

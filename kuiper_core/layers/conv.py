@@ -392,6 +392,7 @@ class TransposedConvolution(_ConvBase):
         if c != g * wmat.shape[2]:
             raise self.error(f"input has {c} channels, the weight expects {g * wmat.shape[2]}")
         og = wmat.shape[1] // (kernel[0] * kernel[1])
+        self.check_work(x4.size * wmat.shape[1], f"a {kernel} transposed convolution of {x4.shape}")
         (pt, pl), (oh, ow) = self._geometry(h, w, kernel)
         dtype = np.result_type(x4.dtype, wmat.dtype)
         y = output_buffer(out, self.out_shape(prefix, g * og, oh, ow), dtype)

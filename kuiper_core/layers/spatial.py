@@ -58,8 +58,11 @@ class Unfold(_Windows):
             raise self.error(f"expected a 4-D (N, C, H, W) input, got shape {x.shape}")
         n, c, h, w = x.shape
         oh, ow = self.grid(h, w)
+        shape = (n, c, self.k[0], self.k[1], oh, ow)
+        # before the padded copy: a (64, 64) unfold of an 8192x8192 view asked for 1 TiB
+        self.check_size(shape, "the columns")
         xp = np.pad(x, ((0, 0), (0, 0), (self.p[0], self.p[0]), (self.p[1], self.p[1])))
-        cols = np.empty((n, c, self.k[0], self.k[1], oh, ow), x.dtype)
+        cols = np.empty(shape, x.dtype)
         for i, j, rows, cs in self.taps(oh, ow):
             cols[:, :, i, j] = xp[:, :, rows, cs]
         return [cols.reshape(n, c * self.k[0] * self.k[1], oh * ow)]
@@ -82,6 +85,7 @@ class Fold(_Windows):
             raise self.error(f"expected (N, C*{kk}, {oh * ow}) columns for a {h}x{w} output, got shape {x.shape}")
         n, c = x.shape[0], x.shape[1] // kk
         cols = x.reshape(n, c, self.k[0], self.k[1], oh, ow)
+        self.check_size((n, c, h + 2 * self.p[0], w + 2 * self.p[1]), "the padded output")
         y = np.zeros((n, c, h + 2 * self.p[0], w + 2 * self.p[1]), x.dtype)
         for i, j, rows, cs in self.taps(oh, ow):
             y[:, :, rows, cs] += cols[:, :, i, j]
@@ -202,6 +206,7 @@ class LPPool2d(Layer):
         ow = out_size(w, self.k[1], self.s[1], 0, 0, 1, self.ceil)
         if oh < 1 or ow < 1:
             raise self.error(f"the {self.k} window does not fit a {h}x{w} input")
+        self.check_work(x.size // (h * w) * oh * ow * self.k[0] * self.k[1], f"{self.k} windows over {(h, w)}")
         # ceil_mode's last windows run past the edge: pad with zeros, which add nothing to the sum
         ph, pw = (oh - 1) * self.s[0] + self.k[0] - h, (ow - 1) * self.s[1] + self.k[1] - w
         xp = np.pad(x.astype(np.float64) ** self.p, [(0, 0)] * (x.ndim - 2) + [(0, max(0, ph)), (0, max(0, pw))])

@@ -12,6 +12,9 @@ MAX, AVG = 0, 1
 FULL, VALID, SAME_UPPER, SAME_LOWER = 0, 1, 2, 3
 
 
+PYTHON_STEP_WORK = 20_000  # what one step of a Python loop over output positions counts against max_operator_work
+
+
 @ncnn_layer("Pooling")
 class Pooling(NcnnLayer):
     """0=pooling_type (0 max, 1 avg) 1/11=kernel 2/12=stride 3/14/13/15=pads 4=global_pooling
@@ -50,6 +53,9 @@ class Pooling(NcnnLayer):
     def _adaptive(self, x: np.ndarray, reduce: object) -> np.ndarray:
         c, h, w = x.shape
         oh, ow = (d if d > 0 else n for d, n in zip(self.out_size, (h, w)))
+        self.check_size((c, oh, ow))
+        # one Python step per output position below (~5 us: the time of ~20,000 multiply-adds)
+        self.check_work(oh * ow * PYTHON_STEP_WORK + c * h * w, f"adaptive pooling of {(h, w)} to {(oh, ow)}")
         (r0, r1), (c0, c1) = adaptive_bounds(h, oh), adaptive_bounds(w, ow)
         y = np.empty((c, oh, ow), F32)
         for i in range(oh):
@@ -76,6 +82,9 @@ class Pooling(NcnnLayer):
             raise self.error(f"param 5 (pad_mode) must be 0..3, got {self.mode}")
         if h + top + bottom < kh or w + left + right < kw:
             raise self.error(f"the {kh}x{kw} window is larger than the padded blob ({h}, {w})")
+        hp, wp = h + top + bottom, w + left + right
+        self.check_size((c, hp, wp), "the padded blob")
+        self.check_work(c * ((hp - kh) // sh + 1) * ((wp - kw) // sw + 1) * kh * kw, f"{kh}x{kw} windows over {(h, w)}")
         fill = -np.finfo(F32).max if self.kind == MAX else 0
         padded = np.pad(x, ((0, 0), (top, bottom), (left, right)), constant_values=fill)
         win = sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]

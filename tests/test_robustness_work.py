@@ -1,0 +1,96 @@
+"""Issue 35, the fifth round: an operator's work is counted before it is done.
+
+Every tensor of these files is within max_tensor_elements, yet one operator over broadcast
+views of the input's one number asked for minutes of CPU (an (8192, 8192) matmul of a
+240-byte `.pnnx.param`: 5.5e11 multiply-adds; ncnn's adaptive pooling to (8000, 8000): a
+Python step per output position) or for a work buffer no limit counted (an attention's
+16 GiB of scores, an unfold's 1 TiB of columns, a max pool's windows gathered for its
+indices). Each is now a LimitError naming the operator and the limit, in milliseconds. The
+files are made by tools/hostile_uploads.py.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kuiper_core import limits
+from kuiper_core.errors import LimitError
+from kuiper_core.explore.app_limits import APP_LIMITS
+from kuiper_core.explore.inputs import input_specs
+from kuiper_core.formats import open_model
+from kuiper_core.layers.linear import einsum_work
+from kuiper_core.runtime import RuntimeGraph
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import hostile_uploads as H  # noqa: E402
+
+# What each file's refusal names: the limit, and the operator (pnnx cases at the app's limits)
+PNNX_REFUSED = {
+    "matmul": ("max_operator_work", "operator 'mm' (torch.matmul)"),
+    "einsum": ("max_operator_work", "operator 'es' (torch.einsum)"),
+    "max_pool": ("max_operator_work", "operator 'p' (F.max_pool2d)"),
+    "adaptive_avg_pool": ("max_operator_work", "operator 'a' (F.adaptive_avg_pool2d)"),
+    "conv2d": ("max_operator_work", "operator 'c' (F.conv2d)"),
+    "unfold": ("max_tensor_elements", "operator 'u' (F.unfold): the columns"),
+    "attention": ("max_tensor_elements", "operator 'a' (F.scaled_dot_product_attention): the attention scores"),
+    "max_pool_indices": ("max_tensor_elements", "operator 'p' (F.max_pool2d): the windows gathered for the indices"),
+}
+
+
+def _run(data: bytes, name: str, lim: limits.Limits) -> list[np.ndarray]:
+    """Open `data` as the app does an upload (from memory, under `lim`), build it and run it on ones."""
+    with limits.use(lim):
+        graph = open_model(data, name=name).graph
+        runtime = RuntimeGraph.from_graph(graph).build()
+        return runtime.forward(*(np.ones(shape, np.float32) for _, shape, _ in input_specs(graph)))
+
+
+@pytest.mark.parametrize("case", sorted(PNNX_REFUSED))
+def test_a_tiny_file_cannot_ask_one_operator_for_minutes(case: str) -> None:
+    data = H.pnnx_work_bombs()[case]
+    assert len(data) < 600
+    start = time.perf_counter()
+    with pytest.raises(LimitError) as info:
+        _run(data, f"{case}.pnnx.param", APP_LIMITS)
+    limit, where = PNNX_REFUSED[case]
+    assert info.value.limit == limit and where in str(info.value), info.value
+    assert time.perf_counter() - start < 1.0  # before: 17 s to over a minute each, or 16 GiB to 1 TiB asked
+
+
+def test_the_count_is_exact_for_a_product() -> None:
+    """An (n, n) @ (n, n) is n^3 multiply-adds: at exactly that limit it runs, one less refuses it."""
+    data, n = H.pnnx_work_bombs(64)["matmul"], 64
+    y = _run(data, "m.pnnx.param", limits.DEFAULT.replace(max_operator_work=n**3))[0]
+    assert y.shape == (n, n) and np.all(y == n)
+    with pytest.raises(LimitError) as info:
+        _run(data, "m.pnnx.param", limits.DEFAULT.replace(max_operator_work=n**3 - 1))
+    assert info.value.value == n**3 and "multiplying (64, 64) by (64, 64)" in str(info.value)
+
+
+def test_einsum_work_counts_every_index_once() -> None:
+    assert einsum_work("ij,jk->ik", [(2, 3), (3, 5)]) == 30
+    assert einsum_work("...ij,...jk->...ik", [(7, 2, 3), (1, 3, 5)]) == 7 * 30
+    assert einsum_work("ii->i", [(4, 4)]) == 4
+    assert einsum_work("ij,jk->ik", [(2, 3)]) == 6  # what the shapes give; np.einsum says what is missing
+    assert einsum_work("ijk->i", [(2, 3)]) == 0  # the shapes do not fit: np.einsum says why
+
+
+@pytest.mark.parametrize("case", ["matmul", "pooling", "adaptive_pooling"])
+def test_ncnn_layers_count_their_work_too(case: str) -> None:
+    n = 512  # n^3 = 1.3e8 multiply-adds, n^2 Python steps: over a limit of 2^24
+    with pytest.raises(LimitError) as info:
+        _run(H.ncnn_work_bombs(n)[case], f"{case}.ncnn.param", limits.DEFAULT.replace(max_operator_work=1 << 24))
+    assert info.value.limit == "max_operator_work" and "(ncnn." in str(info.value), info.value
+
+
+def test_ncnn_adaptive_pooling_to_8192_squared_is_refused_at_the_apps_limits() -> None:
+    """One number pooled to (8192, 8192): 67 million Python steps (over a minute before)."""
+    with pytest.raises(LimitError) as info:
+        _run(H.ncnn_work_bombs()["adaptive_pooling"], "a.ncnn.param", APP_LIMITS)
+    assert info.value.limit == "max_operator_work" and "adaptive pooling of (1, 1) to (8192, 8192)" in str(info.value)
