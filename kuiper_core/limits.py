@@ -38,6 +38,7 @@ class Limits:
     max_planned_bytes: int = 4 * GiB  # all output buffers planned at build, together
     max_expression_operand: int = 4096  # highest N of an `@N` in an expression
     max_expression_depth: int = 100_000  # nesting depth of an expression
+    max_expression_chars: int = 4 * MiB  # one expression's text, and all of one graph's together
     max_param_depth: int = 64  # nesting depth of an array parameter in the textual IR (pnnx writes flat ones)
     max_upload_bytes: int = 200 * MiB  # one file uploaded to the app
     max_inflated_bytes: int = 4 * GiB  # all members of an archive (.npz) together, once inflated

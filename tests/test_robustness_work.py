@@ -94,3 +94,33 @@ def test_ncnn_adaptive_pooling_to_8192_squared_is_refused_at_the_apps_limits() -
     with pytest.raises(LimitError) as info:
         _run(H.ncnn_work_bombs()["adaptive_pooling"], "a.ncnn.param", APP_LIMITS)
     assert info.value.limit == "max_operator_work" and "adaptive pooling of (1, 1) to (8192, 8192)" in str(info.value)
+
+
+# -- expressions: their length is counted before they are read -----------------------------------------
+def _expression_chain(n: int, expr: str) -> str:
+    lines = ["pnnx.Input in 0 1 0 #0=(1)f32"]
+    lines += [f"pnnx.Expression x{i} 1 1 {i} {i + 1} expr={expr} #{i}=(1)f32 #{i + 1}=(1)f32" for i in range(n)]
+    lines.append(f"pnnx.Output out 1 0 {n} #{n}=(1)f32")
+    return f"7767517\n{len(lines)} {n + 1}\n" + "\n".join(lines) + "\n"
+
+
+def test_a_long_expression_is_refused_before_it_is_tokenized() -> None:
+    """A 9 MB paste on the Expressions page took 71 s and 3 GB at every rerun."""
+    from kuiper_core import expression as ex
+
+    start = time.perf_counter()
+    with pytest.raises(LimitError) as info:
+        ex.parse("@0," * 3_000_000, APP_LIMITS)
+    assert info.value.limit == "max_expression_chars" and info.value.value == 9_000_000
+    assert time.perf_counter() - start < 0.1
+
+
+def test_a_graphs_expressions_are_counted_together() -> None:
+    """62 lines of 786 KB expressions (a 48 MB .param, each line within max_line_chars) took
+    ~7 minutes to build; now the sum is checked before any layer is made."""
+    expr = "add(add(@0,@0),add(@0,@0))"  # 26 characters
+    text = _expression_chain(4, expr).encode()
+    assert len(_run(text, "e.pnnx.param", limits.DEFAULT.replace(max_expression_chars=4 * 26))[0]) == 1
+    with pytest.raises(LimitError) as info:
+        _run(text, "e.pnnx.param", limits.DEFAULT.replace(max_expression_chars=4 * 26 - 1))
+    assert info.value.value == 4 * 26 and "characters of expressions in the graph" in str(info.value)

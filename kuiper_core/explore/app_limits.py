@@ -13,6 +13,7 @@ APP_LIMITS = DEFAULT.replace(
     max_planned_bytes=1 << 30,
     max_expression_operand=256,
     max_expression_depth=2_000,
+    max_expression_chars=256 << 10,  # ~2 s to read and plan (real models: 4.4 KB; a 20,000-ReLU chain at -O2: 140 KB)
     max_inflated_bytes=512 << 20,  # an uploaded .npz, all members together
     max_folded_bytes=512 << 20,  # what one model folds at build
     max_model_cache_bytes=1 << 30,  # every uploaded model the server keeps, together
