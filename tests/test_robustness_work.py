@@ -124,3 +124,78 @@ def test_a_graphs_expressions_are_counted_together() -> None:
     with pytest.raises(LimitError) as info:
         _run(text, "e.pnnx.param", limits.DEFAULT.replace(max_expression_chars=4 * 26 - 1))
     assert info.value.value == 4 * 26 and "characters of expressions in the graph" in str(info.value)
+
+
+# -- the Expressions page's walk: linear in the steps, its stack cut -------------------------------------
+def _tree(depth: int) -> str:
+    return "@0" if depth == 0 else f"add({_tree(depth - 1)},{_tree(depth - 1)})"
+
+
+def _walk(text: str) -> tuple[list, list[str], object, object]:
+    from kuiper_core import expression as ex
+    from kuiper_core.explore import expression_view as V
+    from kuiper_core.explore import walk_frames
+
+    ast = ex.parse(text, APP_LIMITS)
+    trace = ex.evaluate_traced(ast, V.example_inputs(1))
+    view = V.ast_dot(ast, V.operand_labels(None, 1))
+    graph, panels = walk_frames.expression_frames(view, trace, V.operand_labels(None, 1), "x")
+    return graph, panels, view, trace
+
+
+def test_the_walks_colours_are_the_overlays_kept_as_it_goes() -> None:
+    graph, _, view, trace = _walk("mul(add(@0,1),neg(" + _tree(4) + "))")
+    for i in range(len(trace.steps)):  # type: ignore[attr-defined]
+        colors, node = view.overlay_colors(trace, i)  # type: ignore[attr-defined]
+        assert graph[i + 1] == {"highlight": node, "colors": colors}
+
+
+def test_a_deep_chains_walk_shows_the_top_of_its_stack() -> None:
+    """`add(@0,add(@0,…))` 999 deep: every step listed the whole stack and wrote each label's
+    whole subtree before cutting it to 40 characters (84 s and 280 MB of steps; a balanced
+    8,191-node tree: 68 s a rerun)."""
+    from kuiper_core.explore.expression_view import STACK_SHOWN
+
+    start = time.perf_counter()
+    _, panels, _, trace = _walk("add(@0," * 999 + "@0" + ")" * 999)
+    assert time.perf_counter() - start < 2.0
+    deepest = max(range(len(trace.steps)), key=lambda i: trace.steps[i].depth)  # type: ignore[attr-defined]
+    assert trace.steps[deepest].depth == 1000  # type: ignore[attr-defined]
+    assert panels[deepest + 1].count("top ▸") == 1 and f"… and {1000 - STACK_SHOWN:,} more below" in panels[deepest + 1]
+    assert sum(map(len, panels)) < 5_000_000  # 66 MB (and 15 s) before
+
+
+def test_to_text_stops_past_most() -> None:
+    from kuiper_core import expression as ex
+
+    text = _tree(8)
+    ast = ex.parse(text)
+    assert ex.to_text(ast) == text
+    cut = ex.to_text(ast, most=40)
+    assert 40 < len(cut) < 60 and text.startswith(cut)
+
+
+def test_the_expressions_page_walks_at_most_its_budget_of_nodes() -> None:
+    from kuiper_core.explore import expression_view as V
+    from kuiper_core.explore.app_limits import EXPRESSION_WALK_NODES
+    from kuiper_core import expression as ex
+
+    V.check_walkable(ex.parse(_tree(11)))  # 4,095 nodes
+    with pytest.raises(LimitError) as info:
+        V.check_walkable(ex.parse(_tree(12)))
+    assert info.value.limit == "EXPRESSION_WALK_NODES" and info.value.value == 8191 > EXPRESSION_WALK_NODES
+
+
+@pytest.mark.slow
+def test_the_expressions_page_refuses_a_tree_past_its_walk_at_once() -> None:
+    """Through AppTest: an 8,191-node paste (33 KB) took 68 s at every rerun of the page."""
+    pytest.importorskip("streamlit")
+    from test_robustness_app import app, no_exception, shown
+
+    at = app()
+    at.switch_page("pages/4_expressions.py").run()
+    at.radio(key="expr_mode").set_value("Type one").run()
+    start = time.perf_counter()
+    at.text_input(key="expr_text").set_value(_tree(12)).run()
+    no_exception(at)
+    assert "EXPRESSION_WALK_NODES" in shown(at) and time.perf_counter() - start < 5.0

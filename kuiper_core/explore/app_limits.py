@@ -22,6 +22,9 @@ APP_LIMITS = DEFAULT.replace(
 )
 UPLOAD_STORE_BYTES = 1 << 30  # uploaded models kept for reloads and links, every session together
 KEPT_BYTES = 512 << 20  # uploaded inputs and computed references kept for reloads, every session together
+EXPRESSION_WALK_NODES = 4_096  # nodes of an expression the Expressions page walks (a step each, its
+#                                 tree's colours sent for every step: 8,191 nodes took 3 s a rerun;
+#                                 pnnx's and the fusion pass's expressions have at most 256)
 
 
 def check_upload_size(what: str, data: bytes | None, limits: Limits) -> None:
