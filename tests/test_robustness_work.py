@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from kuiper_core import limits
-from kuiper_core.errors import LimitError
+from kuiper_core.errors import KuiperError, LimitError
 from kuiper_core.explore.app_limits import APP_LIMITS
 from kuiper_core.explore.inputs import input_specs
 from kuiper_core.formats import open_model
@@ -39,6 +39,7 @@ PNNX_REFUSED = {
     "conv2d": ("max_operator_work", "operator 'c' (F.conv2d)"),
     "unfold": ("max_tensor_elements", "operator 'u' (F.unfold): the columns"),
     "attention": ("max_tensor_elements", "operator 'a' (F.scaled_dot_product_attention): the attention scores"),
+    "nms": ("max_operator_work", "operator 'n' (pnnx.custom_op.torchvision.nms): non-maximum suppression of 200,000"),
     "max_pool_indices": ("max_tensor_elements", "operator 'p' (F.max_pool2d): the windows gathered for the indices"),
 }
 
@@ -199,3 +200,24 @@ def test_the_expressions_page_refuses_a_tree_past_its_walk_at_once() -> None:
     at.text_input(key="expr_text").set_value(_tree(12)).run()
     no_exception(at)
     assert "EXPRESSION_WALK_NODES" in shown(at) and time.perf_counter() - start < 5.0
+
+
+def test_a_roi_a_billion_wide_is_refused_before_its_samples_are_made() -> None:
+    """torchvision's roi_align with sampling_ratio 0 takes samples by the roi's size: a roi
+    1e9 wide asked for 1.4e8 samples a bin, every bin, in one array per roi."""
+    text = (
+        "7767517\n4 4\npnnx.Input x 0 1 0 #0=(1,2,8,8)f32\npnnx.Input r 0 1 1 #1=(1,5)f32\n"
+        "pnnx.custom_op.torchvision.roi_align a 2 1 0 1 2 arg_2=1.0 arg_3=7 arg_4=7 arg_5=0 arg_6=False "
+        "$arg_0=0 $arg_1=1 #0=(1,2,8,8)f32 #1=(1,5)f32 #2=(1,2,7,7)f32\npnnx.Output out 1 0 2\n"
+    )
+    x = np.ones((1, 2, 8, 8), np.float32)
+    with limits.use(APP_LIMITS):
+        runtime = RuntimeGraph.from_graph(open_model(text.encode(), name="r.pnnx.param").graph).build()
+        assert runtime.forward(x, np.array([[0, 0, 0, 7, 7]], np.float32))[0].shape == (1, 2, 7, 7)
+        start = time.perf_counter()
+        with pytest.raises(LimitError) as info:
+            runtime.forward(x, np.array([[0, 0, 0, 1e9, 1e9]], np.float32))
+        assert info.value.limit == "max_tensor_elements" and "one roi's samples" in str(info.value)
+        with pytest.raises(KuiperError, match="infinite or NaN"):
+            runtime.forward(x, np.array([[0, 0, 0, np.inf, 1]], np.float32))
+        assert time.perf_counter() - start < 0.5

@@ -333,7 +333,7 @@ def pnnx_work_bombs(n: int = 8192) -> dict[str, bytes]:
     """.pnnx.param files of a few hundred bytes, no .bin, each an operator over broadcast views
     of the input's one number: (n, n) products and windows (5.5e11 multiply-adds at 8192, minutes
     of CPU), an attention's scores (16 GiB), an unfold's columns (1 TiB), a max pool's windows
-    gathered for its indices (4 GiB)."""
+    gathered for its indices (4 GiB), non-maximum suppression of 200,000 boxes (2e10 IoUs: ~5 minutes)."""
     sq, four = f"{n},{n}", f"1,1,{n},{n}"
     return {
         "matmul": _pnnx([
@@ -367,6 +367,11 @@ def pnnx_work_bombs(n: int = 8192) -> dict[str, bytes]:
         "attention": _pnnx([
             _one("1,1,1,1"), _expand("e", 1, "1,1,65536,1024", "1,1,1,1"),
             "F.scaled_dot_product_attention a 3 1 1 1 1 2 dropout_p=0.0 is_causal=False #1=(1,1,65536,1024)f32",
+            "pnnx.Output out 1 0 2",
+        ]),
+        "nms": _pnnx([
+            "pnnx.Input in 0 1 0 #0=(200000,4)f32", "pnnx.Input in2 0 1 1 #1=(200000)f32",
+            "pnnx.custom_op.torchvision.nms n 2 1 0 1 2 arg_2=0.5 $arg_0=0 $arg_1=1 #0=(200000,4)f32 #1=(200000)f32",
             "pnnx.Output out 1 0 2",
         ]),
     }  # fmt: skip
