@@ -104,6 +104,9 @@ def check_elements(shape: Iterable[int], what: str, limits: Limits | None = None
     return n
 
 
+PYTHON_STEP_WORK = 20_000  # one step of a layer's Python loop over positions or taps (~5 us), in multiply-adds
+
+
 def check_work(n: int, what: str, limits: Limits | None = None) -> int:
     """Raise LimitError if one operator call would do more than max_operator_work multiply-adds
     (or reads of window elements), counted from the shapes before the work; returns `n`. Every

@@ -39,6 +39,9 @@ PNNX_REFUSED = {
     "conv2d": ("max_operator_work", "operator 'c' (F.conv2d)"),
     "unfold": ("max_tensor_elements", "operator 'u' (F.unfold): the columns"),
     "attention": ("max_tensor_elements", "operator 'a' (F.scaled_dot_product_attention): the attention scores"),
+    "conv_transpose_taps": ("max_operator_work", "operator 'c' (F.conv_transpose2d)"),
+    "local_response_norm": ("max_operator_work", "operator 'l' (F.local_response_norm)"),
+    "pool_row_phases": ("max_operator_work", "operator 'p' (F.max_pool2d)"),
     "nms": ("max_operator_work", "operator 'n' (pnnx.custom_op.torchvision.nms): non-maximum suppression of 200,000"),
     "max_pool_indices": ("max_tensor_elements", "operator 'p' (F.max_pool2d): the windows gathered for the indices"),
 }

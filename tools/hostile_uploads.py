@@ -369,6 +369,23 @@ def pnnx_work_bombs(n: int = 8192) -> dict[str, bytes]:
             "F.scaled_dot_product_attention a 3 1 1 1 1 2 dropout_p=0.0 is_causal=False #1=(1,1,65536,1024)f32",
             "pnnx.Output out 1 0 2",
         ]),
+        "conv_transpose_taps": _pnnx([  # one number, an (n, n) kernel: a Python step a tap
+            _one("1,1,1,1"), _expand("w", 2, four, "1,1,1,1"),
+            "F.conv_transpose2d c 2 1 0 2 3 bias=None stride=(1,1) padding=(0,0) output_padding=(0,0) "
+            f"dilation=(1,1) groups=1 #0=(1,1,1,1)f32 #2=({four})f32",
+            "pnnx.Output out 1 0 3",
+        ]),
+        "local_response_norm": _pnnx([  # a Python step of a whole tensor per channel of the window
+            _one("1,1,1,1"), _expand("e", 1, "1,1048576,1,1", "1,1,1,1"),
+            "F.local_response_norm l 1 1 1 2 size=2000000 alpha=0.0001 beta=0.75 k=1.0 #1=(1,1048576,1,1)f32",
+            "pnnx.Output out 1 0 2",
+        ]),
+        "pool_row_phases": _pnnx([  # a Python step per row phase of a 2^24 stride
+            _one("1,1,1,1"), _expand("e", 1, "1,1,16777217,2", "1,1,1,1"),
+            "F.max_pool2d p 1 1 1 2 kernel_size=(1,1) stride=(16777216,1) padding=(0,0) dilation=(1,1) "
+            "ceil_mode=False return_indices=False #1=(1,1,16777217,2)f32",
+            "pnnx.Output out 1 0 2",
+        ]),
         "nms": _pnnx([
             "pnnx.Input in 0 1 0 #0=(200000,4)f32", "pnnx.Input in2 0 1 1 #1=(200000)f32",
             "pnnx.custom_op.torchvision.nms n 2 1 0 1 2 arg_2=0.5 $arg_0=0 $arg_1=1 #0=(200000,4)f32 #1=(200000)f32",

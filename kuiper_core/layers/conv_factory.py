@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import ModelError
+from ..limits import PYTHON_STEP_WORK
 from . import kernel_costs
 from .conv_choice import Choice, ConvGeometry, HeldLayouts, choose_kernel, kernel_label
 from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise
@@ -136,7 +137,8 @@ class ConvKernels:
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         conv.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
         conv.check_size((n, conv.out_channels) + tuple(out_hw))
-        work = n * conv.out_channels * out_hw[0] * out_hw[1] * (c // conv.groups) * kernel_hw[0] * kernel_hw[1]
+        taps = kernel_hw[0] * kernel_hw[1]  # each a Python step of some kernels (depthwise, im2col's copies)
+        work = n * conv.out_channels * out_hw[0] * out_hw[1] * (c // conv.groups) * taps + taps * PYTHON_STEP_WORK
         conv.check_work(work, f"a {kernel_hw} convolution of {x_shape}")
         kind, m = given[1] if given else self.choose(x_shape, inputs, reuse)
         costs = inputs.costs
@@ -275,7 +277,8 @@ def given_weight_kernel(
 ) -> ConvKernel:
     """F.conv*'s kernel: im2col on the weight matrix the call was given (laid out per call)."""
     kernel_hw = conv.kernel_hw()
-    conv.check_work(x_shape[0] * out_hw[0] * out_hw[1] * wmat.size, f"a {kernel_hw} convolution of {x_shape}")
+    taps = kernel_hw[0] * kernel_hw[1] * PYTHON_STEP_WORK
+    conv.check_work(x_shape[0] * out_hw[0] * out_hw[1] * wmat.size + taps, f"a {kernel_hw} convolution of {x_shape}")
     costs = kernel_costs.current().costs
     return Im2col(
         wmat, kernel_hw, conv.stride, conv.dilation, pads, conv.padding_mode, x_shape, out_hw, dtype, costs=costs

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import short
 from ..graph import Operator
+from ..limits import PYTHON_STEP_WORK
 from .halves import SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
@@ -151,7 +152,9 @@ class _WindowPool(_Pool):
         )
         if oh < 1 or ow < 1:
             raise self.error(f"kernel {self.kernel} does not fit the padded input {(h, w)}")
-        self.check_work(planes * oh * ow * self.kernel[0] * self.kernel[1], f"{self.kernel} windows over {(h, w)}")
+        steps = (self.kernel[0] + self.kernel[1] + self.stride[0]) * PYTHON_STEP_WORK  # taps and row phases (_reduce)
+        work = planes * oh * ow * self.kernel[0] * self.kernel[1] + steps
+        self.check_work(work, f"{self.kernel} windows over {(h, w)}")
         (ph, pw), (sh, sw), (dh, dw), (kh, kw) = self.padding, self.stride, self.dilation, self.kernel
         need_h = (oh - 1) * sh + dh * (kh - 1) + 1
         need_w = (ow - 1) * sw + dw * (kw - 1) + 1

@@ -8,10 +8,13 @@ runtime resolves those). Only 4-D inputs (N, C, H, W) are supported, as pnnx con
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..graph import Operator
+from ..limits import PYTHON_STEP_WORK
 from .registry import Layer, register
 from .torch_args import input_index
 from .windows import out_size
@@ -34,6 +37,11 @@ class _Windows(Layer):
         if oh < 1 or ow < 1:
             raise self.error(f"no {self.k} window fits a {h}x{w} map with padding {self.p}")
         return oh, ow
+
+    def work(self, columns: tuple[int, ...]) -> int:
+        """Every column element copied, and a Python step per kernel tap (taps below: an
+        (8192, 8192) kernel was 67 million steps)."""
+        return math.prod(columns) + self.k[0] * self.k[1] * PYTHON_STEP_WORK
 
     def taps(self, oh: int, ow: int):
         """(i, j, rows, cols): every kernel tap and the padded-map slices it reads."""
@@ -61,6 +69,7 @@ class Unfold(_Windows):
         shape = (n, c, self.k[0], self.k[1], oh, ow)
         # before the padded copy: a (64, 64) unfold of an 8192x8192 view asked for 1 TiB
         self.check_size(shape, "the columns")
+        self.check_work(self.work(shape), f"a {self.k} unfold of {x.shape}")
         xp = np.pad(x, ((0, 0), (0, 0), (self.p[0], self.p[0]), (self.p[1], self.p[1])))
         cols = np.empty(shape, x.dtype)
         for i, j, rows, cs in self.taps(oh, ow):
@@ -86,6 +95,7 @@ class Fold(_Windows):
         n, c = x.shape[0], x.shape[1] // kk
         cols = x.reshape(n, c, self.k[0], self.k[1], oh, ow)
         self.check_size((n, c, h + 2 * self.p[0], w + 2 * self.p[1]), "the padded output")
+        self.check_work(self.work(cols.shape), f"a {self.k} fold into {(h, w)}")
         y = np.zeros((n, c, h + 2 * self.p[0], w + 2 * self.p[1]), x.dtype)
         for i, j, rows, cs in self.taps(oh, ow):
             y[:, :, rows, cs] += cols[:, :, i, j]

@@ -6,13 +6,11 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...layers.pool import adaptive_bounds
+from ...limits import PYTHON_STEP_WORK
 from .base import F32, NcnnLayer, ncnn_layer
 
 MAX, AVG = 0, 1
 FULL, VALID, SAME_UPPER, SAME_LOWER = 0, 1, 2, 3
-
-
-PYTHON_STEP_WORK = 20_000  # what one step of a Python loop over output positions counts against max_operator_work
 
 
 @ncnn_layer("Pooling")
