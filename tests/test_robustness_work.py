@@ -67,6 +67,23 @@ def test_a_tiny_file_cannot_ask_one_operator_for_minutes(case: str) -> None:
     assert time.perf_counter() - start < 1.0  # before: 17 s to over a minute each, or 16 GiB to 1 TiB asked
 
 
+def test_a_recurrent_layer_counts_its_time_steps() -> None:
+    """A 1-wide LSTM (32 bytes of weights) over 2^22 broadcast time steps ran past 30 s."""
+    param, weights = H.pnnx_lstm_steps()
+    with limits.use(APP_LIMITS):
+        graph = open_model(param, bin_path=weights, name="lstm.pnnx.param").graph
+        runtime = RuntimeGraph.from_graph(graph).build()
+        with pytest.raises(LimitError) as info:
+            runtime.forward(np.ones((1, 1, 1), np.float32))
+    assert info.value.limit == "max_operator_work" and "operator 'rnn' (nn.LSTM): 4,194,304 time steps" in str(
+        info.value
+    )
+    with limits.use(APP_LIMITS):  # a few steps run
+        param, weights = H.pnnx_lstm_steps(16)
+        graph = open_model(param, bin_path=weights, name="lstm.pnnx.param").graph
+        assert RuntimeGraph.from_graph(graph).build().forward(np.ones((1, 1, 1), np.float32))[0].shape == (16, 1, 1)
+
+
 def test_the_count_is_exact_for_a_product() -> None:
     """An (n, n) @ (n, n) is n^3 multiply-adds: at exactly that limit it runs, one less refuses it."""
     data, n = H.pnnx_work_bombs(64)["matmul"], 64

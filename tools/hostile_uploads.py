@@ -394,6 +394,23 @@ def pnnx_work_bombs(n: int = 8192) -> dict[str, bytes]:
     }  # fmt: skip
 
 
+def pnnx_lstm_steps(steps: int = 1 << 22) -> tuple[bytes, bytes]:
+    """A 1-wide LSTM (32 bytes of weights) over a broadcast view of `steps` time steps: a Python
+    step each (2^22: minutes). Returns the .pnnx.param and its .pnnx.bin."""
+    seq = f"{steps},1,1"
+    param = _pnnx([
+        _one("1,1,1"), _expand("e", 1, seq, "1,1,1"),
+        "nn.LSTM rnn 1 1 1 2 batch_first=False bias=False bidirectional=False hidden_size=1 input_size=1 "
+        f"num_layers=1 proj_size=0 @weight_hh_l0=(4,1)f32 @weight_ih_l0=(4,1)f32 #1=({seq})f32 #2=({seq})f32",
+        "pnnx.Output out 1 0 2",
+    ])  # fmt: skip
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name in ("rnn.weight_hh_l0", "rnn.weight_ih_l0"):
+            z.writestr(name, struct.pack("<4f", 0.5, 0.5, 0.5, 0.5))
+    return param, buf.getvalue()
+
+
 def ncnn_work_bombs(n: int = 8192) -> dict[str, bytes]:
     """.ncnn.param files with no weights: an (n, n) input multiplied by itself, n/2 windows over
     it, and adaptive pooling of one number to (n, n) (a Python step per output position)."""
@@ -424,6 +441,7 @@ def main(argv: list[str]) -> int:
     }
     cases.update({f"work_{k}.pnnx.param": v for k, v in pnnx_work_bombs().items()})
     cases.update({f"work_{k}.ncnn.param": v for k, v in ncnn_work_bombs().items()})
+    cases["work_lstm.pnnx.param"], cases["work_lstm.pnnx.bin"] = pnnx_lstm_steps()
     for name, data in cases.items():
         (out / name).write_bytes(data)
         print(f"{out / name}: {len(data):,} bytes")
