@@ -241,3 +241,30 @@ def test_a_roi_a_billion_wide_is_refused_before_its_samples_are_made() -> None:
         with pytest.raises(KuiperError, match="infinite or NaN"):
             runtime.forward(x, np.array([[0, 0, 0, np.inf, 1]], np.float32))
         assert time.perf_counter() - start < 0.5
+
+
+# -- ncnn Input shapes: an error, not a guess ----------------------------------------------------------
+@pytest.mark.parametrize(
+    "dims, shape",
+    [
+        ("0=-5 1=3 2=2", None),  # was read as a (2, 3) blob
+        ("0=0 1=5 2=3", None),  # was read as (3, 5)
+        ("0=4 2=3", None),  # w and c without h
+        ("0=4.5 1=3", None),
+        ("0=4", (4,)),
+        ("0=4 1=3", (3, 4)),
+        ("0=4 1=3 2=2", (2, 3, 4)),
+        ("0=4 1=3 11=5 2=2", (2, 5, 3, 4)),
+        ("", "none"),
+    ],
+)
+def test_an_ncnn_input_declares_a_layout_ncnn_reads_or_nothing(dims: str, shape: object) -> None:
+    from kuiper_core.errors import ModelError
+
+    text = f"7767517\n2 2\nInput in 0 1 data {dims}\nReLU r 1 1 data out\n".encode()
+    if shape is None:
+        with pytest.raises(ModelError, match=r"operator 'in' \(Input\): line 3: .* give no blob shape"):
+            open_model(text, name="m.ncnn.param")
+        return
+    graph = open_model(text, name="m.ncnn.param").graph
+    assert graph.inputs[0].outputs[0].shape == (None if shape == "none" else shape)
