@@ -30,20 +30,26 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import hostile_uploads as H  # noqa: E402
 
-# What each file's refusal names: the limit, and the operator (pnnx cases at the app's limits)
+# What each file's refusal names (pnnx cases at the app's limits): the operator, after the limit
 PNNX_REFUSED = {
-    "matmul": ("max_operator_work", "operator 'mm' (torch.matmul)"),
-    "einsum": ("max_operator_work", "operator 'es' (torch.einsum)"),
-    "max_pool": ("max_operator_work", "operator 'p' (F.max_pool2d)"),
-    "adaptive_avg_pool": ("max_operator_work", "operator 'a' (F.adaptive_avg_pool2d)"),
-    "conv2d": ("max_operator_work", "operator 'c' (F.conv2d)"),
-    "unfold": ("max_tensor_elements", "operator 'u' (F.unfold): the columns"),
-    "attention": ("max_tensor_elements", "operator 'a' (F.scaled_dot_product_attention): the attention scores"),
-    "conv_transpose_taps": ("max_operator_work", "operator 'c' (F.conv_transpose2d)"),
-    "local_response_norm": ("max_operator_work", "operator 'l' (F.local_response_norm)"),
-    "pool_row_phases": ("max_operator_work", "operator 'p' (F.max_pool2d)"),
-    "nms": ("max_operator_work", "operator 'n' (pnnx.custom_op.torchvision.nms): non-maximum suppression of 200,000"),
-    "max_pool_indices": ("max_tensor_elements", "operator 'p' (F.max_pool2d): the windows gathered for the indices"),
+    case: tuple(said.split(" ", 1))
+    for case, said in (
+        line.split(" ", 1)
+        for line in """
+matmul max_operator_work operator 'mm' (torch.matmul)
+einsum max_operator_work operator 'es' (torch.einsum)
+max_pool max_operator_work operator 'p' (F.max_pool2d)
+adaptive_avg_pool max_operator_work operator 'a' (F.adaptive_avg_pool2d)
+conv2d max_operator_work operator 'c' (F.conv2d)
+conv_transpose_taps max_operator_work operator 'c' (F.conv_transpose2d)
+local_response_norm max_operator_work operator 'l' (F.local_response_norm)
+pool_row_phases max_operator_work operator 'p' (F.max_pool2d)
+nms max_operator_work operator 'n' (pnnx.custom_op.torchvision.nms): non-maximum suppression of 200,000
+unfold max_tensor_elements operator 'u' (F.unfold): the columns
+attention max_tensor_elements operator 'a' (F.scaled_dot_product_attention): the attention scores
+max_pool_indices max_tensor_elements operator 'p' (F.max_pool2d): the windows gathered for the indices
+""".strip().splitlines()
+    )
 }
 
 
