@@ -38,12 +38,14 @@ class Limits:
     max_planned_bytes: int = 4 * GiB  # all output buffers planned at build, together
     max_expression_operand: int = 4096  # highest N of an `@N` in an expression
     max_expression_depth: int = 100_000  # nesting depth of an expression
+    max_expression_chars: int = 4 * MiB  # one expression's text, and all of one graph's together
     max_param_depth: int = 64  # nesting depth of an array parameter in the textual IR (pnnx writes flat ones)
     max_upload_bytes: int = 200 * MiB  # one file uploaded to the app
     max_inflated_bytes: int = 4 * GiB  # all members of an archive (.npz) together, once inflated
     max_folded_bytes: int = 2 * GiB  # every value a model folds at build (depends only on constants), together
     max_model_cache_bytes: int = 2 * GiB  # the app's shared cache of uploaded models (weights, folds, buffers)
     max_child_seconds: int = 600  # a framework child process (the converter, a reference run) once started
+    max_operator_work: int = 1 << 40  # multiply-adds (or window reads) of one operator call (~5 min on one core)
 
     def replace(self, **changes: int) -> Limits:
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -99,6 +101,20 @@ def check_elements(shape: Iterable[int], what: str, limits: Limits | None = None
             maximum=lim,
             value=n,
         )
+    return n
+
+
+PYTHON_STEP_WORK = 20_000  # one step of a layer's Python loop over positions or taps (~5 us), in multiply-adds
+
+
+def check_work(n: int, what: str, limits: Limits | None = None) -> int:
+    """Raise LimitError if one operator call would do more than max_operator_work multiply-adds
+    (or reads of window elements), counted from the shapes before the work; returns `n`. Every
+    tensor may be within max_tensor_elements and the work still unbounded: a 240-byte file
+    multiplying two (8192, 8192) broadcast views of one number asks for 5.5e11, minutes of CPU."""
+    lim = (limits or current()).max_operator_work
+    if n > lim:
+        raise LimitError(f"{what} would take {n:,} multiply-adds", limit="max_operator_work", maximum=lim, value=n)
     return n
 
 

@@ -175,7 +175,7 @@ def test_window_pool_matches_its_reference(monkeypatch: pytest.MonkeyPatch, flat
             params.update(dilation=d, return_indices=False)
         layer = pool_layer(f"nn.{kind.capitalize()}Pool2d", **params)
         try:
-            pads, out_hw = layer._geometry(*shape[2:])
+            pads, out_hw = layer._geometry(shape[0] * shape[1], *shape[2:])
         except ModelError:
             continue
         combine, fill = (np.maximum, -np.inf) if kind == "max" else (np.add, 0.0)

@@ -890,7 +890,11 @@ def test_error_on_a_15mb_param_line_is_cut_around_the_caret(bad: str, what: str)
 def test_error_on_a_15mb_expression_or_ir_line_is_cut_around_the_caret() -> None:
     from kuiper_core import ir
 
-    with pytest.raises(ParseError, match="unexpected character '\\?'") as info:
+    # (past max_expression_chars by default: a LimitError before any tokenizing)
+    with (
+        limits.use(max_expression_chars=16_000_000),
+        pytest.raises(ParseError, match="unexpected character '\\?'") as info,
+    ):
         ex.parse("add(@0,1" + " " * 15_000_000 + ",?)")
     assert len(str(info.value)) < 700
     source, caret = str(info.value).splitlines()[1:3]

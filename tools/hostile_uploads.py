@@ -2,7 +2,8 @@
 shared children and class bombs, TorchScript archives with a second folder or an inflating
 `code/` member, zips listing more entries than they hold, ONNX models whose external data is
 named many times or hidden behind an overlong varint, or whose shapes list millions of dims;
-ncnn `.param` files whose shape expressions overflow.
+ncnn `.param` files whose shape expressions overflow; tiny files whose one operator works on
+broadcast views for minutes (work bombs).
 
     python tools/hostile_uploads.py OUT_DIR      # writes every case into OUT_DIR
 
@@ -303,6 +304,123 @@ def ncnn_product_bomb(n: int = 100_000) -> str:
     return "*(" * n + "99999999," * n + "2" + ")" * n
 
 
+# -- work bombs: every tensor within max_tensor_elements, the work or a work buffer not -------------------
+def _pnnx(lines: list[str]) -> bytes:
+    return ("7767517\n" + f"{len(lines)} {len(lines) + 4}\n" + "\n".join(lines) + "\n").encode()
+
+
+def _one(shape: str) -> str:
+    return f"pnnx.Input in 0 1 0 #0=({shape})f32"
+
+
+def _expand(name: str, out: int, shape: str, of: str = "1,1") -> str:
+    """A broadcast view of the input's one number: no memory, any size within the limits."""
+    return f"Tensor.expand {name} 1 1 0 {out} sizes=({shape}) #0=({of})f32 #{out}=({shape})f32"
+
+
+def _max_pool(n: int, k: int, indices: bool) -> bytes:
+    o = n - k + 1
+    tops, outs = ("1 2 1 2 3", f"2 0 2 3 #2=(1,1,{o},{o})f32 #3=(1,1,{o},{o})i64") if indices else ("1 1 1 2", "1 0 2")
+    return _pnnx([
+        _one("1,1,1,1"), _expand("e", 1, f"1,1,{n},{n}", "1,1,1,1"),
+        f"F.max_pool2d p {tops} kernel_size=({k},{k}) stride=(1,1) padding=(0,0) dilation=(1,1) ceil_mode=False "
+        f"return_indices={indices} #1=(1,1,{n},{n})f32",
+        f"pnnx.Output out {outs}",
+    ])  # fmt: skip
+
+
+def pnnx_work_bombs(n: int = 8192) -> dict[str, bytes]:
+    """.pnnx.param files of a few hundred bytes, no .bin, each an operator over broadcast views
+    of the input's one number: (n, n) products and windows (5.5e11 multiply-adds at 8192, minutes
+    of CPU), an attention's scores (16 GiB), an unfold's columns (1 TiB), a max pool's windows
+    gathered for its indices (4 GiB), non-maximum suppression of 200,000 boxes (2e10 IoUs: ~5 minutes)."""
+    sq, four = f"{n},{n}", f"1,1,{n},{n}"
+    return {
+        "matmul": _pnnx([
+            _one("1,1"), _expand("e", 1, sq),
+            f"torch.matmul mm 2 1 1 1 2 #1=({sq})f32 #1=({sq})f32 #2=({sq})f32",
+            f"pnnx.Output out 1 0 2 #2=({sq})f32",
+        ]),
+        "einsum": _pnnx([
+            _one("1,1"), _expand("e", 1, sq),
+            f"torch.einsum es 2 1 1 1 2 equation=ij,jk->ik #1=({sq})f32 #1=({sq})f32 #2=({sq})f32",
+            f"pnnx.Output out 1 0 2 #2=({sq})f32",
+        ]),
+        "max_pool": _max_pool(n, n // 2, indices=False),
+        "max_pool_indices": _max_pool(2048, 16, indices=True),  # its windows gathered: 4 GiB
+        "adaptive_avg_pool": _pnnx([
+            _one("1,1,1,1"), _expand("e", 1, four, "1,1,1,1"),
+            f"F.adaptive_avg_pool2d a 1 1 1 2 output_size=({n - 1},{n - 1}) #1=({four})f32 #2=(1,1,{n - 1},{n - 1})f32",
+            f"pnnx.Output out 1 0 2 #2=(1,1,{n - 1},{n - 1})f32",
+        ]),
+        "conv2d": _pnnx([
+            _one("1,1,1,1"), _expand("e", 1, "1,1024,252,252", "1,1,1,1"), _expand("w", 2, "1024,1024,3,3", "1,1,1,1"),
+            "F.conv2d c 2 1 1 2 3 bias=None stride=(1,1) padding=(1,1) dilation=(1,1) groups=1 "
+            "#1=(1,1024,252,252)f32 #2=(1024,1024,3,3)f32 #3=(1,1024,252,252)f32",
+            "pnnx.Output out 1 0 3 #3=(1,1024,252,252)f32",
+        ]),
+        "unfold": _pnnx([
+            _one("1,1,1,1"), _expand("e", 1, four, "1,1,1,1"),
+            f"F.unfold u 1 1 1 2 kernel_size=(64,64) dilation=(1,1) padding=(0,0) stride=(1,1) #1=({four})f32",
+            "pnnx.Output out 1 0 2",
+        ]),
+        "attention": _pnnx([
+            _one("1,1,1,1"), _expand("e", 1, "1,1,65536,1024", "1,1,1,1"),
+            "F.scaled_dot_product_attention a 3 1 1 1 1 2 dropout_p=0.0 is_causal=False #1=(1,1,65536,1024)f32",
+            "pnnx.Output out 1 0 2",
+        ]),
+        "conv_transpose_taps": _pnnx([  # one number, an (n, n) kernel: a Python step a tap
+            _one("1,1,1,1"), _expand("w", 2, four, "1,1,1,1"),
+            "F.conv_transpose2d c 2 1 0 2 3 bias=None stride=(1,1) padding=(0,0) output_padding=(0,0) "
+            f"dilation=(1,1) groups=1 #0=(1,1,1,1)f32 #2=({four})f32",
+            "pnnx.Output out 1 0 3",
+        ]),
+        "local_response_norm": _pnnx([  # a Python step of a whole tensor per channel of the window
+            _one("1,1,1,1"), _expand("e", 1, "1,1048576,1,1", "1,1,1,1"),
+            "F.local_response_norm l 1 1 1 2 size=2000000 alpha=0.0001 beta=0.75 k=1.0 #1=(1,1048576,1,1)f32",
+            "pnnx.Output out 1 0 2",
+        ]),
+        "pool_row_phases": _pnnx([  # a Python step per row phase of a 2^24 stride
+            _one("1,1,1,1"), _expand("e", 1, "1,1,16777217,2", "1,1,1,1"),
+            "F.max_pool2d p 1 1 1 2 kernel_size=(1,1) stride=(16777216,1) padding=(0,0) dilation=(1,1) "
+            "ceil_mode=False return_indices=False #1=(1,1,16777217,2)f32",
+            "pnnx.Output out 1 0 2",
+        ]),
+        "nms": _pnnx([
+            "pnnx.Input in 0 1 0 #0=(200000,4)f32", "pnnx.Input in2 0 1 1 #1=(200000)f32",
+            "pnnx.custom_op.torchvision.nms n 2 1 0 1 2 arg_2=0.5 $arg_0=0 $arg_1=1 #0=(200000,4)f32 #1=(200000)f32",
+            "pnnx.Output out 1 0 2",
+        ]),
+    }  # fmt: skip
+
+
+def pnnx_lstm_steps(steps: int = 1 << 22) -> tuple[bytes, bytes]:
+    """A 1-wide LSTM (32 bytes of weights) over a broadcast view of `steps` time steps: a Python
+    step each (2^22: minutes). Returns the .pnnx.param and its .pnnx.bin."""
+    seq = f"{steps},1,1"
+    param = _pnnx([
+        _one("1,1,1"), _expand("e", 1, seq, "1,1,1"),
+        "nn.LSTM rnn 1 1 1 2 batch_first=False bias=False bidirectional=False hidden_size=1 input_size=1 "
+        f"num_layers=1 proj_size=0 @weight_hh_l0=(4,1)f32 @weight_ih_l0=(4,1)f32 #1=({seq})f32 #2=({seq})f32",
+        "pnnx.Output out 1 0 2",
+    ])  # fmt: skip
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name in ("rnn.weight_hh_l0", "rnn.weight_ih_l0"):
+            z.writestr(name, struct.pack("<4f", 0.5, 0.5, 0.5, 0.5))
+    return param, buf.getvalue()
+
+
+def ncnn_work_bombs(n: int = 8192) -> dict[str, bytes]:
+    """.ncnn.param files with no weights: an (n, n) input multiplied by itself, n/2 windows over
+    it, and adaptive pooling of one number to (n, n) (a Python step per output position)."""
+    return {
+        "matmul": f"7767517\n2 2\nInput in 0 1 data 0={n} 1={n}\nMatMul mm 2 1 data data out\n".encode(),
+        "pooling": f"7767517\n2 2\nInput in 0 1 data 0={n} 1={n} 2=1\nPooling p 1 1 data out 0=0 1={n // 2}\n".encode(),
+        "adaptive_pooling": f"7767517\n2 2\nInput in 0 1 data 0=1 1=1 2=1\nPooling p 1 1 data out 7=1 8={n} 18={n}\n".encode(),
+    }
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0]) if argv else Path("hostile_uploads")
     out.mkdir(parents=True, exist_ok=True)
@@ -321,6 +439,9 @@ def main(argv: list[str]) -> int:
         "product_bomb.ncnn.param": ncnn_shape_expression(ncnn_product_bomb()),
         "infinite_size.ncnn.param": ncnn_shape_expression("*(1e308,10.0)"),
     }
+    cases.update({f"work_{k}.pnnx.param": v for k, v in pnnx_work_bombs().items()})
+    cases.update({f"work_{k}.ncnn.param": v for k, v in ncnn_work_bombs().items()})
+    cases["work_lstm.pnnx.param"], cases["work_lstm.pnnx.bin"] = pnnx_lstm_steps()
     for name, data in cases.items():
         (out / name).write_bytes(data)
         print(f"{out / name}: {len(data):,} bytes")

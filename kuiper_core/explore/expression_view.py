@@ -14,7 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import expression as ex
+from ..errors import LimitError
 from ..graph import Graph, Operator, format_shape
+from .app_limits import EXPRESSION_WALK_NODES
 from .dot import quote
 from .tensor_view import value_preview
 
@@ -42,6 +44,18 @@ def operand_labels(op: Operator | None, n: int | None = None) -> list[str]:
     for o in op.inputs:
         labels.append(f"%{o.name} {format_shape(o.shape)}")
     return labels
+
+
+def check_walkable(ast: ex.Node) -> None:
+    """LimitError if the Expressions page would walk more than EXPRESSION_WALK_NODES steps."""
+    n = sum(1 for _ in ex.walk(ast))
+    if n > EXPRESSION_WALK_NODES:
+        raise LimitError(
+            f"the expression has {n:,} nodes, more than the Expressions page walks one step each",
+            limit="EXPRESSION_WALK_NODES",
+            maximum=EXPRESSION_WALK_NODES,
+            value=n,
+        )
 
 
 def token_rows(text: str) -> list[dict[str, Any]]:
@@ -157,23 +171,31 @@ def _entry_text(entry: ex.StackEntry, labels: Sequence[str]) -> str:
     return entry.describe()
 
 
+STACK_SHOWN = 12  # values of a stack a walk's step shows, top first (a right-leaning chain 2,000 deep
+#                   held 2,000 at its deepest step: 280 MB of steps for the browser)
+
+
 def stack_text(trace: ex.Trace, step: int, labels: Sequence[str] = (), width: int = 60) -> str:
     """The stack after `step` as a tall picture, top first: two lines per value (what
-    produced it with its type, then its first numbers). Long names are shortened."""
+    produced it with its type, then its first numbers), at most STACK_SHOWN of them. Long
+    names are shortened."""
     lines = []
-    for r in stack_rows(trace, step, labels):
+    for r in stack_rows(trace, step, labels, most=STACK_SHOWN):
         name = r["value of"] if len(r["value of"]) <= width else r["value of"][: width - 1] + "…"
         lines.append(f"{'top ▸ ' if r[''] else '      '}{name}  {r['type']}")
         lines.append(f"      {r['values']}")
+    below = trace.steps[step].depth - STACK_SHOWN
+    if below > 0:
+        lines.append(f"      … and {below:,} more below")
     return "\n".join(lines) if lines else "(empty)"
 
 
-def stack_rows(trace: ex.Trace, step: int, labels: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The stack after `step` (0-based), top first: what produced each value, its type and
-    shape, and the numbers themselves (the first few)."""
+def stack_rows(trace: ex.Trace, step: int, labels: Sequence[str] = (), most: int | None = None) -> list[dict[str, Any]]:
+    """The stack after `step` (0-based), top first (its top `most` values): what produced each
+    value, its type and shape, and the numbers themselves (the first few)."""
     rows = []
     entries = trace.steps[step].stack
-    for depth, e in enumerate(reversed(entries)):
+    for depth, e in enumerate(reversed(entries[-most:] if most else entries)):
         v = e.value
         node = e.node
         what = (

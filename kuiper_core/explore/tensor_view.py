@@ -81,25 +81,24 @@ def block_reduce(
 
     Returns (cells, (rows per cell, cols per cell)). Non-finite values stay visible: a
     block holding NaN/Inf is NaN (the page paints those magenta)."""
-    m = np.asarray(m, dtype=np.float64)
-    if m.ndim == 1:
+    m = np.asarray(m)  # read a band of rows at a time below: the whole in float64 with its padded
+    if m.ndim == 1:  # copies and masks was ~2 GB for a 2^26-element tensor (2.3 GB resident a page view)
         m = m[None, :]
     fr = max(1, -(-m.shape[0] // max_rows))
     fc = max(1, -(-m.shape[1] // max_cols))
     if fr == 1 and fc == 1:
-        return m, (1, 1)
+        return m.astype(np.float64), (1, 1)
     r, c = -(-m.shape[0] // fr), -(-m.shape[1] // fc)
-    padded = np.full((r * fr, c * fc), np.nan)
-    padded[: m.shape[0], : m.shape[1]] = m
-    blocks = padded.reshape(r, fr, c, fc)
-    inside = np.zeros_like(padded, dtype=bool)
-    inside[: m.shape[0], : m.shape[1]] = True
-    inside = inside.reshape(r, fr, c, fc)
-    bad = (~np.isfinite(blocks) & inside).any(axis=(1, 3))
-    with np.errstate(invalid="ignore"):
-        sums = np.where(inside, np.nan_to_num(blocks, nan=0.0, posinf=0.0, neginf=0.0), 0.0).sum(axis=(1, 3))
-        mean = sums / inside.sum(axis=(1, 3))
-    return np.where(bad, np.nan, mean), (fr, fc)
+    widths = np.minimum(fc, m.shape[1] - np.arange(c) * fc)  # the last block may be narrower
+    cells = np.empty((r, c))
+    for i in range(r):
+        band = np.asarray(m[i * fr : (i + 1) * fr], dtype=np.float64)
+        finite = np.pad(np.isfinite(band), ((0, 0), (0, c * fc - m.shape[1])), constant_values=True)
+        values = np.pad(np.where(finite[:, : m.shape[1]], band, 0.0), ((0, 0), (0, c * fc - m.shape[1])))
+        sums = values.reshape(band.shape[0], c, fc).sum(axis=(0, 2))
+        bad = ~finite.reshape(band.shape[0], c, fc).all(axis=(0, 2))
+        cells[i] = np.where(bad, np.nan, sums / (band.shape[0] * widths))
+    return cells, (fr, fc)
 
 
 @dataclass(frozen=True)

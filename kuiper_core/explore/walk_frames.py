@@ -142,12 +142,19 @@ def panel_frames(w: Walkthrough, total: int, compact: bool = False, end_note: st
 def expression_frames(view, trace, labels, where: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The tree's overlay and the panel (the step's sentence, the stack with its values) at
     each stack step 1..n, as index 1..n (index 0 repeats step 1: the walk starts there)."""
-    from .expression_view import stack_text
+    from .expression_view import ON_STACK, USED, stack_text
 
     graph, panels = [], []
     n = len(trace.steps)
-    for i in range(n):
-        colors, node = view.overlay_colors(trace, i)
+    evaluated: dict[str, int] = {}  # DOT id -> id(node) of the shown nodes evaluated so far, in order
+    for i, s in enumerate(trace.steps):
+        # view.overlay_colors(trace, i), kept as it goes: that call reads every step before i
+        # (an 8,191-node paste: a minute per rerun, with the stack's labels)
+        node = view.ids.get(id(s.node))
+        if node is not None:
+            evaluated[node] = id(s.node)
+        on_stack = {id(e.node) for e in s.stack}
+        colors = {dot: ON_STACK if at in on_stack else USED for dot, at in evaluated.items()}
         graph.append({"highlight": node, "colors": colors})
         stack = stack_text(trace, i, labels, width=40)
         panels.append(

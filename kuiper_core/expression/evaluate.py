@@ -229,7 +229,7 @@ def _apply(step: Step, args: list, dst: np.ndarray | None) -> Value:
     except KuiperError:
         raise
     except (ValueError, OverflowError, TypeError, ZeroDivisionError) as e:
-        raise InputError(f"cannot evaluate '{_short(to_text(step.node))}': {e}") from None
+        raise InputError(f"cannot evaluate '{_short(to_text(step.node, most=60))}': {e}") from None
 
 
 def _result_shape(args: list, node: Node) -> tuple[int, ...]:
@@ -241,9 +241,9 @@ def _result_shape(args: list, node: Node) -> tuple[int, ...]:
         shape = np.broadcast_shapes(*shapes)
     except ValueError:
         raise InputError(
-            f"'{_short(to_text(node))}': operands of shapes {', '.join(map(format_shape, shapes))} do not broadcast"
+            f"'{_short(to_text(node, most=60))}': operands of shapes {', '.join(map(format_shape, shapes))} do not broadcast"
         ) from None
-    _limits.check_elements(shape, f"the result of '{_short(to_text(node))}'")
+    _limits.check_elements(shape, f"the result of '{_short(to_text(node, most=60))}'")
     return shape
 
 
@@ -316,7 +316,7 @@ class _Compiler:
     # -- errors
     def where(self, node: Node) -> str:
         if self.source is None:
-            return f"in '{_short(to_text(node))}'"
+            return f"in '{_short(to_text(node, most=60))}'"
         return f"in '{_short(self.source[node.span[0] : node.span[1]])}' at column {node.span[0] + 1}"
 
     def type_error(self, node: Node, message: str) -> InputError:
@@ -562,7 +562,7 @@ class StackEntry:
 
     @property
     def label(self) -> str:
-        return _short(to_text(self.node), 40)
+        return _short(to_text(self.node, most=40), 40)
 
     def describe(self) -> str:
         return f"{self.label} = {describe_value(self.value)}"

@@ -190,10 +190,13 @@ def _push(stack: list[_Frame], frame: _Frame, text: str, tok: Token, lim: _limit
 
 def parse(text: str, limits: _limits.Limits | None = None) -> Node:
     """Parse one expression; raise ParseError (column + caret) on any malformed text, and
-    LimitError past max_expression_depth or max_expression_operand."""
+    LimitError past max_expression_chars, max_expression_depth or max_expression_operand."""
     if not isinstance(text, str):
         raise TypeError(f"parse() takes expression text, got {type(text).__name__}")
     lim = limits or _limits.current()
+    # before tokenizing: ~8 us and ~200 bytes a character to read and plan (a 9 MB paste on
+    # the Expressions page took 71 s and 3 GB at every rerun)
+    _limits.check_count(len(text), "the expression's length in characters", "max_expression_chars", lim)
     toks = tokenize(text)
     if toks[0].kind is Kind.END:
         raise error_at(text, 0, 1, "empty expression")
@@ -277,28 +280,34 @@ def walk(node: Node) -> Iterator[Node]:
         todo.extend(reversed(children(n)))
 
 
-def to_text(node: Node) -> str:
-    """Canonical text: no spaces, constants as written. `to_text(parse(t)) == t` for canonical t."""
+def to_text(node: Node, most: int | None = None) -> str:
+    """Canonical text: no spaces, constants as written. `to_text(parse(t)) == t` for canonical t.
+    `most`: stop once the text is longer than that (a label cut to 40 characters need not
+    write a 30,000-node tree at every step of a walk)."""
     parts: list[str] = []
     # Work items: a node to print, or a literal string to emit.
     todo: list[Node | str] = [node]
+    length = 0
     while todo:
         item = todo.pop()
         if isinstance(item, str):
-            parts.append(item)
+            text = item
         elif isinstance(item, OperandRef):
-            parts.append(f"@{item.index}")
+            text = f"@{item.index}"
         elif isinstance(item, Constant):
-            parts.append(item.text)
+            text = item.text
         else:
-            opener, closer = (item.name + "(", ")") if isinstance(item, Call) else ("[", "]")
-            parts.append(opener)
+            text, closer = (item.name + "(", ")") if isinstance(item, Call) else ("[", "]")
             todo.append(closer)
             kids = children(item)
             for k, child in enumerate(reversed(kids)):
                 todo.append(child)
                 if k != len(kids) - 1:
                     todo.append(",")
+        parts.append(text)
+        length += len(text)
+        if most is not None and length > most:
+            break
     return "".join(parts)
 
 

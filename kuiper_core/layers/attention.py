@@ -30,6 +30,7 @@ projection at build time, and the softmax subtracts the row max.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 
@@ -566,6 +567,9 @@ class ScaledDotProductAttention(Layer):
                 f"query {q.shape}, key {k.shape} and value {v.shape} have batch dims that do not broadcast{gqa}"
             ) from None
         L, S = q.shape[-2], k.shape[-2]
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        self.check_size(batch + (L, S), "the attention scores")  # 16 GiB for a (65536, 1024) query and key
+        self.check_work(math.prod(batch) * L * S * (q.shape[-1] + v.shape[-1]), "the attention")
         mask = None
         if "attn_mask" in self.index:
             mask = additive_mask(np.asarray(inputs[self.index["attn_mask"]]), true_means_masked=False)

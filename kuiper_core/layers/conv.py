@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Operator
+from ..limits import PYTHON_STEP_WORK
 from .conv_factory import ConvKernels, given_weight_kernel
 from .conv_kernels import Pads
 from .conv_reference import conv2d_reference
@@ -392,6 +393,8 @@ class TransposedConvolution(_ConvBase):
         if c != g * wmat.shape[2]:
             raise self.error(f"input has {c} channels, the weight expects {g * wmat.shape[2]}")
         og = wmat.shape[1] // (kernel[0] * kernel[1])
+        taps = kernel[0] * kernel[1] * PYTHON_STEP_WORK  # a Python step a tap (conv_transpose2d_gemm)
+        self.check_work(x4.size * wmat.shape[1] + taps, f"a {kernel} transposed convolution of {x4.shape}")
         (pt, pl), (oh, ow) = self._geometry(h, w, kernel)
         dtype = np.result_type(x4.dtype, wmat.dtype)
         y = output_buffer(out, self.out_shape(prefix, g * og, oh, ow), dtype)

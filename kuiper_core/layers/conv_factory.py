@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import ModelError
+from ..limits import PYTHON_STEP_WORK
 from . import kernel_costs
 from .conv_choice import Choice, ConvGeometry, HeldLayouts, choose_kernel, kernel_label
 from .conv_kernels import ConvKernel, Im2col, Pads, Pointwise
@@ -52,6 +53,7 @@ class ConvDefinition(Protocol):
     def out_shape(self, prefix: tuple[int, ...], channels: int, oh: int, ow: int) -> tuple[int, ...]: ...
     def lift(self, x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]: ...
     def check_size(self, shape: Any, what: str = "the output") -> int: ...
+    def check_work(self, n: int, what: str) -> int: ...
     def error(self, message: str) -> ModelError: ...
 
 
@@ -135,6 +137,9 @@ class ConvKernels:
         # Before any kernel allocates its buffers (Winograd's padded input was 95 GiB for padding=20000)
         conv.check_size((n, c, h + pads[0] + pads[1], w + pads[2] + pads[3]), "the padded input")
         conv.check_size((n, conv.out_channels) + tuple(out_hw))
+        taps = kernel_hw[0] * kernel_hw[1]  # each a Python step of some kernels (depthwise, im2col's copies)
+        work = n * conv.out_channels * out_hw[0] * out_hw[1] * (c // conv.groups) * taps + taps * PYTHON_STEP_WORK
+        conv.check_work(work, f"a {kernel_hw} convolution of {x_shape}")
         kind, m = given[1] if given else self.choose(x_shape, inputs, reuse)
         costs = inputs.costs
         bias = None if conv.bias_data is None else conv.bias_data[channels]
@@ -272,6 +277,8 @@ def given_weight_kernel(
 ) -> ConvKernel:
     """F.conv*'s kernel: im2col on the weight matrix the call was given (laid out per call)."""
     kernel_hw = conv.kernel_hw()
+    taps = kernel_hw[0] * kernel_hw[1] * PYTHON_STEP_WORK
+    conv.check_work(x_shape[0] * out_hw[0] * out_hw[1] * wmat.size + taps, f"a {kernel_hw} convolution of {x_shape}")
     costs = kernel_costs.current().costs
     return Im2col(
         wmat, kernel_hw, conv.stride, conv.dilation, pads, conv.padding_mode, x_shape, out_hw, dtype, costs=costs

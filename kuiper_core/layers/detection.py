@@ -73,6 +73,9 @@ class _TorchvisionOp(Layer):
         return kind(value)
 
 
+IOU_WORK = 50  # what one pair's IoU counts against max_operator_work: ~14 ns, ~50 multiply-adds' time
+
+
 def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
     """Indices of the boxes kept, in decreasing score order (torchvision's CPU kernel)."""
     if boxes.shape[0] == 0:
@@ -115,7 +118,24 @@ class NMS(_TorchvisionOp):
             raise self.error(f"expected boxes (N, 4) and scores (N,), got {boxes.shape} and {scores.shape}")
         if boxes.dtype.kind != "f" or scores.dtype.kind != "f":
             raise self.error(f"boxes and scores must be float tensors, got {boxes.dtype} and {scores.dtype}")
+        n = boxes.shape[0]
+        self.check_work(n * (n - 1) // 2 * IOU_WORK, f"non-maximum suppression of {n:,} boxes")
         return [nms(boxes, scores, self.threshold)]
+
+
+def roi_grid(
+    roi: np.ndarray, scale: float, ph: int, pw: int, sampling_ratio: int, aligned: bool
+) -> tuple[float, float, float, float, int, int]:
+    """A roi's (x0, y0, bin height, bin width, samples per bin down, across); the samples
+    follow the roi's size unless `sampling_ratio` fixes them (a roi 1e9 wide: 1.4e8 per bin)."""
+    offset = 0.5 if aligned else 0.0
+    x0, y0, x1, y1 = (float(v) * scale - offset for v in roi[1:5])
+    rw, rh = x1 - x0, y1 - y0
+    if not aligned:
+        rw, rh = max(rw, 1.0), max(rh, 1.0)
+    gh = sampling_ratio if sampling_ratio > 0 else math.ceil(rh / ph)
+    gw = sampling_ratio if sampling_ratio > 0 else math.ceil(rw / pw)
+    return x0, y0, rh / ph, rw / pw, gh, gw
 
 
 def roi_align(
@@ -124,16 +144,9 @@ def roi_align(
     """(K, C, ph, pw): each roi's bins averaged over a grid of bilinear samples (the CPU kernel)."""
     _, channels, height, width = x.shape
     out = np.zeros((rois.shape[0], channels, ph, pw), np.float64)
-    offset = 0.5 if aligned else 0.0
     for k, roi in enumerate(rois.astype(np.float64)):
         b = int(roi[0])
-        x0, y0, x1, y1 = (float(v) * scale - offset for v in roi[1:5])
-        rw, rh = x1 - x0, y1 - y0
-        if not aligned:
-            rw, rh = max(rw, 1.0), max(rh, 1.0)
-        bh, bw = rh / ph, rw / pw
-        gh = sampling_ratio if sampling_ratio > 0 else math.ceil(rh / ph)
-        gw = sampling_ratio if sampling_ratio > 0 else math.ceil(rw / pw)
+        x0, y0, bh, bw, gh, gw = roi_grid(roi, scale, ph, pw, sampling_ratio, aligned)
         if gh <= 0 or gw <= 0:  # an empty grid: count is max(gh·gw, 1), the sum 0
             continue
         ys = y0 + np.arange(ph)[:, None] * bh + (np.arange(gh)[None, :] + 0.5) * bh / gh  # (ph, gh)
@@ -191,6 +204,15 @@ class RoIAlign(_TorchvisionOp):
                 f"roi batch indices must be in [0, {x.shape[0]}), got {rois[:, 0].min()}..{rois[:, 0].max()}"
             )
         self.check_size((rois.shape[0], x.shape[1], self.ph, self.pw))
+        try:
+            grids = [
+                roi_grid(r, self.scale, self.ph, self.pw, self.sampling, self.aligned)[4:] for r in rois.astype(float)
+            ]
+        except (OverflowError, ValueError):  # an inf or NaN roi: its sample grid has no size
+            raise self.error("a roi with an infinite or NaN coordinate has no sample grid") from None
+        samples = [max(gh, 0) * max(gw, 0) * self.ph * self.pw for gh, gw in grids]
+        self.check_size((x.shape[1], max(samples, default=0)), "one roi's samples")
+        self.check_work(4 * x.shape[1] * sum(samples), f"aligning {rois.shape[0]:,} rois")
         return [roi_align(x, rois, self.scale, self.ph, self.pw, self.sampling, self.aligned)]
 
 

@@ -16,10 +16,12 @@ A 1-D @ 1-D matmul gives a 0-d operand with no declared shape.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
 
+from ..errors import short
 from ..graph import Operator
 from .broadcast import expanded
 from .halves import SplitRequest, halves_call, split_rows
@@ -263,6 +265,7 @@ class _Product(Layer):
             shape = None
         if shape is None:
             raise self.error(f"cannot multiply shapes {a.shape} and {b.shape}")
+        self.check_work(math.prod(shape) * a.shape[-1], f"multiplying {a.shape} by {b.shape}")
         return a, b, shape
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
@@ -354,6 +357,26 @@ class BAddBMM(_AddProduct):
     ranks = (3,)
 
 
+def einsum_work(equation: str, shapes: list[tuple[int, ...]]) -> int:
+    """Multiply-adds of an einsum without a contraction path: the product of every index's size
+    (an upper bound with one), 0 when the shapes do not fit the equation (np.einsum says why)."""
+    sizes: dict[str, int] = {}
+    batch: list[tuple[int, ...]] = []
+    for term, shape in zip(equation.split("->")[0].split(","), shapes):
+        head, dots, tail = term.partition("...")
+        n = len(shape) - len(head) - len(tail) if dots else 0
+        if n < 0 or (not dots and len(term) != len(shape)):
+            return 0
+        batch.append(tuple(shape[len(head) : len(head) + n]))
+        for letter, size in zip(head + tail, shape[: len(head)] + shape[len(shape) - len(tail) :]):
+            sizes[letter] = max(sizes.get(letter, 1), int(size))
+    try:
+        broadcast = np.broadcast_shapes(*batch)
+    except ValueError:
+        return 0
+    return math.prod(sizes.values()) * math.prod(broadcast)
+
+
 @register("torch.einsum")
 class Einsum(Layer):
     """`torch.einsum(equation, *operands)` with NumPy's einsum (same notation). At
@@ -376,6 +399,7 @@ class Einsum(Layer):
         self.dtype = declared_dtype(op)
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        self.check_work(einsum_work(self.equation, [x.shape for x in inputs]), f"einsum {short(self.equation)!r}")
         try:
             y = np.einsum(self.equation, *inputs, optimize=len(inputs) > 2)
         except ValueError as e:

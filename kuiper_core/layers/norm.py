@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..graph import Operator
+from ..limits import PYTHON_STEP_WORK
 from ._common import output_like
 from .broadcast import expanded
 from .reduce import vector_norm
@@ -550,6 +551,7 @@ class LocalResponseNorm(Norm):
         # Window offsets whose c channels reach the real ones (the rest only add zeros):
         # at most 2c - 1 of them, however large `size` is.
         lo, hi = max(0, before - c + 1), min(self.size, before + c)
+        self.check_work((hi - lo) * (x.size + PYTHON_STEP_WORK), f"a window of {hi - lo:,} channels over {x.shape}")
         padded = np.zeros((x.shape[0], hi - 1 + c - lo) + x.shape[2:], x.dtype)
         np.square(x, out=padded[:, before - lo : before - lo + c])
         np.copyto(y, padded[:, 0:c])

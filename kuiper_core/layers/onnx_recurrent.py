@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Operator
+from ..limits import PYTHON_STEP_WORK
 from .registry import Layer, register
 
 Activation = Callable[[np.ndarray], np.ndarray]
@@ -142,6 +143,7 @@ class _OnnxRecurrent(Layer):
         if self.layout:
             x = x.transpose(1, 0, 2)  # (batch, seq, in) -> (seq, batch, in)
         T, B, size = x.shape
+        self.check_work(n_dir * T * (PYTHON_STEP_WORK + B * G * H * (size + H)), f"{T:,} time steps")
         if w.shape != (n_dir, G * H, size) or r.shape != (n_dir, G * H, H):
             raise self.error(
                 f"W {w.shape} and R {r.shape} must be {(n_dir, G * H, size)} and {(n_dir, G * H, H)} "

@@ -11,8 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import short
 from ..graph import Operator
 from ._onnx import expect_inputs, inputs_constant, ints_of, onnx_axes, param_or_input, scalar_of
+from .linear import einsum_work
 from .registry import Layer, register
 
 
@@ -203,6 +205,7 @@ class Einsum(Layer):
         expect_inputs(self, "one per term of the equation", 1, 64)
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        self.check_work(einsum_work(self.equation, [np.shape(v) for v in inputs]), f"einsum {short(self.equation)!r}")
         try:
             return [np.asarray(np.einsum(self.equation, *inputs, optimize=len(inputs) > 2))]
         except ValueError as e:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import short
 from ..graph import Operator
+from ..limits import PYTHON_STEP_WORK
 from .halves import SplitRequest, halves_call, input_rows, split_rows
 from .registry import Layer, Prepared, register
 from .windows import PADDED, WORK, out_size, output_buffer, pad_spatial, scratch, window_view
@@ -123,7 +124,7 @@ class _WindowPool(_Pool):
         x, y = inputs[0], out[0]
         if split is None or getattr(self, "return_indices", False) or self.dims != 2 or x.ndim != 4:
             return None
-        pads, (oh, ow) = self._geometry(*x.shape[2:])
+        pads, (oh, ow) = self._geometry(x.shape[0] * x.shape[1], *x.shape[2:])
         taps = split.sizes.pass_cost * self.kernel[0] * self.kernel[1] * y.size
         if x.shape[0] != 1 or oh < 2 or taps < 2 * split.sizes.min_half_work:
             return None
@@ -142,14 +143,18 @@ class _WindowPool(_Pool):
         padded by `pads`; `hw`: the whole input's size."""
         raise NotImplementedError
 
-    def _geometry(self, h: int, w: int) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
-        """Pads (top, bottom + overhang, left, right + overhang) and the output size."""
+    def _geometry(self, planes: int, h: int, w: int) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
+        """Pads (top, bottom + overhang, left, right + overhang) and the output size of pooling
+        `planes` (h, w) maps, once the reads of every window are within max_operator_work."""
         oh, ow = (
             out_size(n, k, s, p, p, d, self.ceil_mode)
             for n, k, s, p, d in zip((h, w), self.kernel, self.stride, self.padding, self.dilation)
         )
         if oh < 1 or ow < 1:
             raise self.error(f"kernel {self.kernel} does not fit the padded input {(h, w)}")
+        steps = (self.kernel[0] + self.kernel[1] + self.stride[0]) * PYTHON_STEP_WORK  # taps and row phases (_reduce)
+        work = planes * oh * ow * self.kernel[0] * self.kernel[1] + steps
+        self.check_work(work, f"{self.kernel} windows over {(h, w)}")
         (ph, pw), (sh, sw), (dh, dw), (kh, kw) = self.padding, self.stride, self.dilation, self.kernel
         need_h = (oh - 1) * sh + dh * (kh - 1) + 1
         need_w = (ow - 1) * sw + dw * (kw - 1) + 1
@@ -280,7 +285,7 @@ class MaxPool(_WindowPool):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, lead = self._planes(inputs[0])
         _, p, h, w = x.shape
-        pads, (oh, ow) = self._geometry(h, w)
+        pads, (oh, ow) = self._geometry(p, h, w)
         shape = self._out_shape(lead, oh, ow)
         y = output_buffer(out[:1], shape, x.dtype)
         if not self.return_indices:
@@ -288,6 +293,7 @@ class MaxPool(_WindowPool):
             return [y]
         xp = pad_spatial(x, pads, value=_lowest(x.dtype), slot=PADDED)
         # Indices: gather every window, argmax, and map to flat h*W + w input positions.
+        self.check_size((p, self.kernel[0] * self.kernel[1], oh, ow), "the windows gathered for the indices")
         taps = window_view(xp, self.kernel, self.stride, self.dilation, (oh, ow)).reshape(p, -1, oh, ow)
         pos = np.full((1, 1) + xp.shape[2:], -1, np.int64)
         pos[0, 0, pads[0] : pads[0] + h, pads[2] : pads[2] + w] = np.arange(h * w).reshape(h, w)
@@ -338,7 +344,7 @@ class AvgPool(_WindowPool):
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, lead = self._planes(inputs[0])
         _, p, h, w = x.shape
-        pads, (oh, ow) = self._geometry(h, w)
+        pads, (oh, ow) = self._geometry(p, h, w)
         y = output_buffer(out, self._out_shape(lead, oh, ow), x.dtype)
         y4 = y.reshape(1, p, oh, ow)
         self._pool(x, pads, (oh, ow), y4, np.add)
@@ -436,6 +442,8 @@ class AdaptiveAvgPool(_AdaptivePool):
             sums = np.matmul(x.reshape(p * h, w), self._uniform(w, x.dtype, 1.0)).reshape(p, h)
             np.divide(sums.sum(axis=1, dtype=np.float64), h * w, out=y.reshape(p), casting="same_kind")
             return [y]
+        self.check_size((p, h, ow), "the rows averaged")
+        self.check_work(p * (h * w * ow + oh * h * ow), f"averaging {(h, w)} maps to {(oh, ow)}")
         ah, aw = self._matrices(h, w, x.dtype)
         rows = np.matmul(x.reshape(p * h, w), aw).reshape(p, h, ow)
         np.matmul(ah, rows, out=y.reshape(p, oh, ow))

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..graph import Shape
+from ..limits import PYTHON_STEP_WORK
 from .module_outputs import dims_compatible, match_outputs, ordered_subsets
 from .registry import Layer, register
 
@@ -214,6 +215,8 @@ class _Recurrent(Layer):
             seq = x  # in the caller's layout: (B, T, F) or (T, B, F)
         T, B = (seq.shape[1], seq.shape[0]) if batch_first else seq.shape[:2]
         D, H, P = self.num_directions, self.hidden_size, self.out_size
+        steps = T * len(self.layers) * D  # each a Python step (2^22 of a 1-wide LSTM: minutes)
+        self.check_work(self.flops([x.shape], []) + steps * PYTHON_STEP_WORK, f"{T:,} time steps")
 
         init = self._initial_states(inputs[1:], B, unbatched)
         finals = {s: np.empty_like(s0) for s, s0 in zip(self.states, init)}

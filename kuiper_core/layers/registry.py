@@ -169,6 +169,11 @@ class Layer:
         """Raise LimitError (before allocating) if a tensor of `shape` is over max_tensor_elements."""
         return _limits.check_elements(shape, what)
 
+    def check_work(self, n: int, what: str) -> int:
+        """Raise LimitError (before the work) if one call would take more than max_operator_work
+        multiply-adds: products and windows of broadcast views cost no memory but any CPU."""
+        return _limits.check_work(n, what)
+
     def _bounded(self, key: str, values: tuple[int, ...], low: int | None, high: int | None) -> None:
         for v in values:
             if (low is not None and v < low) or (high is not None and v > high):

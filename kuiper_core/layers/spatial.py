@@ -8,10 +8,13 @@ runtime resolves those). Only 4-D inputs (N, C, H, W) are supported, as pnnx con
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..graph import Operator
+from ..limits import PYTHON_STEP_WORK
 from .registry import Layer, register
 from .torch_args import input_index
 from .windows import out_size
@@ -34,6 +37,11 @@ class _Windows(Layer):
         if oh < 1 or ow < 1:
             raise self.error(f"no {self.k} window fits a {h}x{w} map with padding {self.p}")
         return oh, ow
+
+    def work(self, columns: tuple[int, ...]) -> int:
+        """Every column element copied, and a Python step per kernel tap (taps below: an
+        (8192, 8192) kernel was 67 million steps)."""
+        return math.prod(columns) + self.k[0] * self.k[1] * PYTHON_STEP_WORK
 
     def taps(self, oh: int, ow: int):
         """(i, j, rows, cols): every kernel tap and the padded-map slices it reads."""
@@ -58,8 +66,12 @@ class Unfold(_Windows):
             raise self.error(f"expected a 4-D (N, C, H, W) input, got shape {x.shape}")
         n, c, h, w = x.shape
         oh, ow = self.grid(h, w)
+        shape = (n, c, self.k[0], self.k[1], oh, ow)
+        # before the padded copy: a (64, 64) unfold of an 8192x8192 view asked for 1 TiB
+        self.check_size(shape, "the columns")
+        self.check_work(self.work(shape), f"a {self.k} unfold of {x.shape}")
         xp = np.pad(x, ((0, 0), (0, 0), (self.p[0], self.p[0]), (self.p[1], self.p[1])))
-        cols = np.empty((n, c, self.k[0], self.k[1], oh, ow), x.dtype)
+        cols = np.empty(shape, x.dtype)
         for i, j, rows, cs in self.taps(oh, ow):
             cols[:, :, i, j] = xp[:, :, rows, cs]
         return [cols.reshape(n, c * self.k[0] * self.k[1], oh * ow)]
@@ -82,6 +94,8 @@ class Fold(_Windows):
             raise self.error(f"expected (N, C*{kk}, {oh * ow}) columns for a {h}x{w} output, got shape {x.shape}")
         n, c = x.shape[0], x.shape[1] // kk
         cols = x.reshape(n, c, self.k[0], self.k[1], oh, ow)
+        self.check_size((n, c, h + 2 * self.p[0], w + 2 * self.p[1]), "the padded output")
+        self.check_work(self.work(cols.shape), f"a {self.k} fold into {(h, w)}")
         y = np.zeros((n, c, h + 2 * self.p[0], w + 2 * self.p[1]), x.dtype)
         for i, j, rows, cs in self.taps(oh, ow):
             y[:, :, rows, cs] += cols[:, :, i, j]
@@ -202,6 +216,7 @@ class LPPool2d(Layer):
         ow = out_size(w, self.k[1], self.s[1], 0, 0, 1, self.ceil)
         if oh < 1 or ow < 1:
             raise self.error(f"the {self.k} window does not fit a {h}x{w} input")
+        self.check_work(x.size // (h * w) * oh * ow * self.k[0] * self.k[1], f"{self.k} windows over {(h, w)}")
         # ceil_mode's last windows run past the edge: pad with zeros, which add nothing to the sum
         ph, pw = (oh - 1) * self.s[0] + self.k[0] - h, (ow - 1) * self.s[1] + self.k[1] - w
         xp = np.pad(x.astype(np.float64) ** self.p, [(0, 0)] * (x.ndim - 2) + [(0, max(0, ph)), (0, max(0, pw))])

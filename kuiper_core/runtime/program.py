@@ -221,6 +221,10 @@ def check_graph(graph: Graph) -> None:
                 op_type=op.type,
             )
     _limits.check_count(len(graph.operators), "operators in the graph", "max_operators")
+    # every expression within the limit, and all of them together: 62 lines of 786 KB each
+    # (a 48 MB .param) took ~7 min to build
+    chars = sum(len(str(op.params.get("expr", ""))) for op in graph.operators if op.type == "pnnx.Expression")
+    _limits.check_count(chars, "characters of expressions in the graph", "max_expression_chars")
     for op in graph.operators:
         for o in op.inputs:
             if o.producer is None:

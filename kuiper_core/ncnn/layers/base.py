@@ -3,6 +3,7 @@ ncnn's fused activations, and one error form naming the layer and the param."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from ...graph import Operator
 from ...layers.activation import sigmoid
+from ...layers.linear import matmul_shape
 from ...layers.registry import Layer, register
 from ..schema import ACTIVATIONS, Params
 
@@ -43,6 +45,12 @@ class NcnnLayer(Layer):
 
     def w(self, name: str) -> np.ndarray:
         return np.asarray(self.weight(name), dtype=F32)
+
+    def _check_product(self, a: np.ndarray, b: np.ndarray) -> None:
+        """a @ b within max_operator_work (nothing said of shapes that do not multiply: matmul says it)."""
+        shape = matmul_shape(a.shape, b.shape)
+        if shape is not None:
+            self.check_work(math.prod(shape) * a.shape[-1], f"multiplying {a.shape} by {b.shape}")
 
 
 def activation(p: Params) -> Callable[[np.ndarray], np.ndarray] | None:

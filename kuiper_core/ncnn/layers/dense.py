@@ -82,11 +82,16 @@ class Convolution(NcnnLayer):
             if before < 0 or after < 0:
                 raise self.error(f"pads must be >= 0 or -233/-234 (SAME), got {before}, {after}")
             pads.append((before, after))
+        hp, wp = x.shape[1] + sum(pads[0]), x.shape[2] + sum(pads[1])
+        self.check_size((max(o, x.shape[0]), hp, wp))  # the padded blob and the output, before either is made
         if any(a or b for a, b in pads):
             x = np.pad(x, ((0, 0), *pads), constant_values=self.pad_value)
-        if x.shape[1] < (kh - 1) * self.dilation[0] + 1 or x.shape[2] < (kw - 1) * self.dilation[1] + 1:
+        if hp < (kh - 1) * self.dilation[0] + 1 or wp < (kw - 1) * self.dilation[1] + 1:
             raise self.error(f"the kernel ({kh}x{kw}) is larger than the padded blob {x.shape[1:]}")
-        self.check_size((o, x.shape[1], x.shape[2]))
+        oh = (hp - (kh - 1) * self.dilation[0] - 1) // self.stride[0] + 1
+        ow = (wp - (kw - 1) * self.dilation[1] - 1) // self.stride[1] + 1
+        self.check_size((oh * ow, per * kh * kw), "the columns of a group")
+        self.check_work(o * oh * ow * per * kh * kw, f"a {kh}x{kw} convolution of {x.shape}")
         y = conv2d(x, self.weight_, self.stride, self.dilation, self.groups)
         if self.bias is not None:
             y += self.bias[:, None, None]
@@ -131,6 +136,7 @@ class Deconvolution(NcnnLayer):
             (w - 1) * sw + dw * (kw - 1) + 1 + self.output_pad[1],
         )
         self.check_size((o, *full))
+        self.check_work(o * per * h * w * kh * kw, f"a {kh}x{kw} deconvolution of {x.shape}")
         y = np.zeros((o, *full), F32)
         og = o // self.groups
         for g in range(self.groups):
@@ -215,6 +221,7 @@ class Gemm(NcnnLayer):
             b = np.swapaxes(b, -1, -2)
         if a.shape[-1] != b.shape[-2]:
             raise self.error(f"A {a.shape} and B {b.shape} do not multiply (K differs)")
+        self._check_product(a, b)
         y = a @ b
         if c is not None:
             if self.c is not None and self.c_type in (1, 2):
@@ -233,6 +240,7 @@ class MatMul(NcnnLayer):
         a, b = (np.asarray(v, F32) for v in inputs)
         if self.p.integer("transB"):
             b = np.swapaxes(b, -1, -2)
+        self._check_product(a, b)
         try:
             return [np.matmul(a, b)]
         except ValueError:

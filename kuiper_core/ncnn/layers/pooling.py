@@ -6,6 +6,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...layers.pool import adaptive_bounds
+from ...limits import PYTHON_STEP_WORK
 from .base import F32, NcnnLayer, ncnn_layer
 
 MAX, AVG = 0, 1
@@ -50,6 +51,9 @@ class Pooling(NcnnLayer):
     def _adaptive(self, x: np.ndarray, reduce: object) -> np.ndarray:
         c, h, w = x.shape
         oh, ow = (d if d > 0 else n for d, n in zip(self.out_size, (h, w)))
+        self.check_size((c, oh, ow))
+        # one Python step per output position below (~5 us: the time of ~20,000 multiply-adds)
+        self.check_work(oh * ow * PYTHON_STEP_WORK + c * h * w, f"adaptive pooling of {(h, w)} to {(oh, ow)}")
         (r0, r1), (c0, c1) = adaptive_bounds(h, oh), adaptive_bounds(w, ow)
         y = np.empty((c, oh, ow), F32)
         for i in range(oh):
@@ -76,6 +80,9 @@ class Pooling(NcnnLayer):
             raise self.error(f"param 5 (pad_mode) must be 0..3, got {self.mode}")
         if h + top + bottom < kh or w + left + right < kw:
             raise self.error(f"the {kh}x{kw} window is larger than the padded blob ({h}, {w})")
+        hp, wp = h + top + bottom, w + left + right
+        self.check_size((c, hp, wp), "the padded blob")
+        self.check_work(c * ((hp - kh) // sh + 1) * ((wp - kw) // sw + 1) * kh * kw, f"{kh}x{kw} windows over {(h, w)}")
         fill = -np.finfo(F32).max if self.kind == MAX else 0
         padded = np.pad(x, ((0, 0), (top, bottom), (left, right)), constant_values=fill)
         win = sliding_window_view(padded, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...layers.activation import sigmoid
+from ...limits import PYTHON_STEP_WORK
 from .base import F32, NcnnLayer, ncnn_layer
 
 Step = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -40,6 +41,8 @@ class Recurrent(NcnnLayer):
         if x.ndim != 2:
             raise self.error(f"expected a (T, input) blob, got shape {x.shape}")
         dirs = 2 if self.direction == 2 else 1
+        per_step = PYTHON_STEP_WORK + self.w("weight_xc")[0].size + self.w("weight_hc")[0].size
+        self.check_work(dirs * x.shape[0] * per_step, f"{x.shape[0]:,} time steps")
         h0 = self._state(inputs, 1, dirs, self.n_out)
         c0 = self._state(inputs, 2, dirs, self.hidden) if self.ncnn_type == "LSTM" else None
         ys, hs, cs = [], [], []
