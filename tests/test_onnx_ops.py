@@ -47,6 +47,10 @@ TENSOR = {
     "cumsum_exclusive_reverse": case(
         "CumSum", f32(2, 3, 4), C(np.array(1, np.int64)), exclusive=1, reverse=1, opset=13
     ),
+    # torch.onnx.export's tril / triu (torch 2.13's default exporter; pnnx keeps the node)
+    "trilu_lower_k": case("Trilu", f32(2, 5, 6), C(np.array(1, np.int64)), upper=0, opset=14),
+    "trilu_upper_negative_k": case("Trilu", f32(2, 3, 5, 6), C(np.array(-1, np.int64)), upper=1, opset=14),
+    "trilu_upper_no_k": case("Trilu", f32(6, 4), opset=14),
     "onehot": case(
         "OneHot",
         np.array([[0, 3, -1], [4, 9, 2]], np.int64),
@@ -431,8 +435,10 @@ def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_pat
 
 # tools/export_onnx_cases.py: small graphs of these operators, converted by the real pnnx, with
 # onnxruntime's outputs (torch's for torch_stft), committed: they run without pnnx or torch.
-# torch_lstm / torch_misc are torch.onnx.export's own files (an nn.LSTM; topk, argmax, cumsum, amax).
+# torch_lstm / torch_misc / torch_trilu are torch.onnx.export's own files (an nn.LSTM; topk, argmax,
+# cumsum, amax; tril, triu).
 COMMITTED = ["reductions", "indexing", "tensors", "recurrent", "resize_stft", "torch_stft", "torch_lstm", "torch_misc"]
+COMMITTED += ["torch_trilu"]
 COMMITTED += ["elementwise"]
 
 

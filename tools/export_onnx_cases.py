@@ -285,10 +285,10 @@ def torch_stft() -> None:
 
 
 def torch_onnx_exports() -> None:
-    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*: torch.onnx.export's own ONNX (opset 17)
-    of a 2-layer bidirectional batch_first nn.LSTM (pnnx keeps ONNX's LSTM, weights as inputs)
-    and of topk / argmax / cumsum / amax (kept as TopK, ArgMax, CumSum, ReduceMax), with
-    onnxruntime's outputs."""
+    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*, torch_trilu.*: torch.onnx.export's own
+    ONNX (opset 17) of a 2-layer bidirectional batch_first nn.LSTM (pnnx keeps ONNX's LSTM,
+    weights as inputs), of topk / argmax / cumsum / amax (kept as TopK, ArgMax, CumSum,
+    ReduceMax) and of tril / triu (kept as Trilu), with onnxruntime's outputs."""
     import onnxruntime as ort
     import torch
 
@@ -308,10 +308,15 @@ def torch_onnx_exports() -> None:
             values, indices = torch.topk(x, 3, dim=-1)
             return values, indices, torch.argmax(x, dim=1), torch.cumsum(x, dim=2), x.amax(dim=(1, 2))
 
+    class Triangles(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.tril(x, 1), torch.triu(x, -2)
+
     rng = np.random.default_rng(8)
     for name, module, x in (
         ("torch_lstm", Lstm(), rng.standard_normal((2, 5, 6)).astype(np.float32)),
         ("torch_misc", Misc(), rng.standard_normal((2, 4, 6)).astype(np.float32)),
+        ("torch_trilu", Triangles(), rng.standard_normal((2, 3, 5, 6)).astype(np.float32)),
     ):
         path = OUT / f"{name}.onnx"
         torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17)
@@ -435,7 +440,7 @@ def main() -> int:
         torch_stft()
         torch_onnx_exports()
     else:
-        print("torch_stft, torch_lstm, torch_misc: skipped (need torch)")
+        print("torch_stft, torch_lstm, torch_misc, torch_trilu: skipped (need torch)")
     return 0
 
 

@@ -122,6 +122,7 @@ MODULE_OF: dict[str, str] = {
     "Tensor.view": "shape",
     "Tile": "onnx_tensor",
     "TopK": "onnx_reduce",
+    "Trilu": "onnx_tensor",
     "Where": "onnx_tensor",
     "aten::Bool": "prim",
     "aten::Float": "prim",

@@ -1,5 +1,5 @@
 """ONNX tensor operators pnnx keeps as ONNX nodes: Expand, Tile, Where, Range, NonZero, OneHot,
-Clip, CumSum, Einsum, Pad — each with ONNX's semantics (the operator's page in the ONNX spec),
+Clip, CumSum, Trilu, Einsum, Pad — each with ONNX's semantics (the operator's page in the ONNX spec),
 reading its arguments from params where pnnx folded them and from inputs otherwise (_onnx.py
 says how pnnx writes such a node).
 """
@@ -188,6 +188,27 @@ class CumSum(Layer):
         if self.exclusive:
             y = np.concatenate([np.zeros_like(np.take(y, [0], axis)), np.delete(y, -1, axis)], axis)
         return [np.ascontiguousarray(np.flip(y, axis) if self.reverse else y)]
+
+
+@register("Trilu")
+class Trilu(Layer):
+    """`Trilu(input, k=0; upper=1)`: the upper (`torch.triu(x, k)`) or lower (`torch.tril`)
+    triangle of the last two dims from the k-th diagonal, zeros elsewhere (torch.onnx.export's
+    tril/triu, which pnnx keeps as the ONNX node)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.upper = bool(self.int_param("upper", 1, low=0, high=1))
+        expect_inputs(self, "input, k", 1, 2)
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0])
+        if x.ndim < 2:
+            raise self.error(f"expected a tensor of rank 2 or more, got shape {x.shape}")
+        k = ints_of(self, inputs[1], "k") if len(inputs) > 1 else (0,)
+        if len(k) != 1:
+            raise self.error(f"k must be one integer, got {k}")
+        return [np.triu(x, k[0]) if self.upper else np.tril(x, k[0])]
 
 
 @register("Einsum")
