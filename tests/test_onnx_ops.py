@@ -111,6 +111,32 @@ INDEXING = {
     "gathernd": case("GatherND", f32(2, 3, 4), C(R.integers(0, 2, (5, 2))), batch_dims=0),
     "gathernd_full_index": case("GatherND", f32(2, 3, 4), C(np.array([[[1, -1, 3]], [[0, 2, 0]]], np.int64))),
     "gathernd_batch_dims": case("GatherND", f32(2, 3, 4), C(R.integers(0, 3, (2, 4, 1))), batch_dims=1),
+    # torch's scatter / scatter_add as torch.onnx.export writes them (pnnx keeps the node)
+    "scatterelements_axis1": case(
+        "ScatterElements",
+        f32(2, 4, 6),
+        C(np.array([[[2, 0, 1, 3, -1]], [[1, 3, 0, 2, 2]]], np.int64)),
+        f32(2, 1, 5),
+        axis=1,
+        opset=13,
+    ),
+    "scatterelements_add_repeated": case(
+        "ScatterElements",
+        f32(4, 3),
+        C(np.array([[1, 0], [1, 2], [1, 0]], np.int64)),
+        f32(3, 2),
+        reduction="add",
+        opset=16,
+    ),
+    "scatterelements_max_negative_axis": case(
+        "ScatterElements",
+        f32(3, 5),
+        C(np.array([[4, 4], [0, 1]], np.int64)),
+        f32(2, 2),
+        axis=-1,
+        reduction="max",
+        opset=18,
+    ),
     "scatternd_rows": case("ScatterND", f32(4, 3), C(np.array([[1], [3]], np.int64)), f32(2, 3)),
     "scatternd_add_repeated": case(
         "ScatterND", f32(4, 3), C(np.array([[1, 0], [1, 0], [2, 2]], np.int64)), f32(3), reduction="add", opset=16
@@ -435,10 +461,10 @@ def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_pat
 
 # tools/export_onnx_cases.py: small graphs of these operators, converted by the real pnnx, with
 # onnxruntime's outputs (torch's for torch_stft), committed: they run without pnnx or torch.
-# torch_lstm / torch_misc / torch_trilu are torch.onnx.export's own files (an nn.LSTM; topk, argmax,
-# cumsum, amax; tril, triu).
+# torch_lstm / torch_misc / torch_trilu / torch_scatter are torch.onnx.export's own files (an
+# nn.LSTM; topk, argmax, cumsum, amax; tril, triu; scatter, scatter_add).
 COMMITTED = ["reductions", "indexing", "tensors", "recurrent", "resize_stft", "torch_stft", "torch_lstm", "torch_misc"]
-COMMITTED += ["torch_trilu"]
+COMMITTED += ["torch_trilu", "torch_scatter"]
 COMMITTED += ["elementwise"]
 
 

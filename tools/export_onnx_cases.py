@@ -285,10 +285,11 @@ def torch_stft() -> None:
 
 
 def torch_onnx_exports() -> None:
-    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*, torch_trilu.*: torch.onnx.export's own
-    ONNX (opset 17) of a 2-layer bidirectional batch_first nn.LSTM (pnnx keeps ONNX's LSTM,
-    weights as inputs), of topk / argmax / cumsum / amax (kept as TopK, ArgMax, CumSum,
-    ReduceMax) and of tril / triu (kept as Trilu), with onnxruntime's outputs."""
+    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*, torch_trilu.*, torch_scatter.*:
+    torch.onnx.export's own ONNX (opset 17) of a 2-layer bidirectional batch_first nn.LSTM (pnnx
+    keeps ONNX's LSTM, weights as inputs), of topk / argmax / cumsum / amax (kept as TopK,
+    ArgMax, CumSum, ReduceMax), of tril / triu (kept as Trilu) and of scatter / scatter_add
+    (kept as ScatterElements), with onnxruntime's outputs."""
     import onnxruntime as ort
     import torch
 
@@ -312,11 +313,17 @@ def torch_onnx_exports() -> None:
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return torch.tril(x, 1), torch.triu(x, -2)
 
+    class Scatters(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            index = torch.tensor([[[2, 0, 1, 3, 3], [1, 1, 0, 2, 2]]]).expand(x.shape[0], 2, 5)
+            return torch.zeros_like(x).scatter(1, index, x[:, :2, :5]), x.scatter_add(2, index, x[:, 2:, :5])
+
     rng = np.random.default_rng(8)
     for name, module, x in (
         ("torch_lstm", Lstm(), rng.standard_normal((2, 5, 6)).astype(np.float32)),
         ("torch_misc", Misc(), rng.standard_normal((2, 4, 6)).astype(np.float32)),
         ("torch_trilu", Triangles(), rng.standard_normal((2, 3, 5, 6)).astype(np.float32)),
+        ("torch_scatter", Scatters(), rng.standard_normal((2, 4, 6)).astype(np.float32)),
     ):
         path = OUT / f"{name}.onnx"
         torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17)
@@ -440,7 +447,7 @@ def main() -> int:
         torch_stft()
         torch_onnx_exports()
     else:
-        print("torch_stft, torch_lstm, torch_misc, torch_trilu: skipped (need torch)")
+        print("torch_stft, torch_lstm, torch_misc, torch_trilu, torch_scatter: skipped (need torch)")
     return 0
 
 

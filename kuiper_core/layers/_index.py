@@ -96,6 +96,7 @@ MODULE_OF: dict[str, str] = {
     "ReduceMin": "onnx_reduce",
     "Resize": "onnx_resize",
     "STFT": "spectral",
+    "ScatterElements": "onnx_indexing",
     "ScatterND": "onnx_indexing",
     "Shrink": "onnx_elementwise",
     "Tensor.clone": "inplace",
