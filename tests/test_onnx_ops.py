@@ -137,6 +137,20 @@ INDEXING = {
         reduction="max",
         opset=18,
     ),
+    # a Gather of constant 1-D indices, which pnnx writes as Tensor.select: index=(5,0,2) takes
+    # them (torch.index_select's export), and a (1,) index is written index=5 as a 0-d one is
+    "gather_const_indices_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array([5, 0, 2], np.int64)), axis=2, opset=13, kept="Tensor.select"
+    ),
+    "gather_const_negative_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array([-1, 0], np.int64)), axis=1, opset=13, kept="Tensor.select"
+    ),
+    "gather_const_one_index_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array([5], np.int64)), axis=2, opset=13, kept="Tensor.select"
+    ),
+    "gather_const_scalar_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array(3, np.int64)), axis=-1, opset=13, kept="Tensor.select"
+    ),
     "scatternd_rows": case("ScatterND", f32(4, 3), C(np.array([[1], [3]], np.int64)), f32(2, 3)),
     "scatternd_add_repeated": case(
         "ScatterND", f32(4, 3), C(np.array([[1, 0], [1, 0], [2, 2]], np.int64)), f32(3), reduction="add", opset=16
