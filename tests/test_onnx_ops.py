@@ -51,6 +51,11 @@ TENSOR = {
     "trilu_lower_k": case("Trilu", f32(2, 5, 6), C(np.array(1, np.int64)), upper=0, opset=14),
     "trilu_upper_negative_k": case("Trilu", f32(2, 3, 5, 6), C(np.array(-1, np.int64)), upper=1, opset=14),
     "trilu_upper_no_k": case("Trilu", f32(6, 4), opset=14),
+    # pnnx keeps a Slice of a 1-D input (torch.roll without dims: a flattened roll's two slices)
+    "slice_1d": case("Slice", f32(120), i64(0), i64(113), opset=13),
+    "slice_1d_clamped": case("Slice", f32(12), i64(-30), i64(100), opset=13),
+    "slice_1d_negative_step": case("Slice", f32(12), i64(-2), i64(-(2**63)), None, i64(-3), opset=13),
+    "slice_1d_step": case("Slice", f32(12), i64(1), i64(-1), None, i64(4), opset=13),
     "onehot": case(
         "OneHot",
         np.array([[0, 3, -1], [4, 9, 2]], np.int64),
@@ -475,10 +480,10 @@ def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_pat
 
 # tools/export_onnx_cases.py: small graphs of these operators, converted by the real pnnx, with
 # onnxruntime's outputs (torch's for torch_stft), committed: they run without pnnx or torch.
-# torch_lstm / torch_misc / torch_trilu / torch_scatter are torch.onnx.export's own files (an
-# nn.LSTM; topk, argmax, cumsum, amax; tril, triu; scatter, scatter_add).
+# torch_lstm / torch_misc / torch_trilu / torch_scatter / torch_roll are torch.onnx.export's own
+# files (an nn.LSTM; topk, argmax, cumsum, amax; tril, triu; scatter, scatter_add; roll).
 COMMITTED = ["reductions", "indexing", "tensors", "recurrent", "resize_stft", "torch_stft", "torch_lstm", "torch_misc"]
-COMMITTED += ["torch_trilu", "torch_scatter"]
+COMMITTED += ["torch_trilu", "torch_scatter", "torch_roll"]
 COMMITTED += ["elementwise"]
 
 

@@ -285,11 +285,13 @@ def torch_stft() -> None:
 
 
 def torch_onnx_exports() -> None:
-    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*, torch_trilu.*, torch_scatter.*:
-    torch.onnx.export's own ONNX (opset 17) of a 2-layer bidirectional batch_first nn.LSTM (pnnx
-    keeps ONNX's LSTM, weights as inputs), of topk / argmax / cumsum / amax (kept as TopK,
-    ArgMax, CumSum, ReduceMax), of tril / triu (kept as Trilu) and of scatter / scatter_add
-    (kept as ScatterElements), with onnxruntime's outputs."""
+    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*, torch_trilu.*, torch_scatter.*,
+    torch_roll.*: torch.onnx.export's own ONNX (opset 17) of a 2-layer bidirectional batch_first
+    nn.LSTM (pnnx keeps ONNX's LSTM, weights as inputs), of topk / argmax / cumsum / amax (kept
+    as TopK, ArgMax, CumSum, ReduceMax), of tril / triu (kept as Trilu), of scatter /
+    scatter_add (kept as ScatterElements) and of a roll without dims (torch 2.13's default
+    exporter, which needs onnxscript: the other refuses it; pnnx keeps its 1-D Slices), with
+    onnxruntime's outputs."""
     import onnxruntime as ort
     import torch
 
@@ -313,6 +315,10 @@ def torch_onnx_exports() -> None:
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return torch.tril(x, 1), torch.triu(x, -2)
 
+    class Roll(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.roll(x, 7), torch.roll(x, -2, 1)
+
     class Scatters(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             index = torch.tensor([[[2, 0, 1, 3, 3], [1, 1, 0, 2, 2]]]).expand(x.shape[0], 2, 5)
@@ -324,9 +330,11 @@ def torch_onnx_exports() -> None:
         ("torch_misc", Misc(), rng.standard_normal((2, 4, 6)).astype(np.float32)),
         ("torch_trilu", Triangles(), rng.standard_normal((2, 3, 5, 6)).astype(np.float32)),
         ("torch_scatter", Scatters(), rng.standard_normal((2, 4, 6)).astype(np.float32)),
+        ("torch_roll", Roll(), rng.standard_normal((2, 3, 5)).astype(np.float32)),
     ):
         path = OUT / f"{name}.onnx"
-        torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17)
+        dynamo = name == "torch_roll"
+        torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=dynamo, opset_version=17 + dynamo)
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         _save(name, path, [x], session.run(None, {session.get_inputs()[0].name: x}))
 
@@ -447,7 +455,7 @@ def main() -> int:
         torch_stft()
         torch_onnx_exports()
     else:
-        print("torch_stft, torch_lstm, torch_misc, torch_trilu, torch_scatter: skipped (need torch)")
+        print("torch_stft, torch_lstm, torch_misc, torch_trilu, torch_scatter, torch_roll: skipped (need torch)")
     return 0
 
 

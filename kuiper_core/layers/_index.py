@@ -99,6 +99,7 @@ MODULE_OF: dict[str, str] = {
     "ScatterElements": "onnx_indexing",
     "ScatterND": "onnx_indexing",
     "Shrink": "onnx_elementwise",
+    "Slice": "onnx_tensor",
     "Tensor.clone": "inplace",
     "Tensor.contiguous": "shape",
     "Tensor.copy": "inplace",
