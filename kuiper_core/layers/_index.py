@@ -214,6 +214,7 @@ MODULE_OF: dict[str, str] = {
     "aten::triu": "tensor_ops",
     "aten::trunc": "aten",
     "aten::unflatten": "shape",
+    "aten::unfold": "tensor_ops",
     "aten::unsafe_chunk": "tensor_ops",
     "aten::var_mean": "reduce",
     "aten::view_as": "shape",
