@@ -480,10 +480,11 @@ def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_pat
 
 # tools/export_onnx_cases.py: small graphs of these operators, converted by the real pnnx, with
 # onnxruntime's outputs (torch's for torch_stft), committed: they run without pnnx or torch.
-# torch_lstm / torch_misc / torch_trilu / torch_scatter / torch_roll are torch.onnx.export's own
-# files (an nn.LSTM; topk, argmax, cumsum, amax; tril, triu; scatter, scatter_add; roll).
+# torch_lstm / torch_misc / torch_trilu / torch_scatter / torch_roll / torch_mha_kv are
+# torch.onnx.export's own files (an nn.LSTM; topk, argmax, cumsum, amax; tril, triu; scatter,
+# scatter_add; roll; an nn.MultiheadAttention with kdim/vdim, its inputs named $query $key $value).
 COMMITTED = ["reductions", "indexing", "tensors", "recurrent", "resize_stft", "torch_stft", "torch_lstm", "torch_misc"]
-COMMITTED += ["torch_trilu", "torch_scatter", "torch_roll"]
+COMMITTED += ["torch_trilu", "torch_scatter", "torch_roll", "torch_mha_kv"]
 COMMITTED += ["elementwise"]
 
 

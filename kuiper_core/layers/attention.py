@@ -127,12 +127,20 @@ class MultiheadAttention(Layer):
         # Which input is which.
         # Newer pnnx names a self-attention's one input `$input` (its Python passes it as query,
         # key and value: Swin's windows with their shifted-window mask `$attn_mask`).
+        # Its ONNX import can name all three instead (`$query=0 $key=1 $value=2`: a seq-first
+        # attention with kdim/vdim at batch 1): then they are taken by name.
         roles = [i for i, n in enumerate(op.input_names) if n == "attn_mask"]
-        unknown = {n for n in op.input_names if n not in ("", "input", "attn_mask")}
-        if unknown:
-            raise self.error(f"unsupported named input(s) {sorted(unknown)}; expected only $input and $attn_mask")
+        named = {n: i for i, n in enumerate(op.input_names) if n in ("query", "key", "value")}
+        unknown = {n for n in op.input_names if n not in ("", "input", "attn_mask", *named)}
+        if unknown or (named and ("query" not in named or len(named) + len(roles) != len(op.inputs))):
+            raise self.error(
+                f"unsupported named input(s) {sorted(unknown or op.input_names)}; expected $input or "
+                "$query[, $key[, $value]], and $attn_mask"
+            )
         self.mask_index = roles[0] if roles else None
         self.qkv_index = [i for i in range(len(op.inputs)) if i != self.mask_index]
+        if named:
+            self.qkv_index = [named[n] for n in ("query", "key", "value") if n in named]
         if self.mask_index is not None and len(op.inputs) == 2:
             # pnnx 20261020 writes a self-attention whose mask is a module buffer (a causal
             # mask, a pnnx.Attribute) with its two operands in the wrong order: the query
