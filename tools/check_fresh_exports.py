@@ -398,10 +398,10 @@ def _conformer(m: Any, x: Any) -> Any:
     return m.ln_out(x + 0.5 * m.ff(x))
 
 
-def _mha_kv_init(m: Any) -> None:
+def _mha_kv_init(m: Any, batch_first: bool = True) -> None:
     import torch.nn as nn
 
-    m.att = nn.MultiheadAttention(32, 4, kdim=20, vdim=12, batch_first=True)
+    m.att = nn.MultiheadAttention(32, 4, kdim=20, vdim=12, batch_first=batch_first)
 
 
 def _mha_kv(m: Any, q: Any, k: Any, v: Any) -> Any:
@@ -559,6 +559,14 @@ MODELS: dict[str, Callable[[], Built]] = {
     "mha_kdim_vdim": _ops(
         _mha_kv, lambda: _randn(2, 7, 32), lambda: _randn(2, 9, 20), lambda: _randn(2, 9, 12), init=_mha_kv_init
     ),
+    "mha_kdim_vdim_seq_first_b1": _ops(
+        _mha_kv,
+        lambda: _randn(7, 1, 32),
+        lambda: _randn(9, 1, 20),
+        lambda: _randn(9, 1, 12),
+        init=lambda m: _mha_kv_init(m, batch_first=False),
+    ),
+    "audio_conformer_block_b1": _ops(_conformer, lambda: _randn(1, 33, 32), init=_conformer_init),
     "sdpa_causal_float_mask": _ops(
         _sdpa, lambda: _randn(2, 4, 6, 8), lambda: _randn(2, 4, 9, 8), lambda: _randn(2, 4, 9, 8), lambda: _randn(6, 9)
     ),
