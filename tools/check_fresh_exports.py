@@ -566,6 +566,12 @@ MODELS: dict[str, Callable[[], Built]] = {
         lambda: _randn(9, 1, 12),
         init=lambda m: _mha_kv_init(m, batch_first=False),
     ),
+    "mha_kdim_vdim_b1": _ops(
+        _mha_kv, lambda: _randn(1, 7, 32), lambda: _randn(1, 9, 20), lambda: _randn(1, 9, 12), init=_mha_kv_init
+    ),
+    "sdpa_causal_float_mask_b1": _ops(
+        _sdpa, lambda: _randn(1, 2, 6, 8), lambda: _randn(1, 2, 9, 8), lambda: _randn(1, 2, 9, 8), lambda: _randn(6, 9)
+    ),
     "audio_conformer_block_b1": _ops(_conformer, lambda: _randn(1, 33, 32), init=_conformer_init),
     "sdpa_causal_float_mask": _ops(
         _sdpa, lambda: _randn(2, 4, 6, 8), lambda: _randn(2, 4, 9, 8), lambda: _randn(2, 4, 9, 8), lambda: _randn(6, 9)
