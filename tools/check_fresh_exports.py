@@ -447,6 +447,24 @@ def _scatter_where(m: Any, x: Any, y: Any) -> Any:
     return s, w, picked, g, x.masked_fill(y > x, 0.25)
 
 
+def _index_inputs(m: Any, x: Any, rows: Any, cols: Any, mask: Any) -> Any:
+    """Indices and a mask given as inputs (int64, bool): no constant for pnnx to fold."""
+    torch = _torch()
+    mask = mask.bool()  # a uint8 mask (pnnx takes no bool ONNX input) made bool here; a bool one stays
+    picked = torch.index_select(x, 1, rows)
+    taken = torch.gather(x, -1, cols)
+    return picked, taken, x.masked_fill(mask, -1.5), torch.where(mask, x, 0.5), x.scatter(-1, cols, taken * 3)
+
+
+def _ints(high: int, *shape: int) -> Callable[[], Any]:
+    def make() -> Any:
+        import torch
+
+        return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(high))
+
+    return make
+
+
 def _tri_repeat(m: Any, x: Any) -> Any:
     torch = _torch()
     return torch.tril(x, diagonal=1), torch.triu(x, -1), torch.repeat_interleave(x, 2, dim=1)
@@ -580,6 +598,20 @@ MODELS: dict[str, Callable[[], Built]] = {
     "ops_roll_flip": _ops(_roll_flip, lambda: _randn(1, 3, 5, 8)),
     "ops_sort_select": _ops(_sort_select, lambda: _randn(2, 5, 7)),
     "ops_scatter_where": _ops(_scatter_where, lambda: _randn(2, 4, 6), lambda: _randn(2, 4, 6)),
+    "ops_index_inputs": _ops(
+        _index_inputs,
+        lambda: _randn(2, 5, 6),
+        _ints(5, 3),
+        lambda: _torch().tensor([[[0, 5, 2]] * 5, [[1, 1, 4]] * 5]),  # no repeats within a row (the scatter)
+        lambda: _randn(2, 5, 6) > 0.4,
+    ),
+    "ops_index_inputs_u8_mask": _ops(
+        _index_inputs,
+        lambda: _randn(2, 5, 6),
+        _ints(5, 3),
+        lambda: _torch().tensor([[[0, 5, 2]] * 5, [[1, 1, 4]] * 5]),
+        lambda: (_randn(2, 5, 6) > 0.4).to(_torch().uint8),
+    ),
     "ops_tril_repeat": _ops(_tri_repeat, lambda: _randn(2, 3, 5, 6)),
     "ops_pad_modes": _ops(_pads, lambda: _randn(2, 3, 5, 7)),
     "ops_shuffles": _ops(_shuffles, lambda: _randn(2, 3, 6, 8), init=_shuffles_init),
