@@ -302,3 +302,52 @@ def test_guessed_dynamic_dims_suggest_the_shape_the_model_runs_at(tmp_path, monk
     head = str(info.value).split("\n")[0]
     assert "ort Run failed" in head and "pnnx guessed [1,3,128,128]f32 and [1,3,512,512]f32" in head
     assert "--inputshape, or --input" in head and "MiB" not in head
+
+
+@needs_pnnx
+def test_a_bool_onnx_input_says_pnnx_cannot_take_one_and_what_to_export(tmp_path):
+    """torch.onnx.export of x.masked_fill(mask, v) with the mask an input (fresh export
+    ops_index_inputs.onnx): pnnx 20261020 dies (-11) on "ort CreateTensorAsOrtValue failed tensor
+    type 0 is not supported"; the message now says it is the bool input and what to export."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Where", ["mask", "x", "half"], ["y"])],
+        "bool_input",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("mask", TensorProto.BOOL, [2, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    with pytest.raises(ConversionError) as info:
+        open_model(tmp_path / "m.onnx")
+    head = str(info.value).split("\n")[0]
+    assert "pnnx cannot take a bool graph input" in head and "mask.bool()" in head, head
+
+
+@needs_pnnx
+def test_indices_given_as_an_onnx_input_say_pnnx_made_up_their_values(tmp_path):
+    """torch.gather(x, -1, cols) with cols an input (fresh export ops_index_inputs_u8_mask.onnx):
+    pnnx runs onnxruntime on values it makes up, the index falls out of range and it dies (-11)
+    with onnxruntime's message; the error now says the values were pnnx's, and what to do."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("GatherElements", ["x", "cols"], ["y"], axis=1)],
+        "index_input",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5]),
+            helper.make_tensor_value_info("cols", TensorProto.INT64, [2, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    with pytest.raises(ConversionError) as info:
+        open_model(tmp_path / "m.onnx", inputs=[np.zeros((2, 5), np.float32), np.array([[0, 4, 1], [2, 2, 3]])])
+    head = str(info.value).split("\n")[0]
+    assert "input values it makes up" in head and "convert the traced .pt" in head, head

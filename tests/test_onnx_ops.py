@@ -47,6 +47,15 @@ TENSOR = {
     "cumsum_exclusive_reverse": case(
         "CumSum", f32(2, 3, 4), C(np.array(1, np.int64)), exclusive=1, reverse=1, opset=13
     ),
+    # torch.onnx.export's tril / triu (torch 2.13's default exporter; pnnx keeps the node)
+    "trilu_lower_k": case("Trilu", f32(2, 5, 6), C(np.array(1, np.int64)), upper=0, opset=14),
+    "trilu_upper_negative_k": case("Trilu", f32(2, 3, 5, 6), C(np.array(-1, np.int64)), upper=1, opset=14),
+    "trilu_upper_no_k": case("Trilu", f32(6, 4), opset=14),
+    # pnnx keeps a Slice of a 1-D input (torch.roll without dims: a flattened roll's two slices)
+    "slice_1d": case("Slice", f32(120), i64(0), i64(113), opset=13),
+    "slice_1d_clamped": case("Slice", f32(12), i64(-30), i64(100), opset=13),
+    "slice_1d_negative_step": case("Slice", f32(12), i64(-2), i64(-(2**63)), None, i64(-3), opset=13),
+    "slice_1d_step": case("Slice", f32(12), i64(1), i64(-1), None, i64(4), opset=13),
     "onehot": case(
         "OneHot",
         np.array([[0, 3, -1], [4, 9, 2]], np.int64),
@@ -180,6 +189,46 @@ INDEXING = {
     "gathernd": case("GatherND", f32(2, 3, 4), C(R.integers(0, 2, (5, 2))), batch_dims=0),
     "gathernd_full_index": case("GatherND", f32(2, 3, 4), C(np.array([[[1, -1, 3]], [[0, 2, 0]]], np.int64))),
     "gathernd_batch_dims": case("GatherND", f32(2, 3, 4), C(R.integers(0, 3, (2, 4, 1))), batch_dims=1),
+    # torch's scatter / scatter_add as torch.onnx.export writes them (pnnx keeps the node)
+    "scatterelements_axis1": case(
+        "ScatterElements",
+        f32(2, 4, 6),
+        C(np.array([[[2, 0, 1, 3, -1]], [[1, 3, 0, 2, 2]]], np.int64)),
+        f32(2, 1, 5),
+        axis=1,
+        opset=13,
+    ),
+    "scatterelements_add_repeated": case(
+        "ScatterElements",
+        f32(4, 3),
+        C(np.array([[1, 0], [1, 2], [1, 0]], np.int64)),
+        f32(3, 2),
+        reduction="add",
+        opset=16,
+    ),
+    "scatterelements_max_negative_axis": case(
+        "ScatterElements",
+        f32(3, 5),
+        C(np.array([[4, 4], [0, 1]], np.int64)),
+        f32(2, 2),
+        axis=-1,
+        reduction="max",
+        opset=18,
+    ),
+    # a Gather of constant 1-D indices, which pnnx writes as Tensor.select: index=(5,0,2) takes
+    # them (torch.index_select's export), and a (1,) index is written index=5 as a 0-d one is
+    "gather_const_indices_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array([5, 0, 2], np.int64)), axis=2, opset=13, kept="Tensor.select"
+    ),
+    "gather_const_negative_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array([-1, 0], np.int64)), axis=1, opset=13, kept="Tensor.select"
+    ),
+    "gather_const_one_index_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array([5], np.int64)), axis=2, opset=13, kept="Tensor.select"
+    ),
+    "gather_const_scalar_as_select": case(
+        "Gather", f32(2, 4, 6), C(np.array(3, np.int64)), axis=-1, opset=13, kept="Tensor.select"
+    ),
     "scatternd_rows": case("ScatterND", f32(4, 3), C(np.array([[1], [3]], np.int64)), f32(2, 3)),
     "scatternd_add_repeated": case(
         "ScatterND", f32(4, 3), C(np.array([[1, 0], [1, 0], [2, 2]], np.int64)), f32(3), reduction="add", opset=16
@@ -504,8 +553,11 @@ def test_torch_stft_from_torchscript_gives_torchs_spectrogram(kind: str, tmp_pat
 
 # tools/export_onnx_cases.py: small graphs of these operators, converted by the real pnnx, with
 # onnxruntime's outputs (torch's for torch_stft), committed: they run without pnnx or torch.
-# torch_lstm / torch_misc are torch.onnx.export's own files (an nn.LSTM; topk, argmax, cumsum, amax).
+# torch_lstm / torch_misc / torch_trilu / torch_scatter / torch_roll / torch_mha_kv are
+# torch.onnx.export's own files (an nn.LSTM; topk, argmax, cumsum, amax; tril, triu; scatter,
+# scatter_add; roll; an nn.MultiheadAttention with kdim/vdim, its inputs named $query $key $value).
 COMMITTED = ["reductions", "indexing", "tensors", "recurrent", "resize_stft", "torch_stft", "torch_lstm", "torch_misc"]
+COMMITTED += ["torch_trilu", "torch_scatter", "torch_roll", "torch_mha_kv"]
 COMMITTED += ["elementwise"]
 
 

@@ -97,10 +97,6 @@ LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
     "runtime/program.py::_build": (87, "build(graph) → Program: order, bindings, folding, plan, in sequence"),
     "runtime/memory.py::plan_buffers": (87, "the greedy slot assignment over lifetimes, one loop"),
     "formats/onnx_external.py::self_contained": (86, "external data counted, then copied in, with its limits"),
-    "layers/attention.py::MultiheadAttention.__init__": (
-        85,
-        "torch's MultiheadAttention parameters and weights checked",
-    ),
 }
 
 

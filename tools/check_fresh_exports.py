@@ -333,6 +333,195 @@ def _grid() -> Any:
     return torch.rand(2, 5, 9, 2) * 2.4 - 1.2  # some points outside [-1, 1]
 
 
+def _video(builder: str, *shape: int) -> Callable[[], Built]:
+    """torchvision.models.video at a small clip (B, 3, T, H, W): 3-D convolutions and pools."""
+
+    def build() -> Built:
+        return getattr(_tv().models.video, builder)(weights=None), (_randn(*shape),)
+
+    return build
+
+
+def _conv1d_stack_init(m: Any) -> None:
+    import torch.nn as nn
+
+    m.dilated = nn.Conv1d(8, 16, 3, dilation=2, padding=2)
+    m.grouped = nn.Conv1d(16, 16, 5, groups=4, dilation=3, padding=6, bias=False)
+    m.causal = nn.Conv1d(16, 12, 4, dilation=2)  # padded on the left only, in forward
+    m.strided = nn.Conv1d(12, 6, 5, stride=3, padding=1)
+
+
+def _conv1d_stack(m: Any, x: Any) -> Any:
+    F = _f()
+    y = F.gelu(m.grouped(F.relu(m.dilated(x))))
+    y = m.causal(F.pad(y, (6, 0)))  # (kernel - 1) * dilation on the left: causal
+    return m.strided(F.leaky_relu(y, 0.1))
+
+
+def _transposed_init(m: Any) -> None:
+    import torch.nn as nn
+
+    m.t1 = nn.ConvTranspose1d(8, 6, 4, stride=3, padding=1, output_padding=2)
+    m.t1d = nn.ConvTranspose1d(6, 4, 3, stride=2, padding=2, output_padding=1, dilation=2)
+    m.t2 = nn.ConvTranspose2d(4, 6, (3, 4), stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2)
+
+
+def _transposed(m: Any, a: Any, b: Any) -> Any:
+    return m.t1d(m.t1(a)), m.t2(b)
+
+
+def _conformer_init(m: Any) -> None:
+    import torch.nn as nn
+
+    d = 32
+    m.ff = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 64), nn.SiLU(), nn.Linear(64, d))
+    m.ln_att = nn.LayerNorm(d)
+    m.att = nn.MultiheadAttention(d, 4, dropout=0.0, batch_first=True)
+    m.ln_conv = nn.LayerNorm(d)
+    m.pw1 = nn.Conv1d(d, 2 * d, 1)
+    m.dw = nn.Conv1d(d, d, 7, padding=3, groups=d)
+    m.bn = nn.BatchNorm1d(d)
+    m.pw2 = nn.Conv1d(d, d, 1)
+    m.ln_out = nn.LayerNorm(d)
+
+
+def _conformer(m: Any, x: Any) -> Any:
+    """A Conformer block (B, T, D): half feed-forward, self-attention, the convolution module
+    (pointwise, GLU, depthwise, BatchNorm, SiLU, pointwise), half feed-forward, LayerNorm."""
+    F = _f()
+    x = x + 0.5 * m.ff(x)
+    a = m.ln_att(x)
+    x = x + m.att(a, a, a, need_weights=False)[0]
+    c = m.ln_conv(x).transpose(1, 2)
+    c = F.silu(m.bn(m.dw(F.glu(m.pw1(c), dim=1))))
+    x = x + m.pw2(c).transpose(1, 2)
+    return m.ln_out(x + 0.5 * m.ff(x))
+
+
+def _mha_kv_init(m: Any, batch_first: bool = True) -> None:
+    import torch.nn as nn
+
+    m.att = nn.MultiheadAttention(32, 4, kdim=20, vdim=12, batch_first=batch_first)
+
+
+def _mha_kv(m: Any, q: Any, k: Any, v: Any) -> Any:
+    return m.att(q, k, v)  # (output, attention weights averaged over heads)
+
+
+def _sdpa(m: Any, q: Any, k: Any, v: Any, mask: Any) -> Any:
+    F = _f()
+    causal = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    masked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    wide = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)  # L 6 < S 9: top-left aligned
+    return causal, masked, wide
+
+
+def _unfold_fold(m: Any, x: Any) -> Any:
+    F = _f()
+    cols = F.unfold(x, (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    back = F.fold(cols, (7, 9), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))
+    return cols, back, x.unfold(-1, 4, 3)  # Tensor.unfold: frames of 4 every 3 (an audio framing)
+
+
+def _roll_flip(m: Any, x: Any) -> Any:
+    torch = _torch()
+    rolled = torch.roll(x, shifts=(2, -3), dims=(2, 3)), torch.roll(x, 7)  # no dims: over the flattened tensor
+    return *rolled, torch.flip(x, dims=[1, 3]), torch.cumsum(x.flip(-1), -1)
+
+
+def _sort_select(m: Any, x: Any) -> Any:
+    torch = _torch()
+    values, order = torch.sort(x, dim=1, descending=True)
+    low, low_i = torch.topk(x, 2, dim=-1, largest=False)
+    return values, order, low, low_i, torch.argmax(x, dim=2, keepdim=True), torch.argmin(x, dim=-1), torch.argmax(x)
+
+
+def _scatter_where(m: Any, x: Any, y: Any) -> Any:
+    torch = _torch()
+    index = torch.tensor([[2, 0, 1, 3, 3], [1, 1, 0, 2, 2]])  # no two writes to one place
+    index = index.unsqueeze(0).expand(x.shape[0], 2, 5)
+    s = torch.zeros_like(x).scatter(1, index, y[:, :2, :5])
+    w = torch.where(x > 0.3, x, y * 2)
+    picked = torch.index_select(x, 2, torch.tensor([5, 0, 2]))
+    g = torch.gather(x, 1, index)
+    return s, w, picked, g, x.masked_fill(y > x, 0.25)
+
+
+def _index_inputs(m: Any, x: Any, rows: Any, cols: Any, mask: Any) -> Any:
+    """Indices and a mask given as inputs (int64, bool): no constant for pnnx to fold."""
+    torch = _torch()
+    mask = mask.bool()  # a uint8 mask (pnnx takes no bool ONNX input) made bool here; a bool one stays
+    picked = torch.index_select(x, 1, rows)
+    taken = torch.gather(x, -1, cols)
+    return picked, taken, x.masked_fill(mask, -1.5), torch.where(mask, x, 0.5), x.scatter(-1, cols, taken * 3)
+
+
+def _ints(high: int, *shape: int) -> Callable[[], Any]:
+    def make() -> Any:
+        import torch
+
+        return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(high))
+
+    return make
+
+
+def _tri_repeat(m: Any, x: Any) -> Any:
+    torch = _torch()
+    return torch.tril(x, diagonal=1), torch.triu(x, -1), torch.repeat_interleave(x, 2, dim=1)
+
+
+def _pads(m: Any, x: Any) -> Any:
+    F = _f()
+    return (
+        F.pad(x, (2, 1, 0, 3), mode="reflect"),
+        F.pad(x, (1, 3, 2, 0), mode="replicate"),
+        F.pad(x, (3, 1, 1, 2), mode="circular"),
+        F.pad(x[:, :, 0], (2, 3), mode="reflect"),
+        F.pad(x[:, :, 0], (3, 2), mode="circular"),
+        F.pad(x[:, None], (1, 2, 0, 1, 2, 1), mode="replicate"),  # a 5-D input: 3-D padding
+    )
+
+
+def _shuffles_init(m: Any) -> None:
+    import torch.nn as nn
+
+    m.unshuffle = nn.PixelUnshuffle(2)
+    m.shuffle = nn.ChannelShuffle(3)
+    m.log_softmax = nn.LogSoftmax(dim=1)
+
+
+def _shuffles(m: Any, x: Any) -> Any:
+    y = m.unshuffle(x)  # (B, 3, 6, 8) -> (B, 12, 3, 4)
+    return m.log_softmax(m.shuffle(y)), m.shuffle(y)
+
+
+def _adaptive(m: Any, x: Any) -> Any:
+    F = _f()
+    return (
+        F.adaptive_avg_pool2d(x, (3, 5)),
+        F.adaptive_max_pool2d(x, (5, 3)),
+        F.adaptive_avg_pool1d(x.flatten(2), 7),
+        F.adaptive_max_pool1d(x.flatten(2), 9),
+        F.adaptive_avg_pool3d(x[:, None], (3, 5, 3)),
+    )
+
+
+def _s3d() -> Built:
+    import torch.nn as nn
+
+    model = _tv().models.video.s3d(weights=None)
+    model.avgpool = nn.AdaptiveAvgPool3d(1)  # its (2, 7, 7) pool needs 16x224x224 clips: too slow here
+    return model, (_randn(1, 3, 8, 64, 80),)
+
+
+def _vit_b_16() -> Built:
+    import torch
+
+    model = _tv().models.vit_b_16(weights=None, image_size=64)
+    torch.nn.init.normal_(model.heads.head.weight, std=0.05)  # torchvision zeroes it: logits all 0
+    return model, (_randn(1, 3, 64, 64),)
+
+
 MODELS: dict[str, Callable[[], Built]] = {
     "wide_resnet50_2": _classifier("wide_resnet50_2", 1, 3, 64, 64),
     "wide_resnet50_2_init": _classifier("wide_resnet50_2", 1, 3, 64, 64),  # torchvision's init, as in issue 34
@@ -366,6 +555,67 @@ MODELS: dict[str, Callable[[], Built]] = {
     "ops_scan_select": _ops(_scan_select, lambda: _randn(2, 4, 10)),
     "ops_norms": _ops(_norms, lambda: _randn(3, 6, 5, 7), init=_norms_init),
     "ops_embedding": _ops(_embed, _ids, init=_embed_init),
+    # Second round (issue 34 and 39): video, more classifiers, 1-D audio-style nets, more ops.
+    "r3d_18": _video("r3d_18", 1, 3, 4, 48, 64),
+    "mc3_18_b2": _video("mc3_18", 2, 3, 4, 40, 56),
+    "r2plus1d_18": _video("r2plus1d_18", 1, 3, 6, 56, 40),
+    "s3d_adaptive_pool": _s3d,
+    "swin3d_t": _video("swin3d_t", 1, 3, 4, 64, 96),
+    "convnext_tiny": _classifier("convnext_tiny", 1, 3, 64, 96),
+    "efficientnet_b0_b2": _classifier("efficientnet_b0", 2, 3, 64, 80),
+    "regnet_y_400mf": _classifier("regnet_y_400mf", 2, 3, 64, 96),
+    "densenet121": _classifier("densenet121", 1, 3, 64, 80),
+    "inception_v3": _classifier("inception_v3", 1, 3, 96, 128, aux_logits=False, init_weights=True),
+    "mobilenet_v2_b3": _classifier("mobilenet_v2", 3, 3, 64, 96),
+    "deeplabv3_mobilenet_v3_large": _segmentation("deeplabv3_mobilenet_v3_large", 1, 3, 96, 128),
+    "vit_b_16": _vit_b_16,
+    "audio_conv1d_stack": _ops(_conv1d_stack, lambda: _randn(2, 8, 50), init=_conv1d_stack_init),
+    "audio_conv_transpose": _ops(
+        _transposed, lambda: _randn(2, 8, 13), lambda: _randn(1, 4, 5, 7), init=_transposed_init
+    ),
+    "audio_conformer_block": _ops(_conformer, lambda: _randn(2, 20, 32), init=_conformer_init),
+    "mha_kdim_vdim": _ops(
+        _mha_kv, lambda: _randn(2, 7, 32), lambda: _randn(2, 9, 20), lambda: _randn(2, 9, 12), init=_mha_kv_init
+    ),
+    "mha_kdim_vdim_seq_first_b1": _ops(
+        _mha_kv,
+        lambda: _randn(7, 1, 32),
+        lambda: _randn(9, 1, 20),
+        lambda: _randn(9, 1, 12),
+        init=lambda m: _mha_kv_init(m, batch_first=False),
+    ),
+    "mha_kdim_vdim_b1": _ops(
+        _mha_kv, lambda: _randn(1, 7, 32), lambda: _randn(1, 9, 20), lambda: _randn(1, 9, 12), init=_mha_kv_init
+    ),
+    "sdpa_causal_float_mask_b1": _ops(
+        _sdpa, lambda: _randn(1, 2, 6, 8), lambda: _randn(1, 2, 9, 8), lambda: _randn(1, 2, 9, 8), lambda: _randn(6, 9)
+    ),
+    "audio_conformer_block_b1": _ops(_conformer, lambda: _randn(1, 33, 32), init=_conformer_init),
+    "sdpa_causal_float_mask": _ops(
+        _sdpa, lambda: _randn(2, 4, 6, 8), lambda: _randn(2, 4, 9, 8), lambda: _randn(2, 4, 9, 8), lambda: _randn(6, 9)
+    ),
+    "ops_unfold_fold": _ops(_unfold_fold, lambda: _randn(2, 3, 7, 9)),
+    "ops_roll_flip": _ops(_roll_flip, lambda: _randn(1, 3, 5, 8)),
+    "ops_sort_select": _ops(_sort_select, lambda: _randn(2, 5, 7)),
+    "ops_scatter_where": _ops(_scatter_where, lambda: _randn(2, 4, 6), lambda: _randn(2, 4, 6)),
+    "ops_index_inputs": _ops(
+        _index_inputs,
+        lambda: _randn(2, 5, 6),
+        _ints(5, 3),
+        lambda: _torch().tensor([[[0, 5, 2]] * 5, [[1, 1, 4]] * 5]),  # no repeats within a row (the scatter)
+        lambda: _randn(2, 5, 6) > 0.4,
+    ),
+    "ops_index_inputs_u8_mask": _ops(
+        _index_inputs,
+        lambda: _randn(2, 5, 6),
+        _ints(5, 3),
+        lambda: _torch().tensor([[[0, 5, 2]] * 5, [[1, 1, 4]] * 5]),
+        lambda: (_randn(2, 5, 6) > 0.4).to(_torch().uint8),
+    ),
+    "ops_tril_repeat": _ops(_tri_repeat, lambda: _randn(2, 3, 5, 6)),
+    "ops_pad_modes": _ops(_pads, lambda: _randn(2, 3, 5, 7)),
+    "ops_shuffles": _ops(_shuffles, lambda: _randn(2, 3, 6, 8), init=_shuffles_init),
+    "ops_adaptive_pools": _ops(_adaptive, lambda: _randn(1, 4, 7, 11)),
 }
 
 

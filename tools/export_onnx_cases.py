@@ -285,10 +285,15 @@ def torch_stft() -> None:
 
 
 def torch_onnx_exports() -> None:
-    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*: torch.onnx.export's own ONNX (opset 17)
-    of a 2-layer bidirectional batch_first nn.LSTM (pnnx keeps ONNX's LSTM, weights as inputs)
-    and of topk / argmax / cumsum / amax (kept as TopK, ArgMax, CumSum, ReduceMax), with
-    onnxruntime's outputs."""
+    """tests/data/onnx_cases/torch_lstm.*, torch_misc.*, torch_trilu.*, torch_scatter.*,
+    torch_roll.*: torch.onnx.export's own ONNX (opset 17) of a 2-layer bidirectional batch_first
+    nn.LSTM (pnnx keeps ONNX's LSTM, weights as inputs), of topk / argmax / cumsum / amax (kept
+    as TopK, ArgMax, CumSum, ReduceMax), of tril / triu (kept as Trilu), of scatter /
+    scatter_add (kept as ScatterElements), of a roll without dims (pnnx keeps its 1-D Slices)
+    and of a seq-first nn.MultiheadAttention with kdim/vdim at batch 1 (pnnx names its inputs
+    `$query $key $value`), with onnxruntime's outputs. The last two through torch 2.13's
+    default exporter (it needs onnxscript; the other refuses the roll and writes no fused
+    attention)."""
     import onnxruntime as ort
     import torch
 
@@ -308,15 +313,49 @@ def torch_onnx_exports() -> None:
             values, indices = torch.topk(x, 3, dim=-1)
             return values, indices, torch.argmax(x, dim=1), torch.cumsum(x, dim=2), x.amax(dim=(1, 2))
 
+    class Triangles(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.tril(x, 1), torch.triu(x, -2)
+
+    class Roll(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.roll(x, 7), torch.roll(x, -2, 1)
+
+    class Scatters(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            index = torch.tensor([[[2, 0, 1, 3, 3], [1, 1, 0, 2, 2]]]).expand(x.shape[0], 2, 5)
+            return torch.zeros_like(x).scatter(1, index, x[:, :2, :5]), x.scatter_add(2, index, x[:, 2:, :5])
+
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.att = torch.nn.MultiheadAttention(16, 2, kdim=10, vdim=6)
+
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.att(q, k, v)
+
     rng = np.random.default_rng(8)
-    for name, module, x in (
-        ("torch_lstm", Lstm(), rng.standard_normal((2, 5, 6)).astype(np.float32)),
-        ("torch_misc", Misc(), rng.standard_normal((2, 4, 6)).astype(np.float32)),
+
+    def randn(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    for name, module, xs in (
+        ("torch_lstm", Lstm(), [randn(2, 5, 6)]),
+        ("torch_misc", Misc(), [randn(2, 4, 6)]),
+        ("torch_trilu", Triangles(), [randn(2, 3, 5, 6)]),
+        ("torch_scatter", Scatters(), [randn(2, 4, 6)]),
+        ("torch_roll", Roll(), [randn(2, 3, 5)]),
+        ("torch_mha_kv", Attention(), [randn(5, 1, 16), randn(7, 1, 10), randn(7, 1, 6)]),
     ):
         path = OUT / f"{name}.onnx"
-        torch.onnx.export(module.eval(), (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17)
+        args = tuple(torch.from_numpy(x) for x in xs)
+        if name in ("torch_roll", "torch_mha_kv"):
+            torch.onnx.export(module.eval(), args, str(path), opset_version=18, external_data=False)
+        else:
+            torch.onnx.export(module.eval(), args, str(path), dynamo=False, opset_version=17)
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        _save(name, path, [x], session.run(None, {session.get_inputs()[0].name: x}))
+        feeds = {i.name: x for i, x in zip(session.get_inputs(), xs)}
+        _save(name, path, xs, session.run(None, feeds))
 
 
 def size_unsqueeze() -> None:
@@ -435,7 +474,9 @@ def main() -> int:
         torch_stft()
         torch_onnx_exports()
     else:
-        print("torch_stft, torch_lstm, torch_misc: skipped (need torch)")
+        print(
+            "torch_stft, torch_lstm, torch_misc, torch_trilu, torch_scatter, torch_roll, torch_mha_kv: skipped (need torch)"
+        )
     return 0
 
 

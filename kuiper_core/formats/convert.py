@@ -506,6 +506,8 @@ _MEMORY = re.compile(r"bad_alloc|failed to allocate|cannot allocate|out of memor
 _SHAPE_ERROR = re.compile(r"shape|reshape|broadcast|dimension|\bdims?\b|size mismatch|expect.*\[", re.I)
 _GUESSED = re.compile(r"get inputshape from traced inputs")
 _NESTED = re.compile(r"NestedTensor|nested_tensor")
+_BOOL_INPUT = re.compile(r"CreateTensorAsOrtValue failed tensor type")  # pnnx 20261020's ONNX import
+_INDEX_RANGE = re.compile(r"ort Run failed.*(out of (data )?bounds|out of range value in index)", re.I)
 
 
 def reason_line(lines: Sequence[str]) -> str | None:
@@ -542,8 +544,9 @@ def failure_message(
 ) -> str:
     """Why the converter wrote no model: its own reason line first, then only the hints that apply
     (memory where an allocation failed, shapes where a shape is what it quotes or the sizes were
-    guessed, torch.jit.trace where a TorchScript module crashed it), then its last lines, stack
-    frames left out (the whole log: --converter-log, ConversionError.log)."""
+    guessed, torch.jit.trace where a TorchScript module crashed it, a bool ONNX input where pnnx
+    could not make one, input-given indices where its made-up values fell out of range), then
+    its last lines, stack frames left out (the whole log: --converter-log, ConversionError.log)."""
     reason = reason_line(lines)
     hints: list[str] = []
     text = "\n".join(lines)
@@ -559,6 +562,19 @@ def failure_message(
         )
     elif reason is not None and _SHAPE_ERROR.search(reason) and inputshape is None and kind == "onnx":
         hints.append("a shape is what it quotes: giving the input shape the model runs at (--inputshape) may help")
+    if kind == "onnx" and _BOOL_INPUT.search(text):
+        hints.append(
+            "pnnx cannot take a bool graph input (its ONNX import feeds every input to onnxruntime and makes no bool "
+            "tensor): export the mask as a uint8 or float input made bool inside the model (mask.bool() or mask > 0 "
+            "in forward)"
+        )
+    elif kind == "onnx" and _INDEX_RANGE.search(text):
+        hints.append(
+            "pnnx runs the model once on input values it makes up, and an index computed from or given as an input "
+            "fell out of range there (not your values: pnnx does not take them): it cannot convert a model that "
+            "indexes with its inputs' values; keep such indices inside the model (a constant or a buffer), or "
+            "convert the traced .pt"
+        )
     if kind == "torchscript" and inputshape is None and not records_shapes:
         hints.append("giving inputshape, e.g. [1,3,224,224], may help")
     argument = NOT_A_TENSOR.search(reason or "") if kind == "torchscript" else None

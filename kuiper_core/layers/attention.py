@@ -125,24 +125,7 @@ class MultiheadAttention(Layer):
             self.bias_k = self._expect("bias_k", (1, 1, E)).reshape(1, 1, E)
             self.bias_v = self._expect("bias_v", (1, 1, E)).reshape(1, 1, E)
 
-        # Which input is which.
-        # Newer pnnx names a self-attention's one input `$input` (its Python passes it as query,
-        # key and value: Swin's windows with their shifted-window mask `$attn_mask`).
-        roles = [i for i, n in enumerate(op.input_names) if n == "attn_mask"]
-        unknown = {n for n in op.input_names if n not in ("", "input", "attn_mask")}
-        if unknown:
-            raise self.error(f"unsupported named input(s) {sorted(unknown)}; expected only $input and $attn_mask")
-        self.mask_index = roles[0] if roles else None
-        self.qkv_index = [i for i in range(len(op.inputs)) if i != self.mask_index]
-        if self.mask_index is not None and len(op.inputs) == 2:
-            # pnnx 20261020 writes a self-attention whose mask is a module buffer (a causal
-            # mask, a pnnx.Attribute) with its two operands in the wrong order: the query
-            # sits where the name says attn_mask (its own generated Python then passes the
-            # mask as the query). Swap only when the file's reading is impossible (the
-            # "query" cannot be one) and the swapped one fits.
-            q, m = (op.inputs[i] for i in (self.qkv_index[0], self.mask_index))
-            if q.shape is not None and not self._fits(q, E) and self._fits(m, E):
-                self.mask_index, self.qkv_index = self.qkv_index[0], [self.mask_index]
+        self.mask_index, self.qkv_index = self._input_roles(op)
         if not 1 <= len(self.qkv_index) <= 3:
             raise self.error(
                 f"expected 1 to 3 inputs (query[, key[, value]]) besides attn_mask, got {len(self.qkv_index)}"
@@ -169,6 +152,36 @@ class MultiheadAttention(Layer):
         )
 
     # -- build --------------------------------------------------------------------------
+    def _input_roles(self, op: Operator) -> tuple[int | None, list[int]]:
+        """Which input is the mask (if any) and which are query[, key[, value]]."""
+        # Newer pnnx names a self-attention's one input `$input` (its Python passes it as query,
+        # key and value: Swin's windows with their shifted-window mask `$attn_mask`).
+        # Its ONNX import can name all three instead (`$query=0 $key=1 $value=2`: a seq-first
+        # attention with kdim/vdim at batch 1): then they are taken by name.
+        roles = [i for i, n in enumerate(op.input_names) if n == "attn_mask"]
+        named = {n: i for i, n in enumerate(op.input_names) if n in ("query", "key", "value")}
+        unknown = {n for n in op.input_names if n not in ("", "input", "attn_mask", *named)}
+        if unknown or (named and ("query" not in named or len(named) + len(roles) != len(op.inputs))):
+            raise self.error(
+                f"unsupported named input(s) {sorted(unknown or op.input_names)}; expected $input or "
+                "$query[, $key[, $value]], and $attn_mask"
+            )
+        mask_index = roles[0] if roles else None
+        qkv_index = [i for i in range(len(op.inputs)) if i != mask_index]
+        if named:
+            qkv_index = [named[n] for n in ("query", "key", "value") if n in named]
+        if mask_index is not None and len(op.inputs) == 2:
+            # pnnx 20261020 writes a self-attention whose mask is a module buffer (a causal
+            # mask, a pnnx.Attribute) with its two operands in the wrong order: the query
+            # sits where the name says attn_mask (its own generated Python then passes the
+            # mask as the query). Swap only when the file's reading is impossible (the
+            # "query" cannot be one) and the swapped one fits.
+            q, m = (op.inputs[i] for i in (qkv_index[0], mask_index))
+            E = self.embed_dim
+            if q.shape is not None and not self._fits(q, E) and self._fits(m, E):
+                return qkv_index[0], [mask_index]
+        return mask_index, qkv_index
+
     def _expect(self, key: str, shape: tuple[int, ...]) -> np.ndarray:
         return self.shaped_weight(key, shape, f"embed_dim={self.embed_dim} kdim={self.kdim} vdim={self.vdim}")
 

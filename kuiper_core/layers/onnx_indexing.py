@@ -1,6 +1,6 @@
-"""ONNX gathers and scatters pnnx keeps as ONNX nodes: GatherElements, GatherND, ScatterND, and
-Col2Im (columns of blocks added back into an image, the inverse of im2col), with ONNX's
-semantics; _onnx.py says how pnnx writes such a node.
+"""ONNX gathers and scatters pnnx keeps as ONNX nodes: GatherElements, GatherND, ScatterND,
+ScatterElements, and Col2Im (columns of blocks added back into an image, the inverse of
+im2col), with ONNX's semantics; _onnx.py says how pnnx writes such a node.
 """
 
 from __future__ import annotations
@@ -70,11 +70,8 @@ class GatherND(Layer):
 _REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-@register("ScatterND")
-class ScatterND(Layer):
-    """`ScatterND(data, indices, updates; reduction=none)`: a copy of data with the slices that
-    indices' rows address replaced by (or, with a reduction, combined with) updates', in
-    order."""
+class _Scatter(Layer):
+    """A scatter's `reduction` (none, add, mul, max, min) and its write into a copy of data."""
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
@@ -83,6 +80,22 @@ class ScatterND(Layer):
             raise self.error(f"reduction must be none, {', '.join(_REDUCTIONS)}, got {reduction!r}")
         self.reduction = str(reduction)
         expect_inputs(self, "data, indices, updates", 3)
+
+    def write(self, x: np.ndarray, key: tuple[np.ndarray, ...], values: np.ndarray) -> np.ndarray:
+        """x with the places `key` addresses replaced by (or combined with) values, in order."""
+        y = x.copy()
+        if self.reduction == "none":
+            y[key] = values
+        else:
+            _REDUCTIONS[self.reduction].at(y, key, values)
+        return y
+
+
+@register("ScatterND")
+class ScatterND(_Scatter):
+    """`ScatterND(data, indices, updates; reduction=none)`: a copy of data with the slices that
+    indices' rows address replaced by (or, with a reduction, combined with) updates', in
+    order."""
 
     def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x, index, updates = (np.asarray(v) for v in inputs)
@@ -94,13 +107,32 @@ class ScatterND(Layer):
             )
         ids = index.reshape(-1, k)
         key = tuple(check_index_range(self, ids[:, d], x.shape[d], f"index on dim {d}") for d in range(k))
-        rows = updates.reshape((-1,) + x.shape[k:])
-        y = x.copy()
-        if self.reduction == "none":
-            y[key] = rows
-        else:
-            _REDUCTIONS[self.reduction].at(y, key, rows)
-        return [y]
+        return [self.write(x, key, updates.reshape((-1,) + x.shape[k:]))]
+
+
+@register("ScatterElements")
+class ScatterElements(_Scatter):
+    """`ScatterElements(data, indices, updates; axis=0, reduction=none)` (torch's scatter /
+    scatter_add / scatter_reduce): a copy of data where, for each place p of indices,
+    out[p with p[axis] = indices[p]] = updates[p] (or combined with it); indices and updates
+    have one shape, of data's rank, no larger than data's off the axis."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.axis = self.int_param("axis", 0)
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x, index, updates = (np.asarray(v) for v in inputs)
+        axis = self.axis + x.ndim if self.axis < 0 else self.axis
+        if not 0 <= axis < x.ndim:
+            raise self.error(f"axis {self.axis} is out of range for rank {x.ndim}")
+        if index.shape != updates.shape or index.ndim != x.ndim:
+            raise self.error(f"indices {index.shape} and updates {updates.shape} must have one shape of rank {x.ndim}")
+        if any(index.shape[d] > x.shape[d] for d in range(x.ndim) if d != axis):
+            raise self.error(f"indices of shape {index.shape} are larger than data {x.shape} off axis {axis}")
+        places: list[np.ndarray] = list(np.indices(index.shape, sparse=True))
+        places[axis] = check_index_range(self, index, x.shape[axis], "index")
+        return [self.write(x, tuple(places), updates)]
 
 
 @register("Col2Im")

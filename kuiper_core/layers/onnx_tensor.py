@@ -1,5 +1,5 @@
 """ONNX tensor operators pnnx keeps as ONNX nodes: Expand, Tile, Where, Range, NonZero, OneHot,
-Clip, CumSum, Einsum, Pad — each with ONNX's semantics (the operator's page in the ONNX spec),
+Clip, CumSum, Trilu, Slice, Einsum, Pad — each with ONNX's semantics (the operator's page in the ONNX spec),
 reading its arguments from params where pnnx folded them and from inputs otherwise (_onnx.py
 says how pnnx writes such a node).
 """
@@ -190,6 +190,72 @@ class CumSum(Layer):
         if self.exclusive:
             y = np.concatenate([np.zeros_like(np.take(y, [0], axis)), np.delete(y, -1, axis)], axis)
         return [np.ascontiguousarray(np.flip(y, axis) if self.reverse else y)]
+
+
+@register("Trilu")
+class Trilu(Layer):
+    """`Trilu(input, k=0; upper=1)`: the upper (`torch.triu(x, k)`) or lower (`torch.tril`)
+    triangle of the last two dims from the k-th diagonal, zeros elsewhere (torch.onnx.export's
+    tril/triu, which pnnx keeps as the ONNX node)."""
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.upper = bool(self.int_param("upper", 1, low=0, high=1))
+        expect_inputs(self, "input, k", 1, 2)
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0])
+        if x.ndim < 2:
+            raise self.error(f"expected a tensor of rank 2 or more, got shape {x.shape}")
+        k = ints_of(self, inputs[1], "k") if len(inputs) > 1 else (0,)
+        if len(k) != 1:
+            raise self.error(f"k must be one integer, got {k}")
+        return [np.triu(x, k[0]) if self.upper else np.tril(x, k[0])]
+
+
+@register("Slice")
+class Slice(Layer):
+    """`Slice(data, starts, ends, axes, steps)`: data[start:end:step] along each axis (axes
+    default 0.., steps 1), with ONNX's clamping: a negative start or end counts from the back,
+    then both are clamped to [0, dim] (to [-1, dim - 1] with a negative step, where -1 is
+    before the first entry). pnnx keeps it on a 1-D input (torch.roll's flattened export),
+    with the constant arguments folded into params; the others follow data as inputs, in
+    ONNX's order."""
+
+    NAMES = ("starts", "ends", "axes", "steps")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        folded = sum(1 for k in self.NAMES if op.params.get(k) is not None)
+        expect_inputs(self, "data, then starts, ends, axes, steps not folded into params", 1, 5 - folded)
+
+    def _arguments(self, inputs: list[Any]) -> dict[str, tuple[int, ...] | None]:
+        rest, found = list(inputs[1:]), {}
+        for k in self.NAMES:
+            value = self.op.params.get(k)
+            if value is None and rest:
+                value = rest.pop(0)
+            found[k] = None if value is None else ints_of(self, value, k)
+        return found
+
+    def forward(self, inputs: list[Any], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0])
+        args = self._arguments(inputs)
+        starts, ends = args["starts"], args["ends"]
+        if starts is None or ends is None:
+            raise self.error("starts and ends must be given")
+        axes = onnx_axes(self, args["axes"] or tuple(range(len(starts))), x.ndim)
+        steps = args["steps"] or (1,) * len(starts)
+        if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:
+            raise self.error(f"starts {starts}, ends {ends}, axes {axes}, steps {steps}: one per axis, steps not 0")
+        key: list[Any] = [slice(None)] * x.ndim
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            n = x.shape[axis]
+            start, end = (v + n if v < 0 else v for v in (start, end))
+            low, high = (0, n) if step > 0 else (-1, n - 1)
+            start, end = min(max(start, low), high), min(max(end, low), high)
+            key[axis] = slice(start, None if end < 0 else end, step)
+        return [np.ascontiguousarray(x[tuple(key)])]
 
 
 @register("Einsum")

@@ -347,21 +347,41 @@ class Slice(Layer):
 
 @register("Tensor.select")
 class Select(Layer):
-    """`x.select(dim, index)` / `x[:, i]`: drops axis `dim` (a view)."""
+    """`x.select(dim, index)` / `x[:, i]`: drops axis `dim` (a view). pnnx also writes an ONNX
+    `Gather` of constant 1-D indices so: `index=(5,0,2)` takes those entries along `dim`
+    (`torch.index_select`), and one index of a (1,) indices tensor is written `index=5` as a
+    0-d one is: its declared output keeps the input's rank, and so does the answer."""
 
     returns_views = True
 
     def __init__(self, op: Operator) -> None:
         super().__init__(op)
-        dim = self.int_param("dim", low=-MAX_RANK, high=MAX_RANK - 1)
-        self.key = axis_key({dim: self.int_param("index")})
+        self.dim = self.int_param("dim", low=-MAX_RANK, high=MAX_RANK - 1)
+        index = self.param("index")
+        self.take: list[int] | None = None  # the entries a Gather takes, keeping the axis
+        if isinstance(index, list) and index and all(isinstance(i, int) and not isinstance(i, bool) for i in index):
+            self.take = index
+        elif _keeps_rank(op):
+            self.take = [self.int_param("index")]
+        self.key = axis_key({self.dim: self.int_param("index")}) if self.take is None else ()
 
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
         try:
-            return [as_array(x[self.key])]
+            if self.take is None:
+                return [as_array(x[self.key])]
+            d = normalize_axis(self, self.dim, x.ndim)
+            if not all(-x.shape[d] <= i < x.shape[d] for i in self.take):
+                raise IndexError(f"index {self.take} is out of range for dim {d} of size {x.shape[d]}")
+            return [np.take(x, self.take, axis=d)]
         except IndexError as e:
             raise self.error(f"cannot select from an input of shape {x.shape}: {e}") from None
+
+
+def _keeps_rank(op: Operator) -> bool:
+    """The output is declared with the input's rank (pnnx's Gather of a (1,) index)."""
+    given, declared = op.inputs[0].shape if op.inputs else None, op.outputs[0].shape if op.outputs else None
+    return given is not None and declared is not None and len(given) == len(declared)
 
 
 @register("torch.narrow")

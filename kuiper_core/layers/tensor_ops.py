@@ -662,6 +662,31 @@ class Triangle(Layer):
         return [self.fn(x, self.diagonal)]
 
 
+@register("aten::unfold")
+class Frames(Layer):
+    """`x.unfold(dimension, size, step)` (TorchScript's Tensor.unfold, which pnnx keeps as
+    aten::unfold): every window of `size` entries along `dimension`, one every `step`; that dim
+    becomes the window count (n - size) // step + 1 and the window is a new last dim."""
+
+    arg_names = ("self", "dimension", "size", "step")
+
+    def __init__(self, op: Operator) -> None:
+        super().__init__(op)
+        self.dim = self.int_param("dimension")
+        self.size = self.int_param("size", low=0)
+        self.step = self.int_param("step", low=1)
+
+    def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        x = np.asarray(inputs[0])
+        d = normalize_axis(self, self.dim, max(x.ndim, 1))
+        n = x.shape[d] if x.ndim else 1
+        if self.size > n:
+            raise self.error(f"size {self.size} is larger than dim {d} of the input, {n}")
+        windows = np.lib.stride_tricks.sliding_window_view(x.reshape(x.shape or (1,)), self.size, axis=d)
+        taken = windows[(slice(None),) * d + (slice(None, None, self.step),)]
+        return [np.ascontiguousarray(taken if x.ndim else taken[0])]
+
+
 @register("aten::one_hot")
 class OneHot(Layer):
     """`F.one_hot(ids, num_classes)` (TorchScript's aten::one_hot at every optlevel): an int64

@@ -1,13 +1,14 @@
 """Operators pnnx 20261020 leaves as TorchScript's aten::* at every optlevel (positional
 arguments), and a few torch.* ones they found alongside: triu/tril, one_hot, broadcast_to,
-var_mean/std_mean, unsafe_chunk (LSTMCell), sort, meshgrid, view_as, tile, repeat_interleave."""
+var_mean/std_mean, unsafe_chunk (LSTMCell), sort, meshgrid, view_as, tile, repeat_interleave,
+Tensor.unfold (aten::unfold)."""
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from opcases._common import Fn, Wrap
-from opcases.shape import case, dynamic
+from opcases.shape import case, cli, dynamic
 
 
 def _ids(fn, shape, high):
@@ -17,6 +18,9 @@ def _ids(fn, shape, high):
 CASES = {
     "aten_triu": dynamic(lambda x: torch.triu(x, 1) * 2, [(2, 4, 5)], [(3, 6, 5)]),
     "aten_tril_neg": dynamic(lambda x: torch.tril(x, -1) + x, [(4, 4)], [(6, 3)]),
+    # Tensor.unfold: frames along a dim (an audio framing), kept as aten::unfold
+    "aten_unfold_frames": dynamic(lambda x: x.unfold(-1, 4, 3) * 2, [(2, 3, 11)], [(3, 2, 9)]),
+    "aten_unfold_dim1": cli(case(lambda x: x.unfold(1, 3, 2) + 1, (2, 7, 4))),  # pnnx cannot run its own Python
     "aten_one_hot": _ids(lambda i: F.one_hot(i, 5) * 2, (2, 3), 5),
     # F.one_hot(i) without num_classes: pnnx annotates the class count of its own dummy
     # input (#=(2,6,2)); tools/export_value_shapes.py exports it with several input sets.
