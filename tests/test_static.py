@@ -82,8 +82,10 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
 # the PyPI wheels' fixes (traced .pt at the given shapes, .param put in order, multi-output
 # matching) and issue 35's further round (the protobuf walk, names inert as Markdown); issue
 # 35's fifth round (~230: max_operator_work counted in ~20 layers before their work,
-# max_expression_chars, the Expressions walk and tensor panels read linearly, ncnn Input shapes).
-ENGINE_LINES = 38_650  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
+# max_expression_chars, the Expressions walk and tensor panels read linearly, ncnn Input shapes);
+# then the same session's exports and wheels (~140: ONNX Trilu, ScatterElements, Slice and
+# aten::unfold layers, auto_pad SAME pads before pnnx, QDQ said before pnnx) and ONNX values by name.
+ENGINE_LINES = 38_800  # non-blank lines (code, comments, docstrings) in kuiper_core/**/*.py
 FUNCTION_LINES = 80  # def line to last line, docstring included
 # Functions over FUNCTION_LINES today, each at most its length then (they may shrink, not grow).
 LONG_FUNCTIONS: dict[str, tuple[int, str]] = {
