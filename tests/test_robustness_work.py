@@ -311,3 +311,21 @@ def test_the_tensor_panels_never_copy_a_whole_tensor_to_float64() -> None:
         assert stats["std"] == pytest.approx(finite.std(), rel=1e-9)
         assert cells.shape == (96, 96) and factors == (43, 43)
         assert np.isnan(cells).sum() == (0 if a is view else 2)
+
+
+@pytest.mark.parametrize("model, name", [("sample_models/vit_tiny.pnnx.param", "blocks.0.attn.mha")])
+def test_multihead_attention_counts_its_work_on_both_paths(model: str, name: str) -> None:
+    """nn.MultiheadAttention's projections and scores (its flops, from the shapes) are checked
+    before the work, in forward and in the prepared call (which runs without forward)."""
+    graph = open_model(ROOT / model).graph
+    layer = RuntimeGraph.from_graph(graph).build().operators[name].layer
+    op = next(o for o in graph.operators if o.name == name)
+    inputs = [np.ones(o.shape, np.float32) for o in op.inputs]
+    work = layer.flops([x.shape for x in inputs], [])
+    out = [np.empty(op.outputs[0].shape, np.float32)]
+    for run in (lambda: layer.forward(inputs, [None]), lambda: layer.prepare(inputs, out)):
+        with limits.use(limits.DEFAULT.replace(max_operator_work=work)):
+            assert run() is not None  # at exactly its work it runs (or is prepared)
+        with limits.use(limits.DEFAULT.replace(max_operator_work=work - 1)), pytest.raises(LimitError) as info:
+            run()
+        assert info.value.value == work and "the attention" in str(info.value)

@@ -231,7 +231,13 @@ class MultiheadAttention(Layer):
         return index is not None and index < len(operands) and _folded_key_padding(operands[index])
 
     # -- run ----------------------------------------------------------------------------
+    def _check_work(self, inputs: list[np.ndarray]) -> None:
+        """Projections and scores counted from the shapes (flops) before any work: a long
+        sequence of a narrow model asks for minutes within every tensor limit."""
+        self.check_work(self.flops([np.shape(a) for a in inputs], []), "the attention")
+
     def forward(self, inputs: list[np.ndarray], out: list[np.ndarray | None]) -> list[np.ndarray]:
+        self._check_work(inputs)
         ops = [inputs[i] for i in self.qkv_index]
         query, key, value = (ops[r] for r in self.roles)
         unbatched = query.ndim == 2
@@ -307,6 +313,7 @@ class MultiheadAttention(Layer):
                 self._mask(mask, B, L, L)
             except Exception:
                 return None
+        self._check_work(inputs)  # (the prepared call runs without forward)
         rows = B * L
         if split is not None and rows * self.flops_per_row() >= 2 * split.sizes.min_half_work:
             per_batch = mask is None or mask.ndim == 2 or mask.shape[0] == B * self.num_heads
